@@ -1,0 +1,97 @@
+"""The ``gputui`` command and its subcommands.
+
+Every usage error is one line on stderr and exit code 2; nothing here prints a
+traceback for bad input. Heavy imports (Textual, the samplers, the trainer) are
+made inside the handlers, so ``gputui --help`` is instant and the UI process
+never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from gputui import __version__
+
+INTERVAL_MIN_S = 0.25
+INTERVAL_MAX_S = 60.0
+EXIT_USAGE = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are a single line that says what to do."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def interval_seconds(text: str) -> float:
+    """Parse ``--interval``: seconds between samples, 0.25 to 60."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not INTERVAL_MIN_S <= value <= INTERVAL_MAX_S:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds from {INTERVAL_MIN_S:g} to {INTERVAL_MAX_S:g}"
+            ", e.g. --interval 1"
+        )
+    return value
+
+
+def build_parser() -> OneLineParser:
+    """The whole command line, subcommands included."""
+    parser = OneLineParser(
+        prog="gputui",
+        description=(
+            "What compute is here, can PyTorch use it, and how much faster is it? "
+            "With no command, opens the live monitor."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
+    parser.add_argument(
+        "--interval",
+        type=interval_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="seconds between samples, 0.25 to 60 (default: 1)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    snapshot = commands.add_parser(
+        "snapshot", help="print the monitor's readings once, as a table or JSON"
+    )
+    snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    snapshot.set_defaults(handler=_run_snapshot)
+
+    return parser
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    from gputui.ui.app import run_app
+
+    return run_app(interval=args.interval)
+
+
+def _run_snapshot(args: argparse.Namespace) -> int:
+    from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
+
+    snapshot = take_snapshot()
+    print(render_snapshot_json(snapshot) if args.json else render_snapshot_table(snapshot))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``gputui``; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    handler = getattr(args, "handler", _run_app)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gputui snapshot | head`: quiet, like other Unix tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,173 @@
+"""Typed, frozen readings: the only thing the telemetry layer hands out.
+
+Every field a device may not support is ``Optional``: ``None`` means "not
+supported or not known" and is shown as ``n/a``. Readings never guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+@dataclass(frozen=True, slots=True)
+class CpuReading:
+    """One sample of the host: CPUs, memory, and gputui's own footprint."""
+
+    utilization_percent: float
+    """Total CPU utilization since the previous sample, 0-100."""
+    per_core_percent: tuple[float, ...]
+    """Utilization of each logical core, 0-100."""
+    logical_cores: int
+    """Number of logical cores."""
+    physical_cores: int | None
+    """Number of physical cores, when the platform tells."""
+    model_name: str | None
+    """The processor's model name, when the platform tells."""
+    load_average: tuple[float, float, float] | None
+    """1, 5 and 15 minute load averages."""
+    frequency_mhz: float | None
+    """Current clock frequency."""
+    frequency_max_mhz: float | None
+    """Maximum clock frequency."""
+    memory_used_bytes: int
+    """Host memory in use (total minus available)."""
+    memory_total_bytes: int
+    """Host memory installed."""
+    swap_used_bytes: int
+    """Swap in use."""
+    swap_total_bytes: int
+    """Swap configured (0 when there is none)."""
+    self_cpu_percent: float | None
+    """gputui's own CPU use, percent of one core."""
+    self_rss_bytes: int | None
+    """gputui's own resident set size."""
+    taken_at: float
+    """``time.monotonic()`` when the sample was taken."""
+
+
+class GpuState(str, Enum):
+    """Whether a GPU still answers."""
+
+    OK = "ok"
+    LOST = "lost"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process holding memory on a GPU, joined with what psutil knows of it."""
+
+    pid: int
+    """Process id (in gputui's PID namespace, as NVML reports it)."""
+    user: str | None
+    """Owner's user name, when psutil can see it."""
+    command: str | None
+    """Command line (or name), when psutil can see it."""
+    gpu_memory_bytes: int | None
+    """GPU memory the process uses; ``None`` when the driver does not say."""
+    kind: str = "compute"
+    """``"compute"`` or ``"graphics"``."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    """One sample of one NVIDIA GPU."""
+
+    index: int
+    """NVML index."""
+    name: str
+    """Product name, e.g. ``NVIDIA H100 80GB HBM3``."""
+    uuid: str | None
+    """``GPU-...`` UUID."""
+    bus_id: str | None
+    """PCI bus id, e.g. ``00000000:17:00.0``."""
+    state: GpuState
+    """``ok``, or ``lost`` once the GPU answered GpuIsLost (then every reading is ``None``)."""
+    utilization_percent: float | None
+    """Share of time a kernel was running, 0-100."""
+    memory_utilization_percent: float | None
+    """Share of time device memory was read or written, 0-100."""
+    memory_used_bytes: int | None
+    """Device memory in use."""
+    memory_total_bytes: int | None
+    """Device memory installed."""
+    temperature_c: float | None
+    """GPU core temperature."""
+    power_w: float | None
+    """Power draw."""
+    power_limit_w: float | None
+    """Enforced power limit."""
+    sm_clock_mhz: float | None
+    """Current SM clock."""
+    sm_clock_max_mhz: float | None
+    """Maximum SM clock."""
+    fan_percent: float | None
+    """Fan speed as a share of its maximum (``None`` on passively cooled boards)."""
+    pcie_rx_bytes_per_s: float | None
+    """PCIe receive throughput."""
+    pcie_tx_bytes_per_s: float | None
+    """PCIe transmit throughput."""
+    performance_state: int | None
+    """Performance state: 0 (P0, fastest) to 15; ``None`` when unknown."""
+    processes: tuple[GpuProcess, ...] = ()
+    """Processes using the GPU."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlStatus:
+    """Whether NVML answers, and if not, one sentence on why and how to fix it."""
+
+    available: bool
+    """True when NVML initialised."""
+    driver_version: str | None = None
+    """NVIDIA driver version, e.g. ``550.54.15``."""
+    cuda_driver_version: str | None = None
+    """Highest CUDA version the driver supports, e.g. ``12.4``."""
+    error: str | None = None
+    """A sentence saying what is wrong and the fix; ``None`` when available."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlReading:
+    """One sample of every NVIDIA GPU."""
+
+    status: NvmlStatus
+    """Whether NVML answers at all."""
+    gpus: tuple[GpuReading, ...]
+    """One reading per GPU, in NVML index order (empty when unavailable)."""
+    taken_at: float
+    """``time.monotonic()`` when the sample finished."""
+
+
+@dataclass(frozen=True, slots=True)
+class MpsReading:
+    """Apple's Metal Performance Shaders backend, as the IORegistry and PyTorch see it."""
+
+    supported_platform: bool
+    """True on macOS; MPS does not exist anywhere else."""
+    message: str | None
+    """A plain sentence for the panel when there is nothing to measure, else ``None``."""
+    gpu_name: str | None = None
+    """The accelerator's model, e.g. ``Apple M2 Pro``."""
+    utilization_percent: float | None = None
+    """IORegistry ``Device Utilization %``."""
+    memory_in_use_bytes: int | None = None
+    """IORegistry ``In use system memory``."""
+    torch_mps_built: bool | None = None
+    """``torch.backends.mps.is_built()``; ``None`` until known."""
+    torch_mps_available: bool | None = None
+    """``torch.backends.mps.is_available()``; ``None`` until known."""
+    taken_at: float = 0.0
+    """``time.monotonic()`` when the sample was taken."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the monitor shows, at one moment."""
+
+    cpu: CpuReading
+    """The host."""
+    nvml: NvmlReading
+    """Every NVIDIA GPU."""
+    mps: MpsReading
+    """Apple MPS."""

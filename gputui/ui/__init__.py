@@ -1,0 +1,1 @@
+"""The Textual app. It sees the other layers only through readings and events."""
