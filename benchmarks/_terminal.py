@@ -1,0 +1,175 @@
+"""Run a terminal program in a pseudo-terminal and measure it, the way a person would see it.
+
+Used by the benchmark scripts to run gputui and its peers (nvitop, glances) side by
+side under identical conditions: same terminal size, same stand-in NVML library,
+same interval.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+ENVS = REPO / "benchmarks" / ".envs"
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\x1b\][^\x07]*\x07")
+
+
+@dataclass(frozen=True)
+class TerminalRun:
+    """What one program cost, measured from outside."""
+
+    name: str
+    first_frame_s: float | None
+    """Seconds from exec to the first frame showing the marker text; None if never seen."""
+    cpu_s_per_min: float
+    """CPU seconds (user + system, children included) per minute of steady state."""
+    peak_rss_mib: float
+    """Peak resident set size (VmHWM) of the main process."""
+    steady_s: float
+    """Length of the steady-state window measured."""
+
+
+def run_in_terminal(
+    name: str,
+    argv: Sequence[str],
+    *,
+    marker: bytes,
+    env: Mapping[str, str],
+    settle_s: float = 5.0,
+    steady_s: float = 60.0,
+    size: tuple[int, int] = (120, 40),
+    quit_keys: bytes = b"q",
+) -> TerminalRun:
+    """Start ``argv`` on a fresh pty of ``size`` (columns, rows) and measure it.
+
+    The first frame is the first moment the screen output (ANSI stripped) contains
+    ``marker``. Steady-state CPU is counted over ``steady_s`` seconds after
+    ``settle_s`` seconds of settling.
+    """
+    master, slave = os.openpty()
+    cols, rows = size
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    full_env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
+    full_env.update(env)
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=full_env,
+        start_new_session=True,
+        close_fds=True,
+    )
+    os.close(slave)
+    seen = threading.Event()
+    first_frame: list[float] = []
+    buffer = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            if not seen.is_set():
+                buffer.extend(chunk)
+                if marker in _ANSI.sub(b"", bytes(buffer)):
+                    first_frame.append(time.perf_counter() - started)
+                    seen.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    ps = psutil.Process(proc.pid)
+    try:
+        seen.wait(timeout=max(settle_s, 10.0))
+        time.sleep(settle_s)
+        before = _cpu_seconds(ps)
+        t0 = time.perf_counter()
+        time.sleep(steady_s)
+        after = _cpu_seconds(ps)
+        elapsed = time.perf_counter() - t0
+        peak_rss = _peak_rss_bytes(proc.pid)
+    finally:
+        try:
+            os.write(master, quit_keys)
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)
+    return TerminalRun(
+        name=name,
+        first_frame_s=first_frame[0] if first_frame else None,
+        cpu_s_per_min=(after - before) * 60.0 / elapsed,
+        peak_rss_mib=peak_rss / 2**20,
+        steady_s=elapsed,
+    )
+
+
+def _cpu_seconds(ps: psutil.Process) -> float:
+    total = 0.0
+    for p in [ps, *ps.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return psutil.Process(pid).memory_info().rss
+
+
+def ensure_env(name: str, requirements: Sequence[str]) -> Path:
+    """A private virtual environment under benchmarks/.envs/, created on first use.
+
+    Peers such as nvitop are installed here, never into the project's own environment.
+    Returns the environment's python.
+    """
+    env = ENVS / name
+    python = env / "bin" / "python"
+    if not python.exists():
+        print(f"creating {env} with {' '.join(requirements)} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", *requirements], check=True
+        )
+    return python
+
+
+def machine_description() -> str:
+    """One line naming the machine the figures come from."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = psutil.virtual_memory().total / 2**30
+    return (
+        f"{model}, {psutil.cpu_count()} logical cores, {mem:.0f} GiB RAM, "
+        f"Linux {os.uname().release}, Python {sys.version.split()[0]}"
+    )

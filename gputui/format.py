@@ -1,0 +1,116 @@
+"""How numbers read: shared by the app and the headless commands.
+
+Pure functions with no dependencies. Every formatter takes ``None`` for "not
+supported or not known" and returns ``n/a``: readings never guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+NA = "n/a"
+
+_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def fmt_bytes(value: float | None, *, precision: int = 1) -> str:
+    """``1536`` -> ``1.5 KiB``; binary units, as nvidia-smi's MiB."""
+    if value is None:
+        return NA
+    size = float(value)
+    for unit in _BINARY_UNITS:
+        if abs(size) < 1024 or unit == _BINARY_UNITS[-1]:
+            if unit == "B":
+                return f"{int(size)} B"
+            return f"{size:.{precision}f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_rate(bytes_per_s: float | None) -> str:
+    """``2.5e9`` -> ``2.3 GiB/s``."""
+    return NA if bytes_per_s is None else f"{fmt_bytes(bytes_per_s)}/s"
+
+
+def fmt_percent(value: float | None, *, precision: int = 0) -> str:
+    """``42.4`` -> ``42%``."""
+    return NA if value is None else f"{value:.{precision}f}%"
+
+
+def fmt_unit(value: float | None, unit: str, *, precision: int = 0) -> str:
+    """``(71.0, "°C")`` -> ``71°C``; ``(300.5, " W")`` -> ``300 W``... with the unit as given."""
+    return NA if value is None else f"{value:.{precision}f}{unit}"
+
+
+def fmt_used_total(used: float | None, total: float | None) -> str:
+    """``(1 GiB, 80 GiB)`` -> ``1.0/80.0 GiB``, in the total's unit."""
+    if used is None or total is None:
+        return f"{fmt_bytes(used)} / {fmt_bytes(total)}"
+    total_text = fmt_bytes(total)
+    number, _, unit = total_text.partition(" ")
+    scale = _unit_scale(unit)
+    return f"{used / scale:.1f}/{number} {unit}"
+
+
+def percent_of(used: float | None, total: float | None) -> float | None:
+    """``used`` as a percentage of ``total``; ``None`` when either is unknown or total is 0."""
+    if used is None or not total:
+        return None
+    return 100.0 * used / total
+
+
+def _unit_scale(unit: str) -> float:
+    return float(1024 ** _BINARY_UNITS.index(unit))
+
+
+def fmt_yes_no(value: bool | None) -> str:
+    """``True`` -> ``yes``, ``False`` -> ``no``, ``None`` -> ``n/a``."""
+    return NA if value is None else ("yes" if value else "no")
+
+
+def ellipsize(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in ``…`` when it was cut."""
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def fmt_columns(
+    rows: Sequence[Sequence[str]], *, right: Collection[int] = (), gap: int = 2
+) -> list[str]:
+    """Lay ``rows`` out as plain-text lines with aligned columns.
+
+    Args:
+        rows: Cells, row by row; a short row leaves its last columns empty.
+        right: Indexes of the columns to align right (numbers); others align left.
+        gap: Spaces between columns.
+
+    Returns:
+        One line per row, trailing spaces stripped.
+    """
+    if not rows:
+        return []
+    count = max(len(row) for row in rows)
+    widths = [max((len(row[i]) for row in rows if i < len(row)), default=0) for i in range(count)]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append((" " * gap).join(cells).rstrip())
+    return lines
+
+
+# --- added for the app (gputui/ui) ---
+
+
+def fmt_with_limit(
+    value: float | None, limit: float | None, unit: str, *, precision: int = 0
+) -> str:
+    """``(300, 700, " W")`` -> ``300/700 W``; ``300 W`` without a limit; ``n/a`` without a value."""
+    if value is None:
+        return NA
+    if limit:
+        return f"{value:.{precision}f}/{limit:.{precision}f}{unit}"
+    return f"{value:.{precision}f}{unit}"

@@ -1,0 +1,137 @@
+"""Bounded history per metric: the last few minutes, so memory stays flat for days.
+
+Each metric (``"cpu.util"``, ``"gpu0.memory"``...) keeps a ``deque`` with a fixed
+``maxlen``: appending the newest value drops the oldest. The number of metrics is
+bounded too; the least recently written one is forgotten when a new one would
+pass ``max_metrics`` (a GPU process that came and went, say).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from collections.abc import Iterator, Mapping
+
+DEFAULT_WINDOW_S = 300.0
+"""How far back sparklines look: five minutes."""
+
+DEFAULT_MAX_METRICS = 512
+"""More metrics than eight GPUs and a 256-core host need."""
+
+
+def samples_for_window(window_s: float, interval_s: float) -> int:
+    """How many samples cover ``window_s`` at one sample every ``interval_s``.
+
+    Args:
+        window_s: The span to keep, in seconds.
+        interval_s: Seconds between samples.
+
+    Returns:
+        At least 2, so a sparkline always has a line to draw.
+
+    Raises:
+        ValueError: A non-positive or non-finite window or interval.
+    """
+    if not (math.isfinite(window_s) and math.isfinite(interval_s)):
+        raise ValueError("window and interval must be finite")
+    if window_s <= 0 or interval_s <= 0:
+        raise ValueError("window and interval must be positive")
+    return max(2, math.ceil(window_s / interval_s))
+
+
+class History:
+    """The latest ``maxlen`` values of each metric, oldest first; ``None`` marks a gap."""
+
+    def __init__(self, maxlen: int, *, max_metrics: int = DEFAULT_MAX_METRICS) -> None:
+        """Make an empty history.
+
+        Args:
+            maxlen: Values kept per metric.
+            max_metrics: Metrics kept; writing a new one past this forgets the one
+                written least recently.
+
+        Raises:
+            ValueError: ``maxlen`` or ``max_metrics`` below 1.
+        """
+        if maxlen < 1 or max_metrics < 1:
+            raise ValueError("maxlen and max_metrics must be at least 1")
+        self._maxlen = maxlen
+        self._max_metrics = max_metrics
+        self._series: OrderedDict[str, deque[float | None]] = OrderedDict()
+
+    @classmethod
+    def for_window(
+        cls,
+        interval_s: float,
+        window_s: float = DEFAULT_WINDOW_S,
+        *,
+        max_metrics: int = DEFAULT_MAX_METRICS,
+    ) -> History:
+        """A history long enough to cover ``window_s`` at one sample per ``interval_s``."""
+        return cls(samples_for_window(window_s, interval_s), max_metrics=max_metrics)
+
+    @property
+    def maxlen(self) -> int:
+        """Values kept per metric."""
+        return self._maxlen
+
+    @property
+    def max_metrics(self) -> int:
+        """Metrics kept at most."""
+        return self._max_metrics
+
+    def append(self, metric: str, value: float | None) -> None:
+        """Add the newest value of ``metric``; ``None`` (or NaN) records a gap."""
+        series = self._series.get(metric)
+        if series is None:
+            if len(self._series) >= self._max_metrics:
+                self._series.popitem(last=False)
+            series = self._series[metric] = deque(maxlen=self._maxlen)
+        else:
+            self._series.move_to_end(metric)
+        if value is not None and not math.isfinite(value):
+            value = None
+        series.append(None if value is None else float(value))
+
+    def record(self, values: Mapping[str, float | None]) -> None:
+        """Append one value to each metric named in ``values``: one tick of the clock."""
+        for metric, value in values.items():
+            self.append(metric, value)
+
+    def values(self, metric: str, *, fill: float | None = None) -> list[float]:
+        """The values of ``metric``, oldest first, ready for a sparkline.
+
+        Args:
+            metric: The metric's name; an unknown one has no values.
+            fill: Stands in for each gap; with ``None`` gaps are left out.
+        """
+        series = self._series.get(metric, ())
+        if fill is None:
+            return [value for value in series if value is not None]
+        return [fill if value is None else value for value in series]
+
+    def series(self, metric: str) -> tuple[float | None, ...]:
+        """The raw values of ``metric``, oldest first, gaps as ``None``."""
+        return tuple(self._series.get(metric, ()))
+
+    def latest(self, metric: str) -> float | None:
+        """The newest value of ``metric``; ``None`` when there is none or it was a gap."""
+        series = self._series.get(metric)
+        return series[-1] if series else None
+
+    def forget(self, metric: str) -> None:
+        """Drop ``metric`` and its values; unknown names are ignored."""
+        self._series.pop(metric, None)
+
+    def clear(self) -> None:
+        """Drop every metric."""
+        self._series.clear()
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self._series
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._series))
+
+    def __len__(self) -> int:
+        return len(self._series)

@@ -1,0 +1,665 @@
+"""NVIDIA GPUs, through NVML (the ``nvidia-ml-py`` bindings, imported as ``pynvml``).
+
+:class:`NvmlSampler` turns NVML into :class:`~gputui.telemetry.readings.NvmlReading`
+values and never raises for anything the driver does:
+
+- No library, or an NVML that will not start: the reading says so in one sentence
+  with the fix, and init is tried again at most every ``init_retry_s`` seconds, so a
+  driver loaded later is picked up.
+- A field that answers NotSupported, or FunctionNotFound (a driver older than the
+  bindings), becomes ``None``; it is asked once and never again, logged once at
+  debug level.
+- A GPU that answers GpuIsLost is read as ``lost`` (index, name and UUID kept) and
+  asked again only every ``lost_retry_s`` seconds; the other GPUs keep updating.
+- Any other NVML error leaves that one field ``None`` for that one sample.
+
+``sample()`` blocks on driver calls, which can hang for seconds: call it from a
+worker thread, never on the UI's event loop, and use :func:`is_stale` to mark
+readings that stopped coming. ``pynvml`` is imported on the first sample, so
+importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import psutil
+
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, NvmlReading, NvmlStatus
+
+log = logging.getLogger(__name__)
+
+INIT_RETRY_S = 30.0
+"""Seconds between attempts to start NVML after it failed."""
+LOST_RETRY_S = 30.0
+"""Seconds between attempts to read a GPU that answered GpuIsLost."""
+POWER_LIMIT_TTL_S = 30.0
+"""Seconds a power limit is trusted before it is asked again (an admin may change it)."""
+CLOSE_WAIT_S = 1.0
+"""Seconds :meth:`NvmlSampler.close` waits for a sample in flight before giving up on it."""
+
+# NVML return codes (nvml.h, a stable ABI), so this module needs pynvml only when it samples.
+_NO_PERMISSION = 4
+_NOT_SUPPORTED = 3
+_DRIVER_NOT_LOADED = 9
+_LIBRARY_NOT_FOUND = 12
+_FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
+_LIB_RM_VERSION_MISMATCH = 18
+
+_CLOCK_SM = 1
+_TEMPERATURE_GPU = 0
+_PCIE_TX_BYTES = 0
+_PCIE_RX_BYTES = 1
+_PSTATE_UNKNOWN = 32
+_VALUE_NOT_AVAILABLE = 2**64 - 1
+_PCIE_UNIT_BYTES = 1024
+"""NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
+
+_LIBRARY_MISSING = (
+    "No NVIDIA driver library (libnvidia-ml.so.1) was found; "
+    "install the NVIDIA driver to monitor NVIDIA GPUs."
+)
+_INIT_ERRORS: dict[int, str] = {
+    _LIBRARY_NOT_FOUND: _LIBRARY_MISSING,
+    _DRIVER_NOT_LOADED: (
+        "The NVIDIA driver is installed but its kernel module is not loaded; "
+        "load it with `sudo modprobe nvidia` (or reboot) to monitor NVIDIA GPUs."
+    ),
+    _NO_PERMISSION: (
+        "gputui is not allowed to open the NVIDIA devices (/dev/nvidia*); "
+        "add your user to the group that owns them, or ask an administrator."
+    ),
+    _LIB_RM_VERSION_MISMATCH: (
+        "The NVIDIA driver library and the loaded kernel module are different versions "
+        "(usually after a driver update); reboot, or reload the nvidia kernel modules."
+    ),
+    _FUNCTION_NOT_FOUND: (
+        "The NVIDIA driver is too old for the nvidia-ml-py bindings; "
+        "update the NVIDIA driver to monitor NVIDIA GPUs."
+    ),
+}
+
+
+def describe_nvml_error(code: int | None, detail: str) -> str:
+    """One sentence saying why NVML cannot be used and what to do about it.
+
+    Args:
+        code: The NVML return code that stopped it (``None`` when there is none).
+        detail: The bindings' own wording, used when the code has no better sentence.
+    """
+    if code is not None and code in _INIT_ERRORS:
+        return _INIT_ERRORS[code]
+    return (
+        f"NVML could not start ({detail}); run `nvidia-smi` to see what the NVIDIA driver reports."
+    )
+
+
+def format_cuda_version(version: int) -> str:
+    """Format NVML's integer CUDA version as ``major.minor``: ``12040`` -> ``"12.4"``."""
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def is_stale(reading_taken_at: float, now: float, interval: float) -> bool:
+    """Whether a reading is too old to show as live.
+
+    A reading is stale when no new one arrived for ``max(2 * interval, interval + 1)``
+    seconds: two sampling periods, but never less than one period plus a second of
+    slack, so a busy machine at a short interval does not flicker. A driver call that
+    hangs makes readings stale without freezing the screen.
+
+    Args:
+        reading_taken_at: The reading's ``taken_at`` (same clock as ``now``).
+        now: The current time, e.g. ``time.monotonic()``.
+        interval: The sampling interval in seconds.
+    """
+    return now - reading_taken_at > max(2.0 * interval, interval + 1.0)
+
+
+class _GpuLost(Exception):
+    """A query answered GpuIsLost."""
+
+
+@dataclass(slots=True)
+class _Gpu:
+    """What the sampler remembers about one GPU between samples."""
+
+    index: int
+    """NVML index."""
+    handle: Any
+    """The NVML device handle; ``None`` when even the handle could not be had."""
+    name: str = "Unknown NVIDIA GPU"
+    """Product name (read once)."""
+    uuid: str | None = None
+    """UUID (read once)."""
+    bus_id: str | None = None
+    """PCI bus id (read once)."""
+    sm_clock_max_mhz: float | None = None
+    """Maximum SM clock (read once)."""
+    static_read: bool = False
+    """True once the static facts above were read."""
+    power_limit_w: float | None = None
+    """Enforced power limit, refreshed every ``POWER_LIMIT_TTL_S``."""
+    power_limit_read_at: float | None = None
+    """When the power limit was last asked."""
+    unsupported: set[str] = field(default_factory=set)
+    """Fields this GPU answered NotSupported for (or that no library function serves)."""
+    lost_at: float | None = None
+    """When it last answered GpuIsLost; ``None`` while it answers."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """Who runs a process, cached until the PID is reused."""
+
+    create_time: float
+    user: str | None
+    command: str | None
+
+
+_Query = Callable[[Any], Any]
+
+
+def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]:
+    """For each field, the NVML symbols that can answer it, preferred first, and how to ask."""
+    memory: list[tuple[str, _Query]] = []
+    if hasattr(nv, "nvmlMemory_v2"):
+        memory.append(
+            (
+                "nvmlDeviceGetMemoryInfo_v2",
+                lambda h: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2),
+            )
+        )
+    memory.append(("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo))
+    return {
+        "name": (("nvmlDeviceGetName", nv.nvmlDeviceGetName),),
+        "uuid": (("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID),),
+        "bus_id": (("nvmlDeviceGetPciInfo_v3", nv.nvmlDeviceGetPciInfo_v3),),
+        "sm_clock_max": (
+            ("nvmlDeviceGetMaxClockInfo", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, _CLOCK_SM)),
+        ),
+        "power_limit": (
+            ("nvmlDeviceGetEnforcedPowerLimit", nv.nvmlDeviceGetEnforcedPowerLimit),
+            ("nvmlDeviceGetPowerManagementLimit", nv.nvmlDeviceGetPowerManagementLimit),
+        ),
+        "utilization": (("nvmlDeviceGetUtilizationRates", nv.nvmlDeviceGetUtilizationRates),),
+        "memory": tuple(memory),
+        "temperature": (
+            (
+                "nvmlDeviceGetTemperature",
+                lambda h: nv.nvmlDeviceGetTemperature(h, _TEMPERATURE_GPU),
+            ),
+        ),
+        "power": (("nvmlDeviceGetPowerUsage", nv.nvmlDeviceGetPowerUsage),),
+        "sm_clock": (
+            ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_SM)),
+        ),
+        "fan": (("nvmlDeviceGetFanSpeed", nv.nvmlDeviceGetFanSpeed),),
+        "pcie_tx": (
+            (
+                "nvmlDeviceGetPcieThroughput",
+                lambda h: nv.nvmlDeviceGetPcieThroughput(h, _PCIE_TX_BYTES),
+            ),
+        ),
+        "pcie_rx": (
+            (
+                "nvmlDeviceGetPcieThroughput",
+                lambda h: nv.nvmlDeviceGetPcieThroughput(h, _PCIE_RX_BYTES),
+            ),
+        ),
+        "performance_state": (("nvmlDeviceGetPerformanceState", nv.nvmlDeviceGetPerformanceState),),
+        "compute_processes": (
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                nv.nvmlDeviceGetComputeRunningProcesses_v3,
+            ),
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+                nv.nvmlDeviceGetComputeRunningProcesses_v2,
+            ),
+        ),
+        "graphics_processes": (
+            (
+                "nvmlDeviceGetGraphicsRunningProcesses_v3",
+                nv.nvmlDeviceGetGraphicsRunningProcesses_v3,
+            ),
+            (
+                "nvmlDeviceGetGraphicsRunningProcesses_v2",
+                nv.nvmlDeviceGetGraphicsRunningProcesses_v2,
+            ),
+        ),
+    }
+
+
+def _text(value: Any) -> str:
+    """NVML strings arrive as ``str`` from current bindings and ``bytes`` from old ones."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class NvmlSampler:
+    """Samples every NVIDIA GPU through NVML; blocking, so run it off the event loop.
+
+    NVML starts on the first :meth:`sample`; device handles and static facts (name,
+    UUID, bus id, maximum SM clock) are fetched once, and the power limit every
+    ``POWER_LIMIT_TTL_S`` seconds, so a steady sample asks only what changes. Samples
+    are serialised by a lock; :meth:`close` shuts NVML down.
+
+    Example::
+
+        sampler = NvmlSampler()
+        reading = sampler.sample()  # in a worker thread
+        sampler.close()
+    """
+
+    def __init__(
+        self,
+        library_path: str | os.PathLike[str] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        init_retry_s: float = INIT_RETRY_S,
+        lost_retry_s: float = LOST_RETRY_S,
+    ) -> None:
+        """Prepare a sampler; nothing is loaded or asked until the first sample.
+
+        Args:
+            library_path: A ``libnvidia-ml.so.1`` to load instead of the one the
+                bindings find (unusual installs, tests). The bindings hold one library
+                per process, so this replaces it for the whole process.
+            clock: Monotonic clock, in seconds, for retry timing and ``taken_at``.
+            init_retry_s: Seconds between attempts to start NVML after a failure.
+            lost_retry_s: Seconds between attempts to read a GPU that was lost.
+        """
+        self._library_path = os.fspath(library_path) if library_path is not None else None
+        self._clock = clock
+        self._init_retry_s = init_retry_s
+        self._lost_retry_s = lost_retry_s
+        self._lock = threading.Lock()
+        self._nv: ModuleType | None = None
+        self._queries: dict[str, tuple[tuple[str, _Query], ...]] = {}
+        self._gpus: list[_Gpu] | None = None
+        self._status = NvmlStatus(available=False, error=None)
+        self._init_failed_at: float | None = None
+        self._missing_symbols: set[str] = set()
+        self._logged: set[tuple[object, ...]] = set()
+        self._identities: dict[int, _Identity] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ public
+
+    def sample(self) -> NvmlReading:
+        """Read every GPU once. Blocks on the driver; never raises for what NVML answers.
+
+        Returns:
+            The reading; when NVML is unavailable, its status holds one sentence on
+            why and how to fix it, and ``gpus`` is empty.
+        """
+        with self._lock:
+            if self._closed:
+                status = NvmlStatus(
+                    available=False,
+                    error="The NVIDIA sampler was closed; start a new one to read the GPUs.",
+                )
+                return NvmlReading(status=status, gpus=(), taken_at=self._clock())
+            if self._gpus is None and not self._start():
+                return NvmlReading(status=self._status, gpus=(), taken_at=self._clock())
+            assert self._gpus is not None
+            now = self._clock()
+            gpus = tuple(self._read_gpu(gpu, now) for gpu in self._gpus)
+            self._forget_identities(gpus)
+            return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
+
+    def close(self) -> None:
+        """Shut NVML down. Safe to call twice, and from another thread than ``sample``.
+
+        If a sample is stuck in the driver for more than ``CLOSE_WAIT_S`` seconds,
+        the sampler is marked closed without waiting for it (NVML is then left to
+        the process's exit).
+        """
+        acquired = self._lock.acquire(timeout=CLOSE_WAIT_S)
+        try:
+            self._closed = True
+            if acquired and self._gpus is not None and self._nv is not None:
+                self._gpus = None
+                try:
+                    self._nv.nvmlShutdown()
+                except self._nv.NVMLError as err:
+                    log.debug("nvmlShutdown failed: %s", err)
+        finally:
+            if acquired:
+                self._lock.release()
+
+    def __enter__(self) -> NvmlSampler:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------- start
+
+    def _start(self) -> bool:
+        """Start NVML unless it failed less than ``init_retry_s`` ago; True when it runs."""
+        now = self._clock()
+        if self._init_failed_at is not None and now - self._init_failed_at < self._init_retry_s:
+            return False
+        error = self._init()
+        if error is None:
+            self._init_failed_at = None
+            return True
+        self._init_failed_at = now
+        self._status = NvmlStatus(available=False, error=error)
+        log.debug("NVML unavailable: %s", error)
+        return False
+
+    def _init(self) -> str | None:
+        """Load the bindings and library, start NVML and fetch the handles.
+
+        Returns:
+            ``None`` on success, else the sentence for the status.
+        """
+        try:
+            import pynvml as nv
+        except ImportError:
+            return (
+                "The nvidia-ml-py package is not installed; "
+                "install it with `pip install nvidia-ml-py` to monitor NVIDIA GPUs."
+            )
+        self._nv = nv
+        if not self._queries:
+            self._queries = _device_queries(nv)
+        if self._library_path is not None:
+            try:
+                library = ctypes.CDLL(self._library_path)
+            except OSError:
+                return (
+                    f"No NVIDIA driver library was found at {self._library_path}; "
+                    "install the NVIDIA driver or give the path of libnvidia-ml.so.1."
+                )
+            with nv.libLoadLock:
+                nv.nvmlLib = library
+                nv._nvmlGetFunctionPointer_cache.clear()
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as err:
+            return describe_nvml_error(err.value, str(err))
+        try:
+            count = nv.nvmlDeviceGetCount()
+        except nv.NVMLError as err:
+            self._shutdown_quietly()
+            return describe_nvml_error(err.value, f"cannot count the GPUs: {err}")
+
+        driver = self._system_query("nvmlSystemGetDriverVersion", nv.nvmlSystemGetDriverVersion)
+        cuda = self._system_query(
+            "nvmlSystemGetCudaDriverVersion_v2", nv.nvmlSystemGetCudaDriverVersion_v2
+        )
+        if cuda is None:
+            cuda = self._system_query(
+                "nvmlSystemGetCudaDriverVersion", nv.nvmlSystemGetCudaDriverVersion
+            )
+        self._status = NvmlStatus(
+            available=True,
+            driver_version=_text(driver) if driver is not None else None,
+            cuda_driver_version=format_cuda_version(int(cuda)) if cuda else None,
+            error=None,
+        )
+        self._gpus = [gpu for index in range(count) if (gpu := self._open(index)) is not None]
+        return None
+
+    def _open(self, index: int) -> _Gpu | None:
+        """Fetch the handle of GPU ``index``; ``None`` for a GPU that cannot be used."""
+        assert self._nv is not None
+        try:
+            return _Gpu(index=index, handle=self._nv.nvmlDeviceGetHandleByIndex(index))
+        except self._nv.NVMLError as err:
+            if err.value == _GPU_IS_LOST:
+                log.debug("GPU %d is lost (no handle)", index)
+                return _Gpu(index=index, handle=None, lost_at=self._clock())
+            log.debug("GPU %d is skipped: no handle (%s)", index, err)
+            return None
+
+    def _system_query(self, symbol: str, query: Callable[[], Any]) -> Any:
+        """Ask a system-wide question; ``None`` (logged once) when NVML will not say."""
+        assert self._nv is not None
+        if symbol in self._missing_symbols:
+            return None
+        try:
+            return query()
+        except self._nv.NVMLError as err:
+            if err.value == _FUNCTION_NOT_FOUND:
+                self._missing_symbols.add(symbol)
+            self._log_once(("system", symbol, err.value), "NVML %s failed: %s", symbol, err)
+            return None
+
+    def _shutdown_quietly(self) -> None:
+        assert self._nv is not None
+        try:
+            self._nv.nvmlShutdown()
+        except self._nv.NVMLError as err:
+            log.debug("nvmlShutdown failed: %s", err)
+
+    # ----------------------------------------------------------------- reading
+
+    def _read_gpu(self, gpu: _Gpu, now: float) -> GpuReading:
+        """One GPU's reading; a lost GPU is asked again only every ``lost_retry_s``."""
+        if gpu.handle is None:
+            return self._lost_reading(gpu)
+        if gpu.lost_at is not None and now - gpu.lost_at < self._lost_retry_s:
+            return self._lost_reading(gpu)
+        try:
+            reading = self._read_live(gpu, now)
+        except _GpuLost:
+            if gpu.lost_at is None:
+                log.debug("GPU %d answered GpuIsLost; reading it as lost", gpu.index)
+            gpu.lost_at = now
+            return self._lost_reading(gpu)
+        if gpu.lost_at is not None:
+            log.debug("GPU %d answers again", gpu.index)
+            gpu.lost_at = None
+        return reading
+
+    def _read_live(self, gpu: _Gpu, now: float) -> GpuReading:
+        """Ask a GPU that answers; raises :class:`_GpuLost` as soon as it stops."""
+        if not gpu.static_read:
+            self._read_static(gpu)
+        if gpu.power_limit_read_at is None or now - gpu.power_limit_read_at >= POWER_LIMIT_TTL_S:
+            milliwatts = self._ask(gpu, "power_limit")
+            gpu.power_limit_w = milliwatts / 1000.0 if milliwatts is not None else None
+            gpu.power_limit_read_at = now
+
+        utilization = self._ask(gpu, "utilization")
+        memory = self._ask(gpu, "memory")
+        temperature = self._ask(gpu, "temperature")
+        milliwatts = self._ask(gpu, "power")
+        sm_clock = self._ask(gpu, "sm_clock")
+        fan = self._ask(gpu, "fan")
+        tx = self._ask(gpu, "pcie_tx")
+        rx = self._ask(gpu, "pcie_rx")
+        pstate = self._ask(gpu, "performance_state")
+        processes = self._read_processes(gpu)
+        return GpuReading(
+            index=gpu.index,
+            name=gpu.name,
+            uuid=gpu.uuid,
+            bus_id=gpu.bus_id,
+            state=GpuState.OK,
+            utilization_percent=float(utilization.gpu) if utilization is not None else None,
+            memory_utilization_percent=(
+                float(utilization.memory) if utilization is not None else None
+            ),
+            memory_used_bytes=int(memory.used) if memory is not None else None,
+            memory_total_bytes=int(memory.total) if memory is not None else None,
+            temperature_c=float(temperature) if temperature is not None else None,
+            power_w=milliwatts / 1000.0 if milliwatts is not None else None,
+            power_limit_w=gpu.power_limit_w,
+            sm_clock_mhz=float(sm_clock) if sm_clock is not None else None,
+            sm_clock_max_mhz=gpu.sm_clock_max_mhz,
+            fan_percent=float(fan) if fan is not None else None,
+            pcie_rx_bytes_per_s=float(rx * _PCIE_UNIT_BYTES) if rx is not None else None,
+            pcie_tx_bytes_per_s=float(tx * _PCIE_UNIT_BYTES) if tx is not None else None,
+            performance_state=(
+                int(pstate) if pstate is not None and pstate != _PSTATE_UNKNOWN else None
+            ),
+            processes=processes,
+        )
+
+    def _read_static(self, gpu: _Gpu) -> None:
+        """Read the facts that do not change while the driver runs."""
+        name = self._ask(gpu, "name")
+        if name is not None:
+            gpu.name = _text(name)
+        uuid = self._ask(gpu, "uuid")
+        gpu.uuid = _text(uuid) if uuid is not None else None
+        pci = self._ask(gpu, "bus_id")
+        gpu.bus_id = _text(pci.busId) if pci is not None else None
+        clock = self._ask(gpu, "sm_clock_max")
+        gpu.sm_clock_max_mhz = float(clock) if clock is not None else None
+        gpu.static_read = True
+
+    @staticmethod
+    def _lost_reading(gpu: _Gpu) -> GpuReading:
+        return GpuReading(
+            index=gpu.index,
+            name=gpu.name,
+            uuid=gpu.uuid,
+            bus_id=gpu.bus_id,
+            state=GpuState.LOST,
+            utilization_percent=None,
+            memory_utilization_percent=None,
+            memory_used_bytes=None,
+            memory_total_bytes=None,
+            temperature_c=None,
+            power_w=None,
+            power_limit_w=None,
+            sm_clock_mhz=None,
+            sm_clock_max_mhz=None,
+            fan_percent=None,
+            pcie_rx_bytes_per_s=None,
+            pcie_tx_bytes_per_s=None,
+            performance_state=None,
+        )
+
+    def _ask(self, gpu: _Gpu, field_name: str) -> Any:
+        """Ask one field of one GPU; ``None`` when NVML does not answer it.
+
+        NotSupported (this GPU) and FunctionNotFound (this library, every GPU) are
+        remembered and never asked again; any other error costs only this sample.
+
+        Raises:
+            _GpuLost: The GPU answered GpuIsLost.
+        """
+        if field_name in gpu.unsupported:
+            return None
+        assert self._nv is not None
+        for symbol, query in self._queries[field_name]:
+            if symbol in self._missing_symbols:
+                continue
+            try:
+                return query(gpu.handle)
+            except self._nv.NVMLError as err:
+                code = err.value
+                if code == _GPU_IS_LOST:
+                    raise _GpuLost from None
+                if code == _FUNCTION_NOT_FOUND:
+                    self._missing_symbols.add(symbol)
+                    log.debug("NVML has no %s (driver older than the bindings)", symbol)
+                    continue
+                if code == _NOT_SUPPORTED:
+                    gpu.unsupported.add(field_name)
+                    log.debug("GPU %d does not support %s; showing n/a", gpu.index, field_name)
+                    return None
+                self._log_once(
+                    (gpu.index, field_name, code),
+                    "GPU %d: %s failed (%s); n/a for this sample",
+                    gpu.index,
+                    field_name,
+                    err,
+                )
+                return None
+        gpu.unsupported.add(field_name)  # no function in this library serves it
+        return None
+
+    def _log_once(self, key: tuple[object, ...], message: str, *args: object) -> None:
+        if key not in self._logged:
+            self._logged.add(key)
+            log.debug(message, *args)
+
+    # --------------------------------------------------------------- processes
+
+    def _read_processes(self, gpu: _Gpu) -> tuple[GpuProcess, ...]:
+        """Compute, then graphics processes (a PID in both is listed once, as compute)."""
+        found: list[GpuProcess] = []
+        seen: set[int] = set()
+        for kind, field_name in (
+            ("compute", "compute_processes"),
+            ("graphics", "graphics_processes"),
+        ):
+            for info in self._ask(gpu, field_name) or ():
+                pid = int(info.pid)
+                if pid in seen:
+                    continue
+                seen.add(pid)
+                user, command = self._identify(pid)
+                used = info.usedGpuMemory
+                memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
+                found.append(GpuProcess(pid, user, command, memory, kind))
+        return tuple(found)
+
+    def _identify(self, pid: int) -> tuple[str | None, str | None]:
+        """User and command of ``pid``, cached per (pid, create time); ``None`` where hidden."""
+        try:
+            process = psutil.Process(pid)
+            created = process.create_time()
+        except (psutil.Error, ValueError, OSError):
+            return None, None
+        cached = self._identities.get(pid)
+        if cached is not None and cached.create_time == created:
+            return cached.user, cached.command
+        identity = _Identity(created, _username(process), _command(process))
+        self._identities[pid] = identity
+        return identity.user, identity.command
+
+    def _forget_identities(self, gpus: Sequence[GpuReading]) -> None:
+        """Drop cached identities of processes no GPU lists any more."""
+        if not self._identities:
+            return
+        alive = {process.pid for gpu in gpus for process in gpu.processes}
+        for pid in self._identities.keys() - alive:
+            del self._identities[pid]
+
+
+def _username(process: psutil.Process) -> str | None:
+    try:
+        return process.username()
+    except (psutil.Error, OSError, KeyError):
+        return None
+
+
+def _command(process: psutil.Process) -> str | None:
+    try:
+        argv = process.cmdline()
+    except (psutil.Error, OSError):
+        argv = []
+    if argv:
+        return " ".join(argv)
+    try:
+        return process.name() or None
+    except (psutil.Error, OSError):
+        return None
+
+
+__all__ = [
+    "INIT_RETRY_S",
+    "LOST_RETRY_S",
+    "POWER_LIMIT_TTL_S",
+    "NvmlSampler",
+    "describe_nvml_error",
+    "format_cuda_version",
+    "is_stale",
+]

@@ -1,0 +1,360 @@
+"""``gputui snapshot``: every reading once, as a plain-text table or as JSON.
+
+The JSON schema is a contract for scripts: top-level ``cpu``, ``gpus``, ``nvml``
+and ``mps``; a reading that is not supported is ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+import time
+from typing import TYPE_CHECKING, Any
+
+from gputui.format import (
+    NA,
+    ellipsize,
+    fmt_bytes,
+    fmt_columns,
+    fmt_percent,
+    fmt_rate,
+    fmt_unit,
+    fmt_used_total,
+    fmt_yes_no,
+)
+from gputui.telemetry.readings import (
+    CpuReading,
+    GpuProcess,
+    GpuReading,
+    GpuState,
+    MpsReading,
+    NvmlReading,
+    NvmlStatus,
+    Snapshot,
+)
+
+if TYPE_CHECKING:
+    from gputui.telemetry.apple import MpsSampler
+    from gputui.telemetry.host import HostSampler
+    from gputui.telemetry.nvml import NvmlSampler
+
+CPU_WINDOW_S = 0.2
+"""The span host utilization is measured over: long enough to mean something."""
+
+TORCH_WAIT_S = 15.0
+"""How long a snapshot on macOS waits for PyTorch to say whether MPS is available."""
+
+WIDTH = 80
+"""The table fits a terminal this wide."""
+
+
+def take_snapshot(
+    *,
+    host: HostSampler | None = None,
+    nvml: NvmlSampler | None = None,
+    mps: MpsSampler | None = None,
+    cpu_window_s: float = CPU_WINDOW_S,
+    torch_wait_s: float = TORCH_WAIT_S,
+) -> Snapshot:
+    """Sample the host, every NVIDIA GPU and Apple MPS once. Never raises for missing hardware.
+
+    Args:
+        host: The host sampler (default: a new one, primed now).
+        nvml: The NVML sampler (default: a new one on the system's library, closed after).
+        mps: The MPS sampler (default: a new one for this platform).
+        cpu_window_s: Host utilization covers at least this long; the NVML and
+            MPS samples are taken inside that window.
+        torch_wait_s: How long to wait for PyTorch's answer about MPS (macOS only).
+    """
+    started = time.monotonic()
+    if host is None:
+        from gputui.telemetry.host import HostSampler
+
+        host = HostSampler()
+    if mps is None:
+        from gputui.telemetry.apple import MpsSampler
+
+        mps = MpsSampler()  # on macOS this starts asking PyTorch in the background
+    if nvml is None:
+        from gputui.telemetry.nvml import NvmlSampler
+
+        with NvmlSampler() as own_nvml:
+            nvml_reading = own_nvml.sample()
+    else:
+        nvml_reading = nvml.sample()
+    mps.wait_for_torch(torch_wait_s)
+    mps_reading = mps.sample()
+    remaining = cpu_window_s - (time.monotonic() - started)
+    if remaining > 0:
+        time.sleep(remaining)
+    return Snapshot(cpu=host.sample(), nvml=nvml_reading, mps=mps_reading)
+
+
+# --- JSON -------------------------------------------------------------------------------
+
+
+def snapshot_as_dict(snapshot: Snapshot) -> dict[str, Any]:
+    """The snapshot as plain JSON-ready data; see the module docstring for the schema."""
+    return {
+        "cpu": cpu_as_dict(snapshot.cpu),
+        "gpus": [gpu_as_dict(gpu) for gpu in snapshot.nvml.gpus],
+        "nvml": nvml_status_as_dict(snapshot.nvml.status),
+        "mps": mps_as_dict(snapshot.mps),
+    }
+
+
+def render_snapshot_json(snapshot: Snapshot) -> str:
+    """The snapshot as indented JSON text (no trailing newline)."""
+    return json.dumps(snapshot_as_dict(snapshot), indent=2, allow_nan=False)
+
+
+def cpu_as_dict(cpu: CpuReading) -> dict[str, Any]:
+    """The host's reading as JSON-ready data."""
+    return {
+        "model_name": cpu.model_name,
+        "logical_cores": cpu.logical_cores,
+        "physical_cores": cpu.physical_cores,
+        "utilization_percent": _number(cpu.utilization_percent),
+        "per_core_percent": [_number(value) for value in cpu.per_core_percent],
+        "load_average": (
+            None if cpu.load_average is None else [_number(v) for v in cpu.load_average]
+        ),
+        "frequency_mhz": _number(cpu.frequency_mhz),
+        "frequency_max_mhz": _number(cpu.frequency_max_mhz),
+        "memory_used_bytes": cpu.memory_used_bytes,
+        "memory_total_bytes": cpu.memory_total_bytes,
+        "swap_used_bytes": cpu.swap_used_bytes,
+        "swap_total_bytes": cpu.swap_total_bytes,
+        "self_cpu_percent": _number(cpu.self_cpu_percent),
+        "self_rss_bytes": cpu.self_rss_bytes,
+    }
+
+
+def gpu_as_dict(gpu: GpuReading) -> dict[str, Any]:
+    """One NVIDIA GPU's reading as JSON-ready data."""
+    return {
+        "index": gpu.index,
+        "name": gpu.name,
+        "uuid": gpu.uuid,
+        "bus_id": gpu.bus_id,
+        "state": GpuState(gpu.state).value,
+        "utilization_percent": _number(gpu.utilization_percent),
+        "memory_utilization_percent": _number(gpu.memory_utilization_percent),
+        "memory_used_bytes": gpu.memory_used_bytes,
+        "memory_total_bytes": gpu.memory_total_bytes,
+        "temperature_c": _number(gpu.temperature_c),
+        "power_w": _number(gpu.power_w),
+        "power_limit_w": _number(gpu.power_limit_w),
+        "fan_percent": _number(gpu.fan_percent),
+        "sm_clock_mhz": _number(gpu.sm_clock_mhz),
+        "sm_clock_max_mhz": _number(gpu.sm_clock_max_mhz),
+        "pcie_rx_bytes_per_s": _number(gpu.pcie_rx_bytes_per_s),
+        "pcie_tx_bytes_per_s": _number(gpu.pcie_tx_bytes_per_s),
+        "performance_state": gpu.performance_state,
+        "processes": [process_as_dict(process) for process in gpu.processes],
+    }
+
+
+def process_as_dict(process: GpuProcess) -> dict[str, Any]:
+    """A GPU process as JSON-ready data."""
+    return {
+        "pid": process.pid,
+        "user": process.user,
+        "command": process.command,
+        "gpu_memory_bytes": process.gpu_memory_bytes,
+        "kind": process.kind,
+    }
+
+
+def nvml_status_as_dict(status: NvmlStatus) -> dict[str, Any]:
+    """Whether NVML answers, as JSON-ready data."""
+    return {
+        "available": status.available,
+        "driver_version": status.driver_version,
+        "cuda_driver_version": status.cuda_driver_version,
+        "error": status.error,
+    }
+
+
+def mps_as_dict(mps: MpsReading) -> dict[str, Any]:
+    """Apple MPS's reading as JSON-ready data."""
+    return {
+        "supported_platform": mps.supported_platform,
+        "message": mps.message,
+        "gpu_name": mps.gpu_name,
+        "utilization_percent": _number(mps.utilization_percent),
+        "memory_in_use_bytes": mps.memory_in_use_bytes,
+        "torch_mps_built": mps.torch_mps_built,
+        "torch_mps_available": mps.torch_mps_available,
+    }
+
+
+def _number(value: float | None) -> float | None:
+    """JSON has no NaN or infinity: a reading that is not a number is not known."""
+    if value is None or not math.isfinite(value):
+        return None
+    return value
+
+
+# --- Table ------------------------------------------------------------------------------
+
+_INDENT = "  "
+
+
+def render_snapshot_table(snapshot: Snapshot) -> str:
+    """The snapshot as plain text that reads at 80 columns; ``n/a`` for what is not known."""
+    sections = [
+        _cpu_section(snapshot.cpu),
+        _nvml_section(snapshot.nvml),
+        _mps_section(snapshot.mps),
+    ]
+    return "\n\n".join("\n".join(lines) for lines in sections)
+
+
+def _cpu_section(cpu: CpuReading) -> list[str]:
+    cores = f"{cpu.logical_cores} logical"
+    if cpu.physical_cores is not None:
+        cores += f", {cpu.physical_cores} physical"
+    lines = [ellipsize(f"CPU     {cpu.model_name or NA}", WIDTH)]
+    load = NA if cpu.load_average is None else "  ".join(f"{v:.2f}" for v in cpu.load_average)
+    frequency = fmt_unit(cpu.frequency_mhz, " MHz")
+    if cpu.frequency_max_mhz is not None:
+        frequency += f" (max {fmt_unit(cpu.frequency_max_mhz, ' MHz')})"
+    rows = [
+        ["utilization", fmt_percent(cpu.utilization_percent)],
+        ["cores", cores],
+        ["load average", load],
+        ["frequency", frequency],
+        ["memory", fmt_used_total(cpu.memory_used_bytes, cpu.memory_total_bytes)],
+        ["swap", _swap(cpu)],
+        [
+            "gputui",
+            f"{fmt_percent(cpu.self_cpu_percent)} CPU, {fmt_bytes(cpu.self_rss_bytes)} RSS",
+        ],
+    ]
+    columns = fmt_columns(rows)
+    lines += [_INDENT + line for line in columns[:1]]
+    if cpu.per_core_percent:  # under the total, wrapped to the width, aligned with the values
+        label = "per core".ljust(max(len(label) for label, _ in rows) + 2)
+        cells = [fmt_percent(value).rjust(4) for value in cpu.per_core_percent]
+        per_line = max(1, (WIDTH - len(_INDENT) - len(label) + 1) // 5)
+        for start in range(0, len(cells), per_line):
+            lead = label if start == 0 else " " * len(label)
+            lines.append(_INDENT + lead + " ".join(cells[start : start + per_line]))
+    lines += [_INDENT + line for line in columns[1:]]
+    return lines
+
+
+def _swap(cpu: CpuReading) -> str:
+    if cpu.swap_total_bytes == 0:
+        return "none"
+    return fmt_used_total(cpu.swap_used_bytes, cpu.swap_total_bytes)
+
+
+def _nvml_section(nvml: NvmlReading) -> list[str]:
+    status = nvml.status
+    if not status.available:
+        return _wrapped("NVIDIA  ", status.error or "NVML is not available.")
+    lines = [
+        f"NVIDIA  driver {status.driver_version or NA}, "
+        f"CUDA {status.cuda_driver_version or NA}, {_count(len(nvml.gpus), 'GPU')}"
+    ]
+    for gpu in nvml.gpus:
+        lines.append("")
+        lines += _gpu_lines(gpu)
+    processes = [(gpu.index, process) for gpu in nvml.gpus for process in gpu.processes]
+    lines.append("")
+    if processes:
+        lines += _process_lines(processes)
+    elif nvml.gpus:
+        lines.append(_INDENT + "processes    none")
+    return lines
+
+
+def _gpu_lines(gpu: GpuReading) -> list[str]:
+    header = f"{_INDENT}GPU {gpu.index}  {gpu.name}"
+    if gpu.state is GpuState.LOST:
+        return [
+            f"{ellipsize(header, WIDTH - 6)}  lost",
+            *_wrapped(
+                _INDENT * 2,
+                "This GPU stopped answering (GPU is lost); its readings are n/a "
+                "until the driver is reloaded or the machine restarts.",
+            ),
+        ]
+    lines = [ellipsize(header, WIDTH)]
+    rows = [
+        ["uuid", gpu.uuid or NA],
+        ["bus id", gpu.bus_id or NA],
+    ]
+    lines += [_INDENT * 2 + line for line in fmt_columns(rows)]
+    clock = fmt_unit(gpu.sm_clock_mhz, "")
+    clock += f" / {fmt_unit(gpu.sm_clock_max_mhz, ' MHz')}"
+    power = f"{fmt_unit(gpu.power_w, ' W')} / {fmt_unit(gpu.power_limit_w, ' W')}"
+    pstate = NA if gpu.performance_state is None else f"P{gpu.performance_state}"
+    pairs = [
+        ["utilization", fmt_percent(gpu.utilization_percent)],
+        ["memory util", fmt_percent(gpu.memory_utilization_percent)],
+        ["memory", fmt_used_total(gpu.memory_used_bytes, gpu.memory_total_bytes)],
+        ["temperature", fmt_unit(gpu.temperature_c, "°C")],
+        ["power", power],
+        ["fan", fmt_percent(gpu.fan_percent)],
+        ["SM clock", clock],
+        ["P-state", pstate],
+        ["PCIe rx", fmt_rate(gpu.pcie_rx_bytes_per_s)],
+        ["PCIe tx", fmt_rate(gpu.pcie_tx_bytes_per_s)],
+    ]
+    rows = [pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)]
+    lines += [_INDENT * 2 + line for line in fmt_columns(rows)]
+    return lines
+
+
+def _process_lines(processes: list[tuple[int, GpuProcess]]) -> list[str]:
+    rows = [["GPU", "PID", "USER", "GPU MEMORY", "COMMAND"]]
+    for index, process in processes:
+        rows.append(
+            [
+                str(index),
+                str(process.pid),
+                ellipsize(process.user or NA, 12),
+                fmt_bytes(process.gpu_memory_bytes),
+                process.command or NA,
+            ]
+        )
+    lines = [_INDENT + "processes"]
+    for line in fmt_columns(rows, right={0, 1, 3}):
+        lines.append(ellipsize(_INDENT * 2 + line, WIDTH))
+    return lines
+
+
+def _mps_section(mps: MpsReading) -> list[str]:
+    if not mps.supported_platform:
+        return _wrapped("MPS     ", mps.message or "MPS is not supported here.")
+    lines = [f"MPS     {mps.gpu_name or NA}"]
+    if mps.torch_mps_built is None:
+        torch = "not known yet"
+    else:
+        torch = (
+            f"built {fmt_yes_no(mps.torch_mps_built)}, "
+            f"available {fmt_yes_no(mps.torch_mps_available)}"
+        )
+    rows = [
+        ["utilization", fmt_percent(mps.utilization_percent)],
+        ["memory in use", fmt_bytes(mps.memory_in_use_bytes)],
+        ["PyTorch MPS", torch],
+    ]
+    lines += [_INDENT + line for line in fmt_columns(rows)]
+    if mps.message:
+        lines += _wrapped(_INDENT, mps.message)
+    return lines
+
+
+def _wrapped(first: str, text: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=" " * len(first)) or [
+        first.rstrip()
+    ]
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -1,0 +1,93 @@
+"""Shared pytest fixtures. Each block below belongs to one part of the suite."""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------------------
+# Fake NVML: the stand-in libnvidia-ml.so.1 (tests/fakenvml), built with gcc.
+# ---------------------------------------------------------------------------
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.fakenvml import (
+    CompilerNotFound,
+    FakeNvml,
+    build_fake_nvml,
+    find_c_compiler,
+    load_fake_nvml,
+    unload_fake_nvml,
+)
+
+FakeNvmlBuilder = Callable[[Sequence[str]], Path]
+"""Builds the stand-in library with the given symbols omitted; returns its folder."""
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_builder(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> FakeNvmlBuilder:
+    """Build the stand-in NVML library (cached by source hash + flags); skip without gcc.
+
+    Builds land in pytest's cache folder so later sessions reuse them (a session
+    tmp folder when the cache plugin is off).
+    """
+    if find_c_compiler() is None:
+        pytest.skip("no C compiler (gcc or cc) to build the stand-in libnvidia-ml.so.1")
+    cache = getattr(request.config, "cache", None)
+    if cache is not None:
+        out_dir = Path(cache.mkdir("fake_nvml"))
+    else:
+        out_dir = tmp_path_factory.mktemp("fake_nvml")
+
+    def build(omit: Sequence[str] = ()) -> Path:
+        try:
+            return build_fake_nvml(out_dir, omit=omit)
+        except CompilerNotFound as err:
+            pytest.skip(str(err))
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_dir(fake_nvml_builder: FakeNvmlBuilder) -> Path:
+    """Folder holding the full stand-in ``libnvidia-ml.so.1`` (for ``LD_LIBRARY_PATH``)."""
+    return fake_nvml_builder(())
+
+
+@pytest.fixture
+def fake_nvml_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """Clear every ``FAKE_NVML_*`` variable; set knobs on the returned monkeypatch."""
+    for name in list(os.environ):
+        if name.startswith("FAKE_NVML_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+@pytest.fixture
+def load_nvml(
+    fake_nvml_builder: FakeNvmlBuilder, fake_nvml_env: pytest.MonkeyPatch
+) -> Iterator[Callable[..., FakeNvml]]:
+    """Point in-process ``pynvml`` at a stand-in library: ``load_nvml(omit=[...])``.
+
+    ``FAKE_NVML_*`` variables start cleared; set them (``fake_nvml_env.setenv``)
+    before the first ``nvmlInit``. The bindings forget the library afterwards.
+    """
+
+    def load(omit: Sequence[str] = ()) -> FakeNvml:
+        return load_fake_nvml(fake_nvml_builder(omit))
+
+    yield load
+    unload_fake_nvml()
+
+
+@pytest.fixture
+def fake_nvml(load_nvml: Callable[..., FakeNvml]) -> FakeNvml:
+    """The full stand-in library, loaded into in-process ``pynvml`` (defaults: 2 H100s)."""
+    return load_nvml()
+
+
+# ---------------------------------------------------------------------------
+# (end of fake NVML fixtures)
+# ---------------------------------------------------------------------------

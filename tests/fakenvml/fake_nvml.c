@@ -1,0 +1,1400 @@
+/*
+ * A stand-in libnvidia-ml.so.1 for gputui's tests and benchmarks.
+ *
+ * It exports the NVML C symbols that the real `nvidia-ml-py` bindings (pynvml)
+ * call for a GPU monitor, with the same signatures and struct layouts, and
+ * simulates a box of NVIDIA H100s whose readings move over time. Behaviour is
+ * configured by FAKE_NVML_* environment variables read at every nvmlInit*; see
+ * README.md next to this file for the knobs.
+ *
+ * Any exported function can be left out of the build with
+ * -DFAKE_NVML_OMIT_<symbol>, so the bindings answer FunctionNotFound for it as
+ * they do on a driver older than themselves.
+ *
+ * Test hooks (not NVML):
+ *   long long fake_nvml_call_count(const char *function)      calls since init, all GPUs
+ *   long long fake_nvml_gpu_call_count(const char *function, int gpu)
+ *                                                             calls on one GPU (-1: system)
+ *   long long fake_nvml_device_queries(int gpu)               device queries on that GPU
+ * Each returns -1 for an unknown function name or GPU index.
+ */
+
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ------------------------------------------------------------------------ */
+/* NVML types, as in nvml.h (only what is exported here).                   */
+/* ------------------------------------------------------------------------ */
+
+typedef int nvmlReturn_t;
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_ALREADY_INITIALIZED = 5,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_INSUFFICIENT_POWER = 8,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_IRQ_ISSUE = 11,
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_CORRUPTED_INFOROM = 14,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_RESET_REQUIRED = 16,
+    NVML_ERROR_OPERATING_SYSTEM = 17,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_IN_USE = 19,
+    NVML_ERROR_MEMORY = 20,
+    NVML_ERROR_NO_DATA = 21,
+    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22,
+    NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+    NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+    NVML_ERROR_DEPRECATED = 26,
+    NVML_ERROR_NOT_READY = 27,
+    NVML_ERROR_GPU_NOT_FOUND = 28,
+    NVML_ERROR_INVALID_STATE = 29,
+    NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30,
+    NVML_ERROR_UNKNOWN = 999,
+};
+
+enum { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_CLOCK_VIDEO = 3 };
+enum { NVML_TEMPERATURE_GPU = 0 };
+enum { NVML_PCIE_UTIL_TX_BYTES = 0, NVML_PCIE_UTIL_RX_BYTES = 1 };
+
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+#define NVML_VALUE_NOT_AVAILABLE_ULL (~0ULL)
+#define NVML_MEMORY_V2_VERSION 0x02000028u /* sizeof(nvmlMemory_v2_t) | 2 << 24 */
+#define NVML_NO_INSTANCE 0xFFFFFFFFu
+
+typedef struct {
+    char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
+typedef struct {
+    unsigned int gpu;
+    unsigned int memory;
+} nvmlUtilization_t;
+
+typedef struct {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+
+typedef struct {
+    unsigned long long bar1Total;
+    unsigned long long bar1Free;
+    unsigned long long bar1Used;
+} nvmlBAR1Memory_t;
+
+/* nvmlProcessInfo_v2_t; the v3 entry points use the same layout. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* ------------------------------------------------------------------------ */
+/* Every exported NVML function, for call counting and error injection.     */
+/* ------------------------------------------------------------------------ */
+
+#define FAKE_NVML_FUNCTIONS(X)                   \
+    X(nvmlInit)                                  \
+    X(nvmlInit_v2)                               \
+    X(nvmlInitWithFlags)                         \
+    X(nvmlShutdown)                              \
+    X(nvmlErrorString)                           \
+    X(nvmlSystemGetDriverVersion)                \
+    X(nvmlSystemGetNVMLVersion)                  \
+    X(nvmlSystemGetCudaDriverVersion)            \
+    X(nvmlSystemGetCudaDriverVersion_v2)         \
+    X(nvmlDeviceGetCount)                        \
+    X(nvmlDeviceGetCount_v2)                     \
+    X(nvmlDeviceGetHandleByIndex)                \
+    X(nvmlDeviceGetHandleByIndex_v2)             \
+    X(nvmlDeviceGetHandleByUUID)                 \
+    X(nvmlDeviceGetHandleByPciBusId_v2)          \
+    X(nvmlDeviceGetIndex)                        \
+    X(nvmlDeviceGetMinorNumber)                  \
+    X(nvmlDeviceGetName)                         \
+    X(nvmlDeviceGetUUID)                         \
+    X(nvmlDeviceGetSerial)                       \
+    X(nvmlDeviceGetPciInfo_v3)                   \
+    X(nvmlDeviceGetUtilizationRates)             \
+    X(nvmlDeviceGetMemoryInfo)                   \
+    X(nvmlDeviceGetMemoryInfo_v2)                \
+    X(nvmlDeviceGetBAR1MemoryInfo)               \
+    X(nvmlDeviceGetTemperature)                  \
+    X(nvmlDeviceGetPowerUsage)                   \
+    X(nvmlDeviceGetEnforcedPowerLimit)           \
+    X(nvmlDeviceGetPowerManagementLimit)         \
+    X(nvmlDeviceGetClockInfo)                    \
+    X(nvmlDeviceGetMaxClockInfo)                 \
+    X(nvmlDeviceGetFanSpeed)                     \
+    X(nvmlDeviceGetPcieThroughput)               \
+    X(nvmlDeviceGetPerformanceState)             \
+    X(nvmlDeviceGetComputeRunningProcesses_v3)   \
+    X(nvmlDeviceGetComputeRunningProcesses_v2)   \
+    X(nvmlDeviceGetGraphicsRunningProcesses_v3)  \
+    X(nvmlDeviceGetGraphicsRunningProcesses_v2)  \
+    X(nvmlDeviceGetPersistenceMode)              \
+    X(nvmlDeviceGetDisplayMode)                  \
+    X(nvmlDeviceGetDisplayActive)                \
+    X(nvmlDeviceGetComputeMode)                  \
+    X(nvmlDeviceGetEncoderUtilization)           \
+    X(nvmlDeviceGetDecoderUtilization)           \
+    X(nvmlDeviceGetTotalEccErrors)               \
+    X(nvmlDeviceGetMigMode)                      \
+    X(nvmlDeviceGetCudaComputeCapability)        \
+    X(nvmlDeviceIsMigDeviceHandle)               \
+    X(nvmlDeviceGetCurrentClocksEventReasons)    \
+    X(nvmlDeviceGetCurrentClocksThrottleReasons)
+
+#define AS_ENUM(name) FN_##name,
+#define AS_STRING(name) #name,
+enum { FAKE_NVML_FUNCTIONS(AS_ENUM) FN_COUNT };
+static const char *const FUNCTION_NAMES[FN_COUNT] = {FAKE_NVML_FUNCTIONS(AS_STRING)};
+
+/* Field names accepted by FAKE_NVML_UNSUPPORTED / FAKE_NVML_FAIL, and the functions they cover.
+   Any exported function name is accepted too. */
+typedef struct {
+    const char *field;
+    int functions[4]; /* terminated by -1 */
+} field_t;
+
+static const field_t FIELDS[] = {
+    {"handle", {FN_nvmlDeviceGetHandleByIndex, FN_nvmlDeviceGetHandleByIndex_v2, -1}},
+    {"name", {FN_nvmlDeviceGetName, -1}},
+    {"uuid", {FN_nvmlDeviceGetUUID, -1}},
+    {"serial", {FN_nvmlDeviceGetSerial, -1}},
+    {"pci", {FN_nvmlDeviceGetPciInfo_v3, -1}},
+    {"utilization", {FN_nvmlDeviceGetUtilizationRates, -1}},
+    {"memory", {FN_nvmlDeviceGetMemoryInfo, FN_nvmlDeviceGetMemoryInfo_v2, -1}},
+    {"temperature", {FN_nvmlDeviceGetTemperature, -1}},
+    {"power", {FN_nvmlDeviceGetPowerUsage, -1}},
+    {"power_limit", {FN_nvmlDeviceGetEnforcedPowerLimit, FN_nvmlDeviceGetPowerManagementLimit, -1}},
+    {"clock", {FN_nvmlDeviceGetClockInfo, -1}},
+    {"max_clock", {FN_nvmlDeviceGetMaxClockInfo, -1}},
+    {"fan", {FN_nvmlDeviceGetFanSpeed, -1}},
+    {"pcie", {FN_nvmlDeviceGetPcieThroughput, -1}},
+    {"pstate", {FN_nvmlDeviceGetPerformanceState, -1}},
+    {"processes",
+     {FN_nvmlDeviceGetComputeRunningProcesses_v3, FN_nvmlDeviceGetComputeRunningProcesses_v2, -1}},
+    {"graphics_processes",
+     {FN_nvmlDeviceGetGraphicsRunningProcesses_v3, FN_nvmlDeviceGetGraphicsRunningProcesses_v2, -1}},
+    /* System-wide: a GPU prefix is ignored. */
+    {"count", {FN_nvmlDeviceGetCount, FN_nvmlDeviceGetCount_v2, -1}},
+    {"driver_version", {FN_nvmlSystemGetDriverVersion, -1}},
+    {"cuda_version", {FN_nvmlSystemGetCudaDriverVersion, FN_nvmlSystemGetCudaDriverVersion_v2, -1}},
+};
+#define FIELD_COUNT (sizeof(FIELDS) / sizeof(FIELDS[0]))
+
+static int is_system_function(int fn) {
+    switch (fn) {
+    case FN_nvmlSystemGetDriverVersion:
+    case FN_nvmlSystemGetNVMLVersion:
+    case FN_nvmlSystemGetCudaDriverVersion:
+    case FN_nvmlSystemGetCudaDriverVersion_v2:
+    case FN_nvmlDeviceGetCount:
+    case FN_nvmlDeviceGetCount_v2:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static const struct {
+    const char *name;
+    int code;
+} ERROR_NAMES[] = {
+    {"SUCCESS", NVML_SUCCESS},
+    {"UNINITIALIZED", NVML_ERROR_UNINITIALIZED},
+    {"INVALID_ARGUMENT", NVML_ERROR_INVALID_ARGUMENT},
+    {"NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED},
+    {"NO_PERMISSION", NVML_ERROR_NO_PERMISSION},
+    {"ALREADY_INITIALIZED", NVML_ERROR_ALREADY_INITIALIZED},
+    {"NOT_FOUND", NVML_ERROR_NOT_FOUND},
+    {"INSUFFICIENT_SIZE", NVML_ERROR_INSUFFICIENT_SIZE},
+    {"INSUFFICIENT_POWER", NVML_ERROR_INSUFFICIENT_POWER},
+    {"DRIVER_NOT_LOADED", NVML_ERROR_DRIVER_NOT_LOADED},
+    {"TIMEOUT", NVML_ERROR_TIMEOUT},
+    {"IRQ_ISSUE", NVML_ERROR_IRQ_ISSUE},
+    {"LIBRARY_NOT_FOUND", NVML_ERROR_LIBRARY_NOT_FOUND},
+    {"FUNCTION_NOT_FOUND", NVML_ERROR_FUNCTION_NOT_FOUND},
+    {"CORRUPTED_INFOROM", NVML_ERROR_CORRUPTED_INFOROM},
+    {"GPU_IS_LOST", NVML_ERROR_GPU_IS_LOST},
+    {"RESET_REQUIRED", NVML_ERROR_RESET_REQUIRED},
+    {"OPERATING_SYSTEM", NVML_ERROR_OPERATING_SYSTEM},
+    {"LIB_RM_VERSION_MISMATCH", NVML_ERROR_LIB_RM_VERSION_MISMATCH},
+    {"IN_USE", NVML_ERROR_IN_USE},
+    {"MEMORY", NVML_ERROR_MEMORY},
+    {"NO_DATA", NVML_ERROR_NO_DATA},
+    {"VGPU_ECC_NOT_SUPPORTED", NVML_ERROR_VGPU_ECC_NOT_SUPPORTED},
+    {"INSUFFICIENT_RESOURCES", NVML_ERROR_INSUFFICIENT_RESOURCES},
+    {"FREQ_NOT_SUPPORTED", NVML_ERROR_FREQ_NOT_SUPPORTED},
+    {"ARGUMENT_VERSION_MISMATCH", NVML_ERROR_ARGUMENT_VERSION_MISMATCH},
+    {"DEPRECATED", NVML_ERROR_DEPRECATED},
+    {"NOT_READY", NVML_ERROR_NOT_READY},
+    {"GPU_NOT_FOUND", NVML_ERROR_GPU_NOT_FOUND},
+    {"INVALID_STATE", NVML_ERROR_INVALID_STATE},
+    {"RESET_TYPE_NOT_SUPPORTED", NVML_ERROR_RESET_TYPE_NOT_SUPPORTED},
+    {"UNKNOWN", NVML_ERROR_UNKNOWN},
+};
+#define ERROR_NAME_COUNT (sizeof(ERROR_NAMES) / sizeof(ERROR_NAMES[0]))
+
+/* ------------------------------------------------------------------------ */
+/* Simulated state.                                                         */
+/* ------------------------------------------------------------------------ */
+
+#define FAKE_MAX_GPUS 64
+#define FAKE_MAX_PROCESSES 256
+#define SYSTEM_ROW FAKE_MAX_GPUS /* row of the counters/errors for system calls */
+#define NAME_SIZE 96
+
+typedef struct fake_gpu {
+    unsigned int index;
+    unsigned long long queries; /* device queries since init (atomic) */
+    long long lost_after;       /* answer GPU_IS_LOST once queries exceed this; -1: never */
+    char name[NAME_SIZE];
+} fake_gpu_t;
+
+typedef fake_gpu_t *nvmlDevice_t;
+
+typedef struct {
+    unsigned int gpu;
+    unsigned int pid;
+    unsigned long long bytes;
+    int graphics;
+} fake_process_t;
+
+static fake_gpu_t g_gpus[FAKE_MAX_GPUS];
+static unsigned int g_gpu_count;
+static int g_init_refcount;
+static char g_driver_version[80];
+static int g_cuda_version;
+static char g_hang_file[4096];
+static int g_errors[FAKE_MAX_GPUS + 1][FN_COUNT];
+static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
+static fake_process_t g_processes[FAKE_MAX_PROCESSES];
+static unsigned int g_process_count;
+
+/* Bus numbers of the eight GPUs in a typical HGX H100 board. */
+static const unsigned int HGX_BUSES[8] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
+
+/* ------------------------------------------------------------------------ */
+/* Configuration from the environment.                                      */
+/* ------------------------------------------------------------------------ */
+
+static void config_error(const char *variable, const char *what) {
+    fprintf(stderr, "fake_nvml: bad %s: %s\n", variable, what);
+}
+
+static int parse_error_code(const char *text, int *code) {
+    char *end;
+    long number;
+    if (strncasecmp(text, "NVML_ERROR_", 11) == 0) {
+        text += 11;
+    }
+    for (size_t i = 0; i < ERROR_NAME_COUNT; i++) {
+        if (strcasecmp(text, ERROR_NAMES[i].name) == 0) {
+            *code = ERROR_NAMES[i].code;
+            return 1;
+        }
+    }
+    errno = 0;
+    number = strtol(text, &end, 10);
+    if (errno == 0 && end != text && *end == '\0' && number >= 0) {
+        *code = (int)number;
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_uint(const char *text, unsigned long long *value) {
+    char *end;
+    errno = 0;
+    *value = strtoull(text, &end, 10);
+    return errno == 0 && end != text && *end == '\0' && text[0] != '-';
+}
+
+static int function_id(const char *name) {
+    for (int i = 0; i < FN_COUNT; i++) {
+        if (strcmp(FUNCTION_NAMES[i], name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void set_error(int gpu, int fn, int code) {
+    if (is_system_function(fn)) {
+        g_errors[SYSTEM_ROW][fn] = code;
+    } else if (gpu < 0) {
+        for (int i = 0; i < FAKE_MAX_GPUS; i++) {
+            g_errors[i][fn] = code;
+        }
+    } else {
+        g_errors[gpu][fn] = code;
+    }
+}
+
+/* "[GPU:]FIELD[=ERROR],..." with `default_code` when "=ERROR" is left out. */
+static int parse_errors(const char *variable, int default_code) {
+    const char *value = getenv(variable);
+    char buffer[4096];
+    char *save = NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 1;
+    }
+    if (strlen(value) >= sizeof(buffer)) {
+        config_error(variable, "too long");
+        return 0;
+    }
+    strcpy(buffer, value);
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        int gpu = -1;
+        int code = default_code;
+        int matched = 0;
+        char *field = item;
+        char *colon = strchr(item, ':');
+        char *equals = strchr(item, '=');
+        while (*field == ' ') {
+            field++;
+        }
+        if (colon != NULL) {
+            unsigned long long index;
+            *colon = '\0';
+            if (!parse_uint(field, &index) || index >= FAKE_MAX_GPUS) {
+                config_error(variable, item);
+                return 0;
+            }
+            gpu = (int)index;
+            field = colon + 1;
+        }
+        if (equals != NULL) {
+            *equals = '\0';
+            if (!parse_error_code(equals + 1, &code)) {
+                config_error(variable, equals + 1);
+                return 0;
+            }
+        }
+        for (size_t i = 0; i < FIELD_COUNT; i++) {
+            if (strcmp(FIELDS[i].field, field) == 0) {
+                for (const int *fn = FIELDS[i].functions; *fn >= 0; fn++) {
+                    set_error(gpu, *fn, code);
+                }
+                matched = 1;
+            }
+        }
+        if (!matched) {
+            int fn = function_id(field);
+            if (fn < 0) {
+                config_error(variable, field);
+                return 0;
+            }
+            set_error(gpu, fn, code);
+        }
+    }
+    return 1;
+}
+
+/* "INDEX:K,..." */
+static int parse_lost(void) {
+    const char *value = getenv("FAKE_NVML_LOST");
+    char buffer[1024];
+    char *save = NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 1;
+    }
+    if (strlen(value) >= sizeof(buffer)) {
+        config_error("FAKE_NVML_LOST", "too long");
+        return 0;
+    }
+    strcpy(buffer, value);
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        unsigned long long index, after;
+        char *colon = strchr(item, ':');
+        if (colon == NULL) {
+            config_error("FAKE_NVML_LOST", item);
+            return 0;
+        }
+        *colon = '\0';
+        if (!parse_uint(item, &index) || index >= FAKE_MAX_GPUS || !parse_uint(colon + 1, &after)) {
+            config_error("FAKE_NVML_LOST", item);
+            return 0;
+        }
+        g_gpus[index].lost_after = (long long)after;
+    }
+    return 1;
+}
+
+/* "GPU:PID:BYTES,..." where BYTES may be "na" (NVML_VALUE_NOT_AVAILABLE). */
+static int parse_processes(const char *variable, int graphics) {
+    const char *value = getenv(variable);
+    char buffer[8192];
+    char *save = NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 1;
+    }
+    if (strlen(value) >= sizeof(buffer)) {
+        config_error(variable, "too long");
+        return 0;
+    }
+    strcpy(buffer, value);
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        unsigned long long gpu, pid, bytes;
+        char *first = strchr(item, ':');
+        char *second = first ? strchr(first + 1, ':') : NULL;
+        if (second == NULL || g_process_count >= FAKE_MAX_PROCESSES) {
+            config_error(variable, item);
+            return 0;
+        }
+        *first = '\0';
+        *second = '\0';
+        if (strcasecmp(second + 1, "na") == 0) {
+            bytes = NVML_VALUE_NOT_AVAILABLE_ULL;
+        } else if (!parse_uint(second + 1, &bytes)) {
+            config_error(variable, second + 1);
+            return 0;
+        }
+        if (!parse_uint(item, &gpu) || gpu >= FAKE_MAX_GPUS || !parse_uint(first + 1, &pid)) {
+            config_error(variable, item);
+            return 0;
+        }
+        g_processes[g_process_count].gpu = (unsigned int)gpu;
+        g_processes[g_process_count].pid = (unsigned int)pid;
+        g_processes[g_process_count].bytes = bytes;
+        g_processes[g_process_count].graphics = graphics;
+        g_process_count++;
+    }
+    return 1;
+}
+
+/* Names: one for every GPU, or a comma list (the last one repeats). */
+static void parse_names(void) {
+    const char *value = getenv("FAKE_NVML_GPU_NAME");
+    char buffer[4096];
+    char *save = NULL;
+    const char *last = "NVIDIA H100 80GB HBM3";
+    unsigned int i = 0;
+    if (value != NULL && value[0] != '\0' && strlen(value) < sizeof(buffer)) {
+        strcpy(buffer, value);
+        for (char *item = strtok_r(buffer, ",", &save); item && i < FAKE_MAX_GPUS;
+             item = strtok_r(NULL, ",", &save), i++) {
+            snprintf(g_gpus[i].name, NAME_SIZE, "%s", item);
+            last = g_gpus[i].name;
+        }
+    }
+    for (; i < FAKE_MAX_GPUS; i++) {
+        snprintf(g_gpus[i].name, NAME_SIZE, "%s", last);
+    }
+}
+
+/* Reads every knob and resets every counter; returns the code nvmlInit* answers. */
+static nvmlReturn_t load_config(void) {
+    const char *value;
+    unsigned long long count = 2;
+    int code;
+
+    memset(g_errors, 0, sizeof(g_errors));
+    memset(g_calls, 0, sizeof(g_calls));
+    memset(g_gpus, 0, sizeof(g_gpus));
+    g_process_count = 0;
+    for (unsigned int i = 0; i < FAKE_MAX_GPUS; i++) {
+        g_gpus[i].index = i;
+        g_gpus[i].lost_after = -1;
+    }
+
+    value = getenv("FAKE_NVML_INIT_ERROR");
+    if (value != NULL && value[0] != '\0') {
+        if (!parse_error_code(value, &code)) {
+            config_error("FAKE_NVML_INIT_ERROR", value);
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        if (code != NVML_SUCCESS) {
+            return code;
+        }
+    }
+
+    value = getenv("FAKE_NVML_GPU_COUNT");
+    if (value != NULL && value[0] != '\0' && (!parse_uint(value, &count) || count > FAKE_MAX_GPUS)) {
+        config_error("FAKE_NVML_GPU_COUNT", value);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    g_gpu_count = (unsigned int)count;
+
+    value = getenv("FAKE_NVML_DRIVER_VERSION");
+    snprintf(g_driver_version, sizeof(g_driver_version), "%s",
+             value && value[0] ? value : "550.54.15");
+
+    g_cuda_version = 12040;
+    value = getenv("FAKE_NVML_CUDA_VERSION");
+    if (value != NULL && value[0] != '\0') {
+        unsigned long long cuda;
+        if (!parse_uint(value, &cuda)) {
+            config_error("FAKE_NVML_CUDA_VERSION", value);
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        g_cuda_version = (int)cuda;
+    }
+
+    value = getenv("FAKE_NVML_HANG_FILE");
+    snprintf(g_hang_file, sizeof(g_hang_file), "%s", value ? value : "");
+
+    parse_names();
+    if (!parse_errors("FAKE_NVML_UNSUPPORTED", NVML_ERROR_NOT_SUPPORTED) ||
+        !parse_errors("FAKE_NVML_FAIL", NVML_ERROR_UNKNOWN) || !parse_lost() ||
+        !parse_processes("FAKE_NVML_PROCESSES", 0) ||
+        !parse_processes("FAKE_NVML_GRAPHICS_PROCESSES", 1)) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The common prologue of every call.                                       */
+/* ------------------------------------------------------------------------ */
+
+static void count_call(int row, int fn) {
+    __atomic_fetch_add(&g_calls[row][fn], 1ULL, __ATOMIC_RELAXED);
+}
+
+static void wait_while_hang_file_exists(void) {
+    const struct timespec pause = {0, 10 * 1000 * 1000}; /* 10 ms */
+    if (g_hang_file[0] == '\0') {
+        return;
+    }
+    while (access(g_hang_file, F_OK) == 0) {
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* System calls: counted, and fail when told to. */
+static nvmlReturn_t system_enter(int fn) {
+    count_call(SYSTEM_ROW, fn);
+    if (g_init_refcount <= 0) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    return g_errors[SYSTEM_ROW][fn];
+}
+
+/* Device queries: counted, hang while the hang file exists, then lost or failing when told. */
+static nvmlReturn_t device_enter(int fn, nvmlDevice_t device, unsigned long long *tick) {
+    unsigned long long queries;
+    if (device < g_gpus || device >= g_gpus + FAKE_MAX_GPUS) {
+        count_call(SYSTEM_ROW, fn);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    count_call((int)device->index, fn);
+    if (g_init_refcount <= 0) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    if (device->index >= g_gpu_count) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    wait_while_hang_file_exists();
+    queries = __atomic_add_fetch(&device->queries, 1ULL, __ATOMIC_RELAXED);
+    if (device->lost_after >= 0 && queries > (unsigned long long)device->lost_after) {
+        return NVML_ERROR_GPU_IS_LOST;
+    }
+    if (tick != NULL) {
+        *tick = queries;
+    }
+    return g_errors[device->index][fn];
+}
+
+#define DEVICE_ENTER(fn, device, tick)                          \
+    do {                                                        \
+        nvmlReturn_t entered_ = device_enter(FN_##fn, device, tick); \
+        if (entered_ != NVML_SUCCESS) {                         \
+            return entered_;                                    \
+        }                                                       \
+    } while (0)
+
+#define SYSTEM_ENTER(fn)                                \
+    do {                                                \
+        nvmlReturn_t entered_ = system_enter(FN_##fn);  \
+        if (entered_ != NVML_SUCCESS) {                 \
+            return entered_;                            \
+        }                                               \
+    } while (0)
+
+static nvmlReturn_t copy_string(char *out, unsigned int length, const char *value) {
+    if (out == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (strlen(value) + 1 > length) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    memcpy(out, value, strlen(value) + 1);
+    return NVML_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Simulated readings: deterministic functions of the GPU's query counter.  */
+/* ------------------------------------------------------------------------ */
+
+#define MIB (1024ULL * 1024ULL)
+#define H100_MEMORY_TOTAL (81559ULL * MIB)
+#define H100_MEMORY_RESERVED (512ULL * MIB)
+#define H100_POWER_LIMIT_MW 700000u
+#define H100_SM_CLOCK_MAX 1980u
+#define H100_SM_CLOCK_IDLE 345u
+#define H100_MEM_CLOCK 2619u
+#define H100_VIDEO_CLOCK_MAX 1755u
+
+/* A triangle wave 0 -> 1 -> 0 over `period` ticks, shifted by `phase`. */
+static double wave(unsigned long long tick, unsigned int period, unsigned int phase) {
+    double x = (double)((tick + phase) % period) / (double)period;
+    return x < 0.5 ? 2.0 * x : 2.0 - 2.0 * x;
+}
+
+static unsigned int utilization_at(const fake_gpu_t *gpu, unsigned long long tick) {
+    return 3u + (unsigned int)(94.0 * wave(tick, 240, 37u * gpu->index));
+}
+
+static unsigned long long memory_used_at(const fake_gpu_t *gpu, unsigned long long tick) {
+    return 1200ULL * MIB + (unsigned long long)(70000.0 * wave(tick, 480, 53u * gpu->index)) * MIB;
+}
+
+static unsigned int sm_clock_at(const fake_gpu_t *gpu, unsigned long long tick) {
+    unsigned int util = utilization_at(gpu, tick);
+    if (util >= 40) {
+        return H100_SM_CLOCK_MAX;
+    }
+    return H100_SM_CLOCK_IDLE + (H100_SM_CLOCK_MAX - H100_SM_CLOCK_IDLE) * util / 40u;
+}
+
+static void format_uuid(const fake_gpu_t *gpu, char *out, size_t size) {
+    unsigned int seed = 0x9e3779b9u * (gpu->index + 1u);
+    snprintf(out, size, "GPU-%08x-%04x-%04x-%04x-%012x", seed, (seed >> 7) & 0xffffu,
+             0x4000u | ((seed >> 3) & 0x0fffu), 0x8000u | ((seed >> 11) & 0x3fffu),
+             0xa100u + gpu->index);
+}
+
+static void fill_pci(const fake_gpu_t *gpu, nvmlPciInfo_t *pci) {
+    memset(pci, 0, sizeof(*pci));
+    pci->domain = gpu->index / 8u;
+    pci->bus = HGX_BUSES[gpu->index % 8u];
+    pci->device = 0;
+    pci->pciDeviceId = 0x233010deu;    /* H100 SXM5 80GB */
+    pci->pciSubSystemId = 0x16c110deu;
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0",
+             pci->domain & 0xffffu, pci->bus & 0xffu, pci->device & 0x1fu);
+    snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", pci->domain, pci->bus & 0xffu,
+             pci->device & 0x1fu);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Initialisation and system queries.                                       */
+/* ------------------------------------------------------------------------ */
+
+static nvmlReturn_t init(int fn) {
+    nvmlReturn_t result = load_config(); /* resets the counters, so count after it */
+    count_call(SYSTEM_ROW, fn);
+    if (result != NVML_SUCCESS) {
+        return result;
+    }
+    g_init_refcount++;
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlInit
+EXPORT nvmlReturn_t nvmlInit(void) { return init(FN_nvmlInit); }
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlInit_v2
+EXPORT nvmlReturn_t nvmlInit_v2(void) { return init(FN_nvmlInit_v2); }
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlInitWithFlags
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    return init(FN_nvmlInitWithFlags);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlShutdown
+EXPORT nvmlReturn_t nvmlShutdown(void) {
+    count_call(SYSTEM_ROW, FN_nvmlShutdown);
+    if (g_init_refcount <= 0) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    g_init_refcount--;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlErrorString
+EXPORT const char *nvmlErrorString(nvmlReturn_t result) {
+    count_call(SYSTEM_ROW, FN_nvmlErrorString);
+    for (size_t i = 0; i < ERROR_NAME_COUNT; i++) {
+        if (ERROR_NAMES[i].code == result) {
+            return ERROR_NAMES[i].name;
+        }
+    }
+    return "Unknown Error";
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlSystemGetDriverVersion
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    SYSTEM_ENTER(nvmlSystemGetDriverVersion);
+    return copy_string(version, length, g_driver_version);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlSystemGetNVMLVersion
+EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
+    char text[96];
+    SYSTEM_ENTER(nvmlSystemGetNVMLVersion);
+    snprintf(text, sizeof(text), "%d.%s", g_cuda_version / 1000, g_driver_version);
+    return copy_string(version, length, text);
+}
+#endif
+
+static nvmlReturn_t cuda_version(int *out) {
+    if (out == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *out = g_cuda_version;
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlSystemGetCudaDriverVersion
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *version) {
+    SYSTEM_ENTER(nvmlSystemGetCudaDriverVersion);
+    return cuda_version(version);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlSystemGetCudaDriverVersion_v2
+EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) {
+    SYSTEM_ENTER(nvmlSystemGetCudaDriverVersion_v2);
+    return cuda_version(version);
+}
+#endif
+
+static nvmlReturn_t device_count(unsigned int *count) {
+    if (count == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *count = g_gpu_count;
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetCount
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) {
+    SYSTEM_ENTER(nvmlDeviceGetCount);
+    return device_count(count);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetCount_v2
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    SYSTEM_ENTER(nvmlDeviceGetCount_v2);
+    return device_count(count);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Handles.                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static nvmlReturn_t handle_by_index(int fn, unsigned int index, nvmlDevice_t *device) {
+    count_call(index < FAKE_MAX_GPUS ? (int)index : SYSTEM_ROW, fn);
+    if (g_init_refcount <= 0) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    if (device == NULL || index >= g_gpu_count) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (g_errors[index][fn] != NVML_SUCCESS) {
+        return g_errors[index][fn];
+    }
+    *device = &g_gpus[index];
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetHandleByIndex
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
+    return handle_by_index(FN_nvmlDeviceGetHandleByIndex, index, device);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetHandleByIndex_v2
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    return handle_by_index(FN_nvmlDeviceGetHandleByIndex_v2, index, device);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetHandleByUUID
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    char text[96];
+    count_call(SYSTEM_ROW, FN_nvmlDeviceGetHandleByUUID);
+    if (g_init_refcount <= 0) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    if (uuid == NULL || device == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (unsigned int i = 0; i < g_gpu_count; i++) {
+        format_uuid(&g_gpus[i], text, sizeof(text));
+        if (strcmp(text, uuid) == 0) {
+            *device = &g_gpus[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetHandleByPciBusId_v2
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDevice_t *device) {
+    nvmlPciInfo_t pci;
+    count_call(SYSTEM_ROW, FN_nvmlDeviceGetHandleByPciBusId_v2);
+    if (g_init_refcount <= 0) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    if (bus_id == NULL || device == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (unsigned int i = 0; i < g_gpu_count; i++) {
+        fill_pci(&g_gpus[i], &pci);
+        if (strcasecmp(pci.busId, bus_id) == 0 || strcasecmp(pci.busIdLegacy, bus_id) == 0) {
+            *device = &g_gpus[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Static facts.                                                            */
+/* ------------------------------------------------------------------------ */
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetIndex
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+    DEVICE_ENTER(nvmlDeviceGetIndex, device, NULL);
+    if (index == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *index = device->index;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMinorNumber
+EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minor) {
+    DEVICE_ENTER(nvmlDeviceGetMinorNumber, device, NULL);
+    if (minor == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *minor = device->index;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetName
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+    DEVICE_ENTER(nvmlDeviceGetName, device, NULL);
+    return copy_string(name, length, device->name);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetUUID
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+    char text[96];
+    DEVICE_ENTER(nvmlDeviceGetUUID, device, NULL);
+    format_uuid(device, text, sizeof(text));
+    return copy_string(uuid, length, text);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetSerial
+EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length) {
+    char text[32];
+    DEVICE_ENTER(nvmlDeviceGetSerial, device, NULL);
+    snprintf(text, sizeof(text), "165412300%04u", device->index);
+    return copy_string(serial, length, text);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetPciInfo_v3
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+    DEVICE_ENTER(nvmlDeviceGetPciInfo_v3, device, NULL);
+    if (pci == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    fill_pci(device, pci);
+    return NVML_SUCCESS;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Readings that move.                                                      */
+/* ------------------------------------------------------------------------ */
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetUtilizationRates
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *out) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetUtilizationRates, device, &tick);
+    if (out == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    out->gpu = utilization_at(device, tick);
+    out->memory = out->gpu * 3u / 5u;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMemoryInfo
+/* v1 counts the driver's reservation as used, as real drivers do. */
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *out) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetMemoryInfo, device, &tick);
+    if (out == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    out->total = H100_MEMORY_TOTAL;
+    out->used = memory_used_at(device, tick) + H100_MEMORY_RESERVED;
+    out->free = out->total - out->used;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMemoryInfo_v2
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *out) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetMemoryInfo_v2, device, &tick);
+    if (out == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (out->version != NVML_MEMORY_V2_VERSION) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    out->total = H100_MEMORY_TOTAL;
+    out->reserved = H100_MEMORY_RESERVED;
+    out->used = memory_used_at(device, tick);
+    out->free = out->total - out->reserved - out->used;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetBAR1MemoryInfo
+EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *out) {
+    DEVICE_ENTER(nvmlDeviceGetBAR1MemoryInfo, device, NULL);
+    if (out == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    out->bar1Total = 128ULL * 1024ULL * MIB;
+    out->bar1Used = 32ULL * MIB;
+    out->bar1Free = out->bar1Total - out->bar1Used;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetTemperature
+EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int *temp) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetTemperature, device, &tick);
+    if (temp == NULL || sensor != NVML_TEMPERATURE_GPU) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *temp = 31u + (unsigned int)(44.0 * wave(tick, 600, 71u * device->index));
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetPowerUsage
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *milliwatts) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetPowerUsage, device, &tick);
+    if (milliwatts == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *milliwatts = 68000u + utilization_at(device, tick) * 6100u + (unsigned int)(tick % 7u) * 137u;
+    return NVML_SUCCESS;
+}
+#endif
+
+static nvmlReturn_t power_limit(unsigned int *milliwatts) {
+    if (milliwatts == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *milliwatts = H100_POWER_LIMIT_MW;
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetEnforcedPowerLimit
+EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *milliwatts) {
+    DEVICE_ENTER(nvmlDeviceGetEnforcedPowerLimit, device, NULL);
+    return power_limit(milliwatts);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetPowerManagementLimit
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device,
+                                                      unsigned int *milliwatts) {
+    DEVICE_ENTER(nvmlDeviceGetPowerManagementLimit, device, NULL);
+    return power_limit(milliwatts);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetClockInfo
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int *mhz) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetClockInfo, device, &tick);
+    if (mhz == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    switch (type) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM:
+        *mhz = sm_clock_at(device, tick);
+        return NVML_SUCCESS;
+    case NVML_CLOCK_MEM:
+        *mhz = H100_MEM_CLOCK;
+        return NVML_SUCCESS;
+    case NVML_CLOCK_VIDEO:
+        *mhz = sm_clock_at(device, tick) * 8u / 9u;
+        return NVML_SUCCESS;
+    default:
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMaxClockInfo
+EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type, unsigned int *mhz) {
+    DEVICE_ENTER(nvmlDeviceGetMaxClockInfo, device, NULL);
+    if (mhz == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    switch (type) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM:
+        *mhz = H100_SM_CLOCK_MAX;
+        return NVML_SUCCESS;
+    case NVML_CLOCK_MEM:
+        *mhz = H100_MEM_CLOCK;
+        return NVML_SUCCESS;
+    case NVML_CLOCK_VIDEO:
+        *mhz = H100_VIDEO_CLOCK_MAX;
+        return NVML_SUCCESS;
+    default:
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetFanSpeed
+EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *percent) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetFanSpeed, device, &tick);
+    if (percent == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *percent = 30u + (unsigned int)(45.0 * wave(tick, 600, 71u * device->index));
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetPcieThroughput
+EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter,
+                                                unsigned int *kib_per_s) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetPcieThroughput, device, &tick);
+    if (kib_per_s == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    switch (counter) {
+    case NVML_PCIE_UTIL_TX_BYTES:
+        *kib_per_s = 1500u + (unsigned int)(2000000.0 * wave(tick, 180, 29u * device->index));
+        return NVML_SUCCESS;
+    case NVML_PCIE_UTIL_RX_BYTES:
+        *kib_per_s = 2500u + (unsigned int)(12000000.0 * wave(tick, 300, 41u * device->index));
+        return NVML_SUCCESS;
+    default:
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetPerformanceState
+EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int *pstate) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetPerformanceState, device, &tick);
+    if (pstate == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *pstate = utilization_at(device, tick) >= 10u ? 0u : 2u;
+    return NVML_SUCCESS;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Processes: the usual two-call protocol (ask the count, then fill).       */
+/* ------------------------------------------------------------------------ */
+
+static nvmlReturn_t running_processes(nvmlDevice_t device, int graphics, unsigned int *count,
+                                      nvmlProcessInfo_t *infos) {
+    unsigned int found = 0;
+    if (count == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (unsigned int i = 0; i < g_process_count; i++) {
+        if (g_processes[i].gpu == device->index && g_processes[i].graphics == graphics) {
+            found++;
+        }
+    }
+    if (found == 0) {
+        *count = 0;
+        return NVML_SUCCESS;
+    }
+    if (*count < found || infos == NULL) {
+        *count = found;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    found = 0;
+    for (unsigned int i = 0; i < g_process_count; i++) {
+        if (g_processes[i].gpu == device->index && g_processes[i].graphics == graphics) {
+            infos[found].pid = g_processes[i].pid;
+            infos[found].usedGpuMemory = g_processes[i].bytes;
+            infos[found].gpuInstanceId = NVML_NO_INSTANCE;
+            infos[found].computeInstanceId = NVML_NO_INSTANCE;
+            found++;
+        }
+    }
+    *count = found;
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetComputeRunningProcesses_v3
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                            unsigned int *count,
+                                                            nvmlProcessInfo_t *infos) {
+    DEVICE_ENTER(nvmlDeviceGetComputeRunningProcesses_v3, device, NULL);
+    return running_processes(device, 0, count, infos);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetComputeRunningProcesses_v2
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                            unsigned int *count,
+                                                            nvmlProcessInfo_t *infos) {
+    DEVICE_ENTER(nvmlDeviceGetComputeRunningProcesses_v2, device, NULL);
+    return running_processes(device, 0, count, infos);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetGraphicsRunningProcesses_v3
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
+                                                             unsigned int *count,
+                                                             nvmlProcessInfo_t *infos) {
+    DEVICE_ENTER(nvmlDeviceGetGraphicsRunningProcesses_v3, device, NULL);
+    return running_processes(device, 1, count, infos);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetGraphicsRunningProcesses_v2
+EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device,
+                                                             unsigned int *count,
+                                                             nvmlProcessInfo_t *infos) {
+    DEVICE_ENTER(nvmlDeviceGetGraphicsRunningProcesses_v2, device, NULL);
+    return running_processes(device, 1, count, infos);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* What other monitors (nvitop) also ask, so they can run against this too. */
+/* ------------------------------------------------------------------------ */
+
+static nvmlReturn_t set_uint(unsigned int *out, unsigned int value) {
+    if (out == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *out = value;
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetPersistenceMode
+EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, unsigned int *mode) {
+    DEVICE_ENTER(nvmlDeviceGetPersistenceMode, device, NULL);
+    return set_uint(mode, 1u); /* enabled */
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetDisplayMode
+EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, unsigned int *mode) {
+    DEVICE_ENTER(nvmlDeviceGetDisplayMode, device, NULL);
+    return set_uint(mode, 0u);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetDisplayActive
+EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, unsigned int *active) {
+    DEVICE_ENTER(nvmlDeviceGetDisplayActive, device, NULL);
+    return set_uint(active, 0u);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetComputeMode
+EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, unsigned int *mode) {
+    DEVICE_ENTER(nvmlDeviceGetComputeMode, device, NULL);
+    return set_uint(mode, 0u); /* default */
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetEncoderUtilization
+EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *util,
+                                                    unsigned int *period_us) {
+    DEVICE_ENTER(nvmlDeviceGetEncoderUtilization, device, NULL);
+    if (set_uint(util, 0u) != NVML_SUCCESS) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return set_uint(period_us, 167000u);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetDecoderUtilization
+EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *util,
+                                                    unsigned int *period_us) {
+    DEVICE_ENTER(nvmlDeviceGetDecoderUtilization, device, NULL);
+    if (set_uint(util, 0u) != NVML_SUCCESS) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return set_uint(period_us, 167000u);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetTotalEccErrors
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type,
+                                                int counter_type, unsigned long long *count) {
+    (void)error_type;
+    (void)counter_type;
+    DEVICE_ENTER(nvmlDeviceGetTotalEccErrors, device, NULL);
+    if (count == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *count = 0;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMigMode
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current,
+                                         unsigned int *pending) {
+    DEVICE_ENTER(nvmlDeviceGetMigMode, device, NULL);
+    if (set_uint(current, 0u) != NVML_SUCCESS) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return set_uint(pending, 0u);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetCudaComputeCapability
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
+                                                       int *minor) {
+    DEVICE_ENTER(nvmlDeviceGetCudaComputeCapability, device, NULL);
+    if (major == NULL || minor == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *major = 9;
+    *minor = 0;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceIsMigDeviceHandle
+EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is_mig) {
+    DEVICE_ENTER(nvmlDeviceIsMigDeviceHandle, device, NULL);
+    return set_uint(is_mig, 0u);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetCurrentClocksEventReasons
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                           unsigned long long *reasons) {
+    DEVICE_ENTER(nvmlDeviceGetCurrentClocksEventReasons, device, NULL);
+    if (reasons == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *reasons = 0;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetCurrentClocksThrottleReasons
+EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                              unsigned long long *reasons) {
+    DEVICE_ENTER(nvmlDeviceGetCurrentClocksThrottleReasons, device, NULL);
+    if (reasons == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *reasons = 0;
+    return NVML_SUCCESS;
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Test hooks.                                                              */
+/* ------------------------------------------------------------------------ */
+
+EXPORT long long fake_nvml_call_count(const char *function) {
+    int fn = function ? function_id(function) : -1;
+    unsigned long long total = 0;
+    if (fn < 0) {
+        return -1;
+    }
+    for (int row = 0; row <= SYSTEM_ROW; row++) {
+        total += __atomic_load_n(&g_calls[row][fn], __ATOMIC_RELAXED);
+    }
+    return (long long)total;
+}
+
+EXPORT long long fake_nvml_gpu_call_count(const char *function, int gpu) {
+    int fn = function ? function_id(function) : -1;
+    if (fn < 0 || gpu < -1 || gpu >= FAKE_MAX_GPUS) {
+        return -1;
+    }
+    return (long long)__atomic_load_n(&g_calls[gpu < 0 ? SYSTEM_ROW : gpu][fn], __ATOMIC_RELAXED);
+}
+
+EXPORT long long fake_nvml_device_queries(int gpu) {
+    if (gpu < 0 || gpu >= FAKE_MAX_GPUS) {
+        return -1;
+    }
+    return (long long)__atomic_load_n(&g_gpus[gpu].queries, __ATOMIC_RELAXED);
+}

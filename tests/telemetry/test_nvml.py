@@ -1,0 +1,583 @@
+"""NvmlSampler through the real nvidia-ml-py bindings, against the stand-in libnvidia-ml.so.1."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gputui.telemetry.nvml import (
+    NvmlSampler,
+    describe_nvml_error,
+    format_cuda_version,
+    is_stale,
+)
+from gputui.telemetry.readings import GpuReading, GpuState, NvmlReading
+from tests.fakenvml import LIBRARY_NAME, FakeNvml
+
+H100 = "NVIDIA H100 80GB HBM3"
+H100_MEMORY = 81559 * 1024 * 1024
+LIBRARY_MISSING = (
+    "No NVIDIA driver library (libnvidia-ml.so.1) was found; "
+    "install the NVIDIA driver to monitor NVIDIA GPUs."
+)
+LIVE_FIELDS = (
+    "utilization_percent",
+    "memory_utilization_percent",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "fan_percent",
+    "pcie_rx_bytes_per_s",
+    "pcie_tx_bytes_per_s",
+    "performance_state",
+)
+
+
+class FakeClock:
+    """A monotonic clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def sampler(fake_nvml: FakeNvml, clock: FakeClock) -> Iterator[NvmlSampler]:
+    """A sampler on the stand-in library; set FAKE_NVML_* before its first sample."""
+    with NvmlSampler(clock=clock) as made:
+        yield made
+
+
+def gpu(reading: NvmlReading, index: int) -> GpuReading:
+    (found,) = [g for g in reading.gpus if g.index == index]
+    return found
+
+
+def assert_one_sentence(text: str | None) -> None:
+    assert text is not None
+    assert "\n" not in text
+    assert text.endswith(".")
+    assert ". " not in text.rstrip(".")
+
+
+def test_two_simulated_h100s_answer_every_field(sampler: NvmlSampler) -> None:
+    reading = sampler.sample()
+
+    assert reading.status.available
+    assert reading.status.error is None
+    assert reading.status.driver_version == "550.54.15"
+    assert reading.status.cuda_driver_version == "12.4"
+    assert [g.index for g in reading.gpus] == [0, 1]
+    first = gpu(reading, 0)
+    assert first.name == H100
+    assert first.state is GpuState.OK
+    assert first.uuid is not None and first.uuid.startswith("GPU-")
+    assert first.uuid != gpu(reading, 1).uuid
+    assert first.bus_id == "00000000:18:00.0"
+    assert gpu(reading, 1).bus_id == "00000000:2A:00.0"
+    for name in LIVE_FIELDS:
+        assert getattr(first, name) is not None, name
+    assert first.memory_total_bytes == H100_MEMORY
+    assert 0 < first.memory_used_bytes < H100_MEMORY  # type: ignore[operator]
+    assert first.power_limit_w == 700.0
+    assert first.sm_clock_max_mhz == 1980.0
+    assert 0.0 <= first.utilization_percent <= 100.0  # type: ignore[operator]
+    assert first.pcie_tx_bytes_per_s % 1024 == 0  # type: ignore[operator]  # from KB/s
+    assert first.processes == ()
+
+
+def test_readings_move_between_samples_on_every_gpu(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "4")
+    fake_nvml_env.setenv("FAKE_NVML_GPU_NAME", "NVIDIA A100-SXM4-40GB")
+    readings = [sampler.sample() for _ in range(6)]
+
+    assert all(len(r.gpus) == 4 for r in readings)
+    assert {g.name for g in readings[0].gpus} == {"NVIDIA A100-SXM4-40GB"}
+    for index in range(4):
+        utilization = {gpu(r, index).utilization_percent for r in readings}
+        memory = {gpu(r, index).memory_used_bytes for r in readings}
+        assert len(utilization) > 2, (index, utilization)
+        assert len(memory) > 2, (index, memory)
+    assert readings[0].taken_at <= readings[-1].taken_at
+
+
+def test_static_facts_are_asked_once(
+    fake_nvml: FakeNvml, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    for _ in range(5):
+        sampler.sample()
+        clock.now += 1.0
+
+    for index in (0, 1):
+        assert fake_nvml.calls("nvmlDeviceGetHandleByIndex_v2", index) == 1
+        for static in (
+            "nvmlDeviceGetName",
+            "nvmlDeviceGetUUID",
+            "nvmlDeviceGetPciInfo_v3",
+            "nvmlDeviceGetMaxClockInfo",
+            "nvmlDeviceGetEnforcedPowerLimit",
+        ):
+            assert fake_nvml.calls(static, index) == 1, static
+        assert fake_nvml.calls("nvmlDeviceGetUtilizationRates", index) == 5
+        assert fake_nvml.calls("nvmlDeviceGetMemoryInfo_v2", index) == 5
+        assert fake_nvml.calls("nvmlDeviceGetMemoryInfo", index) == 0
+    assert fake_nvml.calls("nvmlSystemGetDriverVersion") == 1
+
+
+def test_power_limit_is_asked_again_after_its_ttl(
+    fake_nvml: FakeNvml, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    sampler.sample()
+    clock.now += 10.0
+    sampler.sample()
+    assert fake_nvml.calls("nvmlDeviceGetEnforcedPowerLimit", 0) == 1
+    clock.now += 25.0
+    sampler.sample()
+    assert fake_nvml.calls("nvmlDeviceGetEnforcedPowerLimit", 0) == 2
+
+
+def test_unsupported_fields_are_none_and_asked_once_quietly(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "fan,power_limit,1:pcie")
+    caplog.set_level(logging.DEBUG, logger="gputui.telemetry.nvml")
+    readings = [sampler.sample() for _ in range(3)]
+
+    for reading in readings:
+        for g in reading.gpus:
+            assert g.fan_percent is None
+            assert g.power_limit_w is None
+            assert g.temperature_c is not None
+        assert gpu(reading, 0).pcie_rx_bytes_per_s is not None
+        assert gpu(reading, 1).pcie_rx_bytes_per_s is None
+        assert gpu(reading, 1).pcie_tx_bytes_per_s is None
+    for index in (0, 1):
+        assert fake_nvml.calls("nvmlDeviceGetFanSpeed", index) == 1
+        # Enforced limit answers NotSupported: the field is given up, no fallback is tried.
+        assert fake_nvml.calls("nvmlDeviceGetEnforcedPowerLimit", index) == 1
+    assert fake_nvml.calls("nvmlDeviceGetPcieThroughput", 0) == 6  # tx + rx, 3 samples
+    assert fake_nvml.calls("nvmlDeviceGetPcieThroughput", 1) == 2  # tx once, rx once
+
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+    fan_logs = [r for r in caplog.records if "fan" in r.getMessage()]
+    assert len(fan_logs) == 2  # once per GPU
+    assert all(r.levelno == logging.DEBUG and r.exc_info is None for r in caplog.records)
+
+
+def test_missing_function_is_none_without_noise(
+    load_nvml: Callable[..., FakeNvml],
+    clock: FakeClock,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake = load_nvml(omit=["nvmlDeviceGetPcieThroughput", "nvmlDeviceGetFanSpeed"])
+    caplog.set_level(logging.DEBUG, logger="gputui.telemetry.nvml")
+    with NvmlSampler(clock=clock) as sampler:
+        readings = [sampler.sample() for _ in range(3)]
+
+    for reading in readings:
+        assert reading.status.available
+        for g in reading.gpus:
+            assert g.pcie_rx_bytes_per_s is None
+            assert g.pcie_tx_bytes_per_s is None
+            assert g.fan_percent is None
+            assert g.utilization_percent is not None
+    assert fake.calls("nvmlDeviceGetUtilizationRates") == 6
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+    missing = [r for r in caplog.records if "nvmlDeviceGetPcieThroughput" in r.getMessage()]
+    assert len(missing) == 1
+    assert all(r.levelno == logging.DEBUG and r.exc_info is None for r in caplog.records)
+
+
+def test_older_driver_falls_back_to_older_entry_points(
+    load_nvml: Callable[..., FakeNvml], fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    fake = load_nvml(
+        omit=[
+            "nvmlDeviceGetComputeRunningProcesses_v3",
+            "nvmlDeviceGetGraphicsRunningProcesses_v3",
+            "nvmlDeviceGetMemoryInfo_v2",
+            "nvmlSystemGetCudaDriverVersion_v2",
+            "nvmlDeviceGetEnforcedPowerLimit",
+        ]
+    )
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0:{os.getpid()}:4096")
+    with NvmlSampler(clock=clock) as sampler:
+        reading = sampler.sample()
+        sampler.sample()
+
+    assert reading.status.cuda_driver_version == "12.4"
+    first = gpu(reading, 0)
+    assert [p.pid for p in first.processes] == [os.getpid()]
+    assert first.memory_total_bytes == H100_MEMORY
+    assert first.memory_used_bytes is not None
+    assert first.power_limit_w == 700.0  # from nvmlDeviceGetPowerManagementLimit
+    assert fake.calls("nvmlDeviceGetComputeRunningProcesses_v2", 0) == 4  # two per sample
+    assert fake.calls("nvmlDeviceGetMemoryInfo", 0) == 2
+
+
+def test_lost_gpu_is_marked_lost_while_the_others_keep_updating(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    clock: FakeClock,
+) -> None:
+    # A first sample asks a GPU about 16 questions; GPU 1 dies during the second.
+    fake_nvml_env.setenv("FAKE_NVML_LOST", "1:20")
+    first = sampler.sample()
+    assert gpu(first, 1).state is GpuState.OK
+    known = gpu(first, 1)
+
+    clock.now += 1.0
+    lost = gpu(sampler.sample(), 1)
+    assert lost.state is GpuState.LOST
+    assert (lost.index, lost.name, lost.uuid, lost.bus_id) == (
+        known.index,
+        known.name,
+        known.uuid,
+        known.bus_id,
+    )
+    assert all(getattr(lost, name) is None for name in LIVE_FIELDS)
+    assert lost.processes == ()
+
+    queries = fake_nvml.device_queries(1)
+    survivors = []
+    for _ in range(4):
+        clock.now += 1.0
+        reading = sampler.sample()
+        assert gpu(reading, 1).state is GpuState.LOST
+        survivors.append(gpu(reading, 0))
+    assert fake_nvml.device_queries(1) == queries  # not asked again within the retry time
+    assert all(g.state is GpuState.OK for g in survivors)
+    assert len({g.utilization_percent for g in survivors}) > 1
+
+    clock.now += 31.0
+    assert gpu(sampler.sample(), 1).state is GpuState.LOST
+    assert fake_nvml.device_queries(1) == queries + 1  # one probe, then given up again
+
+
+def test_lost_gpu_that_answers_again_is_read_again(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    clock: FakeClock,
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_LOST", "0:0")
+    assert gpu(sampler.sample(), 0).state is GpuState.LOST
+    assert gpu(sampler.sample(), 1).state is GpuState.OK
+
+    fake_nvml_env.delenv("FAKE_NVML_LOST")
+    assert fake_nvml.lib.nvmlInit_v2() == 0  # the stand-in rereads its knobs: GPU 0 is back
+    clock.now += 31.0
+    back = gpu(sampler.sample(), 0)
+    assert back.state is GpuState.OK
+    assert back.name == H100  # static facts read now, as the GPU was lost from the start
+    assert back.utilization_percent is not None
+
+
+def test_unknown_error_costs_only_that_field_of_that_sample(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_FAIL", "0:temperature,1:power=TIMEOUT")
+    readings = [sampler.sample() for _ in range(3)]
+
+    for reading in readings:
+        assert gpu(reading, 0).temperature_c is None
+        assert gpu(reading, 0).power_w is not None
+        assert gpu(reading, 1).temperature_c is not None
+        assert gpu(reading, 1).power_w is None
+    assert fake_nvml.calls("nvmlDeviceGetTemperature", 0) == 3  # asked again every sample
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage", 1) == 3
+    assert capfd.readouterr() == ("", "")
+
+
+def test_hanging_driver_blocks_only_the_sampling_thread(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, tmp_path: Path
+) -> None:
+    hang = tmp_path / "hang"
+    fake_nvml_env.setenv("FAKE_NVML_HANG_FILE", str(hang))
+    assert len(sampler.sample().gpus) == 2  # no file yet: answers at once
+
+    hang.touch()
+    results: list[NvmlReading] = []
+    worker = threading.Thread(target=lambda: results.append(sampler.sample()), daemon=True)
+    worker.start()
+    worker.join(timeout=0.3)
+    assert worker.is_alive(), "the sample should block while the hang file exists"
+    assert results == []
+
+    hang.unlink()
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    (reading,) = results
+    assert [g.state for g in reading.gpus] == [GpuState.OK, GpuState.OK]
+
+
+def test_close_does_not_wait_forever_for_a_hung_sample(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock, tmp_path: Path
+) -> None:
+    hang = tmp_path / "hang"
+    fake_nvml_env.setenv("FAKE_NVML_HANG_FILE", str(hang))
+    sampler = NvmlSampler(clock=clock)
+    sampler.sample()
+    hang.touch()
+    worker = threading.Thread(target=sampler.sample, daemon=True)
+    worker.start()
+    closer = threading.Thread(target=sampler.close, daemon=True)
+    closer.start()
+    closer.join(timeout=10)
+    try:
+        assert not closer.is_alive(), "close() should give up on a sample stuck in the driver"
+    finally:
+        hang.unlink()
+        worker.join(timeout=10)
+    after = sampler.sample()
+    assert not after.status.available
+    assert_one_sentence(after.status.error)
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        ("DRIVER_NOT_LOADED", "modprobe nvidia"),
+        ("NO_PERMISSION", "/dev/nvidia"),
+        ("LIB_RM_VERSION_MISMATCH", "reboot"),
+        ("18", "reboot"),
+        ("UNKNOWN", "nvidia-smi"),
+    ],
+)
+def test_init_failure_is_one_sentence_with_the_fix(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, error: str, words: str
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_INIT_ERROR", error)
+    reading = sampler.sample()
+
+    assert not reading.status.available
+    assert reading.gpus == ()
+    assert words in (reading.status.error or "")
+    assert_one_sentence(reading.status.error)
+
+
+def test_init_is_retried_at_most_every_30_seconds(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_INIT_ERROR", "DRIVER_NOT_LOADED")
+    assert not sampler.sample().status.available
+
+    fake_nvml_env.delenv("FAKE_NVML_INIT_ERROR")  # the driver gets loaded
+    clock.now += 10.0
+    assert not sampler.sample().status.available  # too soon to ask again
+    clock.now += 21.0
+    reading = sampler.sample()
+    assert reading.status.available
+    assert len(reading.gpus) == 2
+
+
+def test_gpu_count_failure_is_a_sentence(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_FAIL", "count=NO_PERMISSION")
+    reading = sampler.sample()
+    assert not reading.status.available
+    assert "/dev/nvidia" in (reading.status.error or "")
+    assert fake_nvml.calls("nvmlShutdown") == 1  # what was started is shut down
+
+
+def test_no_gpus_is_available_and_empty(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "0")
+    reading = sampler.sample()
+    assert reading.status.available
+    assert reading.gpus == ()
+
+
+def test_library_at_a_missing_path_is_a_sentence(
+    fake_nvml_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = tmp_path / "nowhere" / LIBRARY_NAME
+    with NvmlSampler(library_path=missing) as sampler:
+        reading = sampler.sample()
+    assert not reading.status.available
+    assert reading.gpus == ()
+    assert str(missing) in (reading.status.error or "")
+    assert_one_sentence(reading.status.error)
+
+
+def test_library_path_loads_that_library(
+    load_nvml: Callable[..., FakeNvml], fake_nvml_dir: Path, clock: FakeClock
+) -> None:
+    from tests.fakenvml import unload_fake_nvml
+
+    unload_fake_nvml()
+    with NvmlSampler(fake_nvml_dir / LIBRARY_NAME, clock=clock) as sampler:
+        reading = sampler.sample()
+    assert reading.status.available
+    assert [g.name for g in reading.gpus] == [H100, H100]
+
+
+def _sample_in_child(env: dict[str, str]) -> tuple[dict[str, object], str]:
+    code = (
+        "import json; from gputui.telemetry.nvml import NvmlSampler; "
+        "r = NvmlSampler().sample(); "
+        "print(json.dumps({'error': r.status.error, 'gpus': [g.name for g in r.gpus], "
+        "'cuda': r.status.cuda_driver_version}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    return json.loads(done.stdout), done.stderr
+
+
+def test_child_process_finds_the_stand_in_on_ld_library_path(
+    fake_nvml_dir: Path, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_GPU_COUNT": "8"}
+    result, stderr = _sample_in_child(env)
+    assert result == {"error": None, "gpus": [H100] * 8, "cuda": "12.4"}
+    assert stderr == ""
+
+
+@pytest.mark.skipif(
+    ctypes.util.find_library("nvidia-ml") is not None,
+    reason="a real NVIDIA driver library is installed here",
+)
+def test_no_driver_library_is_a_sentence(tmp_path: Path) -> None:
+    env = {**os.environ, "LD_LIBRARY_PATH": str(tmp_path)}
+    result, stderr = _sample_in_child(env)
+    assert result == {"error": LIBRARY_MISSING, "gpus": [], "cuda": None}
+    assert stderr == ""
+
+
+def test_processes_are_joined_with_psutil(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    me = psutil.Process()
+    gone = next(pid for pid in range(4_000_000, 4_100_000) if not psutil.pid_exists(pid))
+    fake_nvml_env.setenv(
+        "FAKE_NVML_PROCESSES", f"0:{me.pid}:1073741824,0:{gone}:2048,1:{me.pid}:na"
+    )
+    fake_nvml_env.setenv("FAKE_NVML_GRAPHICS_PROCESSES", f"1:{me.pid}:5,1:1:4096")
+    first, second = sampler.sample(), sampler.sample()
+
+    for reading in (first, second):
+        mine, ghost = gpu(reading, 0).processes
+        assert (mine.pid, mine.kind, mine.gpu_memory_bytes) == (me.pid, "compute", 2**30)
+        assert mine.user == me.username()
+        assert mine.command == " ".join(me.cmdline())
+        assert (ghost.pid, ghost.user, ghost.command, ghost.gpu_memory_bytes) == (
+            gone,
+            None,
+            None,
+            2048,
+        )
+        # GPU 1: this process is in both lists (shown once, as compute) with no memory
+        # figure; PID 1 is a graphics process whose owner psutil can tell.
+        both, init = gpu(reading, 1).processes
+        assert (both.pid, both.kind, both.gpu_memory_bytes) == (me.pid, "compute", None)
+        assert (init.pid, init.kind, init.gpu_memory_bytes) == (1, "graphics", 4096)
+        assert init.user == _username_or_none(1)
+
+
+def _username_or_none(pid: int) -> str | None:
+    try:
+        return psutil.Process(pid).username()
+    except psutil.Error:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("version", "text"),
+    [(12040, "12.4"), (11080, "11.8"), (12020, "12.2"), (13000, "13.0"), (10010, "10.1")],
+)
+def test_cuda_version_is_major_dot_minor(version: int, text: str) -> None:
+    assert format_cuda_version(version) == text
+
+
+def test_cuda_version_from_the_driver(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_CUDA_VERSION", "11080")
+    fake_nvml_env.setenv("FAKE_NVML_DRIVER_VERSION", "520.61.05")
+    status = sampler.sample().status
+    assert (status.driver_version, status.cuda_driver_version) == ("520.61.05", "11.8")
+
+
+def test_unanswered_system_facts_are_none(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "cuda_version,driver_version")
+    reading = sampler.sample()
+    assert reading.status.available
+    assert (reading.status.driver_version, reading.status.cuda_driver_version) == (None, None)
+    assert len(reading.gpus) == 2
+
+
+def test_closed_sampler_shuts_nvml_down_once(fake_nvml: FakeNvml, clock: FakeClock) -> None:
+    sampler = NvmlSampler(clock=clock)
+    assert sampler.sample().status.available
+    sampler.close()
+    sampler.close()
+    assert fake_nvml.calls("nvmlShutdown") == 1
+    reading = sampler.sample()
+    assert not reading.status.available
+    assert_one_sentence(reading.status.error)
+
+
+@pytest.mark.parametrize(
+    ("taken_at", "now", "interval", "stale"),
+    [
+        (10.0, 11.9, 1.0, False),  # within two periods
+        (10.0, 12.1, 1.0, True),
+        (10.0, 11.2, 0.25, False),  # short intervals get a second of slack
+        (10.0, 11.3, 0.25, True),
+        (10.0, 29.0, 10.0, False),
+        (10.0, 30.5, 10.0, True),
+    ],
+)
+def test_is_stale(taken_at: float, now: float, interval: float, stale: bool) -> None:
+    assert is_stale(taken_at, now, interval) is stale
+
+
+def test_unknown_init_error_keeps_the_bindings_words() -> None:
+    sentence = describe_nvml_error(999, "Unknown Error")
+    assert "Unknown Error" in sentence
+    assert_one_sentence(sentence)

@@ -1,0 +1,335 @@
+"""``gputui snapshot``: the JSON schema, the 80-column table, and one real sample of each."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+from gputui.telemetry.apple import MpsSampler
+from gputui.telemetry.host import HostSampler
+from gputui.telemetry.nvml import NvmlSampler
+from gputui.telemetry.readings import (
+    CpuReading,
+    GpuProcess,
+    GpuReading,
+    GpuState,
+    MpsReading,
+    NvmlReading,
+    NvmlStatus,
+    Snapshot,
+)
+from gputui.telemetry.snapshot import (
+    WIDTH,
+    render_snapshot_json,
+    render_snapshot_table,
+    snapshot_as_dict,
+    take_snapshot,
+)
+from tests.fakenvml import FakeNvml
+
+GPU_KEYS = {
+    "index",
+    "name",
+    "uuid",
+    "state",
+    "utilization_percent",
+    "memory_utilization_percent",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "temperature_c",
+    "power_w",
+    "power_limit_w",
+    "fan_percent",
+    "sm_clock_mhz",
+    "pcie_rx_bytes_per_s",
+    "pcie_tx_bytes_per_s",
+    "processes",
+}
+PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes"}
+NVML_KEYS = {"available", "driver_version", "cuda_driver_version", "error"}
+
+CPU = CpuReading(
+    utilization_percent=37.5,
+    per_core_percent=(25.0, 50.0),
+    logical_cores=2,
+    physical_cores=1,
+    model_name="Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz",
+    load_average=(0.5, 0.25, 0.125),
+    frequency_mhz=2300.0,
+    frequency_max_mhz=None,
+    memory_used_bytes=3 * 2**30,
+    memory_total_bytes=16 * 2**30,
+    swap_used_bytes=0,
+    swap_total_bytes=0,
+    self_cpu_percent=1.5,
+    self_rss_bytes=40 * 2**20,
+    taken_at=1.0,
+)
+
+GPU = GpuReading(
+    index=0,
+    name="NVIDIA H100 80GB HBM3",
+    uuid="GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40",
+    bus_id="00000000:17:00.0",
+    state=GpuState.OK,
+    utilization_percent=87.0,
+    memory_utilization_percent=41.0,
+    memory_used_bytes=60 * 2**30,
+    memory_total_bytes=80 * 2**30,
+    temperature_c=66.0,
+    power_w=512.25,
+    power_limit_w=700.0,
+    sm_clock_mhz=1755.0,
+    sm_clock_max_mhz=1980.0,
+    fan_percent=None,
+    pcie_rx_bytes_per_s=3.5 * 2**30,
+    pcie_tx_bytes_per_s=None,
+    performance_state=0,
+    processes=(
+        GpuProcess(
+            pid=4242,
+            user="alice",
+            command="python train.py --model resnet152 --batch-size 512 --epochs 90 "
+            "--data /datasets/imagenet/train --workers 16",
+            gpu_memory_bytes=58 * 2**30,
+        ),
+        GpuProcess(pid=77, user=None, command=None, gpu_memory_bytes=None),
+    ),
+)
+
+LOST = dataclasses.replace(
+    GPU,
+    index=1,
+    state=GpuState.LOST,
+    **{
+        field.name: None
+        for field in dataclasses.fields(GpuReading)
+        if field.name.endswith(("_percent", "_bytes", "_c", "_w", "_mhz", "_s", "_state"))
+    },
+    processes=(),
+)
+
+NVML = NvmlReading(
+    status=NvmlStatus(available=True, driver_version="550.54.15", cuda_driver_version="12.4"),
+    gpus=(GPU, LOST),
+    taken_at=1.0,
+)
+NO_NVML = NvmlReading(
+    status=NvmlStatus(
+        available=False,
+        error="The NVIDIA driver is not loaded; install it or run `sudo modprobe nvidia`, "
+        "then start gputui again.",
+    ),
+    gpus=(),
+    taken_at=1.0,
+)
+LINUX_MPS = MpsReading(
+    supported_platform=False,
+    message="MPS is Apple's GPU backend for Macs; this machine runs Linux.",
+)
+MAC_MPS = MpsReading(
+    supported_platform=True,
+    message=None,
+    gpu_name="Apple M2 Pro (19-core GPU)",
+    utilization_percent=23.0,
+    memory_in_use_bytes=1148452864,
+    torch_mps_built=True,
+    torch_mps_available=True,
+)
+
+SNAPSHOT = Snapshot(cpu=CPU, nvml=NVML, mps=LINUX_MPS)
+
+
+# --- JSON -------------------------------------------------------------------------------
+
+
+def test_json_has_the_documented_schema() -> None:
+    data = json.loads(render_snapshot_json(SNAPSHOT))
+    assert list(data) == ["cpu", "gpus", "nvml", "mps"]
+    assert len(data["gpus"]) == 2
+    for gpu in data["gpus"]:
+        assert set(gpu) >= GPU_KEYS
+        for process in gpu["processes"]:
+            assert set(process) >= PROCESS_KEYS
+    assert set(data["nvml"]) == NVML_KEYS
+
+
+def test_json_carries_the_values() -> None:
+    data = snapshot_as_dict(SNAPSHOT)
+    ok, lost = data["gpus"]
+    assert ok["state"] == "ok"
+    assert ok["utilization_percent"] == 87.0
+    assert ok["memory_total_bytes"] == 80 * 2**30
+    assert ok["power_w"] == 512.25
+    assert ok["processes"][0] == {
+        "pid": 4242,
+        "user": "alice",
+        "command": GPU.processes[0].command,
+        "gpu_memory_bytes": 58 * 2**30,
+        "kind": "compute",
+    }
+    assert lost["state"] == "lost"
+    assert lost["index"] == 1
+    assert data["nvml"] == {
+        "available": True,
+        "driver_version": "550.54.15",
+        "cuda_driver_version": "12.4",
+        "error": None,
+    }
+    assert data["cpu"]["per_core_percent"] == [25.0, 50.0]
+    assert data["mps"]["supported_platform"] is False
+
+
+def test_json_unsupported_readings_are_null() -> None:
+    text = render_snapshot_json(SNAPSHOT)
+    ok, lost = json.loads(text)["gpus"]
+    assert ok["fan_percent"] is None
+    assert ok["pcie_tx_bytes_per_s"] is None
+    assert ok["processes"][1] == {
+        "pid": 77,
+        "user": None,
+        "command": None,
+        "gpu_memory_bytes": None,
+        "kind": "compute",
+    }
+    for key in GPU_KEYS - {"index", "name", "uuid", "state", "processes"}:
+        assert lost[key] is None, key
+    assert '"fan_percent": null' in text
+
+
+def test_json_never_holds_nan_or_infinity() -> None:
+    odd = dataclasses.replace(GPU, power_w=math.nan, temperature_c=math.inf)
+    snapshot = dataclasses.replace(SNAPSHOT, nvml=dataclasses.replace(NVML, gpus=(odd,)))
+    (gpu,) = json.loads(render_snapshot_json(snapshot))["gpus"]
+    assert gpu["power_w"] is None
+    assert gpu["temperature_c"] is None
+
+
+def test_json_without_nvml_says_why() -> None:
+    data = snapshot_as_dict(dataclasses.replace(SNAPSHOT, nvml=NO_NVML))
+    assert data["gpus"] == []
+    assert data["nvml"]["available"] is False
+    assert data["nvml"]["error"] == NO_NVML.status.error
+
+
+# --- table ------------------------------------------------------------------------------
+
+
+def _lines(snapshot: Snapshot) -> list[str]:
+    text = render_snapshot_table(snapshot)
+    lines = text.splitlines()
+    too_wide = [line for line in lines if len(line) > WIDTH]
+    assert not too_wide, too_wide
+    assert all(line == line.rstrip() for line in lines)
+    return lines
+
+
+def _line(lines: list[str], start: str) -> str:
+    """The first line that starts with ``start``, after its indent."""
+    return next(line for line in lines if line.strip().startswith(start))
+
+
+def test_table_shows_each_section_within_80_columns() -> None:
+    lines = _lines(SNAPSHOT)
+    text = "\n".join(lines)
+    assert lines[0] == "CPU     Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz"
+    assert _line(lines, "cores").split()[1:] == ["2", "logical,", "1", "physical"]
+    assert "NVIDIA  driver 550.54.15, CUDA 12.4, 2 GPUs" in lines
+    assert "MPS     MPS is Apple's GPU backend for Macs; this machine runs Linux." in lines
+    assert "GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40" in text
+    assert _line(lines, "per core").split()[2:] == ["25%", "50%"]
+    assert _line(lines, "memory ").split()[1] == "3.0/16.0"
+
+
+def test_table_aligns_gpu_readings_in_columns() -> None:
+    lines = _lines(SNAPSHOT)
+    utilization = _line(lines, "utilization  87%")
+    power = _line(lines, "power")
+    assert utilization.index("memory util") == power.index("fan")
+    assert "512 W / 700 W" in power
+    assert power.split()[-1] == "n/a"  # no fan on this board
+    assert "1755 / 1980 MHz" in _line(lines, "SM clock")
+    assert _line(lines, "PCIe rx").endswith("PCIe tx      n/a")
+
+
+def test_table_marks_a_lost_gpu_and_keeps_the_others() -> None:
+    lines = _lines(SNAPSHOT)
+    assert _line(lines, "GPU 1").endswith("lost")
+    assert _line(lines, "GPU 0") == "  GPU 0  NVIDIA H100 80GB HBM3"
+
+
+def test_table_lists_processes_with_long_commands_cut() -> None:
+    lines = _lines(SNAPSHOT)
+    header = _line(lines, "GPU   PID")
+    assert header.split() == ["GPU", "PID", "USER", "GPU", "MEMORY", "COMMAND"]
+    alice = _line(lines, "0  4242")
+    assert "alice" in alice
+    assert "58.0 GiB" in alice
+    assert alice.endswith("…")
+    assert len(alice) == WIDTH
+    unknown = _line(lines, "0    77")
+    assert unknown.split()[2:] == ["n/a", "n/a", "n/a"]
+
+
+def test_table_without_nvml_is_one_sentence_wrapped() -> None:
+    lines = _lines(dataclasses.replace(SNAPSHOT, nvml=NO_NVML))
+    start = lines.index(next(line for line in lines if line.startswith("NVIDIA")))
+    assert lines[start].startswith("NVIDIA  The NVIDIA driver is not loaded;")
+    assert lines[start + 1].startswith("        ")  # wrapped under the sentence
+    assert "sudo modprobe nvidia" in " ".join(line.strip() for line in lines[start : start + 3])
+
+
+def test_table_on_a_mac() -> None:
+    lines = _lines(dataclasses.replace(SNAPSHOT, mps=MAC_MPS))
+    assert "MPS     Apple M2 Pro (19-core GPU)" in lines
+    assert _line(lines, "PyTorch MPS").split()[2:] == ["built", "yes,", "available", "yes"]
+    assert _line(lines, "memory in use").endswith("1.1 GiB")
+    unknown = dataclasses.replace(MAC_MPS, torch_mps_built=None, torch_mps_available=None)
+    lines = _lines(dataclasses.replace(SNAPSHOT, mps=unknown))
+    assert _line(lines, "PyTorch MPS").endswith("not known yet")
+
+
+def test_table_shows_na_for_every_unknown() -> None:
+    cpu = dataclasses.replace(
+        CPU,
+        model_name=None,
+        physical_cores=None,
+        load_average=None,
+        frequency_mhz=None,
+        self_cpu_percent=None,
+        self_rss_bytes=None,
+    )
+    lines = _lines(dataclasses.replace(SNAPSHOT, cpu=cpu))
+    assert lines[0] == "CPU     n/a"
+    assert _line(lines, "cores").endswith("2 logical")
+    assert _line(lines, "load average").endswith("n/a")
+    assert _line(lines, "frequency").endswith("n/a")
+    assert _line(lines, "gputui").endswith("n/a CPU, n/a RSS")
+
+
+def test_table_of_many_cores_wraps_within_80_columns() -> None:
+    cpu = dataclasses.replace(
+        CPU, logical_cores=128, per_core_percent=tuple(float(i % 101) for i in range(128))
+    )
+    lines = _lines(dataclasses.replace(SNAPSHOT, cpu=cpu))
+    per_core = [line for line in lines if line.endswith("%") and "%" in line and "  " in line]
+    assert sum(line.count("%") for line in per_core) >= 128
+
+
+# --- take_snapshot ----------------------------------------------------------------------
+
+
+def test_take_snapshot_samples_each_part_once(fake_nvml: FakeNvml) -> None:
+    with NvmlSampler(fake_nvml.path) as nvml:
+        snapshot = take_snapshot(
+            host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
+        )
+    assert fake_nvml.calls("nvmlDeviceGetUtilizationRates") == 2  # once per GPU
+    assert snapshot.nvml.status.available is True
+    assert [gpu.index for gpu in snapshot.nvml.gpus] == [0, 1]
+    assert snapshot.mps.supported_platform is False
+    assert 0.0 <= snapshot.cpu.utilization_percent <= 100.0
+    assert snapshot.cpu.taken_at >= snapshot.nvml.taken_at  # the window covered NVML's sample
+    assert json.loads(render_snapshot_json(snapshot))["nvml"]["driver_version"] == "550.54.15"
+    _lines(snapshot)

@@ -1,0 +1,214 @@
+"""The ``gputui`` command, run as users run it: ``python -m gputui`` in a child process.
+
+NVML comes from the stand-in ``libnvidia-ml.so.1`` on the child's ``LD_LIBRARY_PATH``
+(or from nowhere: an empty folder), driven by ``FAKE_NVML_*`` knobs.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from gputui import __version__
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gputui(
+    *args: str, lib_dir: Path | None = None, knobs: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m gputui ARGS`` with NVML found only in ``lib_dir``."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
+    env.update(knobs or {})
+    if lib_dir is not None:
+        env["LD_LIBRARY_PATH"] = str(lib_dir)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def snapshot_json(lib_dir: Path, knobs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    done = gputui("snapshot", "--json", lib_dir=lib_dir, knobs=knobs)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def no_nvml_dir(tmp_path: Path) -> Path:
+    """An empty folder: with it as LD_LIBRARY_PATH, no NVML library can be found."""
+    if ctypes.util.find_library("nvidia-ml"):
+        pytest.skip("this machine has a real libnvidia-ml, which LD_LIBRARY_PATH cannot hide")
+    empty = tmp_path / "no-nvml"
+    empty.mkdir()
+    return empty
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def test_version() -> None:
+    done = gputui("--version")
+    assert done.returncode == 0
+    assert done.stdout == f"gputui {__version__}\n"
+
+
+def test_help_names_the_commands_and_options() -> None:
+    done = gputui("--help")
+    assert done.returncode == 0
+    assert done.stdout.startswith("usage: gputui")
+    for word in ("--interval", "--version", "snapshot"):
+        assert word in done.stdout
+    assert done.stderr == ""
+
+
+def test_snapshot_help() -> None:
+    done = gputui("snapshot", "--help")
+    assert done.returncode == 0
+    assert "--json" in done.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "0.1", "61", "abc", "nan", "inf", "-1", ""])
+def test_a_bad_interval_is_one_line_and_exit_2(value: str) -> None:
+    done = gputui("--interval", value, "snapshot")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("gputui: error: argument --interval:")
+    assert "0.25 to 60" in done.stderr
+
+
+def test_an_unknown_command_is_one_line_and_exit_2() -> None:
+    done = gputui("snapshoot")
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("value", ["0.25", "1", "60", "2.5"])
+def test_a_good_interval_is_accepted(value: str, no_nvml_dir: Path) -> None:
+    done = gputui("--interval", value, "snapshot", "--json", lib_dir=no_nvml_dir)
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)) == {"cpu", "gpus", "nvml", "mps"}
+
+
+# --- snapshot against the stand-in NVML -------------------------------------------------
+
+
+def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
+    me = psutil.Process()
+    data = snapshot_json(
+        fake_nvml_dir,
+        {
+            "FAKE_NVML_GPU_COUNT": "3",
+            "FAKE_NVML_UNSUPPORTED": "fan,power_limit",
+            "FAKE_NVML_LOST": "1:5",
+            "FAKE_NVML_PROCESSES": f"0:{me.pid}:1073741824",
+        },
+    )
+    assert list(data) == ["cpu", "gpus", "nvml", "mps"]
+    assert data["nvml"] == {
+        "available": True,
+        "driver_version": "550.54.15",
+        "cuda_driver_version": "12.4",
+        "error": None,
+    }
+    first, lost, third = data["gpus"]
+    assert [gpu["index"] for gpu in data["gpus"]] == [0, 1, 2]
+    assert [gpu["state"] for gpu in data["gpus"]] == ["ok", "lost", "ok"]
+    for gpu in (first, third):
+        assert gpu["name"] == "NVIDIA H100 80GB HBM3"
+        assert gpu["uuid"].startswith("GPU-")
+        assert 0 <= gpu["utilization_percent"] <= 100
+        assert 0 < gpu["memory_used_bytes"] < gpu["memory_total_bytes"]
+        assert gpu["temperature_c"] > 0
+        assert gpu["power_w"] > 0
+        assert gpu["sm_clock_mhz"] > 0
+        assert gpu["pcie_rx_bytes_per_s"] >= 0
+        assert gpu["fan_percent"] is None  # not supported: null, not 0
+        assert gpu["power_limit_w"] is None
+    assert lost["utilization_percent"] is None
+    assert lost["memory_used_bytes"] is None
+
+    # The process NVML reports is joined with what psutil knows of it.
+    (process,) = first["processes"]
+    assert process["pid"] == me.pid
+    assert process["gpu_memory_bytes"] == 1073741824
+    assert process["user"] == me.username()
+    assert process["command"]
+    assert "pytest" in process["command"] or Path(sys.executable).name in process["command"]
+    assert third["processes"] == []
+
+
+def test_snapshot_table_reads_every_gpu(fake_nvml_dir: Path) -> None:
+    done = gputui(
+        "snapshot",
+        lib_dir=fake_nvml_dir,
+        knobs={
+            "FAKE_NVML_GPU_COUNT": "2",
+            "FAKE_NVML_UNSUPPORTED": "fan",
+            "FAKE_NVML_LOST": "1:5",
+            "FAKE_NVML_PROCESSES": f"0:{os.getpid()}:1073741824",
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert lines[0].startswith("CPU")
+    assert "NVIDIA  driver 550.54.15, CUDA 12.4, 2 GPUs" in lines
+    assert "  GPU 0  NVIDIA H100 80GB HBM3" in lines
+    assert "  GPU 1  NVIDIA H100 80GB HBM3  lost" in lines
+    fan = next(line for line in lines if "fan" in line)
+    assert fan.rstrip().endswith("fan          n/a")
+    assert any(line.split()[:2] == ["0", str(os.getpid())] for line in lines)
+    assert lines[-1].startswith("MPS     MPS is Apple's GPU backend")
+
+
+def test_snapshot_when_the_driver_fails_to_start(fake_nvml_dir: Path) -> None:
+    knobs = {"FAKE_NVML_INIT_ERROR": "DRIVER_NOT_LOADED"}
+    data = snapshot_json(fake_nvml_dir, knobs)
+    assert data["gpus"] == []
+    assert data["nvml"]["available"] is False
+    error = data["nvml"]["error"]
+    assert isinstance(error, str)
+    assert error.endswith(".")
+    assert "\n" not in error
+    assert data["cpu"]["logical_cores"] >= 1  # the rest still works
+
+    done = gputui("snapshot", lib_dir=fake_nvml_dir, knobs=knobs)
+    assert done.returncode == 0
+    assert "NVIDIA  " + error[:40] in done.stdout
+
+
+def test_snapshot_without_any_nvml_library(no_nvml_dir: Path) -> None:
+    data = snapshot_json(no_nvml_dir)
+    assert data["gpus"] == []
+    assert data["nvml"]["available"] is False
+    assert data["nvml"]["driver_version"] is None
+    error = data["nvml"]["error"]
+    assert isinstance(error, str)
+    assert error.endswith(".")
+    assert data["mps"]["supported_platform"] is (sys.platform == "darwin")
+
+    done = gputui("snapshot", lib_dir=no_nvml_dir)
+    assert done.returncode == 0
+    assert done.stderr == ""
+    assert "Traceback" not in done.stdout
+    assert "NVIDIA  " + error[:40] in done.stdout
