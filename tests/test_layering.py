@@ -30,7 +30,12 @@ def _imported_after(module: str) -> set[str]:
     return {name.split(".")[0] for name in json.loads(out)}
 
 
-HEADLESS = _modules("gputui.telemetry") + _modules("gputui.training") + ["gputui.cli"]
+HEADLESS = (
+    _modules("gputui.telemetry")
+    + _modules("gputui.doctor")
+    + _modules("gputui.training")
+    + ["gputui.cli", "gputui.format"]
+)
 
 
 @pytest.mark.parametrize("module", HEADLESS)
@@ -40,7 +45,11 @@ def test_headless_modules_import_no_textual(module: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", _modules("gputui.telemetry") + _modules("gputui.ui") + ["gputui.cli"]
+    "module",
+    _modules("gputui.telemetry")
+    + _modules("gputui.doctor")
+    + _modules("gputui.ui")
+    + ["gputui.cli", "gputui.format"],
 )
 def test_ui_process_never_imports_torch(module: str) -> None:
     assert "torch" not in _imported_after(module), f"{module} imports torch"

@@ -1,0 +1,92 @@
+"""The doctor's report: typed, frozen checks and per-device figures.
+
+A :class:`DoctorReport` is all a renderer needs: ``gputui doctor`` prints it as
+text or JSON (:mod:`gputui.doctor.render`), and the app's Doctor screen shows the
+same objects. A figure that could not be measured is ``None`` (shown ``n/a``),
+with the reason in the device's ``notes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Status(str, Enum):
+    """How a check came out."""
+
+    OK = "ok"
+    """Works as it should."""
+    WARN = "warn"
+    """Works, or does not matter here, but something deserves a look."""
+    FAIL = "fail"
+    """Broken and fixable: ``gputui doctor`` exits 1 when any check fails."""
+    SKIP = "skip"
+    """Does not apply to this machine, or could not be checked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One finding: what was checked, how it came out, and what to do about it."""
+
+    name: str
+    """Short name, e.g. ``torch`` or ``CUDA_VISIBLE_DEVICES``."""
+    status: Status
+    """``ok``, ``warn``, ``fail`` or ``skip``."""
+    message: str
+    """What was found, in a sentence or two (may quote torch's own error text)."""
+    fix: str | None = None
+    """What to do: a command or a sentence; ``None`` when there is nothing to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceReport:
+    """One device torch can use here, and how fast it really is.
+
+    Bandwidths are bytes copied per second (each byte is read once and written
+    once); TFLOP/s counts ``2 * n**3`` floating-point operations per ``n x n`` matmul.
+    """
+
+    device: str
+    """torch's device string: ``cpu``, ``cuda:N`` or ``mps``."""
+    name: str
+    """The processor's name, e.g. ``NVIDIA H100 80GB HBM3``."""
+    compute_capability: str | None = None
+    """CUDA compute capability, e.g. ``9.0``; ``None`` for the CPU and MPS."""
+    memory_bytes: int | None = None
+    """Device memory (host memory for the CPU; what Metal recommends for MPS)."""
+    copy_bytes_per_s: float | None = None
+    """Copy within the device's own memory (for the CPU: a host memcpy)."""
+    h2d_pageable_bytes_per_s: float | None = None
+    """Host-to-device copy from ordinary (pageable) host memory."""
+    h2d_pinned_bytes_per_s: float | None = None
+    """Host-to-device copy from pinned (page-locked) host memory."""
+    d2h_pageable_bytes_per_s: float | None = None
+    """Device-to-host copy into ordinary (pageable) host memory."""
+    d2h_pinned_bytes_per_s: float | None = None
+    """Device-to-host copy into pinned (page-locked) host memory."""
+    matmul_fp32_tflops: float | None = None
+    """``n x n`` float32 matrix-multiply throughput."""
+    matmul_bf16_tflops: float | None = None
+    """``n x n`` bfloat16 matrix-multiply throughput."""
+    notes: tuple[str, ...] = ()
+    """How the figures were taken, and why any is ``n/a``."""
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    """Every check, in the order they read best, and every usable device."""
+
+    checks: tuple[Check, ...]
+    """The findings."""
+    devices: tuple[DeviceReport, ...] = ()
+    """Each device torch can use (the CPU first), with its figures."""
+
+    @property
+    def failed(self) -> bool:
+        """True when any check failed (``gputui doctor`` then exits 1)."""
+        return any(check.status is Status.FAIL for check in self.checks)
+
+    def check(self, name: str) -> Check | None:
+        """The check called ``name``, or ``None``."""
+        return next((check for check in self.checks if check.name == name), None)

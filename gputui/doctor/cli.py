@@ -1,0 +1,65 @@
+"""``gputui doctor [--json] [--quick] [--timeout SECONDS]``.
+
+Exit status: 0 when no check failed, 1 when any did, 2 for a usage error. The
+engine is imported in the handler, so ``gputui --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+TIMEOUT_MIN_S = 1.0
+TIMEOUT_MAX_S = 3600.0
+TIMEOUT_DEFAULT_S = 60.0
+
+
+def timeout_seconds(text: str) -> float:
+    """Parse ``--timeout``: seconds the torch probe may take, 1 to 3600."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not TIMEOUT_MIN_S <= value <= TIMEOUT_MAX_S:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds from {TIMEOUT_MIN_S:g} to {TIMEOUT_MAX_S:g}"
+            ", e.g. --timeout 60"
+        )
+    return value
+
+
+def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
+    """Add ``doctor`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
+    doctor = commands.add_parser(
+        "doctor",
+        help="say why PyTorch can or cannot use the GPUs here, and how fast each device is",
+        description=(
+            "Check torch, the NVIDIA driver, CUDA_VISIBLE_DEVICES, CUDA and MPS; show the "
+            "tutorials' pitfalls with torch's real errors; measure each usable device's "
+            "bandwidth and matmul TFLOP/s. torch runs in a child process. Exit status: 0 "
+            "when no check failed, 1 when any did, 2 for a usage error."
+        ),
+    )
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of text")
+    doctor.add_argument(
+        "--quick", action="store_true", help="skip the bandwidth and matmul measurements"
+    )
+    doctor.add_argument(
+        "--timeout",
+        type=timeout_seconds,
+        default=TIMEOUT_DEFAULT_S,
+        metavar="SECONDS",
+        help=f"how long the torch probe may take, 1 to 3600 (default: {TIMEOUT_DEFAULT_S:g})",
+    )
+    doctor.set_defaults(handler=run_doctor_command)
+    return doctor
+
+
+def run_doctor_command(args: argparse.Namespace) -> int:
+    """Run the doctor, print the report; 1 when any check failed, else 0."""
+    from gputui.doctor import render_json, render_text, run_doctor
+
+    report = run_doctor(timeout_s=args.timeout, quick=args.quick)
+    print(render_json(report) if args.json else render_text(report))
+    return 1 if report.failed else 0

@@ -1,0 +1,403 @@
+"""From facts to findings: why torch can (or cannot) use the GPUs here, and the fix.
+
+:func:`diagnose` is pure: it reads a :class:`DoctorFacts` (what NVML, ``PATH``,
+the environment, the platform and the torch probe said) and returns the report,
+so each check is tested with the facts of machines that are not this one.
+:func:`gputui.doctor.run.run_doctor` gathers the facts of this one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gputui.doctor.checks import Check, DoctorReport, Status
+from gputui.doctor.mps import PlatformFacts, check_mps
+from gputui.doctor.pitfalls import pitfall_checks
+from gputui.doctor.torch_facts import TorchFacts
+from gputui.doctor.visible import VisibleDevices, parse_visible_devices
+from gputui.doctor.wheels import (
+    channel_for_driver,
+    install_command,
+    oldest_channel_version,
+    parse_cuda_version,
+)
+from gputui.telemetry.readings import NvmlReading
+
+LIBRARY_NOT_FOUND = 12
+"""NVML's return code when there is no ``libnvidia-ml.so.1`` at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorFacts:
+    """Everything the checks read."""
+
+    torch: TorchFacts
+    """What the torch probe child said."""
+    nvml: NvmlReading
+    """What NVML said (the driver's view of the GPUs)."""
+    nvidia_smi: str | None
+    """Where ``nvidia-smi`` is on ``PATH``; ``None`` when it is not."""
+    cuda_visible_devices: str | None
+    """``CUDA_VISIBLE_DEVICES``; ``None`` when unset."""
+    platform: PlatformFacts
+    """The operating system and processor."""
+    cuda_device_order: str | None = None
+    """``CUDA_DEVICE_ORDER``; ``None`` when unset (CUDA then orders fastest first)."""
+    python: str = "python"
+    """How to name this interpreter in install commands."""
+    nvml_missing_error: str | None = None
+    """The sentence NVML's status carries when there is no driver library at all."""
+
+
+def diagnose(facts: DoctorFacts) -> DoctorReport:
+    """Every check, in reading order, and the devices the probe measured."""
+    visible = parse_visible_devices(
+        facts.cuda_visible_devices,
+        tuple(gpu.uuid for gpu in facts.nvml.gpus) if facts.nvml.status.available else None,
+    )
+    checks = [check_torch(facts)]
+    if facts.torch.failure is not None:
+        checks.append(check_probe(facts.torch))
+    checks += [
+        check_driver(facts),
+        check_build(facts),
+        check_driver_vs_build(facts),
+        check_visible_devices(facts, visible),
+        check_cuda(facts, visible),
+        check_mps(facts.platform, facts.torch, python=facts.python),
+        *pitfall_checks(facts.torch, python=facts.python),
+    ]
+    return DoctorReport(checks=tuple(checks), devices=facts.torch.devices)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _channel(facts: DoctorFacts) -> str | None:
+    """The wheel channel for this driver; ``None`` when no driver or none fits."""
+    driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
+    return channel_for_driver(driver) if driver is not None else None
+
+
+def _packages(torch: TorchFacts) -> tuple[str, ...]:
+    return ("torch", *torch.companions)
+
+
+def _cuda_install_fix(facts: DoctorFacts, *, replace: bool = True) -> str:
+    """The exact command for a CUDA build this driver runs, or what to do when there is none."""
+    status = facts.nvml.status
+    packages = _packages(facts.torch)
+    channel = _channel(facts)
+    if channel is not None:
+        return install_command(channel, python=facts.python, packages=packages, replace=replace)
+    oldest = oldest_channel_version()
+    fallback = install_command(
+        f"cu{oldest.replace('.', '')}", python=facts.python, packages=packages, replace=replace
+    )
+    if status.cuda_driver_version is None:
+        return (
+            "run nvidia-smi, read its 'CUDA Version' and pick the newest channel not newer "
+            f"than it at https://pytorch.org/get-started/locally/, e.g. `{fallback}`"
+        )
+    return (
+        f"the driver supports CUDA {status.cuda_driver_version}, older than any CUDA build "
+        f"of torch: update the NVIDIA driver (CUDA {oldest} or later), then `{fallback}`"
+    )
+
+
+def _driver_text(facts: DoctorFacts) -> str:
+    status = facts.nvml.status
+    cuda = f" (CUDA {status.cuda_driver_version})" if status.cuda_driver_version else ""
+    count = len(facts.nvml.gpus)
+    gpus = "1 GPU" if count == 1 else f"{count} GPUs"
+    return f"NVIDIA driver {status.driver_version or 'of unknown version'}{cuda} with {gpus}"
+
+
+def _build_text(torch: TorchFacts) -> str:
+    if torch.hip_version:
+        return f"a ROCm {torch.hip_version} build"
+    if torch.cuda_version:
+        return f"a CUDA {torch.cuda_version} build"
+    return "a CPU-only build"
+
+
+def format_cudnn(version: int) -> str:
+    """``90100`` -> ``9.1.0``; ``8902`` -> ``8.9.2`` (cuDNN changed its encoding at 9)."""
+    if version >= 90000:
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
+
+
+# ------------------------------------------------------------------- checks
+
+
+def check_torch(facts: DoctorFacts) -> Check:
+    """torch is installed and imports; its version and build."""
+    torch = facts.torch
+    where = f" in {facts.python}" if facts.python != "python" else ""
+    if torch.imported is None:
+        return Check("torch", Status.SKIP, "Unknown: the torch probe stopped before it said.")
+    fix_channel = _channel(facts)
+    if torch.imported is False:
+        if fix_channel is not None:
+            fix = install_command(fix_channel, python=facts.python, replace=not torch.missing)
+        elif torch.missing:
+            fix = f"{facts.python} -m pip install torch"
+        else:
+            fix = f"{facts.python} -m pip install --force-reinstall torch"
+        if torch.missing:
+            return Check("torch", Status.FAIL, f"torch is not installed{where}.", fix)
+        return Check(
+            "torch", Status.FAIL, f"torch does not import{where}: {torch.import_error}", fix
+        )
+    cudnn = f", cuDNN {format_cudnn(torch.cudnn_version)}" if torch.cudnn_version else ""
+    return Check(
+        "torch",
+        Status.OK,
+        f"torch {torch.version} imports{where}: {_build_text(torch)}{cudnn}.",
+    )
+
+
+def check_probe(torch: TorchFacts) -> Check:
+    """The probe child itself: it must finish in time."""
+    message = (torch.failure or "the torch probe failed").rstrip(".")
+    message = message[0].upper() + message[1:] + "; what it said before is shown."
+    if torch.timed_out:
+        fix = (
+            "if it hung initialising CUDA, the driver is wedged: check nvidia-smi and "
+            "`sudo dmesg | grep -i nvrm`, then reboot; if the machine is only slow, "
+            "give it longer with `gputui doctor --timeout SECONDS`"
+        )
+    else:
+        fix = "run `python -m gputui.training.probe` to see the whole error"
+    return Check("torch probe", Status.FAIL, message, fix)
+
+
+def check_driver(facts: DoctorFacts) -> Check:
+    """NVML and nvidia-smi: both, one without the other, or neither."""
+    status = facts.nvml.status
+    smi = facts.nvidia_smi
+    if status.available and not facts.nvml.gpus:
+        return Check(
+            "nvidia driver",
+            Status.WARN,
+            f"NVML answers ({status.driver_version or 'driver of unknown version'}) "
+            "but reports no GPU.",
+            "run nvidia-smi; `sudo dmesg | grep -i nvrm` shows whether a GPU fell off the bus",
+        )
+    if status.available and smi:
+        return Check("nvidia driver", Status.OK, f"{_driver_text(facts)}; nvidia-smi at {smi}.")
+    if status.available:
+        major = (status.driver_version or "").split(".")[0]
+        package = f"nvidia-utils-{major}" if major.isdigit() else "the driver's utilities"
+        return Check(
+            "nvidia driver",
+            Status.WARN,
+            f"NVML reports {_driver_text(facts)}, but nvidia-smi is not on PATH.",
+            f"install the driver's utilities (Debian/Ubuntu: `sudo apt install {package}`) or "
+            "add their folder to PATH; in a container, run it with `--gpus all`",
+        )
+    error = status.error or "NVML is unavailable."
+    if smi:
+        return Check(
+            "nvidia driver",
+            Status.FAIL,
+            f"nvidia-smi is at {smi}, but NVML does not answer: {error}",
+            "run nvidia-smi: if it fails too, reinstall the driver or reboot; if it works, "
+            "this process cannot load libnvidia-ml.so.1: add its folder to LD_LIBRARY_PATH",
+        )
+    if facts.nvml_missing_error is not None and error != facts.nvml_missing_error:
+        return Check("nvidia driver", Status.FAIL, error, "see the sentence above")
+    return Check("nvidia driver", Status.SKIP, "No NVIDIA driver here (no NVML, no nvidia-smi).")
+
+
+def check_build(facts: DoctorFacts) -> Check:
+    """A CPU-only torch where NVML reports a driver fails, with the install command."""
+    torch = facts.torch
+    name = "torch build"
+    if torch.imported is not True:
+        return Check(name, Status.SKIP, "Unknown: torch did not import.")
+    if torch.hip_version:
+        return Check(name, Status.OK, f"{_build_text(torch).capitalize()} (AMD GPUs are 'cuda').")
+    if torch.cuda_version:
+        return Check(name, Status.OK, f"Built for CUDA {torch.cuda_version}.")
+    if facts.nvml.status.available:
+        return Check(
+            name,
+            Status.FAIL if facts.nvml.gpus else Status.WARN,
+            f"torch {torch.version} is a CPU-only build (`torch.version.cuda` is None), "
+            f"but NVML reports {_driver_text(facts)}.",
+            _cuda_install_fix(facts),
+        )
+    if facts.platform.system == "Darwin":
+        return Check(name, Status.OK, "A macOS build: no CUDA there; Apple GPUs use MPS.")
+    return Check(name, Status.OK, "A CPU-only build, and no NVIDIA driver here to miss.")
+
+
+def check_driver_vs_build(facts: DoctorFacts) -> Check:
+    """The driver's CUDA version against the one torch was built with."""
+    torch = facts.torch
+    name = "driver vs build"
+    built = parse_cuda_version(torch.cuda_version)
+    if torch.imported is not True or built is None or torch.hip_version:
+        return Check(name, Status.SKIP, f"Nothing to compare: torch is {_build_text(torch)}.")
+    driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
+    if not facts.nvml.status.available or driver is None:
+        return Check(name, Status.SKIP, "NVML did not say which CUDA version the driver supports.")
+    driver_text = facts.nvml.status.cuda_driver_version
+    if driver >= built:
+        return Check(
+            name,
+            Status.OK,
+            f"The driver supports CUDA {driver_text}; torch needs {torch.cuda_version} or newer.",
+        )
+    fix = (
+        f"update the NVIDIA driver to one for CUDA {torch.cuda_version} or later, or install "
+        f"a build this driver runs: `{_cuda_install_fix(facts)}`"
+    )
+    if driver[0] == built[0] and facts.torch.cuda_available:
+        return Check(
+            name,
+            Status.WARN,
+            f"The driver supports CUDA {driver_text}, older than torch's {torch.cuda_version}; "
+            "it runs through CUDA minor-version compatibility, but kernels JIT-compiled "
+            "from PTX can fail.",
+            fix,
+        )
+    return Check(
+        name,
+        Status.FAIL,
+        f"The driver supports CUDA {driver_text}, too old for torch {torch.version}, "
+        f"built for CUDA {torch.cuda_version}.",
+        fix,
+    )
+
+
+def _gpu_label(facts: DoctorFacts, index: int) -> str:
+    gpus = facts.nvml.gpus
+    return f"GPU {index} ({gpus[index].name})" if index < len(gpus) else f"GPU {index}"
+
+
+def check_visible_devices(facts: DoctorFacts, visible: VisibleDevices) -> Check:
+    """``CUDA_VISIBLE_DEVICES`` hiding GPUs, or naming ones that do not exist."""
+    name = "CUDA_VISIBLE_DEVICES"
+    count = len(facts.nvml.gpus) if facts.nvml.status.available else None
+    if not visible.is_set:
+        every = f": torch may use all {count} GPUs" if count else ""
+        return Check(name, Status.OK, f"Not set{every}.")
+    shown = f"CUDA_VISIBLE_DEVICES={visible.raw!r}"
+    every = ",".join(str(i) for i in range(count)) if count else "0"
+    fix = f"`unset CUDA_VISIBLE_DEVICES`, or list GPUs that exist: `export {name}={every}`"
+    if visible.problems:
+        sees = ""
+        if visible.visible is not None:
+            sees = f" So torch sees {len(visible.visible)} of {count} GPUs."
+        return Check(name, Status.FAIL, f"{shown}: {'; '.join(visible.problems)}.{sees}", fix)
+    if visible.hides_all:
+        if count:
+            return Check(name, Status.FAIL, f"{shown} hides all {count} GPUs from torch.", fix)
+        return Check(name, Status.WARN, f"{shown} hides every GPU from torch.", fix)
+    if visible.mig:
+        return Check(
+            name,
+            Status.SKIP,
+            f"{shown} names {len(visible.kept)} MIG slice(s), which gputui cannot check.",
+        )
+    if visible.visible is None or count is None:
+        return Check(name, Status.SKIP, f"{shown}; NVML is unavailable, so it cannot be checked.")
+    mapping = ", ".join(
+        f"cuda:{n} is {_gpu_label(facts, index)}" for n, index in enumerate(visible.visible)
+    )
+    order_note = _order_note(facts, visible)
+    hidden = [i for i in range(count) if i not in visible.visible]
+    if hidden:
+        hides = ", ".join(str(i) for i in hidden)
+        return Check(
+            name,
+            Status.WARN,
+            f"{shown} hides GPU {hides} ({len(visible.visible)} of {count} visible): "
+            f"{mapping}.{order_note}",
+            "`unset CUDA_VISIBLE_DEVICES` if torch should use every GPU",
+        )
+    status = Status.WARN if order_note else Status.OK
+    return Check(name, status, f"{shown} shows all {count} GPUs: {mapping}.{order_note}")
+
+
+def _order_note(facts: DoctorFacts, visible: VisibleDevices) -> str:
+    """CUDA numbers GPUs fastest first; nvidia-smi by PCI bus. They differ on mixed machines."""
+    names = {gpu.name for gpu in facts.nvml.gpus}
+    uses_indexes = bool(visible.kept) and not visible.kept[0].startswith(("GPU-", "MIG-"))
+    if len(names) < 2 or not uses_indexes or facts.cuda_device_order == "PCI_BUS_ID":
+        return ""
+    return (
+        " These GPUs differ, and CUDA numbers them fastest first, not as nvidia-smi does: "
+        "set CUDA_DEVICE_ORDER=PCI_BUS_ID so the indexes match."
+    )
+
+
+_CUDA_ERROR_FIXES: tuple[tuple[str, str], ...] = (
+    (
+        r"\b803\b|unsupported display driver",
+        "the driver's kernel module and libraries differ (usually after an update): reboot",
+    ),
+    (
+        r"\b804\b|forward compatibility",
+        "a CUDA forward-compatibility library is loaded on a GPU that does not support it: "
+        "remove cuda-compat from LD_LIBRARY_PATH",
+    ),
+    (
+        r"\b999\b|unknown error",
+        "reload the unified-memory module: `sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm`, "
+        "or reboot (often after suspend)",
+    ),
+    (r"no NVIDIA driver", "install the NVIDIA driver, then check that nvidia-smi works"),
+)
+
+
+def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
+    """``torch.cuda.is_available()`` and ``device_count()``, with the error when CUDA fails."""
+    torch = facts.torch
+    name = "torch.cuda"
+    if torch.imported is not True:
+        return Check(name, Status.SKIP, "Unknown: torch did not import.")
+    if torch.cuda_available is None:
+        return Check(name, Status.SKIP, "Unknown: the torch probe stopped before asking CUDA.")
+    count = torch.cuda_device_count or 0
+    if torch.cuda_available:
+        names = [f"{d.device} {d.name}" for d in torch.devices if d.device.startswith("cuda:")]
+        listed = f": {', '.join(names)}" if names else ""
+        message = f"`is_available()` is True, `device_count()` is {count}{listed}."
+        expected = len(visible.visible) if visible.visible is not None else None
+        if expected is not None and expected != count:
+            return Check(
+                name,
+                Status.WARN,
+                f"{message} NVML and CUDA_VISIBLE_DEVICES leave {expected} GPUs visible.",
+                "run nvidia-smi: a GPU torch cannot open may be in use by another process in "
+                "exclusive mode, or broken",
+            )
+        return Check(name, Status.OK, message)
+    errors = [*torch.cuda_warnings, *([torch.cuda_init_error] if torch.cuda_init_error else [])]
+    said = f": {' '.join(errors)}" if errors else "."
+    message = f"`is_available()` is False, `device_count()` is {count}{said}"
+    gpus_expected = facts.nvml.status.available and len(facts.nvml.gpus) > 0
+    if not gpus_expected:
+        return Check(name, Status.SKIP, f"No NVIDIA GPU to use here; {message}")
+    return Check(name, Status.FAIL, message, _cuda_fix(facts, visible, " ".join(errors)))
+
+
+def _cuda_fix(facts: DoctorFacts, visible: VisibleDevices, error: str) -> str:
+    torch = facts.torch
+    if not torch.cuda_version and not torch.hip_version:
+        return _cuda_install_fix(facts)
+    if visible.hides_all:
+        return "`unset CUDA_VISIBLE_DEVICES` (it hides every GPU)"
+    built = parse_cuda_version(torch.cuda_version)
+    driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
+    if built is not None and driver is not None and driver < built:
+        return f"the driver is too old for this build: `{_cuda_install_fix(facts)}`"
+    for pattern, fix in _CUDA_ERROR_FIXES:
+        if re.search(pattern, error, re.IGNORECASE):
+            return fix
+    return "nvidia-smi and `sudo dmesg | grep -i nvrm` say more about what the driver refuses"

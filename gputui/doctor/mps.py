@@ -1,0 +1,122 @@
+"""Apple's MPS backend: is it usable, and if not, why (not macOS, too old, not Apple silicon).
+
+:class:`PlatformFacts` is read in the doctor's own process (no torch needed);
+:func:`check_mps` combines it with what torch said, so every reason is tested by
+injecting the facts of machines that are not this one.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from dataclasses import dataclass
+
+from gputui.doctor.checks import Check, Status
+from gputui.doctor.torch_facts import TorchFacts
+
+MPS_MIN_MACOS = (12, 3)
+"""The first macOS with the MPS backend PyTorch needs."""
+
+NAME = "mps"
+"""The check's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformFacts:
+    """The operating system and processor, as this Python sees them."""
+
+    system: str
+    """``platform.system()``: ``Linux``, ``Darwin``, ``Windows``."""
+    machine: str
+    """``platform.machine()``: ``x86_64``, ``arm64``, ``aarch64``..."""
+    mac_version: str | None = None
+    """``platform.mac_ver()[0]``, e.g. ``14.4.1``; ``None`` off macOS."""
+    translated: bool = False
+    """True when this Python is an x86_64 build running under Rosetta 2 on Apple silicon."""
+
+
+def current_platform() -> PlatformFacts:
+    """Read the facts of this machine (on macOS, asks ``sysctl`` about Rosetta)."""
+    system = platform.system()
+    mac_version = (platform.mac_ver()[0] or None) if system == "Darwin" else None
+    translated = False
+    if system == "Darwin":
+        try:
+            done = subprocess.run(
+                ["sysctl", "-n", "sysctl.proc_translated"],
+                capture_output=True,
+                text=True,
+                timeout=2,
+                check=False,
+            )
+            translated = done.stdout.strip() == "1"
+        except (OSError, subprocess.SubprocessError):
+            translated = False
+    return PlatformFacts(system, platform.machine(), mac_version, translated)
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    parts = text.split(".")
+    if not all(part.isdigit() for part in parts):
+        return None
+    return tuple(int(part) for part in parts)
+
+
+def check_mps(facts: PlatformFacts, torch: TorchFacts, *, python: str = "python") -> Check:
+    """MPS built and available, and if not, why.
+
+    Args:
+        facts: The platform this doctor runs on.
+        torch: What torch said (``mps_built``/``mps_available`` may be unknown).
+        python: How to name this interpreter in commands.
+    """
+    system_name = {"Darwin": "macOS"}.get(facts.system, facts.system or "an unknown system")
+    if facts.system != "Darwin":
+        return Check(NAME, Status.SKIP, f"MPS exists only on macOS; this is {system_name}.")
+    mac = facts.mac_version or "of unknown version"
+    if torch.mps_available:
+        return Check(NAME, Status.OK, f"MPS is available (macOS {mac}, {facts.machine}).")
+    if facts.translated:
+        return Check(
+            NAME,
+            Status.WARN,
+            "This Python is an x86_64 build running under Rosetta on an Apple silicon Mac; "
+            "torch cannot use MPS from it.",
+            "install a native arm64 Python (python.org, Homebrew or uv) and torch in it",
+        )
+    if facts.machine not in {"arm64", "aarch64"}:
+        return Check(
+            NAME,
+            Status.SKIP,
+            f"MPS needs an Apple silicon Mac; this one is {facts.machine or 'not'} "
+            "(Intel), so the CPU is the device.",
+        )
+    version = _version(facts.mac_version)
+    if version is not None and version[:2] < MPS_MIN_MACOS:
+        return Check(
+            NAME,
+            Status.WARN,
+            f"macOS {facts.mac_version} is too old: MPS needs macOS 12.3 or later.",
+            "update macOS to 12.3 or later (Apple menu > System Settings > Software Update)",
+        )
+    if torch.imported is not True:
+        return Check(NAME, Status.SKIP, "Unknown: torch did not import, so MPS was not asked.")
+    if torch.mps_built is False:
+        return Check(
+            NAME,
+            Status.WARN,
+            f"torch {torch.version} was built without MPS.",
+            f"{python} -m pip install --upgrade --force-reinstall torch",
+        )
+    if torch.mps_available is None:
+        return Check(NAME, Status.SKIP, "Unknown: the torch probe stopped before asking MPS.")
+    said = f" torch warned: {' '.join(torch.mps_warnings)}" if torch.mps_warnings else ""
+    return Check(
+        NAME,
+        Status.WARN,
+        f"torch {torch.version} has MPS and this is macOS {mac} on {facts.machine}, "
+        f"yet `torch.backends.mps.is_available()` is False.{said}",
+        f"update macOS, then torch: `{python} -m pip install --upgrade torch`",
+    )

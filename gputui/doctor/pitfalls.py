@@ -1,0 +1,83 @@
+"""The tutorials' three pitfalls, each shown with the real error torch raised here.
+
+The child (``gputui.training.probe``) makes each mistake on purpose; these checks
+put torch's own words next to the remedy. A pitfall shown is ``ok`` (nothing is
+wrong with the machine); one that could not be shown is ``skip``, and NumPy
+missing, which breaks ``.numpy()`` everywhere, is ``warn``.
+"""
+
+from __future__ import annotations
+
+from gputui.doctor.checks import Check, Status
+from gputui.doctor.torch_facts import Pitfall, TorchFacts
+
+MIXED = "pitfall: mixed devices"
+NUMPY = "pitfall: .numpy()"
+DEVICE_STRING = "pitfall: 'cuda0'"
+
+_META = (
+    "No GPU here, so it is shown with torch's 'meta' device, which fails the same "
+    "device check a GPU tensor does: "
+)
+
+
+def pitfall_checks(torch: TorchFacts, *, python: str = "python") -> list[Check]:
+    """One check per pitfall, from what the probe child saw.
+
+    Args:
+        torch: The probe's facts (``pitfalls`` may be empty if it stopped early).
+        python: How to name this interpreter in commands.
+    """
+    found = {pitfall.name: pitfall for pitfall in torch.pitfalls}
+    return [
+        _mixed(found.get("cross-device")),
+        _numpy(found.get("numpy"), torch.numpy_installed, python),
+        _device_string(found.get("device-string")),
+    ]
+
+
+def _not_shown(name: str) -> Check:
+    return Check(name, Status.SKIP, "Not shown: the torch probe did not get that far.")
+
+
+def _mixed(pitfall: Pitfall | None) -> Check:
+    if pitfall is None:
+        return _not_shown(MIXED)
+    code = f"`torch.ones(2) + torch.ones(2, device={pitfall.shown_on!r})`"
+    tip = "put both on one device first: `x.to(device) + y.to(device)`"
+    if pitfall.error is None:
+        return Check(MIXED, Status.SKIP, f"Could not be shown: torch accepted {code}.", tip)
+    lead = _META if pitfall.shown_on == "meta" else "A CPU tensor plus a GPU tensor: "
+    return Check(MIXED, Status.OK, f"{lead}{code} raises {pitfall.error}", tip)
+
+
+def _numpy(pitfall: Pitfall | None, numpy_installed: bool | None, python: str) -> Check:
+    if pitfall is None:
+        return _not_shown(NUMPY)
+    if pitfall.cpu_error is not None or numpy_installed is False:
+        shown = f": `torch.ones(2).numpy()` raises {pitfall.cpu_error}" if pitfall.cpu_error else ""
+        return Check(
+            NUMPY,
+            Status.WARN,
+            f"NumPy is not installed, so `.numpy()` fails on every tensor, even on the CPU{shown}",
+            f"{python} -m pip install numpy",
+        )
+    code = f"`torch.ones(2, device={pitfall.shown_on!r}).numpy()`"
+    tip = "copy to the host first: `t.cpu().numpy()` (`t.detach().cpu().numpy()` if it needs grad)"
+    if pitfall.error is None:
+        return Check(NUMPY, Status.SKIP, f"Could not be shown: {code} worked.", tip)
+    lead = _META if pitfall.shown_on == "meta" else "A GPU tensor has no host memory to share: "
+    return Check(NUMPY, Status.OK, f"{lead}{code} raises {pitfall.error}", tip)
+
+
+def _device_string(pitfall: Pitfall | None) -> Check:
+    if pitfall is None:
+        return _not_shown(DEVICE_STRING)
+    tip = "write `'cuda:0'`: the GPU's index follows a colon"
+    if pitfall.error is None:
+        return Check(
+            DEVICE_STRING,
+            Status.SKIP,
+            "Could not be shown: torch accepted `torch.device('cuda0')`.",
+        )
+    return Check(DEVICE_STRING, Status.OK, f"`torch.device('cuda0')` raises {pitfall.error}", tip)

@@ -1,0 +1,173 @@
+"""The doctor's report as plain text (80 columns) or as JSON.
+
+The JSON schema is a contract for scripts::
+
+    {"checks": [{"name": str, "status": "ok|warn|fail|skip", "message": str,
+                 "fix": str | null}, ...],
+     "devices": [{"device": str, "name": str, "compute_capability": str | null,
+                  "memory_bytes": int | null, "copy_bytes_per_s": float | null,
+                  "h2d_pageable_bytes_per_s": ..., "h2d_pinned_bytes_per_s": ...,
+                  "d2h_pageable_bytes_per_s": ..., "d2h_pinned_bytes_per_s": ...,
+                  "matmul_fp32_tflops": float | null, "matmul_bf16_tflops": float | null,
+                  "notes": [str, ...]}, ...]}
+
+A figure that was not measured is ``null``, never a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import textwrap
+from typing import Any
+
+from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
+from gputui.format import NA, fmt_bytes, fmt_columns, fmt_rate
+
+WIDTH = 80
+"""The text fits a terminal this wide (a command is never broken, and may run past it)."""
+
+STATUS_WORDS = {Status.OK: "ok", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip"}
+"""How each status reads in text; a failure shouts."""
+
+NAME_WIDTH_MAX = 22
+"""Widest the name column gets; longer names push their message to the next line."""
+
+_COMMAND_START = re.compile(r"^(?:python\d?|pip\d?|sudo|export|unset|gputui|/\S+|'/)[\s]")
+_NO_BREAK = "\u00a0"
+
+
+def report_as_dict(report: DoctorReport) -> dict[str, Any]:
+    """The report as plain JSON-ready data (see the module docstring for the schema)."""
+    return {
+        "checks": [
+            {
+                "name": check.name,
+                "status": check.status.value,
+                "message": check.message,
+                "fix": check.fix,
+            }
+            for check in report.checks
+        ],
+        "devices": [
+            {**dataclasses.asdict(device), "notes": list(device.notes)} for device in report.devices
+        ],
+    }
+
+
+def render_json(report: DoctorReport) -> str:
+    """The report as indented JSON."""
+    return json.dumps(report_as_dict(report), indent=2, allow_nan=False)
+
+
+def render_text(report: DoctorReport, width: int = WIDTH) -> str:
+    """The report as aligned plain text: checks, devices, then a one-line summary."""
+    lines = ["Checks", *_check_lines(report.checks, width)]
+    if report.devices:
+        lines += ["", "Devices (bandwidth: bytes copied per second)"]
+        for device in report.devices:
+            lines += _device_lines(device, width)
+    lines += ["", summary(report)]
+    return "\n".join(lines)
+
+
+def summary(report: DoctorReport) -> str:
+    """``2 failed, 1 warning, 8 ok, 2 skipped.`` (exit status 1 when any failed)."""
+    counts = {status: 0 for status in Status}
+    for check in report.checks:
+        counts[check.status] += 1
+    warnings = "warning" if counts[Status.WARN] == 1 else "warnings"
+    return (
+        f"{counts[Status.FAIL]} failed, {counts[Status.WARN]} {warnings}, "
+        f"{counts[Status.OK]} ok, {counts[Status.SKIP]} skipped."
+    )
+
+
+def is_command(text: str) -> bool:
+    """Whether a fix is a shell command to copy whole, rather than a sentence."""
+    return bool(_COMMAND_START.match(text))
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    """Wrap at spaces, but never inside a `backquoted` command."""
+    guarded = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", _NO_BREAK), text)
+    lines = textwrap.wrap(
+        guarded,
+        width=width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+    return [line.replace(_NO_BREAK, " ") for line in lines]
+
+
+def _check_lines(checks: tuple[Check, ...], width: int) -> list[str]:
+    name_width = min(NAME_WIDTH_MAX, max((len(check.name) for check in checks), default=0))
+    column = 2 + 4 + 2 + name_width + 2
+    pad = " " * column
+    lines: list[str] = []
+    for check in checks:
+        head = f"  {STATUS_WORDS[check.status]:<4}  {check.name:<{name_width}}  "
+        if len(check.name) > name_width:
+            lines.append(head.rstrip())
+            head = pad
+        lines += _wrap(check.message, width, head, pad)
+        if check.fix:
+            label = "fix: " if check.status in (Status.FAIL, Status.WARN) else "tip: "
+            if is_command(check.fix):
+                if column + len(label) + len(check.fix) <= width:
+                    lines.append(f"{pad}{label}{check.fix}")
+                else:  # never broken, so it copies whole; it may run past the width
+                    lines += [f"{pad}{label.rstrip()}", f"    {check.fix}"]
+            else:
+                lines += _wrap(check.fix, width, pad + label, pad + " " * len(label))
+    return lines
+
+
+def fmt_tflops(value: float | None) -> str:
+    """``48.21`` -> ``48.2 TFLOP/s``; three significant digits (a CPU reads ``0.0565``)."""
+    return NA if value is None else f"{value:.3g} TFLOP/s"
+
+
+def _device_lines(device: DeviceReport, width: int) -> list[str]:
+    facts = [device.name]
+    if device.compute_capability:
+        facts.append(f"compute {device.compute_capability}")
+    if device.memory_bytes is not None:
+        facts.append(f"memory {fmt_bytes(device.memory_bytes)}")
+    indent = "  " + " " * max(len(device.device), 6) + "  "
+    lines = _wrap(", ".join(facts), width, f"  {device.device:<6}  ", indent)
+    figures = (
+        device.copy_bytes_per_s,
+        device.h2d_pageable_bytes_per_s,
+        device.h2d_pinned_bytes_per_s,
+        device.d2h_pageable_bytes_per_s,
+        device.d2h_pinned_bytes_per_s,
+        device.matmul_fp32_tflops,
+        device.matmul_bf16_tflops,
+    )
+    if any(figure is not None for figure in figures):
+        lines += [indent + row for row in fmt_columns(_figure_rows(device))]
+    for note in device.notes:
+        lines += _wrap(note, width, indent + "- ", indent + "  ")
+    return lines
+
+
+def _figure_rows(device: DeviceReport) -> list[list[str]]:
+    copy_label = "host memcpy" if device.device == "cpu" else "copy on device"
+    rows = [[copy_label, fmt_rate(device.copy_bytes_per_s)]]
+    if device.device == "cpu":
+        rows.append(["host <-> device", f"{NA} (the CPU is the host)"])
+    else:
+        for direction, pageable, pinned in (
+            ("host -> device", device.h2d_pageable_bytes_per_s, device.h2d_pinned_bytes_per_s),
+            ("device -> host", device.d2h_pageable_bytes_per_s, device.d2h_pinned_bytes_per_s),
+        ):
+            rows.append([direction, f"pageable {fmt_rate(pageable)}, pinned {fmt_rate(pinned)}"])
+    return [
+        *rows,
+        ["matmul fp32", fmt_tflops(device.matmul_fp32_tflops)],
+        ["matmul bf16", fmt_tflops(device.matmul_bf16_tflops)],
+    ]

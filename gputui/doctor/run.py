@@ -1,0 +1,140 @@
+"""Gather this machine's facts and diagnose them: ``gputui doctor``'s engine.
+
+Every source is injectable (environment, platform, NVML reading, ``which``, the
+torch facts or the probe command), so the whole path runs in tests on a machine
+with no GPU. The torch probe child and the NVML sample run at the same time, and
+both are bounded in time: a hung driver makes a failed check, never a hung doctor.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gputui.doctor.checks import DoctorReport
+from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose
+from gputui.doctor.mps import PlatformFacts, current_platform
+from gputui.doctor.torch_facts import DEFAULT_TIMEOUT_S, TorchFacts, run_probe
+from gputui.telemetry.readings import NvmlReading, NvmlStatus
+
+NVML_TIMEOUT_S = 10.0
+"""How long the NVML sample may take before the driver is reported as not answering."""
+
+QUICK_CONFIG: dict[str, Any] = {"measure": False}
+"""The probe's config for ``--quick``: identify the devices, measure nothing."""
+
+
+def python_command(
+    executable: str = sys.executable, which: Callable[[str], str | None] = shutil.which
+) -> str:
+    """How to name this interpreter in a command: ``python`` when that is what ``PATH``
+    finds (an active virtual environment), else its full path.
+
+    Paths are compared as written, not resolved: a virtual environment's ``python`` is a
+    link to the system's, but installs into a different place.
+    """
+    for name in ("python", "python3"):
+        found = which(name)
+        if found and os.path.abspath(found) == os.path.abspath(executable):
+            return name
+    return shlex.quote(executable)
+
+
+def sample_nvml(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:
+    """One NVML sample in a worker thread, given up on after ``timeout_s`` seconds."""
+    from gputui.telemetry.nvml import NvmlSampler
+
+    result: list[NvmlReading] = []
+
+    def sample() -> None:
+        with NvmlSampler() as sampler:
+            result.append(sampler.sample())
+
+    worker = threading.Thread(target=sample, name="doctor-nvml", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if result:
+        return result[0]
+    error = (
+        f"NVML did not answer within {timeout_s:g} s; the driver may be hung: "
+        "check nvidia-smi and `sudo dmesg | grep -i nvrm`."
+    )
+    return NvmlReading(NvmlStatus(available=False, error=error), (), time.monotonic())
+
+
+def nvml_missing_sentence() -> str:
+    """The sentence an NVML status carries when there is no driver library at all."""
+    from gputui.telemetry.nvml import describe_nvml_error
+
+    return describe_nvml_error(LIBRARY_NOT_FOUND, "")
+
+
+def run_doctor(
+    *,
+    environ: Mapping[str, str] | None = None,
+    platform_facts: PlatformFacts | None = None,
+    nvml: NvmlReading | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+    torch: TorchFacts | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    quick: bool = False,
+    probe_config: Mapping[str, Any] | None = None,
+    probe_command: Sequence[str] | None = None,
+    python: str | None = None,
+) -> DoctorReport:
+    """Diagnose this machine (or the one the injected facts describe).
+
+    Args:
+        environ: The environment to judge and to run the probe in (default: this one).
+        platform_facts: The platform (default: read here).
+        nvml: An NVML reading (default: sampled here, bounded by ``NVML_TIMEOUT_S``).
+        which: Finds ``nvidia-smi`` on ``PATH``.
+        torch: The torch facts (default: run the probe child).
+        timeout_s: Seconds the probe child may take.
+        quick: Identify the devices but measure nothing.
+        probe_config: Overrides for the probe's config (sizes, ``budget_s``).
+        probe_command: Run this instead of the probe child (tests).
+        python: How to name this interpreter in install commands (default: worked out).
+
+    Returns:
+        The report; ``report.failed`` says whether any check failed.
+    """
+    env = dict(os.environ if environ is None else environ)
+    probed: list[TorchFacts] = []
+    prober: threading.Thread | None = None
+    if torch is None:
+        config = {**(probe_config or {}), **(QUICK_CONFIG if quick else {})}
+
+        def probe() -> None:
+            try:
+                facts = run_probe(
+                    timeout_s=timeout_s, config=config, environ=env, command=probe_command
+                )
+            except Exception as error:  # run_probe is not meant to raise; never lose the report
+                facts = TorchFacts(failure=f"the torch probe could not run: {error}")
+            probed.append(facts)
+
+        prober = threading.Thread(target=probe, name="doctor-probe", daemon=True)
+        prober.start()
+    reading = nvml if nvml is not None else sample_nvml()
+    if prober is not None:
+        prober.join()
+        torch = probed[0]
+    assert torch is not None
+    facts = DoctorFacts(
+        torch=torch,
+        nvml=reading,
+        nvidia_smi=which("nvidia-smi"),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+        cuda_device_order=env.get("CUDA_DEVICE_ORDER"),
+        platform=platform_facts or current_platform(),
+        python=python or python_command(which=which),
+        nvml_missing_error=nvml_missing_sentence(),
+    )
+    return diagnose(facts)

@@ -1,0 +1,98 @@
+"""Facts of machines that are not this one, for the doctor's pure checks."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gputui.doctor.diagnose import DoctorFacts
+from gputui.doctor.mps import PlatformFacts
+from gputui.doctor.torch_facts import Pitfall, TorchFacts
+from gputui.telemetry.readings import GpuReading, GpuState, NvmlReading, NvmlStatus
+
+LINUX = PlatformFacts("Linux", "x86_64")
+NO_LIBRARY = (
+    "No NVIDIA driver library (libnvidia-ml.so.1) was found; "
+    "install the NVIDIA driver to monitor NVIDIA GPUs."
+)
+
+
+def gpu(index: int, name: str = "NVIDIA H100 80GB HBM3") -> GpuReading:
+    """A GPU as NVML reports it; only index, name and UUID matter to the doctor."""
+    return GpuReading(
+        index=index,
+        name=name,
+        uuid=f"GPU-{index:08x}-0000-4000-8000-00000000a10{index}",
+        bus_id=None,
+        state=GpuState.OK,
+        utilization_percent=None,
+        memory_utilization_percent=None,
+        memory_used_bytes=None,
+        memory_total_bytes=None,
+        temperature_c=None,
+        power_w=None,
+        power_limit_w=None,
+        sm_clock_mhz=None,
+        sm_clock_max_mhz=None,
+        fan_percent=None,
+        pcie_rx_bytes_per_s=None,
+        pcie_tx_bytes_per_s=None,
+        performance_state=None,
+    )
+
+
+def nvml(count: int = 2, cuda: str | None = "12.4", driver: str = "550.54.15") -> NvmlReading:
+    """A working NVML with ``count`` H100s and a driver for CUDA ``cuda``."""
+    status = NvmlStatus(available=True, driver_version=driver, cuda_driver_version=cuda)
+    return NvmlReading(status, tuple(gpu(i) for i in range(count)), 0.0)
+
+
+def no_nvml(error: str = NO_LIBRARY) -> NvmlReading:
+    """NVML unavailable, with the sampler's sentence."""
+    return NvmlReading(NvmlStatus(available=False, error=error), (), 0.0)
+
+
+PITFALLS = (
+    Pitfall("cross-device", "meta", "RuntimeError: Tensor on device meta is not on the expected"),
+    Pitfall("numpy", "meta", "TypeError: can't convert meta device type tensor to numpy."),
+    Pitfall("device-string", "cuda0", "RuntimeError: Invalid device string: 'cuda0'"),
+)
+
+CPU_TORCH = TorchFacts(
+    completed=True,
+    imported=True,
+    version="2.13.0+cpu",
+    mps_built=False,
+    numpy_installed=True,
+    cuda_available=False,
+    cuda_device_count=0,
+    cuda_init_error="AssertionError: Torch not compiled with CUDA enabled",
+    mps_available=False,
+    pitfalls=PITFALLS,
+)
+"""A CPU-only build, as on this machine (with NumPy)."""
+
+CUDA_TORCH = replace(
+    CPU_TORCH,
+    version="2.4.0+cu124",
+    cuda_version="12.4",
+    cuda_available=True,
+    cuda_device_count=2,
+    cuda_init_error=None,
+    cudnn_version=90100,
+)
+"""A CUDA 12.4 build that works."""
+
+
+def facts(**changes: Any) -> DoctorFacts:
+    """A Linux box with two H100s, nvidia-smi, and a CPU-only torch; ``changes`` override."""
+    base = DoctorFacts(
+        torch=CPU_TORCH,
+        nvml=nvml(),
+        nvidia_smi="/usr/bin/nvidia-smi",
+        cuda_visible_devices=None,
+        platform=LINUX,
+        python="python",
+        nvml_missing_error=NO_LIBRARY,
+    )
+    return replace(base, **changes)

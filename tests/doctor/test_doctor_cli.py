@@ -1,0 +1,84 @@
+"""``gputui doctor``, run as users run it, with the stand-in NVML reporting a driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.doctor.test_doctor_render import validate_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def gputui(
+    *args: str, lib_dir: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m gputui ARGS`` with NVML found only in ``lib_dir``."""
+    child = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("FAKE_NVML_") and name not in {"CUDA_VISIBLE_DEVICES"}
+    }
+    child.update(env or {})
+    if lib_dir is not None:
+        child["LD_LIBRARY_PATH"] = str(lib_dir)
+    child["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), child.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=child,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_cpu_only_torch_with_an_nvidia_driver_fails_with_the_install_command(
+    fake_nvml_dir: Path,
+) -> None:
+    # One run (it imports torch in the probe child), so it also carries a GPU index that
+    # the stand-in's two GPUs do not have, judged against the real NVML bindings.
+    env = {"CUDA_VISIBLE_DEVICES": "0,5"}
+    done = gputui("doctor", "--json", "--quick", lib_dir=fake_nvml_dir, env=env)
+    assert done.returncode == 1, done.stderr  # a check failed
+    assert done.stderr == ""
+    data = json.loads(done.stdout)
+    validate_schema(data)
+    checks = {item["name"]: item for item in data["checks"]}
+    build = checks["torch build"]
+    assert build["status"] == "fail"
+    assert "is a CPU-only build" in build["message"]
+    assert "NVIDIA driver 550.54.15 (CUDA 12.4) with 2 GPUs" in build["message"]
+    assert " -m pip uninstall -y torch && " in build["fix"]
+    assert build["fix"].endswith(
+        " -m pip install torch --index-url https://download.pytorch.org/whl/cu124"
+    )
+    cuda = checks["torch.cuda"]
+    assert cuda["status"] == "fail"
+    assert "Torch not compiled with CUDA enabled" in cuda["message"]
+    visible = checks["CUDA_VISIBLE_DEVICES"]
+    assert visible["status"] == "fail"
+    assert (
+        "'5' names a GPU that does not exist (NVML reports 2 GPUs, indexes 0 to 1)"
+        in (visible["message"])
+    )
+    assert checks["nvidia driver"]["status"] in {"ok", "warn"}  # warn: no nvidia-smi here
+    assert [device["device"] for device in data["devices"]] == ["cpu"]
+    assert data["devices"][0]["notes"][-1] == "not measured (quick)"
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "nan", "inf", "4000"])
+def test_a_bad_timeout_is_one_line_and_exit_2(value: str) -> None:
+    done = gputui("doctor", "--timeout", value)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert f"argument --timeout: {value!r} is not a number of seconds from 1 to 3600" in done.stderr
+    assert "Traceback" not in done.stderr

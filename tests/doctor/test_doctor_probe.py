@@ -1,0 +1,219 @@
+"""The torch probe child, run for real on this CPU-only machine (once, shared), and its limits."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from gputui.doctor.checks import Status
+from gputui.doctor.render import report_as_dict
+from gputui.doctor.run import run_doctor
+from gputui.doctor.torch_facts import (
+    PROBE_MODULE,
+    TorchFacts,
+    child_env,
+    parse_probe_output,
+    run_probe,
+)
+from tests.doctor.doctor_facts import no_nvml
+from tests.doctor.test_doctor_render import validate_schema
+
+SMALL = {"budget_s": 0.6, "cpu_copy_mib": 8, "cpu_matmul_n": 256}
+"""Small sizes and a short budget: this is about the figures being real, not about speed."""
+
+
+@pytest.fixture(scope="module")
+def probed() -> TorchFacts:
+    """One real run of the probe with small sizes, in this process (torch is imported once
+    for the whole test session; ``gputui doctor`` runs the same code in a child, which
+    tests/doctor/test_doctor_cli.py covers)."""
+    from gputui.training import probe
+
+    lines: list[str] = []
+    probe.run({**probe.DEFAULT_CONFIG, **SMALL}, lambda line: lines.append(json.dumps(line)))
+    return parse_probe_output(lines)
+
+
+def test_the_probe_completes_and_reports_this_torch(probed: TorchFacts) -> None:
+    torch = pytest.importorskip("torch")
+    assert probed.failure is None
+    assert probed.completed and not probed.timed_out
+    assert probed.imported is True
+    assert probed.version == torch.__version__
+    assert probed.cuda_version == torch.version.cuda
+    assert probed.cuda_available is torch.cuda.is_available()
+    assert probed.mps_built is torch.backends.mps.is_built()
+    if torch.version.cuda is None:
+        assert probed.cuda_init_error == "AssertionError: Torch not compiled with CUDA enabled"
+
+
+def test_the_cpu_s_own_bandwidth_and_matmul_figures_are_positive_and_finite(
+    probed: TorchFacts,
+) -> None:
+    cpu = probed.devices[0]
+    assert cpu.device == "cpu"
+    assert cpu.memory_bytes == psutil.virtual_memory().total
+    for figure in (cpu.copy_bytes_per_s, cpu.matmul_fp32_tflops, cpu.matmul_bf16_tflops):
+        assert figure is not None and math.isfinite(figure) and figure > 0, cpu
+    assert cpu.h2d_pageable_bytes_per_s is None  # the CPU is the host: no transfer to time
+    assert "host memcpy: copy_ of 8 MiB" in cpu.notes
+    assert "matmul: 256x256; fp32 at torch's 'highest' precision (no TF32)" in cpu.notes
+    pinned = [note for note in cpu.notes if note.startswith("pinned host memory")]
+    assert len(pinned) == 1  # said either way, with torch's reason when it is missing
+
+
+def _raised(action: object) -> str:
+    try:
+        action()  # type: ignore[operator]
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    raise AssertionError("torch did not raise")
+
+
+def test_pitfalls_carry_torch_s_real_error_text(probed: TorchFacts) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available() or torch.backends.mps.is_available():
+        pytest.skip("the pitfalls run on a GPU here; this test expects the meta device")
+    found = {pitfall.name: pitfall for pitfall in probed.pitfalls}
+    assert found["cross-device"].shown_on == "meta"
+    assert found["cross-device"].error == _raised(
+        lambda: torch.ones(2) + torch.ones(2, device="meta")
+    )
+    assert found["numpy"].error == _raised(lambda: torch.ones(2, device="meta").numpy())
+    assert found["device-string"].error == _raised(lambda: torch.device("cuda0"))
+    assert found["device-string"].error == "RuntimeError: Invalid device string: 'cuda0'"
+
+    report = run_doctor(torch=probed, nvml=no_nvml(), which=lambda _: None, environ={})
+    texts = {check.name: check.message for check in report.checks}
+    assert found["cross-device"].error in texts["pitfall: mixed devices"]
+    assert found["device-string"].error in texts["pitfall: 'cuda0'"]
+
+
+def test_quick_identifies_the_devices_and_measures_nothing() -> None:
+    from gputui.training import probe
+
+    lines: list[str] = []
+    probe.run(
+        {**probe.DEFAULT_CONFIG, "measure": False}, lambda line: lines.append(json.dumps(line))
+    )
+    (cpu,) = parse_probe_output(lines).devices
+    assert cpu.copy_bytes_per_s is None and cpu.matmul_fp32_tflops is None
+    assert cpu.notes[-1] == "not measured (quick)"
+
+
+def test_the_report_on_this_machine(probed: TorchFacts) -> None:
+    report = run_doctor(torch=probed, nvml=no_nvml(), which=lambda _: None, environ={})
+    validate_schema(report_as_dict(report))
+    assert report.devices[0].device == "cpu"
+    assert report.check("torch").status is Status.OK  # type: ignore[union-attr]
+    assert not report.failed
+
+
+def test_a_hung_probe_is_killed_with_its_children_and_reported() -> None:
+    hang = (
+        "import json, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(child.pid, file=sys.stderr, flush=True)\n"
+        "print(json.dumps({'stage': 'step', 'step': 'initialising CUDA'}), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    started = time.monotonic()
+    facts = run_probe(timeout_s=1.0, command=[sys.executable, "-c", hang])
+    assert time.monotonic() - started < 10
+    assert facts.timed_out
+    assert facts.failure == "the torch probe timed out after 1 s while initialising CUDA"
+    grandchild = int(facts.stderr_tail.split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the probe's own child outlived the timeout")
+
+
+def test_doctor_reports_a_timeout_as_a_failed_check() -> None:
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    report = run_doctor(
+        probe_command=sleeper, timeout_s=0.5, nvml=no_nvml(), which=lambda _: None, environ={}
+    )
+    probe = report.check("torch probe")
+    assert probe is not None and probe.status is Status.FAIL
+    assert probe.message.startswith("The torch probe timed out after 0.5 s")
+    assert report.failed
+
+
+def test_torch_not_installed_is_reported_by_the_real_probe() -> None:
+    # -S: no site-packages, so no torch; gputui still comes from the child's PYTHONPATH.
+    facts = run_probe(command=[sys.executable, "-S", "-m", PROBE_MODULE, "{}"], timeout_s=60)
+    assert facts.completed, facts.stderr_tail
+    assert facts.imported is False and facts.missing is True
+    assert facts.import_error == "ModuleNotFoundError: No module named 'torch'"
+
+
+def test_a_crashing_probe_says_how() -> None:
+    crash = [
+        sys.executable,
+        "-c",
+        "import sys; print('Segmentation fault', file=sys.stderr); sys.exit(139)",
+    ]
+    facts = run_probe(command=crash)
+    assert facts.failure == (
+        "the torch probe exited with code 139 before it finished: Segmentation fault"
+    )
+
+
+def test_the_probe_refuses_a_bad_config_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", PROBE_MODULE, '{"budget": 1}'],
+        capture_output=True,
+        text=True,
+        env=child_env(os.environ),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == "gputui.training.probe: unknown probe config keys: budget\n"
+
+
+def test_parse_skips_noise_and_merges_device_lines() -> None:
+    lines = [
+        "warning: something printed on stdout",
+        "{not json",
+        "[1, 2]",
+        json.dumps({"no": "stage"}),
+        json.dumps({"stage": "torch", "imported": True, "version": "2.5.1", "cuda_version": None}),
+        json.dumps({"stage": "device", "device": {"device": "cpu", "name": "CPU", "notes": ["a"]}}),
+        json.dumps(
+            {
+                "stage": "device",
+                "device": {
+                    "device": "cpu",
+                    "copy_bytes_per_s": 5e9,
+                    "matmul_fp32_tflops": -1,
+                    "notes": ["b"],
+                },
+            }
+        ),
+        json.dumps({"stage": "future-stage", "x": 1}),
+        json.dumps({"stage": "done", "elapsed_s": 1.5}),
+    ]
+    facts = parse_probe_output(lines)
+    assert facts.completed and facts.version == "2.5.1" and facts.imported is True
+    (cpu,) = facts.devices
+    assert cpu.copy_bytes_per_s == 5e9
+    assert cpu.matmul_fp32_tflops is None  # not positive: never shown as a figure
+    assert cpu.notes == ("a", "b")
+    assert re.fullmatch(r"\{.*\}", json.dumps(facts.extra["future-stage"]))

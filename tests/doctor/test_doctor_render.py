@@ -1,0 +1,147 @@
+"""The report as text (80 columns) and as JSON (a schema scripts rely on)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
+from gputui.doctor.diagnose import diagnose
+from gputui.doctor.render import is_command, render_json, render_text, report_as_dict
+from tests.doctor.doctor_facts import facts
+
+CHECK_KEYS = {"name", "status", "message", "fix"}
+DEVICE_KEYS = {
+    "device",
+    "name",
+    "compute_capability",
+    "memory_bytes",
+    "copy_bytes_per_s",
+    "h2d_pageable_bytes_per_s",
+    "h2d_pinned_bytes_per_s",
+    "d2h_pageable_bytes_per_s",
+    "d2h_pinned_bytes_per_s",
+    "matmul_fp32_tflops",
+    "matmul_bf16_tflops",
+    "notes",
+}
+
+GPU = DeviceReport(
+    device="cuda:0",
+    name="NVIDIA H100 80GB HBM3",
+    compute_capability="9.0",
+    memory_bytes=85_520_809_984,
+    copy_bytes_per_s=1.4e12,
+    h2d_pageable_bytes_per_s=9.5e9,
+    h2d_pinned_bytes_per_s=2.4e10,
+    d2h_pageable_bytes_per_s=7.1e9,
+    d2h_pinned_bytes_per_s=2.5e10,
+    matmul_fp32_tflops=48.2,
+    matmul_bf16_tflops=612.0,
+    notes=("transfers: 256 MiB each way",),
+)
+CPU = DeviceReport(
+    device="cpu",
+    name="Intel(R) Xeon(R)",
+    memory_bytes=2**34,
+    copy_bytes_per_s=5e9,
+    matmul_fp32_tflops=0.19,
+    matmul_bf16_tflops=None,
+    notes=("bf16 matmul: RuntimeError: not here",),
+)
+
+
+def validate_schema(data: dict) -> None:
+    """Assert ``data`` is the doctor's JSON: exact keys, the right types, finite numbers."""
+    assert set(data) == {"checks", "devices"}
+    assert data["checks"], "a report always has checks"
+    for item in data["checks"]:
+        assert set(item) == CHECK_KEYS
+        assert item["status"] in {"ok", "warn", "fail", "skip"}
+        assert isinstance(item["name"], str) and item["name"]
+        assert isinstance(item["message"], str) and item["message"]
+        assert item["fix"] is None or (isinstance(item["fix"], str) and item["fix"])
+    for device in data["devices"]:
+        assert set(device) == DEVICE_KEYS
+        assert isinstance(device["device"], str) and isinstance(device["name"], str)
+        assert isinstance(device["notes"], list)
+        for key in DEVICE_KEYS - {"device", "name", "compute_capability", "notes"}:
+            value = device[key]
+            assert value is None or (isinstance(value, (int, float)) and math.isfinite(value))
+
+
+def test_json_schema() -> None:
+    report = DoctorReport(checks=diagnose(facts()).checks, devices=(CPU, GPU))
+    data = json.loads(render_json(report))
+    validate_schema(data)
+    assert data == report_as_dict(report)
+    build = next(item for item in data["checks"] if item["name"] == "torch build")
+    assert build["status"] == "fail"
+    assert build["fix"].endswith("--index-url https://download.pytorch.org/whl/cu124")
+    assert data["devices"][1]["matmul_bf16_tflops"] == 612.0
+    assert data["devices"][0]["matmul_bf16_tflops"] is None
+
+
+def test_text_fits_80_columns_and_never_breaks_a_command() -> None:
+    report = DoctorReport(checks=diagnose(facts()).checks, devices=(CPU, GPU))
+    text = render_text(report)
+    commands = [c.fix for c in report.checks if c.fix and is_command(c.fix)]
+    assert commands
+    for line in text.splitlines():
+        if len(line) > 80:
+            assert line.strip() in commands, line
+    for command in commands:
+        assert command in text  # whole, on one line
+    assert text.endswith("2 failed, 0 warnings, 6 ok, 2 skipped.")
+
+
+def test_text_layout() -> None:
+    report = DoctorReport(
+        checks=(
+            Check("torch", Status.OK, "torch 2.13.0+cpu imports."),
+            Check(
+                "CUDA_VISIBLE_DEVICES",
+                Status.FAIL,
+                "CUDA_VISIBLE_DEVICES='' hides all 2 GPUs from torch.",
+                "`unset CUDA_VISIBLE_DEVICES`, or list GPUs that exist: "
+                "`export CUDA_VISIBLE_DEVICES=0,1`",
+            ),
+        ),
+        devices=(GPU,),
+    )
+    lines = render_text(report).splitlines()
+    assert lines[0] == "Checks"
+    assert lines[1] == "  ok    torch                 torch 2.13.0+cpu imports."
+    assert lines[2].startswith("  FAIL  CUDA_VISIBLE_DEVICES  CUDA_VISIBLE_DEVICES='' hides")
+    fix = [line for line in lines if "fix:" in line]
+    assert fix == [" " * 30 + "fix: `unset CUDA_VISIBLE_DEVICES`, or list GPUs"]
+    follow = lines[lines.index(fix[0]) + 1]
+    assert follow == " " * 35 + "that exist: `export CUDA_VISIBLE_DEVICES=0,1`"  # `quoted`: whole
+    assert "  cuda:0  NVIDIA H100 80GB HBM3, compute 9.0, memory 79.6 GiB" in lines
+    assert "          host -> device  pageable 8.8 GiB/s, pinned 22.4 GiB/s" in lines
+    assert "          matmul bf16     612 TFLOP/s" in lines
+
+
+def test_the_cpu_reads_as_the_host() -> None:
+    text = render_text(DoctorReport(checks=(Check("x", Status.OK, "y"),), devices=(CPU,)))
+    assert "host memcpy      4.7 GiB/s" in text
+    assert "host <-> device  n/a (the CPU is the host)" in text
+    assert "matmul fp32      0.19 TFLOP/s" in text
+    assert "matmul bf16      n/a" in text
+    assert "- bf16 matmul: RuntimeError: not here" in text
+
+
+@pytest.mark.parametrize(
+    ("fix", "command"),
+    [
+        ("python -m pip install numpy", True),
+        ("/opt/env/bin/python -m pip install numpy", True),
+        ("sudo apt install nvidia-utils-550", True),
+        ("update macOS to 12.3 or later", False),
+        ("`unset CUDA_VISIBLE_DEVICES` if torch should use every GPU", False),
+    ],
+)
+def test_is_command(fix: str, command: bool) -> None:
+    assert is_command(fix) is command
