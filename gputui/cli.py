@@ -67,6 +67,14 @@ def build_parser() -> OneLineParser:
     snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
     snapshot.set_defaults(handler=_run_snapshot)
 
+    from gputui.training.bench import add_bench_command  # torch-free; torch loads in the handler
+
+    add_bench_command(commands)
+
+    from gputui.doctor.cli import add_doctor_command  # torch-free; the engine loads in the handler
+
+    add_doctor_command(commands)
+
     return parser
 
 

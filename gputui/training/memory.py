@@ -1,0 +1,112 @@
+"""The trainer's device memory: readings, out-of-memory detection, and a batch size that fits.
+
+Only :func:`memory_reading` runs in a normal run (once per epoch); the rest is
+the out-of-memory path, which the ``simulate_oom_from_batch`` test hook drives
+on the CPU through the same code as a real device OOM.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import sys
+from collections.abc import Callable
+
+import torch
+
+from gputui.training.devices import synchronize
+from gputui.training.events import Memory
+
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""One optimizer step on ``(images, labels)``; returns the detached loss."""
+
+
+class SimulatedOutOfMemoryError(torch.OutOfMemoryError):
+    """Raised by the ``simulate_oom_from_batch`` test hook; handled as a real OOM."""
+
+
+def probe_batch_size(
+    step: Step, device: torch.device, failed: int, memory_format: torch.memory_format
+) -> int | None:
+    """The largest of ``failed / 2``, ``failed / 4``, ... 1 with which one real step fits.
+
+    Args:
+        step: The run's own step (model, optimizer, autocast, test hook and all).
+        device: The device.
+        failed: The batch size that ran out of memory.
+        memory_format: The model's memory format.
+
+    Returns:
+        A batch size that completed a step, or ``None`` when not even 1 did.
+    """
+    size = failed // 2
+    while size >= 1:
+        try:
+            x = torch.zeros((size, 3, 32, 32), device=device).contiguous(
+                memory_format=memory_format
+            )
+            y = torch.zeros(size, dtype=torch.int64, device=device)
+            step(x, y)
+            synchronize(device)
+            return size
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+        release_memory(device)
+        size //= 2
+    return None
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is a device (or host allocator) running out of memory."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
+def release_memory(device: torch.device) -> None:
+    """Collect garbage and hand cached device memory back after an OOM."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+
+
+def memory_reading(device: torch.device) -> Memory:
+    """The trainer's memory on ``device``; what a device cannot say is ``None``."""
+    allocated = reserved = peak = driver = None
+    if device.type == "cuda":
+        allocated = torch.cuda.memory_allocated(device)
+        reserved = torch.cuda.memory_reserved(device)
+        peak = torch.cuda.max_memory_allocated(device)
+    elif device.type == "mps":
+        allocated = torch.mps.current_allocated_memory()
+        driver = torch.mps.driver_allocated_memory()
+    else:
+        peak = _peak_rss()
+    return Memory(
+        device=str(device),
+        allocated_bytes=allocated,
+        reserved_bytes=reserved,
+        peak_bytes=peak,
+        driver_bytes=driver,
+        rss_bytes=_rss(),
+    )
+
+
+def _rss() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:
+        return None
+
+
+def _peak_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # macOS: bytes; Linux: KiB

@@ -1,0 +1,168 @@
+"""How batches reach the model: ``resident`` (the fast path) or ``classic`` (the tutorials').
+
+``ResidentPipeline`` moves the whole uint8 dataset to the device once, draws a
+per-epoch permutation there and cuts and normalises every batch there: after
+the one copy no data crosses the bus, and nothing waits on the host.
+
+``ClassicPipeline`` is seed 001's loop for comparison: a ``DataLoader`` with
+worker processes builds normalised float batches on the CPU (pinned on CUDA),
+and each batch is copied with ``.to(device)``.
+
+Both hand out ``(images, labels)`` already on the device, images normalised
+float32 in the model's memory format.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import torch
+
+from gputui.training.data import MEAN, STD, Dataset
+from gputui.training.devices import synchronize
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+class Normaliser:
+    """uint8 images to normalised float32 on their own device: ``(x / 255 - mean) / std``."""
+
+    def __init__(self, device: torch.device, memory_format: torch.memory_format) -> None:
+        mean = torch.tensor(MEAN, dtype=torch.float32, device=device).view(1, 3, 1, 1)
+        std = torch.tensor(STD, dtype=torch.float32, device=device).view(1, 3, 1, 1)
+        self._scale = 1.0 / (255.0 * std)
+        self._shift = mean / std
+        self.memory_format = memory_format
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        """Normalise a uint8 batch ``(N, 3, 32, 32)`` on the device it is on."""
+        x = images.to(dtype=torch.float32, memory_format=self.memory_format)
+        return x.mul_(self._scale).sub_(self._shift)
+
+
+class ResidentPipeline:
+    """The whole dataset on the device as uint8; batches cut and normalised there."""
+
+    name = "resident"
+    pinned = False
+
+    def __init__(
+        self,
+        data: Dataset,
+        device: torch.device,
+        batch_size: int,
+        memory_format: torch.memory_format,
+    ) -> None:
+        synchronize(device)
+        started = time.perf_counter()
+        self.train_images = data.train_images.to(device)
+        self.train_labels = data.train_labels.to(device)
+        self.test_images = data.test_images.to(device)
+        self.test_labels = data.test_labels.to(device)
+        synchronize(device)
+        self.load_seconds = time.perf_counter() - started
+        """Seconds to copy the dataset to the device, synchronized."""
+        self.device = device
+        self.dataset_device = str(device)
+        self.batch_size = batch_size
+        self.steps_per_epoch = len(self.train_labels) // batch_size  # drop_last: fixed shapes
+        self.normalise = Normaliser(device, memory_format)
+        self.nbytes = sum(
+            t.numel() * t.element_size()
+            for t in (self.train_images, self.train_labels, self.test_images, self.test_labels)
+        )
+
+    def epoch(self) -> Iterator[Batch]:
+        """One epoch's batches in a fresh on-device permutation; no host sync."""
+        order = torch.randperm(len(self.train_labels), device=self.device)
+        size = self.batch_size
+        for step in range(self.steps_per_epoch):
+            index = order[step * size : (step + 1) * size]
+            images = self.train_images.index_select(0, index)
+            yield self.normalise(images), self.train_labels.index_select(0, index)
+
+    def test_batches(self, batch_size: int) -> Iterator[Batch]:
+        """The held-out split in order, in batches, on the device."""
+        for start in range(0, len(self.test_labels), batch_size):
+            end = start + batch_size
+            yield self.normalise(self.test_images[start:end]), self.test_labels[start:end]
+
+
+class NormalisedImages(torch.utils.data.Dataset[Batch]):
+    """Per-image ToTensor + Normalize on the CPU, as the tutorial's transform does."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        self.images = images
+        self.labels = labels
+        self.mean = torch.tensor(MEAN, dtype=torch.float32).view(3, 1, 1)
+        self.std = torch.tensor(STD, dtype=torch.float32).view(3, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> Batch:
+        image = self.images[index].to(torch.float32).div_(255.0)
+        return image.sub_(self.mean).div_(self.std), self.labels[index]
+
+
+class ClassicPipeline:
+    """Seed 001's path: DataLoader workers on the CPU, then ``.to(device)`` per batch."""
+
+    name = "classic"
+
+    def __init__(
+        self,
+        data: Dataset,
+        device: torch.device,
+        batch_size: int,
+        memory_format: torch.memory_format,
+        num_workers: int,
+    ) -> None:
+        self.device = device
+        self.dataset_device = "cpu"
+        self.pinned = device.type == "cuda"
+        self.load_seconds = 0.0
+        """Nothing moves up front: each batch is copied when it is used."""
+        self.memory_format = memory_format
+        self.loader = torch.utils.data.DataLoader(
+            NormalisedImages(data.train_images, data.train_labels),
+            batch_size=batch_size,
+            shuffle=True,
+            num_workers=num_workers,
+            pin_memory=self.pinned,
+            worker_init_fn=_die_with_trainer,
+        )
+        self.steps_per_epoch = len(self.loader)
+        self.test_images = data.test_images
+        self.test_labels = data.test_labels
+        self.normalise = Normaliser(device, memory_format)
+        self.nbytes = sum(
+            t.numel() * t.element_size()
+            for t in (data.train_images, data.train_labels, self.test_images, self.test_labels)
+        )
+
+    def epoch(self) -> Iterator[Batch]:
+        """One epoch of DataLoader batches, each copied to the device."""
+        for images, labels in self.loader:
+            x = images.to(self.device, non_blocking=self.pinned)
+            y = labels.to(self.device, non_blocking=self.pinned)
+            yield x.contiguous(memory_format=self.memory_format), y
+
+    def test_batches(self, batch_size: int) -> Iterator[Batch]:
+        """The held-out split in order: uint8 chunks copied, then normalised on the device."""
+        for start in range(0, len(self.test_labels), batch_size):
+            end = start + batch_size
+            images = self.test_images[start:end].to(self.device)
+            yield self.normalise(images), self.test_labels[start:end].to(self.device)
+
+
+Pipeline = ResidentPipeline | ClassicPipeline
+
+
+def _die_with_trainer(_worker_id: int) -> None:
+    """In each DataLoader worker: die with the trainer, so a killed trainer leaves no worker."""
+    from gputui.training.child import die_with_parent
+
+    die_with_parent(os.getppid())

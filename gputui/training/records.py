@@ -1,0 +1,130 @@
+"""The run folder: every event as JSONL, the epochs as CSV, TensorBoard when installed.
+
+A run folder is ``<runs dir>/<YYYYmmdd-HHMMSS>-<device>``, the runs dir being
+``$XDG_STATE_HOME/gputui/runs`` (``~/.local/state/gputui/runs``) unless the
+config names another. Only host-side values from events are written, so
+recording never synchronizes a device; TensorBoard gets epoch-level scalars
+plus the loss that progress reads already fetched.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import os
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from gputui.training.events import EpochFinished, Event, Progress, RunStarted
+
+EVENTS_FILE = "events.jsonl"
+EPOCHS_FILE = "epochs.csv"
+TENSORBOARD_DIR = "tensorboard"
+EPOCH_COLUMNS = (
+    "epoch",
+    "seconds",
+    "images_per_second",
+    "loss",
+    "accuracy",
+    "warmup",
+    "eval_seconds",
+    "images",
+)
+
+
+def default_runs_dir() -> Path:
+    """``$XDG_STATE_HOME/gputui/runs``, or ``~/.local/state/gputui/runs``."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "gputui" / "runs"
+
+
+def tensorboard_available() -> bool:
+    """Whether the ``tensorboard`` package is importable (needed by torch's SummaryWriter)."""
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+class RunRecorder:
+    """Writes one run's folder as its events pass by."""
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool = True) -> None:
+        """Open the files of ``run_dir`` (which must exist).
+
+        Args:
+            run_dir: The run folder.
+            tensorboard: Also write TensorBoard event files when the package is installed.
+        """
+        self.run_dir = run_dir
+        self._events: IO[str] = open(run_dir / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
+        self._epochs_file: IO[str] = open(  # noqa: SIM115
+            run_dir / EPOCHS_FILE, "w", encoding="utf-8", newline=""
+        )
+        self._epochs = csv.writer(self._epochs_file)
+        self._epochs.writerow(EPOCH_COLUMNS)
+        self._steps_per_epoch = 0
+        self._writer: Any = _summary_writer(run_dir / TENSORBOARD_DIR) if tensorboard else None
+
+    @classmethod
+    def create(cls, runs_dir: Path | None, device: str) -> RunRecorder:
+        """Make a fresh run folder under ``runs_dir`` (default: :func:`default_runs_dir`).
+
+        Raises:
+            OSError: when the folder cannot be made.
+        """
+        parent = runs_dir if runs_dir is not None else default_runs_dir()
+        parent.mkdir(parents=True, exist_ok=True)
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{device.replace(':', '')}"
+        for attempt in range(1, 1000):
+            run_dir = parent / (stem if attempt == 1 else f"{stem}-{attempt}")
+            try:
+                run_dir.mkdir()
+            except FileExistsError:
+                continue
+            return cls(run_dir)
+        raise FileExistsError(f"too many runs named {stem} in {parent}")
+
+    @property
+    def tensorboard(self) -> bool:
+        """Whether TensorBoard event files are being written."""
+        return self._writer is not None
+
+    def record(self, event: Event) -> None:
+        """Write ``event``: always to the JSONL, epochs to the CSV and TensorBoard."""
+        self._events.write(event.to_json() + "\n")
+        self._events.flush()
+        if isinstance(event, RunStarted):
+            self._steps_per_epoch = event.steps_per_epoch
+            if self._writer is not None:
+                self._writer.add_text("run", f"`{event.to_json()}`")
+        elif isinstance(event, Progress) and self._writer is not None:
+            step = (event.epoch - 1) * self._steps_per_epoch + event.step
+            self._writer.add_scalar("Train/Loss", event.loss, step)
+        elif isinstance(event, EpochFinished):
+            self._epochs.writerow([getattr(event, name) for name in EPOCH_COLUMNS])
+            self._epochs_file.flush()
+            if self._writer is not None:
+                self._writer.add_scalar("Epoch/Loss", event.loss, event.epoch)
+                if event.accuracy is not None:
+                    self._writer.add_scalar("Epoch/Accuracy", event.accuracy, event.epoch)
+                self._writer.add_scalar("Epoch/Seconds", event.seconds, event.epoch)
+                self._writer.add_scalar(
+                    "Epoch/ImagesPerSecond", event.images_per_second, event.epoch
+                )
+                self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close every file."""
+        if self._writer is not None:
+            self._writer.close()
+        self._events.close()
+        self._epochs_file.close()
+
+
+def _summary_writer(path: Path) -> Any:
+    if not tensorboard_available():
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception:  # a broken tensorboard install: skipped, as when it is absent
+        return None
+    return SummaryWriter(log_dir=str(path))

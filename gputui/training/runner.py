@@ -1,0 +1,378 @@
+"""The parent's handle on a trainer child process: start it, read its events, stop it.
+
+Torch-free: the UI process and ``gputui bench`` use this module; torch is
+imported only in the child (:mod:`gputui.training.child`).
+
+Typical use, from a UI thread worker::
+
+    trainer = TrainerProcess(RunConfig(device="cuda:0", epochs=3)).start()
+    for event in trainer.events():      # blocks; ends after Finished or Error
+        post(event)
+    ...
+    trainer.stop()                      # from anywhere, any time, idempotent
+
+Guarantees:
+
+- The stream ends with exactly one ``Finished`` or ``Error`` (or, for
+  :func:`list_devices`, ``DevicesListed``). A child that crashes, is killed or
+  exits without a result becomes an ``Error`` with a one-line message and the
+  stderr tail as detail; a stopped child that could not say so becomes
+  ``Finished(stopped=True)``. Nothing here raises for a failed run.
+- Lines that are not events, and events of unknown types, are skipped and counted.
+- ``stop()`` sends SIGTERM (the run ends after its current step), then SIGKILLs
+  the child's whole process group after ``grace_s``. When the child exits, for
+  any reason, its process group is SIGKILLed too, so no DataLoader worker is left.
+- If this process dies, the child dies: it watches its standard input for EOF
+  and, on Linux, gets ``PR_SET_PDEATHSIG``. The child is started from a thread
+  of this module that lives exactly as long as the child, because the kernel
+  ties the death signal to the starting thread. Live children are also killed
+  at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import gputui
+from gputui.training.config import RunConfig
+from gputui.training.events import (
+    DevicesListed,
+    EpochFinished,
+    Error,
+    Event,
+    Finished,
+    parse_event,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_GRACE_S = 3.0
+"""Seconds between SIGTERM and SIGKILL when stopping."""
+STDERR_TAIL_LINES = 60
+READER_JOIN_S = 2.0
+_POLL_S = 0.1
+_TERMINAL = (Finished, Error, DevicesListed)
+_live: weakref.WeakSet[TrainerProcess] = weakref.WeakSet()
+
+
+class TrainerProcess:
+    """One trainer child process and the events it streams."""
+
+    def __init__(
+        self,
+        config: RunConfig | None,
+        *,
+        grace_s: float = DEFAULT_GRACE_S,
+        python: str | None = None,
+        child_args: Sequence[str] | None = None,
+    ) -> None:
+        """Prepare (not start) a trainer.
+
+        Args:
+            config: The run. ``None`` only together with ``child_args``.
+            grace_s: Seconds ``stop()`` waits after SIGTERM before SIGKILL.
+            python: Interpreter for the child (default: this one).
+            child_args: Arguments for ``python -m gputui.training.child`` in place
+                of the config (``["--devices"]``).
+        """
+        if child_args is None:
+            if config is None:
+                raise ValueError("TrainerProcess needs a config or child_args")
+            child_args = [config.to_json()]
+        self.config = config
+        self.grace_s = grace_s
+        self._python = python or sys.executable
+        self._child_args = list(child_args)
+        self._queue: queue.Queue[Event | None] = queue.Queue()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._started = threading.Event()
+        self._owner: threading.Thread | None = None
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self._terminal_seen = False
+        self._epochs_seen = 0
+        self._stop_requested = False
+        self._kill_at: float | None = None
+        self._ended = False
+        self.skipped_lines = 0
+        """Lines of the child's stdout that were not events this reader knows."""
+
+    # -- public API -------------------------------------------------------------------------
+
+    def start(self) -> TrainerProcess:
+        """Start the child; returns ``self``. Events then arrive through :meth:`events`."""
+        if self._owner is not None:
+            raise RuntimeError("this TrainerProcess was already started")
+        _live.add(self)
+        self._owner = threading.Thread(target=self._own, name="trainer-owner", daemon=True)
+        self._owner.start()
+        self._started.wait()
+        return self
+
+    def events(self, timeout_s: float | None = None) -> Iterator[Event]:
+        """Events in order, until (and including) the last one.
+
+        Args:
+            timeout_s: Longest wait for any one event; ``None`` waits as long as it takes.
+
+        Raises:
+            TimeoutError: when no event came within ``timeout_s`` (the child keeps running).
+        """
+        while True:
+            event = self.next_event(timeout_s)
+            if event is None:
+                return
+            yield event
+
+    def next_event(self, timeout_s: float | None = None) -> Event | None:
+        """The next event, or ``None`` once the stream has ended.
+
+        Raises:
+            TimeoutError: when no event came within ``timeout_s``.
+        """
+        if self._ended:
+            return None
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            wait = _POLL_S if deadline is None else min(_POLL_S, deadline - time.monotonic())
+            try:
+                item = self._queue.get(timeout=max(wait, 0.0))
+            except queue.Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"no trainer event within {timeout_s} s") from None
+                continue  # short waits keep Ctrl+C responsive in the main thread
+            if item is None:
+                self._ended = True
+            return item
+
+    def drain(self) -> list[Event]:
+        """Every event already received, without waiting (for a UI timer)."""
+        found: list[Event] = []
+        while not self._ended:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                self._ended = True
+            else:
+                found.append(item)
+        return found
+
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop the run: SIGTERM now, SIGKILL to the whole group after ``grace_s``.
+
+        Idempotent, and harmless after the child has ended.
+
+        Args:
+            wait: Block until the child and its workers are gone (at most about
+                ``grace_s`` plus a second).
+        """
+        self._stop_requested = True
+        proc = self._proc
+        if proc is not None and not _exited(proc):  # not reaped yet: the pid is still ours
+            if self._kill_at is None:
+                self._kill_at = time.monotonic() + self.grace_s
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+        if wait and self._owner is not None and self._owner is not threading.current_thread():
+            self._owner.join()
+
+    def wait(self, timeout_s: float | None = None) -> int | None:
+        """Wait for the child (and its cleanup) to end; returns its exit code, or ``None``."""
+        if self._owner is not None:
+            self._owner.join(timeout_s)
+        return self.returncode if self._owner is None or not self._owner.is_alive() else None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (also its process group id)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The child's exit code (negative: killed by that signal); ``None`` while it runs."""
+        return self._proc.returncode if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        """Whether the child process is still alive."""
+        return self._proc is not None and not _exited(self._proc)
+
+    @property
+    def stderr_tail(self) -> str:
+        """The last lines the child wrote to standard error."""
+        return "\n".join(self._stderr)
+
+    def __enter__(self) -> TrainerProcess:
+        return self if self._owner is not None else self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    # -- the owner thread -------------------------------------------------------------------
+
+    def _own(self) -> None:
+        """Start the child, wait for it, clean up its group, close the stream."""
+        try:
+            proc = subprocess.Popen(
+                [
+                    self._python,
+                    "-m",
+                    "gputui.training.child",
+                    "--parent-pid",
+                    str(os.getpid()),
+                    "--watch-stdin",
+                    *self._child_args,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=_child_env(),
+            )
+        except OSError as exc:
+            self._finish_stream(Error(message=f"could not start the trainer: {exc}", kind="crash"))
+            self._started.set()
+            return
+        self._proc = proc
+        self._started.set()
+        readers = [
+            threading.Thread(target=self._read_stdout, args=(proc,), daemon=True),
+            threading.Thread(target=self._read_stderr, args=(proc,), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        while not _exited(proc):
+            if self._kill_at is not None and time.monotonic() >= self._kill_at:
+                _kill_group(proc.pid)
+            time.sleep(_POLL_S)
+        # The child is a zombie, not yet reaped, so its process group id cannot have been
+        # reused: kill whatever it left behind (DataLoader workers), then reap it.
+        _kill_group(proc.pid)
+        proc.wait()
+        for reader in readers:
+            reader.join(READER_JOIN_S)
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        _live.discard(self)
+        self._finish_stream(None if self._terminal_seen else self._missing_end(proc.returncode))
+
+    def _read_stdout(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            event = parse_event(line)
+            if event is None:
+                if line.strip():
+                    self.skipped_lines += 1
+                continue
+            if self._terminal_seen:
+                log.debug("ignored an event after the last one: %s", type(event).__name__)
+                continue
+            if isinstance(event, EpochFinished):
+                self._epochs_seen += 1
+            if isinstance(event, _TERMINAL):
+                self._terminal_seen = True
+            self._queue.put(event)
+
+    def _read_stderr(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self._stderr.append(line.decode("utf-8", "replace").rstrip())
+
+    def _missing_end(self, returncode: int | None) -> Event:
+        """The event that stands in for a child that ended without saying how."""
+        if self._stop_requested:
+            return Finished(epochs_completed=self._epochs_seen, stopped=True)
+        detail = self.stderr_tail
+        if returncode is not None and returncode < 0:
+            name = _signal_name(-returncode)
+            hint = " (the system may be out of memory)" if -returncode == signal.SIGKILL else ""
+            return Error(
+                message=f"the trainer was killed by {name}{hint}", detail=detail, kind="killed"
+            )
+        last = detail.strip().splitlines()[-1] if detail.strip() else ""
+        why = f": {last}" if last else ""
+        return Error(
+            message=f"the trainer exited with code {returncode} without a result{why}"[:300],
+            detail=detail,
+            kind="crash",
+        )
+
+    def _finish_stream(self, last: Event | None) -> None:
+        if last is not None:
+            self._terminal_seen = True
+            self._queue.put(last)
+        self._queue.put(None)
+
+
+def list_devices(timeout_s: float = 120.0) -> DevicesListed | Error:
+    """Every candidate device with its usable flag and reason, asked of a child process.
+
+    The UI process never imports torch; this runs ``child --devices``.
+
+    Returns:
+        ``DevicesListed``, or an ``Error`` when the child failed or timed out.
+    """
+    trainer = TrainerProcess(None, child_args=["--devices"]).start()
+    try:
+        for event in trainer.events(timeout_s):
+            if isinstance(event, DevicesListed | Error):
+                return event
+    except TimeoutError:
+        return Error(message=f"listing devices took more than {timeout_s:g} s", kind="crash")
+    finally:
+        trainer.stop()
+    return Error(message="the trainer ended without listing devices", kind="crash")
+
+
+def _child_env() -> dict[str, str]:
+    """This environment, with the ``gputui`` we run from first on the child's path."""
+    env = dict(os.environ)
+    root = str(Path(gputui.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the child has exited, without reaping it where the OS allows."""
+    if proc.returncode is not None:
+        return True
+    if hasattr(os, "waitid"):
+        try:
+            return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return proc.poll() is not None
+    return proc.poll() is not None
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+@atexit.register
+def _kill_live_children() -> None:
+    for trainer in list(_live):
+        if trainer.pid is not None and trainer.running:
+            _kill_group(trainer.pid)

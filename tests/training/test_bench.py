@@ -1,0 +1,156 @@
+"""``gputui bench``: bad input exits 2 with one line; real CPU runs give the table and JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gputui.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--threads", "1"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--batch-size", "0"], "argument --batch-size: '0' is not a whole number of 1 or more"),
+        (["--batch-size", "many"], "'many' is not a whole number of 1 or more"),
+        (["--epochs", "0"], "argument --epochs: '0' is not a whole number of 1 or more"),
+        (["--dataset", "imagenet"], "argument --dataset: invalid choice: 'imagenet'"),
+        (["--pipeline", "turbo"], "argument --pipeline: invalid choice"),
+        (["--precision", "fp8"], "argument --precision: invalid choice"),
+        (["--nice", "20"], "'20' is not a niceness from 0 to 19"),
+        (["--data-dir", "/no/such/dir"], "data dir /no/such/dir does not exist"),
+        (["--device", "cuda0"], "'cuda0' is not a device: write cpu, cuda, cuda:N or mps"),
+        (["--device", "gpu"], "'gpu' is not a device"),
+        (["--device", "cpu", "--device", "cuda:7"], "cuda:7:"),
+        (["--device", "mps"], "mps:"),
+    ],
+)
+def test_bad_values_exit_2_with_one_line(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if "--device" in args and args[-1] in {"cuda:7", "mps"}:
+        from gputui.training.devices import usable_devices
+
+        if args[-1] in usable_devices():
+            pytest.skip(f"{args[-1]} is usable here")
+    with pytest.raises(SystemExit) as caught:
+        raise SystemExit(main(["bench", *args]))
+    assert caught.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err, err
+    assert "Traceback" not in err
+
+
+def test_json_reports_every_epoch_and_the_placement(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["bench", "--device", "cpu", *TINY, "--runs-dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out)
+    assert list(result) == ["runs"]
+    [run] = result["runs"]
+    assert (run["device"], run["dataset"], run["status"], run["error"]) == (
+        "cpu",
+        "synthetic",
+        "ok",
+        None,
+    )
+    assert (run["pipeline"], run["precision"], run["batch_size"]) == ("resident", "fp32", 32)
+    assert (run["train_images"], run["test_images"]) == (128, 128)
+    assert [e["epoch"] for e in run["epochs"]] == [1, 2]
+    for epoch in run["epochs"]:
+        assert set(epoch) >= {"epoch", "seconds", "images_per_second", "loss", "accuracy"}
+        assert epoch["seconds"] > 0 and epoch["images_per_second"] > 0
+        assert epoch["loss"] > 0 and 0 <= epoch["accuracy"] <= 1
+    assert run["warmup_seconds"] == run["epochs"][0]["seconds"]
+    assert run["epoch_seconds"] == run["epochs"][1]["seconds"]  # steady state: epoch 2
+    assert run["speedup"] == 1.0
+    assert run["num_threads"] >= 1
+    groups = [row["group"] for row in run["placement"]]
+    assert groups == ["conv", "fc", "param_groups[0]"]
+    for row in run["placement"]:
+        assert row["device"] == row["state_device"] == "cpu"
+        assert row["param_bytes"] > 0 and row["state_bytes"] == 2 * row["param_bytes"]
+    assert run["inputs"]["device"] == run["inputs"]["dataset_device"] == "cpu"
+    assert Path(run["run_dir"]).parent == tmp_path
+    assert "cpu: epoch 2/2" in err  # progress went to stderr
+
+
+def test_the_table_says_which_dataset_ran_and_the_speedup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    code = main(["bench", "--device", "cpu", "--device", "cpu", "--epochs", "1", *TINY])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "dataset: synthetic (generated locally)"
+    assert lines[1].startswith("128 training / 128 held-out images, resident pipeline, fp32")
+    header = lines[3].split()
+    assert header[:2] == ["device", "name"] and header[-1] == "speedup"
+    rows = [line for line in lines[4:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
+    assert len(rows) == 1  # the same device twice runs once
+    assert rows[0].endswith("1.00x")
+    assert "* only epoch 1 ran" in out
+    assert (
+        "cpu placement: parameters (118.8 KiB), Adam state (237.7 KiB) and input batches on cpu"
+    ) in out
+    assert "run folders: " in out
+
+
+def test_ctrl_c_stops_the_child_and_exits_130(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bench = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gputui",
+            "bench",
+            "--device",
+            "cpu",
+            "--dataset",
+            "synthetic",
+            "--limit",
+            "4000",
+            "--epochs",
+            "50",
+            "--threads",
+            "1",
+            "--no-record",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert bench.stderr is not None
+        line = bench.stderr.readline()  # "cpu: <name>; synthetic ..." once the run started
+        assert line.startswith("cpu: "), line
+        deadline = time.monotonic() + 30
+        children: list[psutil.Process] = []
+        while not children and time.monotonic() < deadline:
+            children = psutil.Process(bench.pid).children(recursive=True)
+        assert children
+        bench.send_signal(signal.SIGINT)
+        out, err = bench.communicate(timeout=30)
+        assert bench.returncode == 130
+        assert "Traceback" not in err and out == ""
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive
+    finally:
+        bench.kill()
+        bench.wait()

@@ -1,0 +1,259 @@
+"""The trainer's child process, driven through ``TrainerProcess`` as the UI drives it.
+
+Each test really starts ``python -m gputui.training.child`` and trains on the
+CPU; cleanup is checked with psutil: no child or DataLoader worker is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import psutil
+
+from gputui.training.config import RunConfig, ui_friendly_threads
+from gputui.training.events import (
+    DevicesListed,
+    EpochFinished,
+    Error,
+    Event,
+    Finished,
+    Note,
+    Progress,
+    RunStarted,
+)
+from gputui.training.runner import TrainerProcess, list_devices
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENT_TIMEOUT_S = 60
+
+
+def config(tmp_path: Path, **changes: object) -> RunConfig:
+    base = RunConfig(
+        device="cpu",
+        epochs=2,
+        batch_size=32,
+        dataset="synthetic",
+        limit=256,
+        test_limit=64,
+        runs_dir=str(tmp_path / "runs"),
+        progress_interval_s=0.01,
+    )
+    return base.with_changes(**changes)
+
+
+def wait_for(trainer: TrainerProcess, kind: type[Event]) -> list[Event]:
+    seen: list[Event] = []
+    for event in trainer.events(EVENT_TIMEOUT_S):
+        seen.append(event)
+        if isinstance(event, kind):
+            return seen
+    raise AssertionError(f"no {kind.__name__} in {seen}")
+
+
+def family(pid: int) -> list[psutil.Process]:
+    parent = psutil.Process(pid)
+    return [parent, *parent.children(recursive=True)]
+
+
+def assert_all_gone(processes: list[psutil.Process], timeout_s: float = 10) -> None:
+    _, alive = psutil.wait_procs(processes, timeout=timeout_s)
+    assert not alive, f"left behind: {alive}"
+
+
+def test_a_run_in_the_child_streams_every_event_and_exits(tmp_path: Path) -> None:
+    trainer = TrainerProcess(config(tmp_path)).start()
+    assert trainer.pid is not None and trainer.running
+    child = psutil.Process(trainer.pid)
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    trainer.wait(10)
+    names = [type(e).__name__ for e in events if not isinstance(e, Progress | Note)]
+    assert names == [
+        "RunStarted",
+        "DataReady",
+        "Placement",
+        "Memory",
+        "EpochFinished",
+        "Memory",
+        "EpochFinished",
+        "Memory",
+        "Finished",
+    ]
+    started = events[0]
+    assert isinstance(started, RunStarted)
+    assert started.pid == trainer.pid
+    assert started.nice >= 10  # lowered, so a UI beside it stays responsive
+    assert started.num_threads == ui_friendly_threads()
+    assert isinstance(events[-1], Finished) and not events[-1].stopped
+    assert trainer.returncode == 0 and not trainer.running
+    assert trainer.next_event(0) is None  # the stream has ended, and stays ended
+    assert_all_gone([child], 1)
+
+
+def test_stop_mid_epoch_ends_the_child_and_its_dataloader_workers(tmp_path: Path) -> None:
+    run = config(tmp_path, pipeline="classic", num_workers=2, epochs=100, limit=2000, record=False)
+    trainer = TrainerProcess(run, grace_s=5).start()
+    wait_for(trainer, Progress)
+    processes = family(trainer.pid or 0)
+    assert len(processes) == 3, processes  # the trainer and its 2 workers
+    trainer.stop()
+    rest = list(trainer.events(EVENT_TIMEOUT_S))
+    assert isinstance(rest[-1], Finished) and rest[-1].stopped
+    assert not any(isinstance(e, EpochFinished) for e in rest)
+    assert trainer.returncode == 0  # it stopped itself at the SIGTERM, not killed
+    assert_all_gone(processes, 2)
+    trainer.stop()  # idempotent
+
+
+def test_a_child_that_ignores_sigterm_is_killed_with_its_group(tmp_path: Path) -> None:
+    trainer = TrainerProcess(config(tmp_path, epochs=100, record=False), grace_s=0.5).start()
+    wait_for(trainer, Progress)
+    processes = family(trainer.pid or 0)
+    os.kill(trainer.pid or 0, signal.SIGSTOP)  # frozen: it cannot act on SIGTERM
+    trainer.stop()
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    assert isinstance(events[-1], Finished) and events[-1].stopped
+    assert trainer.returncode == -signal.SIGKILL
+    assert_all_gone(processes, 2)
+
+
+def test_a_hang_up_stops_the_run_cleanly(tmp_path: Path) -> None:
+    trainer = TrainerProcess(config(tmp_path, epochs=100, record=False)).start()
+    wait_for(trainer, Progress)
+    os.kill(trainer.pid or 0, signal.SIGHUP)  # what a lost SSH session sends
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    assert isinstance(events[-1], Finished) and events[-1].stopped
+    assert trainer.returncode == 0
+
+
+def test_a_run_started_from_a_short_lived_thread_survives_that_thread(tmp_path: Path) -> None:
+    # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends; a UI starts runs
+    # from worker threads, so TrainerProcess forks from its own thread that outlives the child.
+    started: list[TrainerProcess] = []
+    worker = threading.Thread(
+        target=lambda: started.append(TrainerProcess(config(tmp_path, epochs=1)).start())
+    )
+    worker.start()
+    worker.join()
+    events = list(started[0].events(EVENT_TIMEOUT_S))
+    assert isinstance(events[-1], Finished) and not events[-1].stopped, events[-1]
+
+
+def test_a_killed_child_becomes_one_error_line(tmp_path: Path) -> None:
+    trainer = TrainerProcess(config(tmp_path, epochs=100, record=False)).start()
+    wait_for(trainer, Progress)
+    os.kill(trainer.pid or 0, signal.SIGKILL)
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    error = events[-1]
+    assert isinstance(error, Error) and error.kind == "killed"
+    assert error.message == "the trainer was killed by SIGKILL (the system may be out of memory)"
+    assert sum(isinstance(e, Error | Finished) for e in events) == 1
+
+
+PARENT = textwrap.dedent(
+    """
+    import sys, time
+    from gputui.training.config import RunConfig
+    from gputui.training.events import Progress
+    from gputui.training.runner import TrainerProcess
+
+    trainer = TrainerProcess(RunConfig.from_json(sys.argv[1])).start()
+    for event in trainer.events(60):
+        if isinstance(event, Progress):
+            print(trainer.pid, flush=True)
+            break
+    time.sleep(120)
+    """
+)
+
+
+def test_the_child_and_its_workers_die_when_the_parent_is_killed(tmp_path: Path) -> None:
+    run = config(tmp_path, pipeline="classic", num_workers=1, epochs=100, limit=2000, record=False)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, run.to_json()], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert line.strip().isdigit(), line
+        processes = family(int(line))
+        assert len(processes) == 2  # the trainer and its worker
+        parent.kill()
+        parent.wait(10)
+        assert_all_gone(processes, 10)
+    finally:
+        parent.kill()
+        parent.wait(10)
+
+
+def fake_child(tmp_path: Path, script: str) -> str:
+    """An executable standing in for ``python``: it ignores its arguments and runs ``script``."""
+    path = tmp_path / "fake-python"
+    path.write_text("#!/bin/sh\n" + textwrap.dedent(script))
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_garbage_and_unknown_event_types_are_skipped(tmp_path: Path) -> None:
+    finished = Finished(epochs_completed=1).to_json()
+    python = fake_child(
+        tmp_path,
+        f"""
+        echo 'Downloading something...'
+        echo '{{"v": 9, "type": "from_the_future", "x": 1}}'
+        echo '{{"v": 1, "type": "note", "message": "still here"}}'
+        echo '{finished}'
+        echo '{{"v": 1, "type": "note", "message": "after the end"}}'
+        """,
+    )
+    trainer = TrainerProcess(RunConfig(), python=python).start()
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    assert events == [Note("still here"), Finished(epochs_completed=1)]
+    assert trainer.skipped_lines == 2
+
+
+def test_a_child_that_dies_without_a_result_becomes_an_error_with_its_stderr(
+    tmp_path: Path,
+) -> None:
+    python = fake_child(tmp_path, "echo 'Traceback: boom' >&2\nexit 3\n")
+    trainer = TrainerProcess(RunConfig(), python=python).start()
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    assert len(events) == 1
+    error = events[0]
+    assert isinstance(error, Error) and error.kind == "crash"
+    assert error.message == "the trainer exited with code 3 without a result: Traceback: boom"
+    assert error.detail == "Traceback: boom"
+
+
+def test_a_missing_interpreter_becomes_an_error(tmp_path: Path) -> None:
+    trainer = TrainerProcess(RunConfig(), python=str(tmp_path / "nope")).start()
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    assert len(events) == 1 and isinstance(events[0], Error)
+    assert events[0].message.startswith("could not start the trainer:")
+    assert trainer.pid is None
+    trainer.stop()
+
+
+def test_list_devices_asks_a_child() -> None:
+    listed = list_devices()
+    assert isinstance(listed, DevicesListed), listed
+    names = [option.name for option in listed.devices]
+    assert names[0] == "cpu" and listed.devices[0].usable
+    assert "mps" in names
+    unusable = [option for option in listed.devices if not option.usable]
+    assert all(option.reason for option in unusable)
+
+
+def test_a_bad_device_is_an_error_event_from_the_child(tmp_path: Path) -> None:
+    trainer = TrainerProcess(config(tmp_path, device="cuda0")).start()
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    assert len(events) == 1 and isinstance(events[0], Error)
+    assert events[0].kind == "device" and "usable here: cpu" in events[0].message
+    assert trainer.returncode == 2

@@ -1,0 +1,217 @@
+"""The event stream's schema and the run config: torch-free, read by the UI process."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from gputui.training.config import ConfigError, RunConfig
+from gputui.training.events import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    DataProgress,
+    DataReady,
+    DeviceOption,
+    DevicesListed,
+    EpochFinished,
+    Error,
+    Event,
+    Finished,
+    Memory,
+    Note,
+    Placement,
+    PlacementRow,
+    Progress,
+    RunStarted,
+    parse_event,
+)
+
+ROW = PlacementRow(
+    group="conv",
+    kind="module",
+    device="cpu",
+    dtype="float32",
+    param_tensors=8,
+    params=11608,
+    param_bytes=46432,
+    buffer_device=None,
+    buffers=0,
+    buffer_bytes=0,
+    state_device="cpu",
+    state_dtype="float32",
+    state_tensors=16,
+    state_elements=23216,
+    state_bytes=92864,
+    step_device="cpu",
+)
+
+SAMPLES: list[Event] = [
+    DevicesListed(
+        devices=(
+            DeviceOption("cpu", True, "Some CPU"),
+            DeviceOption("mps", False, "Apple GPU (MPS)", "MPS needs macOS"),
+        ),
+        torch_version="2.13.0+cpu",
+    ),
+    DataProgress(done_bytes=10, total_bytes=100),
+    RunStarted(
+        device="cpu",
+        device_name="Some CPU",
+        torch_version="2.13.0+cpu",
+        dataset="synthetic",
+        dataset_source="generated",
+        dataset_note=None,
+        train_images=512,
+        test_images=256,
+        pipeline="resident",
+        precision="fp32",
+        batch_size=64,
+        epochs=2,
+        steps_per_epoch=8,
+        compile=False,
+        channels_last=False,
+        cpu_bf16=True,
+        num_threads=1,
+        num_workers=0,
+        nice=10,
+        pid=1234,
+        run_dir=None,
+    ),
+    DataReady(device="cpu", seconds=0.01, nbytes=2048),
+    Placement(
+        rows=(ROW,),
+        inputs_device="cpu",
+        inputs_dtype="float32",
+        inputs_memory_format="contiguous",
+        labels_device="cpu",
+        dataset_device="cpu",
+        pinned=False,
+    ),
+    Progress(epoch=1, step=3, steps_per_epoch=8, images_per_second=1000.0, loss=2.3),
+    EpochFinished(
+        epoch=1,
+        seconds=1.5,
+        images_per_second=341.0,
+        loss=2.2,
+        accuracy=0.25,
+        warmup=True,
+        eval_seconds=0.1,
+        images=512,
+    ),
+    Memory(
+        device="cpu",
+        allocated_bytes=None,
+        reserved_bytes=None,
+        peak_bytes=5,
+        driver_bytes=None,
+        rss_bytes=4,
+    ),
+    Note(message="hello"),
+    Error(message="out of memory", detail="trace", kind="oom", suggested_batch_size=128),
+    Finished(epochs_completed=2, warmup_seconds=1.5, steady_epoch_seconds=1.0),
+]
+
+
+def test_samples_cover_every_event_type() -> None:
+    assert {type(event).TYPE for event in SAMPLES} == set(EVENT_TYPES)
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda event: type(event).TYPE)
+def test_every_event_round_trips_through_one_json_line(event: Event) -> None:
+    line = event.to_json()
+    assert "\n" not in line
+    body = json.loads(line)
+    assert body["v"] == SCHEMA_VERSION
+    assert body["type"] == type(event).TYPE
+    assert parse_event(line) == event
+    assert parse_event((line + "\n").encode()) == event
+    assert Event.from_json(line) == event
+
+
+def test_nested_rows_come_back_as_dataclasses() -> None:
+    placement = parse_event(SAMPLES[4].to_json())
+    assert isinstance(placement, Placement)
+    assert placement.rows == (ROW,)
+    assert isinstance(placement.rows[0], PlacementRow)
+
+
+def test_a_diverged_nan_loss_survives_the_stream() -> None:
+    event = Progress(epoch=1, step=1, steps_per_epoch=2, images_per_second=1.0, loss=math.nan)
+    parsed = parse_event(event.to_json())
+    assert isinstance(parsed, Progress)
+    assert math.isnan(parsed.loss)
+
+
+def test_unknown_fields_from_a_newer_trainer_are_ignored() -> None:
+    body = json.loads(Note(message="hi").to_json())
+    body["colour"] = "blue"
+    assert parse_event(json.dumps(body)) == Note(message="hi")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "   ",
+        "Traceback (most recent call last):",
+        "[1, 2, 3]",
+        '{"no": "type"}',
+        '{"v": 1, "type": 7}',
+        '{"v": 2, "type": "hologram", "depth": 3}',  # a type from the future
+        '{"v": 1, "type": "note"}',  # a required field missing
+        '{"v": 1, "type": "placement", "rows": 5, "inputs_device": "cpu"}',
+        '{"v": 1, "type": "placement", "rows": [7], "inputs_device": "cpu"}',
+        '{"v": 1, "type": "epoch_fin',  # half a line
+        b"\xff\xfe not utf-8",
+    ],
+)
+def test_lines_that_are_not_known_events_are_skipped(line: str | bytes) -> None:
+    assert parse_event(line) is None
+
+
+def test_run_config_round_trips_and_ignores_unknown_keys() -> None:
+    config = RunConfig(device="cuda:1", epochs=3, batch_size=128, limit=500, precision="bf16")
+    assert RunConfig.from_json(config.to_json()) == config
+    body = json.loads(config.to_json())
+    body["future_knob"] = True
+    assert RunConfig.from_json(json.dumps(body)) == config
+
+
+@pytest.mark.parametrize("text", ["not json", "[1]", '{"epochs": 1, "device": 5, "x": 1, "y"'])
+def test_run_config_from_bad_json_is_a_config_error(text: str) -> None:
+    with pytest.raises(ConfigError):
+        RunConfig.from_json(text)
+
+
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        ({"batch_size": 0}, "batch size"),
+        ({"epochs": 0}, "epochs"),
+        ({"epochs": True}, "epochs"),
+        ({"dataset": "imagenet"}, "dataset"),
+        ({"pipeline": "fast"}, "pipeline"),
+        ({"precision": "fp8"}, "precision"),
+        ({"data_dir": "/no/such/folder"}, "does not exist"),
+        ({"device": " "}, "device"),
+        ({"nice": 20}, "nice"),
+        ({"threads": 0}, "threads"),
+        ({"num_workers": -1}, "workers"),
+        ({"limit": 0}, "limit"),
+        ({"progress_interval_s": 0}, "progress interval"),
+    ],
+)
+def test_bad_config_values_get_one_line_each(changes: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        RunConfig().with_changes(**changes).validate()
+    message = str(caught.value)
+    assert needle in message
+    assert "\n" not in message
+
+
+def test_defaults_validate(tmp_path: Path) -> None:
+    RunConfig().validate()
+    RunConfig(data_dir=str(tmp_path)).validate()
