@@ -71,6 +71,10 @@ def build_parser() -> OneLineParser:
 
     add_bench_command(commands)
 
+    from gputui.training.experiments.cli import add_experiment_command  # torch-free
+
+    add_experiment_command(commands)
+
     from gputui.doctor.cli import add_doctor_command  # torch-free; the engine loads in the handler
 
     add_doctor_command(commands)

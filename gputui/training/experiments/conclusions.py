@@ -1,0 +1,305 @@
+"""Each experiment's result in one plain sentence, built only from its measured rows.
+
+Pure and torch-free: the child sends the sentence (``ExperimentConcluded``) and a
+UI or test can rebuild it from the rows. Every word that states a direction
+("falling", "slower", "as fast as") is chosen from the numbers it sits next to,
+so the sentence stays true whichever way a trend goes; differences too small to
+trust are called that, not given a direction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from gputui.training.experiments.events import BatchSweepRow, PipelineRow, Row, SyncStallRow
+
+RowT = TypeVar("RowT", BatchSweepRow, SyncStallRow, PipelineRow)
+
+SHARE_SAME = 0.02
+"""Data shares closer than this (2 percentage points) are "about the same"."""
+THROUGHPUT_SAME = 1.05
+"""Throughputs within this ratio are "about the same"."""
+SLOWDOWN_MIN = 0.02
+"""A per-step read must cost at least this fraction (2%), and more than the noise, to count."""
+PIPELINE_SAME = 1.1
+"""Pipelines (or speedups) within this ratio run "at about the same speed"."""
+
+
+def conclude(experiment: str, rows_by_device: Mapping[str, Sequence[Row]]) -> str:
+    """The experiment's one-sentence result.
+
+    Args:
+        experiment: ``batch-sweep``, ``sync-stall`` or ``pipelines``.
+        rows_by_device: Each device's rows, devices in the order they ran.
+
+    Returns:
+        One sentence, capitalised and ending in a full stop.
+    """
+    devices = {device: list(rows) for device, rows in rows_by_device.items() if rows}
+    if not devices:
+        return "No measurement finished."
+    if experiment == "batch-sweep":
+        clauses = [
+            batch_sweep_clause(device, _only(rows, BatchSweepRow))
+            for device, rows in devices.items()
+        ]
+    elif experiment == "sync-stall":
+        clauses = [
+            sync_stall_clause(device, _only(rows, SyncStallRow)) for device, rows in devices.items()
+        ]
+    elif experiment == "pipelines":
+        pipelines = {device: _only(rows, PipelineRow) for device, rows in devices.items()}
+        clauses = [pipelines_clause(device, rows) for device, rows in pipelines.items()]
+        clauses += speedup_clauses(pipelines)
+    else:
+        raise ValueError(f"unknown experiment {experiment!r}")
+    return sentence(clauses)
+
+
+def sentence(clauses: Sequence[str]) -> str:
+    """Join clauses with semicolons into one capitalised sentence ending in a full stop."""
+    text = "; ".join(clause for clause in clauses if clause)
+    return (text[:1].upper() + text[1:] + ".") if text else "No measurement finished."
+
+
+# -- batch-sweep ----------------------------------------------------------------------------
+
+
+def batch_sweep_clause(device: str, rows: Sequence[BatchSweepRow]) -> str:
+    """What share of each step went to data, smallest batch against largest, and the best batch.
+
+    On an accelerator the data phase is the ``.to(device)`` copy; on the CPU nothing
+    is copied, so it is the host's batch preparation, and the clause says so.
+    """
+    ok = sorted(
+        (r for r in rows if r.error is None and r.data_share is not None and r.images_per_second),
+        key=lambda r: r.batch_size,
+    )
+    failed = [r for r in rows if r.error is not None]
+    if not ok:
+        why = f" ({failed[0].error})" if failed else ""
+        return f"on {device}, no batch size could be measured{why}"
+    what = (
+        "preparing each batch on the host (a CPU copies nothing)"
+        if _is_cpu(device)
+        else "copying each batch to the device"
+    )
+    first, last = ok[0], ok[-1]
+    assert first.data_share is not None and last.data_share is not None
+    assert first.images_per_second is not None
+    if first is last:
+        text = (
+            f"on {device}, {what} took {percent(first.data_share)} of each step at batch "
+            f"{first.batch_size} ({rate(first.images_per_second)} images/s)"
+        )
+    else:
+        change = last.data_share - first.data_share
+        if abs(change) < SHARE_SAME:  # too small a change to call a trend
+            trend = f" and {percent(last.data_share)}"
+        else:
+            trend = f", {'rising' if change > 0 else 'falling'} to {percent(last.data_share)}"
+        text = (
+            f"on {device}, {what} took {percent(first.data_share)} of each step at batch "
+            f"{first.batch_size}{trend} at batch {last.batch_size}; " + _best_batch(ok)
+        )
+    if failed:
+        text += f"; batch {failed[0].batch_size} did not run ({failed[0].error})"
+    return text
+
+
+def _best_batch(ok: Sequence[BatchSweepRow]) -> str:
+    best = max(ok, key=lambda r: r.images_per_second or 0.0)
+    other = ok[-1] if best is ok[0] else ok[0]
+    best_ips, other_ips = best.images_per_second or 0.0, other.images_per_second or 0.0
+    if best_ips <= other_ips * THROUGHPUT_SAME:
+        low = min(r.images_per_second or 0.0 for r in ok)
+        return f"throughput stayed between {rate(low)} and {rate(best_ips)} images/s"
+    return (
+        f"throughput was highest at batch {best.batch_size} ({rate(best_ips)} images/s, "
+        f"against {rate(other_ips)} at batch {other.batch_size})"
+    )
+
+
+# -- sync-stall -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SyncStallSummary:
+    """What reading the loss every step cost on one device."""
+
+    every_step_ms: float
+    """ms per step with ``loss.item()`` every step."""
+    once_ms: float
+    """ms per step with the loss summed on the device and read once."""
+    cost_ms: float
+    """``every_step_ms - once_ms``: the cost of the per-step read (negative: none)."""
+    slowdown: float
+    """``cost_ms / once_ms``: the relative slowdown."""
+    noise_ms: float
+    """The larger of the two modes' spreads between rounds."""
+    verdict: Literal["slower", "no_difference", "faster"]
+    """``slower`` when the cost beats the noise and is at least ``SLOWDOWN_MIN``."""
+
+
+def sync_stall_summary(rows: Sequence[SyncStallRow]) -> SyncStallSummary | None:
+    """Compare the two modes' rows; ``None`` unless both were measured."""
+    by_mode = {r.mode: r for r in rows if r.error is None and r.ms_per_step is not None}
+    every, once = by_mode.get("every_step"), by_mode.get("once")
+    if every is None or once is None or not once.ms_per_step or every.ms_per_step is None:
+        return None
+    cost = every.ms_per_step - once.ms_per_step
+    slowdown = cost / once.ms_per_step
+    noise = max(every.spread_ms or 0.0, once.spread_ms or 0.0)
+    verdict: Literal["slower", "no_difference", "faster"] = "no_difference"
+    if cost > noise and slowdown >= SLOWDOWN_MIN:
+        verdict = "slower"
+    elif -cost > noise and slowdown <= -SLOWDOWN_MIN:
+        verdict = "faster"
+    return SyncStallSummary(every.ms_per_step, once.ms_per_step, cost, slowdown, noise, verdict)
+
+
+def sync_stall_clause(device: str, rows: Sequence[SyncStallRow]) -> str:
+    """The cost per step of ``loss.item()`` every step, or that there was none to measure."""
+    summary = sync_stall_summary(rows)
+    if summary is None:
+        failed = next((r.error for r in rows if r.error), None)
+        return f"on {device}, the two ways could not both be measured" + (
+            f" ({failed})" if failed else ""
+        )
+    pair = f"{ms(summary.every_step_ms)} vs {ms(summary.once_ms)} ms per step"
+    if summary.verdict == "slower":
+        return (
+            f"on {device}, reading the loss every step (loss.item(), as add_scalar does) cost "
+            f"{ms(summary.cost_ms)} ms per step, {percent(summary.slowdown)} slower than "
+            f"reading it once ({pair})"
+        )
+    if summary.verdict == "faster":
+        text = f"on {device}, reading the loss every step was not slower ({pair})"
+    else:
+        text = (
+            f"on {device}, reading the loss every step made no measurable difference ({pair}, "
+            f"{signed_percent(summary.slowdown)})"
+        )
+    if _is_cpu(device):
+        text += (
+            ": a CPU finishes each step before the next starts, so the read has nothing to "
+            "wait for; the stall is a GPU's, which runs behind the host"
+        )
+    return text
+
+
+# -- pipelines ------------------------------------------------------------------------------
+
+
+def pipelines_ratio(rows: Sequence[PipelineRow]) -> float | None:
+    """Resident images/s over classic images/s; ``None`` unless both were measured."""
+    by_name = {r.pipeline: r.images_per_second for r in rows if r.error is None}
+    classic, resident = by_name.get("classic"), by_name.get("resident")
+    return resident / classic if classic and resident else None
+
+
+def pipelines_clause(device: str, rows: Sequence[PipelineRow]) -> str:
+    """Which pipeline was faster on one device, and by how much."""
+    by_name = {r.pipeline: r.images_per_second for r in rows if r.error is None}
+    classic, resident = by_name.get("classic"), by_name.get("resident")
+    if not classic or not resident:
+        failed = next((f"{r.pipeline}: {r.error}" for r in rows if r.error), None)
+        return f"on {device}, the two pipelines could not both be measured" + (
+            f" ({failed})" if failed else ""
+        )
+    pair = f"{rate(resident)} vs {rate(classic)} images/s"
+    ratio = resident / classic
+    if ratio >= PIPELINE_SAME:
+        return (
+            f"on {device}, resident data trained {times(ratio)} as fast as the DataLoader ({pair})"
+        )
+    if ratio <= 1 / PIPELINE_SAME:
+        return (
+            f"on {device}, the DataLoader trained {times(1 / ratio)} as fast as resident data "
+            f"({rate(classic)} vs {rate(resident)} images/s)"
+        )
+    return f"on {device}, resident data and the DataLoader ran at about the same speed ({pair})"
+
+
+def speedup_clauses(pipelines: Mapping[str, Sequence[PipelineRow]]) -> list[str]:
+    """Each accelerator's speedup over the CPU with each pipeline: the tutorial's small speedup.
+
+    With no CPU measured, an accelerator whose DataLoader lagged gets the reason;
+    with no accelerator, the clause says what would show it.
+    """
+    rates = {device: _rates(rows) for device, rows in pipelines.items()}
+    accelerators = [d for d in rates if not _is_cpu(d)]
+    cpu_classic, cpu_resident = next((rates[d] for d in rates if _is_cpu(d)), (None, None))
+    clauses = []
+    for device in accelerators:
+        classic, resident = rates[device]
+        if classic and resident and cpu_classic and cpu_resident:
+            slow = classic / cpu_classic
+            fast = resident / cpu_resident
+            text = (
+                f"{device} was {times(slow)} as fast as the CPU with the DataLoader and "
+                f"{times(fast)} with resident data"
+            )
+            if fast >= slow * PIPELINE_SAME:
+                text += ", which is why the tutorial's GPU speedup looks small"
+            clauses.append(text)
+        elif classic and resident and resident >= classic * PIPELINE_SAME:
+            clauses.append(
+                f"{device} spent most of the DataLoader's steps waiting for batches, which is "
+                "why the tutorial's GPU speedup looks small"
+                if resident >= 2 * classic
+                else f"{device} waited for the DataLoader, which is part of why the tutorial's "
+                "GPU speedup looks small"
+            )
+    if not accelerators:
+        clauses.append(
+            "add a GPU (--device cuda) to see why the tutorial's GPU speedup looks small"
+        )
+    return clauses
+
+
+def _rates(rows: Sequence[PipelineRow]) -> tuple[float | None, float | None]:
+    by_name = {r.pipeline: r.images_per_second for r in rows if r.error is None}
+    return by_name.get("classic"), by_name.get("resident")
+
+
+# -- numbers as words -----------------------------------------------------------------------
+
+
+def percent(fraction: float) -> str:
+    """``0.41`` -> ``41%``; below 10%, one decimal (``0.064`` -> ``6.4%``)."""
+    value = 100 * fraction
+    return f"{value:.1f}%" if abs(value) < 9.95 else f"{value:.0f}%"
+
+
+def signed_percent(fraction: float) -> str:
+    """``0.004`` -> ``+0.4%``, ``-0.01`` -> ``-1.0%``."""
+    return ("+" if fraction >= 0 else "-") + percent(abs(fraction))
+
+
+def ms(value: float) -> str:
+    """Milliseconds with about three significant figures: ``0.423``, ``12.3``, ``456``."""
+    size = abs(value)
+    if size < 10:
+        return f"{value:.2f}"
+    return f"{value:.1f}" if size < 100 else f"{value:.0f}"
+
+
+def rate(value: float) -> str:
+    """Images per second with thousands separators: ``12,345``."""
+    return f"{value:,.0f}"
+
+
+def times(ratio: float) -> str:
+    """``3.14`` -> ``3.1x``."""
+    return f"{ratio:.1f}x"
+
+
+def _is_cpu(device: str) -> bool:
+    return device.split(":")[0] == "cpu"
+
+
+def _only(rows: Sequence[Row], kind: type[RowT]) -> list[RowT]:
+    return [r for r in rows if isinstance(r, kind)]

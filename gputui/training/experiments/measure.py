@@ -1,0 +1,542 @@
+"""The experiments themselves, on any device; runs in the experiment child process.
+
+:func:`run_experiment` validates the devices, loads the data once, then runs the
+experiment on each device in turn with a fresh copy of seed 001's CNN (Adam,
+cross-entropy, fp32), emitting one row per measurement as it ends. It never
+raises for a failed run: it ends with ``Finished`` or ``Error``.
+
+Timing rules, the same for every measurement: ``warmup_steps`` untimed steps
+first (cuDNN autotune, allocator growth, DataLoader workers starting), the device
+synchronized before every clock read, and at most ``steps`` timed steps: fewer
+when the last warm-up step says they would overrun ``budget_s``, and none begun
+once ``budget_s`` has passed (after ``MIN_STEPS``), so a busy machine cannot
+stretch a measurement far. ``sync-stall`` gives the budget to both modes together.
+
+- ``batch-sweep``: each step is timed in two phases. The data phase gets the
+  batch where the model reads it: on an accelerator, ``.to(device)`` of a
+  normalised float32 host batch (pinned on CUDA unless ``pin_memory`` is off), as
+  seed 001's loop does with each DataLoader batch; on the CPU nothing is copied,
+  so it is the host's batch preparation (gather uint8 images, convert and
+  normalise), the work a DataLoader does. The device is synchronized between the
+  phases, so copy and compute never overlap here.
+- ``sync-stall``: batches come from resident data (no copies), so the only host
+  read is the one measured: ``loss.item()`` every step against the loss summed
+  on the device and read once. The modes alternate over ``ROUNDS`` rounds.
+- ``pipelines``: the trainer's own ``ClassicPipeline`` (DataLoader workers,
+  ``.to(device)`` per batch) and ``ResidentPipeline`` (the uint8 dataset on the
+  device), each timed over whole steps, batch fetching included.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+
+from gputui.training.config import ConfigError
+from gputui.training.data import Dataset, DatasetError, load_dataset, normalize
+from gputui.training.devices import (
+    DeviceError,
+    device_name,
+    parse_device,
+    synchronize,
+    usable_devices,
+)
+from gputui.training.events import DataProgress, Error, Event, Finished
+from gputui.training.experiments.conclusions import conclude
+from gputui.training.experiments.events import (
+    BatchSweepRow,
+    DeviceFailed,
+    ExperimentConcluded,
+    ExperimentDevice,
+    ExperimentStarted,
+    PipelineRow,
+    Row,
+    SyncStallRow,
+)
+from gputui.training.experiments.spec import (
+    MIN_STEPS,
+    ExperimentConfig,
+    images_needed,
+    steps_within,
+)
+from gputui.training.memory import SimulatedOutOfMemoryError, is_out_of_memory, release_memory
+from gputui.training.model import CNN
+from gputui.training.pipelines import Batch, ClassicPipeline, ResidentPipeline
+
+Emit = Callable[[Event], None]
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+ROUNDS = 3
+"""``sync-stall`` alternates its two modes over this many rounds."""
+HOST_BATCHES = 2
+"""Distinct host batches ``batch-sweep`` cycles through on an accelerator."""
+OUT_OF_MEMORY = "out of memory"
+DOWNLOAD_REPORT_S = 0.25
+
+
+class ExperimentStopped(Exception):
+    """Raised between steps when the run was asked to stop."""
+
+
+def run_experiment(
+    config: ExperimentConfig, emit: Emit, should_stop: Callable[[], bool] = lambda: False
+) -> int:
+    """Run ``config``'s experiment on each device, emitting events; returns an exit code.
+
+    Args:
+        config: The experiment.
+        emit: Receives each event, in order.
+        should_stop: Polled before every step; when True the run ends with
+            ``Finished(stopped=True)``.
+
+    Returns:
+        0 when every device finished, 1 when a device or the data failed, 2 for a
+        bad config or device.
+    """
+    started = time.perf_counter()
+    try:
+        config.validate()
+        requested = config.devices or tuple(usable_devices())
+        devices = tuple(dict.fromkeys(parse_device(text) for text in requested))
+    except (ConfigError, DeviceError) as exc:
+        emit(Error(message=str(exc), kind="config" if isinstance(exc, ConfigError) else "device"))
+        return EXIT_USAGE
+    try:
+        data = load_dataset(
+            config.dataset,  # type: ignore[arg-type]  # validated: one of DATASETS
+            Path(config.data_dir).expanduser() if config.data_dir else None,
+            download=config.download,
+            progress=_download_reporter(emit),
+            limit=images_needed(config),
+            test_limit=1,
+            seed=config.seed,
+        )
+    except DatasetError as exc:
+        emit(Error(message=str(exc), kind="data"))
+        return EXIT_FAILED
+    images = len(data.train_labels)
+    if config.experiment != "batch-sweep" and images < config.batch_size:
+        emit(
+            Error(
+                message=f"batch size {config.batch_size} is larger than the {images} training "
+                f"images: use a batch size of at most {images}",
+                kind="config",
+            )
+        )
+        return EXIT_USAGE
+    emit(
+        ExperimentStarted(
+            experiment=config.experiment,
+            devices=devices,
+            batch_sizes=config.sizes,
+            steps=config.steps,
+            warmup_steps=config.warmup_steps,
+            budget_s=float(config.budget_s),
+            dataset=data.name,
+            dataset_source=data.source,
+            dataset_note=data.note,
+            images=images,
+            threads=torch.get_num_threads(),
+            workers=config.workers,
+            torch_version=torch.__version__,
+            pid=os.getpid(),
+        )
+    )
+    rows: dict[str, list[Row]] = {}
+    failed = False
+    try:
+        for text in devices:
+            device = torch.device(text)
+            rows[text] = []
+            try:
+                _DeviceRun(config, device, data, emit, rows[text], should_stop).run()
+            except ExperimentStopped:
+                raise
+            except Exception as exc:
+                failed = True
+                emit(
+                    DeviceFailed(
+                        device=text,
+                        message=f"{text} failed: {_one_line(exc)}",
+                        detail="".join(traceback.format_exception(exc)),
+                    )
+                )
+            release_memory(device)
+    except ExperimentStopped:
+        emit(Finished(epochs_completed=0, stopped=True, total_seconds=_since(started)))
+        return EXIT_OK
+    emit(ExperimentConcluded(config.experiment, conclude(config.experiment, rows)))
+    emit(Finished(epochs_completed=0, total_seconds=_since(started)))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+class _DeviceRun:
+    """One device's measurements for one experiment."""
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        device: torch.device,
+        data: Dataset,
+        emit: Emit,
+        rows: list[Row],
+        should_stop: Callable[[], bool],
+    ) -> None:
+        self.config = config
+        self.device = device
+        self.data = data
+        self.emit = emit
+        self.rows = rows
+        """Every row this device measured, in order (also emitted)."""
+        self.should_stop = should_stop
+        self.pinned = device.type == "cuda" and config.pin_memory
+
+    def run(self) -> None:
+        """Announce the device, then measure."""
+        experiment = self.config.experiment
+        torch.manual_seed(self.config.seed)
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = True
+        sweep = experiment == "batch-sweep"
+        self._emit_device(sweep)
+        if sweep:
+            self._batch_sweep()
+        elif experiment == "sync-stall":
+            self._sync_stall()
+        else:
+            self._pipelines()
+
+    def _emit_device(self, sweep: bool) -> None:
+        phase = None
+        if sweep and self.device.type == "cpu":
+            phase = (
+                "preparing each batch on the host (gather uint8 images, convert and normalise); "
+                "a CPU copies nothing"
+            )
+        elif sweep:
+            memory = "pinned" if self.pinned else "pageable"
+            phase = f"copying each batch to {self.device} with .to() from {memory} host memory"
+        self.emit(
+            ExperimentDevice(
+                device=str(self.device),
+                device_name=device_name(self.device),
+                data_phase=phase,
+                pinned=sweep and self.pinned,
+            )
+        )
+
+    def _row(self, row: Row) -> None:
+        self.rows.append(row)
+        self.emit(row)
+
+    def _check_stop(self) -> None:
+        if self.should_stop():
+            raise ExperimentStopped
+
+    def _step(self) -> Step:
+        """A fresh CNN and Adam on the device; returns one training step on a batch."""
+        model = CNN().to(self.device)
+        optimizer = torch.optim.Adam(model.parameters(), fused=self.device.type == "cuda" or None)
+        criterion = torch.nn.CrossEntropyLoss()
+        device, oom_from = self.device, self.config.simulate_oom_from_batch
+
+        def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            if oom_from is not None and x.shape[0] >= oom_from:
+                # TEST HOOK (ExperimentConfig.simulate_oom_from_batch): stands in for the
+                # allocator failing, handled exactly as a real out-of-memory error.
+                raise SimulatedOutOfMemoryError(
+                    f"simulated: out of memory for a batch of {x.shape[0]} on {device}"
+                )
+            loss = criterion(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            return loss.detach()
+
+        return step
+
+    def _warm_up(self, one_step: Callable[[], object]) -> float:
+        """Run the warm-up steps; returns the last one's synchronized seconds."""
+        seconds = 0.0
+        for _ in range(self.config.warmup_steps):
+            self._check_stop()
+            synchronize(self.device)
+            started = time.perf_counter()
+            one_step()
+            synchronize(self.device)
+            seconds = time.perf_counter() - started
+        return seconds
+
+    def _steps(self, estimate_s: float, budget_s: float | None = None) -> int:
+        budget = self.config.budget_s if budget_s is None else budget_s
+        return steps_within(estimate_s, self.config.steps, budget)
+
+    def _over_budget(self, done: int, started: float) -> bool:
+        """Whether timed steps begun at ``started`` ran past the budget (the warm-up's
+        estimate can be wrong on a busy machine); never before ``MIN_STEPS`` steps."""
+        return done >= MIN_STEPS and time.perf_counter() - started >= self.config.budget_s
+
+    # -- batch-sweep ----------------------------------------------------------------------
+
+    def _batch_sweep(self) -> None:
+        step = self._step()
+        sizes = self.config.sizes
+        for index, size in enumerate(sizes):
+            self._check_stop()
+            out_of_memory = False
+            try:
+                row = self._sweep_one(step, size)
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                out_of_memory = True
+            if out_of_memory:  # outside the except block: its frames held device tensors
+                release_memory(self.device)
+                self._row(_sweep_failure(self.device, size, OUT_OF_MEMORY))
+                for larger in sizes[index + 1 :]:
+                    reason = f"skipped: batch {size} ran out of memory"
+                    self._row(_sweep_failure(self.device, larger, reason))
+                return
+            self._row(row)
+
+    def _sweep_one(self, step: Step, size: int) -> BatchSweepRow:
+        fetch = self._cpu_batches(size) if self.device.type == "cpu" else self._copies(size)
+
+        def one_step() -> None:
+            step(*fetch())
+
+        estimate = self._warm_up(one_step)
+        data_s = compute_s = 0.0
+        steps = 0
+        most, first = self._steps(estimate), time.perf_counter()
+        while steps < most and not self._over_budget(steps, first):
+            self._check_stop()
+            steps += 1
+            started = time.perf_counter()  # the device is synchronized: the last phase ended so
+            x, y = fetch()
+            synchronize(self.device)
+            fetched = time.perf_counter()
+            step(x, y)
+            synchronize(self.device)
+            done = time.perf_counter()
+            data_s += fetched - started
+            compute_s += done - fetched
+        total = data_s + compute_s
+        return BatchSweepRow(
+            device=str(self.device),
+            batch_size=size,
+            steps=steps,
+            images_per_second=size * steps / total if total > 0 else None,
+            data_ms=1000 * data_s / steps,
+            compute_ms=1000 * compute_s / steps,
+            data_share=data_s / total if total > 0 else None,
+        )
+
+    def _cpu_batches(self, size: int) -> Callable[[], Batch]:
+        """On the CPU: each call gathers and normalises the next ``size`` images."""
+        images, labels = self.data.train_images, self.data.train_labels
+        count = len(labels)
+        position = [0]
+
+        def fetch() -> Batch:
+            index = torch.arange(position[0], position[0] + size) % count
+            position[0] = (position[0] + size) % count
+            return normalize(images.index_select(0, index)), labels.index_select(0, index)
+
+        return fetch
+
+    def _copies(self, size: int) -> Callable[[], Batch]:
+        """On an accelerator: each call copies the next prepared host batch with ``.to()``."""
+        images, labels = self.data.train_images, self.data.train_labels
+        count = len(labels)
+        host: list[Batch] = []
+        for k in range(HOST_BATCHES):
+            index = torch.arange(k * size, (k + 1) * size) % count
+            x, y = normalize(images.index_select(0, index)), labels.index_select(0, index)
+            host.append((x.pin_memory(), y.pin_memory()) if self.pinned else (x, y))
+        turn = [0]
+        device, non_blocking = self.device, self.pinned
+
+        def fetch() -> Batch:
+            x, y = host[turn[0] % HOST_BATCHES]
+            turn[0] += 1
+            return x.to(device, non_blocking=non_blocking), y.to(device, non_blocking=non_blocking)
+
+        return fetch
+
+    # -- sync-stall -----------------------------------------------------------------------
+
+    def _sync_stall(self) -> None:
+        size = self.config.batch_size
+        try:
+            rows = self._sync_stall_rows(size)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            rows = None
+        if rows is None:
+            release_memory(self.device)
+            rows = [
+                SyncStallRow(str(self.device), mode, size, 0, 0, None, None, None, OUT_OF_MEMORY)
+                for mode in ("every_step", "once")
+            ]
+        for row in rows:
+            self._row(row)
+
+    def _sync_stall_rows(self, size: int) -> list[SyncStallRow]:
+        step = self._step()
+        pipeline = ResidentPipeline(self.data, self.device, size, torch.contiguous_format)
+        batches = _endless(pipeline.epoch)
+        estimate = self._warm_up(lambda: step(*next(batches)).item())
+        per_round = max(1, self._steps(estimate, self.config.budget_s / 2) // ROUNDS)
+        seconds: dict[str, list[float]] = {"every_step": [], "once": []}
+        started = time.perf_counter()
+        for turn in range(ROUNDS):
+            if turn >= 2 and time.perf_counter() - started >= self.config.budget_s:
+                break  # two rounds already took the budget (the estimate was low)
+            order = ("once", "every_step") if turn % 2 == 0 else ("every_step", "once")
+            for mode in order:
+                seconds[mode].append(self._read_loss(mode, step, batches, per_round))
+        rounds = len(seconds["once"])
+        rows = []
+        for mode in ("every_step", "once"):
+            steps = per_round * rounds
+            total = sum(seconds[mode])
+            per_step = [1000 * s / per_round for s in seconds[mode]]
+            rows.append(
+                SyncStallRow(
+                    device=str(self.device),
+                    mode=mode,
+                    batch_size=size,
+                    steps=steps,
+                    rounds=rounds,
+                    ms_per_step=1000 * total / steps,
+                    images_per_second=size * steps / total if total > 0 else None,
+                    spread_ms=max(per_step) - min(per_step),
+                )
+            )
+        return rows
+
+    def _read_loss(self, mode: str, step: Step, batches: Iterator[Batch], steps: int) -> float:
+        """Seconds for ``steps`` steps, reading the loss every step or once at the end."""
+        synchronize(self.device)
+        started = time.perf_counter()
+        if mode == "every_step":
+            for _ in range(steps):
+                self._check_stop()
+                step(*next(batches)).item()  # what writer.add_scalar('Train/Loss', loss) does
+        else:
+            total = torch.zeros((), device=self.device)
+            for _ in range(steps):
+                self._check_stop()
+                total += step(*next(batches))
+            total.item()  # the one read
+        synchronize(self.device)
+        return time.perf_counter() - started
+
+    # -- pipelines ------------------------------------------------------------------------
+
+    def _pipelines(self) -> None:
+        step = self._step()
+        for name in ("classic", "resident"):
+            self._check_stop()
+            try:
+                row = self._pipeline_row(name, step)
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                row = None
+            if row is None:
+                release_memory(self.device)
+                row = PipelineRow(
+                    device=str(self.device),
+                    pipeline=name,
+                    batch_size=self.config.batch_size,
+                    steps=0,
+                    ms_per_step=None,
+                    images_per_second=None,
+                    workers=self.config.workers if name == "classic" else 0,
+                    pinned=False,
+                    setup_s=None,
+                    error=OUT_OF_MEMORY,
+                )
+            self._row(row)
+
+    def _pipeline_row(self, name: str, step: Step) -> PipelineRow:
+        size, fmt = self.config.batch_size, torch.contiguous_format
+        pipeline: ClassicPipeline | ResidentPipeline
+        if name == "classic":
+            pipeline = ClassicPipeline(self.data, self.device, size, fmt, self.config.workers)
+        else:
+            pipeline = ResidentPipeline(self.data, self.device, size, fmt)
+        batches = _endless(pipeline.epoch)
+        try:
+            estimate = self._warm_up(lambda: step(*next(batches)))
+            most = self._steps(estimate)
+            # Keep the timed steps in this DataLoader epoch: a new one restarts the workers.
+            left = len(self.data.train_labels) // size - self.config.warmup_steps
+            most = min(most, left) if left >= MIN_STEPS else most
+            images = steps = 0
+            synchronize(self.device)
+            started = time.perf_counter()
+            while steps < most and not self._over_budget(steps, started):
+                self._check_stop()
+                steps += 1
+                x, y = next(batches)
+                step(x, y)
+                images += len(y)  # the classic loader's last batch of an epoch may be short
+            synchronize(self.device)
+            seconds = time.perf_counter() - started
+        finally:
+            batches.close()  # ends the DataLoader's workers now, not at garbage collection
+        return PipelineRow(
+            device=str(self.device),
+            pipeline=name,
+            batch_size=size,
+            steps=steps,
+            ms_per_step=1000 * seconds / steps,
+            images_per_second=images / seconds if seconds > 0 else None,
+            workers=self.config.workers if name == "classic" else 0,
+            pinned=pipeline.pinned,
+            setup_s=pipeline.load_seconds,
+        )
+
+
+def _endless(epoch: Callable[[], Iterator[Batch]]) -> Iterator[Batch]:
+    """Batches from one epoch after another."""
+    while True:
+        yield from epoch()
+
+
+def _sweep_failure(device: torch.device, size: int, reason: str) -> BatchSweepRow:
+    return BatchSweepRow(str(device), size, 0, None, None, None, None, reason)
+
+
+def _download_reporter(emit: Emit) -> Callable[[int, int], None]:
+    """CIFAR-10 download progress as ``DataProgress`` events, a few a second at most."""
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= DOWNLOAD_REPORT_S or (total and done >= total):
+            last[0] = now
+            emit(DataProgress(done_bytes=done, total_bytes=total))
+
+    return report
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__

@@ -1,0 +1,152 @@
+"""``gputui experiment``: bad input exits 2 with one line; real CPU runs through the child."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gputui.cli import main
+from gputui.training.experiments.conclusions import conclude
+from gputui.training.experiments.events import BatchSweepRow
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup", "1"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ([], "the following arguments are required: EXPERIMENT"),
+        (["warp-drive"], "argument EXPERIMENT: invalid choice: 'warp-drive'"),
+        (["batch-sweep", "--batch-sizes", "0,32"], "'0,32' is not a comma-separated list"),
+        (["batch-sweep", "--batch-sizes", "32,,64"], "is not a comma-separated list"),
+        (["batch-sweep", "--batch-sizes", "big"], "is not a comma-separated list"),
+        (["sync-stall", "--batch-size", "0"], "'0' is not a whole number of 1 or more"),
+        (["sync-stall", "--batch-sizes", "32"], "unrecognized arguments: --batch-sizes"),
+        (["pipelines", "--steps", "0"], "argument --steps: '0' is not a whole number"),
+        (["pipelines", "--budget", "0"], "'0' is not a number of seconds above 0"),
+        (["pipelines", "--budget", "nan"], "'nan' is not a number of seconds above 0"),
+        (["pipelines", "--workers", "-1"], "'-1' is not a whole number of 0 or more"),
+        (["batch-sweep", "--dataset", "imagenet"], "argument --dataset: invalid choice"),
+        (["batch-sweep", "--nice", "20"], "'20' is not a niceness from 0 to 19"),
+        (["batch-sweep", "--data-dir", "/no/such/dir"], "data dir /no/such/dir does not exist"),
+        (["batch-sweep", "--device", "cuda0"], "'cuda0' is not a device: write cpu, cuda"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        raise SystemExit(main(["experiment", *args]))
+    assert caught.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err, err
+    assert err.startswith("gputui") and "Traceback" not in err
+
+
+def test_json_holds_the_rows_the_summary_and_the_sentence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sizes = ["--batch-sizes", "16,8", "--steps", "2", "--limit", "32"]
+    code = main(["experiment", "batch-sweep", *TINY, *sizes, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out)
+    assert list(result) == [
+        "experiment",
+        "status",
+        "error",
+        "settings",
+        "device_results",
+        "conclusion",
+    ]
+    assert (result["experiment"], result["status"], result["error"]) == ("batch-sweep", "ok", None)
+    settings = result["settings"]
+    assert settings["devices"] == ["cpu"] and settings["batch_sizes"] == [8, 16]
+    assert (settings["dataset"], settings["images"], settings["threads"]) == ("synthetic", 32, 1)
+    [device] = result["device_results"]
+    assert (device["device"], device["status"], device["error"]) == ("cpu", "ok", None)
+    assert "copies nothing" in device["data_phase"] and device["pinned"] is False
+    for row in device["rows"]:
+        assert set(row) == {
+            "device",
+            "batch_size",
+            "steps",
+            "images_per_second",
+            "data_ms",
+            "compute_ms",
+            "data_share",
+            "error",
+        }
+        assert 0 < row["data_share"] < 1 and row["images_per_second"] > 0
+    assert [row["batch_size"] for row in device["rows"]] == [8, 16]
+    best = max(device["rows"], key=lambda row: row["images_per_second"])
+    assert device["summary"] == {
+        "best_batch_size": best["batch_size"],
+        "best_images_per_second": best["images_per_second"],
+    }
+    rows = [BatchSweepRow(**row) for row in device["rows"]]
+    assert result["conclusion"] == conclude("batch-sweep", {"cpu": rows})
+    assert "cpu: batch 8: " in err  # rows are shown as they arrive
+
+
+def test_the_table_has_a_row_per_pipeline_and_ends_with_the_sentence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(
+        ["experiment", "pipelines", *TINY, "--batch-size", "16", "--steps", "3", "--workers", "1"]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("pipelines: synthetic data (generated locally), ")
+    header = lines.index(next(line for line in lines if line.startswith("device ")))
+    assert lines[header].split() == [
+        "device",
+        "pipeline",
+        "batch",
+        "steps",
+        "ms/step",
+        "images/s",
+        "setup",
+        "s",
+        "workers",
+    ]
+    classic, resident = (lines[header + 1].split(), lines[header + 2].split())
+    assert classic[:3] == ["cpu", "classic", "16"] and classic[-1] == "1"
+    assert resident[:3] == ["cpu", "resident", "16"] and resident[-1] == "0"
+    assert lines[-1].startswith("On cpu, ") and lines[-1].endswith(".")
+
+
+def test_ctrl_c_stops_the_child_and_exits_130_quietly() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "gputui", "experiment", "batch-sweep", *TINY]
+    command += ["--batch-sizes", "64", "--steps", "100000", "--budget", "1000", "--limit", "64"]
+    experiment = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert experiment.stderr is not None
+        line = experiment.stderr.readline()  # "batch-sweep: synthetic data ..." once it started
+        assert line.startswith("batch-sweep: "), line
+        children = psutil.Process(experiment.pid).children(recursive=True)
+        assert children
+        time.sleep(0.3)  # into the timed steps
+        experiment.send_signal(signal.SIGINT)
+        out, err = experiment.communicate(timeout=30)
+        assert experiment.returncode == 130
+        assert "Traceback" not in err and out == ""
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive
+    finally:
+        experiment.kill()
+        experiment.wait()
