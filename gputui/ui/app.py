@@ -1,0 +1,342 @@
+"""The live monitor: a Textual app fed by samplers that run off the event loop.
+
+Build it with :func:`make_app`; production passes nothing and gets the real
+samplers, tests inject fakes (and a clock and a pre-filled history) to get
+deterministic screens::
+
+    app = make_app(Samplers(cpu=FakeHost(), nvml=FakeNvml(), mps=FakeMps()), interval=60)
+
+Polling follows dolphie: each source is sampled in a thread worker, which posts
+the reading as a message; the next poll of that source is scheduled only when the
+reading has arrived, so polls never pile up. All sources poll on one beat and
+their readings are painted together, in one batch, so the screen is repainted
+once a beat (only the lines that changed). A hung NVML call holds only its own
+daemon thread (see :mod:`gputui.ui.polling`): the CPU panel keeps updating, the
+NVIDIA panels are marked stale, and ``q`` still quits.
+
+Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
+the runner pane's place. ``#runner`` is an empty container kept out of the layout
+(``display: none`` in monitor.tcss) until the runner pane fills it; the monitor sizes
+itself from its own width, so it keeps working when the runner takes room beside it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Horizontal
+from textual.timer import Timer
+from textual.widgets import Footer
+from textual.worker import get_current_worker
+
+from gputui.telemetry.history import History
+from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
+from gputui.ui.polling import Abandoned, Samplers, SamplerThread, close_sampler
+from gputui.ui.widgets.monitor import Monitor, record_cpu, record_nvml
+
+Clock = Callable[[], float]
+"""Seconds on a monotonic clock."""
+
+SOURCES = ("cpu", "nvml", "mps")
+"""The sources the app polls, by their name in :class:`Samplers`."""
+
+MIN_REST = 0.1
+"""Shortest pause between two polls of a source, as a share of the interval."""
+
+CLOSE_WAIT_S = 0.5
+"""How long quitting waits for the samplers to shut down (NVML) before leaving them."""
+
+BEAT_GRACE_S = 0.2
+"""Longest the readings of one beat wait for each other before they are painted
+(a quarter of the interval when that is shorter)."""
+
+_MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled}
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def theme_for(color_system: str | None) -> str | None:
+    """The theme for a terminal's colour system: in 16 colours, the terminal's own palette.
+
+    Textual's themes are truecolor; on a 16-colour terminal Rich would map each
+    shade to its nearest ANSI colour (panels turn black, muted text vanishes).
+    ``ansi-dark`` uses the terminal's 16 colours by name instead.
+
+    Args:
+        color_system: Rich's detected colour system (``standard``, ``256``,
+            ``truecolor``, ``windows``, or ``None`` for no colour).
+
+    Returns:
+        A theme name, or ``None`` to keep Textual's default.
+    """
+    return "ansi-dark" if color_system in ("standard", "windows") else None
+
+
+def nvml_is_stale(taken_at: float, now: float, interval: float) -> bool:
+    """Whether NVIDIA readings taken at ``taken_at`` are stale at ``now`` (the sampler's rule)."""
+    from gputui.telemetry.nvml import is_stale
+
+    return is_stale(taken_at, now, interval)
+
+
+class MonitorApp(App[int]):
+    """gputui's live monitor."""
+
+    TITLE = "gputui"
+    CSS_PATH = Path(__file__).with_name("monitor.tcss")  # absolute: subclasses live elsewhere
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        samplers: Samplers,
+        *,
+        interval: float,
+        clock: Clock = time.monotonic,
+        history: History | None = None,
+        stale_check_s: float | None = None,
+    ) -> None:
+        """Build the app; nothing is sampled until it runs.
+
+        Args:
+            samplers: Where readings come from.
+            interval: Seconds between the start of one poll of a source and the next.
+            clock: Gives "now" for staleness; compare with readings' ``taken_at``.
+            history: Holds the GPU sparklines' values (default: five minutes' worth).
+            stale_check_s: How often to check for stale NVIDIA readings
+                (default: ``interval``, at most once a second).
+        """
+        super().__init__()
+        self.samplers = samplers
+        self.interval = interval
+        self.clock = clock
+        self.history = history if history is not None else History.for_window(interval)
+        self.stale_check_s = stale_check_s or min(interval, 1.0)
+        self.handled: dict[str, int] = dict.fromkeys(SOURCES, 0)
+        """Readings painted per source (tests wait on it)."""
+        self.failures: dict[str, str] = {}
+        """The last error of each source whose sampler raised."""
+        self._threads = {source: SamplerThread(f"gputui-{source}") for source in SOURCES}
+        self._started_at = clock()
+        self._beat_epoch = time.monotonic()
+        self._nvml_taken_at: float | None = None
+        self._in_flight: set[str] = set()
+        self._pending: dict[str, object] = {}
+        self._grace: Timer | None = None
+        self._monitor = Monitor(self.history, id="monitor")
+
+    def compose(self) -> ComposeResult:
+        """Monitor and runner side by side, footer below."""
+        with Horizontal(id="body"):
+            yield self._monitor
+            yield Container(id="runner")
+        yield Footer()
+
+    @property
+    def monitor(self) -> Monitor:
+        """The monitor column (held directly: ``query_one`` would search the active
+        screen, which is the command palette while it is open)."""
+        return self._monitor
+
+    @property
+    def _showing(self) -> bool:
+        """False once the app is closing and its widgets are going away."""
+        return self._monitor.is_attached
+
+    def on_mount(self) -> None:
+        """Start polling every source; the first frame does not wait for them."""
+        theme = None if self.is_headless else theme_for(self.console.color_system)
+        if theme is not None:  # not in tests: their screens must not depend on $TERM
+            self.theme = theme
+        self._beat_epoch = time.monotonic()
+        for source in SOURCES:
+            self._start_poll(source)
+        self.set_interval(self.stale_check_s, self._check_stale)
+
+    def on_unmount(self) -> None:
+        """Close each sampler on its own thread, once idle, and let the threads end."""
+        for source, thread in self._threads.items():
+            thread.close(partial(close_sampler, getattr(self.samplers, source)))
+
+    def wait_for_samplers(self, timeout_s: float) -> bool:
+        """After the app has run: wait up to ``timeout_s`` for the samplers to close.
+
+        A sampler stuck in a driver call is left behind (its thread is a daemon).
+        """
+        deadline = time.monotonic() + timeout_s
+        return all(
+            thread.join(max(deadline - time.monotonic(), 0.0)) for thread in self._threads.values()
+        )
+
+    @work(thread=True, exit_on_error=False, group="poll")
+    def _poll(self, source: str) -> None:
+        """Take one sample of ``source`` off the event loop and post it to the app."""
+        worker = get_current_worker()
+        sampler = getattr(self.samplers, source)
+        try:
+            reading = self._threads[source].call(sampler.sample, lambda: worker.is_cancelled)
+        except Abandoned:
+            return
+        except Exception as error:
+            if not worker.is_cancelled:
+                self.post_message(SamplerFailed(source, _one_line(error)))
+            return
+        if not worker.is_cancelled:
+            self.post_message(_MESSAGES[source](reading))
+
+    def _start_poll(self, source: str) -> None:
+        """Start one poll of ``source`` (on the event loop; the sampling runs in a thread)."""
+        self._in_flight.add(source)
+        self._poll(source)
+
+    def _poll_again(self, source: str) -> None:
+        """Schedule the next poll of ``source`` on the app's beat, now that this one is done.
+
+        Every source polls on the same beat (multiples of the interval since the app
+        started), so their readings arrive together and are painted together. A
+        sample that overran its beat waits for the next one (resting at least
+        ``MIN_REST`` of an interval): a slow driver never gets back-to-back calls.
+        """
+        now = time.monotonic()
+        delay = self.interval - (now - self._beat_epoch) % self.interval
+        if delay < self.interval * MIN_REST:
+            delay += self.interval
+        self.set_timer(delay, partial(self._start_poll, source))
+
+    def _arrived(self, source: str, reading: object) -> None:
+        """Keep a reading until the beat's other readings are in, then paint them together.
+
+        Painting waits at most ``BEAT_GRACE_S`` for a source still in flight, so a
+        hung NVML call delays the CPU panel by that much (a fraction of a second),
+        never more. Until every source has been painted once, readings are painted
+        as they come: the first frame fills in without waiting.
+        """
+        self._in_flight.discard(source)
+        self._pending[source] = reading
+        if source != "mps" or getattr(reading, "supported_platform", True):
+            self._poll_again(source)  # MPS cannot appear where it does not exist
+        if not self._in_flight or not all(self.handled.values()):
+            self._paint()
+        elif self._grace is None:
+            self._grace = self.set_timer(min(BEAT_GRACE_S, self.interval / 4), self._paint)
+
+    def _paint(self) -> None:
+        """Record and paint every reading that arrived this beat, in one batch."""
+        if self._grace is not None:
+            self._grace.stop()
+            self._grace = None
+        pending, self._pending = self._pending, {}
+        if not self._showing:
+            return
+        with self.batch_update():
+            cpu = pending.get("cpu")
+            if isinstance(cpu, CpuReading):
+                record_cpu(self.history, cpu)
+                self.monitor.show_cpu(cpu)
+                self.handled["cpu"] += 1
+            nvml = pending.get("nvml")
+            if isinstance(nvml, NvmlReading):
+                self._nvml_taken_at = nvml.taken_at
+                record_nvml(self.history, nvml)
+                self.monitor.show_nvml(nvml)
+                self._check_stale()
+                self.handled["nvml"] += 1
+            mps = pending.get("mps")
+            if isinstance(mps, MpsReading):
+                self.monitor.show_mps(mps)
+                self.handled["mps"] += 1
+
+    def on_cpu_sampled(self, message: CpuSampled) -> None:
+        """A host reading arrived."""
+        self._arrived("cpu", message.reading)
+
+    def on_nvml_sampled(self, message: NvmlSampled) -> None:
+        """An NVIDIA reading arrived."""
+        self._arrived("nvml", message.reading)
+
+    def on_mps_sampled(self, message: MpsSampled) -> None:
+        """An MPS reading arrived."""
+        self._arrived("mps", message.reading)
+
+    def on_sampler_failed(self, message: SamplerFailed) -> None:
+        """A sampler raised: say so once, keep the last readings, and poll again."""
+        self._in_flight.discard(message.source)
+        self._poll_again(message.source)
+        if self._pending and not self._in_flight:
+            self._paint()
+        if not self._showing:
+            return
+        if message.source not in self.failures:
+            self.notify(
+                f"The {message.source} sampler failed ({message.error}); retrying.",
+                severity="error",
+                timeout=10,
+            )
+        self.failures[message.source] = message.error
+        self.log.error(f"{message.source} sampler failed: {message.error}")
+
+    def _check_stale(self) -> None:
+        """Mark the NVIDIA panels stale while NVML has not answered for too long."""
+        if not self._showing:
+            return
+        now = self.clock()
+        since = self._nvml_taken_at if self._nvml_taken_at is not None else self._started_at
+        stale = nvml_is_stale(since, now, self.interval)
+        self.monitor.set_nvml_stale(now - since if stale else None)
+
+
+def make_app(
+    samplers: Samplers | None = None,
+    *,
+    interval: float = 1.0,
+    clock: Clock = time.monotonic,
+    history: History | None = None,
+    stale_check_s: float | None = None,
+) -> MonitorApp:
+    """Build the monitor app.
+
+    Args:
+        samplers: Where readings come from (default: the real host, NVML and MPS
+            samplers, built lazily in their threads).
+        interval: Seconds between polls of each source.
+        clock: "Now" for staleness; must match the clock behind readings' ``taken_at``.
+        history: GPU sparkline values, e.g. pre-filled for a snapshot.
+        stale_check_s: How often to check for stale NVIDIA readings.
+
+    Returns:
+        The app, not yet running.
+    """
+    return MonitorApp(
+        samplers if samplers is not None else Samplers.real(),
+        interval=interval,
+        clock=clock,
+        history=history,
+        stale_check_s=stale_check_s,
+    )
+
+
+def run_app(interval: float) -> int:
+    """Run the monitor with the real samplers until the user quits.
+
+    Args:
+        interval: Seconds between samples.
+
+    Returns:
+        The process exit code.
+    """
+    app = make_app(interval=interval)
+    app.run()
+    app.wait_for_samplers(CLOSE_WAIT_S)
+    return app.return_code or 0

@@ -1,0 +1,117 @@
+"""How the monitor splits its room: a pure function of size and counts, tested on its own.
+
+The CPU panel and the GPU area get the heights they need; the process table takes
+what is left (at least ``PROCESS_MIN_HEIGHT``), and the MPS line sits under it.
+The GPU area picks the roomiest form that fits:
+
+- ``cards``: a grid of cards, a title and four lines each (utilization and
+  memory gauges with sparklines, temperature, power, clock, fan, PCIe);
+- ``two-line``: two lines a GPU, full width;
+- ``one-line``: one line a GPU (eight GPUs at 80x24), scrolling if even that is too tall.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from gputui.ui.render import CARD_LINES, core_grid_columns, core_strip_rows
+
+BORDER_ROWS = 2
+"""A bordered panel's top and bottom border."""
+BORDER_COLUMNS = 4
+"""A bordered panel's side borders plus one cell of padding each side."""
+MPS_HEIGHT = 1
+"""The MPS line."""
+PROCESS_MIN_HEIGHT = 5
+"""The process table's border, header and two rows."""
+CARD_HEIGHT = 1 + CARD_LINES
+"""A GPU card: its title rule and its lines."""
+CARD_MIN_WIDTH = 56
+"""Narrowest a GPU card gets before the grid drops a column."""
+CARD_GUTTER = 2
+"""Cells between two columns of cards."""
+TWO_LINE_MIN_WIDTH = 70
+"""Narrowest inner width at which the two-line form still fits both gauges."""
+ROOMY_MIN_HEIGHT = 40
+"""From this height the CPU panel shows a bar per core instead of a strip."""
+ROOMY_MAX_GRID_ROWS = 8
+"""More rows of per-core bars than this and the CPU panel stays a strip."""
+
+
+class GpuMode(str, Enum):
+    """How the GPU area draws each GPU."""
+
+    MESSAGE = "message"
+    """No GPU to draw: a sentence (waiting, NVML unavailable, or no GPU)."""
+    CARDS = "cards"
+    """A grid of cards."""
+    TWO_LINE = "two-line"
+    """Two lines a GPU."""
+    ONE_LINE = "one-line"
+    """One line a GPU."""
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorLayout:
+    """Heights and forms for one size of the monitor."""
+
+    cpu_height: int
+    """Rows of the CPU panel, border included."""
+    cpu_grid: bool
+    """True for a bar per core, False for the one-cell-per-core strip."""
+    gpu_mode: GpuMode
+    """How the GPU area draws each GPU."""
+    gpu_columns: int
+    """Columns of cards (1 unless ``gpu_mode`` is ``cards``)."""
+    gpu_height: int
+    """Rows of the GPU area, border included."""
+
+
+def plan_layout(
+    width: int,
+    height: int,
+    *,
+    cores: int,
+    gpu_count: int | None,
+    message_length: int = 0,
+) -> MonitorLayout:
+    """Split a ``width`` x ``height`` monitor between its panels.
+
+    Args:
+        width: Cells across the monitor column.
+        height: Rows of the monitor column (the footer is not part of it).
+        cores: Logical cores (0 while the first host reading is on its way).
+        gpu_count: GPUs to draw; ``None`` when there are none to draw and the GPU
+            area shows a sentence instead.
+        message_length: Characters of that sentence.
+
+    Returns:
+        The plan; the process table takes the rows left over.
+    """
+    inner = max(width - BORDER_COLUMNS, 1)
+    cpu_grid = False
+    cpu_body = 2 + core_strip_rows(max(cores, 1), inner)
+    if height >= ROOMY_MIN_HEIGHT and cores:
+        grid_rows = math.ceil(cores / core_grid_columns(inner))
+        if grid_rows <= ROOMY_MAX_GRID_ROWS:
+            cpu_grid, cpu_body = True, 2 + grid_rows
+    cpu_height = BORDER_ROWS + cpu_body
+
+    if not gpu_count:
+        lines = max(1, math.ceil(message_length / inner)) if message_length else 1
+        return MonitorLayout(cpu_height, cpu_grid, GpuMode.MESSAGE, 1, BORDER_ROWS + lines)
+
+    budget = height - cpu_height - MPS_HEIGHT - PROCESS_MIN_HEIGHT - BORDER_ROWS
+    max_columns = max(1, (inner + CARD_GUTTER) // (CARD_MIN_WIDTH + CARD_GUTTER))
+    rows = math.ceil(gpu_count / min(max_columns, gpu_count))
+    columns = math.ceil(gpu_count / rows)  # balance: 4 GPUs in 3 columns -> 2x2
+    if rows * CARD_HEIGHT <= budget:
+        return MonitorLayout(
+            cpu_height, cpu_grid, GpuMode.CARDS, columns, BORDER_ROWS + rows * CARD_HEIGHT
+        )
+    if inner >= TWO_LINE_MIN_WIDTH and 2 * gpu_count <= budget:
+        return MonitorLayout(cpu_height, cpu_grid, GpuMode.TWO_LINE, 1, BORDER_ROWS + 2 * gpu_count)
+    visible = min(gpu_count, max(budget, min(gpu_count, 3)))
+    return MonitorLayout(cpu_height, cpu_grid, GpuMode.ONE_LINE, 1, BORDER_ROWS + visible)

@@ -1,0 +1,1 @@
+"""The monitor's widgets: thin wrappers that paint what ``gputui.ui.render`` draws."""

@@ -1,0 +1,113 @@
+"""A widget that paints a few pre-built lines, repainting only the lines that changed.
+
+This is the monitor's hot path: every panel redraws once a sample. Textual's
+general path turns content into strips through wrapping, alignment and per-segment
+styles that carry selection offsets; these panels need none of that. So each line
+is built by a pure renderer (``gputui.ui.render.Line``), compared with the line on
+screen, turned into a ``Strip`` with styles resolved once per theme, and cached
+until it changes.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from textual.content import Content
+from textual.events import Resize
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.style import Style
+from textual.widget import Widget
+
+from gputui.ui.render import Line
+
+
+def set_border_title(widget: Widget, title: str | Content) -> None:
+    """Set ``widget``'s border title as literal text (never markup), only if it changed."""
+    content = Content(title) if isinstance(title, str) else title
+    if widget.border_title != content.markup:
+        widget.border_title = content
+
+
+class LinesWidget(Widget):
+    """Paints ``build_lines(width)``; :meth:`rebuild` repaints only the lines that changed.
+
+    Subclasses keep their reading in an attribute, implement :meth:`build_lines`
+    and call :meth:`rebuild` when the reading changes. Heights come from CSS or the
+    layout plan, so a repaint needs no new layout; only a change in the number of
+    lines (GPUs came or went) asks for one.
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        """Start with nothing to paint."""
+        super().__init__(id=id, classes=classes)
+        self._lines: tuple[Line, ...] = ()
+        self._strips: dict[int, Strip] = {}
+        self._styles: dict[str, RichStyle] = {}
+        self._base: Style | None = None
+
+    def build_lines(self, width: int) -> list[Line]:
+        """The lines to paint for the content ``width``; override this."""
+        raise NotImplementedError
+
+    @property
+    def lines(self) -> tuple[Line, ...]:
+        """The lines painted now."""
+        return self._lines
+
+    def rebuild(self) -> None:
+        """Rebuild the lines; repaint those that differ (in text or style) from what is shown."""
+        width = self.content_size.width
+        if width <= 0:
+            return
+        lines = tuple(self.build_lines(width))
+        old = self._lines
+        if len(lines) != len(old):  # a new height too, where the height is auto
+            self._lines = lines
+            self._strips.clear()
+            self.refresh(layout=True)
+            return
+        pairs = enumerate(zip(lines, old, strict=True))
+        changed = [y for y, (new, was) in pairs if new != was]
+        if not changed:
+            return
+        self._lines = lines
+        for y in changed:
+            self._strips.pop(y, None)
+        # Only the changed lines: the border, title and unchanged lines stay as painted.
+        width = self.size.width
+        self.refresh(*(Region(0, y, width, 1) for y in changed))
+
+    def render_line(self, y: int) -> Strip:
+        """Line ``y`` as a strip, from the cache when it has not changed."""
+        base = self.visual_style
+        if base is not self._base:  # theme or CSS changed: resolve styles again
+            self._base = base
+            self._styles.clear()
+            self._strips.clear()
+        strip = self._strips.get(y)
+        if strip is None:
+            width = self.size.width
+            line = self._lines[y] if y < len(self._lines) else Line()
+            strip = self._to_strip(line, base).adjust_cell_length(width, base.rich_style)
+            self._strips[y] = strip
+        return strip
+
+    def _to_strip(self, line: Line, base: Style) -> Strip:
+        base_rich = base.rich_style
+        segments = [
+            Segment(text, self._rich(style, base) if style else base_rich)
+            for text, style in line.parts
+        ]
+        return Strip(segments, line.width)
+
+    def _rich(self, style: str, base: Style) -> RichStyle:
+        rich = self._styles.get(style)
+        if rich is None:
+            rich = self._styles[style] = (base + self.app.stylesheet.parse_style(style)).rich_style
+        return rich
+
+    def on_resize(self, event: Resize) -> None:
+        """Lines are laid out for a width: rebuild them for the new one."""
+        self._strips.clear()
+        self.rebuild()

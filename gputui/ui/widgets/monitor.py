@@ -1,0 +1,162 @@
+"""The monitor column: CPU panel, NVIDIA area, process table and MPS line, laid out to fit."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.events import Resize
+
+from gputui.telemetry.history import History
+from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.ui.layout import GpuMode, MonitorLayout, plan_layout
+from gputui.ui.render import gpu_memory_percent
+from gputui.ui.widgets.cpu_panel import CpuPanel
+from gputui.ui.widgets.gpu_area import GpuArea
+from gputui.ui.widgets.mps_panel import MpsPanel
+from gputui.ui.widgets.process_table import ProcessTable
+
+NO_GPU = "NVML answers, but lists no NVIDIA GPU."
+"""What the NVIDIA area says when the driver sees no GPU."""
+UNAVAILABLE = "NVML is unavailable."
+"""Fallback when NVML fails without saying why (the sampler should always say)."""
+
+
+CPU_METRIC = "cpu.util"
+"""History name of the host's total utilization."""
+
+
+def util_metric(index: int) -> str:
+    """History name of GPU ``index``'s utilization."""
+    return f"gpu{index}.util"
+
+
+def memory_metric(index: int) -> str:
+    """History name of GPU ``index``'s memory in use (percent)."""
+    return f"gpu{index}.memory"
+
+
+def record_cpu(history: History, reading: CpuReading) -> None:
+    """Append the host's total utilization to ``history``."""
+    history.append(CPU_METRIC, reading.utilization_percent)
+
+
+def record_nvml(history: History, reading: NvmlReading) -> None:
+    """Append each GPU's utilization and memory to ``history`` (a lost GPU records gaps)."""
+    for gpu in reading.gpus:
+        history.append(util_metric(gpu.index), gpu.utilization_percent)
+        history.append(memory_metric(gpu.index), gpu_memory_percent(gpu))
+
+
+class Monitor(Vertical):
+    """Everything the monitor shows; the app feeds it readings, it decides the layout."""
+
+    def __init__(self, history: History, *, id: str | None = None) -> None:
+        """Start empty; readings arrive after the first frame.
+
+        Args:
+            history: Where GPU sparklines read their values (the app records into it).
+            id: The widget id.
+        """
+        super().__init__(id=id)
+        self.history = history
+        self.nvml: NvmlReading | None = None
+        self.cores = 0
+        self.layout_plan: MonitorLayout | None = None
+        self.cpu_panel = CpuPanel(id="cpu")
+        self.gpu_area = GpuArea(id="gpus")
+        self.process_table = ProcessTable(id="processes")
+        self.mps_panel = MpsPanel(id="mps")
+
+    def compose(self) -> ComposeResult:
+        """The four panels, top to bottom."""
+        yield self.cpu_panel
+        yield self.gpu_area
+        yield self.process_table
+        yield self.mps_panel
+
+    def on_resize(self, event: Resize) -> None:
+        """A new size: plan the layout again."""
+        self.apply_layout()
+
+    def show_cpu(self, reading: CpuReading) -> None:
+        """Paint a host reading (its utilization is already recorded in the history)."""
+        self.cpu_panel.show(reading, self.history.series(CPU_METRIC))
+        if reading.logical_cores != self.cores:
+            self.cores = reading.logical_cores
+            self.apply_layout()
+
+    def show_nvml(self, reading: NvmlReading) -> None:
+        """Paint an NVML reading (its values are already recorded in the history)."""
+        before = self._gpu_shape(self.nvml)
+        self.nvml = reading
+        area = self.gpu_area
+        table = self.process_table
+        status = reading.status
+        if not status.available:
+            area.show_message(status.error or UNAVAILABLE, title="NVIDIA · unavailable")
+        elif not reading.gpus:
+            area.show_message(NO_GPU, title=area_title_no_gpu(status.driver_version))
+        else:
+            histories = [
+                (
+                    self.history.series(util_metric(gpu.index)),
+                    self.history.series(memory_metric(gpu.index)),
+                )
+                for gpu in reading.gpus
+            ]
+            area.show_gpus(
+                reading.gpus,
+                histories,
+                driver=status.driver_version,
+                cuda=status.cuda_driver_version,
+            )
+        if table.display != status.available:
+            table.display = status.available
+        table.show(reading.gpus)
+        if self._gpu_shape(reading) != before:
+            self.apply_layout()
+
+    def show_mps(self, reading: MpsReading) -> None:
+        """Paint an MPS reading."""
+        self.mps_panel.show(reading)
+
+    def set_nvml_stale(self, age_s: float | None) -> None:
+        """Mark the NVIDIA area and process table stale (``age_s`` old), or fresh."""
+        self.gpu_area.set_stale(age_s)
+        self.process_table.set_class(age_s is not None, "-stale")
+
+    def apply_layout(self) -> None:
+        """Fit the panels to the monitor's size; touches styles only when the plan changes."""
+        width, height = self.size
+        if not width or not height:
+            return
+        nvml = self.nvml
+        gpu_count = len(nvml.gpus) if nvml and nvml.status.available and nvml.gpus else None
+        area = self.gpu_area
+        plan = plan_layout(
+            width,
+            height,
+            cores=self.cores,
+            gpu_count=gpu_count,
+            message_length=len(area.message),
+        )
+        if plan == self.layout_plan:
+            return
+        self.layout_plan = plan
+        cpu = self.cpu_panel
+        cpu.styles.height = plan.cpu_height
+        cpu.grid = plan.cpu_grid
+        area.styles.height = plan.gpu_height
+        area.set_columns(plan.gpu_columns)
+        area.mode = plan.gpu_mode if gpu_count else GpuMode.MESSAGE
+
+    @staticmethod
+    def _gpu_shape(reading: NvmlReading | None) -> tuple[bool, int, str]:
+        if reading is None:
+            return (False, -1, "")
+        return (reading.status.available, len(reading.gpus), reading.status.error or "")
+
+
+def area_title_no_gpu(driver: str | None) -> str:
+    """``NVIDIA · driver 550.54.15`` for an area with no GPU to show."""
+    return "NVIDIA" + (f" · driver {driver}" if driver else "")

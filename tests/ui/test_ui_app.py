@@ -1,0 +1,343 @@
+"""The real app, driven by the pilot and fed by fake samplers."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+from textual.command import CommandPalette
+
+from gputui.telemetry.readings import GpuProcess
+from gputui.ui.app import MonitorApp, theme_for
+from gputui.ui.layout import GpuMode
+from gputui.ui.widgets.cpu_panel import CpuPanel
+from gputui.ui.widgets.gpu_area import GpuArea
+from gputui.ui.widgets.mps_panel import MpsPanel
+from gputui.ui.widgets.process_table import ProcessTable
+from tests.ui.fakes import (
+    MPS_ON_LINUX,
+    NO_DRIVER,
+    T0,
+    CountingCpuSampler,
+    FakeClock,
+    GiB,
+    HangingSampler,
+    RaisingSampler,
+    ScriptedSampler,
+    SettableSampler,
+    cpu_reading,
+    fake_app,
+    gpu_reading,
+    h100s,
+    lost_gpu,
+    nvml_reading,
+    screen_text,
+    settled,
+    unsupported_gpu,
+    wait_until,
+)
+
+
+@pytest.fixture
+def hanging() -> Iterator[list[HangingSampler[object]]]:
+    """Hanging samplers made by a test; released afterwards so no thread stays stuck."""
+    made: list[HangingSampler[object]] = []
+    yield made
+    for sampler in made:
+        sampler.release.set()
+
+
+def card_text(app: MonitorApp, index: int) -> str:
+    return app.query_one(GpuArea).gpu_list.gpu_text(index)
+
+
+async def test_panels_show_the_injected_readings() -> None:
+    app = fake_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        cpu = app.query_one(CpuPanel)
+        assert "38%" in cpu.lines[0].plain
+        assert "load 3.42 2.91 2.05" in cpu.lines[0].plain
+        assert "41.3/125.7 GiB" in cpu.lines[-1].plain
+        area = app.query_one(GpuArea)
+        assert area.border_title == "NVIDIA · 2 GPUs · driver 550.54.15 · CUDA 12.4"
+        assert area.mode is GpuMode.CARDS
+        assert [gpu.index for gpu in area.gpu_list.gpus] == [0, 1]
+        assert "92%" in card_text(app, 0)
+        assert "61.2/80.0 GiB" in card_text(app, 0)
+        assert "pwr 340/700 W" in card_text(app, 1)
+        table = app.query_one(ProcessTable)
+        assert table.row_count == 2
+        command = table.get_cell("0:41000:compute", "command")
+        assert command.plain.endswith("--shard 0 [run 7]")  # brackets kept: not markup
+        assert MPS_ON_LINUX.message in app.query_one(MpsPanel).lines[0].plain
+        text = screen_text(app)
+        assert "CPU · AMD EPYC 7763 64-Core Processor" in text
+        assert "0 · NVIDIA H100 80GB HBM3 · P0" in text
+        assert "GPU processes · 2" in text
+        assert "Quit" in text and "palette" in text  # the footer shows the keys
+        assert app.query_one("#runner").display is False
+
+
+async def test_unsupported_readings_show_na() -> None:
+    bare_cpu = cpu_reading(load_average=None, frequency_mhz=None, self_rss_bytes=None)
+    app = fake_app(
+        cpu=ScriptedSampler(bare_cpu),
+        nvml=ScriptedSampler(nvml_reading([unsupported_gpu(0)])),
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        text = screen_text(app)
+        assert "load n/a" in text
+        assert "clock n/a" in text
+        for field in ("pwr n/a", "sm n/a", "fan n/a", "PCIe n/a", "mem bw n/a"):
+            assert field in card_text(app, 0)
+        assert "0 · NVIDIA GeForce GT 710 · n/a" in text
+
+
+async def test_a_lost_gpu_says_lost_and_the_others_keep_updating() -> None:
+    before = nvml_reading([gpu_reading(0), gpu_reading(1)])
+    after = nvml_reading([gpu_reading(0, utilization_percent=13.0), lost_gpu(1)], taken_at=T0)
+    app = fake_app(nvml=ScriptedSampler(before, after), interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 2)
+        assert card_text(app, 1).splitlines()[1].startswith("LOST")
+        assert "1 · NVIDIA H100 80GB HBM3 · LOST" in screen_text(app)
+        assert " 13% " in card_text(app, 0)
+        assert app.query_one(ProcessTable).row_count == 1
+
+
+async def test_without_nvml_one_sentence_says_why_and_the_rest_works() -> None:
+    app = fake_app(nvml=ScriptedSampler(nvml_reading(status=NO_DRIVER)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        area = app.query_one(GpuArea)
+        assert area.mode is GpuMode.MESSAGE
+        assert area.message == NO_DRIVER.error
+        text = re.sub(r"[│\s]+", " ", screen_text(app))  # unwrap the panel's lines
+        assert NO_DRIVER.error in text
+        assert "NVIDIA · unavailable" in text
+        assert app.query_one(ProcessTable).display is False
+        assert "38%" in app.query_one(CpuPanel).lines[0].plain
+
+
+async def test_first_frame_does_not_wait_for_samples(
+    hanging: list[HangingSampler[object]],
+) -> None:
+    firsts = (cpu_reading(), h100s(1), MPS_ON_LINUX)
+    cpu, nvml, mps = (HangingSampler(None, then) for then in firsts)
+    hanging.extend([cpu, nvml, mps])
+    app = fake_app(cpu=cpu, nvml=nvml, mps=mps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: all(s.hanging.is_set() for s in (cpu, nvml, mps)))
+        text = screen_text(app)
+        assert "Reading the CPU…" in text
+        assert "Waiting for the NVIDIA driver (NVML) to answer…" in text
+        assert "MPS  checking…" in text
+        for sampler in (cpu, nvml, mps):
+            sampler.release.set()
+        await settled(pilot)
+        assert "38%" in screen_text(app)
+
+
+async def test_a_hung_driver_marks_gpus_stale_while_the_cpu_keeps_updating(
+    hanging: list[HangingSampler[object]],
+) -> None:
+    clock = FakeClock()
+    nvml = HangingSampler(h100s(2), then=h100s(2, taken_at=T0 + 10))
+    hanging.append(nvml)
+    cpu = CountingCpuSampler()
+    app = fake_app(cpu=cpu, nvml=nvml, interval=0.05, clock=clock, stale_check_s=0.02)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, nvml.hanging.is_set)
+        area = app.query_one(GpuArea)
+        assert not area.has_class("-stale")
+        clock.advance(10)
+        await wait_until(pilot, lambda: area.has_class("-stale"))
+        assert "CUDA 12.4 · stale 10s" in screen_text(app)
+        assert app.query_one(ProcessTable).has_class("-stale")
+        panel = app.query_one(CpuPanel)
+
+        def cpu_shown() -> int:  # the fake host's utilization counts its samples
+            return int(re.search(r"(\d+)%", panel.lines[0].plain).group(1))  # type: ignore[union-attr]
+
+        target = cpu_shown() + 3
+        await wait_until(pilot, lambda: cpu_shown() >= target)
+        assert nvml.calls == 2  # no pile-up: one poll in flight, none queued behind it
+        nvml.release.set()
+        await wait_until(pilot, lambda: not area.has_class("-stale"))
+        assert "stale" not in screen_text(app)
+
+
+async def test_q_quits_even_while_the_driver_hangs(
+    hanging: list[HangingSampler[object]],
+) -> None:
+    nvml = HangingSampler(h100s(2))
+    hanging.append(nvml)
+    app = fake_app(nvml=nvml, interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, nvml.hanging.is_set)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+    assert not app.is_running
+
+
+async def test_the_command_palette_opens() -> None:
+    app = fake_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, CommandPalette))
+
+
+async def test_eight_gpus_fit_at_80x24() -> None:
+    app = fake_app(nvml=ScriptedSampler(h100s(8)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        area = app.query_one(GpuArea)
+        assert area.mode is GpuMode.ONE_LINE
+        assert area.gpu_list.region.height == 8
+        assert area.content_region.contains_region(area.gpu_list.region)  # no scrolling needed
+        assert " 100% " in card_text(app, 4)
+        text = screen_text(app)
+        for index in range(8):
+            assert f"{index} H100" in text
+        assert "GPU processes · 6" in text
+
+
+async def test_the_process_table_touches_only_changed_cells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = h100s(2)
+    gpu0 = gpu_reading(0)
+    moved = gpu_reading(
+        0,
+        processes=(
+            GpuProcess(41000, "ada", gpu0.processes[0].command, 12 * GiB),
+            GpuProcess(777, None, None, None),
+        ),
+    )
+    second = nvml_reading([moved, gpu_reading(1, processes=())])
+    nvml = SettableSampler(first)
+    app = fake_app(nvml=nvml, interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        table = app.query_one(ProcessTable)
+        updates: list[tuple[str, str]] = []
+        original = table.update_cell
+
+        def spy(row_key: str, column_key: str, value: object, **kwargs: bool) -> None:
+            updates.append((str(row_key), str(column_key)))
+            original(row_key, column_key, value, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(table, "update_cell", spy)
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 3)
+        assert updates == []  # the same reading again: nothing to touch
+        nvml.reading = second
+        handled = app.handled["nvml"]
+        await wait_until(pilot, lambda: app.handled["nvml"] >= handled + 3)
+        assert updates == [("0:41000:compute", "memory")]
+        assert set(table.shown) == {"0:41000:compute", "0:777:compute"}
+        assert table.get_cell("0:41000:compute", "memory").plain == "12.0 GiB"
+        assert [cell.plain for cell in table.get_row("0:777:compute")] == [
+            "0",
+            "777",
+            "n/a",
+            "n/a",
+            "n/a",
+        ]
+        assert [table.get_row_at(i)[1].plain for i in range(2)] == ["777", "41000"]
+
+
+async def test_a_failing_sampler_is_reported_and_retried() -> None:
+    nvml = RaisingSampler()
+    app = fake_app(nvml=nvml, interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: nvml.calls >= 3)
+        assert app.failures["nvml"] == "RuntimeError: driver said no"
+        assert "38%" in app.query_one(CpuPanel).lines[0].plain
+        assert len(app._notifications) == 1  # said once, not every poll
+
+
+async def test_mps_is_not_polled_again_where_it_cannot_exist() -> None:
+    mps = ScriptedSampler(MPS_ON_LINUX)
+    app = fake_app(mps=mps, interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.handled["cpu"] >= 5)
+        assert mps.calls == 1
+
+
+def saturation(svg: str) -> dict[str, int]:
+    """Each fill colour of a screenshot and how far it is from grey (0 = grey)."""
+    found = {}
+    for colour in set(re.findall(r"fill: #([0-9a-f]{6})", svg)):
+        red, green, blue = (int(colour[i : i + 2], 16) for i in (0, 2, 4))
+        found[colour] = max(red, green, blue) - min(red, green, blue)
+    return found
+
+
+async def test_no_color_renders_in_greys(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = fake_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert max(saturation(app.export_screenshot()).values()) > 60  # colours, normally
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = fake_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert app.no_color
+        assert "92%" in screen_text(app)
+        greys = saturation(app.export_screenshot())
+    assert greys
+    assert max(greys.values()) <= 8, greys  # the SVG's own text colour is a near-grey
+
+
+def test_sixteen_colour_terminals_get_the_terminal_palette() -> None:
+    assert theme_for("standard") == "ansi-dark"
+    assert theme_for("windows") == "ansi-dark"
+    assert theme_for("256") is None
+    assert theme_for("truecolor") is None
+
+
+async def test_the_ansi_theme_renders() -> None:
+    app = fake_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.theme = "ansi-dark"
+        await settled(pilot)
+        assert "92%" in screen_text(app)
+        assert "CUDA" in app.export_screenshot()
+
+
+def test_running_the_app_never_imports_torch() -> None:
+    """With the real samplers, in a fresh interpreter (sys.modules is per process)."""
+    code = textwrap.dedent(
+        """
+        import asyncio, json, sys
+        from gputui.ui.app import make_app
+
+        async def main():
+            app = make_app(interval=0.25)
+            async with app.run_test(size=(80, 24)) as pilot:
+                while not all(app.handled.values()):
+                    await pilot.pause(0.05)
+            return app.handled
+
+        handled = asyncio.run(asyncio.wait_for(main(), 60))
+        print(json.dumps({"torch": "torch" in sys.modules, "handled": handled}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=90, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["torch"] is False
+    assert all(count >= 1 for count in result["handled"].values())

@@ -1,0 +1,277 @@
+"""The pure renderers, without an app: exact widths, n/a for None, aligned columns."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gputui.telemetry.readings import GpuProcess, MpsReading
+from gputui.ui.render import (
+    CARD_LINES,
+    HOT,
+    LOST_HINT,
+    OK,
+    WARM,
+    Line,
+    bar,
+    core_grid,
+    core_grid_columns,
+    core_strip,
+    core_strip_rows,
+    cpu_memory_line,
+    cpu_summary_line,
+    cpu_title,
+    fmt_link_rate,
+    gauge_line,
+    gpu_card_lines,
+    gpu_one_line,
+    gpu_title,
+    gpu_two_lines,
+    level_style,
+    mps_line,
+    nvml_title,
+    process_cells,
+    short_name,
+    sparkline,
+    stale_tag,
+    stat_cells,
+)
+from tests.ui.fakes import GiB, cpu_reading, gpu_reading, lost_gpu, unsupported_gpu
+
+HISTORY = [float(v) for v in range(0, 100, 5)]
+
+
+def test_line_fits_pads_crops_and_compares() -> None:
+    line = Line(("abc", OK), "def")
+    assert (line.plain, line.cell_length) == ("abcdef", 6)
+    assert Line(("abc", OK), "def").fit(8).plain == "abcdef  "
+    cropped = Line(("abc", OK), "def").fit(4)
+    assert (cropped.plain, cropped.cell_length) == ("abc…", 4)
+    assert cropped.styled() == [("abc", OK)]
+    assert Line("°C ▁█").cell_length == 5
+    assert Line("ab", ("c", OK)) == Line("ab", ("c", OK))
+    assert Line(("abc", OK)) != Line("abc")  # same text, another colour: a change to paint
+    assert Line(("x", OK)).content().spans[0].style == OK
+
+
+@pytest.mark.parametrize("percent", [None, -5.0, 0.0, 0.6, 33.3, 50.0, 99.9, 100.0, 250.0])
+@pytest.mark.parametrize("width", [1, 2, 8, 21])
+def test_bar_is_exactly_width_cells(percent: float | None, width: int) -> None:
+    assert bar(percent, width).cell_length == width
+
+
+def test_bar_fills_in_eighths_and_clamps() -> None:
+    assert bar(50.0, 8).plain == "████····"
+    assert bar(100.0, 4).plain == "████"
+    assert bar(250.0, 4).plain == "████"
+    assert bar(-3.0, 4).plain == "····"
+    assert bar(1 / 16 * 100, 2).plain == "▏·"  # one eighth of two cells
+    assert bar(None, 5).plain == "·····"
+    assert bar(10.0, 0).plain == ""
+
+
+def test_bar_colour_follows_level() -> None:
+    assert ("██", OK) in bar(50.0, 4).styled()
+    assert ("███", WARM) in bar(75.0, 4).styled()
+    assert ("████", HOT) in bar(100.0, 4).styled()
+    assert level_style(None) != OK
+
+
+def test_sparkline_newest_on_the_right_padded_left() -> None:
+    line = sparkline([0.0, 50.0, 100.0], 5)
+    assert line.plain == "  ▁▄█"
+    assert sparkline([None, 100.0], 2).plain == " █"
+    assert sparkline(HISTORY, 4).plain == sparkline(HISTORY[-4:], 4).plain
+    assert sparkline([150.0, -1.0], 2).plain == "█▁"
+    assert sparkline(HISTORY, 0).plain == ""
+
+
+@given(
+    values=st.lists(st.none() | st.floats(allow_nan=False, allow_infinity=False), max_size=50),
+    width=st.integers(min_value=1, max_value=60),
+)
+def test_sparkline_width_for_any_history(values: list[float | None], width: int) -> None:
+    assert sparkline(values, width).cell_length == width
+
+
+@pytest.mark.parametrize("width", [12, 20, 40, 77, 150])
+def test_gauge_line_is_exactly_width(width: int) -> None:
+    assert gauge_line("GPU", 42.0, width, spark=HISTORY).cell_length == width
+    assert gauge_line("MEM", None, width, detail="n/a / n/a").cell_length == width
+
+
+def test_gauge_line_shows_percent_sparkline_and_detail() -> None:
+    line = gauge_line("MEM", 76.4, 60, spark=[100.0] * 60, detail="61.2/80.0 GiB").plain
+    assert line.startswith("MEM ")
+    assert " 76% " in line
+    assert "█" * 5 in line
+    assert line.endswith("61.2/80.0 GiB")
+    assert "n/a" in gauge_line("GPU", None, 30).plain
+
+
+def test_cpu_lines_show_reading_and_na() -> None:
+    cpu = cpu_reading(37.5)
+    summary = cpu_summary_line(cpu, 100, HISTORY).plain
+    assert "38%" in summary
+    assert "load 3.42 2.91 2.05" in summary
+    assert "clock 2.45/3.50 GHz" in summary
+    memory = cpu_memory_line(cpu, 100).plain
+    assert "41.3/125.7 GiB" in memory
+    assert "swap 0.2/8.0 GiB" in memory
+    assert "gputui 0.7% 43.0 MiB" in memory
+    bare = replace(
+        cpu,
+        load_average=None,
+        frequency_mhz=None,
+        self_cpu_percent=None,
+        self_rss_bytes=None,
+        swap_total_bytes=0,
+        swap_used_bytes=0,
+    )
+    assert "load n/a" in cpu_summary_line(bare, 100).plain
+    assert "clock n/a" in cpu_summary_line(bare, 100).plain
+    assert "gputui n/a n/a" in cpu_memory_line(bare, 100).plain
+    assert "swap none" in cpu_memory_line(bare, 100).plain
+    for width in (40, 76, 196):
+        assert cpu_summary_line(cpu, width).cell_length == width
+        assert cpu_memory_line(cpu, width).cell_length == width
+
+
+def test_cpu_title() -> None:
+    assert cpu_title(None) == "CPU"
+    assert cpu_title(cpu_reading()) == "CPU · AMD EPYC 7763 64-Core Processor · 16 threads, 8 cores"
+    assert cpu_title(cpu_reading(model_name=None, physical_cores=None)) == "CPU · 16 threads"
+
+
+def test_core_strip_wraps_and_counts_rows() -> None:
+    lines = core_strip([0.0, 50.0, 100.0] * 10, 12)
+    assert [line.cell_length for line in lines] == [12, 12, 6]
+    assert lines[0].plain[:3] == "▁▄█"
+    assert core_strip_rows(30, 18) == 3  # 12 cells after the "cores " label
+    assert core_strip_rows(256, 76) == 4
+
+
+def test_core_grid_lays_cores_in_columns() -> None:
+    per_core = [float(i * 6) for i in range(16)]
+    columns = core_grid_columns(156)
+    lines = core_grid(per_core, 156)
+    assert len(lines) == -(-16 // columns)
+    assert all(line.cell_length <= 156 for line in lines)
+    assert lines[0].plain.lstrip().startswith("0 ")
+    assert lines[1].plain.lstrip().startswith(f"{columns} ")
+    assert "90%" in lines[-1].plain
+
+
+def test_short_name_and_titles() -> None:
+    assert short_name("NVIDIA H100 80GB HBM3") == "H100 80GB HBM3"
+    assert short_name("NVIDIA GeForce RTX 4090") == "RTX 4090"
+    assert short_name("Tesla T4") == "Tesla T4"
+    assert gpu_title(gpu_reading(0)) == "0 · NVIDIA H100 80GB HBM3 · P0"
+    assert gpu_title(lost_gpu(3)) == "3 · NVIDIA H100 80GB HBM3 · LOST"
+    assert gpu_title(unsupported_gpu(1)).endswith("· n/a")
+    assert nvml_title("550.54.15", "12.4", 8) == "NVIDIA · 8 GPUs · driver 550.54.15 · CUDA 12.4"
+    assert nvml_title(None, None, 1) == "NVIDIA · 1 GPU"
+    assert stale_tag(4.9) == "stale 4s"
+    assert stale_tag(150) == "stale 2m30s"
+    assert stale_tag(3900) == "stale 1h05m"
+
+
+def test_link_rate_keeps_three_digits() -> None:
+    assert fmt_link_rate(2.1e9) == "2.0 GiB/s"
+    assert fmt_link_rate(3.3e8) == "315 MiB/s"
+    assert fmt_link_rate(0.0) == "0 B/s"
+    assert fmt_link_rate(None) == "n/a"
+
+
+def test_card_lines_show_every_reading() -> None:
+    lines = [line.plain for line in gpu_card_lines(gpu_reading(0), HISTORY, HISTORY, 77)]
+    assert len(lines) == CARD_LINES
+    assert all(len(line) == 77 for line in lines)
+    assert lines[0].startswith("GPU ") and " 92% " in lines[0]
+    assert lines[1].startswith("MEM ") and lines[1].endswith("61.2/80.0 GiB")
+    assert "71°C" in lines[2]
+    assert "pwr 612/700 W" in lines[2]
+    assert "sm 1980/1980 MHz" in lines[2]
+    assert "fan n/a" in lines[2]  # passively cooled: no fan reading
+    assert "PCIe rx 2.0 GiB/s tx 315 MiB/s" in lines[3]
+    assert "mem bw 46%" in lines[3]
+
+
+def test_unsupported_fields_read_na_everywhere() -> None:
+    gpu = unsupported_gpu(2)
+    card = " ".join(line.plain for line in gpu_card_lines(gpu, (), (), 77))
+    for text in ("GPU", "n/a", "pwr n/a", "sm n/a", "fan n/a", "PCIe n/a", "mem bw n/a"):
+        assert text in card
+    assert "n/a" in gpu_one_line(gpu, (), 76).plain
+    assert "n/a" in gpu_two_lines(gpu, (), (), 96)[1].plain
+
+
+def test_lost_gpu_says_lost_in_every_form() -> None:
+    gpu = lost_gpu(1)
+    assert gpu_card_lines(gpu, HISTORY, HISTORY, 77)[0].plain.startswith("LOST  the driver")
+    assert "LOST" in gpu_one_line(gpu, HISTORY, 76).plain
+    assert "LOST" in gpu_two_lines(gpu, HISTORY, HISTORY, 96)[0].plain
+    assert "GpuIsLost" in LOST_HINT
+
+
+@pytest.mark.parametrize("width", [60, 76, 96, 116, 196])
+def test_one_and_two_line_forms_are_exact_width_and_aligned(width: int) -> None:
+    busy, idle = gpu_reading(4), gpu_reading(7)  # 100% / 698 W vs 0% / 69 W
+    one = [gpu_one_line(gpu, HISTORY, width).plain for gpu in (busy, idle)]
+    assert [len(line) for line in one] == [width, width]
+    assert one[0].index("MEM") == one[1].index("MEM")
+    assert one[0].index("°C") == one[1].index("°C")
+    two = [gpu_two_lines(gpu, HISTORY, HISTORY, width) for gpu in (busy, idle)]
+    assert all(line.cell_length == width for pair in two for line in pair)
+    assert two[0][1].plain.index("°C") == two[1][1].plain.index("°C")
+
+
+def test_one_line_at_80_columns_has_the_essentials() -> None:
+    line = gpu_one_line(gpu_reading(0), HISTORY, 76).plain
+    assert line.startswith("0 H100")
+    for text in ("GPU", "92%", "MEM", "61.2/80.0 GiB", "71°C", "612 W"):
+        assert text in line
+
+
+def test_stat_columns_depend_on_width_not_values() -> None:
+    keys = ("temp", "power", "sm", "fan", "pcie")
+    a = stat_cells(gpu_reading(4), keys, 60).plain
+    b = stat_cells(unsupported_gpu(1), keys, 60).plain
+    assert len(a) == len(b)
+    assert a.index("pwr") == b.index("pwr")
+    assert "PCIe" not in a  # the column that does not fit is dropped, whole
+    assert stat_cells(gpu_reading(0), keys, 0).plain == ""
+
+
+def test_process_cells_are_plain_strings_with_na() -> None:
+    process = GpuProcess(pid=7, user=None, command=None, gpu_memory_bytes=None)
+    assert process_cells(3, process) == ("3", "7", "n/a", "n/a", "n/a")
+    long = GpuProcess(pid=8, user="ada", command="x" * 500, gpu_memory_bytes=2 * GiB)
+    cells = process_cells(0, long)
+    assert cells[3] == "2.0 GiB"
+    assert len(cells[4]) == 200 and cells[4].endswith("…")
+
+
+def test_mps_line() -> None:
+    assert mps_line(None, 40).plain.startswith("MPS  checking")
+    linux = MpsReading(supported_platform=False, message="MPS is Apple's GPU backend for Macs.")
+    assert mps_line(linux, 60).plain.rstrip() == "MPS  MPS is Apple's GPU backend for Macs."
+    mac = MpsReading(
+        supported_platform=True,
+        message=None,
+        gpu_name="Apple M2 Pro",
+        utilization_percent=37.0,
+        memory_in_use_bytes=3 * GiB,
+        torch_mps_built=True,
+        torch_mps_available=True,
+    )
+    line = mps_line(mac, 100).plain
+    for text in ("MPS Apple M2 Pro", "GPU 37%", "in use 3.0 GiB", "PyTorch MPS available"):
+        assert text in line
+    unknown = replace(mac, utilization_percent=None, torch_mps_available=None)
+    assert "GPU n/a" in mps_line(unknown, 100).plain
+    assert "PyTorch MPS n/a" in mps_line(unknown, 100).plain
+    assert mps_line(mac, 30).cell_length == 30

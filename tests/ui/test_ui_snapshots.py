@@ -1,0 +1,74 @@
+"""SVG snapshots of the monitor at 80x24 and 160x50, fed fixed readings and a fixed history.
+
+Regenerate with ``python -m pytest tests/ui/test_ui_snapshots.py --snapshot-update``
+and look at the SVGs in ``__snapshots__`` before committing them.
+
+Determinism: every reading is fixed, the clock is frozen at the readings'
+``taken_at`` (nothing is stale unless a test says so), the sparklines read a
+seeded history, and the interval is long enough that each source is sampled once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gputui.ui.app import MonitorApp
+from tests.ui.fakes import (
+    NO_DRIVER,
+    T0,
+    FakeClock,
+    ScriptedSampler,
+    cpu_reading,
+    fake_app,
+    gpu_reading,
+    h100s,
+    lost_gpu,
+    nvml_reading,
+    seeded_history,
+    settled,
+    unsupported_gpu,
+)
+
+SMALL = (80, 24)
+LARGE = (160, 50)
+
+
+def eight_gpus() -> MonitorApp:
+    return fake_app(nvml=ScriptedSampler(h100s(8)), history=seeded_history(8))
+
+
+def test_two_gpus_80x24(snap_compare: Any) -> None:
+    assert snap_compare(
+        fake_app(history=seeded_history(2)), terminal_size=SMALL, run_before=settled
+    )
+
+
+def test_eight_gpus_80x24(snap_compare: Any) -> None:
+    assert snap_compare(eight_gpus(), terminal_size=SMALL, run_before=settled)
+
+
+def test_eight_gpus_160x50(snap_compare: Any) -> None:
+    assert snap_compare(eight_gpus(), terminal_size=LARGE, run_before=settled)
+
+
+def test_lost_and_unsupported_gpus_160x50(snap_compare: Any) -> None:
+    reading = nvml_reading([gpu_reading(0), lost_gpu(1), unsupported_gpu(2), gpu_reading(3)])
+    app = fake_app(
+        cpu=ScriptedSampler(cpu_reading(cores=64, load_average=None)),
+        nvml=ScriptedSampler(reading),
+        history=seeded_history(4),
+    )
+    assert snap_compare(app, terminal_size=LARGE, run_before=settled)
+
+
+def test_nvml_unavailable_80x24(snap_compare: Any) -> None:
+    app = fake_app(nvml=ScriptedSampler(nvml_reading(status=NO_DRIVER)))
+    assert snap_compare(app, terminal_size=SMALL, run_before=settled)
+
+
+def test_stale_gpus_80x24(snap_compare: Any) -> None:
+    """The clock says NVML last answered 150 s ago (stale past two intervals of 60 s)."""
+    app = fake_app(
+        nvml=ScriptedSampler(h100s(4)), history=seeded_history(4), clock=FakeClock(T0 + 150)
+    )
+    assert snap_compare(app, terminal_size=SMALL, run_before=settled)
