@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 from benchmarks._terminal import TerminalRun, ensure_env, machine_description, run_in_terminal
 from tests.fakenvml import build_fake_nvml
@@ -33,6 +35,9 @@ MARKER = b"H100"
 def measure(steady_s: float, interval: float, size: tuple[int, int]) -> list[TerminalRun]:
     """Run gputui then nvitop under identical conditions; return both measurements."""
     nvitop_python = ensure_env("nvitop", ["nvitop"])
+    # An installed package has its bytecode compiled; a checkout run with
+    # PYTHONDONTWRITEBYTECODE=1 would otherwise recompile gputui at every start.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "gputui")], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         lib_dir = build_fake_nvml(Path(tmp))
         env = {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_GPU_COUNT": str(GPU_COUNT)}

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from gputui import __version__
 
@@ -21,11 +21,34 @@ INTERVAL_MAX_S = 60.0
 EXIT_USAGE = 2
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line of printable text: control characters become escapes.
+
+    Command-line values go into error messages as typed, and a value may hold a
+    newline, a terminal escape or bytes that are not UTF-8 (``\\udcff``); each such
+    character is written as Python writes it in a string literal (``\\n``,
+    ``\\x1b``, ``\\udcff``), so the message stays one line and cannot drive the
+    terminal.
+    """
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are a single line that says what to do."""
+    """An ``ArgumentParser`` whose errors are a single line that says what to do.
+
+    Flags must be spelled out: no abbreviations, so ``gputui experiment batch-sweep
+    --batch-size 64`` is refused rather than read as ``--batch-sizes 64``, and a flag
+    added later cannot change what a script's abbreviation means.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        """Exit 2 with ``message`` on one line of standard error."""
+        line = one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')")
+        self.exit(EXIT_USAGE, line + "\n")
 
 
 def interval_seconds(text: str) -> float:

@@ -27,8 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
+from gputui.cli import one_line
 from gputui.format import NA, fmt_columns
 from gputui.training.config import DATASETS, NICE_MAX, ConfigError
 from gputui.training.events import DataProgress, Error, Event, Note
@@ -49,6 +51,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 PROG = "gputui experiment"
+THREADS_MAX = 1024
+"""Most ``--threads``: more than any machine has cores; torch overflows past 2**31 - 1."""
+WORKERS_MAX = 256
+"""Most ``--workers``: each is a process holding a copy of the dataset."""
 
 _HELP = {
     "batch-sweep": (
@@ -110,7 +116,11 @@ def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
             )
         if name == "pipelines":
             parser.add_argument(
-                "--workers", type=_whole(0), default=2, metavar="N", help="DataLoader workers"
+                "--workers",
+                type=_whole(0, WORKERS_MAX),
+                default=2,
+                metavar="N",
+                help=f"DataLoader workers, 0 to {WORKERS_MAX} (default: 2)",
             )
     experiment.set_defaults(handler=run_experiment_command)
     return experiment
@@ -146,7 +156,10 @@ def _common_options() -> argparse.ArgumentParser:
     )
     common.add_argument("--no-download", action="store_true", help="never download CIFAR-10")
     common.add_argument(
-        "--threads", type=_whole(1), metavar="N", help="CPU threads (default: every core)"
+        "--threads",
+        type=_whole(1, THREADS_MAX),
+        metavar="N",
+        help=f"CPU threads, 1 to {THREADS_MAX} (default: every core)",
     )
     common.add_argument(
         "--nice", type=_nice, default=0, metavar="N", help="lower the child's priority, 0-19"
@@ -178,11 +191,43 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     )
 
 
+def validated_config(args: argparse.Namespace) -> ExperimentConfig:
+    """The experiment the parsed command line asks for, checked as far as it can be without torch.
+
+    No side effects: the devices are checked later, in the child (that needs torch).
+
+    Raises:
+        ConfigError: one line naming the bad value and what to use.
+    """
+    if args.data_dir is not None:
+        _check_data_dir(args.data_dir)
+    config = config_from_args(args)
+    config.validate()
+    return config
+
+
+def _check_data_dir(text: str) -> None:
+    """Refuse what ``ExperimentConfig.validate`` cannot judge: empty, or not a usable path."""
+    if not text.strip():
+        raise ConfigError(
+            "data dir is empty: name a folder, or leave --data-dir out to use the default "
+            "cache folder"
+        )
+    try:
+        Path(text).expanduser().is_dir()
+    except (OSError, RuntimeError) as exc:  # a name too long; ~user with no such user
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        shown = text if len(text) <= 60 else f"{text[:57]}..."
+        raise ConfigError(
+            f"data dir {shown} cannot be used ({reason.rstrip('.')}): name an existing "
+            "folder, or leave --data-dir out to use the default cache folder"
+        ) from None
+
+
 def run_experiment_command(args: argparse.Namespace) -> int:
     """The ``gputui experiment`` handler; returns the exit code."""
-    config = config_from_args(args)
     try:
-        config.validate()
+        config = validated_config(args)
     except ConfigError as exc:
         return _usage_error(str(exc))
     result = ExperimentResult(config.experiment)
@@ -202,17 +247,20 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     elif result.started is not None:
         sys.stdout.write(render_result(result) + "\n")
     if error is not None:
-        sys.stderr.write(f"{PROG}: error: {error.message}\n")
+        sys.stderr.write(one_line(f"{PROG}: error: {error.message}") + "\n")
     return EXIT_OK if result.status == "ok" else EXIT_FAILED
 
 
 def _usage_error(message: str) -> int:
-    sys.stderr.write(f"{PROG}: error: {message}\n")
+    sys.stderr.write(one_line(f"{PROG}: error: {message}") + "\n")
     return EXIT_USAGE
 
 
 class ProgressLines:
-    """One line on standard error per device and per row, as they arrive."""
+    """One line on standard error per device and per row, as they arrive.
+
+    A run's :class:`Error` is left out: the handler writes it once, at the end.
+    """
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -220,6 +268,8 @@ class ProgressLines:
 
     def show(self, event: Event) -> None:
         """Write what ``event`` says, if it says anything worth a line."""
+        if isinstance(event, Error):
+            return
         if isinstance(event, DataProgress):
             line = None if self._downloading else "downloading CIFAR-10..."
             self._downloading = True
@@ -387,14 +437,17 @@ def batch_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
-def _whole(least: int) -> Any:
+def _whole(least: int, most: int | None = None) -> Any:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = least - 1
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {least} or more")
+        if value < least or (most is not None and value > most):
+            up_to = "" if most is None else f" and at most {most}"
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a whole number of {least} or more{up_to}"
+            )
         return value
 
     return parse
