@@ -15,32 +15,46 @@ daemon thread (see :mod:`gputui.ui.polling`): the CPU panel keeps updating, the
 NVIDIA panels are marked stale, and ``q`` still quits.
 
 Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
-the runner pane's place. ``#runner`` is an empty container kept out of the layout
-(``display: none`` in monitor.tcss) until the runner pane fills it; the monitor sizes
-itself from its own width, so it keeps working when the runner takes room beside it.
+the runner pane (:mod:`gputui.ui.widgets.runner_pane`). From ``RUNNER_BESIDE_WIDTH``
+columns they sit side by side; narrower, the screen shows one of them and ``t`` swaps
+(``r``/``c`` show the runner). The monitor sizes itself from its own width.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Container, Horizontal
+from textual.containers import Horizontal
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from gputui.telemetry.history import History
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.ui.doctor_screen import (
+    DOCTOR_COMMAND,
+    DOCTOR_HELP,
+    DoctorRunner,
+    DoctorScreen,
+    run_real_doctor,
+)
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
 from gputui.ui.polling import Abandoned, Samplers, SamplerThread, close_sampler
 from gputui.ui.widgets.monitor import Monitor, record_cpu, record_nvml
+from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup
 
 Clock = Callable[[], float]
 """Seconds on a monotonic clock."""
@@ -54,11 +68,25 @@ MIN_REST = 0.1
 CLOSE_WAIT_S = 0.5
 """How long quitting waits for the samplers to shut down (NVML) before leaving them."""
 
+RUNNER_BESIDE_WIDTH = 150
+"""From this many columns the runner pane sits beside the monitor."""
+
 BEAT_GRACE_S = 0.2
 """Longest the readings of one beat wait for each other before they are painted
 (a quarter of the interval when that is shorter)."""
 
 _MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled}
+
+
+HANGUP_EXIT_S = 2.0
+"""After SIGHUP, longest wait for a graceful exit before the process ends itself."""
+HANGUP_EXIT_CODE = 128 + 1
+"""Exit status after SIGHUP (as a shell reports a process killed by it)."""
+
+
+def _exit_after(seconds: float) -> None:
+    time.sleep(seconds)
+    os._exit(HANGUP_EXIT_CODE)
 
 
 def _one_line(error: BaseException) -> str:
@@ -97,6 +125,14 @@ class MonitorApp(App[int]):
     CSS_PATH = Path(__file__).with_name("monitor.tcss")  # absolute: subclasses live elsewhere
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
+        Binding("d", "doctor", "Doctor"),
+        # runner pane
+        Binding("r", "runner_start", "Train"),
+        Binding("c", "runner_compare", "Compare"),
+        Binding("s", "runner_stop", "Stop"),
+        Binding("x", "runner_experiment", "Experiment", show=False),  # its button shows x
+        Binding("t", "runner_toggle", "Runner"),
+        Binding("e", "runner_detail", "Error detail", show=False),
     ]
 
     def __init__(
@@ -107,6 +143,8 @@ class MonitorApp(App[int]):
         clock: Clock = time.monotonic,
         history: History | None = None,
         stale_check_s: float | None = None,
+        runner: RunnerSetup | None = None,
+        doctor: DoctorRunner | None = None,
     ) -> None:
         """Build the app; nothing is sampled until it runs.
 
@@ -117,9 +155,14 @@ class MonitorApp(App[int]):
             history: Holds the GPU sparklines' values (default: five minutes' worth).
             stale_check_s: How often to check for stale NVIDIA readings
                 (default: ``interval``, at most once a second).
+            runner: The runner pane's trainers, device list and defaults (default: real).
+            doctor: Runs the doctor for the Doctor screen (default: the real one,
+                which spawns the torch probe).
         """
         super().__init__()
         self.samplers = samplers
+        self.doctor: DoctorRunner = doctor or run_real_doctor
+        """Runs the doctor (blocking; the Doctor screen calls it in a thread)."""
         self.interval = interval
         self.clock = clock
         self.history = history if history is not None else History.for_window(interval)
@@ -136,12 +179,14 @@ class MonitorApp(App[int]):
         self._pending: dict[str, object] = {}
         self._grace: Timer | None = None
         self._monitor = Monitor(self.history, id="monitor")
+        self._runner = RunnerPane(runner, id="runner")
+        self._runner_toggled = False
 
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
         with Horizontal(id="body"):
             yield self._monitor
-            yield Container(id="runner")
+            yield self._runner
         yield Footer()
 
     @property
@@ -161,14 +206,134 @@ class MonitorApp(App[int]):
         if theme is not None:  # not in tests: their screens must not depend on $TERM
             self.theme = theme
         self._beat_epoch = time.monotonic()
+        self._lay_out_runner()
         for source in SOURCES:
             self._start_poll(source)
         self.set_interval(self.stale_check_s, self._check_stale)
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._hang_up)
 
     def on_unmount(self) -> None:
         """Close each sampler on its own thread, once idle, and let the threads end."""
+        self._runner.shutdown()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         for source, thread in self._threads.items():
             thread.close(partial(close_sampler, getattr(self.samplers, source)))
+
+    # -- runner pane ------------------------------------------------------------------------
+
+    @property
+    def runner(self) -> RunnerPane:
+        """The runner pane."""
+        return self._runner
+
+    def _hang_up(self) -> None:
+        """SIGHUP (the SSH connection was lost): stop the trainer, then quit.
+
+        The terminal is gone, so a graceful exit may block on it; a daemon watchdog
+        ends the process after ``HANGUP_EXIT_S`` if the exit has not finished by then.
+        """
+        self._runner.shutdown()
+        threading.Thread(target=_exit_after, args=(HANGUP_EXIT_S,), daemon=True).start()
+        self.exit(HANGUP_EXIT_CODE)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The runner's keys work only on the monitor's own screen (not the doctor's)."""
+        if action.startswith("runner_") and self.screen is not self.screen_stack[0]:
+            return False
+        return super().check_action(action, parameters)
+
+    def on_resize(self) -> None:
+        """A new terminal size: the runner goes beside the monitor, or in its place."""
+        self._lay_out_runner()
+
+    def _lay_out_runner(self) -> None:
+        """Show the monitor and/or the runner for this width and the ``t`` toggle.
+
+        Sets ``display`` on the two widgets only: toggling a class on the screen would
+        restyle every widget (a tenth of a second at 160x50).
+        """
+        wide = self.size.width >= RUNNER_BESIDE_WIDTH
+        runner = wide != self._runner_toggled  # wide: unless hidden; narrow: when swapped in
+        monitor = wide or not self._runner_toggled
+        if self._runner.display != runner:
+            self._runner.display = runner
+        if self._monitor.display != monitor:
+            self._monitor.display = monitor
+
+    def _show_runner(self) -> None:
+        """Make sure the runner is on screen (on a narrow screen, in place of the monitor)."""
+        if not self._runner.display:
+            self._runner_toggled = not self._runner_toggled
+            self._lay_out_runner()
+
+    def on_runner_pane_trainer_changed(self, message: RunnerPane.TrainerChanged) -> None:
+        """A trainer started or ended: highlight it in the GPU process table."""
+        self.monitor.process_table.highlight(message.pid)
+        if message.pid is None:
+            self.monitor.cpu_panel.border_subtitle = None
+
+    def on_runner_pane_trainer_sampled(self, message: RunnerPane.TrainerSampled) -> None:
+        """The trainer's CPU use: shown under the CPU panel."""
+        reading = message.reading
+        if not reading.alive or self._runner.trainer_pid != reading.pid:
+            return
+        cpu = "n/a" if reading.cpu_percent is None else f"{reading.cpu_percent:.0f}%"
+        self.monitor.cpu_panel.border_subtitle = f"trainer pid {reading.pid} · CPU {cpu}"
+
+    def action_runner_start(self) -> None:
+        """Train the chosen configuration."""
+        self._show_runner()
+        self._runner.start()
+
+    def action_runner_compare(self) -> None:
+        """Train the chosen configuration on the baseline device, then on the chosen one."""
+        self._show_runner()
+        self._runner.start(compare=True)
+
+    def action_runner_experiment(self) -> None:
+        """Run the chosen experiment (batch-sweep, sync-stall, pipelines) in the runner pane."""
+        self._show_runner()
+        self._runner.start_experiment()
+
+    def action_runner_stop(self) -> None:
+        """Stop the run."""
+        self._runner.stop()
+
+    def action_runner_toggle(self) -> None:
+        """Narrow screens: swap the monitor and the runner. Wide: show or hide the runner."""
+        self._runner_toggled = not self._runner_toggled
+        self._lay_out_runner()
+
+    def action_runner_detail(self) -> None:
+        """Show or hide the failed run's detail."""
+        self._runner.toggle_detail()
+
+    def action_doctor(self) -> None:
+        """Open the Doctor screen (not over itself), with the latest NVML reading."""
+        if not isinstance(self.screen, DoctorScreen):
+            self.push_screen(DoctorScreen(self.doctor, lambda: self.monitor.nvml))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The palette's commands: Textual's, the Doctor, then the runner's."""
+        yield from super().get_system_commands(screen)
+        yield SystemCommand(DOCTOR_COMMAND, DOCTOR_HELP, self.action_doctor)
+        yield SystemCommand("Train", "Train the chosen configuration (r)", self.action_runner_start)
+        yield SystemCommand(
+            "Compare",
+            "Train on the baseline device, then the chosen one (c)",
+            self.action_runner_compare,
+        )
+        yield SystemCommand(
+            "Run experiment",
+            "Run the chosen experiment: batch-sweep, sync-stall or pipelines (x)",
+            self.action_runner_experiment,
+        )
+        yield SystemCommand("Stop training", "Stop the run (s)", self.action_runner_stop)
+        yield SystemCommand(
+            "Toggle runner", "Show or hide the runner pane (t)", self.action_runner_toggle
+        )
 
     def wait_for_samplers(self, timeout_s: float) -> bool:
         """After the app has run: wait up to ``timeout_s`` for the samplers to close.
@@ -304,6 +469,8 @@ def make_app(
     clock: Clock = time.monotonic,
     history: History | None = None,
     stale_check_s: float | None = None,
+    runner: RunnerSetup | None = None,
+    doctor: DoctorRunner | None = None,
 ) -> MonitorApp:
     """Build the monitor app.
 
@@ -314,6 +481,8 @@ def make_app(
         clock: "Now" for staleness; must match the clock behind readings' ``taken_at``.
         history: GPU sparkline values, e.g. pre-filled for a snapshot.
         stale_check_s: How often to check for stale NVIDIA readings.
+        runner: The runner pane's trainers, device list and defaults (default: real).
+        doctor: Runs the doctor for the Doctor screen (default: the real one).
 
     Returns:
         The app, not yet running.
@@ -324,6 +493,8 @@ def make_app(
         clock=clock,
         history=history,
         stale_check_s=stale_check_s,
+        runner=runner,
+        doctor=doctor,
     )
 
 
@@ -336,7 +507,17 @@ def run_app(interval: float) -> int:
     Returns:
         The process exit code.
     """
-    app = make_app(interval=interval)
+    import sys
+
+    from gputui.training.config import ConfigError
+    from gputui.ui.widgets.runner_pane import defaults_from_env
+
+    try:
+        defaults = defaults_from_env()
+    except ConfigError as error:
+        print(f"gputui: {error}", file=sys.stderr)
+        return 2
+    app = make_app(interval=interval, runner=RunnerSetup(defaults=defaults))
     app.run()
     app.wait_for_samplers(CLOSE_WAIT_S)
     return app.return_code or 0

@@ -31,6 +31,8 @@ from gputui.telemetry.readings import (
 from gputui.ui.app import MonitorApp, make_app
 from gputui.ui.polling import Samplers
 from gputui.ui.widgets.monitor import CPU_METRIC, memory_metric, util_metric
+from gputui.ui.widgets.runner_pane import RunnerSetup
+from tests.ui.runner_fakes import scripted_setup
 
 R = TypeVar("R")
 
@@ -281,8 +283,10 @@ def fake_app(
     clock: Callable[[], float] | None = None,
     history: History | None = None,
     stale_check_s: float | None = None,
+    runner: RunnerSetup | None = None,
 ) -> MonitorApp:
-    """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS)."""
+    """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS; the runner
+    lists fixed devices and plays scripted runs)."""
     samplers = Samplers(
         cpu=cpu if cpu is not None else ScriptedSampler(cpu_reading()),  # type: ignore[arg-type]
         nvml=nvml if nvml is not None else ScriptedSampler(h100s(2)),  # type: ignore[arg-type]
@@ -294,6 +298,7 @@ def fake_app(
         clock=clock or FakeClock(),
         history=history,
         stale_check_s=stale_check_s,
+        runner=runner if runner is not None else scripted_setup(),
     )
 
 

@@ -24,9 +24,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 _RIGHT = frozenset({"gpu", "pid", "memory"})
 
 
-def _cell(column: str, value: str) -> Text:
+TRAINER_STYLE = "bold reverse"
+"""How the runner's trainer process stands out in the table."""
+
+
+def _cell(column: str, value: str, style: str = "") -> Text:
     # Text, not str: DataTable would parse a str as markup, and commands hold brackets.
-    return Text(value, justify="right" if column in _RIGHT else "left", no_wrap=True)
+    return Text(value, style=style, justify="right" if column in _RIGHT else "left", no_wrap=True)
 
 
 def _sort_key(values: tuple[Text, Text]) -> tuple[int, int]:
@@ -41,6 +45,9 @@ class ProcessTable(DataTable[Text]):
         """An empty table with its columns."""
         super().__init__(id=id, show_cursor=False, cursor_type="none")
         self._rows: dict[str, Cells] = {}
+        self._gpus: tuple[GpuReading, ...] = ()
+        self.trainer_pid: int | None = None
+        """The runner's trainer process, highlighted when it is on a GPU."""
         set_border_title(self, "GPU processes")
 
     def on_mount(self) -> None:
@@ -53,8 +60,18 @@ class ProcessTable(DataTable[Text]):
         """The rows on screen, by row key (``gpu:pid:kind``)."""
         return dict(self._rows)
 
+    def highlight(self, pid: int | None) -> None:
+        """Highlight the runner's trainer process ``pid`` (``None``: none); redraws the rows."""
+        if pid == self.trainer_pid:
+            return
+        self.trainer_pid = pid
+        self.clear()
+        self._rows = {}
+        self.show(self._gpus)
+
     def show(self, gpus: tuple[GpuReading, ...]) -> None:
         """Bring the table in line with ``gpus``: add, remove, and update changed cells only."""
+        self._gpus = gpus
         wanted: dict[str, Cells] = {}
         for gpu in gpus:
             for process in gpu.processes:
@@ -73,16 +90,19 @@ class ProcessTable(DataTable[Text]):
             for key, cells in wanted.items():
                 old = self._rows.get(key)
                 if old is None:
+                    style = TRAINER_STYLE if cells[1] == str(self.trainer_pid) else ""
                     row = (
-                        _cell(column, value)
+                        _cell(column, value, style)
                         for (_, column), value in zip(COLUMNS, cells, strict=True)
                     )
                     self.add_row(*row, key=key)
                     reorder = True
                     continue
+                style = TRAINER_STYLE if cells[1] == str(self.trainer_pid) else ""
                 for (_, column), before, after in zip(COLUMNS, old, cells, strict=True):
                     if before != after:
-                        self.update_cell(key, column, _cell(column, after), update_width=True)
+                        cell = _cell(column, after, style)
+                        self.update_cell(key, column, cell, update_width=True)
             if reorder and len(wanted) > 1:
                 self.sort("gpu", "pid", key=_sort_key)
         self._rows = wanted

@@ -1,0 +1,474 @@
+"""The Doctor screen: ``gputui doctor``'s report inside the app.
+
+Opened with ``d`` or from the command palette (:data:`DOCTOR_COMMAND`). The doctor
+blocks for seconds (a child process imports torch and measures every device), so it
+runs in a thread worker that posts its report back; the monitor underneath keeps
+updating meanwhile. The runner is injected (:data:`DoctorRunner`), like the samplers,
+so tests feed a fixed report without spawning torch.
+
+Each check reads as a status word with a glyph (``✓ ok``, ``! warn``, ``✗ FAIL``,
+``- skip``): colour helps, but the word carries the meaning under ``NO_COLOR``. The
+focused check's fix is copied with ``c`` (its command only, when the fix names one).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Footer, Label, LoadingIndicator
+from textual.worker import get_current_worker
+
+from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
+from gputui.doctor.render import fmt_tflops, is_command, summary
+from gputui.format import NA, fmt_bytes, fmt_rate
+from gputui.telemetry.readings import NvmlReading
+
+DoctorRunner = Callable[[NvmlReading | None], DoctorReport]
+"""Runs the doctor (blocking), given the app's latest NVML reading or ``None``."""
+
+NvmlSource = Callable[[], NvmlReading | None]
+"""Gives the app's latest NVML reading, or ``None`` before the first one."""
+
+DOCTOR_COMMAND = "Doctor: why can't PyTorch see the GPU?"
+"""The command palette's name for the Doctor screen."""
+
+DOCTOR_HELP = "Check torch, the NVIDIA driver, CUDA and MPS, and measure each device"
+"""The command palette's help line for the Doctor screen."""
+
+RUNNING = "Running the doctor…"
+"""What the status bar says while the doctor runs."""
+
+WAITING = (
+    "torch is imported in a child process (never in the app), then each device is "
+    "measured: host memcpy, host ⇄ device bandwidth, pageable and pinned, and matmul "
+    "TFLOP/s in fp32 and bf16. This takes a few seconds; the monitor keeps running."
+)
+"""What the screen says while the first report is on its way."""
+
+STATUS_LABELS = {
+    Status.OK: "✓ ok",
+    Status.WARN: "! warn",
+    Status.FAIL: "✗ FAIL",
+    Status.SKIP: "- skip",
+}
+"""Each status as a glyph and a word: the word alone must say it (``NO_COLOR``)."""
+
+WIDE = 100
+"""Terminals this wide or wider give a check's name a column of its own."""
+
+TWO_UP = 140
+"""Terminals this wide or wider show device cards two to a row."""
+
+NAME_WIDTH = 22
+"""Width of the name column when there is one."""
+
+STATUS_WIDTH = 6
+"""Width of the status column (``✗ FAIL``)."""
+
+LABEL_WIDTH = 15
+"""Width of a device card's label column (``device → host``)."""
+
+CANCEL_POLL_S = 0.1
+"""How often the waiting worker checks whether it was cancelled (screen closed, app quit)."""
+
+_BACKQUOTED = re.compile(r"`([^`]+)`")
+
+
+def run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
+    """The production runner: diagnose this machine and measure every device.
+
+    Args:
+        nvml: The app's latest NVML reading (``None``: the doctor samples NVML itself).
+
+    Returns:
+        The report, after a few seconds (the probe child is bounded in time).
+    """
+    from gputui.doctor.run import run_doctor  # keeps the app's start-up light
+
+    return run_doctor(nvml=nvml, quick=False)
+
+
+def fix_to_copy(fix: str) -> str:
+    """What ``c`` copies of a fix: the whole fix when it is a command, else the first
+    `backquoted` command in it, else the whole sentence."""
+    if is_command(fix):
+        return fix
+    found = _BACKQUOTED.search(fix)
+    return found.group(1) if found else fix
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def _with_commands(text: str, base: Style, command: Style) -> Text:
+    """``text`` with each `backquoted` span in the ``command`` style (backquotes kept)."""
+    result = Text(style=base)
+    last = 0
+    for found in _BACKQUOTED.finditer(text):
+        result.append(text[last : found.start()])
+        result.append(found.group(0), style=command)
+        last = found.end()
+    result.append(text[last:])
+    return result
+
+
+class ReportItem(Widget, can_focus=True):
+    """One focusable entry of the report (a check or a device), drawn from a Rich grid."""
+
+    DEFAULT_CSS = """
+    ReportItem {
+        height: auto;
+    }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down,j", "screen.focus_item(1)", "Next", show=False),
+        Binding("up,k", "screen.focus_item(-1)", "Previous", show=False),
+    ]
+
+    def style_of(self, name: str) -> Style:
+        """The Rich style of one of this widget's component classes."""
+        return self.get_component_rich_style(name, partial=False)
+
+
+class CheckItem(ReportItem):
+    """One check: status, name, message and fix."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "check--ok",
+        "check--warn",
+        "check--fail",
+        "check--skip",
+        "check--name",
+        "check--label",
+        "check--command",
+    }
+
+    def __init__(self, check: Check, *, id: str | None = None) -> None:
+        """Show ``check``.
+
+        Args:
+            check: The finding to show.
+            id: The widget id.
+        """
+        super().__init__(id=id, classes=f"-{check.status.value}")
+        self.check = check
+
+    def render(self) -> RenderableType:
+        """A grid: status, name and text side by side when wide; ``name · text`` when not."""
+        check = self.check
+        status_style = self.style_of(f"check--{check.status.value}")
+        status = Text(STATUS_LABELS[check.status], style=status_style)
+        name = Text(check.name, style=self.style_of("check--name"))
+        command = self.style_of("check--command")
+        message = status_style if check.status is Status.SKIP else Style()
+        body = _with_commands(check.message, message, command)
+        if check.fix:
+            label = "fix " if check.status in (Status.FAIL, Status.WARN) else "tip "
+            body.append("\n")
+            body.append(label, style=self.style_of("check--label"))
+            if is_command(check.fix):
+                body.append(check.fix, style=command)
+            else:
+                body.append_text(_with_commands(check.fix, Style(), command))
+        grid = Table.grid(padding=(0, 2, 0, 0))
+        grid.add_column(width=STATUS_WIDTH, no_wrap=True)
+        if self.screen.size.width >= WIDE:
+            grid.add_column(width=NAME_WIDTH, overflow="fold")
+            grid.add_column(ratio=1, overflow="fold")
+            grid.add_row(status, name, body)
+        else:
+            grid.add_column(ratio=1, overflow="fold")
+            grid.add_row(status, Text.assemble(name, " · ", body))
+        return grid
+
+
+class DeviceCard(ReportItem):
+    """One device: identity, then its measured figures (``n/a`` when not measured)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"device--name", "device--label", "device--note"}
+
+    def __init__(self, device: DeviceReport, *, id: str | None = None) -> None:
+        """Show ``device``.
+
+        Args:
+            device: The device and its figures.
+            id: The widget id.
+        """
+        super().__init__(id=id)
+        self.device = device
+
+    def render(self) -> RenderableType:
+        """The device's line, then a label/value grid of its figures and its notes."""
+        device = self.device
+        label = self.style_of("device--label")
+        head = Text.assemble(
+            (f"{device.device}  ", self.style_of("device--name")),
+            (device.name, self.style_of("device--name")),  # a tuple: plain text, not markup
+        )
+        grid = Table.grid(padding=(0, 2, 0, 0))
+        grid.add_column(width=LABEL_WIDTH, no_wrap=True, style=label)
+        grid.add_column(ratio=1, overflow="fold")
+        for row_label, value in device_rows(device):
+            grid.add_row(Text(row_label), Text(value))  # Text: figures and notes are not markup
+        note_style = self.style_of("device--note")
+        notes = Table.grid(padding=(0, 1, 0, 0))
+        notes.add_column(width=1, style=note_style)
+        notes.add_column(ratio=1, overflow="fold", style=note_style)
+        for note in device.notes:
+            notes.add_row("·", Text(note))
+        return Group(head, Padding(Group(grid, notes), (0, 0, 0, 2)))
+
+
+def device_rows(device: DeviceReport) -> list[tuple[str, str]]:
+    """A device's figures as (label, value) rows; what was not measured reads ``n/a``."""
+    copy_label = "host memcpy" if device.device == "cpu" else "copy on device"
+    rows = [
+        ("compute", device.compute_capability or NA),
+        ("memory", fmt_bytes(device.memory_bytes)),
+        (copy_label, fmt_rate(device.copy_bytes_per_s)),
+    ]
+    if device.device == "cpu":
+        rows.append(("host ⇄ device", f"{NA} (the CPU is the host)"))
+    else:
+        for direction, pageable, pinned in (
+            ("host → device", device.h2d_pageable_bytes_per_s, device.h2d_pinned_bytes_per_s),
+            ("device → host", device.d2h_pageable_bytes_per_s, device.d2h_pinned_bytes_per_s),
+        ):
+            rows.append((direction, f"pageable {fmt_rate(pageable)} · pinned {fmt_rate(pinned)}"))
+    rows.append(
+        (
+            "matmul",
+            f"fp32 {fmt_tflops(device.matmul_fp32_tflops)} · "
+            f"bf16 {fmt_tflops(device.matmul_bf16_tflops)}",
+        )
+    )
+    return rows
+
+
+class DoctorScreen(ModalScreen[None]):
+    """The doctor's checks and devices; runs the doctor when shown and on ``r``.
+
+    Modal, so the monitor's keys (``q`` quits, ``r`` trains) do not reach through it,
+    but opaque and full-size: it reads as a screen of its own.
+    """
+
+    CSS_PATH = Path(__file__).with_name("doctor.tcss")
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+        (0, "-narrow"),
+        (WIDE, "-wide"),
+        (TWO_UP, "-two-up"),
+    ]
+    """Wide screens give check names a column; wider ones put device cards side by side."""
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back"),
+        Binding("q", "close", "Back", show=False),
+        Binding("r", "run_again", "Run again"),
+        Binding("c", "copy_fix", "Copy fix"),
+    ]
+
+    @dataclass
+    class Finished(Message):
+        """The doctor returned a report."""
+
+        report: DoctorReport
+        """The report."""
+
+    @dataclass
+    class Failed(Message):
+        """The runner raised (it should not): the screen says so instead of the report."""
+
+        error: str
+        """The exception, in one line."""
+
+    def __init__(self, runner: DoctorRunner, nvml: NvmlSource = lambda: None) -> None:
+        """Build the screen; the doctor starts when it is mounted.
+
+        Args:
+            runner: Runs the doctor (blocking; called in a thread).
+            nvml: Gives the app's latest NVML reading, so the doctor does not open NVML again.
+        """
+        super().__init__()
+        self.runner = runner
+        self.nvml = nvml
+        self.report: DoctorReport | None = None
+        """The last report shown."""
+        self.error: str | None = None
+        """Why the last run failed, if it did."""
+        self.running = False
+        """True while the doctor runs."""
+        self.runs = 0
+        """Reports (or failures) received (tests wait on it)."""
+
+    def compose(self) -> ComposeResult:
+        """Status bar, the scrolling report, footer."""
+        with Horizontal(id="doctor-bar"):
+            yield LoadingIndicator(id="doctor-spinner")
+            yield Label(RUNNING, id="doctor-summary", markup=False)
+        with VerticalScroll(id="doctor-body"):
+            yield Label(WAITING, id="doctor-waiting", markup=False)
+            yield Label("Checks", id="doctor-checks-title", classes="doctor-heading")
+            yield Vertical(id="doctor-checks")
+            yield Label(
+                "Devices (bandwidth: bytes copied per second)",
+                id="doctor-devices-title",
+                classes="doctor-heading",
+            )
+            yield Vertical(id="doctor-devices")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Start the first run."""
+        self.start()
+
+    def start(self) -> None:
+        """Run the doctor in a thread, unless it is running already."""
+        if self.running:
+            return
+        self.running = True
+        self.set_class(self.report is None, "-empty")
+        self.set_class(True, "-running")
+        self.refresh_bindings()
+        self.query_one("#doctor-summary", Label).update(RUNNING)
+        self._run(self.nvml())
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="doctor")
+    def _run(self, nvml: NvmlReading | None) -> None:
+        """Run the doctor off the event loop and post what came of it.
+
+        The doctor itself runs in a daemon thread that this worker waits on, so that
+        closing the screen or quitting the app mid-run returns at once: the worker is
+        cancelled and stops waiting, and the doctor's result is dropped (its probe child
+        is bounded in time and ends on its own).
+        """
+        worker = get_current_worker()
+        outcome: list[DoctorReport | BaseException] = []
+
+        def doctor() -> None:
+            try:
+                outcome.append(self.runner(nvml))
+            except Exception as error:
+                outcome.append(error)
+
+        thread = threading.Thread(target=doctor, name="gputui-doctor", daemon=True)
+        thread.start()
+        while thread.is_alive() and not worker.is_cancelled:
+            thread.join(CANCEL_POLL_S)
+        if worker.is_cancelled or not outcome:
+            return
+        result = outcome[0]
+        if isinstance(result, DoctorReport):
+            self.post_message(self.Finished(result))
+        else:
+            self.post_message(self.Failed(_one_line(result)))
+
+    async def on_doctor_screen_finished(self, message: Finished) -> None:
+        """Show the report and focus the check most worth reading."""
+        self.running = False
+        self.report = message.report
+        self.error = None
+        report = message.report
+        self.set_class(False, "-running", "-empty", "-error")
+        self.set_class(report.failed, "-failed")
+        self.refresh_bindings()
+        self.query_one("#doctor-summary", Label).update(f"Doctor · {summary(report)}")
+        checks = self.query_one("#doctor-checks", Vertical)
+        devices = self.query_one("#doctor-devices", Vertical)
+        with self.app.batch_update():
+            await checks.remove_children()
+            await devices.remove_children()
+            items = [CheckItem(check) for check in report.checks]
+            await checks.mount_all(items)
+            await devices.mount_all([DeviceCard(device) for device in report.devices])
+            self.set_class(not report.devices, "-no-devices")
+            devices.set_class(len(report.devices) > 1, "-several")
+        self.runs += 1
+        first = _most_urgent(items)
+        if first is not None:
+            first.focus()
+            self.query_one("#doctor-body", VerticalScroll).scroll_home(animate=False)
+
+    def on_doctor_screen_failed(self, message: Failed) -> None:
+        """Say why the doctor did not run; keep the last report, if any."""
+        self.running = False
+        self.error = message.error
+        self.set_class(False, "-running")
+        self.set_class(True, "-error")
+        self.refresh_bindings()
+        self.query_one("#doctor-summary", Label).update(
+            f"The doctor could not run ({message.error}); press r to try again."
+        )
+        self.runs += 1
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Dim "Run again" while the doctor runs, and "Copy fix" until there is a report."""
+        if action == "run_again" and self.running:
+            return None
+        if action == "copy_fix" and self.report is None:
+            return None
+        return True
+
+    def action_close(self) -> None:
+        """Back to the monitor (a run still going finishes on its own, unseen)."""
+        self.dismiss()
+
+    def action_run_again(self) -> None:
+        """Run the doctor again (one run at a time: ``r`` is dimmed while one runs)."""
+        self.start()
+
+    def action_focus_item(self, step: int) -> None:
+        """Focus the next (``1``) or previous (``-1``) check or device; past either end,
+        scroll to that end."""
+        items = list(self.query(ReportItem))
+        if not items:
+            return
+        focused = self.focused
+        index = items.index(focused) + step if isinstance(focused, ReportItem) else 0
+        body = self.query_one("#doctor-body", VerticalScroll)
+        if index < 0:
+            body.scroll_home(animate=False)
+        elif index >= len(items):
+            body.scroll_end(animate=False)
+        else:
+            items[index].focus()
+
+    def action_copy_fix(self) -> None:
+        """Copy the focused check's fix to the clipboard."""
+        focused = self.focused
+        if not isinstance(focused, CheckItem):
+            self.notify("Select a check (↑/↓) to copy its fix.", timeout=3)
+            return
+        fix = focused.check.fix
+        if not fix:
+            self.notify(f"'{focused.check.name}' has no fix to copy.", timeout=3, markup=False)
+            return
+        text = fix_to_copy(fix)
+        self.app.copy_to_clipboard(text)
+        self.notify(text, title="Copied", timeout=4, markup=False)
+
+
+def _most_urgent(items: list[CheckItem]) -> CheckItem | None:
+    """The first failed check, else the first warning, else the first check."""
+    for status in (Status.FAIL, Status.WARN):
+        for item in items:
+            if item.check.status is status:
+                return item
+    return items[0] if items else None

@@ -1,0 +1,305 @@
+"""Pure renderers for the runner pane: Rich text and tables from a session, no app needed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from gputui.format import fmt_bytes
+from gputui.training.events import DeviceOption, Error, Event, Memory, Placement, Progress
+from gputui.training.experiments.result import ExperimentResult
+from gputui.ui.runner_model import Phase, RunRecord, Session, Speedup
+
+MUTED = "dim"
+BAR_CHAR = "█"
+TRACK_CHAR = "·"
+
+
+def fmt_ips(value: float | None) -> str:
+    """Images per second, e.g. ``12,345 img/s``; ``n/a`` for ``None``."""
+    return "n/a" if value is None else f"{value:,.0f} img/s"
+
+
+def fmt_ratio(value: float | None) -> str:
+    """A speedup, e.g. ``3.42x``; ``n/a`` for ``None``."""
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def device_label(option: DeviceOption) -> Text:
+    """A device choice: usable ones plain, unusable ones greyed out with their reason."""
+    if option.usable:
+        return Text(f"{option.name} · {option.description}")
+    return Text(f"{option.name} · unusable: {option.reason or 'unknown reason'}", style=MUTED)
+
+
+def progress_line(progress: Progress | None, epochs: int, device: str) -> Text:
+    """``epoch 2/3 · step 40/196 · 18,204 img/s · loss 1.234``."""
+    if progress is None:
+        return Text(f"{device} · starting (torch import, data)…", style=MUTED)
+    return Text(
+        f"epoch {progress.epoch}/{epochs} · step {progress.step}/"
+        f"{progress.steps_per_epoch} · {fmt_ips(progress.images_per_second)} · "
+        f"loss {progress.loss:.3f}"
+    )
+
+
+def status_line(session: Session | None) -> Text:
+    """One line: what the pane is doing, or why it stopped (an error's one line)."""
+    if session is None:
+        return Text("Idle: choose a device, then r to train or c to compare.", style=MUTED)
+    phase = session.phase
+    current = session.current
+    if phase is Phase.FAILED:
+        failed = next(run for run in session.runs if run.error is not None)
+        assert failed.error is not None
+        return Text.assemble(
+            ("✗ ", "bold red"),
+            (f"{failed.device}: {failed.error.message}", "red"),
+            ("  (e: details)", MUTED),
+        )
+    if phase is Phase.RUNNING:
+        which = f" (run {len(session.runs)} of {len(session.configs)})" if session.compare else ""
+        device = current.device if current is not None else "?"
+        started = current.started if current is not None else None
+        data = f" · {started.dataset}, {started.train_images:,} images" if started else ""
+        return Text(f"▶ training on {device}{which}{data}", style="bold")
+    if phase is Phase.STOPPED:
+        return Text("■ stopped", style="yellow")
+    done = ", ".join(
+        f"{run.device} {run.finished.epochs_completed} epochs"
+        for run in session.runs
+        if run.finished is not None
+    )
+    return Text(f"✓ finished: {done}", style="green")
+
+
+def epochs_table(runs: Sequence[RunRecord]) -> Table:
+    """Every finished epoch of every run: seconds, images/s, loss, accuracy; warm-up marked."""
+    table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
+    table.add_column("Device")
+    table.add_column("Epoch", justify="right")
+    table.add_column("Seconds", justify="right")
+    table.add_column("img/s", justify="right")
+    table.add_column("Loss", justify="right")
+    table.add_column("Acc", justify="right")
+    for column in table.columns:
+        column.no_wrap = True
+    for run in runs:
+        for epoch in run.epochs:
+            style = MUTED if epoch.warmup else ""
+            table.add_row(
+                run.device,
+                f"{epoch.epoch}{' warm-up' if epoch.warmup else ''}",
+                f"{epoch.seconds:.2f}",
+                f"{epoch.images_per_second:,.0f}",
+                f"{epoch.loss:.3f}",
+                "n/a" if epoch.accuracy is None else f"{epoch.accuracy:.1%}",
+                style=style,
+            )
+    if not table.rows:
+        table.add_row("", "", Text("no epoch finished yet", style=MUTED), "", "", "")
+    return table
+
+
+def throughput_chart(runs: Sequence[RunRecord], width: int) -> Text:
+    """A bar per run: its steady throughput (warm-up excluded when a steady epoch exists).
+
+    Args:
+        runs: The runs to chart, in order.
+        width: Cells across the chart.
+    """
+    values = [(run.device, run.best_images_per_second, run) for run in runs]
+    top = max((value for _, value, _ in values if value), default=0.0)
+    label_width = max((len(device) for device, _, _ in values), default=3)
+    numbers = [fmt_ips(value) for _, value, _ in values]
+    number_width = max((len(number) for number in numbers), default=0)
+    kind_width = len("(warm-up)")
+    bar_width = max(width - label_width - number_width - kind_width - 3, 4)
+    text = Text()
+    for index, ((device, value, run), number) in enumerate(zip(values, numbers, strict=True)):
+        kind = "steady" if run.steady_epochs else ("warm-up" if run.epochs else "so far")
+        filled = round(bar_width * value / top) if value and top else 0
+        if index:
+            text.append("\n")
+        text.append(device.ljust(label_width) + " ")
+        text.append(BAR_CHAR * filled, style="green" if index == 0 else "cyan")
+        text.append(TRACK_CHAR * (bar_width - filled), style=MUTED)
+        text.append(f" {number.rjust(number_width)} ")
+        text.append(f"({kind})", style=MUTED)
+    return text
+
+
+def speedup_text(result: Speedup) -> Text:
+    """``Speedup of cuda:0 over cpu: 3.42× steady`` and the ratio of each epoch."""
+    text = Text()
+    text.append(f"Speedup of {result.other} over {result.baseline}: ", style="bold")
+    if result.steady is not None:
+        text.append(fmt_ratio(result.steady), style="bold green")
+        text.append(" steady, warm-up excluded")
+    elif result.so_far is not None:
+        text.append(fmt_ratio(result.so_far), style="bold yellow")
+        text.append(" forming (this epoch so far)")
+    else:
+        text.append("forming…", style=MUTED)
+    if result.per_epoch:
+        epochs = "  ".join(
+            f"{epoch}{' (warm-up)' if epoch == 1 and result.warmup is not None else ''}: "
+            f"{fmt_ratio(ratio)}"
+            for epoch, ratio in result.per_epoch
+        )
+        text.append(f"\nPer epoch: {epochs}", style=MUTED)
+    return text
+
+
+def placement_table(placement: Placement) -> Group:
+    """Each parameter group's device, dtype and bytes (optimizer state included), then batches."""
+    table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
+    table.add_column("Group")
+    table.add_column("Device")
+    table.add_column("Dtype")
+    table.add_column("Params", justify="right")
+    table.add_column("Adam state", justify="right")
+    table.add_column("State on")
+    table.add_column("Total", justify="right")
+    for column in table.columns:
+        column.no_wrap = True
+    for row in placement.rows:
+        table.add_row(
+            row.group,
+            row.device or "n/a",
+            (row.dtype or "n/a").removeprefix("torch."),
+            fmt_bytes(row.param_bytes + row.buffer_bytes),
+            fmt_bytes(row.state_bytes),
+            row.state_device or "n/a",
+            fmt_bytes(row.param_bytes + row.buffer_bytes + row.state_bytes),
+        )
+    inputs = Text.assemble(
+        ("Batches: ", "bold"),
+        f"inputs on {placement.inputs_device} ({placement.inputs_dtype.removeprefix('torch.')}, "
+        f"{placement.inputs_memory_format}) · labels on {placement.labels_device} · "
+        f"dataset on {placement.dataset_device}" + (" · pinned" if placement.pinned else ""),
+    )
+    return Group(table, inputs)
+
+
+def memory_line(memory: Memory) -> Text:
+    """The trainer's memory on its device, each figure ``n/a`` where the device has none."""
+    parts: list[str] = []
+    if memory.allocated_bytes is not None:
+        parts.append(f"allocated {fmt_bytes(memory.allocated_bytes)}")
+    if memory.reserved_bytes is not None:
+        parts.append(f"reserved {fmt_bytes(memory.reserved_bytes)}")
+    if memory.driver_bytes is not None:
+        parts.append(f"driver {fmt_bytes(memory.driver_bytes)}")
+    parts.append(f"peak {fmt_bytes(memory.peak_bytes)}")
+    parts.append(f"process RSS {fmt_bytes(memory.rss_bytes)}")
+    return Text.assemble((f"Memory on {memory.device}: ", "bold"), " · ".join(parts))
+
+
+def error_detail(error: Error) -> Text:
+    """The error's one line, then its detail (traceback or stderr tail)."""
+    text = Text(f"{error.message} [{error.kind}]\n", style="bold red")
+    if error.suggested_batch_size:
+        text.append(f"A batch size that fits: {error.suggested_batch_size}\n")
+    text.append(error.detail.strip() or "(no detail)", style=MUTED)
+    return text
+
+
+def session_body(session: Session | None, width: int) -> RenderableType:
+    """Everything under the progress bar: epochs, chart, speedup, placement, memory."""
+    if session is None or not session.runs:
+        return Text(
+            "Epoch times, throughput, the speedup of a comparison and where each tensor "
+            "lives appear here.",
+            style=MUTED,
+        )
+    parts: list[RenderableType] = [epochs_table(session.runs), Text()]
+    if any(run.best_images_per_second for run in session.runs):
+        parts += [Text("Throughput", style="bold"), throughput_chart(session.runs, width), Text()]
+    result = session.speedup
+    if result is not None:
+        parts += [speedup_text(result), Text()]
+    current = session.current
+    shown = current if current is not None and current.placement else None
+    shown = shown or next((run for run in reversed(session.runs) if run.placement), None)
+    if shown is not None and shown.placement is not None:
+        parts += [
+            Text(f"Placement on {shown.device}", style="bold"),
+            placement_table(shown.placement),
+        ]
+    memory = next((run.memory for run in reversed(session.runs) if run.memory), None)
+    if memory is not None:
+        parts.append(memory_line(memory))
+    for run in session.runs:
+        for note in run.notes:
+            parts.append(Text(f"note ({run.device}): {note}", style=MUTED))
+    return Group(*parts)
+
+
+def experiment_progress_line(event: Event) -> str | None:
+    """The experiment's progress, one line, as ``gputui experiment`` prints it."""
+    from gputui.training.experiments.cli import progress_line as cli_progress_line
+
+    return cli_progress_line(event)
+
+
+def experiment_status(result: ExperimentResult, running: bool) -> Text:
+    """One line: the experiment running, finished, stopped, or its error."""
+    if result.error is not None:
+        return Text.assemble(
+            ("✗ ", "bold red"),
+            (f"{result.experiment}: {result.error.message}", "red"),
+            ("  (e: details)", MUTED),
+        )
+    if running:
+        return Text(f"▶ experiment {result.experiment}", style="bold")
+    if result.finished is not None and result.finished.stopped:
+        return Text(f"■ experiment {result.experiment} stopped", style="yellow")
+    return Text(f"✓ experiment {result.experiment} finished", style="green")
+
+
+def experiment_chart(result: ExperimentResult, width: int) -> Text:
+    """A bar per measurement: its images per second, on one scale."""
+    bars: list[tuple[str, float]] = []
+    for device in result.devices.values():
+        for row in device.rows:
+            value = getattr(row, "images_per_second", None)
+            if value is None:
+                continue
+            what = (
+                getattr(row, "pipeline", None)
+                or {"every_step": "loss every step", "once": "loss once"}.get(
+                    str(getattr(row, "mode", "")), ""
+                )
+                or f"batch {getattr(row, 'batch_size', '')}"
+            )
+            bars.append((f"{row.device} {what}", float(value)))
+    top = max((value for _, value in bars), default=0.0)
+    label_width = max((len(label) for label, _ in bars), default=0)
+    numbers = [fmt_ips(value) for _, value in bars]
+    number_width = max((len(number) for number in numbers), default=0)
+    bar_width = max(width - label_width - number_width - 2, 4)
+    text = Text()
+    for index, ((label, value), number) in enumerate(zip(bars, numbers, strict=True)):
+        filled = round(bar_width * value / top) if top else 0
+        if index:
+            text.append("\n")
+        text.append(label.ljust(label_width) + " ")
+        text.append(BAR_CHAR * filled, style="cyan")
+        text.append(TRACK_CHAR * (bar_width - filled), style=MUTED)
+        text.append(f" {number.rjust(number_width)}")
+    return text
+
+
+def experiment_body(result: ExperimentResult, width: int) -> RenderableType:
+    """The experiment's table and conclusion (as the CLI prints them), then a chart."""
+    from gputui.training.experiments.cli import render_result
+
+    parts: list[RenderableType] = [Text(render_result(result))]
+    chart = experiment_chart(result, width)
+    if chart.plain:
+        parts += [Text(), Text("Throughput", style="bold"), chart]
+    return Group(*parts)

@@ -1,0 +1,600 @@
+"""The runner pane: choose a device and settings, train, compare, and watch the epochs arrive.
+
+The trainer runs in a child process (:class:`gputui.training.runner.TrainerProcess`);
+the pane drains its events on a cheap timer (``drain()`` never blocks), folds them
+into a :class:`~gputui.ui.runner_model.Session`, and repaints from the pure
+renderers in :mod:`gputui.ui.runner_render`. Devices are listed by a child process
+too, from a thread worker at mount, so the first frame never waits for torch.
+
+Tests inject the trainer and the device list through :class:`RunnerSetup`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, Label, ProgressBar, Select, Static
+
+from gputui.format import fmt_bytes
+from gputui.telemetry.watched import ProcessReading, ProcessSampler
+from gputui.training.config import DATASETS, PIPELINES, PRECISIONS, ConfigError, RunConfig
+from gputui.training.events import (
+    DeviceOption,
+    DevicesListed,
+    Error,
+    Event,
+    Finished,
+    RunStarted,
+)
+from gputui.training.experiments.result import ExperimentResult
+from gputui.training.experiments.spec import EXPERIMENTS, ExperimentConfig
+from gputui.ui.runner_model import Phase, Session
+from gputui.ui.runner_render import (
+    device_label,
+    error_detail,
+    experiment_body,
+    experiment_progress_line,
+    experiment_status,
+    progress_line,
+    session_body,
+    status_line,
+)
+
+DEFAULTS_ENV = "GPUTUI_RUNNER_DEFAULTS"
+"""Environment variable: a JSON object of RunConfig fields the pane starts from
+(e.g. ``{"dataset": "synthetic", "limit": 256, "epochs": 1, "threads": 1}`` for a tiny run)."""
+
+LISTING = "?listing"
+"""The device choice's value until the devices are listed (the default device is used)."""
+
+BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
+EPOCH_CHOICES = (1, 2, 3, 5, 10, 20)
+
+
+class TrainerLike(Protocol):
+    """What the pane needs of a trainer process (the real one, or a scripted one in tests)."""
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id."""
+        ...
+
+    def start(self) -> TrainerLike:
+        """Start the run."""
+        ...
+
+    def drain(self) -> list[Event]:
+        """Every event received so far, without waiting."""
+        ...
+
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop the run."""
+        ...
+
+
+def _real_trainer(config: RunConfig) -> TrainerLike:
+    from gputui.training.runner import TrainerProcess
+
+    return TrainerProcess(config)
+
+
+def _real_experiment(config: ExperimentConfig) -> TrainerLike:
+    from gputui.training.experiments.process import ExperimentProcess
+
+    return ExperimentProcess(config)
+
+
+def _real_devices() -> DevicesListed | Error:
+    from gputui.training.runner import list_devices
+
+    return list_devices()
+
+
+def defaults_from_env(environ: dict[str, str] | None = None) -> RunConfig:
+    """The pane's starting config: RunConfig's defaults, changed by ``GPUTUI_RUNNER_DEFAULTS``.
+
+    Raises:
+        ConfigError: when the variable is not a JSON object of valid config fields.
+    """
+    text = (environ if environ is not None else dict(os.environ)).get(DEFAULTS_ENV)
+    if not text:
+        return RunConfig()
+    try:
+        changes = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{DEFAULTS_ENV} is not JSON: {exc}") from None
+    if not isinstance(changes, dict):
+        raise ConfigError(f"{DEFAULTS_ENV} must be a JSON object of run settings")
+    config = RunConfig.from_json(json.dumps({**json.loads(RunConfig().to_json()), **changes}))
+    config.validate()
+    return config
+
+
+@dataclass(frozen=True)
+class RunnerSetup:
+    """Where the pane gets its trainers and devices; production uses the defaults."""
+
+    trainer: Callable[[RunConfig], TrainerLike] = _real_trainer
+    """Builds a (not yet started) trainer for a config."""
+    experiment: Callable[[ExperimentConfig], TrainerLike] = _real_experiment
+    """Builds a (not yet started) experiment process (issue 6's experiments)."""
+    list_devices: Callable[[], DevicesListed | Error] = _real_devices
+    """Lists the candidate devices (blocking; called from a thread worker)."""
+    defaults: RunConfig = field(default_factory=RunConfig)
+    """The config the pane's choices start from."""
+    drain_interval_s: float = 0.1
+    """How often the pane drains the trainer's events."""
+    experiment_budget_s: float = 2.0
+    """About how long each measurement of an experiment may take."""
+    watch_interval_s: float = 1.0
+    """How often the pane reads the trainer process's CPU use (psutil)."""
+
+
+def _options(values: tuple[object, ...], extra: object) -> list[tuple[str, object]]:
+    chosen = sorted({*values, extra}) if isinstance(extra, int) else list(values)
+    return [(str(value), value) for value in chosen]
+
+
+class RunnerPane(Vertical):
+    """Device and settings, start/compare/stop, progress, epochs, speedup and placement."""
+
+    class TrainerChanged(Message):
+        """The trainer process changed (started, or ended: ``pid`` is ``None``)."""
+
+        def __init__(self, pid: int | None) -> None:
+            """Carry the trainer's pid."""
+            super().__init__()
+            self.pid = pid
+            """The trainer's process id, ``None`` when none runs."""
+
+    class TrainerSampled(Message):
+        """A reading of the trainer process's CPU use and memory."""
+
+        def __init__(self, reading: ProcessReading) -> None:
+            """Carry the reading."""
+            super().__init__()
+            self.reading = reading
+            """The trainer process's reading."""
+
+    def __init__(self, setup: RunnerSetup | None = None, *, id: str | None = None) -> None:
+        """An idle pane; devices are listed once it is mounted.
+
+        Args:
+            setup: Trainers, device list and defaults (default: the real ones).
+            id: The widget id.
+        """
+        super().__init__(id=id)
+        self.setup = setup or RunnerSetup()
+        self.devices: tuple[DeviceOption, ...] = ()
+        """Devices listed so far (empty until the listing child answers)."""
+        self.devices_error: str | None = None
+        """Why devices could not be listed, if they could not."""
+        self.session: Session | None = None
+        """The session shown (the last one started)."""
+        self.trainer: TrainerLike | None = None
+        """The trainer running now, if any."""
+        self.message: Text | None = None
+        """A one-line complaint about the choices (e.g. an unusable device), if any."""
+        self.events_seen = 0
+        """Trainer events folded in so far (tests wait on it)."""
+        self.show_detail = False
+        """Whether the error's detail is shown."""
+        self.experiment_progress = ""
+        """The experiment's latest progress line."""
+        self.watched: ProcessReading | None = None
+        """The latest reading of the trainer process (None when none runs)."""
+        self._watcher: ProcessSampler | None = None
+        self.experiment: ExperimentResult | None = None
+        """The experiment shown (the last one started), if any."""
+        self.experiment_process: TrainerLike | None = None
+        """The experiment running now, if any."""
+        self.showing_experiment = False
+        """Whether the body shows the experiment (else the training session)."""
+
+    def compose(self) -> ComposeResult:
+        """The choices, the buttons, then what the run shows."""
+        defaults = self.setup.defaults
+        device = defaults.device
+        with Horizontal(classes="runner-row"):
+            yield Label("Device ")
+            yield Select(
+                [(f"{device} · listing devices…", LISTING)],
+                value=LISTING,
+                allow_blank=False,
+                type_to_search=False,
+                compact=True,
+                id="runner-device",
+            )
+        with Horizontal(classes="runner-row"):
+            yield Label("Compare vs ")
+            yield Select(
+                [("cpu", LISTING)],
+                value=LISTING,
+                allow_blank=False,
+                type_to_search=False,
+                compact=True,
+                id="runner-baseline",
+            )
+        with Horizontal(classes="runner-row"):
+            for label, name, values, value in (
+                ("Batch ", "batch", BATCH_SIZES, defaults.batch_size),
+                (" Epochs ", "epochs", EPOCH_CHOICES, defaults.epochs),
+                (" Data ", "dataset", DATASETS, defaults.dataset),
+            ):
+                yield Label(label)
+                yield Select(
+                    _options(values, value),
+                    value=value,
+                    allow_blank=False,
+                    type_to_search=False,
+                    compact=True,
+                    id=f"runner-{name}",
+                )
+        with Horizontal(classes="runner-row"):
+            for label, name, values, value in (
+                ("Pipeline ", "pipeline", PIPELINES, defaults.pipeline),
+                (" Precision ", "precision", PRECISIONS, defaults.precision),
+            ):
+                yield Label(label)
+                yield Select(
+                    _options(values, value),
+                    value=value,
+                    allow_blank=False,
+                    type_to_search=False,
+                    compact=True,
+                    id=f"runner-{name}",
+                )
+        with Horizontal(id="runner-buttons"):
+            yield Button("Train r", id="runner-start", compact=True, action="app.runner_start")
+            yield Button(
+                "Compare c", id="runner-compare", compact=True, action="app.runner_compare"
+            )
+            yield Button("Stop s", id="runner-stop", compact=True, action="app.runner_stop")
+            yield Select(
+                [(name, name) for name in EXPERIMENTS],
+                value=EXPERIMENTS[0],
+                allow_blank=False,
+                type_to_search=False,
+                compact=True,
+                id="runner-experiment",
+            )
+            yield Button(
+                "Experiment x",
+                id="runner-run-experiment",
+                compact=True,
+                action="app.runner_experiment",
+            )
+        yield Static(status_line(None), id="runner-status")
+        with Horizontal(id="runner-progress-row"):
+            yield ProgressBar(total=None, show_eta=False, id="runner-progress")
+            yield Static("", id="runner-progress-text")
+        yield Static("", id="runner-detail")
+        with VerticalScroll(id="runner-scroll"):
+            yield Static(session_body(None, 60), id="runner-body")
+
+    def on_mount(self) -> None:
+        """List the devices off the event loop, and drain the trainer on a timer."""
+        self.border_title = "Runner"
+        self._list_devices()
+        self.set_interval(self.setup.drain_interval_s, self.drain)
+        self.set_interval(self.setup.watch_interval_s, self._watch_trainer)
+        self.refresh_view()
+
+    def on_resize(self) -> None:
+        """A new width: draw the chart and tables to it."""
+        self.refresh_view()
+
+    def on_unmount(self) -> None:
+        """The app is closing: stop the trainer and wait for it (no orphan process)."""
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop the running trainer or experiment and wait until it and its workers are gone."""
+        trainer, self.trainer = self.trainer, None
+        if trainer is not None:
+            trainer.stop(wait=True)
+        experiment, self.experiment_process = self.experiment_process, None
+        if experiment is not None:
+            experiment.stop(wait=True)
+
+    @work(thread=True, exit_on_error=False, group="runner-devices")
+    def _list_devices(self) -> None:
+        listed = self.setup.list_devices()
+        self.app.call_from_thread(self.show_devices, listed)
+
+    def show_devices(self, listed: DevicesListed | Error) -> None:
+        """Fill the device choices: every candidate, the unusable ones greyed with their reason."""
+        if isinstance(listed, Error):
+            self.devices_error = listed.message
+            self.message = Text(f"Could not list devices: {listed.message}", style="red")
+            self.refresh_view()
+            return
+        self.devices = listed.devices
+        options = [(device_label(option), option.name) for option in listed.devices]
+        usable = [option.name for option in listed.devices if option.usable]
+        wanted = self.setup.defaults.device
+        for select_id, prefer in (("#runner-device", wanted), ("#runner-baseline", "cpu")):
+            select = self.query_one(select_id, Select)
+            select.set_options(options)
+            choice = prefer if prefer in usable else (usable[0] if usable else None)
+            if select_id == "#runner-device" and prefer == "cpu":
+                accelerators = [name for name in usable if name != "cpu"]
+                choice = accelerators[0] if accelerators else choice
+            if choice is not None:
+                select.value = choice
+
+    def _watch_trainer(self) -> None:
+        pid = self.trainer_pid
+        if pid is not None:
+            self._sample_trainer(pid)
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="runner-watch")
+    def _sample_trainer(self, pid: int) -> None:
+        watcher = self._watcher
+        if watcher is None or watcher.pid != pid:
+            watcher = self._watcher = ProcessSampler(pid)
+        reading = watcher.sample()
+        self.app.call_from_thread(self._show_watched, reading)
+
+    def _show_watched(self, reading: ProcessReading) -> None:
+        if reading.pid != self.trainer_pid:
+            return  # the run ended while the reading was on its way
+        self.watched = reading
+        self.post_message(self.TrainerSampled(reading))
+        self.refresh_view()
+
+    # -- choices ----------------------------------------------------------------------------
+
+    def chosen_config(self, device: str | None = None) -> RunConfig:
+        """The config the choices describe (on ``device`` when given).
+
+        Raises:
+            ConfigError: when the choices cannot work (an unusable device, a bad value).
+        """
+
+        def value(name: str) -> object:
+            return self.query_one(f"#runner-{name}", Select).value
+
+        if device is None:
+            device = str(value("device"))
+            device = self.setup.defaults.device if device == LISTING else device
+        option = next((d for d in self.devices if d.name == device), None)
+        if option is not None and not option.usable:
+            raise ConfigError(f"{device} is unusable: {option.reason or 'no reason given'}")
+        config = self.setup.defaults.with_changes(
+            device=device,
+            batch_size=value("batch"),
+            epochs=value("epochs"),
+            dataset=value("dataset"),
+            pipeline=value("pipeline"),
+            precision=value("precision"),
+        )
+        config.validate()
+        return config
+
+    # -- actions ----------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Whether a session or an experiment is running."""
+        if self.experiment_process is not None:
+            return True
+        return self.session is not None and self.session.phase is Phase.RUNNING
+
+    def start_experiment(self) -> bool:
+        """Run the chosen experiment on the baseline and the chosen device (once if the same).
+
+        Returns:
+            Whether it started.
+        """
+        if self.busy:
+            self.app.notify("A run is in progress: stop it first (s).", severity="warning")
+            return False
+        try:
+            chosen = self.chosen_config()
+            baseline = str(self.query_one("#runner-baseline", Select).value)
+            baseline = "cpu" if baseline == LISTING else self.chosen_config(baseline).device
+            defaults = self.setup.defaults
+            config = ExperimentConfig(
+                experiment=str(self.query_one("#runner-experiment", Select).value),
+                devices=tuple(dict.fromkeys((baseline, chosen.device))),
+                batch_size=chosen.batch_size,
+                dataset=chosen.dataset,
+                data_dir=defaults.data_dir,
+                download=defaults.download,
+                limit=defaults.limit,
+                threads=defaults.threads,
+                nice=defaults.nice,
+                budget_s=self.setup.experiment_budget_s,
+            )
+            config.validate()
+        except ConfigError as error:
+            self.message = Text(f"✗ {error}", style="red")
+            self.refresh_view()
+            return False
+        self.message = None
+        self.show_detail = False
+        self.showing_experiment = True
+        self.experiment = ExperimentResult(config.experiment)
+        self.experiment_progress = f"{config.experiment}: starting (torch import, data)…"
+        self.experiment_process = self.setup.experiment(config).start()
+        self.refresh_view()
+        return True
+
+    def start(self, *, compare: bool = False) -> bool:
+        """Start a run of the chosen config, or a comparison: the baseline, then the chosen one.
+
+        Returns:
+            Whether a session started (not when one is running or the choices are bad).
+        """
+        if self.busy:
+            self.app.notify("A run is in progress: stop it first (s).", severity="warning")
+            return False
+        try:
+            configs = [self.chosen_config()]
+            if compare:
+                baseline = str(self.query_one("#runner-baseline", Select).value)
+                baseline = "cpu" if baseline == LISTING else baseline
+                configs.insert(0, self.chosen_config(baseline))
+        except ConfigError as error:
+            self.message = Text(f"✗ {error}", style="red")
+            self.refresh_view()
+            return False
+        self.message = None
+        self.show_detail = False
+        self.showing_experiment = False
+        self.session = Session(configs)
+        self._start_next()
+        return True
+
+    def stop(self) -> None:
+        """Stop the session or experiment: the child ends after its current step."""
+        if self.experiment_process is not None:
+            self.experiment_process.stop(wait=False)
+            return
+        if self.session is None or not self.busy:
+            return
+        self.session.stopped = True
+        if self.trainer is not None:
+            self.trainer.stop(wait=False)
+        self.refresh_view()
+
+    def toggle_detail(self) -> None:
+        """Show or hide the failed run's detail (traceback or stderr tail)."""
+        self.show_detail = not self.show_detail
+        self.refresh_view()
+
+    def _start_next(self) -> None:
+        session = self.session
+        config = session.next_config if session is not None else None
+        if session is None or config is None:
+            return
+        session.begin(config)
+        self.trainer = self.setup.trainer(config).start()
+        self.watched = None
+        self.refresh_view()
+
+    def _drain_experiment(self, process: TrainerLike) -> None:
+        result = self.experiment
+        events = process.drain()
+        if not events or result is None:
+            return
+        for event in events:
+            result.absorb(event)
+            self.events_seen += 1
+            line = experiment_progress_line(event)
+            if line is not None:
+                self.experiment_progress = line
+        if result.finished is not None or result.error is not None:
+            self.experiment_process = None
+        self.refresh_view()
+
+    def drain(self) -> None:
+        """Fold in every event the trainer has sent; start the comparison's next run."""
+        if self.experiment_process is not None:
+            self._drain_experiment(self.experiment_process)
+            return
+        trainer, session = self.trainer, self.session
+        if trainer is None or session is None or session.current is None:
+            return
+        events = trainer.drain()
+        if not events:
+            return
+        run = session.current
+        for event in events:
+            run.absorb(event)
+            self.events_seen += 1
+            if isinstance(event, RunStarted):
+                self.post_message(self.TrainerChanged(event.pid))
+        if run.ended:
+            self.trainer = None
+            self.watched = None
+            self.post_message(self.TrainerChanged(None))
+            if isinstance(run.finished, Finished) and run.finished.stopped:
+                session.stopped = True
+            self._start_next()
+        self.refresh_view()
+
+    # -- painting ---------------------------------------------------------------------------
+
+    def refresh_view(self) -> None:
+        """Repaint the status line, progress bar and body from the session."""
+        self._enable_buttons()
+        if self.showing_experiment and self.experiment is not None:
+            self._show_experiment(self.experiment)
+            return
+        session = self.session
+        status = self.message if self.message is not None else status_line(session)
+        watched = self.watched
+        if self.message is None and watched is not None and watched.alive and self.busy:
+            cpu = "n/a" if watched.cpu_percent is None else f"{watched.cpu_percent:.0f}%"
+            status = status.copy()
+            status.append(
+                f"  pid {watched.pid} · CPU {cpu} · RSS {fmt_bytes(watched.rss_bytes)}",
+                style="not bold",
+            )
+        self.query_one("#runner-status", Static).update(status)
+        bar = self.query_one("#runner-progress", ProgressBar)
+        text = self.query_one("#runner-progress-text", Static)
+        run = session.current if session is not None else None
+        self.query_one("#runner-progress-row").display = session is not None
+        if run is not None and not run.ended:
+            progress = run.progress
+            epochs = run.started.epochs if run.started is not None else run.config.epochs
+            if progress is not None:
+                bar.update(total=progress.steps_per_epoch, progress=progress.step)
+            else:
+                bar.update(total=None, progress=0)
+            text.update(progress_line(progress, epochs, run.device))
+        else:
+            bar.update(total=100, progress=100 if run is not None and run.finished else 0)
+            text.update("")
+        detail = self.query_one("#runner-detail", Static)
+        failed = next((r for r in session.runs if r.error), None) if session else None
+        detail.display = bool(self.show_detail and failed)
+        if failed is not None and failed.error is not None and self.show_detail:
+            detail.update(error_detail(failed.error))
+        width = max(self.query_one("#runner-scroll").size.width - 1, 30)
+        self.query_one("#runner-body", Static).update(session_body(session, width))
+
+    def _enable_buttons(self) -> None:
+        busy = self.busy
+        for name, disabled in (
+            ("#runner-start", busy),
+            ("#runner-compare", busy),
+            ("#runner-run-experiment", busy),
+            ("#runner-stop", not busy),
+        ):
+            self.query_one(name, Button).disabled = disabled
+
+    def _show_experiment(self, result: ExperimentResult) -> None:
+        running = self.experiment_process is not None
+        status = self.message or experiment_status(result, running)
+        self.query_one("#runner-status", Static).update(status)
+        self.query_one("#runner-progress-row").display = running
+        bar = self.query_one("#runner-progress", ProgressBar)
+        bar.update(total=None)
+        self.query_one("#runner-progress-text", Static).update(self.experiment_progress)
+        detail = self.query_one("#runner-detail", Static)
+        detail.display = bool(self.show_detail and result.error)
+        if result.error is not None and self.show_detail:
+            detail.update(error_detail(result.error))
+        width = max(self.query_one("#runner-scroll").size.width - 1, 30)
+        self.query_one("#runner-body", Static).update(experiment_body(result, width))
+
+    @property
+    def trainer_pid(self) -> int | None:
+        """The running trainer's process id, if one runs."""
+        run = self.session.current if self.session is not None else None
+        if self.trainer is None or run is None:
+            return None
+        return run.started.pid if run.started is not None else self.trainer.pid

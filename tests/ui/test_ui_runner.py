@@ -1,0 +1,236 @@
+"""The runner pane with a REAL trainer: tiny CPU runs through TrainerProcess, seen in the app.
+
+Each run is synthetic data, a few hundred images, batch 32, one torch thread, no run
+folder. The monitor's samplers are fakes (they are not what is under test here).
+"""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from gputui.training.config import RunConfig
+from gputui.training.events import Error, Finished
+from gputui.ui.app import MonitorApp
+from gputui.ui.runner_model import Phase
+from gputui.ui.widgets.runner_pane import RunnerSetup, defaults_from_env
+from tests.ui.fakes import fake_app, screen_text, wait_until
+from tests.ui.runner_fakes import CPU_ONLY
+
+pytestmark = pytest.mark.timeout(120)
+
+TINY = RunConfig(
+    device="cpu",
+    epochs=2,
+    batch_size=32,
+    dataset="synthetic",
+    limit=256,
+    test_limit=64,
+    threads=1,
+    record=False,
+)
+"""A run of a few seconds, most of it importing torch in the child."""
+
+RUN_TIMEOUT_S = 60.0
+WIDE = (160, 50)
+
+
+def real_app(defaults: RunConfig = TINY) -> MonitorApp:
+    """The app with fake samplers, the fixed CPU-only device list and the REAL trainer."""
+    return fake_app(
+        runner=RunnerSetup(list_devices=lambda: CPU_ONLY, defaults=defaults, drain_interval_s=0.05)
+    )
+
+
+async def test_compare_cpu_with_cpu_shows_real_epochs_and_forms_a_speedup() -> None:
+    """Two real runs (no accelerator here: compare runs the CPU twice, the same code path)."""
+    app = real_app()
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("c")
+        assert pane.busy
+        await wait_until(
+            pilot, lambda: pane.session is not None and not pane.busy, 2 * RUN_TIMEOUT_S
+        )
+        session = pane.session
+        assert session is not None and session.phase is Phase.FINISHED, session.runs[-1].error
+        assert [run.device for run in session.runs] == ["cpu", "cpu"]
+        for run in session.runs:
+            assert [epoch.epoch for epoch in run.epochs] == [1, 2]
+            assert run.epochs[0].warmup and not run.epochs[1].warmup
+            assert run.started is not None and run.started.nice == 10
+            assert run.placement is not None and run.memory is not None
+            assert not psutil.pid_exists(run.started.pid)
+        result = session.speedup
+        assert result is not None and result.steady is not None
+        assert [epoch for epoch, _ in result.per_epoch] == [1, 2]
+        assert 0.2 < result.steady < 5.0  # the same work twice: about 1x
+        assert pane.trainer is None
+        await pilot.pause()
+        text = screen_text(app)
+        assert "1 warm-up" in text
+        assert "finished: cpu 2 epochs, cpu 2 epochs" in text
+        assert "Speedup of cpu over cpu" in text
+        assert "Placement on cpu" in text
+
+
+async def test_a_failed_run_shows_one_line_and_the_detail_on_demand() -> None:
+    """The trainer's own OOM test hook: a real Error(kind='oom') from the child."""
+    app = real_app(TINY.with_changes(simulate_oom_from_batch=32))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("r")
+        await wait_until(pilot, lambda: pane.session is not None and not pane.busy, RUN_TIMEOUT_S)
+        assert pane.session is not None and pane.session.phase is Phase.FAILED
+        error = pane.session.runs[0].error
+        assert isinstance(error, Error) and error.kind == "oom"
+        await pilot.pause()
+        text = screen_text(app)
+        assert "✗ cpu: " in text and "(e: details)" in text
+        assert not app.query_one("#runner-detail").display
+        await pilot.press("e")
+        assert app.query_one("#runner-detail").display
+        assert app.monitor.is_attached  # the monitor keeps running
+        assert app.handled["cpu"] >= 1
+
+
+async def test_stop_ends_a_real_run() -> None:
+    app = real_app(TINY.with_changes(limit=4096, epochs=5))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("r")
+
+        def training() -> bool:
+            run = pane.session.current if pane.session else None
+            return run is not None and run.progress is not None
+
+        await wait_until(pilot, training, RUN_TIMEOUT_S)
+        pid = pane.trainer_pid
+        assert pid is not None and psutil.pid_exists(pid)
+        assert "epoch 1/5" in screen_text(app)
+        await wait_until(pilot, lambda: pane.watched is not None, RUN_TIMEOUT_S)
+        assert pane.watched is not None and pane.watched.pid == pid
+        await wait_until(
+            pilot, lambda: "trainer pid" in str(app.monitor.cpu_panel.border_subtitle), 5.0
+        )
+        assert f"pid {pid} · CPU" in screen_text(app)
+        await pilot.press("s")
+        await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+        assert pane.session is not None and pane.session.phase is Phase.STOPPED
+        finished = pane.session.runs[0].finished
+        assert isinstance(finished, Finished) and finished.stopped
+        assert finished.epochs_completed < 5
+        await pilot.pause()
+        assert "stopped" in screen_text(app)
+        assert not psutil.pid_exists(pid)
+
+
+async def test_an_unusable_device_is_refused_with_its_reason() -> None:
+    app = real_app(TINY.with_changes(device="cuda"))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        pane.query_one("#runner-device").value = "cuda"  # type: ignore[attr-defined]
+        await pilot.press("r")
+        assert pane.session is None and pane.trainer is None
+        assert "cuda is unusable: this torch build has no CUDA" in screen_text(app)
+
+
+async def test_narrow_screens_swap_monitor_and_runner() -> None:
+    app = real_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert not app.runner.display or app.runner.region.width == 0
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.runner.region.width > 0 and app.monitor.region.width == 0
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.monitor.region.width > 0 and app.runner.region.width == 0
+
+
+def test_defaults_come_from_the_environment() -> None:
+    config = defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"dataset": "synthetic", "limit": 64}'})
+    assert config.dataset == "synthetic" and config.limit == 64 and config.nice == 10
+    assert defaults_from_env({}) == RunConfig()
+    with pytest.raises(ValueError, match="GPUTUI_RUNNER_DEFAULTS is not JSON"):
+        defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": "{"})
+    with pytest.raises(ValueError, match="batch size"):
+        defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"batch_size": 0}'})
+
+
+async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
+    """Scripted trainer (pid 40321) that NVML lists on GPU 0."""
+    from tests.ui.fakes import ScriptedSampler
+    from tests.ui.runner_fakes import run_events, scripted_setup
+    from tests.ui.test_ui_runner_snapshots import TRAINER_ON_GPU0
+
+    app = fake_app(
+        nvml=ScriptedSampler(TRAINER_ON_GPU0),
+        runner=scripted_setup(lambda config: run_events(config, upto_epoch=1)),
+    )
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        table = app.monitor.process_table
+        await wait_until(pilot, lambda: bool(pane.devices) and bool(table.shown))
+        await pilot.press("r")
+        await wait_until(pilot, lambda: table.trainer_pid == 40_321)
+        styles = {str(row[1]): row[1].style for row in (table.get_row(k) for k in table.rows)}
+        assert styles["40321"] == "bold reverse" and styles["41000"] == ""
+        await pilot.press("s")
+        await wait_until(pilot, lambda: table.trainer_pid is None)
+        assert all(table.get_row(k)[1].style == "" for k in table.rows)
+
+
+async def test_a_real_experiment_shows_its_table_and_sentence() -> None:
+    """Issue 6 in the pane: sync-stall on the CPU (chosen and baseline: one device)."""
+    app = fake_app(
+        runner=RunnerSetup(
+            list_devices=lambda: CPU_ONLY,
+            defaults=TINY,
+            drain_interval_s=0.05,
+            experiment_budget_s=0.2,
+        )
+    )
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        pane.query_one("#runner-experiment").value = "sync-stall"  # type: ignore[attr-defined]
+        await pilot.press("x")
+        assert pane.busy and pane.experiment is not None
+        await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+        result = pane.experiment
+        assert result is not None and result.error is None, result.error
+        assert result.conclusion and result.conclusion.startswith("On cpu")
+        rows = result.devices["cpu"].rows
+        assert {row.mode for row in rows} == {"every_step", "once"}  # type: ignore[attr-defined]
+        await pilot.pause()
+        text = screen_text(app)
+        assert "experiment sync-stall finished" in text
+        assert "every step" in text and "loss once" in text
+
+
+async def test_the_runner_is_in_the_command_palette() -> None:
+    app = fake_app()
+    async with app.run_test(size=WIDE):
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        assert {"Train", "Compare", "Stop training", "Run experiment", "Toggle runner"} <= set(
+            titles
+        )
+
+
+def test_bad_runner_defaults_exit_2_with_one_line() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GPUTUI_RUNNER_DEFAULTS": '{"epochs": 0}'}
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "gputui: epochs must be a whole number of at least 1, got 0"
+    ]

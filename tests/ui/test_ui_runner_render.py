@@ -1,0 +1,112 @@
+"""The runner pane's model and renderers, without an app: speedup, chart, tables."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, RenderableType
+
+from gputui.training.config import RunConfig
+from gputui.training.events import Error, Finished, Memory, Progress
+from gputui.ui.runner_model import Phase, RunRecord, Session, speedup
+from gputui.ui.runner_render import (
+    memory_line,
+    placement_table,
+    session_body,
+    speedup_text,
+    status_line,
+    throughput_chart,
+)
+from tests.ui.runner_fakes import run_events
+
+CPU = RunConfig(device="cpu")
+GPU = RunConfig(device="cuda:0")
+
+
+def text_of(renderable: RenderableType, width: int = 100) -> str:
+    console = Console(width=width, file=io.StringIO(), color_system=None, record=True)
+    console.print(renderable)
+    return console.export_text()
+
+
+def record(config: RunConfig, **script: object) -> RunRecord:
+    run = RunRecord(config)
+    for event in run_events(config, **script):  # type: ignore[arg-type]
+        run.absorb(event)
+    return run
+
+
+def test_steady_figures_leave_out_the_warm_up_epoch() -> None:
+    run = record(CPU.with_changes(epochs=3))
+    warm, *steady = run.epochs
+    assert warm.warmup and not any(epoch.warmup for epoch in steady)
+    assert run.steady_seconds == sum(e.seconds for e in steady) / 2
+    assert run.steady_images_per_second == 100_000 / sum(e.seconds for e in steady)
+
+
+def test_speedup_per_epoch_and_steady() -> None:
+    result = speedup(record(CPU), record(GPU))
+    cpu, gpu = record(CPU), record(GPU)
+    assert result.baseline == "cpu" and result.other == "cuda:0"
+    assert [epoch for epoch, _ in result.per_epoch] == [1, 2]
+    assert result.per_epoch[1][1] == cpu.epochs[1].seconds / gpu.epochs[1].seconds
+    assert result.steady == cpu.steady_seconds / gpu.steady_seconds  # type: ignore[operator]
+    assert result.warmup == cpu.epochs[0].seconds / gpu.epochs[0].seconds
+    assert result.so_far is None
+
+
+def test_speedup_forms_from_the_second_runs_progress() -> None:
+    cpu = record(CPU)
+    gpu = RunRecord(GPU)
+    result = speedup(cpu, gpu)
+    assert result.steady is None and result.so_far is None and result.per_epoch == ()
+    gpu.absorb(Progress(1, 10, 195, 14_790.0, 2.0))
+    result = speedup(cpu, gpu)
+    assert result.so_far == 14_790.0 / cpu.steady_images_per_second  # type: ignore[operator]
+    assert "forming" in text_of(speedup_text(result))
+
+
+def test_a_session_runs_its_configs_in_turn_and_stops_on_error() -> None:
+    session = Session([CPU, GPU])
+    assert session.next_config is CPU
+    first = session.begin(CPU)
+    assert session.next_config is None and session.phase is Phase.RUNNING
+    first.absorb(Finished(epochs_completed=2))
+    assert session.next_config is GPU and session.phase is Phase.RUNNING
+    second = session.begin(GPU)
+    second.absorb(Error(message="boom", kind="crash"))
+    assert session.phase is Phase.FAILED and session.next_config is None
+    assert "✗ cuda:0: boom" in text_of(status_line(session))
+
+
+def test_a_stopped_session_starts_nothing_more() -> None:
+    session = Session([CPU, GPU])
+    session.begin(CPU).absorb(Finished(epochs_completed=0, stopped=True))
+    session.stopped = True
+    assert session.next_config is None and session.phase is Phase.STOPPED
+
+
+def test_throughput_bars_share_one_scale() -> None:
+    lines = text_of(throughput_chart([record(CPU), record(GPU)], 60)).splitlines()
+    assert len(lines) == 2 and all(len(line.rstrip()) <= 60 for line in lines)
+    cpu_bar, gpu_bar = (line.count("█") for line in lines)
+    assert gpu_bar > 10 * cpu_bar > 0
+    assert "(steady)" in lines[0] and "22,236 img/s" in lines[1]
+
+
+def test_placement_table_shows_groups_state_and_batches() -> None:
+    placement = record(GPU).placement
+    assert placement is not None
+    text = text_of(placement_table(placement), 120)
+    assert "param_groups[0]" in text and "Adam state" in text
+    assert "484.4 KiB" in text  # 62,006 params x 2 state tensors x 4 bytes
+    assert "inputs on cuda:0 (float32, contiguous)" in text
+
+
+def test_memory_line_leaves_out_what_the_device_cannot_report() -> None:
+    line = text_of(memory_line(Memory("cpu", None, None, 900 * 2**20, None, 800 * 2**20)))
+    assert "allocated" not in line and "peak 900.0 MiB" in line and "RSS 800.0 MiB" in line
+
+
+def test_the_body_before_any_run_says_what_will_appear() -> None:
+    assert "Epoch times" in text_of(session_body(None, 80))
