@@ -76,8 +76,10 @@ def pressing(key: str, phase: Phase) -> Callable[[Pilot[object]], Awaitable[None
         app = pilot.app
         assert isinstance(app, MonitorApp)
         pane = app.runner
-        await wait_until(pilot, lambda: bool(pane.devices))
+        if pane.region.width:  # shown beside the monitor: it lists the devices when first shown
+            await wait_until(pilot, lambda: bool(pane.devices))
         await pilot.press(key)
+        await wait_until(pilot, lambda: bool(pane.devices))
 
         def reached() -> bool:
             session = pane.session

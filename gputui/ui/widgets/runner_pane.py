@@ -178,6 +178,8 @@ class RunnerPane(Vertical):
         """Devices listed so far (empty until the listing child answers)."""
         self.devices_error: str | None = None
         """Why devices could not be listed, if they could not."""
+        self._devices_requested = False
+        """Whether the device listing was started (it is, the first time the pane shows)."""
         self.session: Session | None = None
         """The session shown (the last one started)."""
         self.trainer: TrainerLike | None = None
@@ -282,12 +284,27 @@ class RunnerPane(Vertical):
             yield Static(session_body(None, 60), id="runner-body")
 
     def on_mount(self) -> None:
-        """List the devices off the event loop, and drain the trainer on a timer."""
+        """Set up the drain and watch timers, paused: an idle pane costs nothing."""
         self.border_title = "Runner"
-        self._list_devices()
-        self.set_interval(self.setup.drain_interval_s, self.drain)
-        self.set_interval(self.setup.watch_interval_s, self._watch_trainer)
+        self._drain_timer = self.set_interval(self.setup.drain_interval_s, self.drain, pause=True)
+        self._watch_timer = self.set_interval(
+            self.setup.watch_interval_s, self._watch_trainer, pause=True
+        )
         self.refresh_view()
+
+    def on_show(self) -> None:
+        """First shown: list the devices (a child that imports torch, so not at start-up)."""
+        if not self._devices_requested:
+            self._devices_requested = True
+            self._list_devices()
+
+    def _timers_running(self, running: bool) -> None:
+        """Drain and watch only while a trainer or experiment runs."""
+        for timer in (self._drain_timer, self._watch_timer):
+            if running:
+                timer.resume()
+            else:
+                timer.pause()
 
     def on_resize(self) -> None:
         """A new width: draw the chart and tables to it."""
@@ -322,11 +339,13 @@ class RunnerPane(Vertical):
         options = [(device_label(option), option.name) for option in listed.devices]
         usable = [option.name for option in listed.devices if option.usable]
         wanted = self.setup.defaults.device
+        if self.session is not None:  # a run started before the listing came: show its device
+            wanted = self.session.configs[-1].device
         for select_id, prefer in (("#runner-device", wanted), ("#runner-baseline", "cpu")):
             select = self.query_one(select_id, Select)
             select.set_options(options)
             choice = prefer if prefer in usable else (usable[0] if usable else None)
-            if select_id == "#runner-device" and prefer == "cpu":
+            if select_id == "#runner-device" and prefer == "cpu" and self.session is None:
                 accelerators = [name for name in usable if name != "cpu"]
                 choice = accelerators[0] if accelerators else choice
             if choice is not None:
@@ -427,6 +446,7 @@ class RunnerPane(Vertical):
         self.experiment = ExperimentResult(config.experiment)
         self.experiment_progress = f"{config.experiment}: starting (torch import, data)…"
         self.experiment_process = self.setup.experiment(config).start()
+        self._timers_running(True)
         self.refresh_view()
         return True
 
@@ -480,6 +500,7 @@ class RunnerPane(Vertical):
             return
         session.begin(config)
         self.trainer = self.setup.trainer(config).start()
+        self._timers_running(True)
         self.watched = None
         self.refresh_view()
 
@@ -505,6 +526,7 @@ class RunnerPane(Vertical):
             return
         trainer, session = self.trainer, self.session
         if trainer is None or session is None or session.current is None:
+            self._timers_running(False)
             return
         events = trainer.drain()
         if not events:
