@@ -22,6 +22,12 @@ first N images and measures accuracy on the first N held-out images.
 
 Exit codes: 0 when every run finished, 1 when any run failed (the others still
 run), 2 for bad input (one line on stderr), 130 after Ctrl+C (the child is stopped).
+
+Start-up: with one ``--device``, this process never imports torch (a second or
+two): the trainer child checks the device, and a device it refuses is the same
+one-line usage error, exit 2. With several devices, or none named, they are all
+checked here first (that needs torch), so a bad second device fails before the
+first one trains.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import json
 import sys
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeGuard
 
 from gputui.format import NA, fmt_bytes, fmt_columns
 from gputui.training.config import (
@@ -131,6 +137,7 @@ class BenchRun:
         """Keep what the result needs from ``event``."""
         if isinstance(event, RunStarted):
             self.started = event
+            self.device = event.device  # canonical: plain ``cuda`` reads ``cuda:0``
         elif isinstance(event, Placement):
             self.placement = event
         elif isinstance(event, EpochFinished):
@@ -189,24 +196,29 @@ def run_bench(args: argparse.Namespace) -> int:
         record=not args.no_record,
         runs_dir=args.runs_dir,
     )
+    requested = list(dict.fromkeys(text.strip() for text in args.devices or ()))
     try:
         base.validate()
+        for text in requested:
+            base.with_changes(device=text).validate()  # an empty one, before any torch
     except ConfigError as exc:
         return _usage_error(str(exc))
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy
-    from gputui.training.devices import DeviceError, parse_device, usable_devices
-
-    try:
-        requested = args.devices or usable_devices()
-        devices = list(dict.fromkeys(parse_device(text) for text in requested))
-    except DeviceError as exc:
-        return _usage_error(str(exc))
+    child_checks = len(requested) == 1  # then this process never loads torch
+    if child_checks:
+        devices = requested
+    else:
+        try:
+            devices = _checked_devices(requested)
+        except ConfigError as exc:
+            return _usage_error(str(exc))
 
     progress = ProgressLine(err)
     runs: list[BenchRun] = []
     config = base
     for device in devices:
-        run = _run_one(config.with_changes(device=device), progress)
+        run = _run_one(config.with_changes(device=device), progress, child_checks)
+        if child_checks and _is_device_error(run.error):
+            return _usage_error(run.error.message)
         runs.append(run)
         if run.error is not None and run.error.kind in {"data", "config"}:
             break  # the same data or config fails on every device
@@ -220,13 +232,36 @@ def run_bench(args: argparse.Namespace) -> int:
     return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
 
 
-def _run_one(config: RunConfig, progress: ProgressLine) -> BenchRun:
+def _checked_devices(requested: list[str]) -> list[str]:
+    """Several devices, or the default ones, checked here before any of them trains.
+
+    This loads torch (a second or two); a single ``--device`` skips it.
+
+    Raises:
+        ConfigError: for the first unusable device, with its one-line message.
+    """
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy
+    from gputui.training.devices import DeviceError, parse_device, usable_devices
+
+    try:
+        return list(dict.fromkeys(parse_device(text) for text in requested or usable_devices()))
+    except DeviceError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _is_device_error(error: Error | None) -> TypeGuard[Error]:
+    """Whether the trainer refused the device itself (a usage error: exit 2, one line)."""
+    return error is not None and error.kind == "device"
+
+
+def _run_one(config: RunConfig, progress: ProgressLine, child_checks: bool) -> BenchRun:
     run = BenchRun(config.device)
     trainer = TrainerProcess(config).start()
     try:
         for event in trainer.events():
             run.absorb(event)
-            progress.show(config, event)
+            if not (child_checks and isinstance(event, Error) and event.kind == "device"):
+                progress.show(config, event)  # a device error becomes the usage line instead
     finally:
         trainer.stop()
         progress.end()

@@ -13,6 +13,12 @@ dataset to the device is timed on its own (``DataReady``), outside every epoch.
 
 Inside an epoch the host never waits for the device, except for a progress read
 (one ``.item()``) when at least ``progress_interval_s`` of wall time has passed.
+
+On the CPU the model and its batches are channels_last (oneDNN's native layout:
+no reorder of each activation to a blocked layout and back) and Adam runs
+``foreach`` (the default's numbers, in fewer ops). The child process also keeps
+freed activations in the heap instead of faulting them back in every step
+(:func:`gputui.training.child.keep_freed_memory`).
 """
 
 from __future__ import annotations
@@ -212,7 +218,10 @@ class _Run:
             )
         bf16 = config.precision == "bf16"
         cpu_fast_bf16 = cpu_bf16().fast
-        channels_last = bf16 and device.type == "cpu" and cpu_fast_bf16
+        # On the CPU, oneDNN convolves channels_last (NHWC) tensors as they are; given NCHW it
+        # reorders every activation to its blocked layout and back, forward and backward
+        # (about 17 full copies a step). bf16's AMX/AVX512-BF16 kernels want NHWC as well.
+        channels_last = device.type == "cpu"
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         if bf16 and device.type == "cpu" and not cpu_fast_bf16:
             self.emit(Note("this CPU has no AVX512-BF16 or AMX: bf16 may be slower than fp32"))
@@ -220,7 +229,7 @@ class _Run:
             torch.backends.cudnn.benchmark = True
 
         model = CNN().to(device=device, memory_format=self.memory_format)
-        optimizer = torch.optim.Adam(model.parameters(), fused=device.type == "cuda" or None)
+        optimizer = make_adam(model, device)
         forward = torch.compile(model) if config.compile else model
         self.step = _make_step(forward, optimizer, device, bf16, config.simulate_oom_from_batch)
 
@@ -393,6 +402,22 @@ class _Run:
             total_seconds=time.perf_counter() - self.started,
             run_dir=self.run_dir,
         )
+
+
+def make_adam(model: torch.nn.Module, device: torch.device) -> torch.optim.Adam:
+    """Adam with default hyperparameters, in its fastest implementation for ``device``.
+
+    CUDA: ``fused`` (one kernel for every parameter). CPU: ``foreach`` (each update
+    stage is one call over the ten parameter tensors, not ten): the same numbers as
+    the default loop, bit for bit, in about two thirds of its time (0.45 against
+    0.6 ms a step here). ``fused`` is faster still on the CPU (0.17 ms) but rounds
+    differently from the tutorial's Adam.
+    """
+    if device.type == "cuda":
+        return torch.optim.Adam(model.parameters(), fused=True)
+    if device.type == "cpu":
+        return torch.optim.Adam(model.parameters(), foreach=True)
+    return torch.optim.Adam(model.parameters())
 
 
 def _make_step(

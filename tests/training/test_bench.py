@@ -154,3 +154,51 @@ def test_ctrl_c_stops_the_child_and_exits_130(tmp_path: Path) -> None:
     finally:
         bench.kill()
         bench.wait()
+
+
+PARENT_PROBE = """
+import json, sys
+from gputui.cli import main
+code = main(["bench", *sys.argv[1:]])
+print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
+"""
+
+
+def bench_in_a_fresh_process(*args: str) -> tuple[dict[str, object], str]:
+    """Run ``gputui bench ARGS`` in a new interpreter; its exit code, whether it loaded torch."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", PARENT_PROBE, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_one_device_trains_without_torch_in_the_bench_process() -> None:
+    result, err = bench_in_a_fresh_process("--device", "cpu", *TINY, "--epochs", "1", "--no-record")
+    assert result == {"code": 0, "torch": False}, err
+
+
+def test_one_bad_device_is_refused_by_the_child_as_one_line_and_exit_2() -> None:
+    result, err = bench_in_a_fresh_process("--device", "cuda0", *TINY)
+    assert result == {"code": 2, "torch": False}
+    assert err.count("\n") == 1, err
+    assert err.startswith("gputui bench: error: 'cuda0' is not a device: write cpu, cuda")
+    assert "did you mean cuda:0?" in err and "usable here: cpu" in err
+
+
+def test_several_devices_are_checked_before_any_trains(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "--device", "cpu", "--device", "gpu", *TINY])
+    assert code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "'gpu' is not a device" in err, err
+
+
+def test_an_empty_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--device", " "]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "gputui bench: error: device is empty: use cpu, cuda, cuda:N or mps\n"

@@ -7,6 +7,7 @@ CPU; cleanup is checked with psutil: no child or DataLoader worker is left.
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import stat
 import subprocess
@@ -16,6 +17,7 @@ import threading
 from pathlib import Path
 
 import psutil
+import pytest
 
 from gputui.training.config import RunConfig, ui_friendly_threads
 from gputui.training.events import (
@@ -94,6 +96,61 @@ def test_a_run_in_the_child_streams_every_event_and_exits(tmp_path: Path) -> Non
     assert trainer.returncode == 0 and not trainer.running
     assert trainer.next_event(0) is None  # the stream has ended, and stays ended
     assert_all_gone([child], 1)
+
+
+def test_the_childs_quick_exit_leaves_its_run_folder_complete(tmp_path: Path) -> None:
+    # The child ends with os._exit (no interpreter teardown): nothing may be lost by it.
+    trainer = TrainerProcess(config(tmp_path)).start()
+    events = list(trainer.events(EVENT_TIMEOUT_S))
+    assert trainer.wait(10) == 0
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.run_dir is not None
+    run_dir = Path(finished.run_dir)
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    assert lines and '"type":"finished"' in lines[-1]
+    assert len((run_dir / "epochs.csv").read_text().splitlines()) == 1 + 2  # header, 2 epochs
+
+
+FAULT_PROBE = """
+import resource, sys
+from gputui.training.child import keep_freed_memory
+took = keep_freed_memory() if sys.argv[1] == "keep" else False
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def step():  # as a training step does: a few activations alive together, then all freed
+    blocks = [bytearray(4 << 20) for _ in range(3)]
+    del blocks
+for _ in range(3):
+    step()
+before = faults()
+for _ in range(10):
+    step()
+print(took, faults() - before)
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="glibc's mallopt",
+)
+def test_the_child_keeps_freed_activations_instead_of_faulting_them_back() -> None:
+    def page_faults(mode: str) -> tuple[str, int]:
+        done = subprocess.run(
+            [sys.executable, "-c", FAULT_PROBE, mode],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={
+                **{k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")},
+                "PYTHONPATH": str(ROOT),
+            },
+        )
+        took, faults = done.stdout.split()
+        return took, int(faults)
+
+    assert page_faults("keep") == ("True", 0)
+    took, faults = page_faults("default")
+    assert took == "False" and faults > 10 * 1000  # 12 MiB a step, freed back to the kernel
 
 
 def test_stop_mid_epoch_ends_the_child_and_its_dataloader_workers(tmp_path: Path) -> None:
