@@ -71,6 +71,13 @@ _live: weakref.WeakSet[TrainerProcess] = weakref.WeakSet()
 class TrainerProcess:
     """One trainer child process and the events it streams."""
 
+    child_module = "gputui.training.child"
+    """The module the child runs (``python -m``); subclasses point it at their own child."""
+    child_name = "trainer"
+    """What the child is, in the error when it cannot be started."""
+    parse = staticmethod(parse_event)
+    """Turns one line of the child's stdout into an event, or ``None``."""
+
     def __init__(
         self,
         config: RunConfig | None,
@@ -231,7 +238,7 @@ class TrainerProcess:
                 [
                     self._python,
                     "-m",
-                    "gputui.training.child",
+                    self.child_module,
                     "--parent-pid",
                     str(os.getpid()),
                     "--watch-stdin",
@@ -244,7 +251,8 @@ class TrainerProcess:
                 env=_child_env(),
             )
         except OSError as exc:
-            self._finish_stream(Error(message=f"could not start the trainer: {exc}", kind="crash"))
+            message = f"could not start the {self.child_name}: {exc}"
+            self._finish_stream(Error(message=message, kind="crash"))
             self._started.set()
             return
         self._proc = proc
@@ -274,7 +282,7 @@ class TrainerProcess:
     def _read_stdout(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            event = parse_event(line)
+            event = self.parse(line)
             if event is None:
                 if line.strip():
                     self.skipped_lines += 1
