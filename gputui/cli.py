@@ -4,21 +4,34 @@ Every usage error is one line on stderr and exit code 2; nothing here prints a
 traceback for bad input. Heavy imports (Textual, the samplers, the trainer) are
 made inside the handlers, so ``gputui --help`` is instant and the UI process
 never imports torch.
+
+What ``gputui bench`` and ``gputui experiment`` share lives here too: the types of
+their number flags (:func:`whole_number`, :func:`niceness`) and the checks of their
+folder flags (:func:`check_data_dir`, :func:`check_runs_dir`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from gputui import __version__
+from gputui.training.config import NICE_MAX, ConfigError  # torch-free
 
 INTERVAL_MIN_S = 0.25
 INTERVAL_MAX_S = 60.0
 EXIT_USAGE = 2
+THREADS_MAX = 1024
+"""Most ``--threads``: more than any machine has cores; torch overflows past 2**31 - 1."""
+WORKERS_MAX = 256
+"""Most ``--workers``: each is a process holding a copy of the dataset."""
+SHOWN_PATH_MAX = 60
+"""Longest path an error message shows whole; a longer one is cut, ending in ``...``."""
 
 
 def one_line(text: str) -> str:
@@ -63,6 +76,116 @@ def interval_seconds(text: str) -> float:
             ", e.g. --interval 1"
         )
     return value
+
+
+def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number from ``least`` to ``most`` (no upper bound: None).
+
+    Used by ``gputui bench`` and ``gputui experiment`` for ``--epochs``, ``--threads``,
+    ``--workers`` and the like.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least or (most is not None and value > most):
+            up_to = "" if most is None else f" and at most {most}"
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a whole number of {least} or more{up_to}"
+            )
+        return value
+
+    return parse
+
+
+def niceness(text: str) -> int:
+    """Parse ``--nice``: how much to lower a child process's priority, 0 to 19."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= NICE_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a niceness from 0 to {NICE_MAX}")
+    return value
+
+
+def check_data_dir(text: str) -> None:
+    """Refuse a ``--data-dir`` that is not an existing folder, before any child starts.
+
+    Raises:
+        ConfigError: one line naming the flag and what to do (empty, missing, a file, a
+            name too long, ``~user`` with no such user).
+    """
+    _check_folder(text, "--data-dir", "data dir", "the default cache folder", made=False)
+
+
+def check_runs_dir(text: str) -> None:
+    """Refuse a ``--runs-dir`` that run folders cannot be made in, before any child starts.
+
+    The folder may be missing (the trainer makes it), but then its nearest existing
+    parent must be a folder this user may write to.
+
+    Raises:
+        ConfigError: one line naming the flag and what to do.
+    """
+    _check_folder(text, "--runs-dir", "runs dir", "the default runs folder", made=True)
+
+
+def _check_folder(text: str, flag: str, what: str, default: str, *, made: bool) -> None:
+    leave_out = f"or leave {flag} out to use {default}"
+    if not text.strip():
+        raise ConfigError(f"{what} is empty: name a folder, {leave_out}")
+    shown = _shown_path(text)
+    try:
+        path = Path(text).expanduser()
+        kind = _kind(path)
+        nearest, nearest_kind = path, kind
+        if kind is None and made:  # the trainer makes it: what would it be made in?
+            nearest = next(p for p in path.absolute().parents if _kind(p) is not None)
+            nearest_kind = _kind(nearest)
+        writable = os.access(nearest, os.W_OK | os.X_OK)
+    except (OSError, RuntimeError, ValueError) as exc:  # a name too long; ~user, no such user
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        name = "a folder" if made else "an existing folder"
+        raise ConfigError(
+            f"{what} {shown} cannot be used ({reason.rstrip('.')}): name {name}, {leave_out}"
+        ) from None
+    if kind == "file":
+        raise ConfigError(f"{what} {shown} is not a folder: name a folder, {leave_out}")
+    if kind is None and not made:
+        raise ConfigError(f"{what} {shown} does not exist: create it, {leave_out}")
+    if made and nearest_kind == "file":
+        raise ConfigError(
+            f"{what} {shown} cannot be made inside the file {_shown_path(str(nearest))}: "
+            f"name a folder, {leave_out}"
+        )
+    if made and not writable:
+        where = "" if nearest == path else f" (it would be made in {_shown_path(str(nearest))})"
+        raise ConfigError(
+            f"{what} {shown} is not writable{where}: name a folder you may write to, {leave_out}"
+        )
+
+
+def _kind(path: Path) -> str | None:
+    """``folder``, ``file`` (anything else that is there), or ``None`` when nothing is.
+
+    Raises:
+        OSError: when the path cannot be looked at (a name too long, no permission).
+        ValueError: for a null byte in the path.
+    """
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):  # not there, or "inside" a file
+        return None
+    return "folder" if stat.S_ISDIR(mode) else "file"
+
+
+def _shown_path(text: str) -> str:
+    """``text`` as an error message shows a path: one printable line, cut when very long."""
+    shown = one_line(text)
+    return shown if len(shown) <= SHOWN_PATH_MAX else f"{shown[: SHOWN_PATH_MAX - 3]}..."
 
 
 def build_parser() -> OneLineParser:

@@ -21,7 +21,9 @@ Undocumented for users, for tests and quick runs: ``--limit N`` trains on the
 first N images and measures accuracy on the first N held-out images.
 
 Exit codes: 0 when every run finished, 1 when any run failed (the others still
-run), 2 for bad input (one line on stderr), 130 after Ctrl+C (the child is stopped).
+run), 2 for bad input (one line on stderr; also a config only the trainer can
+judge, such as a batch larger than the data), 130 after Ctrl+C (the child is
+stopped).
 
 Start-up: with one ``--device``, this process never imports torch (a second or
 two): the trainer child checks the device, and a device it refuses is the same
@@ -39,10 +41,18 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO, TypeGuard
 
+from gputui.cli import (
+    THREADS_MAX,
+    WORKERS_MAX,
+    check_data_dir,
+    check_runs_dir,
+    niceness,
+    one_line,
+    whole_number,
+)
 from gputui.format import NA, fmt_bytes, fmt_columns
 from gputui.training.config import (
     DATASETS,
-    NICE_MAX,
     PIPELINES,
     PRECISIONS,
     ConfigError,
@@ -88,9 +98,9 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
         help="cpu, cuda, cuda:N or mps; repeat for several (default: cpu and every usable "
         "accelerator)",
     )
-    bench.add_argument("--epochs", type=_whole(1), default=2, metavar="N", help="default: 2")
+    bench.add_argument("--epochs", type=whole_number(1), default=2, metavar="N", help="default: 2")
     bench.add_argument(
-        "--batch-size", type=_whole(1), default=256, metavar="B", help="default: 256"
+        "--batch-size", type=whole_number(1), default=256, metavar="B", help="default: 256"
     )
     bench.add_argument("--dataset", choices=DATASETS, default="auto", help="default: auto")
     bench.add_argument(
@@ -103,18 +113,25 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
     bench.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
     bench.add_argument(
-        "--workers", type=_whole(0), default=2, metavar="N", help="DataLoader workers (classic)"
+        "--workers",
+        type=whole_number(0, WORKERS_MAX),
+        default=2,
+        metavar="N",
+        help=f"DataLoader workers for the classic pipeline, 0 to {WORKERS_MAX} (default: 2)",
     )
     bench.add_argument(
-        "--threads", type=_whole(1), metavar="N", help="CPU threads (default: every core)"
+        "--threads",
+        type=whole_number(1, THREADS_MAX),
+        metavar="N",
+        help=f"CPU threads, 1 to {THREADS_MAX} (default: every core)",
     )
     bench.add_argument(
-        "--nice", type=_nice, default=0, metavar="N", help="lower the trainer's priority, 0-19"
+        "--nice", type=niceness, default=0, metavar="N", help="lower the trainer's priority, 0-19"
     )
     bench.add_argument("--runs-dir", metavar="PATH", help="where run folders go")
     bench.add_argument("--no-record", action="store_true", help="write no run folder")
     bench.add_argument("--no-download", action="store_true", help="never download CIFAR-10")
-    bench.add_argument("--limit", type=_whole(1), help=argparse.SUPPRESS)
+    bench.add_argument("--limit", type=whole_number(1), help=argparse.SUPPRESS)
     bench.set_defaults(handler=run_bench)
     return bench
 
@@ -198,6 +215,10 @@ def run_bench(args: argparse.Namespace) -> int:
     )
     requested = list(dict.fromkeys(text.strip() for text in args.devices or ()))
     try:
+        if args.data_dir is not None:
+            check_data_dir(args.data_dir)
+        if args.runs_dir is not None:
+            check_runs_dir(args.runs_dir)
         base.validate()
         for text in requested:
             base.with_changes(device=text).validate()  # an empty one, before any torch
@@ -217,11 +238,11 @@ def run_bench(args: argparse.Namespace) -> int:
     config = base
     for device in devices:
         run = _run_one(config.with_changes(device=device), progress, child_checks)
-        if child_checks and _is_device_error(run.error):
+        if _is_usage_error(run.error, child_checks):
             return _usage_error(run.error.message)
         runs.append(run)
-        if run.error is not None and run.error.kind in {"data", "config"}:
-            break  # the same data or config fails on every device
+        if run.error is not None and run.error.kind == "data":
+            break  # the same data fails on every device
         if run.started is not None:  # every device trains on the data the first one got
             config = config.with_changes(dataset=run.started.dataset)
     out = sys.stdout
@@ -249,9 +270,16 @@ def _checked_devices(requested: list[str]) -> list[str]:
         raise ConfigError(str(exc)) from None
 
 
-def _is_device_error(error: Error | None) -> TypeGuard[Error]:
-    """Whether the trainer refused the device itself (a usage error: exit 2, one line)."""
-    return error is not None and error.kind == "device"
+def _is_usage_error(error: Error | None, child_checks: bool) -> TypeGuard[Error]:
+    """Whether the trainer refused the input (a usage error: exit 2, one line).
+
+    A config it refuses (a batch larger than the data) is bad input on any device.
+    A device it refuses is bad input when the child was the one to check the device
+    (``child_checks``: one ``--device``); with several, they were checked here first.
+    """
+    if error is None:
+        return False
+    return error.kind == "config" or (child_checks and error.kind == "device")
 
 
 def _run_one(config: RunConfig, progress: ProgressLine, child_checks: bool) -> BenchRun:
@@ -260,8 +288,8 @@ def _run_one(config: RunConfig, progress: ProgressLine, child_checks: bool) -> B
     try:
         for event in trainer.events():
             run.absorb(event)
-            if not (child_checks and isinstance(event, Error) and event.kind == "device"):
-                progress.show(config, event)  # a device error becomes the usage line instead
+            if not (isinstance(event, Error) and _is_usage_error(event, child_checks)):
+                progress.show(config, event)  # a usage error becomes the one line instead
     finally:
         trainer.stop()
         progress.end()
@@ -269,12 +297,16 @@ def _run_one(config: RunConfig, progress: ProgressLine, child_checks: bool) -> B
 
 
 def _usage_error(message: str) -> int:
-    sys.stderr.write(f"gputui bench: error: {message}\n")
+    sys.stderr.write(one_line(f"gputui bench: error: {message}") + "\n")
     return EXIT_USAGE
 
 
 class ProgressLine:
-    """Compact progress on standard error: one rewritten line on a terminal."""
+    """Compact progress on standard error: one rewritten line on a terminal.
+
+    Every line goes through :func:`one_line`: a path or message holding a newline or
+    a terminal escape cannot break the display.
+    """
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -318,7 +350,7 @@ class ProgressLine:
             self._open = False
 
     def _rewrite(self, text: str) -> None:
-        self.stream.write("\r\033[K" + text)
+        self.stream.write("\r\033[K" + one_line(text))
         self.stream.flush()
         self._open = True
 
@@ -326,7 +358,7 @@ class ProgressLine:
         if self._open:
             self.stream.write("\r\033[K")
             self._open = False
-        self.stream.write(text + "\n")
+        self.stream.write(one_line(text) + "\n")
         self.stream.flush()
 
 
@@ -494,26 +526,3 @@ def _number(value: float | None, template: str) -> str:
 
 def _percent(value: float | None) -> str:
     return NA if value is None else f"{100 * value:.1f}%"
-
-
-def _whole(least: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = least - 1
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {least} or more")
-        return value
-
-    return parse
-
-
-def _nice(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= NICE_MAX:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a niceness from 0 to {NICE_MAX}")
-    return value

@@ -30,6 +30,17 @@ TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--thr
         (["--precision", "fp8"], "argument --precision: invalid choice"),
         (["--nice", "20"], "'20' is not a niceness from 0 to 19"),
         (["--data-dir", "/no/such/dir"], "data dir /no/such/dir does not exist"),
+        (["--data-dir", ""], "data dir is empty: name a folder, or leave --data-dir out"),
+        (["--runs-dir", "/dev/null"], "runs dir /dev/null is not a folder"),
+        (["--runs-dir", "/dev/null/runs"], "cannot be made inside the file /dev/null"),
+        (
+            ["--threads", "1025"],
+            "--threads: '1025' is not a whole number of 1 or more and at most 1024",
+        ),
+        (
+            ["--workers", "257"],
+            "--workers: '257' is not a whole number of 0 or more and at most 256",
+        ),
         (["--device", "cuda0"], "'cuda0' is not a device: write cpu, cuda, cuda:N or mps"),
         (["--device", "gpu"], "'gpu' is not a device"),
         (["--device", "cpu", "--device", "cuda:7"], "cuda:7:"),
@@ -195,6 +206,17 @@ def test_several_devices_are_checked_before_any_trains(capsys: pytest.CaptureFix
     assert code == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "'gpu' is not a device" in err, err
+
+
+def test_a_config_only_the_child_can_judge_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A batch larger than the data: the real child says kind=config, bench exits 2."""
+    code = main(["bench", "--device", "cpu", *TINY, "--batch-size", "200", "--no-record"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith("gputui bench: error: batch size 200 is larger than the 128 "), err
 
 
 def test_an_empty_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

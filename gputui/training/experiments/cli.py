@@ -27,12 +27,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
-from gputui.cli import one_line
+from gputui.cli import (
+    THREADS_MAX,
+    WORKERS_MAX,
+    check_data_dir,
+    niceness,
+    one_line,
+    whole_number,
+)
 from gputui.format import NA, fmt_columns
-from gputui.training.config import DATASETS, NICE_MAX, ConfigError
+from gputui.training.config import DATASETS, ConfigError
 from gputui.training.events import DataProgress, Error, Event, Note
 from gputui.training.experiments.conclusions import ms, percent, rate
 from gputui.training.experiments.events import (
@@ -51,10 +57,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 PROG = "gputui experiment"
-THREADS_MAX = 1024
-"""Most ``--threads``: more than any machine has cores; torch overflows past 2**31 - 1."""
-WORKERS_MAX = 256
-"""Most ``--workers``: each is a process holding a copy of the dataset."""
 
 _HELP = {
     "batch-sweep": (
@@ -112,12 +114,12 @@ def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
             )
         else:
             parser.add_argument(
-                "--batch-size", type=_whole(1), default=256, metavar="B", help="default: 256"
+                "--batch-size", type=whole_number(1), default=256, metavar="B", help="default: 256"
             )
         if name == "pipelines":
             parser.add_argument(
                 "--workers",
-                type=_whole(0, WORKERS_MAX),
+                type=whole_number(0, WORKERS_MAX),
                 default=2,
                 metavar="N",
                 help=f"DataLoader workers, 0 to {WORKERS_MAX} (default: 2)",
@@ -138,7 +140,7 @@ def _common_options() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--steps",
-        type=_whole(1),
+        type=whole_number(1),
         default=200,
         metavar="N",
         help="most timed steps per measurement (default: 200; --budget usually ends it first)",
@@ -157,16 +159,16 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument("--no-download", action="store_true", help="never download CIFAR-10")
     common.add_argument(
         "--threads",
-        type=_whole(1, THREADS_MAX),
+        type=whole_number(1, THREADS_MAX),
         metavar="N",
         help=f"CPU threads, 1 to {THREADS_MAX} (default: every core)",
     )
     common.add_argument(
-        "--nice", type=_nice, default=0, metavar="N", help="lower the child's priority, 0-19"
+        "--nice", type=niceness, default=0, metavar="N", help="lower the child's priority, 0-19"
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    common.add_argument("--limit", type=_whole(1), help=argparse.SUPPRESS)
-    common.add_argument("--warmup", type=_whole(1), default=2, help=argparse.SUPPRESS)
+    common.add_argument("--limit", type=whole_number(1), help=argparse.SUPPRESS)
+    common.add_argument("--warmup", type=whole_number(1), default=2, help=argparse.SUPPRESS)
     return common
 
 
@@ -200,28 +202,10 @@ def validated_config(args: argparse.Namespace) -> ExperimentConfig:
         ConfigError: one line naming the bad value and what to use.
     """
     if args.data_dir is not None:
-        _check_data_dir(args.data_dir)
+        check_data_dir(args.data_dir)
     config = config_from_args(args)
     config.validate()
     return config
-
-
-def _check_data_dir(text: str) -> None:
-    """Refuse what ``ExperimentConfig.validate`` cannot judge: empty, or not a usable path."""
-    if not text.strip():
-        raise ConfigError(
-            "data dir is empty: name a folder, or leave --data-dir out to use the default "
-            "cache folder"
-        )
-    try:
-        Path(text).expanduser().is_dir()
-    except (OSError, RuntimeError) as exc:  # a name too long; ~user with no such user
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        shown = text if len(text) <= 60 else f"{text[:57]}..."
-        raise ConfigError(
-            f"data dir {shown} cannot be used ({reason.rstrip('.')}): name an existing "
-            "folder, or leave --data-dir out to use the default cache folder"
-        ) from None
 
 
 def run_experiment_command(args: argparse.Namespace) -> int:
@@ -437,22 +421,6 @@ def batch_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
-def _whole(least: int, most: int | None = None) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = least - 1
-        if value < least or (most is not None and value > most):
-            up_to = "" if most is None else f" and at most {most}"
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not a whole number of {least} or more{up_to}"
-            )
-        return value
-
-    return parse
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -460,14 +428,4 @@ def _seconds(text: str) -> float:
         value = float("nan")
     if not 0 < value < float("inf"):  # also refuses nan
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
-
-
-def _nice(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= NICE_MAX:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a niceness from 0 to {NICE_MAX}")
     return value
