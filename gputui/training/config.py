@@ -58,7 +58,7 @@ class RunConfig:
     pipeline: str = "resident"
     """``resident`` (whole uint8 dataset on the device) or ``classic`` (DataLoader + ``.to``)."""
     precision: str = "fp32"
-    """``fp32`` or ``bf16`` (autocast; fast on CPUs with AVX512-BF16 or AMX)."""
+    """``fp32`` or ``bf16`` (autocast; channels_last on CPUs with AVX512-BF16 or AMX)."""
     compile: bool = False
     """Wrap the model in ``torch.compile``."""
     limit: int | None = None

@@ -105,7 +105,7 @@ def test_a_run_streams_its_events_in_order(
     assert (started.train_images, started.test_images, started.steps_per_epoch) == (256, 128, 8)
     assert started.torch_version == torch.__version__
     assert started.device_name and started.pid > 0
-    assert started.channels_last and started.num_workers == 0  # on the CPU: no oneDNN reorders
+    assert not started.channels_last and started.num_workers == 0
 
 
 def test_progress_is_read_inside_each_epoch(
@@ -177,7 +177,7 @@ def test_placement_puts_every_group_and_the_optimizer_state_on_the_cpu(
         "cpu",
     )
     assert placement.inputs_dtype == "float32"
-    assert placement.inputs_memory_format == "channels_last"
+    assert placement.inputs_memory_format == "contiguous"
     assert not placement.pinned
 
 
@@ -221,10 +221,12 @@ def test_bf16_runs_under_autocast_on_the_cpu(tmp_path: Path) -> None:
     assert code == 0, events[-1]
     started = next(e for e in events if isinstance(e, RunStarted))
     fast = cpu_bf16().fast
-    assert started.precision == "bf16" and started.channels_last and started.cpu_bf16 == fast
+    assert (
+        started.precision == "bf16" and started.channels_last == fast and started.cpu_bf16 == fast
+    )
     assert started.run_dir is None
     placement = next(e for e in events if isinstance(e, Placement))
-    assert placement.inputs_memory_format == "channels_last"
+    assert placement.inputs_memory_format == ("channels_last" if fast else "contiguous")
     # autocast computes in bf16; the weights and Adam's state stay float32
     assert all(row.dtype == row.state_dtype == "float32" for row in placement.rows)
     epoch = next(e for e in events if isinstance(e, EpochFinished))
