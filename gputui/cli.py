@@ -229,9 +229,12 @@ def build_parser() -> OneLineParser:
 
 
 def _run_app(args: argparse.Namespace) -> int:
-    from gputui.ui.app import run_app
+    from gputui.ui.polling import HeadStart  # no Textual: the first readings start now
 
-    return run_app(interval=args.interval)
+    head_start = HeadStart.begin()
+    from gputui.ui.app import run_app  # Textual loads while they are taken
+
+    return run_app(interval=args.interval, head_start=head_start)
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:

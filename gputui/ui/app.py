@@ -52,15 +52,12 @@ from gputui.ui.doctor_screen import (
     run_real_doctor,
 )
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
-from gputui.ui.polling import Abandoned, Samplers, SamplerThread, close_sampler
+from gputui.ui.polling import SOURCES, Abandoned, HeadStart, Samplers, close_sampler
 from gputui.ui.widgets.monitor import Monitor, record_cpu, record_nvml
 from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup
 
 Clock = Callable[[], float]
 """Seconds on a monotonic clock."""
-
-SOURCES = ("cpu", "nvml", "mps")
-"""The sources the app polls, by their name in :class:`Samplers`."""
 
 MIN_REST = 0.1
 """Shortest pause between two polls of a source, as a share of the interval."""
@@ -79,14 +76,17 @@ _MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled}
 
 
 HANGUP_EXIT_S = 2.0
-"""After SIGHUP, longest wait for a graceful exit before the process ends itself."""
+"""After SIGHUP or SIGTERM, longest wait for a graceful exit before the process ends itself."""
 HANGUP_EXIT_CODE = 128 + 1
 """Exit status after SIGHUP (as a shell reports a process killed by it)."""
+STOP_SIGNALS = ("SIGHUP", "SIGTERM")
+"""Signals that stop the trainer and quit gracefully, handing the terminal back (SIGTERM's
+default would end the process at once, leaving the terminal in the app's screen modes)."""
 
 
-def _exit_after(seconds: float) -> None:
+def _exit_after(seconds: float, code: int = HANGUP_EXIT_CODE) -> None:
     time.sleep(seconds)
-    os._exit(HANGUP_EXIT_CODE)
+    os._exit(code)
 
 
 def _one_line(error: BaseException) -> str:
@@ -137,7 +137,7 @@ class MonitorApp(App[int]):
 
     def __init__(
         self,
-        samplers: Samplers,
+        samplers: Samplers | HeadStart,
         *,
         interval: float,
         clock: Clock = time.monotonic,
@@ -149,7 +149,8 @@ class MonitorApp(App[int]):
         """Build the app; nothing is sampled until it runs.
 
         Args:
-            samplers: Where readings come from.
+            samplers: Where readings come from, or a :class:`HeadStart` whose first
+                readings are already under way.
             interval: Seconds between the start of one poll of a source and the next.
             clock: Gives "now" for staleness; compare with readings' ``taken_at``.
             history: Holds the GPU sparklines' values (default: five minutes' worth).
@@ -160,7 +161,8 @@ class MonitorApp(App[int]):
                 which spawns the torch probe).
         """
         super().__init__()
-        self.samplers = samplers
+        head_start = samplers if isinstance(samplers, HeadStart) else HeadStart.begin(samplers)
+        self.samplers = head_start.samplers
         self.doctor: DoctorRunner = doctor or run_real_doctor
         """Runs the doctor (blocking; the Doctor screen calls it in a thread)."""
         self.interval = interval
@@ -171,7 +173,7 @@ class MonitorApp(App[int]):
         """Readings painted per source (tests wait on it)."""
         self.failures: dict[str, str] = {}
         """The last error of each source whose sampler raised."""
-        self._threads = {source: SamplerThread(f"gputui-{source}") for source in SOURCES}
+        self._threads = head_start.threads
         self._started_at = clock()
         self._beat_epoch = time.monotonic()
         self._nvml_taken_at: float | None = None
@@ -208,16 +210,23 @@ class MonitorApp(App[int]):
         self._beat_epoch = time.monotonic()
         self._lay_out_runner()
         for source in SOURCES:
-            self._start_poll(source)
+            taken, reading = self._threads[source].prefetched()
+            if taken:  # the head start's reading is in: paint it into the first frame
+                self._arrived(source, reading)
+            else:
+                self._start_poll(source)
         self.set_interval(self.stale_check_s, self._check_stale)
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self._hang_up)
+        for name in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
+                signum = getattr(signal, name)
+                asyncio.get_running_loop().add_signal_handler(signum, self._hang_up, 128 + signum)
 
     def on_unmount(self) -> None:
         """Close each sampler on its own thread, once idle, and let the threads end."""
         self._runner.shutdown()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+        for name in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
+                asyncio.get_running_loop().remove_signal_handler(getattr(signal, name))
         for source, thread in self._threads.items():
             thread.close(partial(close_sampler, getattr(self.samplers, source)))
 
@@ -228,15 +237,16 @@ class MonitorApp(App[int]):
         """The runner pane."""
         return self._runner
 
-    def _hang_up(self) -> None:
-        """SIGHUP (the SSH connection was lost): stop the trainer, then quit.
+    def _hang_up(self, code: int = HANGUP_EXIT_CODE) -> None:
+        """SIGHUP (the SSH connection was lost) or SIGTERM: stop the trainer, then quit.
 
-        The terminal is gone, so a graceful exit may block on it; a daemon watchdog
-        ends the process after ``HANGUP_EXIT_S`` if the exit has not finished by then.
+        After SIGHUP the terminal is gone, so a graceful exit may block on it; a daemon
+        watchdog ends the process after ``HANGUP_EXIT_S`` if the exit has not finished by
+        then. ``code`` is the exit status (128 + the signal's number, as a shell reports).
         """
         self._runner.shutdown()
-        threading.Thread(target=_exit_after, args=(HANGUP_EXIT_S,), daemon=True).start()
-        self.exit(HANGUP_EXIT_CODE)
+        threading.Thread(target=_exit_after, args=(HANGUP_EXIT_S, code), daemon=True).start()
+        self.exit(code)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The runner's keys work only on the monitor's own screen (not the doctor's)."""
@@ -262,11 +272,17 @@ class MonitorApp(App[int]):
         if self._monitor.display != monitor:
             self._monitor.display = monitor
 
-    def _show_runner(self) -> None:
-        """Make sure the runner is on screen (on a narrow screen, in place of the monitor)."""
+    async def _show_runner(self) -> None:
+        """Make sure the runner is on screen (on a narrow screen, in place of the monitor),
+        with its widgets built."""
         if not self._runner.display:
             self._runner_toggled = not self._runner_toggled
             self._lay_out_runner()
+        await self._runner.build()
+
+    def on_monitor_laid_out(self) -> None:
+        """The monitor has its first layout: once that frame is out, the runner may build."""
+        self.call_after_refresh(self._runner.allow_build)
 
     def on_runner_pane_trainer_changed(self, message: RunnerPane.TrainerChanged) -> None:
         """A trainer started or ended: highlight it in the GPU process table."""
@@ -282,19 +298,19 @@ class MonitorApp(App[int]):
         cpu = "n/a" if reading.cpu_percent is None else f"{reading.cpu_percent:.0f}%"
         self.monitor.cpu_panel.border_subtitle = f"trainer pid {reading.pid} · CPU {cpu}"
 
-    def action_runner_start(self) -> None:
+    async def action_runner_start(self) -> None:
         """Train the chosen configuration."""
-        self._show_runner()
+        await self._show_runner()
         self._runner.start()
 
-    def action_runner_compare(self) -> None:
+    async def action_runner_compare(self) -> None:
         """Train the chosen configuration on the baseline device, then on the chosen one."""
-        self._show_runner()
+        await self._show_runner()
         self._runner.start(compare=True)
 
-    def action_runner_experiment(self) -> None:
+    async def action_runner_experiment(self) -> None:
         """Run the chosen experiment (batch-sweep, sync-stall, pipelines) in the runner pane."""
-        self._show_runner()
+        await self._show_runner()
         self._runner.start_experiment()
 
     def action_runner_stop(self) -> None:
@@ -304,6 +320,7 @@ class MonitorApp(App[int]):
     def action_runner_toggle(self) -> None:
         """Narrow screens: swap the monitor and the runner. Wide: show or hide the runner."""
         self._runner_toggled = not self._runner_toggled
+        self._runner.allow_build()  # asked for: build it even if the monitor never laid out
         self._lay_out_runner()
 
     def action_runner_detail(self) -> None:
@@ -463,7 +480,7 @@ class MonitorApp(App[int]):
 
 
 def make_app(
-    samplers: Samplers | None = None,
+    samplers: Samplers | HeadStart | None = None,
     *,
     interval: float = 1.0,
     clock: Clock = time.monotonic,
@@ -476,7 +493,7 @@ def make_app(
 
     Args:
         samplers: Where readings come from (default: the real host, NVML and MPS
-            samplers, built lazily in their threads).
+            samplers, built lazily in their threads), or a :class:`HeadStart`.
         interval: Seconds between polls of each source.
         clock: "Now" for staleness; must match the clock behind readings' ``taken_at``.
         history: GPU sparkline values, e.g. pre-filled for a snapshot.
@@ -488,7 +505,7 @@ def make_app(
         The app, not yet running.
     """
     return MonitorApp(
-        samplers if samplers is not None else Samplers.real(),
+        samplers if samplers is not None else HeadStart.begin(),
         interval=interval,
         clock=clock,
         history=history,
@@ -498,11 +515,13 @@ def make_app(
     )
 
 
-def run_app(interval: float) -> int:
+def run_app(interval: float, head_start: HeadStart | None = None) -> int:
     """Run the monitor with the real samplers until the user quits.
 
     Args:
         interval: Seconds between samples.
+        head_start: The real samplers with their first readings under way (started
+            before Textual was imported); default: started now.
 
     Returns:
         The process exit code.
@@ -517,7 +536,7 @@ def run_app(interval: float) -> int:
     except ConfigError as error:
         print(f"gputui: {error}", file=sys.stderr)
         return 2
-    app = make_app(interval=interval, runner=RunnerSetup(defaults=defaults))
+    app = make_app(head_start, interval=interval, runner=RunnerSetup(defaults=defaults))
     app.run()
     app.wait_for_samplers(CLOSE_WAIT_S)
     return app.return_code or 0

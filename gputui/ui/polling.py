@@ -106,6 +106,37 @@ def _mps_sampler() -> Sampler[MpsReading]:
     return MpsSampler()
 
 
+SOURCES = ("cpu", "nvml", "mps")
+"""The sources the app polls, by their name in :class:`Samplers`."""
+
+
+@dataclass(frozen=True)
+class HeadStart:
+    """The samplers and their threads, with each source's first sample already under way.
+
+    Made before Textual is imported (see ``gputui.cli``): the first readings are taken
+    while Textual loads, so the first frame can show them.
+    """
+
+    samplers: Samplers
+    """The sources."""
+    threads: dict[str, SamplerThread]
+    """One thread per source, each with its first sample prefetched."""
+
+    @classmethod
+    def begin(cls, samplers: Samplers | None = None) -> HeadStart:
+        """Start the first sample of every source, each on its own thread.
+
+        Args:
+            samplers: The sources (default: :meth:`Samplers.real`).
+        """
+        samplers = samplers if samplers is not None else Samplers.real()
+        threads = {source: SamplerThread(f"gputui-{source}") for source in SOURCES}
+        for source, thread in threads.items():
+            thread.prefetch(getattr(samplers, source).sample)
+        return cls(samplers, threads)
+
+
 class Abandoned(Exception):
     """The caller stopped waiting for a sample (the app is closing)."""
 
@@ -132,6 +163,10 @@ class SamplerThread:
     Keeping each sampler on one thread suits samplers that are not thread-safe
     (``HostSampler``). Calls must not overlap; the app never starts a poll before
     the last one finished.
+
+    A first sample may be started early with :meth:`prefetch` (before Textual has
+    even loaded); the first :meth:`call` then waits for that sample instead of
+    taking another.
     """
 
     def __init__(self, name: str) -> None:
@@ -144,6 +179,27 @@ class SamplerThread:
         self._jobs: queue.SimpleQueue[_Job[object] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._early: _Job[object] | None = None
+
+    def prefetch(self, function: Callable[[], object]) -> None:
+        """Start ``function`` now; the next :meth:`call` (whatever it asks) returns its result.
+
+        Args:
+            function: The first sample, e.g. a sampler's ``sample``.
+        """
+        self._early = self._submit(function)
+
+    def prefetched(self) -> tuple[bool, object]:
+        """The prefetched sample if it has finished without error: ``(True, value)``.
+
+        Otherwise ``(False, None)``, and the next :meth:`call` waits for it (or raises
+        its error). A sample taken here is not returned again.
+        """
+        job = self._early
+        if job is None or not job.done.is_set() or job.error is not None:
+            return False, None
+        self._early = None
+        return True, job.value
 
     def call(
         self,
@@ -170,17 +226,21 @@ class SamplerThread:
         """
         if self._closed:
             raise Abandoned
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-            self._thread.start()
-        job: _Job[R] = _Job(function)
-        self._jobs.put(job)  # type: ignore[arg-type]
+        job, self._early = self._early or self._submit(function), None
         while not job.done.wait(check_s):
             if cancelled():
                 raise Abandoned
         if job.error is not None:
             raise job.error
         return job.value  # type: ignore[return-value]
+
+    def _submit(self, function: Callable[[], R]) -> _Job[R]:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        job: _Job[R] = _Job(function)
+        self._jobs.put(job)  # type: ignore[arg-type]
+        return job
 
     def close(self, finalizer: Callable[[], object] | None = None) -> None:
         """Let the thread end once it is idle (at once, unless a call is still hanging).

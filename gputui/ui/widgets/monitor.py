@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.events import Resize
+from textual.message import Message
 
 from gputui.telemetry.history import History
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
@@ -49,6 +50,9 @@ def record_nvml(history: History, reading: NvmlReading) -> None:
 
 class Monitor(Vertical):
     """Everything the monitor shows; the app feeds it readings, it decides the layout."""
+
+    class LaidOut(Message):
+        """The monitor knows its size and has planned its panels for the first time."""
 
     def __init__(self, history: History, *, id: str | None = None) -> None:
         """Start empty; readings arrive after the first frame.
@@ -142,6 +146,8 @@ class Monitor(Vertical):
         )
         if plan == self.layout_plan:
             return
+        if self.layout_plan is None:
+            self.post_message(self.LaidOut())
         self.layout_plan = plan
         cpu = self.cpu_panel
         cpu.styles.height = plan.cpu_height

@@ -11,6 +11,7 @@ Tests inject the trainer and the device list through :class:`RunnerSetup`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable
@@ -178,8 +179,16 @@ class RunnerPane(Vertical):
         """Devices listed so far (empty until the listing child answers)."""
         self.devices_error: str | None = None
         """Why devices could not be listed, if they could not."""
-        self._devices_requested = False
-        """Whether the device listing was started (it is, the first time the pane shows)."""
+        self.built = False
+        """Whether the pane's widgets exist. They are composed the first time it shows, after
+        that frame is drawn: the monitor's first frame never waits for them, and a pane never
+        shown (a narrow terminal) never builds them."""
+        self._build_scheduled = False
+        self._shown = False
+        self.build_allowed = False
+        """Set by the app once the monitor's first frame is out (:meth:`allow_build`)."""
+        self._building = False
+        self._built = asyncio.Event()
         self.session: Session | None = None
         """The session shown (the last one started)."""
         self.trainer: TrainerLike | None = None
@@ -203,7 +212,9 @@ class RunnerPane(Vertical):
         """Whether the body shows the experiment (else the training session)."""
 
     def compose(self) -> ComposeResult:
-        """The choices, the buttons, then what the run shows."""
+        """The choices, the buttons, then what the run shows (nothing until it is built)."""
+        if not self._building:
+            return
         defaults = self.setup.defaults
         device = defaults.device
         with Horizontal(classes="runner-row"):
@@ -290,13 +301,37 @@ class RunnerPane(Vertical):
         self._watch_timer = self.set_interval(
             self.setup.watch_interval_s, self._watch_trainer, pause=True
         )
-        self.refresh_view()
 
     def on_show(self) -> None:
-        """First shown: list the devices (a child that imports torch, so not at start-up)."""
-        if not self._devices_requested:
-            self._devices_requested = True
-            self._list_devices()
+        """First shown: build the widgets once this frame is drawn (and the app allows it)."""
+        self._shown = True
+        self._schedule_build()
+
+    def allow_build(self) -> None:
+        """The monitor's first frame is out: the pane may build itself when it shows."""
+        self.build_allowed = True
+        self._schedule_build()
+
+    def _schedule_build(self) -> None:
+        if self._shown and self.build_allowed and not self._build_scheduled:
+            self._build_scheduled = True
+            self.call_after_refresh(self.build)
+
+    async def build(self) -> None:
+        """Compose the choices and views, then list the devices (a child that imports torch).
+
+        Runs once, after the frame that first showed the pane; a second call waits for the
+        first to finish (an action may need the widgets before the scheduled build ran).
+        """
+        if self._building:
+            await self._built.wait()
+            return
+        self._building = True
+        await self.recompose()
+        self.built = True
+        self._built.set()
+        self.refresh_view()
+        self._list_devices()
 
     def _timers_running(self, running: bool) -> None:
         """Drain and watch only while a trainer or experiment runs."""
@@ -549,7 +584,9 @@ class RunnerPane(Vertical):
     # -- painting ---------------------------------------------------------------------------
 
     def refresh_view(self) -> None:
-        """Repaint the status line, progress bar and body from the session."""
+        """Repaint the status line, progress bar and body from the session (once built)."""
+        if not self.built:
+            return
         self._enable_buttons()
         if self.showing_experiment and self.experiment is not None:
             self._show_experiment(self.experiment)
