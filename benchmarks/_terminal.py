@@ -7,6 +7,8 @@ same interval.
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import fcntl
 import os
 import re
@@ -123,6 +125,154 @@ def run_in_terminal(
     )
 
 
+class PtyProgram:
+    """A program on a fresh pseudo-terminal, driven through it the way a person would.
+
+    A reader thread drains the terminal continuously (so the program never blocks on
+    its output) and keeps the screen text, ANSI stripped, with arrival times, for the
+    last ``keep_s`` seconds only: an hour-long run does not pile up its output.
+    ``wait_for`` scans only what arrived since the last look, so waiting is cheap.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        size: tuple[int, int] = (120, 40),
+        keep_s: float = 120.0,
+        cwd: Path = REPO,
+    ) -> None:
+        """Start ``argv`` on a new pty of ``size`` (columns, rows), in its own session.
+
+        Args:
+            argv: The command.
+            env: Variables added to this process's environment (TERM is xterm-256color).
+            size: The terminal's columns and rows.
+            keep_s: How long received text is kept for ``wait_for``.
+            cwd: The working directory.
+        """
+        master, slave = os.openpty()
+        cols, rows = size
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        full_env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols)}
+        full_env.update({"LINES": str(rows), **env})
+        self.started = time.perf_counter()
+        """perf_counter() when the program was started."""
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=full_env,
+            start_new_session=True,
+            close_fds=True,
+            cwd=cwd,
+        )
+        os.close(slave)
+        self._master = master
+        self._keep_s = keep_s
+        self._lock = threading.Lock()
+        self._times: list[float] = []
+        self._chunks: list[bytes] = []
+        self._base = 0  # sequence number of self._chunks[0]
+        self.received_bytes = 0
+        """Bytes the program has written to the terminal so far."""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        """The program's process id."""
+        return self.proc.pid
+
+    def _read(self) -> None:
+        carry = b""
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            at = time.perf_counter()
+            data = carry + chunk
+            carry = b""
+            cut = data.rfind(b"\x1b")
+            if cut != -1 and len(data) - cut < 64 and not _ANSI.match(data, cut):
+                data, carry = data[:cut], data[cut:]  # an escape sequence split across reads
+            with self._lock:
+                self.received_bytes += len(chunk)
+                self._times.append(at)
+                self._chunks.append(_ANSI.sub(b"", data))
+                old = bisect.bisect_left(self._times, at - self._keep_s)
+                if old > 1024:
+                    del self._times[:old], self._chunks[:old]
+                    self._base += old
+
+    def wait_for(
+        self,
+        markers: bytes | Sequence[bytes],
+        since: float,
+        timeout_s: float,
+        *,
+        poll_s: float = 0.01,
+    ) -> tuple[bytes, float] | None:
+        """The first of ``markers`` to arrive after ``since`` (perf_counter), and when.
+
+        Returns:
+            ``(marker, arrival time)``, or ``None`` if none arrived within ``timeout_s``
+            or the program closed its terminal.
+        """
+        wanted = (markers,) if isinstance(markers, bytes) else tuple(markers)
+        overlap = max(len(m) for m in wanted) - 1
+        deadline = time.perf_counter() + timeout_s
+        with self._lock:
+            cursor = self._base + bisect.bisect_left(self._times, since)
+        tail = b""
+        while True:
+            with self._lock:
+                start = max(cursor - self._base, 0)
+                times = self._times[start:]
+                chunks = self._chunks[start:]
+                cursor = self._base + len(self._chunks)
+            for at, chunk in zip(times, chunks, strict=True):
+                seen = tail + chunk
+                hits = [(seen.find(m), m) for m in wanted if m in seen]
+                if hits:
+                    return min(hits)[1], at
+                tail = seen[-overlap:] if overlap else b""
+            if time.perf_counter() >= deadline or not self._reader.is_alive():
+                return None
+            time.sleep(poll_s)
+
+    def press(self, keys: bytes) -> float:
+        """Type ``keys``; returns perf_counter() just before they were written."""
+        at = time.perf_counter()
+        os.write(self._master, keys)
+        return at
+
+    def close(self, quit_keys: bytes = b"q", timeout_s: float = 10.0) -> int | None:
+        """Quit with ``quit_keys``; SIGKILL the program's process group if it has not
+        exited within ``timeout_s``.
+
+        Returns:
+            The exit status, or ``None`` when the program had to be killed.
+        """
+        code: int | None
+        try:
+            if self.proc.poll() is None:
+                os.write(self._master, quit_keys)
+            code = self.proc.wait(timeout=timeout_s)
+        except (OSError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            code = None
+        os.close(self._master)
+        return code
+
+
 def _cpu_seconds(ps: psutil.Process) -> float:
     total = 0.0
     for p in [ps, *ps.children(recursive=True)]:
@@ -152,9 +302,7 @@ def ensure_env(name: str, requirements: Sequence[str]) -> Path:
     if not python.exists():
         print(f"creating {env} with {' '.join(requirements)} ...", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", *requirements], check=True
-        )
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *requirements], check=True)
     return python
 
 

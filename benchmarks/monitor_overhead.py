@@ -1,15 +1,21 @@
-"""Monitor overhead: gputui against nvitop, side by side, on 8 simulated GPUs.
+"""Monitor overhead: gputui against nvitop and glances, side by side, on 8 simulated GPUs.
 
-Both programs run in a real pseudo-terminal of the same size, at the same
-interval, against the same stand-in ``libnvidia-ml.so.1`` (built from
-tests/fakenvml with gcc). For each: time to the first frame showing a GPU,
-steady-state CPU-seconds per minute, and peak RSS.
+The three programs run one after the other, each in a real pseudo-terminal of the
+same size, at the same interval, against the same stand-in ``libnvidia-ml.so.1``
+(built from tests/fakenvml with gcc). For each: time to the first frame showing a
+GPU (the text ``H100``: the stand-in's GPUs are "NVIDIA H100 80GB HBM3"), steady-state
+CPU-seconds per minute, and peak RSS.
 
     python benchmarks/monitor_overhead.py            # 60 s steady state each
     python benchmarks/monitor_overhead.py --steady 20 --json
 
-nvitop is installed into benchmarks/.envs/nvitop on first use (never into the
-project's environment).
+The peers are installed on first use into their own environments, never into the
+project's: benchmarks/.envs/nvitop (``nvitop``) and benchmarks/.envs/glances
+(``glances`` with ``nvidia-ml-py``, which its GPU plugin needs to read NVML).
+glances runs as a user starts it, with its default plugins (processes, network,
+disks...); its GPU plugin reads the stand-in library found through LD_LIBRARY_PATH
+and draws "8 NVIDIA H100 80G" and one line per GPU. A program that never draws a
+GPU shows "never" as its first frame.
 """
 
 from __future__ import annotations
@@ -25,33 +31,53 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._terminal import TerminalRun, ensure_env, machine_description, run_in_terminal
-from tests.fakenvml import build_fake_nvml
+from benchmarks._terminal import (  # noqa: E402
+    TerminalRun,
+    ensure_env,
+    machine_description,
+    run_in_terminal,
+)
+from tests.fakenvml import build_fake_nvml  # noqa: E402
 
 GPU_COUNT = 8
 MARKER = b"H100"
+"""Text of the first frame showing a GPU, in all three programs."""
+PROGRAMS = ("gputui", "nvitop", "glances")
+PEERS = {"nvitop": ["nvitop"], "glances": ["glances", "nvidia-ml-py"]}
+"""What each peer's own environment (benchmarks/.envs/NAME) installs."""
 
 
-def measure(steady_s: float, interval: float, size: tuple[int, int]) -> list[TerminalRun]:
-    """Run gputui then nvitop under identical conditions; return both measurements."""
-    nvitop_python = ensure_env("nvitop", ["nvitop"])
+def measure(
+    steady_s: float,
+    interval: float,
+    size: tuple[int, int],
+    programs: tuple[str, ...] = PROGRAMS,
+) -> list[TerminalRun]:
+    """Run each of ``programs`` in turn under identical conditions; return their measurements."""
+    peers = {name: ensure_env(name, PEERS[name]) for name in programs if name in PEERS}
     # An installed package has its bytecode compiled; a checkout run with
     # PYTHONDONTWRITEBYTECODE=1 would otherwise recompile gputui at every start.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "gputui")], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         lib_dir = build_fake_nvml(Path(tmp))
         env = {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_GPU_COUNT": str(GPU_COUNT)}
-        programs = [
-            ("gputui", [sys.executable, "-m", "gputui", "--interval", str(interval)]),
-            (
-                "nvitop",
-                [str(nvitop_python), "-m", "nvitop", "--monitor", "full",
-                 "--interval", str(interval)],
-            ),
-        ]
+        commands = {
+            "gputui": [sys.executable, "-m", "gputui", "--interval", str(interval)],
+            "nvitop": [
+                str(peers.get("nvitop")),
+                *("-m", "nvitop", "--monitor", "full", "--interval", str(interval)),
+            ],
+            # --disable-check-update: no look-up of a newer release on PyPI at start.
+            "glances": [
+                str(peers.get("glances")),
+                *("-m", "glances", "--time", str(interval), "--disable-check-update"),
+            ],
+        }
         return [
-            run_in_terminal(name, argv, marker=MARKER, env=env, steady_s=steady_s, size=size)
-            for name, argv in programs
+            run_in_terminal(
+                name, commands[name], marker=MARKER, env=env, steady_s=steady_s, size=size
+            )
+            for name in programs
         ]
 
 
@@ -60,10 +86,17 @@ def main() -> int:
     parser.add_argument("--steady", type=float, default=60.0, help="seconds of steady state")
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--size", default="120x40", help="terminal COLSxROWS")
+    parser.add_argument(
+        "--program",
+        choices=PROGRAMS,
+        action="append",
+        help="measure only this program (repeatable; default: all three)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cols, rows = (int(v) for v in args.size.split("x"))
-    runs = measure(args.steady, args.interval, (cols, rows))
+    programs = tuple(p for p in PROGRAMS if p in args.program) if args.program else PROGRAMS
+    runs = measure(args.steady, args.interval, (cols, rows), programs)
     if args.json:
         print(json.dumps({"machine": machine_description(), "runs": [asdict(r) for r in runs]}))
         return 0

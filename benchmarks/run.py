@@ -1,13 +1,19 @@
 """Regenerate BENCHMARKS.md: every figure measured side by side in one run.
 
-    python benchmarks/run.py                 # all benchmarks, then rewrite BENCHMARKS.md
+    python benchmarks/run.py                 # every benchmark (the soak alone takes an hour)
     python benchmarks/run.py --only monitor  # one section; the others keep their last figures
+    python benchmarks/run.py --only latency --only soak
     python benchmarks/run.py --quick         # shorter windows, for a smoke test
+    python benchmarks/run.py --readme        # run nothing: copy the headline into README.md
 
-Each section is written between markers in BENCHMARKS.md, with the command that
-produced it and the machine it ran on, so sections can be refreshed one at a time.
-Peers (nvitop, torchvision for the seed loop) live in benchmarks/.envs/, never in
-the project's environment.
+Sections: monitor (gputui against nvitop and glances), trainer (against seed 001's
+loop), latency (key-to-screen latency, idle and during CPU training) and soak (an
+hour at --interval 0.25 with training in a loop). Each is written between markers
+in BENCHMARKS.md, with the command that produced it and the machine it ran on, so
+sections can be refreshed one at a time. Each also carries a one-line headline (an
+HTML comment); README.md quotes every section's headline between its own markers.
+Peers (nvitop, glances, torchvision for the seed loop) live in benchmarks/.envs/,
+never in the project's environment.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OUTPUT = REPO / "BENCHMARKS.md"
+README = REPO / "README.md"
 sys.path.insert(0, str(REPO))
 
 from benchmarks._terminal import machine_description  # noqa: E402
@@ -39,9 +46,25 @@ here, never as timed assertions in the tests.
 """
 
 
+Section = tuple[str, str]
+"""A section's Markdown body, and its one-line headline for the README."""
+
+
 def _run_json(argv: list[str]) -> dict:
-    out = subprocess.run(argv, check=True, capture_output=True, text=True, cwd=REPO).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    """Run a benchmark script (its stderr shows); its JSON (the whole output, or its last line)."""
+    out = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO).stdout
+    try:
+        return json.loads(out)
+    except json.JSONDecodeError:
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def _command(argv: list[str]) -> str:
+    return " ".join(["python", *argv[1:]])
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "**not met**"
 
 
 def _load() -> str:
@@ -49,46 +72,92 @@ def _load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} before the run"
 
 
-def monitor_section(quick: bool) -> str:
+def monitor_section(quick: bool) -> Section:
     steady = "20" if quick else "60"
     sizes = ["120x40", "80x24"]
     rows, commands = [], []
     load = _load()
+    results: dict[str, dict[str, dict]] = {}
     for size in sizes:
-        argv = [sys.executable, "benchmarks/monitor_overhead.py", "--steady", steady,
-                "--size", size, "--json"]
-        commands.append(" ".join(["python", *argv[1:]]))
+        argv = [
+            sys.executable,
+            "benchmarks/monitor_overhead.py",
+            *("--steady", steady, "--size", size, "--json"),
+        ]
+        commands.append(_command(argv))
         result = _run_json(argv)
+        results[size] = {run["name"]: run for run in result["runs"]}
         for run in result["runs"]:
             first = run["first_frame_s"]
             rows.append(
                 f"| {size} | {run['name']} | "
-                f"{'never' if first is None else f'{first:.2f} s'} | "
+                f"{'never (no GPU drawn)' if first is None else f'{first:.2f} s'} | "
                 f"{run['cpu_s_per_min']:.2f} | {run['peak_rss_mib']:.1f} MiB |"
             )
-    return "\n".join([
-        "## Monitor overhead: gputui against nvitop",
-        "",
-        "8 simulated H100s through the stand-in `libnvidia-ml.so.1` (tests/fakenvml), "
-        "`--interval 1`, each program in its own pseudo-terminal, one after the other. "
-        "First frame: from exec to the first screen showing a GPU. CPU: user + system "
-        f"seconds per minute over a {steady} s steady state after 5 s of settling.",
-        "",
-        "| terminal | program | first frame | CPU-s/min | peak RSS |",
-        "|---|---|---|---|---|",
-        *rows,
-        "",
-        "Goals (issue 2): CPU at most nvitop's, first frame within 0.4 s, peak RSS at most 60 MiB.",
-        "",
-        f"Machine: {machine_description()}; {load}.",
-        "",
-        "Commands:",
-        "",
-        *[f"    {c}" for c in commands],
-    ])
+    goals = []
+    for size, runs in results.items():
+        ours, nvitop = runs["gputui"], runs["nvitop"]
+        first = ours["first_frame_s"]
+        cpu_met = ours["cpu_s_per_min"] <= nvitop["cpu_s_per_min"]
+        goals.append(
+            f"- {size}: CPU at most nvitop's: {_verdict(cpu_met)}"
+            f"; first frame within 0.4 s: {_verdict(first is not None and first <= 0.4)}"
+            f"; peak RSS at most 60 MiB: {_verdict(ours['peak_rss_mib'] <= 60)}."
+        )
+    big = results[sizes[0]]
+    ours = big["gputui"]
+    peers = [name for name in ("nvitop", "glances") if name in big]
+    ratios = " and ".join(
+        f"{ours['cpu_s_per_min'] / big[name]['cpu_s_per_min']:.2f}x {name}'s"
+        for name in peers
+        if big[name]["cpu_s_per_min"] > 0
+    )
+    never = [name for name, run in big.items() if run["first_frame_s"] is None]
+    headline = (
+        f"**Monitor overhead** (8 simulated GPUs, {sizes[0]}, `--interval 1`): gputui's CPU "
+        f"is {ratios}; peak RSS {ours['peak_rss_mib']:.0f} MiB ("
+        + ", ".join(f"{name} {big[name]['peak_rss_mib']:.0f}" for name in peers)
+        + f"); first frame {_seconds(ours['first_frame_s'])} ("
+        + ", ".join(f"{name} {_seconds(big[name]['first_frame_s'])}" for name in peers)
+        + ")"
+        + (f"; {', '.join(never)} never drew a GPU" if never else "")
+        + "."
+    )
+    body = "\n".join(
+        [
+            "## Monitor overhead: gputui against nvitop and glances",
+            "",
+            "8 simulated H100s through the stand-in `libnvidia-ml.so.1` (tests/fakenvml), "
+            "`--interval 1` (glances: `--time 1`), each program in its own pseudo-terminal, "
+            "one after the other. nvitop runs `--monitor full`; glances runs with its default "
+            "plugins, so it also lists every process and reads the network and disks "
+            "(its GPU plugin reads the stand-in through `nvidia-ml-py`). First frame: from "
+            "exec to the first screen showing a GPU (the text `H100`). CPU: user + system "
+            f"seconds per minute over a {steady} s steady state after 5 s of settling.",
+            "",
+            "| terminal | program | first frame | CPU-s/min | peak RSS |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            "Goals (issue 2), for gputui:",
+            "",
+            *goals,
+            "",
+            f"Machine: {machine_description()}; {load}.",
+            "",
+            "Commands:",
+            "",
+            *[f"    {c}" for c in commands],
+        ]
+    )
+    return body, headline
 
 
-def trainer_section(quick: bool) -> str:
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.2f} s"
+
+
+def trainer_section(quick: bool) -> Section:
     load = _load()
     argv = [sys.executable, "benchmarks/trainer_vs_seed.py", "--epochs", "2", "--json"]
     result = _run_json(argv)
@@ -100,33 +169,166 @@ def trainer_section(quick: bool) -> str:
             f"| {g['wall_seconds']:.1f} s ({', '.join(f'{x:.1f}' for x in g['epoch_seconds'])}) "
             f"| {g['wall_seconds'] / s['total_seconds']:.2f} |"
         )
-    return "\n".join([
-        "## The trainer against seed 001's notebook loop (CPU)",
-        "",
-        "Two epochs on the same CIFAR-10-format files (50,000 generated images in the real "
-        "binary and pickle layouts). Baseline: seed 001's loop as written (torchvision "
-        "ToTensor + Normalize, DataLoader with 2 workers, batch 256, the loss read every "
-        "step) from its own torchvision environment. gputui: the whole `gputui bench "
-        "--device cpu --dataset cifar10` command, start-up, file loading and held-out "
-        "evaluation included, with its defaults (resident data, fp32).",
-        "",
-        "| seed loop: training (epochs) | gputui bench: whole command (epochs) | ratio |",
-        "|---|---|---|",
-        *rows,
-        "",
-        f"Median ratio: **{result['ratio']:.2f}** (goal, issue 3: at most 0.40).",
-        "",
-        f"Machine: {result['machine']}; {load}.",
-        "",
-        "Command:",
-        "",
-        f"    python {' '.join(argv[1:-1])}",
-    ])
+    body = "\n".join(
+        [
+            "## The trainer against seed 001's notebook loop (CPU)",
+            "",
+            "Two epochs on the same CIFAR-10-format files (50,000 generated images in the real "
+            "binary and pickle layouts). Baseline: seed 001's loop as written (torchvision "
+            "ToTensor + Normalize, DataLoader with 2 workers, batch 256, the loss read every "
+            "step) from its own torchvision environment. gputui: the whole `gputui bench "
+            "--device cpu --dataset cifar10` command, start-up, file loading and held-out "
+            "evaluation included, with its defaults (resident data, fp32).",
+            "",
+            "| seed loop: training (epochs) | gputui bench: whole command (epochs) | ratio |",
+            "|---|---|---|",
+            *rows,
+            "",
+            f"Median ratio: **{result['ratio']:.2f}** (goal, issue 3: at most 0.40: "
+            f"{_verdict(result['ratio'] <= 0.40)}).",
+            "",
+            f"Machine: {result['machine']}; {load}.",
+            "",
+            "Command:",
+            "",
+            f"    python {' '.join(argv[1:-1])}",
+        ]
+    )
+    headline = (
+        f"**Trainer**: `gputui bench` on the CPU takes {result['ratio']:.2f}x the time of seed "
+        "001's notebook loop (2 epochs; its whole command against the loop's training alone)."
+    )
+    return body, headline
 
 
-SECTIONS: dict[str, Callable[[bool], str]] = {
+def latency_section(quick: bool) -> Section:
+    presses = "10" if quick else "40"
+    load = _load()
+    argv = [sys.executable, "benchmarks/key_latency.py", "--presses", presses, "--json"]
+    result = _run_json(argv)
+    phases = {phase["name"]: phase for phase in result["phases"]}
+    idle, busy = phases["idle"], phases["cpu training"]
+    rows = [
+        f"| {phase['name']} | {phase['p50_ms']:.1f} ms | {phase['p95_ms']:.1f} ms | "
+        f"{phase['max_ms']:.1f} ms | {phase['presses'] - phase['missed']} of "
+        f"{phase['presses']} |"
+        for phase in (idle, busy)
+    ]
+    met = busy["p95_ms"] < 150 and busy["missed"] == 0
+    body = "\n".join(
+        [
+            "## Key latency: idle and during CPU training",
+            "",
+            "gputui in a real pseudo-terminal (160x50, the runner beside the monitor, 2 "
+            "simulated GPUs, `--interval 1`). One press of `t` (hide or show the runner) is "
+            "timed from writing the key to the terminal until the redrawn screen arrives; "
+            f"each press waits for the previous one's frame. {presses} presses idle, then "
+            "the same while `r` trains on the CPU with the pane's defaults (nice 10, every "
+            "core but one, synthetic data).",
+            "",
+            "| phase | p50 | p95 | max | frames seen |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            f"p95 during training over p95 idle: {result['p95_ratio_training_over_idle']:.2f}.",
+            f"Goal (issue 4): p95 under 150 ms during CPU training: {_verdict(met)}.",
+            "",
+            f"Machine: {result['machine']}; {load}.",
+            "",
+            "Command:",
+            "",
+            f"    {_command(argv[:-1])}",
+        ]
+    )
+    headline = (
+        f"**Key latency** during CPU training: p50 {busy['p50_ms']:.0f} ms, p95 "
+        f"{busy['p95_ms']:.0f} ms (idle: p50 {idle['p50_ms']:.0f} ms, p95 {idle['p95_ms']:.0f} ms)."
+    )
+    return body, headline
+
+
+def soak_section(quick: bool) -> Section:
+    minutes = "2" if quick else "60"
+    load = _load()
+    argv = [sys.executable, "benchmarks/soak.py", "--minutes", minutes, "--json"]
+    r = _run_json(argv)
+    after_full = r["growth_after_history_full_mib"]
+    rows = [
+        (
+            "RSS at the start of the steady state",
+            f"{r['rss_start_mib']:.1f} MiB (at {r['warmup_s']:g} s)",
+        ),
+        ("RSS at the end", f"{r['rss_end_mib']:.1f} MiB"),
+        ("RSS max in the steady state", f"{r['rss_max_mib']:.1f} MiB"),
+        ("growth, end − start", f"**{r['growth_mib']:+.2f} MiB**"),
+        ("slope (least squares)", f"{r['slope_mib_per_hour']:+.2f} MiB/hour"),
+        (
+            f"growth once the history is full (from {r['history_full_s']:.0f} s)",
+            "n/a (shorter run)" if after_full is None else f"{after_full:+.2f} MiB",
+        ),
+        ("threads, start → end", "{} → {}".format(*r["threads_start_end"])),
+        ("open file descriptors, start → end", "{} → {}".format(*r["fds_start_end"])),
+        ("training runs completed", f"{r['runs_completed']} of {r['runs_started']} started"),
+        ("runs failed or stopped", str(r["runs_failed"])),
+        ("median run, from `r` to finished", _seconds(r["median_run_s"])),
+        (
+            "gputui's exit status after `q`",
+            "killed" if r["exit_code"] is None else str(r["exit_code"]),
+        ),
+        ("processes left after quitting", str(len(r["left_after_quit"]))),
+    ]
+    body = "\n".join(
+        [
+            "## Soak: an hour of monitoring and training in a loop"
+            if minutes == "60"
+            else f"## Soak: {minutes} minutes of monitoring and training in a loop (quick run)",
+            "",
+            f"gputui `--interval {r['interval_s']:g}` in a real pseudo-terminal ({r['size']}: "
+            f"the runner beside the monitor) with {r['gpus']} simulated H100s, for "
+            f"{r['duration_s'] / 60:.0f} minutes. The runner is driven as a person would: "
+            "press `r`, wait for the pane to say the run finished, press `r` again. Each run "
+            "is tiny (`GPUTUI_RUNNER_DEFAULTS`: synthetic data, 512 images, 2 epochs, one "
+            "thread, no run folder), in a fresh trainer process. The RSS of gputui's own "
+            "process (not the trainer's) is sampled every 5 s. The soak quits with `q` "
+            "whatever the runner is doing, then looks for every process that carries the "
+            "soak's marker in its environment (gputui's descendants, reparented ones too).",
+            "",
+            "| | |",
+            "|---|---|",
+            *(f"| {name} | {value} |" for name, value in rows),
+            "",
+            f"History buffers: {r['history_bound']}. gputui has no way to read their lengths "
+            "from outside; the flat RSS is the outward proof.",
+            "",
+            "Goal (issue 7): RSS grows less than 5 MiB over the hour: "
+            + (
+                _verdict(r["growth_mib"] < 5)
+                if minutes == "60"
+                else f"not judged (a {minutes}-minute quick run)"
+            )
+            + f"; no process left behind: {_verdict(not r['left_after_quit'])}.",
+            "",
+            f"Machine: {r['machine']}; {load}.",
+            "",
+            "Command:",
+            "",
+            f"    {_command(argv[:-1])}",
+        ]
+    )
+    headline = (
+        f"**Soak** ({r['duration_s'] / 60:.0f} min at `--interval {r['interval_s']:g}`, "
+        f"{r['gpus']} simulated GPUs, {r['runs_completed']} training runs): RSS grew "
+        f"{r['growth_mib']:+.1f} MiB after the warm-up; {len(r['left_after_quit'])} processes "
+        "left after quitting."
+    )
+    return body, headline
+
+
+SECTIONS: dict[str, Callable[[bool], Section]] = {
     "monitor": monitor_section,
     "trainer": trainer_section,
+    "latency": latency_section,
+    "soak": soak_section,
 }
 
 
@@ -139,19 +341,62 @@ def _splice(document: str, name: str, body: str) -> str:
     return document.rstrip("\n") + "\n\n" + block + "\n"
 
 
+_HEADLINE = re.compile(r"<!-- (\w[\w-]*):start -->\n<!-- headline: (.*?) -->\n")
+
+
+def headlines(document: str) -> list[str]:
+    """Every section's headline in BENCHMARKS.md, in the order of SECTIONS."""
+    found = dict(_HEADLINE.findall(document))
+    return [found[name] for name in SECTIONS if name in found]
+
+
+def write_readme(document: str, readme: Path, output: Path) -> None:
+    """Quote the sections' headlines in ``readme``, between its headline markers."""
+    lines = [f"- {line}" for line in headlines(document)] or ["- (no figures yet)"]
+    link = os.path.relpath(output, readme.parent)
+    body = "\n".join(
+        [
+            f"Headline figures, copied from [BENCHMARKS.md]({link}) by",
+            "`python benchmarks/run.py` (machine, commands and caveats there):",
+            "",
+            *lines,
+        ]
+    )
+    text = readme.read_text()
+    if "<!-- headline:start -->" not in text:
+        print(
+            f"{readme.name} has no <!-- headline:start --> marker: left as it is", file=sys.stderr
+        )
+        return
+    readme.write_text(_splice(text, "headline", body))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append")
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="short windows, for a smoke test")
+    parser.add_argument(
+        "--readme", action="store_true", help="run nothing: copy the headlines into the README"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=OUTPUT, help="the file to update (default: BENCHMARKS.md)"
+    )
+    parser.add_argument(
+        "--readme-path", type=Path, default=README, help="the README (default: README.md)"
+    )
     args = parser.parse_args()
-    document = OUTPUT.read_text() if OUTPUT.exists() else HEADER
-    for name in args.only or list(SECTIONS):
+    output: Path = args.output
+    document = output.read_text() if output.exists() else HEADER
+    for name in [] if args.readme else args.only or list(SECTIONS):
         print(f"running {name} ...", file=sys.stderr)
-        body = SECTIONS[name](args.quick)
+        body, headline = SECTIONS[name](args.quick)
+        headline += " (quick run)" if args.quick else ""
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        document = _splice(document, name, f"{body}\n\n_Measured {stamp}._")
-        OUTPUT.write_text(document)
-    print(f"wrote {OUTPUT.relative_to(REPO)}", file=sys.stderr)
+        block = f"<!-- headline: {headline} -->\n{body}\n\n_Measured {stamp}._"
+        document = _splice(document, name, block)
+        output.write_text(document)
+        print(f"wrote {output}", file=sys.stderr)
+    write_readme(document, args.readme_path, output)
     return 0
 
 
