@@ -7,14 +7,16 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 
 import pytest
 from textual.command import CommandPalette
 
 from gputui.telemetry.readings import GpuProcess
-from gputui.ui.app import MonitorApp, theme_for
+from gputui.ui.app import MonitorApp, make_app, theme_for
 from gputui.ui.layout import GpuMode
+from gputui.ui.polling import HeadStart, Samplers
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
 from gputui.ui.widgets.mps_panel import MpsPanel
@@ -41,6 +43,7 @@ from tests.ui.fakes import (
     unsupported_gpu,
     wait_until,
 )
+from tests.ui.runner_fakes import scripted_setup
 
 
 @pytest.fixture
@@ -341,3 +344,41 @@ def test_running_the_app_never_imports_torch() -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["torch"] is False
     assert all(count >= 1 for count in result["handled"].values())
+
+
+async def test_head_start_readings_are_painted_before_the_first_frame() -> None:
+    cpu = CountingCpuSampler()
+    nvml, mps = ScriptedSampler(h100s(2)), ScriptedSampler(MPS_ON_LINUX)
+    head_start = HeadStart.begin(Samplers(cpu=cpu, nvml=nvml, mps=mps))  # type: ignore[arg-type]
+    deadline = time.monotonic() + 5.0  # as when Textual takes longer to load than the samples
+    while min(cpu.calls, nvml.calls, mps.calls) < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    app = make_app(head_start, interval=60.0, clock=FakeClock(), runner=scripted_setup())
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.handled == {"cpu": 1, "nvml": 1, "mps": 1}  # in on_mount, no poll awaited
+        await pilot.pause()
+        assert "H100" in screen_text(app)
+        assert cpu.calls == 1  # the head start's sample, not a second one
+
+
+async def test_the_runner_pane_builds_only_once_shown_and_after_the_monitor() -> None:
+    app = fake_app()
+    async with app.run_test(size=(100, 30)) as pilot:  # narrow: the runner is not shown
+        await settled(pilot)
+        await pilot.pause(0.1)
+        assert app.monitor.layout_plan is not None
+        assert not app.runner.built and not app.runner.children
+        await pilot.press("t")
+        await wait_until(pilot, lambda: app.runner.built)
+        assert app.runner.query("#runner-device")  # its widgets, composed on first show
+        await wait_until(pilot, lambda: bool(app.runner.devices))  # and the devices listed
+
+
+async def test_a_key_before_the_runner_pane_is_built_waits_for_it() -> None:
+    app = fake_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert not app.runner.built
+        await pilot.press("r")  # narrow, never shown: r shows it, builds it, then starts
+        await wait_until(pilot, lambda: app.runner.session is not None)
+        assert app.runner.built and app.runner.display
