@@ -6,6 +6,7 @@ from __future__ import annotations
 # Fake NVML: the stand-in libnvidia-ml.so.1 (tests/fakenvml), built with gcc.
 # ---------------------------------------------------------------------------
 import os
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tests.fakenvml import (
     load_fake_nvml,
     unload_fake_nvml,
 )
+from tests.ui.tmux_session import Tmux, tmux_env
 
 FakeNvmlBuilder = Callable[[Sequence[str]], Path]
 """Builds the stand-in library with the given symbols omitted; returns its folder."""
@@ -90,4 +92,23 @@ def fake_nvml(load_nvml: Callable[..., FakeNvml]) -> FakeNvml:
 
 # ---------------------------------------------------------------------------
 # (end of fake NVML fixtures)
+# ---------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------
+# gputui in a real terminal (tmux); the helpers are in tests/ui/tmux_session.py.
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def tmux(fake_nvml_dir: Path) -> Iterator[Tmux]:
+    """A tmux server of the test's own, set to run gputui on 2 simulated H100s; skips without
+    tmux. ``tmux.env`` may be changed before ``start``; the server is killed afterwards."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    session = Tmux(tmux_env(fake_nvml_dir))
+    yield session
+    session.kill_server()
+
+
+# ---------------------------------------------------------------------------
+# (end of tmux fixtures)
 # ---------------------------------------------------------------------------

@@ -53,4 +53,3 @@ def test_headless_modules_import_no_textual(module: str) -> None:
 )
 def test_ui_process_never_imports_torch(module: str) -> None:
     assert "torch" not in _imported_after(module), f"{module} imports torch"
-

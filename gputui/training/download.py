@@ -192,7 +192,9 @@ def download_file(
         except _IncompleteDownload as error:
             failure = error
         except OSError as error:  # writing: disk full, read-only folder
-            raise DatasetError(f"cannot write {dest}: {_one_line(error)}") from None
+            raise DatasetError(
+                f"cannot write {dest}: {error.strerror or _one_line(error)}"
+            ) from None
     assert failure is not None
     raise DatasetError(f"{failure} (tried {max(1, attempts)} times)")
 

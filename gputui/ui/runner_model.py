@@ -108,6 +108,8 @@ class RunRecord:
         """Take in one trainer event."""
         if isinstance(event, RunStarted):
             self.started = event
+            if event.dataset_note:  # not the dataset asked for: say why (a failed download)
+                self.notes.append(event.dataset_note)
         elif isinstance(event, DataReady):
             self.data_ready = event
         elif isinstance(event, Progress):

@@ -6,6 +6,8 @@ folder. The monitor's samplers are fakes (they are not what is under test here).
 
 from __future__ import annotations
 
+from typing import Any
+
 import psutil
 import pytest
 
@@ -35,10 +37,14 @@ RUN_TIMEOUT_S = 60.0
 WIDE = (160, 50)
 
 
-def real_app(defaults: RunConfig = TINY) -> MonitorApp:
-    """The app with fake samplers, the fixed CPU-only device list and the REAL trainer."""
+def real_app(defaults: RunConfig = TINY, **monitor: Any) -> MonitorApp:
+    """The app with fake samplers, the fixed CPU-only device list and the REAL trainer.
+
+    ``monitor`` goes to :func:`fake_app` (other samplers, an interval, a clock).
+    """
     return fake_app(
-        runner=RunnerSetup(list_devices=lambda: CPU_ONLY, defaults=defaults, drain_interval_s=0.05)
+        runner=RunnerSetup(list_devices=lambda: CPU_ONLY, defaults=defaults, drain_interval_s=0.05),
+        **monitor,
     )
 
 
@@ -88,7 +94,8 @@ async def test_a_failed_run_shows_one_line_and_the_detail_on_demand() -> None:
         assert isinstance(error, Error) and error.kind == "oom"
         await pilot.pause()
         text = screen_text(app)
-        assert "✗ cpu: " in text and "(e: details)" in text
+        assert "✗ cpu: out of memory on cpu at batch size 32" in text  # the readable line
+        assert "(e: details)" in text
         assert not app.query_one("#runner-detail").display
         await pilot.press("e")
         assert app.query_one("#runner-detail").display

@@ -1,0 +1,479 @@
+"""The fault suite (issue 7): each fault leaves gputui running, with a readable message.
+
+Where an earlier test already proves a fault through the real app (the pilot) or in a
+real terminal (tmux), it is named below and not repeated; the tests in this module fill
+the gaps. Fault -> the tests that prove it (``file::test``):
+
+- An NVML call that hangs: the CPU panel keeps updating, the GPU panel shows stale.
+    tests/ui/test_ui_app.py::test_a_hung_driver_marks_gpus_stale_while_the_cpu_keeps_updating
+    tests/ui/test_ui_app.py::test_q_quits_even_while_the_driver_hangs
+    tests/telemetry/test_nvml.py::test_hanging_driver_blocks_only_the_sampling_thread
+    tests/test_faults.py::test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating
+- A GPU lost while a run is going.
+    tests/ui/test_ui_app.py::test_a_lost_gpu_says_lost_and_the_others_keep_updating
+    tests/telemetry/test_nvml.py::test_lost_gpu_is_marked_lost_while_the_others_keep_updating
+    tests/test_faults.py::test_a_gpu_lost_while_a_run_is_going
+- NVML failing to initialise.
+    tests/ui/test_ui_app.py::test_without_nvml_one_sentence_says_why_and_the_rest_works
+    tests/telemetry/test_nvml.py::test_init_failure_is_one_sentence_with_the_fix
+    tests/test_cli.py::test_snapshot_when_the_driver_fails_to_start
+    tests/test_faults.py::test_nvml_failing_to_initialise_is_one_sentence_in_the_app
+- The trainer killed with SIGKILL.
+    tests/training/test_trainer_process.py::test_a_killed_child_becomes_one_error_line
+    tests/test_faults.py::test_a_trainer_killed_with_sigkill_is_one_line_in_the_app
+- The trainer running out of memory.
+    tests/ui/test_ui_runner.py::test_a_failed_run_shows_one_line_and_the_detail_on_demand
+- SIGTERM or SIGHUP to gputui: no orphan processes.
+    tests/ui/test_ui_tmux.py::test_hangup_stops_the_trainer
+    tests/training/test_trainer_process.py::test_the_child_and_its_workers_die_when_the_parent_is_killed
+    tests/test_faults.py::test_sigterm_stops_the_trainer_and_hands_the_terminal_back
+- Ctrl+C.
+    tests/training/test_bench.py::test_ctrl_c_stops_the_child_and_exits_130 (gputui bench)
+    tests/test_faults.py::test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly
+- A corrupt or truncated dataset file.
+    tests/training/test_data.py::test_a_truncated_binary_file_is_named (and the corrupt label,
+    truncated pickle, corrupt pickle, damaged archive tests beside it)
+    tests/test_faults.py::test_a_truncated_dataset_file_is_one_line_in_the_app
+- A read-only cache folder.
+    tests/test_faults.py::test_a_read_only_cache_folder_falls_back_to_synthetic_with_a_note
+- A terminal of 20x6, and a storm of resizes.
+    tests/test_faults.py::test_a_terminal_of_20x6_draws_and_answers_keys
+    tests/test_faults.py::test_a_storm_of_resizes_ends_in_the_same_screen_as_a_fresh_start
+
+The runs here are real (a tiny CPU run in the trainer's child process, as in
+tests/ui/test_ui_runner.py); NVML is the real bindings on the stand-in library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from textual.events import Resize
+from textual.geometry import Size
+from textual.widget import Widget
+
+from gputui.telemetry.nvml import NvmlSampler
+from gputui.telemetry.readings import GpuState, NvmlReading
+from gputui.training.events import Error
+from gputui.ui.app import MonitorApp
+from gputui.ui.layout import GpuMode
+from gputui.ui.runner_model import Phase
+from gputui.ui.widgets.gpu_area import GpuArea
+from gputui.ui.widgets.runner_pane import RunnerPane
+from tests.fakenvml import FakeNvml
+from tests.ui.fakes import (
+    CountingCpuSampler,
+    FakeClock,
+    fake_app,
+    screen_text,
+    settled,
+    wait_until,
+)
+from tests.ui.test_ui_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app
+from tests.ui.tmux_session import TINY as TMUX_TINY
+from tests.ui.tmux_session import Tmux, gone, running, start_training, trainers_of
+
+PICKLES = Path(__file__).parent / "data" / "cifar10_pickles"
+"""Small CIFAR-10 batches pickled by numpy, as torchvision's files are."""
+LONG_RUN = TINY.with_changes(limit=512, epochs=100)
+"""Short epochs, too many to finish: the run is still going whenever the test looks."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class WatchedNvml:
+    """The real NVML sampler, watched: counts the samples begun; ``gate`` may hold back later ones.
+
+    Not a fake: every reading comes from the wrapped sampler. With ``gated=True`` the
+    first sample passes and each later one waits for ``gate`` (the test decides when the
+    monitor looks again).
+    """
+
+    def __init__(self, sampler: NvmlSampler, *, gated: bool = False) -> None:
+        self.sampler = sampler
+        self.begun = 0
+        self.gate = threading.Event()
+        if not gated:
+            self.gate.set()
+
+    def sample(self) -> NvmlReading:
+        self.begun += 1
+        if self.begun > 1:
+            self.gate.wait()
+        return self.sampler.sample()
+
+    def close(self) -> None:
+        self.sampler.close()
+
+
+def shown(app: MonitorApp, widget: Widget) -> str:
+    """What the screen shows inside ``widget``, without borders or any whitespace.
+
+    Compare with :func:`squeezed` text: a long line may wrap anywhere in a narrow pane.
+    """
+    region = widget.region
+    rows = screen_text(app).splitlines()[region.y : region.bottom]
+    text = "".join(row[region.x : region.right] for row in rows)
+    return re.sub(r"[\s│╭╮╰╯─]+", "", text)
+
+
+def squeezed(text: str) -> str:
+    """``text`` without whitespace, to look for in :func:`shown`."""
+    return re.sub(r"\s+", "", text)
+
+
+def card_text(app: MonitorApp, index: int) -> str:
+    return app.query_one(GpuArea).gpu_list.gpu_text(index)
+
+
+def run_is_going(pane: RunnerPane) -> Callable[[], bool]:
+    def going() -> bool:
+        run = pane.session.current if pane.session else None
+        return run is not None and run.progress is not None
+
+    return going
+
+
+def writable(folder: Path) -> bool:
+    probe = folder / ".gputui-write-probe"
+    try:
+        probe.touch()
+    except OSError:
+        return False
+    probe.unlink()
+    return True
+
+
+@pytest.fixture
+def offline_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Empty data folders for the trainer's child, and no way to the internet.
+
+    ``$XDG_CACHE_HOME`` is ``tmp_path/cache`` and the working folder ``tmp_path`` (so
+    ./data is ``tmp_path/data``); a download would go through a proxy on a closed local
+    port and fail at once, saying "cannot reach".
+    """
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def read_only_cache(offline_data: Path) -> Iterator[Path]:
+    """gputui's cache folder (``$XDG_CACHE_HOME/gputui``), empty, and nobody may write to it.
+
+    Permission bits do it for a normal user. Root ignores them, so as root a read-only
+    tmpfs is mounted there instead (needs CAP_SYS_ADMIN); without that, the test skips.
+    """
+    folder = offline_data / "cache" / "gputui"
+    folder.mkdir(parents=True)
+    folder.chmod(0o555)
+    if not writable(folder):
+        yield folder
+        folder.chmod(0o755)
+        return
+    mount = shutil.which("mount")
+    if mount is None:
+        pytest.skip("running as root, where mode 555 does not stop writes, and no mount command")
+    done = subprocess.run(
+        [mount, "-t", "tmpfs", "-o", "ro,size=64k", "gputui-test", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(
+            "running as root, where mode 555 does not stop writes, and a read-only tmpfs "
+            f"cannot be mounted: {done.stderr.strip()}"
+        )
+    try:
+        assert not writable(folder)
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+        folder.chmod(0o755)
+
+
+# --------------------------------------------------------------------------- NVML
+
+
+async def test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The test_ui_app test's claim, with the real bindings stuck inside the C library."""
+    hang = tmp_path / "hang"
+    fake_nvml_env.setenv("FAKE_NVML_HANG_FILE", str(hang))
+    clock = FakeClock()
+    nvml = WatchedNvml(NvmlSampler(clock=clock), gated=True)
+    cpu = CountingCpuSampler()
+    app = fake_app(cpu=cpu, nvml=nvml, interval=0.05, clock=clock, stale_check_s=0.02)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: app.handled["nvml"] >= 1 and nvml.begun == 2)
+            area = app.query_one(GpuArea)
+            assert not area.has_class("-stale")
+            hang.touch()
+            nvml.gate.set()  # the second sample goes into the library, and hangs there
+            clock.advance(10)
+            await wait_until(pilot, lambda: area.has_class("-stale"))
+            assert "stale 10s" in screen_text(app)
+            handled = app.handled["cpu"]
+            await wait_until(pilot, lambda: app.handled["cpu"] >= handled + 3)
+            assert nvml.begun == 2  # one call stuck, none queued behind it
+            assert area.has_class("-stale") and app.handled["nvml"] == 1
+            hang.unlink()
+            await wait_until(pilot, lambda: not area.has_class("-stale"))
+            reading = app.monitor.nvml
+            assert reading is not None and [g.state for g in reading.gpus] == [GpuState.OK] * 2
+    finally:
+        hang.unlink(missing_ok=True)
+        nvml.gate.set()
+        app.wait_for_samplers(5.0)
+
+
+async def test_nvml_failing_to_initialise_is_one_sentence_in_the_app(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """The real sampler on a driver whose init fails: the sentence with its fix, no crash."""
+    fake_nvml_env.setenv("FAKE_NVML_INIT_ERROR", "DRIVER_NOT_LOADED")
+    clock = FakeClock()
+    app = fake_app(cpu=CountingCpuSampler(), nvml=NvmlSampler(clock=clock), interval=0.05)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: app.handled["nvml"] >= 2 and app.handled["cpu"] >= 3)
+            area = app.query_one(GpuArea)
+            assert area.mode is GpuMode.MESSAGE
+            sentence = area.message
+            assert "modprobe nvidia" in sentence and "\n" not in sentence
+            assert squeezed(sentence) in shown(app, area)
+            assert "NVIDIA · unavailable" in screen_text(app)
+            assert app.failures == {} and not app._notifications  # not a crash: a status
+    finally:
+        app.wait_for_samplers(5.0)
+
+
+async def test_a_gpu_lost_while_a_run_is_going(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """GPU 1 falls off the bus mid-run: it says LOST, GPU 0 and the run carry on."""
+    probe = NvmlSampler()
+    probe.sample()
+    first_sample_queries = fake_nvml.device_queries(1)
+    probe.close()
+    # Each init resets the counters: GPU 1 answers the app's first sample, then is lost.
+    fake_nvml_env.setenv("FAKE_NVML_LOST", f"1:{first_sample_queries}")
+    clock = FakeClock()
+    nvml = WatchedNvml(NvmlSampler(clock=clock), gated=True)
+    app = real_app(LONG_RUN, nvml=nvml, interval=0.05, clock=clock)
+    try:
+        async with app.run_test(size=WIDE) as pilot:
+            pane = app.runner
+            await wait_until(pilot, lambda: bool(pane.devices) and app.handled["nvml"] >= 1)
+            assert "1 · NVIDIA H100 80GB HBM3 · P" in screen_text(app)
+            await pilot.press("r")
+            await wait_until(pilot, run_is_going(pane), RUN_TIMEOUT_S)
+            nvml.gate.set()  # the monitor looks again, mid-run
+            await wait_until(pilot, lambda: "· LOST" in screen_text(app))
+            assert card_text(app, 1).splitlines()[1].startswith("LOST")
+            assert pane.busy
+            run = pane.session.current if pane.session else None
+            assert run is not None
+            epochs, handled = len(run.epochs), app.handled["nvml"]
+            before = app.monitor.nvml
+            await wait_until(
+                pilot,
+                lambda: len(run.epochs) > epochs and app.handled["nvml"] >= handled + 3,
+                RUN_TIMEOUT_S,
+            )
+            after = app.monitor.nvml
+            assert before is not None and after is not None
+            assert [g.state for g in after.gpus] == [GpuState.OK, GpuState.LOST]
+            assert after.gpus[0] != before.gpus[0]  # GPU 0 keeps updating
+            assert app.failures == {} and run.error is None
+            await pilot.press("s")
+            await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+            assert pane.session is not None and pane.session.phase is Phase.STOPPED
+    finally:
+        nvml.gate.set()
+        app.wait_for_samplers(5.0)
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+async def test_a_trainer_killed_with_sigkill_is_one_line_in_the_app() -> None:
+    app = real_app(LONG_RUN, cpu=CountingCpuSampler(), interval=0.05)
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("r")
+        await wait_until(pilot, run_is_going(pane), RUN_TIMEOUT_S)
+        pid = pane.trainer_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer does
+        await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+        assert pane.session is not None and pane.session.phase is Phase.FAILED
+        error = pane.session.runs[0].error
+        assert isinstance(error, Error) and error.kind == "killed"
+        message = "the trainer was killed by SIGKILL (the system may be out of memory)"
+        assert error.message == message
+        assert squeezed(f"✗ cpu: {message}") in shown(app, pane)
+        assert pane.trainer is None
+        cpu = app.handled["cpu"]
+        await wait_until(pilot, lambda: app.handled["cpu"] >= cpu + 3)  # the monitor goes on
+
+
+async def test_a_truncated_dataset_file_is_one_line_in_the_app(offline_data: Path) -> None:
+    """The tutorials' ./data/cifar-10-batches-py, its first file cut off mid-download."""
+    folder = offline_data / "data" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    pickled = (PICKLES / "numpy_protocol2.pkl").read_bytes()
+    for name in [f"data_batch_{n}" for n in range(1, 6)] + ["test_batch"]:
+        (folder / name).write_bytes(pickled)
+    victim = folder / "data_batch_1"
+    victim.write_bytes(pickled[: len(pickled) // 2])
+    app = real_app(TINY.with_changes(dataset="auto"))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("r")
+        await wait_until(pilot, lambda: pane.session is not None and not pane.busy, RUN_TIMEOUT_S)
+        assert pane.session is not None and pane.session.phase is Phase.FAILED
+        error = pane.session.runs[0].error
+        assert isinstance(error, Error) and error.kind == "data"
+        assert re.fullmatch(
+            rf"CIFAR-10 file {re.escape(str(victim))} is truncated or corrupt \([^)]+\);"
+            r" delete it and fetch it again",
+            error.message,
+        ), error.message
+        await pilot.pause()
+        assert squeezed(f"✗ cpu: {error.message}") in shown(app, pane)
+        assert app.monitor.is_attached and app.handled["cpu"] >= 1
+
+
+async def test_a_read_only_cache_folder_falls_back_to_synthetic_with_a_note(
+    read_only_cache: Path,
+) -> None:
+    """CIFAR-10 asked for, gputui's cache folder not writable (say, made by a ``sudo`` run)."""
+    app = real_app(TINY.with_changes(dataset="cifar10"))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("r")
+        await wait_until(pilot, lambda: pane.session is not None and not pane.busy, RUN_TIMEOUT_S)
+        assert pane.session is not None and pane.session.phase is Phase.FINISHED
+        run = pane.session.runs[0]
+        assert run.started is not None and run.started.dataset == "synthetic"
+        note = run.started.dataset_note
+        assert note is not None
+        archive = read_only_cache / "cifar-10-binary.tar.gz"
+        # Failing to write, before any download: no network is touched.
+        assert re.fullmatch(
+            rf"CIFAR-10 download failed: cannot write {re.escape(str(archive))}: "
+            r"(Read-only file system|Permission denied); using the synthetic dataset",
+            note,
+        ), note
+        await pilot.pause()
+        assert squeezed(f"note (cpu): {note}") in shown(app, pane)
+
+
+# --------------------------------------------------------------------------- the terminal
+
+
+async def test_a_terminal_of_20x6_draws_and_answers_keys() -> None:
+    app = fake_app()
+    async with app.run_test(size=(20, 6)) as pilot:
+        await settled(pilot)
+        rows = screen_text(app).splitlines()
+        assert len(rows) == 6 and all(len(row) <= 20 for row in rows)
+        assert "38%" in rows[1] and "q Quit" in rows[-1]
+        await pilot.press("r")  # a (scripted) run, in the runner swapped in for the monitor
+        await wait_until(pilot, lambda: app.runner.session is not None and not app.runner.busy)
+        assert app.runner.region.width == 20 and app.monitor.region.width == 0
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.monitor.region.width == 20
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+async def test_a_storm_of_resizes_ends_in_the_same_screen_as_a_fresh_start() -> None:
+    sizes = [(20, 6), (200, 60), (80, 24), (149, 40), (150, 40), (33, 7), (160, 50), (81, 25)]
+    final = Size(100, 30)
+    app = fake_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await settled(pilot)
+        for width, height in sizes:  # each one laid out and drawn
+            await pilot.resize_terminal(width, height)
+        for width, height in sizes * 5:  # as SIGWINCHes come: back to back, none handled yet
+            app.post_message(Resize(Size(width, height), Size(width, height)))
+        await pilot.resize_terminal(*final)
+        await wait_until(pilot, lambda: app.size == final)
+        await pilot.pause(0.1)
+        stormed = screen_text(app)
+        await pilot.press("t")  # still answers keys
+        await pilot.pause()
+        assert app.runner.region.width == final.width
+        await pilot.press("q")
+    assert app.return_code == 0
+    fresh = fake_app()
+    async with fresh.run_test(size=tuple(final)) as pilot:
+        await settled(pilot)
+        await pilot.pause(0.1)
+        assert stormed == screen_text(fresh)
+
+
+# --------------------------------------------------------------------------- signals, in tmux
+
+
+def start_a_long_run(tmux: Tmux) -> tuple[int, list[psutil.Process]]:
+    """gputui in tmux, training a run too long to end by itself; its pid and trainer."""
+    tmux.env["GPUTUI_RUNNER_DEFAULTS"] = json.dumps({**TMUX_TINY, "limit": 512, "epochs": 100})
+    pid, trainers = start_training(tmux)
+    assert tmux.pane("#{alternate_on} #{mouse_any_flag}") == "1 1"  # the app has the terminal
+    return pid, trainers
+
+
+def assert_ended_cleanly(tmux: Tmux, pid: int, trainers: list[psutil.Process]) -> None:
+    """gputui and its trainer are gone, and the terminal is handed back as it was."""
+    assert gone(pid), "gputui is still running"
+    for trainer in trainers:
+        assert gone(trainer.pid), f"trainer {trainer.pid} outlived gputui"
+    assert trainers_of(pid) == []
+    assert tmux.wait_dead()
+    assert tmux.pane("#{alternate_on} #{mouse_any_flag}") == "0 0", (
+        "gputui left the terminal in its alternate screen, tracking the mouse"
+    )
+
+
+@pytest.mark.timeout(150)
+def test_sigterm_stops_the_trainer_and_hands_the_terminal_back(tmux: Tmux) -> None:
+    pid, trainers = start_a_long_run(tmux)
+    os.kill(pid, signal.SIGTERM)
+    assert_ended_cleanly(tmux, pid, trainers)
+
+
+@pytest.mark.timeout(150)
+def test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly(tmux: Tmux) -> None:
+    """Ctrl+C in the terminal is a key (the app has the terminal raw): gputui and its run go
+    on, and a notification says how to quit. SIGINT from elsewhere ends gputui cleanly."""
+    pid, trainers = start_a_long_run(tmux)
+    tmux.send_keys("C-c")
+    tmux.wait_for(r"Press \S+ to quit the app")
+    assert running(pid) and all(running(trainer.pid) for trainer in trainers)
+    os.kill(pid, signal.SIGINT)
+    assert_ended_cleanly(tmux, pid, trainers)
