@@ -18,18 +18,10 @@ Issue 4's goal: p95 under 150 ms during CPU training. Not a test: the machine is
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
-import os
-import re
-import signal
 import statistics
-import struct
-import subprocess
 import sys
 import tempfile
-import termios
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,10 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks._terminal import machine_description  # noqa: E402
+from benchmarks._terminal import PtyProgram, machine_description  # noqa: E402
 from tests.fakenvml import build_fake_nvml  # noqa: E402
 
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\x1b\][^\x07]*\x07")
 TRAINING = {
     "dataset": "synthetic",
     "limit": 50_000,
@@ -64,76 +55,7 @@ class Phase:
     max_ms: float
 
 
-class Terminal:
-    """gputui on a pty; a reader thread keeps the ANSI-stripped output with arrival times."""
-
-    def __init__(self, env: dict[str, str], size: tuple[int, int] = (160, 50)) -> None:
-        master, slave = os.openpty()
-        cols, rows = size
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        full_env = {**os.environ, "TERM": "xterm-256color", **env}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gputui", "--interval", "1"],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=full_env,
-            start_new_session=True,
-            close_fds=True,
-            cwd=REPO,
-        )
-        os.close(slave)
-        self.master = master
-        self.lock = threading.Lock()
-        self.chunks: list[tuple[float, bytes]] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            with self.lock:
-                self.chunks.append((time.perf_counter(), _ANSI.sub(b"", chunk)))
-
-    def text_since(self, since: float) -> bytes:
-        with self.lock:
-            return b"".join(chunk for at, chunk in self.chunks if at >= since)
-
-    def wait_for(self, marker: bytes, since: float, timeout_s: float) -> float | None:
-        """When ``marker`` first arrived after ``since`` (perf_counter), or None."""
-        deadline = time.perf_counter() + timeout_s
-        while time.perf_counter() < deadline:
-            with self.lock:
-                seen = b""
-                for at, chunk in self.chunks:
-                    if at < since:
-                        continue
-                    seen += chunk
-                    if marker in seen:
-                        return at
-            time.sleep(0.002)
-        return None
-
-    def press(self, key: bytes) -> float:
-        at = time.perf_counter()
-        os.write(self.master, key)
-        return at
-
-    def close(self) -> None:
-        try:
-            os.write(self.master, b"q")
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        os.close(self.master)
-
-
-def measure_phase(term: Terminal, name: str, presses: int, timeout_s: float = 2.0) -> Phase:
+def measure_phase(term: PtyProgram, name: str, presses: int, timeout_s: float = 2.0) -> Phase:
     """Press ``t`` ``presses`` times (an even number keeps the runner shown at the end)."""
     latencies: list[float] = []
     missed = 0
@@ -148,7 +70,7 @@ def measure_phase(term: Terminal, name: str, presses: int, timeout_s: float = 2.
             missed += 1
             time.sleep(0.5)
             continue
-        latencies.append((frame - at) * 1000)
+        latencies.append((frame[1] - at) * 1000)
     ordered = sorted(latencies) or [float("nan")]
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return Phase(name, presses, missed, statistics.median(ordered), p95, ordered[-1])
@@ -167,7 +89,9 @@ def main() -> int:
             "FAKE_NVML_GPU_COUNT": "2",
             "GPUTUI_RUNNER_DEFAULTS": json.dumps(TRAINING),
         }
-        term = Terminal(env)
+        term = PtyProgram(
+            [sys.executable, "-m", "gputui", "--interval", "1"], env=env, size=(160, 50), cwd=REPO
+        )
         try:
             if term.wait_for(b"Train r", 0.0, 60.0) is None:
                 print("gputui never drew the runner pane", file=sys.stderr)
