@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -159,16 +160,28 @@ def _seconds(value: float | None) -> str:
 
 def trainer_section(quick: bool) -> Section:
     load = _load()
-    argv = [sys.executable, "benchmarks/trainer_vs_seed.py", "--epochs", "2", "--json"]
+    argv = [sys.executable, "benchmarks/trainer_vs_seed.py", "--epochs", "2", "--bf16", "--json"]
     result = _run_json(argv)
+
+    def cell(g: dict) -> str:
+        return (
+            f"{g['wall_seconds']:.1f} s | {', '.join(f'{x:.1f}' for x in g['epoch_seconds'])} | "
+            f"{sum(g['eval_seconds']):.1f} s | {g['other_seconds']:.1f} s"
+        )
+
     rows = []
     for d in result["details"]:
-        s, g = d["seed"], d["gputui"]
-        rows.append(
-            f"| {s['total_seconds']:.1f} s ({', '.join(f'{x:.1f}' for x in s['epoch_seconds'])}) "
-            f"| {g['wall_seconds']:.1f} s ({', '.join(f'{x:.1f}' for x in g['epoch_seconds'])}) "
-            f"| {g['wall_seconds'] / s['total_seconds']:.2f} |"
-        )
+        s = d["seed"]
+        seed = f"{s['total_seconds']:.1f} s ({', '.join(f'{x:.1f}' for x in s['epoch_seconds'])})"
+        for label, g in (("fp32 (default)", d["gputui"]), ("bf16", d.get("gputui_bf16"))):
+            if g is not None:
+                ratio = g["wall_seconds"] / s["total_seconds"]
+                rows.append(f"| {seed} | {label} | {cell(g)} | {ratio:.2f} |")
+    fp32 = result["details"][0]["gputui"]
+    seed_total = result["details"][0]["seed"]["total_seconds"]
+    epochs_alone = sum(fp32["epoch_seconds"]) / seed_total
+    spare = 0.40 * seed_total - fp32["other_seconds"] - sum(fp32["eval_seconds"])
+    needed = spare / len(fp32["epoch_seconds"])
     body = "\n".join(
         [
             "## The trainer against seed 001's notebook loop (CPU)",
@@ -178,14 +191,27 @@ def trainer_section(quick: bool) -> Section:
             "ToTensor + Normalize, DataLoader with 2 workers, batch 256, the loss read every "
             "step) from its own torchvision environment. gputui: the whole `gputui bench "
             "--device cpu --dataset cifar10` command, start-up, file loading and held-out "
-            "evaluation included, with its defaults (resident data, fp32).",
+            "evaluation included, with its defaults (resident data, fp32), then the same with "
+            "`--precision bf16`.",
             "",
-            "| seed loop: training (epochs) | gputui bench: whole command (epochs) | ratio |",
-            "|---|---|---|",
+            "| seed loop: training (epochs) | gputui precision | whole command | epochs (s) "
+            "| evaluation | start-up, loading | ratio |",
+            "|---|---|---|---|---|---|---|",
             *rows,
             "",
-            f"Median ratio: **{result['ratio']:.2f}** (goal, issue 3: at most 0.40: "
-            f"{_verdict(result['ratio'] <= 0.40)}).",
+            f"Median ratio, fp32: **{result['ratio']:.2f}** (goal, issue 3: at most 0.40: "
+            f"{_verdict(result['ratio'] <= 0.40)}); with bf16: {result['bf16_ratio']:.2f}.",
+            "",
+            "Why fp32 stops here: gputui's two fp32 epochs alone take "
+            f"{epochs_alone:.2f} of the seed loop's time, before start-up (about 2 s of it is "
+            "`import torch`) and evaluation. Each epoch is 195 steps of pure compute "
+            "(no DataLoader, no per-step host read), and about 80% of a step is PyTorch's "
+            "oneDNN convolutions and max-pooling on layers of 3 to 16 channels "
+            "(torch.profiler). channels_last measured no faster for fp32 here. Reaching 0.40 "
+            f"with the same start-up and evaluation would need each fp32 epoch in {needed:.1f} s "
+            f"instead of {statistics.mean(fp32['epoch_seconds']):.1f} s: "
+            f"{statistics.mean(fp32['epoch_seconds']) / max(needed, 0.1):.1f} times the "
+            "throughput of PyTorch's own CPU kernels for this model.",
             "",
             f"Machine: {result['machine']}; {load}.",
             "",
@@ -196,7 +222,8 @@ def trainer_section(quick: bool) -> Section:
     )
     headline = (
         f"**Trainer**: `gputui bench` on the CPU takes {result['ratio']:.2f}x the time of seed "
-        "001's notebook loop (2 epochs; its whole command against the loop's training alone)."
+        f"001's notebook loop in fp32 ({result['bf16_ratio']:.2f}x with bf16; 2 epochs, its "
+        "whole command against the loop's training alone)."
     )
     return body, headline
 

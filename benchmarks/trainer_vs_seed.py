@@ -37,21 +37,46 @@ HERE = Path(__file__).resolve().parent
 def run_seed(python: Path, root: Path, epochs: int) -> dict:
     out = subprocess.run(
         [str(python), str(HERE / "seed001_loop.py"), str(root), "--epochs", str(epochs)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def run_gputui(root: Path, epochs: int, extra: list[str]) -> dict:
-    argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", "--epochs", str(epochs),
-            "--dataset", "cifar10", "--data-dir", str(root), "--json", *extra]
+    argv = [
+        sys.executable,
+        "-m",
+        "gputui",
+        "bench",
+        "--device",
+        "cpu",
+        "--epochs",
+        str(epochs),
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        str(root),
+        "--json",
+        *extra,
+    ]
     started = time.perf_counter()
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     wall = time.perf_counter() - started
     result = json.loads(out)
     run = result["runs"][0]
-    return {"wall_seconds": wall, "epoch_seconds": [e["seconds"] for e in run["epochs"]],
-            "dataset": run["dataset"], "argv": " ".join(argv[1:])}
+    epochs = [e["seconds"] for e in run["epochs"]]
+    evals = [e["eval_seconds"] for e in run["epochs"]]
+    return {
+        "wall_seconds": wall,
+        "epoch_seconds": epochs,
+        "eval_seconds": evals,
+        "other_seconds": wall - sum(epochs) - sum(evals),
+        "precision": run["precision"],
+        "dataset": run["dataset"],
+        "argv": " ".join(argv[1:]),
+    }
 
 
 def main() -> int:
@@ -59,6 +84,11 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1, help="alternate the two this many times")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also time `--precision bf16` (autocast; AMX/AVX512-BF16 CPUs)",
+    )
     parser.add_argument("gputui_args", nargs="*", help="extra `gputui bench` arguments")
     args = parser.parse_args()
     tv_python = ensure_env("torchvision", ["torch==2.14.1", "torchvision==0.29.1"])
@@ -71,22 +101,51 @@ def main() -> int:
             ours = run_gputui(root, args.epochs, args.gputui_args)
             seed_s.append(seed["total_seconds"])
             gputui_s.append(ours["wall_seconds"])
-            details.append({"seed": seed, "gputui": ours})
+            detail = {"seed": seed, "gputui": ours}
+            if args.bf16:
+                detail["gputui_bf16"] = run_gputui(
+                    root, args.epochs, [*args.gputui_args, "--precision", "bf16"]
+                )
+            details.append(detail)
     ratio = statistics.median(g / s for g, s in zip(gputui_s, seed_s, strict=True))
-    summary = {"machine": machine_description(), "epochs": args.epochs, "ratio": ratio,
-               "seed_seconds": seed_s, "gputui_seconds": gputui_s, "details": details}
+    bf16_ratio = (
+        statistics.median(
+            d["gputui_bf16"]["wall_seconds"] / s for d, s in zip(details, seed_s, strict=True)
+        )
+        if args.bf16
+        else None
+    )
+    summary = {
+        "machine": machine_description(),
+        "epochs": args.epochs,
+        "ratio": ratio,
+        "bf16_ratio": bf16_ratio,
+        "seed_seconds": seed_s,
+        "gputui_seconds": gputui_s,
+        "details": details,
+    }
     if args.json:
         print(json.dumps(summary))
         return 0
     print(f"machine: {machine_description()}")
     for d in details:
         s, g = d["seed"], d["gputui"]
-        print(f"seed 001 loop: {s['total_seconds']:.1f} s "
-              f"(epochs {', '.join(f'{x:.1f}' for x in s['epoch_seconds'])} s)")
-        print(f"gputui bench:  {g['wall_seconds']:.1f} s whole command "
-              f"(epochs {', '.join(f'{x:.1f}' for x in g['epoch_seconds'])} s, "
-              f"dataset {g['dataset']})")
+        print(
+            f"seed 001 loop: {s['total_seconds']:.1f} s "
+            f"(epochs {', '.join(f'{x:.1f}' for x in s['epoch_seconds'])} s)"
+        )
+        for label, g in (("fp32", d["gputui"]), ("bf16", d.get("gputui_bf16"))):
+            if g is None:
+                continue
+            print(
+                f"gputui bench {label}: {g['wall_seconds']:.1f} s whole command "
+                f"(epochs {', '.join(f'{x:.1f}' for x in g['epoch_seconds'])} s, "
+                f"evaluation {sum(g['eval_seconds']):.1f} s, "
+                f"start-up and loading {g['other_seconds']:.1f} s, dataset {g['dataset']})"
+            )
     print(f"ratio gputui / seed loop: {ratio:.2f} (goal: at most 0.40)")
+    if bf16_ratio is not None:
+        print(f"ratio with --precision bf16: {bf16_ratio:.2f}")
     return 0
 
 
