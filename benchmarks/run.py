@@ -351,8 +351,56 @@ def soak_section(quick: bool) -> Section:
     return body, headline
 
 
+def first_frame_section(quick: bool) -> Section:
+    repeat = "2" if quick else "7"
+    load = _load()
+    argv = [sys.executable, "benchmarks/first_frame.py", "--repeat", repeat, "--json"]
+    result = _run_json(argv)
+    medians = result["medians"]
+
+    def seconds(value: float | None) -> str:
+        return "never" if value is None else f"{value:.2f} s"
+
+    rows = [
+        f"| {name} | {seconds(medians[name])} | {', '.join(seconds(t) for t in times)} |"
+        for name, times in result["times"].items()
+    ]
+    gputui, bare = medians["gputui"], medians["bare Textual app"]
+    body = "\n".join(
+        [
+            "## First frame: gputui, nvitop and a bare Textual app",
+            "",
+            "Time from exec to the first screen showing `H100`, 120x40, 8 simulated GPUs, the "
+            "programs alternating. The bare Textual app draws one line and nothing else: it is "
+            "what any Textual program pays here to import Textual, start its driver and draw, "
+            "the floor under gputui's figure.",
+            "",
+            "| program | median | each start |",
+            "|---|---|---|",
+            *rows,
+            "",
+            f"Goal (issue 2): gputui's first frame within 0.4 s: "
+            f"{_verdict(gputui is not None and gputui <= 0.4)}. The bare Textual app alone "
+            f"takes {seconds(bare)}; gputui's own share is "
+            f"{seconds(None if gputui is None or bare is None else gputui - bare)}.",
+            "",
+            f"Machine: {result['machine']}; {load}.",
+            "",
+            "Command:",
+            "",
+            f"    {_command(argv[:-1])}",
+        ]
+    )
+    headline = (
+        f"**First frame**: gputui {seconds(gputui)}, a bare Textual app {seconds(bare)}, "
+        f"nvitop {seconds(medians['nvitop'])} (goal 0.4 s)."
+    )
+    return body, headline
+
+
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "monitor": monitor_section,
+    "first-frame": first_frame_section,
     "trainer": trainer_section,
     "latency": latency_section,
     "soak": soak_section,

@@ -1,0 +1,99 @@
+"""Time to the first frame: gputui, nvitop, and the floor, a bare Textual app.
+
+Each program starts in its own pseudo-terminal (120x40) against the stand-in NVML
+library with 8 simulated GPUs; the first frame is the first screen output that
+shows ``H100``. The floor is a Textual app that draws one line holding ``H100``
+and nothing else (``python -m benchmarks.first_frame --bare``): what any Textual
+program pays here to import Textual, start its driver and draw. The programs
+alternate, ``--repeat`` times, so that a busy moment hits them all alike.
+
+    python benchmarks/first_frame.py [--repeat 5] [--json]
+
+Issue 2's goal is a first frame within 0.4 s. Not a test: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks._terminal import ensure_env, machine_description, run_in_terminal  # noqa: E402
+from tests.fakenvml import build_fake_nvml  # noqa: E402
+
+GPU_COUNT = 8
+MARKER = b"H100"
+
+
+def bare_textual_app() -> None:
+    """The floor: a Textual app that draws one line and waits for ``q``."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Static
+
+    class Bare(App[None]):
+        BINDINGS = [("q", "quit", "Quit")]  # noqa: RUF012
+
+        def compose(self) -> ComposeResult:
+            yield Static("NVIDIA H100 (a bare Textual app)")
+
+    Bare().run()
+
+
+def measure(repeat: int, size: tuple[int, int]) -> dict[str, list[float | None]]:
+    """First-frame seconds per program, ``repeat`` times each, alternating."""
+    nvitop = ensure_env("nvitop", ["nvitop"])
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "gputui")], check=True)
+    commands = {
+        "gputui": [sys.executable, "-m", "gputui", "--interval", "1"],
+        "bare Textual app": [sys.executable, str(Path(__file__)), "--bare"],
+        "nvitop": [str(nvitop), "-m", "nvitop", "--monitor", "full", "--interval", "1"],
+    }
+    times: dict[str, list[float | None]] = {name: [] for name in commands}
+    with tempfile.TemporaryDirectory() as tmp:
+        lib_dir = build_fake_nvml(Path(tmp))
+        env = {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_GPU_COUNT": str(GPU_COUNT)}
+        for _ in range(repeat):
+            for name, argv in commands.items():
+                run = run_in_terminal(
+                    name, argv, marker=MARKER, env=env, settle_s=0.5, steady_s=0.5, size=size
+                )
+                times[name].append(run.first_frame_s)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--size", default="120x40", help="terminal COLSxROWS")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare:
+        bare_textual_app()
+        return 0
+    cols, rows = (int(v) for v in args.size.split("x"))
+    times = measure(args.repeat, (cols, rows))
+    medians = {
+        name: statistics.median(t for t in seen if t is not None) if any(seen) else None
+        for name, seen in times.items()
+    }
+    if args.json:
+        print(json.dumps({"machine": machine_description(), "times": times, "medians": medians}))
+        return 0
+    print(f"machine: {machine_description()}; {cols}x{rows}, {args.repeat} starts each")
+    for name, seen in times.items():
+        shown = ", ".join("never" if t is None else f"{t:.2f}" for t in seen)
+        median = medians[name]
+        print(f"{name:<17} median {'never' if median is None else f'{median:.2f} s'} ({shown})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
