@@ -62,63 +62,22 @@ def run_in_terminal(
     ``marker``. Steady-state CPU is counted over ``steady_s`` seconds after
     ``settle_s`` seconds of settling.
     """
-    master, slave = os.openpty()
-    cols, rows = size
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    full_env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
-    full_env.update(env)
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=full_env,
-        start_new_session=True,
-        close_fds=True,
-    )
-    os.close(slave)
-    seen = threading.Event()
-    first_frame: list[float] = []
-    buffer = bytearray()
-
-    def drain() -> None:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            if not seen.is_set():
-                buffer.extend(chunk)
-                if marker in _ANSI.sub(b"", bytes(buffer)):
-                    first_frame.append(time.perf_counter() - started)
-                    seen.set()
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    ps = psutil.Process(proc.pid)
+    program = PtyProgram(argv, env=env, size=size, keep_s=max(settle_s, 10.0) + 5.0)
+    ps = psutil.Process(program.pid)
     try:
-        seen.wait(timeout=max(settle_s, 10.0))
+        hit = program.wait_for(marker, program.started, timeout_s=max(settle_s, 10.0))
         time.sleep(settle_s)
         before = _cpu_seconds(ps)
         t0 = time.perf_counter()
         time.sleep(steady_s)
         after = _cpu_seconds(ps)
         elapsed = time.perf_counter() - t0
-        peak_rss = _peak_rss_bytes(proc.pid)
+        peak_rss = _peak_rss_bytes(program.pid)
     finally:
-        try:
-            os.write(master, quit_keys)
-            proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        os.close(master)
+        program.close(quit_keys, timeout_s=5.0)
     return TerminalRun(
         name=name,
-        first_frame_s=first_frame[0] if first_frame else None,
+        first_frame_s=None if hit is None else hit[1] - program.started,
         cpu_s_per_min=(after - before) * 60.0 / elapsed,
         peak_rss_mib=peak_rss / 2**20,
         steady_s=elapsed,

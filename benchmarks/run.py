@@ -64,6 +64,17 @@ def _command(argv: list[str]) -> str:
     return " ".join(["python", *argv[1:]])
 
 
+def _footer(machine: str, load: str, commands: list[str]) -> list[str]:
+    """A section's last lines: the machine, its load, and the commands that measured it."""
+    return [
+        f"Machine: {machine}; {load}.",
+        "",
+        "Command:" if len(commands) == 1 else "Commands:",
+        "",
+        *(f"    {command}" for command in commands),
+    ]
+
+
 def _verdict(met: bool) -> str:
     return "met" if met else "**not met**"
 
@@ -144,11 +155,7 @@ def monitor_section(quick: bool) -> Section:
             "",
             *goals,
             "",
-            f"Machine: {machine_description()}; {load}.",
-            "",
-            "Commands:",
-            "",
-            *[f"    {c}" for c in commands],
+            *_footer(machine_description(), load, commands),
         ]
     )
     return body, headline
@@ -213,11 +220,7 @@ def trainer_section(quick: bool) -> Section:
             f"{statistics.mean(fp32['epoch_seconds']) / max(needed, 0.1):.1f} times the "
             "throughput of PyTorch's own CPU kernels for this model.",
             "",
-            f"Machine: {result['machine']}; {load}.",
-            "",
-            "Command:",
-            "",
-            f"    python {' '.join(argv[1:-1])}",
+            *_footer(result["machine"], load, [_command(argv[:-1])]),
         ]
     )
     headline = (
@@ -260,11 +263,7 @@ def latency_section(quick: bool) -> Section:
             f"p95 during training over p95 idle: {result['p95_ratio_training_over_idle']:.2f}.",
             f"Goal (issue 4): p95 under 150 ms during CPU training: {_verdict(met)}.",
             "",
-            f"Machine: {result['machine']}; {load}.",
-            "",
-            "Command:",
-            "",
-            f"    {_command(argv[:-1])}",
+            *_footer(result["machine"], load, [_command(argv[:-1])]),
         ]
     )
     headline = (
@@ -335,11 +334,7 @@ def soak_section(quick: bool) -> Section:
             )
             + f"; no process left behind: {_verdict(not r['left_after_quit'])}.",
             "",
-            f"Machine: {r['machine']}; {load}.",
-            "",
-            "Command:",
-            "",
-            f"    {_command(argv[:-1])}",
+            *_footer(r["machine"], load, [_command(argv[:-1])]),
         ]
     )
     headline = (
@@ -384,11 +379,7 @@ def first_frame_section(quick: bool) -> Section:
             f"takes {seconds(bare)}; gputui's own share is "
             f"{seconds(None if gputui is None or bare is None else gputui - bare)}.",
             "",
-            f"Machine: {result['machine']}; {load}.",
-            "",
-            "Command:",
-            "",
-            f"    {_command(argv[:-1])}",
+            *_footer(result["machine"], load, [_command(argv[:-1])]),
         ]
     )
     headline = (
