@@ -37,6 +37,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer
@@ -215,6 +216,7 @@ class MonitorApp(App[int]):
                 self._arrived(source, reading)
             else:
                 self._start_poll(source)
+        self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
         self.set_interval(self.stale_check_s, self._check_stale)
         for name in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
@@ -271,6 +273,14 @@ class MonitorApp(App[int]):
             self._runner.display = runner
         if self._monitor.display != monitor:
             self._monitor.display = monitor
+
+    def _expected_monitor_size(self) -> Size:
+        """The monitor's size once laid out: the screen less the footer, halved when the
+        runner sits beside it (both are ``1fr`` wide)."""
+        width, height = self.size
+        if self._runner.display and self._monitor.display:
+            width //= 2
+        return Size(width, max(height - 1, 0))
 
     async def _show_runner(self) -> None:
         """Make sure the runner is on screen (on a narrow screen, in place of the monitor),

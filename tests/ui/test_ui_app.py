@@ -346,7 +346,10 @@ def test_running_the_app_never_imports_torch() -> None:
     assert all(count >= 1 for count in result["handled"].values())
 
 
-async def test_head_start_readings_are_painted_before_the_first_frame() -> None:
+@pytest.mark.parametrize("size", [(120, 40), (160, 50)], ids=["alone", "beside the runner"])
+async def test_head_start_readings_are_painted_before_the_first_frame(
+    size: tuple[int, int],
+) -> None:
     cpu = CountingCpuSampler()
     nvml, mps = ScriptedSampler(h100s(2)), ScriptedSampler(MPS_ON_LINUX)
     head_start = HeadStart.begin(Samplers(cpu=cpu, nvml=nvml, mps=mps))  # type: ignore[arg-type]
@@ -355,10 +358,13 @@ async def test_head_start_readings_are_painted_before_the_first_frame() -> None:
         time.sleep(0.01)
     time.sleep(0.1)
     app = make_app(head_start, interval=60.0, clock=FakeClock(), runner=scripted_setup())
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=size) as pilot:
         assert app.handled == {"cpu": 1, "nvml": 1, "mps": 1}  # in on_mount, no poll awaited
+        planned = app.monitor.layout_plan  # planned for the expected size, before any layout
+        assert planned is not None and planned.gpu_mode is not GpuMode.MESSAGE
         await pilot.pause()
         assert "H100" in screen_text(app)
+        assert app.monitor.layout_plan == planned  # the expected size was the real one
         assert cpu.calls == 1  # the head start's sample, not a second one
 
 

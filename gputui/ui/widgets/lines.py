@@ -45,6 +45,7 @@ class LinesWidget(Widget):
         self._strips: dict[int, Strip] = {}
         self._styles: dict[str, RichStyle] = {}
         self._base: Style | None = None
+        self._unbuilt = False  # a rebuild came before the width was known
 
     def build_lines(self, width: int) -> list[Line]:
         """The lines to paint for the content ``width``; override this."""
@@ -59,7 +60,9 @@ class LinesWidget(Widget):
         """Rebuild the lines; repaint those that differ (in text or style) from what is shown."""
         width = self.content_size.width
         if width <= 0:
+            self._unbuilt = True  # built by the first render_line, once the width is known
             return
+        self._unbuilt = False
         lines = tuple(self.build_lines(width))
         old = self._lines
         if len(lines) != len(old):  # a new height too, where the height is auto
@@ -80,6 +83,10 @@ class LinesWidget(Widget):
 
     def render_line(self, y: int) -> Strip:
         """Line ``y`` as a strip, from the cache when it has not changed."""
+        if self._unbuilt:  # the first frame: the reading came before the layout
+            self._unbuilt = False
+            self._lines = tuple(self.build_lines(self.content_size.width))
+            self._strips.clear()
         base = self.visual_style
         if base is not self._base:  # theme or CSS changed: resolve styles again
             self._base = base

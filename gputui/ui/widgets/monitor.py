@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.events import Resize
+from textual.geometry import Size
 from textual.message import Message
 
 from gputui.telemetry.history import History
@@ -66,6 +67,7 @@ class Monitor(Vertical):
         self.nvml: NvmlReading | None = None
         self.cores = 0
         self.layout_plan: MonitorLayout | None = None
+        self._laid_out = False
         self.cpu_panel = CpuPanel(id="cpu")
         self.gpu_area = GpuArea(id="gpus")
         self.process_table = ProcessTable(id="processes")
@@ -129,9 +131,14 @@ class Monitor(Vertical):
         self.gpu_area.set_stale(age_s)
         self.process_table.set_class(age_s is not None, "-stale")
 
-    def apply_layout(self) -> None:
-        """Fit the panels to the monitor's size; touches styles only when the plan changes."""
-        width, height = self.size
+    def apply_layout(self, size: Size | None = None) -> None:
+        """Fit the panels to the monitor's size; touches styles only when the plan changes.
+
+        Args:
+            size: The size to plan for; default: the monitor's own. Before the first
+                layout the app passes the size it expects, so the first frame is planned.
+        """
+        width, height = size or self.size
         if not width or not height:
             return
         nvml = self.nvml
@@ -144,10 +151,11 @@ class Monitor(Vertical):
             gpu_count=gpu_count,
             message_length=len(area.message),
         )
+        if size is None and not self._laid_out:
+            self._laid_out = True
+            self.post_message(self.LaidOut())
         if plan == self.layout_plan:
             return
-        if self.layout_plan is None:
-            self.post_message(self.LaidOut())
         self.layout_plan = plan
         cpu = self.cpu_panel
         cpu.styles.height = plan.cpu_height
