@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -45,17 +45,14 @@ from textual.worker import get_current_worker
 
 from gputui.telemetry.history import History
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
-from gputui.ui.doctor_screen import (
-    DOCTOR_COMMAND,
-    DOCTOR_HELP,
-    DoctorRunner,
-    DoctorScreen,
-    run_real_doctor,
-)
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
 from gputui.ui.polling import SOURCES, Abandoned, HeadStart, Samplers, close_sampler
 from gputui.ui.widgets.monitor import Monitor, record_cpu, record_nvml
 from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup
+
+if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
+    from gputui.doctor.checks import DoctorReport
+    from gputui.ui.doctor_screen import DoctorRunner
 
 Clock = Callable[[], float]
 """Seconds on a monotonic clock."""
@@ -88,6 +85,13 @@ default would end the process at once, leaving the terminal in the app's screen 
 def _exit_after(seconds: float, code: int = HANGUP_EXIT_CODE) -> None:
     time.sleep(seconds)
     os._exit(code)
+
+
+def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
+    """The Doctor screen's default runner (imported when the screen first runs it)."""
+    from gputui.ui.doctor_screen import run_real_doctor
+
+    return run_real_doctor(nvml)
 
 
 def _one_line(error: BaseException) -> str:
@@ -164,7 +168,7 @@ class MonitorApp(App[int]):
         super().__init__()
         head_start = samplers if isinstance(samplers, HeadStart) else HeadStart.begin(samplers)
         self.samplers = head_start.samplers
-        self.doctor: DoctorRunner = doctor or run_real_doctor
+        self.doctor: DoctorRunner = doctor or _run_real_doctor
         """Runs the doctor (blocking; the Doctor screen calls it in a thread)."""
         self.interval = interval
         self.clock = clock
@@ -339,12 +343,16 @@ class MonitorApp(App[int]):
 
     def action_doctor(self) -> None:
         """Open the Doctor screen (not over itself), with the latest NVML reading."""
+        from gputui.ui.doctor_screen import DoctorScreen
+
         if not isinstance(self.screen, DoctorScreen):
             self.push_screen(DoctorScreen(self.doctor, lambda: self.monitor.nvml))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette's commands: Textual's, the Doctor, then the runner's."""
         yield from super().get_system_commands(screen)
+        from gputui.ui.doctor_screen import DOCTOR_COMMAND, DOCTOR_HELP
+
         yield SystemCommand(DOCTOR_COMMAND, DOCTOR_HELP, self.action_doctor)
         yield SystemCommand("Train", "Train the chosen configuration (r)", self.action_runner_start)
         yield SystemCommand(

@@ -7,6 +7,7 @@ Snapshots: regenerate with
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -272,4 +273,6 @@ def test_make_app_takes_the_doctor() -> None:
     samplers = Samplers(cpu=sampler, nvml=sampler, mps=sampler)  # type: ignore[arg-type]
     doctor = FixedDoctor()
     assert make_app(samplers, doctor=doctor).doctor is doctor
-    assert make_app(samplers).doctor is run_real_doctor  # production: the real one, lazily
+    real = make_app(samplers).doctor  # production: the real one, imported when first run
+    assert real is not run_real_doctor and real.__name__ == "_run_real_doctor"
+    assert "run_real_doctor(nvml)" in inspect.getsource(real)
