@@ -83,7 +83,7 @@ class LinesWidget(Widget):
 
     def render_line(self, y: int) -> Strip:
         """Line ``y`` as a strip, from the cache when it has not changed."""
-        if self._unbuilt:  # the first frame: the reading came before the layout
+        if self._unbuilt and self.content_size.width > 0:  # the reading came before the layout
             self._unbuilt = False
             self._lines = tuple(self.build_lines(self.content_size.width))
             self._strips.clear()
