@@ -79,7 +79,7 @@ from tests.ui.fakes import (
     settled,
     wait_until,
 )
-from tests.ui.test_ui_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app
+from tests.ui.test_ui_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app, train_once
 from tests.ui.tmux_session import TINY as TMUX_TINY
 from tests.ui.tmux_session import Tmux, gone, running, start_training, trainers_of
 
@@ -349,11 +349,9 @@ async def test_a_truncated_dataset_file_is_one_line_in_the_app(offline_data: Pat
     app = real_app(TINY.with_changes(dataset="auto"))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
-        await wait_until(pilot, lambda: bool(pane.devices))
-        await pilot.press("r")
-        await wait_until(pilot, lambda: pane.session is not None and not pane.busy, RUN_TIMEOUT_S)
-        assert pane.session is not None and pane.session.phase is Phase.FAILED
-        error = pane.session.runs[0].error
+        session = await train_once(pilot, pane)
+        assert session.phase is Phase.FAILED
+        error = session.runs[0].error
         assert isinstance(error, Error) and error.kind == "data"
         assert re.fullmatch(
             rf"CIFAR-10 file {re.escape(str(victim))} is truncated or corrupt \([^)]+\);"
@@ -372,11 +370,9 @@ async def test_a_read_only_cache_folder_falls_back_to_synthetic_with_a_note(
     app = real_app(TINY.with_changes(dataset="cifar10"))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
-        await wait_until(pilot, lambda: bool(pane.devices))
-        await pilot.press("r")
-        await wait_until(pilot, lambda: pane.session is not None and not pane.busy, RUN_TIMEOUT_S)
-        assert pane.session is not None and pane.session.phase is Phase.FINISHED
-        run = pane.session.runs[0]
+        session = await train_once(pilot, pane)
+        assert session.phase is Phase.FINISHED
+        run = session.runs[0]
         assert run.started is not None and run.started.dataset == "synthetic"
         note = run.started.dataset_note
         assert note is not None

@@ -10,12 +10,13 @@ from typing import Any
 
 import psutil
 import pytest
+from textual.pilot import Pilot
 
 from gputui.training.config import RunConfig
 from gputui.training.events import Error, Finished
 from gputui.ui.app import MonitorApp
-from gputui.ui.runner_model import Phase
-from gputui.ui.widgets.runner_pane import RunnerSetup, defaults_from_env
+from gputui.ui.runner_model import Phase, Session
+from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup, defaults_from_env
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.runner_fakes import CPU_ONLY
 
@@ -46,6 +47,15 @@ def real_app(defaults: RunConfig = TINY, **monitor: Any) -> MonitorApp:
         runner=RunnerSetup(list_devices=lambda: CPU_ONLY, defaults=defaults, drain_interval_s=0.05),
         **monitor,
     )
+
+
+async def train_once(pilot: Pilot[Any], pane: RunnerPane) -> Session:
+    """Wait for the device list, press ``r``, and wait until the run has ended."""
+    await wait_until(pilot, lambda: bool(pane.devices))
+    await pilot.press("r")
+    await wait_until(pilot, lambda: pane.session is not None and not pane.busy, RUN_TIMEOUT_S)
+    assert pane.session is not None
+    return pane.session
 
 
 async def test_compare_cpu_with_cpu_shows_real_epochs_and_forms_a_speedup() -> None:
@@ -86,11 +96,9 @@ async def test_a_failed_run_shows_one_line_and_the_detail_on_demand() -> None:
     app = real_app(TINY.with_changes(simulate_oom_from_batch=32))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
-        await wait_until(pilot, lambda: bool(pane.devices))
-        await pilot.press("r")
-        await wait_until(pilot, lambda: pane.session is not None and not pane.busy, RUN_TIMEOUT_S)
-        assert pane.session is not None and pane.session.phase is Phase.FAILED
-        error = pane.session.runs[0].error
+        session = await train_once(pilot, pane)
+        assert session.phase is Phase.FAILED
+        error = session.runs[0].error
         assert isinstance(error, Error) and error.kind == "oom"
         await pilot.pause()
         text = screen_text(app)
