@@ -145,6 +145,13 @@ def _options(values: tuple[object, ...], extra: object) -> list[tuple[str, objec
     return [(str(value), value) for value in chosen]
 
 
+def _choice(options: list[tuple[str, object]], value: object, id: str) -> Select[object]:
+    """A compact drop-down that always holds one of its ``options``."""
+    return Select(
+        options, value=value, allow_blank=False, type_to_search=False, compact=True, id=id
+    )
+
+
 class RunnerPane(Vertical):
     """Device and settings, start/compare/stop, progress, epochs, speedup and placement."""
 
@@ -219,66 +226,34 @@ class RunnerPane(Vertical):
         device = defaults.device
         with Horizontal(classes="runner-row"):
             yield Label("Device ")
-            yield Select(
-                [(f"{device} · listing devices…", LISTING)],
-                value=LISTING,
-                allow_blank=False,
-                type_to_search=False,
-                compact=True,
-                id="runner-device",
-            )
+            yield _choice([(f"{device} · listing devices…", LISTING)], LISTING, "runner-device")
         with Horizontal(classes="runner-row"):
             yield Label("Compare vs ")
-            yield Select(
-                [("cpu", LISTING)],
-                value=LISTING,
-                allow_blank=False,
-                type_to_search=False,
-                compact=True,
-                id="runner-baseline",
-            )
-        with Horizontal(classes="runner-row"):
-            for label, name, values, value in (
+            yield _choice([("cpu", LISTING)], LISTING, "runner-baseline")
+        rows = (
+            (
                 ("Batch ", "batch", BATCH_SIZES, defaults.batch_size),
                 (" Epochs ", "epochs", EPOCH_CHOICES, defaults.epochs),
                 (" Data ", "dataset", DATASETS, defaults.dataset),
-            ):
-                yield Label(label)
-                yield Select(
-                    _options(values, value),
-                    value=value,
-                    allow_blank=False,
-                    type_to_search=False,
-                    compact=True,
-                    id=f"runner-{name}",
-                )
-        with Horizontal(classes="runner-row"):
-            for label, name, values, value in (
+            ),
+            (
                 ("Pipeline ", "pipeline", PIPELINES, defaults.pipeline),
                 (" Precision ", "precision", PRECISIONS, defaults.precision),
-            ):
-                yield Label(label)
-                yield Select(
-                    _options(values, value),
-                    value=value,
-                    allow_blank=False,
-                    type_to_search=False,
-                    compact=True,
-                    id=f"runner-{name}",
-                )
+            ),
+        )
+        for row in rows:
+            with Horizontal(classes="runner-row"):
+                for label, name, values, value in row:
+                    yield Label(label)
+                    yield _choice(_options(values, value), value, f"runner-{name}")
         with Horizontal(id="runner-buttons"):
             yield Button("Train r", id="runner-start", compact=True, action="app.runner_start")
             yield Button(
                 "Compare c", id="runner-compare", compact=True, action="app.runner_compare"
             )
             yield Button("Stop s", id="runner-stop", compact=True, action="app.runner_stop")
-            yield Select(
-                [(name, name) for name in EXPERIMENTS],
-                value=EXPERIMENTS[0],
-                allow_blank=False,
-                type_to_search=False,
-                compact=True,
-                id="runner-experiment",
+            yield _choice(
+                [(name, name) for name in EXPERIMENTS], EXPERIMENTS[0], "runner-experiment"
             )
             yield Button(
                 "Experiment x",
