@@ -13,10 +13,12 @@ folder flags (:func:`check_data_dir`, :func:`check_runs_dir`).
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import os
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -188,8 +190,23 @@ def _shown_path(text: str) -> str:
     return shown if len(shown) <= SHOWN_PATH_MAX else f"{shown[: SHOWN_PATH_MAX - 3]}..."
 
 
-def build_parser() -> OneLineParser:
-    """The whole command line, subcommands included."""
+SUBCOMMANDS = {
+    "bench": ("gputui.training.bench", "add_bench_command"),
+    "experiment": ("gputui.training.experiments.cli", "add_experiment_command"),
+    "doctor": ("gputui.doctor.cli", "add_doctor_command"),
+}
+"""The subcommands defined in their own modules (torch-free; the engines load in the
+handlers): the module, and its function that adds the subcommand to the parser."""
+
+
+def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
+    """The whole command line, subcommands included.
+
+    Args:
+        wanted: The :data:`SUBCOMMANDS` whose flags to define (default: all). The
+            others are only named, so that ``gputui`` alone does not import their
+            modules; see :func:`commands_named`.
+    """
     parser = OneLineParser(
         prog="gputui",
         description=(
@@ -213,28 +230,38 @@ def build_parser() -> OneLineParser:
     snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
     snapshot.set_defaults(handler=_run_snapshot)
 
-    from gputui.training.bench import add_bench_command  # torch-free; torch loads in the handler
-
-    add_bench_command(commands)
-
-    from gputui.training.experiments.cli import add_experiment_command  # torch-free
-
-    add_experiment_command(commands)
-
-    from gputui.doctor.cli import add_doctor_command  # torch-free; the engine loads in the handler
-
-    add_doctor_command(commands)
-
+    for name, (module, function) in SUBCOMMANDS.items():
+        if wanted is None or name in wanted:
+            getattr(importlib.import_module(module), function)(commands)
+        else:
+            commands.add_parser(name)  # never parsed: it is not on the command line
     return parser
 
 
+def commands_named(argv: Sequence[str]) -> set[str] | None:
+    """The :data:`SUBCOMMANDS` a command line may use; ``None`` (all) when it asks for help.
+
+    Any word equal to a subcommand's name counts, even a flag's value: defining a
+    subcommand that goes unused costs only time.
+    """
+    if any(word in ("-h", "--help") for word in argv):
+        return None
+    return {word for word in argv if word in SUBCOMMANDS}
+
+
 def _run_app(args: argparse.Namespace) -> int:
-    from gputui.ui.polling import HeadStart  # no Textual: the first readings start now
+    # Start-up allocates a lot and frees little: collecting it cost a tenth of the time to
+    # the first frame. The app turns collection back on once that frame is out.
+    gc.disable()
+    try:
+        from gputui.ui.polling import HeadStart  # no Textual: the first readings start now
 
-    head_start = HeadStart.begin()
-    from gputui.ui.app import run_app  # Textual loads while they are taken
+        head_start = HeadStart.begin()
+        from gputui.ui.app import run_app  # Textual loads while they are taken
 
-    return run_app(interval=args.interval, head_start=head_start)
+        return run_app(interval=args.interval, head_start=head_start)
+    finally:
+        gc.enable()  # in case the app ended before its first frame
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
@@ -247,7 +274,9 @@ def _run_snapshot(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gputui``; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(commands_named(argv)).parse_args(argv)
     handler = getattr(args, "handler", _run_app)
     try:
         return handler(args)

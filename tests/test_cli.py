@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from gputui import __version__
+from gputui.cli import commands_named
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,6 +77,48 @@ def test_help_names_the_commands_and_options() -> None:
     for word in ("--interval", "--version", "snapshot"):
         assert word in done.stdout
     assert done.stderr == ""
+
+
+def test_help_names_every_subcommand_with_its_help() -> None:
+    done = gputui("--help")
+    for name, help_text in (
+        ("bench", "train the tutorials' CNN"),
+        ("experiment", "measure the tutorials' lessons"),
+        ("doctor", "say why PyTorch can or cannot use the GPUs"),
+    ):
+        line = next(line for line in done.stdout.splitlines() if line.split()[:1] == [name])
+        assert help_text in line
+
+
+def test_the_monitor_alone_defines_no_other_subcommand() -> None:
+    """``gputui`` with no command builds a parser that only names bench, experiment and
+    doctor: their modules (and the training events they pull in) are not imported."""
+    code = (
+        "import sys; from gputui.cli import build_parser, commands_named; "
+        "args = build_parser(commands_named(['--interval', '2'])).parse_args(['--interval', '2']); "
+        "print(args.interval, args.command, "
+        "sorted(m for m in sys.modules if m.startswith(('gputui.training.', 'gputui.doctor'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert done.stdout.split(maxsplit=2) == ["2.0", "None", "['gputui.training.config']\n"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        ([], set()),
+        (["--interval", "1"], set()),
+        (["bench", "--epochs", "1"], {"bench"}),
+        (["experiment", "batch-sweep"], {"experiment"}),
+        (["doctor", "--json"], {"doctor"}),
+        (["snapshot", "--help"], None),
+        (["-h"], None),
+    ],
+)
+def test_commands_named(argv: list[str], named: set[str] | None) -> None:
+    assert commands_named(argv) == named
 
 
 def test_snapshot_help() -> None:

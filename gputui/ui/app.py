@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import threading
@@ -296,7 +297,14 @@ class MonitorApp(App[int]):
 
     def on_monitor_laid_out(self) -> None:
         """The monitor has its first layout: once that frame is out, the runner may build."""
-        self.call_after_refresh(self._runner.allow_build)
+        self.call_after_refresh(self._first_frame_out)
+
+    def _first_frame_out(self) -> None:
+        self._runner.allow_build()
+        if not gc.isenabled():  # the command line turned collection off for start-up
+            gc.collect()  # start-up's garbage (about 5,000 objects), once the frame is out
+            gc.freeze()  # what is left lives as long as the app: never scan it again
+            gc.enable()
 
     def on_runner_pane_trainer_changed(self, message: RunnerPane.TrainerChanged) -> None:
         """A trainer started or ended: highlight it in the GPU process table."""

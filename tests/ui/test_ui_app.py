@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import subprocess
@@ -388,3 +389,38 @@ async def test_a_key_before_the_runner_pane_is_built_waits_for_it() -> None:
         await pilot.press("r")  # narrow, never shown: r shows it, builds it, then starts
         await wait_until(pilot, lambda: app.runner.session is not None)
         assert app.runner.built and app.runner.display
+
+
+async def test_collection_turned_off_for_start_up_comes_back_after_the_first_frame() -> None:
+    """``gputui`` turns the garbage collector off while it starts (gputui.cli); the app
+    collects start-up's garbage once the first frame is out, freezes what is left, and
+    turns collection back on."""
+    app = fake_app()
+    gc.disable()
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_until(pilot, lambda: gc.isenabled())
+            assert "H100" in screen_text(app)
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+async def test_an_app_started_with_collection_on_leaves_it_alone() -> None:
+    app = fake_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        await pilot.pause(0.1)
+        assert gc.isenabled()
+        assert gc.get_freeze_count() == 0
+
+
+def test_the_command_line_turns_collection_back_on_when_the_app_cannot_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gputui.cli import main
+
+    monkeypatch.setenv("GPUTUI_RUNNER_DEFAULTS", '{"epochs": 0}')
+    assert main([]) == 2  # refused before the app runs
+    assert gc.isenabled()
