@@ -27,6 +27,8 @@ the gaps. Fault -> the tests that prove it (``file::test``):
     tests/ui/test_ui_tmux.py::test_hangup_stops_the_trainer
     tests/training/test_trainer_process.py::test_the_child_and_its_workers_die_when_the_parent_is_killed
     tests/test_faults.py::test_sigterm_stops_the_trainer_and_hands_the_terminal_back
+- The terminal closed with no SIGHUP reaching gputui (it does not control the terminal).
+    tests/test_faults.py::test_a_terminal_closed_without_sighup_ends_gputui
 - Ctrl+C.
     tests/training/test_bench.py::test_ctrl_c_stops_the_child_and_exits_130 (gputui bench)
     tests/test_faults.py::test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly
@@ -46,13 +48,19 @@ tests/ui/test_ui_runner.py); NVML is the real bindings on the stand-in library.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import select
 import shutil
 import signal
+import struct
 import subprocess
+import sys
+import termios
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -473,3 +481,38 @@ def test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly(tmux: Tmux) -> N
     assert running(pid) and all(running(trainer.pid) for trainer in trainers)
     os.kill(pid, signal.SIGINT)
     assert_ended_cleanly(tmux, pid, trainers)
+
+
+def test_a_terminal_closed_without_sighup_ends_gputui(fake_nvml_dir: Path) -> None:
+    """gputui on a pseudo-terminal it does not control (as ``setsid`` starts it): closing
+    the terminal sends no SIGHUP. gputui notices within a second or two and quits as
+    after SIGHUP, instead of spinning on end-of-file for ever."""
+    main, child = os.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_nvml_dir), "TERM": "xterm-256color"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputui"],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+        start_new_session=True,  # a session of its own, without a controlling terminal
+    )
+    os.close(child)
+    try:
+        seen, deadline = b"", time.monotonic() + 30
+        while b"H100" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 0.5)
+            if ready:
+                seen = (seen + os.read(main, 65536))[-4096:]
+        assert b"H100" in seen, "gputui never drew the GPUs"
+        os.close(main)  # the terminal goes away; nothing signals gputui
+        main = -1
+        assert proc.wait(timeout=15) == 128 + signal.SIGHUP
+    finally:
+        if main != -1:
+            os.close(main)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -27,6 +27,7 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -78,6 +79,8 @@ HANGUP_EXIT_S = 2.0
 """After SIGHUP or SIGTERM, longest wait for a graceful exit before the process ends itself."""
 HANGUP_EXIT_CODE = 128 + 1
 """Exit status after SIGHUP (as a shell reports a process killed by it)."""
+TERMINAL_CHECK_S = 1.0
+"""How often the app checks that its terminal is still there (``MonitorApp._check_terminal``)."""
 STOP_SIGNALS = ("SIGHUP", "SIGTERM")
 """Signals that stop the trainer and quit gracefully, handing the terminal back (SIGTERM's
 default would end the process at once, leaving the terminal in the app's screen modes)."""
@@ -93,6 +96,15 @@ def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
     from gputui.ui.doctor_screen import run_real_doctor
 
     return run_real_doctor(nvml)
+
+
+def input_terminal() -> int | None:
+    """The file descriptor of the terminal the app reads its keys from; None if stdin is not one."""
+    try:
+        fd = sys.__stdin__.fileno()
+    except (AttributeError, ValueError, OSError):  # no stdin, or a closed or fake one
+        return None
+    return fd if os.isatty(fd) else None
 
 
 def _one_line(error: BaseException) -> str:
@@ -189,6 +201,7 @@ class MonitorApp(App[int]):
         self._monitor = Monitor(self.history, id="monitor")
         self._runner = RunnerPane(runner, id="runner")
         self._runner_toggled = False
+        self._hung_up = False
 
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
@@ -223,6 +236,9 @@ class MonitorApp(App[int]):
                 self._start_poll(source)
         self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
         self.set_interval(self.stale_check_s, self._check_stale)
+        terminal = None if self.is_headless else input_terminal()
+        if terminal is not None:
+            self.set_interval(TERMINAL_CHECK_S, partial(self._check_terminal, terminal))
         for name in STOP_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
                 signum = getattr(signal, name)
@@ -251,9 +267,23 @@ class MonitorApp(App[int]):
         watchdog ends the process after ``HANGUP_EXIT_S`` if the exit has not finished by
         then. ``code`` is the exit status (128 + the signal's number, as a shell reports).
         """
+        self._hung_up = True
         self._runner.shutdown()
         threading.Thread(target=_exit_after, args=(HANGUP_EXIT_S, code), daemon=True).start()
-        self.exit(code)
+        self.exit(return_code=code)
+
+    def _check_terminal(self, fd: int) -> None:
+        """Quit as after SIGHUP once the terminal is gone, even though no SIGHUP came.
+
+        The kernel sends SIGHUP only to the process that controls the terminal; a gputui
+        started on a terminal it does not control (by ``setsid``, or by a program that runs
+        it on a pseudo-terminal of its own) hears nothing when the terminal closes. Textual's
+        input thread then reads end-of-file in a busy loop and its writer thread dies, and
+        the app would block once the writer's queue is full, using a core for ever. A
+        hung-up terminal answers ``isatty`` with False.
+        """
+        if not os.isatty(fd) and not self._hung_up:
+            self._hang_up()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The runner's keys work only on the monitor's own screen (not the doctor's)."""
@@ -552,8 +582,6 @@ def run_app(interval: float, head_start: HeadStart | None = None) -> int:
     Returns:
         The process exit code.
     """
-    import sys
-
     from gputui.training.config import ConfigError
     from gputui.ui.widgets.runner_pane import defaults_from_env
 
