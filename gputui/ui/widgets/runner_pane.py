@@ -7,6 +7,10 @@ renderers in :mod:`gputui.ui.runner_render`. Devices are listed by a child proce
 too, from a thread worker at mount, so the first frame never waits for torch.
 
 Tests inject the trainer and the device list through :class:`RunnerSetup`.
+
+What the pane needs only once it is built (the trainer's events, the session model and
+its renderers, the experiments) is imported where it is used: the monitor's first frame
+does not wait for those modules (about 40 ms), and a pane never shown never loads them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 from textual import work
@@ -26,29 +30,14 @@ from textual.message import Message
 from textual.widgets import Button, Label, ProgressBar, Select, Static
 
 from gputui.format import fmt_bytes
-from gputui.telemetry.watched import ProcessReading, ProcessSampler
 from gputui.training.config import DATASETS, PIPELINES, PRECISIONS, ConfigError, RunConfig
-from gputui.training.events import (
-    DeviceOption,
-    DevicesListed,
-    Error,
-    Event,
-    Finished,
-    RunStarted,
-)
-from gputui.training.experiments.result import ExperimentResult
-from gputui.training.experiments.spec import EXPERIMENTS, ExperimentConfig
-from gputui.ui.runner_model import Phase, Session
-from gputui.ui.runner_render import (
-    device_label,
-    error_detail,
-    experiment_body,
-    experiment_progress_line,
-    experiment_status,
-    progress_line,
-    session_body,
-    status_line,
-)
+
+if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
+    from gputui.telemetry.watched import ProcessReading, ProcessSampler
+    from gputui.training.events import DeviceOption, DevicesListed, Error, Event
+    from gputui.training.experiments.result import ExperimentResult
+    from gputui.training.experiments.spec import ExperimentConfig
+    from gputui.ui.runner_model import Session
 
 DEFAULTS_ENV = "GPUTUI_RUNNER_DEFAULTS"
 """Environment variable: a JSON object of RunConfig fields the pane starts from
@@ -222,6 +211,9 @@ class RunnerPane(Vertical):
         """The choices, the buttons, then what the run shows (nothing until it is built)."""
         if not self._building:
             return
+        from gputui.training.experiments.spec import EXPERIMENTS
+        from gputui.ui.runner_render import session_body, status_line
+
         defaults = self.setup.defaults
         device = defaults.device
         with Horizontal(classes="runner-row"):
@@ -340,6 +332,9 @@ class RunnerPane(Vertical):
 
     def show_devices(self, listed: DevicesListed | Error) -> None:
         """Fill the device choices: every candidate, the unusable ones greyed with their reason."""
+        from gputui.training.events import Error
+        from gputui.ui.runner_render import device_label
+
         if isinstance(listed, Error):
             self.devices_error = listed.message
             self.message = Text(f"Could not list devices: {listed.message}", style="red")
@@ -368,6 +363,8 @@ class RunnerPane(Vertical):
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="runner-watch")
     def _sample_trainer(self, pid: int) -> None:
+        from gputui.telemetry.watched import ProcessSampler
+
         watcher = self._watcher
         if watcher is None or watcher.pid != pid:
             watcher = self._watcher = ProcessSampler(pid)
@@ -417,7 +414,11 @@ class RunnerPane(Vertical):
         """Whether a session or an experiment is running."""
         if self.experiment_process is not None:
             return True
-        return self.session is not None and self.session.phase is Phase.RUNNING
+        if self.session is None:
+            return False
+        from gputui.ui.runner_model import Phase  # loaded: it made the session
+
+        return self.session.phase is Phase.RUNNING
 
     def start_experiment(self) -> bool:
         """Run the chosen experiment on the baseline and the chosen device (once if the same).
@@ -428,6 +429,9 @@ class RunnerPane(Vertical):
         if self.busy:
             self.app.notify("A run is in progress: stop it first (s).", severity="warning")
             return False
+        from gputui.training.experiments.result import ExperimentResult
+        from gputui.training.experiments.spec import ExperimentConfig
+
         try:
             chosen = self.chosen_config()
             baseline = str(self.query_one("#runner-baseline", Select).value)
@@ -479,6 +483,8 @@ class RunnerPane(Vertical):
             self.message = Text(f"✗ {error}", style="red")
             self.refresh_view()
             return False
+        from gputui.ui.runner_model import Session
+
         self.message = None
         self.show_detail = False
         self.showing_experiment = False
@@ -515,6 +521,8 @@ class RunnerPane(Vertical):
         self.refresh_view()
 
     def _drain_experiment(self, process: TrainerLike) -> None:
+        from gputui.ui.runner_render import experiment_progress_line
+
         result = self.experiment
         events = process.drain()
         if not events or result is None:
@@ -541,6 +549,8 @@ class RunnerPane(Vertical):
         events = trainer.drain()
         if not events:
             return
+        from gputui.training.events import Finished, RunStarted
+
         run = session.current
         for event in events:
             run.absorb(event)
@@ -562,6 +572,8 @@ class RunnerPane(Vertical):
         """Repaint the status line, progress bar and body from the session (once built)."""
         if not self.built:
             return
+        from gputui.ui.runner_render import error_detail, progress_line, session_body, status_line
+
         self._enable_buttons()
         if self.showing_experiment and self.experiment is not None:
             self._show_experiment(self.experiment)
@@ -611,6 +623,8 @@ class RunnerPane(Vertical):
             self.query_one(name, Button).disabled = disabled
 
     def _show_experiment(self, result: ExperimentResult) -> None:
+        from gputui.ui.runner_render import error_detail, experiment_body, experiment_status
+
         running = self.experiment_process is not None
         status = self.message or experiment_status(result, running)
         self.query_one("#runner-status", Static).update(status)
