@@ -189,6 +189,8 @@ class MonitorApp(App[int]):
         self.stale_check_s = stale_check_s or min(interval, 1.0)
         self.handled: dict[str, int] = dict.fromkeys(SOURCES, 0)
         """Readings painted per source (tests wait on it)."""
+        self.paints = 0
+        """Batches of readings painted (one a beat once every source has answered)."""
         self.failures: dict[str, str] = {}
         """The last error of each source whose sampler raised."""
         self._threads = head_start.threads
@@ -196,6 +198,7 @@ class MonitorApp(App[int]):
         self._beat_epoch = time.monotonic()
         self._nvml_taken_at: float | None = None
         self._in_flight: set[str] = set()
+        self._due: dict[int, list[str]] = {}  # beat number -> the sources to poll then
         self._pending: dict[str, object] = {}
         self._grace: Timer | None = None
         self._monitor = Monitor(self.history, id="monitor")
@@ -448,10 +451,32 @@ class MonitorApp(App[int]):
         ``MIN_REST`` of an interval): a slow driver never gets back-to-back calls.
         """
         now = time.monotonic()
-        delay = self.interval - (now - self._beat_epoch) % self.interval
-        if delay < self.interval * MIN_REST:
-            delay += self.interval
-        self.set_timer(delay, partial(self._start_poll, source))
+        beat = int((now - self._beat_epoch) // self.interval) + 1
+        if self._beat_time(beat) - now < self.interval * MIN_REST:
+            beat += 1
+        due = self._due.setdefault(beat, [])
+        if not due:  # the first source due on this beat: one timer starts them all
+            self.set_timer(self._beat_time(beat) - now, self._on_beat)
+        due.append(source)
+
+    def _beat_time(self, beat: int) -> float:
+        return self._beat_epoch + beat * self.interval
+
+    def _on_beat(self) -> None:
+        """Poll every source due on a beat that has come, all at once.
+
+        All of them are in flight before any reading can arrive, so ``_arrived`` waits
+        for the last one and the beat is painted once (separate timers painted each
+        source's reading in a frame of its own).
+        """
+        now = time.monotonic()
+        for beat in sorted(self._due):
+            if self._beat_time(beat) - now > self.interval / 2:
+                break  # a later beat's sources, with a timer of their own
+            sources = self._due.pop(beat)
+            self._in_flight.update(sources)
+            for source in sources:
+                self._poll(source)
 
     def _arrived(self, source: str, reading: object) -> None:
         """Keep a reading until the beat's other readings are in, then paint them together.
@@ -478,6 +503,7 @@ class MonitorApp(App[int]):
         pending, self._pending = self._pending, {}
         if not self._showing:
             return
+        self.paints += 1
         with self.batch_update():
             cpu = pending.get("cpu")
             if isinstance(cpu, CpuReading):

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from textual.command import CommandPalette
 
-from gputui.telemetry.readings import GpuProcess
+from gputui.telemetry.readings import GpuProcess, NvmlReading
 from gputui.ui.app import MonitorApp, make_app, theme_for
 from gputui.ui.layout import GpuMode
 from gputui.ui.polling import HeadStart, Samplers
@@ -321,7 +321,8 @@ async def test_the_ansi_theme_renders() -> None:
 
 
 def test_running_the_app_never_imports_torch() -> None:
-    """With the real samplers, in a fresh interpreter (sys.modules is per process)."""
+    """With the real samplers, in a fresh interpreter (sys.modules is per process). At 80x24
+    the runner pane is never shown, so the modules it needs once built are not loaded either."""
     code = textwrap.dedent(
         """
         import asyncio, json, sys
@@ -335,7 +336,12 @@ def test_running_the_app_never_imports_torch() -> None:
             return app.handled
 
         handled = asyncio.run(asyncio.wait_for(main(), 60))
-        print(json.dumps({"torch": "torch" in sys.modules, "handled": handled}))
+        runner = ("gputui.training.events", "gputui.training.experiments", "gputui.ui.runner_")
+        print(json.dumps({
+            "torch": "torch" in sys.modules,
+            "handled": handled,
+            "runner": sorted(name for name in sys.modules if name.startswith(runner)),
+        }))
         """
     )
     done = subprocess.run(
@@ -345,6 +351,7 @@ def test_running_the_app_never_imports_torch() -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["torch"] is False
     assert all(count >= 1 for count in result["handled"].values())
+    assert result["runner"] == []
 
 
 @pytest.mark.parametrize("size", [(120, 40), (160, 50)], ids=["alone", "beside the runner"])
@@ -424,3 +431,20 @@ def test_the_command_line_turns_collection_back_on_when_the_app_cannot_start(
     monkeypatch.setenv("GPUTUI_RUNNER_DEFAULTS", '{"epochs": 0}')
     assert main([]) == 2  # refused before the app runs
     assert gc.isenabled()
+
+
+async def test_a_beats_readings_are_polled_together_and_painted_once() -> None:
+    """Every source polls on one beat, so the CPU's and the GPUs' readings of a beat are
+    painted in one frame, not one frame each."""
+    class SlowNvml(ScriptedSampler[NvmlReading]):
+        def sample(self) -> NvmlReading:
+            time.sleep(0.03)  # a driver slower than psutil: the readings come back apart
+            return super().sample()
+
+    app = fake_app(interval=0.25, nvml=SlowNvml(h100s(2)))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 2)
+        paints, beats = app.paints, app.handled["nvml"]
+        await wait_until(pilot, lambda: app.handled["nvml"] >= beats + 10)
+        assert app.handled["cpu"] >= beats + 9
+        assert app.paints - paints <= app.handled["nvml"] - beats + 1  # was two a beat
