@@ -436,6 +436,7 @@ def test_the_command_line_turns_collection_back_on_when_the_app_cannot_start(
 async def test_a_beats_readings_are_polled_together_and_painted_once() -> None:
     """Every source polls on one beat, so the CPU's and the GPUs' readings of a beat are
     painted in one frame, not one frame each."""
+
     class SlowNvml(ScriptedSampler[NvmlReading]):
         def sample(self) -> NvmlReading:
             time.sleep(0.03)  # a driver slower than psutil: the readings come back apart
