@@ -27,6 +27,7 @@ the gaps. Fault -> the tests that prove it (``file::test``):
     tests/ui/test_ui_tmux.py::test_hangup_stops_the_trainer
     tests/training/test_trainer_process.py::test_the_child_and_its_workers_die_when_the_parent_is_killed
     tests/test_faults.py::test_sigterm_stops_the_trainer_and_hands_the_terminal_back
+    tests/test_faults.py::test_a_stop_signal_ends_gputui_while_its_event_loop_is_blocked
 - The terminal closed with no SIGHUP reaching gputui (it does not control the terminal).
     tests/test_faults.py::test_a_terminal_closed_without_sighup_ends_gputui
 - Ctrl+C.
@@ -513,6 +514,45 @@ def test_a_terminal_closed_without_sighup_ends_gputui(fake_nvml_dir: Path) -> No
     finally:
         if main != -1:
             os.close(main)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+BLOCKED_APP = """
+import sys, time
+from tests.ui.fakes import fake_app
+
+app = fake_app(interval=0.25)
+
+def block():  # as when a terminal that stopped reading has filled Textual's write queue
+    print("blocked", flush=True)
+    time.sleep(60)
+
+app.call_after_refresh(block)
+app.run(headless=True)
+sys.exit(app.return_code)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_ends_gputui_while_its_event_loop_is_blocked(name: str) -> None:
+    """The event loop can block (a stalled terminal fills Textual's write queue, and the loop
+    waits for room); SIGTERM or SIGHUP still end the process, with 128 + the signal."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BLOCKED_APP],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "blocked"
+        signum = getattr(signal, name)
+        proc.send_signal(signum)
+        assert proc.wait(timeout=10) == 128 + signum
+    finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()

@@ -86,9 +86,14 @@ STOP_SIGNALS = ("SIGHUP", "SIGTERM")
 default would end the process at once, leaving the terminal in the app's screen modes)."""
 
 
-def _exit_after(seconds: float, code: int = HANGUP_EXIT_CODE) -> None:
+def _exit_after(seconds: float, code: int) -> None:
     time.sleep(seconds)
     os._exit(code)
+
+
+def _start_watchdog(code: int) -> None:
+    """End the process with ``code`` after ``HANGUP_EXIT_S``, unless it has ended by then."""
+    threading.Thread(target=_exit_after, args=(HANGUP_EXIT_S, code), daemon=True).start()
 
 
 def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
@@ -205,6 +210,7 @@ class MonitorApp(App[int]):
         self._runner = RunnerPane(runner, id="runner")
         self._runner_toggled = False
         self._hung_up = False
+        self._signal_handlers: dict[int, Callable[..., object] | int | None] = {}
 
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
@@ -242,17 +248,19 @@ class MonitorApp(App[int]):
         terminal = None if self.is_headless else input_terminal()
         if terminal is not None:
             self.set_interval(TERMINAL_CHECK_S, partial(self._check_terminal, terminal))
+        handler = partial(self._stop_signal, asyncio.get_running_loop())
         for name in STOP_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
+            with contextlib.suppress(ValueError, AttributeError, OSError):  # not the main thread
                 signum = getattr(signal, name)
-                asyncio.get_running_loop().add_signal_handler(signum, self._hang_up, 128 + signum)
+                self._signal_handlers[signum] = signal.signal(signum, handler)
 
     def on_unmount(self) -> None:
         """Close each sampler on its own thread, once idle, and let the threads end."""
         self._runner.shutdown()
-        for name in STOP_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
-                asyncio.get_running_loop().remove_signal_handler(getattr(signal, name))
+        for signum, previous in self._signal_handlers.items():
+            with contextlib.suppress(ValueError, TypeError, OSError):
+                signal.signal(signum, previous)
+        self._signal_handlers.clear()
         for source, thread in self._threads.items():
             thread.close(partial(close_sampler, getattr(self.samplers, source)))
 
@@ -263,16 +271,33 @@ class MonitorApp(App[int]):
         """The runner pane."""
         return self._runner
 
-    def _hang_up(self, code: int = HANGUP_EXIT_CODE) -> None:
-        """SIGHUP (the SSH connection was lost) or SIGTERM: stop the trainer, then quit.
+    def _stop_signal(self, loop: asyncio.AbstractEventLoop, signum: int, frame: object) -> None:
+        """SIGHUP (the SSH connection was lost) or SIGTERM: quit as :meth:`_hang_up` does.
 
-        After SIGHUP the terminal is gone, so a graceful exit may block on it; a daemon
-        watchdog ends the process after ``HANGUP_EXIT_S`` if the exit has not finished by
-        then. ``code`` is the exit status (128 + the signal's number, as a shell reports).
+        A plain signal handler, not the event loop's: Python runs it in the main thread even
+        while the loop is blocked, as it is once a terminal that stopped reading (a stalled
+        SSH connection) has filled Textual's write queue. So the watchdog starts at once; the
+        graceful part runs on the loop, if the loop comes back in time.
         """
+        code = 128 + signum  # as a shell reports a process ended by the signal
+        _start_watchdog(code)
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the watchdog ends it
+            loop.call_soon_threadsafe(self._quit_after_hang_up, code)
+
+    def _hang_up(self, code: int = HANGUP_EXIT_CODE) -> None:
+        """The terminal is gone (or the process was told to stop): stop the trainer, then quit.
+
+        The terminal may be gone, so a graceful exit may block on it; a daemon watchdog ends
+        the process with ``code`` after ``HANGUP_EXIT_S`` if the exit has not finished then.
+        """
+        _start_watchdog(code)
+        self._quit_after_hang_up(code)
+
+    def _quit_after_hang_up(self, code: int) -> None:
+        if self._hung_up:
+            return
         self._hung_up = True
         self._runner.shutdown()
-        threading.Thread(target=_exit_after, args=(HANGUP_EXIT_S, code), daemon=True).start()
         self.exit(return_code=code)
 
     def _check_terminal(self, fd: int) -> None:
@@ -285,7 +310,7 @@ class MonitorApp(App[int]):
         the app would block once the writer's queue is full, using a core for ever. A
         hung-up terminal answers ``isatty`` with False.
         """
-        if not os.isatty(fd) and not self._hung_up:
+        if not self._hung_up and not os.isatty(fd):
             self._hang_up()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
