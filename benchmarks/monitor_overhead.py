@@ -7,7 +7,11 @@ GPU (the text ``H100``: the stand-in's GPUs are "NVIDIA H100 80GB HBM3"), steady
 CPU-seconds per minute, and peak RSS.
 
     python benchmarks/monitor_overhead.py            # 60 s steady state each
-    python benchmarks/monitor_overhead.py --steady 20 --json
+    python benchmarks/monitor_overhead.py --steady 30 --rounds 3 --json
+
+With ``--rounds N`` the programs take turns N times and each figure is the median of
+the N rounds (peak RSS: the largest): on a shared machine a single window can be 10 to
+20% off, and a busy moment then hits one program only.
 
 The peers are installed on first use into their own environments, never into the
 project's: benchmarks/.envs/nvitop (``nvitop``) and benchmarks/.envs/glances
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,8 +57,9 @@ def measure(
     interval: float,
     size: tuple[int, int],
     programs: tuple[str, ...] = PROGRAMS,
-) -> list[TerminalRun]:
-    """Run each of ``programs`` in turn under identical conditions; return their measurements."""
+    rounds: int = 1,
+) -> dict[str, list[TerminalRun]]:
+    """Run ``programs`` in turn under identical conditions, ``rounds`` times; each one's runs."""
     peers = {name: ensure_env(name, PEERS[name]) for name in programs if name in PEERS}
     # An installed package has its bytecode compiled; a checkout run with
     # PYTHONDONTWRITEBYTECODE=1 would otherwise recompile gputui at every start.
@@ -73,18 +79,34 @@ def measure(
                 *("-m", "glances", "--time", str(interval), "--disable-check-update"),
             ],
         }
-        return [
-            run_in_terminal(
-                name, commands[name], marker=MARKER, env=env, steady_s=steady_s, size=size
-            )
-            for name in programs
-        ]
+        runs: dict[str, list[TerminalRun]] = {name: [] for name in programs}
+        for _ in range(rounds):
+            for name in programs:
+                runs[name].append(
+                    run_in_terminal(
+                        name, commands[name], marker=MARKER, env=env, steady_s=steady_s, size=size
+                    )
+                )
+        return runs
+
+
+def summary(runs: list[TerminalRun]) -> TerminalRun:
+    """One program's rounds as one run: the median first frame and CPU, the largest RSS."""
+    first = [run.first_frame_s for run in runs if run.first_frame_s is not None]
+    return TerminalRun(
+        name=runs[0].name,
+        first_frame_s=statistics.median(first) if len(first) == len(runs) else None,
+        cpu_s_per_min=statistics.median(run.cpu_s_per_min for run in runs),
+        peak_rss_mib=max(run.peak_rss_mib for run in runs),
+        steady_s=sum(run.steady_s for run in runs),
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steady", type=float, default=60.0, help="seconds of steady state")
     parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=1, help="turns each program takes")
     parser.add_argument("--size", default="120x40", help="terminal COLSxROWS")
     parser.add_argument(
         "--program",
@@ -96,12 +118,16 @@ def main() -> int:
     args = parser.parse_args()
     cols, rows = (int(v) for v in args.size.split("x"))
     programs = tuple(p for p in PROGRAMS if p in args.program) if args.program else PROGRAMS
-    runs = measure(args.steady, args.interval, (cols, rows), programs)
+    rounds = measure(args.steady, args.interval, (cols, rows), programs, args.rounds)
+    runs = [summary(each) for each in rounds.values()]
     if args.json:
-        print(json.dumps({"machine": machine_description(), "runs": [asdict(r) for r in runs]}))
+        each = {name: [asdict(run) for run in runs] for name, runs in rounds.items()}
+        summaries = [asdict(run) for run in runs]
+        print(json.dumps({"machine": machine_description(), "runs": summaries, "rounds": each}))
         return 0
     print(f"machine: {machine_description()}")
     print(f"{GPU_COUNT} simulated GPUs, --interval {args.interval:g}, {cols}x{rows} pty")
+    print(f"median of {args.rounds} round(s) of {args.steady:g} s")
     print(f"{'program':<8} {'first frame':>12} {'CPU-s/min':>10} {'peak RSS':>10}")
     for r in runs:
         first = "never" if r.first_frame_s is None else f"{r.first_frame_s:.2f} s"
