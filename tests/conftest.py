@@ -7,6 +7,7 @@ from __future__ import annotations
 # ---------------------------------------------------------------------------
 import os
 import shutil
+import signal
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -112,3 +113,18 @@ def tmux(fake_nvml_dir: Path) -> Iterator[Tmux]:
 # ---------------------------------------------------------------------------
 # (end of tmux fixtures)
 # ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ctrl_c_reaches_children() -> Iterator[None]:
+    """The processes the test starts take SIGINT as a terminal's Ctrl+C ends them.
+
+    A test run started as a shell's background job has SIGINT ignored, and a child inherits
+    an ignored signal (a Python child then never raises KeyboardInterrupt). A handled one
+    is reset to the default in the child: so handle it here while the test runs.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -122,7 +122,9 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
     assert "run folders: " in out
 
 
-def test_ctrl_c_stops_the_child_and_exits_130(tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_child_and_exits_130(
+    tmp_path: Path, ctrl_c_reaches_children: None
+) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     bench = subprocess.Popen(
         [

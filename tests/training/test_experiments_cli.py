@@ -127,7 +127,7 @@ def test_the_table_has_a_row_per_pipeline_and_ends_with_the_sentence(
     assert lines[-1].startswith("On cpu, ") and lines[-1].endswith(".")
 
 
-def test_ctrl_c_stops_the_child_and_exits_130_quietly() -> None:
+def test_ctrl_c_stops_the_child_and_exits_130_quietly(ctrl_c_reaches_children: None) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "gputui", "experiment", "batch-sweep", *TINY]
     command += ["--batch-sizes", "64", "--steps", "100000", "--budget", "1000", "--limit", "64"]
