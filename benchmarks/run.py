@@ -357,12 +357,8 @@ def first_frame_section(quick: bool) -> Section:
     argv = [sys.executable, "benchmarks/first_frame.py", "--repeat", repeat, "--json"]
     result = _run_json(argv)
     medians = result["medians"]
-
-    def seconds(value: float | None) -> str:
-        return "never" if value is None else f"{value:.2f} s"
-
     rows = [
-        f"| {name} | {seconds(medians[name])} | {', '.join(seconds(t) for t in times)} |"
+        f"| {name} | {_seconds(medians[name])} | {', '.join(_seconds(t) for t in times)} |"
         for name, times in result["times"].items()
     ]
     gputui, bare = medians["gputui"], medians["bare Textual app"]
@@ -381,15 +377,15 @@ def first_frame_section(quick: bool) -> Section:
             "",
             f"Goal (issue 2): gputui's first frame within 0.4 s: "
             f"{_verdict(gputui is not None and gputui <= 0.4)}. The bare Textual app alone "
-            f"takes {seconds(bare)}; gputui's own share is "
-            f"{seconds(None if gputui is None or bare is None else gputui - bare)}.",
+            f"takes {_seconds(bare)}; gputui's own share is "
+            f"{_seconds(None if gputui is None or bare is None else gputui - bare)}.",
             "",
             *_footer(result["machine"], load, [_command(argv[:-1])]),
         ]
     )
     headline = (
-        f"**First frame**: gputui {seconds(gputui)}, a bare Textual app {seconds(bare)}, "
-        f"nvitop {seconds(medians['nvitop'])} (goal 0.4 s)."
+        f"**First frame**: gputui {_seconds(gputui)}, a bare Textual app {_seconds(bare)}, "
+        f"nvitop {_seconds(medians['nvitop'])} (goal 0.4 s)."
     )
     return body, headline
 
