@@ -1,11 +1,11 @@
 """Samplers as the app sees them, and the thread that calls a sampler that may hang.
 
-No Textual here: this is the plain-Python half of polling. The app's thread
-workers call :meth:`SamplerThread.call`, which runs ``sample()`` on a daemon
-thread of its own and waits for it while watching for cancellation. A driver call
-that hangs for minutes therefore holds only that daemon thread: the app can still
-quit (Python does not wait for daemon threads at exit, but it does wait for the
-worker threads of asyncio's executor).
+No Textual here: this is the plain-Python half of polling. Each source has a
+:class:`SamplerThread`, a daemon thread that takes one sample at a time and hands
+each result to a callback, on that thread (the app's callback posts a message,
+which is thread-safe). The event loop never waits for a sample: a driver call that
+hangs for minutes holds only its daemon thread, and the app can still quit (Python
+does not wait for daemon threads at exit).
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
-
-CHECK_CANCELLED_S = 0.1
-"""How often a waiting worker checks whether the app is closing."""
 
 
 class Sampler(Protocol[R_co]):
@@ -137,52 +134,65 @@ class HeadStart:
         return cls(samplers, threads)
 
 
-class Abandoned(Exception):
-    """The caller stopped waiting for a sample (the app is closing)."""
+Reply = Callable[[object, "BaseException | None"], object]
+"""Takes a sample's result: ``(reading, None)``, or ``(None, error)`` if the sampler raised."""
 
 
-class _Job(Generic[R]):
-    def __init__(self, function: Callable[[], R]) -> None:
+class _Job:
+    def __init__(self, function: Callable[[], object]) -> None:
         self.function = function
         self.done = threading.Event()
-        self.value: R | None = None
+        self.value: object = None
         self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._reply: Reply | None = None
 
     def run(self) -> None:
         try:
             self.value = self.function()
-        except BaseException as error:  # handed back to the waiting caller
+        except BaseException as error:  # handed to the reply, or to ``prefetched``
             self.error = error
-        finally:
+        with self._lock:
             self.done.set()
+            reply = self._reply
+        if reply is not None:
+            reply(self.value, self.error)
+
+    def reply_to(self, reply: Reply) -> None:
+        """Hand the result to ``reply`` once it is in: now, in this thread, if it already is."""
+        with self._lock:
+            if not self.done.is_set():
+                self._reply = reply
+                return
+        reply(self.value, self.error)
 
 
 class SamplerThread:
     """One daemon thread that runs one source's samples, one at a time, in order.
 
     Keeping each sampler on one thread suits samplers that are not thread-safe
-    (``HostSampler``). Calls must not overlap; the app never starts a poll before
-    the last one finished.
+    (``HostSampler``). The app never asks for a sample before the last one has
+    answered, so samples never queue up behind a hung one.
 
     A first sample may be started early with :meth:`prefetch` (before Textual has
-    even loaded); the first :meth:`call` then waits for that sample instead of
-    taking another.
+    even loaded); the first :meth:`sample` then takes that sample's result instead
+    of taking another.
     """
 
     def __init__(self, name: str) -> None:
-        """Name the thread (it starts on the first call).
+        """Name the thread (it starts on the first sample).
 
         Args:
             name: Shown in thread dumps, e.g. ``gputui-nvml``.
         """
         self._name = name
-        self._jobs: queue.SimpleQueue[_Job[object] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._early: _Job[object] | None = None
+        self._early: _Job | None = None
 
     def prefetch(self, function: Callable[[], object]) -> None:
-        """Start ``function`` now; the next :meth:`call` (whatever it asks) returns its result.
+        """Start ``function`` now; the next :meth:`sample` (whatever it asks) gets its result.
 
         Args:
             function: The first sample, e.g. a sampler's ``sample``.
@@ -192,8 +202,8 @@ class SamplerThread:
     def prefetched(self) -> tuple[bool, object]:
         """The prefetched sample if it has finished without error: ``(True, value)``.
 
-        Otherwise ``(False, None)``, and the next :meth:`call` waits for it (or raises
-        its error). A sample taken here is not returned again.
+        Otherwise ``(False, None)``, and the next :meth:`sample` gets its result (or
+        its error). A sample taken here is not handed over again.
         """
         job = self._early
         if job is None or not job.done.is_set() or job.error is not None:
@@ -201,49 +211,32 @@ class SamplerThread:
         self._early = None
         return True, job.value
 
-    def call(
-        self,
-        function: Callable[[], R],
-        cancelled: Callable[[], bool],
-        *,
-        check_s: float = CHECK_CANCELLED_S,
-    ) -> R:
-        """Run ``function`` on the daemon thread and wait for its result.
+    def sample(self, function: Callable[[], object], reply: Reply) -> None:
+        """Run ``function`` on the thread, then call ``reply`` with its result, on the thread.
+
+        Returns at once. After :meth:`close`, nothing runs and ``reply`` is never called.
 
         Args:
             function: The blocking call, typically a sampler's ``sample``.
-            cancelled: Polled every ``check_s`` while waiting; when it returns True
-                the wait ends and the call is left to finish (or hang) on its own.
-            check_s: Seconds between checks of ``cancelled``.
-
-        Returns:
-            What ``function`` returned.
-
-        Raises:
-            Abandoned: ``cancelled()`` became true before ``function`` returned, or
-                the thread was closed.
-            Exception: Whatever ``function`` raised.
+            reply: Called as ``reply(value, None)``, or ``reply(None, error)`` if
+                ``function`` raised. Called in this thread instead when the prefetched
+                sample had already finished.
         """
         if self._closed:
-            raise Abandoned
+            return
         job, self._early = self._early or self._submit(function), None
-        while not job.done.wait(check_s):
-            if cancelled():
-                raise Abandoned
-        if job.error is not None:
-            raise job.error
-        return job.value  # type: ignore[return-value]
+        job.reply_to(reply)
 
-    def _submit(self, function: Callable[[], R]) -> _Job[R]:
+    def _submit(self, function: Callable[[], object]) -> _Job:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
-        job: _Job[R] = _Job(function)
-        self._jobs.put(job)  # type: ignore[arg-type]
+        job = _Job(function)
+        self._jobs.put(job)
         return job
 
     def close(self, finalizer: Callable[[], object] | None = None) -> None:
-        """Let the thread end once it is idle (at once, unless a call is still hanging).
+        """Let the thread end once it is idle (at once, unless a sample is still hanging).
 
         Args:
             finalizer: Run on the thread before it ends, e.g. the sampler's ``close``;

@@ -2,79 +2,110 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 
-import pytest
-
-from gputui.ui.polling import (
-    Abandoned,
-    HeadStart,
-    LazySampler,
-    Samplers,
-    SamplerThread,
-    close_sampler,
-)
+from gputui.ui.polling import HeadStart, LazySampler, Samplers, SamplerThread, close_sampler
 from tests.ui.fakes import MPS_ON_LINUX, ScriptedSampler, cpu_reading, h100s
 
-
-def never() -> bool:
-    return False
+WAIT_S = 5.0
 
 
-def test_call_returns_the_result_from_one_daemon_thread() -> None:
+class Replies:
+    """Collects a sampler thread's replies, and the thread each came on."""
+
+    def __init__(self) -> None:
+        self._replies: queue.SimpleQueue[tuple[object, BaseException | None, threading.Thread]]
+        self._replies = queue.SimpleQueue()
+
+    def __call__(self, value: object, error: BaseException | None) -> None:
+        self._replies.put((value, error, threading.current_thread()))
+
+    def next(self) -> tuple[object, BaseException | None, threading.Thread]:
+        return self._replies.get(timeout=WAIT_S)
+
+    def none_within(self, seconds: float) -> bool:
+        try:
+            self._replies.get(timeout=seconds)
+        except queue.Empty:
+            return True
+        return False
+
+
+def test_samples_run_on_one_daemon_thread_which_replies() -> None:
     thread = SamplerThread("gputui-test")
+    replies = Replies()
     seen: list[threading.Thread] = []
 
     def which() -> str:
         seen.append(threading.current_thread())
         return "reading"
 
-    assert thread.call(which, never) == "reading"
-    assert thread.call(which, never) == "reading"
-    assert seen[0] is seen[1]
+    thread.sample(which, replies)
+    first = replies.next()
+    thread.sample(which, replies)
+    second = replies.next()
+    assert first[:2] == second[:2] == ("reading", None)
+    assert seen[0] is seen[1] is first[2] is second[2]  # sampled and replied on the thread
     assert seen[0] is not threading.current_thread()
     assert seen[0].daemon and seen[0].name == "gputui-test"
     thread.close()
     assert thread.join(2.0)
 
 
-def test_call_raises_what_the_function_raised() -> None:
+def test_sample_returns_before_the_sample_is_taken() -> None:
     thread = SamplerThread("gputui-test")
+    replies = Replies()
+    release = threading.Event()
+    thread.sample(lambda: release.wait(WAIT_S) and "late", replies)
+    assert replies.none_within(0.05)  # the caller (the event loop) never waits
+    release.set()
+    assert replies.next()[:2] == ("late", None)
+    thread.close()
+
+
+def test_an_error_is_handed_to_the_reply_and_the_thread_survives() -> None:
+    thread = SamplerThread("gputui-test")
+    replies = Replies()
 
     def broken() -> None:
         raise RuntimeError("driver said no")
 
-    with pytest.raises(RuntimeError, match="driver said no"):
-        thread.call(broken, never)
-    assert thread.call(lambda: 3, never) == 3  # the thread survives
+    thread.sample(broken, replies)
+    value, error, _ = replies.next()
+    assert value is None
+    assert isinstance(error, RuntimeError) and str(error) == "driver said no"
+    thread.sample(lambda: 3, replies)
+    assert replies.next()[:2] == (3, None)
     thread.close()
 
 
-def test_a_hung_call_is_abandoned_when_cancelled() -> None:
+def test_a_hung_sample_holds_only_its_thread() -> None:
     thread = SamplerThread("gputui-test")
+    replies = Replies()
     release = threading.Event()
-    cancelled = threading.Event()
     started = time.monotonic()
-    threading.Timer(0.2, cancelled.set).start()
-    with pytest.raises(Abandoned):
-        thread.call(release.wait, cancelled.is_set, check_s=0.02)
-    assert time.monotonic() - started < 2.0
+    thread.sample(release.wait, replies)
+    assert time.monotonic() - started < 1.0
     thread.close()
     assert not thread.join(0.05)  # still stuck in the "driver"
     release.set()
     assert thread.join(2.0)
 
 
-def test_close_runs_the_finalizer_then_ends_and_refuses_more_calls() -> None:
+def test_close_runs_the_finalizer_then_ends_and_takes_no_more_samples() -> None:
     thread = SamplerThread("gputui-test")
-    sampler = ScriptedSampler(cpu_reading())
-    thread.call(sampler.sample, never)
+    replies = Replies()
+    sampler = ScriptedSampler(cpu_reading(), cpu_reading())
+    thread.sample(sampler.sample, replies)
+    replies.next()
     thread.close(sampler.close)
     assert thread.join(2.0)
     assert sampler.closed
-    with pytest.raises(Abandoned):
-        thread.call(sampler.sample, never)
+    thread.sample(sampler.sample, replies)
+    assert replies.none_within(0.1)
+    assert sampler.calls == 1
 
 
 def test_lazy_sampler_builds_once_on_first_sample_and_forwards_close() -> None:
@@ -95,33 +126,54 @@ def test_lazy_sampler_builds_once_on_first_sample_and_forwards_close() -> None:
     close_sampler(object())  # samplers without close() are fine
 
 
-def test_the_first_call_returns_the_prefetched_sample_without_sampling_again() -> None:
+def test_the_first_sample_takes_the_prefetched_one_without_sampling_again() -> None:
     thread = SamplerThread("gputui-test")
+    replies = Replies()
+    release = threading.Event()
     sampler = ScriptedSampler(cpu_reading(1.0), cpu_reading(2.0))
-    thread.prefetch(sampler.sample)
-    assert thread.call(sampler.sample, never).utilization_percent == 1.0
-    assert sampler.calls == 1  # the call waited for the prefetched sample, took no other
-    assert thread.call(sampler.sample, never).utilization_percent == 2.0
+    thread.prefetch(lambda: release.wait(WAIT_S) and sampler.sample())
+    thread.sample(sampler.sample, replies)  # before the prefetched sample is in
+    release.set()
+    value, _, replied_on = replies.next()
+    assert value.utilization_percent == 1.0  # type: ignore[attr-defined]
+    assert replied_on is not threading.current_thread()
+    assert sampler.calls == 1  # it took the prefetched sample, no other
+    thread.sample(sampler.sample, replies)
+    assert replies.next()[0].utilization_percent == 2.0  # type: ignore[attr-defined]
+    thread.close()
+
+
+def test_a_finished_prefetched_sample_is_handed_over_at_once() -> None:
+    thread = SamplerThread("gputui-test")
+    replies = Replies()
+    thread.prefetch(lambda: "first")
+    early = thread._early  # no public way to wait for it without taking the sample
+    assert early is not None and early.done.wait(WAIT_S)
+    thread.sample(lambda: "unused", replies)
+    assert replies.next() == ("first", None, threading.current_thread())  # replied right here
     thread.close()
 
 
 def test_prefetched_hands_over_a_finished_sample_once() -> None:
     thread = SamplerThread("gputui-test")
+    replies = Replies()
     release = threading.Event()
-    thread.prefetch(lambda: release.wait(5.0) and "first")
-    assert thread.prefetched() == (False, None)  # still under way: the next call waits for it
+    thread.prefetch(lambda: release.wait(WAIT_S) and "first")
+    assert thread.prefetched() == (False, None)  # still under way: the next sample gets it
     release.set()
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + WAIT_S
     while (taken := thread.prefetched()) == (False, None) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert taken == (True, "first")
     assert thread.prefetched() == (False, None)  # handed over: not again
-    assert thread.call(lambda: "second", never) == "second"
+    thread.sample(lambda: "second", replies)
+    assert replies.next()[:2] == ("second", None)
     thread.close()
 
 
-def test_a_prefetched_error_is_raised_by_the_first_call() -> None:
+def test_a_prefetched_error_goes_to_the_first_sample_s_reply() -> None:
     thread = SamplerThread("gputui-test")
+    replies = Replies()
 
     def broken() -> None:
         raise RuntimeError("driver said no")
@@ -129,9 +181,11 @@ def test_a_prefetched_error_is_raised_by_the_first_call() -> None:
     thread.prefetch(broken)
     time.sleep(0.05)
     assert thread.prefetched() == (False, None)  # errors are not handed over here
-    with pytest.raises(RuntimeError, match="driver said no"):
-        thread.call(lambda: "unused", never)
-    assert thread.call(lambda: 3, never) == 3
+    thread.sample(lambda: "unused", replies)
+    value, error, _ = replies.next()
+    assert value is None and isinstance(error, RuntimeError)
+    thread.sample(lambda: 3, replies)
+    assert replies.next()[:2] == (3, None)
     thread.close()
 
 
@@ -139,8 +193,13 @@ def test_head_start_prefetches_every_source_on_its_own_thread() -> None:
     cpu, nvml, mps = (ScriptedSampler(r) for r in (cpu_reading(7.0), h100s(1), MPS_ON_LINUX))
     head_start = HeadStart.begin(Samplers(cpu=cpu, nvml=nvml, mps=mps))  # type: ignore[arg-type]
     assert set(head_start.threads) == {"cpu", "nvml", "mps"}
-    assert head_start.threads["cpu"].call(cpu.sample, never).utilization_percent == 7.0
-    assert len(head_start.threads["nvml"].call(nvml.sample, never).gpus) == 1
+    replies = {source: Replies() for source in head_start.threads}
+    head_start.threads["cpu"].sample(cpu.sample, replies["cpu"])
+    head_start.threads["nvml"].sample(nvml.sample, replies["nvml"])
+    assert replies["cpu"].next()[0].utilization_percent == 7.0  # type: ignore[attr-defined]
+    assert len(replies["nvml"].next()[0].gpus) == 1  # type: ignore[attr-defined]
     assert (cpu.calls, nvml.calls) == (1, 1)
+    threads = {head_start.threads[s]._thread for s in ("cpu", "nvml", "mps")}
+    assert len(threads) == 3
     for thread in head_start.threads.values():
         thread.close()
