@@ -10,6 +10,7 @@ does not wait for daemon threads at exit).
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -103,6 +104,21 @@ def _mps_sampler() -> Sampler[MpsReading]:
     return MpsSampler()
 
 
+def import_real_samplers() -> None:
+    """Import the real samplers' modules, psutil and the NVML bindings, in this thread.
+
+    Importing cannot hang, unlike a driver call, so it need not wait for a sampler
+    thread. Imported in the sampler threads while the main thread imported Textual, the
+    imports fought over the GIL and the import locks, and the first frame came 60 ms later.
+    """
+    import gputui.telemetry.apple
+    import gputui.telemetry.host
+    import gputui.telemetry.nvml  # noqa: F401
+
+    with contextlib.suppress(ImportError):  # the NVML sampler reports it, with the fix
+        import pynvml  # noqa: F401
+
+
 SOURCES = ("cpu", "nvml", "mps")
 """The sources the app polls, by their name in :class:`Samplers`."""
 
@@ -127,7 +143,9 @@ class HeadStart:
         Args:
             samplers: The sources (default: :meth:`Samplers.real`).
         """
-        samplers = samplers if samplers is not None else Samplers.real()
+        if samplers is None:
+            import_real_samplers()
+            samplers = Samplers.real()
         threads = {source: SamplerThread(f"gputui-{source}") for source in SOURCES}
         for source, thread in threads.items():
             thread.prefetch(getattr(samplers, source).sample)

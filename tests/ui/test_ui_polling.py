@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import queue
+import subprocess
+import sys
 import threading
 import time
 
@@ -203,3 +205,23 @@ def test_head_start_prefetches_every_source_on_its_own_thread() -> None:
     assert len(threads) == 3
     for thread in head_start.threads.values():
         thread.close()
+
+
+def test_the_real_head_start_imports_the_samplers_before_any_thread_starts() -> None:
+    """Imported in the sampler threads, they fought Textual's import for the GIL."""
+    probe = """
+import sys
+from gputui.ui import polling
+
+seen = []
+polling.SamplerThread.prefetch = lambda self, function: seen.append(
+    {"psutil", "pynvml", "gputui.telemetry.nvml", "gputui.telemetry.host"} <= set(sys.modules)
+)
+assert "pynvml" not in sys.modules and "psutil" not in sys.modules
+polling.HeadStart.begin()
+print(seen)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[True, True, True]"
