@@ -657,11 +657,14 @@ def stale_tag(age_s: float) -> str:
 # --- processes and MPS --------------------------------------------------------------------
 
 
+ProcessCells = tuple[str, str, str, str, str]
+"""GPU, PID, user, GPU memory, command: a process table row, as plain strings."""
+
 COMMAND_MAX = 200
 """Characters of a command line the process table keeps."""
 
 
-def process_cells(gpu_index: int, process: GpuProcess) -> tuple[str, str, str, str, str]:
+def process_cells(gpu_index: int, process: GpuProcess) -> ProcessCells:
     """The process table's cells as plain strings: GPU, PID, user, GPU memory, command."""
     return (
         str(gpu_index),
@@ -670,6 +673,53 @@ def process_cells(gpu_index: int, process: GpuProcess) -> tuple[str, str, str, s
         fmt_bytes(process.gpu_memory_bytes),
         ellipsize(process.command or NA, COMMAND_MAX),
     )
+
+
+PROCESS_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("GPU", True),
+    ("PID", True),
+    ("User", False),
+    ("GPU mem", True),
+    ("Command", False),
+)
+"""The process table's columns: heading, and whether values are right-aligned."""
+PROCESS_HEADING = f"bold {LABEL}"
+"""Style of the process table's heading."""
+TRAINER_STYLE = "bold reverse"
+"""How the runner's trainer process stands out in the process table."""
+
+
+def process_table_lines(
+    rows: Sequence[ProcessCells], width: int, marked_pid: str = ""
+) -> list[Line]:
+    """The process table: its heading, then a line a row, each exactly ``width`` cells.
+
+    Every column but the last is as wide as its widest value (or heading), so the
+    columns line up; the command takes what is left and is cropped with ``…``.
+
+    Args:
+        rows: The rows, in order.
+        width: Cells available.
+        marked_pid: The PID whose row is drawn in ``TRAINER_STYLE`` (the runner's trainer).
+    """
+    widths = [
+        max([len(heading), *(cell_len(row[column]) for row in rows)])
+        for column, (heading, _) in enumerate(PROCESS_COLUMNS[:-1])
+    ]
+
+    def line(cells: Sequence[str], style: str) -> Line:
+        out = Line()
+        for text, cell_width, (_, right) in zip(cells, widths, PROCESS_COLUMNS, strict=False):
+            pad = " " * (cell_width - cell_len(text))
+            out.add(pad + text if right else text + pad, style).add(GAP, style)
+        out.add(cells[-1], style)
+        if out.width < width:
+            return out.add(" " * (width - out.width), style)
+        return out.fit(width)
+
+    headings = [heading for heading, _ in PROCESS_COLUMNS]
+    marked = [TRAINER_STYLE if marked_pid and row[1] == marked_pid else "" for row in rows]
+    return [line(headings, PROCESS_HEADING), *map(line, rows, marked)]
 
 
 def mps_line(mps: MpsReading | None, width: int) -> Line:

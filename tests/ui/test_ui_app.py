@@ -18,6 +18,8 @@ from gputui.telemetry.readings import GpuProcess, NvmlReading
 from gputui.ui.app import MonitorApp, make_app, theme_for
 from gputui.ui.layout import GpuMode
 from gputui.ui.polling import HeadStart, Samplers
+from gputui.ui.render import Line, process_table_lines
+from gputui.ui.widgets import process_table as process_table_module
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
 from gputui.ui.widgets.mps_panel import MpsPanel
@@ -76,9 +78,9 @@ async def test_panels_show_the_injected_readings() -> None:
         assert "61.2/80.0 GiB" in card_text(app, 0)
         assert "pwr 340/700 W" in card_text(app, 1)
         table = app.query_one(ProcessTable)
-        assert table.row_count == 2
-        command = table.get_cell("0:41000:compute", "command")
-        assert command.plain.endswith("--shard 0 [run 7]")  # brackets kept: not markup
+        assert len(table.shown) == 2
+        assert table.shown["0:41000:compute"][4].endswith("--shard 0 [run 7]")
+        assert table.lines[1].plain.endswith("--shard 0 [run…")  # not markup; cropped to fit
         assert MPS_ON_LINUX.message in app.query_one(MpsPanel).lines[0].plain
         text = screen_text(app)
         assert "CPU · AMD EPYC 7763 64-Core Processor" in text
@@ -113,7 +115,7 @@ async def test_a_lost_gpu_says_lost_and_the_others_keep_updating() -> None:
         assert card_text(app, 1).splitlines()[1].startswith("LOST")
         assert "1 · NVIDIA H100 80GB HBM3 · LOST" in screen_text(app)
         assert " 13% " in card_text(app, 0)
-        assert app.query_one(ProcessTable).row_count == 1
+        assert len(app.query_one(ProcessTable).shown) == 1
 
 
 async def test_without_nvml_one_sentence_says_why_and_the_rest_works() -> None:
@@ -217,7 +219,7 @@ async def test_eight_gpus_fit_at_80x24() -> None:
         assert "GPU processes · 6" in text
 
 
-async def test_the_process_table_touches_only_changed_cells(
+async def test_the_process_table_rebuilds_only_when_its_rows_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     first = h100s(2)
@@ -235,30 +237,44 @@ async def test_the_process_table_touches_only_changed_cells(
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
         table = app.query_one(ProcessTable)
-        updates: list[tuple[str, str]] = []
-        original = table.update_cell
+        builds: list[int] = []
 
-        def spy(row_key: str, column_key: str, value: object, **kwargs: bool) -> None:
-            updates.append((str(row_key), str(column_key)))
-            original(row_key, column_key, value, **kwargs)  # type: ignore[arg-type]
+        def spy(rows: list[tuple[str, ...]], width: int, marked_pid: str = "") -> list[Line]:
+            builds.append(len(rows))
+            return process_table_lines(rows, width, marked_pid)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(table, "update_cell", spy)
+        monkeypatch.setattr(process_table_module, "process_table_lines", spy)
         await wait_until(pilot, lambda: app.handled["nvml"] >= 3)
-        assert updates == []  # the same reading again: nothing to touch
+        assert builds == []  # the same reading again: nothing to build or draw
         nvml.reading = second
         handled = app.handled["nvml"]
         await wait_until(pilot, lambda: app.handled["nvml"] >= handled + 3)
-        assert updates == [("0:41000:compute", "memory")]
+        assert builds == [2]  # built once, when the rows changed
         assert set(table.shown) == {"0:41000:compute", "0:777:compute"}
-        assert table.get_cell("0:41000:compute", "memory").plain == "12.0 GiB"
-        assert [cell.plain for cell in table.get_row("0:777:compute")] == [
-            "0",
-            "777",
-            "n/a",
-            "n/a",
-            "n/a",
+        heading, *rows = (line.plain.rstrip() for line in table.lines)
+        assert heading == "GPU    PID  User   GPU mem  Command"
+        assert rows == [  # by GPU, then PID; right-aligned numbers, n/a for what is unknown
+            "  0    777  n/a        n/a  n/a",
+            "  0  41000  ada   12.0 GiB  python train.py --model vit-h/14 --shard 0 [run…",
         ]
-        assert [table.get_row_at(i)[1].plain for i in range(2)] == ["777", "41000"]
+
+
+async def test_the_process_table_scrolls_its_rows_under_a_pinned_heading() -> None:
+    many = tuple(GpuProcess(50_000 + n, "ada", f"worker {n}", GiB) for n in range(30))
+    app = fake_app(nvml=ScriptedSampler(nvml_reading([gpu_reading(0, processes=many)])))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        table = app.query_one(ProcessTable)
+        await wait_until(pilot, lambda: len(table.lines) == 31)
+        shown = table.scrollable_content_region.height
+        assert 0 < shown < 31
+        assert table.max_scroll_y == 31 - shown
+        table.scroll_end(animate=False)
+        await pilot.pause()
+        view = [table.render_line(y).text.rstrip() for y in range(shown)]
+        assert view[0].startswith("GPU    PID")  # the heading stays on top
+        assert view[-1].endswith("worker 29")  # the last row, under it
+        assert view[1].endswith(f"worker {30 - shown + 1}")
 
 
 async def test_a_failing_sampler_is_reported_and_retried() -> None:

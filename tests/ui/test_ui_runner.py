@@ -15,7 +15,9 @@ from textual.pilot import Pilot
 from gputui.training.config import RunConfig
 from gputui.training.events import Error, Finished
 from gputui.ui.app import MonitorApp
+from gputui.ui.render import Line
 from gputui.ui.runner_model import Phase, Session
+from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup, defaults_from_env
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.runner_fakes import CPU_ONLY
@@ -36,6 +38,11 @@ TINY = RunConfig(
 
 RUN_TIMEOUT_S = 60.0
 WIDE = (160, 50)
+
+
+def rows(table: ProcessTable) -> tuple[Line, ...]:
+    """The process table's rows as drawn (its heading left out)."""
+    return table.lines[1:]
 
 
 def real_app(defaults: RunConfig = TINY, **monitor: Any) -> MonitorApp:
@@ -192,11 +199,11 @@ async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
         await wait_until(pilot, lambda: bool(pane.devices) and bool(table.shown))
         await pilot.press("r")
         await wait_until(pilot, lambda: table.trainer_pid == 40_321)
-        styles = {str(row[1]): row[1].style for row in (table.get_row(k) for k in table.rows)}
-        assert styles["40321"] == "bold reverse" and styles["41000"] == ""
+        styles = {line.plain.split()[1]: {style for _, style in line.parts} for line in rows(table)}
+        assert styles["40321"] == {"bold reverse"} and styles["41000"] == {""}
         await pilot.press("s")
         await wait_until(pilot, lambda: table.trainer_pid is None)
-        assert all(table.get_row(k)[1].style == "" for k in table.rows)
+        assert all(line.styled() == [] for line in rows(table))
 
 
 async def test_a_real_experiment_shows_its_table_and_sentence() -> None:

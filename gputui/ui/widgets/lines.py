@@ -29,6 +29,45 @@ def set_border_title(widget: Widget, title: str | Content) -> None:
         widget.border_title = content
 
 
+class LineStyles:
+    """Turns ``Line`` values into strips in a widget's styles, resolving each style once.
+
+    A style string (``bold $error``) is parsed against the widget's own style, and kept
+    until that changes (a new theme, or new CSS).
+    """
+
+    def __init__(self, widget: Widget) -> None:
+        """Work for ``widget``."""
+        self._widget = widget
+        self._cache: dict[str, RichStyle] = {}
+        self.base = Style()
+        """The widget's own style, as of the last :meth:`changed` (call it before :meth:`strip`)."""
+
+    def changed(self) -> bool:
+        """Whether the widget's style changed since the last call (strips made before are stale)."""
+        base = self._widget.visual_style
+        if base is self.base:  # Textual hands out the same object until the style changes
+            return False
+        self.base = base
+        self._cache.clear()
+        return True
+
+    def strip(self, line: Line, width: int) -> Strip:
+        """``line`` as a strip exactly ``width`` cells wide, in the styles as of :meth:`changed`."""
+        base_rich = self.base.rich_style
+        segments = [
+            Segment(text, self._rich(style) if style else base_rich) for text, style in line.parts
+        ]
+        return Strip(segments, line.width).adjust_cell_length(width, base_rich)
+
+    def _rich(self, style: str) -> RichStyle:
+        rich = self._cache.get(style)
+        if rich is None:
+            parsed = self._widget.app.stylesheet.parse_style(style)
+            rich = self._cache[style] = (self.base + parsed).rich_style
+        return rich
+
+
 class LinesWidget(Widget):
     """Paints ``build_lines(width)``; :meth:`rebuild` repaints only the lines that changed.
 
@@ -43,8 +82,7 @@ class LinesWidget(Widget):
         super().__init__(id=id, classes=classes)
         self._lines: tuple[Line, ...] = ()
         self._strips: dict[int, Strip] = {}
-        self._styles: dict[str, RichStyle] = {}
-        self._base: Style | None = None
+        self._styles = LineStyles(self)
         self._unbuilt = False  # a rebuild came before the width was known
 
     def build_lines(self, width: int) -> list[Line]:
@@ -87,32 +125,13 @@ class LinesWidget(Widget):
             self._unbuilt = False
             self._lines = tuple(self.build_lines(self.content_size.width))
             self._strips.clear()
-        base = self.visual_style
-        if base is not self._base:  # theme or CSS changed: resolve styles again
-            self._base = base
-            self._styles.clear()
+        if self._styles.changed():  # theme or CSS changed: resolve styles again
             self._strips.clear()
         strip = self._strips.get(y)
         if strip is None:
-            width = self.size.width
             line = self._lines[y] if y < len(self._lines) else Line()
-            strip = self._to_strip(line, base).adjust_cell_length(width, base.rich_style)
-            self._strips[y] = strip
+            strip = self._strips[y] = self._styles.strip(line, self.size.width)
         return strip
-
-    def _to_strip(self, line: Line, base: Style) -> Strip:
-        base_rich = base.rich_style
-        segments = [
-            Segment(text, self._rich(style, base) if style else base_rich)
-            for text, style in line.parts
-        ]
-        return Strip(segments, line.width)
-
-    def _rich(self, style: str, base: Style) -> RichStyle:
-        rich = self._styles.get(style)
-        if rich is None:
-            rich = self._styles[style] = (base + self.app.stylesheet.parse_style(style)).rich_style
-        return rich
 
     def on_resize(self, event: Resize) -> None:
         """Lines are laid out for a width: rebuild them for the new one."""

@@ -1,108 +1,105 @@
-"""The GPU process table, updated by row key: only changed cells are touched."""
+"""The GPU process table: one widget drawn line by line, its heading pinned above the rows.
+
+Textual's Line API (a ``ScrollView`` with ``render_line``): the rows scroll under the
+heading when there are more than fit, by wheel, or by keys once the table has focus.
+A DataTable did this before, at a cost of 40 ms at every start (its import, and a
+style for each of its dozen component classes) for a table of five columns.
+"""
 
 from __future__ import annotations
 
-from rich.text import Text
-from textual.widgets import DataTable
+from collections.abc import Sequence
+
+from textual.events import Resize
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from gputui.telemetry.readings import GpuReading
-from gputui.ui.render import process_cells
-from gputui.ui.widgets.lines import set_border_title
-
-Cells = tuple[str, str, str, str, str]
-"""GPU, PID, user, GPU memory, command: as plain strings."""
-
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("GPU", "gpu"),
-    ("PID", "pid"),
-    ("User", "user"),
-    ("GPU mem", "memory"),
-    ("Command", "command"),
-)
-"""(label, key) of each column, in order."""
-
-_RIGHT = frozenset({"gpu", "pid", "memory"})
+from gputui.ui.render import Line, ProcessCells, process_cells, process_table_lines
+from gputui.ui.widgets.lines import LineStyles, set_border_title
 
 
-TRAINER_STYLE = "bold reverse"
-"""How the runner's trainer process stands out in the table."""
+def _order(cells: ProcessCells) -> tuple[int, int]:
+    return int(cells[0]), int(cells[1])  # GPU, then PID
 
 
-def _cell(column: str, value: str, style: str = "") -> Text:
-    # Text, not str: DataTable would parse a str as markup, and commands hold brackets.
-    return Text(value, style=style, justify="right" if column in _RIGHT else "left", no_wrap=True)
-
-
-def _sort_key(values: tuple[Text, Text]) -> tuple[int, int]:
-    gpu, pid = values
-    return int(gpu.plain), int(pid.plain)
-
-
-class ProcessTable(DataTable[Text]):
+class ProcessTable(ScrollView, can_focus=True):
     """Processes on every GPU: GPU, PID, user, GPU memory, command."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        """An empty table with its columns."""
-        super().__init__(id=id, show_cursor=False, cursor_type="none")
-        self._rows: dict[str, Cells] = {}
-        self._gpus: tuple[GpuReading, ...] = ()
+        """An empty table."""
+        super().__init__(id=id)
+        self._rows: dict[str, ProcessCells] = {}
+        self._lines: list[Line] = []
+        self._strips: dict[int, Strip] = {}
+        self._styles = LineStyles(self)
         self.trainer_pid: int | None = None
         """The runner's trainer process, highlighted when it is on a GPU."""
         set_border_title(self, "GPU processes")
 
-    def on_mount(self) -> None:
-        """Add the columns."""
-        for label, key in COLUMNS:
-            self.add_column(label, key=key)
-
     @property
-    def shown(self) -> dict[str, Cells]:
+    def shown(self) -> dict[str, ProcessCells]:
         """The rows on screen, by row key (``gpu:pid:kind``)."""
         return dict(self._rows)
 
-    def highlight(self, pid: int | None) -> None:
-        """Highlight the runner's trainer process ``pid`` (``None``: none); redraws the rows."""
-        if pid == self.trainer_pid:
-            return
-        self.trainer_pid = pid
-        self.clear()
-        self._rows = {}
-        self.show(self._gpus)
+    @property
+    def lines(self) -> tuple[Line, ...]:
+        """The heading, then the rows in order, as drawn (before scrolling)."""
+        return tuple(self._lines)
 
-    def show(self, gpus: tuple[GpuReading, ...]) -> None:
-        """Bring the table in line with ``gpus``: add, remove, and update changed cells only."""
-        self._gpus = gpus
-        wanted: dict[str, Cells] = {}
-        for gpu in gpus:
-            for process in gpu.processes:
-                wanted[f"{gpu.index}:{process.pid}:{process.kind}"] = process_cells(
-                    gpu.index, process
-                )
+    def highlight(self, pid: int | None) -> None:
+        """Highlight the runner's trainer process ``pid`` (``None``: none)."""
+        if pid != self.trainer_pid:
+            self.trainer_pid = pid
+            self._rebuild()
+
+    def show(self, gpus: Sequence[GpuReading]) -> None:
+        """Show the processes of ``gpus``; nothing is redrawn when they are the same."""
+        wanted = {
+            f"{gpu.index}:{process.pid}:{process.kind}": process_cells(gpu.index, process)
+            for gpu in gpus
+            for process in gpu.processes
+        }
         count = len(wanted)
         set_border_title(self, "GPU processes · " + ("none" if count == 0 else f"{count}"))
-        if wanted == self._rows:
+        if wanted != self._rows:
+            self._rows = wanted
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Build the lines for the current width; redraw the widget if any changed."""
+        width = self.scrollable_content_region.width
+        if width <= 0:
+            return  # built on the first resize, once the width is known
+        rows = sorted(self._rows.values(), key=_order)
+        marked = "" if self.trainer_pid is None else str(self.trainer_pid)
+        lines = process_table_lines(rows, width, marked)
+        if lines == self._lines:
             return
-        reorder = False
-        with self.app.batch_update():
-            for key in self._rows.keys() - wanted.keys():
-                self.remove_row(key)
-                reorder = True
-            for key, cells in wanted.items():
-                old = self._rows.get(key)
-                if old is None:
-                    style = TRAINER_STYLE if cells[1] == str(self.trainer_pid) else ""
-                    row = (
-                        _cell(column, value, style)
-                        for (_, column), value in zip(COLUMNS, cells, strict=True)
-                    )
-                    self.add_row(*row, key=key)
-                    reorder = True
-                    continue
-                style = TRAINER_STYLE if cells[1] == str(self.trainer_pid) else ""
-                for (_, column), before, after in zip(COLUMNS, old, cells, strict=True):
-                    if before != after:
-                        cell = _cell(column, after, style)
-                        self.update_cell(key, column, cell, update_width=True)
-            if reorder and len(wanted) > 1:
-                self.sort("gpu", "pid", key=_sort_key)
-        self._rows = wanted
+        for y, (new, old) in enumerate(zip(lines, self._lines, strict=False)):
+            if new != old:
+                self._strips.pop(y, None)
+        for y in range(len(lines), len(self._lines)):
+            self._strips.pop(y, None)
+        self._lines = lines
+        self.virtual_size = Size(width, len(lines))
+        self.refresh()
+
+    def on_resize(self, event: Resize) -> None:
+        """Lines are built for a width: build them again for the new one."""
+        self._strips.clear()
+        self._lines = []
+        self._rebuild()
+
+    def render_line(self, y: int) -> Strip:
+        """Line ``y`` of the view: the heading on top, the rows scrolled under it."""
+        if self._styles.changed():  # theme or CSS changed: resolve styles again
+            self._strips.clear()
+        index = y if y == 0 else y + self.scroll_offset.y
+        strip = self._strips.get(index)
+        if strip is None:
+            line = self._lines[index] if index < len(self._lines) else Line()
+            width = self.scrollable_content_region.width
+            strip = self._strips[index] = self._styles.strip(line, width)
+        return strip
