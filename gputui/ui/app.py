@@ -8,9 +8,9 @@ deterministic screens::
 
 Polling follows dolphie: each source is sampled on a daemon thread of its own,
 which posts the reading as a message; the next poll of that source is scheduled
-only when the reading has arrived, so polls never pile up. All sources poll on one beat and
-their readings are painted together, in one batch, so the screen is repainted
-once a beat (only the lines that changed). A hung NVML call holds only its own
+only when the reading has arrived, so polls never pile up. All sources poll on
+one beat and their readings are painted together, in one batch, so the screen is
+repainted once a beat (only the lines that changed). A hung NVML call holds only its own
 daemon thread (see :mod:`gputui.ui.polling`): the CPU panel keeps updating, the
 NVIDIA panels are marked stale, and ``q`` still quits.
 

@@ -709,6 +709,7 @@ def process_table_lines(
 
     def line(cells: Sequence[str], style: str) -> Line:
         out = Line()
+        # every column but the command, which is last (``widths`` has one fewer)
         for text, cell_width, (_, right) in zip(cells, widths, PROCESS_COLUMNS, strict=False):
             pad = " " * (cell_width - cell_len(text))
             out.add(pad + text if right else text + pad, style).add(GAP, style)

@@ -34,6 +34,7 @@ from gputui.ui.render import (
     mps_line,
     nvml_title,
     process_cells,
+    process_table_lines,
     short_name,
     sparkline,
     stale_tag,
@@ -275,3 +276,21 @@ def test_mps_line() -> None:
     assert "GPU n/a" in mps_line(unknown, 100).plain
     assert "PyTorch MPS n/a" in mps_line(unknown, 100).plain
     assert mps_line(mac, 30).cell_length == 30
+
+
+@given(width=st.integers(min_value=1, max_value=120))
+def test_process_table_lines_are_exactly_the_width_with_columns_aligned(width: int) -> None:
+    rows = [
+        ("0", "7", "ada", "1.0 GiB", "python train.py"),
+        ("10", "41000", "n/a", "n/a", "a very long command " * 10),
+    ]
+    lines = process_table_lines(rows, width, marked_pid="41000")
+    assert [line.width for line in lines] == [width] * 3
+    if width >= 40:
+        heading, first, second = (line.plain for line in lines)
+        assert heading.startswith("GPU    PID  User  GPU mem  Command")
+        assert first.startswith("  0      7  ada   1.0 GiB  python train.py")
+        assert second.startswith(" 10  41000  n/a       n/a  a very long")
+        assert second.endswith("…")
+    assert {style for _, style in lines[2].parts} == {"bold reverse"}  # the trainer's row
+    assert "bold reverse" not in {style for _, style in lines[1].parts}
