@@ -2,7 +2,7 @@
 
 Textual's Line API (a ``ScrollView`` with ``render_line``): the rows scroll under the
 heading when there are more than fit, by wheel, or by keys once the table has focus.
-A DataTable did this before, at a cost of 40 ms at every start (its import, and a
+A DataTable did this before, at a cost of about 60 ms at every start (its import, and a
 style for each of its dozen component classes) for a table of five columns.
 """
 
