@@ -269,6 +269,9 @@ async def test_the_process_table_scrolls_its_rows_under_a_pinned_heading() -> No
         shown = table.scrollable_content_region.height
         assert 0 < shown < 31
         assert table.max_scroll_y == 31 - shown
+        width = table.scrollable_content_region.width  # less the scrollbar
+        assert width == table.size.width - 1
+        assert {line.width for line in table.lines} == {width}  # built again for the scrollbar
         table.focus()
         await pilot.press("down", "down")
         await wait_until(pilot, lambda: table.scroll_y == 2)  # by keys, once focused

@@ -32,6 +32,7 @@ class ProcessTable(ScrollView, can_focus=True):
         super().__init__(id=id)
         self._rows: dict[str, ProcessCells] = {}
         self._lines: list[Line] = []
+        self._width = 0  # the width the lines were built for
         self._strips: dict[int, Strip] = {}
         self._styles = LineStyles(self)
         self.trainer_pid: int | None = None
@@ -67,14 +68,18 @@ class ProcessTable(ScrollView, can_focus=True):
             self._rows = wanted
             self._rebuild()
 
+    def _build(self, width: int) -> list[Line]:
+        rows = sorted(self._rows.values(), key=_order)
+        marked = "" if self.trainer_pid is None else str(self.trainer_pid)
+        self._width = width
+        return process_table_lines(rows, width, marked)
+
     def _rebuild(self) -> None:
         """Build the lines for the current width; redraw the widget if any changed."""
         width = self.scrollable_content_region.width
         if width <= 0:
             return  # built on the first resize, once the width is known
-        rows = sorted(self._rows.values(), key=_order)
-        marked = "" if self.trainer_pid is None else str(self.trainer_pid)
-        lines = process_table_lines(rows, width, marked)
+        lines = self._build(width)
         if lines == self._lines:
             return
         for y, (new, old) in enumerate(zip(lines, self._lines, strict=False)):
@@ -94,12 +99,15 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         """Line ``y`` of the view: the heading on top, the rows scrolled under it."""
+        width = self.scrollable_content_region.width
+        if width != self._width:  # the scrollbar came or went since the lines were built
+            self._lines = self._build(width)
+            self._strips.clear()
         if self._styles.changed():  # theme or CSS changed: resolve styles again
             self._strips.clear()
         index = y if y == 0 else y + self.scroll_offset.y
         strip = self._strips.get(index)
         if strip is None:
             line = self._lines[index] if index < len(self._lines) else Line()
-            width = self.scrollable_content_region.width
             strip = self._strips[index] = self._styles.strip(line, width)
         return strip
