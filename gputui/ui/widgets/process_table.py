@@ -69,6 +69,7 @@ class ProcessTable(ScrollView, can_focus=True):
             self._rebuild()
 
     def _build(self, width: int) -> list[Line]:
+        """The table's lines for ``width`` cells (remembered as the width built for)."""
         rows = sorted(self._rows.values(), key=_order)
         marked = "" if self.trainer_pid is None else str(self.trainer_pid)
         self._width = width
@@ -82,18 +83,13 @@ class ProcessTable(ScrollView, can_focus=True):
         lines = self._build(width)
         if lines == self._lines:
             return
-        for y, (new, old) in enumerate(zip(lines, self._lines, strict=False)):
-            if new != old:
-                self._strips.pop(y, None)
-        for y in range(len(lines), len(self._lines)):
-            self._strips.pop(y, None)
         self._lines = lines
+        self._strips.clear()  # rows change seldom: no need to keep the unchanged ones
         self.virtual_size = Size(width, len(lines))
         self.refresh()
 
     def on_resize(self, event: Resize) -> None:
         """Lines are built for a width: build them again for the new one."""
-        self._strips.clear()
         self._lines = []
         self._rebuild()
 
