@@ -49,11 +49,13 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks._terminal import PtyProgram, machine_description  # noqa: E402
 from gputui.telemetry.history import (  # noqa: E402
+    CPU_METRIC,
     DEFAULT_MAX_METRICS,
     DEFAULT_WINDOW_S,
+    memory_metric,
     samples_for_window,
+    util_metric,
 )
-from gputui.ui.widgets.monitor import CPU_METRIC, memory_metric, util_metric  # noqa: E402
 from tests.fakenvml import build_fake_nvml  # noqa: E402
 
 GPU_COUNT = 8
@@ -263,7 +265,7 @@ def _watch(
             return  # gputui is gone
         for child in children:
             command = _cmdline(child)
-            if "gputui.training.child" in command and "--devices" not in command:
+            if "gputui.engine" in command and "train" in command:
                 runs.trainer_pids.add(child.pid)
         stop.wait(min(1.0, every_s))
 

@@ -1,5 +1,5 @@
 """`python -m gputui`."""
 
-from gputui.cli import main
+from gputui.commands import main
 
 raise SystemExit(main())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 NA = "n/a"
+"""What a value that is not supported or not known reads as."""
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -102,9 +103,6 @@ def fmt_columns(
     return lines
 
 
-# --- added for the app (gputui/ui) ---
-
-
 def fmt_with_limit(
     value: float | None, limit: float | None, unit: str, *, precision: int = 0
 ) -> str:
@@ -114,3 +112,85 @@ def fmt_with_limit(
     if limit:
         return f"{value:.{precision}f}/{limit:.{precision}f}{unit}"
     return f"{value:.{precision}f}{unit}"
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of printable text: control characters become escapes.
+
+    Command-line values go into error messages as typed, and a value may hold a
+    newline, a terminal escape or bytes that are not UTF-8 (``\\udcff``); each such
+    character is written as Python writes it in a string literal (``\\n``,
+    ``\\x1b``, ``\\udcff``), so the message stays one line and cannot drive the
+    terminal.
+    """
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+def exception_line(exc: BaseException) -> str:
+    """``RuntimeError: CUDA error: ...``: the exception's type and the first line of its text."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def fmt_number(value: float | None, template: str) -> str:
+    """``(3.14159, "{:.2f}")`` -> ``3.14``; ``n/a`` for ``None``."""
+    return NA if value is None else template.format(value)
+
+
+def fmt_fraction(value: float | None, *, precision: int = 1) -> str:
+    """A fraction as a percentage: ``0.834`` -> ``83.4%`` (an accuracy)."""
+    return NA if value is None else f"{100 * value:.{precision}f}%"
+
+
+def fmt_share(fraction: float | None) -> str:
+    """A share as a percentage: ``0.41`` -> ``41%``; below 10%, one decimal (``6.4%``)."""
+    if fraction is None:
+        return NA
+    value = 100 * fraction
+    return f"{value:.1f}%" if abs(value) < 9.95 else f"{value:.0f}%"
+
+
+def fmt_signed_share(fraction: float) -> str:
+    """``0.004`` -> ``+0.4%``, ``-0.01`` -> ``-1.0%``."""
+    return ("+" if fraction >= 0 else "-") + fmt_share(abs(fraction))
+
+
+def fmt_ms(value: float | None) -> str:
+    """Milliseconds with about three significant figures: ``0.423``, ``12.3``, ``456``."""
+    if value is None:
+        return NA
+    size = abs(value)
+    if size < 10:
+        return f"{value:.2f}"
+    return f"{value:.1f}" if size < 100 else f"{value:.0f}"
+
+
+def fmt_count(value: float | None) -> str:
+    """A count or a rate with thousands separators: ``12,345``."""
+    return NA if value is None else f"{value:,.0f}"
+
+
+def fmt_ips(value: float | None) -> str:
+    """Images per second: ``12,345 img/s``."""
+    return NA if value is None else f"{fmt_count(value)} img/s"
+
+
+def fmt_times(ratio: float | None, *, precision: int = 1) -> str:
+    """A ratio: ``3.14`` -> ``3.1x`` (``precision=2``: ``3.14x``)."""
+    return NA if ratio is None else f"{ratio:.{precision}f}x"
+
+
+def fmt_tflops(value: float | None) -> str:
+    """``48.21`` -> ``48.2 TFLOP/s``; three significant digits (a CPU reads ``0.0565``)."""
+    return NA if value is None else f"{value:.3g} TFLOP/s"
+
+
+def fmt_link_rate(bytes_per_s: float | None) -> str:
+    """A link's throughput, 3 significant digits: ``2.0 GiB/s``, ``315 MiB/s``."""
+    if bytes_per_s is None:
+        return NA
+    text = fmt_rate(bytes_per_s)
+    number, _, unit = text.partition(" ")
+    if "." in number and len(number) > 4:  # 314.7 -> 315
+        number = f"{float(number):.0f}"
+    return f"{number} {unit}"

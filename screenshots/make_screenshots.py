@@ -37,10 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from textual.widgets import Select  # noqa: E402
 
-from gputui.training.config import RunConfig  # noqa: E402
+from gputui.jobs.config import UI_NICE, RunConfig  # noqa: E402
+from gputui.jobs.results import Phase  # noqa: E402
+from gputui.telemetry.polling import Samplers  # noqa: E402
 from gputui.ui.app import MonitorApp, make_app  # noqa: E402
-from gputui.ui.polling import Samplers  # noqa: E402
-from gputui.ui.runner_model import Phase  # noqa: E402
 from gputui.ui.widgets.runner_pane import RunnerSetup  # noqa: E402
 from screenshots.doctor import shoot_doctor  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
@@ -48,6 +48,7 @@ from tests.ui.runner_fakes import scripted_setup  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 TINY_REAL = RunConfig(
+    nice=UI_NICE,
     device="cpu",
     epochs=3,
     batch_size=64,

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from gputui import __version__
-from gputui.cli import commands_named
+from gputui.commands import commands_named
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,15 +94,17 @@ def test_the_monitor_alone_defines_no_other_subcommand() -> None:
     """``gputui`` with no command builds a parser that only names bench, experiment and
     doctor: their modules (and the training events they pull in) are not imported."""
     code = (
-        "import sys; from gputui.cli import build_parser, commands_named; "
+        "import sys; from gputui.commands import build_parser, commands_named; "
         "args = build_parser(commands_named(['--interval', '2'])).parse_args(['--interval', '2']); "
         "print(args.interval, args.command, "
-        "sorted(m for m in sys.modules if m.startswith(('gputui.training.', 'gputui.doctor'))))"
+        "sorted(m for m in sys.modules if m.startswith(('gputui.jobs', 'gputui.doctor', "
+        "'gputui.commands.', 'gputui.engine'))))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     )
-    assert done.stdout.split(maxsplit=2) == ["2.0", "None", "['gputui.training.config']\n"]
+    loaded = "['gputui.commands.args', 'gputui.jobs', 'gputui.jobs.config']\n"
+    assert done.stdout.split(maxsplit=2) == ["2.0", "None", loaded]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Bad input to every ``gputui`` flag: exit 2, one line on stderr, nothing on stdout.
 
-The matrix is derived from the real parser (``gputui.cli.build_parser()``): every
+The matrix is derived from the real parser (``gputui.commands.build_parser()``): every
 command and subcommand, every flag, with bad values chosen from each flag's kind
 (a number, a choice, a switch) plus the cases registered for it in ``SPECIFIC``.
 A flag added later is covered by the generic cases at once, and
@@ -31,12 +31,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import gputui.cli
-import gputui.doctor.cli
-import gputui.training.bench
-import gputui.training.config
-import gputui.training.experiments.cli
-from gputui.training.events import Error, Event
+import gputui.commands
+import gputui.commands.bench
+import gputui.commands.doctor
+import gputui.commands.experiment
+import gputui.jobs.config
+from gputui.jobs.events import Error, Event
 from tests.test_cli import ROOT
 
 # --- the parser, walked ------------------------------------------------------------------
@@ -83,7 +83,7 @@ def takes_value(action: argparse.Action) -> bool:
     return action.nargs is None
 
 
-COMMANDS = list(walk(gputui.cli.build_parser()))
+COMMANDS = list(walk(gputui.commands.build_parser()))
 ALL_FLAGS = sorted({a.option_strings[0] for c in COMMANDS for a in flags(c.parser)})
 VALUE_FLAGS = sorted(
     {a.option_strings[0] for c in COMMANDS for a in flags(c.parser) if takes_value(a)}
@@ -255,7 +255,7 @@ CASES = flag_cases() + command_cases()
 
 @dataclass
 class Outcome:
-    """What ``gputui.cli.main(argv)`` did."""
+    """What ``gputui.commands.main(argv)`` did."""
 
     code: object
     """The exit code: returned, or carried by ``SystemExit``."""
@@ -268,11 +268,11 @@ class Outcome:
 
 
 def run_main(argv: list[str]) -> Outcome:
-    """Call ``gputui.cli.main(argv)`` in this process; anything but ``SystemExit`` propagates."""
+    """Call ``gputui.commands.main(argv)`` here; anything but ``SystemExit`` propagates."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code: object = gputui.cli.main(argv)
+            code: object = gputui.commands.main(argv)
             exited = False
         except SystemExit as exc:
             code, exited = exc.code, True
@@ -293,7 +293,7 @@ def assert_one_line_usage_error(outcome: Outcome) -> str:
 
 
 class StubChild:
-    """Stands in for ``TrainerProcess`` and ``ExperimentProcess``: starts nothing.
+    """Stands in for ``ChildProcess``: starts nothing.
 
     It says what ``script`` holds (nothing, unless a test sets it), as the real child
     would say it.
@@ -321,10 +321,10 @@ class StubChild:
 
 
 REAL_HANDLERS = {
-    gputui.cli._run_snapshot: "snapshot",
-    gputui.training.bench.run_bench: "bench: its trainer child is StubChild",
-    gputui.training.experiments.cli.run_experiment_command: "experiment: StubChild",
-    gputui.doctor.cli.run_doctor_command: "doctor",
+    gputui.commands._run_snapshot: "snapshot",
+    gputui.commands.bench.run_bench: "bench: its trainer child is StubChild",
+    gputui.commands.experiment.run_experiment_command: "experiment: StubChild",
+    gputui.commands.doctor.run_doctor_command: "doctor",
 }
 """Every subcommand handler and how ``no_side_effects`` keeps it from doing anything."""
 
@@ -343,11 +343,11 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(StubChild, "started", [])
     monkeypatch.setattr(StubChild, "script", [])
-    monkeypatch.setattr(gputui.cli, "_run_app", recorder("app"))
-    monkeypatch.setattr(gputui.cli, "_run_snapshot", recorder("snapshot"))
-    monkeypatch.setattr(gputui.doctor.cli, "run_doctor_command", recorder("doctor"))
-    monkeypatch.setattr(gputui.training.bench, "TrainerProcess", StubChild)
-    monkeypatch.setattr(gputui.training.experiments.cli, "ExperimentProcess", StubChild)
+    monkeypatch.setattr(gputui.commands, "_run_app", recorder("app"))
+    monkeypatch.setattr(gputui.commands, "_run_snapshot", recorder("snapshot"))
+    monkeypatch.setattr(gputui.commands.doctor, "run_doctor_command", recorder("doctor"))
+    monkeypatch.setattr(gputui.commands.bench, "ChildProcess", StubChild)
+    monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", StubChild)
     return ran
 
 
@@ -383,7 +383,7 @@ def test_every_command_s_side_effects_are_intercepted() -> None:
             continue  # ``experiment``: its handler is set on it, its leaves are checked
         handler = command.parser.get_default("handler")
         if not command.path:
-            assert handler is None, "gputui itself runs the app: gputui.cli._run_app"
+            assert handler is None, "gputui itself runs the app: gputui.commands._run_app"
             continue
         if handler is None:  # set on the parent: ``gputui experiment batch-sweep``
             parent = next(c for c in COMMANDS if c.path == command.path[:1])
@@ -464,12 +464,12 @@ def test_help_works_for_every_command(
 
 def test_the_experiment_flags_are_checked_without_side_effects() -> None:
     """``validated_config`` is the experiment's whole pre-flight check, callable alone."""
-    parser = gputui.cli.build_parser()
+    parser = gputui.commands.build_parser()
     args = parser.parse_args(["experiment", "sync-stall", "--data-dir", LONG_NAME])
-    with pytest.raises(gputui.training.config.ConfigError, match="File name too long"):
-        gputui.training.experiments.cli.validated_config(args)
+    with pytest.raises(gputui.jobs.config.ConfigError, match="File name too long"):
+        gputui.commands.experiment.validated_config(args)
     args = parser.parse_args(["experiment", "pipelines", "--batch-size", "8", "--steps", "3"])
-    config = gputui.training.experiments.cli.validated_config(args)
+    config = gputui.commands.experiment.validated_config(args)
     assert (config.experiment, config.batch_size, config.steps) == ("pipelines", 8, 3)
 
 

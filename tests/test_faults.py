@@ -71,12 +71,12 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.widget import Widget
 
+from gputui.jobs.events import Error
+from gputui.jobs.results import Phase
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import GpuState, NvmlReading
-from gputui.training.events import Error
 from gputui.ui.app import MonitorApp
 from gputui.ui.layout import GpuMode
-from gputui.ui.runner_model import Phase
 from gputui.ui.widgets.gpu_area import GpuArea
 from gputui.ui.widgets.runner_pane import RunnerPane
 from tests.fakenvml import FakeNvml
@@ -94,7 +94,9 @@ from tests.ui.tmux_session import Tmux, gone, running, start_training, trainers_
 
 PICKLES = Path(__file__).parent / "data" / "cifar10_pickles"
 """Small CIFAR-10 batches pickled by numpy, as torchvision's files are."""
-LONG_RUN = TINY.with_changes(limit=512, epochs=100)
+LONG_RUN = TINY.with_changes(limit=512, epochs=100, progress_interval_s=0.01)
+"""Many short epochs, each reporting its progress (an epoch can take less than the default
+interval between two progress reads, and "a run in flight" is seen by its progress)."""
 """Short epochs, too many to finish: the run is still going whenever the test looks."""
 
 
@@ -447,7 +449,9 @@ async def test_a_storm_of_resizes_ends_in_the_same_screen_as_a_fresh_start() -> 
 
 def start_a_long_run(tmux: Tmux) -> tuple[int, list[psutil.Process]]:
     """gputui in tmux, training a run too long to end by itself; its pid and trainer."""
-    tmux.env["GPUTUI_RUNNER_DEFAULTS"] = json.dumps({**TMUX_TINY, "limit": 512, "epochs": 100})
+    tmux.env["GPUTUI_RUNNER_DEFAULTS"] = json.dumps(
+        {**TMUX_TINY, "limit": 512, "epochs": 100, "progress_interval_s": 0.01}
+    )
     pid, trainers = start_training(tmux)
     assert tmux.pane("#{alternate_on} #{mouse_any_flag}") == "1 1"  # the app has the terminal
     return pid, trainers

@@ -33,9 +33,19 @@ def _imported_after(module: str) -> set[str]:
 HEADLESS = (
     _modules("gputui.telemetry")
     + _modules("gputui.doctor")
-    + _modules("gputui.training")
-    + ["gputui.cli", "gputui.format"]
+    + _modules("gputui.jobs")
+    + _modules("gputui.engine")
+    + _modules("gputui.commands")
+    + ["gputui.format", "gputui.exits"]
 )
+"""Every module but the app's: none may import Textual or Rich."""
+
+TORCH_FREE = [
+    module
+    for module in _modules("gputui")
+    if not module.startswith("gputui.engine") and module != "gputui.__main__"  # it runs gputui
+]
+"""Every module outside the engine."""
 
 
 @pytest.mark.parametrize("module", HEADLESS)
@@ -44,12 +54,19 @@ def test_headless_modules_import_no_textual(module: str) -> None:
     assert not leaked, f"{module} imports {sorted(leaked)}"
 
 
-@pytest.mark.parametrize(
-    "module",
-    _modules("gputui.telemetry")
-    + _modules("gputui.doctor")
-    + _modules("gputui.ui")
-    + ["gputui.cli", "gputui.format"],
-)
-def test_ui_process_never_imports_torch(module: str) -> None:
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_only_the_engine_imports_torch(module: str) -> None:
     assert "torch" not in _imported_after(module), f"{module} imports torch"
+
+
+def test_no_import_cycle_between_gputui_s_modules() -> None:
+    """Counting imports inside functions too, as grimp (import-linter's graph) sees them."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("gputui")
+    modules = sorted(graph.modules)
+    cycles = []
+    for module in modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            if graph.chain_exists(imported=module, importer=imported):
+                cycles.append(f"{module} -> {imported} -> ... -> {module}")
+    assert not cycles, "\n".join(cycles)

@@ -2,7 +2,7 @@
 each device really is.
 
 Headless: no Textual, and no torch in this process (torch is asked in a child,
-``gputui.training.probe``). The layers:
+``gputui.engine.probe``). The layers:
 
 - :mod:`~gputui.doctor.checks`: the typed report (``Check``, ``DeviceReport``, ``DoctorReport``).
 - :mod:`~gputui.doctor.run`: :func:`run_doctor` gathers this machine's facts.

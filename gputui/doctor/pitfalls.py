@@ -1,6 +1,6 @@
 """The tutorials' three pitfalls, each shown with the real error torch raised here.
 
-The child (``gputui.training.probe``) makes each mistake on purpose; these checks
+The child (``gputui.engine.probe``) makes each mistake on purpose; these checks
 put torch's own words next to the remedy. A pitfall shown is ``ok`` (nothing is
 wrong with the machine); one that could not be shown is ``skip``, and NumPy
 missing, which breaks ``.numpy()`` everywhere, is ``warn``.

@@ -23,7 +23,7 @@ import textwrap
 from typing import Any
 
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
-from gputui.format import NA, fmt_bytes, fmt_columns, fmt_rate
+from gputui.format import NA, fmt_bytes, fmt_columns, fmt_rate, fmt_tflops
 
 WIDTH = 80
 """The text fits a terminal this wide (a command is never broken, and may run past it)."""
@@ -124,11 +124,6 @@ def _check_lines(checks: tuple[Check, ...], width: int) -> list[str]:
             else:
                 lines += _wrap(check.fix, width, pad + label, pad + " " * len(label))
     return lines
-
-
-def fmt_tflops(value: float | None) -> str:
-    """``48.21`` -> ``48.2 TFLOP/s``; three significant digits (a CPU reads ``0.0565``)."""
-    return NA if value is None else f"{value:.3g} TFLOP/s"
 
 
 def _device_lines(device: DeviceReport, width: int) -> list[str]:

@@ -15,19 +15,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from gputui.doctor.checks import DoctorReport
 from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose
 from gputui.doctor.mps import PlatformFacts, current_platform
 from gputui.doctor.torch_facts import DEFAULT_TIMEOUT_S, TorchFacts, run_probe
+from gputui.jobs.config import ProbeConfig
 from gputui.telemetry.readings import NvmlReading, NvmlStatus
 
 NVML_TIMEOUT_S = 10.0
 """How long the NVML sample may take before the driver is reported as not answering."""
-
-QUICK_CONFIG: dict[str, Any] = {"measure": False}
-"""The probe's config for ``--quick``: identify the devices, measure nothing."""
 
 
 def python_command(
@@ -84,8 +81,8 @@ def run_doctor(
     torch: TorchFacts | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     quick: bool = False,
-    probe_config: Mapping[str, Any] | None = None,
-    probe_command: Sequence[str] | None = None,
+    probe_config: ProbeConfig | None = None,
+    probe_python: str | Sequence[str] | None = None,
     python: str | None = None,
 ) -> DoctorReport:
     """Diagnose this machine (or the one the injected facts describe).
@@ -98,8 +95,9 @@ def run_doctor(
         torch: The torch facts (default: run the probe child).
         timeout_s: Seconds the probe child may take.
         quick: Identify the devices but measure nothing.
-        probe_config: Overrides for the probe's config (sizes, ``budget_s``).
-        probe_command: Run this instead of the probe child (tests).
+        probe_config: The probe's config (sizes, ``budget_s``; default: its defaults).
+        probe_python: The probe child's interpreter, alone or with its flags (default:
+            this one).
         python: How to name this interpreter in install commands (default: worked out).
 
     Returns:
@@ -109,12 +107,14 @@ def run_doctor(
     probed: list[TorchFacts] = []
     prober: threading.Thread | None = None
     if torch is None:
-        config = {**(probe_config or {}), **(QUICK_CONFIG if quick else {})}
+        config = probe_config or ProbeConfig()
+        if quick:  # identify the devices, measure nothing
+            config = config.with_changes(measure=False)
 
         def probe() -> None:
             try:
                 facts = run_probe(
-                    timeout_s=timeout_s, config=config, environ=env, command=probe_command
+                    timeout_s=timeout_s, config=config, environ=env, python=probe_python
                 )
             except Exception as error:  # run_probe is not meant to raise; never lose the report
                 facts = TorchFacts(failure=f"the torch probe could not run: {error}")

@@ -2,24 +2,27 @@
 
 On macOS, ``ioreg -r -d 1 -c IOAccelerator`` prints each GPU's
 ``PerformanceStatistics`` (no sudo needed); :func:`parse_ioreg` reads that text.
-Whether PyTorch's MPS backend is built and available is asked once, in a child
-process (the UI process never imports torch), in the background; it is ``None``
-until the answer comes. Anywhere but macOS there is nothing to measure, and the
-reading says so in a sentence.
+Whether PyTorch's MPS backend is built and available is asked once, of the
+engine's probe in a child process (the UI process never imports torch), in the
+background; it is ``None`` until the answer comes. Anywhere but macOS there is
+nothing to measure, and the reading says so in a sentence.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gputui.format import exception_line
 from gputui.telemetry.readings import MpsReading
+
+if TYPE_CHECKING:
+    from gputui.jobs.process import Outcome
 
 IOREG_COMMAND = ("ioreg", "-r", "-d", "1", "-w", "0", "-c", "IOAccelerator")
 """The IORegistry query; ``-w 0`` keeps ioreg from clipping the long statistics line."""
@@ -34,20 +37,6 @@ _IOREG_KEYS = frozenset({"IOClass", "model", "gpu-core-count", "PerformanceStati
 """The properties read; the others (dozens) are skipped unparsed."""
 
 _PLATFORM_NAMES = {"linux": "Linux", "win32": "Windows", "cygwin": "Windows", "darwin": "macOS"}
-
-_TORCH_PROBE_CODE = """\
-import json
-try:
-    import torch
-except Exception as error:
-    print(json.dumps({"imported": False, "missing": isinstance(error, ImportError),
-                      "error": f"{type(error).__name__}: {error}"}))
-else:
-    mps = getattr(torch.backends, "mps", None)
-    print(json.dumps({"imported": True, "version": torch.__version__,
-                      "built": bool(mps is not None and mps.is_built()),
-                      "available": bool(mps is not None and mps.is_available())}))
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +250,7 @@ class TorchMpsStatus:
 
 
 class TorchMpsProbe:
-    """Asks PyTorch about MPS once, in a child process, on a background thread.
+    """Asks PyTorch about MPS once, in the engine's child process, on a background thread.
 
     ``result`` is ``None`` until the child has answered (a second or two, torch's
     import time), then the same :class:`TorchMpsStatus` for good.
@@ -273,8 +262,8 @@ class TorchMpsProbe:
         """Prepare the probe; nothing runs until ``start()``.
 
         Args:
-            python: The interpreter command to ask, with any flags (default: this
-                process's ``sys.executable``).
+            python: The interpreter to ask, with any flags (default: this process's
+                ``sys.executable``).
             timeout_s: How long the child may take before the probe gives up.
         """
         self._python = tuple(python) if python is not None else (sys.executable,)
@@ -312,51 +301,56 @@ class TorchMpsProbe:
 
     def ask(self) -> TorchMpsStatus:
         """Ask now, blocking until the child answers or times out. Never raises."""
-        command = [*self._python, "-c", _TORCH_PROBE_CODE]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=self._timeout_s, check=False
-            )
-        except subprocess.TimeoutExpired:
-            return _unknown(
-                f"PyTorch took over {self._timeout_s:g} s to say whether MPS is available, "
-                "so gputui stopped asking; run `python -c 'import torch'` to see why."
-            )
-        except OSError as error:
-            return _unknown(f"Could not start {self._python[0]} to ask PyTorch about MPS: {error}.")
-        return _status_from_answer(done, self._python[0])
+        from gputui.jobs.config import ProbeConfig
+        from gputui.jobs.process import run_to_end
+
+        outcome = run_to_end(
+            ProbeConfig(measure=False, torch_only=True),
+            timeout_s=self._timeout_s,
+            python=self._python,
+        )
+        return _status_from_outcome(outcome, self._python[0], self._timeout_s)
 
 
 def _unknown(sentence: str) -> TorchMpsStatus:
     return TorchMpsStatus(built=None, available=None, error=sentence)
 
 
-def _status_from_answer(done: subprocess.CompletedProcess[str], python: str) -> TorchMpsStatus:
-    lines = done.stdout.strip().splitlines()
-    try:
-        answer = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        answer = None
-    if not isinstance(answer, dict):
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+def _status_from_outcome(outcome: Outcome, python: str, timeout_s: float) -> TorchMpsStatus:
+    from gputui.jobs.events import Error, MpsProbed, TorchProbed  # only on macOS, once
+
+    if outcome.timed_out:
         return _unknown(
-            f"Asking PyTorch about MPS failed (exit code {done.returncode}: {last}); "
+            f"PyTorch took over {timeout_s:g} s to say whether MPS is available, "
+            "so gputui stopped asking; run `python -c 'import torch'` to see why."
+        )
+    error = outcome.last if isinstance(outcome.last, Error) else None
+    if not outcome.started:
+        reason = error.message.partition(": ")[2] if error is not None else "no reason given"
+        return _unknown(f"Could not start {python} to ask PyTorch about MPS: {reason}.")
+    torch = next((e for e in outcome.events if isinstance(e, TorchProbed)), None)
+    mps = next((e for e in outcome.events if isinstance(e, MpsProbed)), None)
+    if torch is None or (torch.imported and mps is None):
+        last = (outcome.stderr_tail.strip().splitlines() or ["no output"])[-1]
+        return _unknown(
+            f"Asking PyTorch about MPS failed (exit code {outcome.returncode}: {last}); "
             f"run `{python} -c 'import torch'` to see why."
         )
-    if not answer.get("imported"):
-        if answer.get("missing"):
+    if not torch.imported:
+        if torch.missing:
             return _unknown(
                 f"PyTorch is not installed in {python}; install it with "
                 "`pip install torch` to train on MPS."
             )
         return _unknown(
-            f"PyTorch is installed but fails to import ({answer.get('error')}); "
+            f"PyTorch is installed but fails to import ({torch.import_error}); "
             "reinstall it with `pip install --force-reinstall torch`."
         )
+    assert mps is not None
     return TorchMpsStatus(
-        built=bool(answer.get("built")),
-        available=bool(answer.get("available")),
-        torch_version=str(answer.get("version")),
+        built=bool(torch.mps_built),
+        available=bool(mps.available),
+        torch_version=str(torch.version),
     )
 
 
@@ -446,7 +440,7 @@ class MpsSampler:
             accelerators = parse_ioreg(self._ioreg())
         except (OSError, subprocess.SubprocessError, UnicodeError) as error:
             sentences.append(
-                f"Could not read the GPU's load from the IORegistry ({_one_line(error)}); "
+                f"Could not read the GPU's load from the IORegistry ({exception_line(error)}); "
                 "check that `ioreg -r -d 1 -c IOAccelerator` runs."
             )
         else:
@@ -485,8 +479,3 @@ def _gpu_name(accelerator: IoregAccelerator | None) -> str | None:
     if accelerator.core_count:
         return f"{accelerator.model} ({accelerator.core_count}-core GPU)"
     return accelerator.model
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

@@ -12,6 +12,9 @@ import math
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping
 
+from gputui.format import percent_of
+from gputui.telemetry.readings import CpuReading, NvmlReading
+
 DEFAULT_WINDOW_S = 300.0
 """How far back sparklines look: five minutes."""
 
@@ -135,3 +138,33 @@ class History:
 
     def __len__(self) -> int:
         return len(self._series)
+
+
+# -- what the monitor records -------------------------------------------------------------
+
+
+CPU_METRIC = "cpu.util"
+"""History name of the host's total utilization."""
+
+
+def util_metric(index: int) -> str:
+    """History name of GPU ``index``'s utilization."""
+    return f"gpu{index}.util"
+
+
+def memory_metric(index: int) -> str:
+    """History name of GPU ``index``'s memory in use (percent)."""
+    return f"gpu{index}.memory"
+
+
+def record_cpu(history: History, reading: CpuReading) -> None:
+    """Append the host's total utilization to ``history``."""
+    history.append(CPU_METRIC, reading.utilization_percent)
+
+
+def record_nvml(history: History, reading: NvmlReading) -> None:
+    """Append each GPU's utilization and memory to ``history`` (a lost GPU records gaps)."""
+    for gpu in reading.gpus:
+        history.append(util_metric(gpu.index), gpu.utilization_percent)
+        memory = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
+        history.append(memory_metric(gpu.index), memory)

@@ -11,7 +11,7 @@ which posts the reading as a message; the next poll of that source is scheduled
 only when the reading has arrived, so polls never pile up. All sources poll on
 one beat and their readings are painted together, in one batch, so the screen is
 repainted once a beat (only the lines that changed). A hung NVML call holds only its own
-daemon thread (see :mod:`gputui.ui.polling`): the CPU panel keeps updating, the
+daemon thread (see :mod:`gputui.telemetry.polling`): the CPU panel keeps updating, the
 NVIDIA panels are marked stale, and ``q`` still quits.
 
 Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
@@ -43,11 +43,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from gputui.telemetry.history import History
+from gputui.format import exception_line, fmt_percent
+from gputui.telemetry.history import History, record_cpu, record_nvml
+from gputui.telemetry.polling import SOURCES, HeadStart, Samplers, close_sampler
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
-from gputui.ui.polling import SOURCES, HeadStart, Samplers, close_sampler
-from gputui.ui.widgets.monitor import Monitor, record_cpu, record_nvml
+from gputui.ui.widgets.monitor import Monitor
 from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup
 
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
@@ -106,11 +107,6 @@ def input_terminal() -> int | None:
     except (AttributeError, ValueError, OSError):  # no stdin, or a closed or fake one
         return None
     return fd if os.isatty(fd) else None
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def theme_for(color_system: str | None) -> str | None:
@@ -376,7 +372,7 @@ class MonitorApp(App[int]):
         reading = message.reading
         if not reading.alive or self._runner.trainer_pid != reading.pid:
             return
-        cpu = "n/a" if reading.cpu_percent is None else f"{reading.cpu_percent:.0f}%"
+        cpu = fmt_percent(reading.cpu_percent)
         self.monitor.cpu_panel.border_subtitle = f"trainer pid {reading.pid} · CPU {cpu}"
 
     async def action_runner_start(self) -> None:
@@ -462,7 +458,7 @@ class MonitorApp(App[int]):
         if error is None:
             message: Message = _MESSAGES[source](reading)
         else:
-            message = SamplerFailed(source, _one_line(error))
+            message = SamplerFailed(source, exception_line(error))
         with contextlib.suppress(RuntimeError):  # the app has closed its event loop
             self.post_message(message)
 
@@ -648,7 +644,7 @@ def run_app(interval: float, head_start: HeadStart | None = None) -> int:
     Returns:
         The process exit code.
     """
-    from gputui.training.config import ConfigError
+    from gputui.jobs.config import ConfigError
     from gputui.ui.widgets.runner_pane import defaults_from_env
 
     try:

@@ -36,8 +36,8 @@ from textual.widgets import Footer, Label, LoadingIndicator
 from textual.worker import get_current_worker
 
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
-from gputui.doctor.render import fmt_tflops, is_command, summary
-from gputui.format import NA, fmt_bytes, fmt_rate
+from gputui.doctor.render import is_command, summary
+from gputui.format import NA, exception_line, fmt_bytes, fmt_rate, fmt_tflops
 from gputui.telemetry.readings import NvmlReading
 
 DoctorRunner = Callable[[NvmlReading | None], DoctorReport]
@@ -112,11 +112,6 @@ def fix_to_copy(fix: str) -> str:
         return fix
     found = _BACKQUOTED.search(fix)
     return found.group(1) if found else fix
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def _with_commands(text: str, base: Style, command: Style) -> Text:
@@ -378,7 +373,7 @@ class DoctorScreen(ModalScreen[None]):
         if isinstance(result, DoctorReport):
             self.post_message(self.Finished(result))
         else:
-            self.post_message(self.Failed(_one_line(result)))
+            self.post_message(self.Failed(exception_line(result)))
 
     async def on_doctor_screen_finished(self, message: Finished) -> None:
         """Show the report and focus the check most worth reading."""

@@ -22,8 +22,8 @@ from gputui.format import (
     NA,
     ellipsize,
     fmt_bytes,
+    fmt_link_rate,
     fmt_percent,
-    fmt_rate,
     fmt_unit,
     fmt_used_total,
     fmt_with_limit,
@@ -406,17 +406,6 @@ def fmt_pstate(state: int | None) -> str:
 def gpu_memory_percent(gpu: GpuReading) -> float | None:
     """Device memory in use, percent of installed."""
     return percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
-
-
-def fmt_link_rate(bytes_per_s: float | None) -> str:
-    """PCIe throughput, 3 significant digits: ``2.0 GiB/s``, ``315 MiB/s``."""
-    if bytes_per_s is None:
-        return NA
-    text = fmt_rate(bytes_per_s)
-    number, _, unit = text.partition(" ")
-    if "." in number and len(number) > 4:  # 314.7 -> 315
-        number = f"{float(number):.0f}"
-    return f"{number} {unit}"
 
 
 def memory_detail(gpu: GpuReading) -> str:

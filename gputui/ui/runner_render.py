@@ -8,24 +8,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gputui.format import fmt_bytes
-from gputui.training.events import DeviceOption, Error, Event, Memory, Placement, Progress
-from gputui.training.experiments.result import ExperimentResult
-from gputui.ui.runner_model import Phase, RunRecord, Session, Speedup
+from gputui.format import NA, fmt_bytes, fmt_ips, fmt_times
+from gputui.jobs.events import DeviceOption, Error, Memory, Placement, Progress
+from gputui.jobs.reports import render_result
+from gputui.jobs.results import ExperimentResult, Phase, RunRecord, Session, Speedup
 
 MUTED = "dim"
 BAR_CHAR = "█"
 TRACK_CHAR = "·"
-
-
-def fmt_ips(value: float | None) -> str:
-    """Images per second, e.g. ``12,345 img/s``; ``n/a`` for ``None``."""
-    return "n/a" if value is None else f"{value:,.0f} img/s"
-
-
-def fmt_ratio(value: float | None) -> str:
-    """A speedup, e.g. ``3.42x``; ``n/a`` for ``None``."""
-    return "n/a" if value is None else f"{value:.2f}x"
 
 
 def device_label(option: DeviceOption) -> Text:
@@ -96,7 +86,7 @@ def epochs_table(runs: Sequence[RunRecord]) -> Table:
                 f"{epoch.seconds:.2f}",
                 f"{epoch.images_per_second:,.0f}",
                 f"{epoch.loss:.3f}",
-                "n/a" if epoch.accuracy is None else f"{epoch.accuracy:.1%}",
+                NA if epoch.accuracy is None else f"{epoch.accuracy:.1%}",
                 style=style,
             )
     if not table.rows:
@@ -120,7 +110,11 @@ def throughput_chart(runs: Sequence[RunRecord], width: int) -> Text:
     bar_width = max(width - label_width - number_width - kind_width - 3, 4)
     text = Text()
     for index, ((device, value, run), number) in enumerate(zip(values, numbers, strict=True)):
-        kind = "steady" if run.steady_epochs else ("warm-up" if run.epochs else "so far")
+        steady = run.steady
+        if steady is not None and not steady.includes_warmup:
+            kind = "steady"
+        else:
+            kind = "warm-up" if run.epochs else "so far"
         filled = round(bar_width * value / top) if value and top else 0
         if index:
             text.append("\n")
@@ -137,17 +131,20 @@ def speedup_text(result: Speedup) -> Text:
     text = Text()
     text.append(f"Speedup of {result.other} over {result.baseline}: ", style="bold")
     if result.steady is not None:
-        text.append(fmt_ratio(result.steady), style="bold green")
-        text.append(" steady, warm-up excluded")
+        text.append(fmt_times(result.steady, precision=2), style="bold green")
+        if result.steady_includes_warmup:
+            text.append(" over the only epoch, warm-up included")
+        else:
+            text.append(" steady, warm-up excluded")
     elif result.so_far is not None:
-        text.append(fmt_ratio(result.so_far), style="bold yellow")
+        text.append(fmt_times(result.so_far, precision=2), style="bold yellow")
         text.append(" forming (this epoch so far)")
     else:
         text.append("forming…", style=MUTED)
     if result.per_epoch:
         epochs = "  ".join(
             f"{epoch}{' (warm-up)' if epoch == 1 and result.warmup is not None else ''}: "
-            f"{fmt_ratio(ratio)}"
+            f"{fmt_times(ratio, precision=2)}"
             for epoch, ratio in result.per_epoch
         )
         text.append(f"\nPer epoch: {epochs}", style=MUTED)
@@ -169,11 +166,11 @@ def placement_table(placement: Placement) -> Group:
     for row in placement.rows:
         table.add_row(
             row.group,
-            row.device or "n/a",
-            (row.dtype or "n/a").removeprefix("torch."),
+            row.device or NA,
+            (row.dtype or NA).removeprefix("torch."),
             fmt_bytes(row.param_bytes + row.buffer_bytes),
             fmt_bytes(row.state_bytes),
-            row.state_device or "n/a",
+            row.state_device or NA,
             fmt_bytes(row.param_bytes + row.buffer_bytes + row.state_bytes),
         )
     inputs = Text.assemble(
@@ -234,16 +231,12 @@ def session_body(session: Session | None, width: int) -> RenderableType:
     if memory is not None:
         parts.append(memory_line(memory))
     for run in session.runs:
+        dataset_note = run.started.dataset_note if run.started is not None else None
+        for note in [dataset_note] if dataset_note else []:  # not the data asked for: why
+            parts.append(Text(f"note ({run.device}): {note}", style=MUTED))
         for note in run.notes:
             parts.append(Text(f"note ({run.device}): {note}", style=MUTED))
     return Group(*parts)
-
-
-def experiment_progress_line(event: Event) -> str | None:
-    """The experiment's progress, one line, as ``gputui experiment`` prints it."""
-    from gputui.training.experiments.cli import progress_line as cli_progress_line
-
-    return cli_progress_line(event)
 
 
 def experiment_status(result: ExperimentResult, running: bool) -> Text:
@@ -296,8 +289,6 @@ def experiment_chart(result: ExperimentResult, width: int) -> Text:
 
 def experiment_body(result: ExperimentResult, width: int) -> RenderableType:
     """The experiment's table and conclusion (as the CLI prints them), then a chart."""
-    from gputui.training.experiments.cli import render_result
-
     parts: list[RenderableType] = [Text(render_result(result))]
     chart = experiment_chart(result, width)
     if chart.plain:

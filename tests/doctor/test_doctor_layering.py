@@ -28,5 +28,5 @@ def test_the_doctor_imports_no_torch_and_no_textual() -> None:
 
 
 def test_importing_the_probe_does_not_import_torch() -> None:
-    loaded = _loaded_after("import gputui.training.probe")
+    loaded = _loaded_after("import gputui.engine.probe")
     assert not loaded & {"torch", "textual", "rich"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import time
@@ -16,17 +15,14 @@ import pytest
 from gputui.doctor.checks import Status
 from gputui.doctor.render import report_as_dict
 from gputui.doctor.run import run_doctor
-from gputui.doctor.torch_facts import (
-    PROBE_MODULE,
-    TorchFacts,
-    child_env,
-    parse_probe_output,
-    run_probe,
-)
+from gputui.doctor.torch_facts import TorchFacts, facts_from_events, run_probe
+from gputui.jobs.config import ProbeConfig
+from gputui.jobs.events import Error, parse_event
+from gputui.jobs.process import ENGINE, child_env
 from tests.doctor.doctor_facts import no_nvml
 from tests.doctor.test_doctor_render import validate_schema
 
-SMALL = {"budget_s": 0.6, "cpu_copy_mib": 8, "cpu_matmul_n": 256}
+SMALL = ProbeConfig(budget_s=0.6, cpu_copy_mib=8, cpu_matmul_n=256)
 """Small sizes and a short budget: this is about the figures being real, not about speed."""
 
 
@@ -35,11 +31,11 @@ def probed() -> TorchFacts:
     """One real run of the probe with small sizes, in this process (torch is imported once
     for the whole test session; ``gputui doctor`` runs the same code in a child, which
     tests/doctor/test_doctor_cli.py covers)."""
-    from gputui.training import probe
+    from gputui.engine.probe import run_probe as probe
 
     lines: list[str] = []
-    probe.run({**probe.DEFAULT_CONFIG, **SMALL}, lambda line: lines.append(json.dumps(line)))
-    return parse_probe_output(lines)
+    probe(SMALL, lambda event: lines.append(event.to_json()))  # through the wire format
+    return facts_from_events(parse_event(line) for line in lines)
 
 
 def test_the_probe_completes_and_reports_this_torch(probed: TorchFacts) -> None:
@@ -98,13 +94,11 @@ def test_pitfalls_carry_torch_s_real_error_text(probed: TorchFacts) -> None:
 
 
 def test_quick_identifies_the_devices_and_measures_nothing() -> None:
-    from gputui.training import probe
+    from gputui.engine.probe import run_probe as probe
 
     lines: list[str] = []
-    probe.run(
-        {**probe.DEFAULT_CONFIG, "measure": False}, lambda line: lines.append(json.dumps(line))
-    )
-    (cpu,) = parse_probe_output(lines).devices
+    probe(ProbeConfig(measure=False), lambda event: lines.append(event.to_json()))
+    (cpu,) = facts_from_events(parse_event(line) for line in lines).devices
     assert cpu.copy_bytes_per_s is None and cpu.matmul_fp32_tflops is None
     assert cpu.notes[-1] == "not measured (quick)"
 
@@ -122,11 +116,11 @@ def test_a_hung_probe_is_killed_with_its_children_and_reported() -> None:
         "import json, subprocess, sys, time\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         "print(child.pid, file=sys.stderr, flush=True)\n"
-        "print(json.dumps({'stage': 'step', 'step': 'initialising CUDA'}), flush=True)\n"
+        "print(json.dumps({'type': 'probe_step', 'step': 'initialising CUDA'}), flush=True)\n"
         "time.sleep(60)\n"
     )
     started = time.monotonic()
-    facts = run_probe(timeout_s=1.0, command=[sys.executable, "-c", hang])
+    facts = run_probe(timeout_s=1.0, python=[sys.executable, "-c", hang])
     assert time.monotonic() - started < 10
     assert facts.timed_out
     assert facts.failure == "the torch probe timed out after 1 s while initialising CUDA"
@@ -146,7 +140,7 @@ def test_a_hung_probe_is_killed_with_its_children_and_reported() -> None:
 def test_doctor_reports_a_timeout_as_a_failed_check() -> None:
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     report = run_doctor(
-        probe_command=sleeper, timeout_s=0.5, nvml=no_nvml(), which=lambda _: None, environ={}
+        probe_python=sleeper, timeout_s=0.5, nvml=no_nvml(), which=lambda _: None, environ={}
     )
     probe = report.check("torch probe")
     assert probe is not None and probe.status is Status.FAIL
@@ -156,7 +150,7 @@ def test_doctor_reports_a_timeout_as_a_failed_check() -> None:
 
 def test_torch_not_installed_is_reported_by_the_real_probe() -> None:
     # -S: no site-packages, so no torch; gputui still comes from the child's PYTHONPATH.
-    facts = run_probe(command=[sys.executable, "-S", "-m", PROBE_MODULE, "{}"], timeout_s=60)
+    facts = run_probe(python=[sys.executable, "-S"], timeout_s=60)
     assert facts.completed, facts.stderr_tail
     assert facts.imported is False and facts.missing is True
     assert facts.import_error == "ModuleNotFoundError: No module named 'torch'"
@@ -168,15 +162,15 @@ def test_a_crashing_probe_says_how() -> None:
         "-c",
         "import sys; print('Segmentation fault', file=sys.stderr); sys.exit(139)",
     ]
-    facts = run_probe(command=crash)
+    facts = run_probe(python=crash)
     assert facts.failure == (
-        "the torch probe exited with code 139 before it finished: Segmentation fault"
+        "the torch probe exited with code 139 without a result: Segmentation fault"
     )
 
 
 def test_the_probe_refuses_a_bad_config_in_one_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", PROBE_MODULE, '{"budget": 1}'],
+        [sys.executable, "-m", ENGINE, "probe", '{"budget": 1}'],
         capture_output=True,
         text=True,
         env=child_env(os.environ),
@@ -184,8 +178,10 @@ def test_the_probe_refuses_a_bad_config_in_one_line() -> None:
         check=False,
     )
     assert done.returncode == 2
-    assert done.stdout == ""
-    assert done.stderr == "gputui.training.probe: unknown probe config keys: budget\n"
+    (line,) = done.stdout.splitlines()
+    error = parse_event(line)
+    assert isinstance(error, Error) and error.kind == "config"
+    assert error.message == "unknown probe config keys: budget"
 
 
 def test_parse_skips_noise_and_merges_device_lines() -> None:
@@ -193,27 +189,24 @@ def test_parse_skips_noise_and_merges_device_lines() -> None:
         "warning: something printed on stdout",
         "{not json",
         "[1, 2]",
-        json.dumps({"no": "stage"}),
-        json.dumps({"stage": "torch", "imported": True, "version": "2.5.1", "cuda_version": None}),
-        json.dumps({"stage": "device", "device": {"device": "cpu", "name": "CPU", "notes": ["a"]}}),
+        json.dumps({"no": "type"}),
+        json.dumps({"type": "probe_torch", "imported": True, "version": "2.5.1"}),
+        json.dumps({"type": "probe_device", "device": "cpu", "name": "CPU", "notes": ["a"]}),
         json.dumps(
             {
-                "stage": "device",
-                "device": {
-                    "device": "cpu",
-                    "copy_bytes_per_s": 5e9,
-                    "matmul_fp32_tflops": -1,
-                    "notes": ["b"],
-                },
+                "type": "probe_device",
+                "device": "cpu",
+                "figures": {"copy_bytes_per_s": 5e9, "matmul_fp32_tflops": -1},
+                "notes": ["b"],
             }
         ),
-        json.dumps({"stage": "future-stage", "x": 1}),
-        json.dumps({"stage": "done", "elapsed_s": 1.5}),
+        json.dumps({"type": "future-event", "x": 1}),
+        json.dumps({"type": "finished", "epochs_completed": 0, "total_seconds": 1.5}),
     ]
-    facts = parse_probe_output(lines)
+    facts = facts_from_events(parse_event(line) for line in lines)
     assert facts.completed and facts.version == "2.5.1" and facts.imported is True
+    assert facts.elapsed_s == 1.5
     (cpu,) = facts.devices
     assert cpu.copy_bytes_per_s == 5e9
     assert cpu.matmul_fp32_tflops is None  # not positive: never shown as a figure
     assert cpu.notes == ("a", "b")
-    assert re.fullmatch(r"\{.*\}", json.dumps(facts.extra["future-stage"]))

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gputui.cli import main
+from gputui.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--threads", "1"]
@@ -51,7 +51,7 @@ def test_bad_values_exit_2_with_one_line(
     args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     if "--device" in args and args[-1] in {"cuda:7", "mps"}:
-        from gputui.training.devices import usable_devices
+        from gputui.engine.devices import usable_devices
 
         if args[-1] in usable_devices():
             pytest.skip(f"{args[-1]} is usable here")
@@ -171,7 +171,7 @@ def test_ctrl_c_stops_the_child_and_exits_130(
 
 PARENT_PROBE = """
 import json, sys
-from gputui.cli import main
+from gputui.commands import main
 code = main(["bench", *sys.argv[1:]])
 print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
 """

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gputui.training import cifar, synthetic
-from gputui.training.cifar import DatasetError
-from gputui.training.data import (
+from gputui.engine import cifar, synthetic
+from gputui.engine.cifar import DatasetError
+from gputui.engine.data import (
     MEAN,
     STD,
     Dataset,
@@ -38,7 +38,7 @@ from gputui.training.data import (
     normalize,
     search_dirs,
 )
-from gputui.training.download import TextProgressBar, download_file, extract_cifar10
+from gputui.engine.download import TextProgressBar, download_file, extract_cifar10
 
 PER_FILE = 20
 FIXTURES = Path(__file__).parent.parent / "data" / "cifar10_pickles"

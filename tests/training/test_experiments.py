@@ -17,36 +17,38 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.training.config import ConfigError
-from gputui.training.events import Error, Event, Finished, Note
-from gputui.training.experiments.conclusions import (
+from gputui.engine.experiments import run_experiment
+from gputui.format import fmt_count, fmt_share
+from gputui.jobs.conclusions import (
     SyncStallSummary,
     batch_sweep_clause,
     conclude,
-    percent,
     pipelines_clause,
-    rate,
     sync_stall_clause,
     sync_stall_summary,
 )
-from gputui.training.experiments.events import (
-    BatchSweepRow,
-    DeviceFailed,
-    ExperimentConcluded,
-    ExperimentDevice,
-    ExperimentStarted,
-    PipelineRow,
-    SyncStallRow,
-    parse_experiment_event,
-)
-from gputui.training.experiments.measure import run_experiment
-from gputui.training.experiments.result import ExperimentResult
-from gputui.training.experiments.spec import (
+from gputui.jobs.config import (
     MIN_STEPS,
+    ConfigError,
     ExperimentConfig,
     images_needed,
     steps_within,
 )
+from gputui.jobs.events import (
+    BatchSweepRow,
+    DeviceFailed,
+    Error,
+    Event,
+    ExperimentConcluded,
+    ExperimentDevice,
+    ExperimentStarted,
+    Finished,
+    Note,
+    PipelineRow,
+    SyncStallRow,
+    parse_event,
+)
+from gputui.jobs.results import ExperimentResult
 
 
 def sweep_row(device: str, batch: int, share: float, ips: float) -> BatchSweepRow:
@@ -122,14 +124,15 @@ def test_batch_sweep_sentence_agrees_with_its_numbers(figures: list[tuple[float,
     rows = [sweep_row("cuda:0", 2**i, share, ips) for i, (share, ips) in enumerate(figures)]
     text = batch_sweep_clause("cuda:0", rows)
     first, last = rows[0], rows[-1]
-    assert f"took {percent(first.data_share or 0)} of each step at batch 1" in text
-    assert f"{percent(last.data_share or 0)} at batch {last.batch_size};" in text
+    assert f"took {fmt_share(first.data_share or 0)} of each step at batch 1" in text
+    assert f"{fmt_share(last.data_share or 0)} at batch {last.batch_size};" in text
     change = (last.data_share or 0) - (first.data_share or 0)
     assert ("falling to" in text) == (change <= -0.02)
     assert ("rising to" in text) == (change >= 0.02)
     best = max(rows, key=lambda r: r.images_per_second or 0)
     if "highest" in text:
-        assert f"highest at batch {best.batch_size} ({rate(best.images_per_second or 0)}" in text
+        ips = fmt_count(best.images_per_second or 0)
+        assert f"highest at batch {best.batch_size} ({ips}" in text
     numbers = [float(n) for n in re.findall(r"(\d+(?:\.\d+)?)% ", text)]
     if "falling" in text:
         assert numbers[0] > numbers[1]
@@ -238,8 +241,8 @@ def test_every_event_type_round_trips_through_a_json_line() -> None:
     for event in events:
         line = event.to_json()
         assert json.loads(line)["v"] == 1
-        assert parse_experiment_event(line) == event
-        assert parse_experiment_event(line.encode() + b"\n") == event
+        assert parse_event(line) == event
+        assert parse_event(line.encode() + b"\n") == event
 
 
 @pytest.mark.parametrize(
@@ -254,17 +257,17 @@ def test_every_event_type_round_trips_through_a_json_line() -> None:
     ],
 )
 def test_lines_that_are_not_events_are_skipped(line: str) -> None:
-    assert parse_experiment_event(line) is None
+    assert parse_event(line) is None
 
 
 def test_a_newer_child_s_extra_fields_are_ignored() -> None:
     body = json.loads(pipe_row("cpu", "resident", 5.0).to_json())
     body["added_later"] = True
-    assert parse_experiment_event(json.dumps(body)) == pipe_row("cpu", "resident", 5.0)
+    assert parse_event(json.dumps(body)) == pipe_row("cpu", "resident", 5.0)
 
 
 def test_the_config_round_trips_and_refuses_bad_values_in_one_line() -> None:
-    config = ExperimentConfig("batch-sweep", devices=("cpu",), batch_sizes=(64, 8, 8))
+    config = ExperimentConfig(experiment="batch-sweep", devices=("cpu",), batch_sizes=(64, 8, 8))
     again = ExperimentConfig.from_json(config.to_json())
     assert again == config and again.sizes == (8, 64)
     for bad in (
@@ -292,7 +295,7 @@ def test_steps_shrink_to_the_budget_but_never_below_the_minimum() -> None:
     assert steps_within(5.0, 200, 2.0) == MIN_STEPS
     assert steps_within(5.0, 2, 2.0) == 2
     assert steps_within(0.0, 7, 2.0) == 7
-    pipelines = ExperimentConfig("pipelines", batch_size=256, steps=20, warmup_steps=2)
+    pipelines = ExperimentConfig(experiment="pipelines", batch_size=256, steps=20, warmup_steps=2)
     assert images_needed(pipelines) == 256 * 22  # every step in one DataLoader epoch
     assert images_needed(pipelines.with_changes(steps=1000)) == 50_000
     assert images_needed(pipelines.with_changes(limit=64)) == 64
@@ -311,7 +314,7 @@ def one_thread() -> Iterator[None]:
 
 def tiny(experiment: str, **changes: object) -> ExperimentConfig:
     base = ExperimentConfig(
-        experiment,
+        experiment=experiment,
         devices=("cpu",),
         batch_sizes=(16, 8, 32, 8),
         batch_size=16,
@@ -364,7 +367,7 @@ def test_batch_sweep_measures_each_batch_size_with_sane_figures() -> None:
     concluded = events[-2]
     assert isinstance(concluded, ExperimentConcluded)
     assert concluded.conclusion == conclude("batch-sweep", {"cpu": rows})
-    assert f"took {percent(rows[0].data_share or 0)} of each step at batch 8" in (
+    assert f"took {fmt_share(rows[0].data_share or 0)} of each step at batch 8" in (
         concluded.conclusion
     )
     assert result.status == "ok" and result.conclusion == concluded.conclusion

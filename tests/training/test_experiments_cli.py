@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gputui.cli import main
-from gputui.training.experiments.conclusions import conclude
-from gputui.training.experiments.events import BatchSweepRow
+from gputui.commands import main
+from gputui.jobs.conclusions import conclude
+from gputui.jobs.events import BatchSweepRow
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup", "1"]

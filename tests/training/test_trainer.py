@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from gputui.training.config import RunConfig
-from gputui.training.devices import cpu_bf16
-from gputui.training.events import (
+from gputui.engine.devices import cpu_bf16
+from gputui.engine.model import CNN
+from gputui.engine.records import EPOCH_COLUMNS, EPOCHS_FILE, EVENTS_FILE
+from gputui.engine.step import make_optimizer
+from gputui.engine.trainer import run_training
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import (
     DataReady,
     EpochFinished,
     Error,
@@ -25,9 +29,6 @@ from gputui.training.events import (
     RunStarted,
     parse_event,
 )
-from gputui.training.model import CNN
-from gputui.training.records import EPOCH_COLUMNS, EPOCHS_FILE, EVENTS_FILE
-from gputui.training.trainer import make_adam, run_training
 
 PARAMS = 30422
 
@@ -203,7 +204,7 @@ def test_the_run_folder_holds_every_event_and_the_epochs(
 
 
 def test_classic_pipeline_with_a_dataloader_worker(tmp_path: Path) -> None:
-    code, events = train(tiny(tmp_path, pipeline="classic", num_workers=1, limit=200, epochs=1))
+    code, events = train(tiny(tmp_path, pipeline="classic", workers=1, limit=200, epochs=1))
     assert code == 0, events[-1]
     started = next(e for e in events if isinstance(e, RunStarted))
     assert (started.pipeline, started.num_workers, started.steps_per_epoch) == ("classic", 1, 7)
@@ -320,7 +321,7 @@ def test_tensorboard_gets_epoch_scalars_when_it_is_installed(tmp_path: Path) -> 
 
 
 def test_the_cpu_adam_takes_the_same_steps_as_the_tutorials_adam() -> None:
-    # make_adam picks a faster implementation (foreach) that must not change a single bit.
+    # make_optimizer picks a faster implementation (foreach) that must not change a single bit.
     def weights_after_steps(make: Callable[[CNN], torch.optim.Optimizer]) -> torch.Tensor:
         torch.manual_seed(0)
         model = CNN()
@@ -334,6 +335,6 @@ def test_the_cpu_adam_takes_the_same_steps_as_the_tutorials_adam() -> None:
             optimizer.step()
         return torch.cat([p.detach().flatten() for p in model.parameters()])
 
-    ours = weights_after_steps(lambda model: make_adam(model, torch.device("cpu")))
+    ours = weights_after_steps(lambda model: make_optimizer(model, torch.device("cpu")))
     tutorial = weights_after_steps(lambda model: torch.optim.Adam(model.parameters()))
     assert torch.equal(ours, tutorial)

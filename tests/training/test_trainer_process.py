@@ -1,6 +1,6 @@
-"""The trainer's child process, driven through ``TrainerProcess`` as the UI drives it.
+"""The trainer's child process, driven through ``ChildProcess`` as the UI drives it.
 
-Each test really starts ``python -m gputui.training.child`` and trains on the
+Each test really starts ``python -m gputui.engine train`` and trains on the
 CPU; cleanup is checked with psutil: no child or DataLoader worker is left.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gputui.training.config import RunConfig, ui_friendly_threads
-from gputui.training.events import (
+from gputui.jobs.config import RunConfig, ui_friendly, ui_friendly_threads
+from gputui.jobs.events import (
     DevicesListed,
     EpochFinished,
     Error,
@@ -30,14 +30,15 @@ from gputui.training.events import (
     Progress,
     RunStarted,
 )
-from gputui.training.runner import TrainerProcess, list_devices
+from gputui.jobs.process import ChildProcess, list_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_TIMEOUT_S = 60
 
 
 def config(tmp_path: Path, **changes: object) -> RunConfig:
-    base = RunConfig(
+    """A tiny run, as the runner pane asks for it beside the monitor."""
+    base = ui_friendly(RunConfig(
         device="cpu",
         epochs=2,
         batch_size=32,
@@ -46,11 +47,11 @@ def config(tmp_path: Path, **changes: object) -> RunConfig:
         test_limit=64,
         runs_dir=str(tmp_path / "runs"),
         progress_interval_s=0.01,
-    )
+    ))
     return base.with_changes(**changes)
 
 
-def wait_for(trainer: TrainerProcess, kind: type[Event]) -> list[Event]:
+def wait_for(trainer: ChildProcess, kind: type[Event]) -> list[Event]:
     seen: list[Event] = []
     for event in trainer.events(EVENT_TIMEOUT_S):
         seen.append(event)
@@ -70,7 +71,7 @@ def assert_all_gone(processes: list[psutil.Process], timeout_s: float = 10) -> N
 
 
 def test_a_run_in_the_child_streams_every_event_and_exits(tmp_path: Path) -> None:
-    trainer = TrainerProcess(config(tmp_path)).start()
+    trainer = ChildProcess(config(tmp_path)).start()
     assert trainer.pid is not None and trainer.running
     child = psutil.Process(trainer.pid)
     events = list(trainer.events(EVENT_TIMEOUT_S))
@@ -100,7 +101,7 @@ def test_a_run_in_the_child_streams_every_event_and_exits(tmp_path: Path) -> Non
 
 def test_the_childs_quick_exit_leaves_its_run_folder_complete(tmp_path: Path) -> None:
     # The child ends with os._exit (no interpreter teardown): nothing may be lost by it.
-    trainer = TrainerProcess(config(tmp_path)).start()
+    trainer = ChildProcess(config(tmp_path)).start()
     events = list(trainer.events(EVENT_TIMEOUT_S))
     assert trainer.wait(10) == 0
     finished = events[-1]
@@ -113,7 +114,7 @@ def test_the_childs_quick_exit_leaves_its_run_folder_complete(tmp_path: Path) ->
 
 FAULT_PROBE = """
 import resource, sys
-from gputui.training.child import keep_freed_memory
+from gputui.engine.lifecycle import keep_freed_memory
 took = keep_freed_memory() if sys.argv[1] == "keep" else False
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -154,8 +155,8 @@ def test_the_child_keeps_freed_activations_instead_of_faulting_them_back() -> No
 
 
 def test_stop_mid_epoch_ends_the_child_and_its_dataloader_workers(tmp_path: Path) -> None:
-    run = config(tmp_path, pipeline="classic", num_workers=2, epochs=100, limit=2000, record=False)
-    trainer = TrainerProcess(run, grace_s=5).start()
+    run = config(tmp_path, pipeline="classic", workers=2, epochs=100, limit=2000, record=False)
+    trainer = ChildProcess(run, grace_s=5).start()
     wait_for(trainer, Progress)
     processes = family(trainer.pid or 0)
     assert len(processes) == 3, processes  # the trainer and its 2 workers
@@ -169,7 +170,7 @@ def test_stop_mid_epoch_ends_the_child_and_its_dataloader_workers(tmp_path: Path
 
 
 def test_a_child_that_ignores_sigterm_is_killed_with_its_group(tmp_path: Path) -> None:
-    trainer = TrainerProcess(config(tmp_path, epochs=100, record=False), grace_s=0.5).start()
+    trainer = ChildProcess(config(tmp_path, epochs=100, record=False), grace_s=0.5).start()
     wait_for(trainer, Progress)
     processes = family(trainer.pid or 0)
     os.kill(trainer.pid or 0, signal.SIGSTOP)  # frozen: it cannot act on SIGTERM
@@ -181,7 +182,7 @@ def test_a_child_that_ignores_sigterm_is_killed_with_its_group(tmp_path: Path) -
 
 
 def test_a_hang_up_stops_the_run_cleanly(tmp_path: Path) -> None:
-    trainer = TrainerProcess(config(tmp_path, epochs=100, record=False)).start()
+    trainer = ChildProcess(config(tmp_path, epochs=100, record=False)).start()
     wait_for(trainer, Progress)
     os.kill(trainer.pid or 0, signal.SIGHUP)  # what a lost SSH session sends
     events = list(trainer.events(EVENT_TIMEOUT_S))
@@ -191,10 +192,10 @@ def test_a_hang_up_stops_the_run_cleanly(tmp_path: Path) -> None:
 
 def test_a_run_started_from_a_short_lived_thread_survives_that_thread(tmp_path: Path) -> None:
     # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends; a UI starts runs
-    # from worker threads, so TrainerProcess forks from its own thread that outlives the child.
-    started: list[TrainerProcess] = []
+    # from worker threads, so ChildProcess forks from its own thread that outlives the child.
+    started: list[ChildProcess] = []
     worker = threading.Thread(
-        target=lambda: started.append(TrainerProcess(config(tmp_path, epochs=1)).start())
+        target=lambda: started.append(ChildProcess(config(tmp_path, epochs=1)).start())
     )
     worker.start()
     worker.join()
@@ -203,7 +204,7 @@ def test_a_run_started_from_a_short_lived_thread_survives_that_thread(tmp_path: 
 
 
 def test_a_killed_child_becomes_one_error_line(tmp_path: Path) -> None:
-    trainer = TrainerProcess(config(tmp_path, epochs=100, record=False)).start()
+    trainer = ChildProcess(config(tmp_path, epochs=100, record=False)).start()
     wait_for(trainer, Progress)
     os.kill(trainer.pid or 0, signal.SIGKILL)
     events = list(trainer.events(EVENT_TIMEOUT_S))
@@ -216,11 +217,11 @@ def test_a_killed_child_becomes_one_error_line(tmp_path: Path) -> None:
 PARENT = textwrap.dedent(
     """
     import sys, time
-    from gputui.training.config import RunConfig
-    from gputui.training.events import Progress
-    from gputui.training.runner import TrainerProcess
+    from gputui.jobs.config import RunConfig
+    from gputui.jobs.events import Progress
+    from gputui.jobs.process import ChildProcess
 
-    trainer = TrainerProcess(RunConfig.from_json(sys.argv[1])).start()
+    trainer = ChildProcess(RunConfig.from_json(sys.argv[1])).start()
     for event in trainer.events(60):
         if isinstance(event, Progress):
             print(trainer.pid, flush=True)
@@ -231,7 +232,7 @@ PARENT = textwrap.dedent(
 
 
 def test_the_child_and_its_workers_die_when_the_parent_is_killed(tmp_path: Path) -> None:
-    run = config(tmp_path, pipeline="classic", num_workers=1, epochs=100, limit=2000, record=False)
+    run = config(tmp_path, pipeline="classic", workers=1, epochs=100, limit=2000, record=False)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT, run.to_json()], stdout=subprocess.PIPE, text=True, env=env
@@ -270,7 +271,7 @@ def test_garbage_and_unknown_event_types_are_skipped(tmp_path: Path) -> None:
         echo '{{"v": 1, "type": "note", "message": "after the end"}}'
         """,
     )
-    trainer = TrainerProcess(RunConfig(), python=python).start()
+    trainer = ChildProcess(RunConfig(), python=python).start()
     events = list(trainer.events(EVENT_TIMEOUT_S))
     assert events == [Note("still here"), Finished(epochs_completed=1)]
     assert trainer.skipped_lines == 2
@@ -280,7 +281,7 @@ def test_a_child_that_dies_without_a_result_becomes_an_error_with_its_stderr(
     tmp_path: Path,
 ) -> None:
     python = fake_child(tmp_path, "echo 'Traceback: boom' >&2\nexit 3\n")
-    trainer = TrainerProcess(RunConfig(), python=python).start()
+    trainer = ChildProcess(RunConfig(), python=python).start()
     events = list(trainer.events(EVENT_TIMEOUT_S))
     assert len(events) == 1
     error = events[0]
@@ -290,7 +291,7 @@ def test_a_child_that_dies_without_a_result_becomes_an_error_with_its_stderr(
 
 
 def test_a_missing_interpreter_becomes_an_error(tmp_path: Path) -> None:
-    trainer = TrainerProcess(RunConfig(), python=str(tmp_path / "nope")).start()
+    trainer = ChildProcess(RunConfig(), python=str(tmp_path / "nope")).start()
     events = list(trainer.events(EVENT_TIMEOUT_S))
     assert len(events) == 1 and isinstance(events[0], Error)
     assert events[0].message.startswith("could not start the trainer:")
@@ -309,7 +310,7 @@ def test_list_devices_asks_a_child() -> None:
 
 
 def test_a_bad_device_is_an_error_event_from_the_child(tmp_path: Path) -> None:
-    trainer = TrainerProcess(config(tmp_path, device="cuda0")).start()
+    trainer = ChildProcess(config(tmp_path, device="cuda0")).start()
     events = list(trainer.events(EVENT_TIMEOUT_S))
     assert len(events) == 1 and isinstance(events[0], Error)
     assert events[0].kind == "device" and "usable here: cpu" in events[0].message

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gputui.training.devices import (
+from gputui.engine.devices import (
     DeviceError,
     DeviceInventory,
     cpu_bf16,

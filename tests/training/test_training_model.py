@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gputui.training.model import CNN
+from gputui.engine.model import CNN
 
 
 def test_the_cnn_has_seed_001s_layers_and_parameter_count() -> None:

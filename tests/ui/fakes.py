@@ -18,7 +18,8 @@ from rich.console import Console
 from textual.app import App
 from textual.pilot import Pilot
 
-from gputui.telemetry.history import History
+from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
+from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import (
     CpuReading,
     GpuProcess,
@@ -29,8 +30,6 @@ from gputui.telemetry.readings import (
     NvmlStatus,
 )
 from gputui.ui.app import MonitorApp, make_app
-from gputui.ui.polling import Samplers
-from gputui.ui.widgets.monitor import CPU_METRIC, memory_metric, util_metric
 from gputui.ui.widgets.runner_pane import RunnerSetup
 from tests.ui.runner_fakes import scripted_setup
 

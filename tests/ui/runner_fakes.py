@@ -1,35 +1,32 @@
 """Scripted trainers and a fixed device list, so the runner pane's snapshots are deterministic.
 
 Only the snapshot tests (and the monitor's tests, which must not start a torch child to
-list devices) use these; the runner's pilot tests train for real through TrainerProcess.
+list devices) use these; the runner's pilot tests train for real through ChildProcess.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gputui.training.config import RunConfig
-from gputui.training.events import (
+from gputui.jobs.config import ExperimentConfig, RunConfig
+from gputui.jobs.events import (
     DataReady,
     DeviceOption,
     DevicesListed,
     EpochFinished,
     Error,
     Event,
+    ExperimentConcluded,
+    ExperimentDevice,
+    ExperimentStarted,
     Finished,
     Memory,
     Placement,
     PlacementRow,
     Progress,
     RunStarted,
-)
-from gputui.training.experiments.events import (
-    ExperimentConcluded,
-    ExperimentDevice,
-    ExperimentStarted,
     SyncStallRow,
 )
-from gputui.training.experiments.spec import ExperimentConfig
 from gputui.ui.widgets.runner_pane import RunnerSetup
 
 MiB = 1024**2

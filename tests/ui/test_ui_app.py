@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pytest
 from textual.command import CommandPalette
 
+from gputui.telemetry.polling import HeadStart, Samplers
 from gputui.telemetry.readings import GpuProcess, NvmlReading
 from gputui.ui.app import MonitorApp, make_app, theme_for
 from gputui.ui.layout import GpuMode
-from gputui.ui.polling import HeadStart, Samplers
 from gputui.ui.render import Line, process_table_lines
 from gputui.ui.widgets import process_table as process_table_module
 from gputui.ui.widgets.cpu_panel import CpuPanel
@@ -358,7 +358,13 @@ def test_running_the_app_never_imports_torch() -> None:
             return app.handled
 
         handled = asyncio.run(asyncio.wait_for(main(), 60))
-        runner = ("gputui.training.events", "gputui.training.experiments", "gputui.ui.runner_")
+        runner = (
+            "gputui.jobs.events",
+            "gputui.jobs.process",
+            "gputui.jobs.reports",
+            "gputui.jobs.results",
+            "gputui.ui.runner_",
+        )
         print(json.dumps({
             "torch": "torch" in sys.modules,
             "handled": handled,
@@ -421,7 +427,7 @@ async def test_a_key_before_the_runner_pane_is_built_waits_for_it() -> None:
 
 
 async def test_collection_turned_off_for_start_up_comes_back_after_the_first_frame() -> None:
-    """``gputui`` turns the garbage collector off while it starts (gputui.cli); the app
+    """``gputui`` turns the garbage collector off while it starts (gputui.commands); the app
     collects start-up's garbage once the first frame is out, freezes what is left, and
     turns collection back on."""
     app = fake_app()
@@ -448,7 +454,7 @@ async def test_an_app_started_with_collection_on_leaves_it_alone() -> None:
 def test_the_command_line_turns_collection_back_on_when_the_app_cannot_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gputui.cli import main
+    from gputui.commands import main
 
     monkeypatch.setenv("GPUTUI_RUNNER_DEFAULTS", '{"epochs": 0}')
     assert main([]) == 2  # refused before the app runs

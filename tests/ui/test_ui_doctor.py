@@ -17,6 +17,7 @@ from textual.command import CommandPalette
 from textual.pilot import Pilot
 
 from gputui.doctor.checks import Check, DoctorReport, Status
+from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import NvmlReading
 from gputui.ui.app import MonitorApp, make_app
 from gputui.ui.doctor_screen import (
@@ -28,7 +29,6 @@ from gputui.ui.doctor_screen import (
     fix_to_copy,
     run_real_doctor,
 )
-from gputui.ui.polling import Samplers
 from tests.ui.doctor_fakes import INSTALL_CUDA, REPORT, FixedDoctor
 from tests.ui.fakes import (
     CountingCpuSampler,

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from gputui.ui.polling import HeadStart, LazySampler, Samplers, SamplerThread, close_sampler
+from gputui.telemetry.polling import HeadStart, LazySampler, Samplers, SamplerThread, close_sampler
 from tests.ui.fakes import MPS_ON_LINUX, ScriptedSampler, cpu_reading, h100s
 
 WAIT_S = 5.0
@@ -211,7 +211,7 @@ def test_the_real_head_start_imports_the_samplers_before_any_thread_starts() -> 
     """Imported in the sampler threads, they fought Textual's import for the GIL."""
     probe = """
 import sys
-from gputui.ui import polling
+from gputui.telemetry import polling
 
 seen = []
 polling.SamplerThread.prefetch = lambda self, function: seen.append(

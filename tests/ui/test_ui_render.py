@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gputui.format import fmt_link_rate
 from gputui.telemetry.readings import GpuProcess, MpsReading
 from gputui.ui.render import (
     CARD_LINES,
@@ -24,7 +25,6 @@ from gputui.ui.render import (
     cpu_memory_line,
     cpu_summary_line,
     cpu_title,
-    fmt_link_rate,
     gauge_line,
     gpu_card_lines,
     gpu_one_line,

@@ -1,4 +1,4 @@
-"""The runner pane with a REAL trainer: tiny CPU runs through TrainerProcess, seen in the app.
+"""The runner pane with a REAL trainer: tiny CPU runs through ChildProcess, seen in the app.
 
 Each run is synthetic data, a few hundred images, batch 32, one torch thread, no run
 folder. The monitor's samplers are fakes (they are not what is under test here).
@@ -6,17 +6,18 @@ folder. The monitor's samplers are fakes (they are not what is under test here).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psutil
 import pytest
 from textual.pilot import Pilot
 
-from gputui.training.config import RunConfig
-from gputui.training.events import Error, Finished
+from gputui.jobs.config import UI_NICE, RunConfig, ui_friendly
+from gputui.jobs.events import Error, Finished
+from gputui.jobs.results import Phase, Session
 from gputui.ui.app import MonitorApp
 from gputui.ui.render import Line
-from gputui.ui.runner_model import Phase, Session
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup, defaults_from_env
 from tests.ui.fakes import fake_app, screen_text, wait_until
@@ -25,6 +26,7 @@ from tests.ui.runner_fakes import CPU_ONLY
 pytestmark = pytest.mark.timeout(120)
 
 TINY = RunConfig(
+    nice=UI_NICE,
     device="cpu",
     epochs=2,
     batch_size=32,
@@ -38,6 +40,16 @@ TINY = RunConfig(
 
 RUN_TIMEOUT_S = 60.0
 WIDE = (160, 50)
+
+
+def gone_soon(pid: int, timeout_s: float = 2.0) -> bool:
+    """Whether process ``pid`` is gone (reaped, not a zombie) within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while psutil.pid_exists(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def rows(table: ProcessTable) -> tuple[Line, ...]:
@@ -84,7 +96,7 @@ async def test_compare_cpu_with_cpu_shows_real_epochs_and_forms_a_speedup() -> N
             assert run.epochs[0].warmup and not run.epochs[1].warmup
             assert run.started is not None and run.started.nice == 10
             assert run.placement is not None and run.memory is not None
-            assert not psutil.pid_exists(run.started.pid)
+            assert gone_soon(run.started.pid)  # reaped by its owner thread's next poll
         result = session.speedup
         assert result is not None and result.steady is not None
         assert [epoch for epoch, _ in result.per_epoch] == [1, 2]
@@ -176,7 +188,7 @@ async def test_narrow_screens_swap_monitor_and_runner() -> None:
 def test_defaults_come_from_the_environment() -> None:
     config = defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"dataset": "synthetic", "limit": 64}'})
     assert config.dataset == "synthetic" and config.limit == 64 and config.nice == 10
-    assert defaults_from_env({}) == RunConfig()
+    assert defaults_from_env({}) == ui_friendly(RunConfig())
     with pytest.raises(ValueError, match="GPUTUI_RUNNER_DEFAULTS is not JSON"):
         defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": "{"})
     with pytest.raises(ValueError, match="batch size"):

@@ -6,9 +6,9 @@ import io
 
 from rich.console import Console, RenderableType
 
-from gputui.training.config import RunConfig
-from gputui.training.events import Error, Finished, Memory, Progress
-from gputui.ui.runner_model import Phase, RunRecord, Session, speedup
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import Error, Finished, Memory, Progress
+from gputui.jobs.results import Phase, RunRecord, Session, speedup
 from gputui.ui.runner_render import (
     memory_line,
     placement_table,
@@ -40,8 +40,9 @@ def test_steady_figures_leave_out_the_warm_up_epoch() -> None:
     run = record(CPU.with_changes(epochs=3))
     warm, *steady = run.epochs
     assert warm.warmup and not any(epoch.warmup for epoch in steady)
-    assert run.steady_seconds == sum(e.seconds for e in steady) / 2
-    assert run.steady_images_per_second == 100_000 / sum(e.seconds for e in steady)
+    assert run.steady is not None and not run.steady.includes_warmup
+    assert run.steady.seconds == sum(e.seconds for e in steady) / 2
+    assert run.steady.images_per_second == 100_000 / sum(e.seconds for e in steady)
 
 
 def test_speedup_per_epoch_and_steady() -> None:
@@ -50,7 +51,7 @@ def test_speedup_per_epoch_and_steady() -> None:
     assert result.baseline == "cpu" and result.other == "cuda:0"
     assert [epoch for epoch, _ in result.per_epoch] == [1, 2]
     assert result.per_epoch[1][1] == cpu.epochs[1].seconds / gpu.epochs[1].seconds
-    assert result.steady == cpu.steady_seconds / gpu.steady_seconds  # type: ignore[operator]
+    assert result.steady == cpu.steady.seconds / gpu.steady.seconds  # type: ignore[union-attr]
     assert result.warmup == cpu.epochs[0].seconds / gpu.epochs[0].seconds
     assert result.so_far is None
 
@@ -62,7 +63,7 @@ def test_speedup_forms_from_the_second_runs_progress() -> None:
     assert result.steady is None and result.so_far is None and result.per_epoch == ()
     gpu.absorb(Progress(1, 10, 195, 14_790.0, 2.0))
     result = speedup(cpu, gpu)
-    assert result.so_far == 14_790.0 / cpu.steady_images_per_second  # type: ignore[operator]
+    assert result.so_far == 14_790.0 / cpu.steady.images_per_second  # type: ignore[operator,union-attr]
     assert "forming" in text_of(speedup_text(result))
 
 

@@ -13,11 +13,11 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Select
 
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import Error, Event
+from gputui.jobs.results import Phase
 from gputui.telemetry.readings import GpuProcess
-from gputui.training.config import RunConfig
-from gputui.training.events import Error, Event
 from gputui.ui.app import MonitorApp
-from gputui.ui.runner_model import Phase
 from tests.ui.fakes import (
     GiB,
     ScriptedSampler,
@@ -50,7 +50,7 @@ TRAINER_ON_GPU0 = nvml_reading(
         gpu_reading(
             0,
             processes=(
-                GpuProcess(40_321, "ada", "python -m gputui.training.child", int(1.3 * GiB)),
+                GpuProcess(40_321, "ada", "python -m gputui.engine train", int(1.3 * GiB)),
                 GpuProcess(41_000, "ada", "python train.py --model vit-h/14", 60 * GiB),
             ),
         ),

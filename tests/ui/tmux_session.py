@@ -127,7 +127,7 @@ def trainers_of(pid: int) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
         cmdline = process.info["cmdline"] or []
-        if "gputui.training.child" in cmdline and str(pid) in cmdline:
+        if "gputui.engine" in cmdline and "train" in cmdline and str(pid) in cmdline:
             found.append(process)
     return found
 
@@ -158,6 +158,6 @@ def start_training(tmux: Tmux) -> tuple[int, list[psutil.Process]]:
     tmux.wait_for(r"Train r")
     tmux.send_keys("r")
     tmux.wait_for(rf"epoch \d+/{epochs}")
-    trainers = [t for t in trainers_of(pid) if "--devices" not in t.info["cmdline"]]
+    trainers = trainers_of(pid)
     assert trainers, "no trainer child found while training"
     return pid, trainers

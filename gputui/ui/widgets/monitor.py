@@ -8,10 +8,9 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.message import Message
 
-from gputui.telemetry.history import History
+from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
 from gputui.ui.layout import GpuMode, MonitorLayout, plan_layout
-from gputui.ui.render import gpu_memory_percent
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
 from gputui.ui.widgets.mps_panel import MpsPanel
@@ -21,32 +20,6 @@ NO_GPU = "NVML answers, but lists no NVIDIA GPU."
 """What the NVIDIA area says when the driver sees no GPU."""
 UNAVAILABLE = "NVML is unavailable."
 """Fallback when NVML fails without saying why (the sampler should always say)."""
-
-
-CPU_METRIC = "cpu.util"
-"""History name of the host's total utilization."""
-
-
-def util_metric(index: int) -> str:
-    """History name of GPU ``index``'s utilization."""
-    return f"gpu{index}.util"
-
-
-def memory_metric(index: int) -> str:
-    """History name of GPU ``index``'s memory in use (percent)."""
-    return f"gpu{index}.memory"
-
-
-def record_cpu(history: History, reading: CpuReading) -> None:
-    """Append the host's total utilization to ``history``."""
-    history.append(CPU_METRIC, reading.utilization_percent)
-
-
-def record_nvml(history: History, reading: NvmlReading) -> None:
-    """Append each GPU's utilization and memory to ``history`` (a lost GPU records gaps)."""
-    for gpu in reading.gpus:
-        history.append(util_metric(gpu.index), gpu.utilization_percent)
-        history.append(memory_metric(gpu.index), gpu_memory_percent(gpu))
 
 
 class Monitor(Vertical):

@@ -1,8 +1,8 @@
 """The runner pane: choose a device and settings, train, compare, and watch the epochs arrive.
 
-The trainer runs in a child process (:class:`gputui.training.runner.TrainerProcess`);
+The trainer runs in a child process (:class:`gputui.jobs.process.ChildProcess`);
 the pane drains its events on a cheap timer (``drain()`` never blocks), folds them
-into a :class:`~gputui.ui.runner_model.Session`, and repaints from the pure
+into a :class:`~gputui.jobs.results.Session`, and repaints from the pure
 renderers in :mod:`gputui.ui.runner_render`. Devices are listed by a child process
 too, from a thread worker at mount, so the first frame never waits for torch.
 
@@ -29,15 +29,22 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Label, ProgressBar, Select, Static
 
-from gputui.format import fmt_bytes
-from gputui.training.config import DATASETS, PIPELINES, PRECISIONS, ConfigError, RunConfig
+from gputui.format import NA, fmt_bytes
+from gputui.jobs.config import (
+    DATASETS,
+    EXPERIMENTS,
+    PIPELINES,
+    PRECISIONS,
+    ConfigError,
+    ExperimentConfig,
+    RunConfig,
+    ui_friendly,
+)
 
 if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
+    from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
+    from gputui.jobs.results import ExperimentResult, Session
     from gputui.telemetry.watched import ProcessReading, ProcessSampler
-    from gputui.training.events import DeviceOption, DevicesListed, Error, Event
-    from gputui.training.experiments.result import ExperimentResult
-    from gputui.training.experiments.spec import ExperimentConfig
-    from gputui.ui.runner_model import Session
 
 DEFAULTS_ENV = "GPUTUI_RUNNER_DEFAULTS"
 """Environment variable: a JSON object of RunConfig fields the pane starts from
@@ -71,40 +78,36 @@ class TrainerLike(Protocol):
         ...
 
 
-def _real_trainer(config: RunConfig) -> TrainerLike:
-    from gputui.training.runner import TrainerProcess
+def _real_child(config: RunConfig | ExperimentConfig) -> TrainerLike:
+    from gputui.jobs.process import ChildProcess
 
-    return TrainerProcess(config)
-
-
-def _real_experiment(config: ExperimentConfig) -> TrainerLike:
-    from gputui.training.experiments.process import ExperimentProcess
-
-    return ExperimentProcess(config)
+    return ChildProcess(config)
 
 
 def _real_devices() -> DevicesListed | Error:
-    from gputui.training.runner import list_devices
+    from gputui.jobs.process import list_devices
 
     return list_devices()
 
 
 def defaults_from_env(environ: dict[str, str] | None = None) -> RunConfig:
-    """The pane's starting config: RunConfig's defaults, changed by ``GPUTUI_RUNNER_DEFAULTS``.
+    """The pane's starting config: a run beside the monitor (:func:`ui_friendly`), changed
+    by ``GPUTUI_RUNNER_DEFAULTS``.
 
     Raises:
         ConfigError: when the variable is not a JSON object of valid config fields.
     """
     text = (environ if environ is not None else dict(os.environ)).get(DEFAULTS_ENV)
+    base = ui_friendly(RunConfig())
     if not text:
-        return RunConfig()
+        return base
     try:
         changes = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{DEFAULTS_ENV} is not JSON: {exc}") from None
     if not isinstance(changes, dict):
         raise ConfigError(f"{DEFAULTS_ENV} must be a JSON object of run settings")
-    config = RunConfig.from_json(json.dumps({**json.loads(RunConfig().to_json()), **changes}))
+    config = RunConfig.from_json(json.dumps({**json.loads(base.to_json()), **changes}))
     config.validate()
     return config
 
@@ -113,14 +116,14 @@ def defaults_from_env(environ: dict[str, str] | None = None) -> RunConfig:
 class RunnerSetup:
     """Where the pane gets its trainers and devices; production uses the defaults."""
 
-    trainer: Callable[[RunConfig], TrainerLike] = _real_trainer
+    trainer: Callable[[RunConfig], TrainerLike] = _real_child
     """Builds a (not yet started) trainer for a config."""
-    experiment: Callable[[ExperimentConfig], TrainerLike] = _real_experiment
+    experiment: Callable[[ExperimentConfig], TrainerLike] = _real_child
     """Builds a (not yet started) experiment process (issue 6's experiments)."""
     list_devices: Callable[[], DevicesListed | Error] = _real_devices
     """Lists the candidate devices (blocking; called from a thread worker)."""
-    defaults: RunConfig = field(default_factory=RunConfig)
-    """The config the pane's choices start from."""
+    defaults: RunConfig = field(default_factory=lambda: ui_friendly(RunConfig()))
+    """The config the pane's choices start from (a core spare, a lower priority)."""
     drain_interval_s: float = 0.1
     """How often the pane drains the trainer's events."""
     experiment_budget_s: float = 2.0
@@ -211,7 +214,6 @@ class RunnerPane(Vertical):
         """The choices, the buttons, then what the run shows (nothing until it is built)."""
         if not self._building:
             return
-        from gputui.training.experiments.spec import EXPERIMENTS
         from gputui.ui.runner_render import session_body, status_line
 
         defaults = self.setup.defaults
@@ -332,7 +334,7 @@ class RunnerPane(Vertical):
 
     def show_devices(self, listed: DevicesListed | Error) -> None:
         """Fill the device choices: every candidate, the unusable ones greyed with their reason."""
-        from gputui.training.events import Error
+        from gputui.jobs.events import Error
         from gputui.ui.runner_render import device_label
 
         if isinstance(listed, Error):
@@ -416,7 +418,7 @@ class RunnerPane(Vertical):
             return True
         if self.session is None:
             return False
-        from gputui.ui.runner_model import Phase  # loaded: it made the session
+        from gputui.jobs.results import Phase  # loaded: it made the session
 
         return self.session.phase is Phase.RUNNING
 
@@ -429,8 +431,7 @@ class RunnerPane(Vertical):
         if self.busy:
             self.app.notify("A run is in progress: stop it first (s).", severity="warning")
             return False
-        from gputui.training.experiments.result import ExperimentResult
-        from gputui.training.experiments.spec import ExperimentConfig
+        from gputui.jobs.results import ExperimentResult
 
         try:
             chosen = self.chosen_config()
@@ -483,7 +484,7 @@ class RunnerPane(Vertical):
             self.message = Text(f"✗ {error}", style="red")
             self.refresh_view()
             return False
-        from gputui.ui.runner_model import Session
+        from gputui.jobs.results import Session
 
         self.message = None
         self.show_detail = False
@@ -521,7 +522,7 @@ class RunnerPane(Vertical):
         self.refresh_view()
 
     def _drain_experiment(self, process: TrainerLike) -> None:
-        from gputui.ui.runner_render import experiment_progress_line
+        from gputui.jobs.reports import progress_line
 
         result = self.experiment
         events = process.drain()
@@ -530,7 +531,7 @@ class RunnerPane(Vertical):
         for event in events:
             result.absorb(event)
             self.events_seen += 1
-            line = experiment_progress_line(event)
+            line = progress_line(event)
             if line is not None:
                 self.experiment_progress = line
         if result.finished is not None or result.error is not None:
@@ -549,7 +550,7 @@ class RunnerPane(Vertical):
         events = trainer.drain()
         if not events:
             return
-        from gputui.training.events import Finished, RunStarted
+        from gputui.jobs.events import Finished, RunStarted
 
         run = session.current
         for event in events:
@@ -582,7 +583,7 @@ class RunnerPane(Vertical):
         status = self.message if self.message is not None else status_line(session)
         watched = self.watched
         if self.message is None and watched is not None and watched.alive and self.busy:
-            cpu = "n/a" if watched.cpu_percent is None else f"{watched.cpu_percent:.0f}%"
+            cpu = NA if watched.cpu_percent is None else f"{watched.cpu_percent:.0f}%"
             status = status.copy()
             status.append(
                 f"  pid {watched.pid} · CPU {cpu} · RSS {fmt_bytes(watched.rss_bytes)}",

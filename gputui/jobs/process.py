@@ -1,11 +1,13 @@
-"""The parent's handle on a trainer child process: start it, read its events, stop it.
+"""The parent's handle on the engine's child process: start it, read its events, stop it.
 
-Torch-free: the UI process and ``gputui bench`` use this module; torch is
-imported only in the child (:mod:`gputui.training.child`).
+Torch-free: the commands, the doctor, the telemetry and the UI run every torch job
+through this one class; torch is imported only in the child, ``python -m
+gputui.engine MODE`` (:mod:`gputui.engine`). The mode comes from the config
+(``train``, ``experiment``, ``probe``) or is ``devices``.
 
 Typical use, from a UI thread worker::
 
-    trainer = TrainerProcess(RunConfig(device="cuda:0", epochs=3)).start()
+    trainer = ChildProcess(RunConfig(device="cuda:0", epochs=3)).start()
     for event in trainer.events():      # blocks; ends after Finished or Error
         post(event)
     ...
@@ -17,7 +19,7 @@ Guarantees:
   :func:`list_devices`, ``DevicesListed``). A child that crashes, is killed or
   exits without a result becomes an ``Error`` with a one-line message and the
   stderr tail as detail; a stopped child that could not say so becomes
-  ``Finished(stopped=True)``. Nothing here raises for a failed run.
+  ``Finished(stopped=True)``. Nothing here raises for a failed job.
 - Lines that are not events, and events of unknown types, are skipped and counted.
 - ``stop()`` sends SIGTERM (the run ends after its current step), then SIGKILLs
   the child's whole process group after ``grace_s``. When the child exits, for
@@ -43,12 +45,14 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import gputui
-from gputui.training.config import RunConfig
-from gputui.training.events import (
+from gputui.jobs.config import DeviceQuery, Portable
+from gputui.jobs.events import (
+    TERMINAL_TYPES,
     DevicesListed,
     EpochFinished,
     Error,
@@ -61,48 +65,46 @@ log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 3.0
 """Seconds between SIGTERM and SIGKILL when stopping."""
+KILL_WAIT_S = 2.0
+"""How long :func:`run_to_end` waits for a child it killed to be reaped."""
 STDERR_TAIL_LINES = 60
 READER_JOIN_S = 2.0
+ENGINE = "gputui.engine"
+"""The child's module, run with ``python -m``."""
+NAMES = {"train": "trainer", "experiment": "experiment", "probe": "torch probe"}
+"""What each mode's child is called in its errors (default: the mode)."""
 _POLL_S = 0.1
-_TERMINAL = (Finished, Error, DevicesListed)
-_live: weakref.WeakSet[TrainerProcess] = weakref.WeakSet()
+_live: weakref.WeakSet[ChildProcess] = weakref.WeakSet()
 
 
-class TrainerProcess:
-    """One trainer child process and the events it streams."""
-
-    child_module = "gputui.training.child"
-    """The module the child runs (``python -m``); subclasses point it at their own child."""
-    child_name = "trainer"
-    """What the child is, in the error when it cannot be started."""
-    parse = staticmethod(parse_event)
-    """Turns one line of the child's stdout into an event, or ``None``."""
+class ChildProcess:
+    """One engine child process and the events it streams."""
 
     def __init__(
         self,
-        config: RunConfig | None,
+        config: Portable,
         *,
         grace_s: float = DEFAULT_GRACE_S,
-        python: str | None = None,
-        child_args: Sequence[str] | None = None,
+        python: str | Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        """Prepare (not start) a trainer.
+        """Prepare (not start) a job.
 
         Args:
-            config: The run. ``None`` only together with ``child_args``.
+            config: The job; its ``MODE`` picks the engine's mode.
             grace_s: Seconds ``stop()`` waits after SIGTERM before SIGKILL.
-            python: Interpreter for the child (default: this one).
-            child_args: Arguments for ``python -m gputui.training.child`` in place
-                of the config (``["--devices"]``).
+            python: Interpreter for the child, alone or with its flags (``[python, "-S"]``);
+                default: this one.
+            environ: The child's environment (default: this process's); the ``gputui``
+                this process runs from is put first on its path.
         """
-        if child_args is None:
-            if config is None:
-                raise ValueError("TrainerProcess needs a config or child_args")
-            child_args = [config.to_json()]
         self.config = config
+        self.mode = config.MODE
+        self.name = NAMES.get(self.mode, self.mode)
+        """What the child is, in its errors: ``trainer``, ``experiment``, ``torch probe``."""
         self.grace_s = grace_s
-        self._python = python or sys.executable
-        self._child_args = list(child_args)
+        self._argv = self._engine_argv(python)
+        self._env = child_env(os.environ if environ is None else environ)
         self._queue: queue.Queue[Event | None] = queue.Queue()
         self._proc: subprocess.Popen[bytes] | None = None
         self._started = threading.Event()
@@ -118,12 +120,19 @@ class TrainerProcess:
 
     # -- public API -------------------------------------------------------------------------
 
-    def start(self) -> TrainerProcess:
+    def _engine_argv(self, python: str | Sequence[str] | None) -> list[str]:
+        if python is None or isinstance(python, str):
+            python = [python or sys.executable]
+        argv = [*python, "-m", ENGINE, self.mode]
+        argv += ["--parent-pid", str(os.getpid()), "--watch-stdin"]
+        return [*argv, self.config.to_json()]
+
+    def start(self) -> ChildProcess:
         """Start the child; returns ``self``. Events then arrive through :meth:`events`."""
         if self._owner is not None:
-            raise RuntimeError("this TrainerProcess was already started")
+            raise RuntimeError("this ChildProcess was already started")
         _live.add(self)
-        self._owner = threading.Thread(target=self._own, name="trainer-owner", daemon=True)
+        self._owner = threading.Thread(target=self._own, name=f"{self.mode}-owner", daemon=True)
         self._owner.start()
         self._started.wait()
         return self
@@ -158,7 +167,7 @@ class TrainerProcess:
                 item = self._queue.get(timeout=max(wait, 0.0))
             except queue.Empty:
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"no trainer event within {timeout_s} s") from None
+                    raise TimeoutError(f"no {self.name} event within {timeout_s} s") from None
                 continue  # short waits keep Ctrl+C responsive in the main thread
             if item is None:
                 self._ended = True
@@ -197,6 +206,20 @@ class TrainerProcess:
         if wait and self._owner is not None and self._owner is not threading.current_thread():
             self._owner.join()
 
+    def kill(self, *, wait_s: float | None = None) -> None:
+        """SIGKILL the child's whole process group now (a job hung in a driver call).
+
+        Args:
+            wait_s: Longest wait for the child to be reaped; ``None`` waits as long as it
+                takes. A process stuck in the driver may not die at once.
+        """
+        self._stop_requested = True
+        proc = self._proc
+        if proc is not None and not _exited(proc):
+            _kill_group(proc.pid)
+        if self._owner is not None and self._owner is not threading.current_thread():
+            self._owner.join(wait_s)
+
     def wait(self, timeout_s: float | None = None) -> int | None:
         """Wait for the child (and its cleanup) to end; returns its exit code, or ``None``."""
         if self._owner is not None:
@@ -223,7 +246,7 @@ class TrainerProcess:
         """The last lines the child wrote to standard error."""
         return "\n".join(self._stderr)
 
-    def __enter__(self) -> TrainerProcess:
+    def __enter__(self) -> ChildProcess:
         return self if self._owner is not None else self.start()
 
     def __exit__(self, *_exc: object) -> None:
@@ -235,23 +258,15 @@ class TrainerProcess:
         """Start the child, wait for it, clean up its group, close the stream."""
         try:
             proc = subprocess.Popen(
-                [
-                    self._python,
-                    "-m",
-                    self.child_module,
-                    "--parent-pid",
-                    str(os.getpid()),
-                    "--watch-stdin",
-                    *self._child_args,
-                ],
+                self._argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                env=_child_env(),
+                env=self._env,
             )
         except OSError as exc:
-            message = f"could not start the {self.child_name}: {exc}"
+            message = f"could not start the {self.name}: {exc}"
             self._finish_stream(Error(message=message, kind="crash"))
             self._started.set()
             return
@@ -282,7 +297,7 @@ class TrainerProcess:
     def _read_stdout(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            event = self.parse(line)
+            event = parse_event(line)
             if event is None:
                 if line.strip():
                     self.skipped_lines += 1
@@ -292,7 +307,7 @@ class TrainerProcess:
                 continue
             if isinstance(event, EpochFinished):
                 self._epochs_seen += 1
-            if isinstance(event, _TERMINAL):
+            if isinstance(event, TERMINAL_TYPES):
                 self._terminal_seen = True
             self._queue.put(event)
 
@@ -310,12 +325,12 @@ class TrainerProcess:
             name = _signal_name(-returncode)
             hint = " (the system may be out of memory)" if -returncode == signal.SIGKILL else ""
             return Error(
-                message=f"the trainer was killed by {name}{hint}", detail=detail, kind="killed"
+                message=f"the {self.name} was killed by {name}{hint}", detail=detail, kind="killed"
             )
         last = detail.strip().splitlines()[-1] if detail.strip() else ""
         why = f": {last}" if last else ""
         return Error(
-            message=f"the trainer exited with code {returncode} without a result{why}"[:300],
+            message=f"the {self.name} exited with code {returncode} without a result{why}"[:300],
             detail=detail,
             kind="crash",
         )
@@ -327,29 +342,93 @@ class TrainerProcess:
         self._queue.put(None)
 
 
-def list_devices(timeout_s: float = 120.0) -> DevicesListed | Error:
+@dataclass(frozen=True)
+class Outcome:
+    """How a job that was waited for ended: what it said, and how it went."""
+
+    events: tuple[Event, ...]
+    """Every event, in order; the last one ends the stream unless the job timed out."""
+    timed_out: bool
+    """True when it was killed for taking longer than its time."""
+    started: bool
+    """Whether the child process could be started at all."""
+    returncode: int | None
+    """The child's exit code (negative: killed by that signal)."""
+    stderr_tail: str
+    """The last lines the child wrote to standard error."""
+
+    @property
+    def last(self) -> Event | None:
+        """The event that ended the stream (``Finished``, ``Error``...), if one did."""
+        if self.timed_out or not self.events:
+            return None
+        return self.events[-1] if isinstance(self.events[-1], TERMINAL_TYPES) else None
+
+
+def run_to_end(
+    config: Portable,
+    *,
+    timeout_s: float,
+    python: str | Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Outcome:
+    """Run a job and wait for it, for ``timeout_s`` at the most; never raises.
+
+    A job that takes longer (a CUDA init hung in the driver) has its whole process
+    group killed; what it said before is kept. A process stuck in the driver may not
+    die at once: it is left behind rather than waited for.
+    """
+    deadline = time.monotonic() + timeout_s
+    child = ChildProcess(config, python=python, environ=environ).start()
+    events: list[Event] = []
+    timed_out = False
+    try:
+        while (event := child.next_event(max(deadline - time.monotonic(), 0.0))) is not None:
+            events.append(event)
+    except TimeoutError:
+        timed_out = True
+        child.kill(wait_s=KILL_WAIT_S)
+        events += [event for event in child.drain() if not isinstance(event, TERMINAL_TYPES)]
+    return Outcome(
+        events=tuple(events),
+        timed_out=timed_out,
+        started=child.pid is not None,
+        returncode=child.returncode,
+        stderr_tail=child.stderr_tail,
+    )
+
+
+def list_devices(
+    query: DeviceQuery | None = None, timeout_s: float = 120.0
+) -> DevicesListed | Error:
     """Every candidate device with its usable flag and reason, asked of a child process.
 
-    The UI process never imports torch; this runs ``child --devices``.
+    The UI and command processes never import torch; this runs the engine's ``devices``
+    mode.
+
+    Args:
+        query: Devices to check (default: none; every usable one is chosen).
+        timeout_s: Longest wait for the answer.
 
     Returns:
-        ``DevicesListed``, or an ``Error`` when the child failed or timed out.
+        ``DevicesListed``, or an ``Error`` when the child failed or timed out, or (kind
+        ``device``) when a device to check cannot be used.
     """
-    trainer = TrainerProcess(None, child_args=["--devices"]).start()
+    child = ChildProcess(query or DeviceQuery()).start()
     try:
-        for event in trainer.events(timeout_s):
+        for event in child.events(timeout_s):
             if isinstance(event, DevicesListed | Error):
                 return event
     except TimeoutError:
         return Error(message=f"listing devices took more than {timeout_s:g} s", kind="crash")
     finally:
-        trainer.stop()
-    return Error(message="the trainer ended without listing devices", kind="crash")
+        child.stop()
+    return Error(message="the engine ended without listing devices", kind="crash")
 
 
-def _child_env() -> dict[str, str]:
-    """This environment, with the ``gputui`` we run from first on the child's path."""
-    env = dict(os.environ)
+def child_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ``, with the ``gputui`` we run from first on the child's path."""
+    env = dict(environ)
     root = str(Path(gputui.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
@@ -381,6 +460,6 @@ def _signal_name(number: int) -> str:
 
 @atexit.register
 def _kill_live_children() -> None:
-    for trainer in list(_live):
-        if trainer.pid is not None and trainer.running:
-            _kill_group(trainer.pid)
+    for child in list(_live):
+        if child.pid is not None and child.running:
+            _kill_group(child.pid)

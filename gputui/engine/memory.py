@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import torch
 
-from gputui.training.devices import synchronize
-from gputui.training.events import Memory
+from gputui.engine.devices import synchronize
+from gputui.jobs.events import Memory
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """One optimizer step on ``(images, labels)``; returns the detached loss."""

@@ -127,7 +127,7 @@ SOURCES = ("cpu", "nvml", "mps")
 class HeadStart:
     """The samplers and their threads, with each source's first sample already under way.
 
-    Made before Textual is imported (see ``gputui.cli``): the first readings are taken
+    Made before Textual is imported (see ``gputui.commands``): the first readings are taken
     while Textual loads, so the first frame can show them.
     """
 

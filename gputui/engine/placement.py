@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import torch
 
-from gputui.training.events import Placement, PlacementRow
+from gputui.jobs.events import Placement, PlacementRow
 
 
 def describe_placement(

@@ -1,51 +1,29 @@
-"""The ``gputui`` command and its subcommands.
-
-Every usage error is one line on stderr and exit code 2; nothing here prints a
-traceback for bad input. Heavy imports (Textual, the samplers, the trainer) are
-made inside the handlers, so ``gputui --help`` is instant and the UI process
-never imports torch.
-
-What ``gputui bench`` and ``gputui experiment`` share lives here too: the types of
-their number flags (:func:`whole_number`, :func:`niceness`) and the checks of their
-folder flags (:func:`check_data_dir`, :func:`check_runs_dir`).
+"""What the subcommands share: the one-line parser, the types of their number flags, the
+checks of their folder flags, and the flags every job takes (:func:`job_options`).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import importlib
 import os
 import stat
 import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gputui import __version__
-from gputui.training.config import NICE_MAX, ConfigError  # torch-free
+from gputui.exits import EXIT_USAGE
+from gputui.format import one_line
+from gputui.jobs.config import DATASETS, NICE_MAX, ConfigError
 
 INTERVAL_MIN_S = 0.25
 INTERVAL_MAX_S = 60.0
-EXIT_USAGE = 2
 THREADS_MAX = 1024
 """Most ``--threads``: more than any machine has cores; torch overflows past 2**31 - 1."""
 WORKERS_MAX = 256
 """Most ``--workers``: each is a process holding a copy of the dataset."""
 SHOWN_PATH_MAX = 60
 """Longest path an error message shows whole; a longer one is cut, ending in ``...``."""
-
-
-def one_line(text: str) -> str:
-    """``text`` as one line of printable text: control characters become escapes.
-
-    Command-line values go into error messages as typed, and a value may hold a
-    newline, a terminal escape or bytes that are not UTF-8 (``\\udcff``); each such
-    character is written as Python writes it in a string literal (``\\n``,
-    ``\\x1b``, ``\\udcff``), so the message stays one line and cannot drive the
-    terminal.
-    """
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -190,98 +168,48 @@ def _shown_path(text: str) -> str:
     return shown if len(shown) <= SHOWN_PATH_MAX else f"{shown[: SHOWN_PATH_MAX - 3]}..."
 
 
-SUBCOMMANDS = {
-    "bench": ("gputui.training.bench", "add_bench_command"),
-    "experiment": ("gputui.training.experiments.cli", "add_experiment_command"),
-    "doctor": ("gputui.doctor.cli", "add_doctor_command"),
-}
-"""The subcommands defined in their own modules (torch-free; the engines load in the
-handlers): the module, and its function that adds the subcommand to the parser."""
-
-
-def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
-    """The whole command line, subcommands included.
-
-    Args:
-        wanted: The :data:`SUBCOMMANDS` whose flags to define (default: all). The
-            others are only named, so that ``gputui`` alone does not import their
-            modules; see :func:`commands_named`.
-    """
-    parser = OneLineParser(
-        prog="gputui",
-        description=(
-            "What compute is here, can PyTorch use it, and how much faster is it? "
-            "With no command, opens the live monitor."
-        ),
+def job_options() -> argparse.ArgumentParser:
+    """The flags ``gputui bench`` and every ``gputui experiment`` take, as a parent parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--device",
+        dest="devices",
+        action="append",
+        metavar="DEV",
+        help="cpu, cuda, cuda:N or mps; repeat for several (default: cpu and every usable "
+        "accelerator)",
     )
-    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
+    common.add_argument("--dataset", choices=DATASETS, default="auto", help="default: auto")
+    common.add_argument(
+        "--data-dir", metavar="PATH", help="folder holding CIFAR-10 (default: the cache folder)"
+    )
+    common.add_argument("--no-download", action="store_true", help="never download CIFAR-10")
+    common.add_argument(
+        "--threads",
+        type=whole_number(1, THREADS_MAX),
+        metavar="N",
+        help=f"CPU threads, 1 to {THREADS_MAX} (default: every core)",
+    )
+    common.add_argument(
+        "--nice", type=niceness, default=0, metavar="N", help="lower the child's priority, 0-19"
+    )
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common.add_argument("--limit", type=whole_number(1), help=argparse.SUPPRESS)
+    return common
+
+
+def workers_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--workers``: DataLoader workers for the classic pipeline."""
     parser.add_argument(
-        "--interval",
-        type=interval_seconds,
-        default=1.0,
-        metavar="SECONDS",
-        help="seconds between samples, 0.25 to 60 (default: 1)",
+        "--workers",
+        type=whole_number(0, WORKERS_MAX),
+        default=2,
+        metavar="N",
+        help=f"DataLoader workers for the classic pipeline, 0 to {WORKERS_MAX} (default: 2)",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    snapshot = commands.add_parser(
-        "snapshot", help="print the monitor's readings once, as a table or JSON"
-    )
-    snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    snapshot.set_defaults(handler=_run_snapshot)
-
-    for name, (module, function) in SUBCOMMANDS.items():
-        if wanted is None or name in wanted:
-            getattr(importlib.import_module(module), function)(commands)
-        else:
-            commands.add_parser(name)  # never parsed: it is not on the command line
-    return parser
 
 
-def commands_named(argv: Sequence[str]) -> set[str] | None:
-    """The :data:`SUBCOMMANDS` a command line may use; ``None`` (all) when it asks for help.
-
-    Any word equal to a subcommand's name counts, even a flag's value: defining a
-    subcommand that goes unused costs only time.
-    """
-    if any(word in ("-h", "--help") for word in argv):
-        return None
-    return {word for word in argv if word in SUBCOMMANDS}
-
-
-def _run_app(args: argparse.Namespace) -> int:
-    # Start-up allocates a lot and frees little: collecting it cost a tenth of the time to
-    # the first frame. The app turns collection back on once that frame is out.
-    gc.disable()
-    try:
-        from gputui.ui.polling import HeadStart  # no Textual: the first readings start now
-
-        head_start = HeadStart.begin()
-        from gputui.ui.app import run_app  # Textual loads while they are taken
-
-        return run_app(interval=args.interval, head_start=head_start)
-    finally:
-        gc.enable()  # in case the app ended before its first frame
-
-
-def _run_snapshot(args: argparse.Namespace) -> int:
-    from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
-
-    snapshot = take_snapshot()
-    print(render_snapshot_json(snapshot) if args.json else render_snapshot_table(snapshot))
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``gputui``; returns the process exit code."""
-    if argv is None:
-        argv = sys.argv[1:]
-    args = build_parser(commands_named(argv)).parse_args(argv)
-    handler = getattr(args, "handler", _run_app)
-    try:
-        return handler(args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `gputui snapshot | head`: quiet, like other Unix tools
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+def usage_error(prog: str, message: str) -> int:
+    """Write ``PROG: error: MESSAGE`` as one line on standard error; returns exit code 2."""
+    sys.stderr.write(one_line(f"{prog}: error: {message}") + "\n")
+    return EXIT_USAGE

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from gputui.training.experiments.events import BatchSweepRow, PipelineRow, Row, SyncStallRow
+from gputui.format import fmt_count, fmt_ms, fmt_share, fmt_signed_share, fmt_times
+from gputui.jobs.events import BatchSweepRow, PipelineRow, Row, SyncStallRow
 
 RowT = TypeVar("RowT", BatchSweepRow, SyncStallRow, PipelineRow)
 
@@ -91,17 +92,17 @@ def batch_sweep_clause(device: str, rows: Sequence[BatchSweepRow]) -> str:
     assert first.images_per_second is not None
     if first is last:
         text = (
-            f"on {device}, {what} took {percent(first.data_share)} of each step at batch "
-            f"{first.batch_size} ({rate(first.images_per_second)} images/s)"
+            f"on {device}, {what} took {fmt_share(first.data_share)} of each step at batch "
+            f"{first.batch_size} ({fmt_count(first.images_per_second)} images/s)"
         )
     else:
         change = last.data_share - first.data_share
         if abs(change) < SHARE_SAME:  # too small a change to call a trend
-            trend = f" and {percent(last.data_share)}"
+            trend = f" and {fmt_share(last.data_share)}"
         else:
-            trend = f", {'rising' if change > 0 else 'falling'} to {percent(last.data_share)}"
+            trend = f", {'rising' if change > 0 else 'falling'} to {fmt_share(last.data_share)}"
         text = (
-            f"on {device}, {what} took {percent(first.data_share)} of each step at batch "
+            f"on {device}, {what} took {fmt_share(first.data_share)} of each step at batch "
             f"{first.batch_size}{trend} at batch {last.batch_size}; " + _best_batch(ok)
         )
     if failed:
@@ -115,10 +116,10 @@ def _best_batch(ok: Sequence[BatchSweepRow]) -> str:
     best_ips, other_ips = best.images_per_second or 0.0, other.images_per_second or 0.0
     if best_ips <= other_ips * THROUGHPUT_SAME:
         low = min(r.images_per_second or 0.0 for r in ok)
-        return f"throughput stayed between {rate(low)} and {rate(best_ips)} images/s"
+        return f"throughput stayed between {fmt_count(low)} and {fmt_count(best_ips)} images/s"
     return (
-        f"throughput was highest at batch {best.batch_size} ({rate(best_ips)} images/s, "
-        f"against {rate(other_ips)} at batch {other.batch_size})"
+        f"throughput was highest at batch {best.batch_size} ({fmt_count(best_ips)} images/s, "
+        f"against {fmt_count(other_ips)} at batch {other.batch_size})"
     )
 
 
@@ -168,11 +169,11 @@ def sync_stall_clause(device: str, rows: Sequence[SyncStallRow]) -> str:
         return f"on {device}, the two ways could not both be measured" + (
             f" ({failed})" if failed else ""
         )
-    pair = f"{ms(summary.every_step_ms)} vs {ms(summary.once_ms)} ms per step"
+    pair = f"{fmt_ms(summary.every_step_ms)} vs {fmt_ms(summary.once_ms)} ms per step"
     if summary.verdict == "slower":
         return (
             f"on {device}, reading the loss every step (loss.item(), as add_scalar does) cost "
-            f"{ms(summary.cost_ms)} ms per step, {percent(summary.slowdown)} slower than "
+            f"{fmt_ms(summary.cost_ms)} ms per step, {fmt_share(summary.slowdown)} slower than "
             f"reading it once ({pair})"
         )
     if summary.verdict == "faster":
@@ -180,7 +181,7 @@ def sync_stall_clause(device: str, rows: Sequence[SyncStallRow]) -> str:
     else:
         text = (
             f"on {device}, reading the loss every step made no measurable difference ({pair}, "
-            f"{signed_percent(summary.slowdown)})"
+            f"{fmt_signed_share(summary.slowdown)})"
         )
     if _is_cpu(device):
         text += (
@@ -209,16 +210,17 @@ def pipelines_clause(device: str, rows: Sequence[PipelineRow]) -> str:
         return f"on {device}, the two pipelines could not both be measured" + (
             f" ({failed})" if failed else ""
         )
-    pair = f"{rate(resident)} vs {rate(classic)} images/s"
+    pair = f"{fmt_count(resident)} vs {fmt_count(classic)} images/s"
     ratio = resident / classic
     if ratio >= PIPELINE_SAME:
         return (
-            f"on {device}, resident data trained {times(ratio)} as fast as the DataLoader ({pair})"
+            f"on {device}, resident data trained {fmt_times(ratio)} as fast as the "
+            f"DataLoader ({pair})"
         )
     if ratio <= 1 / PIPELINE_SAME:
         return (
-            f"on {device}, the DataLoader trained {times(1 / ratio)} as fast as resident data "
-            f"({rate(classic)} vs {rate(resident)} images/s)"
+            f"on {device}, the DataLoader trained {fmt_times(1 / ratio)} as fast as resident data "
+            f"({fmt_count(classic)} vs {fmt_count(resident)} images/s)"
         )
     return f"on {device}, resident data and the DataLoader ran at about the same speed ({pair})"
 
@@ -239,8 +241,8 @@ def speedup_clauses(pipelines: Mapping[str, Sequence[PipelineRow]]) -> list[str]
             slow = classic / cpu_classic
             fast = resident / cpu_resident
             text = (
-                f"{device} was {times(slow)} as fast as the CPU with the DataLoader and "
-                f"{times(fast)} with resident data"
+                f"{device} was {fmt_times(slow)} as fast as the CPU with the DataLoader and "
+                f"{fmt_times(fast)} with resident data"
             )
             if fast >= slow * PIPELINE_SAME:
                 text += ", which is why the tutorial's GPU speedup looks small"
@@ -263,38 +265,6 @@ def speedup_clauses(pipelines: Mapping[str, Sequence[PipelineRow]]) -> list[str]
 def _rates(rows: Sequence[PipelineRow]) -> tuple[float | None, float | None]:
     by_name = {r.pipeline: r.images_per_second for r in rows if r.error is None}
     return by_name.get("classic"), by_name.get("resident")
-
-
-# -- numbers as words -----------------------------------------------------------------------
-
-
-def percent(fraction: float) -> str:
-    """``0.41`` -> ``41%``; below 10%, one decimal (``0.064`` -> ``6.4%``)."""
-    value = 100 * fraction
-    return f"{value:.1f}%" if abs(value) < 9.95 else f"{value:.0f}%"
-
-
-def signed_percent(fraction: float) -> str:
-    """``0.004`` -> ``+0.4%``, ``-0.01`` -> ``-1.0%``."""
-    return ("+" if fraction >= 0 else "-") + percent(abs(fraction))
-
-
-def ms(value: float) -> str:
-    """Milliseconds with about three significant figures: ``0.423``, ``12.3``, ``456``."""
-    size = abs(value)
-    if size < 10:
-        return f"{value:.2f}"
-    return f"{value:.1f}" if size < 100 else f"{value:.0f}"
-
-
-def rate(value: float) -> str:
-    """Images per second with thousands separators: ``12,345``."""
-    return f"{value:,.0f}"
-
-
-def times(ratio: float) -> str:
-    """``3.14`` -> ``3.1x``."""
-    return f"{ratio:.1f}x"
 
 
 def _is_cpu(device: str) -> bool:

@@ -37,49 +37,49 @@ from pathlib import Path
 
 import torch
 
-from gputui.training.config import ConfigError
-from gputui.training.data import Dataset, DatasetError, load_dataset, normalize
-from gputui.training.devices import (
+from gputui.engine.data import Dataset, DatasetError, load_dataset, normalize
+from gputui.engine.devices import (
     DeviceError,
     device_name,
     parse_device,
     synchronize,
     usable_devices,
 )
-from gputui.training.events import DataProgress, Error, Event, Finished
-from gputui.training.experiments.conclusions import conclude
-from gputui.training.experiments.events import (
-    BatchSweepRow,
-    DeviceFailed,
-    ExperimentConcluded,
-    ExperimentDevice,
-    ExperimentStarted,
-    PipelineRow,
-    Row,
-    SyncStallRow,
-)
-from gputui.training.experiments.spec import (
+from gputui.engine.memory import Step, is_out_of_memory, release_memory
+from gputui.engine.model import CNN
+from gputui.engine.pipelines import Batch, ClassicPipeline, ResidentPipeline
+from gputui.engine.step import download_reporter, make_optimizer, make_step
+from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from gputui.format import exception_line
+from gputui.jobs.conclusions import conclude
+from gputui.jobs.config import (
     MIN_STEPS,
+    ConfigError,
     ExperimentConfig,
     images_needed,
     steps_within,
 )
-from gputui.training.memory import SimulatedOutOfMemoryError, is_out_of_memory, release_memory
-from gputui.training.model import CNN
-from gputui.training.pipelines import Batch, ClassicPipeline, ResidentPipeline
+from gputui.jobs.events import (
+    BatchSweepRow,
+    DeviceFailed,
+    Error,
+    Event,
+    ExperimentConcluded,
+    ExperimentDevice,
+    ExperimentStarted,
+    Finished,
+    PipelineRow,
+    Row,
+    SyncStallRow,
+)
 
 Emit = Callable[[Event], None]
-Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 ROUNDS = 3
 """``sync-stall`` alternates its two modes over this many rounds."""
 HOST_BATCHES = 2
 """Distinct host batches ``batch-sweep`` cycles through on an accelerator."""
 OUT_OF_MEMORY = "out of memory"
-DOWNLOAD_REPORT_S = 0.25
 
 
 class ExperimentStopped(Exception):
@@ -114,7 +114,7 @@ def run_experiment(
             config.dataset,  # type: ignore[arg-type]  # validated: one of DATASETS
             Path(config.data_dir).expanduser() if config.data_dir else None,
             download=config.download,
-            progress=_download_reporter(emit),
+            progress=download_reporter(emit),
             limit=images_needed(config),
             test_limit=1,
             seed=config.seed,
@@ -165,7 +165,7 @@ def run_experiment(
                 emit(
                     DeviceFailed(
                         device=text,
-                        message=f"{text} failed: {_one_line(exc)}",
+                        message=f"{text} failed: {exception_line(exc)}",
                         detail="".join(traceback.format_exception(exc)),
                     )
                 )
@@ -242,26 +242,15 @@ class _DeviceRun:
             raise ExperimentStopped
 
     def _step(self) -> Step:
-        """A fresh CNN and Adam on the device; returns one training step on a batch."""
+        """A fresh CNN and its optimizer on the device; returns the trainer's own step."""
         model = CNN().to(self.device)
-        optimizer = torch.optim.Adam(model.parameters(), fused=self.device.type == "cuda" or None)
-        criterion = torch.nn.CrossEntropyLoss()
-        device, oom_from = self.device, self.config.simulate_oom_from_batch
-
-        def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            if oom_from is not None and x.shape[0] >= oom_from:
-                # TEST HOOK (ExperimentConfig.simulate_oom_from_batch): stands in for the
-                # allocator failing, handled exactly as a real out-of-memory error.
-                raise SimulatedOutOfMemoryError(
-                    f"simulated: out of memory for a batch of {x.shape[0]} on {device}"
-                )
-            loss = criterion(model(x), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            return loss.detach()
-
-        return step
+        optimizer = make_optimizer(model, self.device)
+        return make_step(
+            model,
+            optimizer,
+            self.device,
+            simulate_oom_from_batch=self.config.simulate_oom_from_batch,
+        )
 
     def _warm_up(self, one_step: Callable[[], object]) -> float:
         """Run the warm-up steps; returns the last one's synchronized seconds."""
@@ -520,23 +509,5 @@ def _sweep_failure(device: torch.device, size: int, reason: str) -> BatchSweepRo
     return BatchSweepRow(str(device), size, 0, None, None, None, None, reason)
 
 
-def _download_reporter(emit: Emit) -> Callable[[int, int], None]:
-    """CIFAR-10 download progress as ``DataProgress`` events, a few a second at most."""
-    last = [0.0]
-
-    def report(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= DOWNLOAD_REPORT_S or (total and done >= total):
-            last[0] = now
-            emit(DataProgress(done_bytes=done, total_bytes=total))
-
-    return report
-
-
 def _since(started: float) -> float:
     return time.perf_counter() - started
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import torch
 
-from gputui.training.data import MEAN, STD, Dataset
-from gputui.training.devices import synchronize
+from gputui.engine.data import MEAN, STD, Dataset
+from gputui.engine.devices import synchronize
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -163,6 +163,6 @@ Pipeline = ResidentPipeline | ClassicPipeline
 
 def _die_with_trainer(_worker_id: int) -> None:
     """In each DataLoader worker: die with the trainer, so a killed trainer leaves no worker."""
-    from gputui.training.child import die_with_parent
+    from gputui.engine.lifecycle import die_with_parent
 
     die_with_parent(os.getppid())

@@ -1,32 +1,29 @@
-"""The doctor's child process: what torch sees here, and how fast each device is.
+"""The doctor's probe, the engine's ``probe`` mode: what torch sees here, and how fast
+each device is.
 
-Run as ``python -m gputui.training.probe [CONFIG_JSON]``. It prints JSON lines on
-stdout, each an object with a ``stage`` key; the parent (:mod:`gputui.doctor.probe`)
-merges them into one result. A ``step`` line goes out before each part that can
-hang (importing torch, initialising CUDA, measuring a device), so a parent that
-has to kill a hung probe can say where it hung, and keeps everything sent before.
+It emits, in order (:mod:`gputui.jobs.events`)::
 
-Stages, in order::
+    TorchProbed     version, build (CUDA/HIP/MPS), numpy, platform; or the import error
+    CudaProbed      is_available(), device_count(), the init error and warnings, cuDNN
+    MpsProbed       is_available()
+    PitfallShown    one per pitfall: the real error torch raises for a tutorial mistake
+    DeviceProbed    per usable device: identity first, then its measured figures
+    Finished
 
-    torch      version, build (CUDA/HIP/MPS), numpy, platform; or the import error
-    cuda       is_available(), device_count(), the init error and warnings, cuDNN
-    mps        is_available()
-    pitfall    one per pitfall: the real error torch raises for a tutorial mistake
-    device     per usable device: identity first, then its measured figures
-    done
+A ``ProbeStep`` goes out before each part that can hang (importing torch,
+initialising CUDA, measuring a device), so a parent that has to kill a hung probe
+can say where it hung, and keeps everything sent before (:mod:`gputui.doctor.torch_facts`).
 
-Library noise on stdout is sent to stderr, so stdout carries only these lines.
-Every measurement warms up, synchronizes before reading the clock, and is bounded
-by a share of ``budget_s``; a figure that cannot be taken is ``null`` with a note.
+torch is imported here, not at the module's top, so that an import that fails is
+reported. Every measurement warms up, synchronizes before reading the clock, and is
+bounded by a share of ``budget_s``; a figure that cannot be taken is ``None`` with a note.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import json
 import math
-import os
 import platform
 import subprocess
 import sys
@@ -34,25 +31,24 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
+
+from gputui.jobs.config import ProbeConfig
+from gputui.jobs.events import (
+    CudaProbed,
+    DeviceProbed,
+    Event,
+    Finished,
+    MpsProbed,
+    PitfallShown,
+    ProbeStep,
+    TorchProbed,
+)
 
 if TYPE_CHECKING:
     import torch
 
-Emit = Callable[[dict[str, Any]], None]
-
-DEFAULT_CONFIG: dict[str, Any] = {
-    "measure": True,
-    "budget_s": 3.0,
-    "cpu_copy_mib": 64,
-    "cpu_matmul_n": 1024,
-    "gpu_copy_mib": 256,
-    "gpu_matmul_n": 8192,
-    "mps_copy_mib": 128,
-    "mps_matmul_n": 4096,
-}
-"""What the probe measures, and how big. ``budget_s`` bounds all the timed loops
-together (warm-ups and device set-up come on top)."""
+Emit = Callable[[Event], None]
 
 MEASUREMENTS_PER_DEVICE = {"cpu": 3, "cuda": 7, "mps": 7}
 """Timed loops per device type: copy and two matmuls, plus four transfers off the CPU."""
@@ -159,7 +155,9 @@ def _pinned(nbytes: int) -> tuple[torch.Tensor | None, str | None]:
         return None, error_text(error)
 
 
-def measure_device(device: torch.device, config: dict[str, Any], budget_s: float) -> dict[str, Any]:
+def measure_device(
+    device: torch.device, config: ProbeConfig, budget_s: float
+) -> tuple[dict[str, float | None], list[str]]:
     """Bandwidth and matmul figures of one device; the same code for CPU, CUDA and MPS.
 
     Args:
@@ -168,19 +166,19 @@ def measure_device(device: torch.device, config: dict[str, Any], budget_s: float
         budget_s: Seconds for each timed loop.
 
     Returns:
-        The :class:`~gputui.doctor.checks.DeviceReport` figure fields, and ``notes``.
+        The :class:`~gputui.doctor.checks.DeviceReport` figure fields, and the notes.
     """
     import torch
 
-    from gputui.training.devices import synchronize
+    from gputui.engine.devices import synchronize
 
     kind = "gpu" if device.type == "cuda" else device.type
     figures = _Figures(lambda: synchronize(device), budget_s)
-    _copies(figures, device, int(config[f"{kind}_copy_mib"]) << 20)
-    _matmul(figures, device, int(config[f"{kind}_matmul_n"]))
+    _copies(figures, device, int(getattr(config, f"{kind}_copy_mib")) << 20)
+    _matmul(figures, device, int(getattr(config, f"{kind}_matmul_n")))
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return {**figures.values, "notes": figures.notes}
+    return figures.values, figures.notes
 
 
 def _copies(figures: _Figures, device: torch.device, nbytes: int) -> None:
@@ -222,39 +220,37 @@ def _copies(figures: _Figures, device: torch.device, nbytes: int) -> None:
     figures.notes.append(f"transfers: {nbytes >> 20} MiB each way")
 
 
-def _cpu_identity() -> dict[str, Any]:
+def _cpu_identity() -> DeviceProbed:
     import psutil
     import torch
 
-    from gputui.training.devices import cpu_model_name
+    from gputui.engine.devices import cpu_model_name
 
     try:
         capability = torch.backends.cpu.get_cpu_capability()
     except (AttributeError, RuntimeError):
         capability = "unknown"
-    return {
-        "device": "cpu",
-        "name": cpu_model_name(),
-        "compute_capability": None,
-        "memory_bytes": psutil.virtual_memory().total,
-        "notes": [f"torch CPU kernels: {capability}, {torch.get_num_threads()} threads"],
-    }
+    return DeviceProbed(
+        device="cpu",
+        name=cpu_model_name(),
+        memory_bytes=psutil.virtual_memory().total,
+        notes=(f"torch CPU kernels: {capability}, {torch.get_num_threads()} threads",),
+    )
 
 
-def _cuda_identity(index: int) -> dict[str, Any]:
+def _cuda_identity(index: int) -> DeviceProbed:
     import torch
 
     props = torch.cuda.get_device_properties(index)
-    return {
-        "device": f"cuda:{index}",
-        "name": props.name,
-        "compute_capability": f"{props.major}.{props.minor}",
-        "memory_bytes": int(props.total_memory),
-        "notes": [],
-    }
+    return DeviceProbed(
+        device=f"cuda:{index}",
+        name=props.name,
+        compute_capability=f"{props.major}.{props.minor}",
+        memory_bytes=int(props.total_memory),
+    )
 
 
-def _mps_identity() -> dict[str, Any]:
+def _mps_identity() -> DeviceProbed:
     import torch
 
     memory = None
@@ -265,13 +261,12 @@ def _mps_identity() -> dict[str, Any]:
         except Exception:
             memory = None
     chip = _sysctl("machdep.cpu.brand_string")
-    return {
-        "device": "mps",
-        "name": f"{chip} GPU (MPS)" if chip else "Apple GPU (MPS)",
-        "compute_capability": None,
-        "memory_bytes": memory,
-        "notes": ["memory: what Metal recommends as the most to use (shared with the CPU)"],
-    }
+    return DeviceProbed(
+        device="mps",
+        name=f"{chip} GPU (MPS)" if chip else "Apple GPU (MPS)",
+        memory_bytes=memory,
+        notes=("memory: what Metal recommends as the most to use (shared with the CPU)",),
+    )
 
 
 def _sysctl(name: str) -> str | None:
@@ -305,7 +300,7 @@ def _platform() -> dict[str, Any]:
 
 def _torch_stage(emit: Emit) -> Any:
     """Import torch; emit what it is. Returns the module, or ``None`` when it will not import."""
-    emit({"stage": "step", "step": "importing torch"})
+    emit(ProbeStep("importing torch"))
     failure: BaseException | None = None
     with recorded_warnings() as import_warnings:
         try:
@@ -313,40 +308,34 @@ def _torch_stage(emit: Emit) -> Any:
         except (Exception, SystemExit) as error:  # a broken install can raise anything
             failure = error
     facts: dict[str, Any] = {
-        "stage": "torch",
         "platform": _platform(),
-        "import_warnings": import_warnings,
+        "import_warnings": tuple(import_warnings),
         "numpy_installed": importlib.util.find_spec("numpy") is not None,
         "companions": {name: _package_version(name) for name in ("torchvision", "torchaudio")},
     }
     if failure is not None:
+        missing = isinstance(failure, ModuleNotFoundError) and failure.name == "torch"
         emit(
-            {
-                **facts,
-                "imported": False,
-                "missing": isinstance(failure, ModuleNotFoundError) and failure.name == "torch",
-                "import_error": error_text(failure),
-                "distribution_version": _package_version("torch"),
-            }
+            TorchProbed(imported=False, missing=missing, import_error=error_text(failure), **facts)
         )
         return None
     mps = getattr(torch.backends, "mps", None)
     emit(
-        {
+        TorchProbed(
+            imported=True,
+            version=torch.__version__,
+            cuda_version=torch.version.cuda,
+            hip_version=getattr(torch.version, "hip", None),
+            mps_built=bool(mps is not None and mps.is_built()),
             **facts,
-            "imported": True,
-            "version": torch.__version__,
-            "cuda_version": torch.version.cuda,
-            "hip_version": getattr(torch.version, "hip", None),
-            "mps_built": bool(mps is not None and mps.is_built()),
-        }
+        )
     )
     return torch
 
 
 def _cuda_stage(torch: Any, emit: Emit) -> int:
     """Ask CUDA; emit what it says. Returns how many CUDA devices are usable."""
-    emit({"stage": "step", "step": "initialising CUDA"})
+    emit(ProbeStep("initialising CUDA"))
     init_error = None
     with recorded_warnings() as cuda_warnings:
         available = bool(torch.cuda.is_available())
@@ -362,26 +351,17 @@ def _cuda_stage(torch: Any, emit: Emit) -> int:
             cudnn = torch.backends.cudnn.version()
         except Exception:
             cudnn = None
-    emit(
-        {
-            "stage": "cuda",
-            "available": available,
-            "device_count": count,
-            "init_error": init_error,
-            "warnings": cuda_warnings,
-            "cudnn_version": cudnn,
-        }
-    )
+    emit(CudaProbed(available, count, init_error, tuple(cuda_warnings), cudnn))
     return count if available else 0
 
 
 def _mps_stage(torch: Any, emit: Emit) -> bool:
     """Ask MPS; emit what it says. Returns whether it is usable."""
-    emit({"stage": "step", "step": "asking MPS"})
+    emit(ProbeStep("asking MPS"))
     mps = getattr(torch.backends, "mps", None)
     with recorded_warnings() as mps_warnings:
         available = bool(mps is not None and mps.is_available())
-    emit({"stage": "mps", "available": available, "warnings": mps_warnings})
+    emit(MpsProbed(available, tuple(mps_warnings)))
     return available
 
 
@@ -394,7 +374,7 @@ def _attempt(action: Callable[[], object]) -> str | None:
     return None
 
 
-def pitfalls(accelerator: str | None) -> list[dict[str, Any]]:
+def pitfalls(accelerator: str | None) -> list[PitfallShown]:
     """The tutorials' three mistakes, made for real; each with torch's own error text.
 
     Args:
@@ -403,118 +383,70 @@ def pitfalls(accelerator: str | None) -> list[dict[str, Any]]:
             the only other device every build has (it fails the same kind of device check).
 
     Returns:
-        ``{"name", "shown_on", "error"}`` per pitfall (``error`` is ``None`` when torch
-        did not raise), plus ``cpu_error`` for ``.numpy()`` on a CPU tensor (NumPy missing).
+        One per pitfall (``error`` is ``None`` when torch did not raise), with ``cpu_error``
+        for ``.numpy()`` on a CPU tensor (NumPy missing).
     """
     import torch
 
     other = accelerator or "meta"
     return [
-        {
-            "name": "cross-device",
-            "shown_on": other,
-            "error": _attempt(lambda: torch.ones(2) + torch.ones(2, device=other)),
-        },
-        {
-            "name": "numpy",
-            "shown_on": other,
-            "error": _attempt(lambda: torch.ones(2, device=other).numpy()),
-            "cpu_error": _attempt(lambda: torch.ones(2).numpy()),
-        },
-        {
-            "name": "device-string",
-            "shown_on": "cuda0",
-            "error": _attempt(lambda: torch.device("cuda0")),
-        },
+        PitfallShown(
+            name="cross-device",
+            shown_on=other,
+            error=_attempt(lambda: torch.ones(2) + torch.ones(2, device=other)),
+        ),
+        PitfallShown(
+            name="numpy",
+            shown_on=other,
+            error=_attempt(lambda: torch.ones(2, device=other).numpy()),
+            cpu_error=_attempt(lambda: torch.ones(2).numpy()),
+        ),
+        PitfallShown(
+            name="device-string",
+            shown_on="cuda0",
+            error=_attempt(lambda: torch.device("cuda0")),
+        ),
     ]
 
 
-def run(config: dict[str, Any], emit: Emit) -> None:
-    """Probe torch and the devices, emitting each stage as it is known."""
+def run_probe(config: ProbeConfig, emit: Emit) -> None:
+    """Probe torch and the devices, emitting each part as it is known; ends with ``Finished``."""
     started = time.perf_counter()
     torch = _torch_stage(emit)
     if torch is None:
-        emit({"stage": "done", "elapsed_s": time.perf_counter() - started})
+        emit(Finished(epochs_completed=0, total_seconds=time.perf_counter() - started))
         return
     cuda_count = _cuda_stage(torch, emit)
     mps_available = _mps_stage(torch, emit)
+    if config.torch_only:
+        emit(Finished(epochs_completed=0, total_seconds=time.perf_counter() - started))
+        return
 
-    emit({"stage": "step", "step": "showing the pitfalls"})
+    emit(ProbeStep("showing the pitfalls"))
     accelerator = "cuda:0" if cuda_count else ("mps" if mps_available else None)
     for pitfall in pitfalls(accelerator):
-        emit({"stage": "pitfall", "pitfall": pitfall})
+        emit(pitfall)
 
-    devices: list[tuple[str, Callable[[], dict[str, Any]]]] = [("cpu", _cpu_identity)]
+    devices: list[tuple[str, Callable[[], DeviceProbed]]] = [("cpu", _cpu_identity)]
     devices += [(f"cuda:{i}", lambda i=i: _cuda_identity(i)) for i in range(cuda_count)]
     if mps_available:
         devices.append(("mps", _mps_identity))
     loops = sum(MEASUREMENTS_PER_DEVICE[name.split(":")[0]] for name, _ in devices)
-    budget_s = float(config["budget_s"]) / max(loops, 1)
+    budget_s = float(config.budget_s) / max(loops, 1)
     for name, identity in devices:
-        emit({"stage": "step", "step": f"reading {name}"})
+        emit(ProbeStep(f"reading {name}"))
         try:
-            emit({"stage": "device", "device": identity()})
+            emit(identity())
         except Exception as error:
-            emit({"stage": "device", "device": {"device": name, "error": error_text(error)}})
+            emit(DeviceProbed(device=name, error=error_text(error)))
             continue
-        if not config["measure"]:
-            emit({"stage": "device", "device": {"device": name, "notes": ["not measured (quick)"]}})
+        if not config.measure:
+            emit(DeviceProbed(device=name, notes=("not measured (quick)",)))
             continue
-        emit({"stage": "step", "step": f"measuring {name}"})
+        emit(ProbeStep(f"measuring {name}"))
         try:
-            figures = measure_device(torch.device(name), config, budget_s)
+            figures, notes = measure_device(torch.device(name), config, budget_s)
         except Exception as error:
-            figures = {"notes": [f"measurement failed: {error_text(error)}"]}
-        emit({"stage": "device", "device": {"device": name, **figures}})
-    emit({"stage": "done", "elapsed_s": time.perf_counter() - started})
-
-
-def _json_channel() -> TextIO:
-    """A private copy of stdout for the JSON lines; fd 1 itself now goes to stderr."""
-    sys.stdout.flush()
-    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    return channel
-
-
-def parse_config(argv: list[str]) -> dict[str, Any]:
-    """The defaults, updated by the JSON object in ``argv[0]`` (when given).
-
-    Raises:
-        ValueError: ``argv[0]`` is not a JSON object of known keys.
-    """
-    config = dict(DEFAULT_CONFIG)
-    if argv:
-        given = json.loads(argv[0])
-        if not isinstance(given, dict):
-            raise ValueError("the probe's config must be a JSON object")
-        unknown = sorted(set(given) - set(DEFAULT_CONFIG))
-        if unknown:
-            raise ValueError(f"unknown probe config keys: {', '.join(unknown)}")
-        config.update(given)
-    return config
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the probe; JSON lines on stdout. Returns the exit code (2: a bad config)."""
-    try:
-        config = parse_config(sys.argv[1:] if argv is None else argv)
-    except ValueError as error:
-        print(f"gputui.training.probe: {error}", file=sys.stderr)
-        return 2
-    channel = _json_channel()
-
-    def emit(line: dict[str, Any]) -> None:
-        channel.write(json.dumps(line, allow_nan=False, default=str) + "\n")
-        channel.flush()
-
-    try:
-        run(config, emit)
-    except Exception as error:  # a stage nobody foresaw: say so, keep what was sent
-        emit({"stage": "error", "error": error_text(error)})
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            figures, notes = {}, [f"measurement failed: {error_text(error)}"]
+        emit(DeviceProbed(device=name, figures=figures, notes=tuple(notes)))
+    emit(Finished(epochs_completed=0, total_seconds=time.perf_counter() - started))

@@ -9,7 +9,7 @@ says, in one line, when the dataset is not the one asked for (a failed download)
 - ``"cifar10"`` uses CIFAR-10, downloading the binary distribution into the data
   folder if it is not here; if that fails it falls back to the synthetic set with
   a ``note`` (or raises, with ``fallback=False``).
-- ``"synthetic"`` generates the synthetic set (see :mod:`gputui.training.synthetic`).
+- ``"synthetic"`` generates the synthetic set (see :mod:`gputui.engine.synthetic`).
 
 CIFAR-10 is looked for, in each searched folder, as the binary distribution's
 ``cifar-10-batches-bin`` (what gputui downloads), as torchvision's
@@ -28,8 +28,8 @@ from typing import Literal, get_args
 
 import torch
 
-from gputui.training import synthetic
-from gputui.training.cifar import (
+from gputui.engine import synthetic
+from gputui.engine.cifar import (
     BINARY_FOLDER,
     BINARY_TEST_FILE,
     BINARY_TRAIN_FILES,
@@ -41,7 +41,7 @@ from gputui.training.cifar import (
     read_binary_batches,
     read_pickled_batches,
 )
-from gputui.training.download import (
+from gputui.engine.download import (
     CIFAR10_ARCHIVE,
     CIFAR10_MD5,
     CIFAR10_URL,

@@ -4,7 +4,7 @@
 device string, or raises :class:`DeviceError` with one line that names what *is*
 usable. ``usable_devices`` is the tutorials' ``try_all_gpus`` with the CPU and
 MPS included; ``device_options`` lists every candidate with a reason when it
-cannot be used (for the runner pane, through ``child --devices``).
+cannot be used (for the runner pane, through the engine's ``devices`` mode).
 
 The checks read a :class:`DeviceInventory`, a plain record of what torch
 reports, so the rules are tested for machines that are not this one.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from gputui.training.events import DeviceOption
+from gputui.jobs.events import DeviceOption
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda|mps)(?::(\d+))?$")
 _SPELLINGS = "cpu, cuda, cuda:N or mps"

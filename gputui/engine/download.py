@@ -31,8 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import TextIO
 
 from gputui import __version__
-from gputui.format import fmt_bytes, fmt_rate
-from gputui.training.cifar import (
+from gputui.engine.cifar import (
     BINARY_FOLDER,
     BINARY_TEST_FILE,
     BINARY_TRAIN_FILES,
@@ -40,6 +39,7 @@ from gputui.training.cifar import (
     DatasetError,
     binary_record_count,
 )
+from gputui.format import fmt_bytes, fmt_rate
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 """Where the binary distribution lives."""
@@ -78,8 +78,8 @@ def file_md5(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _one_line(error: BaseException) -> str:
-    """An exception's message, cut to its first line."""
+def _reason(error: BaseException) -> str:
+    """Why a download failed, in the error's own first line (a URL error's reason)."""
     text = str(getattr(error, "reason", None) or error) or type(error).__name__
     return text.splitlines()[0]
 
@@ -107,7 +107,7 @@ def _download_once(
             except urllib.error.HTTPError as error:
                 raise DatasetError(f"{url} answered HTTP {error.code} {error.reason}") from None
             except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
-                raise DatasetError(f"cannot reach {host}: {_one_line(error)}") from None
+                raise DatasetError(f"cannot reach {host}: {_reason(error)}") from None
             digest = hashlib.md5()
             done = 0
             with response:
@@ -120,12 +120,12 @@ def _download_once(
                     except (http.client.IncompleteRead, ConnectionError) as error:
                         raise _IncompleteDownload(
                             f"the download from {host} broke off after {fmt_bytes(done)}"
-                            f" ({_one_line(error)})"
+                            f" ({_reason(error)})"
                         ) from None
                     except (OSError, http.client.HTTPException) as error:  # a stalled read
                         raise DatasetError(
                             f"the download from {host} stalled after {fmt_bytes(done)}"
-                            f" ({_one_line(error)})"
+                            f" ({_reason(error)})"
                         ) from None
                     if not chunk:
                         break
@@ -192,9 +192,7 @@ def download_file(
         except _IncompleteDownload as error:
             failure = error
         except OSError as error:  # writing: disk full, read-only folder
-            raise DatasetError(
-                f"cannot write {dest}: {error.strerror or _one_line(error)}"
-            ) from None
+            raise DatasetError(f"cannot write {dest}: {error.strerror or _reason(error)}") from None
     assert failure is not None
     raise DatasetError(f"{failure} (tried {max(1, attempts)} times)")
 
@@ -256,7 +254,7 @@ def extract_cifar10(
                     found.add(path.name)
         except (tarfile.TarError, EOFError, OSError, ValueError) as error:
             raise DatasetError(
-                f"cannot unpack {archive}: {_one_line(error)}; delete it and fetch it again"
+                f"cannot unpack {archive}: {_reason(error)}; delete it and fetch it again"
             ) from None
         missing = [name for name in REQUIRED_MEMBERS if name not in found]
         if missing:

@@ -1,14 +1,16 @@
-"""Typed events the trainer streams to its parent, one JSON object per line.
+"""The one protocol between the engine's child process and its parent: typed events,
+one JSON object per line.
 
-Torch-free: the UI process imports this module to read the stream.
+Torch-free: the commands, the doctor and the UI read the stream with this module.
 
-Every line is ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}``. A
-reader built for this version tolerates what a newer trainer may send:
-unknown event types and unknown fields are skipped, and so is any line that is
-not an event at all (a stray print, a half-written line); see
-:func:`parse_event`.
+Every line is ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}``. Each
+event class names its ``TYPE`` and is registered by defining it
+(:meth:`Event.__init_subclass__`); :func:`parse_event` is the one reader. A reader
+built for this version tolerates what a newer engine may send: unknown event types
+and unknown fields are skipped, and so is any line that is not an event at all (a
+stray print, a half-written line).
 
-Order of a normal run::
+Order of a training run (``train`` mode)::
 
     DataProgress*            only while CIFAR-10 downloads
     RunStarted
@@ -17,9 +19,22 @@ Order of a normal run::
     (Progress* EpochFinished Memory)  per epoch
     Finished
 
-A run that fails ends with ``Error`` instead of ``Finished``; ``Note`` may come
-at any time. :class:`gputui.training.runner.TrainerProcess` guarantees that the
-stream it hands on ends with exactly one ``Finished`` or ``Error``.
+An experiment (``experiment`` mode)::
+
+    ExperimentStarted
+    (ExperimentDevice (BatchSweepRow | SyncStallRow | PipelineRow)* DeviceFailed?)  per device
+    ExperimentConcluded
+    Finished                 stopped=True after a stop
+
+The doctor's probe (``probe`` mode), a ``ProbeStep`` before each part that can hang::
+
+    TorchProbed CudaProbed MpsProbed PitfallShown* DeviceProbed* Finished
+
+Listing the devices (``devices`` mode): ``DevicesListed``.
+
+A job that fails ends with ``Error`` instead of its last event; ``Note`` may come
+at any time. :class:`gputui.jobs.process.ChildProcess` guarantees that the stream
+it hands on ends with exactly one ``Finished``, ``Error`` or ``DevicesListed``.
 """
 
 from __future__ import annotations
@@ -35,12 +50,22 @@ SCHEMA_VERSION = 1
 
 log = logging.getLogger(__name__)
 
+EVENT_TYPES: dict[str, type[Event]] = {}
+"""Every event type this reader knows, by its ``type`` discriminator."""
+
 
 @dataclass(frozen=True)
 class Event:
-    """Base of every trainer event."""
+    """Base of every event; a subclass with a ``TYPE`` is registered in :data:`EVENT_TYPES`."""
 
     TYPE: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.TYPE:
+            if cls.TYPE in EVENT_TYPES:
+                raise TypeError(f"two event types are called {cls.TYPE!r}")
+            EVENT_TYPES[cls.TYPE] = cls
 
     def to_json(self) -> str:
         """This event as one line of JSON (no newline)."""
@@ -107,13 +132,16 @@ class DeviceOption:
 
 @dataclass(frozen=True)
 class DevicesListed(Event):
-    """Answer to ``child --devices``: every candidate device."""
+    """The answer of the engine's ``devices`` mode: every candidate device."""
 
     TYPE: ClassVar[str] = "devices_listed"
     devices: tuple[DeviceOption, ...] = field(metadata={"items": DeviceOption})
     """Every candidate: cpu, each CUDA device (or ``cuda`` with its reason), ``mps``."""
     torch_version: str
     """``torch.__version__`` in the child."""
+    chosen: tuple[str, ...] = ()
+    """The devices the query asked to check, as torch spells them, or every usable one
+    when it named none."""
 
 
 @dataclass(frozen=True)
@@ -318,26 +346,276 @@ class Finished(Event):
     """The run folder, ``None`` when not recording."""
 
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.TYPE: cls
-    for cls in (
-        DevicesListed,
-        DataProgress,
-        RunStarted,
-        DataReady,
-        Placement,
-        Progress,
-        EpochFinished,
-        Memory,
-        Note,
-        Error,
-        Finished,
-    )
-}
-"""Every event type this reader knows, by its ``type`` discriminator."""
+# -- experiments ---------------------------------------------------------------------
 
-TERMINAL_TYPES = (Finished, Error)
-"""Event types that end a run's stream."""
+
+@dataclass(frozen=True)
+class ExperimentStarted(Event):
+    """The experiment is set up: which devices and data, how many steps."""
+
+    TYPE: ClassVar[str] = "experiment_started"
+    experiment: str
+    """``batch-sweep``, ``sync-stall`` or ``pipelines``."""
+    devices: tuple[str, ...]
+    """Canonical devices, in the order they run."""
+    batch_sizes: tuple[int, ...]
+    """Batch sizes measured (one for ``sync-stall`` and ``pipelines``)."""
+    steps: int
+    """Most timed steps per measurement."""
+    warmup_steps: int
+    """Untimed steps before each measurement."""
+    budget_s: float
+    """Seconds of timed steps each measurement aims at."""
+    dataset: str
+    """``cifar10`` or ``synthetic``: the dataset that ran."""
+    dataset_source: str
+    """Where it came from (a folder, or ``generated``)."""
+    dataset_note: str | None
+    """Why this dataset ran when it is not the one asked for."""
+    images: int
+    """Training images loaded."""
+    threads: int
+    """``torch.get_num_threads()`` in the child."""
+    workers: int
+    """DataLoader workers (the classic pipeline)."""
+    torch_version: str
+    """``torch.__version__`` in the child."""
+    pid: int
+    """The child's process id."""
+
+
+@dataclass(frozen=True)
+class ExperimentDevice(Event):
+    """One device's measurements begin."""
+
+    TYPE: ClassVar[str] = "experiment_device"
+    device: str
+    """Canonical device string."""
+    device_name: str
+    """GPU name or CPU model."""
+    data_phase: str | None
+    """``batch-sweep``: what the data share measures on this device, in words."""
+    pinned: bool
+    """``batch-sweep``: whether host batches are pinned before ``.to(device)``."""
+
+
+@dataclass(frozen=True)
+class BatchSweepRow(Event):
+    """``batch-sweep``: one batch size on one device."""
+
+    TYPE: ClassVar[str] = "batch_sweep_row"
+    device: str
+    """Canonical device string."""
+    batch_size: int
+    """Images per step."""
+    steps: int
+    """Timed steps (0 when the measurement failed)."""
+    images_per_second: float | None
+    """Images over the timed steps' data and compute time."""
+    data_ms: float | None
+    """Mean milliseconds per step getting the batch where the model reads it
+    (accelerators: the ``.to(device)`` copy; the CPU: preparing the batch)."""
+    compute_ms: float | None
+    """Mean milliseconds per step of forward, backward and optimizer step."""
+    data_share: float | None
+    """``data_ms / (data_ms + compute_ms)``, 0 to 1."""
+    error: str | None = None
+    """Why there are no figures (e.g. out of memory), else ``None``."""
+
+
+@dataclass(frozen=True)
+class SyncStallRow(Event):
+    """``sync-stall``: one way of reading the loss on one device."""
+
+    TYPE: ClassVar[str] = "sync_stall_row"
+    device: str
+    """Canonical device string."""
+    mode: str
+    """``every_step`` (``loss.item()`` each step, as ``add_scalar`` does) or ``once``
+    (summed on the device, read at the end)."""
+    batch_size: int
+    """Images per step."""
+    steps: int
+    """Timed steps over all rounds (0 when the measurement failed)."""
+    rounds: int
+    """Rounds the steps were split into, alternating with the other mode."""
+    ms_per_step: float | None
+    """Mean milliseconds per step, device synchronized at both ends of each round."""
+    images_per_second: float | None
+    """Images per second over all rounds."""
+    spread_ms: float | None
+    """Slowest round's ms per step minus the fastest's: the noise to judge a difference by."""
+    error: str | None = None
+    """Why there are no figures, else ``None``."""
+
+
+@dataclass(frozen=True)
+class PipelineRow(Event):
+    """``pipelines``: one way of feeding batches on one device."""
+
+    TYPE: ClassVar[str] = "pipeline_row"
+    device: str
+    """Canonical device string."""
+    pipeline: str
+    """``classic`` (DataLoader workers, ``.to(device)`` per batch) or ``resident``
+    (the uint8 dataset on the device, batches cut and normalised there)."""
+    batch_size: int
+    """Images per step."""
+    steps: int
+    """Timed steps (0 when the measurement failed)."""
+    ms_per_step: float | None
+    """Mean milliseconds per step, batch included, device synchronized at both ends."""
+    images_per_second: float | None
+    """Images per second over the timed steps."""
+    workers: int
+    """DataLoader worker processes (0 for resident)."""
+    pinned: bool
+    """Whether host batches were pinned (classic on CUDA)."""
+    setup_s: float | None
+    """Seconds spent before the first step: copying the dataset to the device (resident)."""
+    error: str | None = None
+    """Why there are no figures, else ``None``."""
+
+
+@dataclass(frozen=True)
+class DeviceFailed(Event):
+    """A device's measurements stopped with an error; the other devices still run."""
+
+    TYPE: ClassVar[str] = "experiment_device_failed"
+    device: str
+    """Canonical device string."""
+    message: str
+    """One line that says what happened."""
+    detail: str = ""
+    """The traceback, shown on demand."""
+
+
+@dataclass(frozen=True)
+class ExperimentConcluded(Event):
+    """The result in one plain sentence, built from the rows (:mod:`.conclusions`)."""
+
+    TYPE: ClassVar[str] = "experiment_concluded"
+    experiment: str
+    """The experiment."""
+    conclusion: str
+    """One sentence."""
+
+
+Row = BatchSweepRow | SyncStallRow | PipelineRow
+"""A result row of any experiment."""
+
+
+# -- the doctor's probe -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeStep(Event):
+    """The probe starts a part that can hang; a parent that must kill it says where it hung."""
+
+    TYPE: ClassVar[str] = "probe_step"
+    step: str
+    """E.g. ``importing torch``, ``initialising CUDA``, ``measuring cuda:0``."""
+
+
+@dataclass(frozen=True)
+class TorchProbed(Event):
+    """What torch is: version, build, companions; or why it will not import."""
+
+    TYPE: ClassVar[str] = "probe_torch"
+    imported: bool
+    """Whether ``import torch`` worked."""
+    missing: bool = False
+    """True when torch is not installed at all."""
+    import_error: str | None = None
+    """The import's error text."""
+    import_warnings: tuple[str, ...] = ()
+    """Warnings raised while importing torch (e.g. NumPy missing)."""
+    version: str | None = None
+    """``torch.__version__``."""
+    cuda_version: str | None = None
+    """``torch.version.cuda``: the CUDA version torch was built with; ``None`` for CPU-only."""
+    hip_version: str | None = None
+    """``torch.version.hip`` (ROCm builds)."""
+    mps_built: bool | None = None
+    """``torch.backends.mps.is_built()``."""
+    numpy_installed: bool | None = None
+    """Whether NumPy is importable (torch's ``.numpy()`` needs it)."""
+    companions: dict[str, str | None] = field(default_factory=dict)
+    """Packages built against torch (torchvision...), with their versions (``None``: absent)."""
+    platform: dict[str, Any] = field(default_factory=dict)
+    """``system``, ``machine``, ``mac_version``, ``python``, ``executable``."""
+
+
+@dataclass(frozen=True)
+class CudaProbed(Event):
+    """What CUDA says: available or not, how many devices, the init error."""
+
+    TYPE: ClassVar[str] = "probe_cuda"
+    available: bool | None
+    """``torch.cuda.is_available()``."""
+    device_count: int | None = None
+    """``torch.cuda.device_count()``."""
+    init_error: str | None = None
+    """What ``torch.cuda.init()`` raised when CUDA is not available."""
+    warnings: tuple[str, ...] = ()
+    """Warnings from asking CUDA (``CUDA initialization: ...``)."""
+    cudnn_version: int | None = None
+    """``torch.backends.cudnn.version()``."""
+
+
+@dataclass(frozen=True)
+class MpsProbed(Event):
+    """Whether MPS is available, and the warnings that say why not."""
+
+    TYPE: ClassVar[str] = "probe_mps"
+    available: bool | None
+    """``torch.backends.mps.is_available()``."""
+    warnings: tuple[str, ...] = ()
+    """Warnings from asking MPS."""
+
+
+@dataclass(frozen=True)
+class PitfallShown(Event):
+    """One tutorial mistake, made for real, with torch's own error text."""
+
+    TYPE: ClassVar[str] = "probe_pitfall"
+    name: str
+    """``cross-device``, ``numpy`` or ``device-string``."""
+    shown_on: str | None
+    """Where it was made: ``cuda:0``, ``mps``, ``meta`` (no GPU here), or the device string."""
+    error: str | None
+    """torch's error text, e.g. ``RuntimeError: Invalid device string: 'cuda0'``; ``None``
+    when torch did not raise."""
+    cpu_error: str | None = None
+    """For ``numpy``: the error ``.numpy()`` raises on a CPU tensor (``None``: it works)."""
+
+
+@dataclass(frozen=True)
+class DeviceProbed(Event):
+    """Part of what the probe learnt of one device: its identity, then its figures.
+
+    Several may come for one device; a reader merges them by ``device``.
+    """
+
+    TYPE: ClassVar[str] = "probe_device"
+    device: str
+    """``cpu``, ``cuda:N`` or ``mps``."""
+    name: str | None = None
+    """What it is, e.g. ``NVIDIA H100 80GB HBM3``."""
+    compute_capability: str | None = None
+    """CUDA's ``major.minor``."""
+    memory_bytes: int | None = None
+    """Memory the device has (for MPS: what Metal recommends as the most)."""
+    figures: dict[str, float | None] = field(default_factory=dict)
+    """Measured figures, named as :class:`gputui.doctor.checks.DeviceReport`'s fields."""
+    notes: tuple[str, ...] = ()
+    """How each figure was taken, and why one is missing."""
+    error: str | None = None
+    """Why the device could not be read."""
+
+
+TERMINAL_TYPES = (Finished, Error, DevicesListed)
+"""Event types that end a job's stream."""
 
 
 def parse_event(line: str | bytes) -> Event | None:
@@ -348,7 +626,7 @@ def parse_event(line: str | bytes) -> Event | None:
 
     Returns:
         The event, or ``None`` for a line to skip: not JSON, not an event, an
-        unknown event type (a newer trainer), or a known type missing a field.
+        unknown event type (a newer engine), or a known type missing a field.
         Skipped lines are logged at debug level, never raised.
     """
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
@@ -385,6 +663,8 @@ def _build(cls: type[Any], data: dict[str, Any]) -> Any:
             if not isinstance(value, list):
                 raise TypeError(f"{spec.name} is not a list")
             value = tuple(_build(item_type, _as_dict(item)) for item in value)
+        elif isinstance(value, list):  # JSON has no tuples
+            value = tuple(value)
         values[spec.name] = value
     return cls(**values)
 

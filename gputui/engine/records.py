@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from gputui.training.events import EpochFinished, Event, Progress, RunStarted
+from gputui.jobs.events import EpochFinished, Event, Progress, RunStarted
 
 EVENTS_FILE = "events.jsonl"
 EPOCHS_FILE = "epochs.csv"

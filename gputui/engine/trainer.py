@@ -2,7 +2,7 @@
 
 :func:`run_training` validates the config and the device, loads the data, trains
 seed 001's CNN with Adam and cross-entropy, and emits the events of
-:mod:`gputui.training.events`. It never raises for a failed run: the run ends
+:mod:`gputui.jobs.events`. It never raises for a failed run: the run ends
 with one ``Finished`` or ``Error`` event, and the return value is an exit code.
 
 Timing: each epoch's clock starts and stops after synchronizing the device, so
@@ -16,7 +16,7 @@ Inside an epoch the host never waits for the device, except for a progress read
 
 On the CPU Adam runs ``foreach`` (the default's numbers, in fewer ops), and the
 child process keeps freed activations in the heap instead of page-faulting them
-back in every step (:func:`gputui.training.child.keep_freed_memory`).
+back in every step (:func:`gputui.engine.lifecycle.keep_freed_memory`).
 """
 
 from __future__ import annotations
@@ -25,22 +25,35 @@ import os
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from gputui.training.config import ConfigError, RunConfig
-from gputui.training.data import Dataset, DatasetError, load_dataset
-from gputui.training.devices import (
+from gputui.engine.data import Dataset, DatasetError, load_dataset
+from gputui.engine.devices import (
     DeviceError,
     cpu_bf16,
     device_name,
     parse_device,
     synchronize,
 )
-from gputui.training.events import (
-    DataProgress,
+from gputui.engine.memory import (
+    SimulatedOutOfMemoryError,
+    Step,
+    is_out_of_memory,
+    memory_reading,
+    probe_batch_size,
+    release_memory,
+)
+from gputui.engine.model import CNN
+from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline
+from gputui.engine.placement import describe_placement
+from gputui.engine.records import RunRecorder
+from gputui.engine.step import download_reporter, make_optimizer, make_step
+from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from gputui.format import exception_line
+from gputui.jobs.config import ConfigError, RunConfig
+from gputui.jobs.events import (
     DataReady,
     EpochFinished,
     Error,
@@ -50,26 +63,11 @@ from gputui.training.events import (
     Progress,
     RunStarted,
 )
-from gputui.training.memory import (
-    SimulatedOutOfMemoryError,
-    Step,
-    is_out_of_memory,
-    memory_reading,
-    probe_batch_size,
-    release_memory,
-)
-from gputui.training.model import CNN
-from gputui.training.pipelines import ClassicPipeline, Pipeline, ResidentPipeline
-from gputui.training.placement import describe_placement
-from gputui.training.records import RunRecorder
+from gputui.jobs.results import steady_figures
 
 Emit = Callable[[Event], None]
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 EVAL_BATCH_MIN = 1024
-DOWNLOAD_REPORT_S = 0.25
 
 
 class RunStopped(Exception):
@@ -123,14 +121,6 @@ def _tee(first: Emit, second: Emit) -> Emit:
     return both
 
 
-@dataclass
-class _EpochResult:
-    seconds: float
-    images: int
-    loss: float
-    accuracy: float | None
-
-
 class _Run:
     """The state of one run; :meth:`execute` is the whole of it."""
 
@@ -149,7 +139,7 @@ class _Run:
         self.should_stop = should_stop
         self.started = started
         self.run_dir = str(recorder.run_dir) if recorder is not None else None
-        self.epochs: list[_EpochResult] = []
+        self.epochs: list[EpochFinished] = []
         self.batch_size = config.batch_size
         self.step: Step | None = None
         self.memory_format = torch.contiguous_format
@@ -176,7 +166,9 @@ class _Run:
             elif self.config.compile and _from_compiler(exc):
                 self.emit(
                     Error(
-                        message=f"torch.compile failed ({_one_line(exc)}): run without compile",
+                        message=(
+                            f"torch.compile failed ({exception_line(exc)}): run without compile"
+                        ),
                         detail=_traceback(exc),
                         kind="compile",
                     )
@@ -185,7 +177,7 @@ class _Run:
             else:
                 self.emit(
                     Error(
-                        message=f"the trainer crashed: {_one_line(exc)}",
+                        message=f"the trainer crashed: {exception_line(exc)}",
                         detail=_traceback(exc),
                         kind="crash",
                     )
@@ -204,7 +196,7 @@ class _Run:
             config.dataset,
             Path(config.data_dir).expanduser() if config.data_dir else None,
             download=config.download,
-            progress=_download_reporter(self.emit),
+            progress=download_reporter(self.emit),
             limit=config.limit,
             test_limit=config.test_limit,
         )
@@ -228,9 +220,15 @@ class _Run:
             torch.backends.cudnn.benchmark = True
 
         model = CNN().to(device=device, memory_format=self.memory_format)
-        optimizer = make_adam(model, device)
+        optimizer = make_optimizer(model, device)
         forward = torch.compile(model) if config.compile else model
-        self.step = _make_step(forward, optimizer, device, bf16, config.simulate_oom_from_batch)
+        self.step = make_step(
+            forward,
+            optimizer,
+            device,
+            bf16=bf16,
+            simulate_oom_from_batch=config.simulate_oom_from_batch,
+        )
 
         pipeline = self._pipeline(data, device)
         self.emit(
@@ -252,7 +250,7 @@ class _Run:
                 channels_last=channels_last,
                 cpu_bf16=cpu_fast_bf16,
                 num_threads=torch.get_num_threads(),
-                num_workers=config.num_workers if config.pipeline == "classic" else 0,
+                num_workers=config.workers if config.pipeline == "classic" else 0,
                 nice=os.nice(0),
                 pid=os.getpid(),
                 run_dir=self.run_dir,
@@ -273,7 +271,7 @@ class _Run:
     def _pipeline(self, data: Dataset, device: torch.device) -> Pipeline:
         if self.config.pipeline == "classic":
             return ClassicPipeline(
-                data, device, self.batch_size, self.memory_format, self.config.num_workers
+                data, device, self.batch_size, self.memory_format, self.config.workers
             )
         try:
             return ResidentPipeline(data, device, self.batch_size, self.memory_format)
@@ -293,7 +291,7 @@ class _Run:
         model: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
         pipeline: Pipeline,
-    ) -> _EpochResult:
+    ) -> EpochFinished:
         assert self.step is not None
         device, interval = self.device, self.config.progress_interval_s
         steps_per_epoch = pipeline.steps_per_epoch
@@ -338,19 +336,18 @@ class _Run:
         eval_started = time.perf_counter()
         accuracy = self._accuracy(model, pipeline)
         eval_seconds = time.perf_counter() - eval_started
-        self.emit(
-            EpochFinished(
-                epoch=epoch,
-                seconds=seconds,
-                images_per_second=images / seconds,
-                loss=loss,
-                accuracy=accuracy,
-                warmup=epoch == 1,
-                eval_seconds=eval_seconds,
-                images=images,
-            )
+        finished = EpochFinished(
+            epoch=epoch,
+            seconds=seconds,
+            images_per_second=images / seconds,
+            loss=loss,
+            accuracy=accuracy,
+            warmup=epoch == 1,
+            eval_seconds=eval_seconds,
+            images=images,
         )
-        return _EpochResult(seconds, images, loss, accuracy)
+        self.emit(finished)
+        return finished
 
     def _accuracy(self, model: torch.nn.Module, pipeline: Pipeline) -> float | None:
         """Held-out accuracy, on the device, one host read at the end."""
@@ -386,16 +383,14 @@ class _Run:
 
     def _finished(self, *, stopped: bool) -> Finished:
         epochs = self.epochs
-        steady = epochs[1:]
-        steady_seconds = sum(e.seconds for e in steady)
+        # Not yet "ended": with only the warm-up epoch there is no steady state to report.
+        steady = steady_figures(epochs, ended=False)
         return Finished(
             epochs_completed=len(epochs),
             stopped=stopped,
             warmup_seconds=epochs[0].seconds if epochs else None,
-            steady_epoch_seconds=steady_seconds / len(steady) if steady else None,
-            steady_images_per_second=(
-                sum(e.images for e in steady) / steady_seconds if steady else None
-            ),
+            steady_epoch_seconds=steady.seconds if steady else None,
+            steady_images_per_second=steady.images_per_second if steady else None,
             final_loss=epochs[-1].loss if epochs else None,
             final_accuracy=epochs[-1].accuracy if epochs else None,
             total_seconds=time.perf_counter() - self.started,
@@ -403,70 +398,9 @@ class _Run:
         )
 
 
-def make_adam(model: torch.nn.Module, device: torch.device) -> torch.optim.Adam:
-    """Adam with default hyperparameters, in its fastest implementation for ``device``.
-
-    CUDA: ``fused`` (one kernel for every parameter). CPU: ``foreach`` (each update
-    stage is one call over the ten parameter tensors, not ten): the same numbers as
-    the default loop, bit for bit, in about two thirds of its time (0.45 against
-    0.6 ms a step here). ``fused`` is faster still on the CPU (0.17 ms) but rounds
-    differently from the tutorial's Adam.
-    """
-    if device.type == "cuda":
-        return torch.optim.Adam(model.parameters(), fused=True)
-    if device.type == "cpu":
-        return torch.optim.Adam(model.parameters(), foreach=True)
-    return torch.optim.Adam(model.parameters())
-
-
-def _make_step(
-    forward: Callable[[torch.Tensor], torch.Tensor],
-    optimizer: torch.optim.Optimizer,
-    device: torch.device,
-    bf16: bool,
-    simulate_oom_from_batch: int | None,
-) -> Step:
-    """One optimizer step on a batch; returns the detached loss, still on the device."""
-    criterion = torch.nn.CrossEntropyLoss()
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if simulate_oom_from_batch is not None and x.shape[0] >= simulate_oom_from_batch:
-            # TEST HOOK (RunConfig.simulate_oom_from_batch): stands in for the allocator
-            # failing, at the same point and through the same handling as a real OOM.
-            raise SimulatedOutOfMemoryError(
-                f"simulated: out of memory for a batch of {x.shape[0]} on {device}"
-            )
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = criterion(forward(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-
-    return step
-
-
-def _download_reporter(emit: Emit) -> Callable[[int, int], None]:
-    last = [0.0]
-
-    def report(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= DOWNLOAD_REPORT_S or (total and done >= total):
-            last[0] = now
-            emit(DataProgress(done_bytes=done, total_bytes=total))
-
-    return report
-
-
 def _from_compiler(exc: BaseException) -> bool:
     module = type(exc).__module__
     return module.startswith(("torch._dynamo", "torch._inductor"))
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _traceback(exc: BaseException) -> str:

@@ -1,0 +1,117 @@
+"""The ``gputui`` command and its subcommands: argparse only, above every other layer.
+
+Every usage error is one line on stderr and exit code 2; nothing here prints a
+traceback for bad input. Heavy imports (Textual, the samplers, the jobs) are
+made inside the handlers, so ``gputui --help`` is instant and the UI process
+never imports torch. Each subcommand lives in a module of its own
+(:data:`SUBCOMMANDS`); what they share is :mod:`gputui.commands.args`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import os
+import sys
+from collections.abc import Collection, Sequence
+
+from gputui import __version__
+from gputui.commands.args import OneLineParser, interval_seconds
+from gputui.exits import EXIT_INTERRUPTED
+
+SUBCOMMANDS = {
+    "bench": ("gputui.commands.bench", "add_bench_command"),
+    "experiment": ("gputui.commands.experiment", "add_experiment_command"),
+    "doctor": ("gputui.commands.doctor", "add_doctor_command"),
+}
+"""The subcommands defined in their own modules (torch-free; the engines load in the
+handlers): the module, and its function that adds the subcommand to the parser."""
+
+
+def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
+    """The whole command line, subcommands included.
+
+    Args:
+        wanted: The :data:`SUBCOMMANDS` whose flags to define (default: all). The
+            others are only named, so that ``gputui`` alone does not import their
+            modules; see :func:`commands_named`.
+    """
+    parser = OneLineParser(
+        prog="gputui",
+        description=(
+            "What compute is here, can PyTorch use it, and how much faster is it? "
+            "With no command, opens the live monitor."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
+    parser.add_argument(
+        "--interval",
+        type=interval_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="seconds between samples, 0.25 to 60 (default: 1)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    snapshot = commands.add_parser(
+        "snapshot", help="print the monitor's readings once, as a table or JSON"
+    )
+    snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    snapshot.set_defaults(handler=_run_snapshot)
+
+    for name, (module, function) in SUBCOMMANDS.items():
+        if wanted is None or name in wanted:
+            getattr(importlib.import_module(module), function)(commands)
+        else:
+            commands.add_parser(name)  # never parsed: it is not on the command line
+    return parser
+
+
+def commands_named(argv: Sequence[str]) -> set[str] | None:
+    """The :data:`SUBCOMMANDS` a command line may use; ``None`` (all) when it asks for help.
+
+    Any word equal to a subcommand's name counts, even a flag's value: defining a
+    subcommand that goes unused costs only time.
+    """
+    if any(word in ("-h", "--help") for word in argv):
+        return None
+    return {word for word in argv if word in SUBCOMMANDS}
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    # Start-up allocates a lot and frees little: collecting it cost a tenth of the time to
+    # the first frame. The app turns collection back on once that frame is out.
+    gc.disable()
+    try:
+        from gputui.telemetry.polling import HeadStart  # no Textual: the first readings start now
+
+        head_start = HeadStart.begin()
+        from gputui.ui.app import run_app  # Textual loads while they are taken
+
+        return run_app(interval=args.interval, head_start=head_start)
+    finally:
+        gc.enable()  # in case the app ended before its first frame
+
+
+def _run_snapshot(args: argparse.Namespace) -> int:
+    from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
+
+    snapshot = take_snapshot()
+    print(render_snapshot_json(snapshot) if args.json else render_snapshot_table(snapshot))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``gputui``; returns the process exit code."""
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(commands_named(argv)).parse_args(argv)
+    handler = getattr(args, "handler", _run_app)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `gputui snapshot | head`: quiet, like other Unix tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,170 @@
+"""``gputui bench``: train the tutorials' CNN on each device in turn and compare.
+
+Each device runs in its own engine child process (:class:`ChildProcess`), one
+after the other, with the same configuration. Progress goes to standard error
+(one rewritten line on a terminal, epoch lines otherwise); the result table, or
+``--json``, goes to standard output.
+
+Defaults: the devices are ``cpu`` followed by every usable accelerator
+(each ``cuda:N``, then ``mps``), so the first row is the CPU and the speedup
+column reads "times faster than the CPU". The CPU trains with every core
+(``--threads``) at normal priority (``--nice 0``): nothing here needs a spare
+core, unlike the runner pane beside a live UI.
+
+Figures: ``warm-up s`` is epoch 1 (cuDNN autotune, compilation, allocator
+growth); ``epoch s`` and ``images/s`` are the mean of epochs 2 and later (the
+steady state); with ``--epochs 1`` they fall back to epoch 1, marked ``*``.
+Each epoch's clock is read after synchronizing the device. Speedup is the
+first device's epoch seconds over each device's.
+
+Undocumented for users, for tests and quick runs: ``--limit N`` trains on the
+first N images and measures accuracy on the first N held-out images.
+
+Exit codes: 0 when every run finished, 1 when any run failed (the others still
+run), 2 for bad input (one line on stderr; also a config only the trainer can
+judge, such as a batch larger than the data), 130 after Ctrl+C (the child is
+stopped).
+
+Devices: with one ``--device``, the trainer child checks it, and a device it
+refuses is the same one-line usage error, exit 2. With several devices, or none
+named, they are all checked first by a child of their own (the engine's ``devices``
+mode), so a bad second device fails before the first one trains. This process never
+imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TypeGuard
+
+from gputui.commands.args import (
+    check_data_dir,
+    check_runs_dir,
+    job_options,
+    usage_error,
+    whole_number,
+    workers_option,
+)
+from gputui.exits import EXIT_FAILED, EXIT_OK
+from gputui.jobs.config import PIPELINES, PRECISIONS, ConfigError, DeviceQuery, RunConfig
+from gputui.jobs.events import Error
+from gputui.jobs.process import ChildProcess, list_devices
+from gputui.jobs.reports import ProgressLine, bench_json, render_table
+from gputui.jobs.results import RunRecord
+
+PROG = "gputui bench"
+
+
+def add_bench_command(commands: Any) -> argparse.ArgumentParser:
+    """Add ``bench`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
+    bench = commands.add_parser(
+        "bench",
+        parents=[job_options()],
+        help="train the tutorials' CNN on each device and compare epoch times",
+        description=(
+            "Train seed 001's CIFAR-10 CNN on each device in turn (default: cpu and every "
+            "usable accelerator) and print epoch seconds, images/s, loss, accuracy and the "
+            "speedup over the first device."
+        ),
+    )
+    bench.add_argument("--epochs", type=whole_number(1), default=2, metavar="N", help="default: 2")
+    bench.add_argument(
+        "--batch-size", type=whole_number(1), default=256, metavar="B", help="default: 256"
+    )
+    bench.add_argument(
+        "--pipeline", choices=PIPELINES, default="resident", help="default: resident"
+    )
+    bench.add_argument("--precision", choices=PRECISIONS, default="fp32", help="default: fp32")
+    bench.add_argument("--compile", action="store_true", help="run the model through torch.compile")
+    workers_option(bench)
+    bench.add_argument("--runs-dir", metavar="PATH", help="where run folders go")
+    bench.add_argument("--no-record", action="store_true", help="write no run folder")
+    bench.set_defaults(handler=run_bench)
+    return bench
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """The ``gputui bench`` handler; returns the exit code."""
+    base = RunConfig(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        download=not args.no_download,
+        pipeline=args.pipeline,
+        precision=args.precision,
+        compile=args.compile,
+        limit=args.limit,
+        test_limit=args.limit,
+        workers=args.workers,
+        threads=args.threads,
+        nice=args.nice,
+        record=not args.no_record,
+        runs_dir=args.runs_dir,
+    )
+    requested = list(dict.fromkeys(text.strip() for text in args.devices or ()))
+    try:
+        if args.data_dir is not None:
+            check_data_dir(args.data_dir)
+        if args.runs_dir is not None:
+            check_runs_dir(args.runs_dir)
+        base.validate()
+        for text in requested:
+            base.with_changes(device=text).validate()  # an empty one, before any child
+    except ConfigError as exc:
+        return usage_error(PROG, str(exc))
+    child_checks = len(requested) == 1  # the trainer checks it: no child to list devices
+    if child_checks:
+        devices = requested
+    else:
+        listed = list_devices(DeviceQuery(check=tuple(requested)))
+        if isinstance(listed, Error):
+            return usage_error(PROG, listed.message)
+        devices = list(listed.chosen)
+
+    progress = ProgressLine(sys.stderr)
+    runs: list[RunRecord] = []
+    config = base
+    for device in devices:
+        run = _run_one(config.with_changes(device=device), progress, child_checks)
+        if _is_usage_error(run.error, child_checks):
+            return usage_error(PROG, run.error.message)
+        runs.append(run)
+        if run.error is not None and run.error.kind == "data":
+            break  # the same data fails on every device
+        if run.started is not None:  # every device trains on the data the first one got
+            config = config.with_changes(dataset=run.started.dataset)
+    out = sys.stdout
+    if args.json:
+        out.write(json.dumps(bench_json(runs), indent=2) + "\n")
+    else:
+        out.write(render_table(runs) + "\n")
+    return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
+
+
+def _is_usage_error(error: Error | None, child_checks: bool) -> TypeGuard[Error]:
+    """Whether the trainer refused the input (a usage error: exit 2, one line).
+
+    A config it refuses (a batch larger than the data) is bad input on any device.
+    A device it refuses is bad input when the trainer was the one to check the device
+    (``child_checks``: one ``--device``); with several, they were checked first.
+    """
+    if error is None:
+        return False
+    return error.kind == "config" or (child_checks and error.kind == "device")
+
+
+def _run_one(config: RunConfig, progress: ProgressLine, child_checks: bool) -> RunRecord:
+    run = RunRecord(config)
+    trainer = ChildProcess(config).start()
+    try:
+        for event in trainer.events():
+            run.absorb(event)
+            if not (isinstance(event, Error) and _is_usage_error(event, child_checks)):
+                progress.show(config, event)  # a usage error becomes the one line instead
+    finally:
+        trainer.stop()
+        progress.end()
+    return run

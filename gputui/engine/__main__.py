@@ -1,0 +1,163 @@
+"""The engine's child process: ``python -m gputui.engine MODE [options] [CONFIG_JSON]``.
+
+Modes, each with its config (:mod:`gputui.jobs.config`)::
+
+    train       RunConfig: one training run
+    experiment  ExperimentConfig: one experiment on each device
+    probe       ProbeConfig: the doctor's torch facts and measurements
+    devices     DeviceQuery: every candidate device, usable or not, and why
+
+Options: ``--parent-pid PID`` (die with that parent) and ``--watch-stdin`` (die when
+standard input reaches EOF); see :mod:`gputui.engine.lifecycle`.
+
+Events go to standard output as JSON lines (:mod:`gputui.jobs.events`); anything
+else printed (by torch, a library, a stray ``print``) goes to standard error, so
+the event stream stays clean. Whatever happens, the last event says how the job
+ended: a crash becomes an ``Error`` with its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+
+from gputui.engine.lifecycle import (
+    EventStream,
+    die_with_parent,
+    exit_now,
+    install_stop_signals,
+    keep_freed_memory,
+    lower_priority,
+    start_parent_watchdog,
+)
+from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from gputui.jobs.config import (
+    ConfigError,
+    DeviceQuery,
+    ExperimentConfig,
+    JobConfig,
+    Portable,
+    ProbeConfig,
+    RunConfig,
+    available_cores,
+)
+from gputui.jobs.events import Error, Event
+
+CONFIGS: dict[str, type[Portable]] = {
+    config.MODE: config for config in (RunConfig, ExperimentConfig, ProbeConfig, DeviceQuery)
+}
+"""Each mode's config type."""
+USAGE = (
+    "usage: python -m gputui.engine {train,experiment,probe,devices} [--parent-pid PID] "
+    "[--watch-stdin] [CONFIG_JSON]"
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one job; returns the process's exit code."""
+    keep_freed_memory()  # before torch allocates anything
+    stream = EventStream.take_stdout()
+    args = list(sys.argv[1:] if argv is None else argv)
+    mode = args[0] if args else None
+    try:
+        return _main(args, stream)
+    except BaseException as exc:  # the last resort: never die without saying why
+        stream.emit(
+            Error(
+                message=f"the {mode or 'engine'} crashed: {type(exc).__name__}: {exc}".splitlines()[
+                    0
+                ],
+                detail=traceback.format_exc(),
+                kind="crash",
+            )
+        )
+        return EXIT_FAILED
+
+
+def _main(args: list[str], stream: EventStream) -> int:
+    mode = args.pop(0) if args else None
+    parent_pid: int | None = None
+    watch_stdin = False
+    payload: str | None = None
+    while args:
+        arg = args.pop(0)
+        if arg == "--parent-pid" and args and args[0].isdigit():
+            parent_pid = int(args.pop(0))
+        elif arg == "--watch-stdin":
+            watch_stdin = True
+        elif payload is None and not arg.startswith("--"):
+            payload = arg
+        else:
+            return _usage(stream, f"bad engine argument {arg!r}")
+    config_type = CONFIGS.get(mode or "")
+    if config_type is None:
+        return _usage(stream, f"unknown engine mode {mode!r}")
+    if payload is None:
+        return _usage(stream, f"no {config_type.NAME} given")
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
+    if watch_stdin:
+        start_parent_watchdog(parent_pid if parent_pid is not None else os.getppid())
+    stop = install_stop_signals()
+    try:
+        config = config_type.from_json(payload)
+        config.validate()  # type: ignore[attr-defined]  # every config has one
+    except ConfigError as exc:
+        stream.emit(Error(message=str(exc), kind="config"))
+        return EXIT_USAGE
+    if isinstance(config, ProbeConfig):  # it imports torch itself, to report a failed import
+        from gputui.engine.probe import run_probe
+
+        run_probe(config, stream.emit)
+        return EXIT_OK
+    if isinstance(config, DeviceQuery):
+        return _list_devices(config, stream.emit)
+    assert isinstance(config, JobConfig)
+    lower_priority(config.nice)
+    torch = _import_torch()
+    torch.set_num_threads(config.threads or available_cores())
+    run: Callable[..., int]
+    if isinstance(config, RunConfig):
+        from gputui.engine.trainer import run_training as run
+    else:
+        from gputui.engine.experiments import run_experiment as run
+    return run(config, stream.emit, stop.is_set)
+
+
+def _usage(stream: EventStream, message: str) -> int:
+    stream.emit(Error(message=f"{message}; {USAGE}", kind="config"))
+    return EXIT_USAGE
+
+
+def _import_torch():  # type: ignore[no-untyped-def]  # torch's module
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy
+    import torch
+
+    return torch
+
+
+def _list_devices(query: DeviceQuery, emit: Callable[[Event], None]) -> int:
+    torch = _import_torch()
+    from gputui.engine.devices import DeviceError, device_options, parse_device, usable_devices
+    from gputui.jobs.events import DevicesListed
+
+    try:
+        chosen = tuple(
+            dict.fromkeys(parse_device(text) for text in query.check or usable_devices())
+        )
+    except DeviceError as exc:
+        emit(Error(message=str(exc), kind="device"))
+        return EXIT_USAGE
+    emit(
+        DevicesListed(
+            devices=tuple(device_options()), torch_version=torch.__version__, chosen=chosen
+        )
+    )
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    exit_now(main())

@@ -1,0 +1,84 @@
+"""The one training step, used by the trainer and every experiment alike: seed 001's loss
+and optimizer in their fastest form for the device.
+
+An experiment that times "a step" times exactly the step ``gputui bench`` trains with.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+from gputui.engine.memory import SimulatedOutOfMemoryError, Step
+from gputui.jobs.events import DataProgress, Event
+
+DOWNLOAD_REPORT_S = 0.25
+"""Least seconds between two download progress events."""
+
+
+def make_optimizer(model: torch.nn.Module, device: torch.device) -> torch.optim.Adam:
+    """Adam with default hyperparameters, in its fastest implementation for ``device``.
+
+    CUDA: ``fused`` (one kernel for every parameter). CPU: ``foreach`` (each update
+    stage is one call over the ten parameter tensors, not ten): the same numbers as
+    the default loop, bit for bit, in about two thirds of its time (0.45 against
+    0.6 ms a step here). ``fused`` is faster still on the CPU (0.17 ms) but rounds
+    differently from the tutorial's Adam.
+    """
+    if device.type == "cuda":
+        return torch.optim.Adam(model.parameters(), fused=True)
+    if device.type == "cpu":
+        return torch.optim.Adam(model.parameters(), foreach=True)
+    return torch.optim.Adam(model.parameters())
+
+
+def make_step(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    *,
+    bf16: bool = False,
+    simulate_oom_from_batch: int | None = None,
+) -> Step:
+    """One optimizer step on a batch; returns the detached loss, still on the device.
+
+    Args:
+        forward: The model (or its compiled form).
+        optimizer: Its optimizer (:func:`make_optimizer`).
+        device: Where the step runs.
+        bf16: Run the forward pass under bf16 autocast.
+        simulate_oom_from_batch: TEST HOOK: batches of at least this many images raise a
+            simulated out-of-memory error.
+    """
+    criterion = torch.nn.CrossEntropyLoss()
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if simulate_oom_from_batch is not None and x.shape[0] >= simulate_oom_from_batch:
+            # TEST HOOK (JobConfig.simulate_oom_from_batch): stands in for the allocator
+            # failing, at the same point and through the same handling as a real OOM.
+            raise SimulatedOutOfMemoryError(
+                f"simulated: out of memory for a batch of {x.shape[0]} on {device}"
+            )
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = criterion(forward(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step
+
+
+def download_reporter(emit: Callable[[Event], None]) -> Callable[[int, int], None]:
+    """CIFAR-10 download progress as ``DataProgress`` events, a few a second at most."""
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= DOWNLOAD_REPORT_S or (total and done >= total):
+            last[0] = now
+            emit(DataProgress(done_bytes=done, total_bytes=total))
+
+    return report

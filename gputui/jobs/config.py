@@ -1,0 +1,375 @@
+"""What a job in the engine's child process is asked to do: frozen, JSON-portable configs.
+
+Torch-free on purpose: the commands and the UI build and validate a config in
+their own process, then hand it to the child (:mod:`gputui.engine`) as JSON.
+Every config shares :class:`JobConfig`'s fields (data, threads, workers,
+priority, seed) under one name each; devices are checked only for shape here,
+since whether a device is usable needs torch.
+
+Defaults are a headless command's: every core, normal priority. The runner pane
+beside a live monitor asks for fewer threads and a lower priority itself
+(:func:`ui_friendly`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+DATASETS = ("auto", "cifar10", "synthetic")
+PIPELINES = ("resident", "classic")
+PRECISIONS = ("fp32", "bf16")
+NICE_MAX = 19
+EXPERIMENTS = ("batch-sweep", "sync-stall", "pipelines")
+"""Every experiment, in the order the help lists them."""
+DEFAULT_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
+"""Batch sizes ``batch-sweep`` tries by default."""
+MAX_IMAGES = 50_000
+"""Most training images an experiment loads (CIFAR-10's training split)."""
+MIN_STEPS = 3
+"""Fewest timed steps an experiment's measurement takes, however slow (unless ``steps`` is
+smaller)."""
+UI_NICE = 10
+"""Niceness of a job started beside the live monitor, so the screen stays responsive."""
+
+_RENAMED = {"num_workers": "workers"}
+"""Config keys that had another name once, still read (``GPUTUI_RUNNER_DEFAULTS``)."""
+
+C = TypeVar("C", bound="Portable")
+J = TypeVar("J", bound="JobConfig")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot work; ``str()`` is one line that says what to do."""
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS has no sched_getaffinity
+        return max(1, os.cpu_count() or 1)
+
+
+def ui_friendly_threads() -> int:
+    """Threads for CPU work beside a live UI: every core but one, at least 1."""
+    return max(1, available_cores() - 1)
+
+
+class Portable:
+    """A frozen config dataclass that travels to the child as one line of JSON."""
+
+    MODE: ClassVar[str] = ""
+    """The engine's mode that runs this config (``python -m gputui.engine MODE``)."""
+    NAME: ClassVar[str] = "config"
+    """What the config is, in error messages."""
+    STRICT: ClassVar[bool] = False
+    """Refuse unknown keys (else they are ignored: a newer sender's)."""
+
+    def with_changes(self: C, **changes: Any) -> C:
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def to_json(self) -> str:
+        """One line of JSON; :meth:`from_json` reads it back."""
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls: type[C], text: str) -> C:
+        """Read :meth:`to_json`'s output; lists become tuples.
+
+        Raises:
+            ConfigError: when ``text`` is not a JSON object of config fields.
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{cls.NAME} is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{cls.NAME} is not a JSON object")
+        known = {spec.name for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        keys = {key: _RENAMED.get(key, key) for key in data}
+        unknown = sorted(key for key, name in keys.items() if name not in known)
+        if unknown and cls.STRICT:
+            raise ConfigError(f"unknown {cls.NAME} keys: {', '.join(unknown)}")
+        values = {
+            keys[key]: tuple(value) if isinstance(value, list) else value
+            for key, value in data.items()
+            if keys[key] in known
+        }
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise ConfigError(f"{cls.NAME} is incomplete: {exc}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobConfig(Portable):
+    """What every job shares: where its data comes from and how it may use the machine."""
+
+    dataset: str = "auto"
+    """``auto`` (CIFAR-10 when present or downloadable, else synthetic), ``cifar10``,
+    ``synthetic``."""
+    data_dir: str | None = None
+    """Folder holding CIFAR-10; ``None`` for the data module's default cache folder."""
+    download: bool = True
+    """Whether CIFAR-10 may be downloaded when it is not in ``data_dir``."""
+    limit: int | None = None
+    """Use only the first N training images (quick runs and tests)."""
+    threads: int | None = None
+    """torch threads in the child; ``None``: every core."""
+    workers: int = 2
+    """DataLoader worker processes for the classic pipeline (seed 001 uses 2)."""
+    nice: int = 0
+    """Added to the child's niceness (0 to 19)."""
+    seed: int = 0
+    """Seed for the model's initial weights and the data order."""
+    simulate_oom_from_batch: int | None = None
+    """TEST HOOK: steps with at least this many images raise a simulated out-of-memory error."""
+
+    def validate(self) -> None:
+        """Check every field that needs no torch.
+
+        Raises:
+            ConfigError: with a one-line message naming the bad value and what to use.
+        """
+        _one_of("dataset", self.dataset, DATASETS)
+        if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
+            raise ConfigError(
+                f"data dir {self.data_dir} does not exist: create it, or leave it out to use "
+                "the default cache folder"
+            )
+        if self.limit is not None:
+            _at_least("limit", self.limit, 1)
+        if self.threads is not None:
+            _at_least("threads", self.threads, 1)
+        _at_least("workers", self.workers, 0)
+        if (
+            isinstance(self.nice, bool)
+            or not isinstance(self.nice, int)
+            or not 0 <= self.nice <= NICE_MAX
+        ):
+            raise ConfigError(f"nice must be 0 to {NICE_MAX}, got {self.nice!r}")
+        if self.simulate_oom_from_batch is not None:
+            _at_least("simulated OOM batch", self.simulate_oom_from_batch, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(JobConfig):
+    """One training run, as the UI or ``gputui bench`` asks for it."""
+
+    MODE: ClassVar[str] = "train"
+    NAME: ClassVar[str] = "run config"
+
+    device: str = "cpu"
+    """Device as the tutorials write it: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
+    epochs: int = 2
+    """Epochs to train; epoch 1 is the warm-up epoch."""
+    batch_size: int = 256
+    """Images per optimizer step (seed 001 uses 256)."""
+    pipeline: str = "resident"
+    """``resident`` (whole uint8 dataset on the device) or ``classic`` (DataLoader + ``.to``)."""
+    precision: str = "fp32"
+    """``fp32`` or ``bf16`` (autocast; channels_last on CPUs with AVX512-BF16 or AMX)."""
+    compile: bool = False
+    """Wrap the model in ``torch.compile``."""
+    test_limit: int | None = None
+    """Use only the first N held-out images for accuracy."""
+    record: bool = True
+    """Write the run folder (events JSONL, epochs CSV, TensorBoard when installed)."""
+    runs_dir: str | None = None
+    """Parent of run folders; ``None`` for ``$XDG_STATE_HOME/gputui/runs``."""
+    progress_interval_s: float = 0.25
+    """Least wall-clock seconds between progress reads (each one is a device sync)."""
+
+    def validate(self) -> None:
+        """Check every field that needs no torch.
+
+        Raises:
+            ConfigError: with a one-line message naming the bad value and what to use.
+        """
+        if not isinstance(self.device, str) or not self.device.strip():
+            raise ConfigError("device is empty: use cpu, cuda, cuda:N or mps")
+        _at_least("epochs", self.epochs, 1)
+        _at_least("batch size", self.batch_size, 1)
+        super().validate()
+        _one_of("pipeline", self.pipeline, PIPELINES)
+        _one_of("precision", self.precision, PRECISIONS)
+        if self.test_limit is not None:
+            _at_least("test limit", self.test_limit, 0)
+        if not self.progress_interval_s > 0:
+            raise ConfigError(
+                f"progress interval must be above 0 seconds, got {self.progress_interval_s!r}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentConfig(JobConfig):
+    """One experiment on one or more devices."""
+
+    MODE: ClassVar[str] = "experiment"
+    NAME: ClassVar[str] = "experiment config"
+
+    experiment: str
+    """``batch-sweep``, ``sync-stall`` or ``pipelines``."""
+    devices: tuple[str, ...] = ()
+    """Devices as the tutorials write them; empty: cpu and every usable accelerator."""
+    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
+    """Batch sizes for ``batch-sweep`` (run smallest first; duplicates run once)."""
+    batch_size: int = 256
+    """Batch size for ``sync-stall`` and ``pipelines`` (seed 001 uses 256)."""
+    steps: int = 200
+    """Most timed steps per measurement (a batch size, a way of reading the loss, a pipeline);
+    ``budget_s`` usually ends a measurement first on a CPU."""
+    warmup_steps: int = 2
+    """Untimed steps before each measurement (cuDNN autotune, allocator, DataLoader workers)."""
+    budget_s: float = 2.0
+    """Seconds of timed steps a measurement aims at (``sync-stall``: both ways together):
+    fewer steps than ``steps`` when they are slow, never fewer than ``MIN_STEPS``."""
+    pin_memory: bool = True
+    """``batch-sweep`` on CUDA: copy from pinned host batches (as the classic pipeline does);
+    ``False`` copies from pageable memory, as seed 001's DataLoader hands them out."""
+
+    def validate(self) -> None:
+        """Check every field that needs no torch.
+
+        Raises:
+            ConfigError: one line naming the bad value and what to use.
+        """
+        if self.experiment not in EXPERIMENTS:
+            raise ConfigError(
+                f"unknown experiment {self.experiment!r}: choose {', '.join(EXPERIMENTS)}"
+            )
+        for device in self.devices:
+            if not isinstance(device, str) or not device.strip():
+                raise ConfigError("a device is empty: use cpu, cuda, cuda:N or mps")
+        if not self.batch_sizes:
+            raise ConfigError("no batch sizes given: list some, e.g. 32,64,128")
+        for size in self.batch_sizes:
+            _at_least("batch size", size, 1)
+        _at_least("batch size", self.batch_size, 1)
+        _at_least("steps", self.steps, 1)
+        _at_least("warm-up steps", self.warmup_steps, 1)
+        if isinstance(self.budget_s, bool) or not (
+            isinstance(self.budget_s, int | float) and 0 < self.budget_s < float("inf")
+        ):
+            raise ConfigError(f"budget must be a number of seconds above 0, got {self.budget_s!r}")
+        super().validate()
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The batch sizes this experiment runs: sorted sweep sizes, or ``(batch_size,)``."""
+        if self.experiment == "batch-sweep":
+            return tuple(sorted(set(self.batch_sizes)))
+        return (self.batch_size,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeConfig(Portable):
+    """What the doctor's probe measures, and how big. ``budget_s`` bounds all the timed
+    loops together (warm-ups and device set-up come on top)."""
+
+    MODE: ClassVar[str] = "probe"
+    NAME: ClassVar[str] = "probe config"
+    STRICT: ClassVar[bool] = True
+
+    measure: bool = True
+    """Measure bandwidth and matmuls; ``False`` only identifies the devices (``--quick``)."""
+    torch_only: bool = False
+    """Stop once torch, CUDA and MPS have answered: no pitfalls, no devices (the monitor's
+    question: can PyTorch use MPS here?)."""
+    budget_s: float = 3.0
+    """Seconds of timed loops, over every device together."""
+    cpu_copy_mib: int = 64
+    cpu_matmul_n: int = 1024
+    gpu_copy_mib: int = 256
+    gpu_matmul_n: int = 8192
+    mps_copy_mib: int = 128
+    mps_matmul_n: int = 4096
+
+    def validate(self) -> None:
+        """Check the sizes and the budget.
+
+        Raises:
+            ConfigError: one line naming the bad value.
+        """
+        for spec in dataclasses.fields(self):
+            if spec.name.endswith(("_mib", "_n")):
+                _at_least(spec.name, getattr(self, spec.name), 1)
+        if isinstance(self.budget_s, bool) or not (
+            isinstance(self.budget_s, int | float) and 0 < self.budget_s < float("inf")
+        ):
+            raise ConfigError(f"budget must be a number of seconds above 0, got {self.budget_s!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceQuery(Portable):
+    """Which devices there are, usable or not; with ``check``, whether these can be used."""
+
+    MODE: ClassVar[str] = "devices"
+    NAME: ClassVar[str] = "device query"
+    STRICT: ClassVar[bool] = True
+
+    check: tuple[str, ...] = ()
+    """Devices to check and spell as torch does (``cuda`` reads ``cuda:0``); empty: every
+    usable device is chosen."""
+
+    def validate(self) -> None:
+        """Check that no device is empty.
+
+        Raises:
+            ConfigError: one line that says what to use.
+        """
+        for device in self.check:
+            if not isinstance(device, str) or not device.strip():
+                raise ConfigError("a device is empty: use cpu, cuda, cuda:N or mps")
+
+
+def ui_friendly(config: J) -> J:
+    """``config`` as a job beside the live monitor runs it: a core spare, lower priority."""
+    return config.with_changes(threads=ui_friendly_threads(), nice=UI_NICE)
+
+
+def steps_within(estimate_s: float, steps: int, budget_s: float) -> int:
+    """Timed steps for a measurement: ``steps``, or fewer when they would overrun the budget.
+
+    Args:
+        estimate_s: Seconds one step took at the end of the warm-up.
+        steps: The most steps asked for.
+        budget_s: Seconds the timed steps should take at most.
+
+    Returns:
+        Between ``min(MIN_STEPS, steps)`` and ``steps``.
+    """
+    least = min(MIN_STEPS, steps)
+    if not estimate_s > 0:
+        return steps
+    return max(least, min(steps, int(budget_s / estimate_s)))
+
+
+def images_needed(config: ExperimentConfig) -> int:
+    """Training images to load so no measurement runs out of data mid-way.
+
+    ``pipelines`` wants one DataLoader epoch to hold every step (a new epoch restarts
+    the workers); the others cycle through a few batches' worth.
+    """
+    if config.limit is not None:
+        return config.limit
+    largest = max(config.sizes)
+    if config.experiment == "pipelines":
+        return min(MAX_IMAGES, largest * (config.warmup_steps + config.steps))
+    return min(MAX_IMAGES, 4 * largest)
+
+
+def _at_least(name: str, value: object, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{name} must be a whole number of at least {least}, got {value!r}")
+
+
+def _one_of(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} {value!r} is not one of {', '.join(choices)}")

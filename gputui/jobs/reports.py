@@ -1,0 +1,433 @@
+"""The reports of training runs and experiments, as text and JSON: what ``gputui bench``
+and ``gputui experiment`` print, and what the runner pane shows of an experiment.
+
+Torch-free and Textual-free, from the results model (:mod:`gputui.jobs.results`).
+Progress goes to standard error as it arrives (:class:`ProgressLine` for runs, one
+rewritten line on a terminal; :class:`ProgressLines` for experiments); the tables and
+JSON go to standard output once the job ended.
+
+Every line that holds a path or a message goes through :func:`gputui.format.one_line`:
+a value with a newline or a terminal escape cannot break the display.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, TextIO
+
+from gputui.format import (
+    fmt_bytes,
+    fmt_columns,
+    fmt_count,
+    fmt_fraction,
+    fmt_ms,
+    fmt_number,
+    fmt_share,
+    fmt_times,
+    one_line,
+)
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import (
+    BatchSweepRow,
+    DataProgress,
+    DeviceFailed,
+    EpochFinished,
+    Error,
+    Event,
+    ExperimentDevice,
+    ExperimentStarted,
+    Note,
+    PipelineRow,
+    Placement,
+    Progress,
+    RunStarted,
+    SyncStallRow,
+)
+from gputui.jobs.results import ExperimentResult, RunRecord, speedup
+
+# -- training runs ------------------------------------------------------------------------
+
+
+class ProgressLine:
+    """Compact progress on standard error: one rewritten line on a terminal.
+
+    Every line goes through :func:`one_line`: a path or message holding a newline or
+    a terminal escape cannot break the display.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._open = False
+
+    def show(self, config: RunConfig, event: Event) -> None:
+        """Show what ``event`` says about the run on ``config.device``."""
+        device = config.device
+        if isinstance(event, DataProgress) and self.tty:
+            total = f"/{fmt_bytes(event.total_bytes)}" if event.total_bytes else ""
+            self._rewrite(f"downloading CIFAR-10: {fmt_bytes(event.done_bytes)}{total}")
+        elif isinstance(event, Progress) and self.tty:
+            self._rewrite(
+                f"{device}: epoch {event.epoch}/{config.epochs}  step {event.step}/"
+                f"{event.steps_per_epoch}  {event.images_per_second:,.0f} img/s  "
+                f"loss {event.loss:.3f}"
+            )
+        elif isinstance(event, RunStarted):
+            self._line(
+                f"{device}: {event.device_name}; {event.dataset} ({event.train_images} images), "
+                f"{event.pipeline}, {event.precision}, batch {event.batch_size}"
+            )
+        elif isinstance(event, EpochFinished):
+            warm = " (warm-up)" if event.warmup else ""
+            self._line(
+                f"{device}: epoch {event.epoch}/{config.epochs}  {event.seconds:.2f} s{warm}  "
+                f"{event.images_per_second:,.0f} img/s  loss {event.loss:.3f}  "
+                f"accuracy {fmt_fraction(event.accuracy)}"
+            )
+        elif isinstance(event, Note):
+            self._line(f"{device}: note: {event.message}")
+        elif isinstance(event, Error):
+            self._line(f"{device}: error: {event.message}")
+
+    def end(self) -> None:
+        """Finish a rewritten line, if one is open."""
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+    def _rewrite(self, text: str) -> None:
+        self.stream.write("\r\033[K" + one_line(text))
+        self.stream.flush()
+        self._open = True
+
+    def _line(self, text: str) -> None:
+        if self._open:
+            self.stream.write("\r\033[K")
+            self._open = False
+        self.stream.write(one_line(text) + "\n")
+        self.stream.flush()
+
+
+def _speedup(runs: list[RunRecord], run: RunRecord) -> float | None:
+    """``run``'s speedup over the first run (by the steady-epoch rule)."""
+    return speedup(runs[0], run).steady if runs else None
+
+
+def render_table(runs: list[RunRecord]) -> str:
+    """The result as text: which dataset ran, one row per device, placement verdicts."""
+    lines: list[str] = []
+    first = next((run.started for run in runs if run.started is not None), None)
+    if first is not None:
+        where = (
+            "generated locally"
+            if first.dataset_source == "generated"
+            else f"from {first.dataset_source}"
+        )
+        lines.append(f"dataset: {first.dataset} ({where})")
+        if first.dataset_note:
+            lines.append(f"note: {first.dataset_note}")
+        lines.append(
+            f"{first.train_images} training / {first.test_images} held-out images, "
+            f"{first.pipeline} pipeline, {first.precision}, batch {first.batch_size}, "
+            f"{first.epochs} epoch{'s' if first.epochs != 1 else ''}"
+            f"{', compiled' if first.compile else ''}"
+        )
+        lines.append("")
+    single = any(run.steady is not None and run.steady.includes_warmup for run in runs)
+    mark = "*" if single else ""
+    rows = [
+        [
+            "device",
+            "name",
+            "warm-up s",
+            f"epoch s{mark}",
+            f"images/s{mark}",
+            "loss",
+            "accuracy",
+            "speedup",
+        ]
+    ]
+    for run in runs:
+        name = run.started.device_name if run.started is not None else ""
+        if run.error is not None:
+            rows.append([run.device, name, f"error: {run.error.message}"])
+            continue
+        last = run.epochs[-1] if run.epochs else None
+        steady = run.steady
+        rows.append(
+            [
+                run.device,
+                name,
+                fmt_number(run.epochs[0].seconds if run.epochs else None, "{:.2f}"),
+                fmt_number(steady.seconds if steady else None, "{:.2f}"),
+                fmt_number(steady.images_per_second if steady else None, "{:,.0f}"),
+                fmt_number(last.loss if last else None, "{:.3f}"),
+                fmt_fraction(last.accuracy if last else None),
+                fmt_times(_speedup(runs, run), precision=2),
+            ]
+        )
+    lines += fmt_columns(rows, right={2, 3, 4, 5, 6, 7})
+    lines.append("")
+    legend = "warm-up s: epoch 1 (cuDNN autotune, compilation); epoch s, images/s: epochs 2+"
+    if single:
+        legend += "; * only epoch 1 ran, so these include warm-up"
+    if runs:
+        legend += f"; speedup: over {runs[0].device}"
+    lines.append(legend)
+    for run in runs:
+        verdict = placement_verdict(run)
+        if verdict:
+            lines.append(verdict)
+    recorded = [run.finished.run_dir for run in runs if run.finished and run.finished.run_dir]
+    if recorded:
+        lines.append(f"run folders: {', '.join(recorded)}")
+    return "\n".join(lines)
+
+
+def placement_verdict(run: RunRecord) -> str | None:
+    """One line that says whether every tensor of the run sits on its device."""
+    placement = run.placement
+    if placement is None:
+        return None
+    device = placement.inputs_device
+    where = {row.device for row in placement.rows} | {
+        row.state_device for row in placement.rows if row.state_device
+    }
+    steps = {row.step_device for row in placement.rows if row.step_device}
+    state_bytes = sum(row.state_bytes for row in placement.rows if row.kind == "module")
+    param_bytes = sum(row.param_bytes for row in placement.rows if row.kind == "module")
+    text = (
+        f"{run.device} placement: parameters ({fmt_bytes(param_bytes)}), Adam state "
+        f"({fmt_bytes(state_bytes)}) and input batches on {', '.join(sorted(where | {device}))}"
+    )
+    if steps - {device}:
+        text += f" (Adam's step counters on {', '.join(sorted(steps))}, as stock Adam keeps them)"
+    return text
+
+
+def bench_json(runs: list[RunRecord]) -> dict[str, Any]:
+    """The result as a JSON-ready dict: ``{"runs": [...]}``."""
+    out = []
+    for run in runs:
+        started = run.started
+        steady = run.steady
+        out.append(
+            {
+                "device": run.device,
+                "device_name": started.device_name if started else None,
+                "status": run.status,
+                "error": asdict(run.error) if run.error else None,
+                "dataset": started.dataset if started else None,
+                "dataset_source": started.dataset_source if started else None,
+                "dataset_note": started.dataset_note if started else None,
+                "train_images": started.train_images if started else None,
+                "test_images": started.test_images if started else None,
+                "pipeline": started.pipeline if started else None,
+                "precision": started.precision if started else None,
+                "batch_size": started.batch_size if started else None,
+                "compile": started.compile if started else None,
+                "channels_last": started.channels_last if started else None,
+                "num_threads": started.num_threads if started else None,
+                "torch_version": started.torch_version if started else None,
+                "data_seconds": run.data_ready.seconds if run.data_ready else None,
+                "warmup_seconds": run.epochs[0].seconds if run.epochs else None,
+                "epoch_seconds": steady.seconds if steady else None,
+                "images_per_second": steady.images_per_second if steady else None,
+                "speedup": _speedup(runs, run),
+                "epochs": [
+                    {
+                        "epoch": e.epoch,
+                        "seconds": e.seconds,
+                        "images_per_second": e.images_per_second,
+                        "loss": e.loss,
+                        "accuracy": e.accuracy,
+                        "warmup": e.warmup,
+                        "eval_seconds": e.eval_seconds,
+                    }
+                    for e in run.epochs
+                ],
+                "placement": [asdict(row) for row in run.placement.rows] if run.placement else [],
+                "inputs": _inputs(run.placement),
+                "memory": asdict(run.memory) if run.memory else None,
+                "notes": run.notes,
+                "run_dir": run.finished.run_dir if run.finished else None,
+            }
+        )
+    return {"runs": out}
+
+
+def _inputs(placement: Placement | None) -> dict[str, Any] | None:
+    if placement is None:
+        return None
+    return {
+        "device": placement.inputs_device,
+        "dtype": placement.inputs_dtype,
+        "memory_format": placement.inputs_memory_format,
+        "labels_device": placement.labels_device,
+        "dataset_device": placement.dataset_device,
+        "pinned": placement.pinned,
+    }
+
+
+# -- experiments ---------------------------------------------------------------------------
+
+
+class ProgressLines:
+    """One line on standard error per device and per row, as they arrive.
+
+    A run's :class:`Error` is left out: the handler writes it once, at the end.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._downloading = False
+
+    def show(self, event: Event) -> None:
+        """Write what ``event`` says, if it says anything worth a line."""
+        if isinstance(event, Error):
+            return
+        if isinstance(event, DataProgress):
+            line = None if self._downloading else "downloading CIFAR-10..."
+            self._downloading = True
+        else:
+            line = progress_line(event)
+        if line:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+
+def progress_line(event: Event) -> str | None:
+    """One line for a progress display, or ``None`` for events that need none."""
+    if isinstance(event, ExperimentStarted):
+        return (
+            f"{event.experiment}: {event.dataset} data ({event.images:,} images), "
+            f"{event.threads} thread{'s' if event.threads != 1 else ''}, "
+            f"devices {', '.join(event.devices)}"
+        )
+    if isinstance(event, ExperimentDevice):
+        return f"{event.device}: {event.device_name}"
+    if isinstance(event, BatchSweepRow):
+        if event.error is not None or event.data_share is None:
+            return f"{event.device}: batch {event.batch_size}: {event.error}"
+        return (
+            f"{event.device}: batch {event.batch_size}: {fmt_count(event.images_per_second)} "
+            f"images/s, data {fmt_share(event.data_share)} of each step"
+        )
+    if isinstance(event, SyncStallRow):
+        how = "every step" if event.mode == "every_step" else "once"
+        if event.error is not None or event.ms_per_step is None:
+            return f"{event.device}: loss read {how}: {event.error}"
+        return f"{event.device}: loss read {how}: {fmt_ms(event.ms_per_step)} ms per step"
+    if isinstance(event, PipelineRow):
+        if event.error is not None or event.images_per_second is None:
+            return f"{event.device}: {event.pipeline}: {event.error}"
+        return f"{event.device}: {event.pipeline}: {fmt_count(event.images_per_second)} images/s"
+    if isinstance(event, DeviceFailed):
+        return f"{event.device}: error: {event.message}"
+    if isinstance(event, Note):
+        return f"note: {event.message}"
+    if isinstance(event, Error) and event.kind not in {"config", "device"}:
+        return f"error: {event.message}"
+    return None
+
+
+def render_result(result: ExperimentResult) -> str:
+    """The result as text: what ran, one table row per measurement, the conclusion."""
+    lines: list[str] = []
+    started = result.started
+    if started is not None:
+        where = (
+            "generated locally"
+            if started.dataset_source == "generated"
+            else f"from {started.dataset_source}"
+        )
+        lines.append(
+            f"{result.experiment}: {started.dataset} data ({where}), {started.images:,} images; "
+            f"up to {started.steps} timed steps per measurement after {started.warmup_steps} "
+            f"warm-up, about {started.budget_s:g} s each; {started.threads} CPU thread"
+            f"{'s' if started.threads != 1 else ''}"
+        )
+        if started.dataset_note:
+            lines.append(f"note: {started.dataset_note}")
+    for device in result.devices.values():
+        if device.info is not None:
+            lines.append(f"{device.device}: {device.info.device_name}")
+            if device.info.data_phase:
+                lines.append(f"  data = {device.info.data_phase}")
+    lines.append("")
+    lines += _table(result)
+    failures = [d.failure for d in result.devices.values() if d.failure is not None]
+    lines += [f"{failure.device}: error: {failure.message}" for failure in failures]
+    if result.conclusion:
+        lines += ["", result.conclusion]
+    return "\n".join(lines)
+
+
+def _table(result: ExperimentResult) -> list[str]:
+    rows = [row for device in result.devices.values() for row in device.rows]
+    if result.experiment == "batch-sweep":
+        header = ["device", "batch", "steps", "images/s", "data ms", "compute ms", "data share"]
+        cells = [
+            [r.device, str(r.batch_size), *_sweep_cells(r)]
+            for r in rows
+            if isinstance(r, BatchSweepRow)
+        ]
+        return fmt_columns([header, *cells], right={1, 2, 3, 4, 5, 6})
+    if result.experiment == "sync-stall":
+        header = ["device", "loss read", "batch", "steps", "ms/step", "images/s", "spread ms"]
+        cells = [
+            [
+                r.device,
+                "every step" if r.mode == "every_step" else "once",
+                str(r.batch_size),
+                *_stall_cells(r),
+            ]
+            for r in rows
+            if isinstance(r, SyncStallRow)
+        ]
+        lines = fmt_columns([header, *cells], right={2, 3, 4, 5, 6})
+        return [*lines, "", "spread ms: slowest round minus fastest (the noise)"]
+    header = ["device", "pipeline", "batch", "steps", "ms/step", "images/s", "setup s", "workers"]
+    cells = [
+        [r.device, r.pipeline, str(r.batch_size), *_pipeline_cells(r)]
+        for r in rows
+        if isinstance(r, PipelineRow)
+    ]
+    lines = fmt_columns([header, *cells], right={2, 3, 4, 5, 6, 7})
+    return [*lines, "", "setup s: copying the dataset to the device before the first step"]
+
+
+def _sweep_cells(row: BatchSweepRow) -> list[str]:
+    if row.error is not None:
+        return [f"{row.error}"]
+    return [
+        str(row.steps),
+        fmt_count(row.images_per_second),
+        fmt_ms(row.data_ms),
+        fmt_ms(row.compute_ms),
+        fmt_share(row.data_share),
+    ]
+
+
+def _stall_cells(row: SyncStallRow) -> list[str]:
+    if row.error is not None:
+        return [f"{row.error}"]
+    return [
+        str(row.steps),
+        fmt_ms(row.ms_per_step),
+        fmt_count(row.images_per_second),
+        fmt_ms(row.spread_ms),
+    ]
+
+
+def _pipeline_cells(row: PipelineRow) -> list[str]:
+    if row.error is not None:
+        return [f"{row.error}"]
+    return [
+        str(row.steps),
+        fmt_ms(row.ms_per_step),
+        fmt_count(row.images_per_second),
+        fmt_number(row.setup_s, "{:.2f}"),
+        str(row.workers),
+    ]

@@ -1,0 +1,449 @@
+"""The one results model: what a job's events add up to, for the commands and the UI alike.
+
+- A training run is a :class:`RunRecord`, fed its events as they arrive. Its
+  steady-state figures follow one rule (:func:`steady_figures`): the mean of the
+  epochs after the warm-up epoch; a run that ended with only its warm-up epoch
+  falls back to that epoch, marked as including warm-up. :func:`speedup` compares
+  two runs by that rule, epoch by epoch, and while the second is still in an epoch.
+- A :class:`Session` is what one press of start (one run) or compare (two runs, one
+  after the other) asks for in the runner pane; ``gputui bench`` keeps a list of
+  runs, one per device, and compares each with the first.
+- An experiment is an :class:`ExperimentResult`: its rows gathered per device, the
+  one-sentence conclusion, and the JSON that ``gputui experiment --json`` prints.
+
+Torch-free and Textual-free; the text and JSON reports are :mod:`gputui.jobs.reports`.
+
+The experiment's JSON (:meth:`ExperimentResult.to_json_dict`)::
+
+    {
+      "experiment": "batch-sweep",          # or "sync-stall", "pipelines"
+      "status": "ok",                       # "ok", "stopped" or "error"
+      "error": null,                        # or {"message", "kind", "detail"}
+      "settings": {"devices", "batch_sizes", "steps", "warmup_steps", "budget_s",
+                   "dataset", "dataset_source", "dataset_note", "images", "threads",
+                   "workers", "torch_version"},   # null when it never started
+      "device_results": [
+        {"device": "cpu", "device_name": "...", "status": "ok",   # or "error"
+         "error": null,                      # one line when the device failed
+         "data_phase": "...",                # batch-sweep: what the data share measures
+         "pinned": false,
+         "rows": [ ... ],                    # the experiment's rows, fields below
+         "summary": { ... }}                 # per experiment, below; null when incomplete
+      ],
+      "conclusion": "On cpu, ..."           # one sentence; null when it did not finish
+    }
+
+Rows (``error`` is null, or why the row has no figures, e.g. "out of memory"):
+
+- batch-sweep: ``batch_size, steps, images_per_second, data_ms, compute_ms,
+  data_share`` (0 to 1); summary ``{"best_batch_size", "best_images_per_second"}``.
+- sync-stall: ``mode`` (``every_step`` or ``once``), ``batch_size, steps, rounds,
+  ms_per_step, images_per_second, spread_ms``; summary ``{"every_step_ms",
+  "once_ms", "cost_ms", "slowdown", "noise_ms", "verdict"}``, ``verdict`` one of
+  ``slower``, ``no_difference``, ``faster``.
+- pipelines: ``pipeline`` (``classic`` or ``resident``), ``batch_size, steps,
+  ms_per_step, images_per_second, workers, pinned, setup_s``; summary
+  ``{"resident_over_classic"}``.
+
+Every row also carries its ``device``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from gputui.jobs.conclusions import pipelines_ratio, sync_stall_summary
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import (
+    BatchSweepRow,
+    DataReady,
+    DeviceFailed,
+    EpochFinished,
+    Error,
+    Event,
+    ExperimentConcluded,
+    ExperimentDevice,
+    ExperimentStarted,
+    Finished,
+    Memory,
+    Note,
+    PipelineRow,
+    Placement,
+    Progress,
+    Row,
+    RunStarted,
+    SyncStallRow,
+)
+
+
+@dataclass(frozen=True)
+class EpochFigures:
+    """A run's steady state: what its epochs after the warm-up took, on average."""
+
+    seconds: float
+    """Mean seconds of the epochs counted."""
+    images_per_second: float | None
+    """Their images over their seconds."""
+    includes_warmup: bool
+    """True when only the warm-up epoch ran, so it is what was counted."""
+
+
+def steady_figures(epochs: Sequence[EpochFinished], *, ended: bool) -> EpochFigures | None:
+    """The one steady-epoch rule: the mean of the epochs after the warm-up epoch.
+
+    Args:
+        epochs: The run's finished epochs, in order.
+        ended: Whether the run ended: then, with only its warm-up epoch finished, that
+            epoch counts (marked ``includes_warmup``); while it runs, ``None`` until a
+            steady epoch finished.
+    """
+    counted = [epoch for epoch in epochs if not epoch.warmup]
+    includes_warmup = not counted
+    if includes_warmup:
+        if not (ended and epochs):
+            return None
+        counted = list(epochs[:1])
+    seconds = sum(epoch.seconds for epoch in counted)
+    images = sum(epoch.images for epoch in counted)
+    return EpochFigures(
+        seconds=seconds / len(counted),
+        images_per_second=images / seconds if seconds > 0 else None,
+        includes_warmup=includes_warmup,
+    )
+
+
+class Phase(str, Enum):
+    """Where the pane's session is."""
+
+    IDLE = "idle"
+    """Nothing has run yet."""
+    RUNNING = "running"
+    """A trainer is running (or about to start)."""
+    FINISHED = "finished"
+    """Every run of the session ended without error."""
+    STOPPED = "stopped"
+    """The user stopped the session."""
+    FAILED = "failed"
+    """A run ended with an error."""
+
+
+@dataclass
+class RunRecord:
+    """One training run, as its events told it."""
+
+    config: RunConfig
+    """What was asked for."""
+    started: RunStarted | None = None
+    """The trainer's RunStarted (device, dataset, pid...)."""
+    data_ready: DataReady | None = None
+    """Where the data went, and how long it took."""
+    progress: Progress | None = None
+    """The latest progress of the epoch in flight."""
+    epochs: list[EpochFinished] = field(default_factory=list)
+    """Finished epochs, in order."""
+    placement: Placement | None = None
+    """Where the parameters, optimizer state and batches live."""
+    memory: Memory | None = None
+    """The trainer's latest memory reading."""
+    notes: list[str] = field(default_factory=list)
+    """Notes from the trainer."""
+    finished: Finished | None = None
+    """The run's Finished, once it ended without error."""
+    error: Error | None = None
+    """The run's Error, once it failed."""
+
+    @property
+    def device(self) -> str:
+        """The device the run trains on (the trainer's canonical name once known)."""
+        return self.started.device if self.started is not None else self.config.device
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run's last event arrived."""
+        return self.finished is not None or self.error is not None
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``stopped`` or ``error`` (a run that never ended counts as stopped)."""
+        if self.error is not None:
+            return "error"
+        return "stopped" if self.finished is None or self.finished.stopped else "ok"
+
+    @property
+    def steady(self) -> EpochFigures | None:
+        """The steady state by :func:`steady_figures`' rule; ``None`` until it is known."""
+        return steady_figures(self.epochs, ended=self.ended)
+
+    @property
+    def best_images_per_second(self) -> float | None:
+        """Steady throughput, else the last epoch's, else the live epoch's so far."""
+        steady = self.steady
+        if steady is not None and steady.images_per_second is not None:
+            return steady.images_per_second
+        if self.epochs:
+            return self.epochs[-1].images_per_second
+        return self.progress.images_per_second if self.progress is not None else None
+
+    def absorb(self, event: Event) -> None:
+        """Take in one trainer event."""
+        if isinstance(event, RunStarted):
+            self.started = event
+        elif isinstance(event, DataReady):
+            self.data_ready = event
+        elif isinstance(event, Progress):
+            self.progress = event
+        elif isinstance(event, EpochFinished):
+            self.epochs.append(event)
+            self.progress = None
+        elif isinstance(event, Placement):
+            self.placement = event
+        elif isinstance(event, Memory):
+            self.memory = event
+        elif isinstance(event, Note):
+            self.notes.append(event.message)
+        elif isinstance(event, Finished):
+            self.finished = event
+            self.progress = None
+        elif isinstance(event, Error):
+            self.error = event
+            self.progress = None
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """How much faster the second run of a comparison trains than the first."""
+
+    baseline: str
+    """The first run's device."""
+    other: str
+    """The second run's device."""
+    per_epoch: tuple[tuple[int, float], ...]
+    """(epoch, baseline seconds / other seconds) for each epoch both runs finished."""
+    steady: float | None
+    """Ratio of the steady epoch seconds (:func:`steady_figures`); ``None`` until both
+    have them."""
+    steady_includes_warmup: bool
+    """True when either side's steady figure is its warm-up epoch (only that one ran)."""
+    warmup: float | None
+    """Ratio of the warm-up epochs' seconds."""
+    so_far: float | None
+    """While the second run is in an epoch: its throughput so far over the baseline's."""
+
+
+def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
+    """The speedup of ``other`` over ``baseline`` from what has arrived so far."""
+    theirs = {epoch.epoch: epoch for epoch in other.epochs}
+    per_epoch = tuple(
+        (mine.epoch, mine.seconds / theirs[mine.epoch].seconds)
+        for mine in baseline.epochs
+        if mine.epoch in theirs and theirs[mine.epoch].seconds > 0
+    )
+    base_steady, other_steady = baseline.steady, other.steady
+    steady = (
+        base_steady.seconds / other_steady.seconds
+        if base_steady is not None and other_steady is not None and other_steady.seconds > 0
+        else None
+    )
+    includes_warmup = any(s is not None and s.includes_warmup for s in (base_steady, other_steady))
+    warm_base = next((e for e in baseline.epochs if e.warmup), None)
+    warm_other = next((e for e in other.epochs if e.warmup), None)
+    warmup = (
+        warm_base.seconds / warm_other.seconds
+        if warm_base is not None and warm_other is not None and warm_other.seconds > 0
+        else None
+    )
+    so_far = None
+    base_ips = baseline.best_images_per_second
+    if other.progress is not None and base_ips:
+        so_far = other.progress.images_per_second / base_ips
+    return Speedup(
+        baseline.device, other.device, per_epoch, steady, includes_warmup, warmup, so_far
+    )
+
+
+@dataclass
+class Session:
+    """One start (one run) or compare (two runs in turn) of the runner pane."""
+
+    configs: list[RunConfig]
+    """Every run the session asks for, in order."""
+    runs: list[RunRecord] = field(default_factory=list)
+    """The runs started so far, in order."""
+    stopped: bool = False
+    """Whether the user stopped the session."""
+
+    @property
+    def compare(self) -> bool:
+        """Whether this session compares two runs."""
+        return len(self.configs) > 1
+
+    @property
+    def current(self) -> RunRecord | None:
+        """The run started last."""
+        return self.runs[-1] if self.runs else None
+
+    @property
+    def next_config(self) -> RunConfig | None:
+        """The config of the next run to start, or ``None`` when the session is done."""
+        if self.stopped or any(run.error is not None for run in self.runs):
+            return None
+        current = self.current
+        if current is not None and not current.ended:
+            return None
+        return self.configs[len(self.runs)] if len(self.runs) < len(self.configs) else None
+
+    def begin(self, config: RunConfig) -> RunRecord:
+        """Record that the run of ``config`` is starting."""
+        run = RunRecord(config)
+        self.runs.append(run)
+        return run
+
+    @property
+    def phase(self) -> Phase:
+        """Where the session is."""
+        if any(run.error is not None for run in self.runs):
+            return Phase.FAILED
+        current = self.current
+        if current is not None and not current.ended:
+            return Phase.RUNNING
+        if self.stopped or any(r.finished is not None and r.finished.stopped for r in self.runs):
+            return Phase.STOPPED
+        if len(self.runs) < len(self.configs):
+            return Phase.RUNNING
+        return Phase.FINISHED
+
+    @property
+    def speedup(self) -> Speedup | None:
+        """The comparison's speedup so far; ``None`` for a single run or before the second."""
+        if not self.compare or len(self.runs) < 2:
+            return None
+        return speedup(self.runs[0], self.runs[1])
+
+
+SCHEMA_FIELDS_SKIPPED = ("pid",)
+"""``ExperimentStarted`` fields left out of ``settings`` (they differ every run)."""
+
+
+@dataclass
+class DeviceResult:
+    """One device's part of an experiment."""
+
+    device: str
+    """Canonical device string."""
+    info: ExperimentDevice | None = None
+    """The device's announcement (name, what the data phase is)."""
+    rows: list[Row] = field(default_factory=list)
+    """Rows in the order they were measured."""
+    failure: DeviceFailed | None = None
+    """Why the device stopped early, if it did."""
+
+    def summary(self, experiment: str) -> dict[str, Any] | None:
+        """The experiment's per-device figures (see the module doc); ``None`` if incomplete."""
+        if experiment == "batch-sweep":
+            ok = [r for r in self.rows if isinstance(r, BatchSweepRow) and r.images_per_second]
+            if not ok:
+                return None
+            best = max(ok, key=lambda r: r.images_per_second or 0.0)
+            return {
+                "best_batch_size": best.batch_size,
+                "best_images_per_second": best.images_per_second,
+            }
+        if experiment == "sync-stall":
+            stall = sync_stall_summary([r for r in self.rows if isinstance(r, SyncStallRow)])
+            return dataclasses.asdict(stall) if stall is not None else None
+        ratio = pipelines_ratio([r for r in self.rows if isinstance(r, PipelineRow)])
+        return {"resident_over_classic": ratio} if ratio is not None else None
+
+
+@dataclass
+class ExperimentResult:
+    """Everything an experiment's stream said, gathered per device."""
+
+    experiment: str
+    """The experiment asked for."""
+    started: ExperimentStarted | None = None
+    """The start event: devices, data, steps."""
+    devices: dict[str, DeviceResult] = field(default_factory=dict)
+    """Each device's result, in the order they ran."""
+    conclusion: str | None = None
+    """The one-sentence result, once the experiment finished."""
+    finished: Finished | None = None
+    """The last event, when the run ended without error."""
+    error: Error | None = None
+    """The last event, when the run failed."""
+    notes: list[str] = field(default_factory=list)
+    """Anything else the child said, one line each."""
+
+    def absorb(self, event: Event) -> Row | None:
+        """Keep what the result needs from ``event``; returns it when it is a row."""
+        if isinstance(event, BatchSweepRow | SyncStallRow | PipelineRow):
+            self._device(event.device).rows.append(event)
+            return event
+        if isinstance(event, ExperimentStarted):
+            self.started = event
+        elif isinstance(event, ExperimentDevice):
+            self._device(event.device).info = event
+        elif isinstance(event, DeviceFailed):
+            self._device(event.device).failure = event
+        elif isinstance(event, ExperimentConcluded):
+            self.conclusion = event.conclusion
+        elif isinstance(event, Finished):
+            self.finished = event
+        elif isinstance(event, Error):
+            self.error = event
+        elif isinstance(event, Note):
+            self.notes.append(event.message)
+        return None
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``stopped`` or ``error`` (a failed device makes the whole run ``error``)."""
+        if self.error is not None or any(d.failure for d in self.devices.values()):
+            return "error"
+        return "stopped" if self.finished is None or self.finished.stopped else "ok"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The result as the documented JSON object (see the module doc)."""
+        settings = None
+        if self.started is not None:
+            settings = {
+                key: list(value) if isinstance(value, tuple) else value
+                for key, value in dataclasses.asdict(self.started).items()
+                if key not in {"experiment", *SCHEMA_FIELDS_SKIPPED}
+            }
+        error = None
+        if self.error is not None:
+            error = {
+                "message": self.error.message,
+                "kind": self.error.kind,
+                "detail": self.error.detail,
+            }
+        return {
+            "experiment": self.experiment,
+            "status": self.status,
+            "error": error,
+            "settings": settings,
+            "device_results": [
+                {
+                    "device": result.device,
+                    "device_name": result.info.device_name if result.info else None,
+                    "status": "error" if result.failure else "ok",
+                    "error": result.failure.message if result.failure else None,
+                    "data_phase": result.info.data_phase if result.info else None,
+                    "pinned": result.info.pinned if result.info else False,
+                    "rows": [dataclasses.asdict(row) for row in result.rows],
+                    "summary": result.summary(self.experiment),
+                }
+                for result in self.devices.values()
+            ],
+            "conclusion": self.conclusion,
+        }
+
+    def _device(self, device: str) -> DeviceResult:
+        if device not in self.devices:
+            self.devices[device] = DeviceResult(device)
+        return self.devices[device]
