@@ -1,15 +1,18 @@
 """Apple MPS: the GPU's load from the IORegistry, and whether PyTorch can use it.
 
-On macOS, ``ioreg -r -d 1 -c IOAccelerator`` prints each GPU's
-``PerformanceStatistics`` (no sudo needed); :func:`parse_ioreg` reads that text.
-Whether PyTorch's MPS backend is built and available is asked once, of the
-engine's probe in a child process (the UI process never imports torch), in the
-background; it is ``None`` until the answer comes. Anywhere but macOS there is
-nothing to measure, and the reading says so in a sentence.
+On macOS, ``ioreg -a -r -d 1 -c IOAccelerator`` prints each GPU's
+``PerformanceStatistics`` as an XML property list (no sudo needed);
+:func:`parse_ioreg` reads it with :mod:`plistlib`. Whether PyTorch's MPS backend
+is built and available is asked once, of the engine's probe in a child process
+(the UI process never imports torch), in the background; it is ``None`` until the
+answer comes. Anywhere but macOS there is nothing to measure, and the reading says
+so in a sentence.
 """
 
 from __future__ import annotations
 
+import math
+import plistlib
 import subprocess
 import sys
 import threading
@@ -17,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+from xml.parsers.expat import ExpatError
 
 from gputui.format import exception_line
 from gputui.telemetry.readings import MpsReading
@@ -24,8 +28,9 @@ from gputui.telemetry.readings import MpsReading
 if TYPE_CHECKING:
     from gputui.jobs.process import Outcome
 
-IOREG_COMMAND = ("ioreg", "-r", "-d", "1", "-w", "0", "-c", "IOAccelerator")
-"""The IORegistry query; ``-w 0`` keeps ioreg from clipping the long statistics line."""
+IOREG_COMMAND = ("ioreg", "-a", "-r", "-d", "1", "-c", "IOAccelerator")
+"""The IORegistry query; ``-a`` prints an XML property list (an array of dictionaries, one per
+GPU) that :mod:`plistlib` reads, where ioreg's text form has no spec and clips long lines."""
 
 IOREG_TIMEOUT_S = 5.0
 """How long one ``ioreg`` run may take before the sample gives up on it."""
@@ -33,15 +38,12 @@ IOREG_TIMEOUT_S = 5.0
 TORCH_PROBE_TIMEOUT_S = 60.0
 """How long the child process may take to import torch and answer."""
 
-_IOREG_KEYS = frozenset({"IOClass", "model", "gpu-core-count", "PerformanceStatistics"})
-"""The properties read; the others (dozens) are skipped unparsed."""
-
 _PLATFORM_NAMES = {"linux": "Linux", "win32": "Windows", "cygwin": "Windows", "darwin": "macOS"}
 
 
 @dataclass(frozen=True, slots=True)
 class IoregAccelerator:
-    """One ``IOAccelerator`` entry of the IORegistry, as far as ioreg printed it."""
+    """One ``IOAccelerator`` entry of the IORegistry, as far as ioreg gave it."""
 
     io_class: str | None
     """The driver class, e.g. ``AGXAcceleratorG13X``."""
@@ -55,60 +57,51 @@ class IoregAccelerator:
     """``In use system memory``."""
 
 
-def parse_ioreg(text: str) -> tuple[IoregAccelerator, ...]:
-    """Read the accelerators out of ``ioreg -r -d 1 -c IOAccelerator`` output.
+def parse_ioreg(data: bytes | str) -> tuple[IoregAccelerator, ...]:
+    """Read the accelerators out of what :data:`IOREG_COMMAND` printed.
 
     Args:
-        text: What ioreg printed.
+        data: ioreg's XML property list, as bytes or text.
 
     Returns:
-        One entry per ``+-o`` object in the text, in order. A key ioreg did not
-        print, or printed in a shape this parser does not know, is ``None``.
+        One entry per dictionary in the plist's array, in order; nothing for blank
+        output or a plist whose root is not an array. A key ioreg did not give, or
+        gave in a shape other than expected, is ``None``.
+
+    Raises:
+        ValueError: ``data`` is not a property list (cut short, not XML, ...).
     """
-    accelerators: list[IoregAccelerator] = []
-    entry: dict[str, Any] | None = None
-    io_class: str | None = None
-    for line in text.splitlines():
-        stripped = line.strip().lstrip("|").strip()
-        if stripped.startswith("+-o "):
-            if entry is not None:
-                accelerators.append(_accelerator(io_class, entry))
-            entry, io_class = {}, _entry_class(stripped)
-            continue
-        if entry is None or not stripped.startswith('"'):
-            continue
-        key, separator, value = stripped.partition('" = ')
-        if not separator or key[1:] not in _IOREG_KEYS:
-            continue
-        try:
-            entry[key[1:]] = _IoregValueParser(value).parse()
-        except ValueError:
-            continue  # a value clipped or in an unknown shape: leave that key out
-    if entry is not None:
-        accelerators.append(_accelerator(io_class, entry))
-    return tuple(accelerators)
+    # plistlib lets a malformed plist out as any of these, IndexError and AttributeError
+    # included (a <key> outside any <dict>, an unreadable <date>): callers get one error.
+    try:
+        raw = data.encode() if isinstance(data, str) else data
+        if not raw.strip():
+            return ()  # ioreg prints nothing at all when no object matches
+        root = plistlib.loads(raw)
+    except (ValueError, ExpatError, IndexError, AttributeError) as error:
+        raise ValueError(
+            f"ioreg's output is not a property list: {exception_line(error)}"
+        ) from error
+    if not isinstance(root, list):
+        return ()
+    return tuple(_accelerator(entry) for entry in root if isinstance(entry, dict))
 
 
-def _entry_class(header: str) -> str | None:
-    # "+-o AGXAcceleratorG13X  <class AGXAcceleratorG13X, id 0x..., registered, ...>"
-    _, found, rest = header.partition("<class ")
-    if found:
-        return rest.split(",", 1)[0].strip(" >") or None
-    name = header[4:].split()
-    return name[0] if name else None
-
-
-def _accelerator(io_class: str | None, entry: dict[str, Any]) -> IoregAccelerator:
+def _accelerator(entry: dict[Any, Any]) -> IoregAccelerator:
     statistics = entry.get("PerformanceStatistics")
     if not isinstance(statistics, dict):
         statistics = {}
     utilization = statistics.get("Device Utilization %")
     memory = statistics.get("In use system memory")
-    model = entry.get("model")
     cores = entry.get("gpu-core-count")
+    # IOClass is the driver's own word on its class; IOObjectClass, which ioreg adds to each
+    # entry, is the class name its text output shows in the entry's header.
+    io_class = entry.get("IOClass")
+    if not isinstance(io_class, str):
+        io_class = entry.get("IOObjectClass")
     return IoregAccelerator(
-        io_class=entry.get("IOClass") if isinstance(entry.get("IOClass"), str) else io_class,
-        model=_text(model),
+        io_class=io_class if isinstance(io_class, str) else None,
+        model=_text(entry.get("model")),
         core_count=cores if isinstance(cores, int) and not isinstance(cores, bool) else None,
         utilization_percent=float(utilization) if _is_number(utilization) else None,
         memory_in_use_bytes=int(memory) if _is_number(memory) else None,
@@ -116,122 +109,29 @@ def _accelerator(io_class: str | None, entry: dict[str, Any]) -> IoregAccelerato
 
 
 def _text(value: object) -> str | None:
-    if isinstance(value, bytes):  # <4170706c6500>: a C string stored as data
+    if isinstance(value, bytes):  # <data>: a C string stored as data, NUL-terminated
         value = value.split(b"\0", 1)[0].decode("utf-8", errors="replace")
     return (value.strip() or None) if isinstance(value, str) else None
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    # ioreg's numbers fit in 64 bits; a plist can still hold a bigger <integer>, or an inf or
+    # nan <real>, which are no reading (and which float() or int() would raise on).
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) < 1 << 64
+    return isinstance(value, float) and math.isfinite(value)
 
 
-class _IoregValueParser:
-    """ioreg's property syntax: ``{"k"=v,...}``, ``(a,b)``, ``"text"``, ``<hex or "text">``,
-    numbers, ``Yes``/``No``."""
-
-    def __init__(self, text: str) -> None:
-        self._text = text.strip()
-        self._pos = 0
-
-    def parse(self) -> Any:
-        value = self._value()
-        if self._pos != len(self._text):
-            raise ValueError(f"trailing text at {self._pos}")
-        return value
-
-    def _peek(self) -> str:
-        if self._pos >= len(self._text):
-            raise ValueError("unexpected end of value")
-        return self._text[self._pos]
-
-    def _expect(self, char: str) -> None:
-        if self._peek() != char:
-            raise ValueError(f"expected {char!r} at {self._pos}")
-        self._pos += 1
-
-    def _value(self) -> Any:
-        char = self._peek()
-        if char == "{":
-            return self._dict()
-        if char == "(":
-            return self._list()
-        if char == '"':
-            return self._string()
-        if char == "<":
-            return self._data()
-        return self._word()
-
-    def _dict(self) -> dict[str, Any]:
-        self._expect("{")
-        result: dict[str, Any] = {}
-        while self._peek() != "}":
-            key = self._string()
-            self._expect("=")
-            result[key] = self._value()
-            if self._peek() == ",":
-                self._pos += 1
-        self._pos += 1
-        return result
-
-    def _list(self) -> list[Any]:
-        self._expect("(")
-        result: list[Any] = []
-        while self._peek() != ")":
-            result.append(self._value())
-            if self._peek() == ",":
-                self._pos += 1
-        self._pos += 1
-        return result
-
-    def _string(self) -> str:
-        self._expect('"')
-        end = self._text.find('"', self._pos)
-        if end < 0:
-            raise ValueError("unterminated string")
-        value = self._text[self._pos : end]
-        self._pos = end + 1
-        return value
-
-    def _data(self) -> str | bytes:
-        self._expect("<")
-        if self._peek() == '"':  # <"AMD Radeon Pro 5500M">: text stored as data
-            value: str | bytes = self._string()
-            self._expect(">")
-            return value
-        end = self._text.find(">", self._pos)
-        if end < 0:
-            raise ValueError("unterminated data")
-        raw = self._text[self._pos : end]
-        self._pos = end + 1
-        return bytes.fromhex(raw) if len(raw) % 2 == 0 else raw.encode()
-
-    def _word(self) -> Any:
-        start = self._pos
-        while self._pos < len(self._text) and self._text[self._pos] not in ",}) ":
-            self._pos += 1
-        word = self._text[start : self._pos]
-        if word in ("Yes", "No"):
-            return word == "Yes"
-        try:
-            return int(word, 0)
-        except ValueError:
-            pass
-        try:
-            return float(word)
-        except ValueError:
-            return word
-
-
-def run_ioreg() -> str:
+def run_ioreg() -> bytes:
     """Run :data:`IOREG_COMMAND` and return what it printed.
 
     Raises:
         OSError: ioreg is missing or cannot start.
         subprocess.SubprocessError: it timed out or failed.
     """
-    done = subprocess.run(
-        IOREG_COMMAND, capture_output=True, text=True, timeout=IOREG_TIMEOUT_S, check=True
-    )
+    done = subprocess.run(IOREG_COMMAND, capture_output=True, timeout=IOREG_TIMEOUT_S, check=True)
     return done.stdout
 
 
@@ -396,7 +296,7 @@ class MpsSampler:
         self,
         *,
         platform: str = sys.platform,
-        ioreg: Callable[[], str] = run_ioreg,
+        ioreg: Callable[[], bytes | str] = run_ioreg,
         torch_probe: TorchMpsProbe | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -404,8 +304,8 @@ class MpsSampler:
 
         Args:
             platform: ``sys.platform`` unless a test pretends to be elsewhere.
-            ioreg: Returns the text of :data:`IOREG_COMMAND`; raises ``OSError``
-                or ``subprocess.SubprocessError`` when it cannot.
+            ioreg: Returns what :data:`IOREG_COMMAND` prints, bytes or text; raises
+                ``OSError`` or ``subprocess.SubprocessError`` when it cannot.
             torch_probe: Asks PyTorch about MPS (default: a child process of this Python).
             clock: Gives ``taken_at``.
         """
@@ -438,10 +338,10 @@ class MpsSampler:
         accelerator: IoregAccelerator | None = None
         try:
             accelerators = parse_ioreg(self._ioreg())
-        except (OSError, subprocess.SubprocessError, UnicodeError) as error:
+        except (OSError, subprocess.SubprocessError, ValueError) as error:
             sentences.append(
                 f"Could not read the GPU's load from the IORegistry ({exception_line(error)}); "
-                "check that `ioreg -r -d 1 -c IOAccelerator` runs."
+                f"check that `{' '.join(IOREG_COMMAND)}` runs."
             )
         else:
             accelerator = _first_measured(accelerators)
