@@ -5,6 +5,7 @@ checks of their folder flags, and the flags every job takes (:func:`job_options`
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import stat
 import sys
@@ -44,18 +45,32 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, line + "\n")
 
 
-def interval_seconds(text: str) -> float:
-    """Parse ``--interval``: seconds between samples, 0.25 to 60."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not INTERVAL_MIN_S <= value <= INTERVAL_MAX_S:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of seconds from {INTERVAL_MIN_S:g} to {INTERVAL_MAX_S:g}"
-            ", e.g. --interval 1"
-        )
-    return value
+def seconds(least: float, most: float, flag: str, example: float) -> Callable[[str], float]:
+    """An argparse ``type`` for a number of seconds from ``least`` to ``most``.
+
+    ``least`` 0 means "above 0" (0 itself is refused); ``most`` may be infinity.
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        above = least < value if least == 0 else least <= value
+        below = value < most if math.isinf(most) else value <= most
+        if not (above and below):
+            bounds = "above 0" if least == 0 else f"from {least:g}"
+            bounds += "" if math.isinf(most) else f" to {most:g}"
+            raise argparse.ArgumentTypeError(  # nan and inf end here too
+                f"{text!r} is not a number of seconds {bounds}, e.g. {flag} {example:g}"
+            )
+        return value
+
+    return parse
+
+
+interval_seconds = seconds(INTERVAL_MIN_S, INTERVAL_MAX_S, "--interval", 1)
+"""Parse ``--interval``: seconds between samples, 0.25 to 60."""
 
 
 def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
@@ -196,6 +211,18 @@ def job_options() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common.add_argument("--limit", type=whole_number(1), help=argparse.SUPPRESS)
     return common
+
+
+def job_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~gputui.jobs.config.JobConfig` fields that :func:`job_options` set."""
+    return {
+        "dataset": args.dataset,
+        "data_dir": args.data_dir,
+        "download": not args.no_download,
+        "limit": args.limit,
+        "threads": args.threads,
+        "nice": args.nice,
+    }
 
 
 def workers_option(parser: argparse.ArgumentParser) -> None:

@@ -43,6 +43,7 @@ from gputui.commands.args import (
     check_data_dir,
     check_runs_dir,
     job_options,
+    job_settings,
     usage_error,
     whole_number,
     workers_option,
@@ -88,19 +89,14 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
 def run_bench(args: argparse.Namespace) -> int:
     """The ``gputui bench`` handler; returns the exit code."""
     base = RunConfig(
+        **job_settings(args),
+        workers=args.workers,
         epochs=args.epochs,
         batch_size=args.batch_size,
-        dataset=args.dataset,
-        data_dir=args.data_dir,
-        download=not args.no_download,
         pipeline=args.pipeline,
         precision=args.precision,
         compile=args.compile,
-        limit=args.limit,
         test_limit=args.limit,
-        workers=args.workers,
-        threads=args.threads,
-        nice=args.nice,
         record=not args.no_record,
         runs_dir=args.runs_dir,
     )

@@ -7,26 +7,13 @@ engine is imported in the handler, so ``gputui --help`` stays instant.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
+
+from gputui.commands.args import seconds
 
 TIMEOUT_MIN_S = 1.0
 TIMEOUT_MAX_S = 3600.0
 TIMEOUT_DEFAULT_S = 60.0
-
-
-def timeout_seconds(text: str) -> float:
-    """Parse ``--timeout``: seconds the torch probe may take, 1 to 3600."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not TIMEOUT_MIN_S <= value <= TIMEOUT_MAX_S:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of seconds from {TIMEOUT_MIN_S:g} to {TIMEOUT_MAX_S:g}"
-            ", e.g. --timeout 60"
-        )
-    return value
 
 
 def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
@@ -47,7 +34,7 @@ def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
     )
     doctor.add_argument(
         "--timeout",
-        type=timeout_seconds,
+        type=seconds(TIMEOUT_MIN_S, TIMEOUT_MAX_S, "--timeout", TIMEOUT_DEFAULT_S),
         default=TIMEOUT_DEFAULT_S,
         metavar="SECONDS",
         help=f"how long the torch probe may take, 1 to 3600 (default: {TIMEOUT_DEFAULT_S:g})",

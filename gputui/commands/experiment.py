@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
 from gputui.commands.args import (
     check_data_dir,
     job_options,
+    job_settings,
+    seconds,
     usage_error,
     whole_number,
     workers_option,
@@ -120,7 +123,7 @@ def _common_options() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--budget",
-        type=_seconds,
+        type=seconds(0, math.inf, "--budget", 2),
         default=2.0,
         metavar="SECONDS",
         help="fewer steps when a measurement would take longer than this (default: 2)",
@@ -132,6 +135,8 @@ def _common_options() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     """The experiment the parsed command line asks for (not yet validated)."""
     return ExperimentConfig(
+        **job_settings(args),
+        workers=getattr(args, "workers", 2),
         experiment=args.experiment,
         devices=tuple(args.devices or ()),
         batch_sizes=getattr(args, "batch_sizes", DEFAULT_BATCH_SIZES),
@@ -139,14 +144,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         steps=args.steps,
         warmup_steps=args.warmup,
         budget_s=args.budget,
-        dataset=args.dataset,
-        data_dir=args.data_dir,
-        download=not args.no_download,
-        limit=args.limit,
-        threads=args.threads,
-        workers=getattr(args, "workers", 2),
         pin_memory=not getattr(args, "pageable", False),
-        nice=args.nice,
     )
 
 
@@ -203,13 +201,3 @@ def batch_sizes(text: str) -> tuple[int, ...]:
             f"{text!r} is not a comma-separated list of whole numbers of 1 or more, e.g. 32,64,128"
         )
     return sizes
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value

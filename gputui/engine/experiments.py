@@ -1,9 +1,10 @@
-"""The experiments themselves, on any device; runs in the experiment child process.
+"""The experiments themselves, on any device: the engine's ``experiment`` mode.
 
 :func:`run_experiment` validates the devices, loads the data once, then runs the
-experiment on each device in turn with a fresh copy of seed 001's CNN (Adam,
-cross-entropy, fp32), emitting one row per measurement as it ends. It never
-raises for a failed run: it ends with ``Finished`` or ``Error``.
+experiment on each device in turn with a fresh copy of seed 001's CNN and the
+trainer's own step (:mod:`gputui.engine.step`: the same Adam, cross-entropy, fp32),
+emitting one row per measurement as it ends. It never raises for a failed run: it
+ends with ``Finished`` or ``Error``.
 
 Timing rules, the same for every measurement: ``warmup_steps`` untimed steps
 first (cuDNN autotune, allocator growth, DataLoader workers starting), the device

@@ -80,31 +80,44 @@ class Portable:
 
     @classmethod
     def from_json(cls: type[C], text: str) -> C:
-        """Read :meth:`to_json`'s output; lists become tuples.
+        """Read :meth:`to_json`'s output.
 
         Raises:
             ConfigError: when ``text`` is not a JSON object of config fields.
         """
         try:
+            return cls(**cls._fields_in(text, cls.NAME))
+        except TypeError as exc:
+            raise ConfigError(f"{cls.NAME} is incomplete: {exc}") from None
+
+    def changed_by_json(self: C, text: str, source: str) -> C:
+        """A copy with the fields that ``text``, a JSON object from ``source``, sets.
+
+        Raises:
+            ConfigError: naming ``source`` when ``text`` is not a JSON object of fields.
+        """
+        return dataclasses.replace(self, **self._fields_in(text, source))  # type: ignore[type-var]
+
+    @classmethod
+    def _fields_in(cls, text: str, source: str) -> dict[str, Any]:
+        """The config fields a JSON object sets; lists become tuples, and unknown keys are
+        ignored (a newer sender's) unless the config is ``STRICT``."""
+        try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{cls.NAME} is not JSON: {exc}") from None
+            raise ConfigError(f"{source} is not JSON: {exc}") from None
         if not isinstance(data, dict):
-            raise ConfigError(f"{cls.NAME} is not a JSON object")
+            raise ConfigError(f"{source} is not a JSON object of {cls.NAME} fields")
         known = {spec.name for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
         keys = {key: _RENAMED.get(key, key) for key in data}
         unknown = sorted(key for key, name in keys.items() if name not in known)
         if unknown and cls.STRICT:
             raise ConfigError(f"unknown {cls.NAME} keys: {', '.join(unknown)}")
-        values = {
+        return {
             keys[key]: tuple(value) if isinstance(value, list) else value
             for key, value in data.items()
             if keys[key] in known
         }
-        try:
-            return cls(**values)
-        except TypeError as exc:
-            raise ConfigError(f"{cls.NAME} is incomplete: {exc}") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +169,10 @@ class JobConfig(Portable):
             raise ConfigError(f"nice must be 0 to {NICE_MAX}, got {self.nice!r}")
         if self.simulate_oom_from_batch is not None:
             _at_least("simulated OOM batch", self.simulate_oom_from_batch, 1)
+
+    def job_settings(self) -> dict[str, Any]:
+        """The fields every job shares, to start another kind of job the same way."""
+        return {spec.name: getattr(self, spec.name) for spec in dataclasses.fields(JobConfig)}
 
 
 @dataclass(frozen=True, kw_only=True)

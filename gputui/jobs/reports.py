@@ -40,6 +40,7 @@ from gputui.jobs.events import (
     PipelineRow,
     Placement,
     Progress,
+    Row,
     RunStarted,
     SyncStallRow,
 )
@@ -206,6 +207,23 @@ def placement_verdict(run: RunRecord) -> str | None:
     return text
 
 
+_STARTED_FIELDS = (
+    "dataset",
+    "dataset_source",
+    "dataset_note",
+    "train_images",
+    "test_images",
+    "pipeline",
+    "precision",
+    "batch_size",
+    "compile",
+    "channels_last",
+    "num_threads",
+    "torch_version",
+)
+"""What ``bench --json`` repeats of each run's ``RunStarted`` (``None`` before it came)."""
+
+
 def bench_json(runs: list[RunRecord]) -> dict[str, Any]:
     """The result as a JSON-ready dict: ``{"runs": [...]}``."""
     out = []
@@ -218,18 +236,7 @@ def bench_json(runs: list[RunRecord]) -> dict[str, Any]:
                 "device_name": started.device_name if started else None,
                 "status": run.status,
                 "error": asdict(run.error) if run.error else None,
-                "dataset": started.dataset if started else None,
-                "dataset_source": started.dataset_source if started else None,
-                "dataset_note": started.dataset_note if started else None,
-                "train_images": started.train_images if started else None,
-                "test_images": started.test_images if started else None,
-                "pipeline": started.pipeline if started else None,
-                "precision": started.precision if started else None,
-                "batch_size": started.batch_size if started else None,
-                "compile": started.compile if started else None,
-                "channels_last": started.channels_last if started else None,
-                "num_threads": started.num_threads if started else None,
-                "torch_version": started.torch_version if started else None,
+                **{name: getattr(started, name, None) for name in _STARTED_FIELDS},
                 "data_seconds": run.data_ready.seconds if run.data_ready else None,
                 "warmup_seconds": run.epochs[0].seconds if run.epochs else None,
                 "epoch_seconds": steady.seconds if steady else None,
@@ -364,70 +371,50 @@ def render_result(result: ExperimentResult) -> str:
     return "\n".join(lines)
 
 
+_TABLES = {
+    "batch-sweep": (
+        ("device", "batch", "steps", "images/s", "data ms", "compute ms", "data share"),
+        None,
+    ),
+    "sync-stall": (
+        ("device", "loss read", "batch", "steps", "ms/step", "images/s", "spread ms"),
+        "spread ms: slowest round minus fastest (the noise)",
+    ),
+    "pipelines": (
+        ("device", "pipeline", "batch", "steps", "ms/step", "images/s", "setup s", "workers"),
+        "setup s: copying the dataset to the device before the first step",
+    ),
+}
+"""Each experiment's table: its header (numbers from ``batch`` on) and its legend."""
+
+
 def _table(result: ExperimentResult) -> list[str]:
-    rows = [row for device in result.devices.values() for row in device.rows]
-    if result.experiment == "batch-sweep":
-        header = ["device", "batch", "steps", "images/s", "data ms", "compute ms", "data share"]
-        cells = [
-            [r.device, str(r.batch_size), *_sweep_cells(r)]
-            for r in rows
-            if isinstance(r, BatchSweepRow)
+    header, legend = _TABLES[result.experiment]
+    rows = [_cells(row) for device in result.devices.values() for row in device.rows]
+    lines = fmt_columns([list(header), *rows], right=range(header.index("batch"), len(header)))
+    return [*lines, "", legend] if legend else lines
+
+
+def _cells(row: Row) -> list[str]:
+    """One table row: what was measured, then the figures (or why there are none)."""
+    if isinstance(row, BatchSweepRow):
+        what = [row.device, str(row.batch_size)]
+        figures = [
+            fmt_count(row.images_per_second),
+            fmt_ms(row.data_ms),
+            fmt_ms(row.compute_ms),
+            fmt_share(row.data_share),
         ]
-        return fmt_columns([header, *cells], right={1, 2, 3, 4, 5, 6})
-    if result.experiment == "sync-stall":
-        header = ["device", "loss read", "batch", "steps", "ms/step", "images/s", "spread ms"]
-        cells = [
-            [
-                r.device,
-                "every step" if r.mode == "every_step" else "once",
-                str(r.batch_size),
-                *_stall_cells(r),
-            ]
-            for r in rows
-            if isinstance(r, SyncStallRow)
+    elif isinstance(row, SyncStallRow):
+        how = "every step" if row.mode == "every_step" else "once"
+        what = [row.device, how, str(row.batch_size)]
+        figures = [fmt_ms(row.ms_per_step), fmt_count(row.images_per_second), fmt_ms(row.spread_ms)]
+    else:
+        what = [row.device, row.pipeline, str(row.batch_size)]
+        figures = [
+            fmt_ms(row.ms_per_step),
+            fmt_count(row.images_per_second),
+            fmt_number(row.setup_s, "{:.2f}"),
+            str(row.workers),
         ]
-        lines = fmt_columns([header, *cells], right={2, 3, 4, 5, 6})
-        return [*lines, "", "spread ms: slowest round minus fastest (the noise)"]
-    header = ["device", "pipeline", "batch", "steps", "ms/step", "images/s", "setup s", "workers"]
-    cells = [
-        [r.device, r.pipeline, str(r.batch_size), *_pipeline_cells(r)]
-        for r in rows
-        if isinstance(r, PipelineRow)
-    ]
-    lines = fmt_columns([header, *cells], right={2, 3, 4, 5, 6, 7})
-    return [*lines, "", "setup s: copying the dataset to the device before the first step"]
-
-
-def _sweep_cells(row: BatchSweepRow) -> list[str]:
-    if row.error is not None:
-        return [f"{row.error}"]
-    return [
-        str(row.steps),
-        fmt_count(row.images_per_second),
-        fmt_ms(row.data_ms),
-        fmt_ms(row.compute_ms),
-        fmt_share(row.data_share),
-    ]
-
-
-def _stall_cells(row: SyncStallRow) -> list[str]:
-    if row.error is not None:
-        return [f"{row.error}"]
-    return [
-        str(row.steps),
-        fmt_ms(row.ms_per_step),
-        fmt_count(row.images_per_second),
-        fmt_ms(row.spread_ms),
-    ]
-
-
-def _pipeline_cells(row: PipelineRow) -> list[str]:
-    if row.error is not None:
-        return [f"{row.error}"]
-    return [
-        str(row.steps),
-        fmt_ms(row.ms_per_step),
-        fmt_count(row.images_per_second),
-        fmt_number(row.setup_s, "{:.2f}"),
-        str(row.workers),
-    ]
+    return [*what, row.error] if row.error is not None else [*what, str(row.steps), *figures]

@@ -16,11 +16,10 @@ does not wait for those modules (about 40 ms), and a pane never shown never load
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from rich.text import Text
 from textual import work
@@ -45,6 +44,8 @@ if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
     from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
     from gputui.jobs.results import ExperimentResult, Session
     from gputui.telemetry.watched import ProcessReading, ProcessSampler
+
+T = TypeVar("T")
 
 DEFAULTS_ENV = "GPUTUI_RUNNER_DEFAULTS"
 """Environment variable: a JSON object of RunConfig fields the pane starts from
@@ -98,17 +99,10 @@ def defaults_from_env(environ: dict[str, str] | None = None) -> RunConfig:
         ConfigError: when the variable is not a JSON object of valid config fields.
     """
     text = (environ if environ is not None else dict(os.environ)).get(DEFAULTS_ENV)
-    base = ui_friendly(RunConfig())
-    if not text:
-        return base
-    try:
-        changes = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{DEFAULTS_ENV} is not JSON: {exc}") from None
-    if not isinstance(changes, dict):
-        raise ConfigError(f"{DEFAULTS_ENV} must be a JSON object of run settings")
-    config = RunConfig.from_json(json.dumps({**json.loads(base.to_json()), **changes}))
-    config.validate()
+    config = ui_friendly(RunConfig())
+    if text:
+        config = config.changed_by_json(text, DEFAULTS_ENV)
+        config.validate()
     return config
 
 
@@ -428,35 +422,24 @@ class RunnerPane(Vertical):
         Returns:
             Whether it started.
         """
-        if self.busy:
-            self.app.notify("A run is in progress: stop it first (s).", severity="warning")
-            return False
-        from gputui.jobs.results import ExperimentResult
 
-        try:
+        def build() -> ExperimentConfig:
             chosen = self.chosen_config()
-            baseline = str(self.query_one("#runner-baseline", Select).value)
-            baseline = "cpu" if baseline == LISTING else self.chosen_config(baseline).device
-            defaults = self.setup.defaults
             config = ExperimentConfig(
+                **chosen.job_settings(),
                 experiment=str(self.query_one("#runner-experiment", Select).value),
-                devices=tuple(dict.fromkeys((baseline, chosen.device))),
+                devices=tuple(dict.fromkeys((self._baseline_config().device, chosen.device))),
                 batch_size=chosen.batch_size,
-                dataset=chosen.dataset,
-                data_dir=defaults.data_dir,
-                download=defaults.download,
-                limit=defaults.limit,
-                threads=defaults.threads,
-                nice=defaults.nice,
                 budget_s=self.setup.experiment_budget_s,
             )
             config.validate()
-        except ConfigError as error:
-            self.message = Text(f"✗ {error}", style="red")
-            self.refresh_view()
+            return config
+
+        config = self._from_choices(build)
+        if config is None:
             return False
-        self.message = None
-        self.show_detail = False
+        from gputui.jobs.results import ExperimentResult
+
         self.showing_experiment = True
         self.experiment = ExperimentResult(config.experiment)
         self.experiment_progress = f"{config.experiment}: starting (torch import, data)…"
@@ -471,27 +454,46 @@ class RunnerPane(Vertical):
         Returns:
             Whether a session started (not when one is running or the choices are bad).
         """
-        if self.busy:
-            self.app.notify("A run is in progress: stop it first (s).", severity="warning")
-            return False
-        try:
-            configs = [self.chosen_config()]
-            if compare:
-                baseline = str(self.query_one("#runner-baseline", Select).value)
-                baseline = "cpu" if baseline == LISTING else baseline
-                configs.insert(0, self.chosen_config(baseline))
-        except ConfigError as error:
-            self.message = Text(f"✗ {error}", style="red")
-            self.refresh_view()
+        configs = self._from_choices(
+            lambda: (
+                [self._baseline_config(), self.chosen_config()]
+                if compare
+                else [self.chosen_config()]
+            )
+        )
+        if configs is None:
             return False
         from gputui.jobs.results import Session
 
-        self.message = None
-        self.show_detail = False
         self.showing_experiment = False
         self.session = Session(configs)
         self._start_next()
         return True
+
+    def _baseline_config(self) -> RunConfig:
+        """The chosen config on the baseline device (the CPU until the devices are listed).
+
+        Raises:
+            ConfigError: when the baseline device is unusable.
+        """
+        baseline = str(self.query_one("#runner-baseline", Select).value)
+        return self.chosen_config("cpu" if baseline == LISTING else baseline)
+
+    def _from_choices(self, build: Callable[[], T]) -> T | None:
+        """What ``build`` makes of the choices; ``None`` after saying why not (a run is in
+        progress, or a choice cannot work)."""
+        if self.busy:
+            self.app.notify("A run is in progress: stop it first (s).", severity="warning")
+            return None
+        try:
+            made = build()
+        except ConfigError as error:
+            self.message = Text(f"✗ {error}", style="red")
+            self.refresh_view()
+            return None
+        self.message = None
+        self.show_detail = False
+        return made
 
     def stop(self) -> None:
         """Stop the session or experiment: the child ends after its current step."""
