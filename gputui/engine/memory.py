@@ -20,8 +20,26 @@ from gputui.jobs.events import Memory
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """One optimizer step on ``(images, labels)``; returns the detached loss."""
 
+OutOfMemoryError: type[RuntimeError] = getattr(torch, "OutOfMemoryError", None) or getattr(
+    torch.cuda, "OutOfMemoryError", RuntimeError
+)
+"""torch's out-of-memory error: ``torch.OutOfMemoryError`` from torch 2.5, before that
+``torch.cuda.OutOfMemoryError`` (pyproject admits torch 2.1, and many GPU images ship
+2.1 to 2.4)."""
 
-class SimulatedOutOfMemoryError(torch.OutOfMemoryError):
+ALLOCATION_FAILURES = (
+    "out of memory",
+    "can't allocate memory",
+    "cublas_status_alloc_failed",
+    "cudnn_status_alloc_failed",
+    "not enough workspace",
+)
+"""How a failed allocation reads when it is not an ``OutOfMemoryError``: the host
+allocator's, MPS's, and cuBLAS's or cuDNN's own (their workspace is allocated inside
+the library, which reports a status, not torch's error)."""
+
+
+class SimulatedOutOfMemoryError(OutOfMemoryError):
     """Raised by the ``simulate_oom_from_batch`` test hook; handled as a real OOM."""
 
 
@@ -59,12 +77,10 @@ def probe_batch_size(
 
 def is_out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` is a device (or host allocator) running out of memory."""
-    if isinstance(exc, torch.OutOfMemoryError):
+    if isinstance(exc, OutOfMemoryError):
         return True
     text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text
-    )
+    return isinstance(exc, RuntimeError) and any(words in text for words in ALLOCATION_FAILURES)
 
 
 def release_memory(device: torch.device) -> None:

@@ -1,0 +1,82 @@
+"""Out-of-memory detection, and the engine on a torch without ``torch.OutOfMemoryError``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gputui.engine.memory import OutOfMemoryError, is_out_of_memory
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import Error, parse_event
+from gputui.jobs.process import child_env
+
+OLD_TORCH = """
+import runpy, sys
+import torch
+del torch.OutOfMemoryError  # as on torch 2.1 to 2.4, which pyproject admits
+sys.argv = ["gputui.engine", "train", sys.argv[1]]
+runpy.run_module("gputui.engine", run_name="__main__", alter_sys=True)
+"""
+"""Runs the engine exactly as ``python -m gputui.engine train CONFIG`` does, on a torch
+that lacks ``torch.OutOfMemoryError``."""
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        RuntimeError("MPS backend out of memory (MPS allocated: 17.00 GB)"),
+        RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"),
+        RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+        RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
+        RuntimeError("FIND was unable to find an engine: not enough workspace for any algorithm"),
+    ],
+)
+def test_every_way_an_allocation_fails_is_out_of_memory(error: BaseException) -> None:
+    assert is_out_of_memory(error)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("mat1 and mat2 shapes cannot be multiplied (256x400 and 256x120)"),
+        RuntimeError("CUDA error: device-side assert triggered"),
+        ValueError("out of memory"),  # not an error torch raises for memory
+    ],
+)
+def test_other_errors_are_not_out_of_memory(error: BaseException) -> None:
+    assert not is_out_of_memory(error)
+
+
+def test_the_engine_runs_and_detects_oom_on_a_torch_without_torch_out_of_memory_error() -> None:
+    config = RunConfig(
+        dataset="synthetic",
+        limit=256,
+        test_limit=64,
+        batch_size=64,
+        epochs=1,
+        threads=1,
+        record=False,
+        simulate_oom_from_batch=64,  # the first step raises, through the real OOM path
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", OLD_TORCH, config.to_json()],
+        capture_output=True,
+        text=True,
+        env=child_env(os.environ),
+        timeout=120,
+        check=False,
+    )
+    events = [parse_event(line) for line in done.stdout.splitlines()]
+    last = events[-1] if events else None
+    assert isinstance(last, Error), (done.stdout, done.stderr)
+    assert last.kind == "oom", last
+    assert last.suggested_batch_size == 32
+    assert done.returncode == 1
+    assert hasattr(torch, "OutOfMemoryError")  # this process's torch is untouched
+    json.loads(done.stdout.splitlines()[0])  # the stream is JSON lines from its first line
