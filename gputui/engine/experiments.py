@@ -49,7 +49,7 @@ from gputui.engine.devices import (
 from gputui.engine.memory import Step, is_out_of_memory, release_memory
 from gputui.engine.model import CNN
 from gputui.engine.pipelines import Batch, ClassicPipeline, ResidentPipeline
-from gputui.engine.step import download_reporter, make_optimizer, make_step
+from gputui.engine.step import download_reporter, make_optimizer, make_step, set_math
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import exception_line
 from gputui.jobs.conclusions import conclude
@@ -204,6 +204,7 @@ class _DeviceRun:
         """Announce the device, then measure."""
         experiment = self.config.experiment
         torch.manual_seed(self.config.seed)
+        set_math("fp32", self.device)  # IEEE, as bench's default: the same step, the same math
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
         sweep = experiment == "batch-sweep"

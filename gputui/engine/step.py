@@ -17,6 +17,32 @@ from gputui.jobs.events import DataProgress, Event
 DOWNLOAD_REPORT_S = 0.25
 """Least seconds between two download progress events."""
 
+IEEE_FP32 = "IEEE fp32"
+TF32 = "TF32"
+BF16 = "bf16 autocast, IEEE fp32 elsewhere"
+
+
+def set_math(precision: str, device: torch.device) -> str:
+    """Set the math a run does, whatever torch's defaults are; returns what it is, in words.
+
+    torch's defaults differ by operation: matmuls are IEEE fp32, but cuDNN convolutions
+    may use TF32 (``torch.backends.cudnn.allow_tf32`` is on). So ``fp32`` turns TF32 off
+    for both, ``tf32`` turns it on for both, and ``bf16`` runs under autocast with the
+    rest IEEE. Only CUDA has TF32: elsewhere ``tf32`` is IEEE fp32, and says so.
+
+    Args:
+        precision: ``fp32``, ``tf32`` or ``bf16`` (:data:`gputui.jobs.config.PRECISIONS`).
+        device: Where the run trains.
+    """
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    if precision == "bf16":
+        return BF16
+    if tf32 and device.type != "cuda":
+        return f"{IEEE_FP32} (TF32 is CUDA's; {device.type} has none)"
+    return TF32 if tf32 else IEEE_FP32
+
 
 def make_optimizer(model: torch.nn.Module, device: torch.device) -> torch.optim.Adam:
     """Adam with default hyperparameters, in its fastest implementation for ``device``.

@@ -49,7 +49,7 @@ from gputui.engine.model import CNN
 from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline
 from gputui.engine.placement import describe_placement
 from gputui.engine.records import RunRecorder
-from gputui.engine.step import download_reporter, make_optimizer, make_step
+from gputui.engine.step import download_reporter, make_optimizer, make_step, set_math
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import exception_line
 from gputui.jobs.config import ConfigError, RunConfig
@@ -207,6 +207,7 @@ class _Run:
                 f"images: use a batch size of at most {train_images}"
             )
         bf16 = config.precision == "bf16"
+        math = set_math(config.precision, device)
         cpu_fast_bf16 = cpu_bf16().fast
         # fp32 stays NCHW, even on the CPU. channels_last there makes the pools faster but
         # oneDNN's convolutions of these thin layers (3 to 16 channels) slower; whole epochs
@@ -243,6 +244,7 @@ class _Run:
                 test_images=len(data.test_labels),
                 pipeline=config.pipeline,
                 precision=config.precision,
+                math=math,
                 batch_size=config.batch_size,
                 epochs=config.epochs,
                 steps_per_epoch=pipeline.steps_per_epoch,

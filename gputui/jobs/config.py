@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 DATASETS = ("auto", "cifar10", "synthetic")
 PIPELINES = ("resident", "classic")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "tf32", "bf16")
 NICE_MAX = 19
 EXPERIMENTS = ("batch-sweep", "sync-stall", "pipelines")
 """Every experiment, in the order the help lists them."""
@@ -191,7 +191,9 @@ class RunConfig(JobConfig):
     pipeline: str = "resident"
     """``resident`` (whole uint8 dataset on the device) or ``classic`` (DataLoader + ``.to``)."""
     precision: str = "fp32"
-    """``fp32`` or ``bf16`` (autocast; channels_last on CPUs with AVX512-BF16 or AMX)."""
+    """``fp32`` (IEEE: TF32 off for matmuls and cuDNN convolutions alike), ``tf32`` (TF32
+    for both, on CUDA) or ``bf16`` (autocast; channels_last on CPUs with AVX512-BF16 or
+    AMX)."""
     compile: bool = False
     """Wrap the model in ``torch.compile``."""
     test_limit: int | None = None

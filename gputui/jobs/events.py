@@ -179,7 +179,7 @@ class RunStarted(Event):
     pipeline: str
     """``resident`` or ``classic``."""
     precision: str
-    """``fp32`` or ``bf16``."""
+    """``fp32``, ``tf32`` or ``bf16``: what was asked for."""
     batch_size: int
     """Images per step."""
     epochs: int
@@ -202,6 +202,9 @@ class RunStarted(Event):
     """The trainer's process id (highlight it in the process tables)."""
     run_dir: str | None
     """The run folder the trainer records into, ``None`` when not recording."""
+    math: str = ""
+    """The math that runs, in words: ``IEEE fp32``, ``TF32``, or bf16 autocast (empty from
+    an engine that predates it)."""
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,11 @@ def render_table(runs: list[RunRecord]) -> str:
             f"{first.epochs} epoch{'s' if first.epochs != 1 else ''}"
             f"{', compiled' if first.compile else ''}"
         )
+        maths = {run.device: run.started.math for run in runs if run.started and run.started.math}
+        if len(set(maths.values())) == 1:
+            lines.append(f"math: {next(iter(maths.values()))}")
+        elif maths:
+            lines.append("math: " + "; ".join(f"{device} {m}" for device, m in maths.items()))
         lines.append("")
     single = any(run.steady is not None and run.steady.includes_warmup for run in runs)
     mark = "*" if single else ""
@@ -215,6 +220,7 @@ _STARTED_FIELDS = (
     "test_images",
     "pipeline",
     "precision",
+    "math",
     "batch_size",
     "compile",
     "channels_last",

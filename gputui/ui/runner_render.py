@@ -55,6 +55,7 @@ def status_line(session: Session | None) -> Text:
         device = current.device if current is not None else "?"
         started = current.started if current is not None else None
         data = f" · {started.dataset}, {started.train_images:,} images" if started else ""
+        data += f" · {started.math}" if started and started.math else ""
         return Text(f"▶ training on {device}{which}{data}", style="bold")
     if phase is Phase.STOPPED:
         return Text("■ stopped", style="yellow")

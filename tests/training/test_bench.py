@@ -80,6 +80,7 @@ def test_json_reports_every_epoch_and_the_placement(
         None,
     )
     assert (run["pipeline"], run["precision"], run["batch_size"]) == ("resident", "fp32", 32)
+    assert run["math"] == "IEEE fp32"  # which math ran, not only which was asked for
     assert (run["train_images"], run["test_images"]) == (128, 128)
     assert [e["epoch"] for e in run["epochs"]] == [1, 2]
     for epoch in run["epochs"]:
@@ -110,9 +111,10 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
     lines = out.splitlines()
     assert lines[0] == "dataset: synthetic (generated locally)"
     assert lines[1].startswith("128 training / 128 held-out images, resident pipeline, fp32")
-    header = lines[3].split()
+    assert lines[2] == "math: IEEE fp32"
+    header = lines[4].split()
     assert header[:2] == ["device", "name"] and header[-1] == "speedup"
-    rows = [line for line in lines[4:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
+    rows = [line for line in lines[5:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
     assert len(rows) == 1  # the same device twice runs once
     assert rows[0].endswith("1.00x")
     assert "* only epoch 1 ran" in out

@@ -102,6 +102,9 @@ def run_events(
             nice=10,
             pid=pid,
             run_dir=None,
+            math={"bf16": "bf16 autocast, IEEE fp32 elsewhere", "tf32": "TF32"}.get(
+                config.precision, "IEEE fp32"
+            ),
         ),
         DataReady(device=on, seconds=0.21, nbytes=184_320_000),
         Placement(
