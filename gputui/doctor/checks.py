@@ -55,6 +55,10 @@ class DeviceReport:
     """CUDA compute capability, e.g. ``9.0``; ``None`` for the CPU and MPS."""
     memory_bytes: int | None = None
     """Device memory (host memory for the CPU; what Metal recommends for MPS)."""
+    uuid: str | None = None
+    """A CUDA device's UUID as NVML spells it (``GPU-...``)."""
+    nvml_index: int | None = None
+    """The NVML GPU with that UUID: CUDA's numbering is not NVML's."""
     copy_bytes_per_s: float | None = None
     """Copy within the device's own memory (for the CPU: a host memcpy)."""
     h2d_pageable_bytes_per_s: float | None = None

@@ -8,10 +8,11 @@ so each check is tested with the facts of machines that are not this one.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
-from gputui.doctor.checks import Check, DoctorReport, Status
+from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.doctor.mps import PlatformFacts, check_mps
 from gputui.doctor.pitfalls import pitfall_checks
 from gputui.doctor.torch_facts import TorchFacts
@@ -68,7 +69,7 @@ def diagnose(facts: DoctorFacts) -> DoctorReport:
         check_mps(facts.platform, facts.torch, python=facts.python),
         *pitfall_checks(facts.torch, python=facts.python),
     ]
-    return DoctorReport(checks=tuple(checks), devices=facts.torch.devices)
+    return DoctorReport(checks=tuple(checks), devices=devices_on_nvml(facts))
 
 
 # ------------------------------------------------------------------ helpers
@@ -277,6 +278,21 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
 def _gpu_label(facts: DoctorFacts, index: int) -> str:
     gpus = facts.nvml.gpus
     return f"GPU {index} ({gpus[index].name})" if index < len(gpus) else f"GPU {index}"
+
+
+def devices_on_nvml(facts: DoctorFacts) -> tuple[DeviceReport, ...]:
+    """The probe's devices, each CUDA one with the NVML GPU of the same UUID.
+
+    ``cuda:i`` is not NVML's GPU ``i``: CUDA orders devices fastest first by default,
+    and ``CUDA_VISIBLE_DEVICES`` renumbers them.
+    """
+    by_uuid = {gpu.uuid: gpu.index for gpu in facts.nvml.gpus if gpu.uuid}
+    return tuple(
+        dataclasses.replace(device, nvml_index=by_uuid[device.uuid])
+        if device.uuid in by_uuid
+        else device
+        for device in facts.torch.devices
+    )
 
 
 def check_visible_devices(facts: DoctorFacts, visible: VisibleDevices) -> Check:

@@ -128,6 +128,8 @@ def _check_lines(checks: tuple[Check, ...], width: int) -> list[str]:
 
 def _device_lines(device: DeviceReport, width: int) -> list[str]:
     facts = [device.name]
+    if device.nvml_index is not None:  # CUDA's numbering is not NVML's
+        facts.append(f"NVML's GPU {device.nvml_index}")
     if device.compute_capability:
         facts.append(f"compute {device.compute_capability}")
     if device.memory_bytes is not None:

@@ -143,7 +143,7 @@ def facts_from_events(events: Iterable[Event | None]) -> TorchFacts:
             pitfalls.append(event)
         elif isinstance(event, DeviceProbed):
             merged = devices.setdefault(str(event.device), {"notes": ()})
-            for name in ("name", "compute_capability", "memory_bytes", "error"):
+            for name in ("name", "compute_capability", "memory_bytes", "uuid", "error"):
                 if getattr(event, name) is not None:
                     merged[name] = getattr(event, name)
             if isinstance(event.figures, dict):
@@ -174,6 +174,7 @@ def _device(key: str, entry: dict[str, object]) -> DeviceReport:
         name=str(entry.get("name") or key),
         compute_capability=_text(entry.get("compute_capability")),
         memory_bytes=int(memory) if memory is not None else None,
+        uuid=_text(entry.get("uuid")),
         notes=tuple(notes),
         **figures,
     )

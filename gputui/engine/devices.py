@@ -197,6 +197,20 @@ def device_name(device: torch.device) -> str:
     return cpu_model_name()
 
 
+def cuda_uuid(index: int) -> str | None:
+    """CUDA device ``index``'s UUID as NVML spells it (``GPU-...``), or ``None`` if unknown.
+
+    CUDA numbers devices its own way (``CUDA_DEVICE_ORDER`` defaults to fastest first, and
+    ``CUDA_VISIBLE_DEVICES`` renumbers them), so ``cuda:i`` is matched to an NVML GPU by
+    this UUID, never by index.
+    """
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    if uuid is None:
+        return None
+    text = str(uuid)
+    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+
+
 @cache
 def cpu_model_name() -> str:
     """The CPU's model name from ``/proc/cpuinfo``, else ``platform.processor()``."""

@@ -240,10 +240,13 @@ def _cpu_identity() -> DeviceProbed:
 def _cuda_identity(index: int) -> DeviceProbed:
     import torch
 
+    from gputui.engine.devices import cuda_uuid
+
     props = torch.cuda.get_device_properties(index)
     return DeviceProbed(
         device=f"cuda:{index}",
         name=props.name,
+        uuid=cuda_uuid(index),
         compute_capability=f"{props.major}.{props.minor}",
         memory_bytes=int(props.total_memory),
     )

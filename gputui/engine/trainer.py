@@ -33,6 +33,7 @@ from gputui.engine.data import Dataset, DatasetError, load_dataset
 from gputui.engine.devices import (
     DeviceError,
     cpu_bf16,
+    cuda_uuid,
     device_name,
     parse_device,
     synchronize,
@@ -245,6 +246,7 @@ class _Run:
                 pipeline=config.pipeline,
                 precision=config.precision,
                 math=math,
+                gpu_uuid=cuda_uuid(device.index or 0) if device.type == "cuda" else None,
                 batch_size=config.batch_size,
                 epochs=config.epochs,
                 steps_per_epoch=pipeline.steps_per_epoch,

@@ -205,6 +205,9 @@ class RunStarted(Event):
     math: str = ""
     """The math that runs, in words: ``IEEE fp32``, ``TF32``, or bf16 autocast (empty from
     an engine that predates it)."""
+    gpu_uuid: str | None = None
+    """The CUDA device's UUID as NVML spells it (``GPU-...``), to find its GPU and process
+    by UUID and pid; ``None`` off CUDA."""
 
 
 @dataclass(frozen=True)
@@ -609,6 +612,8 @@ class DeviceProbed(Event):
     """CUDA's ``major.minor``."""
     memory_bytes: int | None = None
     """Memory the device has (for MPS: what Metal recommends as the most)."""
+    uuid: str | None = None
+    """A CUDA device's UUID as NVML spells it (``GPU-...``)."""
     figures: dict[str, float | None] = field(default_factory=dict)
     """Measured figures, named as :class:`gputui.doctor.checks.DeviceReport`'s fields."""
     notes: tuple[str, ...] = ()

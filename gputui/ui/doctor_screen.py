@@ -237,6 +237,7 @@ def device_rows(device: DeviceReport) -> list[tuple[str, str]]:
     """A device's figures as (label, value) rows; what was not measured reads ``n/a``."""
     copy_label = "host memcpy" if device.device == "cpu" else "copy on device"
     rows = [
+        *([("NVML's GPU", str(device.nvml_index))] if device.nvml_index is not None else []),
         ("compute", device.compute_capability or NA),
         ("memory", fmt_bytes(device.memory_bytes)),
         (copy_label, fmt_rate(device.copy_bytes_per_s)),

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from gputui.doctor.checks import Check, DoctorReport, Status
+from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.doctor.diagnose import diagnose, format_cudnn
+from gputui.doctor.render import render_text
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.wheels import channel_for_driver, install_command, parse_cuda_version
 from tests.doctor.doctor_facts import CPU_TORCH, CUDA_TORCH, facts, no_nvml, nvml
@@ -328,3 +329,21 @@ def test_a_driver_that_reports_no_gpu_warns_rather_than_fails() -> None:
     assert check(report, "torch build").status is Status.WARN
     assert check(report, "torch.cuda").status is Status.SKIP
     assert not report.failed
+
+
+def test_each_cuda_device_is_matched_to_its_nvml_gpu_by_uuid_not_by_index() -> None:
+    """CUDA orders devices fastest first and CUDA_VISIBLE_DEVICES renumbers them: here
+    cuda:0 is NVML's GPU 1 and cuda:1 is GPU 0."""
+    reading = nvml()
+    gpu0, gpu1 = (gpu.uuid for gpu in reading.gpus)
+    devices = (
+        DeviceReport(device="cpu", name="CPU"),
+        DeviceReport(device="cuda:0", name="NVIDIA H100 80GB HBM3", uuid=gpu1),
+        DeviceReport(device="cuda:1", name="NVIDIA H100 80GB HBM3", uuid=gpu0),
+        DeviceReport(device="cuda:2", name="NVIDIA H100 80GB HBM3", uuid="GPU-not-in-nvml"),
+    )
+    report = diagnose(facts(torch=replace(CUDA_TORCH, devices=devices), nvml=reading))
+    assert [device.nvml_index for device in report.devices] == [None, 1, 0, None]
+    text = render_text(report, width=200)
+    assert "cuda:0  NVIDIA H100 80GB HBM3, NVML's GPU 1" in text
+    assert "cuda:1  NVIDIA H100 80GB HBM3, NVML's GPU 0" in text

@@ -18,6 +18,8 @@ DEVICE_KEYS = {
     "name",
     "compute_capability",
     "memory_bytes",
+    "uuid",
+    "nvml_index",
     "copy_bytes_per_s",
     "h2d_pageable_bytes_per_s",
     "h2d_pinned_bytes_per_s",
@@ -67,7 +69,8 @@ def validate_schema(data: dict) -> None:
         assert set(device) == DEVICE_KEYS
         assert isinstance(device["device"], str) and isinstance(device["name"], str)
         assert isinstance(device["notes"], list)
-        for key in DEVICE_KEYS - {"device", "name", "compute_capability", "notes"}:
+        assert device["uuid"] is None or device["uuid"].startswith(("GPU-", "MIG-"))
+        for key in DEVICE_KEYS - {"device", "name", "compute_capability", "notes", "uuid"}:
             value = device[key]
             assert value is None or (isinstance(value, (int, float)) and math.isfinite(value))
 
