@@ -244,6 +244,68 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+def _gpu_reading(
+    gpu: _Gpu,
+    state: GpuState,
+    *,
+    utilization: Any = None,
+    memory: Any = None,
+    temperature: Any = None,
+    milliwatts: Any = None,
+    sm_clock: Any = None,
+    fan: Any = None,
+    pcie_tx: Any = None,
+    pcie_rx: Any = None,
+    pstate: Any = None,
+    processes: tuple[GpuProcess, ...] = (),
+    power_limit_w: float | None = None,
+    sm_clock_max_mhz: float | None = None,
+) -> GpuReading:
+    """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
+
+    A lost GPU is read with no answers at all, so its identity is all it shows.
+
+    Args:
+        gpu: The GPU, with its identity (index, name, UUID, bus id).
+        state: Whether it still answers.
+        utilization: ``nvmlDeviceGetUtilizationRates`` (``.gpu`` and ``.memory``, percent).
+        memory: ``nvmlDeviceGetMemoryInfo`` (``.used`` and ``.total``, bytes).
+        temperature: Core temperature in °C.
+        milliwatts: Power draw in mW.
+        sm_clock: Current SM clock in MHz.
+        fan: Fan speed in percent.
+        pcie_tx: PCIe transmit throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
+        pcie_rx: PCIe receive throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
+        pstate: Performance state, ``_PSTATE_UNKNOWN`` when the driver does not know.
+        processes: The processes using the GPU.
+        power_limit_w: The cached power limit.
+        sm_clock_max_mhz: The cached maximum SM clock.
+    """
+    return GpuReading(
+        index=gpu.index,
+        name=gpu.name,
+        uuid=gpu.uuid,
+        bus_id=gpu.bus_id,
+        state=state,
+        utilization_percent=float(utilization.gpu) if utilization is not None else None,
+        memory_utilization_percent=float(utilization.memory) if utilization is not None else None,
+        memory_used_bytes=int(memory.used) if memory is not None else None,
+        memory_total_bytes=int(memory.total) if memory is not None else None,
+        temperature_c=float(temperature) if temperature is not None else None,
+        power_w=milliwatts / 1000.0 if milliwatts is not None else None,
+        power_limit_w=power_limit_w,
+        sm_clock_mhz=float(sm_clock) if sm_clock is not None else None,
+        sm_clock_max_mhz=sm_clock_max_mhz,
+        fan_percent=float(fan) if fan is not None else None,
+        pcie_rx_bytes_per_s=float(pcie_rx * _PCIE_UNIT_BYTES) if pcie_rx is not None else None,
+        pcie_tx_bytes_per_s=float(pcie_tx * _PCIE_UNIT_BYTES) if pcie_tx is not None else None,
+        performance_state=(
+            int(pstate) if pstate is not None and pstate != _PSTATE_UNKNOWN else None
+        ),
+        processes=processes,
+    )
+
+
 class NvmlSampler:
     """Samples every NVIDIA GPU through NVML; blocking, so run it off the event loop.
 
@@ -449,16 +511,16 @@ class NvmlSampler:
     def _read_gpu(self, gpu: _Gpu, now: float) -> GpuReading:
         """One GPU's reading; a lost GPU is asked again only every ``lost_retry_s``."""
         if gpu.handle is None:
-            return self._lost_reading(gpu)
+            return _gpu_reading(gpu, GpuState.LOST)
         if gpu.lost_at is not None and now - gpu.lost_at < self._lost_retry_s:
-            return self._lost_reading(gpu)
+            return _gpu_reading(gpu, GpuState.LOST)
         try:
             reading = self._read_live(gpu, now)
         except _GpuLost:
             if gpu.lost_at is None:
                 log.debug("GPU %d answered GpuIsLost; reading it as lost", gpu.index)
             gpu.lost_at = now
-            return self._lost_reading(gpu)
+            return _gpu_reading(gpu, GpuState.LOST)
         if gpu.lost_at is not None:
             log.debug("GPU %d answers again", gpu.index)
             gpu.lost_at = None
@@ -473,40 +535,21 @@ class NvmlSampler:
             gpu.power_limit_w = milliwatts / 1000.0 if milliwatts is not None else None
             gpu.power_limit_read_at = now
 
-        utilization = self._ask(gpu, "utilization")
-        memory = self._ask(gpu, "memory")
-        temperature = self._ask(gpu, "temperature")
-        milliwatts = self._ask(gpu, "power")
-        sm_clock = self._ask(gpu, "sm_clock")
-        fan = self._ask(gpu, "fan")
-        tx = self._ask(gpu, "pcie_tx")
-        rx = self._ask(gpu, "pcie_rx")
-        pstate = self._ask(gpu, "performance_state")
-        processes = self._read_processes(gpu)
-        return GpuReading(
-            index=gpu.index,
-            name=gpu.name,
-            uuid=gpu.uuid,
-            bus_id=gpu.bus_id,
-            state=GpuState.OK,
-            utilization_percent=float(utilization.gpu) if utilization is not None else None,
-            memory_utilization_percent=(
-                float(utilization.memory) if utilization is not None else None
-            ),
-            memory_used_bytes=int(memory.used) if memory is not None else None,
-            memory_total_bytes=int(memory.total) if memory is not None else None,
-            temperature_c=float(temperature) if temperature is not None else None,
-            power_w=milliwatts / 1000.0 if milliwatts is not None else None,
+        return _gpu_reading(
+            gpu,
+            GpuState.OK,
+            utilization=self._ask(gpu, "utilization"),
+            memory=self._ask(gpu, "memory"),
+            temperature=self._ask(gpu, "temperature"),
+            milliwatts=self._ask(gpu, "power"),
+            sm_clock=self._ask(gpu, "sm_clock"),
+            fan=self._ask(gpu, "fan"),
+            pcie_tx=self._ask(gpu, "pcie_tx"),
+            pcie_rx=self._ask(gpu, "pcie_rx"),
+            pstate=self._ask(gpu, "performance_state"),
+            processes=self._read_processes(gpu),
             power_limit_w=gpu.power_limit_w,
-            sm_clock_mhz=float(sm_clock) if sm_clock is not None else None,
             sm_clock_max_mhz=gpu.sm_clock_max_mhz,
-            fan_percent=float(fan) if fan is not None else None,
-            pcie_rx_bytes_per_s=float(rx * _PCIE_UNIT_BYTES) if rx is not None else None,
-            pcie_tx_bytes_per_s=float(tx * _PCIE_UNIT_BYTES) if tx is not None else None,
-            performance_state=(
-                int(pstate) if pstate is not None and pstate != _PSTATE_UNKNOWN else None
-            ),
-            processes=processes,
         )
 
     def _read_static(self, gpu: _Gpu) -> None:
@@ -521,29 +564,6 @@ class NvmlSampler:
         clock = self._ask(gpu, "sm_clock_max")
         gpu.sm_clock_max_mhz = float(clock) if clock is not None else None
         gpu.static_read = True
-
-    @staticmethod
-    def _lost_reading(gpu: _Gpu) -> GpuReading:
-        return GpuReading(
-            index=gpu.index,
-            name=gpu.name,
-            uuid=gpu.uuid,
-            bus_id=gpu.bus_id,
-            state=GpuState.LOST,
-            utilization_percent=None,
-            memory_utilization_percent=None,
-            memory_used_bytes=None,
-            memory_total_bytes=None,
-            temperature_c=None,
-            power_w=None,
-            power_limit_w=None,
-            sm_clock_mhz=None,
-            sm_clock_max_mhz=None,
-            fan_percent=None,
-            pcie_rx_bytes_per_s=None,
-            pcie_tx_bytes_per_s=None,
-            performance_state=None,
-        )
 
     def _ask(self, gpu: _Gpu, field_name: str) -> Any:
         """Ask one field of one GPU; ``None`` when NVML does not answer it.
