@@ -10,6 +10,7 @@ import json
 import math
 import textwrap
 import time
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from gputui.format import (
@@ -97,10 +98,10 @@ def take_snapshot(
 def snapshot_as_dict(snapshot: Snapshot) -> dict[str, Any]:
     """The snapshot as plain JSON-ready data; see the module docstring for the schema."""
     return {
-        "cpu": cpu_as_dict(snapshot.cpu),
-        "gpus": [gpu_as_dict(gpu) for gpu in snapshot.nvml.gpus],
-        "nvml": nvml_status_as_dict(snapshot.nvml.status),
-        "mps": mps_as_dict(snapshot.mps),
+        "cpu": _reading_as_dict(snapshot.cpu),
+        "gpus": [_reading_as_dict(gpu) for gpu in snapshot.nvml.gpus],
+        "nvml": _reading_as_dict(snapshot.nvml.status),
+        "mps": _reading_as_dict(snapshot.mps),
     }
 
 
@@ -109,91 +110,74 @@ def render_snapshot_json(snapshot: Snapshot) -> str:
     return json.dumps(snapshot_as_dict(snapshot), indent=2, allow_nan=False)
 
 
-def cpu_as_dict(cpu: CpuReading) -> dict[str, Any]:
-    """The host's reading as JSON-ready data."""
-    return {
-        "model_name": cpu.model_name,
-        "logical_cores": cpu.logical_cores,
-        "physical_cores": cpu.physical_cores,
-        "utilization_percent": _number(cpu.utilization_percent),
-        "per_core_percent": [_number(value) for value in cpu.per_core_percent],
-        "load_average": (
-            None if cpu.load_average is None else [_number(v) for v in cpu.load_average]
-        ),
-        "frequency_mhz": _number(cpu.frequency_mhz),
-        "frequency_max_mhz": _number(cpu.frequency_max_mhz),
-        "memory_used_bytes": cpu.memory_used_bytes,
-        "memory_total_bytes": cpu.memory_total_bytes,
-        "swap_used_bytes": cpu.swap_used_bytes,
-        "swap_total_bytes": cpu.swap_total_bytes,
-        "self_cpu_percent": _number(cpu.self_cpu_percent),
-        "self_rss_bytes": cpu.self_rss_bytes,
-    }
+_JSON_KEYS: dict[type, tuple[str, ...]] = {
+    CpuReading: (
+        "model_name",
+        "logical_cores",
+        "physical_cores",
+        "utilization_percent",
+        "per_core_percent",
+        "load_average",
+        "frequency_mhz",
+        "frequency_max_mhz",
+        "memory_used_bytes",
+        "memory_total_bytes",
+        "swap_used_bytes",
+        "swap_total_bytes",
+        "self_cpu_percent",
+        "self_rss_bytes",
+    ),
+    GpuReading: (
+        "index",
+        "name",
+        "uuid",
+        "bus_id",
+        "state",
+        "utilization_percent",
+        "memory_utilization_percent",
+        "memory_used_bytes",
+        "memory_total_bytes",
+        "temperature_c",
+        "power_w",
+        "power_limit_w",
+        "fan_percent",
+        "sm_clock_mhz",
+        "sm_clock_max_mhz",
+        "pcie_rx_bytes_per_s",
+        "pcie_tx_bytes_per_s",
+        "performance_state",
+        "processes",
+    ),
+    GpuProcess: ("pid", "user", "command", "gpu_memory_bytes", "kind"),
+    NvmlStatus: ("available", "driver_version", "cuda_driver_version", "error"),
+    MpsReading: (
+        "supported_platform",
+        "message",
+        "gpu_name",
+        "utilization_percent",
+        "memory_in_use_bytes",
+        "torch_mps_built",
+        "torch_mps_available",
+    ),
+}
+"""The schema: each reading's keys in the order they are written; a key is its attribute's name."""
 
 
-def gpu_as_dict(gpu: GpuReading) -> dict[str, Any]:
-    """One NVIDIA GPU's reading as JSON-ready data."""
-    return {
-        "index": gpu.index,
-        "name": gpu.name,
-        "uuid": gpu.uuid,
-        "bus_id": gpu.bus_id,
-        "state": GpuState(gpu.state).value,
-        "utilization_percent": _number(gpu.utilization_percent),
-        "memory_utilization_percent": _number(gpu.memory_utilization_percent),
-        "memory_used_bytes": gpu.memory_used_bytes,
-        "memory_total_bytes": gpu.memory_total_bytes,
-        "temperature_c": _number(gpu.temperature_c),
-        "power_w": _number(gpu.power_w),
-        "power_limit_w": _number(gpu.power_limit_w),
-        "fan_percent": _number(gpu.fan_percent),
-        "sm_clock_mhz": _number(gpu.sm_clock_mhz),
-        "sm_clock_max_mhz": _number(gpu.sm_clock_max_mhz),
-        "pcie_rx_bytes_per_s": _number(gpu.pcie_rx_bytes_per_s),
-        "pcie_tx_bytes_per_s": _number(gpu.pcie_tx_bytes_per_s),
-        "performance_state": gpu.performance_state,
-        "processes": [process_as_dict(process) for process in gpu.processes],
-    }
+def _reading_as_dict(reading: object) -> dict[str, Any]:
+    """One reading as JSON-ready data, with the keys ``_JSON_KEYS`` names for its type."""
+    return {key: _json_value(getattr(reading, key)) for key in _JSON_KEYS[type(reading)]}
 
 
-def process_as_dict(process: GpuProcess) -> dict[str, Any]:
-    """A GPU process as JSON-ready data."""
-    return {
-        "pid": process.pid,
-        "user": process.user,
-        "command": process.command,
-        "gpu_memory_bytes": process.gpu_memory_bytes,
-        "kind": process.kind,
-    }
-
-
-def nvml_status_as_dict(status: NvmlStatus) -> dict[str, Any]:
-    """Whether NVML answers, as JSON-ready data."""
-    return {
-        "available": status.available,
-        "driver_version": status.driver_version,
-        "cuda_driver_version": status.cuda_driver_version,
-        "error": status.error,
-    }
-
-
-def mps_as_dict(mps: MpsReading) -> dict[str, Any]:
-    """Apple MPS's reading as JSON-ready data."""
-    return {
-        "supported_platform": mps.supported_platform,
-        "message": mps.message,
-        "gpu_name": mps.gpu_name,
-        "utilization_percent": _number(mps.utilization_percent),
-        "memory_in_use_bytes": mps.memory_in_use_bytes,
-        "torch_mps_built": mps.torch_mps_built,
-        "torch_mps_available": mps.torch_mps_available,
-    }
-
-
-def _number(value: float | None) -> float | None:
-    """JSON has no NaN or infinity: a reading that is not a number is not known."""
-    if value is None or not math.isfinite(value):
-        return None
+def _json_value(value: Any) -> Any:
+    """A reading's attribute as JSON-ready data: a sequence as a list, an enum as its value."""
+    if isinstance(value, float):  # JSON has no NaN or infinity: such a reading is not known
+        return value if math.isfinite(value) else None
+    if isinstance(value, (tuple, list)):
+        return [_json_value(item) for item in value]
+    if isinstance(value, Enum):
+        return value.value
+    if type(value) in _JSON_KEYS:
+        return _reading_as_dict(value)
     return value
 
 
