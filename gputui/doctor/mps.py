@@ -8,11 +8,11 @@ injecting the facts of machines that are not this one.
 from __future__ import annotations
 
 import platform
-import subprocess
 from dataclasses import dataclass
 
 from gputui.doctor.checks import Check, Status
 from gputui.doctor.torch_facts import TorchFacts
+from gputui.telemetry.host import read_sysctl
 
 MPS_MIN_MACOS = (12, 3)
 """The first macOS with the MPS backend PyTorch needs."""
@@ -39,19 +39,7 @@ def current_platform() -> PlatformFacts:
     """Read the facts of this machine (on macOS, asks ``sysctl`` about Rosetta)."""
     system = platform.system()
     mac_version = (platform.mac_ver()[0] or None) if system == "Darwin" else None
-    translated = False
-    if system == "Darwin":
-        try:
-            done = subprocess.run(
-                ["sysctl", "-n", "sysctl.proc_translated"],
-                capture_output=True,
-                text=True,
-                timeout=2,
-                check=False,
-            )
-            translated = done.stdout.strip() == "1"
-        except (OSError, subprocess.SubprocessError):
-            translated = False
+    translated = system == "Darwin" and read_sysctl("sysctl.proc_translated", timeout_s=2.0) == "1"
     return PlatformFacts(system, platform.machine(), mac_version, translated)
 
 
