@@ -44,11 +44,14 @@ def _mixed(pitfall: Pitfall | None) -> Check:
     if pitfall is None:
         return _not_shown(MIXED)
     code = f"`torch.ones(2) + torch.ones(2, device={pitfall.shown_on!r})`"
-    tip = "put both on one device first: `x.to(device) + y.to(device)`"
-    if pitfall.error is None:
-        return Check(MIXED, Status.SKIP, f"Could not be shown: torch accepted {code}.", tip)
-    lead = _META if pitfall.shown_on == "meta" else "A CPU tensor plus a GPU tensor: "
-    return Check(MIXED, Status.OK, f"{lead}{code} raises {pitfall.error}", tip)
+    return _gpu_pitfall(
+        MIXED,
+        pitfall,
+        code,
+        accepted=f"torch accepted {code}",
+        lead="A CPU tensor plus a GPU tensor: ",
+        tip="put both on one device first: `x.to(device) + y.to(device)`",
+    )
 
 
 def _numpy(pitfall: Pitfall | None, numpy_installed: bool | None, python: str) -> Check:
@@ -63,11 +66,38 @@ def _numpy(pitfall: Pitfall | None, numpy_installed: bool | None, python: str) -
             f"{python} -m pip install numpy",
         )
     code = f"`torch.ones(2, device={pitfall.shown_on!r}).numpy()`"
-    tip = "copy to the host first: `t.cpu().numpy()` (`t.detach().cpu().numpy()` if it needs grad)"
+    return _gpu_pitfall(
+        NUMPY,
+        pitfall,
+        code,
+        accepted=f"{code} worked",
+        lead="A GPU tensor has no host memory to share: ",
+        tip=(
+            "copy to the host first: `t.cpu().numpy()` "
+            "(`t.detach().cpu().numpy()` if it needs grad)"
+        ),
+    )
+
+
+def _gpu_pitfall(
+    name: str, pitfall: Pitfall, code: str, *, accepted: str, lead: str, tip: str
+) -> Check:
+    """A mistake made with a GPU tensor: ``ok`` with torch's error, ``skip`` if torch took it.
+
+    Args:
+        name: The check's name.
+        pitfall: What the probe saw.
+        code: The offending line, as Markdown code.
+        accepted: What happened instead of an error, for the ``skip`` message.
+        lead: What the mistake is, before ``code``; the meta device's sentence replaces
+            it when there was no GPU to make it on.
+        tip: The remedy.
+    """
     if pitfall.error is None:
-        return Check(NUMPY, Status.SKIP, f"Could not be shown: {code} worked.", tip)
-    lead = _META if pitfall.shown_on == "meta" else "A GPU tensor has no host memory to share: "
-    return Check(NUMPY, Status.OK, f"{lead}{code} raises {pitfall.error}", tip)
+        return Check(name, Status.SKIP, f"Could not be shown: {accepted}.", tip)
+    if pitfall.shown_on == "meta":
+        lead = _META
+    return Check(name, Status.OK, f"{lead}{code} raises {pitfall.error}", tip)
 
 
 def _device_string(pitfall: Pitfall | None) -> Check:
