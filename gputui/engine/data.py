@@ -187,6 +187,13 @@ def find_cifar10(dirs: Sequence[Path]) -> Cifar10Location | None:
     return None
 
 
+_CIFAR10_FILES = {
+    "binary": (read_binary_batches, BINARY_TRAIN_FILES, BINARY_TEST_FILE),
+    "pickled": (read_pickled_batches, PICKLED_TRAIN_FILES, PICKLED_TEST_FILE),
+}
+"""For each format: the reader of its batch files, then its training files and held-out file."""
+
+
 def read_cifar10(
     location: Cifar10Location,
     *,
@@ -200,24 +207,11 @@ def read_cifar10(
         DatasetError: a file is missing, truncated or corrupt; the message names it.
     """
     folder = location.folder
-    if location.format == "binary":
-        train = read_binary_batches(
-            [folder / name for name in BINARY_TRAIN_FILES],
-            records_per_file=records_per_file,
-            limit=limit,
-        )
-        test = read_binary_batches(
-            [folder / BINARY_TEST_FILE], records_per_file=records_per_file, limit=test_limit
-        )
-    else:
-        train = read_pickled_batches(
-            [folder / name for name in PICKLED_TRAIN_FILES],
-            records_per_file=records_per_file,
-            limit=limit,
-        )
-        test = read_pickled_batches(
-            [folder / PICKLED_TEST_FILE], records_per_file=records_per_file, limit=test_limit
-        )
+    read_batches, train_files, test_file = _CIFAR10_FILES[location.format]
+    train = read_batches(
+        [folder / name for name in train_files], records_per_file=records_per_file, limit=limit
+    )
+    test = read_batches([folder / test_file], records_per_file=records_per_file, limit=test_limit)
     return Dataset("cifar10", *train, *test, source=str(folder))
 
 
