@@ -7,46 +7,37 @@ so a busy screen handles the latest reading once instead of a backlog.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from textual.message import Message
 
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
 
+ReadingT = TypeVar("ReadingT", CpuReading, NvmlReading, MpsReading)
+
 
 @dataclass
-class CpuSampled(Message):
+class Sampled(Message, Generic[ReadingT]):
+    """A sampler returned a reading; each source has its own kind below."""
+
+    reading: ReadingT
+    """The new reading."""
+
+    def can_replace(self, message: Message) -> bool:
+        """A newer reading supersedes an unhandled older one of the same kind."""
+        return isinstance(message, type(self))
+
+
+class CpuSampled(Sampled[CpuReading]):
     """The host sampler returned a reading."""
 
-    reading: CpuReading
-    """The new reading."""
 
-    def can_replace(self, message: Message) -> bool:
-        """A newer host reading supersedes an unhandled older one."""
-        return isinstance(message, CpuSampled)
-
-
-@dataclass
-class NvmlSampled(Message):
+class NvmlSampled(Sampled[NvmlReading]):
     """The NVML sampler returned a reading."""
 
-    reading: NvmlReading
-    """The new reading."""
 
-    def can_replace(self, message: Message) -> bool:
-        """A newer NVML reading supersedes an unhandled older one."""
-        return isinstance(message, NvmlSampled)
-
-
-@dataclass
-class MpsSampled(Message):
+class MpsSampled(Sampled[MpsReading]):
     """The MPS sampler returned a reading."""
-
-    reading: MpsReading
-    """The new reading."""
-
-    def can_replace(self, message: Message) -> bool:
-        """A newer MPS reading supersedes an unhandled older one."""
-        return isinstance(message, MpsSampled)
 
 
 @dataclass
