@@ -363,7 +363,7 @@ class MonitorApp(App[int]):
 
     def on_runner_pane_trainer_changed(self, message: RunnerPane.TrainerChanged) -> None:
         """A trainer started or ended: highlight it in the GPU process table."""
-        self.monitor.process_table.highlight(message.pid)
+        self.monitor.process_table.highlight(message.pid, message.gpu_uuid)
         if message.pid is None:
             self.monitor.cpu_panel.border_subtitle = None
 

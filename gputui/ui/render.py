@@ -679,7 +679,7 @@ TRAINER_STYLE = "bold reverse"
 
 
 def process_table_lines(
-    rows: Sequence[ProcessCells], width: int, marked_pid: str = ""
+    rows: Sequence[ProcessCells], width: int, marked_pid: str = "", marked_gpu: str | None = None
 ) -> list[Line]:
     """The process table: its heading, then a line a row, each exactly ``width`` cells.
 
@@ -690,6 +690,7 @@ def process_table_lines(
         rows: The rows, in order.
         width: Cells available.
         marked_pid: The PID whose row is drawn in ``TRAINER_STYLE`` (the runner's trainer).
+        marked_gpu: The GPU (index) that row must be on; ``None``: any GPU.
     """
     widths = [
         max([len(heading), *(cell_len(row[column]) for row in rows)])
@@ -708,7 +709,12 @@ def process_table_lines(
         return out.fit(width)
 
     headings = [heading for heading, _ in PROCESS_COLUMNS]
-    marked = [TRAINER_STYLE if marked_pid and row[1] == marked_pid else "" for row in rows]
+    marked = [
+        TRAINER_STYLE
+        if marked_pid and row[1] == marked_pid and marked_gpu in (None, row[0])
+        else ""
+        for row in rows
+    ]
     return [line(headings, PROCESS_HEADING), *map(line, rows, marked)]
 
 

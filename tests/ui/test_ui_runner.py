@@ -6,6 +6,7 @@ folder. The monitor's samplers are fakes (they are not what is under test here).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gputui.jobs.config import UI_NICE, RunConfig, ui_friendly
-from gputui.jobs.events import Error, Finished
+from gputui.jobs.events import Error, Event, Finished, RunStarted
 from gputui.jobs.results import Phase, Session
 from gputui.ui.app import MonitorApp
 from gputui.ui.render import Line
@@ -216,6 +217,38 @@ async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
         await pilot.press("s")
         await wait_until(pilot, lambda: table.trainer_pid is None)
         assert all(line.styled() == [] for line in rows(table))
+
+
+async def test_the_trainer_is_found_by_its_gpu_s_uuid_and_pid() -> None:
+    """NVML lists pid 40321 on both GPUs (a pid namespace elsewhere reuses it): only the
+    row on the trainer's GPU, named by UUID in RunStarted, is the trainer's."""
+    from tests.ui.fakes import ScriptedSampler
+    from tests.ui.runner_fakes import run_events, scripted_setup
+    from tests.ui.test_ui_runner_snapshots import TRAINER_ON_GPU0
+
+    gpu0, gpu1 = TRAINER_ON_GPU0.gpus
+    twin = dataclasses.replace(gpu0.processes[0], command="python other.py")
+    reading = dataclasses.replace(
+        TRAINER_ON_GPU0, gpus=(gpu0, dataclasses.replace(gpu1, processes=(twin,)))
+    )
+
+    def on_gpu1(config: RunConfig) -> list[Event]:
+        return [
+            dataclasses.replace(event, gpu_uuid=gpu1.uuid)
+            if isinstance(event, RunStarted)
+            else event
+            for event in run_events(config, upto_epoch=1)
+        ]
+
+    app = fake_app(nvml=ScriptedSampler(reading), runner=scripted_setup(on_gpu1))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        table = app.monitor.process_table
+        await wait_until(pilot, lambda: bool(pane.devices) and len(table.shown) == 3)
+        await pilot.press("r")
+        await wait_until(pilot, lambda: table.trainer_gpu == gpu1.uuid)
+        marked = [line.plain.split()[:2] for line in rows(table) if line.styled()]
+        assert marked == [["1", "40321"]]
 
 
 async def test_a_real_experiment_shows_its_table_and_sentence() -> None:

@@ -37,6 +37,9 @@ class ProcessTable(ScrollView, can_focus=True):
         self._styles = LineStyles(self)
         self.trainer_pid: int | None = None
         """The runner's trainer process, highlighted when it is on a GPU."""
+        self.trainer_gpu: str | None = None
+        """The UUID of the GPU the trainer trains on (``None``: match its pid on any GPU)."""
+        self._gpu_by_uuid: dict[str, str] = {}
         set_border_title(self, "GPU processes")
 
     @property
@@ -49,10 +52,12 @@ class ProcessTable(ScrollView, can_focus=True):
         """The heading, then the rows in order, as drawn (before scrolling)."""
         return tuple(self._lines)
 
-    def highlight(self, pid: int | None) -> None:
-        """Highlight the runner's trainer process ``pid`` (``None``: none)."""
-        if pid != self.trainer_pid:
-            self.trainer_pid = pid
+    def highlight(self, pid: int | None, gpu_uuid: str | None = None) -> None:
+        """Highlight the runner's trainer: process ``pid`` (``None``: none) on the GPU with
+        ``gpu_uuid`` (``None``: on any GPU). Matching the GPU too keeps another process
+        that shares the pid (another container's) from being marked."""
+        if (pid, gpu_uuid) != (self.trainer_pid, self.trainer_gpu):
+            self.trainer_pid, self.trainer_gpu = pid, gpu_uuid
             self._rebuild()
 
     def show(self, gpus: Sequence[GpuReading]) -> None:
@@ -62,6 +67,7 @@ class ProcessTable(ScrollView, can_focus=True):
             for gpu in gpus
             for process in gpu.processes
         }
+        self._gpu_by_uuid = {gpu.uuid: str(gpu.index) for gpu in gpus if gpu.uuid}
         count = len(wanted)
         set_border_title(self, "GPU processes · " + ("none" if count == 0 else f"{count}"))
         if wanted != self._rows:
@@ -72,8 +78,9 @@ class ProcessTable(ScrollView, can_focus=True):
         """The table's lines for ``width`` cells (remembered as the width built for)."""
         rows = sorted(self._rows.values(), key=_order)
         marked = "" if self.trainer_pid is None else str(self.trainer_pid)
+        gpu = None if self.trainer_gpu is None else self._gpu_by_uuid.get(self.trainer_gpu, "")
         self._width = width
-        return process_table_lines(rows, width, marked)
+        return process_table_lines(rows, width, marked, gpu)
 
     def _rebuild(self) -> None:
         """Build the lines for the current width; redraw the widget if any changed."""

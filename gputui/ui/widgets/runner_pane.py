@@ -144,11 +144,13 @@ class RunnerPane(Vertical):
     class TrainerChanged(Message):
         """The trainer process changed (started, or ended: ``pid`` is ``None``)."""
 
-        def __init__(self, pid: int | None) -> None:
-            """Carry the trainer's pid."""
+        def __init__(self, pid: int | None, gpu_uuid: str | None = None) -> None:
+            """Carry the trainer's pid and its GPU."""
             super().__init__()
             self.pid = pid
             """The trainer's process id, ``None`` when none runs."""
+            self.gpu_uuid = gpu_uuid
+            """The UUID of the GPU it trains on (``None``: not a CUDA device, or unknown)."""
 
     class TrainerSampled(Message):
         """A reading of the trainer process's CPU use and memory."""
@@ -559,7 +561,7 @@ class RunnerPane(Vertical):
             run.absorb(event)
             self.events_seen += 1
             if isinstance(event, RunStarted):
-                self.post_message(self.TrainerChanged(event.pid))
+                self.post_message(self.TrainerChanged(event.pid, event.gpu_uuid))
         if run.ended:
             self.trainer = None
             self.watched = None
