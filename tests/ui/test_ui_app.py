@@ -239,9 +239,9 @@ async def test_the_process_table_rebuilds_only_when_its_rows_change(
         table = app.query_one(ProcessTable)
         builds: list[int] = []
 
-        def spy(rows: list[tuple[str, ...]], width: int, marked_pid: str = "") -> list[Line]:
+        def spy(rows: list[tuple[str, ...]], width: int, *marked: str | None) -> list[Line]:
             builds.append(len(rows))
-            return process_table_lines(rows, width, marked_pid)  # type: ignore[arg-type]
+            return process_table_lines(rows, width, *marked)  # type: ignore[arg-type]
 
         monkeypatch.setattr(process_table_module, "process_table_lines", spy)
         await wait_until(pilot, lambda: app.handled["nvml"] >= 3)

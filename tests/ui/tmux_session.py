@@ -31,8 +31,10 @@ TINY: dict[str, Any] = {
     "epochs": 5,
     "threads": 1,
     "record": False,
+    "progress_interval_s": 0.05,
 }
-"""Quick epochs, but enough of them that the run is still going when the test quits."""
+"""Quick epochs, but enough of them that the run is still going when the test quits; each
+epoch shows its progress (an epoch can be shorter than the default interval between reads)."""
 WAIT_S = 60.0
 
 
