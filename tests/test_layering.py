@@ -1,4 +1,5 @@
-"""The layers never leak: telemetry and training import no Textual, the UI imports no torch.
+"""The layers never leak: only the app imports Textual, only the engine imports torch, and
+no module imports another that imports it back.
 
 Each check imports a module in a fresh interpreter and inspects ``sys.modules``,
 so nothing another test imported can hide a leak.

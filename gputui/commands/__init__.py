@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 
 from gputui import __version__
 from gputui.commands.args import OneLineParser, interval_seconds
-from gputui.exits import EXIT_INTERRUPTED
+from gputui.exits import EXIT_INTERRUPTED, EXIT_OK
 
 SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
@@ -99,7 +99,7 @@ def _run_snapshot(args: argparse.Namespace) -> int:
 
     snapshot = take_snapshot()
     print(render_snapshot_json(snapshot) if args.json else render_snapshot_table(snapshot))
-    return 0
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,4 +114,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `gputui snapshot | head`: quiet, like other Unix tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return EXIT_OK

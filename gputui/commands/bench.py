@@ -49,6 +49,7 @@ from gputui.commands.args import (
     workers_option,
 )
 from gputui.exits import EXIT_FAILED, EXIT_OK
+from gputui.format import one_line
 from gputui.jobs.config import PIPELINES, PRECISIONS, ConfigError, DeviceQuery, RunConfig
 from gputui.jobs.events import Error
 from gputui.jobs.process import ChildProcess, list_devices
@@ -116,8 +117,11 @@ def run_bench(args: argparse.Namespace) -> int:
         devices = requested
     else:
         listed = list_devices(DeviceQuery(check=tuple(requested)))
-        if isinstance(listed, Error):
-            return usage_error(PROG, listed.message)
+        if isinstance(listed, Error) and listed.kind in {"config", "device"}:
+            return usage_error(PROG, listed.message)  # a device that cannot be used: bad input
+        if isinstance(listed, Error):  # torch would not even list them: nothing can run
+            sys.stderr.write(one_line(f"{PROG}: error: {listed.message}") + "\n")
+            return EXIT_FAILED
         devices = list(listed.chosen)
 
     progress = ProgressLine(sys.stderr)

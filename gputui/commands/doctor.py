@@ -1,7 +1,7 @@
 """``gputui doctor [--json] [--quick] [--timeout SECONDS]``.
 
 Exit status: 0 when no check failed, 1 when any did, 2 for a usage error. The
-engine is imported in the handler, so ``gputui --help`` stays instant.
+doctor is imported in the handler, so ``gputui --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import argparse
 from typing import Any
 
 from gputui.commands.args import seconds
+from gputui.exits import EXIT_FAILED, EXIT_OK
+from gputui.jobs.config import ProbeConfig
 
 TIMEOUT_MIN_S = 1.0
 TIMEOUT_MAX_S = 3600.0
-TIMEOUT_DEFAULT_S = 60.0
 
 
 def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
@@ -34,10 +35,10 @@ def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
     )
     doctor.add_argument(
         "--timeout",
-        type=seconds(TIMEOUT_MIN_S, TIMEOUT_MAX_S, "--timeout", TIMEOUT_DEFAULT_S),
-        default=TIMEOUT_DEFAULT_S,
+        type=seconds(TIMEOUT_MIN_S, TIMEOUT_MAX_S, "--timeout", ProbeConfig.TIMEOUT_S),
+        default=ProbeConfig.TIMEOUT_S,
         metavar="SECONDS",
-        help=f"how long the torch probe may take, 1 to 3600 (default: {TIMEOUT_DEFAULT_S:g})",
+        help=f"how long the torch probe may take, 1 to 3600 (default: {ProbeConfig.TIMEOUT_S:g})",
     )
     doctor.set_defaults(handler=run_doctor_command)
     return doctor
@@ -49,4 +50,4 @@ def run_doctor_command(args: argparse.Namespace) -> int:
 
     report = run_doctor(timeout_s=args.timeout, quick=args.quick)
     print(render_json(report) if args.json else render_text(report))
-    return 1 if report.failed else 0
+    return EXIT_FAILED if report.failed else EXIT_OK

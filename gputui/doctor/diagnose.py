@@ -171,7 +171,7 @@ def check_probe(torch: TorchFacts) -> Check:
             "give it longer with `gputui doctor --timeout SECONDS`"
         )
     else:
-        fix = "run `python -m gputui.engine.probe` to see the whole error"
+        fix = "run `python -m gputui.engine probe '{}'` to see the whole error"
     return Check("torch probe", Status.FAIL, message, fix)
 
 

@@ -34,8 +34,7 @@ from gputui.jobs.process import run_to_end
 Pitfall = PitfallShown
 """One tutorial mistake, made for real in the child, with torch's own error text."""
 
-DEFAULT_TIMEOUT_S = 60.0
-"""How long the child may take: importing torch and initialising CUDA can take a while."""
+DEFAULT_TIMEOUT_S = ProbeConfig.TIMEOUT_S
 
 STDERR_TAIL_LINES = 20
 """Lines of the child's stderr kept for the report."""
@@ -227,15 +226,23 @@ def run_probe(
     outcome = run_to_end(
         config or ProbeConfig(), timeout_s=timeout_s, python=python, environ=environ
     )
-    ended = outcome.last
     facts = facts_from_events(outcome.events)
+    tail = "\n".join(outcome.stderr_tail.splitlines()[-STDERR_TAIL_LINES:]).strip()
+    ended = outcome.last
     failure = None
     if outcome.timed_out:
         where = f" while {facts.last_step}" if facts.last_step else ""
         failure = f"the torch probe timed out after {timeout_s:g} s{where}"
-    elif isinstance(ended, Error):  # it crashed, or exited without finishing
-        failure = ended.message
-    tail = "\n".join(outcome.stderr_tail.splitlines()[-STDERR_TAIL_LINES:]).strip()
+    elif outcome.start_error is not None:
+        failure = f"the torch probe could not start: {outcome.start_error}"
+    elif isinstance(ended, Error) and outcome.said_its_end:  # it caught its own crash
+        failure = ended.message if ended.kind == "crash" else f"the probe failed: {ended.message}"
+        tail = "\n".join(filter(None, (tail, ended.detail.strip())))
+    elif isinstance(ended, Error):  # it died without a word: its stderr says why
+        last = tail.splitlines()[-1] if tail else "no output"
+        failure = (
+            f"the torch probe exited with code {outcome.returncode} before it finished: {last}"
+        )
     return dataclasses.replace(
         facts,
         failure=failure,

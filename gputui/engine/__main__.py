@@ -61,19 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     keep_freed_memory()  # before torch allocates anything
     stream = EventStream.take_stdout()
     args = list(sys.argv[1:] if argv is None else argv)
-    mode = args[0] if args else None
+    what = CONFIGS[args[0]].WHAT if args and args[0] in CONFIGS else "engine"
     try:
         return _main(args, stream)
     except BaseException as exc:  # the last resort: never die without saying why
-        stream.emit(
-            Error(
-                message=f"the {mode or 'engine'} crashed: {type(exc).__name__}: {exc}".splitlines()[
-                    0
-                ],
-                detail=traceback.format_exc(),
-                kind="crash",
-            )
-        )
+        message = f"the {what} crashed: {type(exc).__name__}: {exc}".splitlines()[0]
+        stream.emit(Error(message=message, detail=traceback.format_exc(), kind="crash"))
         return EXIT_FAILED
 
 
@@ -101,13 +94,13 @@ def _main(args: list[str], stream: EventStream) -> int:
         die_with_parent(parent_pid)
     if watch_stdin:
         start_parent_watchdog(parent_pid if parent_pid is not None else os.getppid())
-    stop = install_stop_signals()
     try:
         config = config_type.from_json(payload)
-        config.validate()  # type: ignore[attr-defined]  # every config has one
+        config.validate()
     except ConfigError as exc:
         stream.emit(Error(message=str(exc), kind="config"))
         return EXIT_USAGE
+    # Probing and listing never poll a stop flag: a signal ends them at once, as by default.
     if isinstance(config, ProbeConfig):  # it imports torch itself, to report a failed import
         from gputui.engine.probe import run_probe
 
@@ -116,9 +109,14 @@ def _main(args: list[str], stream: EventStream) -> int:
     if isinstance(config, DeviceQuery):
         return _list_devices(config, stream.emit)
     assert isinstance(config, JobConfig)
+    stop = install_stop_signals()
     lower_priority(config.nice)
     torch = _import_torch()
-    torch.set_num_threads(config.threads or available_cores())
+    if not isinstance(config, RunConfig) or config.device.strip().startswith("cpu"):
+        # A GPU run keeps torch's own host threads unless told; CPU work takes what it asks.
+        torch.set_num_threads(config.threads or available_cores())
+    elif config.threads is not None:
+        torch.set_num_threads(config.threads)
     run: Callable[..., int]
     if isinstance(config, RunConfig):
         from gputui.engine.trainer import run_training as run

@@ -40,6 +40,7 @@ from gputui.engine.cifar import (
     binary_record_count,
 )
 from gputui.format import fmt_bytes, fmt_rate
+from gputui.jobs.events import DataProgress, Event
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 """Where the binary distribution lives."""
@@ -61,6 +62,8 @@ Progress = Callable[[int, int], None]
 """``progress(done_bytes, total_bytes)``; total is 0 when unknown. A finished download
 ends with ``progress(done, done)``."""
 
+DOWNLOAD_REPORT_S = 0.25
+"""Least seconds between two download progress events."""
 _CHUNK_BYTES = 1 << 20
 _STALE_PART_S = 3600.0
 
@@ -390,3 +393,16 @@ class TextProgressBar:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def download_reporter(emit: Callable[[Event], None]) -> Callable[[int, int], None]:
+    """CIFAR-10 download progress as ``DataProgress`` events, a few a second at most."""
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= DOWNLOAD_REPORT_S or (total and done >= total):
+            last[0] = now
+            emit(DataProgress(done_bytes=done, total_bytes=total))
+
+    return report

@@ -46,10 +46,11 @@ from gputui.engine.devices import (
     synchronize,
     usable_devices,
 )
+from gputui.engine.download import download_reporter
 from gputui.engine.memory import Step, is_out_of_memory, release_memory
 from gputui.engine.model import CNN
 from gputui.engine.pipelines import Batch, ClassicPipeline, ResidentPipeline
-from gputui.engine.step import download_reporter, make_optimizer, make_step, set_math
+from gputui.engine.step import make_optimizer, make_step, set_math
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import exception_line
 from gputui.jobs.conclusions import conclude

@@ -16,7 +16,8 @@ allocator setting that CPU training needs.
   written: tearing down torch's modules at interpreter exit does nothing for a
   process that is about to go.
 
-Torch-free: the probe mode imports torch itself, to report an import that fails.
+Nothing here imports torch: each mode imports it when it runs (the probe to report
+an import that fails).
 """
 
 from __future__ import annotations

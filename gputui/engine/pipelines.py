@@ -22,6 +22,7 @@ import torch
 
 from gputui.engine.data import MEAN, STD, Dataset
 from gputui.engine.devices import synchronize
+from gputui.engine.lifecycle import die_with_parent
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -132,7 +133,7 @@ class ClassicPipeline:
             shuffle=True,
             num_workers=num_workers,
             pin_memory=self.pinned,
-            worker_init_fn=_die_with_trainer,
+            worker_init_fn=_die_with_parent,
         )
         self.steps_per_epoch = len(self.loader)
         self.test_images = data.test_images
@@ -161,8 +162,7 @@ class ClassicPipeline:
 Pipeline = ResidentPipeline | ClassicPipeline
 
 
-def _die_with_trainer(_worker_id: int) -> None:
-    """In each DataLoader worker: die with the trainer, so a killed trainer leaves no worker."""
-    from gputui.engine.lifecycle import die_with_parent
-
+def _die_with_parent(_worker_id: int) -> None:
+    """In each DataLoader worker: die with the job that started it, so a killed trainer or
+    experiment leaves no worker behind."""
     die_with_parent(os.getppid())

@@ -6,16 +6,11 @@ An experiment that times "a step" times exactly the step ``gputui bench`` trains
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import torch
 
 from gputui.engine.memory import SimulatedOutOfMemoryError, Step
-from gputui.jobs.events import DataProgress, Event
-
-DOWNLOAD_REPORT_S = 0.25
-"""Least seconds between two download progress events."""
 
 IEEE_FP32 = "IEEE fp32"
 TF32 = "TF32"
@@ -95,16 +90,3 @@ def make_step(
         return loss.detach()
 
     return step
-
-
-def download_reporter(emit: Callable[[Event], None]) -> Callable[[int, int], None]:
-    """CIFAR-10 download progress as ``DataProgress`` events, a few a second at most."""
-    last = [0.0]
-
-    def report(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= DOWNLOAD_REPORT_S or (total and done >= total):
-            last[0] = now
-            emit(DataProgress(done_bytes=done, total_bytes=total))
-
-    return report

@@ -38,6 +38,7 @@ from gputui.engine.devices import (
     parse_device,
     synchronize,
 )
+from gputui.engine.download import download_reporter
 from gputui.engine.memory import (
     SimulatedOutOfMemoryError,
     Step,
@@ -50,7 +51,7 @@ from gputui.engine.model import CNN
 from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline
 from gputui.engine.placement import describe_placement
 from gputui.engine.records import RunRecorder
-from gputui.engine.step import download_reporter, make_optimizer, make_step, set_math
+from gputui.engine.step import make_optimizer, make_step, set_math
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import exception_line
 from gputui.jobs.config import ConfigError, RunConfig

@@ -67,8 +67,17 @@ class Portable:
     """The engine's mode that runs this config (``python -m gputui.engine MODE``)."""
     NAME: ClassVar[str] = "config"
     """What the config is, in error messages."""
+    WHAT: ClassVar[str] = "engine"
+    """What the child that runs it is called, in its errors (``the trainer crashed``)."""
     STRICT: ClassVar[bool] = False
     """Refuse unknown keys (else they are ignored: a newer sender's)."""
+
+    def validate(self) -> None:
+        """Check every field that needs no torch (each config adds its own checks).
+
+        Raises:
+            ConfigError: with a one-line message naming the bad value and what to use.
+        """
 
     def with_changes(self: C, **changes: Any) -> C:
         """A copy with some fields changed (``dataclasses.replace``)."""
@@ -181,6 +190,7 @@ class RunConfig(JobConfig):
 
     MODE: ClassVar[str] = "train"
     NAME: ClassVar[str] = "run config"
+    WHAT: ClassVar[str] = "trainer"
 
     device: str = "cpu"
     """Device as the tutorials write it: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
@@ -232,6 +242,7 @@ class ExperimentConfig(JobConfig):
 
     MODE: ClassVar[str] = "experiment"
     NAME: ClassVar[str] = "experiment config"
+    WHAT: ClassVar[str] = "experiment"
 
     experiment: str
     """``batch-sweep``, ``sync-stall`` or ``pipelines``."""
@@ -294,7 +305,11 @@ class ProbeConfig(Portable):
 
     MODE: ClassVar[str] = "probe"
     NAME: ClassVar[str] = "probe config"
+    WHAT: ClassVar[str] = "torch probe"
     STRICT: ClassVar[bool] = True
+    TIMEOUT_S: ClassVar[float] = 60.0
+    """How long the probe may take by default: importing torch and initialising CUDA can take
+    a while."""
 
     measure: bool = True
     """Measure bandwidth and matmuls; ``False`` only identifies the devices (``--quick``)."""
@@ -331,6 +346,7 @@ class DeviceQuery(Portable):
 
     MODE: ClassVar[str] = "devices"
     NAME: ClassVar[str] = "device query"
+    WHAT: ClassVar[str] = "device listing"
     STRICT: ClassVar[bool] = True
 
     check: tuple[str, ...] = ()

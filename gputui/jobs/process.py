@@ -71,8 +71,6 @@ STDERR_TAIL_LINES = 60
 READER_JOIN_S = 2.0
 ENGINE = "gputui.engine"
 """The child's module, run with ``python -m``."""
-NAMES = {"train": "trainer", "experiment": "experiment", "probe": "torch probe"}
-"""What each mode's child is called in its errors (default: the mode)."""
 _POLL_S = 0.1
 _live: weakref.WeakSet[ChildProcess] = weakref.WeakSet()
 
@@ -100,7 +98,7 @@ class ChildProcess:
         """
         self.config = config
         self.mode = config.MODE
-        self.name = NAMES.get(self.mode, self.mode)
+        self.name = config.WHAT
         """What the child is, in its errors: ``trainer``, ``experiment``, ``torch probe``."""
         self.grace_s = grace_s
         self._argv = self._engine_argv(python)
@@ -117,6 +115,10 @@ class ChildProcess:
         self._ended = False
         self.skipped_lines = 0
         """Lines of the child's stdout that were not events this reader knows."""
+        self.start_error: str | None = None
+        """Why the child could not be started at all (the OS's words), if it could not."""
+        self.said_its_end = False
+        """Whether the child sent its last event itself (not one that stands in for it)."""
 
     # -- public API -------------------------------------------------------------------------
 
@@ -214,9 +216,7 @@ class ChildProcess:
                 takes. A process stuck in the driver may not die at once.
         """
         self._stop_requested = True
-        proc = self._proc
-        if proc is not None and not _exited(proc):
-            _kill_group(proc.pid)
+        self._kill_at = time.monotonic()  # the owner thread kills: it alone reaps the child
         if self._owner is not None and self._owner is not threading.current_thread():
             self._owner.join(wait_s)
 
@@ -266,6 +266,7 @@ class ChildProcess:
                 env=self._env,
             )
         except OSError as exc:
+            self.start_error = str(exc)
             message = f"could not start the {self.name}: {exc}"
             self._finish_stream(Error(message=message, kind="crash"))
             self._started.set()
@@ -308,7 +309,7 @@ class ChildProcess:
             if isinstance(event, EpochFinished):
                 self._epochs_seen += 1
             if isinstance(event, TERMINAL_TYPES):
-                self._terminal_seen = True
+                self._terminal_seen = self.said_its_end = True
             self._queue.put(event)
 
     def _read_stderr(self, proc: subprocess.Popen[bytes]) -> None:
@@ -350,8 +351,11 @@ class Outcome:
     """Every event, in order; the last one ends the stream unless the job timed out."""
     timed_out: bool
     """True when it was killed for taking longer than its time."""
-    started: bool
-    """Whether the child process could be started at all."""
+    start_error: str | None
+    """Why the child could not be started at all (the OS's words); ``None`` when it was."""
+    said_its_end: bool
+    """Whether the child sent its last event itself; else the last one stands in for it
+    (it crashed, was killed, or exited without saying how)."""
     returncode: int | None
     """The child's exit code (negative: killed by that signal)."""
     stderr_tail: str
@@ -392,7 +396,8 @@ def run_to_end(
     return Outcome(
         events=tuple(events),
         timed_out=timed_out,
-        started=child.pid is not None,
+        start_error=child.start_error,
+        said_its_end=child.said_its_end,
         returncode=child.returncode,
         stderr_tail=child.stderr_tail,
     )
@@ -414,16 +419,13 @@ def list_devices(
         ``DevicesListed``, or an ``Error`` when the child failed or timed out, or (kind
         ``device``) when a device to check cannot be used.
     """
-    child = ChildProcess(query or DeviceQuery()).start()
-    try:
-        for event in child.events(timeout_s):
-            if isinstance(event, DevicesListed | Error):
-                return event
-    except TimeoutError:
+    outcome = run_to_end(query or DeviceQuery(), timeout_s=timeout_s)
+    if outcome.timed_out:
         return Error(message=f"listing devices took more than {timeout_s:g} s", kind="crash")
-    finally:
-        child.stop()
-    return Error(message="the engine ended without listing devices", kind="crash")
+    last = outcome.last
+    if isinstance(last, DevicesListed | Error):
+        return last
+    return Error(message="the device listing ended without listing devices", kind="crash")
 
 
 def child_env(environ: Mapping[str, str]) -> dict[str, str]:

@@ -304,13 +304,13 @@ class ProgressLines:
             line = None if self._downloading else "downloading CIFAR-10..."
             self._downloading = True
         else:
-            line = progress_line(event)
+            line = experiment_progress_line(event)
         if line:
             self.stream.write(line + "\n")
             self.stream.flush()
 
 
-def progress_line(event: Event) -> str | None:
+def experiment_progress_line(event: Event) -> str | None:
     """One line for a progress display, or ``None`` for events that need none."""
     if isinstance(event, ExperimentStarted):
         return (

@@ -242,13 +242,6 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
         for mine in baseline.epochs
         if mine.epoch in theirs and theirs[mine.epoch].seconds > 0
     )
-    base_steady, other_steady = baseline.steady, other.steady
-    steady = (
-        base_steady.seconds / other_steady.seconds
-        if base_steady is not None and other_steady is not None and other_steady.seconds > 0
-        else None
-    )
-    includes_warmup = any(s is not None and s.includes_warmup for s in (base_steady, other_steady))
     warm_base = next((e for e in baseline.epochs if e.warmup), None)
     warm_other = next((e for e in other.epochs if e.warmup), None)
     warmup = (
@@ -256,6 +249,14 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
         if warm_base is not None and warm_other is not None and warm_other.seconds > 0
         else None
     )
+    base_steady, other_steady = baseline.steady, other.steady
+    includes_warmup = any(s is not None and s.includes_warmup for s in (base_steady, other_steady))
+    if base_steady is None or other_steady is None or not other_steady.seconds > 0:
+        steady = None
+    elif includes_warmup:  # like with like: one side has only its warm-up epoch
+        steady = warmup
+    else:
+        steady = base_steady.seconds / other_steady.seconds
     so_far = None
     base_ips = baseline.best_images_per_second
     if other.progress is not None and base_ips:

@@ -12,7 +12,6 @@ so in a sentence.
 from __future__ import annotations
 
 import math
-import plistlib
 import subprocess
 import sys
 import threading
@@ -20,7 +19,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from xml.parsers.expat import ExpatError
 
 from gputui.format import exception_line
 from gputui.telemetry.readings import MpsReading
@@ -34,9 +32,6 @@ GPU) that :mod:`plistlib` reads, where ioreg's text form has no spec and clips l
 
 IOREG_TIMEOUT_S = 5.0
 """How long one ``ioreg`` run may take before the sample gives up on it."""
-
-TORCH_PROBE_TIMEOUT_S = 60.0
-"""How long the child process may take to import torch and answer."""
 
 _PLATFORM_NAMES = {"linux": "Linux", "win32": "Windows", "cygwin": "Windows", "darwin": "macOS"}
 
@@ -71,6 +66,10 @@ def parse_ioreg(data: bytes | str) -> tuple[IoregAccelerator, ...]:
     Raises:
         ValueError: ``data`` is not a property list (cut short, not XML, ...).
     """
+    # Only macOS parses plists: the monitor elsewhere does not pay plistlib's import.
+    import plistlib
+    from xml.parsers.expat import ExpatError
+
     # plistlib lets a malformed plist out as any of these, IndexError and AttributeError
     # included (a <key> outside any <dict>, an unreadable <date>): callers get one error.
     try:
@@ -157,14 +156,15 @@ class TorchMpsProbe:
     """
 
     def __init__(
-        self, python: Sequence[str] | None = None, *, timeout_s: float = TORCH_PROBE_TIMEOUT_S
+        self, python: Sequence[str] | None = None, *, timeout_s: float | None = None
     ) -> None:
         """Prepare the probe; nothing runs until ``start()``.
 
         Args:
             python: The interpreter to ask, with any flags (default: this process's
                 ``sys.executable``).
-            timeout_s: How long the child may take before the probe gives up.
+            timeout_s: How long the child may take before the probe gives up (default:
+                the probe's own, :attr:`ProbeConfig.TIMEOUT_S`).
         """
         self._python = tuple(python) if python is not None else (sys.executable,)
         self._timeout_s = timeout_s
@@ -204,12 +204,11 @@ class TorchMpsProbe:
         from gputui.jobs.config import ProbeConfig
         from gputui.jobs.process import run_to_end
 
+        timeout_s = ProbeConfig.TIMEOUT_S if self._timeout_s is None else self._timeout_s
         outcome = run_to_end(
-            ProbeConfig(measure=False, torch_only=True),
-            timeout_s=self._timeout_s,
-            python=self._python,
+            ProbeConfig(measure=False, torch_only=True), timeout_s=timeout_s, python=self._python
         )
-        return _status_from_outcome(outcome, self._python[0], self._timeout_s)
+        return _status_from_outcome(outcome, self._python[0], timeout_s)
 
 
 def _unknown(sentence: str) -> TorchMpsStatus:
@@ -224,14 +223,16 @@ def _status_from_outcome(outcome: Outcome, python: str, timeout_s: float) -> Tor
             f"PyTorch took over {timeout_s:g} s to say whether MPS is available, "
             "so gputui stopped asking; run `python -c 'import torch'` to see why."
         )
-    error = outcome.last if isinstance(outcome.last, Error) else None
-    if not outcome.started:
-        reason = error.message.partition(": ")[2] if error is not None else "no reason given"
-        return _unknown(f"Could not start {python} to ask PyTorch about MPS: {reason}.")
+    if outcome.start_error is not None:
+        return _unknown(
+            f"Could not start {python} to ask PyTorch about MPS: {outcome.start_error}."
+        )
     torch = next((e for e in outcome.events if isinstance(e, TorchProbed)), None)
     mps = next((e for e in outcome.events if isinstance(e, MpsProbed)), None)
     if torch is None or (torch.imported and mps is None):
-        last = (outcome.stderr_tail.strip().splitlines() or ["no output"])[-1]
+        said = outcome.last.message if isinstance(outcome.last, Error) else None
+        last = said if outcome.said_its_end and said else None
+        last = last or (outcome.stderr_tail.strip().splitlines() or ["no output"])[-1]
         return _unknown(
             f"Asking PyTorch about MPS failed (exit code {outcome.returncode}: {last}); "
             f"run `{python} -c 'import torch'` to see why."

@@ -43,6 +43,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from gputui.exits import EXIT_USAGE
 from gputui.format import exception_line, fmt_percent
 from gputui.telemetry.history import History, record_cpu, record_nvml
 from gputui.telemetry.polling import SOURCES, HeadStart, Samplers, close_sampler
@@ -651,7 +652,7 @@ def run_app(interval: float, head_start: HeadStart | None = None) -> int:
         defaults = defaults_from_env()
     except ConfigError as error:
         print(f"gputui: {error}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     app = make_app(head_start, interval=interval, runner=RunnerSetup(defaults=defaults))
     app.run()
     app.wait_for_samplers(CLOSE_WAIT_S)

@@ -232,9 +232,8 @@ def session_body(session: Session | None, width: int) -> RenderableType:
     if memory is not None:
         parts.append(memory_line(memory))
     for run in session.runs:
-        dataset_note = run.started.dataset_note if run.started is not None else None
-        for note in [dataset_note] if dataset_note else []:  # not the data asked for: why
-            parts.append(Text(f"note ({run.device}): {note}", style=MUTED))
+        if run.started is not None and run.started.dataset_note:  # not the data asked for: why
+            parts.append(Text(f"note ({run.device}): {run.started.dataset_note}", style=MUTED))
         for note in run.notes:
             parts.append(Text(f"note ({run.device}): {note}", style=MUTED))
     return Group(*parts)

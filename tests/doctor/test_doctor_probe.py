@@ -164,7 +164,7 @@ def test_a_crashing_probe_says_how() -> None:
     ]
     facts = run_probe(python=crash)
     assert facts.failure == (
-        "the torch probe exited with code 139 without a result: Segmentation fault"
+        "the torch probe exited with code 139 before it finished: Segmentation fault"
     )
 
 

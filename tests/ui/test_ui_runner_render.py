@@ -111,3 +111,14 @@ def test_memory_line_leaves_out_what_the_device_cannot_report() -> None:
 
 def test_the_body_before_any_run_says_what_will_appear() -> None:
     assert "Epoch times" in text_of(session_body(None, 80))
+
+
+def test_a_one_epoch_comparison_compares_warm_up_with_warm_up() -> None:
+    """A run that ended after its only epoch is compared by that epoch, marked as such,
+    even against a run with steady epochs (like with like, never warm-up against steady)."""
+    cpu = record(CPU.with_changes(epochs=1))
+    gpu = record(GPU)
+    result = speedup(cpu, gpu)
+    assert result.steady_includes_warmup
+    assert result.steady == cpu.epochs[0].seconds / gpu.epochs[0].seconds
+    assert "over the only epoch, warm-up included" in text_of(speedup_text(result))

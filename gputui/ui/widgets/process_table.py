@@ -78,7 +78,8 @@ class ProcessTable(ScrollView, can_focus=True):
         """The table's lines for ``width`` cells (remembered as the width built for)."""
         rows = sorted(self._rows.values(), key=_order)
         marked = "" if self.trainer_pid is None else str(self.trainer_pid)
-        gpu = None if self.trainer_gpu is None else self._gpu_by_uuid.get(self.trainer_gpu, "")
+        # An unknown UUID (none from NVML, a MIG instance's) falls back to the pid on any GPU.
+        gpu = None if self.trainer_gpu is None else self._gpu_by_uuid.get(self.trainer_gpu)
         self._width = width
         return process_table_lines(rows, width, marked, gpu)
 

@@ -28,7 +28,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Label, ProgressBar, Select, Static
 
-from gputui.format import NA, fmt_bytes
+from gputui.format import fmt_bytes, fmt_percent
 from gputui.jobs.config import (
     DATASETS,
     EXPERIMENTS,
@@ -58,15 +58,16 @@ BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 EPOCH_CHOICES = (1, 2, 3, 5, 10, 20)
 
 
-class TrainerLike(Protocol):
-    """What the pane needs of a trainer process (the real one, or a scripted one in tests)."""
+class JobHandle(Protocol):
+    """What the pane needs of a job's child process: a trainer or an experiment (the real
+    one, or a scripted one in tests)."""
 
     @property
     def pid(self) -> int | None:
         """The child's process id."""
         ...
 
-    def start(self) -> TrainerLike:
+    def start(self) -> JobHandle:
         """Start the run."""
         ...
 
@@ -79,7 +80,7 @@ class TrainerLike(Protocol):
         ...
 
 
-def _real_child(config: RunConfig | ExperimentConfig) -> TrainerLike:
+def _real_child(config: RunConfig | ExperimentConfig) -> JobHandle:
     from gputui.jobs.process import ChildProcess
 
     return ChildProcess(config)
@@ -110,9 +111,9 @@ def defaults_from_env(environ: dict[str, str] | None = None) -> RunConfig:
 class RunnerSetup:
     """Where the pane gets its trainers and devices; production uses the defaults."""
 
-    trainer: Callable[[RunConfig], TrainerLike] = _real_child
+    trainer: Callable[[RunConfig], JobHandle] = _real_child
     """Builds a (not yet started) trainer for a config."""
-    experiment: Callable[[ExperimentConfig], TrainerLike] = _real_child
+    experiment: Callable[[ExperimentConfig], JobHandle] = _real_child
     """Builds a (not yet started) experiment process (issue 6's experiments)."""
     list_devices: Callable[[], DevicesListed | Error] = _real_devices
     """Lists the candidate devices (blocking; called from a thread worker)."""
@@ -186,7 +187,7 @@ class RunnerPane(Vertical):
         self._built = asyncio.Event()
         self.session: Session | None = None
         """The session shown (the last one started)."""
-        self.trainer: TrainerLike | None = None
+        self.trainer: JobHandle | None = None
         """The trainer running now, if any."""
         self.message: Text | None = None
         """A one-line complaint about the choices (e.g. an unusable device), if any."""
@@ -201,7 +202,7 @@ class RunnerPane(Vertical):
         self._watcher: ProcessSampler | None = None
         self.experiment: ExperimentResult | None = None
         """The experiment shown (the last one started), if any."""
-        self.experiment_process: TrainerLike | None = None
+        self.experiment_process: JobHandle | None = None
         """The experiment running now, if any."""
         self.showing_experiment = False
         """Whether the body shows the experiment (else the training session)."""
@@ -525,8 +526,8 @@ class RunnerPane(Vertical):
         self.watched = None
         self.refresh_view()
 
-    def _drain_experiment(self, process: TrainerLike) -> None:
-        from gputui.jobs.reports import progress_line
+    def _drain_experiment(self, process: JobHandle) -> None:
+        from gputui.jobs.reports import experiment_progress_line
 
         result = self.experiment
         events = process.drain()
@@ -535,7 +536,7 @@ class RunnerPane(Vertical):
         for event in events:
             result.absorb(event)
             self.events_seen += 1
-            line = progress_line(event)
+            line = experiment_progress_line(event)
             if line is not None:
                 self.experiment_progress = line
         if result.finished is not None or result.error is not None:
@@ -587,7 +588,7 @@ class RunnerPane(Vertical):
         status = self.message if self.message is not None else status_line(session)
         watched = self.watched
         if self.message is None and watched is not None and watched.alive and self.busy:
-            cpu = NA if watched.cpu_percent is None else f"{watched.cpu_percent:.0f}%"
+            cpu = fmt_percent(watched.cpu_percent)
             status = status.copy()
             status.append(
                 f"  pid {watched.pid} · CPU {cpu} · RSS {fmt_bytes(watched.rss_bytes)}",
