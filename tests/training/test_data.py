@@ -1,7 +1,8 @@
 """The data layer: CIFAR-10 readers, the download, and the synthetic dataset.
 
-Everything runs offline. CIFAR-10 files are written here in the real formats, with
-20 records per file instead of 10000; numpy-written pickles come from
+Everything runs offline. CIFAR-10 files are written in the real formats (by
+tests/training/cifar_files.py), with 20 records per file instead of 10000; numpy-written
+pickles come from
 tests/data/cifar10_pickles; the download is served from a local HTTP server on
 127.0.0.1 in a thread.
 """
@@ -39,6 +40,7 @@ from gputui.engine.data import (
     search_dirs,
 )
 from gputui.engine.download import TextProgressBar, download_file, extract_cifar10
+from tests.training import cifar_files
 
 PER_FILE = 20
 FIXTURES = Path(__file__).parent.parent / "data" / "cifar10_pickles"
@@ -222,7 +224,7 @@ def test_binary_folder_is_read_in_the_real_layout(small: Cifar, tmp_path: Path) 
 
 def test_binary_writer_round_trips_and_matches_the_layout(small: Cifar, tmp_path: Path) -> None:
     folder = tmp_path / "cifar-10-batches-bin"
-    cifar.write_binary_batches(folder, small.train, small.test)
+    cifar_files.write_binary_batches(folder, small.train, small.test)
     assert (folder / "data_batch_1.bin").read_bytes() == record_bytes(
         small.train[0][:PER_FILE], small.train[1][:PER_FILE]
     )
@@ -231,12 +233,12 @@ def test_binary_writer_round_trips_and_matches_the_layout(small: Cifar, tmp_path
 
 def test_a_folder_given_directly_is_used(small: Cifar, tmp_path: Path) -> None:
     folder = tmp_path / "mine"
-    cifar.write_binary_batches(folder, small.train, small.test)
+    cifar_files.write_binary_batches(folder, small.train, small.test)
     small.assert_loaded(load_dataset("auto", folder, records_per_file=PER_FILE), folder)
 
 
 def test_limits_take_the_first_images(small: Cifar, tmp_path: Path) -> None:
-    cifar.write_binary_batches(tmp_path / "cifar-10-batches-bin", small.train, small.test)
+    cifar_files.write_binary_batches(tmp_path / "cifar-10-batches-bin", small.train, small.test)
     data = load_dataset("auto", tmp_path, records_per_file=PER_FILE, limit=33, test_limit=5)
     assert torch.equal(data.train_images, small.train[0][:33])
     assert torch.equal(data.train_labels, small.train[1][:33])
@@ -244,7 +246,7 @@ def test_limits_take_the_first_images(small: Cifar, tmp_path: Path) -> None:
 
 
 def test_the_standard_file_size_is_enforced(small: Cifar, tmp_path: Path) -> None:
-    cifar.write_binary_batches(tmp_path / "cifar-10-batches-bin", small.train, small.test)
+    cifar_files.write_binary_batches(tmp_path / "cifar-10-batches-bin", small.train, small.test)
     with pytest.raises(DatasetError) as caught:
         load_dataset("auto", tmp_path)  # real files hold 10000 records
     message = str(caught.value)
@@ -254,7 +256,7 @@ def test_the_standard_file_size_is_enforced(small: Cifar, tmp_path: Path) -> Non
 
 def test_a_truncated_binary_file_is_named(small: Cifar, tmp_path: Path) -> None:
     folder = tmp_path / "cifar-10-batches-bin"
-    cifar.write_binary_batches(folder, small.train, small.test)
+    cifar_files.write_binary_batches(folder, small.train, small.test)
     victim = folder / "data_batch_3.bin"
     victim.write_bytes(victim.read_bytes()[:-1000])
     with pytest.raises(DatasetError, match=r"data_batch_3\.bin is 60460 bytes, not a whole number"):
@@ -265,7 +267,7 @@ def test_a_truncated_binary_file_is_named(small: Cifar, tmp_path: Path) -> None:
 
 def test_a_corrupt_binary_label_is_named(small: Cifar, tmp_path: Path) -> None:
     folder = tmp_path / "cifar-10-batches-bin"
-    cifar.write_binary_batches(folder, small.train, small.test)
+    cifar_files.write_binary_batches(folder, small.train, small.test)
     victim = folder / cifar.BINARY_TEST_FILE
     raw = bytearray(victim.read_bytes())
     raw[7 * cifar.RECORD_BYTES] = 200
@@ -276,7 +278,7 @@ def test_a_corrupt_binary_label_is_named(small: Cifar, tmp_path: Path) -> None:
 
 def test_a_missing_binary_file_is_named(small: Cifar, tmp_path: Path) -> None:
     folder = tmp_path / "cifar-10-batches-bin"
-    cifar.write_binary_batches(folder, small.train, small.test)
+    cifar_files.write_binary_batches(folder, small.train, small.test)
     (folder / "data_batch_5.bin").unlink()
     with pytest.raises(DatasetError, match=r"cannot read CIFAR-10 file .*data_batch_5\.bin"):
         load_dataset("auto", tmp_path, records_per_file=PER_FILE)
@@ -287,12 +289,12 @@ def test_a_missing_binary_file_is_named(small: Cifar, tmp_path: Path) -> None:
 
 def test_the_tutorials_pickled_folder_in_dot_data_is_found(small: Cifar, isolated: Path) -> None:
     folder = isolated / "data" / "cifar-10-batches-py"
-    cifar.write_pickled_batches(folder, small.train, small.test)
+    cifar_files.write_pickled_batches(folder, small.train, small.test)
     small.assert_loaded(load_dataset(records_per_file=PER_FILE), folder)
 
 
 def test_pickled_files_are_laid_out_as_python2_cpickle_wrote_them(small: Cifar) -> None:
-    payload = cifar.pickled_batch_bytes(small.test[0], small.test[1], "testing batch 1 of 1")
+    payload = cifar_files.pickled_batch_bytes(small.test[0], small.test[1], "testing batch 1 of 1")
     assert payload.startswith(b"\x80\x02}(U\x0bbatch_labelU\x14testing batch 1 of 1U\x06labels]")
     assert (
         b"cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85U\x01b\x87R(" in payload
@@ -326,10 +328,10 @@ def test_pickled_files_are_laid_out_as_python2_cpickle_wrote_them(small: Cifar) 
 
 def test_pickled_files_load_with_real_numpy_as_torchvision_loads_them(small: Cifar) -> None:
     numpy = pytest.importorskip("numpy")  # not a dependency: checked where it is installed
-    payload = cifar.pickled_batch_bytes(small.test[0], small.test[1], "testing batch 1 of 1")
+    payload = cifar_files.pickled_batch_bytes(small.test[0], small.test[1], "testing batch 1 of 1")
     batch = pickle.loads(payload, encoding="latin1")  # torchvision's CIFAR10 does this
     assert isinstance(batch["data"], numpy.ndarray) and batch["data"].dtype == numpy.uint8
-    assert batch["data"].tobytes() == bytes(cifar._writable_bytes(small.test[0]))
+    assert batch["data"].tobytes() == bytes(cifar_files._writable_bytes(small.test[0]))
     assert batch["labels"] == small.test[1].tolist()
     for protocol in (2, 4, 5):  # and what numpy writes, we read
         written = io.BytesIO(pickle.dumps({"data": batch["data"]}, protocol))
@@ -373,7 +375,7 @@ def test_the_restricted_unpickler_refuses_os_system(
     small: Cifar, tmp_path: Path, isolated: Path
 ) -> None:
     folder = isolated / "data" / "cifar-10-batches-py"
-    cifar.write_pickled_batches(folder, small.train, small.test)
+    cifar_files.write_pickled_batches(folder, small.train, small.test)
     marker = tmp_path / "pwned"
     evil = {b"data": RunsCommand(marker), b"labels": [0]}
     (folder / "data_batch_1").write_bytes(pickle.dumps(evil, protocol=2))
@@ -412,7 +414,7 @@ def test_a_pickle_cannot_tamper_with_the_stand_ins(
 
 def test_a_truncated_pickle_is_named(small: Cifar, isolated: Path) -> None:
     folder = isolated / "data" / "cifar-10-batches-py"
-    cifar.write_pickled_batches(folder, small.train, small.test)
+    cifar_files.write_pickled_batches(folder, small.train, small.test)
     victim = folder / "data_batch_2"
     victim.write_bytes(victim.read_bytes()[:5000])
     with pytest.raises(DatasetError, match=r"data_batch_2 is truncated or corrupt"):
@@ -421,7 +423,7 @@ def test_a_truncated_pickle_is_named(small: Cifar, isolated: Path) -> None:
 
 def test_a_corrupt_pickle_is_named(small: Cifar, isolated: Path) -> None:
     folder = isolated / "data" / "cifar-10-batches-py"
-    cifar.write_pickled_batches(folder, small.train, small.test)
+    cifar_files.write_pickled_batches(folder, small.train, small.test)
     (folder / "test_batch").write_bytes(bytes(range(256)) * 40)
     with pytest.raises(DatasetError, match=r"test_batch is truncated or corrupt") as caught:
         load_dataset(records_per_file=PER_FILE)
@@ -429,7 +431,9 @@ def test_a_corrupt_pickle_is_named(small: Cifar, isolated: Path) -> None:
 
 
 def test_a_pickle_with_the_wrong_image_count_is_named(small: Cifar, isolated: Path) -> None:
-    cifar.write_pickled_batches(isolated / "data" / "cifar-10-batches-py", small.train, small.test)
+    cifar_files.write_pickled_batches(
+        isolated / "data" / "cifar-10-batches-py", small.train, small.test
+    )
     with pytest.raises(DatasetError, match=r"data_batch_1 holds 20 images, not 10000"):
         load_dataset()
 
@@ -673,9 +677,11 @@ def test_search_order(tmp_path: Path, isolated: Path) -> None:
 
 def test_the_cache_wins_over_dot_data(small: Cifar, tmp_path: Path, isolated: Path) -> None:
     other = Cifar(train=random_batches(5 * PER_FILE, 3), test=random_batches(PER_FILE, 4))
-    cifar.write_pickled_batches(isolated / "data" / "cifar-10-batches-py", other.train, other.test)
+    cifar_files.write_pickled_batches(
+        isolated / "data" / "cifar-10-batches-py", other.train, other.test
+    )
     cached = tmp_path / "cache" / "gputui" / "cifar-10-batches-bin"
-    cifar.write_binary_batches(cached, small.train, small.test)
+    cifar_files.write_binary_batches(cached, small.train, small.test)
     small.assert_loaded(load_dataset(records_per_file=PER_FILE), cached)
 
 
@@ -741,7 +747,7 @@ def test_synthetic_is_learnable_from_its_spectrum() -> None:
 def test_describe_says_which_dataset_ran(small: Cifar, tmp_path: Path) -> None:
     data = load_dataset("synthetic", limit=20, test_limit=10)
     assert data.describe() == "synthetic (20 training, 10 held-out images), generated locally"
-    cifar.write_binary_batches(tmp_path / "cifar-10-batches-bin", small.train, small.test)
+    cifar_files.write_binary_batches(tmp_path / "cifar-10-batches-bin", small.train, small.test)
     data = load_dataset("auto", tmp_path, records_per_file=PER_FILE)
     assert data.describe() == (
         f"CIFAR-10 (100 training, 20 held-out images), from {tmp_path / 'cifar-10-batches-bin'}"
