@@ -11,20 +11,23 @@ gives a one-line :class:`DatasetError` naming it.
 - Pickled (``cifar-10-batches-py``, what the tutorials' torchvision download leaves
   in ./data): a dict with ``data``, a numpy uint8 ``(N, 3072)`` array, and
   ``labels``, a list of ints. It is read by a restricted unpickler that runs no
-  pickled code and needs no numpy: the few numpy globals an ndarray pickle names are
-  mapped to small stand-ins that only collect the array's raw bytes.
+  pickled code: it resolves only the few numpy globals an ndarray pickle names, to
+  numpy's own rebuilders, and only arrays of plain numbers are accepted from it.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import pickle
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 import torch
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NUM_CLASSES = 10
 """CIFAR-10 labels are 0 to 9."""
@@ -150,143 +153,96 @@ def read_binary_batches(
 # --------------------------------------------------------------------------- pickled
 
 
-class _NdarrayMarker:
-    """Stands in for ``numpy.ndarray``, which a pickle passes to ``_reconstruct``."""
-
-
 def _text(value: object) -> str:
     """A pickled Python 2 ``str`` arrives as bytes: decode it for comparison."""
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
 
-_DTYPES = {"u1": torch.uint8, "i1": torch.int8, "i2": torch.int16, "i4": torch.int32}
-_DTYPES |= {"i8": torch.int64, "f4": torch.float32, "f8": torch.float64}
-
-
-class _PickledDtype:
-    """Stands in for ``numpy.dtype``: keeps the type code and the byte order."""
-
-    def __init__(self, code: object, align: object = False, copy: object = False) -> None:
-        self.code = _text(code)
-        self.byteorder = "|" if self.code.endswith("1") else "="
-
-    def __setstate__(self, state: object) -> None:
-        if isinstance(state, tuple) and len(state) >= 2:
-            self.byteorder = _text(state[1])
-
-    def torch_dtype(self) -> torch.dtype | None:
-        """The matching torch dtype, or ``None`` for one CIFAR-10 never uses."""
-        if self.byteorder == ">":  # big-endian: torch.frombuffer reads native order only
-            return None
-        return _DTYPES.get(self.code.lstrip("<=|"))
-
-
-@dataclass
-class _PickledArray:
-    """Stands in for an ndarray being unpickled: its shape, dtype and raw bytes."""
-
-    shape: tuple[int, ...] = ()
-    dtype: _PickledDtype | None = None
-    fortran_order: bool = False
-    data: bytes | bytearray = field(default=b"", repr=False)
-
-    def __setstate__(self, state: object) -> None:
-        # numpy's ndarray state: (version, shape, dtype, is_fortran, rawdata); version
-        # 0 pickles leave the version out.
-        if not isinstance(state, tuple) or len(state) not in (4, 5):
-            raise DatasetError("an array in the pickle has an unknown layout")
-        shape, dtype, fortran_order, data = state[-4:]
-        if isinstance(data, str):  # a Python 2 str read with encoding="latin1"
-            data = data.encode("latin-1")
-        if not isinstance(dtype, _PickledDtype) or not isinstance(data, bytes | bytearray):
-            raise DatasetError("an array in the pickle holds objects, not numbers")
-        self.shape = tuple(int(n) for n in shape)
-        self.dtype, self.fortran_order, self.data = dtype, bool(fortran_order), data
-
-    def to_tensor(self) -> torch.Tensor:
-        """The array as a CPU tensor that owns its memory."""
-        dtype = self.dtype.torch_dtype() if self.dtype is not None else None
-        if dtype is None:
-            code = self.dtype.code if self.dtype is not None else "?"
-            raise DatasetError(f"an array in the pickle has dtype {code!r}, not a number type")
-        count = 1
-        for n in self.shape:
-            count *= n
-        if len(self.data) != count * dtype.itemsize:
-            raise DatasetError(
-                f"an array in the pickle has {len(self.data)} bytes for shape {self.shape}:"
-                " it is truncated or corrupt"
-            )
-        flat = (
-            torch.frombuffer(bytearray(self.data), dtype=dtype)
-            if count
-            else torch.empty(0, dtype=dtype)
-        )
-        if self.fortran_order:
-            return flat.view(*reversed(self.shape)).permute(*reversed(range(len(self.shape))))
-        return flat.view(*self.shape)
-
-
-def _reconstruct(subtype: object, shape: object, dtype_code: object) -> _PickledArray:
-    """Stands in for ``numpy.core.multiarray._reconstruct``: an empty array to fill."""
-    if not isinstance(subtype, _NdarrayMarker):
-        raise DatasetError("the pickle rebuilds something other than a numpy array")
-    return _PickledArray()
-
-
-def _frombuffer(buffer: object, dtype: object, shape: object, order: object) -> _PickledArray:
-    """Stands in for ``numpy.core.numeric._frombuffer``, which protocol 5 pickles name."""
-    array = _PickledArray()
-    array.__setstate__((shape, dtype, _text(order) == "F", bytes(buffer)))  # type: ignore[arg-type]
-    return array
-
-
 def _latin1_encode(text: object, encoding: object = "latin-1") -> bytes:
-    """Stands in for ``_codecs.encode``, which Python 3 protocol 2 pickles of bytes name."""
+    """``_codecs.encode`` for latin-1 only: how Python 3 pickles bytes at protocol 2."""
     if not isinstance(text, str) or _text(encoding).lower().replace("-", "") != "latin1":
         raise DatasetError("the pickle encodes text in a way a CIFAR-10 batch never does")
     return text.encode("latin-1")
 
 
+def _numpy_function(module: str, name: str) -> Callable[..., Any]:
+    """numpy's ``_core.<module>.<name>``, wherever this numpy keeps it.
+
+    numpy 2 moved ``numpy.core`` to ``numpy._core`` and warns when ``numpy.core`` is
+    imported, so ``numpy._core`` is tried first; numpy 1.26 has only part of it
+    (``multiarray``, not ``numeric``) and 1.24 and 1.25 have none of it.
+    """
+    for package in ("numpy._core", "numpy.core"):
+        try:
+            return getattr(importlib.import_module(f"{package}.{module}"), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"this numpy has no {module}.{name}")
+
+
+@functools.cache
+def _allowed_globals() -> dict[tuple[str, str], Any]:
+    """numpy's real object for each of :attr:`RestrictedUnpickler.ALLOWED`, looked up once."""
+    import numpy as np
+
+    found: dict[tuple[str, str], Any] = {}
+    for module, name in RestrictedUnpickler.ALLOWED:
+        if (module, name) == ("_codecs", "encode"):
+            found[(module, name)] = _latin1_encode
+        elif module == "numpy":
+            found[(module, name)] = getattr(np, name)
+        else:  # numpy 1 pickles name numpy.core.<module>, numpy 2 numpy._core.<module>
+            found[(module, name)] = _numpy_function(module.rpartition(".")[2], name)
+    return found
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     """Unpickles a CIFAR-10 batch and nothing else: it runs no code the pickle names.
 
-    ``find_class`` resolves only the globals an ndarray pickle uses (numpy's array
-    and dtype rebuilders, and ``_codecs.encode``, which Python 3 writes for bytes at
-    protocol 2) and only to local stand-ins that collect raw bytes: numpy is neither
-    needed nor imported. Any other global, such as ``os.system``, raises
-    :class:`DatasetError`.
+    ``find_class`` resolves only the globals an ndarray pickle uses, to numpy's own
+    objects: ``ndarray``, ``dtype``, the rebuilders ``_reconstruct`` (protocols 2 to 4)
+    and ``_frombuffer`` (protocol 5) under either of numpy's module names, and
+    ``_codecs.encode``, which Python 3 writes for bytes at protocol 2, here limited to
+    latin-1. numpy is imported when the first unpickler is made. Any other global,
+    such as ``os.system`` or ``numpy.load``, raises :class:`DatasetError`.
+
+    What it returns may still hold any array numpy can rebuild, objects and strings
+    included: :func:`read_pickled_batch` accepts only arrays of plain numbers.
     """
 
-    ALLOWED: ClassVar[dict[tuple[str, str], Callable[..., Any]]] = {
-        ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
-        ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
-        ("numpy.core.numeric", "_frombuffer"): _frombuffer,
-        ("numpy._core.numeric", "_frombuffer"): _frombuffer,
-        ("numpy", "ndarray"): _NdarrayMarker,
-        ("numpy", "dtype"): _PickledDtype,
-        ("_codecs", "encode"): _latin1_encode,
-    }
-    """The globals a pickle may name, and what each stands for here."""
+    ALLOWED: ClassVar[frozenset[tuple[str, str]]] = frozenset(
+        {
+            ("numpy.core.multiarray", "_reconstruct"),
+            ("numpy._core.multiarray", "_reconstruct"),
+            ("numpy.core.numeric", "_frombuffer"),
+            ("numpy._core.numeric", "_frombuffer"),
+            ("numpy", "ndarray"),
+            ("numpy", "dtype"),
+            ("_codecs", "encode"),
+        }
+    )
+    """The ``(module, name)`` globals a pickle may name."""
 
     def __init__(self, file: BinaryIO, path: Path) -> None:
         super().__init__(file, encoding="bytes")
         self.path = path
+        self._allowed = _allowed_globals()
 
     def find_class(self, module: str, name: str) -> Any:
-        """Resolve an allowed numpy global to its stand-in; refuse anything else."""
-        try:
-            stand_in = self.ALLOWED[(module, name)]
-        except KeyError:
+        """Resolve an allowed global to numpy's object; refuse anything else."""
+        if (module, name) not in self.ALLOWED:
             raise DatasetError(
                 f"refusing to load {self.path}: it names {module}.{name}, which a CIFAR-10"
                 " batch never does (it may run code); delete it or use another data folder"
-            ) from None
-        # A fresh object each time: the pickle's BUILD opcode can set attributes on what
-        # find_class returns, and must not reach the shared functions and classes.
-        if stand_in is _NdarrayMarker:
-            return _NdarrayMarker()
-        return functools.partial(stand_in)
+            )
+        found = self._allowed[(module, name)]
+        # The pickle's BUILD opcode can set attributes on what find_class returns.
+        # numpy's classes are immutable built-in types, but functions written in Python
+        # (numpy's _frombuffer, the latin-1 encoder) are not: each lookup gets a fresh
+        # partial of them, so that nothing a pickle does reaches the shared functions.
+        # (A BUILD on the partial can only swap in another callable the pickle holds,
+        # and it holds none but these.)
+        return found if isinstance(found, type) else functools.partial(found)
 
 
 def _entry(batch: dict[Any, Any], key: str) -> Any:
@@ -297,8 +253,50 @@ def _entry(batch: dict[Any, Any], key: str) -> Any:
     return None
 
 
+def _check_numbers(array: np.ndarray) -> None:
+    """Raise unless ``array`` holds plain numbers: bools, ints or floats, with no fields.
+
+    An object array's items were themselves unpickled through
+    :meth:`RestrictedUnpickler.find_class`, so the allow-list guarded them too; they
+    are refused here because they are not pixels or labels. Nothing but the dtype is
+    read before this check passes: numpy trusts a pickled dtype's state, so a structured
+    dtype can claim to hold no objects while a field is one, and reading that field
+    would follow a pointer made of the file's bytes.
+    """
+    dtype = array.dtype
+    if dtype.hasobject:
+        raise DatasetError("an array in the pickle holds objects, not numbers")
+    if dtype.kind not in "biuf" or dtype.fields is not None:
+        # dtype.str, not str(dtype): it is short, and has no field names (which are
+        # the pickle's own text, newlines included).
+        fields = "" if dtype.fields is None else " with fields"
+        raise DatasetError(
+            f"an array in the pickle has dtype {dtype.str!r}{fields}, not a number type"
+        )
+
+
+def _to_tensor(array: np.ndarray) -> torch.Tensor:
+    """A checked array as a C-ordered tensor in this machine's byte order, owning its memory.
+
+    Always a copy: an unpickled array views the bytes object the pickle held (numpy
+    marks it writable even so, and Python shares one-byte bytes objects process-wide),
+    and ``torch.from_numpy`` reads neither Fortran order nor the other byte order.
+    """
+    _check_numbers(array)
+    native = array.astype(array.dtype.newbyteorder("="), order="C")
+    try:
+        return torch.from_numpy(native)
+    except TypeError:  # long double, or an unsigned type an older torch lacks
+        raise DatasetError(
+            f"an array in the pickle has dtype {array.dtype.str!r}, not a number type torch reads"
+        ) from None
+
+
 def read_pickled_batch(path: Path, records_per_file: int | None = RECORDS_PER_FILE) -> Batches:
     """Read one ``cifar-10-batches-py`` file with the restricted unpickler.
+
+    The arrays' dtypes, shapes and counts are checked before they are copied into
+    tensors, so a file of the wrong shape is refused without copying what it holds.
 
     Args:
         path: e.g. ``data/cifar-10-batches-py/data_batch_1``.
@@ -306,8 +304,16 @@ def read_pickled_batch(path: Path, records_per_file: int | None = RECORDS_PER_FI
 
     Raises:
         DatasetError: the file is missing, not a CIFAR-10 pickle, names a forbidden
-            global, is truncated or corrupt, or holds a label outside 0..9.
+            global, is truncated or corrupt, holds arrays of anything but numbers or a
+            label outside 0..9, or numpy is not installed.
     """
+    try:
+        import numpy as np  # here, not at the top: importing this module stays cheap
+    except ImportError:
+        raise DatasetError(
+            f"cannot read CIFAR-10 file {path}: torchvision's pickled batches need numpy,"
+            " which is not installed; install it (pip install numpy)"
+        ) from None
     try:
         with path.open("rb") as file:
             batch = RestrictedUnpickler(file, path).load()
@@ -322,33 +328,45 @@ def read_pickled_batch(path: Path, records_per_file: int | None = RECORDS_PER_FI
         ) from None
     data = _entry(batch, "data") if isinstance(batch, dict) else None
     raw_labels = _entry(batch, "labels") if isinstance(batch, dict) else None
-    if not isinstance(data, _PickledArray) or raw_labels is None:
+    if not isinstance(data, np.ndarray) or raw_labels is None:
         raise DatasetError(f"{path} is not a CIFAR-10 batch: it lacks 'data' or 'labels'")
     try:
-        flat = data.to_tensor()
+        _check_numbers(data)
+        if isinstance(raw_labels, np.ndarray):
+            _check_numbers(raw_labels)
     except DatasetError as error:
         raise DatasetError(f"CIFAR-10 file {path}: {error}") from None
-    if flat.dtype != torch.uint8 or flat.dim() != 2 or flat.shape[1] != IMAGE_BYTES:
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != IMAGE_BYTES:
         raise DatasetError(
-            f"{path} is not a CIFAR-10 batch: 'data' is {flat.dtype} {tuple(flat.shape)},"
+            f"{path} is not a CIFAR-10 batch: 'data' is {data.dtype} {data.shape},"
             f" not uint8 (N, {IMAGE_BYTES})"
         )
-    if isinstance(raw_labels, _PickledArray):
-        labels = raw_labels.to_tensor().to(torch.int64).reshape(-1)
-    else:
-        try:
-            labels = torch.tensor(raw_labels, dtype=torch.int64)
-        except (TypeError, ValueError, RuntimeError):
-            raise DatasetError(f"{path} is not a CIFAR-10 batch: 'labels' are not ints") from None
-    if labels.shape != (len(flat),):
-        raise DatasetError(f"{path} has {len(labels)} labels for {len(flat)} images: it is corrupt")
-    if records_per_file is not None and len(flat) != records_per_file:
+    if isinstance(raw_labels, np.ndarray):
+        label_count = raw_labels.size
+    elif isinstance(raw_labels, list | tuple) and all(isinstance(v, int) for v in raw_labels):
+        label_count = len(raw_labels)  # the real files' form: a list of ints
+    else:  # not handed to torch.tensor, which would look inside any arrays among them
+        raise DatasetError(f"{path} is not a CIFAR-10 batch: 'labels' are not ints")
+    if label_count != len(data):
+        raise DatasetError(f"{path} has {label_count} labels for {len(data)} images: it is corrupt")
+    if records_per_file is not None and len(data) != records_per_file:
         raise DatasetError(
-            f"CIFAR-10 file {path} holds {len(flat)} images, not {records_per_file}: it is"
+            f"CIFAR-10 file {path} holds {len(data)} images, not {records_per_file}: it is"
             " truncated or corrupt; delete it and fetch it again"
         )
+    try:
+        images = _to_tensor(data).view(-1, 3, 32, 32)
+        if isinstance(raw_labels, np.ndarray):
+            labels = _to_tensor(raw_labels).to(torch.int64).reshape(-1)
+    except DatasetError as error:
+        raise DatasetError(f"CIFAR-10 file {path}: {error}") from None
+    if not isinstance(raw_labels, np.ndarray):
+        try:
+            labels = torch.tensor(raw_labels, dtype=torch.int64)
+        except (ValueError, RuntimeError):  # an int outside int64 (older torch: RuntimeError)
+            raise DatasetError(f"{path} is not a CIFAR-10 batch: 'labels' are not ints") from None
     _check_labels(labels, path)
-    return flat.contiguous().view(-1, 3, 32, 32), labels
+    return images, labels
 
 
 def read_pickled_batches(
