@@ -47,7 +47,7 @@ from gputui.engine.devices import (
     usable_devices,
 )
 from gputui.engine.download import download_reporter
-from gputui.engine.memory import Step, is_out_of_memory, release_memory
+from gputui.engine.memory import Step, release_memory, unless_out_of_memory
 from gputui.engine.model import CNN
 from gputui.engine.pipelines import Batch, ClassicPipeline, ResidentPipeline
 from gputui.engine.step import make_optimizer, make_step, set_math
@@ -283,15 +283,8 @@ class _DeviceRun:
         sizes = self.config.sizes
         for index, size in enumerate(sizes):
             self._check_stop()
-            out_of_memory = False
-            try:
-                row = self._sweep_one(step, size)
-            except Exception as exc:
-                if not is_out_of_memory(exc):
-                    raise
-                out_of_memory = True
-            if out_of_memory:  # outside the except block: its frames held device tensors
-                release_memory(self.device)
+            row = unless_out_of_memory(lambda size=size: self._sweep_one(step, size), self.device)
+            if row is None:
                 self._row(_sweep_failure(self.device, size, OUT_OF_MEMORY))
                 for larger in sizes[index + 1 :]:
                     reason = f"skipped: batch {size} ran out of memory"
@@ -368,14 +361,8 @@ class _DeviceRun:
 
     def _sync_stall(self) -> None:
         size = self.config.batch_size
-        try:
-            rows = self._sync_stall_rows(size)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            rows = None
+        rows = unless_out_of_memory(lambda: self._sync_stall_rows(size), self.device)
         if rows is None:
-            release_memory(self.device)
             rows = [
                 SyncStallRow(str(self.device), mode, size, 0, 0, None, None, None, OUT_OF_MEMORY)
                 for mode in ("every_step", "once")
@@ -440,14 +427,10 @@ class _DeviceRun:
         step = self._step()
         for name in ("classic", "resident"):
             self._check_stop()
-            try:
-                row = self._pipeline_row(name, step)
-            except Exception as exc:
-                if not is_out_of_memory(exc):
-                    raise
-                row = None
+            row = unless_out_of_memory(
+                lambda name=name: self._pipeline_row(name, step), self.device
+            )
             if row is None:
-                release_memory(self.device)
                 row = PipelineRow(
                     device=str(self.device),
                     pipeline=name,

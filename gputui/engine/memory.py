@@ -11,6 +11,7 @@ import gc
 import resource
 import sys
 from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
@@ -19,6 +20,7 @@ from gputui.jobs.events import Memory
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """One optimizer step on ``(images, labels)``; returns the detached loss."""
+T = TypeVar("T")
 
 OutOfMemoryError: type[RuntimeError] = getattr(torch, "OutOfMemoryError", None) or getattr(
     torch.cuda, "OutOfMemoryError", RuntimeError
@@ -81,6 +83,21 @@ def is_out_of_memory(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and any(words in text for words in ALLOCATION_FAILURES)
+
+
+def unless_out_of_memory(measure: Callable[[], T], device: torch.device) -> T | None:
+    """``measure()``, or ``None`` when it ran out of memory on ``device``.
+
+    The memory is released after the except block, once the failed attempt's frames
+    (which held device tensors) are gone; any other error goes on up.
+    """
+    try:
+        return measure()
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+    release_memory(device)
+    return None
 
 
 def release_memory(device: torch.device) -> None:

@@ -46,6 +46,7 @@ from gputui.engine.memory import (
     memory_reading,
     probe_batch_size,
     release_memory,
+    unless_out_of_memory,
 )
 from gputui.engine.model import CNN
 from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline
@@ -278,12 +279,11 @@ class _Run:
             return ClassicPipeline(
                 data, device, self.batch_size, self.memory_format, self.config.workers
             )
-        try:
-            return ResidentPipeline(data, device, self.batch_size, self.memory_format)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-        release_memory(device)
+        pipeline = unless_out_of_memory(
+            lambda: ResidentPipeline(data, device, self.batch_size, self.memory_format), device
+        )
+        if pipeline is not None:
+            return pipeline
         size = sum(t.numel() for t in (data.train_images, data.test_images))
         raise DatasetTooLarge(
             f"out of memory on {device}: the dataset ({size / 2**20:.0f} MiB as uint8) does not "
