@@ -467,7 +467,7 @@ class _DeviceRun:
                 steps += 1
                 x, y = next(batches)
                 step(x, y)
-                images += len(y)  # the classic loader's last batch of an epoch may be short
+                images += len(y)
             synchronize(self.device)
             seconds = time.perf_counter() - started
         finally:

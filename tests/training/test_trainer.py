@@ -8,11 +8,14 @@ import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
+from gputui.engine.data import load_dataset
 from gputui.engine.devices import cpu_bf16
 from gputui.engine.model import CNN
+from gputui.engine.pipelines import ClassicPipeline
 from gputui.engine.records import EPOCH_COLUMNS, EPOCHS_FILE, EVENTS_FILE
 from gputui.engine.step import make_optimizer
 from gputui.engine.trainer import run_training
@@ -207,14 +210,27 @@ def test_classic_pipeline_with_a_dataloader_worker(tmp_path: Path) -> None:
     code, events = train(tiny(tmp_path, pipeline="classic", workers=1, limit=200, epochs=1))
     assert code == 0, events[-1]
     started = next(e for e in events if isinstance(e, RunStarted))
-    assert (started.pipeline, started.num_workers, started.steps_per_epoch) == ("classic", 1, 7)
+    assert (started.pipeline, started.num_workers, started.steps_per_epoch) == ("classic", 1, 6)
     placement = next(e for e in events if isinstance(e, Placement))
     assert placement.dataset_device == "cpu" and placement.inputs_device == "cpu"
     epochs = [e for e in events if isinstance(e, EpochFinished)]
-    assert [e.images for e in epochs] == [200]  # the tutorial's loader keeps the short batch
+    assert [e.images for e in epochs] == [192]  # the short last batch dropped, as resident does
     finished = events[-1]
     assert isinstance(finished, Finished)
     assert finished.steady_epoch_seconds is None and finished.warmup_seconds == epochs[0].seconds
+
+
+def test_the_classic_pipeline_s_workers_outlive_an_epoch() -> None:
+    """Workers started again every epoch would be timed inside it (seconds, where processes
+    spawn): the same worker serves the next epoch."""
+    data = load_dataset("synthetic", limit=128, test_limit=32)
+    pipeline = ClassicPipeline(data, torch.device("cpu"), 32, torch.contiguous_format, 1)
+    workers = []
+    for _ in range(2):
+        assert sum(len(y) for _, y in pipeline.epoch()) == 128
+        workers.append({child.pid for child in psutil.Process().children()})
+    assert workers[0] and workers[0] == workers[1]
+    del pipeline  # its workers end with it
 
 
 def test_bf16_runs_under_autocast_on_the_cpu(tmp_path: Path) -> None:
