@@ -9,7 +9,8 @@ missing, which breaks ``.numpy()`` everywhere, is ``warn``.
 from __future__ import annotations
 
 from gputui.doctor.checks import Check, Status
-from gputui.doctor.torch_facts import Pitfall, TorchFacts
+from gputui.doctor.torch_facts import TorchFacts
+from gputui.jobs.events import PitfallShown
 
 MIXED = "pitfall: mixed devices"
 NUMPY = "pitfall: .numpy()"
@@ -40,7 +41,7 @@ def _not_shown(name: str) -> Check:
     return Check(name, Status.SKIP, "Not shown: the torch probe did not get that far.")
 
 
-def _mixed(pitfall: Pitfall | None) -> Check:
+def _mixed(pitfall: PitfallShown | None) -> Check:
     if pitfall is None:
         return _not_shown(MIXED)
     code = f"`torch.ones(2) + torch.ones(2, device={pitfall.shown_on!r})`"
@@ -54,7 +55,7 @@ def _mixed(pitfall: Pitfall | None) -> Check:
     )
 
 
-def _numpy(pitfall: Pitfall | None, numpy_installed: bool | None, python: str) -> Check:
+def _numpy(pitfall: PitfallShown | None, numpy_installed: bool | None, python: str) -> Check:
     if pitfall is None:
         return _not_shown(NUMPY)
     if pitfall.cpu_error is not None or numpy_installed is False:
@@ -80,7 +81,7 @@ def _numpy(pitfall: Pitfall | None, numpy_installed: bool | None, python: str) -
 
 
 def _gpu_pitfall(
-    name: str, pitfall: Pitfall, code: str, *, accepted: str, lead: str, tip: str
+    name: str, pitfall: PitfallShown, code: str, *, accepted: str, lead: str, tip: str
 ) -> Check:
     """A mistake made with a GPU tensor: ``ok`` with torch's error, ``skip`` if torch took it.
 
@@ -100,7 +101,7 @@ def _gpu_pitfall(
     return Check(name, Status.OK, f"{lead}{code} raises {pitfall.error}", tip)
 
 
-def _device_string(pitfall: Pitfall | None) -> Check:
+def _device_string(pitfall: PitfallShown | None) -> Check:
     if pitfall is None:
         return _not_shown(DEVICE_STRING)
     tip = "write `'cuda:0'`: the GPU's index follows a colon"

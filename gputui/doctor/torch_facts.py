@@ -31,9 +31,6 @@ from gputui.jobs.events import (
 )
 from gputui.jobs.process import run_to_end
 
-Pitfall = PitfallShown
-"""One tutorial mistake, made for real in the child, with torch's own error text."""
-
 DEFAULT_TIMEOUT_S = ProbeConfig.TIMEOUT_S
 
 STDERR_TAIL_LINES = 20
@@ -88,7 +85,7 @@ class TorchFacts:
     """Warnings from asking MPS (they say why it is not available)."""
     platform_machine: str | None = None
     """``platform.machine()`` in the child: ``arm64``, ``x86_64``..."""
-    pitfalls: tuple[Pitfall, ...] = ()
+    pitfalls: tuple[PitfallShown, ...] = ()
     """The tutorials' mistakes, with torch's own error text."""
     devices: tuple[DeviceReport, ...] = ()
     """Each usable device, with what was measured."""
@@ -106,7 +103,7 @@ def facts_from_events(events: Iterable[Event | None]) -> TorchFacts:
     """
     facts: dict[str, object] = {}
     devices: dict[str, dict[str, object]] = {}
-    pitfalls: list[Pitfall] = []
+    pitfalls: list[PitfallShown] = []
     for event in events:
         if isinstance(event, ProbeStep):
             facts["last_step"] = _text(event.step)

@@ -139,13 +139,11 @@ def _import_torch():  # type: ignore[no-untyped-def]  # torch's module
 
 def _list_devices(query: DeviceQuery, emit: Callable[[Event], None]) -> int:
     torch = _import_torch()
-    from gputui.engine.devices import DeviceError, device_options, parse_device, usable_devices
+    from gputui.engine.devices import DeviceError, chosen_devices, device_options
     from gputui.jobs.events import DevicesListed
 
     try:
-        chosen = tuple(
-            dict.fromkeys(parse_device(text) for text in query.check or usable_devices())
-        )
+        chosen = chosen_devices(query.check)
     except DeviceError as exc:
         emit(Error(message=str(exc), kind="device"))
         return EXIT_USAGE

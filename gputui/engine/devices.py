@@ -15,6 +15,7 @@ from __future__ import annotations
 import platform
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -124,6 +125,16 @@ def usable_devices(inventory: DeviceInventory | None = None) -> list[str]:
         ``["cpu", "cuda:0", ..., "mps"]``, whichever of them are usable; ``cpu`` always.
     """
     return (inventory or current_inventory()).usable()
+
+
+def chosen_devices(requested: Sequence[str]) -> tuple[str, ...]:
+    """The devices a job runs on, spelled as torch does, each once: ``requested``, or
+    every usable device when none is.
+
+    Raises:
+        DeviceError: for the first device that cannot be used, in one line.
+    """
+    return tuple(dict.fromkeys(parse_device(text) for text in requested or usable_devices()))
 
 
 def device_options(inventory: DeviceInventory | None = None) -> list[DeviceOption]:

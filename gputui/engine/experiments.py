@@ -41,10 +41,9 @@ import torch
 from gputui.engine.data import Dataset, DatasetError, load_dataset, normalize
 from gputui.engine.devices import (
     DeviceError,
+    chosen_devices,
     device_name,
-    parse_device,
     synchronize,
-    usable_devices,
 )
 from gputui.engine.download import download_reporter
 from gputui.engine.memory import Step, release_memory, unless_out_of_memory
@@ -106,8 +105,7 @@ def run_experiment(
     started = time.perf_counter()
     try:
         config.validate()
-        requested = config.devices or tuple(usable_devices())
-        devices = tuple(dict.fromkeys(parse_device(text) for text in requested))
+        devices = chosen_devices(config.devices)
     except (ConfigError, DeviceError) as exc:
         emit(Error(message=str(exc), kind="config" if isinstance(exc, ConfigError) else "device"))
         return EXIT_USAGE

@@ -274,9 +274,7 @@ class ExperimentConfig(JobConfig):
             raise ConfigError(
                 f"unknown experiment {self.experiment!r}: choose {', '.join(EXPERIMENTS)}"
             )
-        for device in self.devices:
-            if not isinstance(device, str) or not device.strip():
-                raise ConfigError("a device is empty: use cpu, cuda, cuda:N or mps")
+        _no_empty_device(self.devices)
         if not self.batch_sizes:
             raise ConfigError("no batch sizes given: list some, e.g. 32,64,128")
         for size in self.batch_sizes:
@@ -284,10 +282,7 @@ class ExperimentConfig(JobConfig):
         _at_least("batch size", self.batch_size, 1)
         _at_least("steps", self.steps, 1)
         _at_least("warm-up steps", self.warmup_steps, 1)
-        if isinstance(self.budget_s, bool) or not (
-            isinstance(self.budget_s, int | float) and 0 < self.budget_s < float("inf")
-        ):
-            raise ConfigError(f"budget must be a number of seconds above 0, got {self.budget_s!r}")
+        _seconds_above_zero("budget", self.budget_s)
         super().validate()
 
     @property
@@ -334,10 +329,7 @@ class ProbeConfig(Portable):
         for spec in dataclasses.fields(self):
             if spec.name.endswith(("_mib", "_n")):
                 _at_least(spec.name, getattr(self, spec.name), 1)
-        if isinstance(self.budget_s, bool) or not (
-            isinstance(self.budget_s, int | float) and 0 < self.budget_s < float("inf")
-        ):
-            raise ConfigError(f"budget must be a number of seconds above 0, got {self.budget_s!r}")
+        _seconds_above_zero("budget", self.budget_s)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -359,9 +351,7 @@ class DeviceQuery(Portable):
         Raises:
             ConfigError: one line that says what to use.
         """
-        for device in self.check:
-            if not isinstance(device, str) or not device.strip():
-                raise ConfigError("a device is empty: use cpu, cuda, cuda:N or mps")
+        _no_empty_device(self.check)
 
 
 def ui_friendly(config: J) -> J:
@@ -403,6 +393,17 @@ def images_needed(config: ExperimentConfig) -> int:
 def _at_least(name: str, value: object, least: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"{name} must be a whole number of at least {least}, got {value!r}")
+
+
+def _seconds_above_zero(name: str, value: object) -> None:
+    if isinstance(value, bool) or not (isinstance(value, int | float) and 0 < value < float("inf")):
+        raise ConfigError(f"{name} must be a number of seconds above 0, got {value!r}")
+
+
+def _no_empty_device(devices: tuple[str, ...]) -> None:
+    for device in devices:
+        if not isinstance(device, str) or not device.strip():
+            raise ConfigError("a device is empty: use cpu, cuda, cuda:N or mps")
 
 
 def _one_of(name: str, value: object, choices: tuple[str, ...]) -> None:

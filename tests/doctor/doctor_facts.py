@@ -7,7 +7,8 @@ from typing import Any
 
 from gputui.doctor.diagnose import DoctorFacts
 from gputui.doctor.mps import PlatformFacts
-from gputui.doctor.torch_facts import Pitfall, TorchFacts
+from gputui.doctor.torch_facts import TorchFacts
+from gputui.jobs.events import PitfallShown as Pitfall
 from gputui.telemetry.readings import GpuReading, GpuState, NvmlReading, NvmlStatus
 
 LINUX = PlatformFacts("Linux", "x86_64")
