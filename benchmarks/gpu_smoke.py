@@ -1,0 +1,996 @@
+"""The GPU smoke suite: gputui's CUDA (or MPS) paths checked on a real device, in one command.
+
+    PYTHONPATH=. python3 benchmarks/gpu_smoke.py --device cuda --out DIR
+    python benchmarks/gpu_smoke.py --device cpu --out DIR      # the rehearsal CI runs
+
+It needs torch, psutil and (for CUDA) nvidia-ml-py; never Textual. The checks run in
+order, each printing one PASS, FAIL or SKIP line as it ends; ``DIR/gpu_smoke.md`` and
+``DIR/gpu_smoke.json`` (``{"device", "machine", "checks": [{"name", "status",
+"figures", "detail"}], ...}``) list every check. The exit status is 0 only when none
+failed (2 for a usage error).
+
+1. imports: torch, CUDA and cuDNN versions, the device, and its compute capability
+   against the wheel's arch list.
+2. doctor: ``gputui doctor --json`` exits 0; pinned transfers beat pageable both ways;
+   the device's figures fall in the ranges its kind should show.
+3. bench: ``gputui bench`` for 4 epochs, resident and classic, fp32, tf32 and bf16, and
+   ``--compile``: epochs 2 to 4 agree within the tolerance, the math is the one asked
+   for, every placement row is on the device, and held-out accuracy beats chance.
+4. timing: 100 steps of the same model, batch and pipeline timed with CUDA events (a
+   synchronized clock elsewhere) against bench's steady images/s.
+5. nvml: during a run, NVML lists exactly the trainer's pid on the chosen GPU's UUID,
+   and no other process of the run (the ``gputui`` parent above all) holds a context.
+6. oom: a real out-of-memory (another process holding all but a little of the GPU's
+   memory; on the CPU, an address-space limit) ends in an ``oom`` error whose suggested
+   batch size then trains.
+7. experiments: each of batch-sweep, sync-stall and pipelines with no failed device;
+   reading the loss every step is not faster than once (beyond the noise measured);
+   resident data beats the DataLoader; the data share falls as the batch grows.
+
+Every torch call runs in a child process (gputui's own commands, or this script run
+again with ``--child``), so the parent never holds a CUDA context of its own and the
+process check sees only the run's.
+
+On the CPU the figures are checked loosely (a shared CI machine is noisy): the
+rehearsal proves each check's plumbing and logic; the GPU's tolerances are the real ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+GIB = 1 << 30
+PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+CHANCE = 0.1
+"""Ten classes: a model that learned nothing is right one time in ten."""
+LEARNED = 2 * CHANCE
+"""Held-out accuracy a run must beat to count as having learned (4 epochs reach 40 to 75%)."""
+
+
+# ---------------------------------------------------------------------------
+# What each kind of device should show
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a device should measure. Ranges are ``(low, high)``; ``None`` leaves a side open."""
+
+    label: str
+    tolerance: float | None
+    """Largest relative spread of steady epochs, and of bench against the timed steps;
+    ``None``: the spreads are reported, not judged (a shared CPU's timings are noise)."""
+    ranges: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """Doctor figures in display units: ``*_gbs`` in GB/s (1e9 B/s), ``*_tflops`` in TFLOP/s."""
+
+
+CPU = Expect(
+    "a CPU (a shared machine: loose)",
+    tolerance=None,
+    ranges={"copy_gbs": (0.5, 2000.0), "matmul_fp32_tflops": (0.001, 100.0)},
+)
+GENERIC_GPU = Expect(
+    "an unnamed CUDA GPU",
+    tolerance=0.10,
+    ranges={
+        "copy_gbs": (20.0, 20_000.0),
+        "h2d_pinned_gbs": (1.0, 200.0),
+        "d2h_pinned_gbs": (1.0, 200.0),
+        "matmul_fp32_tflops": (0.1, 500.0),
+        "matmul_bf16_tflops": (0.1, 5000.0),
+    },
+)
+H100 = Expect(
+    "an H100 (PCIe Gen4/Gen5 host link; HBM3; bf16 tensor cores)",
+    tolerance=0.10,
+    ranges={
+        # Copy in device memory, counted as bytes read plus written: about 3 TB/s on SXM.
+        "copy_gbs": (1000.0, 4000.0),
+        # Pinned transfers over PCIe: tens of GB/s (Gen4 x16 about 25, Gen5 about 50).
+        "h2d_pinned_gbs": (10.0, 80.0),
+        "d2h_pinned_gbs": (10.0, 80.0),
+        # IEEE fp32 runs on the CUDA cores (67 TFLOP/s peak on SXM); bf16 on tensor cores.
+        "matmul_fp32_tflops": (15.0, 70.0),
+        "matmul_bf16_tflops": (150.0, 1000.0),
+    },
+)
+H200 = Expect(
+    "an H200 (HBM3e)", tolerance=0.10, ranges={**H100.ranges, "copy_gbs": (1500.0, 5000.0)}
+)
+MPS = Expect(
+    "an Apple GPU (unified memory)",
+    tolerance=0.15,
+    ranges={"copy_gbs": (10.0, 1000.0), "matmul_fp32_tflops": (0.1, 100.0)},
+)
+
+
+def expectations(kind: str, name: str | None) -> Expect:
+    """What a device of this kind (``cpu``, ``cuda``, ``mps``) and name should measure."""
+    if kind == "cpu":
+        return CPU
+    if kind == "mps":
+        return MPS
+    text = (name or "").upper()
+    if "H200" in text:
+        return H200
+    if "H100" in text:
+        return H100
+    return GENERIC_GPU
+
+
+# ---------------------------------------------------------------------------
+# The checks' decisions: pure functions, tested on their own
+
+
+@dataclass
+class Check:
+    """One line of the report."""
+
+    name: str
+    status: str
+    detail: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def spread(values: Sequence[float]) -> float:
+    """Largest relative distance of any value from their median (0.04 is ±4%)."""
+    middle = statistics.median(values)
+    return max(abs(v - middle) for v in values) / middle
+
+
+def arch_runs(capability: str, arch_list: Sequence[str]) -> tuple[bool, str]:
+    """Whether a wheel built for ``arch_list`` runs kernels on a GPU of ``capability``.
+
+    A GPU runs a wheel's ``sm_XY`` cubins of its own major version and a lower or equal
+    minor one, or JIT-compiles its ``compute_XY`` PTX of any lower or equal version.
+    Architecture-specific targets (``sm_90a``) run only on that exact GPU.
+    """
+    major, minor = (int(part) for part in capability.split(".")[:2])
+    for arch in arch_list:
+        found = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", arch)
+        if not found:
+            continue
+        kind, a_major, a_minor, suffix = found[1], int(found[2]), int(found[3]), found[4]
+        if suffix == "a" and (a_major, a_minor) != (major, minor):
+            continue
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True, f"{arch} runs on compute capability {capability}"
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True, f"{arch} PTX JIT-compiles for compute capability {capability}"
+    return False, (
+        f"this wheel has no kernels for compute capability {capability} ({', '.join(arch_list)})"
+    )
+
+
+def placement_problems(run: Mapping[str, Any], device: str) -> list[str]:
+    """Every place a bench run put something off ``device`` (the dataset: where its pipeline
+    keeps it)."""
+    problems = []
+    for row in run.get("placement") or []:
+        for key in ("device", "state_device", "step_device", "buffer_device"):
+            value = row.get(key)
+            if value is not None and not same_device(value, device):
+                problems.append(f"{row['group']} {key} {value}")
+    inputs = run.get("inputs") or {}
+    for key in ("device", "labels_device"):
+        if not same_device(inputs.get(key), device):
+            problems.append(f"inputs {key} {inputs.get(key)}")
+    dataset_on = device if run.get("pipeline") == "resident" else "cpu"
+    if not same_device(inputs.get("dataset_device"), dataset_on):
+        problems.append(f"dataset on {inputs.get('dataset_device')}, not {dataset_on}")
+    if not run.get("placement"):
+        problems.append("no placement rows")
+    return problems
+
+
+def same_device(a: str | None, b: str | None) -> bool:
+    """``cuda`` is ``cuda:0`` and ``mps`` is ``mps:0`` (torch names a tensor's device
+    with its index)."""
+
+    def indexed(name: str | None) -> str | None:
+        return name if name is None or ":" in name or name == "cpu" else f"{name}:0"
+
+    return indexed(a) == indexed(b)
+
+
+def expected_math(precision: str, kind: str) -> str:
+    """The start of the math a bench run must report for its precision on a device kind."""
+    if precision == "bf16":
+        return "bf16"
+    if precision == "tf32" and kind == "cuda":
+        return "TF32"
+    return "IEEE fp32"
+
+
+def bench_verdict(
+    run: Mapping[str, Any], device: str, precision: str, tolerance: float | None
+) -> Check:
+    """One bench run's check: it ended, steady epochs agree, the math and placement are
+    right, and it learned."""
+    name = _bench_name(run.get("pipeline", "?"), precision, bool(run.get("compile")))
+    if run.get("status") != "ok":
+        error = run.get("error") or {}
+        return Check(name, FAIL, f"status {run.get('status')}: {error.get('message')}")
+    epochs = run.get("epochs") or []
+    seconds = [e["seconds"] for e in epochs if not e.get("warmup")]
+    accuracy = epochs[-1].get("accuracy") if epochs else None
+    figures = {
+        "epoch_seconds": [round(e["seconds"], 4) for e in epochs],
+        "images_per_second": run.get("images_per_second"),
+        "accuracy": accuracy,
+        "math": run.get("math"),
+    }
+    problems = []
+    if len(seconds) < 2:
+        problems.append(f"only {len(seconds)} steady epochs")
+    else:
+        figures["steady_spread"] = round(spread(seconds), 4)
+        if tolerance is not None and figures["steady_spread"] > tolerance:
+            problems.append(
+                f"steady epochs differ by ±{figures['steady_spread']:.1%} "
+                f"(more than ±{tolerance:.0%})"
+            )
+    kind = device.split(":")[0]
+    if not str(run.get("math") or "").startswith(expected_math(precision, kind)):
+        problems.append(f"math {run.get('math')!r}, expected {expected_math(precision, kind)}")
+    problems += placement_problems(run, device)
+    if accuracy is None or accuracy <= LEARNED:
+        problems.append(f"accuracy {accuracy} is no better than {LEARNED:.0%}")
+    if problems:
+        return Check(name, FAIL, "; ".join(problems), figures)
+    return Check(
+        name,
+        PASS,
+        f"{run['images_per_second']:,.0f} images/s, steady epochs within "
+        f"±{figures['steady_spread']:.1%}{_judged(tolerance)}, {run['math']}, "
+        f"accuracy {accuracy:.0%}, everything on {device}",
+        figures,
+    )
+
+
+def _judged(tolerance: float | None) -> str:
+    return " (not judged: a shared CPU)" if tolerance is None else f" (at most ±{tolerance:.0%})"
+
+
+def doctor_verdict(report: Mapping[str, Any], exit_code: int, device: str, expect: Expect) -> Check:
+    """The doctor's check: exit 0, pinned faster than pageable, figures in range."""
+    ours = [d for d in report.get("devices", []) if d.get("device") == device]
+    failed = [c["name"] for c in report.get("checks", []) if c.get("status") == "fail"]
+    problems = []
+    if exit_code != 0:
+        problems.append(f"exit {exit_code} (failed checks: {', '.join(failed) or 'none'})")
+    if not ours:
+        return Check("doctor", FAIL, "; ".join([*problems, f"no report for {device}"]))
+    figures = doctor_figures(ours[0])
+    if device != "cpu" and not device.startswith("mps"):
+        for way in ("h2d", "d2h"):
+            pinned, pageable = figures.get(f"{way}_pinned_gbs"), figures.get(f"{way}_pageable_gbs")
+            if pinned is None or pageable is None or pinned <= pageable:
+                problems.append(f"{way.upper()} pinned {pinned} GB/s not above pageable {pageable}")
+    for key, (low, high) in expect.ranges.items():
+        value = figures.get(key)
+        if value is None:
+            problems.append(f"{key} not measured")
+        elif (low is not None and value < low) or (high is not None and value > high):
+            problems.append(f"{key} {value:.4g} outside {low}..{high} for {expect.label}")
+    if problems:
+        return Check("doctor", FAIL, "; ".join(problems), figures)
+    shown = ", ".join(f"{key} {value:.4g}" for key, value in figures.items() if value is not None)
+    return Check("doctor", PASS, f"exit 0; {shown} (in range for {expect.label})", figures)
+
+
+def doctor_figures(device_report: Mapping[str, Any]) -> dict[str, float | None]:
+    """A doctor device report's figures in display units: GB/s (1e9) and TFLOP/s."""
+    out: dict[str, float | None] = {}
+    for key, value in device_report.items():
+        if key.endswith("_bytes_per_s"):
+            out[key.removesuffix("_bytes_per_s") + "_gbs"] = None if value is None else value / 1e9
+        elif key.endswith("_tflops"):
+            out[key] = value
+    return out
+
+
+def experiment_verdict(name: str, result: Mapping[str, Any]) -> Check:
+    """An experiment's check: it ended with no failed device, and shows its lesson."""
+    check = f"experiment {name}"
+    failed = [
+        f"{d['device']}: {d.get('error')}"
+        for d in result.get("device_results", [])
+        if d.get("status") != "ok"
+    ]
+    if result.get("status") != "ok" or failed or not result.get("device_results"):
+        why = "; ".join(failed) or str((result.get("error") or {}).get("message"))
+        return Check(check, FAIL, f"status {result.get('status')}: {why}")
+    device = result["device_results"][0]
+    rows = device["rows"]
+    if name == "sync-stall":
+        summary = device["summary"]
+        every, once, noise = summary["every_step_ms"], summary["once_ms"], summary["noise_ms"]
+        figures = {"every_step_ms": every, "once_ms": once, "noise_ms": noise}
+        ok = every >= once - noise
+        detail = f"every step {every:.3f} ms, once {once:.3f} ms (noise {noise:.3f} ms)"
+    elif name == "pipelines":
+        rate = {row["pipeline"]: row["images_per_second"] for row in rows}
+        figures = {"resident_ips": rate.get("resident"), "classic_ips": rate.get("classic")}
+        ok = None not in figures.values() and rate["resident"] >= rate["classic"]
+        detail = (
+            f"resident {rate.get('resident') or 0:,.0f} vs "
+            f"classic {rate.get('classic') or 0:,.0f} images/s"
+        )
+    else:
+        done = [row for row in rows if row.get("error") is None]
+        first, last = done[0], done[-1]
+        figures = {
+            "data_share": {row["batch_size"]: round(row["data_share"], 4) for row in done},
+            "images_per_second": {
+                row["batch_size"]: round(row["images_per_second"]) for row in done
+            },
+        }
+        ok = len(done) >= 2 and last["data_share"] < first["data_share"]
+        detail = (
+            f"data share {first['data_share']:.1%} at batch {first['batch_size']}, "
+            f"{last['data_share']:.1%} at batch {last['batch_size']}"
+        )
+    return Check(check, PASS if ok else FAIL, detail, figures)
+
+
+def timing_verdict(
+    bench_ips: float, timed_ips: float, clock: str, tolerance: float | None
+) -> Check:
+    """Bench's steady images/s against the same steps timed on their own."""
+    gap = abs(bench_ips - timed_ips) / timed_ips
+    figures = {"bench_ips": bench_ips, "timed_ips": timed_ips, "gap": round(gap, 4), "clock": clock}
+    detail = f"bench {bench_ips:,.0f} images/s, {clock} {timed_ips:,.0f}: {gap:.1%} apart"
+    ok = tolerance is None or gap <= tolerance
+    return Check("timing", PASS if ok else FAIL, detail + _judged(tolerance), figures)
+
+
+def oom_verdict(first: Mapping[str, Any], retry: Mapping[str, Any] | None, batch: int) -> Check:
+    """The OOM check: the first run failed with ``oom`` and a smaller batch that then trained."""
+    error = first.get("error") or {}
+    suggested = error.get("suggested_batch_size")
+    figures = {"batch_size": batch, "suggested_batch_size": suggested}
+    if first.get("status") != "error" or error.get("kind") != "oom":
+        return Check(
+            "oom", FAIL, f"expected an oom error; got {first.get('status')}: {error}", figures
+        )
+    if not isinstance(suggested, int) or not 0 < suggested < batch:
+        return Check(
+            "oom", FAIL, f"no usable suggested batch size: {error.get('message')}", figures
+        )
+    if retry is None or retry.get("status") != "ok":
+        why = (retry or {}).get("error") or "not run"
+        return Check("oom", FAIL, f"suggested batch {suggested} did not train: {why}", figures)
+    return Check("oom", PASS, f"{error['message']}; batch {suggested} then trained", figures)
+
+
+def _bench_name(pipeline: str, precision: str, compiled: bool) -> str:
+    return f"bench {pipeline} {precision}" + (" compile" if compiled else "")
+
+
+# ---------------------------------------------------------------------------
+# Running things
+
+
+@dataclass
+class Settings:
+    """Sizes of the runs, by device kind: the CPU's are small enough for CI."""
+
+    limit: int | None
+    epochs: int = 4
+    batch_size: int = 256
+    timed_steps: int = 100
+    oom_batch: int = 50_000
+    """A batch too large for the memory left (2 GiB) once another process holds the rest."""
+    budget_s: float | None = None
+    """Each experiment measurement's budget (their own default when ``None``)."""
+    sweep: str | None = None
+    """batch-sweep's batch sizes (its own default when ``None``)."""
+
+    @staticmethod
+    def for_kind(kind: str) -> Settings:
+        if kind == "cpu":
+            return Settings(
+                limit=8192, timed_steps=60, oom_batch=16384, budget_s=0.5, sweep="32,256,1024"
+            )
+        return Settings(limit=None)
+
+
+class Runner:
+    """Runs gputui's commands and this script's children, each with a deadline."""
+
+    def __init__(self, python: str, timeout_s: float) -> None:
+        self.python = python
+        self.timeout_s = timeout_s
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO), self.env.get("PYTHONPATH")) if p
+        )
+
+    def gputui(self, *args: str, limit_as: int | None = None) -> tuple[int, Any, str]:
+        """``python -m gputui ARGS``: its exit code, its JSON output (or ``None``) and
+        stderr's tail."""
+        return self._json([self.python, "-m", "gputui", *args], limit_as)
+
+    def child(self, *args: str) -> tuple[int, Any, str]:
+        """This script run again with ``--child``, in its own process."""
+        return self._json([self.python, str(Path(__file__).resolve()), "--child", *args], None)
+
+    def start_gputui(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [self.python, "-m", "gputui", *args],
+            env=self.env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def _json(self, argv: list[str], limit_as: int | None) -> tuple[int, Any, str]:
+        def limit() -> None:  # a real address-space limit: the CPU's out-of-memory
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+        try:
+            done = subprocess.run(
+                argv,
+                env=self.env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                preexec_fn=limit if limit_as else None,
+            )
+        except subprocess.TimeoutExpired:
+            return -1, None, f"timed out after {self.timeout_s:.0f} s: {' '.join(argv[1:])}"
+        try:
+            out = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            out = None
+        return done.returncode, out, _tail(done.stderr)
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+class Suite:
+    """The checks, in order, for one device."""
+
+    def __init__(self, device: str, runner: Runner, out: Path | None) -> None:
+        self.device = device
+        self.kind = device.split(":")[0]
+        self.index = int(device.split(":")[1]) if ":" in device else 0
+        self.runner = runner
+        self.out = out
+        self.settings = Settings.for_kind(self.kind)
+        self.checks: list[Check] = []
+        self.facts: dict[str, Any] = {}
+        self.expect = expectations(self.kind, None)
+        self.bench_runs: dict[str, Mapping[str, Any]] = {}
+
+    @property
+    def run_device(self) -> str:
+        """The device as bench names it in its results: ``cuda:N``, ``mps`` or ``cpu``."""
+        return f"cuda:{self.index}" if self.kind == "cuda" else self.kind
+
+    def add(self, check: Check) -> None:
+        self.checks.append(check)
+        print(f"{check.status}  {check.name}: {check.detail}", flush=True)
+
+    def run(self) -> None:
+        steps: list[Callable[[], Iterator[Check]]] = [
+            self.imports,
+            self.doctor,
+            self.bench,
+            self.timing,
+            self.nvml,
+            self.oom,
+            self.experiments,
+        ]
+        for step in steps:
+            try:
+                for check in step():
+                    self.add(check)
+            except Exception as error:  # a broken check is a failed check, never a crash
+                self.add(Check(step.__name__, FAIL, f"{type(error).__name__}: {error}"))
+
+    # -- 1 ------------------------------------------------------------------
+    def imports(self) -> Iterator[Check]:
+        code, facts, stderr = self.runner.child("facts", self.device)
+        if code != 0 or not isinstance(facts, dict):
+            yield Check("imports", FAIL, f"exit {code}: {stderr}")
+            return
+        self.facts = facts
+        self.expect = expectations(self.kind, facts.get("name"))
+        versions = (
+            f"torch {facts['torch']}, CUDA {facts.get('cuda')}, cuDNN {facts.get('cudnn')}, "
+            f"nvidia-ml-py {facts.get('pynvml') or 'absent'}, psutil {facts.get('psutil')}, "
+            f"Textual {facts.get('textual') or 'absent (not needed)'}"
+        )
+        if facts.get("error"):
+            yield Check("imports", FAIL, f"{versions}; {self.device}: {facts['error']}", facts)
+            return
+        yield Check("imports", PASS, f"{versions}; {self.device} is {facts['name']}", facts)
+        if self.kind != "cuda":
+            yield Check("arch", SKIP, f"no compute capability on {self.kind}")
+            return
+        runs, why = arch_runs(facts["capability"], facts["arch_list"])
+        figures = {"capability": facts["capability"], "arch_list": facts["arch_list"]}
+        yield Check("arch", PASS if runs else FAIL, why, figures)
+
+    # -- 2 ------------------------------------------------------------------
+    def doctor(self) -> Iterator[Check]:
+        code, report, stderr = self.runner.gputui("doctor", "--json", "--timeout", "600")
+        if not isinstance(report, dict):
+            yield Check("doctor", FAIL, f"exit {code}, no JSON: {stderr}")
+            return
+        self._save("doctor.json", report)
+        yield doctor_verdict(report, code, self.run_device, self.expect)
+
+    # -- 3 ------------------------------------------------------------------
+    def bench(self) -> Iterator[Check]:
+        variants = [
+            ("resident", "fp32", False),
+            ("resident", "tf32", False),
+            ("resident", "bf16", False),
+            ("classic", "fp32", False),
+            ("resident", "fp32", True),
+        ]
+        for pipeline, precision, compiled in variants:
+            name = _bench_name(pipeline, precision, compiled)
+            args = [*self._bench_args(), "--pipeline", pipeline, "--precision", precision]
+            code, result, stderr = self.runner.gputui(*args, *(["--compile"] if compiled else []))
+            runs = (result or {}).get("runs") or []
+            if not runs:
+                yield Check(name, FAIL, f"exit {code}, no result: {stderr}")
+                continue
+            self.bench_runs[name] = runs[0]
+            self._save(name.replace(" ", "_") + ".json", result)
+            yield bench_verdict(runs[0], self.run_device, precision, self.expect.tolerance)
+
+    def _bench_args(self, epochs: int | None = None, batch: int | None = None) -> list[str]:
+        s = self.settings
+        batch = batch or s.batch_size
+        args = ["bench", "--device", self.device, "--dataset", "synthetic", "--json"]
+        args += ["--no-record", "--epochs", str(epochs or s.epochs), "--batch-size", str(batch)]
+        return args + (["--limit", str(max(s.limit, batch))] if s.limit else [])
+
+    # -- 4 ------------------------------------------------------------------
+    def timing(self) -> Iterator[Check]:
+        run = self.bench_runs.get(_bench_name("resident", "fp32", False))
+        if not run or run.get("status") != "ok":
+            yield Check("timing", SKIP, "no bench resident fp32 result to compare with")
+            return
+        s = self.settings
+        code, timed, stderr = self.runner.child(
+            "steps", self.device, str(s.limit or 0), str(s.batch_size), str(s.timed_steps)
+        )
+        if code != 0 or not isinstance(timed, dict):
+            yield Check("timing", FAIL, f"exit {code}: {stderr}")
+            return
+        yield timing_verdict(
+            run["images_per_second"],
+            timed["images_per_second"],
+            timed["clock"],
+            self.expect.tolerance,
+        )
+
+    # -- 5 ------------------------------------------------------------------
+    def nvml(self) -> Iterator[Check]:
+        if self.kind != "cuda":
+            yield Check("nvml", SKIP, f"NVML lists processes on NVIDIA GPUs; this is {self.kind}")
+            return
+        uuid = self.facts.get("uuid")
+        if not uuid:
+            yield Check("nvml", FAIL, "torch gave no UUID for the device")
+            return
+        yield nvml_check(self.runner, self._bench_args(epochs=1000), uuid)
+
+    # -- 6 ------------------------------------------------------------------
+    def oom(self) -> Iterator[Check]:
+        batch = self.settings.oom_batch
+        args = self._bench_args(epochs=1, batch=batch)
+        if self.kind == "mps":
+            yield Check(
+                "oom", SKIP, "MPS shares memory with the whole system: not filled on purpose"
+            )
+            return
+        if self.kind == "cpu":
+            limit = 2 * GIB  # torch imports in 1.5 GiB; a batch of 8192 needs about 2.4
+            first = self._bench_once(args, limit)
+            retry = self._retry(first, limit)
+            check = oom_verdict(first, retry, batch)
+            check.detail += f" (under an address-space limit of {limit / GIB:.0f} GiB)"
+            yield check
+            return
+        with holding_memory(self.runner, self.device, keep_bytes=2 * GIB) as held:
+            if held is None:
+                yield Check("oom", FAIL, "could not start the process that holds the memory")
+                return
+            first = self._bench_once(args, None)
+            check = oom_verdict(first, self._retry(first, None), batch)
+            check.figures["held_bytes"] = held
+            yield check
+
+    def _bench_once(self, args: list[str], limit_as: int | None) -> Mapping[str, Any]:
+        code, result, stderr = self.runner.gputui(*args, limit_as=limit_as)
+        runs = (result or {}).get("runs") or []
+        return runs[0] if runs else {"status": f"exit {code}", "error": {"message": stderr}}
+
+    def _retry(self, first: Mapping[str, Any], limit_as: int | None) -> Mapping[str, Any] | None:
+        suggested = (first.get("error") or {}).get("suggested_batch_size")
+        if not isinstance(suggested, int) or suggested < 1:
+            return None
+        return self._bench_once(self._bench_args(epochs=1, batch=suggested), limit_as)
+
+    # -- 7 ------------------------------------------------------------------
+    def experiments(self) -> Iterator[Check]:
+        for name in ("batch-sweep", "sync-stall", "pipelines"):
+            s = self.settings
+            args = ["experiment", name, "--device", self.device, "--dataset", "synthetic", "--json"]
+            args += ["--limit", str(s.limit)] if s.limit else []
+            args += ["--budget", str(s.budget_s)] if s.budget_s else []
+            args += ["--batch-sizes", s.sweep] if s.sweep and name == "batch-sweep" else []
+            code, result, stderr = self.runner.gputui(*args)
+            if not isinstance(result, dict):
+                yield Check(f"experiment {name}", FAIL, f"exit {code}, no JSON: {stderr}")
+                continue
+            self._save(f"experiment_{name}.json", result)
+            yield experiment_verdict(name, result)
+
+    def _save(self, name: str, data: Any) -> None:
+        if self.out is not None:
+            raw = self.out / "raw"
+            raw.mkdir(parents=True, exist_ok=True)
+            (raw / name).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def nvml_check(runner: Runner, bench_args: list[str], uuid: str, wait_s: float = 120) -> Check:
+    """Start a long bench; once its trainer holds the GPU, compare NVML's process lists
+    with the run's processes; then stop the run (SIGINT, as Ctrl-C)."""
+    import psutil
+    import pynvml as nv
+
+    nv.nvmlInit()
+    bench = runner.start_gputui(*bench_args)
+    try:
+        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+        ours = nv.nvmlDeviceGetHandleByUUID(uuid)
+        ours_index = nv.nvmlDeviceGetIndex(ours)
+        deadline = time.monotonic() + wait_s
+        listed: dict[int, list[int]] = {}
+        trainer: set[int] = set()
+        while time.monotonic() < deadline and bench.poll() is None:
+            family = {p.pid for p in psutil.Process(bench.pid).children(recursive=True)}
+            trainer = family
+            listed = {
+                i: [p.pid for p in nv.nvmlDeviceGetComputeProcesses(h)]
+                for i, h in enumerate(handles)
+            }
+            if family & set(listed[ours_index]):
+                break
+            time.sleep(0.5)
+        run_pids = trainer | {bench.pid}
+        figures = {
+            "gpu": ours_index,
+            "uuid": uuid,
+            "bench_pid": bench.pid,
+            "run_pids": sorted(run_pids),
+            "nvml_pids": {str(i): pids for i, pids in listed.items()},
+        }
+        on_ours = set(listed.get(ours_index, [])) & run_pids
+        elsewhere = {i: set(p) & run_pids for i, p in listed.items() if i != ours_index}
+        problems = []
+        if bench.pid in on_ours or any(bench.pid in p for p in elsewhere.values()):
+            problems.append(f"the gputui parent (pid {bench.pid}) holds a CUDA context")
+        if len(on_ours - {bench.pid}) != 1:
+            problems.append(
+                f"NVML lists {sorted(listed.get(ours_index, []))} on GPU {ours_index}; the run's "
+                f"pids are {sorted(run_pids)} (none matching: NVML may report host pids "
+                "from outside this container's pid namespace)"
+            )
+        if any(elsewhere.values()):
+            others = {i: sorted(p) for i, p in elsewhere.items() if p}
+            problems.append(f"the run also holds other GPUs: {others}")
+        if problems:
+            return Check("nvml", FAIL, "; ".join(problems), figures)
+        (pid,) = on_ours
+        return Check(
+            "nvml",
+            PASS,
+            f"NVML lists the trainer (pid {pid}) on GPU {ours_index} ({uuid}), and no other "
+            "process of the run on any GPU",
+            figures,
+        )
+    finally:
+        _stop(bench)
+        with contextlib.suppress(Exception):
+            nv.nvmlShutdown()
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+@contextlib.contextmanager
+def holding_memory(runner: Runner, device: str, keep_bytes: int) -> Iterator[int | None]:
+    """Another process holding all but ``keep_bytes`` of the GPU's free memory; yields
+    how many bytes it holds (``None`` if it could not)."""
+    holder = subprocess.Popen(
+        [runner.python, str(Path(__file__).resolve()), "--child", "hold", device, str(keep_bytes)],
+        env=runner.env,
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        yield json.loads(line)["held_bytes"] if line.strip() else None
+    finally:
+        with contextlib.suppress(OSError):
+            assert holder.stdin is not None
+            holder.stdin.close()
+        try:
+            holder.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+
+
+# ---------------------------------------------------------------------------
+# Children: the only code here that imports torch
+
+
+def child_facts(device: str) -> dict[str, Any]:
+    import importlib.metadata as metadata
+
+    import torch
+
+    from gputui.engine.devices import cpu_model_name
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    facts: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": None,
+        "pynvml": version("nvidia-ml-py"),
+        "psutil": version("psutil"),
+        "textual": _textual(),
+        "name": None,
+    }
+    kind = device.split(":")[0]
+    try:
+        if kind == "cuda":
+            from gputui.engine.devices import cuda_uuid
+
+            index = int(device.split(":")[1]) if ":" in device else 0
+            props = torch.cuda.get_device_properties(index)
+            facts.update(
+                cudnn=torch.backends.cudnn.version(),
+                name=props.name,
+                capability=f"{props.major}.{props.minor}",
+                arch_list=torch.cuda.get_arch_list(),
+                uuid=cuda_uuid(index),
+                memory_bytes=props.total_memory,
+            )
+        elif kind == "mps":
+            facts.update(name="Apple GPU (MPS)", available=torch.backends.mps.is_available())
+        else:
+            facts.update(name=cpu_model_name(), threads=torch.get_num_threads())
+        facts["cpu"] = cpu_model_name()
+    except Exception as error:
+        facts["error"] = f"{type(error).__name__}: {error}"
+    return facts
+
+
+def _textual() -> str | None:
+    """Textual's version where it imports (gputui's headless commands never need it)."""
+    try:
+        import textual
+    except ImportError:
+        return None
+    return getattr(textual, "__version__", "present")
+
+
+def child_steps(device_name: str, limit: int, batch: int, steps: int) -> dict[str, Any]:
+    """``steps`` of bench's resident fp32 training, timed with CUDA events on CUDA and a
+    synchronized clock elsewhere, after a warm-up epoch's worth of steps."""
+    import torch
+
+    from gputui.engine.data import load_dataset
+    from gputui.engine.devices import synchronize
+    from gputui.engine.model import CNN
+    from gputui.engine.pipelines import ResidentPipeline
+    from gputui.engine.step import make_optimizer, make_step, set_math
+    from gputui.jobs.config import available_cores
+
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True  # as the trainer sets it
+    else:  # as the engine sets it for CPU work: every core it may run on
+        torch.set_num_threads(available_cores())
+    torch.manual_seed(0)
+    data = load_dataset("synthetic", limit=limit or None, download=False)
+    math = set_math("fp32", device)
+    model = CNN().to(device)
+    step = make_step(model, make_optimizer(model, device), device)
+    pipeline = ResidentPipeline(data, device, batch, torch.contiguous_format)
+
+    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        while True:
+            yield from pipeline.epoch()
+
+    feed = batches()
+    loss = torch.zeros((), device=device)
+    for _ in range(min(pipeline.steps_per_epoch, 50)):  # cuDNN autotune, allocator growth
+        loss += step(*next(feed))
+    synchronize(device)
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(steps):
+            loss += step(*next(feed))
+        end.record()
+        end.synchronize()
+        seconds, clock = start.elapsed_time(end) / 1e3, "CUDA events"
+    else:
+        started = time.perf_counter()
+        for _ in range(steps):
+            loss += step(*next(feed))
+        synchronize(device)
+        seconds, clock = time.perf_counter() - started, "synchronized perf_counter"
+    return {
+        "images_per_second": steps * batch / seconds,
+        "seconds": seconds,
+        "steps": steps,
+        "clock": clock,
+        "math": math,
+        "loss": loss.item() / (steps + min(pipeline.steps_per_epoch, 50)),
+    }
+
+
+def child_hold(device_name: str, keep_bytes: int) -> None:
+    """Hold all but ``keep_bytes`` of the GPU's free memory until stdin closes."""
+    import torch
+
+    device = torch.device(device_name)
+    torch.cuda.set_device(device)
+    free, _total = torch.cuda.mem_get_info(device)
+    held = torch.empty(max(free - keep_bytes, 0), dtype=torch.uint8, device=device)
+    print(json.dumps({"held_bytes": held.numel()}), flush=True)
+    sys.stdin.read()
+
+
+# ---------------------------------------------------------------------------
+# Reports
+
+
+def write_reports(
+    out: Path, device: str, checks: Sequence[Check], facts: Mapping[str, Any]
+) -> None:
+    """``gpu_smoke.json`` and ``gpu_smoke.md`` in ``out``: every check, with its figures."""
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {status: sum(c.status == status for c in checks) for status in (PASS, FAIL, SKIP)}
+    report = {
+        "device": device,
+        "device_name": facts.get("name"),
+        "machine": _machine(facts.get("cpu")),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["python3", "benchmarks/gpu_smoke.py", *sys.argv[1:]]),
+        "counts": counts,
+        "ok": counts[FAIL] == 0,
+        "checks": [asdict(c) for c in checks],
+    }
+    (out / "gpu_smoke.json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = [
+        f"# GPU smoke: {device} ({facts.get('name') or 'unknown'})",
+        "",
+        f"{report['date']} on {report['machine']}; `{report['command']}`.",
+        f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped.",
+        "",
+        "| check | status | detail |",
+        "|---|---|---|",
+        *(f"| {c.name} | {c.status} | {c.detail.replace('|', '/')} |" for c in checks),
+        "",
+        "## Figures",
+        "",
+        *(f"- **{c.name}**: `{json.dumps(c.figures)}`" for c in checks if c.figures),
+        "",
+    ]
+    (out / "gpu_smoke.md").write_text("\n".join(lines))
+
+
+def _machine(cpu: str | None) -> str:
+    """The machine in one line: its CPU, cores, memory and system."""
+    try:
+        import psutil
+
+        size = f", {psutil.cpu_count()} logical cores, "
+        size += f"{psutil.virtual_memory().total / GIB:.0f} GiB RAM"
+    except ImportError:
+        size = ""
+    return f"{cpu or platform.machine()}{size}, {platform.system()} {platform.release()}"
+
+
+# ---------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gpu_smoke.py", description="gputui's checks on a real device, in order."
+    )
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:N, mps or cpu (default: cuda)")
+    parser.add_argument("--out", type=Path, help="folder for gpu_smoke.md and gpu_smoke.json")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds each command may take")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if not args.child and not re.fullmatch(r"cpu|mps|cuda(:\d+)?", args.device):
+        parser.error(f"--device {args.device!r}: use cuda, cuda:N, mps or cpu")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.child:
+        return _child(args.child)
+    suite = Suite(args.device, Runner(sys.executable, args.timeout), args.out)
+    started = time.monotonic()
+    suite.run()
+    failed = sum(c.status == FAIL for c in suite.checks)
+    print(
+        f"{len(suite.checks)} checks in {time.monotonic() - started:.0f} s: "
+        f"{len(suite.checks) - failed} without failure, {failed} failed"
+    )
+    if args.out:
+        write_reports(args.out, args.device, suite.checks, suite.facts)
+        print(f"reports: {args.out / 'gpu_smoke.md'}, {args.out / 'gpu_smoke.json'}")
+    return 1 if failed else 0
+
+
+def _child(argv: Sequence[str]) -> int:
+    mode, *rest = argv
+    if mode == "facts":
+        print(json.dumps(child_facts(rest[0])))
+    elif mode == "steps":
+        device, limit, batch, steps = rest
+        print(json.dumps(child_steps(device, int(limit), int(batch), int(steps))))
+    elif mode == "hold":
+        child_hold(rest[0], int(rest[1]))
+    else:
+        raise SystemExit(f"unknown child mode {mode!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
