@@ -48,11 +48,12 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 REPO = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
@@ -431,13 +432,15 @@ class Runner:
         """This script run again with ``--child``, in its own process."""
         return self._json([self.python, str(Path(__file__).resolve()), "--child", *args], None)
 
-    def start_gputui(self, *args: str) -> subprocess.Popen[str]:
+    def start_gputui(self, *args: str, stderr: IO[str]) -> subprocess.Popen[str]:
+        """``python -m gputui ARGS`` left running; its progress goes to ``stderr`` (a file,
+        so a long run never blocks on a full pipe) and its result is not kept."""
         return subprocess.Popen(
             [self.python, "-m", "gputui", *args],
             env=self.env,
             cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
             text=True,
         )
 
@@ -665,67 +668,82 @@ class Suite:
 def nvml_check(runner: Runner, bench_args: list[str], uuid: str, wait_s: float = 120) -> Check:
     """Start a long bench; once its trainer holds the GPU, compare NVML's process lists
     with the run's processes; then stop the run (SIGINT, as Ctrl-C)."""
-    import psutil
     import pynvml as nv
 
     nv.nvmlInit()
-    bench = runner.start_gputui(*bench_args)
-    try:
-        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
-        ours = nv.nvmlDeviceGetHandleByUUID(uuid)
-        ours_index = nv.nvmlDeviceGetIndex(ours)
-        deadline = time.monotonic() + wait_s
-        listed: dict[int, list[int]] = {}
-        trainer: set[int] = set()
-        while time.monotonic() < deadline and bench.poll() is None:
-            family = {p.pid for p in psutil.Process(bench.pid).children(recursive=True)}
-            trainer = family
-            listed = {
-                i: [p.pid for p in nv.nvmlDeviceGetComputeProcesses(h)]
-                for i, h in enumerate(handles)
-            }
-            if family & set(listed[ours_index]):
-                break
-            time.sleep(0.5)
-        run_pids = trainer | {bench.pid}
-        figures = {
-            "gpu": ours_index,
-            "uuid": uuid,
-            "bench_pid": bench.pid,
-            "run_pids": sorted(run_pids),
-            "nvml_pids": {str(i): pids for i, pids in listed.items()},
+    with tempfile.TemporaryFile("w+") as log:
+        bench = runner.start_gputui(*bench_args, stderr=log)
+        try:
+            return _match_processes(nv, bench, log, uuid, wait_s)
+        finally:
+            _stop(bench)
+            with contextlib.suppress(Exception):
+                nv.nvmlShutdown()
+
+
+def _match_processes(
+    nv: Any, bench: subprocess.Popen[str], log: IO[str], uuid: str, wait_s: float
+) -> Check:
+    """Wait until NVML lists a process of the run on the GPU ``uuid``; judge the lists."""
+    import psutil
+
+    handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+    ours = nv.nvmlDeviceGetHandleByUUID(uuid)
+    ours_index = nv.nvmlDeviceGetIndex(ours)
+    deadline = time.monotonic() + wait_s
+    listed: dict[int, list[int]] = {}
+    children: set[int] = set()
+    while time.monotonic() < deadline and bench.poll() is None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            children = {p.pid for p in psutil.Process(bench.pid).children(recursive=True)}
+        listed = {
+            i: [p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses(h)]
+            for i, h in enumerate(handles)
         }
-        on_ours = set(listed.get(ours_index, [])) & run_pids
-        elsewhere = {i: set(p) & run_pids for i, p in listed.items() if i != ours_index}
-        problems = []
-        if bench.pid in on_ours or any(bench.pid in p for p in elsewhere.values()):
-            problems.append(f"the gputui parent (pid {bench.pid}) holds a CUDA context")
-        if len(on_ours - {bench.pid}) != 1:
-            problems.append(
-                f"NVML lists {sorted(listed.get(ours_index, []))} on GPU {ours_index}; the run's "
-                f"pids are {sorted(run_pids)} (none matching: NVML may report host pids "
-                "from outside this container's pid namespace)"
-            )
-        if any(elsewhere.values()):
-            others = {i: sorted(p) for i, p in elsewhere.items() if p}
-            problems.append(f"the run also holds other GPUs: {others}")
-        if problems:
-            return Check("nvml", FAIL, "; ".join(problems), figures)
-        (pid,) = on_ours
-        return Check(
-            "nvml",
-            PASS,
-            f"NVML lists the trainer (pid {pid}) on GPU {ours_index} ({uuid}), and no other "
-            "process of the run on any GPU",
-            figures,
+        if children & set(listed[ours_index]):
+            break
+        time.sleep(0.5)
+    run_pids = children | {bench.pid}
+    figures = {
+        "gpu": ours_index,
+        "uuid": uuid,
+        "bench_pid": bench.pid,
+        "run_pids": sorted(run_pids),
+        "nvml_pids": {str(i): pids for i, pids in listed.items()},
+    }
+    on_ours = set(listed.get(ours_index, [])) & run_pids
+    elsewhere = {i: set(p) & run_pids for i, p in listed.items() if i != ours_index}
+    problems = []
+    if bench.pid in on_ours or any(bench.pid in p for p in elsewhere.values()):
+        problems.append(f"the gputui parent (pid {bench.pid}) holds a CUDA context")
+    if bench.poll() is not None:
+        log.seek(0)
+        problems.append(f"bench ended early (exit {bench.returncode}): {_tail(log.read())}")
+    if len(on_ours - {bench.pid}) != 1:
+        listing = (
+            f"NVML lists {sorted(listed.get(ours_index, []))} on GPU {ours_index}; the run's "
+            f"pids are {sorted(run_pids)}"
         )
-    finally:
-        _stop(bench)
-        with contextlib.suppress(Exception):
-            nv.nvmlShutdown()
+        if not on_ours:  # seen from inside a container, NVML's pids are the host's
+            listing += " (none match: NVML may list host pids from outside this pid namespace)"
+        problems.append(listing)
+    if any(elsewhere.values()):
+        others = {i: sorted(p) for i, p in elsewhere.items() if p}
+        problems.append(f"the run also holds other GPUs: {others}")
+    if problems:
+        return Check("nvml", FAIL, "; ".join(problems), figures)
+    (pid,) = on_ours
+    return Check(
+        "nvml",
+        PASS,
+        f"NVML lists the trainer (pid {pid}) on GPU {ours_index} ({uuid}), and no other "
+        "process of the run on any GPU",
+        figures,
+    )
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
+    """Stop a run as Ctrl-C does, and wait for it (killing it after a minute)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         try:

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +232,58 @@ def test_a_bad_device_is_a_usage_error():
     assert done.returncode == 2
     assert "--device 'gpu0': use cuda, cuda:N, mps or cpu" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def run_tree() -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """A stand-in for ``gputui bench``: a real process with one real child (its "trainer")."""
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "print(child.pid, flush=True)\n"
+            "child.wait()\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    yield parent, child
+    parent.kill()
+    os.kill(child, 9)
+    parent.wait()
+
+
+@pytest.mark.parametrize(
+    ("listing", "verdict"),
+    [
+        ("0:{child}:1000,1:4242:1000", "NVML lists the trainer (pid {child}) on GPU 0"),
+        ("0:{child}:1000,0:{parent}:1000", "the gputui parent (pid {parent}) holds a CUDA context"),
+        ("0:4242:1000", "none match: NVML may list host pids"),
+        ("0:{child}:1000,1:{child}:1000", "the run also holds other GPUs: {{1: [{child}]}}"),
+    ],
+)
+def test_the_process_check_through_the_real_bindings(
+    fake_nvml, fake_nvml_env, run_tree, tmp_path, listing, verdict
+):
+    import pynvml
+
+    parent, child = run_tree
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", listing.format(child=child, parent=parent.pid))
+    pynvml.nvmlInit()
+    try:
+        uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(0))
+        with open(tmp_path / "log", "w+") as log:
+            check = gputui_smoke_match(pynvml, parent, log, uuid)
+    finally:
+        pynvml.nvmlShutdown()
+    assert verdict.format(child=child, parent=parent.pid) in check.detail
+    assert check.status == (PASS if verdict.startswith("NVML lists the trainer") else FAIL)
+    assert check.figures["uuid"] == uuid and check.figures["bench_pid"] == parent.pid
+
+
+def gputui_smoke_match(nv, bench, log, uuid):
+    return gpu_smoke._match_processes(nv, bench, log, uuid, wait_s=2)
