@@ -20,6 +20,7 @@ import pytest
 
 from gputui import __version__
 from gputui.commands import commands_named
+from tests.pty_run import run_on_a_pty
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -257,3 +258,84 @@ def test_snapshot_without_any_nvml_library(no_nvml_dir: Path) -> None:
     assert done.stderr == ""
     assert "Traceback" not in done.stdout
     assert "NVIDIA  " + error[:40] in done.stdout
+
+
+# --- the monitor needs a terminal -------------------------------------------------------
+
+NEEDS_A_TERMINAL = (
+    "gputui: error: gputui needs a terminal, and its {} is not one; "
+    "for scripts use `gputui snapshot`\n"
+)
+
+
+def gputui_env() -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["TERM"] = "xterm-256color"
+    return env
+
+
+def test_the_monitor_without_a_terminal_says_so_at_once_without_loading_textual() -> None:
+    """``gputui </dev/null >/dev/null`` spun at 100% CPU on end-of-file for ever."""
+    probe = (
+        "import json, sys; from gputui.commands import main; code = main([]); "
+        "sys.stdout.write(json.dumps([code, 'textual' in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=gputui_env(),
+        timeout=30,
+    )
+    assert json.loads(done.stdout) == [2, False]
+    assert done.stderr == NEEDS_A_TERMINAL.format("standard input")
+
+
+def test_gputui_with_no_input_and_its_output_thrown_away_exits_2() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=gputui_env(),
+        cwd=ROOT,
+        timeout=30,
+    )
+    assert (done.returncode, done.stderr) == (2, NEEDS_A_TERMINAL.format("standard input"))
+
+
+def test_gputui_with_standard_input_closed_is_one_line_not_a_traceback() -> None:
+    """``gputui <&-``: Textual asked ``None`` for its file descriptor."""
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m gputui <&-', sys.executable],
+        capture_output=True,
+        text=True,
+        env=gputui_env(),
+        cwd=ROOT,
+        timeout=30,
+    )
+    assert (done.returncode, done.stderr) == (2, NEEDS_A_TERMINAL.format("standard input"))
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_gputui_on_a_terminal_with_a_stream_redirected_exits_2(stream: str, tmp_path: Path) -> None:
+    """Textual draws on standard error: ``gputui 2>log`` drew the screen into the log and
+    left the terminal blank. It reads the terminal's size from standard output:
+    ``gputui >log`` laid the screen out for 80x24 whatever the terminal's size."""
+    log = tmp_path / "log"
+    with open(log, "wb") as redirected:
+        run = run_on_a_pty(
+            [sys.executable, "-m", "gputui"],
+            env=gputui_env(),
+            cwd=ROOT,
+            timeout_s=20,
+            **{stream: redirected},
+        )
+    name = "standard output" if stream == "stdout" else "standard error"
+    assert run.returncode == 2, run.shown[-300:]
+    shown = log.read_text() if stream == "stderr" else run.shown.decode().replace("\r\n", "\n")
+    assert shown == NEEDS_A_TERMINAL.format(name)
+    assert b"\x1b[?1049h" not in run.shown  # the screen was never switched to the app's

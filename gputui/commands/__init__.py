@@ -17,7 +17,7 @@ import sys
 from collections.abc import Collection, Sequence
 
 from gputui import __version__
-from gputui.commands.args import OneLineParser, interval_seconds
+from gputui.commands.args import OneLineParser, interval_seconds, usage_error
 from gputui.exits import EXIT_INTERRUPTED, EXIT_OK
 
 SUBCOMMANDS = {
@@ -80,6 +80,13 @@ def commands_named(argv: Sequence[str]) -> set[str] | None:
 
 
 def _run_app(args: argparse.Namespace) -> int:
+    stream = not_a_terminal()
+    if stream is not None:  # checked before Textual loads: the answer comes at once
+        return usage_error(
+            "gputui",
+            f"gputui needs a terminal, and its {stream} is not one; "
+            "for scripts use `gputui snapshot`",
+        )
     # Start-up allocates a lot and frees little: collecting it cost a tenth of the time to
     # the first frame. The app turns collection back on once that frame is out.
     gc.disable()
@@ -92,6 +99,27 @@ def _run_app(args: argparse.Namespace) -> int:
         return run_app(interval=args.interval, head_start=head_start)
     finally:
         gc.enable()  # in case the app ended before its first frame
+
+
+def not_a_terminal() -> str | None:
+    """The first standard stream that is not a terminal (``standard input``...), if any.
+
+    The monitor needs all three: Textual reads keys from standard input and draws on
+    standard error (so ``gputui 2>log`` would draw into the log), and the terminal's
+    size is read from standard output. A closed stream is not a terminal.
+    """
+    streams = {
+        "standard input": sys.__stdin__,
+        "standard output": sys.__stdout__,
+        "standard error": sys.__stderr__,
+    }
+    for name, stream in streams.items():
+        try:
+            if stream is None or not os.isatty(stream.fileno()):
+                return name
+        except (OSError, ValueError):  # closed, or no file descriptor at all
+            return name
+    return None
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:

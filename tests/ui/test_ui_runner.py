@@ -290,14 +290,13 @@ async def test_the_runner_is_in_the_command_palette() -> None:
 
 def test_bad_runner_defaults_exit_2_with_one_line() -> None:
     import os
-    import subprocess
     import sys
 
+    from tests.pty_run import run_on_a_pty
+
     env = {**os.environ, "GPUTUI_RUNNER_DEFAULTS": '{"epochs": 0}'}
-    done = subprocess.run(
-        [sys.executable, "-m", "gputui"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    run = run_on_a_pty([sys.executable, "-m", "gputui"], env=env, timeout_s=60)
+    assert run.returncode == 2
+    assert run.shown.decode().strip().splitlines() == [
         "gputui: epochs must be a whole number of at least 1, got 0"
     ]

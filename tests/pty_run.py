@@ -1,0 +1,87 @@
+"""Run a command on a real pseudo-terminal, with any standard stream sent elsewhere.
+
+For the checks that only a terminal can make: whether ``gputui`` sees a terminal on
+standard input, output and error, and what it writes there.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import struct
+import subprocess
+import termios
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+
+@dataclass(frozen=True)
+class PtyRun:
+    """How a command on a pty ended, and what it wrote to the pty."""
+
+    returncode: int | None
+    """Its exit code; ``None`` when it was still running at the deadline (then killed)."""
+    shown: bytes
+    """Everything it wrote to the terminal."""
+
+
+def run_on_a_pty(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    stdin: int | IO[Any] | None = None,
+    stdout: int | IO[Any] | None = None,
+    stderr: int | IO[Any] | None = None,
+    size: tuple[int, int] = (100, 30),
+    timeout_s: float = 30.0,
+    cwd: str | os.PathLike[str] | None = None,
+) -> PtyRun:
+    """Run ``argv`` in a session of its own on a new pty of ``size`` (columns, rows).
+
+    Each standard stream is the pty unless another file is given for it. A command still
+    running after ``timeout_s`` is killed: its ``returncode`` is then ``None``.
+    """
+    master, slave = os.openpty()
+    cols, rows = size
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=slave if stdin is None else stdin,
+        stdout=slave if stdout is None else stdout,
+        stderr=slave if stderr is None else stderr,
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+    )
+    os.close(slave)
+    shown = b""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    shown += os.read(master, 65536)
+                except OSError:  # the pty's other end closed
+                    break
+        try:
+            returncode: int | None = proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            returncode = None
+        while select.select([master], [], [], 0.1)[0]:  # what it wrote just before it ended
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    return PtyRun(returncode, shown)
