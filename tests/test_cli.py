@@ -20,6 +20,7 @@ import pytest
 
 from gputui import __version__
 from gputui.commands import commands_named
+from gputui.commands.output import encodable
 from tests.pty_run import run_on_a_pty
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +105,9 @@ def test_the_monitor_alone_defines_no_other_subcommand() -> None:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     )
-    loaded = "['gputui.commands.args', 'gputui.jobs', 'gputui.jobs.config']\n"
+    loaded = (
+        "['gputui.commands.args', 'gputui.commands.output', 'gputui.jobs', 'gputui.jobs.config']\n"
+    )
     assert done.stdout.split(maxsplit=2) == ["2.0", "None", loaded]
 
 
@@ -339,3 +342,100 @@ def test_gputui_on_a_terminal_with_a_stream_redirected_exits_2(stream: str, tmp_
     shown = log.read_text() if stream == "stderr" else run.shown.decode().replace("\r\n", "\n")
     assert shown == NEEDS_A_TERMINAL.format(name)
     assert b"\x1b[?1049h" not in run.shown  # the screen was never switched to the app's
+
+
+# --- standard output that fails ---------------------------------------------------------
+
+
+def gputui_writing_to(
+    stdout: Any, *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m gputui ARGS`` with standard output sent to ``stdout``."""
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**gputui_env(), **(env or {})},
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "prog"),
+    [
+        (["snapshot"], "gputui snapshot"),
+        (["snapshot", "--json"], "gputui snapshot"),
+        (["--help"], "gputui"),
+        (["--version"], "gputui"),
+    ],
+)
+def test_output_to_a_full_disk_is_one_line_and_exit_1(
+    args: list[str], prog: str, no_nvml_dir: Path
+) -> None:
+    """``gputui snapshot >/dev/full`` ended in an OSError traceback; ``--help`` said nothing
+    and exited 0."""
+    with open("/dev/full", "w") as full:
+        done = gputui_writing_to(full, *args, env={"LD_LIBRARY_PATH": str(no_nvml_dir)})
+    assert done.returncode == 1
+    assert (
+        done.stderr == f"{prog}: error: cannot write to standard output: No space left on device\n"
+    )
+
+
+def test_output_closed_is_one_line_and_exit_2_before_the_work() -> None:
+    """``gputui snapshot >&-`` exited 0 having written nothing."""
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m gputui snapshot >&-', sys.executable],
+        capture_output=True,
+        text=True,
+        env=gputui_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "gputui snapshot: error: standard output is closed: send it to a file or /dev/null\n"
+    )
+
+
+def test_a_reader_that_goes_away_ends_gputui_quietly(no_nvml_dir: Path) -> None:
+    """``gputui snapshot | head -1``: the pipe closes before gputui writes; nothing is said."""
+    env = {**gputui_env(), "LD_LIBRARY_PATH": str(no_nvml_dir)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputui", "snapshot"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # nobody reads: gputui's write meets a broken pipe
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (0, b"")
+
+
+def test_an_ascii_terminal_gets_ascii_units(fake_nvml_dir: Path) -> None:
+    """``PYTHONIOENCODING=ascii gputui snapshot`` ended in a UnicodeEncodeError on ``°C``."""
+    knobs = {"LD_LIBRARY_PATH": str(fake_nvml_dir), "PYTHONIOENCODING": "ascii"}
+    done = gputui_writing_to(subprocess.PIPE, "snapshot", env=knobs)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.isascii()
+    temperatures = [line.split() for line in done.stdout.splitlines() if "temperature" in line]
+    assert temperatures and all(words[-1] == "C" and words[-2].isdigit() for words in temperatures)
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding", "written"),
+    [
+        ("71°C  NVIDIA H100…", "ascii", "71 C  NVIDIA H100."),
+        ("71°C  NVIDIA H100…", "utf-8", "71°C  NVIDIA H100…"),
+        ("python café.py", "ascii", "python caf?.py"),
+        ("71°C", "latin-1", "71°C"),
+    ],
+)
+def test_what_an_encoding_cannot_take_gets_a_stand_in_of_the_same_width(
+    text: str, encoding: str, written: str
+) -> None:
+    assert encodable(text, encoding) == written

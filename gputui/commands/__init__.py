@@ -18,7 +18,8 @@ from collections.abc import Collection, Sequence
 
 from gputui import __version__
 from gputui.commands.args import OneLineParser, interval_seconds, usage_error
-from gputui.exits import EXIT_INTERRUPTED, EXIT_OK
+from gputui.commands.output import OutputFailed, forget_output, write_out
+from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
@@ -126,7 +127,7 @@ def _run_snapshot(args: argparse.Namespace) -> int:
     from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
 
     snapshot = take_snapshot()
-    print(render_snapshot_json(snapshot) if args.json else render_snapshot_table(snapshot))
+    write_out(render_snapshot_json(snapshot) if args.json else render_snapshot_table(snapshot))
     return EXIT_OK
 
 
@@ -134,12 +135,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gputui``; returns the process exit code."""
     if argv is None:
         argv = sys.argv[1:]
-    args = build_parser(commands_named(argv)).parse_args(argv)
-    handler = getattr(args, "handler", _run_app)
+    prog = "gputui"
     try:
+        args = build_parser(commands_named(argv)).parse_args(argv)
+        handler = getattr(args, "handler", _run_app)
+        prog = " ".join(filter(None, [prog, args.command]))
+        if handler is not _run_app and sys.stdout is None:  # before the work, not after it
+            return usage_error(prog, "standard output is closed: send it to a file or /dev/null")
         return handler(args)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except OutputFailed as exc:
+        if sys.stderr is not None:
+            sys.stderr.write(f"{prog}: error: {exc}\n")
+        return EXIT_FAILED
     except BrokenPipeError:  # `gputui snapshot | head`: quiet, like other Unix tools
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        forget_output()
         return EXIT_OK

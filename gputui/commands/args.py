@@ -11,8 +11,9 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
+from gputui.commands.output import write_out
 from gputui.exits import EXIT_USAGE
 from gputui.format import one_line
 from gputui.jobs.config import DATASETS, NICE_MAX, ConfigError
@@ -38,6 +39,14 @@ class OneLineParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        # --help and --version: through the one output helper, so that a failed write
+        # is one line and exit 1 rather than ignored (argparse drops the OSError).
+        if message and (file is None or file is sys.stdout):
+            write_out(message, end="")
+        else:
+            super()._print_message(message, file)
 
     def error(self, message: str) -> NoReturn:
         """Exit 2 with ``message`` on one line of standard error."""
@@ -238,5 +247,6 @@ def workers_option(parser: argparse.ArgumentParser) -> None:
 
 def usage_error(prog: str, message: str) -> int:
     """Write ``PROG: error: MESSAGE`` as one line on standard error; returns exit code 2."""
-    sys.stderr.write(one_line(f"{prog}: error: {message}") + "\n")
+    if sys.stderr is not None:  # started with standard error closed: the exit code says it
+        sys.stderr.write(one_line(f"{prog}: error: {message}") + "\n")
     return EXIT_USAGE

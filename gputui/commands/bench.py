@@ -48,6 +48,7 @@ from gputui.commands.args import (
     whole_number,
     workers_option,
 )
+from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.format import one_line
 from gputui.jobs.config import PIPELINES, PRECISIONS, ConfigError, DeviceQuery, RunConfig
@@ -136,11 +137,7 @@ def run_bench(args: argparse.Namespace) -> int:
             break  # the same data fails on every device
         if run.started is not None:  # every device trains on the data the first one got
             config = config.with_changes(dataset=run.started.dataset)
-    out = sys.stdout
-    if args.json:
-        out.write(json.dumps(bench_json(runs), indent=2) + "\n")
-    else:
-        out.write(render_table(runs) + "\n")
+    write_out(json.dumps(bench_json(runs), indent=2) if args.json else render_table(runs))
     return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
 
 

@@ -39,6 +39,7 @@ from gputui.commands.args import (
     whole_number,
     workers_option,
 )
+from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.format import one_line
 from gputui.jobs.config import DEFAULT_BATCH_SIZES, EXPERIMENTS, ConfigError, ExperimentConfig
@@ -182,9 +183,9 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     if error is not None and error.kind in {"config", "device"}:
         return usage_error(PROG, error.message)
     if args.json:
-        sys.stdout.write(json.dumps(result.to_json_dict(), indent=2) + "\n")
+        write_out(json.dumps(result.to_json_dict(), indent=2))
     elif result.started is not None:
-        sys.stdout.write(render_result(result) + "\n")
+        write_out(render_result(result))
     if error is not None:
         sys.stderr.write(one_line(f"{PROG}: error: {error.message}") + "\n")
     return EXIT_OK if result.status == "ok" else EXIT_FAILED

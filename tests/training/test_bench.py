@@ -228,3 +228,23 @@ def test_an_empty_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[st
     out, err = capsys.readouterr()
     assert out == ""
     assert err == "gputui bench: error: device is empty: use cpu, cuda, cuda:N or mps\n"
+
+
+def test_results_that_cannot_be_written_are_one_line_and_exit_1() -> None:
+    """``bench --json >/dev/full`` trained, then ended in an OSError traceback."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = ["bench", "--device", "cpu", *TINY, "--epochs", "1", "--no-record", "--json"]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "gputui", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "gputui bench: error: cannot write to standard output: No space left on device"
+    )

@@ -1,0 +1,68 @@
+"""Standard output for every command: one helper writes it, so that a failed write is one line.
+
+Each command writes its table or JSON once, at the end, through :func:`write_out`.
+A write that fails (``>/dev/full``, a closed ``>&-``) raises :class:`OutputFailed`,
+which :func:`gputui.commands.main` turns into one line on standard error and exit
+code 1; a reader that went away (``| head -1``) raises ``BrokenPipeError``, which it
+ends quietly, as other Unix tools do. Text that standard output's encoding cannot
+take (``PYTHONIOENCODING=ascii``, a C locale) is written with ASCII stand-ins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+ASCII_STAND_INS = str.maketrans({"°": " ", "…": "."})
+"""What the reports' non-ASCII characters become where the encoding cannot take them
+(``71°C`` reads ``71 C``); one character each, so that tables stay aligned."""
+
+
+class OutputFailed(Exception):
+    """Standard output could not take a command's output; ``str()`` says why, in a few words."""
+
+
+def write_out(text: str, end: str = "\n") -> None:
+    """Write ``text`` and ``end`` to standard output, and flush it.
+
+    Raises:
+        OutputFailed: standard output is closed, or the write failed (a full disk).
+        BrokenPipeError: the reader went away.
+    """
+    stream = sys.stdout
+    if stream is None:  # started with standard output closed
+        raise OutputFailed("standard output is closed")
+    try:
+        stream.write(encodable(text + end, stream.encoding))
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: the stream was closed here
+        forget_output()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise OutputFailed(f"cannot write to standard output: {reason}") from None
+
+
+def encodable(text: str, encoding: str | None) -> str:
+    """``text`` as ``encoding`` can write it: unchanged, else with ASCII stand-ins and ``?``."""
+    if not encoding:
+        return text
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.translate(ASCII_STAND_INS).encode(encoding, "replace").decode(encoding)
+    except LookupError:  # an encoding Python does not know: leave it to the stream
+        return text
+    return text
+
+
+def forget_output() -> None:
+    """Send standard output to ``/dev/null`` from now on, so the interpreter's last flush
+    of what could not be written neither fails again nor prints a traceback."""
+    if sys.stdout is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
