@@ -31,7 +31,8 @@ the gaps. Fault -> the tests that prove it (``file::test``):
 - The terminal closed with no SIGHUP reaching gputui (it does not control the terminal).
     tests/test_faults.py::test_a_terminal_closed_without_sighup_ends_gputui
 - Ctrl+C.
-    tests/training/test_bench.py::test_ctrl_c_stops_the_child_and_exits_130 (gputui bench)
+    tests/training/test_bench.py::test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130
+    tests/training/test_experiments_cli.py::test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130
     tests/test_faults.py::test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly
 - A corrupt or truncated dataset file.
     tests/training/test_data.py::test_a_truncated_binary_file_is_named (and the corrupt label,

@@ -22,8 +22,10 @@ first N images and measures accuracy on the first N held-out images.
 
 Exit codes: 0 when every run finished, 1 when any run failed (the others still
 run), 2 for bad input (one line on stderr; also a config only the trainer can
-judge, such as a batch larger than the data), 130 after Ctrl+C (the child is
-stopped).
+judge, such as a batch larger than the data), 130 after Ctrl+C. Ctrl+C stops the
+run in hand after its current step (a second one at once): the table or JSON then
+holds the epochs that finished, and the runs stopped or never begun are marked
+``stopped``.
 
 Devices: with one ``--device``, the trainer child checks it, and a device it
 refuses is the same one-line usage error, exit 2. With several devices, or none
@@ -48,8 +50,9 @@ from gputui.commands.args import (
     whole_number,
     workers_option,
 )
+from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
-from gputui.exits import EXIT_FAILED, EXIT_OK
+from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import one_line
 from gputui.jobs.config import PIPELINES, PRECISIONS, ConfigError, DeviceQuery, RunConfig
 from gputui.jobs.events import Error
@@ -128,16 +131,22 @@ def run_bench(args: argparse.Namespace) -> int:
     progress = ProgressLine(sys.stderr)
     runs: list[RunRecord] = []
     config = base
-    for device in devices:
-        run = _run_one(config.with_changes(device=device), progress, child_checks)
-        if _is_usage_error(run.error, child_checks):
-            return usage_error(PROG, run.error.message)
-        runs.append(run)
-        if run.error is not None and run.error.kind == "data":
-            break  # the same data fails on every device
-        if run.started is not None:  # every device trains on the data the first one got
-            config = config.with_changes(dataset=run.started.dataset)
+    with CtrlC() as ctrl_c:
+        for device in devices:
+            if ctrl_c.pressed:  # the devices after the one stopped: stopped before they began
+                runs.append(RunRecord(config.with_changes(device=device)))
+                continue
+            run = _run_one(config.with_changes(device=device), progress, child_checks, ctrl_c)
+            if _is_usage_error(run.error, child_checks):
+                return usage_error(PROG, run.error.message)
+            runs.append(run)
+            if run.error is not None and run.error.kind == "data":
+                break  # the same data fails on every device
+            if run.started is not None:  # every device trains on the data the first one got
+                config = config.with_changes(dataset=run.started.dataset)
     write_out(json.dumps(bench_json(runs), indent=2) if args.json else render_table(runs))
+    if ctrl_c.pressed:
+        return EXIT_INTERRUPTED
     return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
 
 
@@ -153,9 +162,11 @@ def _is_usage_error(error: Error | None, child_checks: bool) -> TypeGuard[Error]
     return error.kind == "config" or (child_checks and error.kind == "device")
 
 
-def _run_one(config: RunConfig, progress: ProgressLine, child_checks: bool) -> RunRecord:
+def _run_one(
+    config: RunConfig, progress: ProgressLine, child_checks: bool, ctrl_c: CtrlC
+) -> RunRecord:
     run = RunRecord(config)
-    trainer = ChildProcess(config).start()
+    trainer = ctrl_c.watch(ChildProcess(config).start())
     try:
         for event in trainer.events():
             run.absorb(event)

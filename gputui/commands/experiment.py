@@ -19,7 +19,9 @@ Undocumented for users, for tests and quick runs: ``--limit N`` loads N training
 images; ``--warmup N`` sets the untimed steps before each measurement (default 2).
 
 Exit codes: 0 when every device finished, 1 when the data or a device failed,
-2 for bad input (one line on stderr), 130 after Ctrl+C (the child is stopped).
+2 for bad input (one line on stderr), 130 after Ctrl+C. Ctrl+C stops the
+measurement in hand (a second one at once): the rows measured so far are printed,
+and the devices stopped or never reached are marked stopped.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from gputui.commands.args import (
     whole_number,
     workers_option,
 )
+from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
-from gputui.exits import EXIT_FAILED, EXIT_OK
+from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import one_line
 from gputui.jobs.config import DEFAULT_BATCH_SIZES, EXPERIMENTS, ConfigError, ExperimentConfig
 from gputui.jobs.process import ChildProcess
@@ -172,13 +175,14 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         return usage_error(PROG, str(exc))
     result = ExperimentResult(config.experiment)
     progress = ProgressLines(sys.stderr)
-    process = ChildProcess(config).start()
-    try:
-        for event in process.events():
-            result.absorb(event)
-            progress.show(event)
-    finally:
-        process.stop()  # Ctrl+C lands here: the child stops before we exit 130
+    with CtrlC() as ctrl_c:
+        process = ctrl_c.watch(ChildProcess(config).start())
+        try:
+            for event in process.events():
+                result.absorb(event)
+                progress.show(event)
+        finally:
+            process.stop()
     error = result.error
     if error is not None and error.kind in {"config", "device"}:
         return usage_error(PROG, error.message)
@@ -188,6 +192,8 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         write_out(render_result(result))
     if error is not None:
         sys.stderr.write(one_line(f"{PROG}: error: {error.message}") + "\n")
+    if ctrl_c.pressed:
+        return EXIT_INTERRUPTED
     return EXIT_OK if result.status == "ok" else EXIT_FAILED
 
 

@@ -159,6 +159,10 @@ def render_table(runs: list[RunRecord]) -> str:
         if run.error is not None:
             rows.append([run.device, name, f"error: {run.error.message}"])
             continue
+        if run.status == "stopped" and not run.epochs:
+            began = run.started is not None or run.finished is not None
+            rows.append([run.device, name, "stopped" if began else "not run"])
+            continue
         last = run.epochs[-1] if run.epochs else None
         steady = run.steady
         rows.append(
@@ -181,14 +185,24 @@ def render_table(runs: list[RunRecord]) -> str:
     if runs:
         legend += f"; speedup: over {runs[0].device}"
     lines.append(legend)
+    stopped = [_stopped_after(run) for run in runs if run.status == "stopped"]
+    if stopped:
+        lines.append(f"stopped: {'; '.join(stopped)}")
     for run in runs:
         verdict = placement_verdict(run)
         if verdict:
             lines.append(verdict)
-    recorded = [run.finished.run_dir for run in runs if run.finished and run.finished.run_dir]
+    recorded = [run.run_dir for run in runs if run.run_dir]
     if recorded:
         lines.append(f"run folders: {', '.join(recorded)}")
     return "\n".join(lines)
+
+
+def _stopped_after(run: RunRecord) -> str:
+    """How far a stopped run got: ``cpu after 1 of 3 epochs``, ``cuda:0 not run``."""
+    if run.started is None and run.finished is None:
+        return f"{run.device} not run"
+    return f"{run.device} after {len(run.epochs)} of {run.config.epochs} epochs"
 
 
 def placement_verdict(run: RunRecord) -> str | None:
@@ -264,7 +278,7 @@ def bench_json(runs: list[RunRecord]) -> dict[str, Any]:
                 "inputs": _inputs(run.placement),
                 "memory": asdict(run.memory) if run.memory else None,
                 "notes": run.notes,
-                "run_dir": run.finished.run_dir if run.finished else None,
+                "run_dir": run.run_dir,
             }
         )
     return {"runs": out}
@@ -372,6 +386,11 @@ def render_result(result: ExperimentResult) -> str:
     lines += _table(result)
     failures = [d.failure for d in result.devices.values() if d.failure is not None]
     lines += [f"{failure.device}: error: {failure.message}" for failure in failures]
+    if result.status == "stopped":
+        part = [d for d in result.devices.values() if result.device_status(d.device) == "stopped"]
+        stopped = [f"{d.device} after {len(d.rows)} row{'s' * (len(d.rows) != 1)}" for d in part]
+        stopped += [f"{device} not measured" for device in result.unreached]
+        lines.append(f"stopped: {'; '.join(stopped) or 'before the first measurement'}")
     if result.conclusion:
         lines += ["", result.conclusion]
     return "\n".join(lines)

@@ -23,13 +23,13 @@ The experiment's JSON (:meth:`ExperimentResult.to_json_dict`)::
                    "dataset", "dataset_source", "dataset_note", "images", "threads",
                    "workers", "torch_version"},   # null when it never started
       "device_results": [
-        {"device": "cpu", "device_name": "...", "status": "ok",   # or "error"
+        {"device": "cpu", "device_name": "...", "status": "ok",   # "error", "stopped"
          "error": null,                      # one line when the device failed
          "data_phase": "...",                # batch-sweep: what the data share measures
          "pinned": false,
          "rows": [ ... ],                    # the experiment's rows, fields below
          "summary": { ... }}                 # per experiment, below; null when incomplete
-      ],
+      ],                                    # a device the run stopped before: no rows
       "conclusion": "On cpu, ..."           # one sentence; null when it did not finish
     }
 
@@ -177,6 +177,13 @@ class RunRecord:
     def steady(self) -> EpochFigures | None:
         """The steady state by :func:`steady_figures`' rule; ``None`` until it is known."""
         return steady_figures(self.epochs, ended=self.ended)
+
+    @property
+    def run_dir(self) -> str | None:
+        """The run's folder, once the trainer made one (a run killed mid-way has one too)."""
+        if self.finished is not None and self.finished.run_dir:
+            return self.finished.run_dir
+        return self.started.run_dir if self.started is not None else None
 
     @property
     def best_images_per_second(self) -> float | None:
@@ -407,6 +414,27 @@ class ExperimentResult:
             return "error"
         return "stopped" if self.finished is None or self.finished.stopped else "ok"
 
+    def device_status(self, device: str) -> str:
+        """``ok``, ``error`` or ``stopped`` (the device in hand when the run stopped, and
+        those it never reached)."""
+        result = self.devices.get(device)
+        if result is not None and result.failure is not None:
+            return "error"
+        if self.finished is not None and not self.finished.stopped:
+            return "ok"
+        if self.error is not None and result is not None:  # the devices before the error
+            return "ok"
+        in_hand = next(reversed(self.devices), None)  # they run in turn: the last one began
+        return "ok" if result is not None and device != in_hand else "stopped"
+
+    @property
+    def unreached(self) -> list[str]:
+        """The devices the experiment was to run on but never began (it stopped first)."""
+        if self.status != "stopped" or self.started is None:
+            return []
+        planned = self.started.devices
+        return [device for device in planned if device not in self.devices]
+
     def to_json_dict(self) -> dict[str, Any]:
         """The result as the documented JSON object (see the module doc)."""
         settings = None
@@ -432,14 +460,14 @@ class ExperimentResult:
                 {
                     "device": result.device,
                     "device_name": result.info.device_name if result.info else None,
-                    "status": "error" if result.failure else "ok",
+                    "status": self.device_status(result.device),
                     "error": result.failure.message if result.failure else None,
                     "data_phase": result.info.data_phase if result.info else None,
                     "pinned": result.info.pinned if result.info else False,
                     "rows": [dataclasses.asdict(row) for row in result.rows],
                     "summary": result.summary(self.experiment),
                 }
-                for result in self.devices.values()
+                for result in [*self.devices.values(), *map(DeviceResult, self.unreached)]
             ],
             "conclusion": self.conclusion,
         }

@@ -7,13 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from gputui.commands import main
+from gputui.jobs.config import RunConfig
+from gputui.jobs.reports import bench_json, render_table
+from gputui.jobs.results import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--threads", "1"]
@@ -124,9 +126,10 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
     assert "run folders: " in out
 
 
-def test_ctrl_c_stops_the_child_and_exits_130(
+def test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130(
     tmp_path: Path, ctrl_c_reaches_children: None
 ) -> None:
+    """Ctrl+C threw the finished epochs away: exit 130, nothing printed, no run folder named."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     bench = subprocess.Popen(
         [
@@ -139,12 +142,16 @@ def test_ctrl_c_stops_the_child_and_exits_130(
             "--dataset",
             "synthetic",
             "--limit",
-            "4000",
+            "2000",
+            "--batch-size",
+            "50",
             "--epochs",
             "50",
             "--threads",
             "1",
-            "--no-record",
+            "--runs-dir",
+            str(tmp_path),
+            "--json",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -155,25 +162,60 @@ def test_ctrl_c_stops_the_child_and_exits_130(
         assert bench.stderr is not None
         line = bench.stderr.readline()  # "cpu: <name>; synthetic ..." once the run started
         assert line.startswith("cpu: "), line
-        deadline = time.monotonic() + 30
-        children: list[psutil.Process] = []
-        while not children and time.monotonic() < deadline:
-            children = psutil.Process(bench.pid).children(recursive=True)
+        children = psutil.Process(bench.pid).children(recursive=True)
         assert children
+        while not line.startswith("cpu: epoch 1/50 "):  # the first epoch finished
+            line = bench.stderr.readline()
+            assert line, "bench ended before its first epoch"
         bench.send_signal(signal.SIGINT)
         out, err = bench.communicate(timeout=30)
         assert bench.returncode == 130
-        assert "Traceback" not in err and out == ""
+        assert "Traceback" not in err
         _, alive = psutil.wait_procs(children, timeout=5)
         assert not alive
     finally:
         bench.kill()
         bench.wait()
+    [run] = json.loads(out)["runs"]
+    assert run["status"] == "stopped" and run["error"] is None
+    assert 1 <= len(run["epochs"]) < 50
+    assert run["warmup_seconds"] == run["epochs"][0]["seconds"] > 0
+    run_dir = Path(run["run_dir"])
+    assert run_dir.parent == tmp_path
+    last = json.loads((run_dir / "events.jsonl").read_text().splitlines()[-1])
+    assert (last["type"], last["stopped"]) == ("finished", True)
+
+
+def stopped_after_one_epoch(config: RunConfig) -> RunRecord:
+    """A real CPU run of ``config`` that was asked to stop once its first epoch finished."""
+    from gputui.engine.trainer import run_training
+
+    run = RunRecord(config)
+    assert run_training(config, run.absorb, should_stop=lambda: len(run.epochs) >= 1) == 0
+    return run
+
+
+def test_a_stopped_run_and_the_runs_never_begun_are_marked_stopped() -> None:
+    config = RunConfig(
+        device="cpu", dataset="synthetic", limit=64, batch_size=32, epochs=3, threads=1
+    )
+    stopped = stopped_after_one_epoch(config.with_changes(record=False))
+    never_begun = RunRecord(config.with_changes(device="cuda:0"))
+    table = render_table([stopped, never_begun])
+    assert "stopped: cpu after 1 of 3 epochs; cuda:0 not run" in table.splitlines()
+    row = next(line for line in table.splitlines() if line.startswith("cuda:0"))
+    assert row.split() == ["cuda:0", "not", "run"]
+    runs = bench_json([stopped, never_begun])["runs"]
+    assert [run["status"] for run in runs] == ["stopped", "stopped"]
+    assert [len(run["epochs"]) for run in runs] == [1, 0]
 
 
 PARENT_PROBE = """
 import json, sys
 from gputui.commands import main
+from gputui.jobs.config import RunConfig
+from gputui.jobs.reports import bench_json, render_table
+from gputui.jobs.results import RunRecord
 code = main(["bench", *sys.argv[1:]])
 print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
 """

@@ -48,6 +48,7 @@ from gputui.jobs.events import (
     SyncStallRow,
     parse_event,
 )
+from gputui.jobs.reports import render_result
 from gputui.jobs.results import ExperimentResult
 
 
@@ -426,6 +427,25 @@ def test_a_stop_request_ends_with_a_stopped_finish_and_no_conclusion() -> None:
     assert code == 0
     assert isinstance(events[-1], Finished) and events[-1].stopped
     assert not any(isinstance(e, ExperimentConcluded) for e in events)
+
+
+def test_a_stopped_experiment_marks_the_device_in_hand_and_those_never_reached() -> None:
+    """Planned on cpu and cuda:0, stopped during cpu: both are ``stopped``, the rows kept."""
+    events: list[Event] = []
+    after_a_row = lambda: any(isinstance(e, BatchSweepRow) for e in events)  # noqa: E731
+    run_experiment(tiny("batch-sweep"), events.append, after_a_row)
+    result = ExperimentResult("batch-sweep")
+    for event in events:
+        if isinstance(event, ExperimentStarted):
+            event = dataclasses.replace(event, devices=("cpu", "cuda:0"))
+        result.absorb(event)
+    data = result.to_json_dict()
+    assert data["status"] == "stopped"
+    assert [(d["device"], d["status"], len(d["rows"])) for d in data["device_results"]] == [
+        ("cpu", "stopped", 1),
+        ("cuda:0", "stopped", 0),
+    ]
+    assert render_result(result).splitlines()[-1] == "stopped: cpu after 1 row; cuda:0 not measured"
 
 
 @pytest.mark.parametrize(

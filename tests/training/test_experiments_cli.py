@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -127,10 +126,13 @@ def test_the_table_has_a_row_per_pipeline_and_ends_with_the_sentence(
     assert lines[-1].startswith("On cpu, ") and lines[-1].endswith(".")
 
 
-def test_ctrl_c_stops_the_child_and_exits_130_quietly(ctrl_c_reaches_children: None) -> None:
+def test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130(
+    ctrl_c_reaches_children: None,
+) -> None:
+    """Ctrl+C threw the measured rows away: exit 130 and nothing printed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "gputui", "experiment", "batch-sweep", *TINY]
-    command += ["--batch-sizes", "64", "--steps", "100000", "--budget", "1000", "--limit", "64"]
+    command += ["--batch-sizes", "16,2048", "--steps", "50", "--budget", "1000", "--limit", "2048"]
     experiment = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -140,13 +142,19 @@ def test_ctrl_c_stops_the_child_and_exits_130_quietly(ctrl_c_reaches_children: N
         assert line.startswith("batch-sweep: "), line
         children = psutil.Process(experiment.pid).children(recursive=True)
         assert children
-        time.sleep(0.3)  # into the timed steps
-        experiment.send_signal(signal.SIGINT)
+        while not line.startswith("cpu: batch 16: "):  # the first row was measured
+            line = experiment.stderr.readline()
+            assert line, "the experiment ended before its first row"
+        experiment.send_signal(signal.SIGINT)  # during batch 2048's 50 steps
         out, err = experiment.communicate(timeout=30)
         assert experiment.returncode == 130
-        assert "Traceback" not in err and out == ""
+        assert "Traceback" not in err
         _, alive = psutil.wait_procs(children, timeout=5)
         assert not alive
     finally:
         experiment.kill()
         experiment.wait()
+    lines = out.splitlines()
+    rows = [line.split() for line in lines if line.split()[:1] == ["cpu"]]
+    assert [row[1] for row in rows] == ["16"]
+    assert lines[-1] == "stopped: cpu after 1 row"
