@@ -497,9 +497,9 @@ def test_bench_turns_the_child_s_config_error_into_one_usage_line(
     no_side_effects: list[str],
 ) -> None:
     """``--batch-size`` above the images loaded: only the child knows; it says kind=config."""
-    message = "batch size 100000 is larger than the 64 training images: use at most 64"
+    message = "batch size 100000 is larger than the 50000 training images: use at most 50000"
     StubChild.script = [Error(message=message, kind="config")]
-    outcome = run_main(["bench", "--device", "cpu", "--batch-size", "100000", "--limit", "64"])
+    outcome = run_main(["bench", "--device", "cpu", "--batch-size", "100000"])
     assert assert_one_line_usage_error(outcome) == f"gputui bench: error: {message}"
 
 

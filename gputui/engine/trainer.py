@@ -100,28 +100,12 @@ def run_training(
         kind = "config" if isinstance(exc, ConfigError) else "device"
         emit(Error(message=str(exc), kind=kind))
         return EXIT_USAGE
-    recorder = None
-    if config.record:
-        try:
-            runs_dir = Path(config.runs_dir).expanduser() if config.runs_dir else None
-            recorder = RunRecorder.create(runs_dir, device_text)
-        except OSError as exc:
-            emit(Note(f"not recording this run: {exc}"))
-    sink = emit if recorder is None else _tee(emit, recorder.record)
+    run = _Run(config, torch.device(device_text), emit, should_stop, started)
     try:
-        run = _Run(config, torch.device(device_text), sink, should_stop, started, recorder)
         return run.execute()
     finally:
-        if recorder is not None:
-            recorder.close()
-
-
-def _tee(first: Emit, second: Emit) -> Emit:
-    def both(event: Event) -> None:
-        first(event)
-        second(event)
-
-    return both
+        if run.recorder is not None:
+            run.recorder.close()
 
 
 class _Run:
@@ -134,18 +118,45 @@ class _Run:
         emit: Emit,
         should_stop: Callable[[], bool],
         started: float,
-        recorder: RunRecorder | None,
     ) -> None:
         self.config = config
         self.device = device
-        self.emit = emit
+        self._emit = emit
         self.should_stop = should_stop
         self.started = started
-        self.run_dir = str(recorder.run_dir) if recorder is not None else None
+        self.recorder: RunRecorder | None = None
+        """The run folder's writer, once the run is known to be valid (see :meth:`_record`)."""
+        self._unrecorded: list[Event] | None = [] if config.record else None
+        """What was emitted before the run folder was made, for it; ``None``: not recording."""
+        self.run_dir: str | None = None
         self.epochs: list[EpochFinished] = []
         self.batch_size = config.batch_size
         self.step: Step | None = None
         self.memory_format = torch.contiguous_format
+
+    def emit(self, event: Event) -> None:
+        """Send ``event`` to the parent, and to the run folder (or keep it for the folder)."""
+        self._emit(event)
+        if self.recorder is not None:
+            self.recorder.record(event)
+        elif self._unrecorded is not None:
+            self._unrecorded.append(event)
+
+    def _record(self) -> None:
+        """Make the run folder, now that the run is known to be valid (a refused run
+        leaves none), and write what was emitted before it."""
+        if self._unrecorded is None:
+            return
+        earlier, self._unrecorded = self._unrecorded, None
+        runs_dir = Path(self.config.runs_dir).expanduser() if self.config.runs_dir else None
+        try:
+            self.recorder = RunRecorder.create(runs_dir, str(self.device))
+        except OSError as exc:
+            self.emit(Note(f"not recording this run: {exc}"))
+            return
+        self.run_dir = str(self.recorder.run_dir)
+        for event in earlier:
+            self.recorder.record(event)
 
     def execute(self) -> int:
         oom: tuple[str, bool] | None = None
@@ -209,6 +220,7 @@ class _Run:
                 f"batch size {config.batch_size} is larger than the {train_images} training "
                 f"images: use a batch size of at most {train_images}"
             )
+        self._record()
         bf16 = config.precision == "bf16"
         math = set_math(config.precision, device)
         cpu_fast_bf16 = cpu_bf16().fast

@@ -226,6 +226,11 @@ class RunConfig(JobConfig):
         _at_least("epochs", self.epochs, 1)
         _at_least("batch size", self.batch_size, 1)
         super().validate()
+        if self.limit is not None and self.batch_size > self.limit:  # the trainer's own rule
+            raise ConfigError(
+                f"batch size {self.batch_size} is larger than the {self.limit} training images: "
+                f"use a batch size of at most {self.limit}"
+            )
         _one_of("pipeline", self.pipeline, PIPELINES)
         _one_of("precision", self.precision, PRECISIONS)
         if self.test_limit is not None:

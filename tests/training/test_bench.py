@@ -254,15 +254,35 @@ def test_several_devices_are_checked_before_any_trains(capsys: pytest.CaptureFix
     assert out == "" and err.count("\n") == 1 and "'gpu' is not a device" in err, err
 
 
-def test_a_config_only_the_child_can_judge_is_one_line_and_exit_2(
-    capsys: pytest.CaptureFixture[str],
+def test_a_config_only_the_child_can_judge_is_one_line_exit_2_and_no_run_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A batch larger than the data: the real child says kind=config, bench exits 2."""
-    code = main(["bench", "--device", "cpu", *TINY, "--batch-size", "200", "--no-record"])
+    """A batch larger than the data (no --limit: only the real child knows how many images
+    there are) says kind=config; bench exits 2, and the child made no run folder."""
+    runs = tmp_path / "runs"
+    args = ["--dataset", "synthetic", "--batch-size", "50001", "--threads", "1"]
+    code = main(["bench", "--device", "cpu", *args, "--runs-dir", str(runs)])
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err.count("\n") == 1, err
-    assert err.startswith("gputui bench: error: batch size 200 is larger than the 128 "), err
+    assert err.startswith("gputui bench: error: batch size 50001 is larger than the 50000 "), err
+    assert not runs.exists()
+
+
+def test_a_batch_larger_than_the_limit_is_refused_before_a_run_folder_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench --runs-dir X --limit 512 --batch-size 1000`` exited 2 and wrote X/..."""
+    runs = tmp_path / "runs"
+    args = ["--dataset", "synthetic", "--limit", "512", "--batch-size", "1000", "--threads", "1"]
+    code = main(["bench", "--device", "cpu", *args, "--runs-dir", str(runs)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == (
+        "gputui bench: error: batch size 1000 is larger than the 512 training images: "
+        "use a batch size of at most 512\n"
+    )
+    assert not runs.exists()
 
 
 def test_an_empty_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

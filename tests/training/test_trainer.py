@@ -280,6 +280,19 @@ def test_out_of_memory_even_at_batch_size_one(tmp_path: Path) -> None:
     assert error.message.endswith("even batch size 1 does not fit: free memory on the device")
 
 
+def test_a_batch_larger_than_the_data_is_refused_before_the_run_folder_is_made(
+    tmp_path: Path,
+) -> None:
+    """No limit: only the loaded data says how many images there are (50000 synthetic ones)."""
+    config = tiny(tmp_path, limit=None, test_limit=1, batch_size=50_001, epochs=1)
+    code, events = train(config)
+    assert code == 2
+    error = events[-1]
+    assert isinstance(error, Error) and error.kind == "config"
+    assert "larger than the 50000 training images" in error.message
+    assert not Path(config.runs_dir or "").exists()
+
+
 @pytest.mark.parametrize(
     ("changes", "kind", "needle"),
     [
