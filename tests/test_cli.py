@@ -105,9 +105,16 @@ def test_the_monitor_alone_defines_no_other_subcommand() -> None:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     )
-    loaded = (
-        "['gputui.commands.args', 'gputui.commands.output', 'gputui.jobs', 'gputui.jobs.config']\n"
+    loaded = str(
+        [
+            "gputui.commands.args",
+            "gputui.commands.output",
+            "gputui.jobs",
+            "gputui.jobs.config",
+            "gputui.jobs.folders",
+        ]
     )
+    loaded += "\n"
     assert done.stdout.split(maxsplit=2) == ["2.0", "None", loaded]
 
 

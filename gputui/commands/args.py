@@ -17,6 +17,7 @@ from gputui.commands.output import write_out
 from gputui.exits import EXIT_USAGE
 from gputui.format import one_line
 from gputui.jobs.config import DATASETS, NICE_MAX, ConfigError
+from gputui.jobs.folders import missing_home
 
 INTERVAL_MIN_S = 0.25
 INTERVAL_MAX_S = 60.0
@@ -160,6 +161,12 @@ def _check_folder(text: str, flag: str, what: str, default: str, *, made: bool) 
         raise ConfigError(f"{what} {shown} is not a folder: name a folder, {leave_out}")
     if kind is None and not made:
         raise ConfigError(f"{what} {shown} does not exist: create it, {leave_out}")
+    home = missing_home(path) if made and kind is None else None
+    if home is not None:
+        raise ConfigError(
+            f"{what} {shown} lies in the home folder {_shown_path(str(home))}, which does not "
+            "exist: name a folder outside it"
+        )
     if made and nearest_kind == "file":
         raise ConfigError(
             f"{what} {shown} cannot be made inside the file {_shown_path(str(nearest))}: "

@@ -20,7 +20,6 @@ is given, else gputui's cache folder and then ./data.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ from gputui.engine.download import (
     TextProgressBar,
     fetch_cifar10,
 )
+from gputui.jobs.folders import user_folder
 
 __all__ = [
     "MEAN",
@@ -136,9 +136,7 @@ def default_data_dir() -> Path:
 
     A relative ``XDG_CACHE_HOME`` is ignored, as the XDG spec says.
     """
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "gputui"
+    return user_folder("XDG_CACHE_HOME", ".cache")
 
 
 def search_dirs(data_dir: Path | None = None) -> list[Path]:

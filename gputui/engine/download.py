@@ -41,6 +41,7 @@ from gputui.engine.cifar import (
 )
 from gputui.format import fmt_bytes, fmt_rate
 from gputui.jobs.events import DataProgress, Event
+from gputui.jobs.folders import make_folder
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 """Where the binary distribution lives."""
@@ -183,7 +184,7 @@ def download_file(
         DatasetError: the download failed; the message says why, in one line.
     """
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(dest.parent)  # never a missing home folder
     except OSError as error:
         raise DatasetError(f"cannot create {dest.parent}: {error.strerror}") from None
     _remove_stale_parts(dest)

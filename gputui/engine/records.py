@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import os
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from gputui.jobs.events import EpochFinished, Event, Progress, RunStarted
+from gputui.jobs.folders import make_folder, user_folder
 
 EVENTS_FILE = "events.jsonl"
 EPOCHS_FILE = "epochs.csv"
@@ -35,8 +35,7 @@ EPOCH_COLUMNS = (
 
 def default_runs_dir() -> Path:
     """``$XDG_STATE_HOME/gputui/runs``, or ``~/.local/state/gputui/runs``."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "gputui" / "runs"
+    return user_folder("XDG_STATE_HOME", ".local/state") / "runs"
 
 
 def tensorboard_available() -> bool:
@@ -72,7 +71,7 @@ class RunRecorder:
             OSError: when the folder cannot be made.
         """
         parent = runs_dir if runs_dir is not None else default_runs_dir()
-        parent.mkdir(parents=True, exist_ok=True)
+        make_folder(parent)  # never a missing home folder
         stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{device.replace(':', '')}"
         for attempt in range(1, 1000):
             run_dir = parent / (stem if attempt == 1 else f"{stem}-{attempt}")

@@ -310,3 +310,31 @@ def test_results_that_cannot_be_written_are_one_line_and_exit_1() -> None:
     assert done.stderr.splitlines()[-1] == (
         "gputui bench: error: cannot write to standard output: No space left on device"
     )
+
+
+def test_a_missing_home_folder_is_never_made(tmp_path: Path) -> None:
+    """``HOME=/nonexistent`` (as root) made ``/nonexistent/.local/state/gputui/runs/...``."""
+    home = tmp_path / "nonexistent"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update({"HOME": str(home), "PYTHONPATH": str(ROOT)})
+    argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", *TINY, "--epochs", "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    note = f"cpu: note: not recording this run: the home folder {home} does not exist"
+    assert note in done.stderr.splitlines()
+    assert "run folders:" not in done.stdout
+    assert not home.exists()
+
+
+def test_a_runs_dir_in_a_missing_home_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "nonexistent"
+    monkeypatch.setenv("HOME", str(home))
+    assert main(["bench", "--device", "cpu", *TINY, "--runs-dir", "~/runs"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("gputui bench: error: runs dir ~/runs lies in the home folder /")
+    assert err.endswith(", which does not exist: name a folder outside it\n")
+    assert not home.exists()

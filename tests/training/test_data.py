@@ -958,3 +958,17 @@ def test_progress_bar_on_a_terminal_redraws_in_place() -> None:
         bar(2048, 0)  # total unknown
     text = stream.getvalue()
     assert text == "\rGet  0 B\x1b[K\rGet  2.0 KiB  2.0 KiB/s\x1b[K\n"
+
+
+def test_the_cache_folder_is_never_made_in_a_missing_home_folder(
+    small: Cifar, server: ArchiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HOME=/nonexistent`` (as root): the download made ``/nonexistent/.cache/gputui``."""
+    home = tmp_path / "nonexistent"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    server.payload = binary_archive(small)
+    message = f"cannot create {home}/.cache/gputui: the home folder {home} does not exist"
+    with pytest.raises(DatasetError, match=re.escape(message)):
+        load_dataset("cifar10", url=server.url, md5=md5(server.payload), fallback=False)
+    assert not home.exists() and server.requests == 0
