@@ -6,12 +6,14 @@ supported or not known" and returns ``n/a``: readings never guess.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 
 NA = "n/a"
 """What a value that is not supported or not known reads as."""
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_DECIMAL_PREFIXES = ("", "k", "M", "G", "T", "P")
 
 
 def fmt_bytes(value: float | None, *, precision: int = 1) -> str:
@@ -180,9 +182,34 @@ def fmt_times(ratio: float | None, *, precision: int = 1) -> str:
     return NA if ratio is None else f"{ratio:.{precision}f}x"
 
 
+def fmt_decimal(value: float | None, unit: str) -> str:
+    """Three significant digits with a decimal (SI) prefix: ``(2.5e9, "B/s")`` -> ``2.50 GB/s``.
+
+    The prefix is chosen after rounding, so ``999.6e9`` reads ``1.00 TB/s``, not
+    ``1000 GB/s``.
+    """
+    if value is None:
+        return NA
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} {unit}"
+    rounded = float(f"{value:.3g}")
+    power = math.floor(math.log10(abs(rounded)) / 3)
+    power = min(max(power, 0), len(_DECIMAL_PREFIXES) - 1)
+    scaled = rounded / 1000**power
+    decimals = max(0, 2 - math.floor(math.log10(abs(scaled))))
+    return f"{scaled:.{decimals}f} {_DECIMAL_PREFIXES[power]}{unit}"
+
+
+def fmt_bandwidth(bytes_per_s: float | None) -> str:
+    """A measured bandwidth in decimal units, as GPU and memory makers state them:
+    ``3.02e12`` -> ``3.02 TB/s``, ``2.5e10`` -> ``25.0 GB/s``."""
+    return fmt_decimal(bytes_per_s, "B/s")
+
+
 def fmt_tflops(value: float | None) -> str:
-    """``48.21`` -> ``48.2 TFLOP/s``; three significant digits (a CPU reads ``0.0565``)."""
-    return NA if value is None else f"{value:.3g} TFLOP/s"
+    """A throughput given in TFLOP/s, in the unit that fits: ``48.21`` -> ``48.2 TFLOP/s``,
+    ``0.0557`` -> ``55.7 GFLOP/s``, ``0.000968`` -> ``968 MFLOP/s``."""
+    return NA if value is None else fmt_decimal(value * 1e12, "FLOP/s")
 
 
 def fmt_link_rate(bytes_per_s: float | None) -> str:

@@ -26,7 +26,7 @@ def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
         description=(
             "Check torch, the NVIDIA driver, CUDA_VISIBLE_DEVICES, CUDA and MPS; show the "
             "tutorials' pitfalls with torch's real errors; measure each usable device's "
-            "bandwidth and matmul TFLOP/s. torch runs in a child process. Exit status: 0 "
+            "bandwidth (GB/s) and matmul FLOP/s. torch runs in a child process. Exit status: 0 "
             "when no check failed, 1 when any did, 2 for a usage error."
         ),
     )

@@ -43,8 +43,9 @@ class Check:
 class DeviceReport:
     """One device torch can use here, and how fast it really is.
 
-    Bandwidths are bytes copied per second (each byte is read once and written
-    once); TFLOP/s counts ``2 * n**3`` floating-point operations per ``n x n`` matmul.
+    Bandwidths are bytes per second: a copy within one memory counts each byte twice,
+    read and written (as STREAM and nvbandwidth count a copy), a host/device transfer
+    once. TFLOP/s counts ``2 * n**3`` floating-point operations per ``n x n`` matmul.
     """
 
     device: str
@@ -60,7 +61,8 @@ class DeviceReport:
     nvml_index: int | None = None
     """The NVML GPU with that UUID: CUDA's numbering is not NVML's."""
     copy_bytes_per_s: float | None = None
-    """Copy within the device's own memory (for the CPU: a host memcpy)."""
+    """Copy within the device's own memory (for the CPU: a host memcpy), bytes read plus
+    bytes written per second."""
     h2d_pageable_bytes_per_s: float | None = None
     """Host-to-device copy from ordinary (pageable) host memory."""
     h2d_pinned_bytes_per_s: float | None = None

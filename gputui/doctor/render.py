@@ -11,7 +11,9 @@ The JSON schema is a contract for scripts::
                   "matmul_fp32_tflops": float | null, "matmul_bf16_tflops": float | null,
                   "notes": [str, ...]}, ...]}
 
-A figure that was not measured is ``null``, never a guess.
+A figure that was not measured is ``null``, never a guess. Bandwidths are bytes per
+second: ``copy_bytes_per_s`` counts each copied byte twice, read and written (as
+nvbandwidth and STREAM's Copy do); a host/device transfer counts each byte once.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import textwrap
 from typing import Any
 
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
-from gputui.format import NA, fmt_bytes, fmt_columns, fmt_rate, fmt_tflops
+from gputui.format import NA, fmt_bandwidth, fmt_bytes, fmt_columns, fmt_tflops
 
 WIDTH = 80
 """The text fits a terminal this wide (a command is never broken, and may run past it)."""
@@ -33,6 +35,7 @@ STATUS_WORDS = {Status.OK: "ok", Status.WARN: "warn", Status.FAIL: "FAIL", Statu
 
 NAME_WIDTH_MAX = 22
 """Widest the name column gets; longer names push their message to the next line."""
+
 
 _COMMAND_START = re.compile(r"^(?:python\d?|pip\d?|sudo|export|unset|gputui|/\S+|'/)[\s]")
 _NO_BREAK = "\u00a0"
@@ -65,7 +68,7 @@ def render_text(report: DoctorReport, width: int = WIDTH) -> str:
     """The report as aligned plain text: checks, devices, then a one-line summary."""
     lines = ["Checks", *_check_lines(report.checks, width)]
     if report.devices:
-        lines += ["", "Devices (bandwidth: bytes copied per second)"]
+        lines += ["", "Devices (GB/s: 10^9 bytes/s; a copy counts bytes read + written)"]
         for device in report.devices:
             lines += _device_lines(device, width)
     lines += ["", summary(report)]
@@ -152,9 +155,16 @@ def _device_lines(device: DeviceReport, width: int) -> list[str]:
     return lines
 
 
+def copy_figure(device: DeviceReport) -> str:
+    """The copy within the device's memory, marked as counted: ``3.02 TB/s read + write``."""
+    if device.copy_bytes_per_s is None:
+        return NA
+    return f"{fmt_bandwidth(device.copy_bytes_per_s)} read + write"
+
+
 def _figure_rows(device: DeviceReport) -> list[list[str]]:
     copy_label = "host memcpy" if device.device == "cpu" else "copy on device"
-    rows = [[copy_label, fmt_rate(device.copy_bytes_per_s)]]
+    rows = [[copy_label, copy_figure(device)]]
     if device.device == "cpu":
         rows.append(["host <-> device", f"{NA} (the CPU is the host)"])
     else:
@@ -162,7 +172,9 @@ def _figure_rows(device: DeviceReport) -> list[list[str]]:
             ("host -> device", device.h2d_pageable_bytes_per_s, device.h2d_pinned_bytes_per_s),
             ("device -> host", device.d2h_pageable_bytes_per_s, device.d2h_pinned_bytes_per_s),
         ):
-            rows.append([direction, f"pageable {fmt_rate(pageable)}, pinned {fmt_rate(pinned)}"])
+            rows.append(
+                [direction, f"pageable {fmt_bandwidth(pageable)}, pinned {fmt_bandwidth(pinned)}"]
+            )
     return [
         *rows,
         ["matmul fp32", fmt_tflops(device.matmul_fp32_tflops)],

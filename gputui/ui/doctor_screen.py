@@ -36,8 +36,8 @@ from textual.widgets import Footer, Label, LoadingIndicator
 from textual.worker import get_current_worker
 
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
-from gputui.doctor.render import is_command, summary
-from gputui.format import NA, exception_line, fmt_bytes, fmt_rate, fmt_tflops
+from gputui.doctor.render import copy_figure, is_command, summary
+from gputui.format import NA, exception_line, fmt_bandwidth, fmt_bytes, fmt_tflops
 from gputui.telemetry.readings import NvmlReading
 
 DoctorRunner = Callable[[NvmlReading | None], DoctorReport]
@@ -57,8 +57,8 @@ RUNNING = "Running the doctor…"
 
 WAITING = (
     "torch is imported in a child process (never in the app), then each device is "
-    "measured: host memcpy, host ⇄ device bandwidth, pageable and pinned, and matmul "
-    "TFLOP/s in fp32 and bf16. This takes a few seconds; the monitor keeps running."
+    "measured: host memcpy, host ⇄ device bandwidth (GB/s), pageable and pinned, and "
+    "matmul FLOP/s in fp32 and bf16. This takes a few seconds; the monitor keeps running."
 )
 """What the screen says while the first report is on its way."""
 
@@ -240,7 +240,7 @@ def device_rows(device: DeviceReport) -> list[tuple[str, str]]:
         *([("NVML's GPU", str(device.nvml_index))] if device.nvml_index is not None else []),
         ("compute", device.compute_capability or NA),
         ("memory", fmt_bytes(device.memory_bytes)),
-        (copy_label, fmt_rate(device.copy_bytes_per_s)),
+        (copy_label, copy_figure(device)),
     ]
     if device.device == "cpu":
         rows.append(("host ⇄ device", f"{NA} (the CPU is the host)"))
@@ -249,7 +249,9 @@ def device_rows(device: DeviceReport) -> list[tuple[str, str]]:
             ("host → device", device.h2d_pageable_bytes_per_s, device.h2d_pinned_bytes_per_s),
             ("device → host", device.d2h_pageable_bytes_per_s, device.d2h_pinned_bytes_per_s),
         ):
-            rows.append((direction, f"pageable {fmt_rate(pageable)} · pinned {fmt_rate(pinned)}"))
+            rows.append(
+                (direction, f"pageable {fmt_bandwidth(pageable)} · pinned {fmt_bandwidth(pinned)}")
+            )
     rows.append(
         (
             "matmul",

@@ -10,6 +10,7 @@ import pytest
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.doctor.diagnose import diagnose
 from gputui.doctor.render import is_command, render_json, render_text, report_as_dict
+from gputui.format import fmt_bandwidth, fmt_tflops
 from tests.doctor.doctor_facts import facts
 
 CHECK_KEYS = {"name", "status", "message", "fix"}
@@ -123,15 +124,17 @@ def test_text_layout() -> None:
     follow = lines[lines.index(fix[0]) + 1]
     assert follow == " " * 35 + "that exist: `export CUDA_VISIBLE_DEVICES=0,1`"  # `quoted`: whole
     assert "  cuda:0  NVIDIA H100 80GB HBM3, compute 9.0, memory 79.6 GiB" in lines
-    assert "          host -> device  pageable 8.8 GiB/s, pinned 22.4 GiB/s" in lines
+    assert "Devices (GB/s: 10^9 bytes/s; a copy counts bytes read + written)" in lines
+    assert "          copy on device  1.40 TB/s read + write" in lines
+    assert "          host -> device  pageable 9.50 GB/s, pinned 24.0 GB/s" in lines
     assert "          matmul bf16     612 TFLOP/s" in lines
 
 
 def test_the_cpu_reads_as_the_host() -> None:
     text = render_text(DoctorReport(checks=(Check("x", Status.OK, "y"),), devices=(CPU,)))
-    assert "host memcpy      4.7 GiB/s" in text
+    assert "host memcpy      5.00 GB/s read + write" in text
     assert "host <-> device  n/a (the CPU is the host)" in text
-    assert "matmul fp32      0.19 TFLOP/s" in text
+    assert "matmul fp32      190 GFLOP/s" in text
     assert "matmul bf16      n/a" in text
     assert "- bf16 matmul: RuntimeError: not here" in text
 
@@ -148,3 +151,35 @@ def test_the_cpu_reads_as_the_host() -> None:
 )
 def test_is_command(fix: str, command: bool) -> None:
     assert is_command(fix) is command
+
+
+@pytest.mark.parametrize(
+    ("bytes_per_s", "text"),
+    [
+        (3.02e12, "3.02 TB/s"),  # an H100's copy, read + written
+        (2.5e10, "25.0 GB/s"),  # decimal: 25 GB/s, not 23.3 GiB/s
+        (9.66e9, "9.66 GB/s"),
+        (999.6e9, "1.00 TB/s"),  # the unit is chosen after rounding
+        (8.5e8, "850 MB/s"),
+        (0.0, "0 B/s"),
+        (None, "n/a"),
+    ],
+)
+def test_bandwidth_reads_in_decimal_units(bytes_per_s: float | None, text: str) -> None:
+    assert fmt_bandwidth(bytes_per_s) == text
+
+
+@pytest.mark.parametrize(
+    ("tflops", "text"),
+    [
+        (612.0, "612 TFLOP/s"),
+        (48.21, "48.2 TFLOP/s"),
+        (0.9996, "1.00 TFLOP/s"),
+        (0.216, "216 GFLOP/s"),
+        (0.0557, "55.7 GFLOP/s"),
+        (0.000968, "968 MFLOP/s"),  # the issue's CPU bf16, once "0.000968 TFLOP/s"
+        (None, "n/a"),
+    ],
+)
+def test_flops_read_in_the_unit_that_fits(tflops: float | None, text: str) -> None:
+    assert fmt_tflops(tflops) == text

@@ -101,10 +101,12 @@ async def test_d_shows_the_report_and_escape_or_q_returns_to_the_monitor() -> No
         cards = list(screen.query(DeviceCard))
         assert [card.device.device for card in cards] == ["cpu", "cuda:0"]
         assert "cuda:0  NVIDIA H100 80GB HBM3" in text
-        assert "host → device    pageable 5.1 GiB/s · pinned 22.4 GiB/s" in text
-        assert "device → host    pageable 4.6 GiB/s · pinned n/a" in text
+        assert "copy on device   2.90 TB/s read + write" in text
+        assert "host memcpy      9.66 GB/s read + write" in text
+        assert "host → device    pageable 5.50 GB/s · pinned 24.0 GB/s" in text
+        assert "device → host    pageable 4.90 GB/s · pinned n/a" in text
         assert "matmul           fp32 48.2 TFLOP/s · bf16 612 TFLOP/s" in text
-        assert "matmul           fp32 0.124 TFLOP/s · bf16 n/a" in text
+        assert "matmul           fp32 124 GFLOP/s · bf16 n/a" in text
         assert "host ⇄ device    n/a (the CPU is the host)" in text
         assert "· device -> host pinned: timed out" in text
 
