@@ -39,7 +39,10 @@ def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
         type=seconds(TIMEOUT_MIN_S, TIMEOUT_MAX_S, "--timeout", ProbeConfig.TIMEOUT_S),
         default=ProbeConfig.TIMEOUT_S,
         metavar="SECONDS",
-        help=f"how long the torch probe may take, 1 to 3600 (default: {ProbeConfig.TIMEOUT_S:g})",
+        help=(
+            f"how long the torch probe may take, 1 to 3600 (default: {ProbeConfig.TIMEOUT_S:g}),"
+            f" plus {ProbeConfig.TIMEOUT_PER_GPU_S:g} for each GPU it measures"
+        ),
     )
     doctor.set_defaults(handler=run_doctor_command)
     return doctor

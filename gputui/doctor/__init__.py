@@ -10,7 +10,7 @@ Headless: no Textual, and no torch in this process (torch is asked in a child,
 - :mod:`~gputui.doctor.render`: text and JSON.
 
 For the app's Doctor screen: call :func:`run_doctor` in a thread worker (it blocks for
-a few seconds, bounded by ``timeout_s``) and render ``report.checks`` and
+a few seconds, bounded by ``timeout_s`` plus an allowance per GPU) and render ``report.checks`` and
 ``report.devices``.
 """
 

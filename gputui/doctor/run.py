@@ -93,7 +93,8 @@ def run_doctor(
         nvml: An NVML reading (default: sampled here, bounded by ``NVML_TIMEOUT_S``).
         which: Finds ``nvidia-smi`` on ``PATH``.
         torch: The torch facts (default: run the probe child).
-        timeout_s: Seconds the probe child may take.
+        timeout_s: Seconds the probe child may take until it reports its CUDA devices;
+            each adds ``ProbeConfig.TIMEOUT_PER_GPU_S``.
         quick: Identify the devices but measure nothing.
         probe_config: The probe's config (sizes, ``budget_s``; default: its defaults).
         probe_python: The probe child's interpreter, alone or with its flags (default:

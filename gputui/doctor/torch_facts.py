@@ -3,9 +3,11 @@
 The child is the engine's ``probe`` mode (:mod:`gputui.engine.probe`), run through
 the one :class:`~gputui.jobs.process.ChildProcess`; :func:`facts_from_events` folds
 its events into :class:`TorchFacts`. :func:`run_probe` never raises and never hangs:
-a child that does not finish within ``timeout_s`` (a hung CUDA init) is killed with
+a child that does not finish within its time limit (a hung CUDA init) is killed with
 its whole process group, and the facts keep whatever it said before, plus the step
-it was on.
+it was on. The limit is ``timeout_s`` until the child says how many CUDA devices it
+will measure, then grows by :attr:`ProbeConfig.TIMEOUT_PER_GPU_S` for each
+(:meth:`ProbeConfig.time_limit_s`), so a hung CUDA init is still caught early.
 """
 
 from __future__ import annotations
@@ -207,10 +209,11 @@ def run_probe(
     environ: Mapping[str, str] | None = None,
     python: str | Sequence[str] | None = None,
 ) -> TorchFacts:
-    """Run the probe child and read what it says; never raises, never outlives ``timeout_s``.
+    """Run the probe child and read what it says; never raises, never outlives its limit.
 
     Args:
-        timeout_s: Seconds the child may run before it is killed.
+        timeout_s: Seconds the child may run before it is killed, until it reports the
+            CUDA devices it will measure; each adds ``ProbeConfig.TIMEOUT_PER_GPU_S``.
         config: What the probe measures (default: :class:`ProbeConfig`'s defaults).
         environ: The child's environment (default: this process's); ``CUDA_VISIBLE_DEVICES``
             and the library path in it decide what torch sees.
@@ -220,8 +223,21 @@ def run_probe(
         The facts; ``failure`` says why when the child did not complete.
     """
     started = time.monotonic()
+    config = config or ProbeConfig()
+
+    def time_limit_for(event: Event) -> float | None:
+        if isinstance(event, CudaProbed) and event.available is True:
+            count = event.device_count
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                return config.time_limit_s(timeout_s, count)
+        return None
+
     outcome = run_to_end(
-        config or ProbeConfig(), timeout_s=timeout_s, python=python, environ=environ
+        config,
+        timeout_s=timeout_s,
+        python=python,
+        environ=environ,
+        time_limit_for=time_limit_for,
     )
     facts = facts_from_events(outcome.events)
     tail = "\n".join(outcome.stderr_tail.splitlines()[-STDERR_TAIL_LINES:]).strip()
@@ -229,7 +245,7 @@ def run_probe(
     failure = None
     if outcome.timed_out:
         where = f" while {facts.last_step}" if facts.last_step else ""
-        failure = f"the torch probe timed out after {timeout_s:g} s{where}"
+        failure = f"the torch probe timed out after {outcome.time_limit_s:g} s{where}"
     elif outcome.start_error is not None:
         failure = f"the torch probe could not start: {outcome.start_error}"
     elif isinstance(ended, Error) and outcome.said_its_end:  # it caught its own crash

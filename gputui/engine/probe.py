@@ -15,8 +15,9 @@ initialising CUDA, measuring a device), so a parent that has to kill a hung prob
 can say where it hung, and keeps everything sent before (:mod:`gputui.doctor.torch_facts`).
 
 torch is imported here, not at the module's top, so that an import that fails is
-reported. Every measurement warms up, synchronizes before reading the clock, and is
-bounded by a share of ``budget_s``; a figure that cannot be taken is ``None`` with a note.
+reported. Every measurement warms up, synchronizes before reading the clock, and
+times a loop of a share of ``budget_s``, but never shorter than ``MIN_LOOP_S`` nor fewer
+than ``MIN_REPS`` calls; a figure that cannot be taken is ``None`` with a note.
 """
 
 from __future__ import annotations
@@ -53,6 +54,23 @@ Emit = Callable[[Event], None]
 MEASUREMENTS_PER_DEVICE = {"cpu": 3, "cuda": 7, "mps": 7}
 """Timed loops per device type: copy and two matmuls, plus four transfers off the CPU."""
 
+MIN_LOOP_S = 0.1
+"""Shortest timed loop. Reading the clock and the one synchronize at the loop's end cost
+tens of microseconds, a few hundredths of a percent of this; a split budget alone gives
+8 GPUs about 0.05 s a loop, two 8192-square fp32 matmuls on an H100."""
+
+MIN_REPS = 5
+"""Fewest calls a timed loop averages, so that one call that runs long (a clock still
+ramping up, another process's burst) is a fifth of the figure at most, not half of it."""
+
+SLOW_LOOP_MAX_S = 2.0
+"""A call so slow that ``MIN_REPS`` of them would take longer than this (and longer than
+the loop's share) is timed fewer times: a call that long is timed precisely on its own,
+and the probe must stay quick (a CPU without fast bf16 takes about 2 s per matmul)."""
+
+MAX_REPS = 100_000
+"""Most calls a timed loop makes (a call of nothing, on a coarse clock)."""
+
 ERROR_TEXT_MAX = 1000
 """Longest error text passed on; torch's CUDA errors can run to pages."""
 
@@ -73,30 +91,54 @@ def recorded_warnings() -> Iterator[list[str]]:
     texts.extend(str(item.message).strip() for item in caught)
 
 
-def seconds_per_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: float) -> float:
-    """Time ``fn`` correctly: warm up, then repeat it for about ``budget_s``, synchronized.
+def loop_seconds(budget_s: float, loops: int) -> float:
+    """Seconds for each timed loop: an equal share of ``budget_s``, at least ``MIN_LOOP_S``."""
+    return max(budget_s / max(loops, 1), MIN_LOOP_S)
+
+
+def timed_reps(once_s: float, loop_s: float) -> int:
+    """How many calls the timed loop makes, given one call's time.
+
+    Enough to fill ``loop_s``, and at least ``MIN_REPS``; but a call so slow that these
+    would run past ``SLOW_LOOP_MAX_S`` (or past ``loop_s``, if longer) gets only as many as
+    fit there, and ``0`` when not one does: the call that sized the loop is then the figure.
+    """
+    longest_s = max(loop_s, SLOW_LOOP_MAX_S)
+    reps = max(MIN_REPS, math.ceil(loop_s / max(once_s, 1e-9)))
+    if reps * once_s > longest_s:
+        reps = int(longest_s / once_s)
+    return min(reps, MAX_REPS)
+
+
+def seconds_per_call(
+    fn: Callable[[], object],
+    sync: Callable[[], None],
+    loop_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """Time ``fn`` correctly: warm up, then repeat it for about ``loop_s``, synchronized.
 
     One warm-up call pays for lazy initialisation (allocations, kernel choice); one
-    timed call sizes the loop; the loop then runs with one synchronize at its end,
-    before the clock is read, so queued device work is counted.
+    timed call sizes the loop (:func:`timed_reps`); the loop then runs with one
+    synchronize at its end, before the clock is read, so queued device work is counted.
 
     Returns:
         Seconds per call.
     """
     fn()
     sync()
-    start = time.perf_counter()
+    start = clock()
     fn()
     sync()
-    once = time.perf_counter() - start
-    if once >= budget_s:
+    once = clock() - start
+    reps = timed_reps(once, loop_s)
+    if reps == 0:
         return once
-    reps = max(1, min(100_000, int(budget_s / max(once, 1e-7))))
-    start = time.perf_counter()
+    start = clock()
     for _ in range(reps):
         fn()
     sync()
-    return (time.perf_counter() - start) / reps
+    return (clock() - start) / reps
 
 
 def _finite_positive(value: float) -> float | None:
@@ -106,18 +148,16 @@ def _finite_positive(value: float) -> float | None:
 class _Figures:
     """Measured figures of one device, with a note for each one that failed."""
 
-    def __init__(self, sync: Callable[[], None], budget_s: float) -> None:
+    def __init__(self, sync: Callable[[], None], loop_s: float) -> None:
         self.sync = sync
-        self.budget_s = budget_s
+        self.loop_s = loop_s
         self.values: dict[str, float | None] = {}
         self.notes: list[str] = []
 
     def rate(self, key: str, label: str, work: float, fn: Callable[[], object]) -> None:
         """Store ``work / seconds_per_call(fn)`` under ``key``, or ``None`` and a note."""
         try:
-            self.values[key] = _finite_positive(
-                work / seconds_per_call(fn, self.sync, self.budget_s)
-            )
+            self.values[key] = _finite_positive(work / seconds_per_call(fn, self.sync, self.loop_s))
         except Exception as error:
             self.values[key] = None
             self.notes.append(f"{label}: {error_text(error)}")
@@ -155,14 +195,14 @@ def _pinned(nbytes: int) -> tuple[torch.Tensor | None, str | None]:
 
 
 def measure_device(
-    device: torch.device, config: ProbeConfig, budget_s: float
+    device: torch.device, config: ProbeConfig, loop_s: float
 ) -> tuple[dict[str, float | None], list[str]]:
     """Bandwidth and matmul figures of one device; the same code for CPU, CUDA and MPS.
 
     Args:
         device: ``cpu``, ``cuda:N`` or ``mps``.
         config: Sizes (``*_copy_mib``, ``*_matmul_n``).
-        budget_s: Seconds for each timed loop.
+        loop_s: Seconds for each timed loop.
 
     Returns:
         The :class:`~gputui.doctor.checks.DeviceReport` figure fields, and the notes.
@@ -172,7 +212,7 @@ def measure_device(
     from gputui.engine.devices import synchronize
 
     kind = "gpu" if device.type == "cuda" else device.type
-    figures = _Figures(lambda: synchronize(device), budget_s)
+    figures = _Figures(lambda: synchronize(device), loop_s)
     _copies(figures, device, int(getattr(config, f"{kind}_copy_mib")) << 20)
     _matmul(figures, device, int(getattr(config, f"{kind}_matmul_n")))
     if device.type == "cuda":
@@ -438,7 +478,7 @@ def run_probe(config: ProbeConfig, emit: Emit) -> None:
     if mps_available:
         devices.append(("mps", _mps_identity))
     loops = sum(MEASUREMENTS_PER_DEVICE[name.split(":")[0]] for name, _ in devices)
-    budget_s = float(config.budget_s) / max(loops, 1)
+    loop_s = loop_seconds(float(config.budget_s), loops)
     for name, identity in devices:
         emit(ProbeStep(f"reading {name}"))
         try:
@@ -451,7 +491,7 @@ def run_probe(config: ProbeConfig, emit: Emit) -> None:
             continue
         emit(ProbeStep(f"measuring {name}"))
         try:
-            figures, notes = measure_device(torch.device(name), config, budget_s)
+            figures, notes = measure_device(torch.device(name), config, loop_s)
         except Exception as error:
             figures, notes = {}, [f"measurement failed: {error_text(error)}"]
         emit(DeviceProbed(device=name, figures=figures, notes=tuple(notes)))

@@ -300,16 +300,20 @@ class ExperimentConfig(JobConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeConfig(Portable):
-    """What the doctor's probe measures, and how big. ``budget_s`` bounds all the timed
-    loops together (warm-ups and device set-up come on top)."""
+    """What the doctor's probe measures, and how big. ``budget_s`` is shared by all the timed
+    loops (warm-ups and device set-up come on top), but each loop has a floor (the engine's
+    ``MIN_LOOP_S`` and ``MIN_REPS``), so many GPUs take longer: :meth:`time_limit_s`."""
 
     MODE: ClassVar[str] = "probe"
     NAME: ClassVar[str] = "probe config"
     WHAT: ClassVar[str] = "torch probe"
     STRICT: ClassVar[bool] = True
     TIMEOUT_S: ClassVar[float] = 60.0
-    """How long the probe may take by default: importing torch and initialising CUDA can take
-    a while."""
+    """How long the probe may take by default before it says how many GPUs it will measure:
+    importing torch and initialising CUDA can take a while."""
+    TIMEOUT_PER_GPU_S: ClassVar[float] = 30.0
+    """What each CUDA device it measures adds to the probe's time limit: its context, its
+    buffers, seven warmed-up loops (a slow GPU's 8192-square bf16 matmul takes seconds)."""
 
     measure: bool = True
     """Measure bandwidth and matmuls; ``False`` only identifies the devices (``--quick``)."""
@@ -317,7 +321,7 @@ class ProbeConfig(Portable):
     """Stop once torch, CUDA and MPS have answered: no pitfalls, no devices (the monitor's
     question: can PyTorch use MPS here?)."""
     budget_s: float = 3.0
-    """Seconds of timed loops, over every device together."""
+    """Seconds of timed loops, shared by every device's loops (each has a floor)."""
     cpu_copy_mib: int = 64
     cpu_matmul_n: int = 1024
     gpu_copy_mib: int = 256
@@ -335,6 +339,21 @@ class ProbeConfig(Portable):
             if spec.name.endswith(("_mib", "_n")):
                 _at_least(spec.name, getattr(self, spec.name), 1)
         _seconds_above_zero("budget", self.budget_s)
+
+    def time_limit_s(self, base_s: float, cuda_devices: int) -> float:
+        """How long the probe may run, once it has said how many CUDA devices it sees.
+
+        Args:
+            base_s: The limit before it said (``TIMEOUT_S``, or ``gputui doctor --timeout``):
+                importing torch, initialising CUDA, the CPU's figures.
+            cuda_devices: ``torch.cuda.device_count()``.
+
+        Returns:
+            ``base_s``, plus ``TIMEOUT_PER_GPU_S`` for each CUDA device it will measure.
+        """
+        if not self.measure or self.torch_only:
+            return base_s
+        return base_s + self.TIMEOUT_PER_GPU_S * max(cuda_devices, 0)
 
 
 @dataclass(frozen=True, kw_only=True)

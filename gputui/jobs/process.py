@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -360,6 +360,8 @@ class Outcome:
     """The child's exit code (negative: killed by that signal)."""
     stderr_tail: str
     """The last lines the child wrote to standard error."""
+    time_limit_s: float = 0.0
+    """The time limit it ran under at the end (an event may have changed it)."""
 
     @property
     def last(self) -> Event | None:
@@ -375,20 +377,34 @@ def run_to_end(
     timeout_s: float,
     python: str | Sequence[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    time_limit_for: Callable[[Event], float | None] | None = None,
 ) -> Outcome:
     """Run a job and wait for it, for ``timeout_s`` at the most; never raises.
 
     A job that takes longer (a CUDA init hung in the driver) has its whole process
     group killed; what it said before is kept. A process stuck in the driver may not
     die at once: it is left behind rather than waited for.
+
+    Args:
+        config: The job.
+        timeout_s: Seconds from the start it may run.
+        python: The child's interpreter, alone or with its flags (default: this one).
+        environ: The child's environment (default: this process's).
+        time_limit_for: A new limit (seconds from the start) that an event sets, or
+            ``None`` to keep the one there is: the probe's grows with the GPUs it reports.
     """
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    limit_s = timeout_s
     child = ChildProcess(config, python=python, environ=environ).start()
     events: list[Event] = []
     timed_out = False
     try:
-        while (event := child.next_event(max(deadline - time.monotonic(), 0.0))) is not None:
+        while (
+            event := child.next_event(max(started + limit_s - time.monotonic(), 0.0))
+        ) is not None:
             events.append(event)
+            if time_limit_for is not None and (new_limit_s := time_limit_for(event)) is not None:
+                limit_s = new_limit_s
     except TimeoutError:
         timed_out = True
         child.kill(wait_s=KILL_WAIT_S)
@@ -400,6 +416,7 @@ def run_to_end(
         said_its_end=child.said_its_end,
         returncode=child.returncode,
         stderr_tail=child.stderr_tail,
+        time_limit_s=limit_s,
     )
 
 
