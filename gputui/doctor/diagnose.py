@@ -18,9 +18,15 @@ from gputui.doctor.pitfalls import pitfall_checks
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.visible import VisibleDevices, parse_visible_devices
 from gputui.doctor.wheels import (
+    GpuCode,
     channel_for_driver,
+    channel_version,
+    channels_for_gpu,
+    format_capability,
+    gpu_code,
     install_command,
     oldest_channel_version,
+    parse_capability,
     parse_cuda_version,
 )
 from gputui.telemetry.readings import NvmlReading
@@ -66,6 +72,7 @@ def diagnose(facts: DoctorFacts) -> DoctorReport:
         check_driver_vs_build(facts),
         check_visible_devices(facts, visible),
         check_cuda(facts, visible),
+        check_gpu_code(facts),
         check_mps(facts.platform, facts.torch, python=facts.python),
         *pitfall_checks(facts.torch, python=facts.python),
     ]
@@ -417,3 +424,95 @@ def _cuda_fix(facts: DoctorFacts, visible: VisibleDevices, error: str) -> str:
         if re.search(pattern, error, re.IGNORECASE):
             return fix
     return "nvidia-smi and `sudo dmesg | grep -i nvrm` say more about what the driver refuses"
+
+
+def check_gpu_code(facts: DoctorFacts) -> Check:
+    """Each CUDA GPU's compute capability against the code this torch carries
+    (``torch.cuda.get_arch_list()``): a GPU it has no code for fails every kernel."""
+    torch = facts.torch
+    name = "GPU code"
+    if torch.imported is not True or not torch.cuda_version or torch.hip_version:
+        return Check(name, Status.SKIP, f"Nothing to check: torch is {_build_text(torch)}.")
+    gpus = [
+        (device, capability)
+        for device in torch.devices
+        if device.device.startswith("cuda:")
+        and (capability := parse_capability(device.compute_capability)) is not None
+    ]
+    if not gpus:
+        return Check(name, Status.SKIP, "No CUDA GPU was read, so there is nothing to check.")
+    arches = torch.cuda_arch_list
+    if not arches:
+        return Check(name, Status.SKIP, "The probe did not say which GPU code torch carries.")
+    carried = f"torch {torch.version} carries {' '.join(arches)}"
+    verdicts = {device.device: gpu_code(capability, arches) for device, capability in gpus}
+    for verdict in (GpuCode.NONE, GpuCode.PTX):
+        capability = next((c for d, c in gpus if verdicts[d.device] is verdict), None)
+        if capability is None:
+            continue
+        hit = [(d, c) for d, c in gpus if verdicts[d.device] is verdict and c == capability]
+        has = "has" if len(hit) == 1 else "have"
+        which = f"{_gpus_text(hit)} {has} compute capability {format_capability(capability)}"
+        fix = _gpu_code_fix(facts, capability)
+        if verdict is GpuCode.NONE:
+            return Check(
+                name,
+                Status.FAIL,
+                f"{which}, but {carried}: no sm_{capability // 10}x and no PTX it could "
+                "compile, so every CUDA kernel fails with 'no kernel image is available for "
+                "execution on the device'.",
+                fix,
+            )
+        return Check(
+            name,
+            Status.WARN,
+            f"{which}, and {carried}: no compiled code for it, only PTX, which the driver "
+            "compiles at first use (minutes at start, and slower kernels).",
+            fix,
+        )
+    return Check(name, Status.OK, f"{carried}: code for {_gpus_text(gpus, capability=True)}.")
+
+
+def _gpus_text(gpus: list[tuple[DeviceReport, int]], *, capability: bool = False) -> str:
+    """``cuda:0 and cuda:1 (NVIDIA H100 80GB HBM3)``: the GPUs, grouped by kind."""
+    kinds: dict[str, list[str]] = {}
+    for device, code in gpus:
+        kind = f"{device.name}, {format_capability(code)}" if capability else device.name
+        kinds.setdefault(kind, []).append(device.device)
+    return " and ".join(f"{_and(devices)} ({kind})" for kind, devices in kinds.items())
+
+
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _gpu_code_fix(facts: DoctorFacts, capability: int) -> str:
+    """The exact command for a build with code for this GPU that this driver runs."""
+    machine = facts.torch.platform_machine or facts.platform.machine
+    channels = channels_for_gpu(capability, machine)
+    python, packages = facts.python, _packages(facts.torch)
+    if not channels:
+        return (
+            f"no PyTorch wheel carries code for compute capability "
+            f"{format_capability(capability)}: build torch from source with "
+            f"`TORCH_CUDA_ARCH_LIST={format_capability(capability)}`, or use a vendor's build "
+            "for this GPU"
+        )
+    driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
+    runnable = [c for c in channels if driver is not None and channel_version(c) <= driver]
+    if runnable:
+        return install_command(runnable[0], python=python, packages=packages)
+    oldest = channels[-1]
+    needs = ".".join(str(part) for part in channel_version(oldest))
+    command = install_command(oldest, python=python, packages=packages)
+    if driver is None:
+        return (
+            f"install a build with code for this GPU (it needs a driver for CUDA {needs} "
+            f"or later): `{command}`"
+        )
+    return (
+        f"the driver supports CUDA {facts.nvml.status.cuda_driver_version}, older than any "
+        f"build with code for this GPU: update the NVIDIA driver (CUDA {needs} or later), "
+        f"then `{command}`"
+    )

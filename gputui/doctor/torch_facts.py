@@ -81,6 +81,8 @@ class TorchFacts:
     """Warnings from asking CUDA (``CUDA initialization: ...``)."""
     cudnn_version: int | None = None
     """``torch.backends.cudnn.version()``."""
+    cuda_arch_list: tuple[str, ...] = ()
+    """``torch.cuda.get_arch_list()`` (``sm_90``, ``compute_90``); empty when not known."""
     mps_available: bool | None = None
     """``torch.backends.mps.is_available()``."""
     mps_warnings: tuple[str, ...] = ()
@@ -133,6 +135,7 @@ def facts_from_events(events: Iterable[Event | None]) -> TorchFacts:
                 cuda_init_error=_text(event.init_error),
                 cuda_warnings=_texts(event.warnings),
                 cudnn_version=cudnn if _whole(cudnn) else None,
+                cuda_arch_list=_texts(event.arch_list),
             )
         elif isinstance(event, MpsProbed):
             facts["mps_available"] = _flag(event.available)

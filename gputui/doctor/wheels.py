@@ -1,12 +1,19 @@
-"""Which CUDA build of torch to install for a given NVIDIA driver.
+"""Which CUDA build of torch to install for a given NVIDIA driver and GPU.
 
 PyTorch publishes CUDA wheels on one index per CUDA version ("channel"),
 ``https://download.pytorch.org/whl/cuXYZ``. A driver runs a build whose CUDA
 version is at most the driver's own (``nvidia-smi``'s "CUDA Version"), so the
 right channel is the newest one not newer than the driver.
+
+A build runs on a GPU only if it carries code for the GPU's compute capability
+(``torch.cuda.get_arch_list()``): compiled code (``sm_80``) runs on GPUs of the same
+major version and an equal or later minor one (8.0, 8.6, 8.9); PTX (``compute_80``)
+is compiled by the driver at first use for any GPU of that capability or later.
 """
 
 from __future__ import annotations
+
+from enum import Enum
 
 INDEX_URL = "https://download.pytorch.org/whl"
 """PyTorch's wheel index; a channel is a folder under it."""
@@ -74,3 +81,115 @@ def install_command(
     if replace:
         return f"{python} -m pip uninstall -y {names} && {install}"
     return install
+
+
+CHANNEL_CODE: dict[str, dict[str, frozenset[int]]] = {
+    "cu130": {
+        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
+        "aarch64": frozenset({80, 90, 100, 110, 120}),
+    },
+    "cu129": {
+        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
+        "aarch64": frozenset({80, 90, 100, 120}),
+    },
+    "cu128": {
+        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
+        "aarch64": frozenset({80, 90, 100, 120}),
+    },
+    "cu126": {
+        "x86_64": frozenset({50, 60, 70, 75, 80, 86, 90}),
+        "aarch64": frozenset({80, 90}),
+    },
+    "cu124": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
+    "cu121": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
+    "cu118": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
+}
+"""The compiled code (``sm_XY`` as ``XY``) of the newest torch on each channel, per
+processor, as ``torch.cuda.get_arch_list()`` lists it (torch 2.13's own table,
+``torch.cuda.PYTORCH_RELEASES_CODE_CC``, for cu126 to cu130; torch 2.11 dropped sm_70
+from cu128). Blackwell (10.0, 12.0) needs cu128 or later."""
+
+INTEGRATED = frozenset({53, 62, 72, 87, 101})
+"""Jetson and Thor GPUs: only code built for exactly them runs there (torch's rule),
+and Thor's 10.1 became 11.0 in CUDA 13, so ``sm_101`` also runs on 11.0."""
+
+
+class GpuCode(str, Enum):
+    """What a build carries for one GPU."""
+
+    COMPILED = "compiled"
+    """Compiled code (``sm_XY``) that runs on it."""
+    PTX = "ptx"
+    """Only PTX (``compute_XY``) that the driver compiles for it at first use."""
+    NONE = "none"
+    """Nothing it can run: every kernel fails with "no kernel image is available"."""
+
+
+def parse_capability(text: str | None) -> int | None:
+    """``"9.0"`` -> ``90``, ``"12.0"`` -> ``120``; ``None`` for anything else."""
+    version = parse_cuda_version(text)
+    if version is None or not 0 <= version[1] <= 9:
+        return None
+    return 10 * version[0] + version[1]
+
+
+def format_capability(capability: int) -> str:
+    """``120`` -> ``12.0``."""
+    return f"{capability // 10}.{capability % 10}"
+
+
+def _parse_arch(arch: str) -> tuple[str, int, str] | None:
+    """``sm_90a`` -> ``("sm", 90, "a")``; ``compute_120`` -> ``("compute", 120, "")``."""
+    kind, _, rest = arch.strip().lower().partition("_")
+    suffix = rest[-1:] if rest[-1:] in ("a", "f") else ""
+    number = rest[: len(rest) - len(suffix)]
+    if kind not in ("sm", "compute") or not number.isdigit():
+        return None
+    return kind, int(number), suffix
+
+
+def _same_family(code: int, capability: int) -> bool:
+    """Compiled code for ``code`` runs on ``capability`` (same major, minor not older)."""
+    if code in INTEGRATED or capability in INTEGRATED:
+        return code == capability or (code == 101 and capability == 110)
+    return code // 10 == capability // 10 and capability >= code
+
+
+def _runs(kind: str, code: int, suffix: str, capability: int) -> bool:
+    if suffix == "a":  # sm_90a, compute_90a: exactly that GPU
+        return code == capability
+    if kind == "sm" or suffix == "f":
+        return _same_family(code, capability)
+    return capability >= code  # PTX: the driver compiles it for any later GPU
+
+
+def gpu_code(capability: int, arch_list: tuple[str, ...]) -> GpuCode:
+    """Whether a build with ``arch_list`` runs on a GPU of ``capability`` (``90`` for 9.0).
+
+    ``a`` code (``sm_90a``) runs only on exactly its GPU; ``f`` code (``sm_100f``) on its
+    family, as plain compiled code does.
+    """
+    ptx = False
+    for parsed in filter(None, map(_parse_arch, arch_list)):
+        kind, code, suffix = parsed
+        if _runs(kind, code, suffix, capability):
+            if kind == "sm":
+                return GpuCode.COMPILED
+            ptx = True
+    return GpuCode.PTX if ptx else GpuCode.NONE
+
+
+def channels_for_gpu(capability: int, machine: str | None) -> tuple[str, ...]:
+    """The channels whose newest torch carries compiled code for ``capability``, newest
+    first; ``machine`` is ``platform.machine()`` (``aarch64``, else x86_64 is assumed)."""
+    key = "aarch64" if (machine or "").lower() in ("aarch64", "arm64") else "x86_64"
+    return tuple(
+        channel
+        for _, channel in CHANNELS
+        if any(_same_family(code, capability) for code in CHANNEL_CODE[channel].get(key, ()))
+    )
+
+
+def channel_version(channel: str) -> tuple[int, int]:
+    """``cu128`` -> ``(12, 8)``."""
+    return next(version for version, name in CHANNELS if name == channel)

@@ -392,12 +392,17 @@ def _cuda_stage(torch: Any, emit: Emit) -> int:
             except Exception as error:
                 init_error = error_text(error)
     cudnn = None
+    arch_list: tuple[str, ...] = ()
     if available:
         try:
             cudnn = torch.backends.cudnn.version()
         except Exception:
             cudnn = None
-    emit(CudaProbed(available, count, init_error, tuple(cuda_warnings), cudnn))
+        try:  # the GPU code this build carries: sm_90 is compiled code, compute_90 is PTX
+            arch_list = tuple(str(arch) for arch in torch.cuda.get_arch_list())
+        except Exception:
+            arch_list = ()
+    emit(CudaProbed(available, count, init_error, tuple(cuda_warnings), cudnn, arch_list=arch_list))
     return count if available else 0
 
 

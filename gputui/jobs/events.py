@@ -567,6 +567,9 @@ class CudaProbed(Event):
     """Warnings from asking CUDA (``CUDA initialization: ...``)."""
     cudnn_version: int | None = None
     """``torch.backends.cudnn.version()``."""
+    arch_list: tuple[str, ...] = ()
+    """``torch.cuda.get_arch_list()``: the GPU code this build carries, ``sm_90`` compiled,
+    ``compute_90`` as PTX; empty when CUDA is not available (or an older engine sent it)."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gputui.doctor.checks import DeviceReport
 from gputui.doctor.diagnose import DoctorFacts
 from gputui.doctor.mps import PlatformFacts
 from gputui.doctor.torch_facts import TorchFacts
@@ -83,6 +84,24 @@ CUDA_TORCH = replace(
     cudnn_version=90100,
 )
 """A CUDA 12.4 build that works."""
+
+
+WHEEL_ARCHES = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
+"""``torch.cuda.get_arch_list()`` of the cu118 to cu126 wheels (x86_64)."""
+
+CU128_ARCHES = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+"""``torch.cuda.get_arch_list()`` of torch 2.11's cu128 wheel (x86_64)."""
+
+
+def cuda_devices(
+    count: int = 2, name: str = "NVIDIA H100 80GB HBM3", capability: str = "9.0"
+) -> tuple[DeviceReport, ...]:
+    """The CPU and ``count`` CUDA devices of one kind, as the probe reports them."""
+    gpus = tuple(
+        DeviceReport(device=f"cuda:{i}", name=name, compute_capability=capability)
+        for i in range(count)
+    )
+    return (DeviceReport(device="cpu", name="CPU"), *gpus)
 
 
 def facts(**changes: Any) -> DoctorFacts:
