@@ -49,6 +49,8 @@ from gputui.jobs.events import (
 if TYPE_CHECKING:
     import torch
 
+    from gputui.engine.devices import CpuBf16
+
 Emit = Callable[[Event], None]
 
 MEASUREMENTS_PER_DEVICE = {"cpu": 3, "cuda": 7, "mps": 7}
@@ -70,6 +72,10 @@ and the probe must stay quick (a CPU without fast bf16 takes about 2 s per matmu
 
 MAX_REPS = 100_000
 """Most calls a timed loop makes (a call of nothing, on a coarse clock)."""
+
+SLOW_BF16_RATIO = 2.0
+"""A CPU whose bf16 matmul is this many times slower than its fp32 one gets a note
+saying why."""
 
 ERROR_TEXT_MAX = 1000
 """Longest error text passed on; torch's CUDA errors can run to pages."""
@@ -184,6 +190,78 @@ def _matmul(figures: _Figures, device: torch.device, n: int) -> None:
     figures.notes.append(f"matmul: {n}x{n}; fp32 is IEEE fp32 (TF32 off), bf16 sums in fp32")
 
 
+def bf16_matmul_note(
+    fp32_tflops: float | None,
+    bf16_tflops: float | None,
+    cpu: CpuBf16,
+    *,
+    onednn_on: bool,
+    onednn_bf16: bool | None,
+    x86: bool,
+) -> str | None:
+    """Why a CPU's bf16 matmul is much slower than its fp32 one; ``None`` when it is not.
+
+    Without oneDNN's bf16 (no AVX-512, or oneDNN off), torch multiplies bf16 matrices in
+    its generic reference loop, orders of magnitude slower than fp32 through MKL.
+
+    Args:
+        fp32_tflops: The measured fp32 matmul.
+        bf16_tflops: The measured bf16 matmul.
+        cpu: What /proc/cpuinfo and torch say of the CPU's bf16 instructions.
+        onednn_on: Whether torch has oneDNN and it is on (``torch.backends.mkldnn``).
+        onednn_bf16: Whether oneDNN runs bf16 on this CPU, as torch decides it
+            (``torch.ops.mkldnn._is_mkldnn_bf16_supported()``); ``None`` when unknown.
+        x86: Whether the CPU is an x86 one (AVX-512 and AMX are x86's).
+    """
+    if fp32_tflops is None or bf16_tflops is None or bf16_tflops <= 0:
+        return None
+    ratio = fp32_tflops / bf16_tflops
+    if ratio < SLOW_BF16_RATIO:
+        return None
+    head = f"bf16 matmul is {ratio:.0f}x slower than fp32 here"
+    kernels = f"torch CPU kernels: {cpu.capability or 'unknown'}"
+    fallback = "so torch falls back to its generic reference loop"
+    if not onednn_on:
+        return f"{head}: torch's oneDNN is off or missing (torch.backends.mkldnn), {fallback}"
+    if onednn_bf16 is False:
+        return (
+            f"{head}: torch's oneDNN has no bf16 matmul for this CPU (it needs AVX-512; "
+            f"{kernels}), {fallback}"
+        )
+    if not x86:
+        return f"{head}: torch has no fast bf16 matmul for this CPU ({kernels})"
+    have = [
+        name for name, flag in (("AVX512-BF16", cpu.avx512_bf16), ("AMX", cpu.amx_bf16)) if flag
+    ]
+    if not have:
+        return (
+            f"{head}: this CPU has no AVX512-BF16 or AMX, so oneDNN emulates bf16 "
+            "(converting to fp32 and back in software)"
+        )
+    return f"{head}, although this CPU has {' and '.join(have)} ({kernels})"
+
+
+def _cpu_bf16_note(values: dict[str, float | None]) -> str | None:
+    """:func:`bf16_matmul_note` with this CPU's flags and torch's own oneDNN answers."""
+    import torch
+
+    from gputui.engine.devices import cpu_bf16
+
+    mkldnn = torch.backends.mkldnn
+    try:
+        onednn_bf16: bool | None = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # a private op: absent from some builds
+        onednn_bf16 = None
+    return bf16_matmul_note(
+        values.get("matmul_fp32_tflops"),
+        values.get("matmul_bf16_tflops"),
+        cpu_bf16(),
+        onednn_on=bool(mkldnn.is_available() and mkldnn.enabled),
+        onednn_bf16=onednn_bf16,
+        x86=platform.machine().lower() in {"x86_64", "amd64", "i386", "i686"},
+    )
+
+
 def _pinned(nbytes: int) -> tuple[torch.Tensor | None, str | None]:
     """A pinned host buffer, or ``None`` and torch's reason."""
     import torch
@@ -215,6 +293,10 @@ def measure_device(
     figures = _Figures(lambda: synchronize(device), loop_s)
     _copies(figures, device, int(getattr(config, f"{kind}_copy_mib")) << 20)
     _matmul(figures, device, int(getattr(config, f"{kind}_matmul_n")))
+    if device.type == "cpu":
+        note = _cpu_bf16_note(figures.values)
+        if note is not None:
+            figures.notes.append(note)
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return figures.values, figures.notes

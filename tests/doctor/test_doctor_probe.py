@@ -213,3 +213,71 @@ def test_parse_skips_noise_and_merges_device_lines() -> None:
     assert cpu.copy_bytes_per_s == 5e9
     assert cpu.matmul_fp32_tflops is None  # not positive: never shown as a figure
     assert cpu.notes == ("a", "b")
+
+
+# ------------------------------------------------------------- bf16 on a CPU
+
+
+def _note(
+    fp32: float | None,
+    bf16: float | None,
+    *,
+    avx512_bf16: bool = False,
+    amx_bf16: bool = False,
+    capability: str = "AVX2",
+    onednn_on: bool = True,
+    onednn_bf16: bool | None = True,
+    x86: bool = True,
+) -> str | None:
+    from gputui.engine.devices import CpuBf16
+    from gputui.engine.probe import bf16_matmul_note
+
+    return bf16_matmul_note(
+        fp32,
+        bf16,
+        CpuBf16(avx512_bf16, amx_bf16, capability),
+        onednn_on=onednn_on,
+        onednn_bf16=onednn_bf16,
+        x86=x86,
+    )
+
+
+def test_a_cpu_without_onednn_bf16_is_told_why_its_bf16_matmul_crawls() -> None:
+    """The figures of the CPU the issue saw: 0.000968 TFLOP/s bf16, tens of GFLOP/s fp32."""
+    note = _note(0.0557, 0.000968, onednn_bf16=False)
+    assert note == (
+        "bf16 matmul is 58x slower than fp32 here: torch's oneDNN has no bf16 matmul for "
+        "this CPU (it needs AVX-512; torch CPU kernels: AVX2), so torch falls back to its "
+        "generic reference loop"
+    )
+
+
+def test_the_bf16_note_follows_the_ratio_and_the_flags() -> None:
+    assert _note(0.0557, 0.216, avx512_bf16=True) is None  # this machine: bf16 is faster
+    assert _note(0.2, 0.11) is None  # under SLOW_BF16_RATIO: nothing to explain
+    assert _note(0.2, None) is None and _note(None, 0.1) is None
+    assert _note(0.2, 0.05, capability="AVX512") == (
+        "bf16 matmul is 4x slower than fp32 here: this CPU has no AVX512-BF16 or AMX, so "
+        "oneDNN emulates bf16 (converting to fp32 and back in software)"
+    )
+    assert _note(0.2, 0.05, avx512_bf16=True, amx_bf16=True, capability="AVX512") == (
+        "bf16 matmul is 4x slower than fp32 here, although this CPU has AVX512-BF16 and AMX "
+        "(torch CPU kernels: AVX512)"
+    )
+    assert "oneDNN is off or missing" in str(_note(0.2, 0.001, onednn_on=False))
+    assert "no fast bf16 matmul for this CPU" in str(_note(0.2, 0.001, x86=False))
+
+
+@pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN")
+def test_the_probe_explains_a_slow_bf16_matmul_with_torch_s_own_answers() -> None:
+    """oneDNN switched off sends bf16 matmuls down the reference loop on any CPU: the
+    probe's note then names that, from torch's flags, not from a guess."""
+    torch = pytest.importorskip("torch")
+    from gputui.engine.probe import _cpu_bf16_note
+
+    figures = {"matmul_fp32_tflops": 0.185, "matmul_bf16_tflops": 0.00116}
+    with torch.backends.mkldnn.flags(enabled=False):
+        note = _cpu_bf16_note(figures)
+    assert note is not None and note.startswith("bf16 matmul is 159x slower than fp32 here")
+    assert "oneDNN is off or missing" in note
+    assert _cpu_bf16_note({"matmul_fp32_tflops": 0.185, "matmul_bf16_tflops": 0.8}) is None
