@@ -31,8 +31,10 @@ Every torch call runs in a child process (gputui's own commands, or this script 
 again with ``--child``), so the parent never holds a CUDA context of its own and the
 process check sees only the run's.
 
-On the CPU the figures are checked loosely (a shared CI machine is noisy): the
-rehearsal proves each check's plumbing and logic; the GPU's tolerances are the real ones.
+On the CPU the rehearsal proves each check's plumbing and logic, and judges what does not
+depend on timing (status, math, placement, accuracy, the out-of-memory); epoch spreads,
+the timing gap and the experiments' lessons are reported there, not judged, since a
+shared CI machine's timings are noise. The GPU's tolerances are the real ones.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from pathlib import Path
 from typing import IO, Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # gputui's torch-free parts, and this file's --child runs
 GIB = 1 << 30
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 CHANCE = 0.1
@@ -155,27 +158,21 @@ def spread(values: Sequence[float]) -> float:
 
 
 def arch_runs(capability: str, arch_list: Sequence[str]) -> tuple[bool, str]:
-    """Whether a wheel built for ``arch_list`` runs kernels on a GPU of ``capability``.
+    """Whether a wheel built for ``arch_list`` runs kernels on a GPU of ``capability``
+    (``"9.0"``), by the doctor's own rule (:func:`gputui.doctor.wheels.gpu_code`)."""
+    from gputui.doctor.wheels import GpuCode, gpu_code
 
-    A GPU runs a wheel's ``sm_XY`` cubins of its own major version and a lower or equal
-    minor one, or JIT-compiles its ``compute_XY`` PTX of any lower or equal version.
-    Architecture-specific targets (``sm_90a``) run only on that exact GPU.
-    """
     major, minor = (int(part) for part in capability.split(".")[:2])
-    for arch in arch_list:
-        found = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", arch)
-        if not found:
-            continue
-        kind, a_major, a_minor, suffix = found[1], int(found[2]), int(found[3]), found[4]
-        if suffix == "a" and (a_major, a_minor) != (major, minor):
-            continue
-        if kind == "sm" and a_major == major and a_minor <= minor:
-            return True, f"{arch} runs on compute capability {capability}"
-        if kind == "compute" and (a_major, a_minor) <= (major, minor):
-            return True, f"{arch} PTX JIT-compiles for compute capability {capability}"
-    return False, (
-        f"this wheel has no kernels for compute capability {capability} ({', '.join(arch_list)})"
-    )
+    found = gpu_code(10 * major + minor, tuple(arch_list))
+    listed = ", ".join(arch_list)
+    if found is GpuCode.COMPILED:
+        return True, f"compiled code for compute capability {capability} ({listed})"
+    if found is GpuCode.PTX:
+        return (
+            True,
+            f"only PTX, compiled at first use, for compute capability {capability} ({listed})",
+        )
+    return False, f"this wheel has no code for compute capability {capability} ({listed})"
 
 
 def placement_problems(run: Mapping[str, Any], device: str) -> list[str]:
@@ -306,8 +303,9 @@ def doctor_figures(device_report: Mapping[str, Any]) -> dict[str, float | None]:
     return out
 
 
-def experiment_verdict(name: str, result: Mapping[str, Any]) -> Check:
-    """An experiment's check: it ended with no failed device, and shows its lesson."""
+def experiment_verdict(name: str, result: Mapping[str, Any], judged: bool = True) -> Check:
+    """An experiment's check: it ended with no failed device, and shows its lesson (when
+    ``judged``: a shared CPU's timings can reverse any lesson, so there it is reported)."""
     check = f"experiment {name}"
     failed = [
         f"{d['device']}: {d.get('error')}"
@@ -347,6 +345,8 @@ def experiment_verdict(name: str, result: Mapping[str, Any]) -> Check:
             f"data share {first['data_share']:.1%} at batch {first['batch_size']}, "
             f"{last['data_share']:.1%} at batch {last['batch_size']}"
         )
+    if not judged:
+        return Check(check, PASS, f"{detail} (the lesson not judged: a shared CPU)", figures)
     return Check(check, PASS if ok else FAIL, detail, figures)
 
 
@@ -656,7 +656,7 @@ class Suite:
                 yield Check(f"experiment {name}", FAIL, f"exit {code}, no JSON: {stderr}")
                 continue
             self._save(f"experiment_{name}.json", result)
-            yield experiment_verdict(name, result)
+            yield experiment_verdict(name, result, judged=self.expect.tolerance is not None)
 
     def _save(self, name: str, data: Any) -> None:
         if self.out is not None:

@@ -104,9 +104,12 @@ def test_the_oom_check_is_a_real_out_of_memory_whose_advice_trains(rehearsal):
 def test_a_bench_run_fails_for_each_thing_wrong_with_it(rehearsal):
     _, out = rehearsal
     run = _raw(out, "bench_resident_fp32.json")["runs"][0]
-    assert gpu_smoke.bench_verdict(run, "cpu", "fp32", 0.5).status == PASS
+    steady = [e for e in run["epochs"] if not e["warmup"]]
+    for epoch in steady:  # a quiet machine's epochs: the recorded ones are a shared CPU's
+        epoch["seconds"] = steady[0]["seconds"]
+    assert gpu_smoke.bench_verdict(run, "cpu", "fp32", 0.10).status == PASS
 
-    def verdict(change, tolerance: float | None = 0.5, precision: str = "fp32") -> str:
+    def verdict(change, tolerance: float | None = 0.10, precision: str = "fp32") -> str:
         changed = copy.deepcopy(run)
         change(changed)
         return gpu_smoke.bench_verdict(changed, "cpu", precision, tolerance).detail
@@ -163,26 +166,32 @@ def test_a_doctor_report_fails_when_pinned_is_not_faster_or_a_figure_is_absurd(r
     assert "no report for cuda:1" in missing.detail
 
 
+def _lesson(name: str, device: dict[str, Any], shown: bool) -> None:
+    """Set a recorded experiment's figures so that its lesson shows (or is reversed)."""
+    rows = device["rows"]
+    if name == "batch-sweep":
+        rows[-1]["data_share"] = rows[0]["data_share"] * (0.5 if shown else 2)
+    elif name == "sync-stall":
+        summary = device["summary"]
+        step = summary["noise_ms"] + 1
+        summary["every_step_ms"] = summary["once_ms"] + (step if shown else -step)
+    else:
+        rates = {row["pipeline"]: row for row in rows}
+        faster, slower = ("resident", "classic") if shown else ("classic", "resident")
+        rates[faster]["images_per_second"] = 2 * rates[slower]["images_per_second"]
+
+
 def test_each_experiment_fails_when_its_lesson_is_reversed(rehearsal):
     _, out = rehearsal
     for name in ("batch-sweep", "sync-stall", "pipelines"):
-        result = _raw(out, f"experiment_{name}.json")
-        assert gpu_smoke.experiment_verdict(name, result).status == PASS
-        reversed_ = copy.deepcopy(result)
-        device = reversed_["device_results"][0]
-        if name == "batch-sweep":
-            device["rows"][-1]["data_share"] = device["rows"][0]["data_share"] * 2
-        elif name == "sync-stall":
-            summary = device["summary"]
-            summary["every_step_ms"] = summary["once_ms"] - 2 * summary["noise_ms"] - 1
-        else:
-            for row in device["rows"]:
-                if row["pipeline"] == "classic":
-                    row["images_per_second"] = 10 * max(
-                        r["images_per_second"] for r in device["rows"]
-                    )
+        recorded = _raw(out, f"experiment_{name}.json")
+        shown, reversed_ = copy.deepcopy(recorded), copy.deepcopy(recorded)
+        _lesson(name, shown["device_results"][0], shown=True)
+        _lesson(name, reversed_["device_results"][0], shown=False)
+        assert gpu_smoke.experiment_verdict(name, shown).status == PASS, name
         assert gpu_smoke.experiment_verdict(name, reversed_).status == FAIL, name
-        device.update(status="error", error="out of memory")
+        assert gpu_smoke.experiment_verdict(name, reversed_, judged=False).status == PASS
+        reversed_["device_results"][0].update(status="error", error="out of memory")
         assert "cpu: out of memory" in gpu_smoke.experiment_verdict(name, reversed_).detail
 
 
