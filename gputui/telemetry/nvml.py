@@ -199,6 +199,9 @@ def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]
             ),
         ),
         "power": (("nvmlDeviceGetPowerUsage", nv.nvmlDeviceGetPowerUsage),),
+        "energy": (
+            ("nvmlDeviceGetTotalEnergyConsumption", nv.nvmlDeviceGetTotalEnergyConsumption),
+        ),
         "sm_clock": (
             ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_SM)),
         ),
@@ -252,6 +255,7 @@ def _gpu_reading(
     memory: Any = None,
     temperature: Any = None,
     milliwatts: Any = None,
+    millijoules: Any = None,
     sm_clock: Any = None,
     fan: Any = None,
     pcie_tx: Any = None,
@@ -272,6 +276,7 @@ def _gpu_reading(
         memory: ``nvmlDeviceGetMemoryInfo`` (``.used`` and ``.total``, bytes).
         temperature: Core temperature in °C.
         milliwatts: Power draw in mW.
+        millijoules: Energy used since the driver was loaded, in mJ.
         sm_clock: Current SM clock in MHz.
         fan: Fan speed in percent.
         pcie_tx: PCIe transmit throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
@@ -303,6 +308,7 @@ def _gpu_reading(
             int(pstate) if pstate is not None and pstate != _PSTATE_UNKNOWN else None
         ),
         processes=processes,
+        energy_j=millijoules / 1000.0 if millijoules is not None else None,
     )
 
 
@@ -542,6 +548,7 @@ class NvmlSampler:
             memory=self._ask(gpu, "memory"),
             temperature=self._ask(gpu, "temperature"),
             milliwatts=self._ask(gpu, "power"),
+            millijoules=self._ask(gpu, "energy"),
             sm_clock=self._ask(gpu, "sm_clock"),
             fan=self._ask(gpu, "fan"),
             pcie_tx=self._ask(gpu, "pcie_tx"),

@@ -111,6 +111,8 @@ class GpuReading:
     """Performance state: 0 (P0, fastest) to 15; ``None`` when unknown."""
     processes: tuple[GpuProcess, ...] = ()
     """Processes using the GPU."""
+    energy_j: float | None = None
+    """Energy used since the driver was loaded, a counter (Volta and later; else ``None``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,6 +140,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "temperature_c",
         "power_w",
         "power_limit_w",
+        "energy_j",
         "fan_percent",
         "sm_clock_mhz",
         "sm_clock_max_mhz",

@@ -156,6 +156,7 @@ typedef struct {
     X(nvmlDeviceGetBAR1MemoryInfo)               \
     X(nvmlDeviceGetTemperature)                  \
     X(nvmlDeviceGetPowerUsage)                   \
+    X(nvmlDeviceGetTotalEnergyConsumption)       \
     X(nvmlDeviceGetEnforcedPowerLimit)           \
     X(nvmlDeviceGetPowerManagementLimit)         \
     X(nvmlDeviceGetClockInfo)                    \
@@ -202,6 +203,7 @@ static const field_t FIELDS[] = {
     {"memory", {FN_nvmlDeviceGetMemoryInfo, FN_nvmlDeviceGetMemoryInfo_v2, -1}},
     {"temperature", {FN_nvmlDeviceGetTemperature, -1}},
     {"power", {FN_nvmlDeviceGetPowerUsage, -1}},
+    {"energy", {FN_nvmlDeviceGetTotalEnergyConsumption, -1}},
     {"power_limit", {FN_nvmlDeviceGetEnforcedPowerLimit, FN_nvmlDeviceGetPowerManagementLimit, -1}},
     {"clock", {FN_nvmlDeviceGetClockInfo, -1}},
     {"max_clock", {FN_nvmlDeviceGetMaxClockInfo, -1}},
@@ -672,6 +674,8 @@ static nvmlReturn_t copy_string(char *out, unsigned int length, const char *valu
 #define H100_SM_CLOCK_IDLE 345u
 #define H100_MEM_CLOCK 2619u
 #define H100_VIDEO_CLOCK_MAX 1755u
+#define ENERGY_START_MJ 1000000000ULL /* 1 MJ */
+#define ENERGY_PER_QUERY_MJ 20000ULL  /* 20 J */
 
 /* A triangle wave 0 -> 1 -> 0 over `period` ticks, shifted by `phase`. */
 static double wave(unsigned long long tick, unsigned int period, unsigned int phase) {
@@ -1045,6 +1049,20 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *m
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     *milliwatts = 68000u + utilization_at(device, tick) * 6100u + (unsigned int)(tick % 7u) * 137u;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetTotalEnergyConsumption
+/* A counter: GPU i starts at (i + 1) MJ and gains 20 J with every device query. */
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                        unsigned long long *millijoules) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetTotalEnergyConsumption, device, &tick);
+    if (millijoules == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *millijoules = ENERGY_START_MJ * (device->index + 1ULL) + tick * ENERGY_PER_QUERY_MJ;
     return NVML_SUCCESS;
 }
 #endif

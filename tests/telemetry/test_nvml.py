@@ -38,6 +38,7 @@ LIVE_FIELDS = (
     "temperature_c",
     "power_w",
     "power_limit_w",
+    "energy_j",
     "sm_clock_mhz",
     "sm_clock_max_mhz",
     "fan_percent",
@@ -122,6 +123,34 @@ def test_readings_move_between_samples_on_every_gpu(
         assert len(utilization) > 2, (index, utilization)
         assert len(memory) > 2, (index, memory)
     assert readings[0].taken_at <= readings[-1].taken_at
+
+
+def test_total_energy_is_a_counter_in_joules(sampler: NvmlSampler) -> None:
+    readings = [sampler.sample() for _ in range(3)]
+
+    for index in (0, 1):
+        energy = [gpu(r, index).energy_j for r in readings]
+        assert all(e is not None for e in energy)
+        # The stand-in starts GPU i at (i + 1) MJ (mJ from NVML, joules here), then counts up.
+        assert (index + 1) * 1e6 < energy[0] < energy[1] < energy[2] < (index + 2) * 1e6  # type: ignore[operator]
+
+
+def test_energy_is_none_where_nvml_has_no_counter(
+    load_nvml: Callable[..., FakeNvml], fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    fake = load_nvml(omit=["nvmlDeviceGetTotalEnergyConsumption"])  # a driver before Volta's
+    with NvmlSampler(clock=clock) as sampler:
+        old_driver = [sampler.sample() for _ in range(2)]
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "1:energy")  # a board without the counter
+    fake = load_nvml()
+    with NvmlSampler(clock=clock) as sampler:
+        unsupported = [sampler.sample() for _ in range(3)]
+
+    assert all(g.energy_j is None for r in old_driver for g in r.gpus)
+    assert all(g.power_w is not None for r in old_driver for g in r.gpus)
+    assert all(gpu(r, 0).energy_j is not None for r in unsupported)
+    assert all(gpu(r, 1).energy_j is None for r in unsupported)
+    assert fake.calls("nvmlDeviceGetTotalEnergyConsumption", 1) == 1  # asked once, then n/a
 
 
 def test_static_facts_are_asked_once(

@@ -40,6 +40,7 @@ GPU_KEYS = {
     "temperature_c",
     "power_w",
     "power_limit_w",
+    "energy_j",
     "fan_percent",
     "sm_clock_mhz",
     "pcie_rx_bytes_per_s",
