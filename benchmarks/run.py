@@ -390,12 +390,49 @@ def first_frame_section(quick: bool) -> Section:
     return body, headline
 
 
+def serve_scrape_section(quick: bool) -> Section:
+    scrapes = "300" if quick else "2000"
+    load = _load()
+    argv = [sys.executable, "benchmarks/serve_scrape.py", "--scrapes", scrapes, "--json"]
+    result = _run_json(argv)
+    server, goal = result["server_ms_median"], result["goal_ms"]
+    body = "\n".join(
+        [
+            "## `gputui serve`: time per scrape",
+            "",
+            f"`GET /metrics` with {result['gpus']} simulated GPUs and `--processes` "
+            f"({result['processes']} processes, {result['series']} samples, "
+            f"{result['bytes']} bytes), the samplers running at a {result['interval_s']:g} s "
+            f"interval meanwhile, {result['scrapes']} scrapes. Server time is the WSGI app "
+            "answering (the series made from the latest readings, the exposition written); the "
+            "round trip adds a loopback connection and the client.",
+            "",
+            "| | median | p95 |",
+            "|---|---|---|",
+            f"| server time | {server:.2f} ms | {result['server_ms_p95']:.2f} ms |",
+            f"| round trip | {result['round_trip_ms_median']:.2f} ms "
+            f"| {result['round_trip_ms_p95']:.2f} ms |",
+            "",
+            f"Goal (issue 16): at most {goal:g} ms of server time per scrape: "
+            f"{_verdict(server <= goal)} ({server / goal:.2f}x the goal).",
+            "",
+            *_footer(result["machine"], load, [_command(argv[:-1])]),
+        ]
+    )
+    headline = (
+        f"**Exporter**: a `gputui serve --processes` scrape of 8 simulated GPUs costs the "
+        f"server {server:.2f} ms ({server / goal:.2f}x the {goal:g} ms goal)."
+    )
+    return body, headline
+
+
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "monitor": monitor_section,
     "first-frame": first_frame_section,
     "trainer": trainer_section,
     "latency": latency_section,
     "soak": soak_section,
+    "serve-scrape": serve_scrape_section,
 }
 
 

@@ -87,6 +87,7 @@ def test_help_names_every_subcommand_with_its_help() -> None:
         ("bench", "train the tutorials' CNN"),
         ("experiment", "measure the tutorials' lessons"),
         ("doctor", "say why PyTorch can or cannot use the GPUs"),
+        ("serve", "serve the readings to Prometheus"),
     ):
         line = next(line for line in done.stdout.splitlines() if line.split()[:1] == [name])
         assert help_text in line

@@ -35,6 +35,7 @@ import gputui.commands
 import gputui.commands.bench
 import gputui.commands.doctor
 import gputui.commands.experiment
+import gputui.commands.serve
 import gputui.jobs.config
 from gputui.jobs.events import Error, Event
 from tests.test_cli import ROOT
@@ -141,6 +142,19 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
         "~no-such-user-here/cifar",
     ),
     "--runs-dir": ("{file}", "{under_file}", "", "~no-such-user-here/runs"),
+    "--listen": (
+        "127.0.0.1",
+        "127.0.0.1:",
+        ":9922",
+        "127.0.0.1:65536",
+        "127.0.0.1:1e3",
+        "::1:9922",
+        "[::1]",
+        "[nope]:9922",
+        "999.0.0.1:9922",
+        "host name:9922",
+        "\x1b[2J:9922",
+    ),
 }
 """Each value flag's own bad values: boundaries, out of range, paths that cannot be used."""
 
@@ -325,6 +339,7 @@ REAL_HANDLERS = {
     gputui.commands.bench.run_bench: "bench: its trainer child is StubChild",
     gputui.commands.experiment.run_experiment_command: "experiment: StubChild",
     gputui.commands.doctor.run_doctor_command: "doctor",
+    gputui.commands.serve.run_serve_command: "serve",
 }
 """Every subcommand handler and how ``no_side_effects`` keeps it from doing anything."""
 
@@ -346,6 +361,7 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(gputui.commands, "_run_app", recorder("app"))
     monkeypatch.setattr(gputui.commands, "_run_snapshot", recorder("snapshot"))
     monkeypatch.setattr(gputui.commands.doctor, "run_doctor_command", recorder("doctor"))
+    monkeypatch.setattr(gputui.commands.serve, "run_serve_command", recorder("serve"))
     monkeypatch.setattr(gputui.commands.bench, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", StubChild)
     return ran

@@ -34,6 +34,7 @@ def _imported_after(module: str) -> set[str]:
 HEADLESS = (
     _modules("gputui.telemetry")
     + _modules("gputui.doctor")
+    + _modules("gputui.serve")
     + _modules("gputui.jobs")
     + _modules("gputui.engine")
     + _modules("gputui.commands")

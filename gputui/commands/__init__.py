@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
     "experiment": ("gputui.commands.experiment", "add_experiment_command"),
     "doctor": ("gputui.commands.doctor", "add_doctor_command"),
+    "serve": ("gputui.commands.serve", "add_serve_command"),
 }
 """The subcommands defined in their own modules (torch-free; the engines load in the
 handlers): the module, and its function that adds the subcommand to the parser."""

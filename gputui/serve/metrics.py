@@ -1,0 +1,251 @@
+"""The Prometheus series ``gputui serve`` exposes, made from the latest readings at each scrape.
+
+Every name follows Prometheus's rules (``promtool check metrics``): the ``gputui_`` prefix,
+base units in the name, ratios 0..1 as ``_ratio``, ``_total`` on counters, ``_info`` for
+metadata. Every GPU series has the labels ``gpu`` (the NVML index) and ``uuid``. A reading
+that is ``None`` (not supported, or a lost GPU) leaves its series out for that GPU rather
+than reading 0; a lost GPU keeps ``gputui_gpu_info`` and reads ``gputui_gpu_up 0``.
+
+:data:`GPU_SERIES` says how each series comes from a :class:`GpuReading` field, so a reader
+(the cluster view) can turn a scrape back into readings: ``field = value * per / times``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gputui.serve.sampling import Latest
+from gputui.telemetry.nvml import is_stale
+from gputui.telemetry.readings import CpuReading, GpuReading, GpuState, NvmlReading
+
+GPU_LABELS = ("gpu", "uuid")
+"""The labels of every GPU series: the NVML index, and the UUID (empty when unknown)."""
+
+INFO_LABELS = (*GPU_LABELS, "name", "bus_id", "driver")
+"""``gputui_gpu_info``'s labels."""
+
+PROCESS_LABELS = (*GPU_LABELS, "pid", "user", "command", "kind")
+"""``gputui_gpu_process_memory_bytes``'s labels (``user`` and ``command`` empty when hidden)."""
+
+COMMAND_LABEL_MAX = 256
+"""Longest command line a process label carries; a longer one is cut, ending in ``...``."""
+
+GPU_UP = "gputui_gpu_up"
+GPU_INFO = "gputui_gpu_info"
+GPU_PROCESS_MEMORY = "gputui_gpu_process_memory_bytes"
+CPU_UTILIZATION = "gputui_cpu_utilization_ratio"
+MEMORY_USED = "gputui_memory_used_bytes"
+MEMORY_TOTAL = "gputui_memory_total_bytes"
+NVML_AVAILABLE = "gputui_nvml_available"
+SAMPLE_AGE = "gputui_sample_age_seconds"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeries:
+    """One per-GPU series and the :class:`GpuReading` field it shows."""
+
+    name: str
+    """The exposed name (a counter's ends in ``_total``)."""
+    help: str
+    """Prometheus's HELP text."""
+    field: str
+    """The :class:`GpuReading` attribute."""
+    times: int = 1
+    """The value is ``field * times / per`` (MHz to Hz: ``times=10**6``)."""
+    per: int = 1
+    """See ``times`` (percent to a ratio: ``per=100``)."""
+    counter: bool = False
+    """A counter (only ever grows) rather than a gauge."""
+
+    def value(self, gpu: GpuReading) -> float | None:
+        """The series' value for ``gpu``; ``None`` when the reading is not known."""
+        reading = getattr(gpu, self.field)
+        if reading is None:
+            return None
+        return float(reading) * self.times / self.per
+
+
+GPU_SERIES = (
+    GpuSeries(
+        "gputui_gpu_utilization_ratio",
+        "Share of time a kernel was running on the GPU (0 to 1).",
+        "utilization_percent",
+        per=100,
+    ),
+    GpuSeries(
+        "gputui_gpu_memory_utilization_ratio",
+        "Share of time device memory was read or written (0 to 1).",
+        "memory_utilization_percent",
+        per=100,
+    ),
+    GpuSeries("gputui_gpu_memory_used_bytes", "Device memory in use.", "memory_used_bytes"),
+    GpuSeries("gputui_gpu_memory_total_bytes", "Device memory installed.", "memory_total_bytes"),
+    GpuSeries("gputui_gpu_temperature_celsius", "GPU core temperature.", "temperature_c"),
+    GpuSeries("gputui_gpu_power_watts", "Power draw.", "power_w"),
+    GpuSeries("gputui_gpu_power_limit_watts", "Enforced power limit.", "power_limit_w"),
+    GpuSeries(
+        "gputui_gpu_energy_joules_total",
+        "Energy used since the driver was loaded.",
+        "energy_j",
+        counter=True,
+    ),
+    GpuSeries("gputui_gpu_sm_clock_hertz", "Current SM clock.", "sm_clock_mhz", times=10**6),
+    GpuSeries(
+        "gputui_gpu_sm_clock_max_hertz", "Maximum SM clock.", "sm_clock_max_mhz", times=10**6
+    ),
+    GpuSeries(
+        "gputui_gpu_fan_speed_ratio",
+        "Fan speed as a share of its maximum (0 to 1).",
+        "fan_percent",
+        per=100,
+    ),
+    GpuSeries(
+        "gputui_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput.", "pcie_rx_bytes_per_s"
+    ),
+    GpuSeries(
+        "gputui_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput.", "pcie_tx_bytes_per_s"
+    ),
+    GpuSeries(
+        "gputui_gpu_performance_state",
+        "Performance state, 0 (P0, fastest) to 15.",
+        "performance_state",
+    ),
+)
+"""Every per-GPU reading series, in the order they are exposed."""
+
+
+def metric_families(
+    latest: Latest, now: float, *, interval_s: float, processes: bool
+) -> list[Metric]:
+    """The series for one scrape.
+
+    Args:
+        latest: The latest readings.
+        now: The current ``time.monotonic()`` (for the sample's age and staleness).
+        interval_s: The sampling interval: an NVML reading older than two intervals (and
+            at least one interval plus a second) marks every GPU ``gputui_gpu_up 0``.
+        processes: Whether to expose ``gputui_gpu_process_memory_bytes``.
+    """
+    families: list[Metric] = []
+    if latest.nvml is not None:
+        families += _gpu_families(latest.nvml, now, interval_s=interval_s, processes=processes)
+    if latest.cpu is not None:
+        families += _host_families(latest.cpu)
+    age = GaugeMetricFamily(
+        SAMPLE_AGE,
+        "Seconds since the oldest of the readings served was taken (since the start, "
+        "before the first).",
+    )
+    age.add_metric([], latest.age_s(now))
+    families.append(age)
+    return families
+
+
+def _gpu_families(
+    nvml: NvmlReading, now: float, *, interval_s: float, processes: bool
+) -> list[Metric]:
+    available = GaugeMetricFamily(NVML_AVAILABLE, "1 when NVML answers, 0 when it cannot start.")
+    available.add_metric([], 1.0 if nvml.status.available else 0.0)
+    driver = nvml.status.driver_version or ""
+    stale = is_stale(nvml.taken_at, now, interval_s)
+    up = GaugeMetricFamily(
+        GPU_UP,
+        "1 when the GPU answers, 0 when it is lost or the driver stopped answering.",
+        labels=GPU_LABELS,
+    )
+    info = GaugeMetricFamily(GPU_INFO, "The GPU's identity; always 1.", labels=INFO_LABELS)
+    readings = [_family(series) for series in GPU_SERIES]
+    for gpu in nvml.gpus:
+        labels = [str(gpu.index), gpu.uuid or ""]
+        up.add_metric(labels, 1.0 if gpu.state is GpuState.OK and not stale else 0.0)
+        info.add_metric([*labels, gpu.name, gpu.bus_id or "", driver], 1.0)
+        for series, family in zip(GPU_SERIES, readings, strict=True):
+            value = series.value(gpu)
+            if value is not None:
+                family.add_metric(labels, value)
+    families: list[Metric] = [available, up, info, *readings]
+    if processes:
+        families.append(_process_family(nvml.gpus))
+    return families
+
+
+def _family(series: GpuSeries) -> Metric:
+    if series.counter:
+        return CounterMetricFamily(series.name, series.help, labels=GPU_LABELS)
+    return GaugeMetricFamily(series.name, series.help, labels=GPU_LABELS)
+
+
+def _process_family(gpus: Iterable[GpuReading]) -> Metric:
+    family = GaugeMetricFamily(
+        GPU_PROCESS_MEMORY, "GPU memory a process uses.", labels=PROCESS_LABELS
+    )
+    for gpu in gpus:
+        for process in gpu.processes:
+            if process.gpu_memory_bytes is None:
+                continue
+            command = process.command or ""
+            if len(command) > COMMAND_LABEL_MAX:
+                command = command[: COMMAND_LABEL_MAX - 3] + "..."
+            labels = [
+                str(gpu.index),
+                gpu.uuid or "",
+                str(process.pid),
+                process.user or "",
+                command,
+                process.kind,
+            ]
+            family.add_metric(labels, float(process.gpu_memory_bytes))
+    return family
+
+
+def _host_families(cpu: CpuReading) -> list[Metric]:
+    utilization = GaugeMetricFamily(
+        CPU_UTILIZATION, "Share of the host's CPU time in use, all cores (0 to 1)."
+    )
+    utilization.add_metric([], cpu.utilization_percent / 100)
+    used = GaugeMetricFamily(MEMORY_USED, "Host memory in use (total minus available).")
+    used.add_metric([], float(cpu.memory_used_bytes))
+    total = GaugeMetricFamily(MEMORY_TOTAL, "Host memory installed.")
+    total.add_metric([], float(cpu.memory_total_bytes))
+    return [utilization, used, total]
+
+
+class LatestCollector(Collector):
+    """A Prometheus collector that yields the latest readings; it never samples."""
+
+    def __init__(
+        self,
+        latest: Callable[[], Latest],
+        *,
+        interval_s: float,
+        processes: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Serve what ``latest`` returns at each scrape.
+
+        Args:
+            latest: Returns the latest readings at once (``Poller.latest``).
+            interval_s: The sampling interval (see :func:`metric_families`).
+            processes: Whether to expose the processes on each GPU.
+            clock: The clock the readings' ``taken_at`` use.
+        """
+        self._latest = latest
+        self._interval_s = interval_s
+        self._processes = processes
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        """The series for this scrape."""
+        return iter(
+            metric_families(
+                self._latest(),
+                self._clock(),
+                interval_s=self._interval_s,
+                processes=self._processes,
+            )
+        )

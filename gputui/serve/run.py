@@ -1,0 +1,159 @@
+"""``gputui serve`` from start to stop: bind, sample, serve, and stop cleanly on a signal."""
+
+from __future__ import annotations
+
+import errno
+import signal
+import socket
+import ssl
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from gputui.exits import EXIT_INTERRUPTED, EXIT_OK
+from gputui.serve.listen import ListenAddress, is_loopback
+from gputui.serve.sampling import Poller
+from gputui.serve.server import bound_address, make_app, open_server
+from gputui.telemetry.polling import Samplers, import_real_samplers
+
+WAKE_S = 0.5
+"""How often the main thread looks up from waiting for a signal."""
+
+
+class ServeError(Exception):
+    """``gputui serve`` cannot start; the message is one line that says what to do."""
+
+
+@dataclass
+class Stop:
+    """Set by a signal (or by a caller, e.g. a test) to stop serving, with the exit code."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    """Set once serving should stop."""
+    code: int = EXIT_OK
+    """The exit code: 0 for SIGTERM, 130 for Ctrl+C."""
+
+    def __call__(self, code: int) -> None:
+        """Stop with ``code`` (the first call wins)."""
+        if not self.event.is_set():
+            self.code = code
+            self.event.set()
+
+
+def serve(
+    address: ListenAddress,
+    *,
+    interval_s: float,
+    processes: bool,
+    tls: ssl.SSLContext | None = None,
+    samplers: Samplers | None = None,
+    stop: Stop | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Serve ``/metrics`` and ``/snapshot`` on ``address`` until SIGTERM, Ctrl+C or ``stop``.
+
+    Prints one line on ``out`` once listening (with the port the system chose, for port 0),
+    and one warning line on ``err`` when the address is reachable from other machines.
+
+    Args:
+        address: Where to listen.
+        interval_s: Seconds between samples.
+        processes: Whether to serve the processes on each GPU.
+        tls: Serve HTTPS with this context.
+        samplers: The sources (default: the real ones, built on their threads).
+        stop: Stops serving when called (signals call it too, from the main thread).
+        out: Where the listening line goes.
+        err: Where the warning goes.
+
+    Returns:
+        0 after SIGTERM or ``stop``, 130 after Ctrl+C.
+
+    Raises:
+        ServeError: The address cannot be listened on.
+    """
+    if samplers is None:
+        import_real_samplers()
+        samplers = Samplers.real()
+    stop = stop if stop is not None else Stop()
+    poller = Poller(samplers, interval_s)
+    app = make_app(poller.latest, interval_s=interval_s, processes=processes)
+    try:
+        server = open_server(address, app, tls)
+    except OSError as error:
+        raise ServeError(_bind_failure(address, error)) from None
+    host, port = bound_address(server)
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if not is_loopback(host):
+        err.write(
+            f"gputui serve: warning: {shown} is reachable from other machines, and anyone who "
+            "can reach it can read this machine's GPUs"
+            + (" and the command lines of their processes" if processes else "")
+            + f"; listen on 127.0.0.1:{port} to keep it to this machine\n"
+        )
+        err.flush()
+    restore = _on_signals(stop)
+    serving = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": WAKE_S}, name="gputui-serve-http"
+    )
+    try:
+        poller.start()
+        serving.start()
+        scheme = "https" if tls is not None else "http"
+        out.write(
+            f"gputui serve: {scheme}://{shown}/metrics and /snapshot, sampling every "
+            f"{interval_s:g} s (Ctrl+C stops)\n"
+        )
+        out.flush()
+        while not stop.event.wait(WAKE_S):
+            pass
+    except KeyboardInterrupt:  # Ctrl+C before our handler was in place, or with none
+        stop(EXIT_INTERRUPTED)
+    finally:
+        restore()
+        if serving.is_alive():
+            server.shutdown()  # no new scrape starts; those under way finish on their threads
+        server.server_close()
+        poller.close()  # then the samplers, NVML's shutdown last
+    return stop.code
+
+
+def _on_signals(stop: Stop) -> Callable[[], None]:
+    """Route SIGTERM (exit 0) and SIGINT (exit 130) to ``stop``; returns how to undo it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # only the main thread may set handlers; a caller stops us then
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: stop(EXIT_OK))}
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # `gputui serve &` ignores Ctrl+C
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, lambda *_: stop(EXIT_INTERRUPTED))
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore
+
+
+def _bind_failure(address: ListenAddress, error: OSError) -> str:
+    """One line saying why ``address`` cannot be listened on, and what to do."""
+    choose = "choose another with --listen HOST:PORT"
+    if isinstance(error, socket.gaierror):
+        return (
+            f"cannot listen on {address}: the host {address.host!r} does not resolve "
+            f"({error.strerror}); name an IP address of this machine, e.g. 127.0.0.1"
+        )
+    if error.errno == errno.EADDRINUSE:
+        return f"cannot listen on {address}: another program uses that port; {choose}"
+    if error.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"cannot listen on {address}: {address.host} is not an address of this machine; "
+            "use 127.0.0.1 for this machine only, or 0.0.0.0 for every interface"
+        )
+    if error.errno == errno.EACCES:
+        return (
+            f"cannot listen on {address}: ports below 1024 need root; "
+            f"choose a port from 1024 up with --listen HOST:PORT"
+        )
+    reason = error.strerror or str(error)
+    return f"cannot listen on {address} ({reason}); {choose}"

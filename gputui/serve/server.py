@@ -1,0 +1,169 @@
+"""The HTTP side of ``gputui serve``: ``GET /metrics`` and ``GET /snapshot``, nothing else.
+
+``/metrics`` is prometheus_client's own WSGI app (content negotiation, gzip, ``name[]``
+filters) over a :class:`~gputui.serve.metrics.LatestCollector`; ``/snapshot`` is exactly
+what ``gputui snapshot --json`` prints, from the same latest readings. Every other path is
+404 and every other method 405: nothing can be changed through the endpoint.
+"""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import ssl
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from gputui.serve.listen import ListenAddress
+from gputui.serve.metrics import LatestCollector
+from gputui.serve.sampling import Latest
+from gputui.telemetry.snapshot import render_snapshot_json
+
+ROUTES = ("/metrics", "/snapshot")
+"""The only paths served."""
+
+REQUEST_TIMEOUT_S = 10.0
+"""A client that sends nothing for this long is dropped, so it cannot hold a thread."""
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+def make_app(latest: Callable[[], Latest], *, interval_s: float, processes: bool) -> WsgiApp:
+    """The WSGI app serving ``/metrics`` and ``/snapshot`` from what ``latest`` returns.
+
+    Args:
+        latest: Returns the latest readings at once (``Poller.latest``); never samples.
+        interval_s: The sampling interval (readings older than two are stale).
+        processes: Whether the processes on each GPU are shown (metrics and snapshot);
+            without it ``/snapshot`` lists none, as their command lines may hold secrets.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LatestCollector(latest, interval_s=interval_s, processes=processes))
+    metrics = make_wsgi_app(registry)
+    snapshot = _SnapshotBody(processes=processes)
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path not in ROUTES:
+            return _reply(
+                start_response, "404 Not Found", "gputui serves GET /metrics and GET /snapshot.\n"
+            )
+        if environ.get("REQUEST_METHOD") != "GET":
+            return _reply(
+                start_response,
+                "405 Method Not Allowed",
+                f"{path} is read-only: use GET.\n",
+                [("Allow", "GET")],
+            )
+        if path == "/metrics":
+            return metrics(environ, start_response)  # type: ignore[no-any-return]
+        body = snapshot.body(latest())
+        if body is None:
+            return _reply(
+                start_response,
+                "503 Service Unavailable",
+                "No reading yet: gputui serve has just started; try again in a second.\n",
+                [("Retry-After", "1")],
+            )
+        return _reply(start_response, "200 OK", body, content_type="application/json")
+
+    return app
+
+
+class _SnapshotBody:
+    """``/snapshot``'s body, made once per reading however often it is asked for."""
+
+    def __init__(self, *, processes: bool) -> None:
+        self._processes = processes
+        self._made: tuple[Latest, bytes | None] | None = None
+
+    def body(self, latest: Latest) -> bytes | None:
+        made = self._made
+        if made is not None and made[0] is latest:
+            return made[1]
+        snapshot = latest.snapshot()
+        body = None
+        if snapshot is not None:
+            if not self._processes:
+                gpus = tuple(replace(gpu, processes=()) for gpu in snapshot.nvml.gpus)
+                snapshot = replace(snapshot, nvml=replace(snapshot.nvml, gpus=gpus))
+            body = (render_snapshot_json(snapshot) + "\n").encode()
+        self._made = (latest, body)
+        return body
+
+
+def _reply(
+    start_response: StartResponse,
+    status: str,
+    body: str | bytes,
+    headers: list[tuple[str, str]] | None = None,
+    *,
+    content_type: str = "text/plain; charset=utf-8",
+) -> list[bytes]:
+    data = body.encode() if isinstance(body, str) else body
+    start_response(
+        status,
+        [("Content-Type", content_type), ("Content-Length", str(len(data))), *(headers or [])],
+    )
+    return [data]
+
+
+class _Server(ThreadingWSGIServer):
+    """prometheus_client's thread-per-request WSGI server, bound without a reverse DNS look-up."""
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)  # HTTPServer's would call socket.getfqdn
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+        self.setup_environ()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Logs nothing per request, and drops a client that stays silent."""
+
+    timeout = REQUEST_TIMEOUT_S
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+
+def open_server(
+    address: ListenAddress, app: WsgiApp, tls: ssl.SSLContext | None = None
+) -> WSGIServer:
+    """Bind ``address`` and return the server, not yet serving (``serve_forever`` serves).
+
+    Args:
+        address: Where to listen; a host name is resolved here.
+        app: The WSGI app.
+        tls: Serve HTTPS with this context; plain HTTP when ``None``.
+
+    Raises:
+        OSError: The address cannot be bound (in use, not this machine's, not allowed),
+            or ``socket.gaierror`` when the host name does not resolve.
+    """
+    family, _, _, _, sockaddr = socket.getaddrinfo(
+        address.host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    server_class = type("_FamilyServer", (_Server,), {"address_family": family})
+    server = make_server(
+        str(sockaddr[0]), address.port, app, server_class=server_class, handler_class=_QuietHandler
+    )
+    if tls is not None:
+        # The handshake happens on the request's thread, not in accept(): a client that stalls
+        # it holds only its own thread.
+        server.socket = tls.wrap_socket(
+            server.socket, server_side=True, do_handshake_on_connect=False
+        )
+    return server
+
+
+def bound_address(server: WSGIServer) -> tuple[str, int]:
+    """The IP address and port the server listens on (the port the system chose for 0)."""
+    host, port = server.server_address[:2]
+    return str(host), int(port)

@@ -1,0 +1,147 @@
+"""``gputui serve`` run as users run it, in a child process, and scraped over real loopback
+sockets. NVML is the stand-in library on the child's ``LD_LIBRARY_PATH``."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRAPE_TIMEOUT_S = 10.0
+"""A scrape that takes this long has waited for something it must not (a hung driver)."""
+READY_TIMEOUT_S = 60.0
+"""How long a child may take to start listening and to have its first readings."""
+
+_LISTENING = re.compile(r"^gputui serve: https?://(?P<host>.+):(?P<port>\d+)/metrics and /snapshot")
+
+
+def serve_env(lib_dir: Path, knobs: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child that finds NVML only in ``lib_dir``, with ``knobs`` set."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
+    env.update(knobs or {})
+    env["LD_LIBRARY_PATH"] = str(lib_dir)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+@dataclass
+class Response:
+    """One HTTP answer."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Served:
+    """A running ``gputui serve`` child: scrape it, then stop it with a signal."""
+
+    def __init__(self, process: subprocess.Popen[str], first_line: str) -> None:
+        self.process = process
+        self.first_line = first_line
+        match = _LISTENING.match(first_line)
+        assert match, first_line
+        self.port = int(match["port"])
+
+    @classmethod
+    def start(cls, lib_dir: Path, *args: str, knobs: Mapping[str, str] | None = None) -> Served:
+        """Start ``gputui serve --listen 127.0.0.1:0 ARGS`` and wait for its listening line."""
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gputui", "serve", "--listen", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=serve_env(lib_dir, knobs),
+        )
+        assert process.stdout is not None
+        lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        threading.Thread(target=lambda: lines.put(process.stdout.readline()), daemon=True).start()
+        try:
+            first = lines.get(timeout=READY_TIMEOUT_S)
+        except queue.Empty:
+            process.kill()
+            raise AssertionError("gputui serve never said where it listens") from None
+        if not first:
+            _, err = process.communicate(timeout=READY_TIMEOUT_S)
+            raise AssertionError(f"gputui serve ended at once ({process.returncode}): {err}")
+        return cls(process, first)
+
+    def get(self, path: str, method: str = "GET") -> Response:
+        """One request on a fresh connection; raises ``TimeoutError`` if it is not answered."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=SCRAPE_TIMEOUT_S)
+        try:
+            connection.request(method, path)
+            answer = connection.getresponse()
+            return Response(answer.status, dict(answer.getheaders()), answer.read())
+        finally:
+            connection.close()
+
+    def metrics(self) -> dict[str, list[Sample]]:
+        """``/metrics`` parsed by prometheus_client: each series' name and its samples."""
+        answer = self.get("/metrics")
+        assert answer.status == 200, answer
+        found: dict[str, list[Sample]] = {}
+        for family in text_string_to_metric_families(answer.body.decode()):
+            for sample in family.samples:
+                found.setdefault(sample.name, []).append(sample)
+        return found
+
+    def wait_for_readings(self) -> dict[str, Any]:
+        """Wait until every source has answered once; returns the first ``/snapshot``."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            answer = self.get("/snapshot")
+            if answer.status == 200:
+                return answer.json()  # type: ignore[no-any-return]
+            assert answer.status == 503, answer
+            assert time.monotonic() < deadline, "no reading came"
+            time.sleep(0.05)
+
+    def stop(self, signal_number: int = signal.SIGTERM) -> tuple[int, str, str]:
+        """Send the signal; returns the exit code, the rest of stdout and stderr."""
+        self.process.send_signal(signal_number)
+        out, err = self.process.communicate(timeout=READY_TIMEOUT_S)
+        return self.process.returncode, out, err
+
+    def kill(self) -> None:
+        """End it however it is, if it still runs."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+
+def promtool() -> str:
+    """The path of ``promtool`` (Debian's prometheus package); under CI a missing one fails."""
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("promtool is missing: .ci/run installs Debian's prometheus package")
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    return found
+
+
+def labels_of(samples: list[Sample], gpu: int) -> list[Sample]:
+    """The samples of GPU ``gpu``."""
+    return [sample for sample in samples if sample.labels.get("gpu") == str(gpu)]
