@@ -142,6 +142,8 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
         "~no-such-user-here/cifar",
     ),
     "--runs-dir": ("{file}", "{under_file}", "", "~no-such-user-here/runs"),
+    "--tls-cert": ("{missing}", "{under_file}", LONG_NAME),
+    "--tls-key": ("{missing}", "{under_file}", LONG_NAME),
     "--listen": (
         "127.0.0.1",
         "127.0.0.1:",

@@ -1,4 +1,5 @@
-"""``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes]``.
+"""``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes] [--tls-cert FILE
+--tls-key FILE]``.
 
 Exit status: 0 after SIGTERM, 130 after Ctrl+C, 2 for a usage error (an address that
 cannot be listened on included). The server is imported in the handler.
@@ -7,6 +8,7 @@ cannot be listened on included). The server is imported in the handler.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from gputui.commands.args import interval_seconds, usage_error
@@ -19,6 +21,18 @@ def listen_address(text: str) -> ListenAddress:
         return parse_listen(text)
     except ListenError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def readable_file(text: str) -> str:
+    """Parse ``--tls-cert`` and ``--tls-key``: a regular file this user may read."""
+    try:
+        usable = os.path.isfile(text) and os.access(text, os.R_OK)
+    except (OSError, ValueError):  # a null byte, a name too long
+        usable = False
+    if not usable:
+        shown = text if len(text) <= 60 else f"{text[:57]}..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a file that can be read")
+    return text
 
 
 def add_serve_command(commands: Any) -> argparse.ArgumentParser:
@@ -54,6 +68,18 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="also serve the processes on each GPU: pid, user, command line and memory",
     )
+    serve.add_argument(
+        "--tls-cert",
+        type=readable_file,
+        metavar="FILE",
+        help="serve HTTPS with this PEM certificate (with --tls-key)",
+    )
+    serve.add_argument(
+        "--tls-key",
+        type=readable_file,
+        metavar="FILE",
+        help="the PEM private key of --tls-cert",
+    )
     serve.set_defaults(handler=run_serve_command)
     return serve
 
@@ -61,9 +87,15 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
 def run_serve_command(args: argparse.Namespace) -> int:
     """Serve until stopped; 0 after SIGTERM, 130 after Ctrl+C, 2 if it cannot listen."""
     from gputui.serve.run import ServeError, serve
+    from gputui.serve.tls import TlsError, server_context
 
+    if (args.tls_cert is None) != (args.tls_key is None):
+        given = "--tls-cert" if args.tls_key is None else "--tls-key"
+        missing = "--tls-key" if args.tls_key is None else "--tls-cert"
+        return usage_error("gputui serve", f"{given} needs {missing} too (or leave both out)")
     interval = args.serve_interval if args.serve_interval is not None else args.interval
     try:
-        return serve(args.listen, interval_s=interval, processes=args.processes)
-    except ServeError as error:
+        tls = None if args.tls_cert is None else server_context(args.tls_cert, args.tls_key)
+        return serve(args.listen, interval_s=interval, processes=args.processes, tls=tls)
+    except (ServeError, TlsError) as error:
         return usage_error("gputui serve", str(error))

@@ -8,6 +8,7 @@ what ``gputui snapshot --json`` prints, from the same latest readings. Every oth
 
 from __future__ import annotations
 
+import logging
 import socket
 import socketserver
 import ssl
@@ -23,6 +24,8 @@ from gputui.serve.listen import ListenAddress
 from gputui.serve.metrics import LatestCollector
 from gputui.serve.sampling import Latest
 from gputui.telemetry.snapshot import render_snapshot_json
+
+log = logging.getLogger(__name__)
 
 ROUTES = ("/metrics", "/snapshot")
 """The only paths served."""
@@ -115,7 +118,12 @@ def _reply(
 
 
 class _Server(ThreadingWSGIServer):
-    """prometheus_client's thread-per-request WSGI server, bound without a reverse DNS look-up."""
+    """prometheus_client's thread-per-request WSGI server, bound without a reverse DNS look-up,
+    that logs a failed request (a client gone, a failed TLS handshake) instead of printing it."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Log a request that failed, at debug level: one bad client is no news for stderr."""
+        log.debug("a request from %s failed", client_address, exc_info=True)
 
     def server_bind(self) -> None:
         socketserver.TCPServer.server_bind(self)  # HTTPServer's would call socket.getfqdn

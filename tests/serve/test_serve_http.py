@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -241,6 +242,14 @@ def test_only_get_of_the_two_paths_is_served(fake_nvml_dir: Path, served: list[S
             assert answer.status == 405, (method, path)
             assert answer.headers["Allow"] == "GET"
     assert child.get("/metrics?name[]=gputui_gpu_up").status == 200
+
+    for junk in (b"GET /metr", b"HELLO\r\n\r\n", b"\x16\x03\x01\x02\x00\x01"):  # cut, bad, TLS
+        with socket.create_connection(("127.0.0.1", child.port), timeout=10) as raw:
+            raw.sendall(junk)
+            raw.shutdown(socket.SHUT_WR)
+            raw.recv(4096)  # whatever the server says, it says it to this client only
+    assert child.get("/metrics").status == 200
+    assert child.stop() == (0, "", "")  # nothing printed for the bad clients
 
 
 @pytest.mark.usefixtures("ctrl_c_reaches_children")

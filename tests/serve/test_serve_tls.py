@@ -1,0 +1,126 @@
+"""``gputui serve --tls-cert FILE --tls-key FILE``: HTTPS over loopback with a certificate
+made here by ``openssl``, and the one-line errors for files that cannot serve it."""
+
+from __future__ import annotations
+
+import http.client
+import shutil
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.serve.served import ROOT, SCRAPE_TIMEOUT_S, Served, serve_env
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, made with the openssl command."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command is not installed")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subject = ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            *subject,
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+@pytest.fixture
+def served(fake_nvml_dir: Path) -> Iterator[list[Served]]:
+    started: list[Served] = []
+    yield started
+    for child in started:
+        child.kill()
+
+
+def test_https_serves_the_metrics_to_a_client_that_trusts_the_certificate(
+    fake_nvml_dir: Path, served: list[Served], certificate: tuple[Path, Path]
+) -> None:
+    cert, key = certificate
+    child = Served.start(fake_nvml_dir, "--tls-cert", str(cert), "--tls-key", str(key))
+    served.append(child)
+    assert child.first_line.startswith("gputui serve: https://127.0.0.1:")
+
+    trusting = ssl.create_default_context(cafile=str(cert))
+    connection = http.client.HTTPSConnection(
+        "127.0.0.1", child.port, timeout=SCRAPE_TIMEOUT_S, context=trusting
+    )
+    connection.request("GET", "/metrics")
+    answer = connection.getresponse()
+    assert answer.status == 200
+    assert b"gputui_sample_age_seconds" in answer.read()
+    connection.close()
+
+    plain = http.client.HTTPConnection("127.0.0.1", child.port, timeout=SCRAPE_TIMEOUT_S)
+    with pytest.raises((http.client.HTTPException, ConnectionError)):
+        plain.request("GET", "/metrics")  # no plain HTTP on the TLS port
+        plain.getresponse()
+    plain.close()
+
+    assert child.stop() == (0, "", "")
+
+
+def gputui_serve(*args: str, lib_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", "serve", "--listen", "127.0.0.1:0", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=serve_env(lib_dir),
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "names"),
+    [
+        ("cert only", "--tls-cert needs --tls-key too"),
+        ("key only", "--tls-key needs --tls-cert too"),
+        ("swapped", "give a PEM certificate and the PEM private key it was made with"),
+        ("not pem", "give a PEM certificate and the PEM private key it was made with"),
+        ("missing", "argument --tls-cert: "),
+    ],
+)
+def test_unusable_tls_files_are_one_line_and_exit_2(
+    fake_nvml_dir: Path, certificate: tuple[Path, Path], tmp_path: Path, case: str, names: str
+) -> None:
+    cert, key = (str(path) for path in certificate)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a certificate\n")
+    args = {
+        "cert only": ["--tls-cert", cert],
+        "key only": ["--tls-key", key],
+        "swapped": ["--tls-cert", key, "--tls-key", cert],
+        "not pem": ["--tls-cert", str(text), "--tls-key", key],
+        "missing": ["--tls-cert", str(tmp_path / "nope.pem"), "--tls-key", key],
+    }[case]
+    done = gputui_serve(*args, lib_dir=fake_nvml_dir)
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("gputui")
+    assert names in done.stderr
