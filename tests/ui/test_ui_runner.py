@@ -187,8 +187,12 @@ async def test_narrow_screens_swap_monitor_and_runner() -> None:
 
 
 def test_defaults_come_from_the_environment() -> None:
-    config = defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"dataset": "synthetic", "limit": 64}'})
+    config = defaults_from_env(
+        {"GPUTUI_RUNNER_DEFAULTS": '{"dataset": "synthetic", "limit": 64, "batch_size": 32}'}
+    )
     assert config.dataset == "synthetic" and config.limit == 64 and config.nice == 10
+    with pytest.raises(ValueError, match="batch size 256 is larger than the 64 training images"):
+        defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"limit": 64}'})
     assert defaults_from_env({}) == ui_friendly(RunConfig())
     with pytest.raises(ValueError, match="GPUTUI_RUNNER_DEFAULTS is not JSON"):
         defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": "{"})
