@@ -46,12 +46,12 @@ from gputui.engine.devices import (
     synchronize,
 )
 from gputui.engine.download import download_reporter
+from gputui.engine.failures import failure_line
 from gputui.engine.memory import Step, release_memory, unless_out_of_memory
 from gputui.engine.model import CNN
 from gputui.engine.pipelines import Batch, ClassicPipeline, ResidentPipeline
 from gputui.engine.step import make_optimizer, make_step, set_math
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from gputui.format import exception_line
 from gputui.jobs.conclusions import conclude
 from gputui.jobs.config import (
     MIN_STEPS,
@@ -154,28 +154,57 @@ def run_experiment(
     failed = False
     try:
         for text in devices:
-            device = torch.device(text)
             rows[text] = []
-            try:
-                _DeviceRun(config, device, data, emit, rows[text], should_stop).run()
-            except ExperimentStopped:
-                raise
-            except Exception as exc:
+            failure = _run_device(config, torch.device(text), data, emit, rows[text], should_stop)
+            if failure is not None:
                 failed = True
-                emit(
-                    DeviceFailed(
-                        device=text,
-                        message=f"{text} failed: {exception_line(exc)}",
-                        detail="".join(traceback.format_exception(exc)),
-                    )
-                )
-            release_memory(device)
+                emit(failure)
     except ExperimentStopped:
         emit(Finished(epochs_completed=0, stopped=True, total_seconds=_since(started)))
         return EXIT_OK
     emit(ExperimentConcluded(config.experiment, conclude(config.experiment, rows)))
     emit(Finished(epochs_completed=0, total_seconds=_since(started)))
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _run_device(
+    config: ExperimentConfig,
+    device: torch.device,
+    data: Dataset,
+    emit: Emit,
+    rows: list[Row],
+    should_stop: Callable[[], bool],
+) -> DeviceFailed | None:
+    """Run the experiment on ``device``, then hand its memory back; returns how it failed.
+
+    A CUDA error is sticky: once a kernel faulted, every later call on that device raises
+    it again, ``empty_cache`` included. So the cleanup is guarded too, and a device whose
+    cleanup fails is failed (its rows stay), while the next device still runs.
+
+    Raises:
+        ExperimentStopped: when the run was asked to stop.
+    """
+    failure = None
+    try:
+        _DeviceRun(config, device, data, emit, rows, should_stop).run()
+    except ExperimentStopped:
+        raise
+    except Exception as exc:
+        failure = _device_failed(device, exc)
+    try:  # out of the except block: the failed frames, holding device tensors, are gone
+        release_memory(device)
+    except Exception as exc:
+        failure = failure or _device_failed(device, exc, while_="freeing its memory")
+    return failure
+
+
+def _device_failed(device: torch.device, exc: BaseException, while_: str = "") -> DeviceFailed:
+    during = f" while {while_}" if while_ else ""
+    return DeviceFailed(
+        device=str(device),
+        message=f"{device} failed{during}: {failure_line(exc)}",
+        detail="".join(traceback.format_exception(exc)),
+    )
 
 
 class _DeviceRun:

@@ -89,7 +89,8 @@ def unless_out_of_memory(measure: Callable[[], T], device: torch.device) -> T | 
     """``measure()``, or ``None`` when it ran out of memory on ``device``.
 
     The memory is released after the except block, once the failed attempt's frames
-    (which held device tensors) are gone; any other error goes on up.
+    (which held device tensors) are gone; any other error goes on up, and so does one
+    from the release itself (:func:`release_memory`).
     """
     try:
         return measure()
@@ -101,7 +102,11 @@ def unless_out_of_memory(measure: Callable[[], T], device: torch.device) -> T | 
 
 
 def release_memory(device: torch.device) -> None:
-    """Collect garbage and hand cached device memory back after an OOM."""
+    """Collect garbage and hand cached device memory back after an OOM.
+
+    On a device broken by a CUDA error this raises that error again (CUDA errors are
+    sticky: every later call returns them): a caller that must go on catches it.
+    """
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()

@@ -39,6 +39,7 @@ from gputui.engine.devices import (
     synchronize,
 )
 from gputui.engine.download import download_reporter
+from gputui.engine.failures import failure_line
 from gputui.engine.memory import (
     SimulatedOutOfMemoryError,
     Step,
@@ -191,7 +192,7 @@ class _Run:
             else:
                 self.emit(
                     Error(
-                        message=f"the trainer crashed: {exception_line(exc)}",
+                        message=f"the trainer crashed: {failure_line(exc)}",
                         detail=_traceback(exc),
                         kind="crash",
                     )
@@ -387,9 +388,16 @@ class _Run:
         if simulated:
             where += " (simulated by the test hook)"
         fits = None
-        if self.step is not None:
-            release_memory(self.device)
-            fits = probe_batch_size(self.step, self.device, self.batch_size, self.memory_format)
+        try:
+            if self.step is not None:
+                release_memory(self.device)
+                fits = probe_batch_size(self.step, self.device, self.batch_size, self.memory_format)
+        except Exception as exc:  # the device broke (a sticky CUDA error raises again here)
+            return Error(
+                message=f"{where}; then the device failed: {failure_line(exc)}",
+                detail=f"{detail}\n{_traceback(exc)}",
+                kind="oom",
+            )
         if fits is None:
             advice = "even batch size 1 does not fit: free memory on the device"
         else:

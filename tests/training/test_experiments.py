@@ -17,7 +17,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gputui.engine import experiments
 from gputui.engine.experiments import run_experiment
+from gputui.engine.failures import LAUNCH_BLOCKING_HINT
 from gputui.format import fmt_count, fmt_share
 from gputui.jobs.conclusions import (
     SyncStallSummary,
@@ -465,3 +467,62 @@ def test_bad_devices_and_values_end_in_one_error_line(
     [error] = events
     assert isinstance(error, Error) and error.kind == kind
     assert needle in error.message and "\n" not in error.message
+
+
+STICKY = "CUDA error: an illegal memory access was encountered"
+"""A faulted kernel's error: from then on every CUDA call in the process raises it again."""
+
+
+def _sticky_cuda_error(*_args: object, **_kwargs: object) -> None:
+    raise RuntimeError(f"{STICKY}\nCUDA kernel errors might be asynchronously reported")
+
+
+def test_a_broken_device_fails_alone_and_the_next_device_still_measures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cuda:0 is broken (a sticky CUDA error): its run fails, and so does ``empty_cache`` in
+    its cleanup; the CPU after it still runs and the experiment still concludes."""
+    monkeypatch.setattr(experiments, "chosen_devices", lambda _requested: ("cuda:0", "cpu"))
+    for name in ("get_device_name", "empty_cache"):  # every CUDA call the device's run makes
+        monkeypatch.setattr(torch.cuda, name, _sticky_cuda_error)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
+    code, events, result = run(tiny("sync-stall", devices=("cuda:0", "cpu")))
+    assert code == 1
+    names = [type(e).__name__ for e in events]
+    assert names == [
+        "ExperimentStarted",
+        "DeviceFailed",
+        "ExperimentDevice",
+        "SyncStallRow",
+        "SyncStallRow",
+        "ExperimentConcluded",
+        "Finished",
+    ]
+    failed = events[1]
+    assert isinstance(failed, DeviceFailed) and failed.device == "cuda:0"
+    assert failed.message == f"cuda:0 failed: RuntimeError: {STICKY}; {LAUNCH_BLOCKING_HINT}"
+    rows = [e for e in events if isinstance(e, SyncStallRow)]
+    assert {r.device for r in rows} == {"cpu"} and all(r.error is None for r in rows)
+    assert result.conclusion == conclude("sync-stall", {"cpu": rows})
+
+
+def test_a_device_whose_cleanup_raises_is_failed_and_keeps_its_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The device measured, then the sticky error surfaced only in the cleanup."""
+    released: list[str] = []
+
+    def release_memory(device: torch.device) -> None:
+        released.append(str(device))
+        _sticky_cuda_error()
+
+    monkeypatch.setattr(experiments, "release_memory", release_memory)
+    code, events, result = run(tiny("pipelines"))
+    assert code == 1 and released == ["cpu"]
+    rows = [e for e in events if isinstance(e, PipelineRow)]
+    assert [r.pipeline for r in rows] == ["classic", "resident"]
+    failed = [e for e in events if isinstance(e, DeviceFailed)]
+    assert [f.message for f in failed] == [
+        f"cpu failed while freeing its memory: RuntimeError: {STICKY}; {LAUNCH_BLOCKING_HINT}"
+    ]
+    assert isinstance(events[-2], ExperimentConcluded) and result.status != "ok"

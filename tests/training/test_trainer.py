@@ -12,8 +12,10 @@ import psutil
 import pytest
 import torch
 
+from gputui.engine import trainer
 from gputui.engine.data import load_dataset
 from gputui.engine.devices import cpu_bf16
+from gputui.engine.failures import LAUNCH_BLOCKING_HINT
 from gputui.engine.model import CNN
 from gputui.engine.pipelines import ClassicPipeline
 from gputui.engine.records import EPOCH_COLUMNS, EPOCHS_FILE, EVENTS_FILE
@@ -291,6 +293,56 @@ def test_a_batch_larger_than_the_data_is_refused_before_the_run_folder_is_made(
     assert isinstance(error, Error) and error.kind == "config"
     assert "larger than the 50000 training images" in error.message
     assert not Path(config.runs_dir or "").exists()
+
+
+def _faulting_step(monkeypatch: pytest.MonkeyPatch, from_step: int) -> None:
+    """The trainer's real step, until step ``from_step`` raises a device-side assert."""
+    real_make_step = trainer.make_step
+
+    def make_step(*args: object, **kwargs: object) -> Callable[..., torch.Tensor]:
+        step = real_make_step(*args, **kwargs)  # type: ignore[arg-type]
+        calls = [0]
+
+        def faulting(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            calls[0] += 1
+            if calls[0] >= from_step:
+                raise RuntimeError("CUDA error: device-side assert triggered\nCompile with ...")
+            return step(x, y)
+
+        return faulting
+
+    monkeypatch.setattr(trainer, "make_step", make_step)
+
+
+def test_a_cuda_error_says_how_to_find_where_it_happened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    _faulting_step(monkeypatch, from_step=3)
+    code, events = train(tiny(tmp_path, record=False))
+    error = events[-1]
+    assert code == 1 and isinstance(error, Error) and error.kind == "crash"
+    assert error.message == (
+        "the trainer crashed: RuntimeError: CUDA error: device-side assert triggered; "
+        f"{LAUNCH_BLOCKING_HINT}"
+    )
+
+
+def test_a_device_that_breaks_after_running_out_of_memory_still_reports_the_oom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding a batch size that fits needs the device; when it has broken, the run still
+    ends in one ``oom`` error that says both."""
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    _faulting_step(monkeypatch, from_step=2)  # the probe's first step faults
+    code, events = train(tiny(tmp_path, simulate_oom_from_batch=32, record=False))
+    error = events[-1]
+    assert code == 1 and isinstance(error, Error) and error.kind == "oom"
+    assert error.message.startswith(
+        "out of memory on cpu at batch size 32 (simulated by the test hook); then the device "
+        "failed: RuntimeError: CUDA error: device-side assert triggered; "
+    )
+    assert "SimulatedOutOfMemoryError" in error.detail and "device-side assert" in error.detail
 
 
 @pytest.mark.parametrize(
