@@ -22,7 +22,8 @@ stretch a measurement far. ``sync-stall`` gives the budget to both modes togethe
   phases, so copy and compute never overlap here.
 - ``sync-stall``: batches come from resident data (no copies), so the only host
   read is the one measured: ``loss.item()`` every step against the loss summed
-  on the device and read once. The modes alternate over ``ROUNDS`` rounds.
+  on the device and read once. Each mode has its own warm-up steps (each loads kernels
+  of its own), then the modes alternate over ``ROUNDS`` rounds.
 - ``pipelines``: the trainer's own ``ClassicPipeline`` (DataLoader workers,
   ``.to(device)`` per batch) and ``ResidentPipeline`` (the uint8 dataset on the
   device), each timed over whole steps, batch fetching included.
@@ -401,7 +402,12 @@ class _DeviceRun:
         step = self._step()
         pipeline = ResidentPipeline(self.data, self.device, size, torch.contiguous_format)
         batches = _endless(pipeline.epoch)
-        estimate = self._warm_up(lambda: step(*next(batches)).item())
+        # Both ways are warmed up, untimed: each has kernels of its own to load on first use
+        # (the once path's zeros and on-device sum), which its first timed round would pay.
+        # every_step goes last, so its steps, warm by then, are the estimate.
+        warmup = self.config.warmup_steps
+        for mode in ("once", "every_step"):
+            estimate = self._read_loss(mode, step, batches, warmup) / warmup
         per_round = max(1, self._steps(estimate, self.config.budget_s / 2) // ROUNDS)
         seconds: dict[str, list[float]] = {"every_step": [], "once": []}
         started = time.perf_counter()

@@ -392,6 +392,31 @@ def test_sync_stall_times_both_ways_over_the_same_steps() -> None:
     assert result.conclusion == conclude("sync-stall", {"cpu": rows})
 
 
+def test_sync_stall_warms_up_both_ways_of_reading_the_loss_before_timing_either(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each way loads kernels of its own on first use (the once path's on-device sum), so
+    each gets its warm-up steps before the first timed round."""
+    calls: list[tuple[str, int]] = []
+    real_read_loss = experiments._DeviceRun._read_loss
+
+    def read_loss(self: experiments._DeviceRun, mode: str, *args: object) -> float:
+        calls.append((mode, args[-1]))  # type: ignore[arg-type]  # (mode, steps)
+        return real_read_loss(self, mode, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(experiments._DeviceRun, "_read_loss", read_loss)
+    # A budget no step nears: 9 timed steps a way, 3 a round, told apart from the warm-up's 2.
+    code, events, _ = run(tiny("sync-stall", steps=9, warmup_steps=2, budget_s=600.0))
+    assert code == 0
+    rows = [e for e in events if isinstance(e, SyncStallRow)]
+    per_round = 3
+    assert [(r.steps, r.rounds) for r in rows] == [(9, 3), (9, 3)]
+    assert sorted(calls[:2]) == [("every_step", 2), ("once", 2)]
+    timed = calls[2:]
+    assert len(timed) == 2 * rows[0].rounds and {steps for _, steps in timed} == {per_round}
+    assert [mode for mode, _ in timed[:2]] == ["once", "every_step"]
+
+
 def test_pipelines_compares_the_dataloader_with_resident_data() -> None:
     code, events, result = run(tiny("pipelines"))
     assert code == 0
