@@ -191,6 +191,17 @@ def _hint(text: str) -> str:
     return ""
 
 
+def make_current(device: torch.device) -> None:
+    """Make ``device`` the process's current CUDA device (other devices have no such thing).
+
+    Tensors placed with an explicit ``cuda:N`` land there anyway, but what uses the current
+    device does not: cuBLAS and cuDNN handles, streams and events made without a device,
+    NCCL, a bare ``.cuda()``. Without this they would all act on ``cuda:0``.
+    """
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait until ``device`` has finished its queued work; the CPU has none to wait for."""
     if device.type == "cuda":

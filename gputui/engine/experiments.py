@@ -44,6 +44,7 @@ from gputui.engine.devices import (
     DeviceError,
     chosen_devices,
     device_name,
+    make_current,
     synchronize,
 )
 from gputui.engine.download import download_reporter
@@ -232,6 +233,7 @@ class _DeviceRun:
     def run(self) -> None:
         """Announce the device, then measure."""
         experiment = self.config.experiment
+        make_current(self.device)
         torch.manual_seed(self.config.seed)
         set_math("fp32", self.device)  # IEEE, as bench's default: the same step, the same math
         if self.device.type == "cuda":

@@ -114,18 +114,30 @@ def release_memory(device: torch.device) -> None:
         torch.mps.empty_cache()
 
 
+def reset_peak_memory(device: torch.device) -> None:
+    """Start ``device``'s peak figure afresh: the trainer calls it as each epoch begins.
+
+    Only CUDA keeps a peak that can be reset; the CPU's (the process's peak resident set)
+    cannot be, so :func:`memory_reading` labels it as the process's.
+    """
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def memory_reading(device: torch.device) -> Memory:
     """The trainer's memory on ``device``; what a device cannot say is ``None``."""
-    allocated = reserved = peak = driver = None
+    allocated = reserved = peak = driver = scope = None
     if device.type == "cuda":
         allocated = torch.cuda.memory_allocated(device)
         reserved = torch.cuda.memory_reserved(device)
         peak = torch.cuda.max_memory_allocated(device)
+        scope = "epoch"  # reset as each epoch begins (reset_peak_memory)
     elif device.type == "mps":
         allocated = torch.mps.current_allocated_memory()
         driver = torch.mps.driver_allocated_memory()
     else:
         peak = _peak_rss()
+        scope = "process"
     return Memory(
         device=str(device),
         allocated_bytes=allocated,
@@ -133,6 +145,7 @@ def memory_reading(device: torch.device) -> Memory:
         peak_bytes=peak,
         driver_bytes=driver,
         rss_bytes=_rss(),
+        peak_scope=scope,
     )
 
 

@@ -35,6 +35,7 @@ from gputui.engine.devices import (
     cpu_bf16,
     cuda_uuid,
     device_name,
+    make_current,
     parse_device,
     synchronize,
 )
@@ -47,6 +48,7 @@ from gputui.engine.memory import (
     memory_reading,
     probe_batch_size,
     release_memory,
+    reset_peak_memory,
     unless_out_of_memory,
 )
 from gputui.engine.model import CNN
@@ -206,6 +208,7 @@ class _Run:
 
     def _train(self) -> None:
         config, device = self.config, self.device
+        make_current(device)
         torch.manual_seed(config.seed)
         data = load_dataset(
             config.dataset,
@@ -316,6 +319,7 @@ class _Run:
         model.train()
         loss_sum = torch.zeros((), device=device)
         steps = images = 0
+        reset_peak_memory(device)  # the epoch's Memory reports this epoch's peak
         synchronize(device)
         started = last_read = time.perf_counter()
         for x, y in pipeline.epoch():

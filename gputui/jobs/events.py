@@ -296,11 +296,15 @@ class Memory(Event):
     reserved_bytes: int | None
     """Bytes reserved by the caching allocator (CUDA)."""
     peak_bytes: int | None
-    """Peak allocated (CUDA) or peak resident set size (CPU)."""
+    """Peak allocated (CUDA) or peak resident set size (CPU), over ``peak_scope``."""
     driver_bytes: int | None
     """Bytes the Metal driver holds for the process (MPS)."""
     rss_bytes: int | None
     """The trainer process's resident set size."""
+    peak_scope: str | None = None
+    """What ``peak_bytes`` spans: ``epoch`` (CUDA: reset as each epoch begins, evaluation
+    included) or ``process`` (CPU: since the trainer started; it cannot be reset);
+    ``None`` without a peak, or from an engine that did not say."""
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,8 @@ def memory_line(memory: Memory) -> Text:
         parts.append(f"reserved {fmt_bytes(memory.reserved_bytes)}")
     if memory.driver_bytes is not None:
         parts.append(f"driver {fmt_bytes(memory.driver_bytes)}")
-    parts.append(f"peak {fmt_bytes(memory.peak_bytes)}")
+    peak = f"{memory.peak_scope} peak" if memory.peak_scope else "peak"  # epoch or process
+    parts.append(f"{peak} {fmt_bytes(memory.peak_bytes)}")
     parts.append(f"process RSS {fmt_bytes(memory.rss_bytes)}")
     return Text.assemble((f"Memory on {memory.device}: ", "bold"), " · ".join(parts))
 

@@ -10,7 +10,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -507,9 +507,20 @@ def test_a_broken_device_fails_alone_and_the_next_device_still_measures(
 ) -> None:
     """cuda:0 is broken (a sticky CUDA error): its run fails, and so does ``empty_cache`` in
     its cleanup; the CPU after it still runs and the experiment still concludes."""
+    import torch._dynamo  # it indexes torch's functions once, on import: the real ones
+
+    calls: list[str] = []
+
+    def broken(name: str) -> Callable[..., None]:
+        def call(*args: object) -> None:
+            calls.append(f"{name}({', '.join(map(str, args))})")
+            _sticky_cuda_error()
+
+        return call
+
     monkeypatch.setattr(experiments, "chosen_devices", lambda _requested: ("cuda:0", "cpu"))
-    for name in ("get_device_name", "empty_cache"):  # every CUDA call the device's run makes
-        monkeypatch.setattr(torch.cuda, name, _sticky_cuda_error)
+    for name in ("set_device", "get_device_name", "empty_cache"):  # every CUDA call it makes
+        monkeypatch.setattr(torch.cuda, name, broken(name))
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
     code, events, result = run(tiny("sync-stall", devices=("cuda:0", "cpu")))
     assert code == 1
@@ -523,6 +534,7 @@ def test_a_broken_device_fails_alone_and_the_next_device_still_measures(
         "ExperimentConcluded",
         "Finished",
     ]
+    assert calls == ["set_device(cuda:0)", "empty_cache()"]  # made current first, then freed
     failed = events[1]
     assert isinstance(failed, DeviceFailed) and failed.device == "cuda:0"
     assert failed.message == f"cuda:0 failed: RuntimeError: {STICKY}; {LAUNCH_BLOCKING_HINT}"

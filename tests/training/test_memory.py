@@ -10,7 +10,12 @@ import sys
 import pytest
 import torch
 
-from gputui.engine.memory import OutOfMemoryError, is_out_of_memory
+from gputui.engine.memory import (
+    OutOfMemoryError,
+    is_out_of_memory,
+    memory_reading,
+    reset_peak_memory,
+)
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, parse_event
 from gputui.jobs.process import child_env
@@ -80,3 +85,36 @@ def test_the_engine_runs_and_detects_oom_on_a_torch_without_torch_out_of_memory_
     assert done.returncode == 1
     assert hasattr(torch, "OutOfMemoryError")  # this process's torch is untouched
     json.loads(done.stdout.splitlines()[0])  # the stream is JSON lines from its first line
+
+
+def test_only_cuda_s_peak_is_reset_and_for_the_run_s_own_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reset: list[torch.device] = []
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset.append)
+    reset_peak_memory(torch.device("cuda:1"))
+    reset_peak_memory(torch.device("cpu"))
+    reset_peak_memory(torch.device("mps"))
+    assert reset == [torch.device("cuda:1")]
+
+
+def test_the_peak_says_what_it_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA's peak is reset each epoch; the CPU's is the process's (ru_maxrss cannot be reset)."""
+    asked: list[tuple[str, torch.device]] = []
+    for name, value in (
+        ("memory_allocated", 1 * 2**20),
+        ("memory_reserved", 4 * 2**20),
+        ("max_memory_allocated", 3 * 2**20),
+    ):
+
+        def figure(device: torch.device, name: str = name, value: int = value) -> int:
+            asked.append((name, device))
+            return value
+
+        monkeypatch.setattr(torch.cuda, name, figure)
+    cuda = memory_reading(torch.device("cuda:1"))
+    assert (cuda.device, cuda.allocated_bytes, cuda.reserved_bytes) == ("cuda:1", 2**20, 4 * 2**20)
+    assert (cuda.peak_bytes, cuda.peak_scope) == (3 * 2**20, "epoch")
+    assert {device for _, device in asked} == {torch.device("cuda:1")}
+    cpu = memory_reading(torch.device("cpu"))
+    assert cpu.peak_scope == "process" and (cpu.peak_bytes or 0) > 0

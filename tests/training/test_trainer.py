@@ -295,6 +295,36 @@ def test_a_batch_larger_than_the_data_is_refused_before_the_run_folder_is_made(
     assert not Path(config.runs_dir or "").exists()
 
 
+def test_the_run_s_device_is_made_current_and_its_peak_reset_as_each_epoch_begins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CUDA these set the current device and reset the peak (tests/training/test_memory.py,
+    test_training_devices.py); here: the trainer asks for them, for its device, in time."""
+    asked: list[tuple[str, torch.device, list[str]]] = []
+    events: list[Event] = []
+
+    def spy(name: str) -> Callable[[torch.device], None]:
+        def called(device: torch.device) -> None:  # with the events that came before
+            asked.append((name, device, [e.TYPE for e in events if e.TYPE != "progress"]))
+
+        return called
+
+    monkeypatch.setattr(trainer, "make_current", spy("make_current"))
+    monkeypatch.setattr(trainer, "reset_peak_memory", spy("reset_peak_memory"))
+    assert run_training(tiny(tmp_path, epochs=3, record=False), events.append) == 0
+    cpu = torch.device("cpu")
+    started = ["run_started", "data_ready"]
+    epoch_1 = [*started, "placement", "memory", "epoch_finished", "memory"]
+    assert asked == [
+        ("make_current", cpu, []),
+        ("reset_peak_memory", cpu, started),
+        ("reset_peak_memory", cpu, epoch_1),
+        ("reset_peak_memory", cpu, [*epoch_1, "epoch_finished", "memory"]),
+    ]
+    memory = [e for e in events if isinstance(e, Memory)]
+    assert {m.peak_scope for m in memory} == {"process"}
+
+
 def _faulting_step(monkeypatch: pytest.MonkeyPatch, from_step: int) -> None:
     """The trainer's real step, until step ``from_step`` raises a device-side assert."""
     real_make_step = trainer.make_step

@@ -13,6 +13,7 @@ from gputui.engine.devices import (
     cpu_bf16,
     current_inventory,
     device_options,
+    make_current,
     parse_device,
     usable_devices,
 )
@@ -164,3 +165,11 @@ def test_device_options_list_each_gpu_by_name() -> None:
         ("cuda:1", True, "NVIDIA H100 80GB HBM3"),
     ]
     assert options[3].name == "mps" and not options[3].usable
+
+
+def test_a_cuda_device_is_made_current_and_no_other_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[torch.device] = []
+    monkeypatch.setattr(torch.cuda, "set_device", made.append)
+    for text in ("cuda:1", "cpu", "mps"):
+        make_current(torch.device(text))
+    assert made == [torch.device("cuda:1")]

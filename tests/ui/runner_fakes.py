@@ -173,8 +173,8 @@ def _row(group: str, kind: str, device: str, params: int) -> PlacementRow:
 
 def _memory(device: str) -> Memory:
     if device.startswith("cuda"):
-        return Memory(device, 212 * MiB, 256 * MiB, 240 * MiB, None, 1_310 * MiB)
-    return Memory(device, None, None, 880 * MiB, None, 870 * MiB)
+        return Memory(device, 212 * MiB, 256 * MiB, 240 * MiB, None, 1_310 * MiB, "epoch")
+    return Memory(device, None, None, 880 * MiB, None, 870 * MiB, "process")
 
 
 class ScriptedTrainer:

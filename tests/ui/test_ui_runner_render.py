@@ -109,6 +109,13 @@ def test_memory_line_leaves_out_what_the_device_cannot_report() -> None:
     assert "allocated" not in line and "peak 900.0 MiB" in line and "RSS 800.0 MiB" in line
 
 
+def test_memory_line_says_what_the_peak_spans() -> None:
+    cpu = Memory("cpu", None, None, 900 * 2**20, None, 800 * 2**20, "process")
+    assert "process peak 900.0 MiB" in text_of(memory_line(cpu))
+    gpu = Memory("cuda:0", 2**20, 2**21, 3 * 2**20, None, 800 * 2**20, "epoch")
+    assert "epoch peak 3.0 MiB" in text_of(memory_line(gpu))
+
+
 def test_the_body_before_any_run_says_what_will_appear() -> None:
     assert "Epoch times" in text_of(session_body(None, 80))
 
