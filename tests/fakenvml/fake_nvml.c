@@ -305,6 +305,7 @@ static int g_init_refcount;
 static char g_driver_version[80];
 static int g_cuda_version;
 static char g_hang_file[4096];
+static unsigned long long g_pcie_delay_ms; /* FAKE_NVML_PCIE_DELAY_MS: a real driver's ~20 ms window */
 static int g_errors[FAKE_MAX_GPUS + 1][FN_COUNT];
 static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
 static fake_process_t g_processes[FAKE_MAX_PROCESSES];
@@ -572,6 +573,14 @@ static nvmlReturn_t load_config(void) {
 
     value = getenv("FAKE_NVML_HANG_FILE");
     snprintf(g_hang_file, sizeof(g_hang_file), "%s", value ? value : "");
+
+    g_pcie_delay_ms = 0;
+    value = getenv("FAKE_NVML_PCIE_DELAY_MS");
+    if (value != NULL && value[0] != '\0' &&
+        (!parse_uint(value, &g_pcie_delay_ms) || g_pcie_delay_ms > 10000)) {
+        config_error("FAKE_NVML_PCIE_DELAY_MS", value);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
 
     parse_names();
     if (!parse_errors("FAKE_NVML_UNSUPPORTED", NVML_ERROR_NOT_SUPPORTED) ||
@@ -1156,6 +1165,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter
     DEVICE_ENTER(nvmlDeviceGetPcieThroughput, device, &tick);
     if (kib_per_s == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (g_pcie_delay_ms > 0) { /* the driver measures over a window before it answers */
+        const struct timespec window = {(time_t)(g_pcie_delay_ms / 1000),
+                                        (long)(g_pcie_delay_ms % 1000) * 1000000L};
+        nanosleep(&window, NULL);
     }
     switch (counter) {
     case NVML_PCIE_UTIL_TX_BYTES:

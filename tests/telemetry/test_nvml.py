@@ -16,6 +16,8 @@ import psutil
 import pytest
 
 from gputui.telemetry.nvml import (
+    PCIE_BUDGET_S,
+    PCIE_TTL_S,
     NvmlSampler,
     describe_nvml_error,
     format_cuda_version,
@@ -211,7 +213,8 @@ def test_unsupported_fields_are_none_and_asked_once_quietly(
         assert fake_nvml.calls("nvmlDeviceGetFanSpeed", index) == 1
         # Enforced limit answers NotSupported: the field is given up, no fallback is tried.
         assert fake_nvml.calls("nvmlDeviceGetEnforcedPowerLimit", index) == 1
-    assert fake_nvml.calls("nvmlDeviceGetPcieThroughput", 0) == 6  # tx + rx, 3 samples
+    # tx + rx once: the figures are fresh for PCIE_TTL_S, and the clock did not move.
+    assert fake_nvml.calls("nvmlDeviceGetPcieThroughput", 0) == 2
     assert fake_nvml.calls("nvmlDeviceGetPcieThroughput", 1) == 2  # tx once, rx once
 
     out, err = capfd.readouterr()
@@ -610,3 +613,59 @@ def test_unknown_init_error_keeps_the_bindings_words() -> None:
     sentence = describe_nvml_error(999, "Unknown Error")
     assert "Unknown Error" in sentence
     assert_one_sentence(sentence)
+
+
+def _pcie_calls(fake: FakeNvml, gpus: int) -> list[int]:
+    return [fake.calls("nvmlDeviceGetPcieThroughput", index) for index in range(gpus)]
+
+
+def test_pcie_throughput_is_asked_again_once_it_is_older_than_its_ttl(
+    fake_nvml: FakeNvml, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    first = sampler.sample()
+    clock.now += PCIE_TTL_S / 2
+    second = sampler.sample()
+    assert _pcie_calls(fake_nvml, 2) == [2, 2]  # both GPUs, tx + rx, once
+    assert gpu(second, 0).pcie_rx_bytes_per_s == gpu(first, 0).pcie_rx_bytes_per_s
+    clock.now += PCIE_TTL_S / 2
+    sampler.sample()
+    assert _pcie_calls(fake_nvml, 2) == [4, 4]
+
+
+def test_gpus_take_turns_when_the_driver_takes_20_ms_a_pcie_call(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """As a real driver does: 8 GPUs would spend 320 ms a sample on PCIe alone. Each sample
+    asks the stalest GPU (2 calls, 40 ms, past PCIE_BUDGET_S) and shows the others' last
+    figures; every GPU has its figures after 8 samples, and the oldest is asked next."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "8")
+    fake_nvml_env.setenv("FAKE_NVML_PCIE_DELAY_MS", "20")
+    assert PCIE_BUDGET_S < 2 * 0.020
+    shown = []
+    for turn in range(8):
+        reading = sampler.sample()
+        assert _pcie_calls(fake_nvml, 8) == [2] * (turn + 1) + [0] * (7 - turn)
+        shown.append([g.pcie_rx_bytes_per_s is not None for g in reading.gpus])
+        assert all(g.temperature_c is not None for g in reading.gpus)  # the rest every sample
+        clock.now += 0.25
+    assert shown[0] == [True] + [False] * 7 and shown[-1] == [True] * 8
+    sampler.sample()  # t = 2 s: GPU 0's figures are the oldest
+    assert _pcie_calls(fake_nvml, 8) == [4] + [2] * 7
+
+
+def test_a_quick_driver_gets_every_gpu_s_pcie_in_one_sample(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "8")
+    reading = sampler.sample()
+    assert _pcie_calls(fake_nvml, 8) == [2] * 8
+    assert all(g.pcie_tx_bytes_per_s is not None for g in reading.gpus)
+
+
+def test_a_gpu_lost_while_its_pcie_is_asked_reads_as_lost(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_LOST", "1:0")  # lost from its first query: the PCIe one
+    reading = sampler.sample()
+    assert gpu(reading, 1).state is GpuState.LOST and gpu(reading, 1).pcie_rx_bytes_per_s is None
+    assert gpu(reading, 0).state is GpuState.OK and gpu(reading, 0).pcie_rx_bytes_per_s is not None
