@@ -1,9 +1,11 @@
 """``gputui bench``: train the tutorials' CNN on each device in turn and compare.
 
 Each device runs in its own engine child process (:class:`ChildProcess`), one
-after the other, with the same configuration. Progress goes to standard error
-(one rewritten line on a terminal, epoch lines otherwise); the result table, or
-``--json``, goes to standard output.
+after the other, with the same configuration; with several ``--precision``, each
+device runs in each precision in turn, and every bf16 run is compared with fp32 on
+its device: a sentence says what bf16 gained, or why it gained nothing. Progress
+goes to standard error (one rewritten line on a terminal, epoch lines otherwise);
+the result table, or ``--json``, goes to standard output.
 
 Defaults: the devices are ``cpu`` followed by every usable accelerator
 (each ``cuda:N``, then ``mps``), so the first row is the CPU and the speedup
@@ -37,6 +39,7 @@ imports torch.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from typing import Any, TypeGuard
@@ -82,7 +85,14 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
     bench.add_argument(
         "--pipeline", choices=PIPELINES, default="resident", help="default: resident"
     )
-    bench.add_argument("--precision", choices=PRECISIONS, default="fp32", help="default: fp32")
+    bench.add_argument(
+        "--precision",
+        dest="precisions",
+        action="append",
+        choices=PRECISIONS,
+        help="fp32 (IEEE), tf32 or bf16; repeat to train each device in each (with fp32 and "
+        "bf16, says what bf16 gained) (default: fp32)",
+    )
     bench.add_argument("--compile", action="store_true", help="run the model through torch.compile")
     workers_option(bench)
     bench.add_argument("--runs-dir", metavar="PATH", help="where run folders go")
@@ -93,13 +103,14 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
 
 def run_bench(args: argparse.Namespace) -> int:
     """The ``gputui bench`` handler; returns the exit code."""
+    precisions = list(dict.fromkeys(args.precisions or ["fp32"]))
     base = RunConfig(
         **job_settings(args),
         workers=args.workers,
         epochs=args.epochs,
         batch_size=args.batch_size,
         pipeline=args.pipeline,
-        precision=args.precision,
+        precision=precisions[0],
         compile=args.compile,
         test_limit=args.limit,
         record=not args.no_record,
@@ -132,11 +143,12 @@ def run_bench(args: argparse.Namespace) -> int:
     runs: list[RunRecord] = []
     config = base
     with CtrlC() as ctrl_c:
-        for device in devices:
-            if ctrl_c.pressed:  # the devices after the one stopped: stopped before they began
-                runs.append(RunRecord(config.with_changes(device=device)))
+        for device, precision in itertools.product(devices, precisions):
+            wanted = config.with_changes(device=device, precision=precision)
+            if ctrl_c.pressed:  # the runs after the one stopped: stopped before they began
+                runs.append(RunRecord(wanted))
                 continue
-            run = _run_one(config.with_changes(device=device), progress, child_checks, ctrl_c)
+            run = _run_one(wanted, progress, child_checks, ctrl_c)
             if _is_usage_error(run.error, child_checks):
                 return usage_error(PROG, run.error.message)
             runs.append(run)

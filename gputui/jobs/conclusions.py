@@ -1,4 +1,5 @@
-"""Each experiment's result in one plain sentence, built only from its measured rows.
+"""Each experiment's result in one plain sentence, built only from its measured rows; and
+what bf16 gained over fp32 in ``gputui bench`` (:func:`bf16_clause`).
 
 Pure and torch-free: the child sends the sentence (``ExperimentConcluded``) and a
 UI or test can rebuild it from the rows. Every word that states a direction
@@ -26,6 +27,9 @@ SLOWDOWN_MIN = 0.02
 """A per-step read must cost at least this fraction (2%), and more than the noise, to count."""
 PIPELINE_SAME = 1.1
 """Pipelines (or speedups) within this ratio run "at about the same speed"."""
+BF16_GAIN_MIN = 1.1
+"""bf16 must train at least this much faster than fp32 to count as a gain (steady epochs on
+one device differ by a few percent run to run)."""
 
 
 def conclude(experiment: str, rows_by_device: Mapping[str, Sequence[Row]]) -> str:
@@ -260,6 +264,40 @@ def speedup_clauses(pipelines: Mapping[str, Sequence[PipelineRow]]) -> list[str]
             "add a GPU (--device cuda) to see why the tutorial's GPU speedup looks small"
         )
     return clauses
+
+
+# -- bf16 against fp32 (gputui bench) ------------------------------------------------------
+
+
+def bf16_clause(device: str, speedup: float, *, cpu_fast_bf16: bool | None = None) -> str:
+    """bf16 against fp32 on one device, from the measured speedup; when bf16 gained nothing,
+    why not, in that device's terms.
+
+    Args:
+        device: Where both ran (``cpu``, ``cuda:0``, ``mps``).
+        speedup: fp32's steady epoch seconds over bf16's (above 1: bf16 was faster).
+        cpu_fast_bf16: On a CPU, whether it has AVX512-BF16 or AMX (``RunStarted.cpu_bf16``).
+    """
+    if speedup >= BF16_GAIN_MIN:
+        return f"on {device}, bf16 trained {fmt_times(speedup, precision=2)} as fast as fp32"
+    how = "slower than" if speedup * BF16_GAIN_MIN <= 1 else "no faster than"
+    return (
+        f"on {device}, bf16 trained {how} fp32 ({fmt_times(speedup, precision=2)} its speed): "
+        + _no_bf16_gain(device, cpu_fast_bf16)
+    )
+
+
+def _no_bf16_gain(device: str, cpu_fast_bf16: bool | None) -> str:
+    kind = device.split(":")[0]
+    if kind == "cpu" and cpu_fast_bf16 is False:
+        return "this CPU has no AVX512-BF16 or AMX, so its bf16 math is fp32 math plus conversions"
+    if kind == "cpu":
+        return "this model's layers are probably too small for bf16 math to repay autocast's casts"
+    units = "tensor cores" if kind == "cuda" else "the GPU's bf16 math"
+    return (
+        f"this model's kernels are probably too small for {units} to matter: each step is "
+        "bound by kernel launches, and autocast's casts add more of them"
+    )
 
 
 def _rates(rows: Sequence[PipelineRow]) -> tuple[float | None, float | None]:

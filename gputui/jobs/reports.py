@@ -26,6 +26,7 @@ from gputui.format import (
     fmt_times,
     one_line,
 )
+from gputui.jobs.conclusions import bf16_clause, sentence
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
     BatchSweepRow,
@@ -44,7 +45,7 @@ from gputui.jobs.events import (
     RunStarted,
     SyncStallRow,
 )
-from gputui.jobs.results import ExperimentResult, RunRecord, speedup
+from gputui.jobs.results import ExperimentResult, RunRecord, bf16_gain, speedup
 
 # -- training runs ------------------------------------------------------------------------
 
@@ -116,8 +117,11 @@ def _speedup(runs: list[RunRecord], run: RunRecord) -> float | None:
 
 
 def render_table(runs: list[RunRecord]) -> str:
-    """The result as text: which dataset ran, one row per device, placement verdicts."""
+    """The result as text: which dataset ran, one row per device (and precision, when there
+    are several), what bf16 gained over fp32, placement verdicts."""
     lines: list[str] = []
+    precisions = list(dict.fromkeys(run.config.precision for run in runs))
+    several = len(precisions) > 1
     first = next((run.started for run in runs if run.started is not None), None)
     if first is not None:
         where = (
@@ -130,15 +134,19 @@ def render_table(runs: list[RunRecord]) -> str:
             lines.append(f"note: {first.dataset_note}")
         lines.append(
             f"{first.train_images} training / {first.test_images} held-out images, "
-            f"{first.pipeline} pipeline, {first.precision}, batch {first.batch_size}, "
+            f"{first.pipeline} pipeline, {' and '.join(precisions)}, batch {first.batch_size}, "
             f"{first.epochs} epoch{'s' if first.epochs != 1 else ''}"
             f"{', compiled' if first.compile else ''}"
         )
-        maths = {run.device: run.started.math for run in runs if run.started and run.started.math}
+        maths = {
+            _label(run, several): run.started.math
+            for run in runs
+            if run.started and run.started.math
+        }
         if len(set(maths.values())) == 1:
             lines.append(f"math: {next(iter(maths.values()))}")
         elif maths:
-            lines.append("math: " + "; ".join(f"{device} {m}" for device, m in maths.items()))
+            lines.append("math: " + "; ".join(f"{label}: {m}" for label, m in maths.items()))
         lines.append("")
     single = any(run.steady is not None and run.steady.includes_warmup for run in runs)
     mark = "*" if single else ""
@@ -146,6 +154,7 @@ def render_table(runs: list[RunRecord]) -> str:
         [
             "device",
             "name",
+            *(["precision"] if several else []),
             "warm-up s",
             f"epoch s{mark}",
             f"images/s{mark}",
@@ -156,19 +165,19 @@ def render_table(runs: list[RunRecord]) -> str:
     ]
     for run in runs:
         name = run.started.device_name if run.started is not None else ""
+        which = [run.device, name, *([run.config.precision] if several else [])]
         if run.error is not None:
-            rows.append([run.device, name, f"error: {run.error.message}"])
+            rows.append([*which, f"error: {run.error.message}"])
             continue
         if run.status == "stopped" and not run.epochs:
             began = run.started is not None or run.finished is not None
-            rows.append([run.device, name, "stopped" if began else "not run"])
+            rows.append([*which, "stopped" if began else "not run"])
             continue
         last = run.epochs[-1] if run.epochs else None
         steady = run.steady
         rows.append(
             [
-                run.device,
-                name,
+                *which,
                 fmt_number(run.epochs[0].seconds if run.epochs else None, "{:.2f}"),
                 fmt_number(steady.seconds if steady else None, "{:.2f}"),
                 fmt_number(steady.images_per_second if steady else None, "{:,.0f}"),
@@ -177,17 +186,19 @@ def render_table(runs: list[RunRecord]) -> str:
                 fmt_times(_speedup(runs, run), precision=2),
             ]
         )
-    lines += fmt_columns(rows, right={2, 3, 4, 5, 6, 7})
+    figures = 3 if several else 2  # the first right-aligned column
+    lines += fmt_columns(rows, right=set(range(figures, figures + 6)))
     lines.append("")
     legend = "warm-up s: epoch 1 (cuDNN autotune, compilation); epoch s, images/s: epochs 2+"
     if single:
         legend += "; * only epoch 1 ran, so these include warm-up"
     if runs:
-        legend += f"; speedup: over {runs[0].device}"
+        legend += f"; speedup: over {_label(runs[0], several)}"
     lines.append(legend)
-    stopped = [_stopped_after(run) for run in runs if run.status == "stopped"]
+    stopped = [_stopped_after(run, several) for run in runs if run.status == "stopped"]
     if stopped:
         lines.append(f"stopped: {'; '.join(stopped)}")
+    lines += [verdict for run in runs if (verdict := bf16_verdict(runs, run))]
     for run in runs:
         verdict = placement_verdict(run)
         if verdict:
@@ -198,11 +209,25 @@ def render_table(runs: list[RunRecord]) -> str:
     return "\n".join(lines)
 
 
-def _stopped_after(run: RunRecord) -> str:
+def _stopped_after(run: RunRecord, with_precision: bool = False) -> str:
     """How far a stopped run got: ``cpu after 1 of 3 epochs``, ``cuda:0 not run``."""
     if run.started is None and run.finished is None:
-        return f"{run.device} not run"
-    return f"{run.device} after {len(run.epochs)} of {run.config.epochs} epochs"
+        return f"{_label(run, with_precision)} not run"
+    return f"{_label(run, with_precision)} after {len(run.epochs)} of {run.config.epochs} epochs"
+
+
+def _label(run: RunRecord, with_precision: bool) -> str:
+    return f"{run.device} {run.config.precision}" if with_precision else run.device
+
+
+def bf16_verdict(runs: list[RunRecord], run: RunRecord) -> str | None:
+    """One sentence on what bf16 ``run`` gained over fp32 on its device, from the measured
+    speedup (:func:`bf16_gain`); ``None`` without both runs' figures."""
+    gain = bf16_gain(runs, run)
+    if gain is None:
+        return None
+    fast = run.started.cpu_bf16 if run.started is not None else None
+    return sentence([bf16_clause(run.device, gain, cpu_fast_bf16=fast)])
 
 
 def placement_verdict(run: RunRecord) -> str | None:
@@ -262,6 +287,7 @@ def bench_json(runs: list[RunRecord]) -> dict[str, Any]:
                 "epoch_seconds": steady.seconds if steady else None,
                 "images_per_second": steady.images_per_second if steady else None,
                 "speedup": _speedup(runs, run),
+                "bf16_over_fp32": _bf16_json(runs, run),
                 "epochs": [
                     {
                         "epoch": e.epoch,
@@ -282,6 +308,11 @@ def bench_json(runs: list[RunRecord]) -> dict[str, Any]:
             }
         )
     return {"runs": out}
+
+
+def _bf16_json(runs: list[RunRecord], run: RunRecord) -> dict[str, Any] | None:
+    gain = bf16_gain(runs, run)
+    return None if gain is None else {"speedup": gain, "verdict": bf16_verdict(runs, run)}
 
 
 def _inputs(placement: Placement | None) -> dict[str, Any] | None:

@@ -7,7 +7,8 @@
   two runs by that rule, epoch by epoch, and while the second is still in an epoch.
 - A :class:`Session` is what one press of start (one run) or compare (two runs, one
   after the other) asks for in the runner pane; ``gputui bench`` keeps a list of
-  runs, one per device, and compares each with the first.
+  runs, one per device and precision, compares each with the first, and each bf16
+  run with fp32 on its device (:func:`bf16_gain`).
 - An experiment is an :class:`ExperimentResult`: its rows gathered per device, the
   one-sentence conclusion, and the JSON that ``gputui experiment --json`` prints.
 
@@ -271,6 +272,25 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
     return Speedup(
         baseline.device, other.device, per_epoch, steady, includes_warmup, warmup, so_far
     )
+
+
+def bf16_gain(runs: Sequence[RunRecord], run: RunRecord) -> float | None:
+    """How much faster bf16 ``run`` trained than the fp32 run on its device among ``runs``
+    (:func:`speedup`'s steady rule); ``None`` when ``run`` is not bf16, no fp32 run on its
+    device finished, or either has no figures yet."""
+    if run.config.precision != "bf16":
+        return None
+    fp32 = next(
+        (
+            other
+            for other in runs
+            if other.device == run.device
+            and other.config.precision == "fp32"
+            and other.error is None
+        ),
+        None,
+    )
+    return speedup(fp32, run).steady if fp32 is not None else None
 
 
 @dataclass

@@ -1,0 +1,116 @@
+"""What bf16 gained over fp32 in ``gputui bench``: one sentence from the measured speedup,
+with a reason in the device's terms when it gained nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from gputui.commands import main
+from gputui.jobs.conclusions import BF16_GAIN_MIN, bf16_clause
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import EpochFinished, RunStarted
+from gputui.jobs.reports import bench_json, render_table
+from gputui.jobs.results import RunRecord, bf16_gain
+from tests.training.test_bench import TINY
+from tests.ui.runner_fakes import run_events
+
+
+def record(device: str, precision: str, faster: float = 1.0, cpu_bf16: bool = False) -> RunRecord:
+    """A finished run whose epochs took ``1 / faster`` of the scripted fp32 run's time."""
+    config = RunConfig(device=device, precision=precision, epochs=3)
+    run = RunRecord(config)
+    for event in run_events(config):
+        if isinstance(event, EpochFinished):
+            event = dataclasses.replace(
+                event,
+                seconds=event.seconds / faster,
+                images_per_second=event.images_per_second * faster,
+            )
+        elif isinstance(event, RunStarted):
+            event = dataclasses.replace(event, cpu_bf16=cpu_bf16)
+        run.absorb(event)
+    return run
+
+
+@pytest.mark.parametrize(
+    ("device", "reason"),
+    [
+        ("cuda:0", "too small for tensor cores to matter: each step is bound by kernel launches"),
+        ("mps", "too small for the GPU's bf16 math to matter: each step is bound by kernel"),
+        ("cpu", "this CPU has no AVX512-BF16 or AMX"),
+    ],
+)
+def test_no_gain_says_why_in_the_device_s_terms(device: str, reason: str) -> None:
+    same = bf16_clause(device, 1.03, cpu_fast_bf16=False)
+    assert same.startswith(f"on {device}, bf16 trained no faster than fp32 (1.03x its speed): ")
+    assert reason in same
+    slower = bf16_clause(device, 0.7, cpu_fast_bf16=False)
+    assert slower.startswith(f"on {device}, bf16 trained slower than fp32 (0.70x its speed): ")
+    assert reason in slower
+
+
+def test_a_gain_is_given_without_excuses() -> None:
+    assert bf16_clause("cuda:0", 1.8) == "on cuda:0, bf16 trained 1.80x as fast as fp32"
+    assert bf16_clause("cpu", BF16_GAIN_MIN, cpu_fast_bf16=True).endswith("as fast as fp32")
+
+
+def test_a_cpu_with_bf16_units_that_gained_nothing_blames_the_model_s_size() -> None:
+    text = bf16_clause("cpu", 1.0, cpu_fast_bf16=True)
+    assert "AVX512" not in text and "too small for bf16 math to repay autocast's casts" in text
+
+
+def test_bench_compares_each_bf16_run_with_fp32_on_its_own_device() -> None:
+    runs = [
+        record("cpu", "fp32"),
+        record("cpu", "bf16", faster=0.8),
+        record("cuda:0", "fp32"),
+        record("cuda:0", "bf16", faster=1.02),
+    ]
+    assert [bf16_gain(runs, run) for run in runs] == [
+        None,
+        pytest.approx(0.8),
+        None,
+        pytest.approx(1.02),
+    ]
+    table = render_table(runs)
+    assert "resident pipeline, fp32 and bf16, batch" in table
+    assert "math: cpu fp32: IEEE fp32; cpu bf16: bf16 autocast" in table
+    assert table.splitlines()[4].split()[:3] == ["device", "name", "precision"]
+    assert "speedup: over cpu fp32" in table
+    assert (
+        "On cpu, bf16 trained slower than fp32 (0.80x its speed): this CPU has no AVX512-BF16 "
+        "or AMX" in table
+    )
+    assert "On cuda:0, bf16 trained no faster than fp32 (1.02x its speed): this model's " in table
+    gains = [run["bf16_over_fp32"] for run in bench_json(runs)["runs"]]
+    assert gains[0] is None and gains[2] is None
+    assert gains[3]["speedup"] == pytest.approx(1.02)
+    assert gains[3]["verdict"].startswith("On cuda:0, bf16 trained no faster than fp32")
+
+
+def test_without_an_fp32_run_on_its_device_bf16_is_not_judged() -> None:
+    runs = [record("cpu", "fp32"), record("cuda:0", "bf16", faster=0.5)]
+    assert bf16_gain(runs, runs[1]) is None
+    table = render_table(runs)
+    assert "bf16 trained" not in table and "precision" in table.splitlines()[4]
+
+
+def test_bench_trains_each_precision_and_judges_bf16_by_what_it_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["bench", "--device", "cpu", *TINY, "--no-record", "--json"]
+    code = main([*args, "--precision", "fp32", "--precision", "bf16"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    fp32, bf16 = json.loads(out)["runs"]
+    assert (fp32["precision"], bf16["precision"]) == ("fp32", "bf16")
+    assert fp32["bf16_over_fp32"] is None
+    gain = bf16["bf16_over_fp32"]
+    assert gain["speedup"] == pytest.approx(fp32["epoch_seconds"] / bf16["epoch_seconds"])
+    cpu_fast = "no AVX512-BF16 or AMX" in " ".join(bf16["notes"])
+    expected = bf16_clause("cpu", gain["speedup"], cpu_fast_bf16=not cpu_fast)
+    assert gain["verdict"] == expected[0].upper() + expected[1:] + "."
