@@ -1,6 +1,6 @@
 """Device strings as the tutorials write them, checked against what torch can use here.
 
-``parse_device`` turns ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` into a canonical
+``parse_device`` turns ``cpu``, ``cuda``, ``cuda:N``, ``mps`` or ``mps:0`` into a canonical
 device string, or raises :class:`DeviceError` with one line that names what *is*
 usable. ``usable_devices`` is the tutorials' ``try_all_gpus`` with the CPU and
 MPS included; ``device_options`` lists every candidate with a reason when it
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import platform
 import re
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from gputui.jobs.events import DeviceOption
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda|mps)(?::(\d+))?$")
 _SPELLINGS = "cpu, cuda, cuda:N or mps"
+MPS_BF16_MACOS = 14
+"""The first macOS (Sonoma) on which MPS runs bf16."""
+SYSCTL_TIMEOUT_S = 5.0
 
 
 class DeviceError(ValueError):
@@ -82,11 +86,11 @@ def parse_device(text: str, inventory: DeviceInventory | None = None) -> str:
     """Check a device string and return its canonical form.
 
     Args:
-        text: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+        text: ``cpu``, ``cuda``, ``cuda:N``, ``mps`` or ``mps:0``.
         inventory: What is usable; read from torch when ``None``.
 
     Returns:
-        ``cpu``, ``cuda:N`` (plain ``cuda`` reads ``cuda:0``) or ``mps``.
+        ``cpu``, ``cuda:N`` (plain ``cuda`` reads ``cuda:0``) or ``mps`` (for ``mps:0`` too).
 
     Raises:
         DeviceError: one line naming the problem and the usable devices.
@@ -95,7 +99,7 @@ def parse_device(text: str, inventory: DeviceInventory | None = None) -> str:
     usable = f"usable here: {', '.join(inv.usable())}"
     spelled = text.strip()
     match = _DEVICE_RE.match(spelled)
-    if match is None or (match.group(2) is not None and match.group(1) != "cuda"):
+    if match is None or (match.group(2) is not None and match.group(1) == "cpu"):
         raise DeviceError(
             f"{text!r} is not a device: write {_SPELLINGS}{_hint(spelled)} ({usable})"
         )
@@ -105,8 +109,10 @@ def parse_device(text: str, inventory: DeviceInventory | None = None) -> str:
     if kind == "mps":
         reason = _mps_unusable_reason(inv)
         if reason:
-            raise DeviceError(f"mps: {reason} ({usable})")
-        return "mps"
+            raise DeviceError(f"{spelled}: {reason} ({usable})")
+        if index_text is not None and int(index_text) != 0:
+            raise DeviceError(f"{spelled}: a Mac has one GPU, mps (or mps:0) ({usable})")
+        return "mps"  # mps:0, as torch names a tensor's device, is the same one
     reason = _cuda_unusable_reason(inv)
     if reason:
         raise DeviceError(f"{spelled}: {reason} ({usable})")
@@ -202,6 +208,29 @@ def make_current(device: torch.device) -> None:
         torch.cuda.set_device(device)
 
 
+def check_precision(device: str, precision: str) -> None:
+    """Refuse, before any training, a precision ``device`` cannot run.
+
+    MPS runs bf16 only on macOS 14 (Sonoma) or later; before that torch fails mid-run.
+
+    Args:
+        device: A canonical device (:func:`parse_device`).
+        precision: ``fp32``, ``tf32`` or ``bf16``.
+
+    Raises:
+        DeviceError: one line that says what to use instead.
+    """
+    if precision != "bf16" or device != "mps":
+        return
+    release = platform.mac_ver()[0]
+    numbers = re.match(r"(\d+)", release)
+    if numbers is not None and int(numbers.group(1)) < MPS_BF16_MACOS:
+        raise DeviceError(
+            f"bf16 on MPS needs macOS {MPS_BF16_MACOS} or later; this is macOS {release}: "
+            "use --precision fp32"
+        )
+
+
 def synchronize(device: torch.device) -> None:
     """Wait until ``device`` has finished its queued work; the CPU has none to wait for."""
     if device.type == "cuda":
@@ -235,12 +264,31 @@ def cuda_uuid(index: int) -> str | None:
 
 @cache
 def cpu_model_name() -> str:
-    """The CPU's model name from ``/proc/cpuinfo``, else ``platform.processor()``."""
+    """The CPU's model name: ``/proc/cpuinfo`` on Linux, ``sysctl machdep.cpu.brand_string``
+    on macOS (``Apple M2 Pro``, where ``platform.processor()`` says only ``arm``), else
+    ``platform.processor()``."""
     for line in _cpuinfo_lines():
         key, _, value = line.partition(":")
         if key.strip() in {"model name", "Model"} and value.strip():
             return value.strip()
+    if sys.platform == "darwin" and (brand := _sysctl("machdep.cpu.brand_string")):
+        return brand
     return platform.processor() or platform.machine() or "CPU"
+
+
+def _sysctl(name: str) -> str | None:
+    """``sysctl -n NAME``'s output, stripped; ``None`` when it could not be run."""
+    try:
+        done = subprocess.run(
+            ["sysctl", "-n", name],
+            capture_output=True,
+            text=True,
+            timeout=SYSCTL_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import torch
 from gputui.engine.data import Dataset, DatasetError, load_dataset
 from gputui.engine.devices import (
     DeviceError,
+    check_precision,
     cpu_bf16,
     cuda_uuid,
     device_name,
@@ -99,6 +100,7 @@ def run_training(
     try:
         config.validate()
         device_text = parse_device(config.device)
+        check_precision(device_text, config.precision)
     except (ConfigError, DeviceError) as exc:
         kind = "config" if isinstance(exc, ConfigError) else "device"
         emit(Error(message=str(exc), kind=kind))
