@@ -87,7 +87,7 @@ def test_the_trainer_refuses_it_before_loading_anything(
     mac_version(monkeypatch, "13.2")
     monkeypatch.setattr(trainer, "parse_device", lambda _text: "mps")  # as on such a Mac
     events: list[Event] = []
-    config = RunConfig(device="mps", precision="bf16", dataset="synthetic", limit=64)
+    config = RunConfig(device="mps", precision="bf16", dataset="synthetic", limit=64, batch_size=32)
     code = trainer.run_training(config.with_changes(runs_dir=str(tmp_path)), events.append)
     assert code == 2
     [error] = events
