@@ -52,7 +52,7 @@ def parse_listen(text: str) -> ListenAddress:
         if not bracket or not rest.startswith(":"):
             raise ListenError(f"{shown} is not HOST:PORT ([IPv6]:PORT for IPv6), {_EXAMPLE}")
         port_text = rest[1:]
-        if not _is_ipv6(host):
+        if not _is_ip(host, 6):
             raise ListenError(f"{shown}: the host in brackets is not an IPv6 address, {_EXAMPLE}")
     else:
         host, colon, port_text = text.rpartition(":")
@@ -65,7 +65,7 @@ def parse_listen(text: str) -> ListenAddress:
         if not host:
             raise ListenError(f"{shown} names no host, {_EXAMPLE}")
         numeric = all(part.isdigit() for part in host.rstrip(".").split("."))
-        if not (_is_ipv4(host) or (_HOST_NAME.fullmatch(host) and not numeric)):
+        if not (_is_ip(host, 4) or (_HOST_NAME.fullmatch(host) and not numeric)):
             raise ListenError(f"{shown}: the host is not an IP address or host name, {_EXAMPLE}")
     if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
         raise ListenError(f"{shown}: the port must be a whole number from 0 to 65535, {_EXAMPLE}")
@@ -80,17 +80,9 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def _is_ipv4(text: str) -> bool:
+def _is_ip(text: str, version: int) -> bool:
+    """Whether ``text`` is an IPv4 (``version`` 4) or IPv6 (6) address."""
     try:
-        ipaddress.IPv4Address(text)
+        return ipaddress.ip_address(text).version == version
     except ValueError:
         return False
-    return True
-
-
-def _is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return True
