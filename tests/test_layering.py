@@ -35,6 +35,7 @@ HEADLESS = (
     _modules("gputui.telemetry")
     + _modules("gputui.doctor")
     + _modules("gputui.serve")
+    + _modules("gputui.fleet")
     + _modules("gputui.jobs")
     + _modules("gputui.engine")
     + _modules("gputui.commands")

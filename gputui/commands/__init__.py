@@ -18,6 +18,7 @@ from collections.abc import Collection, Sequence
 
 from gputui import __version__
 from gputui.commands.args import OneLineParser, interval_seconds, usage_error
+from gputui.commands.fleet import add_snapshot_fleet_arguments, run_fleet_snapshot, targets_of
 from gputui.commands.output import OutputFailed, forget_output, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
@@ -60,6 +61,7 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
         "snapshot", help="print the monitor's readings once, as a table or JSON"
     )
     snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_snapshot_fleet_arguments(snapshot)
     snapshot.set_defaults(handler=_run_snapshot)
 
     for name, (module, function) in SUBCOMMANDS.items():
@@ -125,6 +127,8 @@ def not_a_terminal() -> str | None:
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
+    if targets_of(args) is not None or args.prometheus:
+        return run_fleet_snapshot(args)
     from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
 
     snapshot = take_snapshot()

@@ -99,10 +99,15 @@ def snapshot_as_dict(snapshot: Snapshot) -> dict[str, Any]:
     """The snapshot as plain JSON-ready data; see the module docstring for the schema."""
     return {
         "cpu": _reading_as_dict(snapshot.cpu),
-        "gpus": [_reading_as_dict(gpu) for gpu in snapshot.nvml.gpus],
+        "gpus": [gpu_as_dict(gpu) for gpu in snapshot.nvml.gpus],
         "nvml": _reading_as_dict(snapshot.nvml.status),
         "mps": _reading_as_dict(snapshot.mps),
     }
+
+
+def gpu_as_dict(gpu: GpuReading) -> dict[str, Any]:
+    """One GPU as ``gputui snapshot --json`` writes it (a fleet's hosts list theirs so too)."""
+    return _reading_as_dict(gpu)
 
 
 def render_snapshot_json(snapshot: Snapshot) -> str:

@@ -1,0 +1,114 @@
+"""A fleet on the command line: ``--hosts``, ``--hostfile`` and ``--prometheus``.
+
+Both the monitor (``gputui --hosts ...`` opens the fleet view) and ``gputui snapshot``
+take them; the fleet package is imported in the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from urllib.parse import urlsplit
+
+from gputui.commands.args import seconds
+from gputui.commands.output import write_out
+from gputui.exits import EXIT_FAILED, EXIT_OK
+from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
+from gputui.format import one_line
+
+host_timeout_seconds = seconds(0, 60, "--timeout", DEFAULT_TIMEOUT_S)
+"""Parse ``--timeout``: how long one host may take to answer."""
+
+
+def hosts_list(text: str) -> tuple[Target, ...]:
+    """Parse ``--hosts``."""
+    try:
+        return parse_hosts(text)
+    except TargetError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def host_file(text: str) -> tuple[Target, ...]:
+    """Parse ``--hostfile``: the file is read as the command line is parsed."""
+    try:
+        return read_hostfile(text)
+    except TargetError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def prometheus_url(text: str) -> str:
+    """Parse ``--prometheus``: a Prometheus server's address, ``http(s)://HOST:PORT``."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Prometheus address: write http://HOST:9090"
+        )
+    return text
+
+
+def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--hosts``, ``--hostfile`` and ``--prometheus``: one of them at most."""
+    fleet = parser.add_mutually_exclusive_group()
+    fleet.add_argument(
+        "--hosts",
+        type=hosts_list,
+        metavar="H:P,...",
+        help="read these hosts' exporters (gputui serve, dcgm-exporter or nvitop-exporter); "
+        "a host without a port is read on gputui serve's port, 9922",
+    )
+    fleet.add_argument(
+        "--hostfile",
+        type=host_file,
+        metavar="FILE",
+        help="read the hosts named in FILE, one HOST:PORT a line (# starts a comment)",
+    )
+    fleet.add_argument(
+        "--prometheus",
+        type=prometheus_url,
+        metavar="URL",
+        help="read every GPU host a Prometheus server scrapes, e.g. http://HOST:9090",
+    )
+
+
+def add_snapshot_fleet_arguments(snapshot: argparse.ArgumentParser) -> None:
+    """The fleet flags, and ``--timeout``, on ``gputui snapshot``."""
+    add_fleet_arguments(snapshot)
+    snapshot.add_argument(
+        "--timeout",
+        type=host_timeout_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"how long each host may take to answer, above 0 to 60 "
+        f"(default: {DEFAULT_TIMEOUT_S:g}); a host that does not is shown as down",
+    )
+
+
+def targets_of(args: argparse.Namespace) -> tuple[Target, ...] | None:
+    """The hosts ``--hosts`` or ``--hostfile`` named, if either was given."""
+    return args.hosts or args.hostfile
+
+
+def run_fleet_snapshot(args: argparse.Namespace) -> int:
+    """``gputui snapshot`` with a fleet: each host once; exit 1 when any did not answer."""
+    from gputui.fleet.prometheus import PrometheusError, read_prometheus
+    from gputui.fleet.report import render_fleet_json, render_fleet_table
+    from gputui.fleet.scrape import scrape_all
+
+    targets = targets_of(args)
+    if targets is not None:
+        hosts = scrape_all(targets, args.timeout)
+    else:
+        try:
+            hosts = read_prometheus(args.prometheus, args.timeout)
+        except PrometheusError as error:
+            if sys.stderr is not None:
+                sys.stderr.write(one_line(f"gputui snapshot: error: {error}") + "\n")
+            return EXIT_FAILED
+    now = time.monotonic()
+    if args.json:
+        write_out(render_fleet_json(hosts, now))
+    else:
+        write_out(render_fleet_table(hosts, now, width=shutil.get_terminal_size().columns))
+    return EXIT_OK if all(host.up for host in hosts) else EXIT_FAILED

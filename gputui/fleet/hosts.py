@@ -1,0 +1,43 @@
+"""One host's state in a fleet view: what it said last, and whether it still answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputui.telemetry.readings import GpuReading
+
+
+@dataclass(frozen=True, slots=True)
+class HostReading:
+    """One host's latest readings, or why there are none."""
+
+    host: str
+    """The host as the user named it (or Prometheus's ``instance`` label)."""
+    up: bool
+    """True when the last attempt to read it answered with readings."""
+    error: str | None = None
+    """Why the last attempt failed, in words; ``None`` when it answered."""
+    source: str | None = None
+    """The exporter that answered: ``gputui``, ``dcgm-exporter`` or ``nvitop-exporter``."""
+    gpus: tuple[GpuReading, ...] = ()
+    """Its GPUs; a host that stopped answering keeps its last ones (see ``taken_at``)."""
+    taken_at: float | None = None
+    """``time.monotonic()`` when those readings were taken; ``None`` when it never answered."""
+    via: str = "http"
+    """``http`` (its own /metrics) or ``prometheus`` (a Prometheus server's API)."""
+
+    def age_s(self, now: float) -> float | None:
+        """Seconds since the readings shown were taken; ``None`` when there are none."""
+        return None if self.taken_at is None else max(0.0, now - self.taken_at)
+
+    def failed(self, error: str) -> HostReading:
+        """This host after a failed attempt: down, with its last readings kept as stale."""
+        return HostReading(
+            self.host,
+            up=False,
+            error=error,
+            source=self.source,
+            gpus=self.gpus,
+            taken_at=self.taken_at,
+            via=self.via,
+        )

@@ -1,0 +1,85 @@
+"""``gputui snapshot --hosts``: every host's GPUs once, as JSON or as a plain-text table.
+
+JSON: ``{"hosts": [{"host", "up", "error", "source", "via", "age_seconds", "gpus"}]}`` in
+the order the hosts were named (sorted by instance for ``--prometheus``); ``gpus`` holds
+each GPU as ``gputui snapshot --json`` writes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from gputui.fleet.hosts import HostReading
+from gputui.format import NA, ellipsize, fmt_columns, fmt_percent, fmt_unit, fmt_used_total
+from gputui.telemetry.readings import GpuReading, GpuState
+from gputui.telemetry.snapshot import gpu_as_dict
+
+
+def fleet_as_dict(hosts: Sequence[HostReading], now: float) -> dict[str, Any]:
+    """The hosts as JSON-ready data; ``now`` is ``time.monotonic()`` for their age."""
+    return {
+        "hosts": [
+            {
+                "host": host.host,
+                "up": host.up,
+                "error": host.error,
+                "source": host.source,
+                "via": host.via,
+                "age_seconds": _rounded(host.age_s(now)),
+                "gpus": [gpu_as_dict(gpu) for gpu in host.gpus],
+            }
+            for host in hosts
+        ]
+    }
+
+
+def render_fleet_json(hosts: Sequence[HostReading], now: float) -> str:
+    """The hosts as indented JSON text (no trailing newline)."""
+    return json.dumps(fleet_as_dict(hosts, now), indent=2, allow_nan=False)
+
+
+def render_fleet_table(hosts: Sequence[HostReading], now: float, width: int = 80) -> str:
+    """One header line a host and one line a GPU, cut to ``width`` columns."""
+    lines = []
+    for host in hosts:
+        lines.append(ellipsize(host_headline(host, now), width))
+        rows = [_gpu_cells(gpu) for gpu in host.gpus]
+        lines += [ellipsize("  " + line, width) for line in fmt_columns(rows, right={2, 3, 4, 5})]
+    up = sum(host.up for host in hosts)
+    lines.append(f"{up} of {_count(len(hosts), 'host')} answered")
+    return "\n".join(lines)
+
+
+def host_headline(host: HostReading, now: float) -> str:
+    """``node1  up · gputui · 8 GPUs``, or ``node2  DOWN: connection refused (...)``."""
+    age = host.age_s(now)
+    if host.up:
+        parts = [host.source or NA, _count(len(host.gpus), "GPU")]
+        if age is not None and age >= 1:
+            parts.append(f"{age:.0f} s old")
+        return f"{host.host}  up · {' · '.join(parts)}"
+    stale = "" if age is None else f" (readings below are {age:.0f} s old)"
+    return f"{host.host}  DOWN: {host.error or 'no answer'}{stale}"
+
+
+def _gpu_cells(gpu: GpuReading) -> list[str]:
+    if gpu.state is GpuState.LOST:
+        return [str(gpu.index), gpu.name, "lost"]
+    return [
+        str(gpu.index),
+        gpu.name,
+        fmt_percent(gpu.utilization_percent),
+        fmt_used_total(gpu.memory_used_bytes, gpu.memory_total_bytes),
+        fmt_unit(gpu.temperature_c, "°C"),
+        fmt_unit(gpu.power_w, " W"),
+    ]
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
