@@ -1,0 +1,126 @@
+"""A real Prometheus server (Debian's package) scraping two ``gputui serve`` exporters and a
+dead port on loopback; ``gputui snapshot --prometheus`` reads every GPU host back from it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from tests.fleet.hosts import dead_port
+from tests.serve.served import ROOT, Served, serve_env
+
+WAIT_S = 60.0
+
+
+def _prometheus_binary() -> str:
+    found = shutil.which("prometheus")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("prometheus is missing: .ci/run installs Debian's prometheus package")
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    return found
+
+
+def _query(base: str, query: str) -> list[dict[str, object]]:
+    address = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+    with urllib.request.urlopen(address, timeout=5) as answer:  # loopback only
+        return json.loads(answer.read())["data"]["result"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def prometheus(fake_nvml_dir: Path, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    """A Prometheus scraping two exporters and a dead port each second: its URL and the
+    targets (the exporters first)."""
+    binary = _prometheus_binary()
+    with ExitStack() as stack:
+        servers = [
+            Served.start(fake_nvml_dir, "--interval", "0.5", knobs={"FAKE_NVML_GPU_COUNT": n})
+            for n in ("1", "3")
+        ]
+        for server in servers:
+            stack.callback(server.kill)
+        targets = [f"127.0.0.1:{server.port}" for server in servers] + [dead_port()]
+        config = tmp_path / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            "scrape_configs:\n  - job_name: gpus\n    static_configs:\n"
+            f"      - targets: {json.dumps(targets)}\n"
+        )
+        listen = dead_port()
+        process = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address={listen}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / "prometheus.log").open("w"),
+        )
+        stack.callback(lambda: (process.kill(), process.wait()))
+        base = f"http://{listen}"
+        deadline = time.monotonic() + WAIT_S
+        while True:  # every target scraped once, and the exporters' GPU series stored
+            assert process.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
+            try:
+                scraped = len(_query(base, "up")) == 3
+                gpus = len(_query(base, "gputui_gpu_info"))
+            except OSError:
+                scraped, gpus = False, 0
+            if scraped and gpus == 4:
+                break
+            assert time.monotonic() < deadline, "Prometheus never scraped every target"
+            time.sleep(0.2)
+        yield base, targets
+
+
+def test_snapshot_reads_the_fleet_back_from_prometheus(prometheus: tuple[str, list[str]]) -> None:
+    base, targets = prometheus
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", "snapshot", "--json", "--prometheus", base],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=serve_env(Path("/nonexistent")),
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr  # the dead target is down
+    hosts = {host["host"]: host for host in json.loads(done.stdout)["hosts"]}
+    assert set(hosts) == set(targets)  # Prometheus itself is not a GPU host
+    one, three, dead = (hosts[target] for target in targets)
+    assert (one["up"], one["source"], one["via"]) == (True, "gputui", "prometheus")
+    assert [gpu["index"] for gpu in three["gpus"]] == [0, 1, 2]
+    assert three["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert three["gpus"][0]["memory_total_bytes"] == 81559 * 1024**2
+    assert three["gpus"][0]["energy_j"] > 0  # a counter, stored without its _total suffix
+    assert 0 <= one["age_seconds"] < 10  # since Prometheus's last scrape of it
+    assert (dead["up"], dead["error"], dead["gpus"]) == (
+        False,
+        "Prometheus's last scrape failed",
+        [],
+    )
+
+
+def test_a_server_that_is_not_prometheus_is_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", "snapshot", "--prometheus", f"http://{dead_port()}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert "cannot read Prometheus at http://127.0.0.1:" in done.stderr
+    assert "connection refused" in done.stderr
