@@ -18,7 +18,13 @@ from collections.abc import Collection, Sequence
 
 from gputui import __version__
 from gputui.commands.args import OneLineParser, interval_seconds, usage_error
-from gputui.commands.fleet import add_snapshot_fleet_arguments, run_fleet_snapshot, targets_of
+from gputui.commands.fleet import (
+    add_fleet_arguments,
+    add_snapshot_fleet_arguments,
+    run_fleet_app,
+    run_fleet_snapshot,
+    targets_of,
+)
 from gputui.commands.output import OutputFailed, forget_output, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
@@ -55,6 +61,7 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
         metavar="SECONDS",
         help="seconds between samples, 0.25 to 60 (default: 1)",
     )
+    add_fleet_arguments(parser, dest_prefix="app_")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     snapshot = commands.add_parser(
@@ -91,6 +98,8 @@ def _run_app(args: argparse.Namespace) -> int:
             f"gputui needs a terminal, and its {stream} is not one; "
             "for scripts use `gputui snapshot`",
         )
+    if targets_of(args, "app_") is not None or args.app_prometheus:
+        return run_fleet_app(args)
     # Start-up allocates a lot and frees little: collecting it cost a tenth of the time to
     # the first frame. The app turns collection back on once that frame is out.
     gc.disable()
@@ -145,6 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(commands_named(argv)).parse_args(argv)
         handler = getattr(args, "handler", _run_app)
         prog = " ".join(filter(None, [prog, args.command]))
+        if args.command and (targets_of(args, "app_") or args.app_prometheus):
+            return usage_error(
+                prog,
+                f"write the fleet's flags after the command: gputui {args.command} --hosts ...",
+            )
         if handler is not _run_app and sys.stdout is None:  # before the work, not after it
             return usage_error(prog, "standard output is closed: send it to a file or /dev/null")
         return handler(args)

@@ -48,11 +48,18 @@ def prometheus_url(text: str) -> str:
     return text
 
 
-def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--hosts``, ``--hostfile`` and ``--prometheus``: one of them at most."""
+def add_fleet_arguments(parser: argparse.ArgumentParser, dest_prefix: str = "") -> None:
+    """``--hosts``, ``--hostfile`` and ``--prometheus``: one of them at most.
+
+    Args:
+        parser: Where to add them.
+        dest_prefix: Put before each flag's attribute name; the monitor's own use ``app_``,
+            so that a subcommand's defaults never overwrite them.
+    """
     fleet = parser.add_mutually_exclusive_group()
     fleet.add_argument(
         "--hosts",
+        dest=f"{dest_prefix}hosts",
         type=hosts_list,
         metavar="H:P,...",
         help="read these hosts' exporters (gputui serve, dcgm-exporter or nvitop-exporter); "
@@ -60,12 +67,14 @@ def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
     )
     fleet.add_argument(
         "--hostfile",
+        dest=f"{dest_prefix}hostfile",
         type=host_file,
         metavar="FILE",
         help="read the hosts named in FILE, one HOST:PORT a line (# starts a comment)",
     )
     fleet.add_argument(
         "--prometheus",
+        dest=f"{dest_prefix}prometheus",
         type=prometheus_url,
         metavar="URL",
         help="read every GPU host a Prometheus server scrapes, e.g. http://HOST:9090",
@@ -85,9 +94,23 @@ def add_snapshot_fleet_arguments(snapshot: argparse.ArgumentParser) -> None:
     )
 
 
-def targets_of(args: argparse.Namespace) -> tuple[Target, ...] | None:
+def targets_of(args: argparse.Namespace, dest_prefix: str = "") -> tuple[Target, ...] | None:
     """The hosts ``--hosts`` or ``--hostfile`` named, if either was given."""
-    return args.hosts or args.hostfile
+    return getattr(args, f"{dest_prefix}hosts") or getattr(args, f"{dest_prefix}hostfile")
+
+
+def run_fleet_app(args: argparse.Namespace) -> int:
+    """``gputui --hosts ...``, ``--hostfile`` or ``--prometheus``: the fleet view."""
+    from gputui.ui.fleet_app import run_fleet_app as run
+
+    targets = targets_of(args, "app_")
+    if targets is not None:
+        from gputui.fleet.scrape import FleetPoller
+
+        return run(FleetPoller(targets, interval_s=args.interval))
+    from gputui.fleet.prometheus import PrometheusPoller
+
+    return run(PrometheusPoller(args.app_prometheus, interval_s=args.interval))
 
 
 def run_fleet_snapshot(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from gputui.telemetry.readings import GpuReading
 
@@ -41,3 +42,18 @@ class HostReading:
             taken_at=self.taken_at,
             via=self.via,
         )
+
+
+class FleetSource(Protocol):
+    """Where a fleet view gets its hosts: each host's own exporter, or Prometheus."""
+
+    error: str | None
+    """Why the source as a whole failed (Prometheus not answering); ``None`` when fine."""
+    generation: int
+    """Grows whenever something new was read."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def latest(self) -> list[HostReading]: ...

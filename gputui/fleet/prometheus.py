@@ -9,6 +9,7 @@ that stopped answering). Their age is how long ago Prometheus last scraped them.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -109,3 +110,48 @@ def _query(url: str, query: str, timeout_s: float) -> list[Sample]:
             continue
         samples.append(Sample(name, labels, value))
     return samples
+
+
+class PrometheusPoller:
+    """Reads the fleet from Prometheus every ``interval_s`` seconds on a daemon thread.
+
+    The same face as :class:`~gputui.fleet.scrape.FleetPoller`: :meth:`latest` never waits.
+    When Prometheus itself stops answering, the hosts keep their last state and
+    :attr:`error` says why.
+    """
+
+    def __init__(
+        self, url: str, *, interval_s: float, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        self.url = url
+        self._interval_s = interval_s
+        self._timeout_s = timeout_s
+        self._hosts: list[HostReading] = []
+        self._stop = threading.Event()
+        self.error: str | None = None
+        """Why the last read of Prometheus failed; ``None`` when it answered."""
+        self.generation = 0
+        """Grows by one with each read (a view redraws when it moved)."""
+
+    def start(self) -> None:
+        """Start reading, at once and then every interval."""
+        threading.Thread(target=self._run, name="gputui-prometheus", daemon=True).start()
+
+    def stop(self) -> None:
+        """Ask the thread to end (one inside a hung read ends at its timeout)."""
+        self._stop.set()
+
+    def latest(self) -> list[HostReading]:
+        """Every GPU host as of the last read, sorted by instance."""
+        return self._hosts
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self._hosts = read_prometheus(self.url, self._timeout_s)
+                self.error = None
+            except PrometheusError as error:
+                self.error = str(error)
+            self.generation += 1
+            self._stop.wait(max(0.0, started + self._interval_s - time.monotonic()))

@@ -106,6 +106,8 @@ class FleetPoller:
         }
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.error: str | None = None
+        """Always ``None``: each host's own error is in its reading (see PrometheusPoller)."""
         self.generation = 0
         """Grows by one each time a host's state changes (a view redraws when it moved)."""
 

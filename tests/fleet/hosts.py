@@ -22,7 +22,7 @@ def static_exporter(body: str) -> Iterator[str]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path != "/metrics":
+            if self.path.split("?")[0] != "/metrics":
                 self.send_error(404)
                 return
             data = body.encode()

@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 
+from tests.fleet.hosts import DCGM_EXPOSITION, dead_port, static_exporter
 from tests.ui.tmux_session import Tmux, gone, start_training, trainers_of
 
 pytestmark = [
@@ -40,3 +41,17 @@ def test_hangup_stops_the_trainer(tmux: Tmux) -> None:
     for trainer in trainers:
         assert gone(trainer.pid), f"trainer {trainer.pid} outlived gputui"
     assert trainers_of(pid) == []
+
+
+def test_the_fleet_view_in_a_real_terminal(tmux: Tmux) -> None:
+    """``gputui --hosts`` over loopback: a dcgm-exporter and a dead port; s sorts, q quits."""
+    with static_exporter(DCGM_EXPOSITION.read_text()) as dcgm:
+        dead = dead_port()
+        pid = tmux.start("--hosts", f"{dead},{dcgm}", "--interval", "0.5")
+        screen = tmux.wait_for(r"2 hosts, 1 up, 1 down")
+        assert f"✕ {dead}  DOWN  connection refused" in screen
+        assert f"● {dcgm}  dcgm-exporter · 2 GPUs" in screen
+        tmux.send_keys("s")
+        tmux.wait_for(r"sorted by util")
+        tmux.send_keys("q")
+        assert gone(pid), "gputui did not quit"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -66,9 +67,10 @@ class Tmux:
             ["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False
         ).stdout
 
-    def start(self) -> int:
-        """Start gputui at 160x50; returns its pid."""
-        command = f"cd {ROOT} && exec {sys.executable} -m gputui"
+    def start(self, *args: str) -> int:
+        """Start ``gputui ARGS`` at 160x50; returns its pid."""
+        command = shlex.join([sys.executable, "-m", "gputui", *args])
+        command = f"cd {shlex.quote(str(ROOT))} && exec {command}"
         subprocess.run(
             [
                 "tmux",

@@ -1,0 +1,181 @@
+"""The fleet view: one compact line per GPU, grouped by host, for ``gputui --hosts ...``.
+
+The hosts are read off the event loop by a :class:`~gputui.fleet.hosts.FleetSource` (a
+thread per host, or one for Prometheus); the app only looks at the latest readings once a
+second. The view paints through Textual's line API: only the rows on screen are turned into
+strips, so 256 hosts of 8 GPUs cost what one screen costs. ``s`` cycles the sort key, ``r``
+reverses it, ``/`` filters by text (host, exporter, GPU name, ``down``), Escape clears it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Footer, Input, Static
+
+from gputui.fleet.hosts import FleetSource, HostReading
+from gputui.ui.fleet_rows import FleetOrder, Row, fleet_rows, fleet_title, row_line
+from gputui.ui.widgets.lines import LineStyles
+
+HISTORY_LENGTH = 60
+"""Utilization samples kept per GPU for its sparkline."""
+
+TICK_S = 1.0
+"""How often the view looks for new readings (and ages the stale ones)."""
+
+
+class FleetView(ScrollView, can_focus=True):
+    """Every row of the fleet, painted a screen at a time."""
+
+    DEFAULT_CSS = """
+    FleetView { height: 1fr; }
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__(id="fleet")
+        self._clock = clock
+        self._rows: list[Row] = []
+        self._history: dict[tuple[str, int], deque[float | None]] = {}
+        self._seen: dict[str, float | None] = {}
+        self._strips: dict[int, Strip] = {}
+        self._styles = LineStyles(self)
+
+    @property
+    def rows(self) -> list[Row]:
+        """The rows, in the order shown."""
+        return self._rows
+
+    def plain_lines(self) -> list[str]:
+        """Every row's text, as painted at the current width (for tests and copies)."""
+        width, now = self.scrollable_content_region.width, self._clock()
+        return [row_line(row, self._history, now, width).plain.rstrip() for row in self._rows]
+
+    def show(self, hosts: Sequence[HostReading], order: FleetOrder) -> None:
+        """Show ``hosts`` in ``order``; GPUs with a new reading add to their sparkline."""
+        for host in hosts:
+            if host.up and self._seen.get(host.host) != host.taken_at:
+                self._seen[host.host] = host.taken_at
+                for gpu in host.gpus:
+                    spark = self._history.setdefault(
+                        (host.host, gpu.index), deque(maxlen=HISTORY_LENGTH)
+                    )
+                    spark.append(gpu.utilization_percent)
+        self._rows = fleet_rows(hosts, order)
+        self._strips.clear()
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self._rows))
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        """Row ``scroll_y + y``, built only when it comes on screen."""
+        if self._styles.changed():
+            self._strips.clear()
+        index = self.scroll_offset.y + y
+        strip = self._strips.get(index)
+        if strip is None:
+            width = self.scrollable_content_region.width
+            if index < len(self._rows):
+                line = row_line(self._rows[index], self._history, self._clock(), width)
+                strip = self._styles.strip(line, width)
+            else:
+                strip = Strip.blank(width, self._styles.base.rich_style)
+            self._strips[index] = strip
+        return strip
+
+    def on_resize(self) -> None:
+        """Rows are laid out for a width: build the visible ones again."""
+        self._strips.clear()
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self._rows))
+
+
+class FleetApp(App[int]):
+    """Many hosts' GPUs on one screen."""
+
+    TITLE = "gputui fleet"
+    CSS = """
+    #fleet-title { height: 1; background: $panel; padding: 0 1; }
+    #filter { dock: bottom; display: none; }
+    #filter.shown { display: block; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("s", "sort", "Sort"),
+        Binding("r", "reverse", "Reverse"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self, source: FleetSource, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.source = source
+        self.order = FleetOrder()
+        self._clock = clock
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-title")
+        yield FleetView(self._clock)
+        yield Input(placeholder="filter: host, exporter, GPU name or 'down'", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.source.start()
+        self.update_view()
+        self.set_interval(TICK_S, self.update_view)
+        self.query_one(FleetView).focus()
+
+    def on_unmount(self) -> None:
+        self.source.stop()
+
+    def update_view(self) -> None:
+        """Show the latest readings (and the ages, which grow even without them)."""
+        hosts = self.source.latest()
+        self.query_one("#fleet-title", Static).update(
+            fleet_title(hosts, self.order, self.source.error)
+        )
+        self.query_one(FleetView).show(hosts, self.order)
+
+    def action_sort(self) -> None:
+        """Sort by the next key."""
+        self.order = self.order.next_key()
+        self.update_view()
+
+    def action_reverse(self) -> None:
+        """Reverse the order."""
+        self.order = FleetOrder(self.order.key, not self.order.reverse, self.order.filter)
+        self.update_view()
+
+    def action_filter(self) -> None:
+        """Open the filter line."""
+        field = self.query_one("#filter", Input)
+        field.add_class("shown")
+        field.focus()
+
+    def action_clear_filter(self) -> None:
+        """Close the filter line and show every host again."""
+        field = self.query_one("#filter", Input)
+        field.value = ""
+        field.remove_class("shown")
+        self.order = FleetOrder(self.order.key, self.order.reverse, "")
+        self.query_one(FleetView).focus()
+        self.update_view()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter applies the filter and goes back to the rows."""
+        self.order = FleetOrder(self.order.key, self.order.reverse, event.value.strip())
+        event.input.remove_class("shown")
+        self.query_one(FleetView).focus()
+        self.update_view()
+
+
+def run_fleet_app(source: FleetSource) -> int:
+    """Run the fleet view until the user quits; returns the exit code."""
+    app = FleetApp(source)
+    app.run()
+    return app.return_code or 0
