@@ -6,11 +6,14 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
 
 DCGM_EXPOSITION = Path(__file__).with_name("dcgm_exposition.txt")
 """dcgm-exporter's answer on a two-GPU node (its default counters)."""
@@ -102,3 +105,31 @@ def nvitop_exposition() -> str:
     # A MIG device of that GPU, indexed as nvitop-exporter does ("0:1"): not a GPU of its own.
     gauges["gpu_utilization"].labels(**{**labels, "index": "0:1"}).set(99.0)
     return generate_latest(registry).decode()
+
+
+@contextmanager
+def running_fleet(lib_dir: Path) -> Iterator[dict[str, str]]:
+    """A fleet on loopback, HOST:PORT by role: two ``gputui serve`` children on stand-in NVMLs
+    of their own (``serve2``: 2 H100s, a process on GPU 1; ``serve4``: 4 A100s), dcgm-exporter
+    and nvitop-exporter expositions, a dead port and a host that never answers."""
+    from tests.serve.served import Served
+
+    with ExitStack() as stack:
+        servers = [
+            Served.start(lib_dir, "--interval", "0.25", "--processes", knobs=knobs)
+            for knobs in (
+                {"FAKE_NVML_GPU_COUNT": "2", "FAKE_NVML_PROCESSES": "1:4242:1073741824"},
+                {"FAKE_NVML_GPU_COUNT": "4", "FAKE_NVML_GPU_NAME": A100},
+            )
+        ]
+        for server in servers:
+            stack.callback(server.kill)
+            server.wait_for_readings()
+        yield {
+            "serve2": f"127.0.0.1:{servers[0].port}",
+            "serve4": f"127.0.0.1:{servers[1].port}",
+            "dcgm": stack.enter_context(static_exporter(DCGM_EXPOSITION.read_text())),
+            "nvitop": stack.enter_context(static_exporter(nvitop_exposition())),
+            "dead": dead_port(),
+            "silent": stack.enter_context(silent_host()),
+        }

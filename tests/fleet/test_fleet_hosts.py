@@ -18,41 +18,22 @@ from gputui.fleet.hosts import HostReading
 from gputui.fleet.scrape import FleetPoller, scrape_all
 from gputui.fleet.targets import parse_hosts
 from tests.fleet.hosts import (
+    A100,
     DCGM_EXPOSITION,
-    dead_port,
-    nvitop_exposition,
+    H100,
+    running_fleet,
     silent_host,
     static_exporter,
 )
-from tests.serve.served import ROOT, Served, serve_env
+from tests.serve.served import ROOT, serve_env
 
-H100 = "NVIDIA H100 80GB HBM3"
-A100 = "NVIDIA A100-SXM4-80GB"
 WAIT_S = 30.0
 
 
 @pytest.fixture
 def fleet(fake_nvml_dir: Path) -> Iterator[dict[str, str]]:
     """HOST:PORT of each kind of host, by role."""
-    with ExitStack() as stack:
-        servers = [
-            Served.start(fake_nvml_dir, "--interval", "0.25", "--processes", knobs=knobs)
-            for knobs in (
-                {"FAKE_NVML_GPU_COUNT": "2", "FAKE_NVML_PROCESSES": "1:4242:1073741824"},
-                {"FAKE_NVML_GPU_COUNT": "4", "FAKE_NVML_GPU_NAME": A100},
-            )
-        ]
-        for server in servers:
-            stack.callback(server.kill)
-            server.wait_for_readings()
-        hosts = {
-            "serve2": f"127.0.0.1:{servers[0].port}",
-            "serve4": f"127.0.0.1:{servers[1].port}",
-            "dcgm": stack.enter_context(static_exporter(DCGM_EXPOSITION.read_text())),
-            "nvitop": stack.enter_context(static_exporter(nvitop_exposition())),
-            "dead": dead_port(),
-            "silent": stack.enter_context(silent_host()),
-        }
+    with running_fleet(fake_nvml_dir) as hosts:
         yield hosts
 
 

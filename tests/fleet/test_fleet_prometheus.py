@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from gputui.fleet.prometheus import PrometheusPoller
 from tests.fleet.hosts import dead_port
 from tests.serve.served import ROOT, Served, serve_env
 
@@ -124,3 +125,40 @@ def test_a_server_that_is_not_prometheus_is_one_line(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1
     assert "cannot read Prometheus at http://127.0.0.1:" in done.stderr
     assert "connection refused" in done.stderr
+
+
+def test_the_fleet_view_reads_prometheus_on_its_own_thread(
+    prometheus: tuple[str, list[str]],
+) -> None:
+    base, targets = prometheus
+    poller = PrometheusPoller(base, interval_s=0.5)
+    poller.start()
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(poller.latest()) < 3:
+            assert time.monotonic() < deadline, poller.error
+            time.sleep(0.05)
+        assert poller.error is None
+        hosts = {host.host: host for host in poller.latest()}
+        assert [host.up for host in (hosts[target] for target in targets)] == [True, True, False]
+        assert len(hosts[targets[1]].gpus) == 3
+        generation = poller.generation
+        while poller.generation == generation:  # it reads again, every interval
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        poller.stop()
+
+
+def test_a_prometheus_that_does_not_answer_says_why() -> None:
+    poller = PrometheusPoller(f"http://{dead_port()}", interval_s=0.2, timeout_s=1.0)
+    poller.start()
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while poller.generation == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert poller.latest() == []
+        assert poller.error is not None and "connection refused" in poller.error
+    finally:
+        poller.stop()

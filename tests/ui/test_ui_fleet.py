@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from tests.fleet.hosts import (
     DCGM_EXPOSITION,
     dead_port,
     nvitop_exposition,
-    silent_host,
+    running_fleet,
     static_exporter,
 )
 from tests.ui.fakes import wait_until
@@ -28,14 +29,9 @@ T0 = 1000.0
 
 
 @pytest.fixture
-def exporters() -> Iterator[dict[str, str]]:
-    with ExitStack() as stack:
-        yield {
-            "dcgm": stack.enter_context(static_exporter(DCGM_EXPOSITION.read_text())),
-            "nvitop": stack.enter_context(static_exporter(nvitop_exposition())),
-            "dead": dead_port(),
-            "silent": stack.enter_context(silent_host()),
-        }
+def exporters(fake_nvml_dir: Path) -> Iterator[dict[str, str]]:
+    with running_fleet(fake_nvml_dir) as hosts:
+        yield hosts
 
 
 def _lines(app: FleetApp) -> list[str]:
@@ -49,49 +45,53 @@ def _title(app: FleetApp) -> str:
 async def test_the_fleet_view_shows_every_host_sorts_and_filters(
     exporters: dict[str, str],
 ) -> None:
-    roles = ["dead", "nvitop", "silent", "dcgm"]
+    roles = ["dead", "nvitop", "serve4", "silent", "dcgm", "serve2"]
     targets = parse_hosts(",".join(exporters[role] for role in roles))
     app = FleetApp(FleetPoller(targets, interval_s=0.25, timeout_s=1.0))
     async with app.run_test(size=(160, 50)) as pilot:
 
         def read() -> bool:
             app.update_view()
-            return "4 hosts, 2 up, 2 down" in _title(app) and "no answer" in "".join(_lines(app))
+            return "6 hosts, 4 up, 2 down" in _title(app) and "no answer" in "".join(_lines(app))
 
         await wait_until(pilot, read, timeout_s=30)
         lines = _lines(app)
-        dead, nvitop, silent, dcgm = (exporters[role] for role in roles)
+        dead, nvitop, serve4, silent, dcgm, serve2 = (exporters[role] for role in roles)
         hosts = [line for line in lines if not line.startswith("  ")]
         assert hosts == [
             f"✕ {dead}  DOWN  connection refused: nothing listens on that port",
             f"● {nvitop}  nvitop-exporter · 1 GPU",
+            f"● {serve4}  gputui · 4 GPUs",
             f"✕ {silent}  DOWN  no answer within 1 s",
             f"● {dcgm}  dcgm-exporter · 2 GPUs",
+            f"● {serve2}  gputui · 2 GPUs",
         ]
         assert lines[2].startswith("  0 A100-SXM4-40GB")  # the monitor's one-line GPU row
         assert "55%" in lines[2]
-        assert "6 GPUs" not in _title(app) and "3 GPUs" in _title(app)
+        assert [line[:18] for line in lines[4:8]] == [f"  {n} A100-SXM4-80GB" for n in range(4)]
+        assert "9 GPUs" in _title(app)
 
-        await pilot.press("s")  # by utilization: dcgm's busiest GPU (87 %) first
+        await pilot.press("s", "s", "s", "s")  # host, util, memory, temp, power
+        assert "sorted by power" in _title(app)
+        await pilot.press("s", "s")  # around to utilization
         assert "sorted by util" in _title(app)
-        hosts = [line for line in _lines(app) if not line.startswith("  ")]
-        assert hosts[0] == f"● {dcgm}  dcgm-exporter · 2 GPUs"
-        assert hosts[1].startswith(f"● {nvitop}")
-        dcgm_gpus = _lines(app)[1:3]
-        assert dcgm_gpus[0].startswith("  0 ") and dcgm_gpus[1].startswith("  1 ")  # 87 %, 3 %
+        order = [line.split()[1] for line in _lines(app) if not line.startswith("  ")]
+        assert order[-2:] == [dead, silent]  # hosts with no readings last
         await pilot.press("r")
         assert "(reversed)" in _title(app)
-        assert _lines(app)[-3].startswith(f"● {dcgm}")
+        assert [line.split()[1] for line in _lines(app) if not line.startswith("  ")] == (
+            order[::-1]
+        )
 
         await pilot.press("slash")
-        await pilot.press(*"a100", "enter")
+        await pilot.press(*"a100-sxm4-40", "enter")
         assert _lines(app)[0] == f"● {nvitop}  nvitop-exporter · 1 GPU"
         assert len(_lines(app)) == 2
         await pilot.press("slash")
         await pilot.press(*"down", "enter")
-        assert [line.split()[1] for line in _lines(app)] == [silent, dead]  # still reversed
+        assert sorted(line.split()[1] for line in _lines(app)) == sorted([silent, dead])
         await pilot.press("escape")
-        assert len(_lines(app)) == 4 + 3 and "filter" not in _title(app)
+        assert len(_lines(app)) == 6 + 9 and "filter" not in _title(app)
 
 
 async def test_two_hundred_fifty_six_hosts_fit_and_scroll() -> None:
