@@ -109,6 +109,7 @@ def test_the_monitor_alone_defines_no_other_subcommand() -> None:
     loaded = str(
         [
             "gputui.commands.args",
+            "gputui.commands.fleet",
             "gputui.commands.output",
             "gputui.jobs",
             "gputui.jobs.config",

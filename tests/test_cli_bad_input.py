@@ -144,6 +144,24 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
     "--runs-dir": ("{file}", "{under_file}", "", "~no-such-user-here/runs"),
     "--tls-cert": ("{missing}", "{under_file}", LONG_NAME),
     "--tls-key": ("{missing}", "{under_file}", LONG_NAME),
+    "--hosts": (
+        "",
+        " , ",
+        "node1:0",
+        "node1:99999",
+        "node1:1e3",
+        "::1:9400",
+        "[nope]:9922",
+        "node1,,node2",
+        "node1:9400,node1:9400",
+        "ftp://node1",
+        "host name",
+        "\x1b[2J",
+        "9" * 5000,
+        ("a" * 64) + ".example.org",
+    ),
+    "--hostfile": ("{missing}", "{file}", "{under_file}", "", LONG_NAME),
+    "--prometheus": ("", "prom:9090", "ftp://prom:9090", "http://", "http://:9090"),
     "--listen": (
         "127.0.0.1",
         "127.0.0.1:",
@@ -159,6 +177,10 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
     ),
 }
 """Each value flag's own bad values: boundaries, out of range, paths that cannot be used."""
+
+WORDS = frozenset({"--hosts"})
+"""Value flags whose values are names, not numbers: ``inf`` or ``nan`` may name a host, so
+they get only their own bad values."""
 
 CHOICE_BAD = ("", " ", "nope", "💥", "\udcff", "a\nb", "\x1b[31m", "x" * 5000)
 """Bad for every flag with choices (plus each flag's first choice upper-cased and padded)."""
@@ -226,7 +248,7 @@ def flag_cases() -> list[Case]:
                 bad = [*CHOICE_BAD, first.upper(), f"{first} ", f" {first}"]
                 values = [(v, named) for v in bad if v not in action.choices]
             elif action.type is not None:
-                values = [(v, named) for v in NUMBER_BAD]
+                values = [] if flag in WORDS else [(v, named) for v in NUMBER_BAD]
                 values += [(v, named) for v in SPECIFIC.get(flag, ())]
             else:  # checked after parsing, by the command itself
                 values = [(v, None) for v in SPECIFIC.get(flag, ())]

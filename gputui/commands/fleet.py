@@ -18,7 +18,7 @@ from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
 from gputui.format import one_line
 
-host_timeout_seconds = seconds(0, 60, "--timeout", DEFAULT_TIMEOUT_S)
+host_timeout_seconds = seconds(1, 60, "--timeout", DEFAULT_TIMEOUT_S)
 """Parse ``--timeout``: how long one host may take to answer."""
 
 
@@ -89,7 +89,7 @@ def add_snapshot_fleet_arguments(snapshot: argparse.ArgumentParser) -> None:
         type=host_timeout_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"how long each host may take to answer, above 0 to 60 "
+        help=f"how long each host may take to answer, 1 to 60 "
         f"(default: {DEFAULT_TIMEOUT_S:g}); a host that does not is shown as down",
     )
 

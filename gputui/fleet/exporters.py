@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -240,22 +240,9 @@ def _counter_name(name: str, known: Mapping[str, object]) -> str:
 # --- Building the readings -----------------------------------------------------------------
 
 _INTEGER_FIELDS = frozenset({"memory_used_bytes", "memory_total_bytes", "performance_state"})
-_READING_FIELDS = (
-    "utilization_percent",
-    "memory_utilization_percent",
-    "memory_used_bytes",
-    "memory_total_bytes",
-    "temperature_c",
-    "power_w",
-    "power_limit_w",
-    "sm_clock_mhz",
-    "sm_clock_max_mhz",
-    "fan_percent",
-    "pcie_rx_bytes_per_s",
-    "pcie_tx_bytes_per_s",
-    "performance_state",
-    "energy_j",
-)
+_IDENTITY = frozenset({"index", "name", "uuid", "bus_id", "state", "processes"})
+_READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name not in _IDENTITY)
+"""The readings an exporter may give (everything but the GPU's identity and processes)."""
 
 
 @dataclass

@@ -123,9 +123,15 @@ def _host_and_port(entry: str) -> tuple[str, int]:
             port_text = port_text_or_empty
         if ":" in host:
             raise TargetError(f"{entry!r}: write an IPv6 host in brackets, [ADDRESS]:PORT")
-        if not _HOST_NAME.match(host):
-            raise TargetError(f"{entry!r}: {host!r} is not a host name or address")
+        if not _HOST_NAME.match(host) or not _fits_dns(host):
+            shown = host if len(host) <= 60 else f"{host[:57]}..."
+            raise TargetError(f"{shown!r} is not a host name or address")
     return host, _port(entry, port_text)
+
+
+def _fits_dns(host: str) -> bool:
+    """A name of at most 253 characters, each dot-separated label at most 63 (RFC 1035)."""
+    return len(host) <= 253 and all(len(label) <= 63 for label in host.split("."))
 
 
 def _port(entry: str, text: str | None) -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gputui.commands import main
 from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, parse_text, read_samples
 from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
 from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition
@@ -116,3 +117,12 @@ def test_an_exposition_of_no_gpu_exporter_says_which_it_reads() -> None:
         read_samples(parse_text(node_exporter))
     with pytest.raises(NotAnExporter, match="not a Prometheus text exposition"):
         parse_text("<html><body>login</body></html>")
+
+
+def test_the_fleet_flags_belong_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--hosts", "node1", "snapshot"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "gputui snapshot: error: write the fleet's flags after the command: "
+        "gputui snapshot --hosts ...\n"
+    )
