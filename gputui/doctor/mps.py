@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gputui.doctor.checks import Check, Status
 from gputui.doctor.torch_facts import TorchFacts
-from gputui.telemetry.host import read_sysctl
+from gputui.system import read_sysctl
 
 MPS_MIN_MACOS = (12, 3)
 """The first macOS with the MPS backend PyTorch needs."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import platform
 import re
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 
 from gputui.jobs.events import DeviceOption
+from gputui.system import read_sysctl
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda|mps)(?::(\d+))?$")
 _SPELLINGS = "cpu, cuda, cuda:N or mps"
@@ -271,24 +271,11 @@ def cpu_model_name() -> str:
         key, _, value = line.partition(":")
         if key.strip() in {"model name", "Model"} and value.strip():
             return value.strip()
-    if sys.platform == "darwin" and (brand := _sysctl("machdep.cpu.brand_string")):
-        return brand
+    if sys.platform == "darwin":
+        brand = read_sysctl("machdep.cpu.brand_string", timeout_s=SYSCTL_TIMEOUT_S)
+        if brand:
+            return brand
     return platform.processor() or platform.machine() or "CPU"
-
-
-def _sysctl(name: str) -> str | None:
-    """``sysctl -n NAME``'s output, stripped; ``None`` when it could not be run."""
-    try:
-        done = subprocess.run(
-            ["sysctl", "-n", name],
-            capture_output=True,
-            text=True,
-            timeout=SYSCTL_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None
 
 
 @dataclass(frozen=True)

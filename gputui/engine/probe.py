@@ -26,7 +26,6 @@ import importlib.metadata
 import importlib.util
 import math
 import platform
-import subprocess
 import sys
 import time
 import warnings
@@ -45,6 +44,7 @@ from gputui.jobs.events import (
     ProbeStep,
     TorchProbed,
 )
+from gputui.system import read_sysctl
 
 if TYPE_CHECKING:
     import torch
@@ -388,25 +388,13 @@ def _mps_identity() -> DeviceProbed:
             memory = int(recommended())
         except Exception:
             memory = None
-    chip = _sysctl("machdep.cpu.brand_string")
+    chip = read_sysctl("machdep.cpu.brand_string", timeout_s=2.0) or None
     return DeviceProbed(
         device="mps",
         name=f"{chip} GPU (MPS)" if chip else "Apple GPU (MPS)",
         memory_bytes=memory,
         notes=("memory: what Metal recommends as the most to use (shared with the CPU)",),
     )
-
-
-def _sysctl(name: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["sysctl", "-n", name], capture_output=True, text=True, timeout=2, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
 
 
 def _package_version(name: str) -> str | None:

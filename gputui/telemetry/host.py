@@ -9,7 +9,6 @@ millisecond.
 from __future__ import annotations
 
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from typing import Any
 
 import psutil
 
+from gputui.system import read_sysctl
 from gputui.telemetry.readings import CpuReading
 
 _CPUINFO_MODEL_KEYS = ("model name", "Model", "Hardware", "cpu model", "cpu", "Processor")
@@ -63,30 +63,6 @@ def read_cpu_model_name(
     if system == "darwin":
         return read_sysctl("machdep.cpu.brand_string", timeout_s=5.0) or None
     return platform.processor() or None
-
-
-def read_sysctl(name: str, *, timeout_s: float) -> str | None:
-    """The value of a ``sysctl`` variable (macOS and the BSDs), as ``sysctl -n`` prints it.
-
-    Args:
-        name: The variable, e.g. ``machdep.cpu.brand_string``.
-        timeout_s: How long ``sysctl`` may take.
-
-    Returns:
-        Its output without surrounding white space (empty for an unknown name), or
-        ``None`` when ``sysctl`` could not be run or did not finish in time.
-    """
-    try:
-        done = subprocess.run(
-            ["sysctl", "-n", name],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip()
 
 
 def busy_percent(before: Any, after: Any) -> float:
