@@ -58,6 +58,8 @@ _LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
 _GPU_IS_LOST = 15
 _LIB_RM_VERSION_MISMATCH = 18
+_RESET_REQUIRED = 16
+_UNKNOWN = 999
 
 _CLOCK_SM = 1
 _TEMPERATURE_GPU = 0
@@ -91,6 +93,36 @@ _INIT_ERRORS: dict[int, str] = {
         "update the NVIDIA driver to monitor NVIDIA GPUs."
     ),
 }
+
+LOST_ERROR = (
+    "The driver reports GpuIsLost: the GPU fell off the bus. Check `dmesg` for Xid errors, "
+    "then reset it (`nvidia-smi -r -i INDEX`) or reboot."
+)
+_HANDLE_ERRORS: dict[int, str] = {
+    _NO_PERMISSION: (
+        "gputui may not open this GPU (no permission on its /dev/nvidia device); "
+        "ask an administrator, or check the device's group."
+    ),
+    _RESET_REQUIRED: (
+        "The driver says this GPU requires a reset: `nvidia-smi -r -i INDEX`, or reboot."
+    ),
+    _UNKNOWN: (
+        "NVML answers Unknown Error for this GPU (often a GPU in a bad state); check `dmesg` "
+        "for Xid errors, then reset it (`nvidia-smi -r -i INDEX`) or reboot."
+    ),
+}
+
+
+def describe_handle_error(index: int, code: int | None, detail: str) -> str:
+    """One sentence saying why GPU ``index``'s handle could not be had, and the fix."""
+    if code == _GPU_IS_LOST:
+        sentence = LOST_ERROR
+    else:
+        sentence = _HANDLE_ERRORS.get(code or 0) or (
+            f"NVML cannot open this GPU ({detail}); run `nvidia-smi -i INDEX` to see what the "
+            "driver reports, then reset it or reboot."
+        )
+    return sentence.replace("INDEX", str(index))
 
 
 def describe_nvml_error(code: int | None, detail: str) -> str:
@@ -163,7 +195,9 @@ class _Gpu:
     unsupported: set[str] = field(default_factory=set)
     """Fields this GPU answered NotSupported for (or that no library function serves)."""
     lost_at: float | None = None
-    """When it last answered GpuIsLost; ``None`` while it answers."""
+    """When it last answered GpuIsLost, or its handle was refused; ``None`` while it answers."""
+    handle_error: str | None = None
+    """Why NVML refused the handle (other than GpuIsLost), as a sentence; ``None`` once had."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +291,13 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+def _not_ok(gpu: _Gpu) -> GpuReading:
+    """The reading of a GPU that cannot be asked: its identity, its state and why."""
+    if gpu.handle_error is not None:
+        return _gpu_reading(gpu, GpuState.UNREACHABLE, error=gpu.handle_error)
+    return _gpu_reading(gpu, GpuState.LOST, error=LOST_ERROR.replace("INDEX", str(gpu.index)))
+
+
 def _gpu_reading(
     gpu: _Gpu,
     state: GpuState,
@@ -274,6 +315,7 @@ def _gpu_reading(
     processes: tuple[GpuProcess, ...] = (),
     power_limit_w: float | None = None,
     sm_clock_max_mhz: float | None = None,
+    error: str | None = None,
 ) -> GpuReading:
     """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
 
@@ -295,6 +337,7 @@ def _gpu_reading(
         processes: The processes using the GPU.
         power_limit_w: The cached power limit.
         sm_clock_max_mhz: The cached maximum SM clock.
+        error: Why a GPU that is not ``ok`` cannot be read.
     """
     return GpuReading(
         index=gpu.index,
@@ -319,6 +362,7 @@ def _gpu_reading(
         ),
         processes=processes,
         energy_j=millijoules / 1000.0 if millijoules is not None else None,
+        error=error,
     )
 
 
@@ -489,20 +533,35 @@ class NvmlSampler:
             cuda_driver_version=format_cuda_version(int(cuda)) if cuda else None,
             error=None,
         )
-        self._gpus = [gpu for index in range(count) if (gpu := self._open(index)) is not None]
+        self._gpus = [_Gpu(index=index, handle=None) for index in range(count)]
+        for gpu in self._gpus:
+            self._open(gpu, self._clock())
         return None
 
-    def _open(self, index: int) -> _Gpu | None:
-        """Fetch the handle of GPU ``index``; ``None`` for a GPU that cannot be used."""
+    def _open(self, gpu: _Gpu, now: float) -> bool:
+        """Fetch ``gpu``'s handle; returns whether it was had.
+
+        A GPU whose handle is refused is never dropped: it is read as lost (GpuIsLost) or
+        unreachable (any other error, with the reason), and asked again on the lost GPUs'
+        schedule.
+        """
         assert self._nv is not None
         try:
-            return _Gpu(index=index, handle=self._nv.nvmlDeviceGetHandleByIndex(index))
+            gpu.handle = self._nv.nvmlDeviceGetHandleByIndex(gpu.index)
         except self._nv.NVMLError as err:
+            gpu.lost_at = now
             if err.value == _GPU_IS_LOST:
-                log.debug("GPU %d is lost (no handle)", index)
-                return _Gpu(index=index, handle=None, lost_at=self._clock())
-            log.debug("GPU %d is skipped: no handle (%s)", index, err)
-            return None
+                gpu.handle_error = None
+                self._log_once(("handle", gpu.index, err.value), "GPU %d is lost", gpu.index)
+            else:
+                gpu.handle_error = describe_handle_error(gpu.index, err.value, str(err))
+                self._log_once(
+                    ("handle", gpu.index, err.value), "GPU %d: no handle (%s)", gpu.index, err
+                )
+            return False
+        gpu.handle_error = None
+        gpu.lost_at = None
+        return True
 
     def _system_query(self, symbol: str, query: Callable[[], Any]) -> Any:
         """Ask a system-wide question; ``None`` (logged once) when NVML will not say."""
@@ -527,18 +586,18 @@ class NvmlSampler:
     # ----------------------------------------------------------------- reading
 
     def _read_gpu(self, gpu: _Gpu, now: float) -> GpuReading:
-        """One GPU's reading; a lost GPU is asked again only every ``lost_retry_s``."""
-        if gpu.handle is None:
-            return _gpu_reading(gpu, GpuState.LOST)
+        """One GPU's reading; a lost or unreachable GPU is asked again every ``lost_retry_s``."""
         if gpu.lost_at is not None and now - gpu.lost_at < self._lost_retry_s:
-            return _gpu_reading(gpu, GpuState.LOST)
+            return _not_ok(gpu)
+        if gpu.handle is None and not self._open(gpu, now):
+            return _not_ok(gpu)
         try:
             reading = self._read_live(gpu, now)
         except _GpuLost:
             if gpu.lost_at is None:
                 log.debug("GPU %d answered GpuIsLost; reading it as lost", gpu.index)
             gpu.lost_at = now
-            return _gpu_reading(gpu, GpuState.LOST)
+            return _not_ok(gpu)
         if gpu.lost_at is not None:
             log.debug("GPU %d answers again", gpu.index)
             gpu.lost_at = None

@@ -51,6 +51,8 @@ class GpuState(str, Enum):
 
     OK = "ok"
     LOST = "lost"
+    UNREACHABLE = "unreachable"
+    """NVML would not even give its handle (no permission, "requires reset", Unknown Error)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,8 @@ class GpuReading:
     """Processes using the GPU."""
     energy_j: float | None = None
     """Energy used since the driver was loaded, a counter (Volta and later; else ``None``)."""
+    error: str | None = None
+    """Why a GPU that is not ``ok`` cannot be read, and what to do, in one sentence."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "uuid",
         "bus_id",
         "state",
+        "error",
         "utilization_percent",
         "memory_utilization_percent",
         "memory_used_bytes",
@@ -249,6 +250,11 @@ def _nvml_section(nvml: NvmlReading) -> list[str]:
     lines = [
         f"NVIDIA  driver {status.driver_version or NA}, "
         f"CUDA {status.cuda_driver_version or NA}, {_count(len(nvml.gpus), 'GPU')}"
+        + "".join(
+            f", {found} {state.value}"
+            for state in GpuState
+            if state is not GpuState.OK and (found := sum(gpu.state is state for gpu in nvml.gpus))
+        )
     ]
     for gpu in nvml.gpus:
         lines.append("")
@@ -264,14 +270,11 @@ def _nvml_section(nvml: NvmlReading) -> list[str]:
 
 def _gpu_lines(gpu: GpuReading) -> list[str]:
     header = f"{_INDENT}GPU {gpu.index}  {gpu.name}"
-    if gpu.state is GpuState.LOST:
+    if gpu.state is not GpuState.OK:
+        state = gpu.state.value
         return [
-            f"{ellipsize(header, WIDTH - 6)}  lost",
-            *_wrapped(
-                _INDENT * 2,
-                "This GPU stopped answering (GPU is lost); its readings are n/a "
-                "until the driver is reloaded or the machine restarts.",
-            ),
+            f"{ellipsize(header, WIDTH - len(state) - 2)}  {state}",
+            *_wrapped(_INDENT * 2, gpu.error or "This GPU stopped answering; readings are n/a."),
         ]
     lines = [ellipsize(header, WIDTH)]
     rows = [

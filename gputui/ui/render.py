@@ -392,9 +392,13 @@ def short_name(name: str) -> str:
     return name
 
 
+STATE_WORDS = {GpuState.LOST: "LOST", GpuState.UNREACHABLE: "UNREACHABLE"}
+"""How a GPU that cannot be read is named on screen."""
+
+
 def gpu_title(gpu: GpuReading) -> str:
-    """``0 · NVIDIA H100 80GB HBM3 · P0`` (``LOST`` for a lost GPU)."""
-    state = "LOST" if gpu.state is GpuState.LOST else fmt_pstate(gpu.performance_state)
+    """``0 · NVIDIA H100 80GB HBM3 · P0`` (``LOST`` or ``UNREACHABLE`` for such a GPU)."""
+    state = STATE_WORDS.get(gpu.state) or fmt_pstate(gpu.performance_state)
     return f"{gpu.index} · {gpu.name} · {state}"
 
 
@@ -492,9 +496,26 @@ def stat_cells(gpu: GpuReading, keys: Sequence[str], width: int) -> Line:
     return line
 
 
-def lost_line(width: int) -> Line:
-    """``LOST  the driver reports GpuIsLost...`` cropped to ``width``."""
-    return Line(("LOST", f"bold {HOT}"), GAP, (LOST_HINT, LABEL)).fit(width)
+def problem_line(gpu: GpuReading, width: int) -> Line:
+    """``LOST  the driver reports GpuIsLost...`` (or ``UNREACHABLE  why...``), cropped."""
+    word = STATE_WORDS.get(gpu.state, "LOST")
+    return Line((word, f"bold {HOT}"), GAP, (gpu.error or LOST_HINT, LABEL)).fit(width)
+
+
+def problem_lines(gpu: GpuReading, width: int, height: int) -> list[Line]:
+    """``problem_line`` wrapped over ``height`` lines, so that the fix is read whole."""
+    word = STATE_WORDS.get(gpu.state, "LOST")
+    words = (gpu.error or LOST_HINT).split()
+    lines = [Line((word, f"bold {HOT}"), GAP)]
+    for text in words:
+        line = lines[-1]
+        gap = 0 if line.width == len(word) + len(GAP) else 1
+        if line.width + gap + cell_len(text) > width and len(lines) < height:
+            lines.append(Line(" " * (len(word) + len(GAP))))
+            line, gap = lines[-1], 0
+        line.add(" " * gap + text, LABEL)
+    lines += [Line() for _ in range(height - len(lines))]
+    return [line.fit(width) for line in lines[:height]]
 
 
 CARD_LINES = 4
@@ -514,8 +535,8 @@ def gpu_card_lines(
     Utilization and memory gauges with sparklines; temperature, power, SM clock
     and fan; PCIe throughput and memory bandwidth use.
     """
-    if gpu.state is GpuState.LOST:
-        return [lost_line(width)] + [Line().fit(width) for _ in range(CARD_LINES - 1)]
+    if gpu.state is not GpuState.OK:
+        return problem_lines(gpu, width, CARD_LINES)
     return [
         gauge_line("GPU", gpu.utilization_percent, width, spark=util_history),
         gauge_line(
@@ -533,7 +554,7 @@ def gpu_card_lines(
 
 def card_title_line(gpu: GpuReading, width: int) -> Line:
     """``─ 0 · NVIDIA H100 80GB HBM3 · P0 ──────``: the rule that opens a card."""
-    title_style = f"bold {HOT}" if gpu.state is GpuState.LOST else "bold"
+    title_style = f"bold {HOT}" if gpu.state is not GpuState.OK else "bold"
     line = Line(("─ ", RULE), (gpu_title(gpu), title_style), " ")
     return line.add("─" * max(width - line.width, 0), RULE).fit(width)
 
@@ -579,8 +600,9 @@ def gpu_two_lines(
     name_width = 18 if width >= 120 else 10
     room = width - name_width - 1
     first = gpu_name_cell(gpu, name_width).add(" ")
-    if gpu.state is GpuState.LOST:
-        return [first.extend(lost_line(room)).fit(width), Line().fit(width)]
+    if gpu.state is not GpuState.OK:
+        top, below = problem_lines(gpu, room, 2)
+        return [first.extend(top).fit(width), Line(" " * (name_width + 1)).extend(below).fit(width)]
     half = (room - len(GAP)) // 2
     first.extend(gauge_line("GPU", gpu.utilization_percent, half, spark=util_history)).add(GAP)
     first.extend(
@@ -603,8 +625,8 @@ def gpu_one_line(gpu: GpuReading, util_history: Sequence[float | None], width: i
     name_width = 18 if width >= 120 else 7
     room = width - name_width - 1
     line = gpu_name_cell(gpu, name_width).add(" ")
-    if gpu.state is GpuState.LOST:
-        return line.extend(lost_line(room)).fit(width)
+    if gpu.state is not GpuState.OK:
+        return line.extend(problem_line(gpu, room)).fit(width)
     memory = Line(("MEM ", LABEL)).extend(bar(gpu_memory_percent(gpu), 8)).add(" ")
     memory.extend(Line(memory_detail(gpu)).fit(13))
     util_min = 4 + 10 + 5  # label, bar, percent
@@ -621,11 +643,17 @@ def gpu_one_line(gpu: GpuReading, util_history: Sequence[float | None], width: i
     return line.add(GAP).extend(memory).add(GAP).extend(stats).fit(width)
 
 
-def nvml_title(driver: str | None, cuda: str | None, gpu_count: int | None) -> str:
-    """``NVIDIA · 8 GPUs · driver 550.54.15 · CUDA 12.4``."""
+def nvml_title(
+    driver: str | None, cuda: str | None, gpu_count: int | None, gpus: Sequence[GpuReading] = ()
+) -> str:
+    """``NVIDIA · 8 GPUs · driver 550.54.15 · CUDA 12.4``; ``4 GPUs, 1 unreachable``."""
     parts = ["NVIDIA"]
     if gpu_count is not None:
-        parts.append(f"{gpu_count} GPU" + ("" if gpu_count == 1 else "s"))
+        count = f"{gpu_count} GPU" + ("" if gpu_count == 1 else "s")
+        for state, word in STATE_WORDS.items():
+            if found := sum(gpu.state is state for gpu in gpus):
+                count += f", {found} {word.lower()}"
+        parts.append(count)
     if driver:
         parts.append(f"driver {driver}")
     if cuda:

@@ -669,3 +669,56 @@ def test_a_gpu_lost_while_its_pcie_is_asked_reads_as_lost(
     reading = sampler.sample()
     assert gpu(reading, 1).state is GpuState.LOST and gpu(reading, 1).pcie_rx_bytes_per_s is None
     assert gpu(reading, 0).state is GpuState.OK and gpu(reading, 0).pcie_rx_bytes_per_s is not None
+
+
+def test_a_gpu_whose_handle_is_refused_is_shown_unreachable_with_the_fix(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    clock: FakeClock,
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "4")
+    fake_nvml_env.setenv("FAKE_NVML_FAIL", "1:handle=NO_PERMISSION,2:handle=UNKNOWN")
+    reading = sampler.sample()
+    assert [g.index for g in reading.gpus] == [0, 1, 2, 3]  # none of them dropped
+    assert [g.state for g in reading.gpus] == [
+        GpuState.OK,
+        GpuState.UNREACHABLE,
+        GpuState.UNREACHABLE,
+        GpuState.OK,
+    ]
+    refused, unknown = gpu(reading, 1), gpu(reading, 2)
+    assert refused.error is not None and "no permission" in refused.error
+    assert unknown.error is not None and "Unknown Error" in unknown.error
+    assert "nvidia-smi -r -i 2" in unknown.error  # the fix, for this GPU
+    assert_one_sentence(refused.error.split("; ")[0] + ".")
+    assert all(getattr(refused, name) is None for name in LIVE_FIELDS)
+    assert gpu(reading, 0).error is None
+
+    asked = fake_nvml.calls("nvmlDeviceGetHandleByIndex_v2", 1)
+    clock.now += 1.0
+    assert gpu(sampler.sample(), 1).state is GpuState.UNREACHABLE
+    assert fake_nvml.calls("nvmlDeviceGetHandleByIndex_v2", 1) == asked  # not within 30 s
+
+    fake_nvml_env.delenv("FAKE_NVML_FAIL")  # the administrator fixed the permissions
+    assert fake_nvml.lib.nvmlInit_v2() == 0  # the stand-in rereads its knobs
+    clock.now += 31.0
+    back = gpu(sampler.sample(), 1)
+    assert back.state is GpuState.OK and back.error is None
+    assert back.name == H100 and back.utilization_percent is not None
+
+
+def test_a_gpu_lost_from_the_start_is_asked_again(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    clock: FakeClock,
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_FAIL", "0:handle=GPU_IS_LOST")
+    lost = gpu(sampler.sample(), 0)
+    assert lost.state is GpuState.LOST
+    assert lost.error is not None and "nvidia-smi -r -i 0" in lost.error
+    fake_nvml_env.delenv("FAKE_NVML_FAIL")
+    assert fake_nvml.lib.nvmlInit_v2() == 0
+    clock.now += 31.0
+    assert gpu(sampler.sample(), 0).state is GpuState.OK

@@ -236,7 +236,7 @@ def test_table_shows_each_section_within_80_columns() -> None:
     text = "\n".join(lines)
     assert lines[0] == "CPU     Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz"
     assert _line(lines, "cores").split()[1:] == ["2", "logical,", "1", "physical"]
-    assert "NVIDIA  driver 550.54.15, CUDA 12.4, 2 GPUs" in lines
+    assert "NVIDIA  driver 550.54.15, CUDA 12.4, 2 GPUs, 1 lost" in lines
     assert "MPS     MPS is Apple's GPU backend for Macs; this machine runs Linux." in lines
     assert "GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40" in text
     assert _line(lines, "per core").split()[2:] == ["25%", "50%"]

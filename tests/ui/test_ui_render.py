@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.format import fmt_link_rate
-from gputui.telemetry.readings import GpuProcess, MpsReading
+from gputui.telemetry.readings import GpuProcess, GpuState, MpsReading
 from gputui.ui.render import (
     CARD_LINES,
     HOT,
@@ -294,3 +294,23 @@ def test_process_table_lines_are_exactly_the_width_with_columns_aligned(width: i
         assert second.endswith("…")
     assert {style for _, style in lines[2].parts} == {"bold reverse"}  # the trainer's row
     assert "bold reverse" not in {style for _, style in lines[1].parts}
+
+
+UNREACHABLE_ERROR = (
+    "NVML answers Unknown Error for this GPU (often a GPU in a bad state); check `dmesg` for "
+    "Xid errors, then reset it (`nvidia-smi -r -i 1`) or reboot."
+)
+
+
+def test_an_unreachable_gpu_says_why_and_the_fix_in_every_layout() -> None:
+    gpu = replace(lost_gpu(1), state=GpuState.UNREACHABLE, error=UNREACHABLE_ERROR)
+    assert gpu_title(gpu) == "1 · NVIDIA H100 80GB HBM3 · UNREACHABLE"
+    card = [line.plain for line in gpu_card_lines(gpu, [], [], 60)]
+    assert len(card) == CARD_LINES and all(len(line) == 60 for line in card)
+    assert card[0].startswith("UNREACHABLE  NVML answers Unknown Error")
+    assert " ".join(" ".join(card).split()) == f"UNREACHABLE {UNREACHABLE_ERROR}"  # whole
+    two = gpu_two_lines(gpu, [], [], 160)
+    assert "UNREACHABLE" in two[0].plain and "reboot." in two[1].plain
+    assert "UNREACHABLE  NVML answers" in gpu_one_line(gpu, [], 160).plain
+    title = nvml_title("550.54.15", "12.4", 4, [gpu_reading(0), gpu, lost_gpu(2), gpu_reading(3)])
+    assert title == "NVIDIA · 4 GPUs, 1 lost, 1 unreachable · driver 550.54.15 · CUDA 12.4"

@@ -175,7 +175,7 @@ class GpuArea(Vertical):
             driver: NVIDIA driver version.
             cuda: CUDA driver version.
         """
-        self._title = Content(nvml_title(driver, cuda, len(gpus)))
+        self._title = Content(nvml_title(driver, cuda, len(gpus), gpus))
         self._update_title()
         self._gpus, self._histories = gpus, histories
         if self.mode is not GpuMode.MESSAGE:
