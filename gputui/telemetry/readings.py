@@ -47,12 +47,12 @@ class CpuReading:
 
 
 class GpuState(str, Enum):
-    """Whether a GPU still answers."""
+    """Whether a GPU still answers: ``lost`` once it answered GpuIsLost, ``unreachable`` when
+    NVML would not even give its handle (no permission, "requires reset", Unknown Error)."""
 
     OK = "ok"
     LOST = "lost"
     UNREACHABLE = "unreachable"
-    """NVML would not even give its handle (no permission, "requires reset", Unknown Error)."""
 
 
 @dataclass(frozen=True, slots=True)
