@@ -123,10 +123,16 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
         elif sample.name == GPU_UP:
             gpu.up = sample.value == 1
         elif sample.name == GPU_PROCESS_MEMORY:
+            gpu.processes = gpu.processes or []
             gpu.processes.append(_process(sample))
         elif sample.name in _GPUTUI_FIELDS:
             name, scale = _GPUTUI_FIELDS[sample.name]
             gpu.set(name, sample.value * scale)
+    # Without a single process series (served without --processes, or nothing running)
+    # the processes are not known from here; with one, a GPU without any has none.
+    if any(gpu.processes for gpu in gpus.values()):
+        for gpu in gpus.values():
+            gpu.processes = gpu.processes or []
     return Exposition(GPUTUI, _readings(gpus), sample_age_s=max(0.0, age))
 
 
@@ -255,7 +261,8 @@ class _Gpu:
     bus_id: str | None = None
     up: bool = True
     values: dict[str, float] = field(default_factory=dict)
-    processes: list[GpuProcess] = field(default_factory=list)
+    processes: list[GpuProcess] | None = None
+    """``None``: the exporter does not say (dcgm-exporter, gputui serve without --processes)."""
 
     def set(self, name: str, value: float) -> None:
         if math.isfinite(value):  # nvitop-exporter writes NaN for a reading it has not
@@ -275,7 +282,11 @@ class _Gpu:
             uuid=self.uuid,
             bus_id=self.bus_id,
             state=GpuState.OK if self.up else GpuState.LOST,
-            processes=tuple(sorted(self.processes, key=lambda p: p.pid)),
+            processes=(
+                None
+                if self.processes is None
+                else tuple(sorted(self.processes, key=lambda p: p.pid))
+            ),
             **readings,  # type: ignore[arg-type]
         )
 

@@ -185,7 +185,7 @@ def _process_family(gpus: Iterable[GpuReading]) -> Metric:
         GPU_PROCESS_MEMORY, "GPU memory a process uses.", labels=PROCESS_LABELS
     )
     for gpu in gpus:
-        for process in gpu.processes:
+        for process in gpu.processes or ():
             if process.gpu_memory_bytes is None:
                 continue
             command = process.command or ""

@@ -312,7 +312,7 @@ def _gpu_reading(
     pcie_tx: Any = None,
     pcie_rx: Any = None,
     pstate: Any = None,
-    processes: tuple[GpuProcess, ...] = (),
+    processes: tuple[GpuProcess, ...] | None = None,
     power_limit_w: float | None = None,
     sm_clock_max_mhz: float | None = None,
     error: str | None = None,
@@ -334,7 +334,7 @@ def _gpu_reading(
         pcie_tx: PCIe transmit throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
         pcie_rx: PCIe receive throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
         pstate: Performance state, ``_PSTATE_UNKNOWN`` when the driver does not know.
-        processes: The processes using the GPU.
+        processes: The processes using the GPU; ``None`` when they could not be listed.
         power_limit_w: The cached power limit.
         sm_clock_max_mhz: The cached maximum SM clock.
         error: Why a GPU that is not ``ok`` cannot be read.
@@ -722,15 +722,19 @@ class NvmlSampler:
 
     # --------------------------------------------------------------- processes
 
-    def _read_processes(self, gpu: _Gpu) -> tuple[GpuProcess, ...]:
-        """Compute, then graphics processes (a PID in both is listed once, as compute)."""
+    def _read_processes(self, gpu: _Gpu) -> tuple[GpuProcess, ...] | None:
+        """Compute, then graphics processes (a PID in both is listed once, as compute);
+        ``None`` when NVML could not list the compute processes (unknown, not none)."""
         found: list[GpuProcess] = []
         seen: set[int] = set()
-        for kind, field_name in (
-            ("compute", "compute_processes"),
-            ("graphics", "graphics_processes"),
+        compute = self._ask(gpu, "compute_processes")
+        if compute is None:
+            return None
+        for kind, infos in (
+            ("compute", compute),
+            ("graphics", self._ask(gpu, "graphics_processes") or ()),
         ):
-            for info in self._ask(gpu, field_name) or ():
+            for info in infos:
                 pid = int(info.pid)
                 if pid in seen:
                     continue
@@ -759,7 +763,7 @@ class NvmlSampler:
         """Drop cached identities of processes no GPU lists any more."""
         if not self._identities:
             return
-        alive = {process.pid for gpu in gpus for process in gpu.processes}
+        alive = {process.pid for gpu in gpus for process in gpu.processes or ()}
         for pid in self._identities.keys() - alive:
             del self._identities[pid]
 

@@ -111,8 +111,9 @@ class GpuReading:
     """PCIe transmit throughput."""
     performance_state: int | None
     """Performance state: 0 (P0, fastest) to 15; ``None`` when unknown."""
-    processes: tuple[GpuProcess, ...] = ()
-    """Processes using the GPU."""
+    processes: tuple[GpuProcess, ...] | None = ()
+    """Processes using the GPU; ``None`` when NVML could not list them (NotSupported, an
+    error, a lost GPU): unknown, which is not the same as none."""
     energy_j: float | None = None
     """Energy used since the driver was loaded, a counter (Volta and later; else ``None``)."""
     error: str | None = None

@@ -259,12 +259,17 @@ def _nvml_section(nvml: NvmlReading) -> list[str]:
     for gpu in nvml.gpus:
         lines.append("")
         lines += _gpu_lines(gpu)
-    processes = [(gpu.index, process) for gpu in nvml.gpus for process in gpu.processes]
+    processes = [(gpu.index, process) for gpu in nvml.gpus for process in gpu.processes or ()]
+    unknown = [str(gpu.index) for gpu in nvml.gpus if gpu.processes is None]
     lines.append("")
     if processes:
         lines += _process_lines(processes)
-    elif nvml.gpus:
+    elif nvml.gpus and not unknown:
         lines.append(_INDENT + "processes    none")
+    if unknown:
+        lines.append(
+            _INDENT + f"processes    n/a on GPU {', '.join(unknown)} (NVML cannot list them)"
+        )
     return lines
 
 

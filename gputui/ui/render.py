@@ -706,6 +706,18 @@ TRAINER_STYLE = "bold reverse"
 """How the runner's trainer process stands out in the process table."""
 
 
+def process_table_title(count: int, gpus: Sequence[GpuReading]) -> str:
+    """``GPU processes · 3``, ``· none``, or ``· n/a`` where NVML could not list them (never
+    "none" beside a GPU whose processes are unknown)."""
+    unknown = [str(gpu.index) for gpu in gpus if gpu.processes is None]
+    if unknown and len(unknown) == len(gpus):
+        return "GPU processes · n/a"
+    shown = f"{count}" if count else ("none" if not unknown else "0")
+    if unknown:
+        shown += f" · n/a on GPU {', '.join(unknown)}"
+    return f"GPU processes · {shown}"
+
+
 def process_table_lines(
     rows: Sequence[ProcessCells], width: int, marked_pid: str = "", marked_gpu: str | None = None
 ) -> list[Line]:

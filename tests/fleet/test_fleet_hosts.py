@@ -84,10 +84,13 @@ def test_snapshot_hosts_shows_each_host_as_it_is(fleet: dict[str, str]) -> None:
     assert 0 <= serve2["age_seconds"] < 5  # the exporter's own sample age included
     (process,) = serve2["gpus"][1]["processes"]
     assert (process["pid"], process["gpu_memory_bytes"]) == (4242, 1073741824)
+    assert serve2["gpus"][0]["processes"] == []  # its exporter lists processes: none here
+    assert serve4["gpus"][0]["processes"] is None  # no process series at all: not known
 
     dcgm, nvitop = by_role["dcgm"], by_role["nvitop"]
     assert (dcgm["source"], len(dcgm["gpus"])) == ("dcgm-exporter", 2)
     assert dcgm["gpus"][0]["memory_used_bytes"] == 41088 * 1024**2
+    assert dcgm["gpus"][0]["processes"] is None  # dcgm-exporter does not list them
     assert (nvitop["source"], nvitop["gpus"][0]["name"]) == (
         "nvitop-exporter",
         "NVIDIA A100-SXM4-40GB",

@@ -299,7 +299,7 @@ def test_lost_gpu_is_marked_lost_while_the_others_keep_updating(
         known.bus_id,
     )
     assert all(getattr(lost, name) is None for name in LIVE_FIELDS)
-    assert lost.processes == ()
+    assert lost.processes is None  # unknown, not none
 
     queries = fake_nvml.device_queries(1)
     survivors = []
@@ -722,3 +722,14 @@ def test_a_gpu_lost_from_the_start_is_asked_again(
     assert fake_nvml.lib.nvmlInit_v2() == 0
     clock.now += 31.0
     assert gpu(sampler.sample(), 0).state is GpuState.OK
+
+
+def test_processes_nvml_cannot_list_are_unknown_not_none(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "1:processes")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0:{os.getpid()}:1610612736")
+    reading = sampler.sample()
+    assert [p.pid for p in gpu(reading, 0).processes or ()] == [os.getpid()]
+    assert gpu(reading, 1).processes is None  # NotSupported: unknown, never "none"
+    assert gpu(reading, 1).memory_used_bytes is not None  # the rest of it still read

@@ -334,3 +334,14 @@ def test_take_snapshot_samples_each_part_once(fake_nvml: FakeNvml) -> None:
     assert snapshot.cpu.taken_at >= snapshot.nvml.taken_at  # the window covered NVML's sample
     assert json.loads(render_snapshot_json(snapshot))["nvml"]["driver_version"] == "550.54.15"
     _lines(snapshot)
+
+
+def test_processes_nvml_cannot_list_are_n_a_not_none() -> None:
+    unlisted = dataclasses.replace(SNAPSHOT.nvml.gpus[0], processes=None)
+    snapshot = dataclasses.replace(
+        SNAPSHOT, nvml=dataclasses.replace(SNAPSHOT.nvml, gpus=(unlisted,))
+    )
+    assert json.loads(render_snapshot_json(snapshot))["gpus"][0]["processes"] is None
+    lines = render_snapshot_table(snapshot).splitlines()
+    assert "  processes    n/a on GPU 0 (NVML cannot list them)" in lines
+    assert not any(line.strip() == "processes    none" for line in lines)

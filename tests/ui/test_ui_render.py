@@ -35,6 +35,7 @@ from gputui.ui.render import (
     nvml_title,
     process_cells,
     process_table_lines,
+    process_table_title,
     short_name,
     sparkline,
     stale_tag,
@@ -314,3 +315,12 @@ def test_an_unreachable_gpu_says_why_and_the_fix_in_every_layout() -> None:
     assert "UNREACHABLE  NVML answers" in gpu_one_line(gpu, [], 160).plain
     title = nvml_title("550.54.15", "12.4", 4, [gpu_reading(0), gpu, lost_gpu(2), gpu_reading(3)])
     assert title == "NVIDIA · 4 GPUs, 1 lost, 1 unreachable · driver 550.54.15 · CUDA 12.4"
+
+
+def test_the_process_table_never_says_none_beside_unknown_processes() -> None:
+    known, unknown = gpu_reading(0), replace(gpu_reading(1), processes=None)
+    empty = replace(known, processes=())
+    assert process_table_title(0, [empty, empty]) == "GPU processes · none"
+    assert process_table_title(0, [unknown]) == "GPU processes · n/a"
+    assert process_table_title(0, [empty, unknown]) == "GPU processes · 0 · n/a on GPU 1"
+    assert process_table_title(2, [known, unknown]) == "GPU processes · 2 · n/a on GPU 1"

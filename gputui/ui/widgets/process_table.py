@@ -16,7 +16,13 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputui.telemetry.readings import GpuReading
-from gputui.ui.render import Line, ProcessCells, process_cells, process_table_lines
+from gputui.ui.render import (
+    Line,
+    ProcessCells,
+    process_cells,
+    process_table_lines,
+    process_table_title,
+)
 from gputui.ui.widgets.lines import LineStyles, set_border_title
 
 
@@ -65,11 +71,10 @@ class ProcessTable(ScrollView, can_focus=True):
         wanted = {
             f"{gpu.index}:{process.pid}:{process.kind}": process_cells(gpu.index, process)
             for gpu in gpus
-            for process in gpu.processes
+            for process in gpu.processes or ()
         }
         self._gpu_by_uuid = {gpu.uuid: str(gpu.index) for gpu in gpus if gpu.uuid}
-        count = len(wanted)
-        set_border_title(self, "GPU processes · " + ("none" if count == 0 else f"{count}"))
+        set_border_title(self, process_table_title(len(wanted), gpus))
         if wanted != self._rows:
             self._rows = wanted
             self._rebuild()
