@@ -41,6 +41,8 @@ INIT_RETRY_S = 30.0
 """Seconds between attempts to start NVML after it failed."""
 LOST_RETRY_S = 30.0
 """Seconds between attempts to read a GPU that answered GpuIsLost."""
+HEALTH_TTL_S = 10.0
+"""Seconds ECC errors, pending row remaps and the MIG mode are trusted (they change rarely)."""
 POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is asked again (an admin may change it)."""
 PCIE_TTL_S = 1.0
@@ -61,6 +63,20 @@ _LIB_RM_VERSION_MISMATCH = 18
 _RESET_REQUIRED = 16
 _UNKNOWN = 999
 
+_ECC_UNCORRECTED = 1  # NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+_ECC_VOLATILE = 0  # NVML_VOLATILE_ECC: since the driver was loaded
+THROTTLE_WORDS = (
+    (0x1, "idle"),
+    (0x2, "application clocks"),
+    (0x4, "power cap"),
+    (0x8, "HW slowdown"),
+    (0x10, "sync boost"),
+    (0x20, "thermal"),
+    (0x40, "HW thermal"),
+    (0x80, "HW power brake"),
+    (0x100, "display clocks"),
+)
+"""NVML's clock event (throttle) reasons, bit by bit, in the words the monitor shows."""
 _CLOCK_SM = 1
 _TEMPERATURE_GPU = 0
 _PCIE_TX_BYTES = 0
@@ -198,6 +214,14 @@ class _Gpu:
     """When it last answered GpuIsLost, or its handle was refused; ``None`` while it answers."""
     handle_error: str | None = None
     """Why NVML refused the handle (other than GpuIsLost), as a sentence; ``None`` once had."""
+    ecc_uncorrected: int | None = None
+    """Uncorrected volatile ECC errors, refreshed every ``HEALTH_TTL_S``."""
+    remapped_pending: bool | None = None
+    """Whether a row remap is pending, refreshed every ``HEALTH_TTL_S``."""
+    mig_mode: bool | None = None
+    """Whether MIG is enabled, refreshed every ``HEALTH_TTL_S``."""
+    health_read_at: float | None = None
+    """When those three were last asked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +287,24 @@ def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]
             ),
         ),
         "performance_state": (("nvmlDeviceGetPerformanceState", nv.nvmlDeviceGetPerformanceState),),
+        "clock_events": (
+            (
+                "nvmlDeviceGetCurrentClocksEventReasons",
+                nv.nvmlDeviceGetCurrentClocksEventReasons,
+            ),
+            (
+                "nvmlDeviceGetCurrentClocksThrottleReasons",
+                nv.nvmlDeviceGetCurrentClocksThrottleReasons,
+            ),
+        ),
+        "ecc_uncorrected": (
+            (
+                "nvmlDeviceGetTotalEccErrors",
+                lambda h: nv.nvmlDeviceGetTotalEccErrors(h, _ECC_UNCORRECTED, _ECC_VOLATILE),
+            ),
+        ),
+        "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
+        "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
         "compute_processes": (
             (
                 "nvmlDeviceGetComputeRunningProcesses_v3",
@@ -291,6 +333,13 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+def throttle_words(mask: Any) -> tuple[str, ...] | None:
+    """NVML's clock event reasons as words, in NVML's order; ``None`` when not answered."""
+    if mask is None:
+        return None
+    return tuple(word for bit, word in THROTTLE_WORDS if int(mask) & bit)
+
+
 def _not_ok(gpu: _Gpu) -> GpuReading:
     """The reading of a GPU that cannot be asked: its identity, its state and why."""
     if gpu.handle_error is not None:
@@ -315,6 +364,7 @@ def _gpu_reading(
     processes: tuple[GpuProcess, ...] | None = None,
     power_limit_w: float | None = None,
     sm_clock_max_mhz: float | None = None,
+    clock_events: Any = None,
     error: str | None = None,
 ) -> GpuReading:
     """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
@@ -337,6 +387,7 @@ def _gpu_reading(
         processes: The processes using the GPU; ``None`` when they could not be listed.
         power_limit_w: The cached power limit.
         sm_clock_max_mhz: The cached maximum SM clock.
+        clock_events: The clock event (throttle) reasons, NVML's bit mask.
         error: Why a GPU that is not ``ok`` cannot be read.
     """
     return GpuReading(
@@ -363,6 +414,10 @@ def _gpu_reading(
         processes=processes,
         energy_j=millijoules / 1000.0 if millijoules is not None else None,
         error=error,
+        throttle_reasons=throttle_words(clock_events),
+        ecc_uncorrected_errors=gpu.ecc_uncorrected if state is GpuState.OK else None,
+        remapped_rows_pending=gpu.remapped_pending if state is GpuState.OK else None,
+        mig_mode=gpu.mig_mode if state is GpuState.OK else None,
     )
 
 
@@ -611,6 +666,9 @@ class NvmlSampler:
             milliwatts = self._ask(gpu, "power_limit")
             gpu.power_limit_w = milliwatts / 1000.0 if milliwatts is not None else None
             gpu.power_limit_read_at = now
+        if gpu.health_read_at is None or now - gpu.health_read_at >= HEALTH_TTL_S:
+            self._read_health(gpu)
+            gpu.health_read_at = now
 
         return _gpu_reading(
             gpu,
@@ -625,10 +683,20 @@ class NvmlSampler:
             pcie_tx=gpu.pcie_tx,
             pcie_rx=gpu.pcie_rx,
             pstate=self._ask(gpu, "performance_state"),
+            clock_events=self._ask(gpu, "clock_events"),
             processes=self._read_processes(gpu),
             power_limit_w=gpu.power_limit_w,
             sm_clock_max_mhz=gpu.sm_clock_max_mhz,
         )
+
+    def _read_health(self, gpu: _Gpu) -> None:
+        """ECC errors, a pending row remap and the MIG mode: asked every ``HEALTH_TTL_S``."""
+        errors = self._ask(gpu, "ecc_uncorrected")
+        gpu.ecc_uncorrected = int(errors) if errors is not None else None
+        rows = self._ask(gpu, "remapped_rows")  # (correctable, uncorrectable, pending, failed)
+        gpu.remapped_pending = bool(rows[2]) if rows is not None else None
+        mig = self._ask(gpu, "mig_mode")  # (current, pending)
+        gpu.mig_mode = bool(mig[0]) if mig is not None else None
 
     def _refresh_pcie(self, gpus: Sequence[_Gpu], now: float) -> None:
         """Ask the PCIe throughput of the GPUs whose figures are older than ``PCIE_TTL_S``,

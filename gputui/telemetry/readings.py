@@ -118,6 +118,36 @@ class GpuReading:
     """Energy used since the driver was loaded, a counter (Volta and later; else ``None``)."""
     error: str | None = None
     """Why a GPU that is not ``ok`` cannot be read, and what to do, in one sentence."""
+    throttle_reasons: tuple[str, ...] | None = None
+    """Why the clocks are held down now, in words (``power cap``, ``thermal``...; empty: they
+    are not); ``None`` when NVML does not say."""
+    ecc_uncorrected_errors: int | None = None
+    """Uncorrected ECC errors since the driver was loaded (volatile); ``None``: no ECC."""
+    remapped_rows_pending: bool | None = None
+    """True when a row remap waits for a GPU reset (Ampere and later; else ``None``)."""
+    mig_mode: bool | None = None
+    """Whether MIG is enabled (A100, H100...; ``None`` where the GPU has no MIG)."""
+
+
+BENIGN_THROTTLES = frozenset({"idle", "application clocks", "display clocks"})
+"""Clock event reasons that are not a problem: an idle GPU runs slow on purpose."""
+
+
+def health_problems(gpu: GpuReading) -> list[str]:
+    """What is wrong with a GPU that still answers, in a few words each; empty when nothing.
+
+    The healthy case says nothing; these are shown loudly (``bold $error``).
+    """
+    problems = []
+    throttles = [r for r in gpu.throttle_reasons or () if r not in BENIGN_THROTTLES]
+    if throttles:
+        problems.append("throttled: " + ", ".join(throttles))
+    if gpu.ecc_uncorrected_errors:
+        count = gpu.ecc_uncorrected_errors
+        problems.append(f"{count} uncorrected ECC error" + ("" if count == 1 else "s"))
+    if gpu.remapped_rows_pending:
+        problems.append("row remap pending: reset the GPU")
+    return problems
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
     Snapshot,
+    health_problems,
 )
 
 if TYPE_CHECKING:
@@ -153,6 +154,10 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "pcie_rx_bytes_per_s",
         "pcie_tx_bytes_per_s",
         "performance_state",
+        "throttle_reasons",
+        "ecc_uncorrected_errors",
+        "remapped_rows_pending",
+        "mig_mode",
         "processes",
     ),
     GpuProcess: ("pid", "user", "command", "gpu_memory_bytes", "kind"),
@@ -305,7 +310,16 @@ def _gpu_lines(gpu: GpuReading) -> list[str]:
     ]
     rows = [pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)]
     lines += [_INDENT * 2 + line for line in fmt_columns(rows)]
+    lines += _wrapped(_INDENT * 2 + "health       ", _health(gpu))
     return lines
+
+
+def _health(gpu: GpuReading) -> str:
+    """``ok``, or what is wrong (throttled and why, ECC errors, a pending row remap)."""
+    if problems := health_problems(gpu):
+        return "; ".join(problems)
+    known = (gpu.throttle_reasons, gpu.ecc_uncorrected_errors, gpu.remapped_rows_pending)
+    return NA if all(value is None for value in known) else "ok"
 
 
 def _process_lines(processes: list[tuple[int, GpuProcess]]) -> list[str]:

@@ -29,7 +29,14 @@ from gputui.format import (
     fmt_with_limit,
     percent_of,
 )
-from gputui.telemetry.readings import CpuReading, GpuProcess, GpuReading, GpuState, MpsReading
+from gputui.telemetry.readings import (
+    CpuReading,
+    GpuProcess,
+    GpuReading,
+    GpuState,
+    MpsReading,
+    health_problems,
+)
 
 LABEL = "$text-muted"
 """Style of a label in front of a value."""
@@ -399,7 +406,8 @@ STATE_WORDS = {GpuState.LOST: "LOST", GpuState.UNREACHABLE: "UNREACHABLE"}
 def gpu_title(gpu: GpuReading) -> str:
     """``0 · NVIDIA H100 80GB HBM3 · P0`` (``LOST`` or ``UNREACHABLE`` for such a GPU)."""
     state = STATE_WORDS.get(gpu.state) or fmt_pstate(gpu.performance_state)
-    return f"{gpu.index} · {gpu.name} · {state}"
+    mig = " · MIG" if gpu.mig_mode else ""
+    return f"{gpu.index} · {gpu.name} · {state}{mig}"
 
 
 def fmt_pstate(state: int | None) -> str:
@@ -556,6 +564,8 @@ def card_title_line(gpu: GpuReading, width: int) -> Line:
     """``─ 0 · NVIDIA H100 80GB HBM3 · P0 ──────``: the rule that opens a card."""
     title_style = f"bold {HOT}" if gpu.state is not GpuState.OK else "bold"
     line = Line(("─ ", RULE), (gpu_title(gpu), title_style), " ")
+    if problems := health_problems(gpu):
+        line.add("⚠ " + "; ".join(problems), f"bold {HOT}").add(" ")
     return line.add("─" * max(width - line.width, 0), RULE).fit(width)
 
 
@@ -587,7 +597,8 @@ def gpu_name_cell(gpu: GpuReading, width: int) -> Line:
     name = short_name(gpu.name)
     if cell_len(name) + 2 > width:
         name = name.split(" ")[0]
-    return Line((f"{gpu.index}", "bold"), " ", name).fit(width)
+    index_style = f"bold reverse {HOT}" if health_problems(gpu) else "bold"
+    return Line((f"{gpu.index}", index_style), " ", name).fit(width)
 
 
 def gpu_two_lines(

@@ -22,6 +22,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,7 +180,8 @@ typedef struct {
     X(nvmlDeviceGetCudaComputeCapability)        \
     X(nvmlDeviceIsMigDeviceHandle)               \
     X(nvmlDeviceGetCurrentClocksEventReasons)    \
-    X(nvmlDeviceGetCurrentClocksThrottleReasons)
+    X(nvmlDeviceGetCurrentClocksThrottleReasons) \
+    X(nvmlDeviceGetRemappedRows)
 
 #define AS_ENUM(name) FN_##name,
 #define AS_STRING(name) #name,
@@ -288,6 +290,10 @@ typedef struct fake_gpu {
     unsigned long long queries; /* device queries since init (atomic) */
     long long lost_after;       /* answer GPU_IS_LOST once queries exceed this; -1: never */
     char name[NAME_SIZE];
+    unsigned long long clock_events;   /* FAKE_NVML_CLOCK_EVENTS: the reasons bit mask */
+    unsigned long long ecc_uncorrected; /* FAKE_NVML_ECC_UNCORRECTED: volatile, uncorrected */
+    unsigned long long remapped_pending; /* FAKE_NVML_REMAPPED_PENDING: 1 when a remap waits */
+    unsigned long long mig_mode;       /* FAKE_NVML_MIG_MODE: 1 when MIG is enabled */
 } fake_gpu_t;
 
 typedef fake_gpu_t *nvmlDevice_t;
@@ -461,6 +467,40 @@ static int parse_lost(void) {
     return 1;
 }
 
+/* "GPU:VALUE,..." (VALUE decimal or 0x hex) into the field at `offset` of each named GPU. */
+static int parse_per_gpu(const char *variable, size_t offset) {
+    const char *value = getenv(variable);
+    char buffer[1024];
+    char *save = NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 1;
+    }
+    if (strlen(value) >= sizeof(buffer)) {
+        config_error(variable, "too long");
+        return 0;
+    }
+    strcpy(buffer, value);
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        unsigned long long index, number;
+        char *end;
+        char *colon = strchr(item, ':');
+        if (colon == NULL) {
+            config_error(variable, item);
+            return 0;
+        }
+        *colon = '\0';
+        errno = 0;
+        number = strtoull(colon + 1, &end, 0);
+        if (!parse_uint(item, &index) || index >= FAKE_MAX_GPUS || errno != 0 ||
+            end == colon + 1 || *end != '\0' || colon[1] == '-') {
+            config_error(variable, item);
+            return 0;
+        }
+        *(unsigned long long *)((char *)&g_gpus[index] + offset) = number;
+    }
+    return 1;
+}
+
 /* "GPU:PID:BYTES,..." where BYTES may be "na" (NVML_VALUE_NOT_AVAILABLE). */
 static int parse_processes(const char *variable, int graphics) {
     const char *value = getenv(variable);
@@ -586,7 +626,11 @@ static nvmlReturn_t load_config(void) {
     if (!parse_errors("FAKE_NVML_UNSUPPORTED", NVML_ERROR_NOT_SUPPORTED) ||
         !parse_errors("FAKE_NVML_FAIL", NVML_ERROR_UNKNOWN) || !parse_lost() ||
         !parse_processes("FAKE_NVML_PROCESSES", 0) ||
-        !parse_processes("FAKE_NVML_GRAPHICS_PROCESSES", 1)) {
+        !parse_processes("FAKE_NVML_GRAPHICS_PROCESSES", 1) ||
+        !parse_per_gpu("FAKE_NVML_CLOCK_EVENTS", offsetof(fake_gpu_t, clock_events)) ||
+        !parse_per_gpu("FAKE_NVML_ECC_UNCORRECTED", offsetof(fake_gpu_t, ecc_uncorrected)) ||
+        !parse_per_gpu("FAKE_NVML_REMAPPED_PENDING", offsetof(fake_gpu_t, remapped_pending)) ||
+        !parse_per_gpu("FAKE_NVML_MIG_MODE", offsetof(fake_gpu_t, mig_mode))) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     return NVML_SUCCESS;
@@ -1334,13 +1378,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigne
 #ifndef FAKE_NVML_OMIT_nvmlDeviceGetTotalEccErrors
 EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type,
                                                 int counter_type, unsigned long long *count) {
-    (void)error_type;
-    (void)counter_type;
     DEVICE_ENTER(nvmlDeviceGetTotalEccErrors, device, NULL);
     if (count == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *count = 0;
+    /* NVML_MEMORY_ERROR_TYPE_UNCORRECTED (1), NVML_VOLATILE_ECC (0) */
+    *count = (error_type == 1 && counter_type == 0) ? device->ecc_uncorrected : 0;
     return NVML_SUCCESS;
 }
 #endif
@@ -1349,10 +1392,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_t
 EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current,
                                          unsigned int *pending) {
     DEVICE_ENTER(nvmlDeviceGetMigMode, device, NULL);
-    if (set_uint(current, 0u) != NVML_SUCCESS) {
+    if (set_uint(current, (unsigned int)device->mig_mode) != NVML_SUCCESS) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    return set_uint(pending, 0u);
+    return set_uint(pending, (unsigned int)device->mig_mode);
 }
 #endif
 
@@ -1383,7 +1426,23 @@ EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
     if (reasons == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *reasons = 0;
+    *reasons = device->clock_events;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetRemappedRows
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corr_rows,
+                                              unsigned int *unc_rows, unsigned int *is_pending,
+                                              unsigned int *failure_occurred) {
+    DEVICE_ENTER(nvmlDeviceGetRemappedRows, device, NULL);
+    if (corr_rows == NULL || unc_rows == NULL || is_pending == NULL || failure_occurred == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *corr_rows = 0;
+    *unc_rows = device->remapped_pending ? 1u : 0u;
+    *is_pending = device->remapped_pending ? 1u : 0u;
+    *failure_occurred = 0;
     return NVML_SUCCESS;
 }
 #endif
@@ -1395,7 +1454,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t devic
     if (reasons == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *reasons = 0;
+    *reasons = device->clock_events;
     return NVML_SUCCESS;
 }
 #endif

@@ -283,8 +283,8 @@ def test_lost_gpu_is_marked_lost_while_the_others_keep_updating(
     sampler: NvmlSampler,
     clock: FakeClock,
 ) -> None:
-    # A first sample asks a GPU about 16 questions; GPU 1 dies during the second.
-    fake_nvml_env.setenv("FAKE_NVML_LOST", "1:20")
+    # A first sample asks a GPU about 20 questions; GPU 1 dies during the second.
+    fake_nvml_env.setenv("FAKE_NVML_LOST", "1:24")
     first = sampler.sample()
     assert gpu(first, 1).state is GpuState.OK
     known = gpu(first, 1)
@@ -733,3 +733,50 @@ def test_processes_nvml_cannot_list_are_unknown_not_none(
     assert [p.pid for p in gpu(reading, 0).processes or ()] == [os.getpid()]
     assert gpu(reading, 1).processes is None  # NotSupported: unknown, never "none"
     assert gpu(reading, 1).memory_used_bytes is not None  # the rest of it still read
+
+
+def test_health_is_read_quietly_when_fine_and_in_words_when_not(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    clock: FakeClock,
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_CLOCK_EVENTS", "1:0x24,2:0x48")  # power cap+thermal; HW
+    fake_nvml_env.setenv("FAKE_NVML_ECC_UNCORRECTED", "2:3")
+    fake_nvml_env.setenv("FAKE_NVML_REMAPPED_PENDING", "2:1")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_MODE", "1:1")
+    fine, throttled, failing = sampler.sample().gpus
+    assert fine.throttle_reasons == ()
+    assert (fine.ecc_uncorrected_errors, fine.remapped_rows_pending, fine.mig_mode) == (
+        0,
+        False,
+        False,
+    )
+    assert throttled.throttle_reasons == ("power cap", "thermal")
+    assert throttled.mig_mode is True
+    assert failing.throttle_reasons == ("HW slowdown", "HW thermal")
+    assert (failing.ecc_uncorrected_errors, failing.remapped_rows_pending) == (3, True)
+
+    asked = fake_nvml.calls("nvmlDeviceGetTotalEccErrors", 2)
+    clock.now += 1.0
+    sampler.sample()
+    assert fake_nvml.calls("nvmlDeviceGetTotalEccErrors", 2) == asked  # on a 10 s TTL
+    assert fake_nvml.calls("nvmlDeviceGetCurrentClocksEventReasons", 2) == 2  # every sample
+
+
+def test_health_a_gpu_does_not_have_is_none(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv(
+        "FAKE_NVML_UNSUPPORTED",
+        "nvmlDeviceGetTotalEccErrors,nvmlDeviceGetRemappedRows,nvmlDeviceGetMigMode,nvmlDeviceGetCurrentClocksEventReasons,nvmlDeviceGetCurrentClocksThrottleReasons",
+    )
+    reading = gpu(sampler.sample(), 0)
+    assert reading.state is GpuState.OK
+    assert (
+        reading.throttle_reasons,
+        reading.ecc_uncorrected_errors,
+        reading.remapped_rows_pending,
+        reading.mig_mode,
+    ) == (None, None, None, None)

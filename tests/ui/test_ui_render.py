@@ -18,6 +18,7 @@ from gputui.ui.render import (
     WARM,
     Line,
     bar,
+    card_title_line,
     core_grid,
     core_grid_columns,
     core_strip,
@@ -324,3 +325,29 @@ def test_the_process_table_never_says_none_beside_unknown_processes() -> None:
     assert process_table_title(0, [unknown]) == "GPU processes · n/a"
     assert process_table_title(0, [empty, unknown]) == "GPU processes · 0 · n/a on GPU 1"
     assert process_table_title(2, [known, unknown]) == "GPU processes · 2 · n/a on GPU 1"
+
+
+def test_a_healthy_gpu_is_quiet_and_an_unhealthy_one_loud() -> None:
+    healthy = replace(
+        gpu_reading(0),
+        throttle_reasons=("idle",),
+        ecc_uncorrected_errors=0,
+        remapped_rows_pending=False,
+    )
+    title = card_title_line(healthy, 100)
+    assert "⚠" not in title.plain and title.styled()[0][1] != f"bold {HOT}"
+    sick = replace(
+        healthy,
+        throttle_reasons=("power cap", "thermal"),
+        ecc_uncorrected_errors=3,
+        remapped_rows_pending=True,
+        mig_mode=True,
+    )
+    title = card_title_line(sick, 200)
+    assert "· P0 · MIG" in title.plain
+    assert (
+        "⚠ throttled: power cap, thermal; 3 uncorrected ECC errors; row remap pending: "
+        "reset the GPU" in title.plain
+    )
+    assert [style for text, style in title.styled() if "throttled" in text] == [f"bold {HOT}"]
+    assert gpu_one_line(sick, [], 160).styled()[0] == ("0", f"bold reverse {HOT}")

@@ -10,8 +10,10 @@ seeded history, and the interval is long enough that each source is sampled once
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from gputui.telemetry.readings import GpuState
 from gputui.ui.app import MonitorApp
 from tests.ui.fakes import (
     NO_DRIVER,
@@ -72,3 +74,30 @@ def test_stale_gpus_80x24(snap_compare: Any) -> None:
         nvml=ScriptedSampler(h100s(4)), history=seeded_history(4), clock=FakeClock(T0 + 150)
     )
     assert snap_compare(app, terminal_size=SMALL, run_before=settled)
+
+
+UNREACHABLE_ERROR = (
+    "NVML answers Unknown Error for this GPU (often a GPU in a bad state); check `dmesg` for "
+    "Xid errors, then reset it (`nvidia-smi -r -i 2`) or reboot."
+)
+
+
+def unhealthy_app() -> MonitorApp:
+    """A healthy GPU, a throttled one in MIG mode, one with ECC errors and a pending row
+    remap, and one NVML will not open."""
+    healthy = replace(
+        gpu_reading(0), throttle_reasons=(), ecc_uncorrected_errors=0, remapped_rows_pending=False
+    )
+    throttled = replace(gpu_reading(1), throttle_reasons=("power cap", "thermal"), mig_mode=True)
+    failing = replace(gpu_reading(3), ecc_uncorrected_errors=3, remapped_rows_pending=True)
+    unreachable = replace(lost_gpu(2), state=GpuState.UNREACHABLE, error=UNREACHABLE_ERROR)
+    reading = nvml_reading([healthy, throttled, unreachable, failing])
+    return fake_app(nvml=ScriptedSampler(reading), history=seeded_history(4))
+
+
+def test_unhealthy_gpus_80x24(snap_compare: Any) -> None:
+    assert snap_compare(unhealthy_app(), terminal_size=SMALL, run_before=settled)
+
+
+def test_unhealthy_gpus_160x50(snap_compare: Any) -> None:
+    assert snap_compare(unhealthy_app(), terminal_size=LARGE, run_before=settled)
