@@ -230,7 +230,7 @@ def test_snapshot_table_reads_every_gpu(fake_nvml_dir: Path) -> None:
     lines = done.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     assert lines[0].startswith("CPU")
-    assert "NVIDIA  driver 550.54.15, CUDA 12.4, 2 GPUs" in lines
+    assert "NVIDIA  driver 550.54.15, CUDA 12.4, 2 GPUs, 1 lost" in lines
     assert "  GPU 0  NVIDIA H100 80GB HBM3" in lines
     assert "  GPU 1  NVIDIA H100 80GB HBM3  lost" in lines
     fan = next(line for line in lines if "fan" in line)
