@@ -129,6 +129,22 @@ _HANDLE_ERRORS: dict[int, str] = {
 }
 
 
+_INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+"""The inode of the host's (initial) pid namespace, PROC_PID_INIT_INO in the Linux kernel."""
+
+
+def in_own_pid_namespace(path: str = "/proc/self/ns/pid") -> bool:
+    """Whether this process runs in a pid namespace other than the host's (Linux).
+
+    NVML always reports the host's pids; in a container without ``--pid=host`` a local
+    process with the same number is another process. ``False`` where it cannot be told.
+    """
+    try:
+        return os.stat(path).st_ino != _INITIAL_PID_NAMESPACE
+    except OSError:
+        return False
+
+
 def describe_handle_error(index: int, code: int | None, detail: str) -> str:
     """One sentence saying why GPU ``index``'s handle could not be had, and the fix."""
     if code == _GPU_IS_LOST:
@@ -587,6 +603,7 @@ class NvmlSampler:
             driver_version=_text(driver) if driver is not None else None,
             cuda_driver_version=format_cuda_version(int(cuda)) if cuda else None,
             error=None,
+            host_pids=in_own_pid_namespace(),
         )
         self._gpus = [_Gpu(index=index, handle=None) for index in range(count)]
         for gpu in self._gpus:
@@ -814,7 +831,11 @@ class NvmlSampler:
         return tuple(found)
 
     def _identify(self, pid: int) -> tuple[str | None, str | None]:
-        """User and command of ``pid``, cached per (pid, create time); ``None`` where hidden."""
+        """User and command of ``pid``, cached per (pid, create time); ``None`` where hidden,
+        and always ``None`` for a host pid seen from a pid namespace of our own (the local
+        process with that number is another one)."""
+        if self._status.host_pids:
+            return None, None
         try:
             process = psutil.Process(pid)
             created = process.create_time()

@@ -162,6 +162,9 @@ class NvmlStatus:
     """Highest CUDA version the driver supports, e.g. ``12.4``."""
     error: str | None = None
     """A sentence saying what is wrong and the fix; ``None`` when available."""
+    host_pids: bool = False
+    """True when gputui runs in a pid namespace of its own (a container without
+    ``--pid=host``): NVML's pids are the host's, and are not joined with local processes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,7 +161,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "processes",
     ),
     GpuProcess: ("pid", "user", "command", "gpu_memory_bytes", "kind"),
-    NvmlStatus: ("available", "driver_version", "cuda_driver_version", "error"),
+    NvmlStatus: ("available", "driver_version", "cuda_driver_version", "error", "host_pids"),
     MpsReading: (
         "supported_platform",
         "message",
@@ -267,6 +267,8 @@ def _nvml_section(nvml: NvmlReading) -> list[str]:
     processes = [(gpu.index, process) for gpu in nvml.gpus for process in gpu.processes or ()]
     unknown = [str(gpu.index) for gpu in nvml.gpus if gpu.processes is None]
     lines.append("")
+    if processes and status.host_pids:
+        lines.append(_INDENT + "processes    host pids: gputui runs in its own pid namespace")
     if processes:
         lines += _process_lines(processes)
     elif nvml.gpus and not unknown:

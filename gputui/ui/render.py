@@ -717,7 +717,7 @@ TRAINER_STYLE = "bold reverse"
 """How the runner's trainer process stands out in the process table."""
 
 
-def process_table_title(count: int, gpus: Sequence[GpuReading]) -> str:
+def process_table_title(count: int, gpus: Sequence[GpuReading], host_pids: bool = False) -> str:
     """``GPU processes · 3``, ``· none``, or ``· n/a`` where NVML could not list them (never
     "none" beside a GPU whose processes are unknown)."""
     unknown = [str(gpu.index) for gpu in gpus if gpu.processes is None]
@@ -726,6 +726,8 @@ def process_table_title(count: int, gpus: Sequence[GpuReading]) -> str:
     shown = f"{count}" if count else ("none" if not unknown else "0")
     if unknown:
         shown += f" · n/a on GPU {', '.join(unknown)}"
+    if host_pids and count:
+        shown += " · host pids (gputui is in a container's pid namespace)"
     return f"GPU processes · {shown}"
 
 

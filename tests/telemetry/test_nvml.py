@@ -6,6 +6,7 @@ import ctypes.util
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -780,3 +781,52 @@ def test_health_a_gpu_does_not_have_is_none(
         reading.remapped_rows_pending,
         reading.mig_mode,
     ) == (None, None, None, None)
+
+
+def test_in_a_pid_namespace_nvml_pids_are_the_host_s_and_not_joined(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
+    """In a real pid namespace (``unshare``) the snapshot's own process is pid 1 there; NVML
+    reporting pid 1 means the host's init, so no local user or command is borrowed for it."""
+    unshare = shutil.which("unshare")
+    probe = (
+        subprocess.run(
+            [unshare or "unshare", "--pid", "--fork", "--mount-proc", "true"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if unshare
+        else None
+    )
+    if probe is None or probe.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"unshare --pid must work under CI: {probe and probe.stderr}")
+        pytest.skip("unshare --pid is not allowed here")
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(fake_nvml_dir),
+        "FAKE_NVML_GPU_COUNT": "1",
+        "FAKE_NVML_PROCESSES": "0:1:1073741824",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    command = [sys.executable, "-m", "gputui", "snapshot", "--json"]
+    inside = subprocess.run(
+        [unshare, "--pid", "--fork", "--mount-proc", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert inside.returncode == 0, inside.stderr
+    data = json.loads(inside.stdout)
+    assert data["nvml"]["host_pids"] is True
+    (process,) = data["gpus"][0]["processes"]
+    assert (process["pid"], process["user"], process["command"]) == (1, None, None)
+    outside = json.loads(
+        subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
+    )
+    assert outside["nvml"]["host_pids"] is False
+    (process,) = outside["gpus"][0]["processes"]
+    assert process["command"] is not None  # the host's own pid 1, joined as before

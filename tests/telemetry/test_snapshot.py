@@ -48,7 +48,7 @@ GPU_KEYS = {
     "processes",
 }
 PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes"}
-NVML_KEYS = {"available", "driver_version", "cuda_driver_version", "error"}
+NVML_KEYS = {"available", "driver_version", "cuda_driver_version", "error", "host_pids"}
 
 CPU = CpuReading(
     utilization_percent=37.5,
@@ -177,6 +177,7 @@ def test_json_carries_the_values() -> None:
         "driver_version": "550.54.15",
         "cuda_driver_version": "12.4",
         "error": None,
+        "host_pids": False,
     }
     assert data["cpu"]["per_core_percent"] == [25.0, 50.0]
     assert data["mps"]["supported_platform"] is False

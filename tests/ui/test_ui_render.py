@@ -351,3 +351,11 @@ def test_a_healthy_gpu_is_quiet_and_an_unhealthy_one_loud() -> None:
     )
     assert [style for text, style in title.styled() if "throttled" in text] == [f"bold {HOT}"]
     assert gpu_one_line(sick, [], 160).styled()[0] == ("0", f"bold reverse {HOT}")
+
+
+def test_host_pids_are_said_once_in_the_process_table_title() -> None:
+    title = process_table_title(2, [gpu_reading(0)], host_pids=True)
+    assert title == "GPU processes · 2 · host pids (gputui is in a container's pid namespace)"
+    assert process_table_title(0, [replace(gpu_reading(0), processes=())], host_pids=True) == (
+        "GPU processes · none"
+    )

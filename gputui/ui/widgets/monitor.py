@@ -91,7 +91,7 @@ class Monitor(Vertical):
             )
         if table.display != status.available:
             table.display = status.available
-        table.show(reading.gpus)
+        table.show(reading.gpus, host_pids=status.host_pids)
         if self._gpu_shape(reading) != before:
             self.apply_layout()
 

@@ -66,15 +66,20 @@ class ProcessTable(ScrollView, can_focus=True):
             self.trainer_pid, self.trainer_gpu = pid, gpu_uuid
             self._rebuild()
 
-    def show(self, gpus: Sequence[GpuReading]) -> None:
-        """Show the processes of ``gpus``; nothing is redrawn when they are the same."""
+    def show(self, gpus: Sequence[GpuReading], *, host_pids: bool = False) -> None:
+        """Show the processes of ``gpus``; nothing is redrawn when they are the same.
+
+        Args:
+            gpus: The GPUs, each with its processes.
+            host_pids: The pids are the host's (gputui is in a pid namespace of its own).
+        """
         wanted = {
             f"{gpu.index}:{process.pid}:{process.kind}": process_cells(gpu.index, process)
             for gpu in gpus
             for process in gpu.processes or ()
         }
         self._gpu_by_uuid = {gpu.uuid: str(gpu.index) for gpu in gpus if gpu.uuid}
-        set_border_title(self, process_table_title(len(wanted), gpus))
+        set_border_title(self, process_table_title(len(wanted), gpus, host_pids))
         if wanted != self._rows:
             self._rows = wanted
             self._rebuild()
