@@ -14,18 +14,26 @@ NA = "n/a"
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 _DECIMAL_PREFIXES = ("", "k", "M", "G", "T", "P")
+_NEXT_UNIT_AT = 999.5
+"""A size moves to the next unit before it would read 1000 (``1015.8 MiB`` reads ``0.99 GiB``),
+so a figure never takes four digits before its point, whatever its precision."""
 
 
 def fmt_bytes(value: float | None, *, precision: int = 1) -> str:
-    """``1536`` -> ``1.5 KiB``; binary units, as nvidia-smi's MiB."""
+    """``1536`` -> ``1.5 KiB``; binary units, as nvidia-smi's MiB.
+
+    A size under 1 of its unit (1000 to 1023 of the unit below) keeps one more
+    decimal: ``1.04e9`` -> ``0.97 GiB``, not ``1.0 GiB``.
+    """
     if value is None:
         return NA
     size = float(value)
     for unit in _BINARY_UNITS:
-        if abs(size) < 1024 or unit == _BINARY_UNITS[-1]:
+        if abs(size) < _NEXT_UNIT_AT or unit == _BINARY_UNITS[-1]:
             if unit == "B":
                 return f"{int(size)} B"
-            return f"{size:.{precision}f} {unit}"
+            decimals = precision + 1 if round(abs(size), precision + 1) < 1 else precision
+            return f"{size:.{decimals}f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
 
@@ -170,6 +178,18 @@ def fmt_ms(value: float | None) -> str:
 def fmt_count(value: float | None) -> str:
     """A count or a rate with thousands separators: ``12,345``."""
     return NA if value is None else f"{value:,.0f}"
+
+
+def fmt_counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for one: ``(1, "GPU")`` -> ``1 GPU``,
+    ``(2, "GPU")`` -> ``2 GPUs``, ``(12345, "image")`` -> ``12,345 images``.
+
+    Args:
+        count: How many.
+        noun: The singular.
+        plural: The plural where it is not ``noun`` + ``s``.
+    """
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
 def fmt_ips(value: float | None) -> str:
