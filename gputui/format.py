@@ -192,6 +192,13 @@ def fmt_counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
+def fmt_cores(logical: int, physical: int | None) -> str:
+    """A host's CPUs, as the monitor and the snapshot both name them: ``64 threads, 32 cores``
+    (``64 threads`` where the platform does not tell its cores)."""
+    threads = fmt_counted(logical, "thread")
+    return threads if not physical else f"{threads}, {fmt_counted(physical, 'core')}"
+
+
 def fmt_ips(value: float | None) -> str:
     """Images per second: ``12,345 img/s``."""
     return NA if value is None else f"{fmt_count(value)} img/s"

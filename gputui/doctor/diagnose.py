@@ -29,6 +29,7 @@ from gputui.doctor.wheels import (
     parse_capability,
     parse_cuda_version,
 )
+from gputui.format import fmt_counted
 from gputui.telemetry.readings import NvmlReading
 
 LIBRARY_NOT_FOUND = 12
@@ -118,8 +119,8 @@ def _driver_text(facts: DoctorFacts) -> str:
     status = facts.nvml.status
     cuda = f" (CUDA {status.cuda_driver_version})" if status.cuda_driver_version else ""
     count = len(facts.nvml.gpus)
-    gpus = "1 GPU" if count == 1 else f"{count} GPUs"
-    return f"NVIDIA driver {status.driver_version or 'of unknown version'}{cuda} with {gpus}"
+    driver = status.driver_version or "of unknown version"
+    return f"NVIDIA driver {driver}{cuda} with {fmt_counted(count, 'GPU')}"
 
 
 def _build_text(torch: TorchFacts) -> str:
@@ -307,25 +308,26 @@ def check_visible_devices(facts: DoctorFacts, visible: VisibleDevices) -> Check:
     name = "CUDA_VISIBLE_DEVICES"
     count = len(facts.nvml.gpus) if facts.nvml.status.available else None
     if not visible.is_set:
-        every = f": torch may use all {count} GPUs" if count else ""
+        every = f": torch may use {_all_gpus(count)}" if count else ""
         return Check(name, Status.OK, f"Not set{every}.")
     shown = f"CUDA_VISIBLE_DEVICES={visible.raw!r}"
     every = ",".join(str(i) for i in range(count)) if count else "0"
     fix = f"`unset CUDA_VISIBLE_DEVICES`, or list GPUs that exist: `export {name}={every}`"
     if visible.problems:
         sees = ""
-        if visible.visible is not None:
-            sees = f" So torch sees {len(visible.visible)} of {count} GPUs."
+        if visible.visible is not None and count is not None:
+            sees = f" So torch sees {len(visible.visible)} of {fmt_counted(count, 'GPU')}."
         return Check(name, Status.FAIL, f"{shown}: {'; '.join(visible.problems)}.{sees}", fix)
     if visible.hides_all:
         if count:
-            return Check(name, Status.FAIL, f"{shown} hides all {count} GPUs from torch.", fix)
+            return Check(name, Status.FAIL, f"{shown} hides {_all_gpus(count)} from torch.", fix)
         return Check(name, Status.WARN, f"{shown} hides every GPU from torch.", fix)
     if visible.mig:
         return Check(
             name,
             Status.SKIP,
-            f"{shown} names {len(visible.kept)} MIG slice(s), which gputui cannot check.",
+            f"{shown} names {fmt_counted(len(visible.kept), 'MIG slice')}, "
+            "which gputui cannot check.",
         )
     if visible.visible is None or count is None:
         return Check(name, Status.SKIP, f"{shown}; NVML is unavailable, so it cannot be checked.")
@@ -344,7 +346,12 @@ def check_visible_devices(facts: DoctorFacts, visible: VisibleDevices) -> Check:
             "`unset CUDA_VISIBLE_DEVICES` if torch should use every GPU",
         )
     status = Status.WARN if order_note else Status.OK
-    return Check(name, status, f"{shown} shows all {count} GPUs: {mapping}.{order_note}")
+    return Check(name, status, f"{shown} shows {_all_gpus(count)}: {mapping}.{order_note}")
+
+
+def _all_gpus(count: int) -> str:
+    """``all 2 GPUs``, or ``the one GPU`` (never "all 1 GPUs")."""
+    return "the one GPU" if count == 1 else f"all {count} GPUs"
 
 
 def _order_note(facts: DoctorFacts, visible: VisibleDevices) -> str:
@@ -396,7 +403,8 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
             return Check(
                 name,
                 Status.WARN,
-                f"{message} NVML and CUDA_VISIBLE_DEVICES leave {expected} GPUs visible.",
+                f"{message} NVML and CUDA_VISIBLE_DEVICES leave "
+                f"{fmt_counted(expected, 'GPU')} visible.",
                 "run nvidia-smi: a GPU torch cannot open may be in use by another process in "
                 "exclusive mode, or broken",
             )

@@ -39,7 +39,7 @@ from gputui.engine.cifar import (
     DatasetError,
     binary_record_count,
 )
-from gputui.format import fmt_bytes, fmt_rate
+from gputui.format import fmt_bytes, fmt_counted, fmt_rate
 from gputui.jobs.events import DataProgress, Event
 from gputui.jobs.folders import make_folder
 
@@ -198,7 +198,7 @@ def download_file(
         except OSError as error:  # writing: disk full, read-only folder
             raise DatasetError(f"cannot write {dest}: {error.strerror or _reason(error)}") from None
     assert failure is not None
-    raise DatasetError(f"{failure} (tried {max(1, attempts)} times)")
+    raise DatasetError(f"{failure} (tried {fmt_counted(max(1, attempts), 'time')})")
 
 
 def _safe_member_name(member: tarfile.TarInfo) -> PurePosixPath:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from gputui.format import fmt_counted
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import (
     CudaProbed,
@@ -359,7 +360,9 @@ def _cpu_identity() -> DeviceProbed:
         device="cpu",
         name=cpu_model_name(),
         memory_bytes=psutil.virtual_memory().total,
-        notes=(f"torch CPU kernels: {capability}, {torch.get_num_threads()} threads",),
+        notes=(
+            f"torch CPU kernels: {capability}, {fmt_counted(torch.get_num_threads(), 'thread')}",
+        ),
     )
 
 

@@ -19,6 +19,7 @@ from gputui.format import (
     fmt_bytes,
     fmt_columns,
     fmt_count,
+    fmt_counted,
     fmt_fraction,
     fmt_ms,
     fmt_number,
@@ -135,7 +136,7 @@ def render_table(runs: list[RunRecord]) -> str:
         lines.append(
             f"{first.train_images} training / {first.test_images} held-out images, "
             f"{first.pipeline} pipeline, {' and '.join(precisions)}, batch {first.batch_size}, "
-            f"{first.epochs} epoch{'s' if first.epochs != 1 else ''}"
+            f"{fmt_counted(first.epochs, 'epoch')}"
             f"{', compiled' if first.compile else ''}"
         )
         maths = {
@@ -213,7 +214,8 @@ def _stopped_after(run: RunRecord, with_precision: bool = False) -> str:
     """How far a stopped run got: ``cpu after 1 of 3 epochs``, ``cuda:0 not run``."""
     if run.started is None and run.finished is None:
         return f"{_label(run, with_precision)} not run"
-    return f"{_label(run, with_precision)} after {len(run.epochs)} of {run.config.epochs} epochs"
+    total = fmt_counted(run.config.epochs, "epoch")
+    return f"{_label(run, with_precision)} after {len(run.epochs)} of {total}"
 
 
 def _label(run: RunRecord, with_precision: bool) -> str:
@@ -360,7 +362,7 @@ def experiment_progress_line(event: Event) -> str | None:
     if isinstance(event, ExperimentStarted):
         return (
             f"{event.experiment}: {event.dataset} data ({event.images:,} images), "
-            f"{event.threads} thread{'s' if event.threads != 1 else ''}, "
+            f"{fmt_counted(event.threads, 'thread')}, "
             f"devices {', '.join(event.devices)}"
         )
     if isinstance(event, ExperimentDevice):
@@ -403,8 +405,8 @@ def render_result(result: ExperimentResult) -> str:
         lines.append(
             f"{result.experiment}: {started.dataset} data ({where}), {started.images:,} images; "
             f"up to {started.steps} timed steps per measurement after {started.warmup_steps} "
-            f"warm-up, about {started.budget_s:g} s each; {started.threads} CPU thread"
-            f"{'s' if started.threads != 1 else ''}"
+            f"warm-up, about {started.budget_s:g} s each; "
+            f"{fmt_counted(started.threads, 'CPU thread')}"
         )
         if started.dataset_note:
             lines.append(f"note: {started.dataset_note}")

@@ -18,6 +18,8 @@ from gputui.format import (
     ellipsize,
     fmt_bytes,
     fmt_columns,
+    fmt_cores,
+    fmt_counted,
     fmt_percent,
     fmt_rate,
     fmt_unit,
@@ -209,9 +211,6 @@ def render_snapshot_table(snapshot: Snapshot) -> str:
 
 
 def _cpu_section(cpu: CpuReading) -> list[str]:
-    cores = f"{cpu.logical_cores} logical"
-    if cpu.physical_cores is not None:
-        cores += f", {cpu.physical_cores} physical"
     lines = [ellipsize(f"CPU     {cpu.model_name or NA}", WIDTH)]
     load = NA if cpu.load_average is None else "  ".join(f"{v:.2f}" for v in cpu.load_average)
     frequency = fmt_unit(cpu.frequency_mhz, " MHz")
@@ -219,7 +218,7 @@ def _cpu_section(cpu: CpuReading) -> list[str]:
         frequency += f" (max {fmt_unit(cpu.frequency_max_mhz, ' MHz')})"
     rows = [
         ["utilization", fmt_percent(cpu.utilization_percent)],
-        ["cores", cores],
+        ["CPUs", fmt_cores(cpu.logical_cores, cpu.physical_cores)],
         ["load average", load],
         ["frequency", frequency],
         ["memory", fmt_used_total(cpu.memory_used_bytes, cpu.memory_total_bytes)],
@@ -254,7 +253,7 @@ def _nvml_section(nvml: NvmlReading) -> list[str]:
         return _wrapped("NVIDIA  ", status.error or "NVML is not available.")
     lines = [
         f"NVIDIA  driver {status.driver_version or NA}, "
-        f"CUDA {status.cuda_driver_version or NA}, {_count(len(nvml.gpus), 'GPU')}"
+        f"CUDA {status.cuda_driver_version or NA}, {fmt_counted(len(nvml.gpus), 'GPU')}"
         + "".join(
             f", {found} {state.value}"
             for state in GpuState
@@ -300,7 +299,7 @@ def _gpu_lines(gpu: GpuReading) -> list[str]:
     pstate = NA if gpu.performance_state is None else f"P{gpu.performance_state}"
     pairs = [
         ["utilization", fmt_percent(gpu.utilization_percent)],
-        ["memory util", fmt_percent(gpu.memory_utilization_percent)],
+        ["mem bw", fmt_percent(gpu.memory_utilization_percent)],
         ["memory", fmt_used_total(gpu.memory_used_bytes, gpu.memory_total_bytes)],
         ["temperature", fmt_unit(gpu.temperature_c, "°C")],
         ["power", power],
@@ -368,7 +367,3 @@ def _wrapped(first: str, text: str) -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=" " * len(first)) or [
         first.rstrip()
     ]
-
-
-def _count(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")

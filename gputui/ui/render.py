@@ -22,6 +22,8 @@ from gputui.format import (
     NA,
     ellipsize,
     fmt_bytes,
+    fmt_cores,
+    fmt_counted,
     fmt_link_rate,
     fmt_percent,
     fmt_unit,
@@ -381,11 +383,8 @@ def cpu_title(cpu: CpuReading | None) -> str:
     """``CPU · AMD EPYC 7763 · 64 threads, 32 cores``."""
     if cpu is None:
         return "CPU"
-    cores = f"{cpu.logical_cores} threads"
-    if cpu.physical_cores:
-        cores += f", {cpu.physical_cores} cores"
     model = f" · {cpu.model_name}" if cpu.model_name else ""
-    return f"CPU{model} · {cores}"
+    return f"CPU{model} · {fmt_cores(cpu.logical_cores, cpu.physical_cores)}"
 
 
 # --- NVIDIA GPUs -------------------------------------------------------------------------
@@ -404,10 +403,13 @@ STATE_WORDS = {GpuState.LOST: "LOST", GpuState.UNREACHABLE: "UNREACHABLE"}
 
 
 def gpu_title(gpu: GpuReading) -> str:
-    """``0 · NVIDIA H100 80GB HBM3 · P0`` (``LOST`` or ``UNREACHABLE`` for such a GPU)."""
-    state = STATE_WORDS.get(gpu.state) or fmt_pstate(gpu.performance_state)
+    """``0 · NVIDIA H100 80GB HBM3 · P0`` (``LOST`` or ``UNREACHABLE`` for such a GPU; no
+    performance state where the GPU does not report one, rather than a bare ``· n/a``)."""
+    state = STATE_WORDS.get(gpu.state)
+    if state is None and gpu.performance_state is not None:
+        state = fmt_pstate(gpu.performance_state)
     mig = " · MIG" if gpu.mig_mode else ""
-    return f"{gpu.index} · {gpu.name} · {state}{mig}"
+    return f"{gpu.index} · {gpu.name}" + (f" · {state}" if state else "") + mig
 
 
 def fmt_pstate(state: int | None) -> str:
@@ -660,7 +662,7 @@ def nvml_title(
     """``NVIDIA · 8 GPUs · driver 550.54.15 · CUDA 12.4``; ``4 GPUs, 1 unreachable``."""
     parts = ["NVIDIA"]
     if gpu_count is not None:
-        count = f"{gpu_count} GPU" + ("" if gpu_count == 1 else "s")
+        count = fmt_counted(gpu_count, "GPU")
         for state, word in STATE_WORDS.items():
             if found := sum(gpu.state is state for gpu in gpus):
                 count += f", {found} {word.lower()}"

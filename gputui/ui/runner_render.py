@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gputui.format import NA, fmt_bytes, fmt_ips, fmt_times
+from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
 from gputui.jobs.events import DeviceOption, Error, Memory, Placement, Progress
 from gputui.jobs.reports import render_result
 from gputui.jobs.results import ExperimentResult, Phase, RunRecord, Session, Speedup
@@ -60,7 +60,7 @@ def status_line(session: Session | None) -> Text:
     if phase is Phase.STOPPED:
         return Text("■ stopped", style="yellow")
     done = ", ".join(
-        f"{run.device} {run.finished.epochs_completed} epochs"
+        f"{run.device} {fmt_counted(run.finished.epochs_completed, 'epoch')}"
         for run in session.runs
         if run.finished is not None
     )

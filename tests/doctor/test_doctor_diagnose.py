@@ -221,6 +221,22 @@ def test_cuda_visible_devices(value: str | None, status: Status, words: str) -> 
         assert found.fix is not None and "unset CUDA_VISIBLE_DEVICES" in found.fix
 
 
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (None, "Not set: torch may use the one GPU."),
+        ("0", "CUDA_VISIBLE_DEVICES='0' shows the one GPU: cuda:0 is GPU 0"),
+        ("", "CUDA_VISIBLE_DEVICES='' hides the one GPU from torch."),
+        ("0,1", "So torch sees 1 of 1 GPU."),
+    ],
+)
+def test_one_gpu_is_never_all_1_gpus(value: str | None, words: str) -> None:
+    """Issue 18: ``shows all 1 GPUs``."""
+    found = check(diagnose(facts(nvml=nvml(1), cuda_visible_devices=value)), "CUDA_VISIBLE_DEVICES")
+    assert words in found.message
+    assert "1 GPUs" not in found.message
+
+
 def test_hiding_every_gpu_is_the_cuda_fix_on_a_cuda_build() -> None:
     torch = replace(CUDA_TORCH, cuda_available=False, cuda_device_count=0)
     cuda = check(diagnose(facts(torch=torch, cuda_visible_devices="")), "torch.cuda")

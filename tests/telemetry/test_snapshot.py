@@ -236,7 +236,7 @@ def test_table_shows_each_section_within_80_columns() -> None:
     lines = _lines(SNAPSHOT)
     text = "\n".join(lines)
     assert lines[0] == "CPU     Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz"
-    assert _line(lines, "cores").split()[1:] == ["2", "logical,", "1", "physical"]
+    assert _line(lines, "CPUs").split()[1:] == ["2", "threads,", "1", "core"]
     assert "NVIDIA  driver 550.54.15, CUDA 12.4, 2 GPUs, 1 lost" in lines
     assert "MPS     MPS is Apple's GPU backend for Macs; this machine runs Linux." in lines
     assert "GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40" in text
@@ -248,7 +248,7 @@ def test_table_aligns_gpu_readings_in_columns() -> None:
     lines = _lines(SNAPSHOT)
     utilization = _line(lines, "utilization  87%")
     power = _line(lines, "power")
-    assert utilization.index("memory util") == power.index("fan")
+    assert utilization.index("mem bw") == power.index("fan")
     assert "512 W / 700 W" in power
     assert power.split()[-1] == "n/a"  # no fan on this board
     assert "1755 / 1980 MHz" in _line(lines, "SM clock")
@@ -304,7 +304,7 @@ def test_table_shows_na_for_every_unknown() -> None:
     )
     lines = _lines(dataclasses.replace(SNAPSHOT, cpu=cpu))
     assert lines[0] == "CPU     n/a"
-    assert _line(lines, "cores").endswith("2 logical")
+    assert _line(lines, "CPUs").endswith("2 threads")
     assert _line(lines, "load average").endswith("n/a")
     assert _line(lines, "frequency").endswith("n/a")
     assert _line(lines, "gputui").endswith("n/a CPU, n/a RSS")

@@ -210,6 +210,15 @@ def test_a_stopped_run_and_the_runs_never_begun_are_marked_stopped() -> None:
     assert [len(run["epochs"]) for run in runs] == [1, 0]
 
 
+def test_a_run_of_one_epoch_stopped_before_it_says_epoch() -> None:
+    from tests.ui.runner_fakes import run_events
+
+    run = RunRecord(RunConfig(device="cpu", epochs=1))
+    for event in run_events(run.config, upto_epoch=0):
+        run.absorb(event)
+    assert "stopped: cpu after 0 of 1 epoch" in render_table([run]).splitlines()
+
+
 PARENT_PROBE = """
 import json, sys
 from gputui.commands import main

@@ -9,12 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.format import fmt_link_rate
-from gputui.telemetry.readings import GpuProcess, GpuState, MpsReading
+from gputui.telemetry.readings import GpuProcess, GpuState, MpsReading, Snapshot
+from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.ui.render import (
     CARD_LINES,
     HOT,
     LOST_HINT,
     OK,
+    STAT_COLUMNS,
     WARM,
     Line,
     bar,
@@ -42,7 +44,14 @@ from gputui.ui.render import (
     stale_tag,
     stat_cells,
 )
-from tests.ui.fakes import GiB, cpu_reading, gpu_reading, lost_gpu, unsupported_gpu
+from tests.ui.fakes import (
+    GiB,
+    cpu_reading,
+    gpu_reading,
+    lost_gpu,
+    nvml_reading,
+    unsupported_gpu,
+)
 
 HISTORY = [float(v) for v in range(0, 100, 5)]
 
@@ -147,6 +156,23 @@ def test_cpu_title() -> None:
     assert cpu_title(None) == "CPU"
     assert cpu_title(cpu_reading()) == "CPU · AMD EPYC 7763 64-Core Processor · 16 threads, 8 cores"
     assert cpu_title(cpu_reading(model_name=None, physical_cores=None)) == "CPU · 16 threads"
+    one = cpu_reading(model_name=None, cores=1, physical_cores=1)
+    assert cpu_title(one) == "CPU · 1 thread, 1 core"
+
+
+def test_a_reading_has_one_name_in_the_monitor_and_the_snapshot() -> None:
+    """Issue 18: ``mem bw`` here was ``memory util`` there; ``16 threads, 8 cores`` here was
+    ``16 logical, 8 physical`` there."""
+    gpu = gpu_reading(0)
+    not_a_mac = MpsReading(False, "not a Mac")
+    snapshot = Snapshot(cpu=cpu_reading(), nvml=nvml_reading([gpu]), mps=not_a_mac)
+    table = render_snapshot_table(snapshot)
+    cores = cpu_title(cpu_reading()).rpartition(" · ")[2]
+    assert cores == "16 threads, 8 cores"
+    assert f"CPUs          {cores}" in table and "logical" not in table
+    label = STAT_COLUMNS["membw"].label
+    assert f"{label} " in stat_cells(gpu, ("membw",), 20).plain
+    assert f"{label}  " in table and "memory util" not in table
 
 
 def test_core_strip_wraps_and_counts_rows() -> None:
@@ -174,7 +200,7 @@ def test_short_name_and_titles() -> None:
     assert short_name("Tesla T4") == "Tesla T4"
     assert gpu_title(gpu_reading(0)) == "0 · NVIDIA H100 80GB HBM3 · P0"
     assert gpu_title(lost_gpu(3)) == "3 · NVIDIA H100 80GB HBM3 · LOST"
-    assert gpu_title(unsupported_gpu(1)).endswith("· n/a")
+    assert gpu_title(unsupported_gpu(1)) == "1 · NVIDIA GeForce GT 710"  # no bare "· n/a"
     assert nvml_title("550.54.15", "12.4", 8) == "NVIDIA · 8 GPUs · driver 550.54.15 · CUDA 12.4"
     assert nvml_title(None, None, 1) == "NVIDIA · 1 GPU"
     assert stale_tag(4.9) == "stale 4s"

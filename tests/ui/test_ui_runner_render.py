@@ -80,6 +80,14 @@ def test_a_session_runs_its_configs_in_turn_and_stops_on_error() -> None:
     assert "✗ cuda:0: boom" in text_of(status_line(session))
 
 
+def test_a_finished_session_counts_its_epochs_in_words() -> None:
+    """Issue 18: ``cpu 1 epochs``."""
+    session = Session([CPU, GPU])
+    session.begin(CPU).absorb(Finished(epochs_completed=1))
+    session.begin(GPU).absorb(Finished(epochs_completed=2))
+    assert text_of(status_line(session)).strip() == "✓ finished: cpu 1 epoch, cuda:0 2 epochs"
+
+
 def test_a_stopped_session_starts_nothing_more() -> None:
     session = Session([CPU, GPU])
     session.begin(CPU).absorb(Finished(epochs_completed=0, stopped=True))
