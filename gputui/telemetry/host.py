@@ -20,6 +20,12 @@ import psutil
 from gputui.system import read_sysctl
 from gputui.telemetry.readings import CpuReading
 
+SHORTEST_SPAN_S = 0.1
+"""The least time a sample covers; one asked for sooner waits out the rest (the first, in
+practice). The kernel counts CPU time in ticks of 10 ms (``USER_HZ``), so over a millisecond
+a core reads 0% or 100% and gputui's own use 0% or over 1000%; over 0.1 s one tick is
+10% of a core."""
+
 _CPUINFO_MODEL_KEYS = ("model name", "Model", "Hardware", "cpu model", "cpu", "Processor")
 """``/proc/cpuinfo`` keys that name the processor, by architecture, most telling first."""
 
@@ -92,9 +98,10 @@ def _busy_percent(before: tuple[float, float], after: tuple[float, float]) -> fl
 class HostSampler:
     """Samples the host; each ``sample()`` covers the time since the previous one.
 
-    The constructor takes the first, priming sample, so the first ``sample()`` is
-    already meaningful if some time has passed (``gputui snapshot`` waits a
-    fraction of a second). Not thread-safe: use one sampler from one thread.
+    The constructor takes the first, priming sample; a ``sample()`` that comes less
+    than ``SHORTEST_SPAN_S`` after it (or after the previous sample) waits out the
+    rest, so the first reading is never a near-empty span's 0% or 1600%. Not
+    thread-safe: use one sampler from one thread.
     """
 
     def __init__(
@@ -127,9 +134,17 @@ class HostSampler:
         self._last_cores = [_total_and_idle(times) for times in psutil.cpu_times(percpu=True)]
         self._logical_cores = psutil.cpu_count(logical=True) or len(self._last_cores)
         self._last_own = (self._own_cpu_seconds(), time.monotonic())
+        self._last_at = time.monotonic()
 
     def sample(self) -> CpuReading:
-        """Take one sample: utilization since the previous call, and the current values."""
+        """Take one sample: utilization since the previous call, and the current values.
+
+        Blocks for up to ``SHORTEST_SPAN_S`` when the previous sample was that recent.
+        """
+        wait_s = self._last_at + SHORTEST_SPAN_S - time.monotonic()
+        if wait_s > 0:
+            time.sleep(wait_s)
+        self._last_at = time.monotonic()
         cores = [_total_and_idle(times) for times in psutil.cpu_times(percpu=True)]
         before = self._last_cores
         if len(cores) == len(before):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -138,6 +139,29 @@ def test_own_cpu_use_is_measured_since_the_previous_sample() -> None:
     assert idle is not None and busy is not None
     assert busy > idle
     assert busy > 10.0  # a spinning process; low bar, as the 2 shared cores may be busy
+
+
+def test_the_first_sample_covers_a_span_not_a_moment() -> None:
+    """Issue 18: taken at once after the priming, as the app takes it, the first reading
+    said ``CPU 0%`` and ``gputui 1611.1%`` (a 10 ms tick over half a millisecond)."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        reading = HostSampler().sample()
+    finally:
+        stop.set()
+        spinner.join()
+    assert reading.utilization_percent > 0.0  # this process was busy all along
+    assert reading.self_cpu_percent is not None
+    # Busy, on at most two cores at a time (one thread spins, the other reads /proc); a tick
+    # (10 ms) either way is 10% of a core over the span.
+    assert 0.0 < reading.self_cpu_percent <= 100.0 * min(reading.logical_cores, 2) + 20.0
 
 
 def test_a_busy_core_shows_in_the_per_core_figures() -> None:

@@ -9,6 +9,8 @@ tests/ui/tmux_session.py, the ``tmux`` fixture in tests/conftest.py.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 
 import pytest
@@ -41,6 +43,20 @@ def test_hangup_stops_the_trainer(tmux: Tmux) -> None:
     for trainer in trainers:
         assert gone(trainer.pid), f"trainer {trainer.pid} outlived gputui"
     assert trainers_of(pid) == []
+
+
+def test_the_first_frame_of_a_long_interval_tells_the_truth(tmux: Tmux) -> None:
+    """Issue 18: with ``--interval 60`` the first host reading stays up a minute, and it said
+    ``CPU 0%`` and ``gputui 0.0%`` (or ``1611.1%``) while gputui was busy starting."""
+    pid = tmux.start("--interval", "60")
+    screen = tmux.wait_for(r"gputui \d+\.\d%")
+    total = int(re.search(r"CPU [ ▏▎▍▌▋▊▉█·]+ +(\d+)%", screen).group(1))  # type: ignore[union-attr]
+    own = float(re.search(r"gputui (\d+\.\d)%", screen).group(1))  # type: ignore[union-attr]
+    cores = os.cpu_count() or 1
+    assert 0.0 < own <= 100.0 * cores + 20.0  # it was importing Textual: busy, on real cores
+    assert total + 5 >= own / cores  # the whole host cannot read less than gputui alone
+    tmux.send_keys("q")
+    assert gone(pid), "gputui did not quit"
 
 
 def test_the_fleet_view_in_a_real_terminal(tmux: Tmux) -> None:
