@@ -6,6 +6,7 @@ standard input, output and error, and what it writes there.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import select
@@ -13,7 +14,7 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -38,11 +39,13 @@ def run_on_a_pty(
     size: tuple[int, int] = (100, 30),
     timeout_s: float = 30.0,
     cwd: str | os.PathLike[str] | None = None,
+    until: Callable[[bytes], bool] | None = None,
 ) -> PtyRun:
     """Run ``argv`` in a session of its own on a new pty of ``size`` (columns, rows).
 
     Each standard stream is the pty unless another file is given for it. A command still
-    running after ``timeout_s`` is killed: its ``returncode`` is then ``None``.
+    running after ``timeout_s`` is killed; once ``until`` says yes to what it has written,
+    it is sent SIGTERM (then killed after 10 s). Either way its ``returncode`` is ``None``.
     """
     master, slave = os.openpty()
     cols, rows = size
@@ -59,18 +62,24 @@ def run_on_a_pty(
     os.close(slave)
     shown = b""
     deadline = time.monotonic() + timeout_s
+    seen_enough = False
     try:
-        while proc.poll() is None and time.monotonic() < deadline:
+        while not seen_enough and proc.poll() is None and time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.1)
             if ready:
                 try:
                     shown += os.read(master, 65536)
                 except OSError:  # the pty's other end closed
                     break
-        try:
-            returncode: int | None = proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            returncode = None
+                seen_enough = until is not None and until(shown)
+        returncode: int | None = None
+        if seen_enough:  # SIGTERM, so that it can end its own children
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        else:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                returncode = proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
         while select.select([master], [], [], 0.1)[0]:  # what it wrote just before it ended
             try:
                 chunk = os.read(master, 65536)

@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.filter import LineFilter, NoColor
 from textual.geometry import Size
 from textual.message import Message
 from textual.screen import Screen
@@ -127,6 +128,20 @@ def theme_for(color_system: str | None) -> str | None:
     return "ansi-dark" if color_system in ("standard", "windows") else None
 
 
+def wants_plain(no_color: bool, color_system: str | None) -> bool:
+    """Whether to draw without colour: ``NO_COLOR`` is set, or the terminal has none.
+
+    Textual alone leaves colour in both: under ``NO_COLOR`` it turns each colour into a
+    grey, still written as a 24-bit or 256-colour escape, and where Rich finds no colour
+    system (``TERM=dumb``) Textual writes 24-bit colour.
+
+    Args:
+        no_color: Textual's reading of ``NO_COLOR`` (``App.no_color``).
+        color_system: Rich's detected colour system; ``None`` for a terminal without colour.
+    """
+    return no_color or color_system is None
+
+
 def nvml_is_stale(taken_at: float, now: float, interval: float) -> bool:
     """Whether NVIDIA readings taken at ``taken_at`` are stale at ``now`` (the sampler's rule)."""
     from gputui.telemetry.nvml import is_stale
@@ -205,6 +220,7 @@ class MonitorApp(App[int]):
         self._runner_toggled = False
         self._hung_up = False
         self._signal_handlers: dict[int, Callable[..., object] | int | None] = {}
+        self._plain: tuple[LineFilter, ...] = ()
 
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
@@ -229,6 +245,8 @@ class MonitorApp(App[int]):
         theme = None if self.is_headless else theme_for(self.console.color_system)
         if theme is not None:  # not in tests: their screens must not depend on $TERM
             self.theme = theme
+        if not self.is_headless and wants_plain(self.no_color, self.console.color_system):
+            self._plain = (NoColor(),)  # every colour becomes the terminal's own
         self._beat_epoch = time.monotonic()
         self._lay_out_runner()
         for source in SOURCES:
@@ -245,6 +263,12 @@ class MonitorApp(App[int]):
             with contextlib.suppress(ValueError, AttributeError, OSError):  # not the main thread
                 signum = getattr(signal, name)
                 self._signal_handlers[signum] = signal.signal(signum, handler)
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then, on a plain screen (:func:`wants_plain`), one that drops
+        every colour for the terminal's default."""
+        filters = super().get_line_filters()
+        return [*filters, *self._plain] if self._plain else filters
 
     def on_unmount(self) -> None:
         """Close each sampler on its own thread, once idle, and let the threads end."""

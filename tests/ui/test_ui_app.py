@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import re
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
 
 from gputui.telemetry.polling import HeadStart, Samplers
 from gputui.telemetry.readings import GpuProcess, NvmlReading
-from gputui.ui.app import MonitorApp, make_app, theme_for
+from gputui.ui.app import MonitorApp, make_app, theme_for, wants_plain
 from gputui.ui.layout import GpuMode
 from gputui.ui.render import Line, process_table_lines
 from gputui.ui.widgets import process_table as process_table_module
@@ -324,6 +326,56 @@ async def test_no_color_renders_in_greys(monkeypatch: pytest.MonkeyPatch) -> Non
         greys = saturation(app.export_screenshot())
     assert greys
     assert max(greys.values()) <= 8, greys  # the SVG's own text colour is a near-grey
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PANEL_WORDS = ("NVIDIA · 2 GPUs", "H100 80GB HBM3", "GPU processes", "gputui ")
+"""Text from each panel of the monitor on the stand-in NVML's 2 GPUs."""
+ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def shown_text(shown: bytes) -> str:
+    """What a terminal shows of ``shown``, escapes left out (positions are lost)."""
+    return ESCAPE.sub(b"", shown).decode(errors="replace")
+
+
+@pytest.mark.parametrize(
+    ("variables", "plain"),
+    [({}, False), ({"NO_COLOR": "1"}, True), ({"TERM": "dumb"}, True)],
+    ids=["colour", "NO_COLOR", "TERM=dumb"],
+)
+def test_no_color_and_a_dumb_terminal_get_a_plain_screen(
+    fake_nvml_dir: Path, variables: dict[str, str], plain: bool
+) -> None:
+    """Issue 18: under ``NO_COLOR`` Textual wrote its colours as greys, still in 24-bit
+    escapes, and on ``TERM=dumb`` it wrote 24-bit colour; a plain screen has none."""
+    from tests.pty_run import run_on_a_pty
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_NVML_", "NO_COLOR"))}
+    env.update(LD_LIBRARY_PATH=str(fake_nvml_dir), TERM="xterm-256color", COLORTERM="truecolor")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(variables)
+    run = run_on_a_pty(
+        [sys.executable, "-m", "gputui"],
+        env=env,
+        cwd=ROOT,
+        size=(120, 40),
+        timeout_s=60,
+        until=lambda shown: all(word in shown_text(shown) for word in PANEL_WORDS),
+    )
+    text = shown_text(run.shown)
+    assert all(word in text for word in PANEL_WORDS), text[-2000:]
+    colours = re.findall(rb"\x1b\[(?:[0-9]+;)*[34]8;[25];", run.shown)
+    if plain:
+        assert colours == []
+    else:  # the test can see colour where there is some
+        assert b"\x1b[38;2;" in run.shown and b"\x1b[48;2;" in run.shown
+
+
+def test_plain_under_no_color_or_without_a_colour_system() -> None:
+    assert wants_plain(True, "truecolor")
+    assert wants_plain(False, None)  # TERM=dumb
+    assert not wants_plain(False, "256")
 
 
 def test_sixteen_colour_terminals_get_the_terminal_palette() -> None:
