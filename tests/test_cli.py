@@ -186,6 +186,7 @@ def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
         "driver_version": "550.54.15",
         "cuda_driver_version": "12.4",
         "error": None,
+        "host_pids": False,
     }
     first, lost, third = data["gpus"]
     assert [gpu["index"] for gpu in data["gpus"]] == [0, 1, 2]
