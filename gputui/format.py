@@ -7,6 +7,8 @@ supported or not known" and returns ``n/a``: readings never guess.
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from collections.abc import Collection, Sequence
 
 NA = "n/a"
@@ -87,7 +89,11 @@ def ellipsize(text: str, width: int) -> str:
 
 
 def fmt_columns(
-    rows: Sequence[Sequence[str]], *, right: Collection[int] = (), gap: int = 2
+    rows: Sequence[Sequence[str]],
+    *,
+    right: Collection[int] = (),
+    gap: int = 2,
+    width: int | None = None,
 ) -> list[str]:
     """Lay ``rows`` out as plain-text lines with aligned columns.
 
@@ -95,9 +101,12 @@ def fmt_columns(
         rows: Cells, row by row; a short row leaves its last columns empty.
         right: Indexes of the columns to align right (numbers); others align left.
         gap: Spaces between columns.
+        width: The widest a line may be: a row longer than that has its last cell
+            wrapped at spaces (and hyphens) under where that cell starts, or, with too
+            little room left there, on lines of its own below the row.
 
     Returns:
-        One line per row, trailing spaces stripped.
+        One line per row (more for a wrapped row), trailing spaces stripped.
     """
     if not rows:
         return []
@@ -109,8 +118,49 @@ def fmt_columns(
             cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
             for i, cell in enumerate(row)
         ]
-        lines.append((" " * gap).join(cells).rstrip())
+        line = (" " * gap).join(cells).rstrip()
+        if width is None or len(line) <= width or len(row) < 2:
+            lines.append(line)
+        else:
+            lead = (" " * gap).join(cells[:-1]) + " " * gap
+            lines += wrap_text(row[-1], width, lead, " " * len(lead))
     return lines
+
+
+WRAP_ROOM_MIN = 12
+"""Fewest cells a wrapped text is given beside its lead; with less, it goes below."""
+NO_BREAK = "\u00a0"
+"""Stands for a space that wrapping must not break at; turned back into a space after."""
+_NUMBER_AND_UNIT = re.compile(r"(?<=\d) (?=[^\W\d_]|%)")
+
+
+def bind_units(text: str) -> str:
+    """``text`` with each number bound to the word after it (``24.0 GB/s``, ``2 GPUs``), so
+    that wrapping it never leaves a figure at the end of a line and its unit on the next."""
+    return _NUMBER_AND_UNIT.sub(NO_BREAK, text)
+
+
+def wrap_text(text: str, width: int, first: str, rest: str) -> list[str]:
+    """``text`` wrapped to ``width`` at spaces (and hyphens) but never between a number and
+    its unit, ``first`` before its first line and ``rest`` before the others; a word longer
+    than a line is split, never cut.
+
+    Where ``first`` leaves fewer than ``WRAP_ROOM_MIN`` cells, it stands on a line of its
+    own and the text goes below it, indented two more than ``first``'s own indent.
+    """
+    if width - len(first) < WRAP_ROOM_MIN and first.strip():
+        below = " " * (len(first) - len(first.lstrip()) + 2)
+        return [first.rstrip(), *wrap_text(text, width, below, below)]
+    first, rest = (_blank_within(indent, width) for indent in (first, rest))
+    lines = textwrap.wrap(bind_units(text), width, initial_indent=first, subsequent_indent=rest)
+    return [line.replace(NO_BREAK, " ") for line in lines] or [first.rstrip()]
+
+
+def _blank_within(indent: str, width: int) -> str:
+    """A blank ``indent`` shortened to leave ``WRAP_ROOM_MIN`` cells of ``width`` (or all)."""
+    if indent.strip() or width - len(indent) >= WRAP_ROOM_MIN:
+        return indent
+    return indent[: max(width - WRAP_ROOM_MIN, 0)]
 
 
 def fmt_with_limit(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ def gputui(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m gputui ARGS`` with NVML found only in ``lib_dir``."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
+    env.pop("COLUMNS", None)  # the text is 80 columns wide unless a test says otherwise
     env.update(knobs or {})
     if lib_dir is not None:
         env["LD_LIBRARY_PATH"] = str(lib_dir)
@@ -238,6 +240,21 @@ def test_snapshot_table_reads_every_gpu(fake_nvml_dir: Path) -> None:
     assert fan.rstrip().endswith("fan          n/a")
     assert any(line.split()[:2] == ["0", str(os.getpid())] for line in lines)
     assert lines[-1].startswith("MPS     MPS is Apple's GPU backend")
+
+
+def test_snapshot_table_fits_a_narrow_terminal(fake_nvml_dir: Path) -> None:
+    """Issue 18: ``COLUMNS=40 gputui snapshot`` wrote 80-column lines."""
+    knobs = {"COLUMNS": "40", "FAKE_NVML_PROCESSES": f"0:{os.getpid()}:1073741824"}
+    done = gputui("snapshot", lib_dir=fake_nvml_dir, knobs=knobs)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 40, done.stdout
+    text = "\n".join(lines)
+    assert len(re.findall(r"^    memory +\d+\.\d/79\.6 GiB$", text, re.MULTILINE)) == 2
+    assert "NVIDIA  driver 550.54.15, CUDA 12.4," in lines and "        2 GPUs" in lines
+    uuids = r"GPU-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+    assert len(re.findall(uuids, re.sub(r"\n +", "", text))) == 2  # broken at a hyphen
+    assert "MPS     MPS is Apple's GPU backend for" in lines
 
 
 def test_snapshot_when_the_driver_fails_to_start(fake_nvml_dir: Path) -> None:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.format import fmt_bytes, fmt_counted, fmt_link_rate, fmt_rate, fmt_used_total
+from gputui.format import (
+    bind_units,
+    fmt_bytes,
+    fmt_columns,
+    fmt_counted,
+    fmt_link_rate,
+    fmt_rate,
+    fmt_used_total,
+    wrap_text,
+)
 
 MiB = 2**20
 
@@ -58,3 +67,26 @@ def test_used_total_in_the_totals_unit() -> None:
 def test_counted_nouns_agree_with_their_count(count: int, noun: str, shown: str) -> None:
     plural = "processes" if noun == "process" else None
     assert fmt_counted(count, noun, plural) == shown
+
+
+def test_wrapping_keeps_a_figure_with_its_unit_and_splits_no_number() -> None:
+    lines = wrap_text("host -> device pageable 9.50 GB/s, pinned 24.0 GB/s", 24, "", "  ")
+    assert lines == ["host -> device pageable", "  9.50 GB/s, pinned", "  24.0 GB/s"]
+    bound = "2\u00a0GPUs, 1\u00a0lost, 3.5\u00a0GiB/s, 87%"
+    assert bind_units("2 GPUs, 1 lost, 3.5 GiB/s, 87%") == bound
+
+
+def test_columns_wrap_their_last_cell_under_it_or_below_the_row() -> None:
+    rows = [["uuid", "GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40"], ["bus id", "00000000:17:00.0"]]
+    assert fmt_columns(rows, width=36) == [
+        "uuid    GPU-6f1c2a9e-3b7d-4c5e-9a1f-",
+        "        2d8e7b6c5a40",
+        "bus id  00000000:17:00.0",
+    ]
+    narrow = fmt_columns(rows, width=18)
+    assert narrow[0] == "uuid" and narrow[1].startswith("  GPU-")
+    assert all(len(line) <= 18 for line in narrow)
+    assert fmt_columns(rows) == [
+        "uuid    GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40",
+        "bus id  00000000:17:00.0",
+    ]

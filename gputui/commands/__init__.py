@@ -25,7 +25,7 @@ from gputui.commands.fleet import (
     run_fleet_snapshot,
     targets_of,
 )
-from gputui.commands.output import OutputFailed, forget_output, write_out
+from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 
 SUBCOMMANDS = {
@@ -141,7 +141,10 @@ def _run_snapshot(args: argparse.Namespace) -> int:
     from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
 
     snapshot = take_snapshot()
-    write_out(render_snapshot_json(snapshot) if args.json else render_snapshot_table(snapshot))
+    if args.json:
+        write_out(render_snapshot_json(snapshot))
+    else:
+        write_out(render_snapshot_table(snapshot, text_width()))
     return EXIT_OK
 
 

@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from gputui.commands.args import seconds
-from gputui.commands.output import write_out
+from gputui.commands.output import text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.jobs.config import ProbeConfig
 
@@ -53,5 +53,5 @@ def run_doctor_command(args: argparse.Namespace) -> int:
     from gputui.doctor import render_json, render_text, run_doctor
 
     report = run_doctor(timeout_s=args.timeout, quick=args.quick)
-    write_out(render_json(report) if args.json else render_text(report))
+    write_out(render_json(report) if args.json else render_text(report, text_width()))
     return EXIT_FAILED if report.failed else EXIT_OK

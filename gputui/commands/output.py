@@ -12,11 +12,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 
 ASCII_STAND_INS = str.maketrans({"°": " ", "…": "."})
 """What the reports' non-ASCII characters become where the encoding cannot take them
 (``71°C`` reads ``71 C``); one character each, so that tables stay aligned."""
+
+
+TEXT_WIDTH_MAX = 80
+"""The widest the text reports get, however wide the terminal: lines stay easy to read."""
+TEXT_WIDTH_MIN = 20
+"""The narrowest they get: below this no layout reads, so the terminal wraps them."""
+
+
+def text_width() -> int:
+    """The width the text reports fit: the terminal's (``COLUMNS`` first, then standard
+    output's terminal, as ``shutil.get_terminal_size`` reads them), 20 to 80 columns."""
+    columns = shutil.get_terminal_size((TEXT_WIDTH_MAX, 24)).columns
+    return min(max(columns, TEXT_WIDTH_MIN), TEXT_WIDTH_MAX)
 
 
 class OutputFailed(Exception):

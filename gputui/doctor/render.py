@@ -1,4 +1,4 @@
-"""The doctor's report as plain text (80 columns) or as JSON.
+"""The doctor's report as plain text (80 columns, or the terminal's if narrower) or as JSON.
 
 The JSON schema is a contract for scripts::
 
@@ -25,20 +25,30 @@ import textwrap
 from typing import Any
 
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
-from gputui.format import NA, fmt_bandwidth, fmt_bytes, fmt_columns, fmt_tflops
+from gputui.format import (
+    NA,
+    NO_BREAK,
+    bind_units,
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_columns,
+    fmt_tflops,
+)
 
 WIDTH = 80
-"""The text fits a terminal this wide (a command is never broken, and may run past it)."""
+"""The widest the text gets (a narrower terminal gets narrower text)."""
 
 STATUS_WORDS = {Status.OK: "ok", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip"}
 """How each status reads in text; a failure shouts."""
 
 NAME_WIDTH_MAX = 22
 """Widest the name column gets; longer names push their message to the next line."""
+MESSAGE_ROOM_MIN = 32
+"""Fewest cells a check's message gets beside its name; with less (a narrow terminal) every
+message goes under its name."""
 
 
 _COMMAND_START = re.compile(r"^(?:python\d?|pip\d?|sudo|export|unset|gputui|/\S+|'/)[\s]")
-_NO_BREAK = "\u00a0"
 
 
 def report_as_dict(report: DoctorReport) -> dict[str, Any]:
@@ -65,13 +75,15 @@ def render_json(report: DoctorReport) -> str:
 
 
 def render_text(report: DoctorReport, width: int = WIDTH) -> str:
-    """The report as aligned plain text: checks, devices, then a one-line summary."""
+    """The report as aligned plain text in lines of at most ``width``: checks, devices, then
+    a one-line summary. A command too long for a line is continued with `` \\``."""
     lines = ["Checks", *_check_lines(report.checks, width)]
     if report.devices:
-        lines += ["", "Devices (GB/s: 10^9 bytes/s; a copy counts bytes read + written)"]
+        legend = "Devices (GB/s: 10^9 bytes/s; a copy counts bytes read + written)"
+        lines += ["", *_wrap(legend, width, "", "  ")]
         for device in report.devices:
             lines += _device_lines(device, width)
-    lines += ["", summary(report)]
+    lines += ["", *_wrap(summary(report), width, "", "")]
     return "\n".join(lines)
 
 
@@ -93,28 +105,74 @@ def is_command(text: str) -> bool:
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
-    """Wrap at spaces, but never inside a `backquoted` command."""
-    guarded = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", _NO_BREAK), text)
+    """Wrap at spaces, but not between a number and its unit, nor inside a `backquoted`
+    command that fits on a line of its own; a word longer than a line is split."""
+    room = width - len(rest)
+
+    def guard(match: re.Match[str]) -> str:
+        code = match.group(0)
+        return code.replace(" ", NO_BREAK) if len(code) <= room else code
+
     lines = textwrap.wrap(
-        guarded,
+        re.sub(r"`[^`]*`", guard, bind_units(text)),
         width=width,
         initial_indent=first,
         subsequent_indent=rest,
-        break_long_words=False,
         break_on_hyphens=False,
     ) or [first.rstrip()]
-    return [line.replace(_NO_BREAK, " ") for line in lines]
+    return [line.replace(NO_BREAK, " ") for line in lines]
+
+
+def command_lines(command: str, width: int, indent: str) -> list[str]:
+    """``command`` on lines of at most ``width`` after ``indent``, each but the last ending
+    in `` \\`` so that it pastes into a shell as one command.
+
+    Broken only at spaces outside quotes; a word longer than a line stays whole (and runs
+    past the width), since a break inside it would not paste back.
+    """
+    words = _shell_words(command)
+    longest = max(len(word) for word in words)
+    indent = indent[: max(width - longest - 4, 0)]  # room for the longest word, continued
+    lines = [indent + words[0]]
+    for word in words[1:]:
+        if len(lines[-1]) + 1 + len(word) + 2 <= width:
+            lines[-1] += " " + word
+        else:
+            lines[-1] += " \\"
+            lines.append(indent + "  " + word)
+    return lines
+
+
+def _shell_words(command: str) -> list[str]:
+    """``command`` split at the spaces outside its quotes, quotes kept."""
+    words, word, quote = [], "", ""
+    for char in command:
+        if char == " " and not quote:
+            if word:
+                words.append(word)
+            word = ""
+            continue
+        if char in "'\"" and quote in ("", char):
+            quote = "" if quote else char
+        word += char
+    if word:
+        words.append(word)
+    return words or [""]
 
 
 def _check_lines(checks: tuple[Check, ...], width: int) -> list[str]:
     name_width = min(NAME_WIDTH_MAX, max((len(check.name) for check in checks), default=0))
     column = 2 + 4 + 2 + name_width + 2
+    under = width - column < MESSAGE_ROOM_MIN  # narrow: each message under its name
+    if under:
+        column = 2 + 4 + 2
     pad = " " * column
     lines: list[str] = []
     for check in checks:
-        head = f"  {STATUS_WORDS[check.status]:<4}  {check.name:<{name_width}}  "
-        if len(check.name) > name_width:
-            lines.append(head.rstrip())
+        status = f"  {STATUS_WORDS[check.status]:<4}  "
+        head = f"{status}{check.name:<{name_width}}  "
+        if under or len(check.name) > name_width:  # the name on a line of its own
+            lines += _wrap(check.name, width, status, " " * len(status))
             head = pad
         lines += _wrap(check.message, width, head, pad)
         if check.fix:
@@ -122,8 +180,8 @@ def _check_lines(checks: tuple[Check, ...], width: int) -> list[str]:
             if is_command(check.fix):
                 if column + len(label) + len(check.fix) <= width:
                     lines.append(f"{pad}{label}{check.fix}")
-                else:  # never broken, so it copies whole; it may run past the width
-                    lines += [f"{pad}{label.rstrip()}", f"    {check.fix}"]
+                else:  # continued with " \\", so that it still pastes as one command
+                    lines += [f"{pad}{label.rstrip()}", *command_lines(check.fix, width, "    ")]
             else:
                 lines += _wrap(check.fix, width, pad + label, pad + " " * len(label))
     return lines
@@ -149,7 +207,8 @@ def _device_lines(device: DeviceReport, width: int) -> list[str]:
         device.matmul_bf16_tflops,
     )
     if any(figure is not None for figure in figures):
-        lines += [indent + row for row in fmt_columns(_figure_rows(device))]
+        rows = fmt_columns(_figure_rows(device), width=width - len(indent))
+        lines += [indent + row for row in rows]
     for note in device.notes:
         lines += _wrap(note, width, indent + "- ", indent + "  ")
     return lines

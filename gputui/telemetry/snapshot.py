@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-import textwrap
 import time
+from collections.abc import Iterator
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from gputui.format import (
     fmt_unit,
     fmt_used_total,
     fmt_yes_no,
+    wrap_text,
 )
 from gputui.telemetry.readings import (
     CpuReading,
@@ -50,7 +51,7 @@ TORCH_WAIT_S = 15.0
 """How long a snapshot on macOS waits for PyTorch to say whether MPS is available."""
 
 WIDTH = 80
-"""The table fits a terminal this wide."""
+"""The widest the table gets (a narrower terminal gets a narrower table)."""
 
 
 def take_snapshot(
@@ -198,20 +199,34 @@ def _json_value(value: Any) -> Any:
 # --- Table ------------------------------------------------------------------------------
 
 _INDENT = "  "
+_NO_BREAK = "\u00a0"
 
 
-def render_snapshot_table(snapshot: Snapshot) -> str:
-    """The snapshot as plain text that reads at 80 columns; ``n/a`` for what is not known."""
+def render_snapshot_table(snapshot: Snapshot, width: int = WIDTH) -> str:
+    """The snapshot as plain text in lines of at most ``width`` (``WIDTH`` or the terminal's,
+    if narrower); ``n/a`` for what is not known. What does not fit wraps, never cut."""
     sections = [
-        _cpu_section(snapshot.cpu),
-        _nvml_section(snapshot.nvml),
-        _mps_section(snapshot.mps),
+        _cpu_section(snapshot.cpu, width),
+        _nvml_section(snapshot.nvml, width),
+        _mps_section(snapshot.mps, width),
     ]
-    return "\n\n".join("\n".join(lines) for lines in sections)
+    lines = [line for section in sections for line in [*section, ""]][:-1]
+    return "\n".join(_fitted(lines, width))
 
 
-def _cpu_section(cpu: CpuReading) -> list[str]:
-    lines = [ellipsize(f"CPU     {cpu.model_name or NA}", WIDTH)]
+def _fitted(lines: list[str], width: int) -> Iterator[str]:
+    """Each line, wrapped under its own indent where it is wider than ``width``: in a
+    terminal narrower than the layouts above plan for, still nothing runs past its edge."""
+    for line in lines:
+        if len(line) <= width:
+            yield line
+        else:
+            indent = " " * (len(line) - len(line.lstrip()))
+            yield from wrap_text(line.lstrip(), width, indent, indent + "  ")
+
+
+def _cpu_section(cpu: CpuReading, width: int) -> list[str]:
+    lines = _wrapped("CPU     ", cpu.model_name or NA, width)
     load = NA if cpu.load_average is None else "  ".join(f"{v:.2f}" for v in cpu.load_average)
     frequency = fmt_unit(cpu.frequency_mhz, " MHz")
     if cpu.frequency_max_mhz is not None:
@@ -228,16 +243,20 @@ def _cpu_section(cpu: CpuReading) -> list[str]:
             f"{fmt_percent(cpu.self_cpu_percent)} CPU, {fmt_bytes(cpu.self_rss_bytes)} RSS",
         ],
     ]
-    columns = fmt_columns(rows)
-    lines += [_INDENT + line for line in columns[:1]]
+    label_width = max(len(label) for label, _ in rows)
+    rows = [[label.ljust(label_width), value] for label, value in rows]
+    lines += _indented(_INDENT, fmt_columns(rows[:1], width=width - len(_INDENT)))
     if cpu.per_core_percent:  # under the total, wrapped to the width, aligned with the values
-        label = "per core".ljust(max(len(label) for label, _ in rows) + 2)
+        label = "per core".ljust(label_width + 2)
+        if width - len(_INDENT) - len(label) < 4:  # no room beside the label: below it
+            lines.append(_INDENT + label.rstrip())
+            label = "  "
         cells = [fmt_percent(value).rjust(4) for value in cpu.per_core_percent]
-        per_line = max(1, (WIDTH - len(_INDENT) - len(label) + 1) // 5)
+        per_line = max(1, (width - len(_INDENT) - len(label) + 1) // 5)
         for start in range(0, len(cells), per_line):
             lead = label if start == 0 else " " * len(label)
             lines.append(_INDENT + lead + " ".join(cells[start : start + per_line]))
-    lines += [_INDENT + line for line in columns[1:]]
+    lines += _indented(_INDENT, fmt_columns(rows[1:], width=width - len(_INDENT)))
     return lines
 
 
@@ -247,52 +266,57 @@ def _swap(cpu: CpuReading) -> str:
     return fmt_used_total(cpu.swap_used_bytes, cpu.swap_total_bytes)
 
 
-def _nvml_section(nvml: NvmlReading) -> list[str]:
+def _nvml_section(nvml: NvmlReading, width: int) -> list[str]:
     status = nvml.status
     if not status.available:
-        return _wrapped("NVIDIA  ", status.error or "NVML is not available.")
-    lines = [
-        f"NVIDIA  driver {status.driver_version or NA}, "
-        f"CUDA {status.cuda_driver_version or NA}, {fmt_counted(len(nvml.gpus), 'GPU')}"
-        + "".join(
-            f", {found} {state.value}"
+        return _wrapped("NVIDIA  ", status.error or "NVML is not available.", width)
+    summary = [
+        f"driver {status.driver_version or NA}",
+        f"CUDA {status.cuda_driver_version or NA}",
+        fmt_counted(len(nvml.gpus), "GPU"),
+        *(
+            f"{found} {state.value}"
             for state in GpuState
             if state is not GpuState.OK and (found := sum(gpu.state is state for gpu in nvml.gpus))
-        )
+        ),
     ]
+    lines = _wrapped("NVIDIA  ", ", ".join(part.replace(" ", _NO_BREAK) for part in summary), width)
+    lines = [line.replace(_NO_BREAK, " ") for line in lines]  # wrapped between parts only
     for gpu in nvml.gpus:
         lines.append("")
-        lines += _gpu_lines(gpu)
+        lines += _gpu_lines(gpu, width)
     processes = [(gpu.index, process) for gpu in nvml.gpus for process in gpu.processes or ()]
     unknown = [str(gpu.index) for gpu in nvml.gpus if gpu.processes is None]
     lines.append("")
     if processes and status.host_pids:
-        lines.append(_INDENT + "processes    host pids: gputui runs in its own pid namespace")
+        note = "host pids: gputui runs in its own pid namespace"
+        lines += _wrapped(_INDENT + "processes    ", note, width)
     if processes:
-        lines += _process_lines(processes)
+        lines += _process_lines(processes, width)
     elif nvml.gpus and not unknown:
         lines.append(_INDENT + "processes    none")
     if unknown:
-        lines.append(
-            _INDENT + f"processes    n/a on GPU {', '.join(unknown)} (NVML cannot list them)"
-        )
+        why = f"n/a on GPU {', '.join(unknown)} (NVML cannot list them)"
+        lines += _wrapped(_INDENT + "processes    ", why, width)
     return lines
 
 
-def _gpu_lines(gpu: GpuReading) -> list[str]:
-    header = f"{_INDENT}GPU {gpu.index}  {gpu.name}"
+def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
+    header = f"GPU {gpu.index}  {gpu.name}"
     if gpu.state is not GpuState.OK:
-        state = gpu.state.value
         return [
-            f"{ellipsize(header, WIDTH - len(state) - 2)}  {state}",
-            *_wrapped(_INDENT * 2, gpu.error or "This GPU stopped answering; readings are n/a."),
+            *_wrapped(_INDENT, f"{header}  {gpu.state.value}", width),
+            *_wrapped(
+                _INDENT * 2, gpu.error or "This GPU stopped answering; readings are n/a.", width
+            ),
         ]
-    lines = [ellipsize(header, WIDTH)]
+    lines = _wrapped(_INDENT, header, width)
     rows = [
         ["uuid", gpu.uuid or NA],
         ["bus id", gpu.bus_id or NA],
     ]
-    lines += [_INDENT * 2 + line for line in fmt_columns(rows)]
+    room = width - len(_INDENT * 2)
+    lines += _indented(_INDENT * 2, fmt_columns(rows, width=room))
     clock = fmt_unit(gpu.sm_clock_mhz, "")
     clock += f" / {fmt_unit(gpu.sm_clock_max_mhz, ' MHz')}"
     power = f"{fmt_unit(gpu.power_w, ' W')} / {fmt_unit(gpu.power_limit_w, ' W')}"
@@ -309,9 +333,11 @@ def _gpu_lines(gpu: GpuReading) -> list[str]:
         ["PCIe rx", fmt_rate(gpu.pcie_rx_bytes_per_s)],
         ["PCIe tx", fmt_rate(gpu.pcie_tx_bytes_per_s)],
     ]
-    rows = [pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)]
-    lines += [_INDENT * 2 + line for line in fmt_columns(rows)]
-    lines += _wrapped(_INDENT * 2 + "health       ", _health(gpu))
+    side_by_side = fmt_columns([pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)])
+    if max(len(line) for line in side_by_side) > room:  # narrow: one reading a line
+        side_by_side = fmt_columns(pairs, width=room)
+    lines += _indented(_INDENT * 2, side_by_side)
+    lines += _wrapped(_INDENT * 2 + "health  ", _health(gpu), width)
     return lines
 
 
@@ -323,28 +349,45 @@ def _health(gpu: GpuReading) -> str:
     return NA if all(value is None for value in known) else "ok"
 
 
-def _process_lines(processes: list[tuple[int, GpuProcess]]) -> list[str]:
-    rows = [["GPU", "PID", "USER", "GPU MEMORY", "COMMAND"]]
-    for index, process in processes:
-        rows.append(
-            [
-                str(index),
-                str(process.pid),
-                ellipsize(process.user or NA, 12),
-                fmt_bytes(process.gpu_memory_bytes),
-                process.command or NA,
-            ]
-        )
+COMMAND_ROOM_MIN = 16
+"""Fewest cells the process table's command column gets beside the others; with less,
+each command goes on a line of its own under its row."""
+
+
+def _process_lines(processes: list[tuple[int, GpuProcess]], width: int) -> list[str]:
+    heading = ["GPU", "PID", "USER", "GPU MEMORY"]
+    rows = [
+        [
+            str(index),
+            str(process.pid),
+            ellipsize(process.user or NA, 12),
+            fmt_bytes(process.gpu_memory_bytes),
+        ]
+        for index, process in processes
+    ]
+    commands = [process.command or NA for _, process in processes]
+    table = fmt_columns([heading, *rows], right={0, 1, 3})
     lines = [_INDENT + "processes"]
-    for line in fmt_columns(rows, right={0, 1, 3}):
-        lines.append(ellipsize(_INDENT * 2 + line, WIDTH))
+    room = width - len(_INDENT * 2) - max(len(line) for line in table) - 2
+    if room >= COMMAND_ROOM_MIN:
+        full = [
+            [*heading, "COMMAND"],
+            *([*row, cmd] for row, cmd in zip(rows, commands, strict=True)),
+        ]
+        return lines + [
+            ellipsize(_INDENT * 2 + line, width) for line in fmt_columns(full, right={0, 1, 3})
+        ]
+    lines += _indented(_INDENT * 2, table[:1])
+    for line, command in zip(table[1:], commands, strict=True):
+        lines += _indented(_INDENT * 2, [line])
+        lines.append(ellipsize(_INDENT * 3 + command, width))
     return lines
 
 
-def _mps_section(mps: MpsReading) -> list[str]:
+def _mps_section(mps: MpsReading, width: int) -> list[str]:
     if not mps.supported_platform:
-        return _wrapped("MPS     ", mps.message or "MPS is not supported here.")
-    lines = [f"MPS     {mps.gpu_name or NA}"]
+        return _wrapped("MPS     ", mps.message or "MPS is not supported here.", width)
+    lines = _wrapped("MPS     ", mps.gpu_name or NA, width)
     if mps.torch_mps_built is None:
         torch = "not known yet"
     else:
@@ -357,13 +400,15 @@ def _mps_section(mps: MpsReading) -> list[str]:
         ["memory in use", fmt_bytes(mps.memory_in_use_bytes)],
         ["PyTorch MPS", torch],
     ]
-    lines += [_INDENT + line for line in fmt_columns(rows)]
+    lines += _indented(_INDENT, fmt_columns(rows, width=width - len(_INDENT)))
     if mps.message:
-        lines += _wrapped(_INDENT, mps.message)
+        lines += _wrapped(_INDENT, mps.message, width)
     return lines
 
 
-def _wrapped(first: str, text: str) -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=" " * len(first)) or [
-        first.rstrip()
-    ]
+def _wrapped(first: str, text: str, width: int) -> list[str]:
+    return wrap_text(text, width, first, " " * len(first))
+
+
+def _indented(indent: str, lines: list[str]) -> list[str]:
+    return [indent + line for line in lines]

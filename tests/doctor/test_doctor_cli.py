@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.doctor.test_doctor_render import validate_schema
+from tests.doctor.test_doctor_render import commands_in, validate_schema, words
+
+CU124 = "https://download.pytorch.org/whl/cu124"
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,6 +27,7 @@ def gputui(
         for name, value in os.environ.items()
         if not name.startswith("FAKE_NVML_") and name not in {"CUDA_VISIBLE_DEVICES"}
     }
+    child.pop("COLUMNS", None)  # the text is 80 columns wide unless a test says otherwise
     child.update(env or {})
     if lib_dir is not None:
         child["LD_LIBRARY_PATH"] = str(lib_dir)
@@ -72,6 +75,19 @@ def test_cpu_only_torch_with_an_nvidia_driver_fails_with_the_install_command(
     assert checks["nvidia driver"]["status"] in {"ok", "warn"}  # warn: no nvidia-smi here
     assert [device["device"] for device in data["devices"]] == ["cpu"]
     assert data["devices"][0]["notes"][-1] == "not measured (quick)"
+
+
+def test_the_text_fits_a_narrow_terminal(fake_nvml_dir: Path) -> None:
+    """Issue 18: ``COLUMNS=40 gputui doctor`` wrote 80-column lines, and the install
+    command on one line of its own, past them. Only a word wider than 40 (the path to
+    this Python may be one) runs past; the command pastes back whole."""
+    done = gputui("doctor", "--quick", lib_dir=fake_nvml_dir, env={"COLUMNS": "40"})
+    assert done.returncode == 1, done.stderr  # a check failed
+    too_wide = [line for line in done.stdout.splitlines() if len(line) > 40]
+    assert all(len(line.split()) == 1 for line in too_wide), too_wide
+    (install, *_) = commands_in(done.stdout)
+    assert install[-4:] == ["install", "torch", "--index-url", CU124]
+    assert words(done.stdout).endswith(" skipped.")
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "nan", "inf", "4000"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 
 import pytest
 
@@ -88,17 +89,48 @@ def test_json_schema() -> None:
     assert data["devices"][0]["matmul_bf16_tflops"] is None
 
 
-def test_text_fits_80_columns_and_never_breaks_a_command() -> None:
+def commands_in(text: str) -> list[list[str]]:
+    """The shell words of each command on lines of its own under ``fix:``/``tip:``, read as
+    a shell reads them pasted (`` \\`` and a newline continue the line)."""
+    found, lines = [], text.splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() in ("fix:", "tip:"):
+            end = index + 1
+            while lines[end].endswith(" \\"):
+                end += 1
+            found.append(shlex.split("\n".join(lines[index + 1 : end + 1]).replace("\\\n", " ")))
+    return found
+
+
+def words(text: str) -> str:
+    """``text``'s words, one space apart: what wrapping must keep."""
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("width", [80, 60, 40, 32])
+def test_text_fits_the_width_and_loses_nothing(width: int) -> None:
+    """Issue 18: the doctor ran to 80 columns (and a command past them) in a 40-column
+    terminal. Every word is kept, no figure is parted from its unit, and a command too long
+    for a line continues with `` \\`` and pastes back whole."""
     report = DoctorReport(checks=diagnose(facts()).checks, devices=(CPU, GPU))
-    text = render_text(report)
-    commands = [c.fix for c in report.checks if c.fix and is_command(c.fix)]
-    assert commands
-    for line in text.splitlines():
-        if len(line) > 80:
-            assert line.strip() in commands, line
-    for command in commands:
-        assert command in text  # whole, on one line
-    assert text.endswith("2 failed, 0 warnings, 6 ok, 3 skipped.")
+    text = render_text(report, width)
+    too_wide = [line for line in text.splitlines() if len(line) > width]
+    assert all(len(line.split()) == 1 for line in too_wide), too_wide  # a URL wider than 32
+    assert too_wide == [] or width < 40
+    for check in report.checks:
+        assert words(check.message) in words(text)
+    commands = [shlex.split(c.fix) for c in report.checks if c.fix and is_command(c.fix)]
+    assert commands and commands_in(text) == commands
+    for figure in ("9.50 GB/s", "24.0 GB/s", "612 TFLOP/s", "79.6 GiB", "2 GPUs"):
+        assert figure in text
+    assert words(text).endswith("2 failed, 0 warnings, 6 ok, 3 skipped.")
+
+
+def test_a_command_that_fits_is_one_line() -> None:
+    report = DoctorReport(checks=diagnose(facts()).checks, devices=())
+    fix = next(c.fix for c in report.checks if c.fix and is_command(c.fix))
+    text = render_text(report, len(fix) + 8)
+    assert "    " + fix in text.splitlines()
 
 
 def test_text_layout() -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
+
+import pytest
 
 from gputui.telemetry.apple import MpsSampler
 from gputui.telemetry.host import HostSampler
@@ -225,6 +228,29 @@ def _lines(snapshot: Snapshot) -> list[str]:
     assert not too_wide, too_wide
     assert all(line == line.rstrip() for line in lines)
     return lines
+
+
+@pytest.mark.parametrize("width", [80, 60, 40, 32, 20])
+def test_table_fits_the_width_and_wraps_rather_than_cuts(width: int) -> None:
+    """Issue 18: ``COLUMNS=40 gputui snapshot`` ran to 80 columns. Narrower, the GPU's
+    readings stack one a line, a value wraps under its column, a command goes under its
+    row; a figure keeps its unit and nothing is cut but the command."""
+    snapshot = dataclasses.replace(SNAPSHOT, mps=MAC_MPS)
+    lines = render_snapshot_table(snapshot, width).splitlines()
+    assert max(len(line) for line in lines) <= width, lines
+    assert all(line == line.rstrip() for line in lines)
+    text = "\n".join(lines)
+    words = " ".join(text.split())
+    for figure in ("60.0/80.0 GiB", "1755 / 1980 MHz", "512 W / 700 W", "58.0 GiB", "3.5 GiB/s"):
+        assert figure in text or (width < 32 and figure in words), figure
+    assert "2 GPUs, 1 lost" in text or width < 40
+    assert "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz" in words
+    assert "Apple M2 Pro (19-core GPU)" in words
+    assert "GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40" in re.sub(r"\n +", "", text)
+    assert " 25%  50%" in text or width < 32
+    if width <= 40:  # one reading a line; the command under its row
+        assert _line(lines, "mem bw") != _line(lines, "utilization  87%")
+        assert any(line.startswith("      python train") for line in lines)
 
 
 def _line(lines: list[str], start: str) -> str:
