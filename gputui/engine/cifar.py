@@ -321,10 +321,10 @@ def read_pickled_batch(path: Path, records_per_file: int | None = RECORDS_PER_FI
         raise
     except OSError as error:
         raise DatasetError(f"cannot read CIFAR-10 file {path}: {error.strerror}") from None
-    except Exception as error:  # a damaged pickle raises many kinds of error
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    except Exception:  # a damaged pickle raises many kinds of error, none of them the user's
         raise DatasetError(
-            f"CIFAR-10 file {path} is truncated or corrupt ({reason}); delete it and fetch it again"
+            f"corrupt CIFAR-10 batch file {path} (truncated or damaged): delete it and fetch it"
+            " again"
         ) from None
     data = _entry(batch, "data") if isinstance(batch, dict) else None
     raw_labels = _entry(batch, "labels") if isinstance(batch, dict) else None

@@ -248,6 +248,36 @@ def test_one_device_trains_without_torch_in_the_bench_process() -> None:
     assert result == {"code": 0, "torch": False}, err
 
 
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_corrupt_cifar_batch_is_one_line_naming_it(
+    damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: a damaged pickled batch said ``... (invalid load key, '\\xc9'.)``."""
+    import torch
+
+    from tests.training import cifar_files
+
+    def batch(count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        images = torch.zeros(count, 3, 32, 32, dtype=torch.uint8)
+        return images, torch.zeros(count, dtype=torch.long)
+
+    folder = tmp_path / "cifar-10-batches-py"
+    cifar_files.write_pickled_batches(folder, batch(100), batch(20))
+    victim = folder / "data_batch_1"
+    whole = victim.read_bytes()
+    garbage = bytes(range(256)) * 40
+    victim.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else garbage)
+    data = ["--dataset", "cifar10", "--data-dir", str(tmp_path), "--limit", "64"]
+    tiny = ["--batch-size", "32", "--threads", "1", "--epochs", "1", "--no-record"]
+    code = main(["bench", "--device", "cpu", *data, *tiny])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"cpu: error: corrupt CIFAR-10 batch file {victim} (truncated or damaged): "
+        "delete it and fetch it again\n"
+    )
+
+
 def test_one_bad_device_is_refused_by_the_child_as_one_line_and_exit_2() -> None:
     result, err = bench_in_a_fresh_process("--device", "cuda0", *TINY)
     assert result == {"code": 2, "torch": False}

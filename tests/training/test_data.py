@@ -557,7 +557,7 @@ class ShortArray:
 @pytest.mark.parametrize("protocol", [2, 5])
 def test_an_array_with_too_few_bytes_is_named(tmp_path: Path, protocol: int) -> None:
     path = write_batch(tmp_path, ShortArray(protocol), [0, 1], protocol)
-    with pytest.raises(DatasetError, match=r"data_batch_1 is truncated or corrupt \(.+\)"):
+    with pytest.raises(DatasetError, match=r"^corrupt CIFAR-10 batch file \S+/data_batch_1 "):
         cifar.read_pickled_batch(path, records_per_file=None)
 
 
@@ -566,7 +566,7 @@ def test_a_truncated_pickle_is_named(small: Cifar, isolated: Path) -> None:
     cifar_files.write_pickled_batches(folder, small.train, small.test)
     victim = folder / "data_batch_2"
     victim.write_bytes(victim.read_bytes()[:5000])
-    with pytest.raises(DatasetError, match=r"data_batch_2 is truncated or corrupt"):
+    with pytest.raises(DatasetError, match=r"^corrupt CIFAR-10 batch file \S+/data_batch_2 "):
         load_dataset(records_per_file=PER_FILE)
 
 
@@ -574,9 +574,12 @@ def test_a_corrupt_pickle_is_named(small: Cifar, isolated: Path) -> None:
     folder = isolated / "data" / "cifar-10-batches-py"
     cifar_files.write_pickled_batches(folder, small.train, small.test)
     (folder / "test_batch").write_bytes(bytes(range(256)) * 40)
-    with pytest.raises(DatasetError, match=r"test_batch is truncated or corrupt") as caught:
+    with pytest.raises(
+        DatasetError, match=r"^corrupt CIFAR-10 batch file \S+/test_batch "
+    ) as caught:
         load_dataset(records_per_file=PER_FILE)
     assert "\n" not in str(caught.value)
+    assert "load key" not in str(caught.value)  # the unpickler's words are not the user's
 
 
 def test_a_pickle_with_the_wrong_image_count_is_named(small: Cifar, isolated: Path) -> None:
