@@ -174,6 +174,14 @@ def fmt_with_limit(
     return f"{value:.{precision}f}{unit}"
 
 
+def fmt_ghz(mhz: float | None, max_mhz: float | None) -> str:
+    """A CPU's clock, as the monitor and the snapshot both show it: ``(2450, 3500)`` ->
+    ``2.45/3.50 GHz``; ``2.45 GHz`` without a maximum; ``n/a`` without a reading."""
+    current = None if mhz is None else mhz / 1000
+    limit = None if max_mhz is None else max_mhz / 1000
+    return fmt_with_limit(current, limit, " GHz", precision=2)
+
+
 def one_line(text: str) -> str:
     """``text`` as one line of printable text: control characters become escapes.
 

@@ -20,6 +20,7 @@ from gputui.format import (
     fmt_columns,
     fmt_cores,
     fmt_counted,
+    fmt_ghz,
     fmt_percent,
     fmt_rate,
     fmt_unit,
@@ -228,14 +229,11 @@ def _fitted(lines: list[str], width: int) -> Iterator[str]:
 def _cpu_section(cpu: CpuReading, width: int) -> list[str]:
     lines = _wrapped("CPU     ", cpu.model_name or NA, width)
     load = NA if cpu.load_average is None else "  ".join(f"{v:.2f}" for v in cpu.load_average)
-    frequency = fmt_unit(cpu.frequency_mhz, " MHz")
-    if cpu.frequency_max_mhz is not None:
-        frequency += f" (max {fmt_unit(cpu.frequency_max_mhz, ' MHz')})"
     rows = [
         ["utilization", fmt_percent(cpu.utilization_percent)],
         ["CPUs", fmt_cores(cpu.logical_cores, cpu.physical_cores)],
         ["load average", load],
-        ["frequency", frequency],
+        ["clock", fmt_ghz(cpu.frequency_mhz, cpu.frequency_max_mhz)],
         ["memory", fmt_used_total(cpu.memory_used_bytes, cpu.memory_total_bytes)],
         ["swap", _swap(cpu)],
         [

@@ -24,6 +24,7 @@ from gputui.format import (
     fmt_bytes,
     fmt_cores,
     fmt_counted,
+    fmt_ghz,
     fmt_link_rate,
     fmt_percent,
     fmt_unit,
@@ -290,9 +291,7 @@ def gauge_line(
 
 def fmt_clock(cpu: CpuReading) -> str:
     """``3.20/4.50 GHz``, ``3.20 GHz`` without a max, ``n/a`` without a reading."""
-    current = None if cpu.frequency_mhz is None else cpu.frequency_mhz / 1000
-    limit = None if cpu.frequency_max_mhz is None else cpu.frequency_max_mhz / 1000
-    return fmt_with_limit(current, limit, " GHz", precision=2)
+    return fmt_ghz(cpu.frequency_mhz, cpu.frequency_max_mhz)
 
 
 def cpu_summary_line(cpu: CpuReading, width: int, history: Sequence[float | None] = ()) -> Line:

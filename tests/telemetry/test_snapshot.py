@@ -332,7 +332,7 @@ def test_table_shows_na_for_every_unknown() -> None:
     assert lines[0] == "CPU     n/a"
     assert _line(lines, "CPUs").endswith("2 threads")
     assert _line(lines, "load average").endswith("n/a")
-    assert _line(lines, "frequency").endswith("n/a")
+    assert _line(lines, "clock").endswith("n/a")
     assert _line(lines, "gputui").endswith("n/a CPU, n/a RSS")
 
 

@@ -28,6 +28,7 @@ from gputui.ui.render import (
     cpu_memory_line,
     cpu_summary_line,
     cpu_title,
+    fmt_clock,
     gauge_line,
     gpu_card_lines,
     gpu_one_line,
@@ -161,8 +162,9 @@ def test_cpu_title() -> None:
 
 
 def test_a_reading_has_one_name_in_the_monitor_and_the_snapshot() -> None:
-    """Issue 18: ``mem bw`` here was ``memory util`` there; ``16 threads, 8 cores`` here was
-    ``16 logical, 8 physical`` there."""
+    """Issue 18: ``mem bw`` here was ``memory util`` there, ``16 threads, 8 cores`` here was
+    ``16 logical, 8 physical`` there, and ``clock 2.45/3.50 GHz`` was ``frequency 2450 MHz
+    (max 3500 MHz)``."""
     gpu = gpu_reading(0)
     not_a_mac = MpsReading(False, "not a Mac")
     snapshot = Snapshot(cpu=cpu_reading(), nvml=nvml_reading([gpu]), mps=not_a_mac)
@@ -170,6 +172,7 @@ def test_a_reading_has_one_name_in_the_monitor_and_the_snapshot() -> None:
     cores = cpu_title(cpu_reading()).rpartition(" · ")[2]
     assert cores == "16 threads, 8 cores"
     assert f"CPUs          {cores}" in table and "logical" not in table
+    assert f"clock         {fmt_clock(cpu_reading())}" in table  # 2.45/3.50 GHz
     label = STAT_COLUMNS["membw"].label
     assert f"{label} " in stat_cells(gpu, ("membw",), 20).plain
     assert f"{label}  " in table and "memory util" not in table
