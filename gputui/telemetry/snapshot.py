@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gputui.format import (
     NA,
+    NO_BREAK,
     ellipsize,
     fmt_bytes,
     fmt_columns,
@@ -200,7 +201,6 @@ def _json_value(value: Any) -> Any:
 # --- Table ------------------------------------------------------------------------------
 
 _INDENT = "  "
-_NO_BREAK = "\u00a0"
 
 
 def render_snapshot_table(snapshot: Snapshot, width: int = WIDTH) -> str:
@@ -278,8 +278,8 @@ def _nvml_section(nvml: NvmlReading, width: int) -> list[str]:
             if state is not GpuState.OK and (found := sum(gpu.state is state for gpu in nvml.gpus))
         ),
     ]
-    lines = _wrapped("NVIDIA  ", ", ".join(part.replace(" ", _NO_BREAK) for part in summary), width)
-    lines = [line.replace(_NO_BREAK, " ") for line in lines]  # wrapped between parts only
+    bound = ", ".join(part.replace(" ", NO_BREAK) for part in summary)  # wrapped between parts
+    lines = [line.replace(NO_BREAK, " ") for line in _wrapped("NVIDIA  ", bound, width)]
     for gpu in nvml.gpus:
         lines.append("")
         lines += _gpu_lines(gpu, width)
@@ -331,10 +331,10 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
         ["PCIe rx", fmt_rate(gpu.pcie_rx_bytes_per_s)],
         ["PCIe tx", fmt_rate(gpu.pcie_tx_bytes_per_s)],
     ]
-    side_by_side = fmt_columns([pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)])
-    if max(len(line) for line in side_by_side) > room:  # narrow: one reading a line
-        side_by_side = fmt_columns(pairs, width=room)
-    lines += _indented(_INDENT * 2, side_by_side)
+    readings = fmt_columns([pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)])
+    if max(len(line) for line in readings) > room:  # narrow: one reading a line
+        readings = fmt_columns(pairs, width=room)
+    lines += _indented(_INDENT * 2, readings)
     lines += _wrapped(_INDENT * 2 + "health  ", _health(gpu), width)
     return lines
 
