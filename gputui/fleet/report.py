@@ -12,7 +12,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui.fleet.hosts import HostReading
-from gputui.format import NA, ellipsize, fmt_columns, fmt_percent, fmt_unit, fmt_used_total
+from gputui.format import (
+    NA,
+    ellipsize,
+    fmt_columns,
+    fmt_counted,
+    fmt_percent,
+    fmt_unit,
+    fmt_used_total,
+)
 from gputui.telemetry.readings import GpuReading, GpuState
 from gputui.telemetry.snapshot import gpu_as_dict
 
@@ -48,7 +56,7 @@ def render_fleet_table(hosts: Sequence[HostReading], now: float, width: int = 80
         rows = [_gpu_cells(gpu) for gpu in host.gpus]
         lines += [ellipsize("  " + line, width) for line in fmt_columns(rows, right={2, 3, 4, 5})]
     up = sum(host.up for host in hosts)
-    lines.append(f"{up} of {_count(len(hosts), 'host')} answered")
+    lines.append(f"{up} of {fmt_counted(len(hosts), 'host')} answered")
     return "\n".join(lines)
 
 
@@ -56,7 +64,7 @@ def host_headline(host: HostReading, now: float) -> str:
     """``node1  up · gputui · 8 GPUs``, or ``node2  DOWN: connection refused (...)``."""
     age = host.age_s(now)
     if host.up:
-        parts = [host.source or NA, _count(len(host.gpus), "GPU")]
+        parts = [host.source or NA, fmt_counted(len(host.gpus), "GPU")]
         if age is not None and age >= 1:
             parts.append(f"{age:.0f} s old")
         return f"{host.host}  up · {' · '.join(parts)}"
@@ -75,10 +83,6 @@ def _gpu_cells(gpu: GpuReading) -> list[str]:
         fmt_unit(gpu.temperature_c, "°C"),
         fmt_unit(gpu.power_w, " W"),
     ]
-
-
-def _count(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _rounded(value: float | None) -> float | None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gputui.fleet.hosts import HostReading
+from gputui.format import fmt_counted
 from gputui.telemetry.readings import GpuReading
 from gputui.ui.render import GAP, HOT, LABEL, OK, WARM, Line, gpu_memory_percent, gpu_one_line
 
@@ -85,7 +86,7 @@ def host_line(host: HostReading, now: float) -> Line:
             line.add(f" · readings below are {_age(age)} old", WARM)
         return line
     line = Line(("● ", OK), (host.host, "bold"), GAP)
-    line.add(f"{host.source} · {_count(len(host.gpus), 'GPU')}", LABEL)
+    line.add(f"{host.source} · {fmt_counted(len(host.gpus), 'GPU')}", LABEL)
     if host.via == "prometheus":
         line.add(" · via Prometheus", LABEL)
     if age is not None and age >= STALE_AFTER_S:
@@ -97,8 +98,9 @@ def fleet_title(hosts: Sequence[HostReading], order: FleetOrder, error: str | No
     """``fleet · 6 hosts, 4 up, 2 down · 14 GPUs · sorted by util``."""
     up = sum(host.up for host in hosts)
     down = len(hosts) - up
-    parts = ["fleet", f"{_count(len(hosts), 'host')}, {up} up" + (f", {down} down" if down else "")]
-    parts.append(_count(sum(len(host.gpus) for host in hosts), "GPU"))
+    hosts_part = f"{fmt_counted(len(hosts), 'host')}, {up} up" + (f", {down} down" if down else "")
+    parts = ["fleet", hosts_part]
+    parts.append(fmt_counted(sum(len(host.gpus) for host in hosts), "GPU"))
     arrow = " (reversed)" if order.reverse else ""
     parts.append(f"sorted by {order.key}{arrow}")
     if order.filter:
@@ -156,7 +158,3 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds // 60} min"
     return f"{seconds // 3600} h"
-
-
-def _count(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
