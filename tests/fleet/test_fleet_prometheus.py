@@ -4,8 +4,6 @@ dead port on loopback; ``gputui snapshot --prometheus`` reads every GPU host bac
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,18 +17,9 @@ import pytest
 
 from gputui.fleet.prometheus import PrometheusPoller
 from tests.fleet.hosts import dead_port
-from tests.serve.served import ROOT, Served, serve_env
+from tests.serve.served import ROOT, Served, prometheus_tool, serve_env
 
 WAIT_S = 60.0
-
-
-def _prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("prometheus is missing: .ci/run installs Debian's prometheus package")
-        pytest.skip("prometheus is not installed (apt-get install prometheus)")
-    return found
 
 
 def _query(base: str, query: str) -> list[dict[str, object]]:
@@ -43,7 +32,7 @@ def _query(base: str, query: str) -> list[dict[str, object]]:
 def prometheus(fake_nvml_dir: Path, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
     """A Prometheus scraping two exporters and a dead port each second: its URL and the
     targets (the exporters first)."""
-    binary = _prometheus_binary()
+    binary = prometheus_tool("prometheus")
     with ExitStack() as stack:
         servers = [
             Served.start(fake_nvml_dir, "--interval", "0.5", knobs={"FAKE_NVML_GPU_COUNT": n})

@@ -132,14 +132,20 @@ class Served:
             self.process.communicate()
 
 
-def promtool() -> str:
-    """The path of ``promtool`` (Debian's prometheus package); under CI a missing one fails."""
-    found = shutil.which("promtool")
+def prometheus_tool(name: str = "promtool") -> str:
+    """The path of ``promtool`` or ``prometheus`` (Debian's prometheus package); under CI a
+    missing one fails, elsewhere the test skips."""
+    found = shutil.which(name)
     if found is None:
         if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing: .ci/run installs Debian's prometheus package")
-        pytest.skip("promtool is not installed (apt-get install prometheus)")
+            pytest.fail(f"{name} is missing: .ci/run installs Debian's prometheus package")
+        pytest.skip(f"{name} is not installed (apt-get install prometheus)")
     return found
+
+
+def promtool() -> str:
+    """The path of ``promtool``."""
+    return prometheus_tool("promtool")
 
 
 def labels_of(samples: list[Sample], gpu: int) -> list[Sample]:
