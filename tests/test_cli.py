@@ -294,7 +294,7 @@ def test_snapshot_without_any_nvml_library(no_nvml_dir: Path) -> None:
 
 NEEDS_A_TERMINAL = (
     "gputui: error: gputui needs a terminal, and its {} is not one; "
-    "for scripts use `gputui snapshot`\n"
+    "for scripts use `gputui snapshot` (see 'gputui --help')\n"
 )
 
 
@@ -423,7 +423,8 @@ def test_output_closed_is_one_line_and_exit_2_before_the_work() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == (
-        "gputui snapshot: error: standard output is closed: send it to a file or /dev/null\n"
+        "gputui snapshot: error: standard output is closed: send it to a file or /dev/null "
+        "(see 'gputui snapshot --help')\n"
     )
 
 

@@ -21,9 +21,10 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -268,7 +269,7 @@ def command_cases() -> list[Case]:
             cases.append(Case((*command.path, word), id=f"{command.name} {_short(word)}"))
         sub = subcommands(command.parser)
         foreign = next(flag for flag in VALUE_FLAGS if flag not in own)  # another command's
-        names = None if sub is not None and sub.required else "unrecognized arguments"
+        names = None if sub is not None and sub.required else "unrecognized argument "
         cases.append(Case((*command.path, foreign), names, id=f"{command.name} {foreign}"))
         if sub is None:
             continue
@@ -317,8 +318,21 @@ def run_main(argv: list[str]) -> Outcome:
     return Outcome(code, out.getvalue(), err.getvalue(), exited)
 
 
-def assert_one_line_usage_error(outcome: Outcome) -> str:
-    """Exit 2, nothing on stdout, one printable line on stderr; returns that line."""
+USAGE_LINE = re.compile(r"(gputui(?: [a-z-]+)*): error: (.+) \(see '\1 --help'\)")
+"""The one form of a usage error: ``gputui COMMAND: error: MESSAGE (see 'gputui COMMAND
+--help')``."""
+
+
+def prog_of(argv: Sequence[str]) -> str:
+    """The (sub)command a command line names, as its usage errors must: ``gputui experiment
+    batch-sweep`` for ``experiment batch-sweep --nope``."""
+    path = max((c.path for c in COMMANDS if tuple(argv[: len(c.path)]) == c.path), key=len)
+    return " ".join(("gputui", *path))
+
+
+def assert_one_line_usage_error(outcome: Outcome, prog: str | None = None) -> str:
+    """Exit 2, nothing on stdout, one printable line on stderr in the one form (by ``prog``,
+    when given); returns that line."""
     assert outcome.code == 2, outcome
     assert outcome.out == "", outcome
     err = outcome.err
@@ -326,7 +340,10 @@ def assert_one_line_usage_error(outcome: Outcome) -> str:
     assert err.endswith("\n") and err.count("\n") == 1, repr(err)
     line = err[:-1]
     assert line.isprintable(), f"control characters in {line!r}"  # no \r, \x1b, \udcff
-    assert line.startswith("gputui") and ": error: " in line, line
+    form = USAGE_LINE.fullmatch(line)
+    assert form is not None, f"not 'gputui COMMAND: error: MESSAGE (see ...)': {line}"
+    if prog is not None:
+        assert form.group(1) == prog, line
     return line
 
 
@@ -474,10 +491,41 @@ def test_bad_input_exits_2_with_one_line(
     case: Case, no_side_effects: list[str], paths: dict[str, str]
 ) -> None:
     outcome = run_main(_fill(case.argv, paths))
-    line = assert_one_line_usage_error(outcome)
+    line = assert_one_line_usage_error(outcome, prog_of(case.argv))
     if case.names is not None:
         assert case.names in line, line
     assert no_side_effects == [] and StubChild.started == []  # nothing started
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "--epoch", "3"], "unrecognized argument --epoch; did you mean --epochs?"),
+        (
+            ["bench", "--batch-sizes", "32"],
+            "unrecognized argument --batch-sizes; did you mean --batch-size?",
+        ),
+        (
+            ["experiment", "sync-stall", "--batch-sizes=32"],
+            "unrecognized argument --batch-sizes=32; did you mean --batch-size?",
+        ),
+        (["experiment", "batch-sweep", "--epochs", "3"], "unrecognized argument --epochs"),
+        (["doctor", "--jsn"], "unrecognized argument --jsn; did you mean --json?"),
+        (["snapshot", "--host", "a"], "unrecognized argument --host; did you mean --hosts?"),
+        (["serve", "--interval=1", "now"], "unrecognized argument now"),
+        (["bench", "--limi", "3"], "unrecognized argument --limi"),  # --limit is for tests only
+        (["--jsn"], "unrecognized argument --jsn"),
+    ],
+)
+def test_an_unknown_flag_is_refused_by_its_command_with_the_flag_it_is_closest_to(
+    argv: list[str], message: str, no_side_effects: list[str]
+) -> None:
+    """argparse refused every unknown word as ``gputui: error: unrecognized arguments``,
+    whichever subcommand it was given to, and named no flag it might have meant."""
+    line = assert_one_line_usage_error(run_main(argv), prog_of(argv))
+    assert f": error: {message}" in line
+    if "did you mean" not in message:
+        assert "did you mean" not in line
 
 
 def test_bench_checks_every_device_before_the_first_trains(
@@ -485,7 +533,7 @@ def test_bench_checks_every_device_before_the_first_trains(
 ) -> None:
     """Several devices are checked in this process (with torch): junk in the second one."""
     outcome = run_main(["bench", "--device", "cpu", "--device", "cu\nda\x1b💥"])
-    line = assert_one_line_usage_error(outcome)
+    line = assert_one_line_usage_error(outcome, "gputui bench")
     assert "is not a device" in line
     assert StubChild.started == []
 
@@ -521,8 +569,8 @@ def test_an_experiment_s_device_error_from_its_child_is_one_usage_line(
         Error(message="'cuda:\x1b1\n' is not a device\n(usable: cpu)", kind="device")
     ]
     outcome = run_main(["experiment", "sync-stall", "--device", "cuda:\x1b1\n"])
-    line = assert_one_line_usage_error(outcome)
-    assert line.startswith("gputui experiment: error: 'cuda:\\x1b1\\n' is not a device")
+    line = assert_one_line_usage_error(outcome, "gputui experiment sync-stall")
+    assert line.startswith("gputui experiment sync-stall: error: 'cuda:\\x1b1\\n' is not a dev")
 
 
 def test_an_experiment_that_crashes_says_so_once(no_side_effects: list[str]) -> None:
@@ -530,7 +578,9 @@ def test_an_experiment_that_crashes_says_so_once(no_side_effects: list[str]) -> 
     StubChild.script = [Error(message="the experiment crashed: boom\nat line 2", kind="crash")]
     outcome = run_main(["experiment", "pipelines", "--device", "cpu"])
     assert (outcome.code, outcome.exited) == (1, False)
-    assert outcome.err == "gputui experiment: error: the experiment crashed: boom\\nat line 2\n"
+    assert outcome.err == (
+        "gputui experiment pipelines: error: the experiment crashed: boom\\nat line 2\n"
+    )
 
 
 def test_bench_turns_the_child_s_config_error_into_one_usage_line(
@@ -540,7 +590,8 @@ def test_bench_turns_the_child_s_config_error_into_one_usage_line(
     message = "batch size 100000 is larger than the 50000 training images: use at most 50000"
     StubChild.script = [Error(message=message, kind="config")]
     outcome = run_main(["bench", "--device", "cpu", "--batch-size", "100000"])
-    assert assert_one_line_usage_error(outcome) == f"gputui bench: error: {message}"
+    line = assert_one_line_usage_error(outcome, "gputui bench")
+    assert line == f"gputui bench: error: {message} (see 'gputui bench --help')"
 
 
 # --- fuzzing -----------------------------------------------------------------------------
@@ -678,6 +729,8 @@ def assert_real_usage_errors(runs: dict[str, list[str]]) -> None:
             assert "Traceback" not in err
             assert err.endswith("\n") and err.count("\n") == 1, err
             assert err[:-1].isprintable(), repr(err)
+            form = USAGE_LINE.fullmatch(err[:-1])
+            assert form is not None and form.group(1) == prog_of(runs[needle]), err
             assert needle in err, err
     finally:
         for process in started.values():
@@ -688,7 +741,14 @@ def assert_real_usage_errors(runs: dict[str, list[str]]) -> None:
 def test_a_real_usage_error_is_one_printable_line() -> None:
     assert_real_usage_errors(
         {
-            "unrecognized arguments: --nope\\nx": ["--nope\nx"],
+            "gputui: error: unrecognized argument --nope\\nx": ["--nope\nx"],
+            "gputui experiment batch-sweep: error: unrecognized argument --batch-size; did you "
+            "mean --batch-sizes? (see 'gputui experiment batch-sweep --help')\n": [
+                "experiment",
+                "batch-sweep",
+                "--batch-size",
+                "64",
+            ],
             "argument --interval: '\\udcff'": ["--interval", "\udcff"],  # the byte 0xff
             "ignored explicit argument '\\x1b[2J'": ["bench", "--json=\x1b[2J"],
         }
@@ -709,7 +769,7 @@ def test_a_device_only_the_child_can_check_is_refused_in_one_line() -> None:
                 *TINY,
                 "--no-record",
             ],
-            "gputui experiment: error: 'cuda:\\x1b1' is not a device": [
+            "gputui experiment sync-stall: error: 'cuda:\\x1b1' is not a device": [
                 "experiment",
                 "sync-stall",
                 "--device",

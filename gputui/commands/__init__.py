@@ -17,7 +17,7 @@ import sys
 from collections.abc import Collection, Sequence
 
 from gputui import __version__
-from gputui.commands.args import OneLineParser, interval_seconds, usage_error
+from gputui.commands.args import OneLineParser, chosen_parser, interval_seconds, usage_error
 from gputui.commands.fleet import (
     add_fleet_arguments,
     add_snapshot_fleet_arguments,
@@ -154,9 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = sys.argv[1:]
     prog = "gputui"
     try:
-        args = build_parser(commands_named(argv)).parse_args(argv)
+        parser = build_parser(commands_named(argv))
+        args = parser.parse_args(argv)
         handler = getattr(args, "handler", _run_app)
-        prog = " ".join(filter(None, [prog, args.command]))
+        prog = chosen_parser(parser, args).prog
         if args.command and (targets_of(args, "app_") or args.app_prometheus):
             return usage_error(
                 prog,

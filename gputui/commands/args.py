@@ -9,14 +9,14 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_USAGE
 from gputui.format import one_line
-from gputui.jobs.config import DATASETS, NICE_MAX, ConfigError
+from gputui.jobs.config import DATASETS, NICE_MAX, ConfigError, closest
 from gputui.jobs.folders import missing_home
 
 INTERVAL_MIN_S = 0.25
@@ -49,10 +49,53 @@ class OneLineParser(argparse.ArgumentParser):
         else:
             super()._print_message(message, file)
 
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """Parse ``args``; a word no parser took is refused by the command it was given to.
+
+        argparse refuses it from the top parser (``gputui: error: unrecognized
+        arguments``), though the words belong to a subcommand.
+        """
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = chosen_parser(self, parsed)
+            chosen.error(unrecognized(extras[0], chosen))
+        return parsed
+
     def error(self, message: str) -> NoReturn:
-        """Exit 2 with ``message`` on one line of standard error."""
-        line = one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')")
-        self.exit(EXIT_USAGE, line + "\n")
+        """Exit 2 with ``message`` on one line of standard error (:func:`usage_line`)."""
+        self.exit(EXIT_USAGE, usage_line(self.prog, message) + "\n")
+
+
+def chosen_parser(
+    parser: argparse.ArgumentParser, namespace: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)command that ``namespace`` was parsed for: ``gputui experiment
+    batch-sweep``'s for ``gputui experiment batch-sweep --steps 3``; its ``prog`` names it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            child = action.choices.get(getattr(namespace, action.dest, None))
+            if child is not None:
+                return chosen_parser(child, namespace)
+    return parser
+
+
+def unrecognized(word: str, parser: argparse.ArgumentParser) -> str:
+    """Why ``word`` is refused, naming the flag of ``parser`` it is closest to, if any."""
+    message = f"unrecognized argument {word}"
+    if word.startswith("-"):
+        shown = {
+            option.lstrip("-"): option
+            for action in parser._actions
+            if action.help is not argparse.SUPPRESS
+            for option in action.option_strings
+            if option.startswith("--")
+        }
+        close = closest(word.split("=")[0].lstrip("-"), shown)
+        if close is not None:
+            message += f"; did you mean {shown[close]}?"
+    return message
 
 
 def seconds(least: float, most: float, flag: str, example: float) -> Callable[[str], float]:
@@ -252,8 +295,14 @@ def workers_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def usage_line(prog: str, message: str) -> str:
+    """The one form of every usage error: ``PROG: error: MESSAGE (see 'PROG --help')``, one
+    line, ``PROG`` the (sub)command it was given to (``gputui experiment batch-sweep``)."""
+    return one_line(f"{prog}: error: {message} (see '{prog} --help')")
+
+
 def usage_error(prog: str, message: str) -> int:
-    """Write ``PROG: error: MESSAGE`` as one line on standard error; returns exit code 2."""
+    """Write :func:`usage_line` on standard error; returns exit code 2."""
     if sys.stderr is not None:  # started with standard error closed: the exit code says it
-        sys.stderr.write(one_line(f"{prog}: error: {message}") + "\n")
+        sys.stderr.write(usage_line(prog, message) + "\n")
     return EXIT_USAGE

@@ -169,10 +169,11 @@ def validated_config(args: argparse.Namespace) -> ExperimentConfig:
 
 def run_experiment_command(args: argparse.Namespace) -> int:
     """The ``gputui experiment`` handler; returns the exit code."""
+    prog = f"{PROG} {args.experiment}"
     try:
         config = validated_config(args)
     except ConfigError as exc:
-        return usage_error(PROG, str(exc))
+        return usage_error(prog, str(exc))
     result = ExperimentResult(config.experiment)
     progress = ProgressLines(sys.stderr)
     with CtrlC() as ctrl_c:
@@ -185,13 +186,13 @@ def run_experiment_command(args: argparse.Namespace) -> int:
             process.stop()
     error = result.error
     if error is not None and error.kind in {"config", "device"}:
-        return usage_error(PROG, error.message)
+        return usage_error(prog, error.message)
     if args.json:
         write_out(json.dumps(result.to_json_dict(), indent=2))
     elif result.started is not None:
         write_out(render_result(result))
     if error is not None:
-        sys.stderr.write(one_line(f"{PROG}: error: {error.message}") + "\n")
+        sys.stderr.write(one_line(f"{prog}: error: {error.message}") + "\n")
     if ctrl_c.pressed:
         return EXIT_INTERRUPTED
     return EXIT_OK if result.status == "ok" else EXIT_FAILED

@@ -1,9 +1,9 @@
 """Device strings as the tutorials write them, checked against what torch can use here.
 
-``parse_device`` turns ``cpu``, ``cuda``, ``cuda:N``, ``mps`` or ``mps:0`` into a canonical
-device string, or raises :class:`DeviceError` with one line that names what *is*
-usable. ``usable_devices`` is the tutorials' ``try_all_gpus`` with the CPU and
-MPS included; ``device_options`` lists every candidate with a reason when it
+``parse_device`` turns ``cpu``, ``cuda``, ``cuda:N``, ``mps`` (and ``cpu:0``, ``mps:0``, as
+torch writes them) into a canonical device string, or raises :class:`DeviceError` with one
+line that names what *is* usable. ``usable_devices`` is the tutorials' ``try_all_gpus`` with
+the CPU and MPS included; ``device_options`` lists every candidate with a reason when it
 cannot be used (for the runner pane, through the engine's ``devices`` mode).
 
 The checks read a :class:`DeviceInventory`, a plain record of what torch
@@ -86,11 +86,12 @@ def parse_device(text: str, inventory: DeviceInventory | None = None) -> str:
     """Check a device string and return its canonical form.
 
     Args:
-        text: ``cpu``, ``cuda``, ``cuda:N``, ``mps`` or ``mps:0``.
+        text: ``cpu``, ``cpu:0``, ``cuda``, ``cuda:N``, ``mps`` or ``mps:0``.
         inventory: What is usable; read from torch when ``None``.
 
     Returns:
-        ``cpu``, ``cuda:N`` (plain ``cuda`` reads ``cuda:0``) or ``mps`` (for ``mps:0`` too).
+        ``cpu`` (for ``cpu:0`` too), ``cuda:N`` (plain ``cuda`` reads ``cuda:0``) or ``mps``
+        (for ``mps:0`` too).
 
     Raises:
         DeviceError: one line naming the problem and the usable devices.
@@ -99,13 +100,15 @@ def parse_device(text: str, inventory: DeviceInventory | None = None) -> str:
     usable = f"usable here: {', '.join(inv.usable())}"
     spelled = text.strip()
     match = _DEVICE_RE.match(spelled)
-    if match is None or (match.group(2) is not None and match.group(1) == "cpu"):
+    if match is None:
         raise DeviceError(
             f"{text!r} is not a device: write {_SPELLINGS}{_hint(spelled)} ({usable})"
         )
     kind, index_text = match.group(1), match.group(2)
     if kind == "cpu":
-        return "cpu"
+        if index_text is not None and int(index_text) != 0:
+            raise DeviceError(f"{spelled}: the CPU is one device, cpu (or cpu:0) ({usable})")
+        return "cpu"  # cpu:0, as torch accepts it, is the same one
     if kind == "mps":
         reason = _mps_unusable_reason(inv)
         if reason:

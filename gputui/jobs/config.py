@@ -14,8 +14,10 @@ beside a live monitor asks for fewer threads and a lower priority itself
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -45,6 +47,13 @@ J = TypeVar("J", bound="JobConfig")
 
 class ConfigError(ValueError):
     """A configuration that cannot work; ``str()`` is one line that says what to do."""
+
+
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The one of ``known`` that ``word`` is most likely a misspelling of, if any is close
+    (``epoch`` for ``epochs``): for "did you mean" in an error."""
+    found = difflib.get_close_matches(word, list(known), n=1)
+    return found[0] if found else None
 
 
 def available_cores() -> int:

@@ -124,5 +124,5 @@ def test_the_fleet_flags_belong_after_the_command(capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert err == (
         "gputui snapshot: error: write the fleet's flags after the command: "
-        "gputui snapshot --hosts ...\n"
+        "gputui snapshot --hosts ... (see 'gputui snapshot --help')\n"
     )

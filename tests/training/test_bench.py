@@ -126,6 +126,19 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
     assert "run folders: " in out
 
 
+@pytest.mark.parametrize("devices", [["cpu:0"], ["cpu:0", "cpu"]])
+def test_cpu_0_is_the_cpu_as_torch_accepts_it(
+    devices: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--device cpu:0`` was refused as "not a device", though torch takes it (one device:
+    the trainer checks it; several: a listing child checks them first)."""
+    flags = [word for device in devices for word in ("--device", device)]
+    code = main(["bench", *flags, *TINY, "--epochs", "1", "--no-record", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert {run["device"] for run in json.loads(out)["runs"]} == {"cpu"}
+
+
 def test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130(
     tmp_path: Path, ctrl_c_reaches_children: None
 ) -> None:
@@ -319,7 +332,7 @@ def test_a_batch_larger_than_the_limit_is_refused_before_a_run_folder_is_made(
     assert (code, out) == (2, "")
     assert err == (
         "gputui bench: error: batch size 1000 is larger than the 512 training images: "
-        "use a batch size of at most 512\n"
+        "use a batch size of at most 512 (see 'gputui bench --help')\n"
     )
     assert not runs.exists()
 
@@ -328,7 +341,10 @@ def test_an_empty_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[st
     assert main(["bench", "--device", " "]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == "gputui bench: error: device is empty: use cpu, cuda, cuda:N or mps\n"
+    assert err == (
+        "gputui bench: error: device is empty: use cpu, cuda, cuda:N or mps "
+        "(see 'gputui bench --help')\n"
+    )
 
 
 def test_results_that_cannot_be_written_are_one_line_and_exit_1() -> None:
@@ -375,5 +391,7 @@ def test_a_runs_dir_in_a_missing_home_folder_is_refused(
     assert out == ""
     assert err.count("\n") == 1
     assert err.startswith("gputui bench: error: runs dir ~/runs lies in the home folder /")
-    assert err.endswith(", which does not exist: name a folder outside it\n")
+    assert err.endswith(
+        ", which does not exist: name a folder outside it (see 'gputui bench --help')\n"
+    )
     assert not home.exists()

@@ -29,7 +29,7 @@ TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup
         (["batch-sweep", "--batch-sizes", "32,,64"], "is not a comma-separated list"),
         (["batch-sweep", "--batch-sizes", "big"], "is not a comma-separated list"),
         (["sync-stall", "--batch-size", "0"], "'0' is not a whole number of 1 or more"),
-        (["sync-stall", "--batch-sizes", "32"], "unrecognized arguments: --batch-sizes"),
+        (["sync-stall", "--batch-sizes", "32"], "unrecognized argument --batch-sizes; did you"),
         (["pipelines", "--steps", "0"], "argument --steps: '0' is not a whole number"),
         (["pipelines", "--budget", "0"], "'0' is not a number of seconds above 0"),
         (["pipelines", "--budget", "nan"], "'nan' is not a number of seconds above 0"),

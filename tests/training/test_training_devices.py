@@ -10,6 +10,7 @@ import torch
 from gputui.engine.devices import (
     DeviceError,
     DeviceInventory,
+    chosen_devices,
     cpu_bf16,
     current_inventory,
     device_options,
@@ -83,7 +84,6 @@ def test_mps_on_linux_says_it_needs_macos() -> None:
         ("gpu", "an NVIDIA GPU is cuda"),
         ("gpu1", "did you mean cuda:1?"),
         ("CUDA", "did you mean cuda?"),
-        ("cpu:0", "write cpu, cuda, cuda:N or mps"),
         ("random", "write cpu, cuda, cuda:N or mps"),
         ("", "write cpu, cuda, cuda:N or mps"),
     ],
@@ -93,6 +93,15 @@ def test_a_misspelt_device_names_the_spellings_and_what_is_usable(text: str, hin
     assert message.startswith(f"{text!r} is not a device: write cpu, cuda, cuda:N or mps")
     assert hint in message
     assert "usable here: cpu" in message
+
+
+def test_cpu_0_is_the_cpu_as_torch_accepts_it() -> None:
+    """torch takes ``cpu:0`` (a tensor made there is on ``cpu``); ``cpu:1`` is refused as
+    ``mps:1`` is: there is one CPU device."""
+    assert parse_device("cpu:0") == "cpu"
+    assert chosen_devices(("cpu", "cpu:0")) == ("cpu",)
+    message = error_for("cpu:1")
+    assert message.startswith("cpu:1: the CPU is one device, cpu (or cpu:0) (usable here: cpu")
 
 
 @needs_cpu_only_linux
