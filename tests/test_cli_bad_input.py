@@ -38,6 +38,7 @@ import gputui.commands.doctor
 import gputui.commands.experiment
 import gputui.commands.serve
 import gputui.jobs.config
+from gputui.jobs.config import DEFAULT_BATCH_SIZES
 from gputui.jobs.events import Error, Event
 from tests.test_cli import ROOT
 
@@ -526,6 +527,38 @@ def test_an_unknown_flag_is_refused_by_its_command_with_the_flag_it_is_closest_t
     assert f": error: {message}" in line
     if "did you mean" not in message:
         assert "did you mean" not in line
+
+
+TOO_BIG = "batch size 128 is larger than the 64 training images: use a batch size of at most 64"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--batch-size", "128"],
+        ["experiment", "batch-sweep", "--batch-sizes", "32,128"],
+        ["experiment", "sync-stall", "--batch-size", "128"],
+        ["experiment", "pipelines", "--batch-size", "128"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_a_batch_larger_than_the_limit_is_refused_by_every_job_alike(
+    argv: list[str], no_side_effects: list[str]
+) -> None:
+    """One rule (``check_batch_fits``): bench refused it before a child started, batch-sweep
+    measured it, and the other experiments left it to their child."""
+    outcome = run_main([*argv, "--device", "cpu", "--limit", "64"])
+    line = assert_one_line_usage_error(outcome, prog_of(argv))
+    assert f": error: {TOO_BIG} (see " in line
+    assert StubChild.started == []
+
+
+def test_the_default_sweep_keeps_the_batch_sizes_the_limit_holds() -> None:
+    """Without ``--batch-sizes``, ``--limit 100`` sweeps 32 and 64 rather than refusing 2048."""
+    parser = gputui.commands.build_parser()
+    for limit, sizes in (("100", (32, 64)), ("20", (20,)), ("4096", DEFAULT_BATCH_SIZES)):
+        args = parser.parse_args(["experiment", "batch-sweep", "--limit", limit])
+        assert gputui.commands.experiment.validated_config(args).sizes == sizes
 
 
 def test_bench_checks_every_device_before_the_first_trains(

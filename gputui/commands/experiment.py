@@ -45,7 +45,13 @@ from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import one_line
-from gputui.jobs.config import DEFAULT_BATCH_SIZES, EXPERIMENTS, ConfigError, ExperimentConfig
+from gputui.jobs.config import (
+    DEFAULT_BATCH_SIZES,
+    EXPERIMENTS,
+    ConfigError,
+    ExperimentConfig,
+    sweep_sizes,
+)
 from gputui.jobs.process import ChildProcess
 from gputui.jobs.reports import ProgressLines, render_result
 from gputui.jobs.results import ExperimentResult
@@ -95,7 +101,6 @@ def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
             parser.add_argument(
                 "--batch-sizes",
                 type=batch_sizes,
-                default=DEFAULT_BATCH_SIZES,
                 metavar="LIST",
                 help="comma-separated batch sizes (default: "
                 f"{','.join(map(str, DEFAULT_BATCH_SIZES))})",
@@ -143,7 +148,7 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         workers=getattr(args, "workers", 2),
         experiment=args.experiment,
         devices=tuple(args.devices or ()),
-        batch_sizes=getattr(args, "batch_sizes", DEFAULT_BATCH_SIZES),
+        batch_sizes=getattr(args, "batch_sizes", None) or sweep_sizes(args.limit),
         batch_size=getattr(args, "batch_size", 256),
         steps=args.steps,
         warmup_steps=args.warmup,

@@ -59,6 +59,7 @@ from gputui.jobs.config import (
     MIN_STEPS,
     ConfigError,
     ExperimentConfig,
+    check_batch_fits,
     images_needed,
     steps_within,
 )
@@ -125,14 +126,10 @@ def run_experiment(
         emit(Error(message=str(exc), kind="data"))
         return EXIT_FAILED
     images = len(data.train_labels)
-    if config.experiment != "batch-sweep" and images < config.batch_size:
-        emit(
-            Error(
-                message=f"batch size {config.batch_size} is larger than the {images} training "
-                f"images: use a batch size of at most {images}",
-                kind="config",
-            )
-        )
+    try:
+        check_batch_fits(max(config.sizes), images)
+    except ConfigError as exc:
+        emit(Error(message=str(exc), kind="config"))
         return EXIT_USAGE
     emit(
         ExperimentStarted(

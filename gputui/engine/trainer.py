@@ -59,7 +59,7 @@ from gputui.engine.records import RunRecorder
 from gputui.engine.step import make_optimizer, make_step, set_math
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import exception_line
-from gputui.jobs.config import ConfigError, RunConfig
+from gputui.jobs.config import ConfigError, RunConfig, check_batch_fits
 from gputui.jobs.events import (
     DataReady,
     EpochFinished,
@@ -221,11 +221,7 @@ class _Run:
             test_limit=config.test_limit,
         )
         train_images = len(data.train_labels)
-        if train_images < config.batch_size:
-            raise ConfigError(
-                f"batch size {config.batch_size} is larger than the {train_images} training "
-                f"images: use a batch size of at most {train_images}"
-            )
+        check_batch_fits(config.batch_size, train_images)
         self._record()
         bf16 = config.precision == "bf16"
         math = set_math(config.precision, device)

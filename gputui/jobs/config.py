@@ -235,11 +235,8 @@ class RunConfig(JobConfig):
         _at_least("epochs", self.epochs, 1)
         _at_least("batch size", self.batch_size, 1)
         super().validate()
-        if self.limit is not None and self.batch_size > self.limit:  # the trainer's own rule
-            raise ConfigError(
-                f"batch size {self.batch_size} is larger than the {self.limit} training images: "
-                f"use a batch size of at most {self.limit}"
-            )
+        if self.limit is not None:
+            check_batch_fits(self.batch_size, self.limit)
         _one_of("pipeline", self.pipeline, PIPELINES)
         _one_of("precision", self.precision, PRECISIONS)
         if self.test_limit is not None:
@@ -298,6 +295,8 @@ class ExperimentConfig(JobConfig):
         _at_least("warm-up steps", self.warmup_steps, 1)
         _seconds_above_zero("budget", self.budget_s)
         super().validate()
+        if self.limit is not None:
+            check_batch_fits(max(self.sizes), self.limit)
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -385,6 +384,29 @@ class DeviceQuery(Portable):
             ConfigError: one line that says what to use.
         """
         _no_empty_device(self.check)
+
+
+def check_batch_fits(batch_size: int, images: int) -> None:
+    """Refuse a batch larger than the training images, the one rule for a run and every
+    experiment: checked here against ``limit``, and in the child against the data it loaded
+    (only it knows how many images a dataset has). A step needs a whole batch of images.
+
+    Raises:
+        ConfigError: one line naming the largest batch that fits.
+    """
+    if batch_size > images:
+        raise ConfigError(
+            f"batch size {batch_size} is larger than the {images} training images: "
+            f"use a batch size of at most {images}"
+        )
+
+
+def sweep_sizes(limit: int | None) -> tuple[int, ...]:
+    """The default batch sizes for ``batch-sweep`` that fit in ``limit`` training images (all
+    of them without a limit; the limit itself when none fits)."""
+    if limit is None:
+        return DEFAULT_BATCH_SIZES
+    return tuple(size for size in DEFAULT_BATCH_SIZES if size <= limit) or (limit,)
 
 
 def ui_friendly(config: J) -> J:

@@ -18,7 +18,7 @@ The experiment's JSON (:meth:`ExperimentResult.to_json_dict`)::
 
     {
       "experiment": "batch-sweep",          # or "sync-stall", "pipelines"
-      "status": "ok",                       # "ok", "stopped" or "error"
+      "status": "ok",                       # "ok", "stopped", "error" or "empty" (no figures)
       "error": null,                        # or {"message", "kind", "detail"}
       "settings": {"devices", "batch_sizes", "steps", "warmup_steps", "budget_s",
                    "dataset", "dataset_source", "dataset_note", "images", "threads",
@@ -429,10 +429,14 @@ class ExperimentResult:
 
     @property
     def status(self) -> str:
-        """``ok``, ``stopped`` or ``error`` (a failed device makes the whole run ``error``)."""
+        """``ok``, ``stopped``, ``error`` (a failed device makes the whole run ``error``) or
+        ``empty``: it finished, but not one row has figures (every batch ran out of memory, say)."""
         if self.error is not None or any(d.failure for d in self.devices.values()):
             return "error"
-        return "stopped" if self.finished is None or self.finished.stopped else "ok"
+        if self.finished is None or self.finished.stopped:
+            return "stopped"
+        measured = any(row.error is None for d in self.devices.values() for row in d.rows)
+        return "ok" if measured else "empty"
 
     def device_status(self, device: str) -> str:
         """``ok``, ``error`` or ``stopped`` (the device in hand when the run stopped, and

@@ -7,14 +7,19 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import psutil
 import pytest
 
+import gputui.commands.experiment
 from gputui.commands import main
+from gputui.engine.experiments import run_experiment
 from gputui.jobs.conclusions import conclude
-from gputui.jobs.events import BatchSweepRow
+from gputui.jobs.config import ExperimentConfig
+from gputui.jobs.events import BatchSweepRow, Event
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup", "1"]
@@ -50,6 +55,72 @@ def test_bad_arguments_exit_2_with_one_line(
     assert out == ""
     assert err.count("\n") == 1 and needle in err, err
     assert err.startswith("gputui") and "Traceback" not in err
+
+
+def test_a_sweep_larger_than_the_data_is_refused_as_bench_refuses_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``batch-sweep --batch-sizes 99999999`` exited 0 with "status": "ok" and no figures;
+    bench refuses the same batch. No --limit: the child refuses it once it knows the data."""
+    sizes = ["--batch-sizes", "32,99999999"]
+    code = main(["experiment", "batch-sweep", *TINY, *sizes, "--json"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == (
+        "gputui experiment batch-sweep: error: batch size 99999999 is larger than the 50000 "
+        "training images: use a batch size of at most 50000 "
+        "(see 'gputui experiment batch-sweep --help')\n"
+    )
+
+
+class ReplayedChild:
+    """Stands in for the experiment's child process: says what ``script`` holds."""
+
+    script: ClassVar[list[Event]] = []
+    """Events of a real run of the engine (:func:`run_experiment`, in this process)."""
+
+    def __init__(self, config: ExperimentConfig) -> None:
+        self.config = config
+
+    def start(self) -> ReplayedChild:
+        return self
+
+    def events(self) -> Iterator[Event]:
+        return iter(ReplayedChild.script)
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
+def test_a_sweep_with_no_figures_is_empty_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every batch out of memory: "status": "ok" and exit 0 said all had gone well."""
+    config = ExperimentConfig(
+        experiment="batch-sweep",
+        devices=("cpu",),
+        batch_sizes=(8, 16),
+        steps=1,
+        warmup_steps=1,
+        dataset="synthetic",
+        limit=32,
+        threads=1,
+        simulate_oom_from_batch=1,  # a test hook: no flag sets it, so the engine runs here
+    )
+    script: list[Event] = []
+    assert run_experiment(config, script.append) == 0  # a batch that does not fit is a row
+    monkeypatch.setattr(ReplayedChild, "script", script)
+    monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", ReplayedChild)
+
+    code = main(["experiment", "batch-sweep", *TINY, "--batch-sizes", "8,16", "--json"])
+    out, _ = capsys.readouterr()
+    result = json.loads(out)
+    assert (code, result["status"]) == (1, "empty")
+    [device] = result["device_results"]
+    assert [row["error"] for row in device["rows"]] == [
+        "out of memory",
+        "skipped: batch 8 ran out of memory",
+    ]
 
 
 def test_json_holds_the_rows_the_summary_and_the_sentence(

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from textual.pilot import Pilot
 
-from gputui.jobs.config import UI_NICE, RunConfig, ui_friendly
+from gputui.jobs.config import UI_NICE, ExperimentConfig, RunConfig, ui_friendly
 from gputui.jobs.events import Error, Event, Finished, RunStarted
 from gputui.jobs.results import Phase, Session
 from gputui.ui.app import MonitorApp
@@ -22,7 +22,7 @@ from gputui.ui.render import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup, defaults_from_env
 from tests.ui.fakes import fake_app, screen_text, wait_until
-from tests.ui.runner_fakes import CPU_ONLY
+from tests.ui.runner_fakes import CPU_ONLY, ScriptedTrainer, scripted_setup, sync_stall_events
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -281,6 +281,29 @@ async def test_a_real_experiment_shows_its_table_and_sentence() -> None:
         text = screen_text(app)
         assert "experiment sync-stall finished" in text
         assert "every step" in text and "loss once" in text
+
+
+async def test_the_pane_s_batch_sweep_keeps_to_the_sizes_its_limit_holds() -> None:
+    """Defaults with a limit (256 images): the sweep is 32 to 256. Batches larger than the
+    data are refused (one rule with bench), so sizes up to 2048 would not start at all."""
+    asked: list[ExperimentConfig] = []
+
+    def experiment(config: ExperimentConfig) -> ScriptedTrainer:
+        asked.append(config)
+        return ScriptedTrainer(RunConfig(), sync_stall_events(config))
+
+    setup = dataclasses.replace(
+        scripted_setup(devices=CPU_ONLY, defaults=TINY), experiment=experiment
+    )
+    app = fake_app(runner=setup)
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        pane.query_one("#runner-experiment").value = "batch-sweep"  # type: ignore[attr-defined]
+        await pilot.press("x")
+        await pilot.pause()
+        assert pane.message is None, pane.message
+        assert [config.sizes for config in asked] == [(32, 64, 128, 256)]
 
 
 async def test_the_runner_is_in_the_command_palette() -> None:

@@ -37,6 +37,7 @@ from gputui.jobs.config import (
     ConfigError,
     ExperimentConfig,
     RunConfig,
+    sweep_sizes,
     ui_friendly,
 )
 
@@ -433,6 +434,7 @@ class RunnerPane(Vertical):
                 experiment=str(self.query_one("#runner-experiment", Select).value),
                 devices=tuple(dict.fromkeys((self._baseline_config().device, chosen.device))),
                 batch_size=chosen.batch_size,
+                batch_sizes=sweep_sizes(chosen.limit),
                 budget_s=self.setup.experiment_budget_s,
             )
             config.validate()
