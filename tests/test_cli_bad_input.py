@@ -122,7 +122,7 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
     "--interval": ("0", "0.2499", "60.001", "61", "1e-300", "-0.25"),
     "--timeout": ("0", "0.999", "3600.5", "1e308"),
     "--budget": ("0", "-0.0", "1e-400"),
-    "--epochs": ("0", "-0", "1.5", "2e3"),
+    "--epochs": ("0", "-0", "1.5", "2e3", "1001", "99999999"),
     "--batch-size": ("0", "1.5", "256.0"),
     "--batch-sizes": ("0,32", "32,,64", ",", "32,", "32;64", "-32", "32,0", "1.5"),
     "--steps": ("0", "1.5"),
@@ -559,6 +559,37 @@ def test_the_default_sweep_keeps_the_batch_sizes_the_limit_holds() -> None:
     for limit, sizes in (("100", (32, 64)), ("20", (20,)), ("4096", DEFAULT_BATCH_SIZES)):
         args = parser.parse_args(["experiment", "batch-sweep", "--limit", limit])
         assert gputui.commands.experiment.validated_config(args).sizes == sizes
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--workers", "4"], "--workers sets the classic pipeline's DataLoader workers, and "),
+        (["--workers", "0", "--pipeline", "resident"], "and the resident pipeline has none: "),
+        (["--no-record", "--runs-dir", "."], "--runs-dir says where run folders go, and --no-re"),
+        (["--runs-dir", ".", "--no-record"], "and --no-record writes none: leave one out"),
+    ],
+)
+def test_bench_refuses_flags_that_cannot_both_apply(
+    argv: list[str], message: str, no_side_effects: list[str]
+) -> None:
+    """Each was accepted and one of the two flags silently did nothing."""
+    line = assert_one_line_usage_error(
+        run_main(["bench", "--device", "cpu", *argv]), "gputui bench"
+    )
+    assert message in line
+    assert StubChild.started == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--workers", "4", "--pipeline", "classic"], ["--runs-dir", "."], ["--no-record"], []],
+)
+def test_bench_takes_flags_that_fit_together(argv: list[str], no_side_effects: list[str]) -> None:
+    run_main(["bench", "--device", "cpu", *argv])
+    [config] = StubChild.started
+    assert isinstance(config, gputui.jobs.config.RunConfig)
+    assert config.workers == (4 if "--workers" in argv else 2)
 
 
 def test_bench_checks_every_device_before_the_first_trains(

@@ -273,8 +273,9 @@ def job_options() -> argparse.ArgumentParser:
 
 
 def job_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`~gputui.jobs.config.JobConfig` fields that :func:`job_options` set."""
-    return {
+    """The :class:`~gputui.jobs.config.JobConfig` fields that :func:`job_options` and
+    :func:`workers_option` set (``workers`` only when given: else the config's default)."""
+    settings = {
         "dataset": args.dataset,
         "data_dir": args.data_dir,
         "download": not args.no_download,
@@ -282,14 +283,16 @@ def job_settings(args: argparse.Namespace) -> dict[str, Any]:
         "threads": args.threads,
         "nice": args.nice,
     }
+    if getattr(args, "workers", None) is not None:
+        settings["workers"] = args.workers
+    return settings
 
 
 def workers_option(parser: argparse.ArgumentParser) -> None:
     """Add ``--workers``: DataLoader workers for the classic pipeline."""
     parser.add_argument(
         "--workers",
-        type=whole_number(0, WORKERS_MAX),
-        default=2,
+        type=whole_number(0, WORKERS_MAX),  # None when not given, so bench can tell
         metavar="N",
         help=f"DataLoader workers for the classic pipeline, 0 to {WORKERS_MAX} (default: 2)",
     )

@@ -57,7 +57,14 @@ from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import one_line
-from gputui.jobs.config import PIPELINES, PRECISIONS, ConfigError, DeviceQuery, RunConfig
+from gputui.jobs.config import (
+    EPOCHS_MAX,
+    PIPELINES,
+    PRECISIONS,
+    ConfigError,
+    DeviceQuery,
+    RunConfig,
+)
 from gputui.jobs.events import Error
 from gputui.jobs.process import ChildProcess, list_devices
 from gputui.jobs.reports import ProgressLine, bench_json, render_table
@@ -78,7 +85,9 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
             "speedup over the first device."
         ),
     )
-    bench.add_argument("--epochs", type=whole_number(1), default=2, metavar="N", help="default: 2")
+    bench.add_argument(
+        "--epochs", type=whole_number(1, EPOCHS_MAX), default=2, metavar="N", help="default: 2"
+    )
     bench.add_argument(
         "--batch-size", type=whole_number(1), default=256, metavar="B", help="default: 256"
     )
@@ -106,7 +115,6 @@ def run_bench(args: argparse.Namespace) -> int:
     precisions = list(dict.fromkeys(args.precisions or ["fp32"]))
     base = RunConfig(
         **job_settings(args),
-        workers=args.workers,
         epochs=args.epochs,
         batch_size=args.batch_size,
         pipeline=args.pipeline,
@@ -116,8 +124,10 @@ def run_bench(args: argparse.Namespace) -> int:
         record=not args.no_record,
         runs_dir=args.runs_dir,
     )
-    requested = list(dict.fromkeys(text.strip() for text in args.devices or ()))
+    # A device named twice trains twice: the CPU against itself, as the runner pane can.
+    requested = [text.strip() for text in args.devices or ()]
     try:
+        refuse_conflicts(args)
         if args.data_dir is not None:
             check_data_dir(args.data_dir)
         if args.runs_dir is not None:
@@ -131,13 +141,13 @@ def run_bench(args: argparse.Namespace) -> int:
     if child_checks:
         devices = requested
     else:
-        listed = list_devices(DeviceQuery(check=tuple(requested)))
+        listed = list_devices(DeviceQuery(check=tuple(dict.fromkeys(requested))))
         if isinstance(listed, Error) and listed.kind in {"config", "device"}:
             return usage_error(PROG, listed.message)  # a device that cannot be used: bad input
         if isinstance(listed, Error):  # torch would not even list them: nothing can run
             sys.stderr.write(one_line(f"{PROG}: error: {listed.message}") + "\n")
             return EXIT_FAILED
-        devices = list(listed.chosen)
+        devices = requested or list(listed.chosen)  # each trainer spells its own as torch does
 
     progress = ProgressLine(sys.stderr)
     runs: list[RunRecord] = []
@@ -160,6 +170,23 @@ def run_bench(args: argparse.Namespace) -> int:
     if ctrl_c.pressed:
         return EXIT_INTERRUPTED
     return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
+
+
+def refuse_conflicts(args: argparse.Namespace) -> None:
+    """Refuse flags that cannot both apply, rather than ignore one of them.
+
+    Raises:
+        ConfigError: one line naming both flags and what to do.
+    """
+    if args.workers is not None and args.pipeline != "classic":
+        raise ConfigError(
+            f"--workers sets the classic pipeline's DataLoader workers, and the {args.pipeline} "
+            "pipeline has none: add --pipeline classic, or leave --workers out"
+        )
+    if args.no_record and args.runs_dir is not None:
+        raise ConfigError(
+            "--runs-dir says where run folders go, and --no-record writes none: leave one out"
+        )
 
 
 def _is_usage_error(error: Error | None, child_checks: bool) -> TypeGuard[Error]:

@@ -145,7 +145,6 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
     """The experiment the parsed command line asks for (not yet validated)."""
     return ExperimentConfig(
         **job_settings(args),
-        workers=getattr(args, "workers", 2),
         experiment=args.experiment,
         devices=tuple(args.devices or ()),
         batch_sizes=getattr(args, "batch_sizes", None) or sweep_sizes(args.limit),

@@ -26,6 +26,9 @@ DATASETS = ("auto", "cifar10", "synthetic")
 PIPELINES = ("resident", "classic")
 PRECISIONS = ("fp32", "tf32", "bf16")
 NICE_MAX = 19
+EPOCHS_MAX = 1000
+"""Most epochs a run may ask for: this small CNN learns nothing more after a few dozen, and
+more than this is a slip of the keyboard (a day's training, even on a GPU)."""
 EXPERIMENTS = ("batch-sweep", "sync-stall", "pipelines")
 """Every experiment, in the order the help lists them."""
 DEFAULT_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
@@ -232,7 +235,7 @@ class RunConfig(JobConfig):
         """
         if not isinstance(self.device, str) or not self.device.strip():
             raise ConfigError("device is empty: use cpu, cuda, cuda:N or mps")
-        _at_least("epochs", self.epochs, 1)
+        _at_least("epochs", self.epochs, 1, EPOCHS_MAX)
         _at_least("batch size", self.batch_size, 1)
         super().validate()
         if self.limit is not None:
@@ -445,9 +448,15 @@ def images_needed(config: ExperimentConfig) -> int:
     return min(MAX_IMAGES, 4 * largest)
 
 
-def _at_least(name: str, value: object, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigError(f"{name} must be a whole number of at least {least}, got {value!r}")
+def _at_least(name: str, value: object, least: int, most: int | None = None) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < least
+        or (most is not None and value > most)
+    ):
+        bounds = f"of at least {least}" if most is None else f"from {least} to {most}"
+        raise ConfigError(f"{name} must be a whole number {bounds}, got {value!r}")
 
 
 def _seconds_above_zero(name: str, value: object) -> None:

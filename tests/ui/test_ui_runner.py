@@ -198,6 +198,8 @@ def test_defaults_come_from_the_environment() -> None:
         defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": "{"})
     with pytest.raises(ValueError, match="batch size"):
         defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"batch_size": 0}'})
+    with pytest.raises(ValueError, match="epochs must be a whole number from 1 to 1000, got 1001"):
+        defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"epochs": 1001}'})
 
 
 async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
@@ -325,5 +327,5 @@ def test_bad_runner_defaults_exit_2_with_one_line() -> None:
     run = run_on_a_pty([sys.executable, "-m", "gputui"], env=env, timeout_s=60)
     assert run.returncode == 2
     assert run.shown.decode().strip().splitlines() == [
-        "gputui: epochs must be a whole number of at least 1, got 0"
+        "gputui: epochs must be a whole number from 1 to 1000, got 0"
     ]
