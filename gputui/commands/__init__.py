@@ -14,7 +14,7 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from gputui import __version__
 from gputui.commands.args import OneLineParser, chosen_parser, interval_seconds, usage_error
@@ -27,6 +27,13 @@ from gputui.commands.fleet import (
 )
 from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.jobs.config import (
+    RUNNER_DEFAULTS_ENV,
+    ConfigError,
+    DeviceQuery,
+    RunConfig,
+    runner_defaults,
+)
 
 SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
@@ -100,6 +107,10 @@ def _run_app(args: argparse.Namespace) -> int:
         )
     if targets_of(args, "app_") is not None or args.app_prometheus:
         return run_fleet_app(args)
+    try:
+        defaults = checked_runner_defaults(os.environ)
+    except ConfigError as exc:
+        return usage_error("gputui", str(exc))
     # Start-up allocates a lot and frees little: collecting it cost a tenth of the time to
     # the first frame. The app turns collection back on once that frame is out.
     gc.disable()
@@ -109,9 +120,35 @@ def _run_app(args: argparse.Namespace) -> int:
         head_start = HeadStart.begin()
         from gputui.ui.app import run_app  # Textual loads while they are taken
 
-        return run_app(interval=args.interval, head_start=head_start)
+        return run_app(interval=args.interval, head_start=head_start, runner_defaults=defaults)
     finally:
         gc.enable()  # in case the app ended before its first frame
+
+
+def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
+    """The runner pane's starting config (``GPUTUI_RUNNER_DEFAULTS``), its device checked.
+
+    A device other than the CPU is checked by a child that imports torch (this process
+    never does), before the app starts: the wait is paid only when the variable names
+    one, and a device that is not here is refused as a bad value is, rather than the pane
+    quietly starting on another. A torch that cannot list devices at all is the pane's
+    to show.
+
+    Raises:
+        ConfigError: one line naming the variable and what to use.
+    """
+    defaults = runner_defaults(environ)
+    if defaults.device == "cpu":
+        return defaults
+    from gputui.jobs.events import Error
+    from gputui.jobs.process import list_devices
+
+    listed = list_devices(DeviceQuery(check=(defaults.device,)))
+    if isinstance(listed, Error):
+        if listed.kind in {"config", "device"}:
+            raise ConfigError(f"{RUNNER_DEFAULTS_ENV}: {listed.message}")
+        return defaults
+    return defaults.with_changes(device=listed.chosen[0])  # cuda reads cuda:0, as the pane lists
 
 
 def not_a_terminal() -> str | None:

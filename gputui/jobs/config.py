@@ -17,7 +17,7 @@ import dataclasses
 import difflib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -40,9 +40,12 @@ MIN_STEPS = 3
 smaller)."""
 UI_NICE = 10
 """Niceness of a job started beside the live monitor, so the screen stays responsive."""
+RUNNER_DEFAULTS_ENV = "GPUTUI_RUNNER_DEFAULTS"
+"""Environment variable: a JSON object of :class:`RunConfig` fields the runner pane starts
+from (e.g. ``{"dataset": "synthetic", "limit": 256, "epochs": 1, "threads": 1}``)."""
 
 _RENAMED = {"num_workers": "workers"}
-"""Config keys that had another name once, still read (``GPUTUI_RUNNER_DEFAULTS``)."""
+"""Config keys that had another name once, still read (:data:`RUNNER_DEFAULTS_ENV`)."""
 
 C = TypeVar("C", bound="Portable")
 J = TypeVar("J", bound="JobConfig")
@@ -114,15 +117,19 @@ class Portable:
     def changed_by_json(self: C, text: str, source: str) -> C:
         """A copy with the fields that ``text``, a JSON object from ``source``, sets.
 
+        A person wrote it (``GPUTUI_RUNNER_DEFAULTS``), so an unknown key is refused, not
+        ignored: ``{"epoch": 1}`` would otherwise train the default number of epochs.
+
         Raises:
             ConfigError: naming ``source`` when ``text`` is not a JSON object of fields.
         """
-        return dataclasses.replace(self, **self._fields_in(text, source))  # type: ignore[type-var]
+        fields = self._fields_in(text, source, strict=True)
+        return dataclasses.replace(self, **fields)  # type: ignore[type-var]
 
     @classmethod
-    def _fields_in(cls, text: str, source: str) -> dict[str, Any]:
+    def _fields_in(cls, text: str, source: str, *, strict: bool | None = None) -> dict[str, Any]:
         """The config fields a JSON object sets; lists become tuples, and unknown keys are
-        ignored (a newer sender's) unless the config is ``STRICT``."""
+        ignored (a newer sender's) unless ``strict`` (default: the config's ``STRICT``)."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -131,14 +138,21 @@ class Portable:
             raise ConfigError(f"{source} is not a JSON object of {cls.NAME} fields")
         known = {spec.name for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
         keys = {key: _RENAMED.get(key, key) for key in data}
-        unknown = sorted(key for key, name in keys.items() if name not in known)
-        if unknown and cls.STRICT:
-            raise ConfigError(f"unknown {cls.NAME} keys: {', '.join(unknown)}")
+        unknown = [key for key, name in keys.items() if name not in known]
+        if unknown and (cls.STRICT if strict is None else strict):
+            raise ConfigError(f"{source}: {_unknown_key(unknown[0], known)}")
         return {
             keys[key]: tuple(value) if isinstance(value, list) else value
             for key, value in data.items()
             if keys[key] in known
         }
+
+
+def _unknown_key(key: str, known: set[str]) -> str:
+    """``unknown key 'epoch' (did you mean 'epochs'?); known: batch_size, ...``."""
+    close = closest(key, known)
+    hint = f" (did you mean {close!r}?)" if close is not None else ""
+    return f"unknown key {key!r}{hint}; known: {', '.join(sorted(known))}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -415,6 +429,26 @@ def sweep_sizes(limit: int | None) -> tuple[int, ...]:
 def ui_friendly(config: J) -> J:
     """``config`` as a job beside the live monitor runs it: a core spare, lower priority."""
     return config.with_changes(threads=ui_friendly_threads(), nice=UI_NICE)
+
+
+def runner_defaults(environ: Mapping[str, str]) -> RunConfig:
+    """The runner pane's starting config: a run beside the monitor (:func:`ui_friendly`),
+    changed by ``GPUTUI_RUNNER_DEFAULTS``. Its device is checked for shape only: whether it
+    is here needs torch (``gputui`` asks a child before the app starts).
+
+    Raises:
+        ConfigError: naming the variable, when it is not a JSON object of known, valid fields.
+    """
+    config = ui_friendly(RunConfig())
+    text = environ.get(RUNNER_DEFAULTS_ENV)
+    if not text:
+        return config
+    config = config.changed_by_json(text, RUNNER_DEFAULTS_ENV)
+    try:
+        config.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{RUNNER_DEFAULTS_ENV}: {exc}") from None
+    return config
 
 
 def steps_within(estimate_s: float, steps: int, budget_s: float) -> int:

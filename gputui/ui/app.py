@@ -44,8 +44,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from gputui.exits import EXIT_USAGE
 from gputui.format import exception_line, fmt_percent
+from gputui.jobs.config import RunConfig
 from gputui.telemetry.history import History, record_cpu, record_nvml
 from gputui.telemetry.polling import SOURCES, HeadStart, Samplers, close_sampler
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
@@ -658,26 +658,23 @@ def make_app(
     )
 
 
-def run_app(interval: float, head_start: HeadStart | None = None) -> int:
+def run_app(
+    interval: float, head_start: HeadStart | None = None, runner_defaults: RunConfig | None = None
+) -> int:
     """Run the monitor with the real samplers until the user quits.
 
     Args:
         interval: Seconds between samples.
         head_start: The real samplers with their first readings under way (started
             before Textual was imported); default: started now.
+        runner_defaults: The config the runner pane starts from (``gputui`` reads it from
+            ``GPUTUI_RUNNER_DEFAULTS`` and checks it first); default: a run beside the monitor.
 
     Returns:
         The process exit code.
     """
-    from gputui.jobs.config import ConfigError
-    from gputui.ui.widgets.runner_pane import defaults_from_env
-
-    try:
-        defaults = defaults_from_env()
-    except ConfigError as error:
-        print(f"gputui: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    app = make_app(head_start, interval=interval, runner=RunnerSetup(defaults=defaults))
+    runner = RunnerSetup() if runner_defaults is None else RunnerSetup(defaults=runner_defaults)
+    app = make_app(head_start, interval=interval, runner=runner)
     app.run()
     app.wait_for_samplers(CLOSE_WAIT_S)
     return app.return_code or 0

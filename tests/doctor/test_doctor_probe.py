@@ -184,7 +184,9 @@ def test_the_probe_refuses_a_bad_config_in_one_line() -> None:
     (line,) = done.stdout.splitlines()
     error = parse_event(line)
     assert isinstance(error, Error) and error.kind == "config"
-    assert error.message == "unknown probe config keys: budget"
+    assert error.message.startswith(
+        "probe config: unknown key 'budget' (did you mean 'budget_s'?); known: budget_s, "
+    )
 
 
 def test_parse_skips_noise_and_merges_device_lines() -> None:

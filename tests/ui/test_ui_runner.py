@@ -14,13 +14,21 @@ import psutil
 import pytest
 from textual.pilot import Pilot
 
-from gputui.jobs.config import UI_NICE, ExperimentConfig, RunConfig, ui_friendly
+from gputui.commands import checked_runner_defaults
+from gputui.jobs.config import (
+    UI_NICE,
+    ConfigError,
+    ExperimentConfig,
+    RunConfig,
+    runner_defaults,
+    ui_friendly,
+)
 from gputui.jobs.events import Error, Event, Finished, RunStarted
 from gputui.jobs.results import Phase, Session
 from gputui.ui.app import MonitorApp
 from gputui.ui.render import Line
 from gputui.ui.widgets.process_table import ProcessTable
-from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup, defaults_from_env
+from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.runner_fakes import CPU_ONLY, ScriptedTrainer, scripted_setup, sync_stall_events
 
@@ -187,19 +195,46 @@ async def test_narrow_screens_swap_monitor_and_runner() -> None:
 
 
 def test_defaults_come_from_the_environment() -> None:
-    config = defaults_from_env(
+    config = runner_defaults(
         {"GPUTUI_RUNNER_DEFAULTS": '{"dataset": "synthetic", "limit": 64, "batch_size": 32}'}
     )
     assert config.dataset == "synthetic" and config.limit == 64 and config.nice == 10
     with pytest.raises(ValueError, match="batch size 256 is larger than the 64 training images"):
-        defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"limit": 64}'})
-    assert defaults_from_env({}) == ui_friendly(RunConfig())
+        runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"limit": 64}'})
+    assert runner_defaults({}) == ui_friendly(RunConfig())
     with pytest.raises(ValueError, match="GPUTUI_RUNNER_DEFAULTS is not JSON"):
-        defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": "{"})
+        runner_defaults({"GPUTUI_RUNNER_DEFAULTS": "{"})
     with pytest.raises(ValueError, match="batch size"):
-        defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"batch_size": 0}'})
+        runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"batch_size": 0}'})
     with pytest.raises(ValueError, match="epochs must be a whole number from 1 to 1000, got 1001"):
-        defaults_from_env({"GPUTUI_RUNNER_DEFAULTS": '{"epochs": 1001}'})
+        runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"epochs": 1001}'})
+    assert runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"num_workers": 0}'}).workers == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"epoch": 1}', "unknown key 'epoch' (did you mean 'epochs'?); known: batch_size, "),
+        ('{"batchsize": 64}', "unknown key 'batchsize' (did you mean 'batch_size'?); known: "),
+        ('{"epochs": 1, "lr": 0.1}', "unknown key 'lr'; known: batch_size, compile, data_dir, "),
+    ],
+)
+def test_an_unknown_key_in_the_defaults_is_refused(text: str, message: str) -> None:
+    """``{"epoch": 1}`` was ignored: the pane trained 2 epochs, and nothing said why."""
+    with pytest.raises(ConfigError) as caught:
+        runner_defaults({"GPUTUI_RUNNER_DEFAULTS": text})
+    assert str(caught.value).startswith(f"GPUTUI_RUNNER_DEFAULTS: {message}")
+    assert str(caught.value).endswith(", threads, workers")  # every key, in order
+
+
+def test_the_defaults_device_is_checked_by_a_child_and_spelled_as_torch_does() -> None:
+    """``{"device": "cuda:7"}`` silently became cpu once the pane listed the devices."""
+    with pytest.raises(ConfigError) as caught:
+        checked_runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cuda:7"}'})
+    assert str(caught.value).startswith("GPUTUI_RUNNER_DEFAULTS: cuda:7: ")
+    assert "usable here: cpu" in str(caught.value)
+    checked = checked_runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cpu:0"}'})
+    assert checked.device == "cpu"
 
 
 async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
@@ -317,15 +352,24 @@ async def test_the_runner_is_in_the_command_palette() -> None:
         )
 
 
-def test_bad_runner_defaults_exit_2_with_one_line() -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"epochs": 0}', "epochs must be a whole number from 1 to 1000, got 0"),
+        ('{"epoch": 1}', "unknown key 'epoch' (did you mean 'epochs'?); known: batch_size, "),
+        ('{"device": "cuda:7"}', "cuda:7: "),
+    ],
+)
+def test_bad_runner_defaults_exit_2_with_one_line(text: str, message: str) -> None:
+    """Refused as every usage error is, naming the variable, before the app starts."""
     import os
     import sys
 
     from tests.pty_run import run_on_a_pty
 
-    env = {**os.environ, "GPUTUI_RUNNER_DEFAULTS": '{"epochs": 0}'}
+    env = {**os.environ, "GPUTUI_RUNNER_DEFAULTS": text}
     run = run_on_a_pty([sys.executable, "-m", "gputui"], env=env, timeout_s=60)
     assert run.returncode == 2
-    assert run.shown.decode().strip().splitlines() == [
-        "gputui: epochs must be a whole number from 1 to 1000, got 0"
-    ]
+    [line] = run.shown.decode().strip().splitlines()
+    assert line.startswith(f"gputui: error: GPUTUI_RUNNER_DEFAULTS: {message}"), line
+    assert line.endswith(" (see 'gputui --help')"), line

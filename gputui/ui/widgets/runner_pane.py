@@ -16,7 +16,6 @@ does not wait for those modules (about 40 ms), and a pane never shown never load
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -47,10 +46,6 @@ if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
     from gputui.telemetry.watched import ProcessReading, ProcessSampler
 
 T = TypeVar("T")
-
-DEFAULTS_ENV = "GPUTUI_RUNNER_DEFAULTS"
-"""Environment variable: a JSON object of RunConfig fields the pane starts from
-(e.g. ``{"dataset": "synthetic", "limit": 256, "epochs": 1, "threads": 1}`` for a tiny run)."""
 
 LISTING = "?listing"
 """The device choice's value until the devices are listed (the default device is used)."""
@@ -93,21 +88,6 @@ def _real_devices() -> DevicesListed | Error:
     return list_devices()
 
 
-def defaults_from_env(environ: dict[str, str] | None = None) -> RunConfig:
-    """The pane's starting config: a run beside the monitor (:func:`ui_friendly`), changed
-    by ``GPUTUI_RUNNER_DEFAULTS``.
-
-    Raises:
-        ConfigError: when the variable is not a JSON object of valid config fields.
-    """
-    text = (environ if environ is not None else dict(os.environ)).get(DEFAULTS_ENV)
-    config = ui_friendly(RunConfig())
-    if text:
-        config = config.changed_by_json(text, DEFAULTS_ENV)
-        config.validate()
-    return config
-
-
 @dataclass(frozen=True)
 class RunnerSetup:
     """Where the pane gets its trainers and devices; production uses the defaults."""
@@ -119,7 +99,8 @@ class RunnerSetup:
     list_devices: Callable[[], DevicesListed | Error] = _real_devices
     """Lists the candidate devices (blocking; called from a thread worker)."""
     defaults: RunConfig = field(default_factory=lambda: ui_friendly(RunConfig()))
-    """The config the pane's choices start from (a core spare, a lower priority)."""
+    """The config the pane's choices start from (a core spare, a lower priority); ``gputui``
+    reads it from ``GPUTUI_RUNNER_DEFAULTS`` (:func:`~gputui.jobs.config.runner_defaults`)."""
     drain_interval_s: float = 0.1
     """How often the pane drains the trainer's events."""
     experiment_budget_s: float = 2.0
