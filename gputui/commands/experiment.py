@@ -18,8 +18,9 @@ go to standard output (:mod:`gputui.jobs.reports`).
 Undocumented for users, for tests and quick runs: ``--limit N`` loads N training
 images; ``--warmup N`` sets the untimed steps before each measurement (default 2).
 
-Exit codes: 0 when every device finished, 1 when the data or a device failed,
-2 for bad input (one line on stderr), 130 after Ctrl+C. Ctrl+C stops the
+Exit codes: 0 when every device finished, 1 when the data or a device failed or
+nothing at all could be measured ("status": "empty"), 2 for bad input (one line on
+stderr; a batch larger than the data too), 130 after Ctrl+C. Ctrl+C stops the
 measurement in hand (a second one at once): the rows measured so far are printed,
 and the devices stopped or never reached are marked stopped.
 """

@@ -192,10 +192,10 @@ class JobConfig(Portable):
                 "the default cache folder"
             )
         if self.limit is not None:
-            _at_least("limit", self.limit, 1)
+            _whole_number("limit", self.limit, 1)
         if self.threads is not None:
-            _at_least("threads", self.threads, 1)
-        _at_least("workers", self.workers, 0)
+            _whole_number("threads", self.threads, 1)
+        _whole_number("workers", self.workers, 0)
         if (
             isinstance(self.nice, bool)
             or not isinstance(self.nice, int)
@@ -203,7 +203,7 @@ class JobConfig(Portable):
         ):
             raise ConfigError(f"nice must be 0 to {NICE_MAX}, got {self.nice!r}")
         if self.simulate_oom_from_batch is not None:
-            _at_least("simulated OOM batch", self.simulate_oom_from_batch, 1)
+            _whole_number("simulated OOM batch", self.simulate_oom_from_batch, 1)
 
     def job_settings(self) -> dict[str, Any]:
         """The fields every job shares, to start another kind of job the same way."""
@@ -249,15 +249,15 @@ class RunConfig(JobConfig):
         """
         if not isinstance(self.device, str) or not self.device.strip():
             raise ConfigError("device is empty: use cpu, cuda, cuda:N or mps")
-        _at_least("epochs", self.epochs, 1, EPOCHS_MAX)
-        _at_least("batch size", self.batch_size, 1)
+        _whole_number("epochs", self.epochs, 1, EPOCHS_MAX)
+        _whole_number("batch size", self.batch_size, 1)
         super().validate()
         if self.limit is not None:
             check_batch_fits(self.batch_size, self.limit)
         _one_of("pipeline", self.pipeline, PIPELINES)
         _one_of("precision", self.precision, PRECISIONS)
         if self.test_limit is not None:
-            _at_least("test limit", self.test_limit, 0)
+            _whole_number("test limit", self.test_limit, 0)
         if not self.progress_interval_s > 0:
             raise ConfigError(
                 f"progress interval must be above 0 seconds, got {self.progress_interval_s!r}"
@@ -306,10 +306,10 @@ class ExperimentConfig(JobConfig):
         if not self.batch_sizes:
             raise ConfigError("no batch sizes given: list some, e.g. 32,64,128")
         for size in self.batch_sizes:
-            _at_least("batch size", size, 1)
-        _at_least("batch size", self.batch_size, 1)
-        _at_least("steps", self.steps, 1)
-        _at_least("warm-up steps", self.warmup_steps, 1)
+            _whole_number("batch size", size, 1)
+        _whole_number("batch size", self.batch_size, 1)
+        _whole_number("steps", self.steps, 1)
+        _whole_number("warm-up steps", self.warmup_steps, 1)
         _seconds_above_zero("budget", self.budget_s)
         super().validate()
         if self.limit is not None:
@@ -362,7 +362,7 @@ class ProbeConfig(Portable):
         """
         for spec in dataclasses.fields(self):
             if spec.name.endswith(("_mib", "_n")):
-                _at_least(spec.name, getattr(self, spec.name), 1)
+                _whole_number(spec.name, getattr(self, spec.name), 1)
         _seconds_above_zero("budget", self.budget_s)
 
     def time_limit_s(self, base_s: float, cuda_devices: int) -> float:
@@ -482,7 +482,8 @@ def images_needed(config: ExperimentConfig) -> int:
     return min(MAX_IMAGES, 4 * largest)
 
 
-def _at_least(name: str, value: object, least: int, most: int | None = None) -> None:
+def _whole_number(name: str, value: object, least: int, most: int | None = None) -> None:
+    """Refuse ``value`` unless it is a whole number from ``least`` (to ``most``, if given)."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int)
