@@ -86,7 +86,7 @@ def test_help_names_the_commands_and_options() -> None:
 def test_help_names_every_subcommand_with_its_help() -> None:
     done = gputui("--help")
     for name, help_text in (
-        ("bench", "train the tutorials' CNN"),
+        ("bench", "train a small CIFAR-10 CNN"),
         ("experiment", "measure the tutorials' lessons"),
         ("doctor", "say why PyTorch can or cannot use the GPUs"),
         ("serve", "serve the readings to Prometheus"),

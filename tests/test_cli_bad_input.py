@@ -514,7 +514,11 @@ def test_bad_input_exits_2_with_one_line(
         (["doctor", "--jsn"], "unrecognized argument --jsn; did you mean --json?"),
         (["snapshot", "--host", "a"], "unrecognized argument --host; did you mean --hosts?"),
         (["serve", "--interval=1", "now"], "unrecognized argument now"),
-        (["bench", "--limi", "3"], "unrecognized argument --limi"),  # --limit is for tests only
+        (["bench", "--limi", "3"], "unrecognized argument --limi; did you mean --limit?"),
+        (  # --warmup is for tests only: not offered
+            ["experiment", "sync-stall", "--warmu", "3"],
+            "unrecognized argument --warmu",
+        ),
         (["--jsn"], "unrecognized argument --jsn"),
     ],
 )

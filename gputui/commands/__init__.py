@@ -17,7 +17,13 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 
 from gputui import __version__
-from gputui.commands.args import OneLineParser, chosen_parser, interval_seconds, usage_error
+from gputui.commands.args import (
+    OneLineParser,
+    chosen_parser,
+    examples,
+    interval_seconds,
+    usage_error,
+)
 from gputui.commands.fleet import (
     add_fleet_arguments,
     add_snapshot_fleet_arguments,
@@ -56,8 +62,19 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
     parser = OneLineParser(
         prog="gputui",
         description=(
-            "What compute is here, can PyTorch use it, and how much faster is it? "
-            "With no command, opens the live monitor."
+            "What compute is here, can PyTorch use it, and how much faster is it? With no "
+            "command, gputui opens the live monitor in the terminal: the CPU, memory and every "
+            "GPU (NVIDIA through its driver's NVML library, and Apple's MPS) with utilization, "
+            "memory, temperature, power, clocks and each GPU's processes, read every --interval "
+            "seconds; it also trains and compares devices (r, c), runs the experiments (x) and "
+            "the doctor (d); q quits. With --hosts, --hostfile or --prometheus it opens the "
+            "fleet view instead: a line per GPU of many hosts, read from their exporters. "
+            "The commands print once and exit; each has a --help with examples."
+        ),
+        epilog=examples(
+            ("gputui", "the live monitor (q quits)"),
+            ("gputui snapshot --json", "the same readings once, as JSON, for scripts"),
+            ("gputui doctor --quick", "can PyTorch use the GPUs here? If not, why not?"),
         ),
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
@@ -66,13 +83,30 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
         type=interval_seconds,
         default=1.0,
         metavar="SECONDS",
-        help="seconds between samples, 0.25 to 60 (default: 1)",
+        help="seconds between the monitor's readings, 0.25 to 60 (default: 1)",
     )
     add_fleet_arguments(parser, dest_prefix="app_")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     snapshot = commands.add_parser(
-        "snapshot", help="print the monitor's readings once, as a table or JSON"
+        "snapshot",
+        help="print the monitor's readings once, as a table or JSON",
+        description=(
+            "Print the monitor's readings once and exit, for scripts and logs: the host (CPU, "
+            "memory, swap, load) and each GPU's utilization, memory, temperature, power, "
+            "clocks, health and processes, as a table that fits the terminal (80 columns at "
+            "most) or as JSON. With --hosts, --hostfile or --prometheus it reads those hosts' "
+            "exporters instead, prints each host and its GPUs, and exits 1 when a host did "
+            "not answer."
+        ),
+        epilog=examples(
+            ("gputui snapshot", "this machine's readings, as a table"),
+            ("gputui snapshot --json", "the same, as JSON (gputui serve's /snapshot too)"),
+            (
+                "gputui snapshot --hosts localhost --timeout 5",
+                "the readings of gputui serve running on this machine",
+            ),
+        ),
     )
     snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_snapshot_fleet_arguments(snapshot)

@@ -9,6 +9,7 @@ import math
 import os
 import stat
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
@@ -29,16 +30,50 @@ SHOWN_PATH_MAX = 60
 """Longest path an error message shows whole; a longer one is cut, ending in ``...``."""
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, except that an epilog's examples keep their lines as written.
+
+    argparse fills every description and epilog into one paragraph, which runs example
+    command lines together; ``RawDescriptionHelpFormatter`` keeps them, but then the
+    prose no longer fits the terminal. Here a block (text between blank lines) with an
+    indented line is kept as written, and every other block is filled as usual.
+    """
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            "\n".join(indent + line for line in block.splitlines())
+            if any(line.startswith(" ") for line in block.splitlines())
+            else "\n".join(indent + line for line in self._split_lines(block, width - len(indent)))
+            for block in text.split("\n\n")
+        )
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # As argparse's, but a line never ends inside a word: not `held-` then `out`.
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def examples(*pairs: tuple[str, str]) -> str:
+    """An epilog of example command lines, each followed by what it does, as
+    :class:`HelpFormatter` shows them; keep each line of ``what`` short (54 characters), so
+    that it fits a terminal 60 columns wide."""
+    return "examples:\n" + "\n".join(
+        f"  {line}\n" + "\n".join(f"      {part}" for part in what.splitlines())
+        for line, what in pairs
+    )
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are a single line that says what to do.
 
     Flags must be spelled out: no abbreviations, so ``gputui experiment batch-sweep
     --batch-size 64`` is refused rather than read as ``--batch-sizes 64``, and a flag
-    added later cannot change what a script's abbreviation means.
+    added later cannot change what a script's abbreviation means. Its help, and its
+    subcommands' (they are made of the same class), is laid out by :class:`HelpFormatter`.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def _print_message(self, message: str, file: IO[str] | None = None) -> None:
@@ -250,25 +285,51 @@ def job_options() -> argparse.ArgumentParser:
         dest="devices",
         action="append",
         metavar="DEV",
-        help="cpu, cuda, cuda:N or mps; repeat for several (default: cpu and every usable "
-        "accelerator)",
+        help="cpu, cuda (the first NVIDIA GPU), cuda:N (GPU N, counted from 0) or mps (an "
+        "Apple GPU); repeat for several (default: cpu and every usable accelerator)",
     )
-    common.add_argument("--dataset", choices=DATASETS, default="auto", help="default: auto")
     common.add_argument(
-        "--data-dir", metavar="PATH", help="folder holding CIFAR-10 (default: the cache folder)"
+        "--dataset",
+        choices=DATASETS,
+        default="auto",
+        help="auto: CIFAR-10 if it is already on disk, else synthetic (never downloads); "
+        "cifar10: the CIFAR-10 photos (50,000 for training, 10,000 held out), downloaded "
+        "once if they are not on disk; synthetic: generated CIFAR-10-sized images, nothing "
+        "read or downloaded (default: auto)",
     )
-    common.add_argument("--no-download", action="store_true", help="never download CIFAR-10")
+    common.add_argument(
+        "--data-dir",
+        metavar="PATH",
+        help="an existing folder to find CIFAR-10 in, and download it to (default: "
+        "$XDG_CACHE_HOME/gputui or ~/.cache/gputui, then ./data)",
+    )
+    common.add_argument(
+        "--no-download",
+        action="store_true",
+        help="never download CIFAR-10: use it only if it is already on disk",
+    )
+    common.add_argument(
+        "--limit",
+        type=whole_number(1),
+        metavar="N",
+        help="use only the first N training images, for a quick run; 1 or more (default: all "
+        "50,000)",
+    )
     common.add_argument(
         "--threads",
         type=whole_number(1, THREADS_MAX),
         metavar="N",
-        help=f"CPU threads, 1 to {THREADS_MAX} (default: every core)",
+        help=f"CPU threads the training may use, 1 to {THREADS_MAX} (default: every core)",
     )
     common.add_argument(
-        "--nice", type=niceness, default=0, metavar="N", help="lower the child's priority, 0-19"
+        "--nice",
+        type=niceness,
+        default=0,
+        metavar="N",
+        help=f"lower the training process's priority by N, 0 to {NICE_MAX}, so that other "
+        "work on the machine goes first (default: 0)",
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    common.add_argument("--limit", type=whole_number(1), help=argparse.SUPPRESS)
     return common
 
 
@@ -294,7 +355,9 @@ def workers_option(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=whole_number(0, WORKERS_MAX),  # None when not given, so bench can tell
         metavar="N",
-        help=f"DataLoader workers for the classic pipeline, 0 to {WORKERS_MAX} (default: 2)",
+        help="processes that prepare the batches on the CPU for the classic pipeline (a "
+        f"DataLoader's workers), 0 to {WORKERS_MAX}; 0 prepares them in the training process "
+        "itself (default: 2)",
     )
 
 

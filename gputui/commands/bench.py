@@ -19,8 +19,8 @@ steady state); with ``--epochs 1`` they fall back to epoch 1, marked ``*``.
 Each epoch's clock is read after synchronizing the device. Speedup is the
 first device's epoch seconds over each device's.
 
-Undocumented for users, for tests and quick runs: ``--limit N`` trains on the
-first N images and measures accuracy on the first N held-out images.
+``--limit N``, for quick runs and tests, trains on the first N images and measures
+accuracy on the first N held-out images.
 
 Exit codes: 0 when every run finished, 1 when any run failed (the others still
 run), 2 for bad input (one line on stderr; also a config only the trainer can
@@ -47,6 +47,7 @@ from typing import Any, TypeGuard
 from gputui.commands.args import (
     check_data_dir,
     check_runs_dir,
+    examples,
     job_options,
     job_settings,
     usage_error,
@@ -78,33 +79,75 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
     bench = commands.add_parser(
         "bench",
         parents=[job_options()],
-        help="train the tutorials' CNN on each device and compare epoch times",
+        help="train a small CIFAR-10 CNN on each device and compare epoch times",
         description=(
-            "Train seed 001's CIFAR-10 CNN on each device in turn (default: cpu and every "
-            "usable accelerator) and print epoch seconds, images/s, loss, accuracy and the "
-            "speedup over the first device."
+            "Train a small image classifier, the CNN of the PyTorch CIFAR-10 tutorials (4 "
+            "convolution and 3 linear layers, 30,422 parameters), on each device in turn "
+            "(default: cpu and every usable accelerator), each in a process of its own with the "
+            "same settings. Progress goes to standard error; then a table, or JSON, gives each "
+            "device's warm-up (epoch 1) and epoch seconds, images/s, loss, held-out accuracy "
+            "and speedup over the first device, and where the weights and the optimizer's state "
+            "live. Each run is recorded in a run folder (see --runs-dir). With --limit N, the "
+            "accuracy is measured on the first N held-out images too."
+        ),
+        epilog=examples(
+            (
+                "gputui bench --dataset synthetic --limit 256 --epochs 1",
+                "a few seconds on generated images: does training work?",
+            ),
+            ("gputui bench", "2 epochs on the CPU and each GPU, each against the CPU"),
+            (
+                "gputui bench --device cpu --precision fp32 --precision bf16",
+                "the CPU in fp32 and in bf16, and what bf16 gained",
+            ),
         ),
     )
     bench.add_argument(
-        "--epochs", type=whole_number(1, EPOCHS_MAX), default=2, metavar="N", help="default: 2"
+        "--epochs",
+        type=whole_number(1, EPOCHS_MAX),
+        default=2,
+        metavar="N",
+        help=f"passes over the training images, 1 to {EPOCHS_MAX}; the first is the warm-up "
+        "(default: 2)",
     )
     bench.add_argument(
-        "--batch-size", type=whole_number(1), default=256, metavar="B", help="default: 256"
+        "--batch-size",
+        type=whole_number(1),
+        default=256,
+        metavar="B",
+        help="images per training step, 1 or more (default: 256)",
     )
     bench.add_argument(
-        "--pipeline", choices=PIPELINES, default="resident", help="default: resident"
+        "--pipeline",
+        choices=PIPELINES,
+        default="resident",
+        help="how batches reach the device. resident: the whole dataset is copied to the "
+        "device once, and each batch is cut and normalised there; classic: as the tutorials "
+        "do, a DataLoader prepares each batch on the CPU and it is copied to the device "
+        "(default: resident)",
     )
     bench.add_argument(
         "--precision",
         dest="precisions",
         action="append",
         choices=PRECISIONS,
-        help="fp32 (IEEE), tf32 or bf16; repeat to train each device in each (with fp32 and "
-        "bf16, says what bf16 gained) (default: fp32)",
+        help="fp32: full 32-bit floats; tf32: fp32 with matrix products on NVIDIA tensor "
+        "cores at lower precision (CUDA only); bf16: the forward pass in bfloat16 (autocast). "
+        "Repeat to train each device in each, and with fp32 and bf16 it says what bf16 "
+        "gained (default: fp32)",
     )
-    bench.add_argument("--compile", action="store_true", help="run the model through torch.compile")
+    bench.add_argument(
+        "--compile",
+        action="store_true",
+        help="run the model through torch.compile (slower warm-up, maybe faster epochs)",
+    )
     workers_option(bench)
-    bench.add_argument("--runs-dir", metavar="PATH", help="where run folders go")
+    bench.add_argument(
+        "--runs-dir",
+        metavar="PATH",
+        help="where each run's folder goes: its events as JSON lines, its epochs as CSV "
+        "(default: $XDG_STATE_HOME/gputui/runs or ~/.local/state/gputui/runs)",
+    )
     bench.add_argument("--no-record", action="store_true", help="write no run folder")
     bench.set_defaults(handler=run_bench)
     return bench

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gputui.commands.args import seconds
+from gputui.commands.args import examples, seconds
 from gputui.commands.output import text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.jobs.config import ProbeConfig
@@ -24,10 +24,20 @@ def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
         "doctor",
         help="say why PyTorch can or cannot use the GPUs here, and how fast each device is",
         description=(
-            "Check torch, the NVIDIA driver, CUDA_VISIBLE_DEVICES, CUDA and MPS; show the "
-            "tutorials' pitfalls with torch's real errors; measure each usable device's "
-            "bandwidth (GB/s) and matmul FLOP/s. torch runs in a child process. Exit status: 0 "
-            "when no check failed, 1 when any did, 2 for a usage error."
+            "Check, one by one, what PyTorch needs to use a GPU here: torch itself, the "
+            "NVIDIA driver and whether this torch build suits it, CUDA_VISIBLE_DEVICES (the "
+            "variable that hides GPUs from CUDA), CUDA and Apple's MPS; each check is ok, "
+            "warn, fail or skip, with the fix when it is not ok. Then show three common "
+            "mistakes with the errors torch really raises (a tensor on the wrong device, "
+            ".numpy() on a GPU tensor, 'cuda0'), and measure each usable device: memory "
+            "bandwidth in GB/s and matrix-multiply speed in FLOP/s. torch runs in a process "
+            "of its own. Prints a report, or JSON. Exit status: 0 when no check failed, 1 "
+            "when any did, 2 for a usage error."
+        ),
+        epilog=examples(
+            ("gputui doctor --quick", "the checks alone, in a few seconds"),
+            ("gputui doctor", "the checks, then each device measured"),
+            ("gputui doctor --json --timeout 300", "as JSON, for a machine with many GPUs"),
         ),
     )
     doctor.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -40,8 +50,9 @@ def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
         default=ProbeConfig.TIMEOUT_S,
         metavar="SECONDS",
         help=(
-            f"how long the torch probe may take, 1 to 3600 (default: {ProbeConfig.TIMEOUT_S:g}),"
-            f" plus {ProbeConfig.TIMEOUT_PER_GPU_S:g} for each GPU it measures"
+            "how many seconds the checks and measurements in torch's process may take, 1 to "
+            f"3600 (default: {ProbeConfig.TIMEOUT_S:g}), plus "
+            f"{ProbeConfig.TIMEOUT_PER_GPU_S:g} for each GPU it measures"
         ),
     )
     doctor.set_defaults(handler=run_doctor_command)

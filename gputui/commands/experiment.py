@@ -7,7 +7,8 @@
     gputui experiment pipelines   [--batch-size B] [--workers N] [common options]
 
     common options: [--device DEV]... [--steps N] [--budget SECONDS] [--dataset auto|cifar10|
-                    synthetic] [--data-dir PATH] [--no-download] [--threads N] [--nice N] [--json]
+                    synthetic] [--data-dir PATH] [--no-download] [--limit N] [--threads N]
+                    [--nice N] [--json]
 
 Torch-free: the experiment runs in an engine child process (:class:`ChildProcess`),
 every device in turn (default: cpu and every usable accelerator). Each row is
@@ -15,8 +16,8 @@ shown on standard error as it is measured; the table and the one-sentence
 conclusion, or ``--json`` (schema: :mod:`gputui.jobs.results`),
 go to standard output (:mod:`gputui.jobs.reports`).
 
-Undocumented for users, for tests and quick runs: ``--limit N`` loads N training
-images; ``--warmup N`` sets the untimed steps before each measurement (default 2).
+``--limit N``, for quick runs and tests, loads N training images. Undocumented for users,
+for tests: ``--warmup N`` sets the untimed steps before each measurement (default 2).
 
 Exit codes: 0 when every device finished, 1 when the data or a device failed or
 nothing at all could be measured ("status": "empty"), 2 for bad input (one line on
@@ -35,6 +36,7 @@ from typing import Any
 
 from gputui.commands.args import (
     check_data_dir,
+    examples,
     job_options,
     job_settings,
     seconds,
@@ -62,59 +64,128 @@ PROG = "gputui experiment"
 _HELP = {
     "batch-sweep": (
         "throughput, and the share of each step spent moving data, per batch size",
-        "Seed 001: 'try different batch sizes to see what proportion of time is being used "
-        "to move tensors between devices'. For each batch size, time each step in two "
-        "phases: getting the batch onto the device (.to(device) from host memory; on the "
-        "CPU, preparing the batch) and computing.",
+        "For each batch size, train a few seconds' worth of steps and time each step in two "
+        "parts: getting the batch onto the device (.to(device) from host memory, as the "
+        "tutorials' loop does; on the CPU, which copies nothing, preparing the batch) and "
+        "computing. A table gives, per device and batch size, the steps timed, images/s, the "
+        "milliseconds of each part and the data's share of the step; a sentence then says "
+        "where the data's share and the throughput were highest. The tutorials' advice it "
+        "measures: try batch sizes to see how much of the time goes into moving tensors "
+        "between devices.",
+        (
+            (
+                "gputui experiment batch-sweep --dataset synthetic --limit 1024 --budget 0.5",
+                "a quick sweep on generated images (batch 32 to 1024)",
+            ),
+            (
+                "gputui experiment batch-sweep --batch-sizes 64,256,1024",
+                "three batch sizes, on the CPU and every GPU",
+            ),
+            (
+                "gputui experiment batch-sweep --pageable --json",
+                "copies to each GPU from pageable memory; as JSON",
+            ),
+        ),
     ),
     "sync-stall": (
         "the cost of reading the loss to the host every step",
-        "Seed 002: 'logging the loss every minibatch stalls the GPU'. Run the same steps "
-        "reading loss.item() every step (as TensorBoard's add_scalar does) and with the loss "
-        "summed on the device and read once, and compare the time per step.",
+        "Measure the sync stall: reading a value computed on a GPU (loss.item(), as logging "
+        "the loss every step does) makes the CPU wait until the GPU has finished every step "
+        "queued so far, so the two stop overlapping. Train the same steps reading the loss "
+        "every step and with the loss summed on the device and read once, taking turns over "
+        "3 rounds. A table gives, per device and way, the ms per step, images/s and the "
+        "spread between rounds; a sentence then says what reading every step cost.",
+        (
+            (
+                "gputui experiment sync-stall --dataset synthetic --limit 1024 --budget 0.5",
+                "a quick run on generated images",
+            ),
+            (
+                "gputui experiment sync-stall --batch-size 64",
+                "small batches, where the stall weighs most",
+            ),
+        ),
     ),
     "pipelines": (
-        "the tutorials' DataLoader against data resident on the device",
-        "Why the tutorial's GPU speedup looks small: train the same steps with a DataLoader "
-        "(workers, .to(device) per batch) and with the whole dataset on the device as uint8, "
-        "batches cut and normalised there.",
+        "the tutorials' DataLoader against data kept on the device",
+        "Train the same steps with the two ways of getting batches to the device: classic, "
+        "as the tutorials do (a DataLoader's worker processes prepare each batch on the CPU, "
+        "then .to(device) copies it), and resident (the whole dataset copied to the device "
+        "once, as 8-bit images, each batch cut and normalised there). A table gives, per "
+        "device and pipeline, the ms per step, images/s, the seconds spent copying the "
+        "dataset and the workers; a sentence then says which was faster and by how much. "
+        "It is why the tutorials' GPU speedup looks small.",
+        (
+            (
+                "gputui experiment pipelines --dataset synthetic --limit 1024 --budget 0.5",
+                "a quick run on generated images",
+            ),
+            (
+                "gputui experiment pipelines --workers 4",
+                "the classic pipeline with 4 DataLoader workers",
+            ),
+        ),
     ),
 }
+"""Each experiment's one-line help (as ``gputui experiment --help`` lists it), its
+description, and its examples (command line, what it does)."""
 
 
 def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``experiment`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
     experiment = commands.add_parser(
         "experiment",
-        help="measure the tutorials' lessons: batch sizes, sync stalls, pipelines",
+        help="measure the tutorials' lessons: batch sizes, reading the loss, pipelines",
         description=(
-            "Run one of the tutorials' lessons as a short experiment on each device "
-            "(default: cpu and every usable accelerator), then state the result in one "
-            "sentence. Each takes seconds per device."
+            "Measure, on this machine's devices, three lessons of the PyTorch CIFAR-10 "
+            "tutorials, each as a short experiment that trains the tutorials' small CNN "
+            "(default: on cpu and every usable accelerator, a few seconds each): batch-sweep "
+            "(how much of each step goes into moving data, per batch size), sync-stall (what "
+            "reading the loss every step costs: the CPU waits for the GPU) and pipelines (a "
+            "DataLoader against data kept on the device). Each prints its rows on standard "
+            "error as they are measured, then a table and a sentence that states the result, "
+            "or JSON."
+        ),
+        epilog=examples(
+            (
+                "gputui experiment sync-stall --dataset synthetic --limit 1024",
+                "a quick run of one experiment",
+            ),
+            (
+                "gputui experiment pipelines --device cpu --json",
+                "another, on the CPU alone, as JSON",
+            ),
         ),
     )
     kinds = experiment.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
     common = _common_options()
     for name in EXPERIMENTS:
-        short, long = _HELP[name]
-        parser = kinds.add_parser(name, parents=[common], help=short, description=long)
+        short, long, lines = _HELP[name]
+        parser = kinds.add_parser(
+            name, parents=[common], help=short, description=long, epilog=examples(*lines)
+        )
         if name == "batch-sweep":
             parser.add_argument(
                 "--batch-sizes",
                 type=batch_sizes,
                 metavar="LIST",
-                help="comma-separated batch sizes (default: "
-                f"{','.join(map(str, DEFAULT_BATCH_SIZES))})",
+                help="the batch sizes to time, comma-separated (default: "
+                f"{','.join(map(str, DEFAULT_BATCH_SIZES))}, those that --limit holds)",
             )
             parser.add_argument(
                 "--pageable",
                 action="store_true",
-                help="copy from pageable host memory, as seed 001's DataLoader hands batches "
-                "out (default on CUDA: pinned)",
+                help="copy batches to a GPU from ordinary (pageable) host memory, as the "
+                "tutorials' DataLoader hands them out (default on CUDA: pinned, that is "
+                "page-locked memory, which copies faster)",
             )
         else:
             parser.add_argument(
-                "--batch-size", type=whole_number(1), default=256, metavar="B", help="default: 256"
+                "--batch-size",
+                type=whole_number(1),
+                default=256,
+                metavar="B",
+                help="images per training step, 1 or more (default: 256)",
             )
         if name == "pipelines":
             workers_option(parser)
@@ -129,14 +200,16 @@ def _common_options() -> argparse.ArgumentParser:
         type=whole_number(1),
         default=200,
         metavar="N",
-        help="most timed steps per measurement (default: 200; --budget usually ends it first)",
+        help="the most steps timed per measurement, 1 or more (default: 200; --budget "
+        "usually ends it first)",
     )
     common.add_argument(
         "--budget",
         type=seconds(0, math.inf, "--budget", 2),
         default=2.0,
         metavar="SECONDS",
-        help="fewer steps when a measurement would take longer than this (default: 2)",
+        help="time fewer steps when a measurement would take longer than this many seconds; "
+        "above 0 (default: 2)",
     )
     common.add_argument("--warmup", type=whole_number(1), default=2, help=argparse.SUPPRESS)
     return common

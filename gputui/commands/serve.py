@@ -11,7 +11,7 @@ import argparse
 import os
 from typing import Any
 
-from gputui.commands.args import interval_seconds, usage_error
+from gputui.commands.args import examples, interval_seconds, usage_error
 from gputui.serve.listen import DEFAULT_LISTEN, ListenAddress, ListenError, parse_listen
 
 
@@ -41,11 +41,23 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
         "serve",
         help="serve the readings to Prometheus (GET /metrics) and as JSON (GET /snapshot)",
         description=(
-            "Sample the host and every GPU on threads of their own and serve the latest "
-            "readings: GET /metrics in Prometheus's text format, GET /snapshot as "
-            "`gputui snapshot --json` prints it. A scrape never waits for the driver; "
-            "gputui_sample_age_seconds says how old the readings are. Read-only. "
-            "Exit status: 0 after SIGTERM, 130 after Ctrl+C, 2 for a usage error."
+            "Run an exporter: sample the host and every GPU every --interval seconds, on "
+            "threads of their own, and serve the latest readings over HTTP until stopped: GET "
+            "/metrics in Prometheus's text format, GET /snapshot as `gputui snapshot --json` "
+            "prints it. A scrape never waits for the driver; gputui_sample_age_seconds says "
+            "how old the readings are. Read-only. Prints the address it listens on. Exit "
+            "status: 0 after SIGTERM, 130 after Ctrl+C, 2 for a usage error."
+        ),
+        epilog=examples(
+            ("gputui serve", "serve this machine only, on http://127.0.0.1:9922"),
+            (
+                "gputui serve --listen 0.0.0.0:9922 --interval 5",
+                "listen on every network, sampling every 5 seconds",
+            ),
+            (
+                "gputui serve --listen 127.0.0.1:0 --processes",
+                "any free port, with each GPU's processes",
+            ),
         ),
     )
     serve.add_argument(
