@@ -2,7 +2,8 @@
 
 Walked from the real parser (``tests.test_cli_bad_input.walk``), so a command or flag
 added later is held to the same rules at once: a description, two or three examples
-that really run, ranges written one way, and no word left unexplained.
+that really run, ranges written one way, no word left unexplained, and the README's
+usage block listing exactly the flags each command has.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from gputui.commands import build_parser
 from gputui.commands.args import chosen_parser
-from tests.test_cli import gputui
+from tests.test_cli import ROOT, gputui
 from tests.test_cli_bad_input import (
     COMMANDS,
     Command,
@@ -221,3 +222,49 @@ def test_limit_is_documented() -> None:
                 assert "training images" in action.help
                 assert "default: all 50,000" in action.help
                 assert "--limit N" in help_page(command)
+
+
+# --- the README --------------------------------------------------------------------------
+
+README = ROOT / "README.md"
+USAGE_START, USAGE_END = "<!-- usage:start -->", "<!-- usage:end -->"
+
+
+def readme_usage() -> dict[str, set[str]]:
+    """The flags the README's usage block lists, by command (``gputui bench``: ...).
+
+    An entry starts at a line that starts ``gputui``, continues on the indented lines after
+    it, and belongs to the longest command its first words name; ``#`` starts a comment.
+    A word after the command that is not a flag (``batch-sweep|sync-stall``) is refused.
+    """
+    text = README.read_text()
+    assert USAGE_START in text and USAGE_END in text
+    block = text.split(USAGE_START, 1)[1].split(USAGE_END, 1)[0]
+    names = sorted((c.path for c in COMMANDS), key=len, reverse=True)
+    listed: dict[str, set[str]] = {}
+    command = None
+    for line in block.splitlines():
+        line = re.sub(r"\s#.*", "", line)
+        if line.startswith("gputui"):
+            words = line.split()[1:]
+            path = next(p for p in names if tuple(words[: len(p)]) == p)
+            command = " ".join(("gputui", *path))
+            after = words[len(path) : len(path) + 1]
+            assert not after or after[0][0] in "-[", f"no such command: {line}"
+        if command is not None:
+            listed.setdefault(command, set()).update(re.findall(r"--[a-z][a-z0-9-]*", line))
+    return listed
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[c.name for c in COMMANDS])
+def test_the_readme_lists_every_flag_of_every_command(command: Command) -> None:
+    """Exactly the flags the parser shows (``--help`` aside): none missing, none stale."""
+    shown = {
+        option
+        for action in command.parser._actions
+        if action.help != argparse.SUPPRESS and not isinstance(action, argparse._HelpAction)
+        for option in action.option_strings
+    }
+    listed = readme_usage().get(command.name, set())
+    assert not shown - listed, f"README's usage lacks {sorted(shown - listed)} ({command.name})"
+    assert not listed - shown, f"README's usage lists {sorted(listed - shown)} ({command.name})"
