@@ -15,9 +15,9 @@ daemon thread (see :mod:`gputui.telemetry.polling`): the CPU panel keeps updatin
 NVIDIA panels are marked stale, and ``q`` still quits.
 
 Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
-the runner pane (:mod:`gputui.ui.widgets.runner_pane`). From ``RUNNER_BESIDE_WIDTH``
-columns they sit side by side; narrower, the screen shows one of them and ``t`` swaps
-(``r``/``c`` show the runner). The monitor sizes itself from its own width.
+the runner pane (:mod:`gputui.ui.widgets.runner_pane`). Wide, they sit side by side;
+narrower, the screen shows one of them and ``t`` swaps (``r``/``c`` show the runner); see
+:func:`gputui.ui.layout.plan_panes`. The monitor sizes itself from its own width.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.events import Resize
 from textual.filter import LineFilter, NoColor
 from textual.geometry import Size
 from textual.message import Message
@@ -49,6 +50,7 @@ from gputui.jobs.config import RunConfig
 from gputui.telemetry.history import History, record_cpu, record_nvml
 from gputui.telemetry.polling import SOURCES, HeadStart, Samplers, close_sampler
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.ui.layout import plan_panes
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
 from gputui.ui.widgets.monitor import Monitor
 from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup
@@ -65,9 +67,6 @@ MIN_REST = 0.1
 
 CLOSE_WAIT_S = 0.5
 """How long quitting waits for the samplers to shut down (NVML) before leaving them."""
-
-RUNNER_BESIDE_WIDTH = 150
-"""From this many columns the runner pane sits beside the monitor."""
 
 BEAT_GRACE_S = 0.2
 """Longest the readings of one beat wait for each other before they are painted
@@ -217,7 +216,8 @@ class MonitorApp(App[int]):
         self._terminal: int | None = None
         self._monitor = Monitor(self.history, id="monitor")
         self._runner = RunnerPane(runner, id="runner")
-        self._runner_toggled = False
+        self._runner_wanted: bool | None = None
+        """Whether the user asked for the runner pane or hid it; None until they do."""
         self._hung_up = False
         self._signal_handlers: dict[int, Callable[..., object] | int | None] = {}
         self._plain: tuple[LineFilter, ...] = ()
@@ -341,23 +341,26 @@ class MonitorApp(App[int]):
             return False
         return super().check_action(action, parameters)
 
-    def on_resize(self) -> None:
-        """A new terminal size: the runner goes beside the monitor, or in its place."""
-        self._lay_out_runner()
+    def on_resize(self, event: Resize) -> None:
+        """A new terminal size: the runner goes beside the monitor, or in its place.
 
-    def _lay_out_runner(self) -> None:
-        """Show the monitor and/or the runner for this width and the ``t`` toggle.
+        The event's size, not ``self.size``: this handler runs before Textual's own
+        (``App._on_resize``), which is what records the new size.
+        """
+        self._lay_out_runner(event.size.width)
+
+    def _lay_out_runner(self, width: int | None = None) -> None:
+        """Show the monitor and/or the runner for ``width`` (default: the app's) and the
+        user's choice (:func:`plan_panes`).
 
         Sets ``display`` on the two widgets only: toggling a class on the screen would
         restyle every widget (a tenth of a second at 160x50).
         """
-        wide = self.size.width >= RUNNER_BESIDE_WIDTH
-        runner = wide != self._runner_toggled  # wide: unless hidden; narrow: when swapped in
-        monitor = wide or not self._runner_toggled
-        if self._runner.display != runner:
-            self._runner.display = runner
-        if self._monitor.display != monitor:
-            self._monitor.display = monitor
+        panes = plan_panes(self.size.width if width is None else width, self._runner_wanted)
+        if self._runner.display != panes.runner:
+            self._runner.display = panes.runner
+        if self._monitor.display != panes.monitor:
+            self._monitor.display = panes.monitor
 
     def _expected_monitor_size(self) -> Size:
         """The monitor's size once laid out: the screen less the footer, halved when the
@@ -371,7 +374,7 @@ class MonitorApp(App[int]):
         """Make sure the runner is on screen (on a narrow screen, in place of the monitor),
         with its widgets built."""
         if not self._runner.display:
-            self._runner_toggled = not self._runner_toggled
+            self._runner_wanted = True
             self._lay_out_runner()
         await self._runner.build()
 
@@ -421,7 +424,7 @@ class MonitorApp(App[int]):
 
     def action_runner_toggle(self) -> None:
         """Narrow screens: swap the monitor and the runner. Wide: show or hide the runner."""
-        self._runner_toggled = not self._runner_toggled
+        self._runner_wanted = not self._runner.display
         self._runner.allow_build()  # asked for: build it even if the monitor never laid out
         self._lay_out_runner()
 

@@ -8,6 +8,9 @@ The GPU area picks the roomiest form that fits:
   memory gauges with sparklines, temperature, power, clock, fan, PCIe);
 - ``two-line``: two lines a GPU, full width;
 - ``one-line``: one line a GPU (eight GPUs at 80x24), scrolling if even that is too tall.
+
+Which of the monitor and the runner pane are on screen is planned here too
+(:func:`plan_panes`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ ROOMY_MIN_HEIGHT = 40
 """From this height the CPU panel shows a bar per core instead of a strip."""
 ROOMY_MAX_GRID_ROWS = 8
 """More rows of per-core bars than this and the CPU panel stays a strip."""
+RUNNER_BESIDE_WIDTH = 150
+"""From this many columns the runner pane sits beside the monitor."""
 
 
 class GpuMode(str, Enum):
@@ -115,3 +120,31 @@ def plan_layout(
         return MonitorLayout(cpu_height, cpu_grid, GpuMode.TWO_LINE, 1, BORDER_ROWS + 2 * gpu_count)
     visible = min(gpu_count, max(budget, min(gpu_count, 3)))
     return MonitorLayout(cpu_height, cpu_grid, GpuMode.ONE_LINE, 1, BORDER_ROWS + visible)
+
+
+@dataclass(frozen=True, slots=True)
+class Panes:
+    """Which of the monitor and the runner pane are on screen."""
+
+    monitor: bool
+    """The monitor column is shown."""
+    runner: bool
+    """The runner pane is shown."""
+
+
+def plan_panes(width: int, runner_wanted: bool | None) -> Panes:
+    """Show the monitor and/or the runner for a terminal ``width`` cells wide.
+
+    From ``RUNNER_BESIDE_WIDTH`` columns the runner sits beside the monitor (unless
+    hidden); narrower, the screen shows one of them. What the user asked for holds
+    across resizes: a runner swapped in on a narrow screen stays on screen when the
+    terminal widens, and one hidden on a wide screen stays hidden when it narrows.
+
+    Args:
+        width: Cells across the terminal.
+        runner_wanted: Whether the user asked for the runner (``t``, ``r``, ``c``, ``x``)
+            or hid it; ``None`` until they have done either (the width decides).
+    """
+    if width >= RUNNER_BESIDE_WIDTH:
+        return Panes(monitor=True, runner=runner_wanted is not False)
+    return Panes(monitor=not runner_wanted, runner=bool(runner_wanted))

@@ -469,6 +469,49 @@ async def test_the_runner_pane_builds_only_once_shown_and_after_the_monitor() ->
         await wait_until(pilot, lambda: bool(app.runner.devices))  # and the devices listed
 
 
+def shown(app: MonitorApp) -> tuple[int, int]:
+    """The widths of the monitor and the runner as laid out (0: not on screen)."""
+    return app.monitor.region.width, app.runner.region.width
+
+
+async def test_the_panes_follow_each_resize_and_keep_what_t_chose() -> None:
+    """Laid out for the size just resized to (not the one before), and what ``t`` chose
+    holds: a runner swapped in stays on screen as the terminal widens, one hidden stays
+    hidden as it narrows, and across later resizes."""
+    app = fake_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        assert shown(app) == (120, 0)
+        await pilot.press("t")  # narrow: the runner in place of the monitor
+        await pilot.pause()
+        assert shown(app) == (0, 120)
+        await pilot.resize_terminal(200, 60)
+        await wait_until(pilot, lambda: app.size.width == 200)
+        assert shown(app) == (100, 100)  # wide: both, side by side
+        assert app.monitor.layout_plan is not None
+        await pilot.resize_terminal(100, 30)
+        await wait_until(pilot, lambda: app.size.width == 100)
+        assert shown(app) == (0, 100)  # narrow again: still the runner
+        await pilot.press("t")  # the runner away: it stays away on a wide screen
+        await pilot.pause()
+        assert shown(app) == (100, 0)
+        await pilot.resize_terminal(201, 60)
+        await wait_until(pilot, lambda: app.size.width == 201)
+        assert shown(app) == (201, 0)
+        await pilot.press("t")  # wide: the runner back, beside the monitor
+        await pilot.pause()
+        assert shown(app) == (100, 101)
+        await pilot.press("t")  # and hidden again
+        await pilot.pause()
+        assert shown(app) == (201, 0)
+        await pilot.resize_terminal(100, 30)
+        await wait_until(pilot, lambda: app.size.width == 100)
+        assert shown(app) == (100, 0)
+        await pilot.resize_terminal(200, 60)
+        await wait_until(pilot, lambda: app.size.width == 200)
+        assert shown(app) == (200, 0)  # still hidden
+
+
 async def test_a_key_before_the_runner_pane_is_built_waits_for_it() -> None:
     app = fake_app()
     async with app.run_test(size=(100, 30)) as pilot:

@@ -10,8 +10,11 @@ from gputui.ui.layout import (
     CARD_HEIGHT,
     MPS_HEIGHT,
     PROCESS_MIN_HEIGHT,
+    RUNNER_BESIDE_WIDTH,
     GpuMode,
+    Panes,
     plan_layout,
+    plan_panes,
 )
 
 FOOTER = 1
@@ -89,3 +92,20 @@ def test_any_size_gets_a_sane_plan(width: int, height: int, gpus: int, cores: in
     assert 1 <= plan.gpu_columns <= gpus
     if plan.gpu_mode is not GpuMode.ONE_LINE:
         assert plan.cpu_height + plan.gpu_height + MPS_HEIGHT + PROCESS_MIN_HEIGHT <= height
+
+
+@pytest.mark.parametrize(
+    ("width", "wanted", "monitor", "runner"),
+    [
+        (RUNNER_BESIDE_WIDTH, None, True, True),
+        (RUNNER_BESIDE_WIDTH, True, True, True),
+        (RUNNER_BESIDE_WIDTH, False, True, False),
+        (RUNNER_BESIDE_WIDTH - 1, None, True, False),
+        (RUNNER_BESIDE_WIDTH - 1, True, False, True),
+        (RUNNER_BESIDE_WIDTH - 1, False, True, False),
+    ],
+)
+def test_panes_keep_the_users_choice_at_any_width(
+    width: int, wanted: bool | None, monitor: bool, runner: bool
+) -> None:
+    assert plan_panes(width, wanted) == Panes(monitor=monitor, runner=runner)
