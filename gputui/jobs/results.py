@@ -240,6 +240,9 @@ class Speedup:
     """Ratio of the warm-up epochs' seconds."""
     so_far: float | None
     """While the second run is in an epoch: its throughput so far over the baseline's."""
+    ended: bool = False
+    """Both runs have ended: a figure still missing (``steady`` is ``None``) never comes,
+    because a run ended (stopped or failed) before its first epoch did."""
 
 
 def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
@@ -270,7 +273,14 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
     if other.progress is not None and base_ips:
         so_far = other.progress.images_per_second / base_ips
     return Speedup(
-        baseline.device, other.device, per_epoch, steady, includes_warmup, warmup, so_far
+        baseline.device,
+        other.device,
+        per_epoch,
+        steady,
+        includes_warmup,
+        warmup,
+        so_far,
+        ended=baseline.ended and other.ended,
     )
 
 

@@ -128,7 +128,11 @@ def throughput_chart(runs: Sequence[RunRecord], width: int) -> Text:
 
 
 def speedup_text(result: Speedup) -> Text:
-    """``Speedup of cuda:0 over cpu: 3.42× steady`` and the ratio of each epoch."""
+    """``Speedup of cuda:0 over cpu: 3.42× steady`` and the ratio of each epoch.
+
+    ``forming…`` only while a figure is on its way: once both runs ended without one,
+    the line says ``n/a`` and why.
+    """
     text = Text()
     text.append(f"Speedup of {result.other} over {result.baseline}: ", style="bold")
     if result.steady is not None:
@@ -140,6 +144,9 @@ def speedup_text(result: Speedup) -> Text:
     elif result.so_far is not None:
         text.append(fmt_times(result.so_far, precision=2), style="bold yellow")
         text.append(" forming (this epoch so far)")
+    elif result.ended:
+        text.append(NA, style=MUTED)
+        text.append(" (a run ended before its first epoch did)", style=MUTED)
     else:
         text.append("forming…", style=MUTED)
     if result.per_epoch:

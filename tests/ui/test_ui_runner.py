@@ -15,6 +15,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gputui.commands import checked_runner_defaults
+from gputui.format import fmt_times
 from gputui.jobs.config import (
     UI_NICE,
     ConfigError,
@@ -24,6 +25,7 @@ from gputui.jobs.config import (
     ui_friendly,
 )
 from gputui.jobs.events import Error, Event, Finished, RunStarted
+from gputui.jobs.reports import render_table
 from gputui.jobs.results import Phase, Session
 from gputui.ui.app import MonitorApp
 from gputui.ui.render import Line
@@ -117,6 +119,70 @@ async def test_compare_cpu_with_cpu_shows_real_epochs_and_forms_a_speedup() -> N
         assert "finished: cpu 2 epochs, cpu 2 epochs" in text
         assert "Speedup of cpu over cpu" in text
         assert "Placement on cpu" in text
+
+
+async def compare_once(pilot: Pilot[Any], pane: RunnerPane) -> Session:
+    """Wait for the device list, press ``c``, and wait until both runs have ended."""
+    await wait_until(pilot, lambda: bool(pane.devices))
+    await pilot.press("c")
+    await wait_until(pilot, lambda: pane.session is not None and not pane.busy, 2 * RUN_TIMEOUT_S)
+    assert pane.session is not None
+    return pane.session
+
+
+def speedup_line(app: MonitorApp) -> str:
+    """The runner's speedup line as drawn."""
+    line = next(line for line in screen_text(app).splitlines() if "Speedup of" in line)
+    return line[line.index("Speedup of") :].rstrip("│ ")
+
+
+async def test_a_one_epoch_comparison_finishes_its_speedup_line_as_bench_does() -> None:
+    """Two real one-epoch runs: the speedup comes from the only epoch, marked as including
+    warm-up, and ``gputui bench``'s table (the same runs) says the same."""
+    app = real_app(TINY.with_changes(epochs=1))
+    async with app.run_test(size=WIDE) as pilot:
+        session = await compare_once(pilot, app.runner)
+        assert session.phase is Phase.FINISHED, session.runs[-1].error
+        result = session.speedup
+        assert result is not None and result.steady is not None
+        assert result.steady_includes_warmup
+        ratio = fmt_times(result.steady, precision=2)
+        await pilot.pause()
+        assert speedup_line(app) == (
+            f"Speedup of cpu over cpu: {ratio} over the only epoch, warm-up included"
+        )
+        table = render_table(session.runs)
+        rows = [row for row in table.splitlines() if row.startswith("cpu ") and row.endswith("x")]
+        assert [row.split()[-1] for row in rows] == ["1.00x", ratio]
+        assert "* only epoch 1 ran, so these include warm-up" in table
+
+
+async def test_a_comparison_stopped_before_an_epoch_ends_says_it_has_no_speedup() -> None:
+    """The second run stopped in its first epoch: no figure is coming, so the line says
+    ``n/a`` and why instead of ``forming…``."""
+    app = real_app(TINY.with_changes(epochs=1, limit=8192))  # an epoch of about a second
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("c")
+        await wait_until(
+            pilot,
+            lambda: (
+                pane.session is not None
+                and len(pane.session.runs) == 2
+                and pane.session.runs[1].progress is not None
+            ),
+            2 * RUN_TIMEOUT_S,
+        )
+        await pilot.press("s")
+        await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+        session = pane.session
+        assert session is not None and session.phase is Phase.STOPPED
+        assert len(session.runs[0].epochs) == 1 and not session.runs[1].epochs
+        await pilot.pause()
+        assert speedup_line(app) == (
+            "Speedup of cpu over cpu: n/a (a run ended before its first epoch did)"
+        )
 
 
 async def test_a_failed_run_shows_one_line_and_the_detail_on_demand() -> None:
