@@ -440,11 +440,16 @@ class MonitorApp(App[int]):
             self.push_screen(DoctorScreen(self.doctor, lambda: self.monitor.nvml))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The palette's commands: Textual's, the Doctor, then the runner's."""
+        """The palette's commands: Textual's (Quit among them), then the screen's own: on the
+        Doctor screen its keys, on the monitor the Doctor and the runner's. Every key in the
+        footer is here (a test holds it)."""
         yield from super().get_system_commands(screen)
-        from gputui.ui.doctor_screen import DOCTOR_COMMAND, DOCTOR_HELP
+        from gputui.ui.doctor_screen import DOCTOR_COMMAND, DOCTOR_HELP, DoctorScreen
 
-        yield SystemCommand(DOCTOR_COMMAND, DOCTOR_HELP, self.action_doctor)
+        if isinstance(screen, DoctorScreen):
+            yield from screen.system_commands()
+            return
+        yield SystemCommand(DOCTOR_COMMAND, f"{DOCTOR_HELP} (d)", self.action_doctor)
         yield SystemCommand("Train", "Train the chosen configuration (r)", self.action_runner_start)
         yield SystemCommand(
             "Compare",
@@ -459,6 +464,9 @@ class MonitorApp(App[int]):
         yield SystemCommand("Stop training", "Stop the run (s)", self.action_runner_stop)
         yield SystemCommand(
             "Toggle runner", "Show or hide the runner pane (t)", self.action_runner_toggle
+        )
+        yield SystemCommand(
+            "Error detail", "Show or hide a failed run's detail (e)", self.action_runner_detail
         )
 
     def wait_for_samplers(self, timeout_s: float) -> bool:

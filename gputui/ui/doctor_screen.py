@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -26,7 +26,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
@@ -278,7 +278,7 @@ class DoctorScreen(ModalScreen[None]):
     """Wide screens give check names a column; wider ones put device cards side by side."""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back"),
-        Binding("q", "close", "Back", show=False),
+        Binding("q", "app.quit", "Quit"),  # as on the monitor (a modal screen hides the app's)
         Binding("r", "run_again", "Run again"),
         Binding("c", "copy_fix", "Copy fix"),
     ]
@@ -423,6 +423,16 @@ class DoctorScreen(ModalScreen[None]):
         if action == "copy_fix" and self.report is None:
             return None
         return True
+
+    def system_commands(self) -> Iterator[SystemCommand]:
+        """This screen's keys as command palette entries (the app adds Textual's)."""
+        yield SystemCommand(
+            "Back", "Close the Doctor, back to the monitor (escape)", self.action_close
+        )
+        yield SystemCommand(
+            "Run the doctor again", "Run every check again (r)", self.action_run_again
+        )
+        yield SystemCommand("Copy fix", "Copy the selected check's fix (c)", self.action_copy_fix)
 
     def action_close(self) -> None:
         """Back to the monitor (a run still going finishes on its own, unseen)."""

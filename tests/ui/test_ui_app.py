@@ -206,6 +206,19 @@ async def test_the_command_palette_opens() -> None:
         await wait_until(pilot, lambda: not isinstance(app.screen, CommandPalette))
 
 
+async def test_the_palette_finds_a_failed_runs_detail() -> None:
+    """``e`` is in the palette, as every key is (tests/ui/test_ui_doctor.py checks them all)."""
+    app = fake_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"detail")
+        await wait_until(
+            pilot, lambda: "Show or hide a failed run's detail (e)" in screen_text(app)
+        )
+
+
 async def test_eight_gpus_fit_at_80x24() -> None:
     app = fake_app(nvml=ScriptedSampler(h100s(8)))
     async with app.run_test(size=(80, 24)) as pilot:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.pilot import Pilot
 
@@ -73,7 +74,7 @@ async def open_doctor(pilot: Pilot[Any]) -> DoctorScreen:
     return screen
 
 
-async def test_d_shows_the_report_and_escape_or_q_returns_to_the_monitor() -> None:
+async def test_d_shows_the_report_escape_returns_to_the_monitor_and_q_quits() -> None:
     doctor = FixedDoctor()
     app = doctor_app(doctor)
     async with app.run_test(size=(160, 60)) as pilot:
@@ -94,7 +95,8 @@ async def test_d_shows_the_report_and_escape_or_q_returns_to_the_monitor() -> No
         assert f"fix {INSTALL_CUDA}" in text
         assert "fix `unset CUDA_VISIBLE_DEVICES`" in text
         assert "tip write `'cuda:0'`" in text
-        assert "Back" in text and "Run again" in text and "Copy fix" in text
+        assert "esc Back" in text and "q Quit" in text  # the footer shows both
+        assert "Run again" in text and "Copy fix" in text
         assert "Train" not in text  # modal: the monitor's keys are not offered here
         assert doctor.calls == [app.monitor.nvml]  # the app's reading: NVML is not opened again
 
@@ -114,9 +116,9 @@ async def test_d_shows_the_report_and_escape_or_q_returns_to_the_monitor() -> No
         await wait_until(pilot, lambda: not isinstance(app.screen, DoctorScreen))
         assert "CPU · AMD EPYC 7763" in screen_text(app)
         await open_doctor(pilot)
-        await pilot.press("q")  # closes the screen, not the app
-        await wait_until(pilot, lambda: not isinstance(app.screen, DoctorScreen))
-        assert app.is_running
+        await pilot.press("q")  # quits from here too, as on the monitor
+        await wait_until(pilot, lambda: not app.is_running)
+        assert app.return_code == 0
     assert dict(device_rows(REPORT.devices[0]))["compute"] == "n/a"
     assert dict(device_rows(REPORT.devices[1]))["compute"] == "9.0"
 
@@ -146,6 +148,37 @@ def test_fix_to_copy_takes_the_command() -> None:
         "x.to(device) + y.to(device)"
     )
     assert fix_to_copy("update the NVIDIA driver") == "update the NVIDIA driver"
+
+
+def palette_actions(app: MonitorApp) -> set[str]:
+    """The actions the command palette offers on the app's screen (the callbacks' names)."""
+    return {
+        getattr(command.callback, "__name__", "") for command in app.get_system_commands(app.screen)
+    }
+
+
+def binding_actions(bindings: list[BindingType]) -> dict[str, str]:
+    """Each key's action method, as the palette's callbacks are named (``action_quit``)."""
+    out = {}
+    for spec in bindings:
+        binding = spec if isinstance(spec, Binding) else Binding(*spec)
+        action = binding.action.split("(")[0].rpartition(".")[2]
+        out[binding.key] = f"action_{action}"
+    return out
+
+
+async def test_every_key_of_the_monitor_and_the_doctor_is_in_the_command_palette() -> None:
+    """The README says every key is in the palette: each binding of the app (on the monitor)
+    and of the Doctor screen (on it) has a command that runs its action."""
+    app = doctor_app(FixedDoctor())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        for key, action in binding_actions(MonitorApp.BINDINGS).items():
+            assert action in palette_actions(app), f"{key} ({action}) is not in the palette"
+        await open_doctor(pilot)
+        for key, action in binding_actions(DoctorScreen.BINDINGS).items():
+            assert action in palette_actions(app), f"{key} ({action}) is not in the palette"
+        assert "action_runner_start" not in palette_actions(app)  # its keys do not work here
 
 
 async def test_the_palette_command_opens_the_doctor() -> None:
