@@ -159,20 +159,26 @@ def speedup_text(result: Speedup) -> Text:
     return text
 
 
+PLACEMENT_COLUMNS = (
+    ("Group", False),
+    ("Device", False),
+    ("Dtype", False),
+    ("Params", True),
+    ("Adam state", True),
+    ("State on", False),
+    ("Total", True),
+)
+"""The placement table's headings, and whether the column holds numbers (right-aligned)."""
+
+
 def placement_table(placement: Placement) -> Group:
-    """Each parameter group's device, dtype and bytes (optimizer state included), then batches."""
-    table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
-    table.add_column("Group")
-    table.add_column("Device")
-    table.add_column("Dtype")
-    table.add_column("Params", justify="right")
-    table.add_column("Adam state", justify="right")
-    table.add_column("State on")
-    table.add_column("Total", justify="right")
-    for column in table.columns:
-        column.no_wrap = True
-    for row in placement.rows:
-        table.add_row(
+    """Each parameter group's device, dtype and bytes (optimizer state included), then batches.
+
+    Where the pane is narrow (80 columns), the headings wider than their column's values
+    (``Adam state``, ``State on``) take two lines: a number is never cut.
+    """
+    rows = [
+        (
             row.group,
             row.device or NA,
             (row.dtype or NA).removeprefix("torch."),
@@ -181,6 +187,20 @@ def placement_table(placement: Placement) -> Group:
             row.state_device or NA,
             fmt_bytes(row.param_bytes + row.buffer_bytes + row.state_bytes),
         )
+        for row in placement.rows
+    ]
+    table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
+    for index, (heading, right) in enumerate(PLACEMENT_COLUMNS):
+        widest = max((len(row[index]) for row in rows), default=0)
+        wraps = len(heading) > widest  # only a heading wraps, onto a second line
+        table.add_column(
+            heading,
+            justify="right" if right else "left",
+            no_wrap=not wraps,
+            min_width=widest if wraps else None,
+        )
+    for row in rows:
+        table.add_row(*row)
     inputs = Text.assemble(
         ("Batches: ", "bold"),
         f"inputs on {placement.inputs_device} ({placement.inputs_dtype.removeprefix('torch.')}, "

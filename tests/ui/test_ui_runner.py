@@ -15,7 +15,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gputui.commands import checked_runner_defaults
-from gputui.format import fmt_times
+from gputui.format import fmt_bytes, fmt_times
 from gputui.jobs.config import (
     UI_NICE,
     ConfigError,
@@ -246,6 +246,27 @@ async def test_an_unusable_device_is_refused_with_its_reason() -> None:
         await pilot.press("r")
         assert pane.session is None and pane.trainer is None
         assert "cuda is unusable: this torch build has no CUDA" in screen_text(app)
+
+
+async def test_the_placement_table_never_cuts_a_number_at_80x24() -> None:
+    """The runner in place of the monitor at 80x24, after a real run: every byte count of
+    the placement table whole (a heading takes two lines instead)."""
+    app = real_app(TINY.with_changes(epochs=1))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        session = await train_once(pilot, app.runner)
+        placement = session.runs[0].placement
+        assert placement is not None
+        app.query_one("#runner-scroll").scroll_end(animate=False)
+        await pilot.pause()
+        text = screen_text(app)
+        for row in placement.rows:
+            line = next(line for line in text.splitlines() if f"│ {row.group} " in line)
+            params = row.param_bytes + row.buffer_bytes
+            total = fmt_bytes(params + row.state_bytes)
+            assert fmt_bytes(params) in line and fmt_bytes(row.state_bytes) in line
+            assert line.rstrip("│ ").endswith(total), line
+            assert "…" not in line
 
 
 async def test_narrow_screens_swap_monitor_and_runner() -> None:
