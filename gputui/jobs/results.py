@@ -144,6 +144,8 @@ class RunRecord:
     """Where the data went, and how long it took."""
     progress: Progress | None = None
     """The latest progress of the epoch in flight."""
+    last_progress: Progress | None = None
+    """The latest progress of any epoch, kept once the run ended: where a stopped run was."""
     epochs: list[EpochFinished] = field(default_factory=list)
     """Finished epochs, in order."""
     placement: Placement | None = None
@@ -196,6 +198,18 @@ class RunRecord:
             return self.epochs[-1].images_per_second
         return self.progress.images_per_second if self.progress is not None else None
 
+    @property
+    def share_done(self) -> float:
+        """How much of the planned training the run did, 0 to 1: its finished epochs, plus
+        the part of the next one it last reported (where a stopped run stopped, to within
+        the trainer's progress interval)."""
+        planned = self.started.epochs if self.started is not None else self.config.epochs
+        done = float(len(self.epochs))
+        last = self.last_progress
+        if last is not None and last.epoch > len(self.epochs) and last.steps_per_epoch:
+            done += last.step / last.steps_per_epoch
+        return min(done / planned, 1.0) if planned > 0 else 0.0
+
     def absorb(self, event: Event) -> None:
         """Take in one trainer event."""
         if isinstance(event, RunStarted):
@@ -203,7 +217,7 @@ class RunRecord:
         elif isinstance(event, DataReady):
             self.data_ready = event
         elif isinstance(event, Progress):
-            self.progress = event
+            self.progress = self.last_progress = event
         elif isinstance(event, EpochFinished):
             self.epochs.append(event)
             self.progress = None

@@ -36,6 +36,22 @@ def progress_line(progress: Progress | None, epochs: int, device: str) -> Text:
     )
 
 
+def ended_line(run: RunRecord) -> Text:
+    """Beside an ended run's bar: where a stopped run stopped (``stopped in epoch 2/3 · step
+    40/196``); nothing for a run that finished or failed (the status line says)."""
+    if run.status != "stopped":
+        return Text("")
+    epochs = run.started.epochs if run.started is not None else run.config.epochs
+    last = run.last_progress
+    if last is not None and last.epoch > len(run.epochs):
+        where = f"in epoch {last.epoch}/{epochs} · step {last.step}/{last.steps_per_epoch}"
+    elif run.epochs:
+        where = f"after epoch {len(run.epochs)}/{epochs}"
+    else:
+        where = "before its first step"
+    return Text(f"{run.device} stopped {where}", style=MUTED)
+
+
 def status_line(session: Session | None) -> Text:
     """One line: what the pane is doing, or why it stopped (an error's one line)."""
     if session is None:

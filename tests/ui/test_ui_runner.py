@@ -233,7 +233,20 @@ async def test_stop_ends_a_real_run() -> None:
         assert isinstance(finished, Finished) and finished.stopped
         assert finished.epochs_completed < 5
         await pilot.pause()
-        assert "stopped" in screen_text(app)
+        text = screen_text(app)
+        assert "■ stopped" in text
+        progress_row = next(line for line in text.splitlines() if "━" in line and "%" in line)
+        assert "100%" not in progress_row  # the bar stays where the run stopped
+        run = pane.session.runs[0]
+        last = run.last_progress
+        assert last is not None
+        share = round(100 * run.share_done)
+        assert 0 < share < 100 and f" {share}%" in progress_row
+        if last.epoch > len(run.epochs):
+            where = f"in epoch {last.epoch}/5 · step {last.step}/{last.steps_per_epoch}"
+        else:
+            where = f"after epoch {len(run.epochs)}/5"
+        assert f"cpu stopped {where}" in progress_row
         assert not psutil.pid_exists(pid)
 
 

@@ -561,7 +561,13 @@ class RunnerPane(Vertical):
         """Repaint the status line, progress bar and body from the session (once built)."""
         if not self.built:
             return
-        from gputui.ui.runner_render import error_detail, progress_line, session_body, status_line
+        from gputui.ui.runner_render import (
+            ended_line,
+            error_detail,
+            progress_line,
+            session_body,
+            status_line,
+        )
 
         self._enable_buttons()
         if self.showing_experiment and self.experiment is not None:
@@ -590,9 +596,9 @@ class RunnerPane(Vertical):
             else:
                 bar.update(total=None, progress=0)
             text.update(progress_line(progress, epochs, run.device))
-        else:
-            bar.update(total=100, progress=100 if run is not None and run.finished else 0)
-            text.update("")
+        else:  # ended: the bar stays where the run got to (a stopped run short of 100%)
+            bar.update(total=100, progress=round(100 * run.share_done) if run is not None else 0)
+            text.update(ended_line(run) if run is not None else "")
         detail = self.query_one("#runner-detail", Static)
         failed = next((r for r in session.runs if r.error), None) if session else None
         detail.display = bool(self.show_detail and failed)
