@@ -16,7 +16,7 @@ Which of the monitor and the runner pane are on screen is planned here too
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from gputui.ui.render import CARD_LINES, core_grid_columns, core_strip_rows
@@ -72,6 +72,15 @@ class MonitorLayout:
     """Columns of cards (1 unless ``gpu_mode`` is ``cards``)."""
     gpu_height: int
     """Rows of the GPU area, border included."""
+    fits: bool = True
+    """The CPU panel, the GPU area and the MPS line fit the monitor's height; when they do
+    not, the monitor says the terminal is too small rather than cut the GPU area off."""
+
+    @property
+    def rows_needed(self) -> int:
+        """The fewest rows the monitor needs at this width: every panel but the process
+        table, which takes what is left."""
+        return self.cpu_height + self.gpu_height + MPS_HEIGHT
 
 
 def plan_layout(
@@ -93,7 +102,8 @@ def plan_layout(
         message_length: Characters of that sentence.
 
     Returns:
-        The plan; the process table takes the rows left over.
+        The plan; the process table takes the rows left over. Where even the panels
+        other than the process table do not fit, ``fits`` is False.
     """
     inner = max(width - BORDER_COLUMNS, 1)
     cpu_grid = False
@@ -104,22 +114,29 @@ def plan_layout(
             cpu_grid, cpu_body = True, 2 + grid_rows
     cpu_height = BORDER_ROWS + cpu_body
 
+    mode, columns, gpu_height = _gpu_form(inner, height - cpu_height, gpu_count, message_length)
+    plan = MonitorLayout(cpu_height, cpu_grid, mode, columns, gpu_height)
+    return replace(plan, fits=plan.rows_needed <= height)
+
+
+def _gpu_form(
+    inner: int, room: int, gpu_count: int | None, message_length: int
+) -> tuple[GpuMode, int, int]:
+    """The GPU area's form, columns and height, in ``room`` rows less the rest's minimum."""
     if not gpu_count:
         lines = max(1, math.ceil(message_length / inner)) if message_length else 1
-        return MonitorLayout(cpu_height, cpu_grid, GpuMode.MESSAGE, 1, BORDER_ROWS + lines)
+        return GpuMode.MESSAGE, 1, BORDER_ROWS + lines
 
-    budget = height - cpu_height - MPS_HEIGHT - PROCESS_MIN_HEIGHT - BORDER_ROWS
+    budget = room - MPS_HEIGHT - PROCESS_MIN_HEIGHT - BORDER_ROWS
     max_columns = max(1, (inner + CARD_GUTTER) // (CARD_MIN_WIDTH + CARD_GUTTER))
     rows = math.ceil(gpu_count / min(max_columns, gpu_count))
     columns = math.ceil(gpu_count / rows)  # balance: 4 GPUs in 3 columns -> 2x2
     if rows * CARD_HEIGHT <= budget:
-        return MonitorLayout(
-            cpu_height, cpu_grid, GpuMode.CARDS, columns, BORDER_ROWS + rows * CARD_HEIGHT
-        )
+        return GpuMode.CARDS, columns, BORDER_ROWS + rows * CARD_HEIGHT
     if inner >= TWO_LINE_MIN_WIDTH and 2 * gpu_count <= budget:
-        return MonitorLayout(cpu_height, cpu_grid, GpuMode.TWO_LINE, 1, BORDER_ROWS + 2 * gpu_count)
+        return GpuMode.TWO_LINE, 1, BORDER_ROWS + 2 * gpu_count
     visible = min(gpu_count, max(budget, min(gpu_count, 3)))
-    return MonitorLayout(cpu_height, cpu_grid, GpuMode.ONE_LINE, 1, BORDER_ROWS + visible)
+    return GpuMode.ONE_LINE, 1, BORDER_ROWS + visible
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,6 +234,32 @@ async def test_eight_gpus_fit_at_80x24() -> None:
         assert "GPU processes · 6" in text
 
 
+def words(app: MonitorApp) -> str:
+    """The screen's text with its line breaks and runs of spaces as single spaces."""
+    return " ".join(screen_text(app).split())
+
+
+async def test_a_terminal_too_small_for_the_gpus_says_so() -> None:
+    """At 20x6 the GPU area would fall below the screen without a word: the monitor says
+    how many rows it lacks instead, and its panels come back once they fit."""
+    app = fake_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert "H100" in words(app) and "too small" not in words(app)
+        await pilot.resize_terminal(20, 6)
+        await wait_until(pilot, lambda: "too small" in words(app))
+        assert (
+            "Terminal too small: 6 more rows needed. Enlarge it, or run `gputui snapshot`."
+            in words(app)
+        )
+        assert app.monitor.gpu_area.region.height == 0
+        await pilot.resize_terminal(20, 11)
+        await wait_until(pilot, lambda: "1 more row needed" in words(app))
+        await pilot.resize_terminal(20, 12)  # the CPU panel, two GPU lines and the MPS line
+        await wait_until(pilot, lambda: "too small" not in words(app))
+        assert "0 H100" in words(app) and "1 H100" in words(app)
+
+
 async def test_the_process_table_rebuilds_only_when_its_rows_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -109,3 +109,11 @@ def test_panes_keep_the_users_choice_at_any_width(
     width: int, wanted: bool | None, monitor: bool, runner: bool
 ) -> None:
     assert plan_panes(width, wanted) == Panes(monitor=monitor, runner=runner)
+
+
+def test_a_plan_that_does_not_fit_says_so_and_by_how_much() -> None:
+    small = plan_layout(20, 5, cores=16, gpu_count=2)
+    assert not small.fits and small.rows_needed == 11  # CPU 6, two GPU lines 4, MPS 1
+    assert plan_layout(20, 11, cores=16, gpu_count=2).fits
+    assert plan_layout(80, 23, cores=16, gpu_count=8).fits
+    assert not plan_layout(80, 3, cores=16, gpu_count=None, message_length=40).fits

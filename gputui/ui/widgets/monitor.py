@@ -7,7 +7,9 @@ from textual.containers import Vertical
 from textual.events import Resize
 from textual.geometry import Size
 from textual.message import Message
+from textual.widgets import Static
 
+from gputui.format import fmt_counted
 from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
 from gputui.ui.layout import GpuMode, MonitorLayout, plan_layout
@@ -20,6 +22,8 @@ NO_GPU = "NVML answers, but lists no NVIDIA GPU."
 """What the NVIDIA area says when the driver sees no GPU."""
 UNAVAILABLE = "NVML is unavailable."
 """Fallback when NVML fails without saying why (the sampler should always say)."""
+TOO_SMALL = "Terminal too small: {rows} needed. Enlarge it, or run `gputui snapshot`."
+"""What the monitor says in place of its panels when they do not fit."""
 
 
 class Monitor(Vertical):
@@ -45,13 +49,16 @@ class Monitor(Vertical):
         self.gpu_area = GpuArea(id="gpus")
         self.process_table = ProcessTable(id="processes")
         self.mps_panel = MpsPanel(id="mps")
+        self.too_small = Static(id="too-small", markup=False)
+        """Says the terminal is too small, in place of the panels (hidden while they fit)."""
 
     def compose(self) -> ComposeResult:
-        """The four panels, top to bottom."""
+        """The four panels, top to bottom, and the too-small notice."""
         yield self.cpu_panel
         yield self.gpu_area
         yield self.process_table
         yield self.mps_panel
+        yield self.too_small
 
     def on_resize(self, event: Resize) -> None:
         """A new size: plan the layout again."""
@@ -89,8 +96,7 @@ class Monitor(Vertical):
                 driver=status.driver_version,
                 cuda=status.cuda_driver_version,
             )
-        if table.display != status.available:
-            table.display = status.available
+        self._show_panels()
         table.show(reading.gpus, host_pids=status.host_pids)
         if self._gpu_shape(reading) != before:
             self.apply_layout()
@@ -127,6 +133,9 @@ class Monitor(Vertical):
         if size is None and not self._laid_out:
             self._laid_out = True
             self.post_message(self.LaidOut())
+        if not plan.fits:  # the rows it lacks change with the height, the plan may not
+            more = fmt_counted(plan.rows_needed - height, "more row")
+            self.too_small.update(TOO_SMALL.format(rows=more))
         if plan == self.layout_plan:
             return
         self.layout_plan = plan
@@ -136,6 +145,22 @@ class Monitor(Vertical):
         area.styles.height = plan.gpu_height
         area.set_columns(plan.gpu_columns)
         area.mode = plan.gpu_mode if gpu_count else GpuMode.MESSAGE
+        self._show_panels()
+
+    def _show_panels(self) -> None:
+        """The panels while they fit (the process table only while NVML answers), else
+        the too-small notice alone: a GPU area cut off would vanish without a word."""
+        fits = self.layout_plan is None or self.layout_plan.fits
+        available = self.nvml is None or self.nvml.status.available
+        for widget, shown in (
+            (self.cpu_panel, fits),
+            (self.gpu_area, fits),
+            (self.process_table, fits and available),
+            (self.mps_panel, fits),
+            (self.too_small, not fits),
+        ):
+            if widget.display != shown:
+                widget.display = shown
 
     @staticmethod
     def _gpu_shape(reading: NvmlReading | None) -> tuple[bool, int, str]:
