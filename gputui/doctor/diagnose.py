@@ -55,7 +55,8 @@ class DoctorFacts:
     python: str = "python"
     """How to name this interpreter in install commands."""
     nvml_missing_error: str | None = None
-    """The sentence NVML's status carries when there is no driver library at all."""
+    """The sentence NVML's status carries when there is no driver library at all; with
+    ``None`` no NVML failure is read as "no driver here"."""
 
 
 def diagnose(facts: DoctorFacts) -> DoctorReport:
@@ -121,6 +122,24 @@ def _driver_text(facts: DoctorFacts) -> str:
     count = len(facts.nvml.gpus)
     driver = status.driver_version or "of unknown version"
     return f"NVIDIA driver {driver}{cuda} with {fmt_counted(count, 'GPU')}"
+
+
+def _no_driver(facts: DoctorFacts) -> bool:
+    """True only when there is known to be no NVIDIA driver: no ``nvidia-smi``, and NVML
+    failed because its library is missing (not for a version mismatch, nor a hang)."""
+    status = facts.nvml.status
+    if status.available or facts.nvidia_smi:
+        return False
+    missing = facts.nvml_missing_error
+    return missing is not None and (status.error or "NVML is unavailable.") == missing
+
+
+def _torch_unknown(torch: TorchFacts) -> str:
+    """Why a check that needs torch's answers has none (torch did not import, or the
+    probe stopped before it said whether it did)."""
+    if torch.imported is None:
+        return "Unknown: the torch probe stopped before torch imported."
+    return "Unknown: torch did not import."
 
 
 def _build_text(torch: TorchFacts) -> str:
@@ -216,7 +235,7 @@ def check_driver(facts: DoctorFacts) -> Check:
             "run nvidia-smi: if it fails too, reinstall the driver or reboot; if it works, "
             "this process cannot load libnvidia-ml.so.1: add its folder to LD_LIBRARY_PATH",
         )
-    if facts.nvml_missing_error is not None and error != facts.nvml_missing_error:
+    if not _no_driver(facts):
         return Check("nvidia driver", Status.FAIL, error, "see the sentence above")
     return Check("nvidia driver", Status.SKIP, "No NVIDIA driver here (no NVML, no nvidia-smi).")
 
@@ -226,7 +245,7 @@ def check_build(facts: DoctorFacts) -> Check:
     torch = facts.torch
     name = "torch build"
     if torch.imported is not True:
-        return Check(name, Status.SKIP, "Unknown: torch did not import.")
+        return Check(name, Status.SKIP, _torch_unknown(torch))
     if torch.hip_version:
         return Check(name, Status.OK, f"{_build_text(torch).capitalize()} (AMD GPUs are 'cuda').")
     if torch.cuda_version:
@@ -241,7 +260,13 @@ def check_build(facts: DoctorFacts) -> Check:
         )
     if facts.platform.system == "Darwin":
         return Check(name, Status.OK, "A macOS build: no CUDA there; Apple GPUs use MPS.")
-    return Check(name, Status.OK, "A CPU-only build, and no NVIDIA driver here to miss.")
+    if _no_driver(facts):
+        return Check(name, Status.OK, "A CPU-only build, and no NVIDIA driver here to miss.")
+    return Check(
+        name,
+        Status.SKIP,
+        "A CPU-only build; whether it misses NVIDIA GPUs is unknown, as NVML does not answer.",
+    )
 
 
 def check_driver_vs_build(facts: DoctorFacts) -> Check:
@@ -249,7 +274,9 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
     torch = facts.torch
     name = "driver vs build"
     built = parse_cuda_version(torch.cuda_version)
-    if torch.imported is not True or built is None or torch.hip_version:
+    if torch.imported is not True:
+        return Check(name, Status.SKIP, _torch_unknown(torch))
+    if built is None or torch.hip_version:
         return Check(name, Status.SKIP, f"Nothing to compare: torch is {_build_text(torch)}.")
     driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
     if not facts.nvml.status.available or driver is None:
@@ -390,7 +417,7 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
     torch = facts.torch
     name = "torch.cuda"
     if torch.imported is not True:
-        return Check(name, Status.SKIP, "Unknown: torch did not import.")
+        return Check(name, Status.SKIP, _torch_unknown(torch))
     if torch.cuda_available is None:
         return Check(name, Status.SKIP, "Unknown: the torch probe stopped before asking CUDA.")
     count = torch.cuda_device_count or 0
@@ -412,9 +439,14 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
     errors = [*torch.cuda_warnings, *([torch.cuda_init_error] if torch.cuda_init_error else [])]
     said = f": {' '.join(errors)}" if errors else "."
     message = f"`is_available()` is False, `device_count()` is {count}{said}"
-    gpus_expected = facts.nvml.status.available and len(facts.nvml.gpus) > 0
-    if not gpus_expected:
+    if (facts.nvml.status.available and not facts.nvml.gpus) or _no_driver(facts):
         return Check(name, Status.SKIP, f"No NVIDIA GPU to use here; {message}")
+    if not facts.nvml.status.available:
+        return Check(
+            name,
+            Status.SKIP,
+            f"NVML does not answer, so whether there is a GPU is unknown; {message}",
+        )
     return Check(name, Status.FAIL, message, _cuda_fix(facts, visible, " ".join(errors)))
 
 
@@ -439,7 +471,9 @@ def check_gpu_code(facts: DoctorFacts) -> Check:
     (``torch.cuda.get_arch_list()``): a GPU it has no code for fails every kernel."""
     torch = facts.torch
     name = "GPU code"
-    if torch.imported is not True or not torch.cuda_version or torch.hip_version:
+    if torch.imported is not True:
+        return Check(name, Status.SKIP, _torch_unknown(torch))
+    if not torch.cuda_version or torch.hip_version:
         return Check(name, Status.SKIP, f"Nothing to check: torch is {_build_text(torch)}.")
     gpus = [
         (device, capability)

@@ -17,7 +17,7 @@ NUMPY = "pitfall: .numpy()"
 DEVICE_STRING = "pitfall: 'cuda0'"
 
 _META = (
-    "No GPU here, so it is shown with torch's 'meta' device, which fails the same "
+    "torch sees no GPU here, so it is shown with its 'meta' device, which fails the same "
     "device check a GPU tensor does: "
 )
 

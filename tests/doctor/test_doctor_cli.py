@@ -77,6 +77,21 @@ def test_cpu_only_torch_with_an_nvidia_driver_fails_with_the_install_command(
     assert data["devices"][0]["notes"][-1] == "not measured (quick)"
 
 
+def test_a_driver_version_mismatch_is_not_called_no_driver(fake_nvml_dir: Path) -> None:
+    """Issue 18: with the driver's library and kernel module at different versions the
+    doctor said "no NVIDIA driver here to miss"; it cannot know whether GPUs are there."""
+    env = {"FAKE_NVML_INIT_ERROR": "LIB_RM_VERSION_MISMATCH"}
+    done = gputui("doctor", "--json", "--quick", lib_dir=fake_nvml_dir, env=env)
+    assert done.returncode == 1, done.stderr  # the driver check failed
+    checks = {item["name"]: item for item in json.loads(done.stdout)["checks"]}
+    assert checks["nvidia driver"]["status"] == "fail"
+    assert "different versions" in checks["nvidia driver"]["message"]
+    assert checks["torch build"]["status"] == "skip"
+    assert "unknown" in checks["torch build"]["message"]
+    assert checks["torch.cuda"]["status"] == "skip"
+    assert not checks["torch.cuda"]["message"].startswith("No NVIDIA GPU")
+
+
 def test_the_text_fits_a_narrow_terminal(fake_nvml_dir: Path) -> None:
     """Issue 18: ``COLUMNS=40 gputui doctor`` wrote 80-column lines, and the install
     command on one line of its own, past them. Only a word wider than 40 (the path to

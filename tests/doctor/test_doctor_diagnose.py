@@ -11,7 +11,11 @@ from gputui.doctor.diagnose import diagnose, format_cudnn
 from gputui.doctor.render import render_text
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.wheels import channel_for_driver, install_command, parse_cuda_version
+from gputui.telemetry.nvml import describe_nvml_error
 from tests.doctor.doctor_facts import CPU_TORCH, CUDA_TORCH, facts, no_nvml, nvml
+
+LIB_RM_VERSION_MISMATCH = 18
+"""NVML's return code when the driver's library and kernel module differ."""
 
 CU124 = (
     "python -m pip uninstall -y torch && "
@@ -195,6 +199,41 @@ def test_a_driver_installed_but_not_loaded_fails_even_without_nvidia_smi() -> No
     driver = check(diagnose(facts(nvml=no_nvml(error), nvidia_smi=None)), "nvidia driver")
     assert driver.status is Status.FAIL
     assert driver.message == error
+
+
+def test_a_driver_library_that_does_not_match_its_module_is_not_called_no_driver() -> None:
+    """Issue 18: with a driver/library version mismatch the doctor said "no NVIDIA driver
+    here to miss"; NVML not answering says nothing about whether GPUs are there."""
+    mismatch = describe_nvml_error(LIB_RM_VERSION_MISMATCH, "")
+    report = diagnose(facts(nvml=no_nvml(mismatch), nvidia_smi=None))
+    assert check(report, "nvidia driver").status is Status.FAIL
+    build = check(report, "torch build")
+    assert build.status is Status.SKIP
+    assert build.message == (
+        "A CPU-only build; whether it misses NVIDIA GPUs is unknown, as NVML does not answer."
+    )
+    cuda = check(report, "torch.cuda")
+    assert cuda.status is Status.SKIP
+    assert cuda.message.startswith("NVML does not answer, so whether there is a GPU is unknown;")
+    text = render_text(report, width=200)
+    assert "no NVIDIA driver here" not in text
+    assert "No NVIDIA GPU" not in text
+
+
+def test_a_probe_stopped_before_torch_imported_claims_nothing_about_the_build() -> None:
+    """Issue 18: ``--timeout 1`` (torch never imported) said "torch is a CPU-only build"."""
+    torch = TorchFacts(
+        timed_out=True,
+        last_step="importing torch",
+        failure="the torch probe timed out after 1 s while importing torch",
+    )
+    report = diagnose(facts(torch=torch))
+    assert "CPU-only" not in render_text(report, width=200)
+    for name in ("torch build", "driver vs build", "torch.cuda", "GPU code"):
+        found = check(report, name)
+        assert found.status is Status.SKIP, name
+        assert found.message == "Unknown: the torch probe stopped before torch imported.", name
+    assert check(report, "torch probe").status is Status.FAIL
 
 
 # ------------------------------------------------------------------ CUDA_VISIBLE_DEVICES
