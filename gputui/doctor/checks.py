@@ -80,18 +80,52 @@ class DeviceReport:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportFacts:
+    """The facts the checks were drawn from, for scripts; ``None`` where not gathered."""
+
+    torch_version: str | None = None
+    """``torch.__version__``; ``None`` when torch did not import (or the probe stopped first)."""
+    torch_build: str | None = None
+    """``cuda``, ``rocm`` or ``cpu``; ``None`` when torch did not import."""
+    torch_cuda_version: str | None = None
+    """The CUDA version torch was built with (``torch.version.cuda``); ``None`` for other builds."""
+    cuda_available: bool | None = None
+    """``torch.cuda.is_available()``; ``None`` when the probe did not ask."""
+    cuda_device_count: int | None = None
+    """``torch.cuda.device_count()``; ``None`` when the probe did not ask."""
+    driver_version: str | None = None
+    """The NVIDIA driver's version as NVML reports it."""
+    driver_cuda_version: str | None = None
+    """The newest CUDA version the driver supports."""
+    gpu_count: int | None = None
+    """How many GPUs NVML reports; ``None`` when NVML did not answer."""
+    nvml_error_code: int | None = None
+    """NVML's return code when it did not start (``12``: no library, ``18``: driver and
+    library versions differ); ``None`` when it started or no NVML call failed."""
+
+
+@dataclass(frozen=True, slots=True)
 class DoctorReport:
-    """Every check, in the order they read best, and every usable device."""
+    """Every check, in the order they read best, every usable device, and the facts."""
 
     checks: tuple[Check, ...]
     """The findings."""
     devices: tuple[DeviceReport, ...] = ()
     """Each device torch can use (the CPU first), with its figures."""
+    facts: ReportFacts = ReportFacts()
+    """What the checks were drawn from."""
 
     @property
     def failed(self) -> bool:
         """True when any check failed (``gputui doctor`` then exits 1)."""
         return any(check.status is Status.FAIL for check in self.checks)
+
+    def counts(self) -> dict[Status, int]:
+        """How many checks came out each way (every status, zeros included)."""
+        counts = {status: 0 for status in Status}
+        for check in self.checks:
+            counts[check.status] += 1
+        return counts
 
     def check(self, name: str) -> Check | None:
         """The check called ``name``, or ``None``."""

@@ -12,7 +12,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
+from gputui.doctor.checks import Check, DeviceReport, DoctorReport, ReportFacts, Status
 from gputui.doctor.mps import PlatformFacts, check_mps
 from gputui.doctor.pitfalls import pitfall_checks
 from gputui.doctor.torch_facts import TorchFacts
@@ -78,7 +78,28 @@ def diagnose(facts: DoctorFacts) -> DoctorReport:
         check_mps(facts.platform, facts.torch, python=facts.python),
         *pitfall_checks(facts.torch, python=facts.python),
     ]
-    return DoctorReport(checks=tuple(checks), devices=devices_on_nvml(facts))
+    return DoctorReport(
+        checks=tuple(checks), devices=devices_on_nvml(facts), facts=report_facts(facts)
+    )
+
+
+def report_facts(facts: DoctorFacts) -> ReportFacts:
+    """The facts a script wants, each ``None`` where it was not gathered."""
+    torch, status = facts.torch, facts.nvml.status
+    build = None
+    if torch.imported is True:
+        build = "rocm" if torch.hip_version else "cuda" if torch.cuda_version else "cpu"
+    return ReportFacts(
+        torch_version=torch.version if torch.imported is True else None,
+        torch_build=build,
+        torch_cuda_version=torch.cuda_version if build == "cuda" else None,
+        cuda_available=torch.cuda_available,
+        cuda_device_count=torch.cuda_device_count,
+        driver_version=status.driver_version,
+        driver_cuda_version=status.cuda_driver_version,
+        gpu_count=len(facts.nvml.gpus) if status.available else None,
+        nvml_error_code=status.error_code,
+    )
 
 
 # ------------------------------------------------------------------ helpers

@@ -9,11 +9,18 @@ The JSON schema is a contract for scripts::
                   "h2d_pageable_bytes_per_s": ..., "h2d_pinned_bytes_per_s": ...,
                   "d2h_pageable_bytes_per_s": ..., "d2h_pinned_bytes_per_s": ...,
                   "matmul_fp32_tflops": float | null, "matmul_bf16_tflops": float | null,
-                  "notes": [str, ...]}, ...]}
+                  "notes": [str, ...]}, ...],
+     "facts": {"torch_version": str | null, "torch_build": "cuda|rocm|cpu" | null,
+               "torch_cuda_version": str | null, "cuda_available": bool | null,
+               "cuda_device_count": int | null, "driver_version": str | null,
+               "driver_cuda_version": str | null, "gpu_count": int | null,
+               "nvml_error_code": int | null},
+     "summary": {"ok": int, "warn": int, "fail": int, "skip": int}}
 
-A figure that was not measured is ``null``, never a guess. Bandwidths are bytes per
-second: ``copy_bytes_per_s`` counts each copied byte twice, read and written (as
-nvbandwidth and STREAM's Copy do); a host/device transfer counts each byte once.
+A figure that was not measured, or a fact not gathered, is ``null``, never a guess.
+Bandwidths are bytes per second: ``copy_bytes_per_s`` counts each copied byte twice, read
+and written (as nvbandwidth and STREAM's Copy do); a host/device transfer counts each byte
+once. ``summary`` counts the checks by status.
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ def report_as_dict(report: DoctorReport) -> dict[str, Any]:
         "devices": [
             {**dataclasses.asdict(device), "notes": list(device.notes)} for device in report.devices
         ],
+        "facts": dataclasses.asdict(report.facts),
+        "summary": {status.value: count for status, count in report.counts().items()},
     }
 
 
@@ -89,9 +98,7 @@ def render_text(report: DoctorReport, width: int = WIDTH) -> str:
 
 def summary(report: DoctorReport) -> str:
     """``2 failed, 1 warning, 8 ok, 2 skipped.`` (exit status 1 when any failed)."""
-    counts = {status: 0 for status in Status}
-    for check in report.checks:
-        counts[check.status] += 1
+    counts = report.counts()
     warnings = "warning" if counts[Status.WARN] == 1 else "warnings"
     return (
         f"{counts[Status.FAIL]} failed, {counts[Status.WARN]} {warnings}, "

@@ -171,6 +171,11 @@ def describe_nvml_error(code: int | None, detail: str) -> str:
     )
 
 
+def _unavailable(error: str, code: int | None = None) -> NvmlStatus:
+    """The status of an NVML that did not start: the sentence, and NVML's code if it gave one."""
+    return NvmlStatus(available=False, error=error, error_code=code)
+
+
 def format_cuda_version(version: int) -> str:
     """Format NVML's integer CUDA version as ``major.minor``: ``12040`` -> ``"12.4"``."""
     return f"{version // 1000}.{version % 1000 // 10}"
@@ -544,25 +549,25 @@ class NvmlSampler:
         now = self._clock()
         if self._init_failed_at is not None and now - self._init_failed_at < self._init_retry_s:
             return False
-        error = self._init()
-        if error is None:
+        failed = self._init()
+        if failed is None:
             self._init_failed_at = None
             return True
         self._init_failed_at = now
-        self._status = NvmlStatus(available=False, error=error)
-        log.debug("NVML unavailable: %s", error)
+        self._status = failed
+        log.debug("NVML unavailable: %s", failed.error)
         return False
 
-    def _init(self) -> str | None:
+    def _init(self) -> NvmlStatus | None:
         """Load the bindings and library, start NVML and fetch the handles.
 
         Returns:
-            ``None`` on success, else the sentence for the status.
+            ``None`` on success, else the status that says why not.
         """
         try:
             import pynvml as nv
         except ImportError:
-            return (
+            return _unavailable(
                 "The nvidia-ml-py package is not installed; "
                 "install it with `pip install nvidia-ml-py` to monitor NVIDIA GPUs."
             )
@@ -573,7 +578,7 @@ class NvmlSampler:
             try:
                 library = ctypes.CDLL(self._library_path)
             except OSError:
-                return (
+                return _unavailable(
                     f"No NVIDIA driver library was found at {self._library_path}; "
                     "install the NVIDIA driver or give the path of libnvidia-ml.so.1."
                 )
@@ -583,12 +588,14 @@ class NvmlSampler:
         try:
             nv.nvmlInit()
         except nv.NVMLError as err:
-            return describe_nvml_error(err.value, str(err))
+            return _unavailable(describe_nvml_error(err.value, str(err)), err.value)
         try:
             count = nv.nvmlDeviceGetCount()
         except nv.NVMLError as err:
             self._shutdown_quietly()
-            return describe_nvml_error(err.value, f"cannot count the GPUs: {err}")
+            return _unavailable(
+                describe_nvml_error(err.value, f"cannot count the GPUs: {err}"), err.value
+            )
 
         driver = self._system_query("nvmlSystemGetDriverVersion", nv.nvmlSystemGetDriverVersion)
         cuda = self._system_query(

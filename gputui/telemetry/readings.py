@@ -162,6 +162,9 @@ class NvmlStatus:
     """Highest CUDA version the driver supports, e.g. ``12.4``."""
     error: str | None = None
     """A sentence saying what is wrong and the fix; ``None`` when available."""
+    error_code: int | None = None
+    """The NVML return code that stopped it (``18``: LIB_RM_VERSION_MISMATCH); ``None``
+    when available, or when no NVML call failed (the bindings are missing, a timeout)."""
     host_pids: bool = False
     """True when gputui runs in a pid namespace of its own (a container without
     ``--pid=host``): NVML's pids are the host's, and are not joined with local processes."""

@@ -75,6 +75,13 @@ def test_cpu_only_torch_with_an_nvidia_driver_fails_with_the_install_command(
     assert checks["nvidia driver"]["status"] in {"ok", "warn"}  # warn: no nvidia-smi here
     assert [device["device"] for device in data["devices"]] == ["cpu"]
     assert data["devices"][0]["notes"][-1] == "not measured (quick)"
+    facts = data["facts"]
+    assert facts["torch_version"] and facts["torch_version"].startswith("2.")
+    assert (facts["torch_build"], facts["torch_cuda_version"]) == ("cpu", None)
+    assert (facts["cuda_available"], facts["cuda_device_count"]) == (False, 0)
+    assert (facts["driver_version"], facts["driver_cuda_version"]) == ("550.54.15", "12.4")
+    assert (facts["gpu_count"], facts["nvml_error_code"]) == (2, None)
+    assert data["summary"]["fail"] >= 3  # torch build, torch.cuda, CUDA_VISIBLE_DEVICES
 
 
 def test_a_driver_version_mismatch_is_not_called_no_driver(fake_nvml_dir: Path) -> None:
@@ -90,6 +97,9 @@ def test_a_driver_version_mismatch_is_not_called_no_driver(fake_nvml_dir: Path) 
     assert "unknown" in checks["torch build"]["message"]
     assert checks["torch.cuda"]["status"] == "skip"
     assert not checks["torch.cuda"]["message"].startswith("No NVIDIA GPU")
+    facts = json.loads(done.stdout)["facts"]
+    assert facts["nvml_error_code"] == 18  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
+    assert facts["gpu_count"] is None and facts["driver_version"] is None
 
 
 def test_the_text_fits_a_narrow_terminal(fake_nvml_dir: Path) -> None:

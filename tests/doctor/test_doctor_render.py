@@ -11,7 +11,9 @@ import pytest
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.doctor.diagnose import diagnose
 from gputui.doctor.render import is_command, render_json, render_text, report_as_dict
+from gputui.doctor.torch_facts import TorchFacts
 from gputui.format import fmt_bandwidth, fmt_tflops
+from gputui.telemetry.readings import NvmlReading, NvmlStatus
 from tests.doctor.doctor_facts import facts
 
 CHECK_KEYS = {"name", "status", "message", "fix"}
@@ -31,6 +33,19 @@ DEVICE_KEYS = {
     "matmul_bf16_tflops",
     "notes",
 }
+
+FACT_TYPES: dict[str, type] = {
+    "torch_version": str,
+    "torch_build": str,
+    "torch_cuda_version": str,
+    "cuda_available": bool,
+    "cuda_device_count": int,
+    "driver_version": str,
+    "driver_cuda_version": str,
+    "gpu_count": int,
+    "nvml_error_code": int,
+}
+"""Each fact's type in the JSON (any may be null)."""
 
 GPU = DeviceReport(
     device="cuda:0",
@@ -59,7 +74,7 @@ CPU = DeviceReport(
 
 def validate_schema(data: dict) -> None:
     """Assert ``data`` is the doctor's JSON: exact keys, the right types, finite numbers."""
-    assert set(data) == {"checks", "devices"}
+    assert set(data) == {"checks", "devices", "facts", "summary"}
     assert data["checks"], "a report always has checks"
     for item in data["checks"]:
         assert set(item) == CHECK_KEYS
@@ -75,6 +90,13 @@ def validate_schema(data: dict) -> None:
         for key in DEVICE_KEYS - {"device", "name", "compute_capability", "notes", "uuid"}:
             value = device[key]
             assert value is None or (isinstance(value, (int, float)) and math.isfinite(value))
+    assert set(data["facts"]) == FACT_TYPES.keys()
+    for key, kind in FACT_TYPES.items():
+        value = data["facts"][key]
+        assert value is None or type(value) is kind, key  # type(): a bool is no count
+    assert data["facts"]["torch_build"] in {None, "cuda", "rocm", "cpu"}
+    statuses = [item["status"] for item in data["checks"]]
+    assert data["summary"] == {s: statuses.count(s) for s in ("ok", "warn", "fail", "skip")}
 
 
 def test_json_schema() -> None:
@@ -87,6 +109,34 @@ def test_json_schema() -> None:
     assert build["fix"].endswith("--index-url https://download.pytorch.org/whl/cu124")
     assert data["devices"][1]["matmul_bf16_tflops"] == 612.0
     assert data["devices"][0]["matmul_bf16_tflops"] is None
+
+
+def test_json_carries_the_facts_and_a_summary() -> None:
+    """Issue 18: scripts had only sentences; now the facts, and the checks counted."""
+    data = report_as_dict(diagnose(facts()))
+    validate_schema(data)
+    assert data["facts"] == {
+        "torch_version": "2.13.0+cpu",
+        "torch_build": "cpu",
+        "torch_cuda_version": None,
+        "cuda_available": False,
+        "cuda_device_count": 0,
+        "driver_version": "550.54.15",
+        "driver_cuda_version": "12.4",
+        "gpu_count": 2,
+        "nvml_error_code": None,
+    }
+    assert data["summary"] == {"ok": 6, "warn": 0, "fail": 2, "skip": 3}
+
+
+def test_facts_not_gathered_are_null() -> None:
+    stopped = TorchFacts(timed_out=True, failure="the torch probe timed out after 1 s")
+    mismatch = NvmlReading(
+        NvmlStatus(available=False, error="versions differ", error_code=18), (), 0.0
+    )
+    data = report_as_dict(diagnose(facts(torch=stopped, nvml=mismatch)))
+    validate_schema(data)
+    assert data["facts"] == {**dict.fromkeys(FACT_TYPES, None), "nvml_error_code": 18}
 
 
 def commands_in(text: str) -> list[list[str]]:

@@ -402,17 +402,17 @@ def test_close_does_not_wait_forever_for_a_hung_sample(
 
 
 @pytest.mark.parametrize(
-    ("error", "words"),
+    ("error", "words", "code"),
     [
-        ("DRIVER_NOT_LOADED", "modprobe nvidia"),
-        ("NO_PERMISSION", "/dev/nvidia"),
-        ("LIB_RM_VERSION_MISMATCH", "reboot"),
-        ("18", "reboot"),
-        ("UNKNOWN", "nvidia-smi"),
+        ("DRIVER_NOT_LOADED", "modprobe nvidia", 9),
+        ("NO_PERMISSION", "/dev/nvidia", 4),
+        ("LIB_RM_VERSION_MISMATCH", "reboot", 18),
+        ("18", "reboot", 18),
+        ("UNKNOWN", "nvidia-smi", 999),
     ],
 )
 def test_init_failure_is_one_sentence_with_the_fix(
-    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, error: str, words: str
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, error: str, words: str, code: int
 ) -> None:
     fake_nvml_env.setenv("FAKE_NVML_INIT_ERROR", error)
     reading = sampler.sample()
@@ -421,6 +421,7 @@ def test_init_failure_is_one_sentence_with_the_fix(
     assert reading.gpus == ()
     assert words in (reading.status.error or "")
     assert_one_sentence(reading.status.error)
+    assert reading.status.error_code == code  # NVML's own code, for the doctor's --json
 
 
 def test_init_is_retried_at_most_every_30_seconds(
@@ -445,6 +446,7 @@ def test_gpu_count_failure_is_a_sentence(
     reading = sampler.sample()
     assert not reading.status.available
     assert "/dev/nvidia" in (reading.status.error or "")
+    assert reading.status.error_code == 4
     assert fake_nvml.calls("nvmlShutdown") == 1  # what was started is shut down
 
 
@@ -467,6 +469,7 @@ def test_library_at_a_missing_path_is_a_sentence(
     assert reading.gpus == ()
     assert str(missing) in (reading.status.error or "")
     assert_one_sentence(reading.status.error)
+    assert reading.status.error_code is None  # no NVML call failed: it never loaded
 
 
 def test_library_path_loads_that_library(
