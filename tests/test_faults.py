@@ -39,7 +39,8 @@ the gaps. Fault -> the tests that prove it (``file::test``):
     truncated pickle, corrupt pickle, damaged archive tests beside it)
     tests/test_faults.py::test_a_truncated_dataset_file_is_one_line_in_the_app
 - A read-only cache folder.
-    tests/test_faults.py::test_a_read_only_cache_folder_falls_back_to_synthetic_with_a_note
+    tests/test_faults.py::test_a_read_only_cache_folder_fails_the_run_saying_how_to_get_cifar10
+    tests/test_faults.py::test_bench_with_a_read_only_cache_folder_is_one_line_and_exit_1
 - A terminal of 20x6, and a storm of resizes.
     tests/test_faults.py::test_a_terminal_of_20x6_draws_and_answers_keys
     tests/test_faults.py::test_a_storm_of_resizes_ends_in_the_same_screen_as_a_fresh_start
@@ -374,28 +375,47 @@ async def test_a_truncated_dataset_file_is_one_line_in_the_app(offline_data: Pat
         assert app.monitor.is_attached and app.handled["cpu"] >= 1
 
 
-async def test_a_read_only_cache_folder_falls_back_to_synthetic_with_a_note(
+async def test_a_read_only_cache_folder_fails_the_run_saying_how_to_get_cifar10(
     read_only_cache: Path,
 ) -> None:
-    """CIFAR-10 asked for, gputui's cache folder not writable (say, made by a ``sudo`` run)."""
+    """CIFAR-10 asked for, gputui's cache folder not writable (say, made by a ``sudo`` run).
+    Issue 18: the run went on with the synthetic set; asked for by name, CIFAR-10 is required."""
     app = real_app(TINY.with_changes(dataset="cifar10"))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         session = await train_once(pilot, pane)
-        assert session.phase is Phase.FINISHED
+        assert session.phase is Phase.FAILED
         run = session.runs[0]
-        assert run.started is not None and run.started.dataset == "synthetic"
-        note = run.started.dataset_note
-        assert note is not None
+        assert run.started is None  # it never trained, on any data
+        error = run.error
+        assert isinstance(error, Error) and error.kind == "data"
         archive = read_only_cache / "cifar-10-binary.tar.gz"
         # Failing to write, before any download: no network is touched.
         assert re.fullmatch(
             rf"CIFAR-10 download failed: cannot write {re.escape(str(archive))}: "
-            r"(Read-only file system|Permission denied); using the synthetic dataset",
-            note,
-        ), note
+            r"(Read-only file system|Permission denied): "
+            rf"{re.escape(str(read_only_cache))} is not writable: use a data folder you can "
+            r"write to, or one you saved https://\S+/cifar-10-binary\.tar\.gz in",
+            error.message,
+        ), error.message
         await pilot.pause()
-        assert squeezed(f"note (cpu): {note}") in shown(app, pane)
+        assert squeezed(f"✗ cpu: {error.message}") in shown(app, pane)
+
+
+def test_bench_with_a_read_only_cache_folder_is_one_line_and_exit_1(
+    read_only_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same from ``gputui bench --dataset cifar10``: one line, no table, exit 1."""
+    from gputui.commands import main
+
+    tiny = ["--limit", "64", "--batch-size", "32", "--threads", "1", "--epochs", "1"]
+    code = main(["bench", "--device", "cpu", "--dataset", "cifar10", *tiny, "--no-record"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("gputui bench: error: CIFAR-10 download failed: cannot write ")
+    assert f"{read_only_cache} is not writable: use a data folder you can write to" in err
 
 
 # --------------------------------------------------------------------------- the terminal

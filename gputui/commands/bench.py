@@ -23,11 +23,12 @@ first device's epoch seconds over each device's.
 accuracy on the first N held-out images.
 
 Exit codes: 0 when every run finished, 1 when any run failed (the others still
-run), 2 for bad input (one line on stderr; also a config only the trainer can
-judge, such as a batch larger than the data), 130 after Ctrl+C. Ctrl+C stops the
-run in hand after its current step (a second one at once): the table or JSON then
-holds the epochs that finished, and the runs stopped or never begun are marked
-``stopped``.
+run) or the data cannot be had (``--dataset cifar10`` not here and not downloadable:
+one line on stderr, and no table), 2 for bad input (one line on stderr; also a config
+only the trainer can judge, such as a batch larger than the data), 130 after Ctrl+C.
+Ctrl+C stops the run in hand after its current step (a second one at once): the table
+or JSON then holds the epochs that finished, and the runs stopped or never begun are
+marked ``stopped``.
 
 Devices: with one ``--device``, the trainer child checks it, and a device it
 refuses is the same one-line usage error, exit 2. With several devices, or none
@@ -205,11 +206,17 @@ def run_bench(args: argparse.Namespace) -> int:
             if _is_usage_error(run.error, child_checks):
                 return usage_error(PROG, run.error.message)
             runs.append(run)
-            if run.error is not None and run.error.kind == "data":
+            if _is_data_error(run.error):
                 break  # the same data fails on every device
             if run.started is not None:  # every device trains on the data the first one got
                 config = config.with_changes(dataset=run.started.dataset)
-    write_out(json.dumps(bench_json(runs), indent=2) if args.json else render_table(runs))
+    data_error = next((run.error for run in runs if _is_data_error(run.error)), None)
+    if args.json:
+        write_out(json.dumps(bench_json(runs), indent=2))
+    elif data_error is None:  # no data, no figures: the one line says it all
+        write_out(render_table(runs))
+    if data_error is not None:
+        sys.stderr.write(one_line(f"{PROG}: error: {data_error.message}") + "\n")
     if ctrl_c.pressed:
         return EXIT_INTERRUPTED
     return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
@@ -244,6 +251,12 @@ def _is_usage_error(error: Error | None, child_checks: bool) -> TypeGuard[Error]
     return error.kind == "config" or (child_checks and error.kind == "device")
 
 
+def _is_data_error(error: Error | None) -> TypeGuard[Error]:
+    """Whether the run failed for its data (CIFAR-10 asked for and not to be had): the
+    same on every device, so it is said once, not as a device's failure."""
+    return error is not None and error.kind == "data"
+
+
 def _run_one(
     config: RunConfig, progress: ProgressLine, child_checks: bool, ctrl_c: CtrlC
 ) -> RunRecord:
@@ -252,8 +265,11 @@ def _run_one(
     try:
         for event in trainer.events():
             run.absorb(event)
-            if not (isinstance(event, Error) and _is_usage_error(event, child_checks)):
-                progress.show(config, event)  # a usage error becomes the one line instead
+            if not (
+                isinstance(event, Error)
+                and (_is_usage_error(event, child_checks) or _is_data_error(event))
+            ):
+                progress.show(config, event)  # these errors become the one line instead
     finally:
         trainer.stop()
         progress.end()

@@ -7,8 +7,9 @@ says, in one line, when the dataset is not the one asked for (a failed download)
 - ``"auto"`` (the default) uses CIFAR-10 if it is already here and the synthetic
   set otherwise. It never touches the network, so it is fast and works offline.
 - ``"cifar10"`` uses CIFAR-10, downloading the binary distribution into the data
-  folder if it is not here; if that fails it falls back to the synthetic set with
-  a ``note`` (or raises, with ``fallback=False``).
+  folder if it is not here. Asked for by name, it is required: when it cannot be had
+  (not here with downloading off, a failed download, a folder that cannot be written)
+  :class:`DatasetError` says, in one line, why and how to get it. Never the synthetic set.
 - ``"synthetic"`` generates the synthetic set (see :mod:`gputui.engine.synthetic`).
 
 CIFAR-10 is looked for, in each searched folder, as the binary distribution's
@@ -20,6 +21,7 @@ is given, else gputui's cache folder and then ./data.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,7 +265,6 @@ def load_dataset(
     progress: Progress | None = None,
     limit: int | None = None,
     test_limit: int | None = None,
-    fallback: bool = True,
     seed: int = 0,
     records_per_file: int | None = RECORDS_PER_FILE,
     url: str = CIFAR10_URL,
@@ -280,8 +281,6 @@ def load_dataset(
         progress: called as the download proceeds, e.g. a :class:`TextProgressBar`.
         limit: keep only the first ``limit`` training images (tests, quick runs).
         test_limit: keep only the first ``test_limit`` held-out images.
-        fallback: on a failed ``"cifar10"`` download, return the synthetic set with a
-            ``note`` (the default) rather than raise.
         seed: the synthetic set's seed.
         records_per_file: records each CIFAR-10 file must hold; ``None`` accepts any
             whole number (tests write small files).
@@ -290,12 +289,13 @@ def load_dataset(
         timeout: seconds a connection or read may stall during the download.
 
     Returns:
-        The dataset; ``note`` is set when it is not the one asked for.
+        The dataset; ``note`` is set when ``"auto"`` found an unusable archive and used
+        the synthetic set.
 
     Raises:
         DatasetError: an unknown ``kind``, a missing ``data_dir``, a CIFAR-10 file
-            that is there but truncated or corrupt, or a failed download with
-            ``fallback=False``. The message is one line that says what to do.
+            that is there but truncated or corrupt, or ``"cifar10"`` that cannot be had.
+            The message is one line that says what to do.
     """
     if kind not in DATASET_KINDS:
         choices = ", ".join(DATASET_KINDS)
@@ -337,16 +337,29 @@ def load_dataset(
     except DatasetError as error:
         if kind == "auto" and damage is not None:
             raise damage from None
+        if kind == "auto":
+            note = f"the CIFAR-10 archive is unusable: {error}; using the synthetic dataset"
+            return synthetic_dataset(limit=limit, test_limit=test_limit, seed=seed, note=note)
         if damage is not None:
             reason = f"{damage}; fetching it again failed: {error}"
-        elif kind == "auto":
-            reason = f"the CIFAR-10 archive is unusable: {error}"
         elif may_download:
             reason = f"CIFAR-10 download failed: {error}"
+        elif (home / CIFAR10_ARCHIVE).is_file():
+            reason = f"the CIFAR-10 archive is unusable and downloading is off: {error}"
         else:
             places = " or ".join(str(d) for d in dirs)
             reason = f"CIFAR-10 is not in {places} and downloading is off"
-        if kind == "cifar10" and not fallback:
-            raise DatasetError(reason) from None
-        note = f"{reason}; using the synthetic dataset"
-        return synthetic_dataset(limit=limit, test_limit=test_limit, seed=seed, note=note)
+        raise DatasetError(f"{reason}: {how_to_get_cifar10(home, download=may_download)}") from None
+
+
+def how_to_get_cifar10(home: Path, *, download: bool) -> str:
+    """How to get CIFAR-10 into ``home`` (the folder gputui downloads to), for the end of
+    the error that says why it could not be had."""
+    elsewhere = f"use a data folder you can write to, or one you saved {CIFAR10_URL} in"
+    if home.is_dir() and not os.access(home, os.W_OK):
+        return f"{home} is not writable: {elsewhere}"
+    if not download:
+        return f"allow the download, or save {CIFAR10_URL} in {home}"
+    if not home.is_dir():  # it could not be made
+        return elsewhere
+    return f"try again, or save {CIFAR10_URL} in {home} yourself"

@@ -160,8 +160,8 @@ class JobConfig(Portable):
     """What every job shares: where its data comes from and how it may use the machine."""
 
     dataset: str = "auto"
-    """``auto`` (CIFAR-10 when present or downloadable, else synthetic), ``cifar10``,
-    ``synthetic``."""
+    """``auto`` (CIFAR-10 when present, else synthetic), ``cifar10`` (required: the run
+    fails, saying how to get it, when it cannot be had), ``synthetic``."""
     data_dir: str | None = None
     """Folder holding CIFAR-10; ``None`` for the data module's default cache folder."""
     download: bool = True

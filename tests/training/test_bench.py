@@ -286,9 +286,32 @@ def test_a_corrupt_cifar_batch_is_one_line_naming_it(
     assert code == 1
     err = capsys.readouterr().err
     assert err == (
-        f"cpu: error: corrupt CIFAR-10 batch file {victim} (truncated or damaged): "
+        f"gputui bench: error: corrupt CIFAR-10 batch file {victim} (truncated or damaged): "
         "delete it and fetch it again\n"
     )
+
+
+def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: ``--dataset cifar10`` without the data trained on the synthetic set and
+    exited 0. Asked for by name, it is required; the line says how to get it."""
+    data = ["--dataset", "cifar10", "--no-download", "--data-dir", str(tmp_path)]
+    tiny = ["--limit", "64", "--batch-size", "32", "--threads", "1", "--epochs", "1"]
+    code = main(["bench", *data, *tiny, "--no-record"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""  # no table of nothing
+    assert err == (
+        f"gputui bench: error: CIFAR-10 is not in {tmp_path} and downloading is off: allow "
+        f"the download, or save https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz in "
+        f"{tmp_path}\n"
+    )
+    code = main(["bench", "--device", "cpu", *data, *tiny, "--no-record", "--json"])
+    out, json_err = capsys.readouterr()
+    assert code == 1 and json_err == err
+    [run] = json.loads(out)["runs"]
+    assert (run["status"], run["dataset"], run["error"]["kind"]) == ("error", None, "data")
 
 
 def test_one_bad_device_is_refused_by_the_child_as_one_line_and_exit_2() -> None:

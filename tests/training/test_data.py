@@ -42,7 +42,13 @@ from gputui.engine.data import (
     normalize,
     search_dirs,
 )
-from gputui.engine.download import TextProgressBar, download_file, extract_cifar10
+from gputui.engine.download import (
+    CIFAR10_ARCHIVE,
+    CIFAR10_URL,
+    TextProgressBar,
+    download_file,
+    extract_cifar10,
+)
 from tests.training import cifar_files
 
 PER_FILE = 20
@@ -649,7 +655,6 @@ def test_an_interrupted_download_leaves_no_file(
             url=server.url,
             md5=md5(server.payload),
             records_per_file=PER_FILE,
-            fallback=False,
         )
     assert server.requests == 2
     assert list(target.iterdir()) == []
@@ -755,35 +760,34 @@ def test_an_archive_with_a_path_trick_is_refused(small: Cifar, tmp_path: Path, k
     assert not (tmp_path / "evil").exists() and not Path("/tmp/gputui-test-evil").exists()
 
 
-def test_a_refused_download_falls_back_with_a_note(
+def test_a_refused_download_is_an_error_not_the_synthetic_set(
     small: Cifar, server: ArchiveServer, tmp_path: Path
 ) -> None:
     server.payload = binary_archive(small, extra=[evil_members()["dotdot"]])
-    data = load_dataset(
-        "cifar10",
-        tmp_path,
-        url=server.url,
-        md5=md5(server.payload),
-        records_per_file=PER_FILE,
-        limit=10,
-        test_limit=10,
-    )
-    assert data.name == "synthetic"
-    assert data.note is not None
-    assert data.note.startswith("CIFAR-10 download failed: refusing the archive: member")
+    with pytest.raises(DatasetError) as raised:
+        load_dataset(
+            "cifar10",
+            tmp_path,
+            url=server.url,
+            md5=md5(server.payload),
+            records_per_file=PER_FILE,
+            limit=10,
+            test_limit=10,
+        )
+    assert str(raised.value).startswith("CIFAR-10 download failed: refusing the archive: member")
 
 
-def test_no_network_falls_back_to_synthetic_with_a_note(tmp_path: Path) -> None:
+def test_no_network_is_an_error_that_says_how_to_get_the_data(tmp_path: Path) -> None:
+    """Issue 18: CIFAR-10 asked for by name silently became the synthetic set."""
     url = closed_port_url()
     target = tmp_path / "dl"
     target.mkdir()
-    data = load_dataset("cifar10", target, url=url, limit=10, test_limit=10)
-    assert data.name == "synthetic" and data.source == "generated"
-    assert data.note is not None and "\n" not in data.note
-    assert data.note.startswith("CIFAR-10 download failed: cannot reach 127.0.0.1:")
-    assert data.note.endswith("; using the synthetic dataset")
-    with pytest.raises(DatasetError, match="CIFAR-10 download failed: cannot reach"):
-        load_dataset("cifar10", target, url=url, fallback=False)
+    with pytest.raises(DatasetError) as raised:
+        load_dataset("cifar10", target, url=url, limit=10, test_limit=10)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("CIFAR-10 download failed: cannot reach 127.0.0.1:")
+    assert message.endswith(f": try again, or save {CIFAR10_URL} in {target} yourself")
     assert list(target.iterdir()) == []
 
 
@@ -794,12 +798,21 @@ def test_auto_never_downloads(server: ArchiveServer, tmp_path: Path) -> None:
 
 
 def test_cifar10_without_downloading_says_where_it_looked(tmp_path: Path) -> None:
-    data = load_dataset("cifar10", download=False, limit=10, test_limit=10)
-    assert data.name == "synthetic"
-    assert data.note == (
+    with pytest.raises(DatasetError) as raised:
+        load_dataset("cifar10", download=False, limit=10, test_limit=10)
+    assert str(raised.value) == (
         f"CIFAR-10 is not in {tmp_path / 'cache' / 'gputui'} or {tmp_path / 'work' / 'data'}"
-        " and downloading is off; using the synthetic dataset"
+        f" and downloading is off: allow the download, or save {CIFAR10_URL} in "
+        f"{tmp_path / 'cache' / 'gputui'}"
     )
+
+
+def test_a_bad_archive_with_downloading_off_says_so(tmp_path: Path) -> None:
+    (tmp_path / CIFAR10_ARCHIVE).write_bytes(b"not an archive")
+    with pytest.raises(DatasetError, match=r"^the CIFAR-10 archive is unusable and downloading"):
+        load_dataset("cifar10", tmp_path, download=False)
+    note = load_dataset("auto", tmp_path, limit=10, test_limit=10).note  # auto: its fallback
+    assert note is not None and note.endswith("; using the synthetic dataset")
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
@@ -971,7 +984,10 @@ def test_the_cache_folder_is_never_made_in_a_missing_home_folder(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     server.payload = binary_archive(small)
-    message = f"cannot create {home}/.cache/gputui: the home folder {home} does not exist"
+    message = (
+        f"cannot create {home}/.cache/gputui: the home folder {home} does not exist: "
+        "use a data folder you can write to"
+    )
     with pytest.raises(DatasetError, match=re.escape(message)):
-        load_dataset("cifar10", url=server.url, md5=md5(server.payload), fallback=False)
+        load_dataset("cifar10", url=server.url, md5=md5(server.payload))
     assert not home.exists() and server.requests == 0

@@ -123,6 +123,22 @@ def test_a_sweep_with_no_figures_is_empty_and_exit_1(
     ]
 
 
+def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: ``--dataset cifar10`` without the data ran on the synthetic set, exit 0."""
+    data = ["--dataset", "cifar10", "--no-download", "--data-dir", str(tmp_path)]
+    code = main(["experiment", "sync-stall", "--device", "cpu", *data, "--limit", "64"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(
+        f"gputui experiment: error: CIFAR-10 is not in {tmp_path} and downloading is off: "
+        "allow the download, or save https://"
+    )
+
+
 def test_json_holds_the_rows_the_summary_and_the_sentence(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
