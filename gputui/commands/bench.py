@@ -34,7 +34,10 @@ Devices: with one ``--device``, the trainer child checks it, and a device it
 refuses is the same one-line usage error, exit 2. With several devices, or none
 named, they are all checked first by a child of their own (the engine's ``devices``
 mode), so a bad second device fails before the first one trains. This process never
-imports torch.
+imports torch. With none named, where NVML reports NVIDIA GPUs that the child's torch
+cannot use (a CPU-only build, a driver it does not run on), one line on stderr says
+so and points to ``gputui doctor`` (``--json``: in ``warnings``); an explicit
+``--device cpu`` is taken as meant.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from gputui.commands.args import (
 from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from gputui.format import one_line
+from gputui.format import fmt_counted, one_line
 from gputui.jobs.config import (
     EPOCHS_MAX,
     PIPELINES,
@@ -67,12 +70,15 @@ from gputui.jobs.config import (
     DeviceQuery,
     RunConfig,
 )
-from gputui.jobs.events import Error
+from gputui.jobs.events import DevicesListed, Error
 from gputui.jobs.process import ChildProcess, list_devices
 from gputui.jobs.reports import ProgressLine, bench_json, render_table
 from gputui.jobs.results import RunRecord
 
 PROG = "gputui bench"
+
+NVML_TIMEOUT_S = 5.0
+"""How long the NVML sample that counts the GPUs may take (a hung driver: no warning)."""
 
 
 def add_bench_command(commands: Any) -> argparse.ArgumentParser:
@@ -182,6 +188,7 @@ def run_bench(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
     child_checks = len(requested) == 1  # the trainer checks it: no child to list devices
+    warnings: list[str] = []
     if child_checks:
         devices = requested
     else:
@@ -192,6 +199,11 @@ def run_bench(args: argparse.Namespace) -> int:
             sys.stderr.write(one_line(f"{PROG}: error: {listed.message}") + "\n")
             return EXIT_FAILED
         devices = requested or list(listed.chosen)  # each trainer spells its own as torch does
+        if not requested:  # the default set: say so when it leaves NVIDIA GPUs out
+            warning = unused_gpus_warning(listed, nvml_gpu_count())
+            if warning is not None:
+                warnings.append(warning)
+                sys.stderr.write(one_line(f"{PROG}: warning: {warning}") + "\n")
 
     progress = ProgressLine(sys.stderr)
     runs: list[RunRecord] = []
@@ -212,7 +224,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 config = config.with_changes(dataset=run.started.dataset)
     data_error = next((run.error for run in runs if _is_data_error(run.error)), None)
     if args.json:
-        write_out(json.dumps(bench_json(runs), indent=2))
+        write_out(json.dumps(bench_json(runs, warnings), indent=2))
     elif data_error is None:  # no data, no figures: the one line says it all
         write_out(render_table(runs))
     if data_error is not None:
@@ -237,6 +249,27 @@ def refuse_conflicts(args: argparse.Namespace) -> None:
         raise ConfigError(
             "--runs-dir says where run folders go, and --no-record writes none: leave one out"
         )
+
+
+def nvml_gpu_count(timeout_s: float = NVML_TIMEOUT_S) -> int | None:
+    """How many NVIDIA GPUs NVML reports here; ``None`` when it does not answer in time."""
+    from gputui.doctor.run import sample_nvml
+
+    reading = sample_nvml(timeout_s)
+    return len(reading.gpus) if reading.status.available else None
+
+
+def unused_gpus_warning(listed: DevicesListed, gpu_count: int | None) -> str | None:
+    """One line when NVML reports NVIDIA GPUs but the child's torch chose none of them
+    (a CPU-only build, or a driver it cannot run on); ``None`` otherwise."""
+    if not gpu_count or any(device.startswith("cuda") for device in listed.chosen):
+        return None
+    them = "it" if gpu_count == 1 else "them"
+    return (
+        f"NVML reports {fmt_counted(gpu_count, 'NVIDIA GPU')}, but this torch "
+        f"{listed.torch_version} cannot use {them}: benching {', '.join(listed.chosen)} "
+        "only; `gputui doctor` says why and how to fix it"
+    )
 
 
 def _is_usage_error(error: Error | None, child_checks: bool) -> TypeGuard[Error]:

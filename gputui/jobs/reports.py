@@ -12,6 +12,7 @@ a value with a newline or a terminal escape cannot break the display.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, TextIO
 
@@ -271,8 +272,9 @@ _STARTED_FIELDS = (
 """What ``bench --json`` repeats of each run's ``RunStarted`` (``None`` before it came)."""
 
 
-def bench_json(runs: list[RunRecord]) -> dict[str, Any]:
-    """The result as a JSON-ready dict: ``{"runs": [...]}``."""
+def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """The result as a JSON-ready dict: ``{"runs": [...], "warnings": [...]}``, each
+    warning one line (e.g. GPUs here that this torch cannot use)."""
     out = []
     for run in runs:
         started = run.started
@@ -309,7 +311,7 @@ def bench_json(runs: list[RunRecord]) -> dict[str, Any]:
                 "run_dir": run.run_dir,
             }
         )
-    return {"runs": out}
+    return {"runs": out, "warnings": list(warnings)}
 
 
 def _bf16_json(runs: list[RunRecord], run: RunRecord) -> dict[str, Any] | None:

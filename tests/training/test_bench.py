@@ -16,6 +16,7 @@ from gputui.commands import main
 from gputui.jobs.config import RunConfig
 from gputui.jobs.reports import bench_json, render_table
 from gputui.jobs.results import RunRecord
+from tests.fakenvml import FakeNvml
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--threads", "1"]
@@ -73,7 +74,8 @@ def test_json_reports_every_epoch_and_the_placement(
     out, err = capsys.readouterr()
     assert code == 0, err
     result = json.loads(out)
-    assert list(result) == ["runs"]
+    assert list(result) == ["runs", "warnings"]
+    assert result["warnings"] == []  # one device named: nothing left out to warn of
     [run] = result["runs"]
     assert (run["device"], run["dataset"], run["status"], run["error"]) == (
         "cpu",
@@ -243,9 +245,11 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
 """
 
 
-def bench_in_a_fresh_process(*args: str) -> tuple[dict[str, object], str]:
+def bench_in_a_fresh_process(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[dict[str, object], str]:
     """Run ``gputui bench ARGS`` in a new interpreter; its exit code, whether it loaded torch."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", PARENT_PROBE, *args],
         capture_output=True,
@@ -256,9 +260,64 @@ def bench_in_a_fresh_process(*args: str) -> tuple[dict[str, object], str]:
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
+GPUS_UNUSED = (
+    "gputui bench: warning: NVML reports 2 NVIDIA GPUs, but this torch {} cannot use them: "
+    "benching cpu only; `gputui doctor` says why and how to fix it\n"
+)
+"""The line for the stand-in's two GPUs beside this machine's CPU-only torch."""
+
+
+def test_gpus_this_torch_cannot_use_are_said_in_one_line(
+    fake_nvml: FakeNvml, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: with NVIDIA GPUs here and a CPU-only torch, bench benched the CPU alone
+    and said nothing. The default devices now say so; ``--device cpu`` is taken as meant."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this torch can use a GPU")
+    tiny = [*TINY, "--epochs", "1", "--no-record"]
+    assert main(["bench", *tiny]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(GPUS_UNUSED.format(torch.__version__))
+    assert "NVML reports" not in out  # the table is as before
+    assert main(["bench", *tiny, "--json"]) == 0
+    out, err = capsys.readouterr()
+    line = GPUS_UNUSED.format(torch.__version__)
+    assert json.loads(out)["warnings"] == [line.removeprefix("gputui bench: warning: ").strip()]
+    assert err.startswith(line)
+    assert main(["bench", "--device", "cpu", *tiny]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_no_warning_without_nvidia_gpus(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "0")
+    assert main(["bench", *TINY, "--epochs", "1", "--no-record", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["warnings"] == []
+    assert "warning" not in err
+
+
 def test_one_device_trains_without_torch_in_the_bench_process() -> None:
     result, err = bench_in_a_fresh_process("--device", "cpu", *TINY, "--epochs", "1", "--no-record")
     assert result == {"code": 0, "torch": False}, err
+
+
+def test_the_default_devices_and_the_gpu_count_need_no_torch_in_the_bench_process(
+    fake_nvml_dir: Path,
+) -> None:
+    """The warning learns what torch sees from the device listing's child, and what NVML
+    sees from the stand-in library, found on the library path as on a real machine."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this torch can use a GPU")
+    env = {"LD_LIBRARY_PATH": str(fake_nvml_dir)}
+    result, err = bench_in_a_fresh_process(*TINY, "--epochs", "1", "--no-record", env=env)
+    assert result == {"code": 0, "torch": False}, err
+    assert "warning: NVML reports 2 NVIDIA GPUs, but this torch " in err
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage"])
@@ -298,7 +357,7 @@ def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(
     exited 0. Asked for by name, it is required; the line says how to get it."""
     data = ["--dataset", "cifar10", "--no-download", "--data-dir", str(tmp_path)]
     tiny = ["--limit", "64", "--batch-size", "32", "--threads", "1", "--epochs", "1"]
-    code = main(["bench", *data, *tiny, "--no-record"])
+    code = main(["bench", "--device", "cpu", "--device", "cpu", *data, *tiny, "--no-record"])
     out, err = capsys.readouterr()
     assert code == 1
     assert out == ""  # no table of nothing
