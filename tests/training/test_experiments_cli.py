@@ -128,13 +128,13 @@ def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(
 ) -> None:
     """Issue 18: ``--dataset cifar10`` without the data ran on the synthetic set, exit 0."""
     data = ["--dataset", "cifar10", "--no-download", "--data-dir", str(tmp_path)]
-    code = main(["experiment", "sync-stall", "--device", "cpu", *data, "--limit", "64"])
+    code = main(["experiment", "sync-stall", "--device", "cpu", *data, "--limit", "512"])
     out, err = capsys.readouterr()
     assert code == 1
     assert out == ""
     assert err.count("\n") == 1
     assert err.startswith(
-        f"gputui experiment: error: CIFAR-10 is not in {tmp_path} and downloading is off: "
+        f"gputui experiment sync-stall: error: CIFAR-10 is not in {tmp_path} and downloading is off: "
         "allow the download, or save https://"
     )
 
