@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import select
 import struct
 import subprocess
@@ -17,6 +18,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
+
+ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+COLOUR = re.compile(rb"\x1b\[(?:[0-9]+;)*[34]8;[25];")
+"""A 256-colour or 24-bit foreground or background in a CSI sequence."""
+
+
+def shown_text(shown: bytes) -> str:
+    """What a terminal shows of ``shown``, escapes left out (positions are lost)."""
+    return ESCAPE.sub(b"", shown).decode(errors="replace")
+
+
+def colours_in(shown: bytes) -> list[bytes]:
+    """The 256-colour and 24-bit colour escapes in ``shown``."""
+    return COLOUR.findall(shown)
 
 
 @dataclass(frozen=True)

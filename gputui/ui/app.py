@@ -30,16 +30,15 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
-from textual.filter import LineFilter, NoColor
 from textual.geometry import Size
 from textual.message import Message
 from textual.screen import Screen
@@ -50,6 +49,7 @@ from gputui.jobs.config import RunConfig
 from gputui.telemetry.history import History, record_cpu, record_nvml
 from gputui.telemetry.polling import SOURCES, HeadStart, Samplers, close_sampler
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.ui.colours import TerminalColours
 from gputui.ui.layout import plan_panes
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
 from gputui.ui.widgets.monitor import Monitor
@@ -110,37 +110,6 @@ def input_terminal() -> int | None:
     return fd if os.isatty(fd) else None
 
 
-def theme_for(color_system: str | None) -> str | None:
-    """The theme for a terminal's colour system: in 16 colours, the terminal's own palette.
-
-    Textual's themes are truecolor; on a 16-colour terminal Rich would map each
-    shade to its nearest ANSI colour (panels turn black, muted text vanishes).
-    ``ansi-dark`` uses the terminal's 16 colours by name instead.
-
-    Args:
-        color_system: Rich's detected colour system (``standard``, ``256``,
-            ``truecolor``, ``windows``, or ``None`` for no colour).
-
-    Returns:
-        A theme name, or ``None`` to keep Textual's default.
-    """
-    return "ansi-dark" if color_system in ("standard", "windows") else None
-
-
-def wants_plain(no_color: bool, color_system: str | None) -> bool:
-    """Whether to draw without colour: ``NO_COLOR`` is set, or the terminal has none.
-
-    Textual alone leaves colour in both: under ``NO_COLOR`` it turns each colour into a
-    grey, still written as a 24-bit or 256-colour escape, and where Rich finds no colour
-    system (``TERM=dumb``) Textual writes 24-bit colour.
-
-    Args:
-        no_color: Textual's reading of ``NO_COLOR`` (``App.no_color``).
-        color_system: Rich's detected colour system; ``None`` for a terminal without colour.
-    """
-    return no_color or color_system is None
-
-
 def nvml_is_stale(taken_at: float, now: float, interval: float) -> bool:
     """Whether NVIDIA readings taken at ``taken_at`` are stale at ``now`` (the sampler's rule)."""
     from gputui.telemetry.nvml import is_stale
@@ -148,7 +117,7 @@ def nvml_is_stale(taken_at: float, now: float, interval: float) -> bool:
     return is_stale(taken_at, now, interval)
 
 
-class MonitorApp(App[int]):
+class MonitorApp(TerminalColours):
     """gputui's live monitor."""
 
     TITLE = "gputui"
@@ -220,7 +189,6 @@ class MonitorApp(App[int]):
         """Whether the user asked for the runner pane or hid it; None until they do."""
         self._hung_up = False
         self._signal_handlers: dict[int, Callable[..., object] | int | None] = {}
-        self._plain: tuple[LineFilter, ...] = ()
 
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
@@ -242,11 +210,7 @@ class MonitorApp(App[int]):
 
     def on_mount(self) -> None:
         """Start polling every source; the first frame does not wait for them."""
-        theme = None if self.is_headless else theme_for(self.console.color_system)
-        if theme is not None:  # not in tests: their screens must not depend on $TERM
-            self.theme = theme
-        if not self.is_headless and wants_plain(self.no_color, self.console.color_system):
-            self._plain = (NoColor(),)  # every colour becomes the terminal's own
+        self.follow_terminal_colours()
         self._beat_epoch = time.monotonic()
         self._lay_out_runner()
         for source in SOURCES:
@@ -263,12 +227,6 @@ class MonitorApp(App[int]):
             with contextlib.suppress(ValueError, AttributeError, OSError):  # not the main thread
                 signum = getattr(signal, name)
                 self._signal_handlers[signum] = signal.signal(signum, handler)
-
-    def get_line_filters(self) -> Sequence[LineFilter]:
-        """Textual's filters, then, on a plain screen (:func:`wants_plain`), one that drops
-        every colour for the terminal's default."""
-        filters = super().get_line_filters()
-        return [*filters, *self._plain] if self._plain else filters
 
     def on_unmount(self) -> None:
         """Close each sampler on its own thread, once idle, and let the threads end."""

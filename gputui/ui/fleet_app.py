@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
@@ -22,6 +22,7 @@ from textual.strip import Strip
 from textual.widgets import Footer, Input, Static
 
 from gputui.fleet.hosts import FleetSource, HostReading
+from gputui.ui.colours import TerminalColours
 from gputui.ui.fleet_rows import FleetOrder, Row, fleet_rows, fleet_title, row_line
 from gputui.ui.widgets.lines import LineStyles
 
@@ -95,7 +96,7 @@ class FleetView(ScrollView, can_focus=True):
         self.virtual_size = Size(self.scrollable_content_region.width, len(self._rows))
 
 
-class FleetApp(App[int]):
+class FleetApp(TerminalColours):
     """Many hosts' GPUs on one screen."""
 
     TITLE = "gputui fleet"
@@ -125,6 +126,7 @@ class FleetApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.follow_terminal_colours()
         self.source.start()
         self.update_view()
         self.set_interval(TICK_S, self.update_view)

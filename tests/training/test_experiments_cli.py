@@ -134,8 +134,8 @@ def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(
     assert out == ""
     assert err.count("\n") == 1
     assert err.startswith(
-        f"gputui experiment sync-stall: error: CIFAR-10 is not in {tmp_path} and downloading is off: "
-        "allow the download, or save https://"
+        "gputui experiment sync-stall: error: "
+        f"CIFAR-10 is not in {tmp_path} and downloading is off: allow the download, or save https://"
     )
 
 

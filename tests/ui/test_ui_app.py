@@ -18,7 +18,8 @@ from textual.command import CommandPalette
 
 from gputui.telemetry.polling import HeadStart, Samplers
 from gputui.telemetry.readings import GpuProcess, NvmlReading
-from gputui.ui.app import MonitorApp, make_app, theme_for, wants_plain
+from gputui.ui.app import MonitorApp, make_app
+from gputui.ui.colours import theme_for, wants_plain
 from gputui.ui.layout import GpuMode
 from gputui.ui.render import Line, process_table_lines
 from gputui.ui.widgets import process_table as process_table_module
@@ -370,13 +371,6 @@ async def test_no_color_renders_in_greys(monkeypatch: pytest.MonkeyPatch) -> Non
 ROOT = Path(__file__).resolve().parents[2]
 PANEL_WORDS = ("NVIDIA · 2 GPUs", "H100 80GB HBM3", "GPU processes", "gputui ")
 """Text from each panel of the monitor on the stand-in NVML's 2 GPUs."""
-ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def shown_text(shown: bytes) -> str:
-    """What a terminal shows of ``shown``, escapes left out (positions are lost)."""
-    return ESCAPE.sub(b"", shown).decode(errors="replace")
-
 
 @pytest.mark.parametrize(
     ("variables", "plain"),
@@ -388,7 +382,7 @@ def test_no_color_and_a_dumb_terminal_get_a_plain_screen(
 ) -> None:
     """Issue 18: under ``NO_COLOR`` Textual wrote its colours as greys, still in 24-bit
     escapes, and on ``TERM=dumb`` it wrote 24-bit colour; a plain screen has none."""
-    from tests.pty_run import run_on_a_pty
+    from tests.pty_run import colours_in, run_on_a_pty, shown_text
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_NVML_", "NO_COLOR"))}
     env.update(LD_LIBRARY_PATH=str(fake_nvml_dir), TERM="xterm-256color", COLORTERM="truecolor")
@@ -404,9 +398,8 @@ def test_no_color_and_a_dumb_terminal_get_a_plain_screen(
     )
     text = shown_text(run.shown)
     assert all(word in text for word in PANEL_WORDS), text[-2000:]
-    colours = re.findall(rb"\x1b\[(?:[0-9]+;)*[34]8;[25];", run.shown)
     if plain:
-        assert colours == []
+        assert colours_in(run.shown) == []
     else:  # the test can see colour where there is some
         assert b"\x1b[38;2;" in run.shown and b"\x1b[48;2;" in run.shown
 

@@ -166,3 +166,39 @@ def test_fleet_snapshot_80x24(snap_compare: Any, recorded: list[HostReading]) ->
 
 def test_fleet_snapshot_160x50(snap_compare: Any, recorded: list[HostReading]) -> None:
     assert snap_compare(_recorded_app(recorded), terminal_size=(160, 50))
+
+
+@pytest.mark.parametrize(
+    ("variables", "plain"),
+    [({}, False), ({"NO_COLOR": "1"}, True), ({"TERM": "dumb"}, True)],
+    ids=["colour", "NO_COLOR", "TERM=dumb"],
+)
+def test_no_color_and_a_dumb_terminal_get_a_plain_fleet_view(
+    variables: dict[str, str], plain: bool
+) -> None:
+    """Issue 18, item 15, for the fleet view as for the monitor: no colour escapes at all."""
+    import os
+    import sys
+
+    from tests.pty_run import colours_in, run_on_a_pty, shown_text
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NO_COLOR")}
+    env.update(TERM="xterm-256color", COLORTERM="truecolor")
+    env.update(variables)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    with static_exporter(DCGM_EXPOSITION.read_text()) as dcgm:
+        wanted = f"● {dcgm}  dcgm-exporter · 2 GPUs"
+        run = run_on_a_pty(
+            [sys.executable, "-m", "gputui", "--hosts", dcgm, "--interval", "0.5"],
+            env=env,
+            cwd=root,
+            size=(120, 30),
+            timeout_s=60,
+            until=lambda shown: wanted in shown_text(shown),
+        )
+    assert wanted in shown_text(run.shown), shown_text(run.shown)[-2000:]
+    if plain:
+        assert colours_in(run.shown) == []
+    else:  # the test can see colour where there is some
+        assert colours_in(run.shown)
