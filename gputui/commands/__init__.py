@@ -44,6 +44,7 @@ from gputui.jobs.config import (
 SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
     "experiment": ("gputui.commands.experiment", "add_experiment_command"),
+    "scale": ("gputui.commands.scale", "add_scale_command"),
     "doctor": ("gputui.commands.doctor", "add_doctor_command"),
     "serve": ("gputui.commands.serve", "add_serve_command"),
 }

@@ -183,6 +183,26 @@ def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def whole_numbers(least: int, most: int | None, example: str) -> Callable[[str], tuple[int, ...]]:
+    """An argparse ``type`` for a comma-separated list of whole numbers from ``least`` to
+    ``most`` (``--batch-sizes 32,64``, ``--world-sizes 1,2,4``)."""
+
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(part) for part in text.split(","))
+        except ValueError:
+            values = ()
+        if not values or min(values) < least or (most is not None and max(values) > most):
+            bounds = f"{least} or more" if most is None else f"{least} to {most}"
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a comma-separated list of whole numbers of {bounds}, "
+                f"e.g. {example}"
+            )
+        return values
+
+    return parse
+
+
 def niceness(text: str) -> int:
     """Parse ``--nice``: how much to lower a child process's priority, 0 to 19."""
     try:
@@ -277,17 +297,20 @@ def _shown_path(text: str) -> str:
     return shown if len(shown) <= SHOWN_PATH_MAX else f"{shown[: SHOWN_PATH_MAX - 3]}..."
 
 
-def job_options() -> argparse.ArgumentParser:
-    """The flags ``gputui bench`` and every ``gputui experiment`` take, as a parent parser."""
+def job_options(*, devices: bool = True) -> argparse.ArgumentParser:
+    """The flags ``gputui bench``, every ``gputui experiment`` and ``gputui scale`` take, as
+    a parent parser; ``devices=False`` leaves ``--device`` to the command (scale takes one
+    kind of device, not a list)."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--device",
-        dest="devices",
-        action="append",
-        metavar="DEV",
-        help="cpu, cuda (the first NVIDIA GPU), cuda:N (GPU N, counted from 0) or mps (an "
-        "Apple GPU); repeat for several (default: cpu and every usable accelerator)",
-    )
+    if devices:
+        common.add_argument(
+            "--device",
+            dest="devices",
+            action="append",
+            metavar="DEV",
+            help="cpu, cuda (the first NVIDIA GPU), cuda:N (GPU N, counted from 0) or mps (an "
+            "Apple GPU); repeat for several (default: cpu and every usable accelerator)",
+        )
     common.add_argument(
         "--dataset",
         choices=DATASETS,

@@ -42,6 +42,7 @@ from gputui.commands.args import (
     seconds,
     usage_error,
     whole_number,
+    whole_numbers,
     workers_option,
 )
 from gputui.commands.interrupt import CtrlC
@@ -167,7 +168,7 @@ def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
         if name == "batch-sweep":
             parser.add_argument(
                 "--batch-sizes",
-                type=batch_sizes,
+                type=whole_numbers(1, None, "32,64,128"),
                 metavar="LIST",
                 help="the batch sizes to time, comma-separated (default: "
                 f"{','.join(map(str, DEFAULT_BATCH_SIZES))}, those that --limit holds)",
@@ -274,16 +275,3 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     if ctrl_c.pressed:
         return EXIT_INTERRUPTED
     return EXIT_OK if result.status == "ok" else EXIT_FAILED
-
-
-def batch_sizes(text: str) -> tuple[int, ...]:
-    """Parse ``--batch-sizes``: comma-separated whole numbers of 1 or more."""
-    try:
-        sizes = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        sizes = ()
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of whole numbers of 1 or more, e.g. 32,64,128"
-        )
-    return sizes

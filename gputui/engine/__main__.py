@@ -2,7 +2,8 @@
 
 Modes, each with its config (:mod:`gputui.jobs.config`)::
 
-    train       RunConfig: one training run
+    train       RunConfig: one training run (one rank of a job, under torchrun)
+    scale       ScaleConfig: one training run on N ranks (torch.distributed, gloo or NCCL)
     experiment  ExperimentConfig: one experiment on each device
     probe       ProbeConfig: the doctor's torch facts and measurements
     devices     DeviceQuery: every candidate device, usable or not, and why
@@ -42,16 +43,18 @@ from gputui.jobs.config import (
     Portable,
     ProbeConfig,
     RunConfig,
+    ScaleConfig,
     available_cores,
 )
 from gputui.jobs.events import Error, Event
 
 CONFIGS: dict[str, type[Portable]] = {
-    config.MODE: config for config in (RunConfig, ExperimentConfig, ProbeConfig, DeviceQuery)
+    config.MODE: config
+    for config in (RunConfig, ScaleConfig, ExperimentConfig, ProbeConfig, DeviceQuery)
 }
 """Each mode's config type."""
 USAGE = (
-    "usage: python -m gputui.engine {train,experiment,probe,devices} [--parent-pid PID] "
+    "usage: python -m gputui.engine {train,scale,experiment,probe,devices} [--parent-pid PID] "
     "[--watch-stdin] [CONFIG_JSON]"
 )
 
@@ -111,6 +114,10 @@ def _main(args: list[str], stream: EventStream) -> int:
     assert isinstance(config, JobConfig)
     stop = install_stop_signals()
     lower_priority(config.nice)
+    if isinstance(config, ScaleConfig):  # the ranks import torch; this process launches them
+        from gputui.engine.scale import run_scale
+
+        return run_scale(config, stream.emit, stop.is_set)
     torch = _import_torch()
     if not isinstance(config, RunConfig) or config.device.strip().startswith("cpu"):
         # A GPU run keeps torch's own host threads unless told; CPU work takes what it asks.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -43,6 +44,30 @@ class Normaliser:
         return x.mul_(self._scale).sub_(self._shift)
 
 
+@dataclass(frozen=True)
+class Shard:
+    """One rank's part of a distributed job's data (:mod:`gputui.engine.distributed`).
+
+    Every rank draws the same permutation each epoch, from a generator seeded alike; step
+    ``s`` of rank ``r`` takes images ``[s*G + r*B, s*G + (r+1)*B)`` of it, where ``B`` is
+    the per-rank batch and ``G = B * count``. So ``count`` ranks at batch ``B`` see the
+    batches one process at batch ``count*B`` sees, split ``count`` ways: with DDP's
+    averaged gradients, the two train the same model (up to float rounding).
+    """
+
+    rank: int
+    count: int
+    """Ranks in the job."""
+    seed: int
+    """The job's seed: the permutations follow from it and the epoch."""
+
+    def permutation(self, size: int, epoch: int, device: torch.device) -> torch.Tensor:
+        """Epoch ``epoch``'s order of ``size`` images: the same on every rank."""
+        generator = torch.Generator(device=device)
+        generator.manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(size, device=device, generator=generator)
+
+
 class ResidentPipeline:
     """The whole dataset on the device as uint8; batches cut and normalised there."""
 
@@ -55,6 +80,7 @@ class ResidentPipeline:
         device: torch.device,
         batch_size: int,
         memory_format: torch.memory_format,
+        shard: Shard | None = None,
     ) -> None:
         synchronize(device)
         started = time.perf_counter()
@@ -68,7 +94,11 @@ class ResidentPipeline:
         self.device = device
         self.dataset_device = str(device)
         self.batch_size = batch_size
-        self.steps_per_epoch = len(self.train_labels) // batch_size  # drop_last: fixed shapes
+        self.shard = shard
+        ranks = shard.count if shard is not None else 1
+        # drop_last: fixed shapes, and the same number of steps on every rank
+        self.steps_per_epoch = len(self.train_labels) // (batch_size * ranks)
+        self._epochs = 0
         self.normalise = Normaliser(device, memory_format)
         self.nbytes = sum(
             t.numel() * t.element_size()
@@ -77,16 +107,27 @@ class ResidentPipeline:
 
     def epoch(self) -> Iterator[Batch]:
         """One epoch's batches in a fresh on-device permutation; no host sync."""
-        order = torch.randperm(len(self.train_labels), device=self.device)
-        size = self.batch_size
+        self._epochs += 1
+        count = len(self.train_labels)
+        size, first, stride = self.batch_size, 0, self.batch_size
+        if self.shard is None:
+            order = torch.randperm(count, device=self.device)
+        else:
+            order = self.shard.permutation(count, self._epochs, self.device)
+            first, stride = self.shard.rank * size, size * self.shard.count
         for step in range(self.steps_per_epoch):
-            index = order[step * size : (step + 1) * size]
+            start = step * stride + first
+            index = order[start : start + size]
             images = self.train_images.index_select(0, index)
             yield self.normalise(images), self.train_labels.index_select(0, index)
 
     def test_batches(self, batch_size: int) -> Iterator[Batch]:
-        """The held-out split in order, in batches, on the device."""
-        for start in range(0, len(self.test_labels), batch_size):
+        """The held-out split in order, in batches, on the device; with a shard, every
+        ``count``-th batch from this rank's own (the ranks' counts are then summed)."""
+        ranks, rank = (self.shard.count, self.shard.rank) if self.shard else (1, 0)
+        for number, start in enumerate(range(0, len(self.test_labels), batch_size)):
+            if number % ranks != rank:
+                continue
             end = start + batch_size
             yield self.normalise(self.test_images[start:end]), self.test_labels[start:end]
 

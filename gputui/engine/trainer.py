@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from gputui.engine import distributed
 from gputui.engine.data import Dataset, DatasetError, load_dataset
 from gputui.engine.devices import (
     DeviceError,
@@ -53,7 +54,7 @@ from gputui.engine.memory import (
     unless_out_of_memory,
 )
 from gputui.engine.model import CNN
-from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline
+from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline, Shard
 from gputui.engine.placement import describe_placement
 from gputui.engine.records import RunRecorder
 from gputui.engine.step import make_optimizer, make_step, set_math
@@ -71,6 +72,7 @@ from gputui.jobs.events import (
     RunStarted,
 )
 from gputui.jobs.results import steady_figures
+from gputui.jobs.world import World, world_from_env
 
 Emit = Callable[[Event], None]
 
@@ -99,18 +101,24 @@ def run_training(
     started = time.perf_counter()
     try:
         config.validate()
-        device_text = parse_device(config.device)
+        world = world_from_env(os.environ)  # one rank of a job torchrun (or scale) started
+        if world is not None:
+            config.check_distributed()
+            device_text = str(distributed.rank_device(world, config.device))
+        else:
+            device_text = parse_device(config.device)
         check_precision(device_text, config.precision)
     except (ConfigError, DeviceError) as exc:
         kind = "config" if isinstance(exc, ConfigError) else "device"
         emit(Error(message=str(exc), kind=kind))
         return EXIT_USAGE
-    run = _Run(config, torch.device(device_text), emit, should_stop, started)
+    run = _Run(config, torch.device(device_text), emit, should_stop, started, world)
     try:
         return run.execute()
     finally:
         if run.recorder is not None:
             run.recorder.close()
+        distributed.leave()
 
 
 class _Run:
@@ -123,20 +131,26 @@ class _Run:
         emit: Emit,
         should_stop: Callable[[], bool],
         started: float,
+        world: World | None = None,
     ) -> None:
         self.config = config
         self.device = device
         self._emit = emit
         self.should_stop = should_stop
         self.started = started
+        self.world = world
+        """The distributed job this run is one rank of; ``None`` for a run on its own."""
+        self.ranks = world.world_size if world is not None else 1
         self.recorder: RunRecorder | None = None
         """The run folder's writer, once the run is known to be valid (see :meth:`_record`)."""
-        self._unrecorded: list[Event] | None = [] if config.record else None
+        leader = world is None or world.leader  # one folder for the job: rank 0's
+        self._unrecorded: list[Event] | None = [] if config.record and leader else None
         """What was emitted before the run folder was made, for it; ``None``: not recording."""
         self.run_dir: str | None = None
         self.epochs: list[EpochFinished] = []
         self.batch_size = config.batch_size
         self.step: Step | None = None
+        self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
         self.memory_format = torch.contiguous_format
 
     def emit(self, event: Event) -> None:
@@ -180,6 +194,12 @@ class _Run:
             self.emit(Error(message=str(exc), kind="oom"))
             return EXIT_FAILED
         except Exception as exc:
+            if self.world is not None and self.should_stop():  # a peer stopped first
+                self.emit(self._finished(stopped=True))
+                return EXIT_OK
+            if self.world is not None and distributed.lost_peer(exc):
+                self.emit(self._lost_peer_error(exc))
+                return EXIT_FAILED
             if is_out_of_memory(exc):
                 oom = (_traceback(exc), isinstance(exc, SimulatedOutOfMemoryError))
             elif self.config.compile and _from_compiler(exc):
@@ -211,7 +231,11 @@ class _Run:
     def _train(self) -> None:
         config, device = self.config, self.device
         make_current(device)
-        torch.manual_seed(config.seed)
+        if self.world is not None:
+            backend, init_seconds = distributed.join(
+                self.world, device, config.collective_timeout_s
+            )
+        torch.manual_seed(config.seed)  # every rank starts from the same weights
         data = load_dataset(
             config.dataset,
             Path(config.data_dir).expanduser() if config.data_dir else None,
@@ -221,7 +245,7 @@ class _Run:
             test_limit=config.test_limit,
         )
         train_images = len(data.train_labels)
-        check_batch_fits(config.batch_size, train_images)
+        check_batch_fits(config.batch_size * self.ranks, train_images)
         self._record()
         bf16 = config.precision == "bf16"
         math = set_math(config.precision, device)
@@ -239,7 +263,9 @@ class _Run:
 
         model = CNN().to(device=device, memory_format=self.memory_format)
         optimizer = make_optimizer(model, device)
-        forward = torch.compile(model) if config.compile else model
+        self.ddp = distributed.wrap(model, device) if self.world is not None else None
+        trained = self.ddp if self.ddp is not None else model
+        forward = torch.compile(trained) if config.compile else trained
         self.step = make_step(
             forward,
             optimizer,
@@ -276,6 +302,8 @@ class _Run:
                 run_dir=self.run_dir,
             )
         )
+        if self.world is not None:
+            self.emit(distributed.joined(self.world, config.batch_size, backend, init_seconds))
         self.emit(
             DataReady(
                 device=pipeline.dataset_device,
@@ -287,14 +315,19 @@ class _Run:
             result = self._epoch(epoch, model, optimizer, pipeline)
             self.epochs.append(result)
             self.emit(memory_reading(self.device))
+        if self.ddp is not None:
+            self.emit(distributed.time_steps(self.ddp, self.step, pipeline.epoch, device))
 
     def _pipeline(self, data: Dataset, device: torch.device) -> Pipeline:
         if self.config.pipeline == "classic":
             return ClassicPipeline(
                 data, device, self.batch_size, self.memory_format, self.config.workers
             )
+        world = self.world
+        shard = Shard(world.rank, world.world_size, self.config.seed) if world else None
         pipeline = unless_out_of_memory(
-            lambda: ResidentPipeline(data, device, self.batch_size, self.memory_format), device
+            lambda: ResidentPipeline(data, device, self.batch_size, self.memory_format, shard),
+            device,
         )
         if pipeline is not None:
             return pipeline
@@ -323,7 +356,7 @@ class _Run:
         for x, y in pipeline.epoch():
             loss_sum += self.step(x, y)
             steps += 1
-            images += x.shape[0]
+            images += x.shape[0] * self.ranks  # the job's images: every rank's batch is alike
             if epoch == 1 and steps == 1:
                 self.emit(
                     describe_placement(
@@ -352,6 +385,9 @@ class _Run:
                 )
         synchronize(device)
         seconds = time.perf_counter() - started
+        if self.world is not None:  # the job's epoch: its slowest rank's, its mean loss
+            seconds = distributed.slowest(seconds, device)
+            loss_sum = distributed.total(loss_sum) / self.ranks
         loss = (loss_sum / max(steps, 1)).item()
         eval_started = time.perf_counter()
         accuracy = self._accuracy(model, pipeline)
@@ -383,7 +419,21 @@ class _Run:
                 correct += (logits.argmax(dim=1) == y).sum()
                 total += len(y)
         model.train()
+        if self.world is not None:  # each rank counted its share of the held-out batches
+            counts = distributed.total(torch.stack([correct, correct.new_tensor(total)]))
+            correct, total = counts[0], int(counts[1].item())
         return correct.item() / total if total else None
+
+    def _lost_peer_error(self, exc: BaseException) -> Error:
+        assert self.world is not None
+        return Error(
+            message=(
+                f"rank {self.world.rank} of {self.ranks} lost its peers: another rank ended or "
+                f"stopped answering ({failure_line(exc)})"
+            ),
+            detail=_traceback(exc),
+            kind="peer",
+        )
 
     def _out_of_memory_error(self, detail: str, simulated: bool) -> Error:
         where = f"out of memory on {self.device} at batch size {self.batch_size}"
@@ -391,7 +441,7 @@ class _Run:
             where += " (simulated by the test hook)"
         fits = None
         try:
-            if self.step is not None:
+            if self.step is not None and self.world is None:  # a probe would wait on peers
                 release_memory(self.device)
                 fits = probe_batch_size(self.step, self.device, self.batch_size, self.memory_format)
         except Exception as exc:  # the device broke (a sticky CUDA error raises again here)
@@ -400,7 +450,9 @@ class _Run:
                 detail=f"{detail}\n{_traceback(exc)}",
                 kind="oom",
             )
-        if fits is None:
+        if self.world is not None:  # not probed: every rank would have to probe together
+            advice = "try a smaller batch size"
+        elif fits is None:
             advice = "even batch size 1 does not fit: free memory on the device"
         else:
             advice = f"batch size {fits} fits: try that"

@@ -240,6 +240,9 @@ class RunConfig(JobConfig):
     """Parent of run folders; ``None`` for ``$XDG_STATE_HOME/gputui/runs``."""
     progress_interval_s: float = 0.25
     """Least wall-clock seconds between progress reads (each one is a device sync)."""
+    collective_timeout_s: float = 120.0
+    """One rank of a distributed job: seconds it waits on its peers (the rendezvous, a
+    gradient all-reduce) before it gives up; torch's own default is 10 or 30 minutes."""
 
     def validate(self) -> None:
         """Check every field that needs no torch.
@@ -262,6 +265,65 @@ class RunConfig(JobConfig):
             raise ConfigError(
                 f"progress interval must be above 0 seconds, got {self.progress_interval_s!r}"
             )
+        _seconds_above_zero("collective timeout", self.collective_timeout_s)
+
+    def check_distributed(self) -> None:
+        """What one rank of a distributed job needs besides: the resident pipeline (each
+        rank keeps its own copy and takes its slice of every step) and a device by type
+        (``cuda`` becomes ``cuda:LOCAL_RANK``; gloo serves the CPU; MPS has no backend).
+
+        Raises:
+            ConfigError: one line naming what to use instead.
+        """
+        if self.pipeline != "resident":
+            raise ConfigError(
+                "a distributed job trains with the resident pipeline only: "
+                "leave out --pipeline classic"
+            )
+        device = self.device.strip().lower()
+        if device.startswith("mps"):
+            raise ConfigError(
+                "torch.distributed has no backend for mps: use --device cpu (gloo) or cuda (NCCL)"
+            )
+        if device not in DISTRIBUTED_DEVICES:
+            raise ConfigError(
+                f"device {self.device!r} in a distributed job: use --device cuda (each rank "
+                "takes cuda:LOCAL_RANK) or --device cpu"
+            )
+
+
+DISTRIBUTED_DEVICES = ("cpu", "cuda")
+"""What a distributed job's ``--device`` may say: each rank picks its own index."""
+WORLD_SIZE_MAX = 64
+"""The most ranks ``gputui scale`` starts on one machine."""
+SCALINGS = ("weak", "strong")
+"""Weak scaling keeps the per-rank batch; strong keeps the global batch."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleConfig(RunConfig):
+    """One world size of ``gputui scale``: the engine launches ``world_size`` ranks of the
+    same training (torch.multiprocessing, torch.distributed) and reports rank 0's events.
+    ``batch_size`` is the per-rank batch."""
+
+    MODE: ClassVar[str] = "scale"
+    NAME: ClassVar[str] = "scale config"
+    WHAT: ClassVar[str] = "scaling job"
+
+    world_size: int = 1
+    """Ranks to start on this machine."""
+
+    def validate(self) -> None:
+        """Check every field that needs no torch.
+
+        Raises:
+            ConfigError: one line naming the bad value and what to use.
+        """
+        super().validate()
+        _whole_number("world size", self.world_size, 1, WORLD_SIZE_MAX)
+        self.check_distributed()
+        if self.limit is not None:
+            check_batch_fits(self.batch_size * self.world_size, self.limit)
 
 
 @dataclass(frozen=True, kw_only=True)

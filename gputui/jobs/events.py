@@ -14,9 +14,11 @@ Order of a training run (``train`` mode)::
 
     DataProgress*            only while CIFAR-10 downloads
     RunStarted
+    WorldJoined?             one rank of a distributed job (rank 0 alone reports)
     DataReady                the training data is where the pipeline reads it
     Placement Memory         after the first optimizer step (Adam's state exists)
     (Progress* EpochFinished Memory)  per epoch
+    StepTimes?               a distributed job: steps timed with and without all-reduce
     Finished
 
 An experiment (``experiment`` mode)::
@@ -326,7 +328,9 @@ class Error(Event):
     detail: str = ""
     """Traceback or stderr tail, shown on demand."""
     kind: str = "crash"
-    """``config``, ``device``, ``data``, ``oom``, ``compile``, ``crash`` or ``killed``."""
+    """``config``, ``device``, ``data``, ``oom``, ``compile``, ``crash``, ``killed``,
+    ``peer`` (a rank lost a peer of its distributed job) or ``rank`` (a rank of the job
+    failed; the message names it)."""
     suggested_batch_size: int | None = None
     """For ``oom``: a batch size that was probed and fits, if one was found."""
 
@@ -354,6 +358,48 @@ class Finished(Event):
     """Wall time from the trainer's start to the end, data loading included."""
     run_dir: str | None = None
     """The run folder, ``None`` when not recording."""
+
+
+@dataclass(frozen=True)
+class WorldJoined(Event):
+    """The run is one job of ``world_size`` ranks (torch.distributed, DDP); after RunStarted.
+
+    Only rank 0 reports it: the other ranks say nothing unless they fail. RunStarted's
+    ``batch_size`` is the per-rank batch; an epoch's images and images/s are the job's.
+    """
+
+    TYPE: ClassVar[str] = "world_joined"
+    world_size: int
+    """Processes in the job."""
+    nodes: int
+    """Machines in the job."""
+    backend: str
+    """``nccl`` (CUDA) or ``gloo`` (CPU)."""
+    per_rank_batch: int
+    """Images per step on each rank."""
+    global_batch: int
+    """Images per step in the whole job (``per_rank_batch * world_size``)."""
+    init_seconds: float
+    """Seconds to join the process group (the rendezvous with every rank)."""
+
+
+@dataclass(frozen=True)
+class StepTimes(Event):
+    """Steps timed one by one after the last epoch: with the gradients' all-reduce, and
+    without it (DDP's ``no_sync``), alternating, each synchronized; before Finished."""
+
+    TYPE: ClassVar[str] = "step_times"
+    steps: int
+    """Steps timed of each kind."""
+    step_ms_p50: float
+    """Median milliseconds of a step with the all-reduce."""
+    step_ms_p95: float
+    """95th percentile milliseconds of a step with the all-reduce."""
+    local_step_ms_p50: float
+    """Median milliseconds of a step without it (``no_sync``)."""
+    allreduce_share: float
+    """The share of a step spent waiting on gradient communication:
+    ``1 - local_step_ms_p50 / step_ms_p50``, at least 0."""
 
 
 # -- experiments ---------------------------------------------------------------------

@@ -46,6 +46,7 @@ from gputui.jobs.events import (
     Row,
     RunStarted,
     SyncStallRow,
+    WorldJoined,
 )
 from gputui.jobs.results import ExperimentResult, RunRecord, bf16_gain, speedup
 
@@ -64,9 +65,9 @@ class ProgressLine:
         self.tty = stream.isatty()
         self._open = False
 
-    def show(self, config: RunConfig, event: Event) -> None:
-        """Show what ``event`` says about the run on ``config.device``."""
-        device = config.device
+    def show(self, config: RunConfig, event: Event, label: str | None = None) -> None:
+        """Show what ``event`` says about the run on ``config.device`` (or ``label``)."""
+        device = label or config.device
         if isinstance(event, DataProgress) and self.tty:
             total = f"/{fmt_bytes(event.total_bytes)}" if event.total_bytes else ""
             self._rewrite(f"downloading CIFAR-10: {fmt_bytes(event.done_bytes)}{total}")
@@ -140,6 +141,8 @@ def render_table(runs: list[RunRecord]) -> str:
             f"{fmt_counted(first.epochs, 'epoch')}"
             f"{', compiled' if first.compile else ''}"
         )
+        if first_world := next((run.world for run in runs if run.world), None):
+            lines.append(world_line(first_world))
         maths = {
             _label(run, several): run.started.math
             for run in runs
@@ -309,9 +312,132 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
                 "memory": asdict(run.memory) if run.memory else None,
                 "notes": run.notes,
                 "run_dir": run.run_dir,
+                "world": asdict(run.world) if run.world else None,
+                "step_times": asdict(run.step_times) if run.step_times else None,
             }
         )
     return {"runs": out, "warnings": list(warnings)}
+
+
+def world_line(world: WorldJoined) -> str:
+    """``world: 2 ranks on 1 node (gloo), batch 64 per rank, 128 in all; ...``."""
+    return (
+        f"world: {fmt_counted(world.world_size, 'rank')} on {fmt_counted(world.nodes, 'node')} "
+        f"({world.backend}), batch {world.per_rank_batch} per rank, {world.global_batch} in "
+        "all; images/s are the whole job's"
+    )
+
+
+# -- gputui scale ---------------------------------------------------------------------
+
+
+def scale_rows(runs: Sequence[RunRecord], scaling: str) -> list[dict[str, Any]]:
+    """One JSON-ready row per world size: its figures, and its speedup (images/s over the
+    first run's, the 1-rank run by default) and efficiency (speedup over the ranks added)."""
+    base = runs[0] if runs else None
+    base_rate = base.steady.images_per_second if base and base.steady else None
+    base_ranks = _ranks(base) if base else 1
+    rows = []
+    for run in runs:
+        steady, world, steps = run.steady, run.world, run.step_times
+        rate = steady.images_per_second if steady else None
+        ranks = _ranks(run)
+        speedup = rate / base_rate if rate and base_rate else None
+        rows.append(
+            {
+                "world_size": ranks,
+                "scaling": scaling,
+                "status": run.status,
+                "error": asdict(run.error) if run.error else None,
+                "backend": world.backend if world else None,
+                "nodes": world.nodes if world else None,
+                "per_rank_batch": world.per_rank_batch if world else run.config.batch_size,
+                "global_batch": world.global_batch if world else None,
+                "threads_per_rank": run.started.num_threads if run.started else None,
+                "warmup_seconds": run.epochs[0].seconds if run.epochs else None,
+                "epoch_seconds": steady.seconds if steady else None,
+                "images_per_second": rate,
+                "speedup": speedup,
+                "efficiency": speedup / (ranks / base_ranks) if speedup is not None else None,
+                "allreduce_share": steps.allreduce_share if steps else None,
+                "step_ms_p50": steps.step_ms_p50 if steps else None,
+                "step_ms_p95": steps.step_ms_p95 if steps else None,
+                "local_step_ms_p50": steps.local_step_ms_p50 if steps else None,
+                "final_loss": run.epochs[-1].loss if run.epochs else None,
+                "final_accuracy": run.epochs[-1].accuracy if run.epochs else None,
+            }
+        )
+    return rows
+
+
+def render_scale(runs: Sequence[RunRecord], scaling: str) -> str:
+    """``gputui scale``'s table: a row per world size, then what the columns mean."""
+    lines: list[str] = []
+    first = next((run for run in runs if run.started is not None), None)
+    if first is not None and first.started is not None:
+        started = first.started
+        lines.append(
+            f"{started.dataset}, {started.train_images} training images, "
+            f"{fmt_counted(started.epochs, 'epoch')}, {started.device_name}, {started.math}"
+        )
+        keeps = "per-rank batch" if scaling == "weak" else "global batch"
+        lines.append(f"{scaling} scaling: every world size keeps the {keeps}")
+        lines.append("")
+    rows = [
+        [
+            "ranks",
+            "backend",
+            "batch/rank",
+            "batch",
+            "epoch s",
+            "images/s",
+            "speedup",
+            "efficiency",
+            "all-reduce",
+            "step ms p50",
+            "p95",
+        ]
+    ]
+    for run, row in zip(runs, scale_rows(runs, scaling), strict=True):
+        which = [str(row["world_size"]), row["backend"] or ""]
+        if run.error is not None:
+            rows.append([*which, f"error: {run.error.message}"])
+            continue
+        if run.status == "stopped" and not run.epochs:
+            rows.append([*which, "stopped" if run.started is not None else "not run"])
+            continue
+        rows.append(
+            [
+                *which,
+                str(row["per_rank_batch"]),
+                fmt_number(row["global_batch"], "{}"),
+                fmt_number(row["epoch_seconds"], "{:.2f}"),
+                fmt_number(row["images_per_second"], "{:,.0f}"),
+                fmt_times(row["speedup"], precision=2),
+                fmt_fraction(row["efficiency"]),
+                fmt_fraction(row["allreduce_share"]),
+                fmt_number(row["step_ms_p50"], "{:.1f}"),
+                fmt_number(row["step_ms_p95"], "{:.1f}"),
+            ]
+        )
+    lines += fmt_columns(rows, right=set(range(2, 11)))
+    lines.append("")
+    base = f"{_ranks(runs[0])} rank{'s' if _ranks(runs[0]) != 1 else ''}" if runs else "1 rank"
+    lines.append(
+        f"speedup: images/s over {base}; efficiency: speedup / the ranks' multiple; "
+        "all-reduce: the share of a step spent waiting on gradient communication "
+        "(steps timed with and without DDP's all-reduce)"
+    )
+    single = any(run.steady is not None and run.steady.includes_warmup for run in runs)
+    if single:
+        lines.append("only epoch 1 ran, so epoch s and images/s include warm-up")
+    return "\n".join(lines)
+
+
+def _ranks(run: RunRecord) -> int:
+    if run.world is not None:
+        return run.world.world_size
+    return int(getattr(run.config, "world_size", 1))
 
 
 def _bf16_json(runs: list[RunRecord], run: RunRecord) -> dict[str, Any] | None:

@@ -77,7 +77,9 @@ from gputui.jobs.events import (
     Progress,
     Row,
     RunStarted,
+    StepTimes,
     SyncStallRow,
+    WorldJoined,
 )
 
 
@@ -158,6 +160,10 @@ class RunRecord:
     """The run's Finished, once it ended without error."""
     error: Error | None = None
     """The run's Error, once it failed."""
+    world: WorldJoined | None = None
+    """The distributed job the run is (rank 0 of), when it is one."""
+    step_times: StepTimes | None = None
+    """A distributed run's steps timed with and without the gradients' all-reduce."""
 
     @property
     def device(self) -> str:
@@ -223,6 +229,10 @@ class RunRecord:
             self.progress = None
         elif isinstance(event, Placement):
             self.placement = event
+        elif isinstance(event, WorldJoined):
+            self.world = event
+        elif isinstance(event, StepTimes):
+            self.step_times = event
         elif isinstance(event, Memory):
             self.memory = event
         elif isinstance(event, Note):

@@ -1,0 +1,240 @@
+"""``gputui scale``: the same training at several world sizes on this machine, and how it scales.
+
+Each world size is one engine child (``python -m gputui.engine scale``) that launches
+its ranks with torch's own launcher and trains them with DistributedDataParallel (NCCL
+on CUDA, each rank on ``cuda:RANK``; gloo on the CPU, the cores shared out between the
+ranks). One world size runs after the other, never two at once.
+
+Weak scaling (the default) keeps the per-rank batch (``--batch-size``), so the job's
+batch grows with the ranks; strong scaling keeps the job's batch and splits it. Speedup
+is images/s over the first world size's (the 1-rank run by default), efficiency is the
+speedup over the multiple of ranks, and the all-reduce share is the part of a step
+spent waiting on gradient communication, measured by timing steps with and without
+DDP's all-reduce (``no_sync``) after the last epoch.
+
+Exit codes: 0 when every world size finished, 1 when any failed (the others still run),
+2 for bad input (one line on stderr), 130 after Ctrl+C (what finished is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from gputui.commands.args import (
+    check_data_dir,
+    examples,
+    job_options,
+    job_settings,
+    usage_error,
+    whole_number,
+    whole_numbers,
+)
+from gputui.commands.interrupt import CtrlC
+from gputui.commands.output import write_out
+from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.jobs.config import (
+    DISTRIBUTED_DEVICES,
+    EPOCHS_MAX,
+    SCALINGS,
+    WORLD_SIZE_MAX,
+    ConfigError,
+    DeviceQuery,
+    ScaleConfig,
+)
+from gputui.jobs.events import Error
+from gputui.jobs.process import ChildProcess, list_devices
+from gputui.jobs.reports import ProgressLine, render_scale, scale_rows
+from gputui.jobs.results import RunRecord
+
+PROG = "gputui scale"
+CPU_WORLD_SIZES = (1, 2)
+"""The CPU's default: one rank against two (gloo), the cores shared out between them."""
+
+
+def add_scale_command(commands: Any) -> argparse.ArgumentParser:
+    """Add ``scale`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
+    scale = commands.add_parser(
+        "scale",
+        parents=[job_options(devices=False)],
+        help="train on 1, 2, 4... ranks (torch.distributed) and show how it scales",
+        description=(
+            "Train the CIFAR-10 CNN of `gputui bench` at several world sizes on this machine, "
+            "one after the other, each as a job of that many processes (ranks) launched by "
+            "torch.multiprocessing and trained with DistributedDataParallel: NCCL on CUDA, "
+            "one GPU per rank; gloo on the CPU, the cores shared out between the ranks. The "
+            "table, or JSON, gives each world size's epoch seconds and images/s (the whole "
+            "job's), its speedup over the first world size, its efficiency (speedup over the "
+            "multiple of ranks) and the share of a step spent waiting on the gradients' "
+            "all-reduce. For several machines, run `gputui bench` under torchrun instead."
+        ),
+        epilog=examples(
+            (
+                "gputui scale --device cpu --dataset synthetic --limit 4096",
+                "1 and 2 CPU ranks on generated images, in seconds",
+            ),
+            ("gputui scale --device cuda", "1, 2, 4... ranks, up to every GPU here"),
+            (
+                "gputui scale --device cuda --world-sizes 1,8 --mode strong --batch-size 2048",
+                "one GPU against eight sharing a batch of 2048",
+            ),
+        ),
+    )
+    scale.add_argument(
+        "--device",
+        choices=DISTRIBUTED_DEVICES,
+        default="cpu",
+        help="cuda: rank N trains on cuda:N (NCCL); cpu: every rank on the CPU (gloo) "
+        "(default: cpu)",
+    )
+    scale.add_argument(
+        "--world-sizes",
+        type=whole_numbers(1, WORLD_SIZE_MAX, "1,2,4"),
+        metavar="LIST",
+        help=f"the numbers of ranks to train with, comma-separated, 1 to {WORLD_SIZE_MAX} "
+        "(default: 1,2,4... up to the GPU count with cuda; 1,2 with cpu)",
+    )
+    scale.add_argument(
+        "--mode",
+        choices=SCALINGS,
+        default="weak",
+        help="weak: every rank keeps --batch-size, so the job's batch grows with the ranks; "
+        "strong: the job keeps --batch-size, split between the ranks (default: weak)",
+    )
+    scale.add_argument(
+        "--epochs",
+        type=whole_number(1, EPOCHS_MAX),
+        default=2,
+        metavar="N",
+        help=f"passes over the training images, 1 to {EPOCHS_MAX}; the first is the warm-up "
+        "(default: 2)",
+    )
+    scale.add_argument(
+        "--batch-size",
+        type=whole_number(1),
+        default=256,
+        metavar="B",
+        help="images per step: per rank (weak) or for the whole job (strong) (default: 256)",
+    )
+    scale.set_defaults(handler=run_scale)
+    return scale
+
+
+def run_scale(args: argparse.Namespace) -> int:
+    """The ``gputui scale`` handler; returns the exit code."""
+    try:
+        if args.data_dir is not None:
+            check_data_dir(args.data_dir)
+        sizes = list(dict.fromkeys(args.world_sizes or ()))
+        for size in sizes:
+            _config(args, size)  # bad input fails before any child starts
+    except ConfigError as exc:
+        return usage_error(PROG, str(exc))
+    if not sizes:
+        found = default_world_sizes(args.device)
+        if isinstance(found, Error):
+            return usage_error(PROG, found.message)
+        sizes = list(found)
+    elif args.device == "cuda":
+        found = default_world_sizes("cuda")
+        if isinstance(found, Error):
+            return usage_error(PROG, found.message)
+        if max(sizes) > max(found):
+            return usage_error(
+                PROG,
+                f"{max(sizes)} ranks need {max(sizes)} GPUs and torch sees {max(found)} here: "
+                f"use world sizes up to {max(found)}",
+            )
+    try:
+        configs = [_config(args, size) for size in sorted(sizes)]
+    except ConfigError as exc:
+        return usage_error(PROG, str(exc))
+
+    progress = ProgressLine(sys.stderr)
+    runs: list[RunRecord] = []
+    with CtrlC() as ctrl_c:
+        for config in configs:
+            if ctrl_c.pressed:
+                runs.append(RunRecord(config))
+                continue
+            run = _run_one(config, progress, ctrl_c)
+            if run.error is not None and run.error.kind in {"config", "device"}:
+                return usage_error(PROG, run.error.message)
+            runs.append(run)
+    if args.json:
+        write_out(json.dumps({"runs": scale_rows(runs, args.mode)}, indent=2))
+    else:
+        write_out(render_scale(runs, args.mode))
+    if ctrl_c.pressed:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
+
+
+def default_world_sizes(device: str) -> tuple[int, ...] | Error:
+    """1, 2, 4... up to the GPUs torch can use (and that count itself), or 1 and 2 CPU
+    ranks; an ``Error`` when ``cuda`` is asked for and torch can use none."""
+    if device == "cpu":
+        return CPU_WORLD_SIZES
+    listed = list_devices(DeviceQuery())
+    if isinstance(listed, Error):
+        return listed
+    gpus = sum(
+        1 for option in listed.devices if option.usable and option.device.startswith("cuda:")
+    )
+    if not gpus:
+        return Error(
+            message="torch can use no CUDA device here: `gputui doctor` says why, or use "
+            "--device cpu",
+            kind="device",
+        )
+    sizes = [1]
+    while sizes[-1] * 2 <= gpus:
+        sizes.append(sizes[-1] * 2)
+    if sizes[-1] != gpus:
+        sizes.append(gpus)
+    return tuple(sizes)
+
+
+def _config(args: argparse.Namespace, world_size: int) -> ScaleConfig:
+    """One world size's config; checked here, so that bad input fails before any child.
+
+    Raises:
+        ConfigError: one line, e.g. a strong-scaling batch the ranks cannot share evenly.
+    """
+    per_rank = args.batch_size
+    if args.mode == "strong":
+        per_rank, left = divmod(args.batch_size, world_size)
+        if left or not per_rank:
+            raise ConfigError(
+                f"strong scaling splits the batch of {args.batch_size} between the ranks, and "
+                f"{world_size} ranks cannot share it evenly: use world sizes that divide "
+                "--batch-size"
+            )
+    config = ScaleConfig(
+        **job_settings(args),
+        device=args.device,
+        epochs=args.epochs,
+        batch_size=per_rank,
+        test_limit=args.limit,
+        record=False,
+        world_size=world_size,
+    )
+    config.validate()
+    return config
+
+
+def _run_one(config: ScaleConfig, progress: ProgressLine, ctrl_c: CtrlC) -> RunRecord:
+    run = RunRecord(config)
+    label = f"{config.world_size} rank{'s' if config.world_size != 1 else ''}"
+    job = ctrl_c.watch(ChildProcess(config).start())
+    try:
+        for event in job.events():
+            run.absorb(event)
+            if not (isinstance(event, Error) and event.kind in {"config", "device"}):
+                progress.show(config, event, label)
+    finally:
+        job.stop()
+        progress.end()
+    return run

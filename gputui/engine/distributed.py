@@ -1,0 +1,163 @@
+"""One rank of a distributed job: join the process group, shard the data, reduce the figures.
+
+torch.distributed does the work (the rendezvous, DistributedDataParallel's gradient
+all-reduce, gloo on the CPU, NCCL on CUDA); this module only wires the trainer to it.
+
+Every rank keeps the whole dataset on its device and takes its slice of each global
+batch (:class:`gputui.engine.pipelines.Shard`); held-out accuracy and the epoch's loss
+are summed over the ranks once per epoch, and an epoch lasts as long as its slowest rank.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.distributed as dist
+
+from gputui.engine.devices import synchronize
+from gputui.engine.pipelines import Batch
+from gputui.jobs.config import ConfigError
+from gputui.jobs.events import StepTimes, WorldJoined
+from gputui.jobs.world import World, backend_for
+
+PROBE_STEPS = 20
+"""Steps of each kind :func:`time_steps` times."""
+PEER_WORDS = ("connection closed", "connection reset", "broken pipe", "timed out", "timeout")
+"""Words of a gloo or NCCL error that a lost or silent peer causes."""
+
+
+def rank_device(world: World, device: str) -> torch.device:
+    """The device this rank trains on: ``cuda:LOCAL_RANK`` for ``cuda``, else ``cpu``.
+
+    Raises:
+        ConfigError: when this node has fewer GPUs than ranks.
+    """
+    if device.strip().lower() != "cuda":
+        return torch.device("cpu")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if world.local_rank >= count:
+        raise ConfigError(
+            f"rank {world.rank} is local rank {world.local_rank}, but this node has "
+            f"{count} usable CUDA device{'s' if count != 1 else ''}: start at most {count} "
+            "ranks per node (--nproc-per-node)"
+        )
+    return torch.device("cuda", world.local_rank)
+
+
+def join(world: World, device: torch.device, timeout_s: float) -> tuple[str, float]:
+    """Join the job's process group; returns its backend and the seconds the rendezvous took.
+
+    The environment (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) says
+    where rank 0's store is, as torch's ``env://`` reads it (under torchrun that store may
+    be the agent's own). Every collective after this gives up after ``timeout_s`` rather
+    than torch's default of 10 to 30 minutes.
+    """
+    backend = backend_for(device.type)
+    started = time.perf_counter()
+    dist.init_process_group(
+        backend=backend,
+        init_method="env://",
+        rank=world.rank,
+        world_size=world.world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    return backend, time.perf_counter() - started
+
+
+def leave() -> None:
+    """Leave the process group, if this process joined one."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def joined(world: World, per_rank_batch: int, backend: str, init_seconds: float) -> WorldJoined:
+    """The event that says what job this run is part of."""
+    return WorldJoined(
+        world_size=world.world_size,
+        nodes=world.nodes,
+        backend=backend,
+        per_rank_batch=per_rank_batch,
+        global_batch=per_rank_batch * world.world_size,
+        init_seconds=init_seconds,
+    )
+
+
+def lost_peer(exc: BaseException) -> bool:
+    """Whether ``exc`` is what a rank sees when a peer died or went silent."""
+    if isinstance(exc, getattr(dist, "DistError", ())):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(word in text for word in PEER_WORDS)
+
+
+def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.parallel.DistributedDataParallel:
+    """``model`` in DDP: rank 0's weights are broadcast to every rank, and each backward
+    pass averages the gradients over the ranks (in buckets, overlapped with the pass)."""
+    device_ids = [device.index] if device.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+
+def total(value: torch.Tensor) -> torch.Tensor:
+    """``value`` summed over every rank (in place; every rank gets the sum)."""
+    dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value
+
+
+def slowest(seconds: float, device: torch.device) -> float:
+    """The longest of every rank's ``seconds``: the job's time is its slowest rank's."""
+    value = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return float(value.item())
+
+
+def time_steps(
+    model: torch.nn.parallel.DistributedDataParallel,
+    step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    batches: Callable[[], Iterator[Batch]],
+    device: torch.device,
+    steps: int = PROBE_STEPS,
+) -> StepTimes:
+    """Time ``steps`` steps with the gradients' all-reduce and as many without (``no_sync``),
+    alternating, each between two synchronizations; every rank runs this together.
+
+    Without the all-reduce each rank's step is its own compute; the difference of the
+    medians is the time a step waits on gradient communication (and on the slowest rank).
+    """
+    with_sync: list[float] = []
+    local: list[float] = []
+    feed = _endless(batches)
+    for _ in range(steps):
+        for timings, quiet in ((with_sync, False), (local, True)):
+            x, y = next(feed)
+            synchronize(device)
+            if quiet:
+                started = time.perf_counter()
+                with model.no_sync():
+                    step(x, y)
+            else:
+                started = time.perf_counter()
+                step(x, y)
+            synchronize(device)
+            timings.append((time.perf_counter() - started) * 1000.0)
+    p50, p95 = _quantile(with_sync, 0.5), _quantile(with_sync, 0.95)
+    local_p50 = _quantile(local, 0.5)
+    return StepTimes(
+        steps=steps,
+        step_ms_p50=p50,
+        step_ms_p95=p95,
+        local_step_ms_p50=local_p50,
+        allreduce_share=max(0.0, 1.0 - local_p50 / p50) if p50 > 0 else 0.0,
+    )
+
+
+def _endless(batches: Callable[[], Iterator[Batch]]) -> Iterator[Batch]:
+    while True:
+        yield from batches()
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]

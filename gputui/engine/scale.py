@@ -1,0 +1,212 @@
+"""``gputui scale``'s child: one world size, launched with torch's own launcher.
+
+This process (``python -m gputui.engine scale CONFIG``) starts ``world_size`` ranks
+with ``torch.multiprocessing.start_processes`` (spawn): each sets the variables torchrun
+would set (``RANK``, ``MASTER_PORT``...) and trains exactly as ``gputui bench`` under
+torchrun does (:func:`gputui.engine.trainer.run_training`). torch's process context
+watches them: when one rank fails it ends the others.
+
+Rank 0's events are passed on as they come; the other ranks send only how they ended.
+The last event is decided once every rank is gone, so that it names the rank that
+failed first (one killed by a signal, or one with an error of its own) rather than the
+ranks that only lost it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gputui.engine.lifecycle import (
+    die_with_parent,
+    install_stop_signals,
+    keep_freed_memory,
+    lower_priority,
+)
+from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from gputui.jobs.config import RunConfig, ScaleConfig, available_cores
+from gputui.jobs.events import (
+    TERMINAL_TYPES,
+    EpochFinished,
+    Error,
+    Event,
+    Finished,
+    parse_event,
+)
+from gputui.jobs.world import World
+
+Emit = Callable[[Event], None]
+LOOPBACK = "127.0.0.1"
+_POLL_S = 0.05
+
+
+def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) -> int:
+    """Train ``config.world_size`` ranks together; returns 0, 1 (failed) or 2 (usage error)."""
+    import torch.multiprocessing as mp
+
+    ranks = config.world_size
+    run = rank_config(config)
+    mailbox: Any = mp.get_context("spawn").Queue()
+    context = mp.start_processes(
+        _rank_main,
+        args=(run.to_json(), mailbox, os.getpid(), _free_port(), ranks),
+        nprocs=ranks,
+        join=False,
+        start_method="spawn",
+    )
+    ends: dict[int, Event] = {}
+    epochs = 0
+    stopping = False
+    done = False
+    while not done:
+        for rank, event in _received(mailbox):
+            if isinstance(event, TERMINAL_TYPES):
+                ends[rank] = event
+            elif rank == 0:
+                epochs += isinstance(event, EpochFinished)
+                emit(event)
+        if should_stop() and not stopping:
+            stopping = True
+            for process in context.processes:  # each rank stops after its step
+                if process.is_alive():
+                    process.terminate()
+        try:
+            done = context.join(timeout=_POLL_S)
+        except mp.ProcessException:  # a rank failed; torch has ended the others
+            done = True
+    for process in context.processes:
+        process.join()
+    for rank, event in _received(mailbox, wait_s=0.5):  # what came after the last poll
+        if isinstance(event, TERMINAL_TYPES):
+            ends[rank] = event
+        elif rank == 0:
+            emit(event)
+    exit_codes = [process.exitcode for process in context.processes]
+    last = job_end(ends, exit_codes, stopped=stopping, epochs=epochs)
+    emit(last)
+    if isinstance(last, Finished):
+        return EXIT_OK
+    return EXIT_USAGE if last.kind in {"config", "device"} else EXIT_FAILED
+
+
+def rank_config(config: ScaleConfig) -> RunConfig:
+    """What each rank trains: the config without its world size, the machine's cores shared
+    out between the ranks unless ``threads`` says otherwise."""
+    fields = {spec.name: getattr(config, spec.name) for spec in dataclasses.fields(RunConfig)}
+    if fields["threads"] is None and config.device.strip().lower() == "cpu":
+        fields["threads"] = max(1, available_cores() // config.world_size)
+    return RunConfig(**fields)
+
+
+def job_end(
+    ends: dict[int, Event], exit_codes: Sequence[int | None], *, stopped: bool, epochs: int
+) -> Finished | Error:
+    """The job's last event, from how each rank ended.
+
+    A stopped job ends as rank 0 said (or stopped, when it could not say). A job where
+    every rank exited 0 ends with rank 0's ``Finished``. Otherwise the first cause is
+    named: a rank killed by a signal, else a rank's own error (not one that only lost a
+    peer), else a rank that exited without saying why, else rank 0's error.
+    """
+    first = ends.get(0)
+    if stopped:
+        if isinstance(first, Finished):
+            return first
+        return Finished(epochs_completed=epochs, stopped=True)
+    if all(code == 0 for code in exit_codes) and isinstance(first, Finished):
+        return first
+    ranks = len(exit_codes)
+    for rank, code in enumerate(exit_codes):
+        if code is not None and code < 0:
+            return Error(
+                message=f"rank {rank} of {ranks} was killed by {_signal_name(-code)}; "
+                "the other ranks were ended",
+                detail=_details(ends),
+                kind="rank",
+            )
+    for rank, end in sorted(ends.items()):
+        if isinstance(end, Error) and end.kind != "peer":
+            if rank == 0:
+                return end
+            return dataclasses.replace(end, message=f"rank {rank} of {ranks}: {end.message}")
+    for rank, code in enumerate(exit_codes):
+        if code and rank not in ends:
+            return Error(
+                message=f"rank {rank} of {ranks} exited with code {code} without a result",
+                detail=_details(ends),
+                kind="rank",
+            )
+    if isinstance(first, Error):
+        return first
+    return Error(message="the scaling job ended without a result", kind="crash")
+
+
+def _rank_main(
+    index: int, config_json: str, mailbox: Any, agent_pid: int, port: int, ranks: int
+) -> None:
+    """One rank, in a process of its own (spawned): train, then exit with the run's code."""
+    keep_freed_memory()
+    die_with_parent(agent_pid)
+    world = World(
+        rank=index,
+        local_rank=index,
+        world_size=ranks,
+        local_world_size=ranks,
+        master_addr=LOOPBACK,
+        master_port=port,
+    )
+    os.environ.update(world.environ())
+    stop = install_stop_signals()
+    config = RunConfig.from_json(config_json)
+    lower_priority(config.nice)
+    import torch
+
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    from gputui.engine.trainer import run_training
+
+    def send(event: Event) -> None:
+        if index == 0 or isinstance(event, TERMINAL_TYPES):
+            mailbox.put((index, event.to_json()))
+
+    raise SystemExit(run_training(config, send, stop.is_set))
+
+
+def _received(mailbox: Any, wait_s: float = 0.0) -> list[tuple[int, Event]]:
+    """Every (rank, event) in the mailbox now (after waiting up to ``wait_s`` for the first)."""
+    found: list[tuple[int, Event]] = []
+    timeout = wait_s
+    while True:
+        try:
+            rank, line = mailbox.get(timeout=timeout) if timeout else mailbox.get_nowait()
+        except (queue.Empty, OSError, EOFError, ValueError):
+            return found
+        timeout = 0.0
+        event = parse_event(line)
+        if event is not None:
+            found.append((rank, event))
+
+
+def _details(ends: dict[int, Event]) -> str:
+    errors = sorted((rank, end) for rank, end in ends.items() if isinstance(end, Error))
+    return "\n".join(f"rank {rank}: {end.message}" for rank, end in errors)
+
+
+def _free_port() -> int:
+    """A loopback port free now, for rank 0's store (torchrun's standalone mode does the same)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -1,0 +1,113 @@
+"""A distributed job's world, as torchrun describes it to each rank in the environment.
+
+Torch-free: ``gputui bench`` reads it in the parent (rank 0 alone prints and records),
+and the engine's trainer reads it again in the child to join the process group.
+
+torchrun (and ``gputui scale``, which launches its ranks the same way) sets, for each
+rank: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``
+and ``MASTER_PORT``. None of them set: a job of one process, as always. Some but not
+all: refused in one line, since a rank that guessed the rest would wait for peers
+that never come.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gputui.jobs.config import ConfigError
+
+REQUIRED = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+"""What a rank cannot do without; ``LOCAL_WORLD_SIZE`` defaults to ``WORLD_SIZE``."""
+LAUNCH_HINT = (
+    "start gputui with torchrun, which sets them all "
+    "(torchrun --nproc-per-node N -m gputui bench ...), or unset them"
+)
+
+
+@dataclass(frozen=True)
+class World:
+    """One rank's place in a job of ``world_size`` processes."""
+
+    rank: int
+    """This process's rank, 0 to ``world_size - 1``; rank 0 prints and records."""
+    local_rank: int
+    """Its rank on this node: the GPU it trains on (``cuda:LOCAL_RANK``)."""
+    world_size: int
+    """Processes in the whole job."""
+    local_world_size: int
+    """Processes on this node."""
+    master_addr: str
+    """Where rank 0's store listens."""
+    master_port: int
+
+    @property
+    def nodes(self) -> int:
+        """Machines in the job (torchrun starts the same number of ranks on each)."""
+        return max(1, -(-self.world_size // max(self.local_world_size, 1)))
+
+    @property
+    def leader(self) -> bool:
+        """Whether this rank speaks for the job (prints the result, writes the run folder)."""
+        return self.rank == 0
+
+    def environ(self) -> dict[str, str]:
+        """The variables that describe this rank, as torchrun sets them."""
+        return {
+            "RANK": str(self.rank),
+            "LOCAL_RANK": str(self.local_rank),
+            "WORLD_SIZE": str(self.world_size),
+            "LOCAL_WORLD_SIZE": str(self.local_world_size),
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+        }
+
+
+def world_from_env(environ: Mapping[str, str]) -> World | None:
+    """This process's world, or ``None`` when it is not a rank of a distributed job.
+
+    Raises:
+        ConfigError: one line when only some of the variables are set, or one is not a
+            number in its range.
+    """
+    present = [name for name in REQUIRED if environ.get(name, "").strip()]
+    if not present:
+        return None
+    missing = [name for name in REQUIRED if name not in present]
+    if missing:
+        raise ConfigError(
+            f"{', '.join(present)} {'is' if len(present) == 1 else 'are'} set but "
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: {LAUNCH_HINT}"
+        )
+    world_size = _number(environ, "WORLD_SIZE", 1)
+    rank = _number(environ, "RANK", 0, world_size - 1)
+    local_world_size = (
+        _number(environ, "LOCAL_WORLD_SIZE", 1, world_size)
+        if environ.get("LOCAL_WORLD_SIZE", "").strip()
+        else world_size
+    )
+    return World(
+        rank=rank,
+        local_rank=_number(environ, "LOCAL_RANK", 0, local_world_size - 1),
+        world_size=world_size,
+        local_world_size=local_world_size,
+        master_addr=environ["MASTER_ADDR"].strip(),
+        master_port=_number(environ, "MASTER_PORT", 1, 65535),
+    )
+
+
+def backend_for(device_type: str) -> str:
+    """torch.distributed's backend for a device type: NCCL for CUDA, gloo for the CPU."""
+    return "nccl" if device_type == "cuda" else "gloo"
+
+
+def _number(environ: Mapping[str, str], name: str, least: int, most: int | None = None) -> int:
+    text = environ[name].strip()
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < least or (most is not None and value > most):
+        upper = f" to {most}" if most is not None else " or more"
+        raise ConfigError(f"{name}={text!r} must be a whole number, {least}{upper}: {LAUNCH_HINT}")
+    return value
