@@ -427,7 +427,8 @@ async def test_a_terminal_of_20x6_draws_and_answers_keys() -> None:
         await settled(pilot)
         rows = screen_text(app).splitlines()
         assert len(rows) == 6 and all(len(row) <= 20 for row in rows)
-        assert "38%" in rows[1] and "q Quit" in rows[-1]
+        # the monitor's panels do not fit in 6 rows: it says so (issue 18, item 16)
+        assert "more rows" in "\n".join(rows) and "q Quit" in rows[-1]
         await pilot.press("r")  # a (scripted) run, in the runner swapped in for the monitor
         await wait_until(pilot, lambda: app.runner.session is not None and not app.runner.busy)
         assert app.runner.region.width == 20 and app.monitor.region.width == 0
