@@ -36,10 +36,11 @@ import gputui.commands
 import gputui.commands.bench
 import gputui.commands.doctor
 import gputui.commands.experiment
+import gputui.commands.scale
 import gputui.commands.serve
 import gputui.jobs.config
 from gputui.jobs.config import DEFAULT_BATCH_SIZES
-from gputui.jobs.events import Error, Event
+from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
 from tests.test_cli import ROOT
 
 # --- the parser, walked ------------------------------------------------------------------
@@ -125,6 +126,7 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
     "--epochs": ("0", "-0", "1.5", "2e3", "1001", "99999999"),
     "--batch-size": ("0", "1.5", "256.0"),
     "--batch-sizes": ("0,32", "32,,64", ",", "32,", "32;64", "-32", "32,0", "1.5"),
+    "--world-sizes": ("0", "1,,2", ",", "1,", "1;2", "-1", "1,0", "1.5", "65", "1,65"),
     "--steps": ("0", "1.5"),
     "--warmup": ("0", "1.5"),
     "--limit": ("0", "-5", "1.5"),
@@ -380,6 +382,7 @@ REAL_HANDLERS = {
     gputui.commands._run_snapshot: "snapshot",
     gputui.commands.bench.run_bench: "bench: its trainer child is StubChild",
     gputui.commands.experiment.run_experiment_command: "experiment: StubChild",
+    gputui.commands.scale.run_scale: "scale: StubChild, and a listing of 8 GPUs",
     gputui.commands.doctor.run_doctor_command: "doctor",
     gputui.commands.serve.run_serve_command: "serve",
 }
@@ -406,7 +409,19 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(gputui.commands.serve, "run_serve_command", recorder("serve"))
     monkeypatch.setattr(gputui.commands.bench, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", StubChild)
+    monkeypatch.setattr(gputui.commands.scale, "ChildProcess", StubChild)
+    monkeypatch.setattr(gputui.commands.scale, "list_devices", eight_gpus)
     return ran
+
+
+def eight_gpus(query: object = None) -> DevicesListed:
+    """Stands in for the engine's device listing on a machine of 8 usable GPUs."""
+    cuda = [DeviceOption(f"cuda:{i}", True, "NVIDIA H100 80GB HBM3") for i in range(8)]
+    return DevicesListed(
+        devices=(DeviceOption("cpu", True, "a CPU"), *cuda),
+        torch_version="2.13.0",
+        chosen=("cpu",),
+    )
 
 
 @pytest.fixture(scope="module")

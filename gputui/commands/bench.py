@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 from typing import Any, TypeGuard
 
@@ -74,6 +75,7 @@ from gputui.jobs.events import DevicesListed, Error
 from gputui.jobs.process import ChildProcess, list_devices
 from gputui.jobs.reports import ProgressLine, bench_json, render_table
 from gputui.jobs.results import RunRecord
+from gputui.jobs.world import World, world_from_env
 
 PROG = "gputui bench"
 
@@ -177,6 +179,14 @@ def run_bench(args: argparse.Namespace) -> int:
     # A device named twice trains twice: the CPU against itself, as the runner pane can.
     requested = [text.strip() for text in args.devices or ()]
     try:
+        world = world_from_env(os.environ)
+        if world is not None:
+            config = rank_config(args, base, requested, world)
+    except ConfigError as exc:
+        return usage_error(PROG, str(exc))
+    if world is not None:
+        return run_rank(args, config, world)
+    try:
         refuse_conflicts(args)
         if args.data_dir is not None:
             check_data_dir(args.data_dir)
@@ -232,6 +242,53 @@ def run_bench(args: argparse.Namespace) -> int:
     if ctrl_c.pressed:
         return EXIT_INTERRUPTED
     return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
+
+
+def rank_config(
+    args: argparse.Namespace, base: RunConfig, requested: list[str], world: World
+) -> RunConfig:
+    """What this rank of a job torchrun started trains: one device kind, one precision, and
+    a run folder only on rank 0.
+
+    Raises:
+        ConfigError: for flags a rank cannot take.
+    """
+    if len(requested) != 1 or len(set(args.precisions or ["fp32"])) != 1:
+        raise ConfigError(
+            "under torchrun every rank trains one device with one precision: give one "
+            "--device (cuda or cpu) and at most one --precision"
+        )
+    refuse_conflicts(args)
+    if args.data_dir is not None:
+        check_data_dir(args.data_dir)
+    if args.runs_dir is not None and world.leader:
+        check_runs_dir(args.runs_dir)
+    config = base.with_changes(device=requested[0], record=base.record and world.leader)
+    config.validate()
+    config.check_distributed()
+    return config
+
+
+def run_rank(args: argparse.Namespace, config: RunConfig, world: World) -> int:
+    """``gputui bench`` as one rank: rank 0 alone prints the result (table or JSON); the
+    others print nothing on standard output, and a failure as one line on standard error."""
+    progress = ProgressLine(sys.stderr) if world.leader else None
+    with CtrlC() as ctrl_c:
+        run = _run_one(config, progress, True, ctrl_c)
+    if _is_usage_error(run.error, True):
+        return usage_error(PROG, run.error.message)
+    if not world.leader:
+        if run.error is not None:
+            sys.stderr.write(one_line(f"{PROG}: rank {world.rank}: error: {run.error.message}"))
+            sys.stderr.write("\n")
+        return EXIT_OK if run.status == "ok" else EXIT_FAILED
+    if args.json:
+        write_out(json.dumps(bench_json([run]), indent=2))
+    else:
+        write_out(render_table([run]))
+    if ctrl_c.pressed:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if run.status == "ok" else EXIT_FAILED
 
 
 def refuse_conflicts(args: argparse.Namespace) -> None:
@@ -291,19 +348,21 @@ def _is_data_error(error: Error | None) -> TypeGuard[Error]:
 
 
 def _run_one(
-    config: RunConfig, progress: ProgressLine, child_checks: bool, ctrl_c: CtrlC
+    config: RunConfig, progress: ProgressLine | None, child_checks: bool, ctrl_c: CtrlC
 ) -> RunRecord:
+    """Train one run, showing its progress (``None``: quietly, as a rank other than 0)."""
     run = RunRecord(config)
     trainer = ctrl_c.watch(ChildProcess(config).start())
     try:
         for event in trainer.events():
             run.absorb(event)
-            if not (
+            if progress is not None and not (
                 isinstance(event, Error)
                 and (_is_usage_error(event, child_checks) or _is_data_error(event))
             ):
                 progress.show(config, event)  # these errors become the one line instead
     finally:
         trainer.stop()
-        progress.end()
+        if progress is not None:
+            progress.end()
     return run

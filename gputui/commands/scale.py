@@ -181,7 +181,7 @@ def default_world_sizes(device: str) -> tuple[int, ...] | Error:
     if isinstance(listed, Error):
         return listed
     gpus = sum(
-        1 for option in listed.devices if option.usable and option.device.startswith("cuda:")
+        1 for option in listed.devices if option.usable and option.name.startswith("cuda:")
     )
     if not gpus:
         return Error(

@@ -47,6 +47,7 @@ _POLL_S = 0.05
 def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) -> int:
     """Train ``config.world_size`` ranks together; returns 0, 1 (failed) or 2 (usage error)."""
     import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import ProcessException
 
     ranks = config.world_size
     run = rank_config(config)
@@ -76,7 +77,7 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
                     process.terminate()
         try:
             done = context.join(timeout=_POLL_S)
-        except mp.ProcessException:  # a rank failed; torch has ended the others
+        except ProcessException:  # a rank failed; torch has ended the others
             done = True
     for process in context.processes:
         process.join()

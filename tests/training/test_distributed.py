@@ -1,0 +1,247 @@
+"""Issue 15: training as a torch.distributed job, on gloo on the CPU, with real processes.
+
+- DDP keeps every rank's parameters identical after a step, whatever each started from;
+- 2 ranks at batch B train as 1 rank at 2B does (same seed, same batches);
+- ``gputui scale --device cpu --world-sizes 1,2`` gives a row per world size;
+- two torchrun agents as two "nodes" on loopback (c10d rendezvous): rank 0 prints the
+  result, the other nothing on stdout;
+- a rank killed with SIGKILL mid-epoch ends the job with one line naming it, and nothing
+  of the job is left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from gputui.commands import main
+from gputui.jobs.config import ConfigError, ScaleConfig
+from gputui.jobs.events import EpochFinished, Error, Event, Finished, Progress, StepTimes
+from gputui.jobs.process import ChildProcess, child_env
+from gputui.jobs.world import World, world_from_env
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = {"device": "cpu", "dataset": "synthetic", "record": False, "threads": 1}
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _one_step_on_each_rank(rank: int, port: int, results: Any) -> None:
+    """A rank: its own seed for the weights and its own batch, one DDP step, then every
+    rank's parameters gathered on rank 0."""
+    from gputui.engine import distributed
+    from gputui.engine.model import CNN
+    from gputui.engine.step import make_optimizer, make_step
+
+    world = World(rank, rank, 2, 2, "127.0.0.1", port)
+    os.environ.update(world.environ())
+    device = torch.device("cpu")
+    distributed.join(world, device, timeout_s=60)
+    try:
+        torch.manual_seed(100 + rank)  # unlike weights: DDP must broadcast rank 0's
+        model = CNN()
+        ddp = distributed.wrap(model, device)
+        step = make_step(ddp, make_optimizer(model, device), device)
+        x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))  # unlike batches
+        step(x, y)
+        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+        gathered = [torch.empty_like(flat) for _ in range(2)]
+        torch.distributed.all_gather(gathered, flat)
+        if rank == 0:
+            results.put(float((gathered[0] - gathered[1]).abs().max()))
+    finally:
+        distributed.leave()
+
+
+def test_after_one_step_every_rank_holds_identical_parameters() -> None:
+    results = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(
+        _one_step_on_each_rank, args=(_free_port(), results), nprocs=2, start_method="spawn"
+    )
+    assert results.get() == 0.0
+
+
+def _scale(world_size: int, batch_size: int, **changes: Any) -> list[Event]:
+    config = ScaleConfig(
+        **TINY, limit=1024, test_limit=512, epochs=2, batch_size=batch_size, world_size=world_size
+    ).with_changes(**changes)
+    with ChildProcess(config) as job:
+        return list(job.events())
+
+
+def test_two_ranks_at_batch_b_train_as_one_rank_at_2b() -> None:
+    one = _scale(1, 64)
+    two = _scale(2, 32)
+    assert isinstance(one[-1], Finished) and isinstance(two[-1], Finished), (one[-1], two[-1])
+    epochs_one = [e for e in one if isinstance(e, EpochFinished)]
+    epochs_two = [e for e in two if isinstance(e, EpochFinished)]
+    assert [e.images for e in epochs_two] == [e.images for e in epochs_one] == [1024, 1024]
+    for a, b in zip(epochs_one, epochs_two, strict=True):
+        assert b.loss == pytest.approx(a.loss, rel=1e-5)
+        assert b.accuracy == a.accuracy  # the ranks' held-out counts add up to the whole
+
+
+def test_a_rank_with_another_seed_trains_otherwise() -> None:
+    """The test above can fail: another data order gives another loss."""
+    one = [e for e in _scale(1, 64) if isinstance(e, EpochFinished)]
+    other = [e for e in _scale(1, 64, seed=1) if isinstance(e, EpochFinished)]
+    assert other[-1].loss != pytest.approx(one[-1].loss, rel=1e-5)
+
+
+def test_scale_gives_a_row_per_world_size(capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = ["--dataset", "synthetic", "--limit", "1024", "--batch-size", "64", "--json"]
+    code = main(["scale", "--device", "cpu", "--world-sizes", "2,1", *tiny])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = json.loads(out)["runs"]
+    assert [row["world_size"] for row in rows] == [1, 2]
+    assert [(row["per_rank_batch"], row["global_batch"]) for row in rows] == [(64, 64), (64, 128)]
+    assert {row["backend"] for row in rows} == {"gloo"}
+    assert {row["scaling"] for row in rows} == {"weak"}
+    assert rows[0]["speedup"] == 1.0 and rows[0]["efficiency"] == 1.0
+    for row in rows:
+        assert row["status"] == "ok" and row["epoch_seconds"] > 0
+        assert row["efficiency"] == pytest.approx(row["speedup"] / row["world_size"])
+        assert row["speedup"] == pytest.approx(
+            row["images_per_second"] / rows[0]["images_per_second"]
+        )
+        assert 0.0 <= row["allreduce_share"] < 1.0
+        assert row["local_step_ms_p50"] > 0 and row["step_ms_p50"] <= row["step_ms_p95"]
+    assert "2 ranks: epoch 2/2" in err
+
+
+def test_strong_scaling_splits_the_batch_or_says_why_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["scale", "--device", "cpu", "--mode", "strong", "--batch-size", "63"]
+    code = main([*argv, "--world-sizes", "1,2"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        "gputui scale: error: strong scaling splits the batch of 63 between the ranks, and 2 "
+        "ranks cannot share it evenly: use world sizes that divide --batch-size "
+        "(see 'gputui scale --help')\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"WORLD_SIZE": "2"},
+            "WORLD_SIZE is set but RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT are not",
+        ),
+        (
+            {"RANK": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h"}
+            | {"MASTER_PORT": "1"},
+            "RANK='2' must be a whole number, 0 to 1",
+        ),
+    ],
+)
+def test_a_partial_or_wrong_world_is_one_line(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        world_from_env(environ)
+    assert str(caught.value).startswith(message)
+    assert "torchrun" in str(caught.value)
+
+
+def test_bench_with_world_size_alone_is_a_usage_error() -> None:
+    env = child_env({k: v for k, v in os.environ.items() if k not in ("RANK", "MASTER_ADDR")})
+    env["WORLD_SIZE"] = "2"
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", "bench", "--device", "cpu"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("gputui bench: error: WORLD_SIZE is set but RANK")
+    assert done.stderr.count("\n") == 1
+
+
+def test_two_torchrun_nodes_on_loopback() -> None:
+    """Two torchrun agents, one rank each, meet at a c10d rendezvous on loopback."""
+    port = _free_port()
+    bench = ["--device", "cpu", "--dataset", "synthetic", "--limit", "512"]
+    bench += ["--batch-size", "64", "--epochs", "1", "--threads", "1", "--no-record", "--json"]
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
+    argv += ["--nproc-per-node", "1", "--rdzv-backend", "c10d"]
+    argv += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gputui-test"]
+    argv += ["-m", "gputui", "bench", *bench]
+    env = child_env(os.environ)
+    nodes = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [node.communicate(timeout=180) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    printed = [out for out, _ in outputs if out.strip()]
+    assert len(printed) == 1, outputs  # rank 0's result; the other rank printed nothing
+    [run] = json.loads(printed[0])["runs"]
+    assert run["status"] == "ok"
+    assert run["world"]["world_size"] == 2 and run["world"]["nodes"] == 2
+    assert run["world"]["backend"] == "gloo"
+    assert (run["world"]["per_rank_batch"], run["world"]["global_batch"]) == (64, 128)
+    assert run["step_times"]["steps"] > 0
+
+
+def test_a_rank_killed_mid_epoch_ends_the_job_naming_it() -> None:
+    config = ScaleConfig(**TINY, limit=8192, test_limit=256, epochs=50, batch_size=32)
+    config = config.with_changes(world_size=2, progress_interval_s=0.05)
+    job = ChildProcess(config).start()
+    try:
+        events: list[Event] = []
+        for event in job.events(timeout_s=120):
+            events.append(event)
+            if isinstance(event, Progress):
+                break
+        assert job.pid is not None
+        ranks = psutil.Process(job.pid).children(recursive=True)
+        assert len(ranks) >= 2, ranks
+        victim = _rank_process(ranks, 1)
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        events += list(job.events(timeout_s=90))
+        took = time.monotonic() - killed_at
+    finally:
+        job.stop()
+    last = events[-1]
+    assert isinstance(last, Error), last
+    assert last.kind == "rank"
+    assert last.message == "rank 1 of 2 was killed by SIGKILL; the other ranks were ended"
+    assert took < config.collective_timeout_s
+    assert not [p for p in ranks if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _rank_process(processes: list[psutil.Process], rank: int) -> psutil.Process:
+    """The process of rank ``rank``: torch.multiprocessing starts the ranks in order, each
+    through ``multiprocessing.spawn`` (beside it runs multiprocessing's resource tracker)."""
+    ranks = [p for p in processes if any("spawn_main" in part for part in p.cmdline())]
+    ranks.sort(key=lambda process: (process.create_time(), process.pid))
+    return ranks[rank]
+
+
+def test_step_times_come_before_the_end() -> None:
+    events = _scale(2, 32, epochs=1)
+    kinds = [type(event) for event in events]
+    assert kinds[-2:] == [StepTimes, Finished]
