@@ -26,6 +26,9 @@ failed (2 for a usage error).
 7. experiments: each of batch-sweep, sync-stall and pipelines with no failed device;
    reading the loss every step is not faster than once (beyond the noise measured);
    resident data beats the DataLoader; the data share falls as the batch grows.
+8. scale: ``gputui scale`` on 1, 2, 4... ranks up to every GPU (NCCL; gloo with 1 and 2
+   ranks on the CPU): every world size finishes, on the backend its device wants, and its
+   speedup, efficiency and all-reduce share are reported.
 
 Every torch call runs in a child process (gputui's own commands, or this script run
 again with ``--child``), so the parent never holds a CUDA context of its own and the
@@ -506,6 +509,7 @@ class Suite:
             self.nvml,
             self.oom,
             self.experiments,
+            self.scale,
         ]
         for step in steps:
             try:
@@ -658,11 +662,49 @@ class Suite:
             self._save(f"experiment_{name}.json", result)
             yield experiment_verdict(name, result, judged=self.expect.tolerance is not None)
 
+    # -- 8 ------------------------------------------------------------------
+    def scale(self) -> Iterator[Check]:
+        args = ["scale", "--device", self.kind, "--dataset", "synthetic", "--json"]
+        args += ["--limit", str(self.settings.limit)] if self.settings.limit else []
+        args += ["--world-sizes", "1,2"] if self.kind == "cpu" else []
+        code, result, stderr = self.runner.gputui(*args)
+        if not isinstance(result, dict):
+            yield Check("scale", FAIL, f"exit {code}, no JSON: {stderr}")
+            return
+        self._save("scale.json", result)
+        yield scale_verdict(result["runs"], self.kind)
+
     def _save(self, name: str, data: Any) -> None:
         if self.out is not None:
             raw = self.out / "raw"
             raw.mkdir(parents=True, exist_ok=True)
             (raw / name).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def scale_verdict(rows: Sequence[Mapping[str, Any]], kind: str) -> Check:
+    """``gputui scale``'s check: every world size finished on its device's backend, with
+    its figures; the figures themselves are reported (one GPU lent scales nothing)."""
+    backend = "nccl" if kind == "cuda" else "gloo"
+    wrong = [
+        f"{row['world_size']} ranks: {row['status']} {row.get('error') or ''} {row['backend']}"
+        for row in rows
+        if row["status"] != "ok" or row["backend"] != backend or row["step_ms_p50"] is None
+    ]
+    figures = {
+        str(row["world_size"]): {
+            key: row[key]
+            for key in ("images_per_second", "speedup", "efficiency", "allreduce_share")
+        }
+        for row in rows
+    }
+    detail = "; ".join(
+        f"{row['world_size']} ranks {row['images_per_second'] or 0:,.0f} images/s, "
+        f"efficiency {row['efficiency'] or 0:.0%}, all-reduce {row['allreduce_share'] or 0:.0%}"
+        for row in rows
+    )
+    if wrong or not rows:
+        return Check("scale", FAIL, "; ".join(wrong) or "no world size ran", figures)
+    return Check("scale", PASS, detail, figures)
 
 
 def nvml_check(runner: Runner, bench_args: list[str], uuid: str, wait_s: float = 120) -> Check:

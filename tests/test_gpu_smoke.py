@@ -37,6 +37,7 @@ CHECKS = [
     "experiment batch-sweep",
     "experiment sync-stall",
     "experiment pipelines",
+    "scale",
 ]
 
 
@@ -78,7 +79,7 @@ def test_the_cpu_rehearsal_passes_without_textual_and_lists_every_check(rehearsa
     statuses = {c["name"]: c["status"] for c in report["checks"]}
     assert statuses["arch"] == SKIP and statuses["nvml"] == SKIP  # NVIDIA's alone
     assert {s for n, s in statuses.items() if n not in ("arch", "nvml")} == {PASS}
-    assert report["ok"] is True and report["counts"] == {PASS: 12, FAIL: 0, SKIP: 2}
+    assert report["ok"] is True and report["counts"] == {PASS: 13, FAIL: 0, SKIP: 2}
     for check in report["checks"]:
         assert set(check) == {"name", "status", "figures", "detail"} and check["detail"]
     imports = report["checks"][0]
@@ -193,6 +194,17 @@ def test_each_experiment_fails_when_its_lesson_is_reversed(rehearsal):
         assert gpu_smoke.experiment_verdict(name, reversed_, judged=False).status == PASS
         reversed_["device_results"][0].update(status="error", error="out of memory")
         assert "cpu: out of memory" in gpu_smoke.experiment_verdict(name, reversed_).detail
+
+
+def test_a_scale_run_fails_off_its_backend_or_unfinished(rehearsal):
+    _, out = rehearsal
+    rows = _raw(out, "scale.json")["runs"]
+    assert [row["world_size"] for row in rows] == [1, 2]
+    assert gpu_smoke.scale_verdict(rows, "cpu").status == PASS
+    assert gpu_smoke.scale_verdict(rows, "cuda").status == FAIL  # gloo is not NCCL
+    broken = [rows[0], {**rows[1], "status": "error", "step_ms_p50": None}]
+    assert gpu_smoke.scale_verdict(broken, "cpu").status == FAIL
+    assert gpu_smoke.scale_verdict([], "cpu").status == FAIL
 
 
 def test_timing_and_oom_judgements():

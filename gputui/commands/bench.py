@@ -38,6 +38,11 @@ imports torch. With none named, where NVML reports NVIDIA GPUs that the child's 
 cannot use (a CPU-only build, a driver it does not run on), one line on stderr says
 so and points to ``gputui doctor`` (``--json``: in ``warnings``); an explicit
 ``--device cpu`` is taken as meant.
+
+Under torchrun (``RANK``, ``WORLD_SIZE``... set), each ``gputui bench`` is one rank of a
+DistributedDataParallel job (:mod:`gputui.jobs.world`): one ``--device`` (``cuda``
+becomes ``cuda:LOCAL_RANK``), one precision; rank 0 alone prints the result and writes
+the run folder, and the others print nothing on standard output.
 """
 
 from __future__ import annotations
