@@ -29,6 +29,10 @@ PEER_WORDS = ("connection closed", "connection reset", "broken pipe", "timed out
 """Words of a gloo or NCCL error that a lost or silent peer causes."""
 
 
+class JoinError(Exception):
+    """A rank could not join its job: the message says why and what to check."""
+
+
 def rank_device(world: World, device: str) -> torch.device:
     """The device this rank trains on: ``cuda:LOCAL_RANK`` for ``cuda``, else ``cpu``.
 
@@ -57,14 +61,34 @@ def join(world: World, device: torch.device, timeout_s: float) -> tuple[str, flo
     """
     backend = backend_for(device.type)
     started = time.perf_counter()
-    dist.init_process_group(
-        backend=backend,
-        init_method="env://",
-        rank=world.rank,
-        world_size=world.world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
+    try:
+        dist.init_process_group(
+            backend=backend,
+            init_method="env://",
+            rank=world.rank,
+            world_size=world.world_size,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+    except Exception as exc:
+        raise JoinError(_why_not_joined(world, exc, timeout_s)) from exc
     return backend, time.perf_counter() - started
+
+
+def _why_not_joined(world: World, exc: Exception, timeout_s: float) -> str:
+    where = f"{world.master_addr}:{world.master_port}"
+    text = str(exc)
+    if "EADDRINUSE" in text or "address already in use" in text.lower():
+        return (
+            f"rank {world.rank} could not join the {world.world_size}-rank job: port "
+            f"{world.master_port} is in use on this machine; pick a free MASTER_PORT "
+            "(torchrun --master-port, or another --rdzv-endpoint port)"
+        )
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return (
+        f"rank {world.rank} could not join the {world.world_size}-rank job at {where} within "
+        f"{timeout_s:g} s ({type(exc).__name__}: {first}): check MASTER_ADDR and MASTER_PORT "
+        "(torchrun's --rdzv-endpoint) and that every rank was started"
+    )
 
 
 def leave() -> None:

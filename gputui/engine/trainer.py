@@ -193,6 +193,9 @@ class _Run:
         except DatasetTooLarge as exc:
             self.emit(Error(message=str(exc), kind="oom"))
             return EXIT_FAILED
+        except distributed.JoinError as exc:
+            self.emit(Error(message=str(exc), kind="join"))
+            return EXIT_FAILED
         except Exception as exc:
             if self.world is not None and self.should_stop():  # a peer stopped first
                 self.emit(self._finished(stopped=True))

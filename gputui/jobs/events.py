@@ -329,8 +329,8 @@ class Error(Event):
     """Traceback or stderr tail, shown on demand."""
     kind: str = "crash"
     """``config``, ``device``, ``data``, ``oom``, ``compile``, ``crash``, ``killed``,
-    ``peer`` (a rank lost a peer of its distributed job) or ``rank`` (a rank of the job
-    failed; the message names it)."""
+    ``join`` (a rank could not join its distributed job), ``peer`` (a rank lost a peer
+    of its job) or ``rank`` (a rank of the job failed; the message names it)."""
     suggested_batch_size: int | None = None
     """For ``oom``: a batch size that was probed and fits, if one was found."""
 

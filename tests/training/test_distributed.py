@@ -245,3 +245,23 @@ def test_step_times_come_before_the_end() -> None:
     events = _scale(2, 32, epochs=1)
     kinds = [type(event) for event in events]
     assert kinds[-2:] == [StepTimes, Finished]
+
+
+def test_a_rendezvous_port_in_use_is_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = child_env(os.environ)
+        env.update(World(0, 0, 2, 2, "127.0.0.1", port).environ())
+        argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", "--no-record"]
+        argv += ["--dataset", "synthetic", "--limit", "512", "--epochs", "1", "--json"]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    [run] = json.loads(done.stdout)["runs"]
+    assert run["error"]["kind"] == "join"
+    assert done.stderr == (
+        f"cpu: error: rank 0 could not join the 2-rank job: port {port} is in use on this "
+        "machine; pick a free MASTER_PORT (torchrun --master-port, or another --rdzv-endpoint "
+        "port)\n"
+    )
