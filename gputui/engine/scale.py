@@ -35,6 +35,7 @@ from gputui.jobs.events import (
     Error,
     Event,
     Finished,
+    RanksStarted,
     parse_event,
 )
 from gputui.jobs.world import World
@@ -59,6 +60,7 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
         join=False,
         start_method="spawn",
     )
+    emit(RanksStarted(pids=tuple(context.pids())))
     ends: dict[int, Event] = {}
     epochs = 0
     stopping = False

@@ -34,6 +34,9 @@ The doctor's probe (``probe`` mode), a ``ProbeStep`` before each part that can h
 
 Listing the devices (``devices`` mode): ``DevicesListed``.
 
+One world size of ``gputui scale`` (``scale`` mode): ``RanksStarted``, then rank 0's
+events of a training run.
+
 A job that fails ends with ``Error`` instead of its last event; ``Note`` may come
 at any time. :class:`gputui.jobs.process.ChildProcess` guarantees that the stream
 it hands on ends with exactly one ``Finished``, ``Error`` or ``DevicesListed``.
@@ -381,6 +384,15 @@ class WorldJoined(Event):
     """Images per step in the whole job (``per_rank_batch * world_size``)."""
     init_seconds: float
     """Seconds to join the process group (the rendezvous with every rank)."""
+
+
+@dataclass(frozen=True)
+class RanksStarted(Event):
+    """``gputui scale``'s launcher started its ranks (before any of them says anything)."""
+
+    TYPE: ClassVar[str] = "ranks_started"
+    pids: tuple[int, ...]
+    """Each rank's process id, rank 0 first: the processes to mark on the GPUs."""
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ from gputui.jobs.events import (
     PipelineRow,
     Placement,
     Progress,
+    RanksStarted,
     Row,
     RunStarted,
     StepTimes,
@@ -164,6 +165,8 @@ class RunRecord:
     """The distributed job the run is (rank 0 of), when it is one."""
     step_times: StepTimes | None = None
     """A distributed run's steps timed with and without the gradients' all-reduce."""
+    rank_pids: tuple[int, ...] = ()
+    """A scaling run's rank processes, rank 0 first (empty for a run of one process)."""
 
     @property
     def device(self) -> str:
@@ -233,6 +236,8 @@ class RunRecord:
             self.world = event
         elif isinstance(event, StepTimes):
             self.step_times = event
+        elif isinstance(event, RanksStarted):
+            self.rank_pids = event.pids
         elif isinstance(event, Memory):
             self.memory = event
         elif isinstance(event, Note):

@@ -28,7 +28,16 @@ import torch.multiprocessing as mp
 
 from gputui.commands import main
 from gputui.jobs.config import ConfigError, ScaleConfig
-from gputui.jobs.events import EpochFinished, Error, Event, Finished, Progress, StepTimes
+from gputui.jobs.events import (
+    EpochFinished,
+    Error,
+    Event,
+    Finished,
+    Progress,
+    RanksStarted,
+    RunStarted,
+    StepTimes,
+)
 from gputui.jobs.process import ChildProcess, child_env
 from gputui.jobs.world import World, world_from_env
 
@@ -215,11 +224,10 @@ def test_a_rank_killed_mid_epoch_ends_the_job_naming_it() -> None:
             events.append(event)
             if isinstance(event, Progress):
                 break
-        assert job.pid is not None
-        ranks = psutil.Process(job.pid).children(recursive=True)
-        assert len(ranks) >= 2, ranks
-        victim = _rank_process(ranks, 1)
-        victim.send_signal(signal.SIGKILL)
+        [started] = [event for event in events if isinstance(event, RanksStarted)]
+        ranks = [psutil.Process(pid) for pid in started.pids]
+        assert len(ranks) == 2 and ranks[0].pid == _run_started(events).pid
+        ranks[1].send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
         events += list(job.events(timeout_s=90))
         took = time.monotonic() - killed_at
@@ -233,18 +241,15 @@ def test_a_rank_killed_mid_epoch_ends_the_job_naming_it() -> None:
     assert not [p for p in ranks if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def _rank_process(processes: list[psutil.Process], rank: int) -> psutil.Process:
-    """The process of rank ``rank``: torch.multiprocessing starts the ranks in order, each
-    through ``multiprocessing.spawn`` (beside it runs multiprocessing's resource tracker)."""
-    ranks = [p for p in processes if any("spawn_main" in part for part in p.cmdline())]
-    ranks.sort(key=lambda process: (process.create_time(), process.pid))
-    return ranks[rank]
+def _run_started(events: list[Event]) -> RunStarted:
+    [started] = [event for event in events if isinstance(event, RunStarted)]
+    return started
 
 
 def test_step_times_come_before_the_end() -> None:
     events = _scale(2, 32, epochs=1)
     kinds = [type(event) for event in events]
-    assert kinds[-2:] == [StepTimes, Finished]
+    assert kinds[0] is RanksStarted and kinds[-2:] == [StepTimes, Finished]
 
 
 def test_a_rendezvous_port_in_use_is_one_line() -> None:
