@@ -36,9 +36,12 @@ from gputui.jobs.events import (
     PlacementRow,
     ProbeStep,
     Progress,
+    RanksStarted,
     RunStarted,
+    StepTimes,
     SyncStallRow,
     TorchProbed,
+    WorldJoined,
     parse_event,
 )
 
@@ -125,6 +128,18 @@ SAMPLES: list[Event] = [
     Note(message="hello"),
     Error(message="out of memory", detail="trace", kind="oom", suggested_batch_size=128),
     Finished(epochs_completed=2, warmup_seconds=1.5, steady_epoch_seconds=1.0),
+    WorldJoined(
+        world_size=16,
+        nodes=2,
+        backend="nccl",
+        per_rank_batch=256,
+        global_batch=4096,
+        init_seconds=0.8,
+    ),
+    RanksStarted(pids=(4242, 4243)),
+    StepTimes(
+        steps=20, step_ms_p50=0.61, step_ms_p95=0.7, local_step_ms_p50=0.55, allreduce_share=0.1
+    ),
     ExperimentStarted(
         experiment="pipelines",
         devices=("cpu",),
