@@ -270,3 +270,20 @@ def test_a_rendezvous_port_in_use_is_one_line() -> None:
         "machine; pick a free MASTER_PORT (torchrun --master-port, or another --rdzv-endpoint "
         "port)\n"
     )
+
+
+def test_stopping_a_scaling_job_stops_every_rank() -> None:
+    config = ScaleConfig(**TINY, limit=8192, test_limit=256, epochs=50, batch_size=32)
+    job = ChildProcess(config.with_changes(world_size=2, progress_interval_s=0.05)).start()
+    events: list[Event] = []
+    for event in job.events(timeout_s=120):
+        events.append(event)
+        if isinstance(event, Progress):
+            break
+    [started] = [event for event in events if isinstance(event, RanksStarted)]
+    ranks = [psutil.Process(pid) for pid in started.pids]
+    job.stop()
+    events += list(job.events(timeout_s=30))
+    last = events[-1]
+    assert isinstance(last, Finished) and last.stopped, last
+    assert not [p for p in ranks if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
