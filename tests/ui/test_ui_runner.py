@@ -316,7 +316,7 @@ def test_defaults_come_from_the_environment() -> None:
     [
         ('{"epoch": 1}', "unknown key 'epoch' (did you mean 'epochs'?); known: batch_size, "),
         ('{"batchsize": 64}', "unknown key 'batchsize' (did you mean 'batch_size'?); known: "),
-        ('{"epochs": 1, "lr": 0.1}', "unknown key 'lr'; known: batch_size, compile, data_dir, "),
+        ('{"epochs": 1, "lr": 0.1}', "unknown key 'lr'; known: batch_size, collective_timeout_s, "),
     ],
 )
 def test_an_unknown_key_in_the_defaults_is_refused(text: str, message: str) -> None:
