@@ -17,7 +17,7 @@ from typing import IO, Any, NoReturn
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_USAGE
 from gputui.format import one_line
-from gputui.jobs.config import DATASETS, NICE_MAX, ConfigError, closest
+from gputui.jobs.config import DATASETS, EPOCHS_MAX, NICE_MAX, ConfigError, closest
 from gputui.jobs.folders import missing_home
 
 INTERVAL_MIN_S = 0.25
@@ -370,6 +370,18 @@ def job_settings(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "workers", None) is not None:
         settings["workers"] = args.workers
     return settings
+
+
+def epochs_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--epochs``: passes over the training images, the first one the warm-up."""
+    parser.add_argument(
+        "--epochs",
+        type=whole_number(1, EPOCHS_MAX),
+        default=2,
+        metavar="N",
+        help=f"passes over the training images, 1 to {EPOCHS_MAX}; the first is the warm-up "
+        "(default: 2)",
+    )
 
 
 def workers_option(parser: argparse.ArgumentParser) -> None:

@@ -57,6 +57,7 @@ from typing import Any, TypeGuard
 from gputui.commands.args import (
     check_data_dir,
     check_runs_dir,
+    epochs_option,
     examples,
     job_options,
     job_settings,
@@ -69,7 +70,6 @@ from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import fmt_counted, one_line
 from gputui.jobs.config import (
-    EPOCHS_MAX,
     PIPELINES,
     PRECISIONS,
     ConfigError,
@@ -116,14 +116,7 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
             ),
         ),
     )
-    bench.add_argument(
-        "--epochs",
-        type=whole_number(1, EPOCHS_MAX),
-        default=2,
-        metavar="N",
-        help=f"passes over the training images, 1 to {EPOCHS_MAX}; the first is the warm-up "
-        "(default: 2)",
-    )
+    epochs_option(bench)
     bench.add_argument(
         "--batch-size",
         type=whole_number(1),

@@ -25,6 +25,7 @@ from typing import Any
 
 from gputui.commands.args import (
     check_data_dir,
+    epochs_option,
     examples,
     job_options,
     job_settings,
@@ -37,7 +38,6 @@ from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.jobs.config import (
     DISTRIBUTED_DEVICES,
-    EPOCHS_MAX,
     SCALINGS,
     WORLD_SIZE_MAX,
     ConfigError,
@@ -103,14 +103,7 @@ def add_scale_command(commands: Any) -> argparse.ArgumentParser:
         help="weak: every rank keeps --batch-size, so the job's batch grows with the ranks; "
         "strong: the job keeps --batch-size, split between the ranks (default: weak)",
     )
-    scale.add_argument(
-        "--epochs",
-        type=whole_number(1, EPOCHS_MAX),
-        default=2,
-        metavar="N",
-        help=f"passes over the training images, 1 to {EPOCHS_MAX}; the first is the warm-up "
-        "(default: 2)",
-    )
+    epochs_option(scale)
     scale.add_argument(
         "--batch-size",
         type=whole_number(1),
@@ -180,9 +173,7 @@ def default_world_sizes(device: str) -> tuple[int, ...] | Error:
     listed = list_devices(DeviceQuery())
     if isinstance(listed, Error):
         return listed
-    gpus = sum(
-        1 for option in listed.devices if option.usable and option.name.startswith("cuda:")
-    )
+    gpus = sum(1 for option in listed.devices if option.usable and option.name.startswith("cuda:"))
     if not gpus:
         return Error(
             message="torch can use no CUDA device here: `gputui doctor` says why, or use "

@@ -215,18 +215,9 @@ def test_two_torchrun_nodes_on_loopback() -> None:
 
 
 def test_a_rank_killed_mid_epoch_ends_the_job_naming_it() -> None:
-    config = ScaleConfig(**TINY, limit=8192, test_limit=256, epochs=50, batch_size=32)
-    config = config.with_changes(world_size=2, progress_interval_s=0.05)
-    job = ChildProcess(config).start()
+    job, events, ranks = _training_on_two_ranks()
     try:
-        events: list[Event] = []
-        for event in job.events(timeout_s=120):
-            events.append(event)
-            if isinstance(event, Progress):
-                break
-        [started] = [event for event in events if isinstance(event, RanksStarted)]
-        ranks = [psutil.Process(pid) for pid in started.pids]
-        assert len(ranks) == 2 and ranks[0].pid == _run_started(events).pid
+        assert ranks[0].pid == _run_started(events).pid
         ranks[1].send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
         events += list(job.events(timeout_s=90))
@@ -237,8 +228,24 @@ def test_a_rank_killed_mid_epoch_ends_the_job_naming_it() -> None:
     assert isinstance(last, Error), last
     assert last.kind == "rank"
     assert last.message == "rank 1 of 2 was killed by SIGKILL; the other ranks were ended"
-    assert took < config.collective_timeout_s
+    assert took < ScaleConfig().collective_timeout_s
     assert not [p for p in ranks if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def _training_on_two_ranks() -> tuple[ChildProcess, list[Event], list[psutil.Process]]:
+    """A long scaling job of 2 ranks, once rank 0 reported progress: the job, its events so
+    far, and its ranks' processes."""
+    config = ScaleConfig(**TINY, limit=8192, test_limit=256, epochs=50, batch_size=32)
+    job = ChildProcess(config.with_changes(world_size=2, progress_interval_s=0.05)).start()
+    events: list[Event] = []
+    for event in job.events(timeout_s=120):
+        events.append(event)
+        if isinstance(event, Progress):
+            break
+    [started] = [event for event in events if isinstance(event, RanksStarted)]
+    ranks = [psutil.Process(pid) for pid in started.pids]
+    assert len(ranks) == 2
+    return job, events, ranks
 
 
 def _run_started(events: list[Event]) -> RunStarted:
@@ -273,15 +280,7 @@ def test_a_rendezvous_port_in_use_is_one_line() -> None:
 
 
 def test_stopping_a_scaling_job_stops_every_rank() -> None:
-    config = ScaleConfig(**TINY, limit=8192, test_limit=256, epochs=50, batch_size=32)
-    job = ChildProcess(config.with_changes(world_size=2, progress_interval_s=0.05)).start()
-    events: list[Event] = []
-    for event in job.events(timeout_s=120):
-        events.append(event)
-        if isinstance(event, Progress):
-            break
-    [started] = [event for event in events if isinstance(event, RanksStarted)]
-    ranks = [psutil.Process(pid) for pid in started.pids]
+    job, events, ranks = _training_on_two_ranks()
     job.stop()
     events += list(job.events(timeout_s=30))
     last = events[-1]
