@@ -286,3 +286,32 @@ def test_stopping_a_scaling_job_stops_every_rank() -> None:
     last = events[-1]
     assert isinstance(last, Finished) and last.stopped, last
     assert not [p for p in ranks if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_ctrl_c_under_torchrun_ends_every_rank_and_prints_what_finished() -> None:
+    """Ctrl+C in rank 0's terminal: torchrun passes it on, every local rank stops after its
+    step, rank 0 prints the epochs that finished, and nothing is left running."""
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node"]
+    argv += ["2", "-m", "gputui", "bench", "--device", "cpu", "--dataset", "synthetic"]
+    argv += ["--limit", "2048", "--batch-size", "32", "--epochs", "1000", "--threads", "1"]
+    argv += ["--no-record"]
+    torchrun = subprocess.Popen(
+        [*argv],
+        env=child_env(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a terminal's foreground group of its own, as in a shell
+    )
+    assert torchrun.stderr is not None
+    for line in torchrun.stderr:  # rank 0's progress lines: wait for a finished epoch
+        if "epoch 1/1000" in line:
+            break
+    job = [torchrun.pid] + [p.pid for p in psutil.Process(torchrun.pid).children(recursive=True)]
+    os.killpg(torchrun.pid, signal.SIGINT)  # what Ctrl+C sends
+    out, _ = torchrun.communicate(timeout=60)
+    assert "world: 2 ranks on 1 node (gloo)" in out
+    assert "stopped: cpu after 1 of 1,000 epochs" in out
+    time.sleep(0.5)
+    left = [pid for pid in job if psutil.pid_exists(pid)]
+    assert not [pid for pid in left if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
