@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import socket
@@ -311,7 +312,7 @@ def test_ctrl_c_under_torchrun_ends_every_rank_and_prints_what_finished() -> Non
     os.killpg(torchrun.pid, signal.SIGINT)  # what Ctrl+C sends
     out, _ = torchrun.communicate(timeout=60)
     assert "world: 2 ranks on 1 node (gloo)" in out
-    assert "stopped: cpu after 1 of 1,000 epochs" in out
+    assert re.search(r"stopped: cpu after \d+ of 1,000 epochs", out), out
     time.sleep(0.5)
     left = [pid for pid in job if psutil.pid_exists(pid)]
     assert not [pid for pid in left if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
