@@ -384,6 +384,19 @@ def epochs_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def batch_size_option(
+    parser: argparse.ArgumentParser, what: str = "images per training step"
+) -> None:
+    """Add ``--batch-size B`` (default 256, seed 001's); ``what`` says what B counts."""
+    parser.add_argument(
+        "--batch-size",
+        type=whole_number(1),
+        default=256,
+        metavar="B",
+        help=f"{what}, 1 or more (default: 256)",
+    )
+
+
 def workers_option(parser: argparse.ArgumentParser) -> None:
     """Add ``--workers``: DataLoader workers for the classic pipeline."""
     parser.add_argument(

@@ -55,6 +55,7 @@ import sys
 from typing import Any, TypeGuard
 
 from gputui.commands.args import (
+    batch_size_option,
     check_data_dir,
     check_runs_dir,
     epochs_option,
@@ -62,7 +63,6 @@ from gputui.commands.args import (
     job_options,
     job_settings,
     usage_error,
-    whole_number,
     workers_option,
 )
 from gputui.commands.interrupt import CtrlC
@@ -117,13 +117,7 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
         ),
     )
     epochs_option(bench)
-    bench.add_argument(
-        "--batch-size",
-        type=whole_number(1),
-        default=256,
-        metavar="B",
-        help="images per training step, 1 or more (default: 256)",
-    )
+    batch_size_option(bench)
     bench.add_argument(
         "--pipeline",
         choices=PIPELINES,

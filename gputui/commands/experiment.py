@@ -35,6 +35,7 @@ import sys
 from typing import Any
 
 from gputui.commands.args import (
+    batch_size_option,
     check_data_dir,
     examples,
     job_options,
@@ -181,13 +182,7 @@ def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
                 "page-locked memory, which copies faster)",
             )
         else:
-            parser.add_argument(
-                "--batch-size",
-                type=whole_number(1),
-                default=256,
-                metavar="B",
-                help="images per training step, 1 or more (default: 256)",
-            )
+            batch_size_option(parser)
         if name == "pipelines":
             workers_option(parser)
     experiment.set_defaults(handler=run_experiment_command)

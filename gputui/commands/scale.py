@@ -24,13 +24,13 @@ import sys
 from typing import Any
 
 from gputui.commands.args import (
+    batch_size_option,
     check_data_dir,
     epochs_option,
     examples,
     job_options,
     job_settings,
     usage_error,
-    whole_number,
     whole_numbers,
 )
 from gputui.commands.interrupt import CtrlC
@@ -104,13 +104,7 @@ def add_scale_command(commands: Any) -> argparse.ArgumentParser:
         "strong: the job keeps --batch-size, split between the ranks (default: weak)",
     )
     epochs_option(scale)
-    scale.add_argument(
-        "--batch-size",
-        type=whole_number(1),
-        default=256,
-        metavar="B",
-        help="images per step: per rank (weak) or for the whole job (strong) (default: 256)",
-    )
+    batch_size_option(scale, "images per step, per rank (weak) or for the whole job (strong)")
     scale.set_defaults(handler=run_scale)
     return scale
 
