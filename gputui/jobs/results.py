@@ -334,7 +334,8 @@ def bf16_gain(runs: Sequence[RunRecord], run: RunRecord) -> float | None:
 
 @dataclass
 class Session:
-    """One start (one run) or compare (two runs in turn) of the runner pane."""
+    """One start (one run), compare (two runs in turn) or scaling run (one run per world
+    size, in turn: ``scaling`` says weak or strong) of the runner pane."""
 
     configs: list[RunConfig]
     """Every run the session asks for, in order."""
@@ -342,11 +343,13 @@ class Session:
     """The runs started so far, in order."""
     stopped: bool = False
     """Whether the user stopped the session."""
+    scaling: str | None = None
+    """``weak`` or ``strong`` for a scaling session (its configs are ``ScaleConfig``s)."""
 
     @property
     def compare(self) -> bool:
         """Whether this session compares two runs."""
-        return len(self.configs) > 1
+        return len(self.configs) > 1 and self.scaling is None
 
     @property
     def current(self) -> RunRecord | None:
@@ -356,8 +359,10 @@ class Session:
     @property
     def next_config(self) -> RunConfig | None:
         """The config of the next run to start, or ``None`` when the session is done."""
-        if self.stopped or any(run.error is not None for run in self.runs):
+        if self.stopped:
             return None
+        if self.scaling is None and any(run.error is not None for run in self.runs):
+            return None  # a scaling session goes on: the other world sizes still tell
         current = self.current
         if current is not None and not current.ended:
             return None
@@ -372,11 +377,13 @@ class Session:
     @property
     def phase(self) -> Phase:
         """Where the session is."""
-        if any(run.error is not None for run in self.runs):
-            return Phase.FAILED
         current = self.current
         if current is not None and not current.ended:
             return Phase.RUNNING
+        if self.scaling is not None and self.next_config is not None:
+            return Phase.RUNNING  # between two world sizes
+        if any(run.error is not None for run in self.runs):
+            return Phase.FAILED
         if self.stopped or any(r.finished is not None and r.finished.stopped for r in self.runs):
             return Phase.STOPPED
         if len(self.runs) < len(self.configs):
