@@ -42,7 +42,9 @@ from gputui.jobs.config import (
     WORLD_SIZE_MAX,
     ConfigError,
     DeviceQuery,
+    RunConfig,
     ScaleConfig,
+    scaling_configs,
 )
 from gputui.jobs.events import Error
 from gputui.jobs.process import ChildProcess, list_devices
@@ -188,25 +190,14 @@ def _config(args: argparse.Namespace, world_size: int) -> ScaleConfig:
     Raises:
         ConfigError: one line, e.g. a strong-scaling batch the ranks cannot share evenly.
     """
-    per_rank = args.batch_size
-    if args.mode == "strong":
-        per_rank, left = divmod(args.batch_size, world_size)
-        if left or not per_rank:
-            raise ConfigError(
-                f"strong scaling splits the batch of {args.batch_size} between the ranks, and "
-                f"{world_size} ranks cannot share it evenly: use world sizes that divide "
-                "--batch-size"
-            )
-    config = ScaleConfig(
+    base = RunConfig(
         **job_settings(args),
         device=args.device,
         epochs=args.epochs,
-        batch_size=per_rank,
+        batch_size=args.batch_size,
         test_limit=args.limit,
-        record=False,
-        world_size=world_size,
     )
-    config.validate()
+    [config] = scaling_configs(base, (world_size,), args.mode)
     return config
 
 

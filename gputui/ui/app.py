@@ -130,6 +130,7 @@ class MonitorApp(TerminalColours):
         Binding("c", "runner_compare", "Compare"),
         Binding("s", "runner_stop", "Stop"),
         Binding("x", "runner_experiment", "Experiment", show=False),  # its button shows x
+        Binding("w", "runner_scale", "Scale", show=False),
         Binding("t", "runner_toggle", "Runner"),
         Binding("e", "runner_detail", "Error detail", show=False),
     ]
@@ -349,7 +350,7 @@ class MonitorApp(TerminalColours):
 
     def on_runner_pane_trainer_changed(self, message: RunnerPane.TrainerChanged) -> None:
         """A trainer started or ended: highlight it in the GPU process table."""
-        self.monitor.process_table.highlight(message.pid, message.gpu_uuid)
+        self.monitor.process_table.highlight(message.pid, message.gpu_uuid, message.ranks)
         if message.pid is None:
             self.monitor.cpu_panel.border_subtitle = None
 
@@ -375,6 +376,22 @@ class MonitorApp(TerminalColours):
         """Run the chosen experiment (batch-sweep, sync-stall, pipelines) in the runner pane."""
         await self._show_runner()
         self._runner.start_experiment()
+
+    async def action_runner_scale(self) -> None:
+        """Ask for world sizes, then train on each in turn (torch.distributed)."""
+        await self._show_runner()
+        offered = self._runner.world_sizes()
+        if offered is None:
+            return
+        from gputui.ui.widgets.scale_dialog import ScaleDialog
+
+        sizes, device = offered
+
+        def chosen(answer: tuple[tuple[int, ...], str] | None) -> None:
+            if answer is not None:
+                self._runner.start_scaling(*answer)
+
+        self.push_screen(ScaleDialog(sizes, device), chosen)
 
     def action_runner_stop(self) -> None:
         """Stop the run."""
@@ -418,6 +435,11 @@ class MonitorApp(TerminalColours):
             "Run experiment",
             "Run the chosen experiment: batch-sweep, sync-stall or pipelines (x)",
             self.action_runner_experiment,
+        )
+        yield SystemCommand(
+            "Scale",
+            "Train on 1, 2, 4... ranks (torch.distributed) and show the speedup (w)",
+            self.action_runner_scale,
         )
         yield SystemCommand("Stop training", "Stop the run (s)", self.action_runner_stop)
         yield SystemCommand(

@@ -12,7 +12,7 @@ is a list of small tuples, compared and painted without building ``Content``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.cells import cell_len, set_cell_size
@@ -733,7 +733,11 @@ def process_table_title(count: int, gpus: Sequence[GpuReading], host_pids: bool 
 
 
 def process_table_lines(
-    rows: Sequence[ProcessCells], width: int, marked_pid: str = "", marked_gpu: str | None = None
+    rows: Sequence[ProcessCells],
+    width: int,
+    marked_pid: str = "",
+    marked_gpu: str | None = None,
+    ranks: Collection[str] = (),
 ) -> list[Line]:
     """The process table: its heading, then a line a row, each exactly ``width`` cells.
 
@@ -745,6 +749,7 @@ def process_table_lines(
         width: Cells available.
         marked_pid: The PID whose row is drawn in ``TRAINER_STYLE`` (the runner's trainer).
         marked_gpu: The GPU (index) that row must be on; ``None``: any GPU.
+        ranks: The PIDs of a scaling run's other ranks, marked on whatever GPU they are.
     """
     widths = [
         max([len(heading), *(cell_len(row[column]) for row in rows)])
@@ -765,7 +770,7 @@ def process_table_lines(
     headings = [heading for heading, _ in PROCESS_COLUMNS]
     marked = [
         TRAINER_STYLE
-        if marked_pid and row[1] == marked_pid and marked_gpu in (None, row[0])
+        if (marked_pid and row[1] == marked_pid and marked_gpu in (None, row[0])) or row[1] in ranks
         else ""
         for row in rows
     ]

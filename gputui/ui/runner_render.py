@@ -61,13 +61,22 @@ def status_line(session: Session | None) -> Text:
     if phase is Phase.FAILED:
         failed = next(run for run in session.runs if run.error is not None)
         assert failed.error is not None
+        where = failed.device
+        if session.scaling is not None:
+            where = fmt_counted(getattr(failed.config, "world_size", 1), "rank")
         return Text.assemble(
             ("✗ ", "bold red"),
-            (f"{failed.device}: {failed.error.message}", "red"),
+            (f"{where}: {failed.error.message}", "red"),
             ("  (e: details)", MUTED),
         )
     if phase is Phase.RUNNING:
         which = f" (run {len(session.runs)} of {len(session.configs)})" if session.compare else ""
+        if session.scaling is not None and current is not None:
+            ranks = getattr(current.config, "world_size", 1)
+            which = (
+                f" · {fmt_counted(ranks, 'rank')}, {session.scaling} scaling "
+                f"(world size {len(session.runs)} of {len(session.configs)})"
+            )
         device = current.device if current is not None else "?"
         started = current.started if current is not None else None
         data = f" · {started.dataset}, {started.train_images:,} images" if started else ""
@@ -75,6 +84,9 @@ def status_line(session: Session | None) -> Text:
         return Text(f"▶ training on {device}{which}{data}", style="bold")
     if phase is Phase.STOPPED:
         return Text("■ stopped", style="yellow")
+    if session.scaling is not None:
+        sizes = ", ".join(str(getattr(run.config, "world_size", 1)) for run in session.runs)
+        return Text(f"✓ scaling finished: {sizes} ranks", style="green")
     done = ", ".join(
         f"{run.device} {fmt_counted(run.finished.epochs_completed, 'epoch')}"
         for run in session.runs

@@ -147,7 +147,7 @@ def test_strong_scaling_splits_the_batch_or_says_why_not(
     assert code == 2
     assert err == (
         "gputui scale: error: strong scaling splits the batch of 63 between the ranks, and 2 "
-        "ranks cannot share it evenly: use world sizes that divide --batch-size "
+        "ranks cannot share it evenly: use world sizes that divide the batch size "
         "(see 'gputui scale --help')\n"
     )
 

@@ -473,3 +473,38 @@ def test_bad_runner_defaults_exit_2_with_one_line(text: str, message: str) -> No
     [line] = run.shown.decode().strip().splitlines()
     assert line.startswith(f"gputui: error: GPUTUI_RUNNER_DEFAULTS: {message}"), line
     assert line.endswith(" (see 'gputui --help')"), line
+
+
+async def test_w_scales_over_world_sizes_with_real_ranks_and_marks_them() -> None:
+    """Issue 15: ``w`` asks for the world sizes, then trains a real gloo job of each in turn;
+    the bars fill per world size with speedup and efficiency, and the ranks are marked."""
+    app = real_app(TINY.with_changes(limit=512, epochs=2, batch_size=32))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("w")
+        await wait_until(pilot, lambda: app.screen.query("#scale-sizes"))
+        field = app.screen.query_one("#scale-sizes")
+        assert field.value == "1,2"  # type: ignore[attr-defined]
+        field.value = "1,x"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        assert "not whole numbers of 1 to 64" in screen_text(app)  # said, and still asking
+        field.value = "1,2"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        marked: set[tuple[int, ...]] = set()
+
+        def done() -> bool:
+            marked.add(app.monitor.process_table.rank_pids)
+            return pane.session is not None and not pane.busy
+
+        await wait_until(pilot, done, 4 * RUN_TIMEOUT_S)
+        session = pane.session
+        assert session is not None and session.scaling == "weak"
+        assert session.phase is Phase.FINISHED, [run.error for run in session.runs]
+        assert [len(run.rank_pids) for run in session.runs] == [1, 2]
+        assert tuple(session.runs[1].rank_pids) in marked  # both ranks marked while they ran
+        assert app.monitor.process_table.rank_pids == ()  # and unmarked once it ended
+        await pilot.pause()
+        text = screen_text(app)
+        assert "scaling finished: 1, 2 ranks" in text
+        assert "1.00x" in text and "weak scaling: every world size keeps" in " ".join(text.split())

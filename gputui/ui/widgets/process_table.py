@@ -45,6 +45,8 @@ class ProcessTable(ScrollView, can_focus=True):
         """The runner's trainer process, highlighted when it is on a GPU."""
         self.trainer_gpu: str | None = None
         """The UUID of the GPU the trainer trains on (``None``: match its pid on any GPU)."""
+        self.rank_pids: tuple[int, ...] = ()
+        """A scaling run's ranks, each marked on whatever GPU it trains on."""
         self._gpu_by_uuid: dict[str, str] = {}
         set_border_title(self, "GPU processes")
 
@@ -58,12 +60,15 @@ class ProcessTable(ScrollView, can_focus=True):
         """The heading, then the rows in order, as drawn (before scrolling)."""
         return tuple(self._lines)
 
-    def highlight(self, pid: int | None, gpu_uuid: str | None = None) -> None:
+    def highlight(
+        self, pid: int | None, gpu_uuid: str | None = None, ranks: tuple[int, ...] = ()
+    ) -> None:
         """Highlight the runner's trainer: process ``pid`` (``None``: none) on the GPU with
-        ``gpu_uuid`` (``None``: on any GPU). Matching the GPU too keeps another process
-        that shares the pid (another container's) from being marked."""
-        if (pid, gpu_uuid) != (self.trainer_pid, self.trainer_gpu):
-            self.trainer_pid, self.trainer_gpu = pid, gpu_uuid
+        ``gpu_uuid`` (``None``: on any GPU), and a scaling run's ``ranks`` on theirs.
+        Matching the GPU too keeps another process that shares the pid (another
+        container's) from being marked."""
+        if (pid, gpu_uuid, ranks) != (self.trainer_pid, self.trainer_gpu, self.rank_pids):
+            self.trainer_pid, self.trainer_gpu, self.rank_pids = pid, gpu_uuid, ranks
             self._rebuild()
 
     def show(self, gpus: Sequence[GpuReading], *, host_pids: bool = False) -> None:
@@ -91,7 +96,8 @@ class ProcessTable(ScrollView, can_focus=True):
         # An unknown UUID (none from NVML, a MIG instance's) falls back to the pid on any GPU.
         gpu = None if self.trainer_gpu is None else self._gpu_by_uuid.get(self.trainer_gpu)
         self._width = width
-        return process_table_lines(rows, width, marked, gpu)
+        ranks = {str(rank) for rank in self.rank_pids}
+        return process_table_lines(rows, width, marked, gpu, ranks)
 
     def _rebuild(self) -> None:
         """Build the lines for the current width; redraw the widget if any changed."""

@@ -30,12 +30,14 @@ from textual.widgets import Button, Label, ProgressBar, Select, Static
 from gputui.format import fmt_bytes, fmt_percent
 from gputui.jobs.config import (
     DATASETS,
+    DISTRIBUTED_DEVICES,
     EXPERIMENTS,
     PIPELINES,
     PRECISIONS,
     ConfigError,
     ExperimentConfig,
     RunConfig,
+    scaling_configs,
     sweep_sizes,
     ui_friendly,
 )
@@ -127,13 +129,17 @@ class RunnerPane(Vertical):
     class TrainerChanged(Message):
         """The trainer process changed (started, or ended: ``pid`` is ``None``)."""
 
-        def __init__(self, pid: int | None, gpu_uuid: str | None = None) -> None:
+        def __init__(
+            self, pid: int | None, gpu_uuid: str | None = None, ranks: tuple[int, ...] = ()
+        ) -> None:
             """Carry the trainer's pid and its GPU."""
             super().__init__()
             self.pid = pid
             """The trainer's process id, ``None`` when none runs."""
             self.gpu_uuid = gpu_uuid
             """The UUID of the GPU it trains on (``None``: not a CUDA device, or unknown)."""
+            self.ranks = ranks
+            """A scaling run's rank processes (rank 0 is ``pid``); empty otherwise."""
 
     class TrainerSampled(Message):
         """A reading of the trainer process's CPU use and memory."""
@@ -456,6 +462,53 @@ class RunnerPane(Vertical):
         self._start_next()
         return True
 
+    def world_sizes(self) -> tuple[tuple[int, ...], str] | None:
+        """The world sizes to offer for the chosen device, and its kind (``cpu``: 1 and 2
+        ranks; ``cuda``: 1, 2, 4... up to every usable GPU); ``None``, after saying why,
+        where no distributed backend serves it (MPS)."""
+        device = str(self.query_one("#runner-device", Select).value)
+        kind = (self.setup.defaults.device if device == LISTING else device).split(":")[0]
+        if kind not in DISTRIBUTED_DEVICES:
+            self.message = Text(
+                f"✗ torch.distributed has no backend for {kind}: choose cpu or a CUDA GPU",
+                style="red",
+            )
+            self.refresh_view()
+            return None
+        if kind == "cpu":
+            return (1, 2), kind
+        gpus = sum(1 for d in self.devices if d.usable and d.name.startswith("cuda:"))
+        sizes = [1]
+        while sizes[-1] * 2 <= gpus:
+            sizes.append(sizes[-1] * 2)
+        return (*sizes, *(() if sizes[-1] == gpus else (gpus,))), kind
+
+    def start_scaling(self, sizes: tuple[int, ...], scaling: str) -> bool:
+        """Train the chosen config at each world size in turn (``gputui scale``'s runs).
+
+        Returns:
+            Whether it started.
+        """
+
+        def build() -> list[RunConfig]:
+            chosen = self.chosen_config()
+            gpus = sum(1 for d in self.devices if d.usable and d.name.startswith("cuda:"))
+            if chosen.device.startswith("cuda") and max(sizes) > gpus:
+                raise ConfigError(
+                    f"{max(sizes)} ranks need {max(sizes)} GPUs and torch sees {gpus} here"
+                )
+            return list(scaling_configs(chosen, sizes, scaling))
+
+        configs = self._from_choices(build)
+        if configs is None:
+            return False
+        from gputui.jobs.results import Session
+
+        self.showing_experiment = False
+        self.session = Session(configs, scaling=scaling)
+        self._start_next()
+        return True
+
     def _baseline_config(self) -> RunConfig:
         """The chosen config on the baseline device (the CPU until the devices are listed).
 
@@ -538,14 +591,16 @@ class RunnerPane(Vertical):
         events = trainer.drain()
         if not events:
             return
-        from gputui.jobs.events import Finished, RunStarted
+        from gputui.jobs.events import Finished, RanksStarted, RunStarted
 
         run = session.current
         for event in events:
             run.absorb(event)
             self.events_seen += 1
-            if isinstance(event, RunStarted):
-                self.post_message(self.TrainerChanged(event.pid, event.gpu_uuid))
+            if isinstance(event, RunStarted | RanksStarted):
+                pid = run.started.pid if run.started is not None else None
+                gpu = run.started.gpu_uuid if run.started is not None else None
+                self.post_message(self.TrainerChanged(pid, gpu, run.rank_pids))
         if run.ended:
             self.trainer = None
             self.watched = None
@@ -568,6 +623,7 @@ class RunnerPane(Vertical):
             session_body,
             status_line,
         )
+        from gputui.ui.scaling_render import scaling_body
 
         self._enable_buttons()
         if self.showing_experiment and self.experiment is not None:
@@ -605,7 +661,8 @@ class RunnerPane(Vertical):
         if failed is not None and failed.error is not None and self.show_detail:
             detail.update(error_detail(failed.error))
         width = max(self.query_one("#runner-scroll").size.width - 1, 30)
-        self.query_one("#runner-body", Static).update(session_body(session, width))
+        body = scaling_body if session is not None and session.scaling else session_body
+        self.query_one("#runner-body", Static).update(body(session, width))  # type: ignore[arg-type]
 
     def _enable_buttons(self) -> None:
         busy = self.busy
