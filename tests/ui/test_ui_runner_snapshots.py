@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import Select
 
 from gputui.jobs.config import RunConfig
-from gputui.jobs.events import Error, Event
+from gputui.jobs.events import Error, Event, RanksStarted
 from gputui.jobs.results import Phase
 from gputui.telemetry.readings import GpuProcess
 from gputui.ui.app import MonitorApp
@@ -158,3 +158,26 @@ def test_runner_experiment_160x50(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app_with(run_events), terminal_size=LARGE, run_before=run_before)
+
+
+def test_runner_scaling_160x50(snap_compare: Any) -> None:
+    """Issue 15 in the pane: weak scaling over 1 and 2 GPUs, the 2-rank run half-way through
+    epoch 2 (scripted: the dialog's answer is given to the pane directly)."""
+
+    def two_ranks_in_flight(config: RunConfig) -> list[Event]:
+        if getattr(config, "world_size", 1) == 1:
+            return run_events(config, pid=40_100)
+        return [RanksStarted((40_200, 40_201)), *run_events(config, upto_epoch=1, progress_step=97)]
+
+    async def run_before(pilot: Pilot[object]) -> None:
+        await settled(pilot)
+        app = pilot.app
+        assert isinstance(app, MonitorApp)
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        assert pane.start_scaling((1, 2), "weak")
+        await wait_until(pilot, lambda: pane.session is not None and len(pane.session.runs) == 2)
+        await wait_until(pilot, lambda: pane.session.runs[1].progress is not None)  # type: ignore[union-attr]
+        await pilot.pause()
+
+    assert snap_compare(app_with(two_ranks_in_flight), terminal_size=LARGE, run_before=run_before)
