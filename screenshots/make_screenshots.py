@@ -41,7 +41,7 @@ from gputui.jobs.config import UI_NICE, RunConfig  # noqa: E402
 from gputui.jobs.results import Phase  # noqa: E402
 from gputui.telemetry.polling import Samplers  # noqa: E402
 from gputui.ui.app import MonitorApp, make_app  # noqa: E402
-from gputui.ui.widgets.runner_pane import RunnerSetup  # noqa: E402
+from gputui.ui.widgets.runner.setup import RunnerSetup  # noqa: E402
 from screenshots.doctor import shoot_doctor  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
 from tests.ui.runner_fakes import scripted_setup  # noqa: E402

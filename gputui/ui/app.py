@@ -53,7 +53,8 @@ from gputui.ui.colours import TerminalColours
 from gputui.ui.layout import plan_panes
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
 from gputui.ui.widgets.monitor import Monitor
-from gputui.ui.widgets.runner_pane import RunnerPane, RunnerSetup
+from gputui.ui.widgets.runner.setup import RunnerSetup
+from gputui.ui.widgets.runner_pane import RunnerPane
 
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
     from gputui.doctor.checks import DoctorReport

@@ -30,7 +30,7 @@ from gputui.telemetry.readings import (
     NvmlStatus,
 )
 from gputui.ui.app import MonitorApp, make_app
-from gputui.ui.widgets.runner_pane import RunnerSetup
+from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.runner_fakes import scripted_setup
 
 R = TypeVar("R")

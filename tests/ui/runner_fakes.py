@@ -27,7 +27,7 @@ from gputui.jobs.events import (
     RunStarted,
     SyncStallRow,
 )
-from gputui.ui.widgets.runner_pane import RunnerSetup
+from gputui.ui.widgets.runner.setup import RunnerSetup
 
 MiB = 1024**2
 

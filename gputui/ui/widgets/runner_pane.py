@@ -6,7 +6,8 @@ into a :class:`~gputui.jobs.results.Session`, and repaints from the pure
 renderers in :mod:`gputui.ui.runner_render`. Devices are listed by a child process
 too, from a thread worker at mount, so the first frame never waits for torch.
 
-Tests inject the trainer and the device list through :class:`RunnerSetup`.
+Tests inject the trainer and the device list through
+:class:`~gputui.ui.widgets.runner.setup.RunnerSetup`.
 
 What the pane needs only once it is built (the trainer's events, the session model and
 its renderers, the experiments) is imported where it is used: the monitor's first frame
@@ -17,8 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.text import Text
 from textual import work
@@ -39,11 +39,11 @@ from gputui.jobs.config import (
     RunConfig,
     scaling_configs,
     sweep_sizes,
-    ui_friendly,
 )
+from gputui.ui.widgets.runner.setup import JobHandle, RunnerSetup
 
 if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
-    from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
+    from gputui.jobs.events import DeviceOption, DevicesListed, Error
     from gputui.jobs.results import ExperimentResult, Session
     from gputui.telemetry.watched import ProcessReading, ProcessSampler
 
@@ -54,61 +54,6 @@ LISTING = "?listing"
 
 BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 EPOCH_CHOICES = (1, 2, 3, 5, 10, 20)
-
-
-class JobHandle(Protocol):
-    """What the pane needs of a job's child process: a trainer or an experiment (the real
-    one, or a scripted one in tests)."""
-
-    @property
-    def pid(self) -> int | None:
-        """The child's process id."""
-        ...
-
-    def start(self) -> JobHandle:
-        """Start the run."""
-        ...
-
-    def drain(self) -> list[Event]:
-        """Every event received so far, without waiting."""
-        ...
-
-    def stop(self, *, wait: bool = True) -> None:
-        """Stop the run."""
-        ...
-
-
-def _real_child(config: RunConfig | ExperimentConfig) -> JobHandle:
-    from gputui.jobs.process import ChildProcess
-
-    return ChildProcess(config)
-
-
-def _real_devices() -> DevicesListed | Error:
-    from gputui.jobs.process import list_devices
-
-    return list_devices()
-
-
-@dataclass(frozen=True)
-class RunnerSetup:
-    """Where the pane gets its trainers and devices; production uses the defaults."""
-
-    trainer: Callable[[RunConfig], JobHandle] = _real_child
-    """Builds a (not yet started) trainer for a config."""
-    experiment: Callable[[ExperimentConfig], JobHandle] = _real_child
-    """Builds a (not yet started) experiment process (issue 6's experiments)."""
-    list_devices: Callable[[], DevicesListed | Error] = _real_devices
-    """Lists the candidate devices (blocking; called from a thread worker)."""
-    defaults: RunConfig = field(default_factory=lambda: ui_friendly(RunConfig()))
-    """The config the pane's choices start from (a core spare, a lower priority); ``gputui``
-    reads it from ``GPUTUI_RUNNER_DEFAULTS`` (:func:`~gputui.jobs.config.runner_defaults`)."""
-    drain_interval_s: float = 0.1
-    """How often the pane drains the trainer's events."""
-    experiment_budget_s: float = 2.0
-    """About how long each measurement of an experiment may take."""
-    watch_interval_s: float = 1.0
-    """How often the pane reads the trainer process's CPU use (psutil)."""
 
 
 def _options(values: tuple[object, ...], extra: object) -> list[tuple[str, object]]:
