@@ -80,7 +80,7 @@ from gputui.telemetry.readings import GpuState, NvmlReading
 from gputui.ui.app import MonitorApp
 from gputui.ui.layout import GpuMode
 from gputui.ui.widgets.gpu_area import GpuArea
-from gputui.ui.widgets.runner_pane import RunnerPane
+from gputui.ui.widgets.runner.pane import RunnerPane
 from tests.fakenvml import FakeNvml
 from tests.ui.fakes import (
     CountingCpuSampler,

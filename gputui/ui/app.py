@@ -15,7 +15,7 @@ daemon thread (see :mod:`gputui.telemetry.polling`): the CPU panel keeps updatin
 NVIDIA panels are marked stale, and ``q`` still quits.
 
 Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
-the runner pane (:mod:`gputui.ui.widgets.runner_pane`). Wide, they sit side by side;
+the runner pane (:mod:`gputui.ui.widgets.runner`). Wide, they sit side by side;
 narrower, the screen shows one of them and ``t`` swaps (``r``/``c`` show the runner); see
 :func:`gputui.ui.layout.plan_panes`. The monitor sizes itself from its own width.
 """
@@ -53,8 +53,8 @@ from gputui.ui.colours import TerminalColours
 from gputui.ui.layout import plan_panes
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
 from gputui.ui.widgets.monitor import Monitor
+from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
-from gputui.ui.widgets.runner_pane import RunnerPane
 
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
     from gputui.doctor.checks import DoctorReport

@@ -30,8 +30,8 @@ from gputui.jobs.results import Phase, Session
 from gputui.ui.app import MonitorApp
 from gputui.ui.render import Line
 from gputui.ui.widgets.process_table import ProcessTable
+from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
-from gputui.ui.widgets.runner_pane import RunnerPane
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.runner_fakes import CPU_ONLY, ScriptedTrainer, scripted_setup, sync_stall_events
 
