@@ -249,10 +249,13 @@ class _Gpu:
 class _Identity:
     """Who runs a process, cached until the PID is reused."""
 
-    create_time: float
+    create_time: float | None
     user: str | None
     command: str | None
 
+
+_UNKNOWN = _Identity(None, None, None)
+"""A process psutil cannot see (or a host pid: not ours to look up)."""
 
 _Query = Callable[[Any], Any]
 
@@ -831,29 +834,38 @@ class NvmlSampler:
                 if pid in seen:
                     continue
                 seen.add(pid)
-                user, command = self._identify(pid)
+                identity = self._identify(pid)
                 used = info.usedGpuMemory
                 memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
-                found.append(GpuProcess(pid, user, command, memory, kind))
+                found.append(
+                    GpuProcess(
+                        pid,
+                        identity.user,
+                        identity.command,
+                        memory,
+                        kind,
+                        create_time=identity.create_time,
+                    )
+                )
         return tuple(found)
 
-    def _identify(self, pid: int) -> tuple[str | None, str | None]:
-        """User and command of ``pid``, cached per (pid, create time); ``None`` where hidden,
-        and always ``None`` for a host pid seen from a pid namespace of our own (the local
-        process with that number is another one)."""
+    def _identify(self, pid: int) -> _Identity:
+        """Start time, user and command of ``pid``, cached per (pid, create time); ``None``
+        where hidden, and always ``None`` for a host pid seen from a pid namespace of our own
+        (the local process with that number is another one)."""
         if self._status.host_pids:
-            return None, None
+            return _UNKNOWN
         try:
             process = psutil.Process(pid)
             created = process.create_time()
         except (psutil.Error, ValueError, OSError):
-            return None, None
+            return _UNKNOWN
         cached = self._identities.get(pid)
         if cached is not None and cached.create_time == created:
-            return cached.user, cached.command
+            return cached
         identity = _Identity(created, _username(process), _command(process))
         self._identities[pid] = identity
-        return identity.user, identity.command
+        return identity
 
     def _forget_identities(self, gpus: Sequence[GpuReading]) -> None:
         """Drop cached identities of processes no GPU lists any more."""

@@ -69,6 +69,10 @@ class GpuProcess:
     """GPU memory the process uses; ``None`` when the driver does not say."""
     kind: str = "compute"
     """``"compute"`` or ``"graphics"``."""
+    create_time: float | None = None
+    """When the process started (psutil's ``create_time``, seconds since the epoch), read with
+    its user and command; ``None`` where unknown. A signal goes only to a process that still
+    has this start time: a pid reused since the reading is another process."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -539,12 +539,14 @@ def test_processes_are_joined_with_psutil(
         assert (mine.pid, mine.kind, mine.gpu_memory_bytes) == (me.pid, "compute", 2**30)
         assert mine.user == me.username()
         assert mine.command == " ".join(me.cmdline())
+        assert mine.create_time == me.create_time()  # what a signal checks the pid against
         assert (ghost.pid, ghost.user, ghost.command, ghost.gpu_memory_bytes) == (
             gone,
             None,
             None,
             2048,
         )
+        assert ghost.create_time is None
         # GPU 1: this process is in both lists (shown once, as compute) with no memory
         # figure; PID 1 is a graphics process whose owner psutil can tell.
         both, init = gpu(reading, 1).processes
