@@ -1,0 +1,84 @@
+"""Signalling a GPU process the monitor showed, only while its pid still names that process.
+
+A pid is a number the kernel hands out again once its process has exited: between the
+reading that showed a row and the key that asks to end it, the process may have gone and
+another taken its pid. So the process is signalled only if psutil's ``create_time`` is the
+one read with the row. Nothing here raises: every outcome is one line for the app to show.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+import psutil
+
+from gputui.format import ellipsize, exception_line, one_line
+from gputui.telemetry.readings import GpuProcess
+
+HOST_PIDS_REFUSAL = (
+    "Not sent: the table shows the host's pids (gputui runs in a container's pid namespace), "
+    "which are not ours to signal; end the process from the host."
+)
+"""Why no signal goes to a pid read from inside a pid namespace of our own."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignalResult:
+    """What asking to signal a process came to."""
+
+    sent: bool
+    """True when the signal was delivered."""
+    message: str
+    """One line saying what was sent, or why nothing was."""
+
+
+def describe(process: GpuProcess) -> str:
+    """``pid 4242 (ada: python train.py)``: the process as a result names it."""
+    command = ellipsize(one_line(process.command or "command unknown"), 60)
+    return f"pid {process.pid} ({one_line(process.user or 'user unknown')}: {command})"
+
+
+def signal_process(
+    process: GpuProcess, signum: signal.Signals, *, host_pids: bool = False
+) -> SignalResult:
+    """Send ``signum`` to ``process`` if its pid still names it.
+
+    Args:
+        process: The process as a reading showed it, with the ``create_time`` read then.
+        signum: The signal, e.g. ``signal.SIGTERM``.
+        host_pids: The reading's pids are the host's (see ``NvmlStatus.host_pids``): refused.
+
+    Returns:
+        Whether it was sent, and one line saying so or why not (a pid reused, a process
+        gone, no permission).
+    """
+    pid = process.pid
+    if host_pids:
+        return SignalResult(False, HOST_PIDS_REFUSAL)
+    if process.create_time is None:
+        return SignalResult(
+            False,
+            f"Not sent: when pid {pid} started is unknown, so a process that took its pid "
+            "since could not be told apart.",
+        )
+    try:
+        live = psutil.Process(pid)
+        if live.create_time() != process.create_time:
+            return SignalResult(
+                False,
+                f"Not sent: pid {pid} is another process now (the one shown exited and its "
+                "pid was reused).",
+            )
+        live.send_signal(signum)
+    except psutil.NoSuchProcess:
+        return SignalResult(False, f"Not sent: pid {pid} has already exited.")
+    except (psutil.AccessDenied, PermissionError):
+        return SignalResult(
+            False,
+            f"Not sent: no permission to signal {describe(process)}; "
+            "run gputui as its user or as root.",
+        )
+    except (psutil.Error, OSError) as error:
+        return SignalResult(False, f"Not sent to pid {pid}: {exception_line(error)}")
+    return SignalResult(True, f"Sent {signum.name} to {describe(process)}.")
