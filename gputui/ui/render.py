@@ -716,6 +716,8 @@ PROCESS_HEADING = f"bold {LABEL}"
 """Style of the process table's heading."""
 TRAINER_STYLE = "bold reverse"
 """How the runner's trainer process stands out in the process table."""
+SELECTED_STYLE = "bold $block-cursor-foreground on $block-cursor-background"
+"""The selected row (the one ``k`` would end), as Textual draws a table's cursor."""
 
 
 def process_table_title(count: int, gpus: Sequence[GpuReading], host_pids: bool = False) -> str:
@@ -738,6 +740,7 @@ def process_table_lines(
     marked_pid: str = "",
     marked_gpu: str | None = None,
     ranks: Collection[str] = (),
+    selected: int | None = None,
 ) -> list[Line]:
     """The process table: its heading, then a line a row, each exactly ``width`` cells.
 
@@ -750,6 +753,7 @@ def process_table_lines(
         marked_pid: The PID whose row is drawn in ``TRAINER_STYLE`` (the runner's trainer).
         marked_gpu: The GPU (index) that row must be on; ``None``: any GPU.
         ranks: The PIDs of a scaling run's other ranks, marked on whatever GPU they are.
+        selected: The index of the selected row in ``rows``, drawn in ``SELECTED_STYLE``.
     """
     widths = [
         max([len(heading), *(cell_len(row[column]) for row in rows)])
@@ -768,13 +772,15 @@ def process_table_lines(
         return out.fit(width)
 
     headings = [heading for heading, _ in PROCESS_COLUMNS]
-    marked = [
-        TRAINER_STYLE
-        if (marked_pid and row[1] == marked_pid and marked_gpu in (None, row[0])) or row[1] in ranks
-        else ""
-        for row in rows
-    ]
-    return [line(headings, PROCESS_HEADING), *map(line, rows, marked)]
+
+    def style(index: int, row: ProcessCells) -> str:
+        if index == selected:
+            return SELECTED_STYLE
+        trainer = marked_pid and row[1] == marked_pid and marked_gpu in (None, row[0])
+        return TRAINER_STYLE if trainer or row[1] in ranks else ""
+
+    body = [line(row, style(index, row)) for index, row in enumerate(rows)]
+    return [line(headings, PROCESS_HEADING), *body]
 
 
 def mps_line(mps: MpsReading | None, width: int) -> Line:

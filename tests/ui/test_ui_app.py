@@ -302,6 +302,7 @@ async def test_the_process_table_rebuilds_only_when_its_rows_change(
 
 
 async def test_the_process_table_scrolls_its_rows_under_a_pinned_heading() -> None:
+    """The arrow keys move the selection; the rows scroll under the heading to show it."""
     many = tuple(GpuProcess(50_000 + n, "ada", f"worker {n}", GiB) for n in range(30))
     app = fake_app(nvml=ScriptedSampler(nvml_reading([gpu_reading(0, processes=many)])))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -315,14 +316,26 @@ async def test_the_process_table_scrolls_its_rows_under_a_pinned_heading() -> No
         assert width == table.size.width - 1
         assert {line.width for line in table.lines} == {width}  # built again for the scrollbar
         table.focus()
-        await pilot.press("down", "down")
-        await wait_until(pilot, lambda: table.scroll_y == 2)  # by keys, once focused
+
+        def selected() -> str | None:
+            return None if table.selected is None else table.selected.cells[4]
+
+        await pilot.press("down", "down")  # the first selects the first row, once focused
+        await wait_until(pilot, lambda: selected() == "worker 1")
+        assert table.scroll_y == 0  # still in view: no need to scroll
         await pilot.press("end")
         await wait_until(pilot, lambda: table.scroll_y == table.max_scroll_y)
+        assert selected() == "worker 29"
         view = [table.render_line(y).text.rstrip() for y in range(shown)]
         assert view[0].startswith("GPU    PID")  # the heading stays on top
         assert view[-1].endswith("worker 29")  # the last row, under it
         assert view[1].endswith(f"worker {30 - shown + 1}")
+        await pilot.press("pageup")  # a page up: the view scrolls just enough to show it
+        await wait_until(pilot, lambda: selected() == f"worker {29 - (shown - 2)}")
+        assert table.scroll_y == 29 - (shown - 2)
+        assert table.render_line(1).text.rstrip().endswith(selected() or "?")
+        await pilot.press("home")
+        await wait_until(pilot, lambda: table.scroll_y == 0 and selected() == "worker 0")
 
 
 async def test_a_failing_sampler_is_reported_and_retried() -> None:

@@ -29,6 +29,13 @@ def set_border_title(widget: Widget, title: str | Content) -> None:
         widget.border_title = content
 
 
+def set_border_subtitle(widget: Widget, subtitle: str | None) -> None:
+    """Set ``widget``'s border subtitle as literal text (``None``: none), only if it changed."""
+    markup = None if subtitle is None else Content(subtitle).markup
+    if widget.border_subtitle != markup:
+        widget.border_subtitle = None if subtitle is None else Content(subtitle)
+
+
 class LineStyles:
     """Turns ``Line`` values into strips in a widget's styles, resolving each style once.
 

@@ -1,42 +1,54 @@
 """The GPU process table: one widget drawn line by line, its heading pinned above the rows.
 
 Textual's Line API (a ``ScrollView`` with ``render_line``): the rows scroll under the
-heading when there are more than fit, by wheel, or by keys once the table has focus.
-A DataTable did this before, at a cost of about 60 ms at every start (its import, and a
-style for each of its dozen component classes) for a table of five columns.
+heading when there are more than fit, by wheel, or as the selection moves (arrow keys,
+Page Up/Down, Home/End once the table has focus, or a click). A DataTable did this before,
+at a cost of about 60 ms at every start (its import, and a style for each of its dozen
+component classes) for a table of five columns.
+
+Nothing is selected until a key or a click selects a row; the selection follows its
+process (GPU, pid and kind) through new readings and new orders, and is dropped when that
+process leaves the table. Sorting and filtering are :mod:`gputui.ui.process_rows`'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
-from textual.events import Resize
+from textual.binding import Binding, BindingType
+from textual.events import Click, Resize
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputui.telemetry.readings import GpuReading
-from gputui.ui.render import (
-    Line,
-    ProcessCells,
-    process_cells,
-    process_table_lines,
-    process_table_title,
-)
-from gputui.ui.widgets.lines import LineStyles, set_border_title
-
-
-def _order(cells: ProcessCells) -> tuple[int, int]:
-    return int(cells[0]), int(cells[1])  # GPU, then PID
+from gputui.ui.process_rows import ProcessOrder, ProcessRow, ordered, process_rows
+from gputui.ui.render import Line, ProcessCells, process_table_lines, process_table_title
+from gputui.ui.widgets.lines import LineStyles, set_border_subtitle, set_border_title
 
 
 class ProcessTable(ScrollView, can_focus=True):
-    """Processes on every GPU: GPU, PID, user, GPU memory, command."""
+    """Processes on every GPU: GPU, PID, user, GPU memory, command; one may be selected."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "select_step(-1)", "Previous process", show=False),
+        Binding("down", "select_step(1)", "Next process", show=False),
+        Binding("pageup", "select_page(-1)", "Page up", show=False),
+        Binding("pagedown", "select_page(1)", "Page down", show=False),
+        Binding("home", "select_end(0)", "First process", show=False),
+        Binding("end", "select_end(1)", "Last process", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         """An empty table."""
         super().__init__(id=id)
-        self._rows: dict[str, ProcessCells] = {}
+        self._rows: dict[str, ProcessRow] = {}
+        self._shown: list[ProcessRow] = []  # the rows that pass the filter, in order
+        self._order = ProcessOrder()
+        self._selected: str | None = None  # the selected row's key
+        self.host_pids = False
+        """The pids are the host's (gputui runs in a pid namespace of its own)."""
         self._lines: list[Line] = []
         self._width = 0  # the width the lines were built for
         self._strips: dict[int, Strip] = {}
@@ -52,8 +64,83 @@ class ProcessTable(ScrollView, can_focus=True):
 
     @property
     def shown(self) -> dict[str, ProcessCells]:
-        """The rows on screen, by row key (``gpu:pid:kind``)."""
-        return dict(self._rows)
+        """The rows on screen (those the filter keeps), in order, by row key (``gpu:pid:kind``)."""
+        return {row.key: row.cells for row in self._shown}
+
+    @property
+    def order(self) -> ProcessOrder:
+        """The sort key, its direction and the filter."""
+        return self._order
+
+    @property
+    def selected(self) -> ProcessRow | None:
+        """The selected row; ``None`` until one is selected, or once its process has gone."""
+        return next((row for row in self._shown if row.key == self._selected), None)
+
+    def set_order(self, order: ProcessOrder) -> None:
+        """Sort and filter by ``order``; the selection stays on its process if still shown."""
+        if order != self._order:
+            self._order = order
+            self._rebuild()
+            self._scroll_to_selected()
+
+    def apply_filter(self, text: str) -> None:
+        """Keep only the rows that hold ``text`` and select the first of them; empty: show
+        every row again, the selection kept."""
+        self.set_order(self._order.filtered(text))
+        if text:
+            self.select(self._shown[0].key if self._shown else None)
+
+    def select(self, key: str | None) -> None:
+        """Select the row with ``key`` (``None``: none) and scroll it into view."""
+        if key != self._selected:
+            self._selected = key
+            self._rebuild()
+        self._scroll_to_selected()
+
+    def action_select_step(self, step: int) -> None:
+        """Select the row ``step`` rows below the selected one (the first, if none is)."""
+        if not self._shown:
+            return
+        index = self._selected_index()
+        index = 0 if index is None else min(max(index + step, 0), len(self._shown) - 1)
+        self.select(self._shown[index].key)
+
+    def action_select_page(self, direction: int) -> None:
+        """Select the row a page of rows up (``-1``) or down (``1``)."""
+        self.action_select_step(direction * max(self._rows_in_view() - 1, 1))
+
+    def action_select_end(self, last: int) -> None:
+        """Select the first row (``0``) or the last (``1``)."""
+        if self._shown:
+            self.select(self._shown[-1 if last else 0].key)
+
+    def on_click(self, event: Click) -> None:
+        """A click on a row selects it."""
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y < 1:  # the heading, or outside the rows
+            return
+        index = offset.y - 1 + round(self.scroll_y)
+        if index < len(self._shown):
+            self.select(self._shown[index].key)
+
+    def _selected_index(self) -> int | None:
+        keys = [row.key for row in self._shown]
+        return keys.index(self._selected) if self._selected in keys else None
+
+    def _rows_in_view(self) -> int:
+        return max(self.scrollable_content_region.height - 1, 0)  # less the pinned heading
+
+    def _scroll_to_selected(self) -> None:
+        """Scroll just enough for the selected row to show under the heading."""
+        index = self._selected_index()
+        if index is None or not self._rows_in_view():
+            return
+        top = round(self.scroll_y)
+        if index < top:
+            self.scroll_to(y=index, animate=False)
+        elif index >= top + self._rows_in_view():
+            self.scroll_to(y=index - self._rows_in_view() + 1, animate=False)
 
     @property
     def lines(self) -> tuple[Line, ...]:
@@ -78,11 +165,8 @@ class ProcessTable(ScrollView, can_focus=True):
             gpus: The GPUs, each with its processes.
             host_pids: The pids are the host's (gputui is in a pid namespace of its own).
         """
-        wanted = {
-            f"{gpu.index}:{process.pid}:{process.kind}": process_cells(gpu.index, process)
-            for gpu in gpus
-            for process in gpu.processes or ()
-        }
+        wanted = process_rows(gpus)
+        self.host_pids = host_pids
         self._gpu_by_uuid = {gpu.uuid: str(gpu.index) for gpu in gpus if gpu.uuid}
         set_border_title(self, process_table_title(len(wanted), gpus, host_pids))
         if wanted != self._rows:
@@ -91,16 +175,21 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def _build(self, width: int) -> list[Line]:
         """The table's lines for ``width`` cells (remembered as the width built for)."""
-        rows = sorted(self._rows.values(), key=_order)
         marked = "" if self.trainer_pid is None else str(self.trainer_pid)
         # An unknown UUID (none from NVML, a MIG instance's) falls back to the pid on any GPU.
         gpu = None if self.trainer_gpu is None else self._gpu_by_uuid.get(self.trainer_gpu)
         self._width = width
         ranks = {str(rank) for rank in self.rank_pids}
-        return process_table_lines(rows, width, marked, gpu, ranks)
+        cells = [row.cells for row in self._shown]
+        return process_table_lines(cells, width, marked, gpu, ranks, self._selected_index())
 
     def _rebuild(self) -> None:
-        """Build the lines for the current width; redraw the widget if any changed."""
+        """Order the rows, drop a selection whose process has gone, and build the lines for
+        the current width; redraw the widget if any changed."""
+        self._shown = ordered(self._rows.values(), self._order)
+        if self._selected_index() is None:
+            self._selected = None
+        set_border_subtitle(self, self._order.describe(len(self._shown), len(self._rows)))
         width = self.scrollable_content_region.width
         if width <= 0:
             return  # built on the first resize, once the width is known

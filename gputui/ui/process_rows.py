@@ -1,0 +1,127 @@
+"""The process table's rows: which match the filter, and in what order (pure: no widgets).
+
+``o`` cycles the sort key, ``O`` reverses it, ``/`` filters by text (any cell: GPU, pid,
+user, memory, command). There is no SM % column to sort by: the readings carry no
+per-process utilization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from gputui.format import one_line
+from gputui.telemetry.readings import GpuProcess, GpuReading
+from gputui.ui.render import ProcessCells, process_cells
+
+SORT_KEYS = ("gpu", "memory", "pid", "user", "command")
+"""What ``o`` cycles through, the default (GPU, then pid) first."""
+SORT_LABELS = {
+    "gpu": "GPU",
+    "memory": "GPU mem",
+    "pid": "PID",
+    "user": "user",
+    "command": "command",
+}
+"""How the table's subtitle names each key."""
+LARGEST_FIRST = frozenset({"memory"})
+"""Keys whose natural order is largest first (the biggest user of GPU memory on top)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRow:
+    """One process on one GPU, as the table shows it."""
+
+    key: str
+    """``gpu:pid:kind``: the row's identity across readings (the selection follows it)."""
+    gpu: int
+    """The GPU's NVML index."""
+    process: GpuProcess
+    """The process, with what the reading knew of it (its ``create_time`` among it)."""
+    cells: ProcessCells
+    """The row's text: GPU, PID, user, GPU memory, command."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOrder:
+    """How the rows are shown: the sort key, its direction, and the filter."""
+
+    key: str = "gpu"
+    """One of :data:`SORT_KEYS`."""
+    reverse: bool = False
+    """The key's natural order turned round."""
+    filter: str = ""
+    """Text a row must hold (any cell, any case); empty: every row."""
+
+    def next_key(self) -> ProcessOrder:
+        """The next sort key, in its natural direction, with the same filter."""
+        key = SORT_KEYS[(SORT_KEYS.index(self.key) + 1) % len(SORT_KEYS)]
+        return ProcessOrder(key, False, self.filter)
+
+    def reversed(self) -> ProcessOrder:
+        """The same key the other way round."""
+        return replace(self, reverse=not self.reverse)
+
+    def filtered(self, text: str) -> ProcessOrder:
+        """The same order, keeping only the rows that hold ``text``."""
+        return replace(self, filter=text)
+
+    @property
+    def descending(self) -> bool:
+        """Whether the largest value comes first."""
+        return (self.key in LARGEST_FIRST) != self.reverse
+
+    def describe(self, shown: int, total: int) -> str | None:
+        """``sort GPU mem ▼ · filter 'py': 2 of 5``; ``None`` for the default order unfiltered."""
+        parts = []
+        if (self.key, self.reverse) != (SORT_KEYS[0], False):
+            parts.append(f"sort {SORT_LABELS[self.key]} {'▼' if self.descending else '▲'}")
+        if self.filter:
+            parts.append(f"filter '{one_line(self.filter)}': {shown} of {total}")
+        return " · ".join(parts) or None
+
+
+def process_rows(gpus: Sequence[GpuReading]) -> dict[str, ProcessRow]:
+    """Every process on every GPU, by row key."""
+    rows = (
+        ProcessRow(
+            f"{gpu.index}:{process.pid}:{process.kind}",
+            gpu.index,
+            process,
+            process_cells(gpu.index, process),
+        )
+        for gpu in gpus
+        for process in gpu.processes or ()
+    )
+    return {row.key: row for row in rows}
+
+
+def matches(row: ProcessRow, text: str) -> bool:
+    """Whether any of the row's cells holds ``text``, in any case."""
+    needle = text.casefold()
+    return any(needle in cell.casefold() for cell in row.cells)
+
+
+def _value(row: ProcessRow, key: str) -> int | str | None:
+    process = row.process
+    if key == "gpu":
+        return row.gpu
+    if key == "memory":
+        return process.gpu_memory_bytes
+    if key == "pid":
+        return process.pid
+    text = process.user if key == "user" else process.command
+    return None if text is None else text.casefold()
+
+
+def ordered(rows: Iterable[ProcessRow], order: ProcessOrder) -> list[ProcessRow]:
+    """The rows that match the filter, sorted; those whose value is unknown come last."""
+    shown = [row for row in rows if not order.filter or matches(row, order.filter)]
+    known = [row for row in shown if _value(row, order.key) is not None]
+    unknown = [row for row in shown if _value(row, order.key) is None]
+    known.sort(
+        key=lambda row: (_value(row, order.key), row.gpu, row.process.pid),
+        reverse=order.descending,
+    )
+    unknown.sort(key=lambda row: (row.gpu, row.process.pid))
+    return known + unknown
