@@ -18,6 +18,10 @@ Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner
 the runner pane (:mod:`gputui.ui.widgets.runner`). Wide, they sit side by side;
 narrower, the screen shows one of them and ``t`` swaps (``r``/``c`` show the runner); see
 :func:`gputui.ui.layout.plan_panes`. The monitor sizes itself from its own width.
+
+The GPU process table sorts (``o``, ``O`` reverses), filters (``/``) and ends the selected
+process (``k`` SIGTERM, ``K`` SIGKILL) once ``y`` confirms, unless the app is read-only
+or the pids are the host's.
 """
 
 from __future__ import annotations
@@ -80,6 +84,15 @@ HANGUP_EXIT_S = 2.0
 """After SIGHUP or SIGTERM, longest wait for a graceful exit before the process ends itself."""
 HANGUP_EXIT_CODE = 128 + 1
 """Exit status after SIGHUP (as a shell reports a process killed by it)."""
+READONLY_REFUSAL = "Read-only (--readonly or GPUTUI_READONLY=1): gputui sends no signals."
+"""What ``k`` and ``K`` say in a read-only monitor."""
+NO_SELECTION = "Select a process first: the arrow keys move through the GPU process table."
+"""What ``k`` and ``K`` say while no process is selected."""
+SORT_GROUP = Binding.Group("Sort", compact=True)
+"""``o`` and ``O``, one entry in the footer."""
+KILL_GROUP = Binding.Group("Kill", compact=True)
+"""``k`` and ``K``, one entry in the footer."""
+
 STOP_SIGNALS = ("SIGHUP", "SIGTERM")
 """Signals that stop the trainer and quit gracefully, handing the terminal back (SIGTERM's
 default would end the process at once, leaving the terminal in the app's screen modes)."""
@@ -134,6 +147,13 @@ class MonitorApp(TerminalColours):
         Binding("w", "runner_scale", "Scale", show=False),
         Binding("t", "runner_toggle", "Runner"),
         Binding("e", "runner_detail", "Error detail", show=False),
+        # GPU process table
+        Binding("o", "process_sort", "Sort", group=SORT_GROUP),
+        Binding("O", "process_reverse", "Reverse", group=SORT_GROUP),
+        Binding("slash", "process_filter", "Filter", key_display="/"),
+        Binding("escape", "process_clear_filter", "Clear filter", show=False),
+        Binding("k", "process_terminate", "Terminate", group=KILL_GROUP),
+        Binding("K", "process_kill", "Kill", group=KILL_GROUP),
     ]
 
     def __init__(
@@ -146,6 +166,7 @@ class MonitorApp(TerminalColours):
         stale_check_s: float | None = None,
         runner: RunnerSetup | None = None,
         doctor: DoctorRunner | None = None,
+        readonly: bool = False,
     ) -> None:
         """Build the app; nothing is sampled until it runs.
 
@@ -160,8 +181,11 @@ class MonitorApp(TerminalColours):
             runner: The runner pane's trainers, device list and defaults (default: real).
             doctor: Runs the doctor for the Doctor screen (default: the real one,
                 which spawns the torch probe).
+            readonly: Send no signal to any process (``k`` and ``K`` say so).
         """
         super().__init__()
+        self.readonly = readonly
+        """Whether ``k`` and ``K`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
         head_start = samplers if isinstance(samplers, HeadStart) else HeadStart.begin(samplers)
         self.samplers = head_start.samplers
         self.doctor: DoctorRunner = doctor or _run_real_doctor
@@ -296,8 +320,12 @@ class MonitorApp(TerminalColours):
             self._hang_up()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The runner's keys work only on the monitor's own screen (not the doctor's)."""
-        if action.startswith("runner_") and self.screen is not self.screen_stack[0]:
+        """The runner's and the process table's keys work only on the monitor's own screen
+        (not the doctor's, nor over a dialog); Escape clears the process filter only while
+        there is one."""
+        if action.startswith(("runner_", "process_")) and self.screen is not self.screen_stack[0]:
+            return False
+        if action == "process_clear_filter" and not self.monitor.filtering:
             return False
         return super().check_action(action, parameters)
 
@@ -408,6 +436,62 @@ class MonitorApp(TerminalColours):
         """Show or hide the failed run's detail."""
         self._runner.toggle_detail()
 
+    # -- GPU process table ------------------------------------------------------------------
+
+    def action_process_sort(self) -> None:
+        """Sort the GPU processes by the next key."""
+        table = self.monitor.process_table
+        table.set_order(table.order.next_key())
+
+    def action_process_reverse(self) -> None:
+        """Turn the GPU processes' order round."""
+        table = self.monitor.process_table
+        table.set_order(table.order.reversed())
+
+    async def action_process_filter(self) -> None:
+        """Open the filter line under the GPU process table."""
+        await self.monitor.open_filter()
+
+    def action_process_clear_filter(self) -> None:
+        """Close the filter line and show every GPU process again."""
+        self.monitor.close_filter()
+
+    def action_process_terminate(self) -> None:
+        """Ask, then send SIGTERM to the selected GPU process."""
+        self._ask_to_signal(signal.SIGTERM)
+
+    def action_process_kill(self) -> None:
+        """Ask, then send SIGKILL to the selected GPU process."""
+        self._ask_to_signal(signal.SIGKILL)
+
+    def _ask_to_signal(self, signum: signal.Signals) -> None:
+        """Ask whether to send ``signum`` to the selected process; send it on ``y``.
+
+        Refused at once, in one line, when the app is read-only, when the pids are the
+        host's, or when no process is selected. The answer is one line too: sent, or why not.
+        """
+        from gputui.telemetry.signals import HOST_PIDS_REFUSAL, signal_process
+
+        table = self.monitor.process_table
+        row = table.selected
+        refusal = (
+            READONLY_REFUSAL if self.readonly else HOST_PIDS_REFUSAL if table.host_pids else ""
+        )
+        if refusal or row is None:
+            self.notify(refusal or NO_SELECTION, severity="warning", markup=False)
+            return
+        from gputui.ui.widgets.signal_dialog import SignalDialog  # loaded when first asked
+
+        process, host_pids = row.process, table.host_pids
+
+        def answered(send: bool | None) -> None:
+            if send:
+                result = signal_process(process, signum, host_pids=host_pids)
+                severity = "information" if result.sent else "error"
+                self.notify(result.message, severity=severity, markup=False)
+
+        self.push_screen(SignalDialog(process, signum), answered)
+
     def action_doctor(self) -> None:
         """Open the Doctor screen (not over itself), with the latest NVML reading."""
         from gputui.ui.doctor_screen import DoctorScreen
@@ -417,8 +501,8 @@ class MonitorApp(TerminalColours):
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette's commands: Textual's (Quit among them), then the screen's own: on the
-        Doctor screen its keys, on the monitor the Doctor and the runner's. Every key in the
-        footer is here (a test holds it)."""
+        Doctor screen its keys, on the monitor the Doctor's, the runner's and the process
+        table's. Every key in the footer is here (a test holds it)."""
         yield from super().get_system_commands(screen)
         from gputui.ui.doctor_screen import DOCTOR_COMMAND, DOCTOR_HELP, DoctorScreen
 
@@ -448,6 +532,36 @@ class MonitorApp(TerminalColours):
         )
         yield SystemCommand(
             "Error detail", "Show or hide a failed run's detail (e)", self.action_runner_detail
+        )
+        yield SystemCommand(
+            "Sort processes",
+            "Sort the GPU processes by the next key: GPU, GPU memory, PID, user, command (o)",
+            self.action_process_sort,
+        )
+        yield SystemCommand(
+            "Reverse process order",
+            "Turn the GPU processes' order round (O)",
+            self.action_process_reverse,
+        )
+        yield SystemCommand(
+            "Filter processes",
+            "Show only the GPU processes holding some text; Enter applies it (/)",
+            self.action_process_filter,
+        )
+        yield SystemCommand(
+            "Clear process filter",
+            "Show every GPU process again (Escape)",
+            self.action_process_clear_filter,
+        )
+        yield SystemCommand(
+            "Terminate process",
+            "Send SIGTERM to the selected GPU process, once y confirms (k)",
+            self.action_process_terminate,
+        )
+        yield SystemCommand(
+            "Kill process",
+            "Send SIGKILL to the selected GPU process, once y confirms (K)",
+            self.action_process_kill,
         )
 
     def wait_for_samplers(self, timeout_s: float) -> bool:
@@ -623,6 +737,7 @@ def make_app(
     stale_check_s: float | None = None,
     runner: RunnerSetup | None = None,
     doctor: DoctorRunner | None = None,
+    readonly: bool = False,
 ) -> MonitorApp:
     """Build the monitor app.
 
@@ -635,6 +750,7 @@ def make_app(
         stale_check_s: How often to check for stale NVIDIA readings.
         runner: The runner pane's trainers, device list and defaults (default: real).
         doctor: Runs the doctor for the Doctor screen (default: the real one).
+        readonly: Send no signal to any process.
 
     Returns:
         The app, not yet running.
@@ -647,11 +763,16 @@ def make_app(
         stale_check_s=stale_check_s,
         runner=runner,
         doctor=doctor,
+        readonly=readonly,
     )
 
 
 def run_app(
-    interval: float, head_start: HeadStart | None = None, runner_defaults: RunConfig | None = None
+    interval: float,
+    head_start: HeadStart | None = None,
+    runner_defaults: RunConfig | None = None,
+    *,
+    readonly: bool = False,
 ) -> int:
     """Run the monitor with the real samplers until the user quits.
 
@@ -661,12 +782,13 @@ def run_app(
             before Textual was imported); default: started now.
         runner_defaults: The config the runner pane starts from (``gputui`` reads it from
             ``GPUTUI_RUNNER_DEFAULTS`` and checks it first); default: a run beside the monitor.
+        readonly: Send no signal to any process (``--readonly``, ``GPUTUI_READONLY=1``).
 
     Returns:
         The process exit code.
     """
     runner = RunnerSetup() if runner_defaults is None else RunnerSetup(defaults=runner_defaults)
-    app = make_app(head_start, interval=interval, runner=runner)
+    app = make_app(head_start, interval=interval, runner=runner, readonly=readonly)
     app.run()
     app.wait_for_samplers(CLOSE_WAIT_S)
     return app.return_code or 0

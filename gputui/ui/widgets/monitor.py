@@ -1,6 +1,12 @@
-"""The monitor column: CPU panel, NVIDIA area, process table and MPS line, laid out to fit."""
+"""The monitor column: CPU panel, NVIDIA area, process table and MPS line, laid out to fit.
+
+Under the process table, a filter line opens on ``/`` (the app's key): Enter applies
+the text and selects the first matching row, Escape clears it.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -17,6 +23,9 @@ from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
 from gputui.ui.widgets.mps_panel import MpsPanel
 from gputui.ui.widgets.process_table import ProcessTable
+
+if TYPE_CHECKING:  # the filter line is built when it is first opened, not at start-up
+    from textual.widgets import Input
 
 NO_GPU = "NVML answers, but lists no NVIDIA GPU."
 """What the NVIDIA area says when the driver sees no GPU."""
@@ -48,6 +57,9 @@ class Monitor(Vertical):
         self.cpu_panel = CpuPanel(id="cpu")
         self.gpu_area = GpuArea(id="gpus")
         self.process_table = ProcessTable(id="processes")
+        self.process_filter: Input | None = None
+        """The filter line under the process table, shown while the filter is typed
+        (``None`` until first opened)."""
         self.mps_panel = MpsPanel(id="mps")
         self.too_small = Static(id="too-small", markup=False)
         """Says the terminal is too small, in place of the panels (hidden while they fit)."""
@@ -100,6 +112,42 @@ class Monitor(Vertical):
         table.show(reading.gpus, host_pids=status.host_pids)
         if self._gpu_shape(reading) != before:
             self.apply_layout()
+
+    @property
+    def filtering(self) -> bool:
+        """Whether the process filter is being typed, or is applied."""
+        typing = self.process_filter is not None and self.process_filter.display
+        return typing or bool(self.process_table.order.filter)
+
+    async def open_filter(self) -> None:
+        """Show the filter line, holding the filter applied now, and type into it."""
+        field = self.process_filter
+        if field is None:
+            from textual.widgets import Input
+
+            field = self.process_filter = Input(
+                placeholder="filter processes: text in any column; Enter applies, Escape clears",
+                compact=True,
+                id="process-filter",
+            )
+            await self.mount(field, after=self.process_table)
+        field.value = self.process_table.order.filter
+        field.display = True
+        field.focus()
+
+    def close_filter(self, text: str = "") -> None:
+        """Filter the process table by ``text`` (empty: show every row), hide the filter
+        line and give the table the keys (the arrows move its selection)."""
+        if self.process_filter is not None:
+            self.process_filter.display = False
+        self.process_table.apply_filter(text)
+        self.process_table.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in the filter line applies it."""
+        if event.input is self.process_filter:
+            event.stop()
+            self.close_filter(event.value.strip())
 
     def show_mps(self, reading: MpsReading) -> None:
         """Paint an MPS reading."""
