@@ -863,3 +863,61 @@ def test_a_device_only_the_child_can_check_is_refused_in_one_line() -> None:
             ],
         }
     )
+
+
+# --- GPUTUI_READONLY: the environment's one switch of the monitor -------------------------
+
+READONLY_BAD = ("yes", "true", "on", "2", "-1", " 1", "1 ", "01", "1\n", "\x1b[31m", "💥", "\udcff")
+"""Not ``1``, ``0`` or empty: refused, so that a typo never leaves the kill keys working."""
+
+
+@pytest.mark.parametrize("value", [*READONLY_BAD, "x" * 5000], ids=_short)
+def test_a_bad_gputui_readonly_is_one_usage_line(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked before anything else the monitor needs (here: no terminal, so nothing past the
+    check could start), and the line names the variable."""
+    monkeypatch.setenv("GPUTUI_READONLY", value)
+    monkeypatch.setattr(gputui.commands, "not_a_terminal", lambda: "standard input")
+    for argv in ([], ["--readonly"]):
+        line = assert_one_line_usage_error(run_main(argv), "gputui")
+        assert "GPUTUI_READONLY must be 1 (read-only) or 0, not " in line, line
+        assert len(line) < 200
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "readonly"),
+    [
+        (False, None, False),
+        (False, "", False),
+        (False, "0", False),
+        (False, "1", True),
+        (True, None, True),
+        (True, "0", True),  # the flag wins: either one makes the monitor read-only
+    ],
+)
+def test_readonly_is_the_flag_or_gputui_readonly_1(
+    flag: bool, value: str | None, readonly: bool
+) -> None:
+    environ = {} if value is None else {"GPUTUI_READONLY": value}
+    assert gputui.commands.readonly_wanted(flag, environ) is readonly
+
+
+def test_a_real_bad_gputui_readonly_is_one_line() -> None:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["GPUTUI_READONLY"] = "yes"
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "gputui: error: GPUTUI_READONLY must be 1 (read-only) or 0, not 'yes' "
+        "(see 'gputui --help')\n"
+    )

@@ -33,6 +33,7 @@ from gputui.commands.fleet import (
 )
 from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.format import ellipsize
 from gputui.jobs.config import (
     RUNNER_DEFAULTS_ENV,
     ConfigError,
@@ -68,8 +69,9 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
             "GPU (NVIDIA through its driver's NVML library, and Apple's MPS) with utilization, "
             "memory, temperature, power, clocks and each GPU's processes, read every --interval "
             "seconds; it also trains and compares devices (r, c), runs the experiments (x) and "
-            "the doctor (d); q quits. With --hosts, --hostfile or --prometheus it opens the "
-            "fleet view instead: a line per GPU of many hosts, read from their exporters. "
+            "the doctor (d), and sorts, filters and ends GPU processes (o, /, k); q quits. "
+            "With --hosts, --hostfile or --prometheus it opens the fleet view instead: a line "
+            "per GPU of many hosts, read from their exporters. "
             "The commands print once and exit; each has a --help with examples."
         ),
         epilog=examples(
@@ -85,6 +87,14 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
         default=1.0,
         metavar="SECONDS",
         help="seconds between the monitor's readings, 0.25 to 60 (default: 1)",
+    )
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        help=(
+            f"never send a signal: the monitor's k and K (end a GPU process) only say it is "
+            f"read-only (as does {READONLY_ENV}=1)"
+        ),
     )
     add_fleet_arguments(parser, dest_prefix="app_")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -133,6 +143,10 @@ def commands_named(argv: Sequence[str]) -> set[str] | None:
 
 
 def _run_app(args: argparse.Namespace) -> int:
+    try:
+        readonly = readonly_wanted(args.readonly, os.environ)
+    except ConfigError as exc:
+        return usage_error("gputui", str(exc))
     stream = not_a_terminal()
     if stream is not None:  # checked before Textual loads: the answer comes at once
         return usage_error(
@@ -155,9 +169,33 @@ def _run_app(args: argparse.Namespace) -> int:
         head_start = HeadStart.begin()
         from gputui.ui.app import run_app  # Textual loads while they are taken
 
-        return run_app(interval=args.interval, head_start=head_start, runner_defaults=defaults)
+        return run_app(
+            interval=args.interval,
+            head_start=head_start,
+            runner_defaults=defaults,
+            readonly=readonly,
+        )
     finally:
         gc.enable()  # in case the app ended before its first frame
+
+
+READONLY_ENV = "GPUTUI_READONLY"
+"""``1``: the monitor never sends a signal, as with ``--readonly``; ``0`` or empty: it may."""
+
+
+def readonly_wanted(flag: bool, environ: Mapping[str, str]) -> bool:
+    """Whether the monitor is read-only: ``--readonly``, or ``GPUTUI_READONLY=1``.
+
+    Raises:
+        ConfigError: ``GPUTUI_READONLY`` holds something other than ``1``, ``0`` or nothing
+            (a typo must not leave the kill keys working while the user thinks them off).
+    """
+    value = environ.get(READONLY_ENV, "")
+    if value not in ("", "0", "1"):
+        raise ConfigError(
+            f"{READONLY_ENV} must be 1 (read-only) or 0, not {ellipsize(repr(value), 40)}"
+        )
+    return flag or value == "1"
 
 
 def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
