@@ -39,6 +39,24 @@ def describe(process: GpuProcess) -> str:
     return f"pid {process.pid} ({one_line(process.user or 'user unknown')}: {command})"
 
 
+def refusal(process: GpuProcess, *, host_pids: bool = False) -> str | None:
+    """Why no signal may go to ``process`` as shown, whatever runs now (one line); ``None``
+    when one may, if the pid still names it (so the app need not ask a question in vain).
+
+    Args:
+        process: The process as a reading showed it.
+        host_pids: The reading's pids are the host's (see ``NvmlStatus.host_pids``).
+    """
+    if host_pids:
+        return HOST_PIDS_REFUSAL
+    if process.create_time is None:
+        return (
+            f"Not sent: when pid {process.pid} started is unknown (psutil could not see it), "
+            "so a process that took its pid since could not be told apart."
+        )
+    return None
+
+
 def signal_process(
     process: GpuProcess, signum: signal.Signals, *, host_pids: bool = False
 ) -> SignalResult:
@@ -54,14 +72,9 @@ def signal_process(
         gone, no permission).
     """
     pid = process.pid
-    if host_pids:
-        return SignalResult(False, HOST_PIDS_REFUSAL)
-    if process.create_time is None:
-        return SignalResult(
-            False,
-            f"Not sent: when pid {pid} started is unknown, so a process that took its pid "
-            "since could not be told apart.",
-        )
+    refused = refusal(process, host_pids=host_pids)
+    if refused is not None:
+        return SignalResult(False, refused)
     try:
         live = psutil.Process(pid)
         if live.create_time() != process.create_time:

@@ -468,21 +468,25 @@ class MonitorApp(TerminalColours):
         """Ask whether to send ``signum`` to the selected process; send it on ``y``.
 
         Refused at once, in one line, when the app is read-only, when the pids are the
-        host's, or when no process is selected. The answer is one line too: sent, or why not.
+        host's, when no process is selected, or when its start time is unknown (so its pid
+        cannot be checked). The answer is one line too: sent, or why not.
         """
-        from gputui.telemetry.signals import HOST_PIDS_REFUSAL, signal_process
+        from gputui.telemetry.signals import HOST_PIDS_REFUSAL, refusal, signal_process
 
         table = self.monitor.process_table
-        row = table.selected
-        refusal = (
-            READONLY_REFUSAL if self.readonly else HOST_PIDS_REFUSAL if table.host_pids else ""
-        )
-        if refusal or row is None:
-            self.notify(refusal or NO_SELECTION, severity="warning", markup=False)
+        row, host_pids = table.selected, table.host_pids
+        if self.readonly:
+            refused: str | None = READONLY_REFUSAL
+        elif row is None:
+            refused = HOST_PIDS_REFUSAL if host_pids else NO_SELECTION
+        else:
+            refused = refusal(row.process, host_pids=host_pids)
+        if refused is not None or row is None:  # (row is None only where refused is set)
+            self.notify(refused or NO_SELECTION, severity="warning", markup=False)
             return
         from gputui.ui.widgets.signal_dialog import SignalDialog  # loaded when first asked
 
-        process, host_pids = row.process, table.host_pids
+        process = row.process
 
         def answered(send: bool | None) -> None:
             if send:

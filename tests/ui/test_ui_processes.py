@@ -27,6 +27,7 @@ from gputui.ui.widgets.signal_dialog import SignalDialog
 from tests.fakenvml import FakeNvml
 from tests.ui.fakes import (
     MPS_ON_LINUX,
+    NO_DRIVER,
     OK_STATUS,
     GiB,
     ScriptedSampler,
@@ -281,3 +282,34 @@ async def test_a_read_only_app_refuses_with_a_message(
             await pilot.press(key)
         await wait_until(pilot, lambda: notices(app) == [READONLY_REFUSAL] * 2)
         assert not isinstance(app.screen, SignalDialog) and target.poll() is None
+
+
+async def test_a_process_psutil_cannot_see_is_refused_before_asking(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """NVML lists a pid with no local process (exited, or another user's hidden): with no
+    start time to check the pid against, k says why at once instead of asking in vain."""
+    gone = next(pid for pid in range(4_000_000, 4_100_000) if not psutil.pid_exists(pid))
+    app = nvml_app(fake_nvml_env, f"0:{gone}:{GiB}")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        await select_pid(pilot, app, gone)
+        await pilot.press("k")
+        await wait_until(pilot, lambda: len(notices(app)) == 1)
+        assert notices(app)[0].startswith(f"Not sent: when pid {gone} started is unknown")
+        assert not isinstance(app.screen, SignalDialog)
+
+
+async def test_no_filter_line_opens_without_a_process_table() -> None:
+    samplers = Samplers(
+        cpu=ScriptedSampler(cpu_reading()),  # type: ignore[arg-type]
+        nvml=ScriptedSampler(nvml_reading(status=NO_DRIVER)),  # type: ignore[arg-type]
+        mps=ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
+    )
+    app = make_app(samplers, interval=60, runner=scripted_setup())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        assert table_of(app).display is False
+        await pilot.press("slash", "x")
+        await pilot.pause()
+        assert app.monitor.process_filter is None and not app.monitor.filtering

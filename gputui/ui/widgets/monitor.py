@@ -120,7 +120,10 @@ class Monitor(Vertical):
         return typing or bool(self.process_table.order.filter)
 
     async def open_filter(self) -> None:
-        """Show the filter line, holding the filter applied now, and type into it."""
+        """Show the filter line, holding the filter applied now, and type into it (while
+        the process table is shown)."""
+        if not self.process_table.display:
+            return
         field = self.process_filter
         if field is None:
             from textual.widgets import Input
@@ -209,6 +212,8 @@ class Monitor(Vertical):
         ):
             if widget.display != shown:
                 widget.display = shown
+        if self.process_filter is not None and not self.process_table.display:
+            self.process_filter.display = False  # no filter line under a hidden table
 
     @staticmethod
     def _gpu_shape(reading: NvmlReading | None) -> tuple[bool, int, str]:
