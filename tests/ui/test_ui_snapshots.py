@@ -13,12 +13,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gputui.telemetry.readings import GpuState
+from textual.pilot import Pilot
+
+from gputui.telemetry.readings import GpuProcess, GpuState
 from gputui.ui.app import MonitorApp
 from tests.ui.fakes import (
     NO_DRIVER,
     T0,
     FakeClock,
+    GiB,
     ScriptedSampler,
     cpu_reading,
     fake_app,
@@ -101,3 +104,39 @@ def test_unhealthy_gpus_80x24(snap_compare: Any) -> None:
 
 def test_unhealthy_gpus_160x50(snap_compare: Any) -> None:
     assert snap_compare(unhealthy_app(), terminal_size=LARGE, run_before=settled)
+
+
+def processes_app() -> MonitorApp:
+    """Two GPUs with three processes between them."""
+    started = 1_700_000_000.0  # a start time, so k and K may ask
+    jobs = (
+        GpuProcess(41000, "ada", "python train.py --model vit-h/14", 40 * GiB, create_time=started),
+        GpuProcess(41007, "bob", "python serve.py --port 8000", 12 * GiB, create_time=started),
+    )
+    notebook = (GpuProcess(5150, "cy", "jupyter kernel", 6 * GiB, create_time=started),)
+    reading = nvml_reading([gpu_reading(0, processes=jobs), gpu_reading(1, processes=notebook)])
+    return fake_app(nvml=ScriptedSampler(reading), history=seeded_history(2))
+
+
+async def sorted_filtered_and_selected(pilot: Pilot[object]) -> None:
+    """Sorted by GPU memory (o), filtered to the python processes (/), the first selected."""
+    await settled(pilot)
+    await pilot.press("o", "slash", *"python", "enter")
+    await pilot.pause()
+
+
+async def asked_to_kill(pilot: Pilot[object]) -> None:
+    """The second row selected, then K: the question before SIGKILL."""
+    await settled(pilot)
+    await pilot.press("down", "down", "K")
+    await pilot.pause()
+
+
+def test_processes_sorted_filtered_and_selected_80x24(snap_compare: Any) -> None:
+    assert snap_compare(
+        processes_app(), terminal_size=SMALL, run_before=sorted_filtered_and_selected
+    )
+
+
+def test_the_question_before_a_signal_80x24(snap_compare: Any) -> None:
+    assert snap_compare(processes_app(), terminal_size=SMALL, run_before=asked_to_kill)
