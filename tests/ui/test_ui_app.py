@@ -385,6 +385,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PANEL_WORDS = ("NVIDIA · 2 GPUs", "H100 80GB HBM3", "GPU processes", "gputui ")
 """Text from each panel of the monitor on the stand-in NVML's 2 GPUs."""
 
+
 @pytest.mark.parametrize(
     ("variables", "plain"),
     [({}, False), ({"NO_COLOR": "1"}, True), ({"TERM": "dumb"}, True)],
