@@ -78,10 +78,15 @@ def load_nvml(
     before the first ``nvmlInit``. The bindings forget the library afterwards.
     """
 
+    loaded: list[FakeNvml] = []
+
     def load(omit: Sequence[str] = ()) -> FakeNvml:
-        return load_fake_nvml(fake_nvml_builder(omit))
+        loaded.append(load_fake_nvml(fake_nvml_builder(omit)))
+        return loaded[-1]
 
     yield load
+    for fake in loaded:  # no test leaves a thread asleep in the library for the next one
+        fake.release_hangs()
     unload_fake_nvml()
 
 

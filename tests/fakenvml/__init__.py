@@ -154,6 +154,14 @@ class FakeNvml:
             raise ValueError(f"no GPU {gpu} in fake NVML")
         return int(count)
 
+    def calls_inside(self) -> int:
+        """Return how many calls are sleeping inside the library now (a hang or a delay)."""
+        return int(self.lib.fake_nvml_calls_inside())
+
+    def release_hangs(self) -> None:
+        """End every ``FAKE_NVML_HANG`` sleep now; calls no longer hang until the next init."""
+        self.lib.fake_nvml_release_hangs()
+
 
 def load_fake_nvml(lib_dir: Path) -> FakeNvml:
     """Point the in-process ``pynvml`` bindings at the stand-in library in ``lib_dir``.
@@ -166,8 +174,14 @@ def load_fake_nvml(lib_dir: Path) -> FakeNvml:
 
     path = Path(lib_dir) / LIBRARY_NAME
     lib = ctypes.CDLL(str(path))
-    for hook in ("fake_nvml_call_count", "fake_nvml_gpu_call_count", "fake_nvml_device_queries"):
+    for hook in (
+        "fake_nvml_call_count",
+        "fake_nvml_gpu_call_count",
+        "fake_nvml_device_queries",
+        "fake_nvml_calls_inside",
+    ):
         getattr(lib, hook).restype = ctypes.c_longlong
+    lib.fake_nvml_release_hangs.restype = None
     lib.fake_nvml_call_count.argtypes = [ctypes.c_char_p]
     lib.fake_nvml_gpu_call_count.argtypes = [ctypes.c_char_p, ctypes.c_int]
     lib.fake_nvml_device_queries.argtypes = [ctypes.c_int]

@@ -17,11 +17,14 @@
  *                                                             calls on one GPU (-1: system)
  *   long long fake_nvml_device_queries(int gpu)               device queries on that GPU
  * Each returns -1 for an unknown function name or GPU index.
+ *   long long fake_nvml_calls_inside(void)                    calls sleeping inside now
+ *   void fake_nvml_release_hangs(void)                        end every FAKE_NVML_HANG sleep
  */
 
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +314,9 @@ static int g_init_refcount;
 static char g_driver_version[80];
 static int g_cuda_version;
 static char g_hang_file[4096];
+static double g_hang_s[FAKE_MAX_GPUS + 1][FN_COUNT]; /* FAKE_NVML_HANG: seconds each call sleeps */
+static unsigned long long g_release;                 /* bumped by fake_nvml_release_hangs() */
+static long long g_inside;                           /* calls sleeping inside the library now */
 static unsigned long long g_pcie_delay_ms; /* FAKE_NVML_PCIE_DELAY_MS: a real driver's ~20 ms window */
 static int g_errors[FAKE_MAX_GPUS + 1][FN_COUNT];
 static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
@@ -377,11 +383,69 @@ static void set_error(int gpu, int fn, int code) {
     }
 }
 
-/* "[GPU:]FIELD[=ERROR],..." with `default_code` when "=ERROR" is left out. */
-static int parse_errors(const char *variable, int default_code) {
+/* Functions that count on the system row: a GPU prefix means nothing to them. */
+static int is_system_row_function(int fn) {
+    switch (fn) {
+    case FN_nvmlInit:
+    case FN_nvmlInit_v2:
+    case FN_nvmlInitWithFlags:
+    case FN_nvmlShutdown:
+    case FN_nvmlErrorString:
+    case FN_nvmlDeviceGetHandleByUUID:
+    case FN_nvmlDeviceGetHandleByPciBusId_v2:
+        return 1;
+    default:
+        return is_system_function(fn);
+    }
+}
+
+/* The functions FIELD names, into `fns` (room for FN_COUNT); returns how many (0: unknown).
+   A field of FIELDS or a function name; with `extended` also "init", "shutdown" and "*"
+   (every function but nvmlErrorString). */
+static int field_functions(const char *field, int extended, int *fns) {
+    int n = 0;
+    if (extended && strcmp(field, "*") == 0) {
+        for (int fn = 0; fn < FN_COUNT; fn++) {
+            if (fn != FN_nvmlErrorString) {
+                fns[n++] = fn;
+            }
+        }
+        return n;
+    }
+    if (extended && strcmp(field, "init") == 0) {
+        fns[n++] = FN_nvmlInit;
+        fns[n++] = FN_nvmlInit_v2;
+        fns[n++] = FN_nvmlInitWithFlags;
+        return n;
+    }
+    if (extended && strcmp(field, "shutdown") == 0) {
+        fns[n++] = FN_nvmlShutdown;
+        return n;
+    }
+    for (size_t i = 0; i < FIELD_COUNT; i++) {
+        if (strcmp(FIELDS[i].field, field) == 0) {
+            for (const int *fn = FIELDS[i].functions; *fn >= 0; fn++) {
+                fns[n++] = *fn;
+            }
+            return n;
+        }
+    }
+    fns[0] = function_id(field);
+    return fns[0] >= 0 ? 1 : 0;
+}
+
+typedef int (*value_parser_t)(const char *text, double *value);
+typedef void (*value_setter_t)(int gpu, int fn, double value);
+
+/* "[GPU:]FIELD[=VALUE],...": `set(gpu, fn, value)` for each function each item names (gpu -1
+   without a prefix), VALUE read by `parse_value`; `fallback` where "=VALUE" is left out, and
+   a NAN fallback makes it required. Fields as `field_functions` reads them. */
+static int parse_field_list(const char *variable, int extended, double fallback,
+                            value_parser_t parse_value, value_setter_t set) {
     const char *value = getenv(variable);
     char buffer[4096];
     char *save = NULL;
+    int fns[FN_COUNT];
     if (value == NULL || value[0] == '\0') {
         return 1;
     }
@@ -392,15 +456,15 @@ static int parse_errors(const char *variable, int default_code) {
     strcpy(buffer, value);
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         int gpu = -1;
-        int code = default_code;
-        int matched = 0;
+        int count;
+        double number = fallback;
         char *field = item;
         char *colon = strchr(item, ':');
         char *equals = strchr(item, '=');
         while (*field == ' ') {
             field++;
         }
-        if (colon != NULL) {
+        if (colon != NULL && (equals == NULL || colon < equals)) {
             unsigned long long index;
             *colon = '\0';
             if (!parse_uint(field, &index) || index >= FAKE_MAX_GPUS) {
@@ -412,29 +476,65 @@ static int parse_errors(const char *variable, int default_code) {
         }
         if (equals != NULL) {
             *equals = '\0';
-            if (!parse_error_code(equals + 1, &code)) {
+            if (!parse_value(equals + 1, &number)) {
                 config_error(variable, equals + 1);
                 return 0;
             }
+        } else if (number != number) { /* NAN: the value may not be left out */
+            config_error(variable, item);
+            return 0;
         }
-        for (size_t i = 0; i < FIELD_COUNT; i++) {
-            if (strcmp(FIELDS[i].field, field) == 0) {
-                for (const int *fn = FIELDS[i].functions; *fn >= 0; fn++) {
-                    set_error(gpu, *fn, code);
-                }
-                matched = 1;
-            }
+        count = field_functions(field, extended, fns);
+        if (count == 0) {
+            config_error(variable, field);
+            return 0;
         }
-        if (!matched) {
-            int fn = function_id(field);
-            if (fn < 0) {
-                config_error(variable, field);
-                return 0;
-            }
-            set_error(gpu, fn, code);
+        for (int i = 0; i < count; i++) {
+            set(gpu, fns[i], number);
         }
     }
     return 1;
+}
+
+static int parse_error_value(const char *text, double *value) {
+    int code;
+    if (!parse_error_code(text, &code)) {
+        return 0;
+    }
+    *value = code;
+    return 1;
+}
+
+static void set_error_value(int gpu, int fn, double code) { set_error(gpu, fn, (int)code); }
+
+/* "[GPU:]FIELD[=ERROR],..." with `default_code` when "=ERROR" is left out. */
+static int parse_errors(const char *variable, int default_code) {
+    return parse_field_list(variable, 0, default_code, parse_error_value, set_error_value);
+}
+
+/* Seconds: a decimal number from 0 to a day. */
+static int parse_seconds(const char *text, double *value) {
+    char *end;
+    errno = 0;
+    *value = strtod(text, &end);
+    return errno == 0 && end != text && *end == '\0' && *value >= 0.0 && *value <= 86400.0;
+}
+
+static void set_hang(int gpu, int fn, double seconds) {
+    if (is_system_row_function(fn)) {
+        g_hang_s[SYSTEM_ROW][fn] = seconds;
+    } else if (gpu < 0) {
+        for (int i = 0; i < FAKE_MAX_GPUS; i++) {
+            g_hang_s[i][fn] = seconds;
+        }
+    } else {
+        g_hang_s[gpu][fn] = seconds;
+    }
+}
+
+/* FAKE_NVML_HANG: "[GPU:]FIELD=SECONDS,..." */
+static int parse_hangs(void) {
+    return parse_field_list("FAKE_NVML_HANG", 1, NAN, parse_seconds, set_hang);
 }
 
 /* "INDEX:K,..." */
@@ -571,6 +671,7 @@ static nvmlReturn_t load_config(void) {
 
     memset(g_errors, 0, sizeof(g_errors));
     memset(g_calls, 0, sizeof(g_calls));
+    memset(g_hang_s, 0, sizeof(g_hang_s));
     memset(g_gpus, 0, sizeof(g_gpus));
     g_process_count = 0;
     for (unsigned int i = 0; i < FAKE_MAX_GPUS; i++) {
@@ -624,7 +725,7 @@ static nvmlReturn_t load_config(void) {
 
     parse_names();
     if (!parse_errors("FAKE_NVML_UNSUPPORTED", NVML_ERROR_NOT_SUPPORTED) ||
-        !parse_errors("FAKE_NVML_FAIL", NVML_ERROR_UNKNOWN) || !parse_lost() ||
+        !parse_errors("FAKE_NVML_FAIL", NVML_ERROR_UNKNOWN) || !parse_hangs() || !parse_lost() ||
         !parse_processes("FAKE_NVML_PROCESSES", 0) ||
         !parse_processes("FAKE_NVML_GRAPHICS_PROCESSES", 1) ||
         !parse_per_gpu("FAKE_NVML_CLOCK_EVENTS", offsetof(fake_gpu_t, clock_events)) ||
@@ -644,14 +745,47 @@ static void count_call(int row, int fn) {
     __atomic_fetch_add(&g_calls[row][fn], 1ULL, __ATOMIC_RELAXED);
 }
 
+static double now_s(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+/* Sleep `seconds` inside a call, counted in g_inside, 10 ms at a time; over at once when
+   fake_nvml_release_hangs() is called. */
+static void stay_inside(double seconds) {
+    const unsigned long long release = __atomic_load_n(&g_release, __ATOMIC_RELAXED);
+    const double until = now_s() + seconds;
+    __atomic_add_fetch(&g_inside, 1LL, __ATOMIC_RELAXED);
+    for (double left = seconds; left > 0.0; left = until - now_s()) {
+        const double step = left < 0.01 ? left : 0.01;
+        const struct timespec pause = {0, (long)(step * 1e9)};
+        if (__atomic_load_n(&g_release, __ATOMIC_RELAXED) != release) {
+            break;
+        }
+        nanosleep(&pause, NULL);
+    }
+    __atomic_sub_fetch(&g_inside, 1LL, __ATOMIC_RELAXED);
+}
+
+/* FAKE_NVML_HANG: `fn` on `row` (a GPU, or SYSTEM_ROW) sleeps as long as it says. */
+static void hang(int row, int fn) {
+    const double seconds = g_hang_s[row][fn];
+    if (seconds > 0.0) {
+        stay_inside(seconds);
+    }
+}
+
 static void wait_while_hang_file_exists(void) {
     const struct timespec pause = {0, 10 * 1000 * 1000}; /* 10 ms */
     if (g_hang_file[0] == '\0') {
         return;
     }
+    __atomic_add_fetch(&g_inside, 1LL, __ATOMIC_RELAXED);
     while (access(g_hang_file, F_OK) == 0) {
         nanosleep(&pause, NULL);
     }
+    __atomic_sub_fetch(&g_inside, 1LL, __ATOMIC_RELAXED);
 }
 
 /* System calls: counted, and fail when told to. */
@@ -660,6 +794,7 @@ static nvmlReturn_t system_enter(int fn) {
     if (g_init_refcount <= 0) {
         return NVML_ERROR_UNINITIALIZED;
     }
+    hang(SYSTEM_ROW, fn);
     return g_errors[SYSTEM_ROW][fn];
 }
 
@@ -677,6 +812,7 @@ static nvmlReturn_t device_enter(int fn, nvmlDevice_t device, unsigned long long
     if (device->index >= g_gpu_count) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    hang((int)device->index, fn);
     wait_while_hang_file_exists();
     queries = __atomic_add_fetch(&device->queries, 1ULL, __ATOMIC_RELAXED);
     if (device->lost_after >= 0 && queries > (unsigned long long)device->lost_after) {
@@ -782,6 +918,7 @@ static nvmlReturn_t init(int fn) {
     if (result != NVML_SUCCESS) {
         return result;
     }
+    hang(SYSTEM_ROW, fn);
     g_init_refcount++;
     return NVML_SUCCESS;
 }
@@ -804,6 +941,7 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 #ifndef FAKE_NVML_OMIT_nvmlShutdown
 EXPORT nvmlReturn_t nvmlShutdown(void) {
     count_call(SYSTEM_ROW, FN_nvmlShutdown);
+    hang(SYSTEM_ROW, FN_nvmlShutdown);
     if (g_init_refcount <= 0) {
         return NVML_ERROR_UNINITIALIZED;
     }
@@ -896,6 +1034,7 @@ static nvmlReturn_t handle_by_index(int fn, unsigned int index, nvmlDevice_t *de
     if (device == NULL || index >= g_gpu_count) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    hang((int)index, fn);
     if (g_errors[index][fn] != NVML_SUCCESS) {
         return g_errors[index][fn];
     }
@@ -922,6 +1061,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *de
     if (g_init_refcount <= 0) {
         return NVML_ERROR_UNINITIALIZED;
     }
+    hang(SYSTEM_ROW, FN_nvmlDeviceGetHandleByUUID);
     if (uuid == NULL || device == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -943,6 +1083,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDev
     if (g_init_refcount <= 0) {
         return NVML_ERROR_UNINITIALIZED;
     }
+    hang(SYSTEM_ROW, FN_nvmlDeviceGetHandleByPciBusId_v2);
     if (bus_id == NULL || device == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -1211,9 +1352,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     if (g_pcie_delay_ms > 0) { /* the driver measures over a window before it answers */
-        const struct timespec window = {(time_t)(g_pcie_delay_ms / 1000),
-                                        (long)(g_pcie_delay_ms % 1000) * 1000000L};
-        nanosleep(&window, NULL);
+        stay_inside((double)g_pcie_delay_ms / 1000.0);
     }
     switch (counter) {
     case NVML_PCIE_UTIL_TX_BYTES:
@@ -1488,4 +1627,11 @@ EXPORT long long fake_nvml_device_queries(int gpu) {
         return -1;
     }
     return (long long)__atomic_load_n(&g_gpus[gpu].queries, __ATOMIC_RELAXED);
+}
+
+EXPORT long long fake_nvml_calls_inside(void) { return __atomic_load_n(&g_inside, __ATOMIC_RELAXED); }
+
+EXPORT void fake_nvml_release_hangs(void) {
+    memset(g_hang_s, 0, sizeof(g_hang_s));
+    __atomic_add_fetch(&g_release, 1ULL, __ATOMIC_RELAXED);
 }

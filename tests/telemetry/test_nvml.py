@@ -835,3 +835,36 @@ def test_in_a_pid_namespace_nvml_pids_are_the_host_s_and_not_joined(
     assert outside["nvml"]["host_pids"] is False
     (process,) = outside["gpus"][0]["processes"]
     assert process["command"] is not None  # the host's own pid 1, joined as before
+
+
+def test_the_hang_knob_holds_a_call_inside_the_library_until_released(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """``FAKE_NVML_HANG`` (tests/fakenvml/README.md): the named call sleeps in the C library."""
+    import pynvml
+
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "init=600")
+    worker = threading.Thread(target=pynvml.nvmlInit, daemon=True)
+    worker.start()
+    worker.join(timeout=0.3)
+    assert worker.is_alive(), "nvmlInit should sleep inside the library"
+    assert fake_nvml.calls_inside() == 1
+    fake_nvml.release_hangs()
+    worker.join(timeout=10)
+    assert not worker.is_alive() and fake_nvml.calls_inside() == 0
+    pynvml.nvmlShutdown()
+
+
+@pytest.mark.parametrize("value", ["init", "init=soon", "init=-1", "nvmlNoSuchCall=1", "x:count=1"])
+def test_a_malformed_hang_knob_fails_init_saying_so(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    value: str,
+) -> None:
+    import pynvml
+
+    fake_nvml_env.setenv("FAKE_NVML_HANG", value)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        pynvml.nvmlInit()
+    assert "fake_nvml: bad FAKE_NVML_HANG" in capfd.readouterr().err
