@@ -55,12 +55,15 @@ def run_on_a_pty(
     timeout_s: float = 30.0,
     cwd: str | os.PathLike[str] | None = None,
     until: Callable[[bytes], bool] | None = None,
+    keys: bytes | None = None,
 ) -> PtyRun:
     """Run ``argv`` in a session of its own on a new pty of ``size`` (columns, rows).
 
     Each standard stream is the pty unless another file is given for it. A command still
     running after ``timeout_s`` is killed; once ``until`` says yes to what it has written,
     it is sent SIGTERM (then killed after 10 s). Either way its ``returncode`` is ``None``.
+    With ``keys``, ``until``'s yes types them on the terminal instead, and the command runs
+    on until it exits (its ``returncode``) or the deadline.
     """
     master, slave = os.openpty()
     cols, rows = size
@@ -87,6 +90,15 @@ def run_on_a_pty(
                 except OSError:  # the pty's other end closed
                     break
                 seen_enough = until is not None and until(shown)
+        if seen_enough and keys is not None:
+            os.write(master, keys)
+            seen_enough = False
+            while proc.poll() is None and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.1)[0]:
+                    try:
+                        shown += os.read(master, 65536)
+                    except OSError:
+                        break
         returncode: int | None = None
         if seen_enough:  # SIGTERM, so that it can end its own children
             proc.terminate()

@@ -24,6 +24,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -317,6 +318,7 @@ static char g_hang_file[4096];
 static double g_hang_s[FAKE_MAX_GPUS + 1][FN_COUNT]; /* FAKE_NVML_HANG: seconds each call sleeps */
 static unsigned long long g_release;                 /* bumped by fake_nvml_release_hangs() */
 static long long g_inside;                           /* calls sleeping inside the library now */
+static int g_crash_on_teardown; /* FAKE_NVML_CRASH_ON_TEARDOWN: teardown under a call crashes */
 static unsigned long long g_pcie_delay_ms; /* FAKE_NVML_PCIE_DELAY_MS: a real driver's ~20 ms window */
 static int g_errors[FAKE_MAX_GPUS + 1][FN_COUNT];
 static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
@@ -712,6 +714,13 @@ static nvmlReturn_t load_config(void) {
         g_cuda_version = (int)cuda;
     }
 
+    value = getenv("FAKE_NVML_CRASH_ON_TEARDOWN");
+    g_crash_on_teardown = value != NULL && strcmp(value, "1") == 0;
+    if (value != NULL && value[0] != '\0' && strcmp(value, "0") != 0 && !g_crash_on_teardown) {
+        config_error("FAKE_NVML_CRASH_ON_TEARDOWN", value);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+
     value = getenv("FAKE_NVML_HANG_FILE");
     snprintf(g_hang_file, sizeof(g_hang_file), "%s", value ? value : "");
 
@@ -786,6 +795,28 @@ static void wait_while_hang_file_exists(void) {
         nanosleep(&pause, NULL);
     }
     __atomic_sub_fetch(&g_inside, 1LL, __ATOMIC_RELAXED);
+}
+
+/* NVML's state goes away (the last nvmlShutdown, or the library unloaded at exit) while calls
+   are still inside: a real driver frees what they use. With FAKE_NVML_CRASH_ON_TEARDOWN=1
+   that use after free is made certain: say so, then crash as it would. */
+static void check_teardown(const char *what) {
+    const long long inside = __atomic_load_n(&g_inside, __ATOMIC_RELAXED);
+    char line[160];
+    int length;
+    if (!g_crash_on_teardown || inside <= 0) {
+        return;
+    }
+    length = snprintf(line, sizeof(line), "fake_nvml: %s with %lld call(s) still inside NVML\n",
+                      what, inside);
+    if (length > 0 && write(STDERR_FILENO, line, (size_t)length) < 0) {
+        /* nothing more to do: the crash below says it anyway */
+    }
+    raise(SIGSEGV);
+}
+
+__attribute__((destructor)) static void unloaded(void) {
+    check_teardown("the library was unloaded (process exit)");
 }
 
 /* System calls: counted, and fail when told to. */
@@ -946,6 +977,9 @@ EXPORT nvmlReturn_t nvmlShutdown(void) {
         return NVML_ERROR_UNINITIALIZED;
     }
     g_init_refcount--;
+    if (g_init_refcount == 0) {
+        check_teardown("nvmlShutdown tore NVML down");
+    }
     return NVML_SUCCESS;
 }
 #endif

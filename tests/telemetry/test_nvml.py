@@ -868,3 +868,50 @@ def test_a_malformed_hang_knob_fails_init_saying_so(
     with pytest.raises(pynvml.NVMLError_InvalidArgument):
         pynvml.nvmlInit()
     assert "fake_nvml: bad FAKE_NVML_HANG" in capfd.readouterr().err
+
+
+TEARDOWN_UNDER_A_CALL = """
+import os, sys, threading, time
+import pynvml
+
+pynvml.nvmlInit()
+if sys.argv[1] != "idle":
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    threading.Thread(target=pynvml.nvmlDeviceGetTemperature, args=(handle, 0), daemon=True).start()
+    time.sleep(0.3)  # the call is asleep inside the library: exit tears NVML down under it
+if sys.argv[1] == "shutdown":
+    pynvml.nvmlShutdown()
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "crash"),
+    [
+        ("exit", "the library was unloaded (process exit) with 1 call"),
+        ("shutdown", "nvmlShutdown tore NVML down with 1 call"),
+        ("idle", None),
+    ],
+)
+def test_the_strict_stand_in_crashes_when_nvml_goes_away_under_a_call(
+    fake_nvml_dir: Path, mode: str, crash: str | None
+) -> None:
+    """``FAKE_NVML_CRASH_ON_TEARDOWN=1`` makes the real driver's use after free certain."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")}
+    env.update(
+        LD_LIBRARY_PATH=str(fake_nvml_dir),
+        FAKE_NVML_CRASH_ON_TEARDOWN="1",
+        FAKE_NVML_HANG="temperature=600",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", TEARDOWN_UNDER_A_CALL, mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if crash is not None:
+        assert done.returncode == -11
+        assert f"fake_nvml: {crash}" in done.stderr
+    else:
+        assert (done.returncode, done.stderr) == (0, "")
