@@ -15,8 +15,11 @@ values and never raises for anything the driver does:
 
 ``sample()`` blocks on driver calls, which can hang for seconds: call it from a
 worker thread, never on the UI's event loop, and use :func:`is_stale` to mark
-readings that stopped coming. ``pynvml`` is imported on the first sample, so
-importing this module stays cheap.
+readings that stopped coming. Every call is recorded while it is in flight, so that
+another thread can say which one hangs (:meth:`NvmlSampler.pending_call`,
+:meth:`NvmlSampler.hung_reading`) and the process never tears NVML down under one
+(:func:`end_nvml_calls`). ``pynvml`` is imported on the first sample, so importing
+this module stays cheap.
 """
 
 from __future__ import annotations
@@ -33,7 +36,14 @@ from typing import Any
 
 import psutil
 
-from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, NvmlReading, NvmlStatus
+from gputui.telemetry.readings import (
+    DriverCall,
+    GpuProcess,
+    GpuReading,
+    GpuState,
+    NvmlReading,
+    NvmlStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +120,9 @@ _INIT_ERRORS: dict[int, str] = {
     ),
 }
 
+WEDGED = "the driver may be wedged; check `nvidia-smi` and `dmesg`"
+"""What a call that does not return means, and where to look."""
+
 LOST_ERROR = (
     "The driver reports GpuIsLost: the GPU fell off the bus. Check `dmesg` for Xid errors, "
     "then reset it (`nvidia-smi -r -i INDEX`) or reboot."
@@ -171,6 +184,85 @@ def describe_nvml_error(code: int | None, detail: str) -> str:
     )
 
 
+def describe_hung_call(call: DriverCall, now: float) -> str:
+    """One sentence naming an NVML call that has not returned, and for how long, with what
+    to check: ``nvmlInit has not returned for 12 s: the driver may be wedged; ...``."""
+    where = "" if call.gpu_index is None else f" on GPU {call.gpu_index}"
+    return f"{call.function}{where} has not returned for {_whole_seconds(call, now)} s: {WEDGED}."
+
+
+def _whole_seconds(call: DriverCall, now: float) -> int:
+    return int(max(now - call.started_at, 0.0))
+
+
+def _hung_gpu_error(gpu: _Gpu, call: DriverCall | None, now: float) -> str:
+    """Why a GPU was not read by a deadline: the call on it that hangs, or the one before it."""
+    if call is None:
+        return f"NVML had not finished reading this GPU by the deadline: {WEDGED}."
+    if call.gpu_index == gpu.index:
+        return describe_hung_call(call, now)
+    where = "" if call.gpu_index is None else f" on GPU {call.gpu_index}"
+    return (
+        f"Not read: NVML had not returned from {call.function}{where} "
+        f"after {_whole_seconds(call, now)} s; {WEDGED}."
+    )
+
+
+class _CallsInFlight:
+    """Every thread's NVML call that has not returned yet, process-wide, and whether a new
+    one may start.
+
+    NVML's state is the process's: ``nvmlShutdown`` while another thread is inside a call,
+    or the process's exit unloading the library under one, frees what that call uses, and
+    a real driver crashes (see the stand-in's ``FAKE_NVML_CRASH_ON_TEARDOWN``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[int, DriverCall] = {}
+        self._ending = False
+
+    def enter(self, call: DriverCall, *, alone: bool = False) -> bool:
+        """Record ``call`` as this thread's; False (not recorded: do not make it) once the
+        process is ending, or with ``alone`` while another thread is inside NVML."""
+        with self._lock:
+            if self._ending or (alone and self._calls):
+                return False
+            self._calls[threading.get_ident()] = call
+            return True
+
+    def leave(self) -> None:
+        """This thread's call has returned."""
+        with self._lock:
+            self._calls.pop(threading.get_ident(), None)
+
+    def end(self) -> tuple[DriverCall, ...]:
+        """Let no call start from now on; returns the calls still in flight."""
+        with self._lock:
+            self._ending = True
+            return tuple(self._calls.values())
+
+    def now(self) -> tuple[DriverCall, ...]:
+        """The calls in flight."""
+        with self._lock:
+            return tuple(self._calls.values())
+
+
+_IN_FLIGHT = _CallsInFlight()
+
+
+def calls_in_flight() -> tuple[DriverCall, ...]:
+    """Every NVML call, in any thread of this process, that has not returned yet."""
+    return _IN_FLIGHT.now()
+
+
+def end_nvml_calls() -> tuple[DriverCall, ...]:
+    """No NVML call starts from now on (the process is about to end); returns the calls
+    still in flight. While there is one, the process must end without unloading NVML
+    under it: ``os._exit``, not the interpreter's exit (see ``gputui.commands``)."""
+    return _IN_FLIGHT.end()
+
+
 def _unavailable(error: str, code: int | None = None) -> NvmlStatus:
     """The status of an NVML that did not start: the sentence, and NVML's code if it gave one."""
     return NvmlStatus(available=False, error=error, error_code=code)
@@ -199,6 +291,10 @@ def is_stale(reading_taken_at: float, now: float, interval: float) -> bool:
 
 class _GpuLost(Exception):
     """A query answered GpuIsLost."""
+
+
+class _Stopped(Exception):
+    """The sampler was stopped (or the process is ending): no more driver calls."""
 
 
 @dataclass(slots=True)
@@ -493,6 +589,11 @@ class NvmlSampler:
         self._logged: set[tuple[object, ...]] = set()
         self._identities: dict[int, _Identity] = {}
         self._closed = False
+        self._stopping = False
+        self._started = False  # nvmlInit returned, and no nvmlShutdown since
+        self._pending: DriverCall | None = None
+        self._last_call: DriverCall | None = None
+        self._progress: list[GpuReading] = []  # this sample's GPUs, read so far
 
     # ------------------------------------------------------------------ public
 
@@ -504,37 +605,94 @@ class NvmlSampler:
             why and how to fix it, and ``gpus`` is empty.
         """
         with self._lock:
-            if self._closed:
-                status = NvmlStatus(
-                    available=False,
-                    error="The NVIDIA sampler was closed; start a new one to read the GPUs.",
-                )
-                return NvmlReading(status=status, gpus=(), taken_at=self._clock())
-            if self._gpus is None and not self._start():
-                return NvmlReading(status=self._status, gpus=(), taken_at=self._clock())
-            assert self._gpus is not None
-            now = self._clock()
-            self._refresh_pcie(self._gpus, now)
-            gpus = tuple(self._read_gpu(gpu, now) for gpu in self._gpus)
-            self._forget_identities(gpus)
-            return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
+            try:
+                return self._sample()
+            except _Stopped:
+                return self._closed_reading()
+
+    def _sample(self) -> NvmlReading:
+        if self._closed or self._stopping:
+            return self._closed_reading()
+        self._progress = []
+        if self._gpus is None and not self._start():
+            return NvmlReading(status=self._status, gpus=(), taken_at=self._clock())
+        assert self._gpus is not None
+        now = self._clock()
+        self._refresh_pcie(self._gpus, now)
+        for gpu in self._gpus:
+            self._progress.append(self._read_gpu(gpu, now))
+        gpus = tuple(self._progress)
+        self._forget_identities(gpus)
+        return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
+
+    def _closed_reading(self) -> NvmlReading:
+        status = NvmlStatus(
+            available=False,
+            error="The NVIDIA sampler was closed; start a new one to read the GPUs.",
+        )
+        return NvmlReading(status=status, gpus=(), taken_at=self._clock())
+
+    def pending_call(self) -> DriverCall | None:
+        """The NVML call this sampler waits on now, if any; from any thread, without waiting."""
+        return self._pending
+
+    def hung_reading(self) -> NvmlReading:
+        """What can be said of a sample stuck in the driver, from another thread, at a deadline.
+
+        The GPUs the sample has read keep their readings; the others are ``hung``, each
+        with a sentence naming the call that has not returned. Stuck before it knew the GPUs
+        (``nvmlInit``, ``nvmlDeviceGetCount``), NVML reads as unavailable with that sentence.
+        """
+        now = self._clock()
+        call = self._pending
+        gpus = self._gpus
+        if gpus is None or not self._status.available:
+            culprit = call or self._last_call
+            error = (
+                describe_hung_call(call, now)
+                if call is not None
+                else f"NVML had not started by the deadline: {WEDGED}."
+            )
+            status = NvmlStatus(
+                available=False,
+                error=error,
+                hung_call=culprit.function if culprit is not None else "nvmlInit",
+            )
+            return NvmlReading(status=status, gpus=(), taken_at=now)
+        read = {reading.index: reading for reading in list(self._progress)}
+        return NvmlReading(
+            status=self._status,
+            gpus=tuple(
+                read.get(gpu.index)
+                or _gpu_reading(gpu, GpuState.HUNG, error=_hung_gpu_error(gpu, call, now))
+                for gpu in list(gpus)
+            ),
+            taken_at=now,
+        )
+
+    def stop(self) -> None:
+        """Make a sample in flight end at its next driver call, and later ones at once.
+
+        Takes no lock, so it never waits for a sample that hangs; :meth:`close` still
+        shuts NVML down once the sample has ended.
+        """
+        self._stopping = True
 
     def close(self) -> None:
         """Shut NVML down. Safe to call twice, and from another thread than ``sample``.
 
-        If a sample is stuck in the driver for more than ``CLOSE_WAIT_S`` seconds,
-        the sampler is marked closed without waiting for it (NVML is then left to
-        the process's exit).
+        A sample in flight ends at its next driver call. If it is stuck in the driver for
+        more than ``CLOSE_WAIT_S`` seconds, the sampler is marked closed without waiting
+        for it, and NVML is left to the process's exit; so it is while any other thread
+        is inside NVML (see :class:`_CallsInFlight`).
         """
+        self._stopping = True
         acquired = self._lock.acquire(timeout=CLOSE_WAIT_S)
         try:
             self._closed = True
-            if acquired and self._gpus is not None and self._nv is not None:
+            if acquired:
                 self._gpus = None
-                try:
-                    self._nv.nvmlShutdown()
-                except self._nv.NVMLError as err:
-                    log.debug("nvmlShutdown failed: %s", err)
+                self._shut_down()
         finally:
             if acquired:
                 self._lock.release()
@@ -589,13 +747,14 @@ class NvmlSampler:
                 nv.nvmlLib = library
                 nv._nvmlGetFunctionPointer_cache.clear()
         try:
-            nv.nvmlInit()
+            self._call("nvmlInit", None, nv.nvmlInit)
         except nv.NVMLError as err:
             return _unavailable(describe_nvml_error(err.value, str(err)), err.value)
+        self._started = True
         try:
-            count = nv.nvmlDeviceGetCount()
+            count = self._call("nvmlDeviceGetCount", None, nv.nvmlDeviceGetCount)
         except nv.NVMLError as err:
-            self._shutdown_quietly()
+            self._shut_down()
             return _unavailable(
                 describe_nvml_error(err.value, f"cannot count the GPUs: {err}"), err.value
             )
@@ -629,7 +788,12 @@ class NvmlSampler:
         """
         assert self._nv is not None
         try:
-            gpu.handle = self._nv.nvmlDeviceGetHandleByIndex(gpu.index)
+            gpu.handle = self._call(
+                "nvmlDeviceGetHandleByIndex",
+                gpu.index,
+                self._nv.nvmlDeviceGetHandleByIndex,
+                gpu.index,
+            )
         except self._nv.NVMLError as err:
             gpu.lost_at = now
             if err.value == _GPU_IS_LOST:
@@ -651,19 +815,51 @@ class NvmlSampler:
         if symbol in self._missing_symbols:
             return None
         try:
-            return query()
+            return self._call(symbol, None, query)
         except self._nv.NVMLError as err:
             if err.value == _FUNCTION_NOT_FOUND:
                 self._missing_symbols.add(symbol)
             self._log_once(("system", symbol, err.value), "NVML %s failed: %s", symbol, err)
             return None
 
-    def _shutdown_quietly(self) -> None:
-        assert self._nv is not None
+    def _shut_down(self) -> None:
+        """``nvmlShutdown`` what this sampler started, unless another thread is inside NVML
+        (it would free what that call uses): NVML is then left to the process's exit."""
+        if not self._started or self._nv is None:
+            return
+        call = DriverCall("nvmlShutdown", None, self._clock())
+        if not _IN_FLIGHT.enter(call, alone=True):
+            log.debug("NVML left running: another thread is inside it, or the process is ending")
+            return
+        self._started = False
+        self._pending = self._last_call = call
         try:
             self._nv.nvmlShutdown()
         except self._nv.NVMLError as err:
             log.debug("nvmlShutdown failed: %s", err)
+        finally:
+            self._pending = None
+            _IN_FLIGHT.leave()
+
+    def _call(
+        self, function: str, gpu_index: int | None, query: Callable[..., Any], *args: Any
+    ) -> Any:
+        """Make one driver call, recorded while it is in flight (the one way NVML is called).
+
+        Raises:
+            _Stopped: The sampler is stopping, or the process ending: the call is not made.
+        """
+        if self._stopping:
+            raise _Stopped
+        call = DriverCall(function, gpu_index, self._clock())
+        if not _IN_FLIGHT.enter(call):
+            raise _Stopped
+        self._pending = self._last_call = call
+        try:
+            return query(*args)
+        finally:
+            self._pending = None
+            _IN_FLIGHT.leave()
 
     # ----------------------------------------------------------------- reading
 
@@ -786,7 +982,7 @@ class NvmlSampler:
             if symbol in self._missing_symbols:
                 continue
             try:
-                return query(gpu.handle)
+                return self._call(symbol, gpu.index, query, gpu.handle)
             except self._nv.NVMLError as err:
                 code = err.value
                 if code == _GPU_IS_LOST:
@@ -901,7 +1097,10 @@ __all__ = [
     "LOST_RETRY_S",
     "POWER_LIMIT_TTL_S",
     "NvmlSampler",
+    "calls_in_flight",
+    "describe_hung_call",
     "describe_nvml_error",
+    "end_nvml_calls",
     "format_cuda_version",
     "is_stale",
 ]

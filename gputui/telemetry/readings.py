@@ -48,11 +48,25 @@ class CpuReading:
 
 class GpuState(str, Enum):
     """Whether a GPU still answers: ``lost`` once it answered GpuIsLost, ``unreachable`` when
-    NVML would not even give its handle (no permission, "requires reset", Unknown Error)."""
+    NVML would not even give its handle (no permission, "requires reset", Unknown Error),
+    ``hung`` when a call about it (or one before it) had not returned by a deadline."""
 
     OK = "ok"
     LOST = "lost"
     UNREACHABLE = "unreachable"
+    HUNG = "hung"
+
+
+@dataclass(frozen=True, slots=True)
+class DriverCall:
+    """An NVML call that has not returned yet."""
+
+    function: str
+    """The NVML function, e.g. ``nvmlInit`` or ``nvmlDeviceGetTemperature``."""
+    gpu_index: int | None
+    """The GPU it asks about; ``None`` for a system-wide call (init, the GPU count...)."""
+    started_at: float
+    """When it was made, on the sampler's clock (the clock of readings' ``taken_at``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +102,8 @@ class GpuReading:
     bus_id: str | None
     """PCI bus id, e.g. ``00000000:17:00.0``."""
     state: GpuState
-    """``ok``, or ``lost`` once the GPU answered GpuIsLost (then every reading is ``None``)."""
+    """``ok``, or why the GPU cannot be read (``lost``, ``unreachable``, ``hung``: then every
+    reading is ``None``)."""
     utilization_percent: float | None
     """Share of time a kernel was running, 0-100."""
     memory_utilization_percent: float | None
@@ -172,6 +187,9 @@ class NvmlStatus:
     host_pids: bool = False
     """True when gputui runs in a pid namespace of its own (a container without
     ``--pid=host``): NVML's pids are the host's, and are not joined with local processes."""
+    hung_call: str | None = None
+    """The NVML function that had not returned by a deadline (``nvmlInit``,
+    ``nvmlDeviceGetCount``) when that is why NVML is unavailable; else ``None``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,3 +236,10 @@ class Snapshot:
     """Every NVIDIA GPU."""
     mps: MpsReading
     """Apple MPS."""
+
+
+def nvml_hung(reading: NvmlReading) -> bool:
+    """Whether NVML, or any GPU, had not answered by a deadline (a wedged driver)."""
+    return reading.status.hung_call is not None or any(
+        gpu.state is GpuState.HUNG for gpu in reading.gpus
+    )

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,11 +21,12 @@ from gputui.telemetry.nvml import (
     PCIE_BUDGET_S,
     PCIE_TTL_S,
     NvmlSampler,
+    calls_in_flight,
     describe_nvml_error,
     format_cuda_version,
     is_stale,
 )
-from gputui.telemetry.readings import GpuReading, GpuState, NvmlReading
+from gputui.telemetry.readings import DriverCall, GpuReading, GpuState, NvmlReading, nvml_hung
 from tests.fakenvml import LIBRARY_NAME, FakeNvml
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -915,3 +917,124 @@ def test_the_strict_stand_in_crashes_when_nvml_goes_away_under_a_call(
         assert f"fake_nvml: {crash}" in done.stderr
     else:
         assert (done.returncode, done.stderr) == (0, "")
+
+
+# --- calls that do not return ------------------------------------------------------------
+
+WEDGED = "the driver may be wedged; check `nvidia-smi` and `dmesg`."
+
+
+class Sampling:
+    """One sample of ``sampler`` on a thread of its own, which the test watches hang."""
+
+    def __init__(self, sampler: NvmlSampler) -> None:
+        self.results: list[NvmlReading] = []
+        self.thread = threading.Thread(
+            target=lambda: self.results.append(sampler.sample()), daemon=True
+        )
+        self.thread.start()
+
+    def result(self) -> NvmlReading:
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the sample should end once the driver answers"
+        (reading,) = self.results
+        return reading
+
+
+def wait_inside(fake: FakeNvml, calls: int = 1) -> None:
+    """Wait until ``calls`` calls are asleep inside the stand-in library."""
+    deadline = time.monotonic() + 10
+    while fake.calls_inside() < calls:
+        assert time.monotonic() < deadline, "no call went to sleep inside the library"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("knob", "function"), [("init", "nvmlInit"), ("count", "nvmlDeviceGetCount")]
+)
+def test_a_start_that_hangs_is_named_with_how_long(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    clock: FakeClock,
+    knob: str,
+    function: str,
+) -> None:
+    """The most common wedge: NVML does not even start. Another thread can say which call
+    holds it, for how long, and where to look; once it returns the sample goes on."""
+    fake_nvml_env.setenv("FAKE_NVML_HANG", f"{knob}=600")
+    sampling = Sampling(sampler)
+    wait_inside(fake_nvml)
+    assert sampler.pending_call() == DriverCall(function, None, clock.now)
+    assert [call.function for call in calls_in_flight()] == [function]
+    clock.now += 12.0
+
+    hung = sampler.hung_reading()
+    assert not hung.status.available and hung.gpus == ()
+    assert hung.status.error == f"{function} has not returned for 12 s: {WEDGED}"
+    assert hung.status.hung_call == function and nvml_hung(hung)
+
+    fake_nvml.release_hangs()
+    reading = sampling.result()
+    assert reading.status.available and len(reading.gpus) == 2 and not nvml_hung(reading)
+    assert sampler.pending_call() is None and calls_in_flight() == ()
+
+
+def test_a_gpu_call_that_hangs_leaves_the_gpus_read_before_it(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "1:temperature=600")
+    sampling = Sampling(sampler)
+    wait_inside(fake_nvml)
+    assert sampler.pending_call() == DriverCall("nvmlDeviceGetTemperature", 1, clock.now)
+    clock.now += 5.0
+
+    hung = sampler.hung_reading()
+    assert hung.status.available and nvml_hung(hung)
+    answered, stuck, behind = hung.gpus
+    assert answered.state is GpuState.OK and answered.temperature_c is not None
+    assert stuck.state is GpuState.HUNG and stuck.name == H100  # what was read is kept
+    assert (stuck.temperature_c, stuck.processes) == (None, None)
+    assert stuck.error == f"nvmlDeviceGetTemperature on GPU 1 has not returned for 5 s: {WEDGED}"
+    assert behind.state is GpuState.HUNG
+    assert behind.error == (
+        "Not read: NVML had not returned from nvmlDeviceGetTemperature on GPU 1 after 5 s; "
+        + WEDGED
+    )
+    fake_nvml.release_hangs()
+    assert [gpu.state for gpu in sampling.result().gpus] == [GpuState.OK] * 3
+
+
+def test_a_stopped_sample_makes_no_call_after_the_one_in_flight(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    """Quitting must not wait for a whole sample of slow calls, only for the one in flight."""
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "1:temperature=600")
+    sampling = Sampling(sampler)
+    wait_inside(fake_nvml)
+    sampler.stop()
+    fake_nvml.release_hangs()
+    assert not sampling.result().status.available
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage", 1) == 0  # asked after the temperature
+    assert not sampler.sample().status.available  # and no later sample asks anything
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage") == 1  # GPU 0's, before the stop
+
+
+def test_close_leaves_nvml_running_while_another_thread_is_inside_it(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    """nvmlShutdown under another thread's call frees what it uses (a real driver crashes):
+    the sampler that closes then leaves NVML to the process's exit."""
+    closing = NvmlSampler(clock=clock)
+    assert closing.sample().status.available
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "0:temperature=600")
+    other = NvmlSampler(clock=clock)
+    sampling = Sampling(other)  # its init reads the knob, then its sample hangs
+    wait_inside(fake_nvml)
+    closing.close()
+    assert fake_nvml.calls("nvmlShutdown") == 0
+    fake_nvml.release_hangs()
+    assert sampling.result().status.available
+    other.close()
+    assert fake_nvml.calls("nvmlShutdown") == 1
