@@ -1,5 +1,5 @@
 """`python -m gputui`."""
 
-from gputui.commands import main
+from gputui.commands import console_main
 
-raise SystemExit(main())
+console_main()

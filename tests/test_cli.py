@@ -189,6 +189,7 @@ def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
         "cuda_driver_version": "12.4",
         "error": None,
         "host_pids": False,
+        "hung_call": None,
     }
     first, lost, third = data["gpus"]
     assert [gpu["index"] for gpu in data["gpus"]] == [0, 1, 2]
@@ -288,6 +289,60 @@ def test_snapshot_without_any_nvml_library(no_nvml_dir: Path) -> None:
     assert done.stderr == ""
     assert "Traceback" not in done.stdout
     assert "NVIDIA  " + error[:40] in done.stdout
+
+
+# --- a driver that does not answer (issue 17) -------------------------------------------
+
+WEDGED = "the driver may be wedged; check `nvidia-smi` and `dmesg`."
+STRICT = {"FAKE_NVML_CRASH_ON_TEARDOWN": "1"}
+"""The stand-in crashes if the exit unloads it under the call still asleep in it."""
+
+
+def test_snapshot_ends_at_its_deadline_with_the_gpus_that_answered(fake_nvml_dir: Path) -> None:
+    """GPU 1's temperature never comes: the snapshot prints GPU 0, marks GPU 1 hung naming
+    the call, and exits 1 at its deadline (it took as long as the call, 10 s, before)."""
+    knobs = {**STRICT, "FAKE_NVML_HANG": "1:temperature=600"}
+    done = gputui("snapshot", "--json", "--timeout", "1", lib_dir=fake_nvml_dir, knobs=knobs)
+    assert (done.returncode, done.stderr) == (1, "")
+    data = json.loads(done.stdout)
+    answered, hung = data["gpus"]
+    assert answered["state"] == "ok" and answered["temperature_c"] is not None
+    assert hung["state"] == "hung" and hung["temperature_c"] is None
+    assert re.fullmatch(
+        r"nvmlDeviceGetTemperature on GPU 1 has not returned for \d+ s: " + re.escape(WEDGED),
+        hung["error"],
+    )
+    assert data["cpu"]["logical_cores"] >= 1
+
+    done = gputui("snapshot", "--timeout", "1", lib_dir=fake_nvml_dir, knobs=knobs)
+    assert (done.returncode, done.stderr) == (1, "")
+    assert "NVIDIA  driver 550.54.15, CUDA 12.4, 2 GPUs, 1 hung" in done.stdout
+    assert "  GPU 1  NVIDIA H100 80GB HBM3  hung\n    nvmlDeviceGetTemperature on GPU 1" in (
+        done.stdout
+    )
+
+
+@pytest.mark.parametrize(("knob", "call"), [("init", "nvmlInit"), ("count", "nvmlDeviceGetCount")])
+def test_snapshot_says_which_call_of_a_wedged_driver_never_returned(
+    fake_nvml_dir: Path, knob: str, call: str
+) -> None:
+    """The most common wedge: NVML never starts. The default deadline, 5 s, holds."""
+    knobs = {**STRICT, "FAKE_NVML_HANG": f"{knob}=600"}
+    done = gputui("snapshot", "--json", lib_dir=fake_nvml_dir, knobs=knobs)
+    assert (done.returncode, done.stderr) == (1, "")
+    nvml = json.loads(done.stdout)["nvml"]
+    assert (nvml["available"], nvml["hung_call"]) == (False, call)
+    assert re.fullmatch(rf"{call} has not returned for \d+ s: " + re.escape(WEDGED), nvml["error"])
+
+    done = gputui("snapshot", lib_dir=fake_nvml_dir, knobs=knobs)
+    assert (done.returncode, done.stderr) == (1, "")
+    assert f"NVIDIA  {call} has not returned for " in done.stdout
+
+
+def test_snapshot_help_says_which_timeout_default_applies() -> None:
+    done = gputui("snapshot", "--help", knobs={"COLUMNS": "200"})
+    assert "for this machine's NVIDIA driver (default: 5)" in done.stdout
+    assert "or with hosts for each host (default: 2)" in done.stdout
 
 
 # --- the monitor needs a terminal -------------------------------------------------------

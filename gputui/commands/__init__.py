@@ -10,11 +10,14 @@ never imports torch. Each subcommand lives in a module of its own
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import gc
 import importlib
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from typing import NoReturn
 
 from gputui import __version__
 from gputui.commands.args import (
@@ -108,7 +111,8 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
             "clocks, health and processes, as a table that fits the terminal (80 columns at "
             "most) or as JSON. With --hosts, --hostfile or --prometheus it reads those hosts' "
             "exporters instead, prints each host and its GPUs, and exits 1 when a host did "
-            "not answer."
+            "not answer. A driver that does not answer within --timeout gets the same: what "
+            "answered is printed, each GPU that did not is marked hung, and the exit code is 1."
         ),
         epilog=examples(
             ("gputui snapshot", "this machine's readings, as a table"),
@@ -248,14 +252,20 @@ def not_a_terminal() -> str | None:
 def _run_snapshot(args: argparse.Namespace) -> int:
     if targets_of(args) is not None or args.prometheus:
         return run_fleet_snapshot(args)
-    from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
+    from gputui.telemetry.readings import nvml_hung
+    from gputui.telemetry.snapshot import (
+        NVML_TIMEOUT_S,
+        render_snapshot_json,
+        render_snapshot_table,
+        take_snapshot,
+    )
 
-    snapshot = take_snapshot()
+    snapshot = take_snapshot(timeout_s=NVML_TIMEOUT_S if args.timeout is None else args.timeout)
     if args.json:
         write_out(render_snapshot_json(snapshot))
     else:
         write_out(render_snapshot_table(snapshot, text_width()))
-    return EXIT_OK
+    return EXIT_FAILED if nvml_hung(snapshot.nvml) else EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -285,3 +295,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `gputui snapshot | head`: quiet, like other Unix tools
         forget_output()
         return EXIT_OK
+
+
+def console_main() -> NoReturn:
+    """The ``gputui`` program (and ``python -m gputui``): :func:`main`, then
+    :func:`exit_process`. Tests call :func:`main`, which returns."""
+    exit_process(main())
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with ``code``, the last step of every command's shutdown.
+
+    The app has stopped its samplers, waited for them and shut NVML down where it could
+    by now. But a thread may still be inside an NVML call (a wedged driver; a sample
+    given up at a deadline): the interpreter's exit would then unload the driver library
+    under that call, and a real driver crashes (exit 139). So no NVML call starts from
+    here on, and while one is still in flight the process ends as the engine's child
+    does, with ``os._exit``: after Python's exit handlers (they end the trainer's
+    children) and with its output flushed, but without that teardown.
+    """
+    if "gputui.telemetry.nvml" in sys.modules:  # else this process never called NVML
+        from gputui.telemetry.nvml import end_nvml_calls
+
+        if end_nvml_calls():
+            atexit._run_exitfuncs()
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    if stream is not None:
+                        stream.flush()
+            os._exit(code)
+    raise SystemExit(code)

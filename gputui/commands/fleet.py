@@ -17,9 +17,10 @@ from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
 from gputui.format import one_line
+from gputui.telemetry.snapshot import NVML_TIMEOUT_S
 
 host_timeout_seconds = seconds(1, 60, "--timeout", DEFAULT_TIMEOUT_S)
-"""Parse ``--timeout``: how long one host may take to answer."""
+"""Parse ``--timeout``: how long one host, or this machine's NVIDIA driver, may take."""
 
 
 def hosts_list(text: str) -> tuple[Target, ...]:
@@ -82,16 +83,24 @@ def add_fleet_arguments(parser: argparse.ArgumentParser, dest_prefix: str = "") 
 
 
 def add_snapshot_fleet_arguments(snapshot: argparse.ArgumentParser) -> None:
-    """The fleet flags, and ``--timeout``, on ``gputui snapshot``."""
+    """The fleet flags, and ``--timeout``, on ``gputui snapshot``: its default depends on
+    whether hosts are read (:func:`fleet_timeout`) or this machine."""
     add_fleet_arguments(snapshot)
     snapshot.add_argument(
         "--timeout",
         type=host_timeout_seconds,
-        default=DEFAULT_TIMEOUT_S,
+        default=None,
         metavar="SECONDS",
-        help=f"how long each host may take to answer, 1 to 60 "
-        f"(default: {DEFAULT_TIMEOUT_S:g}); a host that does not is shown as down",
+        help=f"how long to wait, 1 to 60 seconds: for this machine's NVIDIA driver "
+        f"(default: {NVML_TIMEOUT_S:g}), or with hosts for each host (default: "
+        f"{DEFAULT_TIMEOUT_S:g}); a GPU or host that has not answered by then is shown as "
+        "hung or down, and the exit code is 1",
     )
+
+
+def fleet_timeout(args: argparse.Namespace) -> float:
+    """``snapshot --timeout`` for a fleet's hosts: as given, else ``DEFAULT_TIMEOUT_S``."""
+    return DEFAULT_TIMEOUT_S if args.timeout is None else float(args.timeout)
 
 
 def targets_of(args: argparse.Namespace, dest_prefix: str = "") -> tuple[Target, ...] | None:
@@ -121,10 +130,10 @@ def run_fleet_snapshot(args: argparse.Namespace) -> int:
 
     targets = targets_of(args)
     if targets is not None:
-        hosts = scrape_all(targets, args.timeout)
+        hosts = scrape_all(targets, fleet_timeout(args))
     else:
         try:
-            hosts = read_prometheus(args.prometheus, args.timeout)
+            hosts = read_prometheus(args.prometheus, fleet_timeout(args))
         except PrometheusError as error:
             if sys.stderr is not None:
                 sys.stderr.write(one_line(f"gputui snapshot: error: {error}") + "\n")

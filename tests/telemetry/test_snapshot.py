@@ -21,6 +21,7 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
     Snapshot,
+    nvml_hung,
 )
 from gputui.telemetry.snapshot import (
     WIDTH,
@@ -51,7 +52,14 @@ GPU_KEYS = {
     "processes",
 }
 PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes"}
-NVML_KEYS = {"available", "driver_version", "cuda_driver_version", "error", "host_pids"}
+NVML_KEYS = {
+    "available",
+    "driver_version",
+    "cuda_driver_version",
+    "error",
+    "host_pids",
+    "hung_call",
+}
 
 CPU = CpuReading(
     utilization_percent=37.5,
@@ -181,6 +189,7 @@ def test_json_carries_the_values() -> None:
         "cuda_driver_version": "12.4",
         "error": None,
         "host_pids": False,
+        "hung_call": None,
     }
     assert data["cpu"]["per_core_percent"] == [25.0, 50.0]
     assert data["mps"]["supported_platform"] is False
@@ -372,3 +381,27 @@ def test_processes_nvml_cannot_list_are_n_a_not_none() -> None:
     lines = render_snapshot_table(snapshot).splitlines()
     assert "  processes    n/a on GPU 0 (NVML cannot list them)" in lines
     assert not any(line.strip() == "processes    none" for line in lines)
+
+
+def test_take_snapshot_ends_at_its_deadline_with_the_gpus_that_answered(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """A GPU whose driver call does not return: the snapshot ends at its deadline anyway,
+    GPU 0 read, GPU 1 marked hung with the call named, in the table and the JSON."""
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "1:temperature=600")
+    nvml = NvmlSampler(fake_nvml.path)
+    snapshot = take_snapshot(
+        host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), timeout_s=1.0
+    )
+    assert nvml_hung(snapshot.nvml)
+    answered, hung = snapshot.nvml.gpus
+    assert answered.state is GpuState.OK and answered.temperature_c is not None
+    assert hung.state is GpuState.HUNG
+    assert (hung.error or "").startswith("nvmlDeviceGetTemperature on GPU 1 has not returned")
+    assert json.loads(render_snapshot_json(snapshot))["gpus"][1]["state"] == "hung"
+    table = render_snapshot_table(snapshot)
+    assert "2 GPUs, 1 hung" in table and "GPU 1  NVIDIA H100 80GB HBM3  hung" in table
+    fake_nvml.release_hangs()  # the sample was told to stop: it makes no call after this one
+    nvml.close()  # waits for the sample to end
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage", 1) == 0
+    assert fake_nvml.calls("nvmlShutdown") == 1
