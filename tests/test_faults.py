@@ -4,11 +4,14 @@ Where an earlier test already proves a fault through the real app (the pilot) or
 real terminal (tmux), it is named below and not repeated; the tests in this module fill
 the gaps. Fault -> the tests that prove it (``file::test``):
 
-- An NVML call that hangs: the CPU panel keeps updating, the GPU panel shows stale.
+- An NVML call that hangs: the CPU panel keeps updating, the GPU panel shows stale and
+  names the call; ``gputui snapshot`` ends at its deadline, naming it too (issue 17).
     tests/ui/test_ui_app.py::test_a_hung_driver_marks_gpus_stale_while_the_cpu_keeps_updating
     tests/ui/test_ui_app.py::test_q_quits_even_while_the_driver_hangs
     tests/telemetry/test_nvml.py::test_hanging_driver_blocks_only_the_sampling_thread
     tests/test_faults.py::test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating
+    tests/test_faults.py::test_a_driver_that_never_starts_is_named_while_the_cpu_keeps_updating
+    tests/test_cli.py::test_snapshot_says_which_call_of_a_wedged_driver_never_returned
 - A GPU lost while a run is going.
     tests/ui/test_ui_app.py::test_a_lost_gpu_says_lost_and_the_others_keep_updating
     tests/telemetry/test_nvml.py::test_lost_gpu_is_marked_lost_while_the_others_keep_updating
@@ -76,10 +79,11 @@ from textual.widget import Widget
 from gputui.jobs.events import Error
 from gputui.jobs.results import Phase
 from gputui.telemetry.nvml import NvmlSampler
-from gputui.telemetry.readings import GpuState, NvmlReading
+from gputui.telemetry.readings import DriverCall, GpuState, NvmlReading
 from gputui.ui.app import MonitorApp
 from gputui.ui.layout import GpuMode
-from gputui.ui.widgets.gpu_area import GpuArea
+from gputui.ui.widgets.cpu_panel import CpuPanel
+from gputui.ui.widgets.gpu_area import WAITING, GpuArea
 from gputui.ui.widgets.runner.pane import RunnerPane
 from tests.fakenvml import FakeNvml
 from tests.ui.fakes import (
@@ -128,6 +132,12 @@ class WatchedNvml:
 
     def close(self) -> None:
         self.sampler.close()
+
+    def stop(self) -> None:
+        self.sampler.stop()
+
+    def pending_call(self) -> DriverCall | None:
+        return self.sampler.pending_call()
 
 
 def shown(app: MonitorApp, widget: Widget) -> str:
@@ -241,9 +251,15 @@ async def test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating(
             assert not area.has_class("-stale")
             hang.touch()
             nvml.gate.set()  # the second sample goes into the library, and hangs there
+            await wait_until(pilot, lambda: fake_nvml.calls_inside() == 1)
             clock.advance(10)
             await wait_until(pilot, lambda: area.has_class("-stale"))
             assert "stale 10s" in screen_text(app)
+            await wait_until(pilot, lambda: area.hang is not None)  # named under the GPUs
+            assert re.fullmatch(
+                rf"nvmlDevice\w+ on GPU 0 has not returned for 10 s: {WEDGED}", area.hang or ""
+            )
+            assert "has not returned for 10 s" in screen_text(app)
             handled = app.handled["cpu"]
             await wait_until(pilot, lambda: app.handled["cpu"] >= handled + 3)
             assert nvml.begun == 2  # one call stuck, none queued behind it
@@ -252,9 +268,50 @@ async def test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating(
             await wait_until(pilot, lambda: not area.has_class("-stale"))
             reading = app.monitor.nvml
             assert reading is not None and [g.state for g in reading.gpus] == [GpuState.OK] * 2
+            assert area.hang is None and "has not returned" not in screen_text(app)
     finally:
         hang.unlink(missing_ok=True)
         nvml.gate.set()
+        app.wait_for_samplers(5.0)
+
+
+WEDGED = re.escape("the driver may be wedged; check `nvidia-smi` and `dmesg`.")
+
+
+@pytest.mark.parametrize(
+    ("knob", "call"),
+    [("init", "nvmlInit"), ("count", "nvmlDeviceGetCount"), ("1:temperature", "")],
+)
+async def test_a_driver_that_never_starts_is_named_while_the_cpu_keeps_updating(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, knob: str, call: str
+) -> None:
+    """Issue 17: NVML's first call never returns (the most common wedge). The GPU area says
+    which call, for how long and where to look, and the CPU panel keeps changing; once
+    the call returns, the GPUs appear."""
+    fake_nvml_env.setenv("FAKE_NVML_HANG", f"{knob}=600")
+    sentence = f"{call or 'nvmlDeviceGetTemperature on GPU 1'} has not returned for 12 s: "
+    clock = FakeClock()
+    nvml = NvmlSampler(clock=clock)
+    app = fake_app(cpu=CountingCpuSampler(), nvml=nvml, interval=0.05, clock=clock)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: fake_nvml.calls_inside() == 1)
+            area = app.query_one(GpuArea)
+            assert area.message == WAITING  # not for long enough yet to say more
+            clock.advance(12)
+            await wait_until(pilot, lambda: area.message != WAITING)
+            assert re.fullmatch(re.escape(sentence) + WEDGED, area.message)
+            assert squeezed(area.message) in shown(app, area)
+            panel = app.query_one(CpuPanel)
+            before = panel.lines[0].plain
+            await wait_until(pilot, lambda: panel.lines[0].plain != before)
+            assert app.handled["nvml"] == 0
+            fake_nvml.release_hangs()
+            await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+            await wait_until(pilot, lambda: area.mode is not GpuMode.MESSAGE)
+            assert area.hang is None and "has not returned" not in screen_text(app)
+    finally:
+        fake_nvml.release_hangs()
         app.wait_for_samplers(5.0)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -78,12 +78,36 @@ class LazySampler(Generic[R]):
         """Close the sampler if it was built and has a ``close()`` (NVML does)."""
         close_sampler(self._sampler)
 
+    def stop(self) -> None:
+        """Stop the sampler if it was built and has a ``stop()`` (NVML does)."""
+        stop_sampler(self._sampler)
+
+    def pending_call(self) -> DriverCall | None:
+        """The driver call the sampler waits on, if it was built and tells (NVML does)."""
+        return pending_call(self._sampler)
+
 
 def close_sampler(sampler: object) -> None:
     """Call ``sampler.close()`` if it has one; samplers need not."""
     close = getattr(sampler, "close", None)
     if callable(close):
         close()
+
+
+def stop_sampler(sampler: object) -> None:
+    """Call ``sampler.stop()`` if it has one: a sample in flight ends at its next driver call
+    instead of running to its end (then ``close`` need not wait for it). Never blocks."""
+    stop = getattr(sampler, "stop", None)
+    if callable(stop):
+        stop()
+
+
+def pending_call(sampler: object) -> DriverCall | None:
+    """The driver call ``sampler`` waits on now, for a sampler that tells (``pending_call()``,
+    as NVML's does); ``None`` otherwise. Never blocks."""
+    pending = getattr(sampler, "pending_call", None)
+    call = pending() if callable(pending) else None
+    return call if isinstance(call, DriverCall) else None
 
 
 def _host_sampler() -> Sampler[CpuReading]:

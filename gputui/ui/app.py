@@ -12,7 +12,12 @@ only when the reading has arrived, so polls never pile up. All sources poll on
 one beat and their readings are painted together, in one batch, so the screen is
 repainted once a beat (only the lines that changed). A hung NVML call holds only its own
 daemon thread (see :mod:`gputui.telemetry.polling`): the CPU panel keeps updating, the
-NVIDIA panels are marked stale, and ``q`` still quits.
+NVIDIA panels are marked stale and name the call, and ``q`` still quits.
+
+Quitting goes in one order: the samplers are stopped (a sample in flight ends at its next
+driver call) and closed on their own threads (NVML is shut down there, once no thread is
+inside it), :func:`run_app` waits for them a little, and the command line ends the process
+(``gputui.commands.exit_process``), without unloading NVML under a call still in flight.
 
 Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
 the runner pane (:mod:`gputui.ui.widgets.runner`). Wide, they sit side by side;
@@ -51,8 +56,15 @@ from textual.widgets import Footer
 from gputui.format import exception_line, fmt_percent
 from gputui.jobs.config import RunConfig
 from gputui.telemetry.history import History, record_cpu, record_nvml
-from gputui.telemetry.polling import SOURCES, HeadStart, Samplers, close_sampler
-from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.telemetry.polling import (
+    SOURCES,
+    HeadStart,
+    Samplers,
+    close_sampler,
+    pending_call,
+    stop_sampler,
+)
+from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
 from gputui.ui.colours import TerminalColours
 from gputui.ui.layout import plan_panes
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
@@ -129,6 +141,16 @@ def nvml_is_stale(taken_at: float, now: float, interval: float) -> bool:
     from gputui.telemetry.nvml import is_stale
 
     return is_stale(taken_at, now, interval)
+
+
+def nvml_hang(call: DriverCall | None, now: float, interval: float) -> str | None:
+    """The sentence naming the NVML call in flight once it is as old as stale readings are,
+    with what to check; ``None`` while there is none, or it is younger."""
+    from gputui.telemetry.nvml import describe_hung_call, is_stale
+
+    if call is None or not is_stale(call.started_at, now, interval):
+        return None
+    return describe_hung_call(call, now)
 
 
 class MonitorApp(TerminalColours):
@@ -255,14 +277,17 @@ class MonitorApp(TerminalColours):
                 self._signal_handlers[signum] = signal.signal(signum, handler)
 
     def on_unmount(self) -> None:
-        """Close each sampler on its own thread, once idle, and let the threads end."""
+        """Stop each sampler (a sample in flight ends at its next driver call), then close it
+        on its own thread once that sample has ended, and let the threads end."""
         self._runner.shutdown()
         for signum, previous in self._signal_handlers.items():
             with contextlib.suppress(ValueError, TypeError, OSError):
                 signal.signal(signum, previous)
         self._signal_handlers.clear()
         for source, thread in self._threads.items():
-            thread.close(partial(close_sampler, getattr(self.samplers, source)))
+            sampler = getattr(self.samplers, source)
+            stop_sampler(sampler)
+            thread.close(partial(close_sampler, sampler))
 
     # -- runner pane ------------------------------------------------------------------------
 
@@ -723,13 +748,16 @@ class MonitorApp(TerminalColours):
         self.log.error(f"{message.source} sampler failed: {message.error}")
 
     def _check_stale(self) -> None:
-        """Mark the NVIDIA panels stale while NVML has not answered for too long."""
+        """Mark the NVIDIA panels stale while NVML has not answered for too long, and name
+        the call it is stuck in once that call is as old."""
         if not self._showing:
             return
         now = self.clock()
         since = self._nvml_taken_at if self._nvml_taken_at is not None else self._started_at
         stale = nvml_is_stale(since, now, self.interval)
         self.monitor.set_nvml_stale(now - since if stale else None)
+        hang = nvml_hang(pending_call(self.samplers.nvml), now, self.interval)
+        self.monitor.set_nvml_hang(hang)
 
 
 def make_app(

@@ -397,7 +397,11 @@ def short_name(name: str) -> str:
     return name
 
 
-STATE_WORDS = {GpuState.LOST: "LOST", GpuState.UNREACHABLE: "UNREACHABLE"}
+STATE_WORDS = {
+    GpuState.LOST: "LOST",
+    GpuState.UNREACHABLE: "UNREACHABLE",
+    GpuState.HUNG: "HUNG",
+}
 """How a GPU that cannot be read is named on screen."""
 
 

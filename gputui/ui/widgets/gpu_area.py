@@ -114,6 +114,7 @@ class GpuArea(Vertical):
         self._title = Content("NVIDIA")
         self._stale: Content | None = None
         self._message = WAITING
+        self._hang: str | None = None
         self._gpus: Sequence[GpuReading] = ()
         self._histories: Histories = ()
         self._message_widget = Static(self._message, id="gpu-message", markup=False)
@@ -131,8 +132,13 @@ class GpuArea(Vertical):
 
     @property
     def message(self) -> str:
-        """The sentence shown in ``message`` mode."""
-        return self._message
+        """The sentence shown in ``message`` mode (the hung call's, while there is one)."""
+        return self._hang or self._message
+
+    @property
+    def hang(self) -> str | None:
+        """The sentence naming the NVML call that has not returned, while there is one."""
+        return self._hang
 
     @property
     def gpu_list(self) -> GpuList:
@@ -143,6 +149,7 @@ class GpuArea(Vertical):
         """Swap the mode class and draw the GPUs in the new form."""
         for other, css_class in _MODE_CLASSES.items():
             self.set_class(other is mode, css_class)
+        self._show_hang()
         if mode is not GpuMode.MESSAGE:
             self._list.form = mode
             self._list.show(self._gpus, self._histories)
@@ -155,9 +162,21 @@ class GpuArea(Vertical):
         """Show one sentence instead of the GPUs (NVML unavailable, or no GPU)."""
         if sentence != self._message:
             self._message = sentence
-            self._message_widget.update(sentence)
+            self._show_hang()
         self._title = Content(title)
         self._update_title()
+
+    def set_hang(self, sentence: str | None) -> None:
+        """Name the NVML call that has not returned (``None``: none has hung). With no GPU
+        to show it takes the message's place; under the GPUs it is the border's subtitle."""
+        if sentence != self._hang:
+            self._hang = sentence
+            self._show_hang()
+
+    def _show_hang(self) -> None:
+        self._message_widget.update(self.message)
+        below = self._hang if self.mode is not GpuMode.MESSAGE else None
+        self.border_subtitle = Content.styled(below, WARM) if below else None
 
     def show_gpus(
         self,

@@ -156,6 +156,12 @@ class Monitor(Vertical):
         """Paint an MPS reading."""
         self.mps_panel.show(reading)
 
+    def set_nvml_hang(self, sentence: str | None) -> None:
+        """Name the NVML call that has not returned (``None``: none), with room for it."""
+        if sentence != self.gpu_area.hang:
+            self.gpu_area.set_hang(sentence)
+            self.apply_layout()  # in place of a message, it may need more lines
+
     def set_nvml_stale(self, age_s: float | None) -> None:
         """Mark the NVIDIA area and process table stale (``age_s`` old), or fresh."""
         self.gpu_area.set_stale(age_s)
