@@ -44,6 +44,10 @@ class PtyRun:
     """Everything it wrote to the terminal."""
 
 
+Step = tuple[Callable[[bytes], bool], bytes]
+"""A test of what the command has written so far, and the keys to type once it says yes."""
+
+
 def run_on_a_pty(
     argv: Sequence[str],
     *,
@@ -55,15 +59,18 @@ def run_on_a_pty(
     timeout_s: float = 30.0,
     cwd: str | os.PathLike[str] | None = None,
     until: Callable[[bytes], bool] | None = None,
-    keys: bytes | None = None,
+    script: Sequence[Step] = (),
+    exit_within_s: float | None = None,
 ) -> PtyRun:
     """Run ``argv`` in a session of its own on a new pty of ``size`` (columns, rows).
 
     Each standard stream is the pty unless another file is given for it. A command still
     running after ``timeout_s`` is killed; once ``until`` says yes to what it has written,
     it is sent SIGTERM (then killed after 10 s). Either way its ``returncode`` is ``None``.
-    With ``keys``, ``until``'s yes types them on the terminal instead, and the command runs
-    on until it exits (its ``returncode``) or the deadline.
+
+    With a ``script``, a user types instead: each step waits until its test says yes to
+    what the command has written so far, then types its keys. After the last step the
+    command has ``exit_within_s`` (at most what is left of ``timeout_s``) to exit.
     """
     master, slave = os.openpty()
     cols, rows = size
@@ -81,6 +88,7 @@ def run_on_a_pty(
     shown = b""
     deadline = time.monotonic() + timeout_s
     seen_enough = False
+    steps = list(script)
     try:
         while not seen_enough and proc.poll() is None and time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.1)
@@ -89,16 +97,12 @@ def run_on_a_pty(
                     shown += os.read(master, 65536)
                 except OSError:  # the pty's other end closed
                     break
-                seen_enough = until is not None and until(shown)
-        if seen_enough and keys is not None:
-            os.write(master, keys)
-            seen_enough = False
-            while proc.poll() is None and time.monotonic() < deadline:
-                if select.select([master], [], [], 0.1)[0]:
-                    try:
-                        shown += os.read(master, 65536)
-                    except OSError:
-                        break
+                if steps and steps[0][0](shown):
+                    os.write(master, steps.pop(0)[1])
+                    if not steps and exit_within_s is not None:
+                        deadline = min(deadline, time.monotonic() + exit_within_s)
+                elif not script:
+                    seen_enough = until is not None and until(shown)
         returncode: int | None = None
         if seen_enough:  # SIGTERM, so that it can end its own children
             proc.terminate()

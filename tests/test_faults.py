@@ -33,6 +33,9 @@ the gaps. Fault -> the tests that prove it (``file::test``):
     tests/test_faults.py::test_a_stop_signal_ends_gputui_while_its_event_loop_is_blocked
 - The terminal closed with no SIGHUP reaching gputui (it does not control the terminal).
     tests/test_faults.py::test_a_terminal_closed_without_sighup_ends_gputui
+- Quitting while a sampler thread is inside a slow NVML call (once a segfault, exit 139).
+    tests/test_faults.py::test_quitting_while_every_driver_call_is_slow_never_crashes
+    tests/telemetry/test_nvml.py::test_close_leaves_nvml_running_while_another_thread_is_inside_it
 - Ctrl+C.
     tests/training/test_bench.py::test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130
     tests/training/test_experiments_cli.py::test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130
@@ -86,6 +89,7 @@ from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import WAITING, GpuArea
 from gputui.ui.widgets.runner.pane import RunnerPane
 from tests.fakenvml import FakeNvml
+from tests.pty_run import run_on_a_pty, shown_text
 from tests.ui.fakes import (
     CountingCpuSampler,
     FakeClock,
@@ -638,3 +642,42 @@ def test_a_stop_signal_ends_gputui_while_its_event_loop_is_blocked(name: str) ->
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+SLOW_DRIVER = {"FAKE_NVML_HANG": "*=0.3", "FAKE_NVML_CRASH_ON_TEARDOWN": "1"}
+"""Every NVML call takes 0.3 s (a sample of two GPUs, seconds), and NVML torn down under a
+call still in flight crashes the stand-in (exit 139), as it can crash a real driver."""
+QUIT_STARTS = 10
+
+
+def on_screen(*words: str) -> Callable[[bytes], bool]:
+    return lambda shown: all(word in shown_text(shown) for word in words)
+
+
+def test_quitting_while_every_driver_call_is_slow_never_crashes(fake_nvml_dir: Path) -> None:
+    """Issue 17: quitting (from the Doctor screen, that time) once ended in a segfault. The
+    interpreter's exit unloaded NVML while a sampler thread was inside a call. Now the
+    samplers stop, NVML is shut down only with no call in flight, and a call that is still
+    in flight makes the process end without unloading NVML: ten starts, q in the first
+    frame (every third from the Doctor screen, its own NVML sample under way), each exit 0,
+    at once rather than after the sample of slow calls."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")}
+    env.update(SLOW_DRIVER, LD_LIBRARY_PATH=str(fake_nvml_dir), TERM="xterm-256color")
+    root = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    for start in range(QUIT_STARTS):
+        script = [(on_screen("CPU ·", "Quit"), b"q")]
+        if start % 3 == 2:
+            script = [(on_screen("CPU ·", "Doctor"), b"d"), (on_screen("Running the doctor"), b"q")]
+        run = run_on_a_pty(
+            [sys.executable, "-m", "gputui"],
+            env=env,
+            cwd=root,
+            size=(100, 30),
+            timeout_s=60,
+            script=script,
+            exit_within_s=10,
+        )
+        text = shown_text(run.shown)
+        assert run.returncode == 0, (start, run.returncode, text[-600:])
+        assert "fake_nvml:" not in text and "Traceback" not in text, text[-600:]

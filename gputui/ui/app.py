@@ -821,6 +821,6 @@ def run_app(
     """
     runner = RunnerSetup() if runner_defaults is None else RunnerSetup(defaults=runner_defaults)
     app = make_app(head_start, interval=interval, runner=runner, readonly=readonly)
-    app.run()
-    app.wait_for_samplers(CLOSE_WAIT_S)
-    return app.return_code or 0
+    app.run()  # on its way out: the trainer stopped, each sampler stopped and closing
+    app.wait_for_samplers(CLOSE_WAIT_S)  # NVML shut down on its thread, with no call in flight
+    return app.return_code or 0  # then gputui.commands.exit_process ends the process
