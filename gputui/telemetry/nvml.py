@@ -208,6 +208,11 @@ def _hung_gpu_error(gpu: _Gpu, call: DriverCall | None, now: float) -> str:
     )
 
 
+_Pending = tuple[str, int | None, float]
+"""A :class:`DriverCall` as it is recorded on every call: (function, GPU index, started at);
+the dataclass is made only when asked for (a driver call costs a few microseconds)."""
+
+
 class _CallsInFlight:
     """Every thread's NVML call that has not returned yet, process-wide, and whether a new
     one may start.
@@ -215,37 +220,38 @@ class _CallsInFlight:
     NVML's state is the process's: ``nvmlShutdown`` while another thread is inside a call,
     or the process's exit unloading the library under one, frees what that call uses, and
     a real driver crashes (see the stand-in's ``FAKE_NVML_CRASH_ON_TEARDOWN``).
+
+    No lock, as every driver call passes here: a call is recorded before ``_ending`` is
+    read, and :meth:`end` sets ``_ending`` before it reads the calls, so either ``end``
+    sees the call or the call sees ``_ending`` (each dict operation is atomic in CPython).
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._calls: dict[int, DriverCall] = {}
+        self._calls: dict[int, _Pending] = {}
         self._ending = False
 
-    def enter(self, call: DriverCall, *, alone: bool = False) -> bool:
+    def enter(self, call: _Pending, *, alone: bool = False) -> bool:
         """Record ``call`` as this thread's; False (not recorded: do not make it) once the
         process is ending, or with ``alone`` while another thread is inside NVML."""
-        with self._lock:
-            if self._ending or (alone and self._calls):
-                return False
-            self._calls[threading.get_ident()] = call
-            return True
+        thread = threading.get_ident()
+        self._calls[thread] = call
+        if self._ending or (alone and len(self._calls) > 1):
+            del self._calls[thread]
+            return False
+        return True
 
     def leave(self) -> None:
         """This thread's call has returned."""
-        with self._lock:
-            self._calls.pop(threading.get_ident(), None)
+        self._calls.pop(threading.get_ident(), None)
 
     def end(self) -> tuple[DriverCall, ...]:
         """Let no call start from now on; returns the calls still in flight."""
-        with self._lock:
-            self._ending = True
-            return tuple(self._calls.values())
+        self._ending = True
+        return self.now()
 
     def now(self) -> tuple[DriverCall, ...]:
         """The calls in flight."""
-        with self._lock:
-            return tuple(self._calls.values())
+        return tuple(DriverCall(*call) for call in self._calls.copy().values())
 
 
 _IN_FLIGHT = _CallsInFlight()
@@ -591,8 +597,8 @@ class NvmlSampler:
         self._closed = False
         self._stopping = False
         self._started = False  # nvmlInit returned, and no nvmlShutdown since
-        self._pending: DriverCall | None = None
-        self._last_call: DriverCall | None = None
+        self._pending: _Pending | None = None
+        self._last_call: _Pending | None = None
         self._progress: list[GpuReading] = []  # this sample's GPUs, read so far
 
     # ------------------------------------------------------------------ public
@@ -634,7 +640,8 @@ class NvmlSampler:
 
     def pending_call(self) -> DriverCall | None:
         """The NVML call this sampler waits on now, if any; from any thread, without waiting."""
-        return self._pending
+        pending = self._pending
+        return None if pending is None else DriverCall(*pending)
 
     def hung_reading(self) -> NvmlReading:
         """What can be said of a sample stuck in the driver, from another thread, at a deadline.
@@ -644,10 +651,10 @@ class NvmlSampler:
         (``nvmlInit``, ``nvmlDeviceGetCount``), NVML reads as unavailable with that sentence.
         """
         now = self._clock()
-        call = self._pending
+        call = self.pending_call()
         gpus = self._gpus
         if gpus is None or not self._status.available:
-            culprit = call or self._last_call
+            culprit = self._pending or self._last_call
             error = (
                 describe_hung_call(call, now)
                 if call is not None
@@ -656,7 +663,7 @@ class NvmlSampler:
             status = NvmlStatus(
                 available=False,
                 error=error,
-                hung_call=culprit.function if culprit is not None else "nvmlInit",
+                hung_call=culprit[0] if culprit is not None else "nvmlInit",
             )
             return NvmlReading(status=status, gpus=(), taken_at=now)
         read = {reading.index: reading for reading in list(self._progress)}
@@ -827,7 +834,7 @@ class NvmlSampler:
         (it would free what that call uses): NVML is then left to the process's exit."""
         if not self._started or self._nv is None:
             return
-        call = DriverCall("nvmlShutdown", None, self._clock())
+        call = ("nvmlShutdown", None, self._clock())
         if not _IN_FLIGHT.enter(call, alone=True):
             log.debug("NVML left running: another thread is inside it, or the process is ending")
             return
@@ -851,7 +858,7 @@ class NvmlSampler:
         """
         if self._stopping:
             raise _Stopped
-        call = DriverCall(function, gpu_index, self._clock())
+        call = (function, gpu_index, self._clock())
         if not _IN_FLIGHT.enter(call):
             raise _Stopped
         self._pending = self._last_call = call
