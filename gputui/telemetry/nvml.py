@@ -209,8 +209,8 @@ def _hung_gpu_error(gpu: _Gpu, call: DriverCall | None, now: float) -> str:
 
 
 _Pending = tuple[str, int | None, float]
-"""A :class:`DriverCall` as it is recorded on every call: (function, GPU index, started at);
-the dataclass is made only when asked for (a driver call costs a few microseconds)."""
+"""A :class:`DriverCall` as every call records it: (function, GPU index, started at); the
+dataclass is made only when asked for, so that recording costs each call little."""
 
 
 class _CallsInFlight:
