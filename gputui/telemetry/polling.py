@@ -67,11 +67,14 @@ class LazySampler(Generic[R]):
         """
         self._factory = factory
         self._sampler: Sampler[R] | None = None
+        self._stopped = False
 
     def sample(self) -> R:
         """Build the sampler if it is not built yet, then take one reading."""
         if self._sampler is None:
             self._sampler = self._factory()
+            if self._stopped:  # stopped before it was built
+                stop_sampler(self._sampler)
         return self._sampler.sample()
 
     def close(self) -> None:
@@ -79,7 +82,8 @@ class LazySampler(Generic[R]):
         close_sampler(self._sampler)
 
     def stop(self) -> None:
-        """Stop the sampler if it was built and has a ``stop()`` (NVML does)."""
+        """Stop the sampler (once built, if not yet) if it has a ``stop()`` (NVML does)."""
+        self._stopped = True
         stop_sampler(self._sampler)
 
     def pending_call(self) -> DriverCall | None:

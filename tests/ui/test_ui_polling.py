@@ -8,7 +8,16 @@ import sys
 import threading
 import time
 
-from gputui.telemetry.polling import HeadStart, LazySampler, Samplers, SamplerThread, close_sampler
+from gputui.telemetry.polling import (
+    HeadStart,
+    LazySampler,
+    Samplers,
+    SamplerThread,
+    close_sampler,
+    pending_call,
+    stop_sampler,
+)
+from gputui.telemetry.readings import DriverCall
 from tests.ui.fakes import MPS_ON_LINUX, ScriptedSampler, cpu_reading, h100s
 
 WAIT_S = 5.0
@@ -126,6 +135,39 @@ def test_lazy_sampler_builds_once_on_first_sample_and_forwards_close() -> None:
     lazy.close()
     assert built[0].closed
     close_sampler(object())  # samplers without close() are fine
+
+
+class StoppableSampler:
+    """A sampler with NVML's extras: ``stop()`` and ``pending_call()``."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def sample(self) -> int:
+        return 1
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def pending_call(self) -> DriverCall:
+        return DriverCall("nvmlInit", None, 1.0)
+
+
+def test_lazy_sampler_forwards_stop_even_before_it_is_built_and_the_pending_call() -> None:
+    built: list[StoppableSampler] = []
+
+    def factory() -> StoppableSampler:
+        built.append(StoppableSampler())
+        return built[-1]
+
+    lazy = LazySampler(factory)
+    assert pending_call(lazy) is None  # nothing built: no call
+    lazy.stop()  # quitting before the first sample was even started
+    lazy.sample()
+    assert built[0].stopped
+    assert pending_call(lazy) == DriverCall("nvmlInit", None, 1.0)
+    stop_sampler(object())  # samplers without stop() or pending_call() are fine
+    assert pending_call(object()) is None
 
 
 def test_the_first_sample_takes_the_prefetched_one_without_sampling_again() -> None:
