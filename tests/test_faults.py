@@ -35,6 +35,7 @@ the gaps. Fault -> the tests that prove it (``file::test``):
     tests/test_faults.py::test_a_terminal_closed_without_sighup_ends_gputui
 - Quitting while a sampler thread is inside a slow NVML call (once a segfault, exit 139).
     tests/test_faults.py::test_quitting_while_every_driver_call_is_slow_never_crashes
+    tests/test_faults.py::test_quitting_stops_the_nvml_sample_at_its_next_call_then_shuts_nvml_down
     tests/telemetry/test_nvml.py::test_close_leaves_nvml_running_while_another_thread_is_inside_it
 - Ctrl+C.
     tests/training/test_bench.py::test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130
@@ -642,6 +643,26 @@ def test_a_stop_signal_ends_gputui_while_its_event_loop_is_blocked(name: str) ->
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_quitting_stops_the_nvml_sample_at_its_next_call_then_shuts_nvml_down(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """The shutdown order, step by step: q while GPU 1's temperature hangs; once it returns
+    the sample asks nothing more, and NVML is shut down with no call in flight."""
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "1:temperature=600")
+    app = fake_app(cpu=CountingCpuSampler(), nvml=NvmlSampler(), interval=0.05)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: fake_nvml.calls_inside() == 1)
+            await pilot.press("q")
+        assert app.return_code == 0
+        assert fake_nvml.calls("nvmlShutdown") == 0  # not under the call in flight
+    finally:
+        fake_nvml.release_hangs()
+        assert app.wait_for_samplers(5.0)
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage", 1) == 0  # asked after the temperature
+    assert fake_nvml.calls("nvmlShutdown") == 1
 
 
 SLOW_DRIVER = {"FAKE_NVML_HANG": "*=0.3", "FAKE_NVML_CRASH_ON_TEARDOWN": "1"}
