@@ -76,11 +76,11 @@ from gputui.jobs.config import (
     DeviceQuery,
     RunConfig,
 )
-from gputui.jobs.events import DevicesListed, Error
+from gputui.jobs.events import DevicesListed, Error, Event, Note
 from gputui.jobs.process import ChildProcess, list_devices
 from gputui.jobs.reports import ProgressLine, bench_json, render_table
 from gputui.jobs.results import RunRecord
-from gputui.jobs.world import World, world_from_env
+from gputui.jobs.world import World, check_endpoint, world_from_env
 
 PROG = "gputui bench"
 
@@ -174,6 +174,7 @@ def run_bench(args: argparse.Namespace) -> int:
         world = world_from_env(os.environ)
         if world is not None:
             config = rank_config(args, base, requested, world)
+            check_endpoint(world, os.environ)
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
     if world is not None:
@@ -264,7 +265,7 @@ def rank_config(
 def run_rank(args: argparse.Namespace, config: RunConfig, world: World) -> int:
     """``gputui bench`` as one rank: rank 0 alone prints the result (table or JSON); the
     others print nothing on standard output, and a failure as one line on standard error."""
-    progress = ProgressLine(sys.stderr) if world.leader else None
+    progress = ProgressLine(sys.stderr) if world.leader else RankNotes(world.rank)
     with CtrlC() as ctrl_c:
         run = _run_one(config, progress, True, ctrl_c)
     if _is_usage_error(run.error, True):
@@ -281,6 +282,22 @@ def run_rank(args: argparse.Namespace, config: RunConfig, world: World) -> int:
     if ctrl_c.pressed:
         return EXIT_INTERRUPTED
     return EXIT_OK if run.status == "ok" else EXIT_FAILED
+
+
+class RankNotes:
+    """What a rank other than 0 shows while it runs: its notes alone, a line each on
+    standard error (rank 0 shows the progress for the job)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def show(self, config: RunConfig, event: Event) -> None:
+        if isinstance(event, Note):
+            sys.stderr.write(one_line(f"{PROG}: rank {self.rank}: note: {event.message}") + "\n")
+            sys.stderr.flush()
+
+    def end(self) -> None:
+        pass
 
 
 def refuse_conflicts(args: argparse.Namespace) -> None:
@@ -340,7 +357,10 @@ def _is_data_error(error: Error | None) -> TypeGuard[Error]:
 
 
 def _run_one(
-    config: RunConfig, progress: ProgressLine | None, child_checks: bool, ctrl_c: CtrlC
+    config: RunConfig,
+    progress: ProgressLine | RankNotes | None,
+    child_checks: bool,
+    ctrl_c: CtrlC,
 ) -> RunRecord:
     """Train one run, showing its progress (``None``: quietly, as a rank other than 0)."""
     run = RunRecord(config)

@@ -11,6 +11,8 @@ are summed over the ranks once per epoch, and an epoch lasts as long as its slow
 from __future__ import annotations
 
 import datetime
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -25,6 +27,8 @@ from gputui.jobs.world import World, backend_for
 
 PROBE_STEPS = 20
 """Steps of each kind :func:`time_steps` times."""
+WAIT_NOTICE_S = 10.0
+"""How long a rank waits for the job's store before it says so (once)."""
 PEER_WORDS = ("connection closed", "connection reset", "broken pipe", "timed out", "timeout")
 """Words of a gloo or NCCL error that a lost or silent peer causes."""
 
@@ -51,16 +55,29 @@ def rank_device(world: World, device: str) -> torch.device:
     return torch.device("cuda", world.local_rank)
 
 
-def join(world: World, device: torch.device, timeout_s: float) -> tuple[str, float]:
+def join(
+    world: World,
+    device: torch.device,
+    timeout_s: float,
+    notify: Callable[[str], None] | None = None,
+    notice_after_s: float = WAIT_NOTICE_S,
+) -> tuple[str, float]:
     """Join the job's process group; returns its backend and the seconds the rendezvous took.
 
     The environment (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) says
     where rank 0's store is, as torch's ``env://`` reads it (under torchrun that store may
     be the agent's own). Every collective after this gives up after ``timeout_s`` rather
-    than torch's default of 10 to 30 minutes.
+    than torch's default of 10 to 30 minutes. A rank still waiting after
+    ``notice_after_s`` tells ``notify`` once what it waits for (a wrong endpoint and a
+    late rank 0 look alike until the timeout; the user may know which it is).
     """
     backend = backend_for(device.type)
     started = time.perf_counter()
+    notice = None
+    if notify is not None:
+        notice = threading.Timer(notice_after_s, lambda: notify(waiting(world, timeout_s)))
+        notice.daemon = True
+        notice.start()
     try:
         dist.init_process_group(
             backend=backend,
@@ -71,7 +88,26 @@ def join(world: World, device: torch.device, timeout_s: float) -> tuple[str, flo
         )
     except Exception as exc:
         raise JoinError(_why_not_joined(world, exc, timeout_s)) from exc
+    finally:
+        if notice is not None:
+            notice.cancel()
     return backend, time.perf_counter() - started
+
+
+def waiting(world: World, timeout_s: float) -> str:
+    """What a rank that has not joined yet waits for, and what the store's address says."""
+    where = f"{world.master_addr}:{world.master_port}"
+    try:
+        with socket.create_connection((world.master_addr, world.master_port), timeout=1.0):
+            answer = "something listens there"
+        answer += ": the other ranks have not all joined yet"
+    except OSError as exc:
+        answer = f"nothing answers there ({exc.strerror or type(exc).__name__})"
+    return (
+        f"rank {world.rank} is still waiting for the {world.world_size}-rank job's store at "
+        f"{where}: {answer}; it gives up after {timeout_s:g} s (check MASTER_ADDR, "
+        "MASTER_PORT and that every rank was started)"
+    )
 
 
 def _why_not_joined(world: World, exc: Exception, timeout_s: float) -> str:

@@ -236,7 +236,10 @@ class _Run:
         make_current(device)
         if self.world is not None:
             backend, init_seconds = distributed.join(
-                self.world, device, config.collective_timeout_s
+                self.world,
+                device,
+                config.collective_timeout_s,
+                notify=lambda line: self.emit(Note(line)),
             )
         torch.manual_seed(config.seed)  # every rank starts from the same weights
         data = load_dataset(

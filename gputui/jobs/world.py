@@ -12,6 +12,8 @@ that never come.
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -94,6 +96,44 @@ def world_from_env(environ: Mapping[str, str]) -> World | None:
         master_addr=environ["MASTER_ADDR"].strip(),
         master_port=_number(environ, "MASTER_PORT", 1, 65535),
     )
+
+
+def check_endpoint(world: World, environ: Mapping[str, str]) -> None:
+    """Refuse at once an endpoint that can never work, rather than let a rank wait for it.
+
+    torch's ``env://`` keeps retrying a name that does not resolve, and rank 0 keeps
+    serving its store on an address that is not this machine's, each until the
+    collective timeout (minutes). A name that does not resolve is refused for every rank;
+    an address rank 0 cannot listen on, for rank 0 alone, and only when it serves the
+    store itself (under torchrun's c10d rendezvous the agent does,
+    ``TORCHELASTIC_USE_AGENT_STORE=True``).
+
+    Raises:
+        ConfigError: one line naming the variable and what to set it to.
+    """
+    where = f"MASTER_ADDR={world.master_addr!r}"
+    try:
+        found = socket.getaddrinfo(world.master_addr, world.master_port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f"{where} does not resolve ({why}): set it to rank 0's host name or address "
+            "(torchrun --rdzv-endpoint HOST:PORT)"
+        ) from None
+    if not world.leader or environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True":
+        return
+    family, kind, proto, _, address = found[0]
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind((address[0], 0))
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL:
+                return  # anything else is the store's to report, with its port
+            raise ConfigError(
+                f"{where} ({address[0]}) is not an address of this machine, but rank 0 runs "
+                "here and serves the job's store there: set MASTER_ADDR to this machine's "
+                "name or address"
+            ) from None
 
 
 def backend_for(device_type: str) -> str:

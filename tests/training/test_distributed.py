@@ -189,6 +189,91 @@ def test_bench_with_world_size_alone_is_a_usage_error() -> None:
     assert done.stderr.count("\n") == 1
 
 
+def _bench_as_rank(world: World, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = child_env(os.environ)
+    env.update(world.environ())
+    argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", "--no-record"]
+    argv += ["--dataset", "synthetic", "--limit", "512", "--epochs", "1", *extra]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_master_addr_that_does_not_resolve_is_refused_at_once(rank: int) -> None:
+    # torch's env:// would retry the name until the collective timeout (minutes)
+    done = _bench_as_rank(World(rank, rank, 2, 2, "no-such-host.invalid", 29500))
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith(
+        "gputui bench: error: MASTER_ADDR='no-such-host.invalid' does not resolve ("
+    )
+    assert "rank 0's host name or address" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_rank_0_refuses_a_master_addr_that_is_not_this_machine() -> None:
+    # 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine
+    done = _bench_as_rank(World(0, 0, 2, 2, "192.0.2.1", 29500))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "gputui bench: error: MASTER_ADDR='192.0.2.1' (192.0.2.1) is not an address of this "
+        "machine, but rank 0 runs here and serves the job's store there: set MASTER_ADDR to "
+        "this machine's name or address (see 'gputui bench --help')\n"
+    )
+
+
+def test_a_rank_waiting_for_a_silent_endpoint_says_so_then_gives_up() -> None:
+    """Rank 1 of 2 with nothing at the endpoint: once it has waited ``notice_after_s`` it
+    says what it waits for (nothing answers there), then the join fails naming it."""
+    from gputui.engine import distributed
+
+    port = _free_port()
+    world = World(1, 1, 2, 2, "127.0.0.1", port)
+    notes: list[str] = []
+    saved = dict(os.environ)
+    os.environ.update(world.environ())
+    try:
+        with pytest.raises(distributed.JoinError) as caught:
+            distributed.join(
+                world, torch.device("cpu"), timeout_s=3, notify=notes.append, notice_after_s=0.5
+            )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert notes == [
+        f"rank 1 is still waiting for the 2-rank job's store at 127.0.0.1:{port}: nothing "
+        "answers there (Connection refused); it gives up after 3 s (check MASTER_ADDR, "
+        "MASTER_PORT and that every rank was started)"
+    ]
+    assert str(caught.value).startswith(
+        f"rank 1 could not join the 2-rank job at 127.0.0.1:{port} within 3 s"
+    )
+
+
+def test_a_rank_other_than_0_shows_its_notes_on_stderr() -> None:
+    """Rank 1 started alone, its rank 0 never coming: its note says so on standard error
+    while it waits (the notice comes after 10 s; the join gives up at the timeout)."""
+    port = _free_port()
+    env = child_env(os.environ)
+    env.update(World(1, 1, 2, 2, "127.0.0.1", port).environ())
+    argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", "--no-record"]
+    argv += ["--dataset", "synthetic", "--limit", "512", "--epochs", "1"]
+    with subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as rank:
+        try:
+            line = rank.stderr.readline()  # type: ignore[union-attr]
+        finally:
+            rank.send_signal(signal.SIGINT)  # as Ctrl+C: the rank stops its trainer
+            try:
+                rank.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                rank.kill()
+    assert line.startswith(
+        f"gputui bench: rank 1: note: rank 1 is still waiting for the 2-rank job's store at "
+        f"127.0.0.1:{port}: nothing answers there (Connection refused)"
+    ), line
+
+
 def test_two_torchrun_nodes_on_loopback() -> None:
     """Two torchrun agents, one rank each, meet at a c10d rendezvous on loopback."""
     port = _free_port()
