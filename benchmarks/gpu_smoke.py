@@ -729,6 +729,8 @@ def _match_processes(
     """Wait until NVML lists a process of the run on the GPU ``uuid``; judge the lists."""
     import psutil
 
+    from gputui.telemetry.devnodes import node_mappers
+
     handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
     ours = nv.nvmlDeviceGetHandleByUUID(uuid)
     ours_index = nv.nvmlDeviceGetIndex(ours)
@@ -746,12 +748,16 @@ def _match_processes(
             break
         time.sleep(0.5)
     run_pids = children | {bench.pid}
+    minor = int(nv.nvmlDeviceGetMinorNumber(ours))
+    mappers = node_mappers()  # who maps which /dev/nvidiaN: gputui matches pids in containers by it
     figures = {
         "gpu": ours_index,
         "uuid": uuid,
         "bench_pid": bench.pid,
         "run_pids": sorted(run_pids),
         "nvml_pids": {str(i): pids for i, pids in listed.items()},
+        "minor": minor,
+        "node_mappers": {str(m): sorted(pids) for m, pids in mappers.items()},
     }
     on_ours = set(listed.get(ours_index, [])) & run_pids
     elsewhere = {i: set(p) & run_pids for i, p in listed.items() if i != ours_index}
@@ -769,6 +775,18 @@ def _match_processes(
         if not on_ours:  # seen from inside a container, NVML's pids are the host's
             listing += " (none match: NVML may list host pids from outside this pid namespace)"
         problems.append(listing)
+    trainers = on_ours - {bench.pid}
+    node_here = Path(f"/dev/nvidia{minor}").exists()  # not under the stand-in NVML
+    if node_here and trainers and not trainers <= mappers.get(minor, set()):
+        problems.append(
+            f"the trainer does not map /dev/nvidia{minor} (mapped: {figures['node_mappers']}); "
+            "gputui's matching of host pids in a container (telemetry/devnodes.py) relies on it"
+        )
+    if any(os.getpid() in pids for pids in mappers.values()):
+        problems.append(
+            "this process maps a GPU's device node with NVML alone (no CUDA context): a monitor "
+            "would be taken for a GPU process by telemetry/devnodes.py's rule"
+        )
     if any(elsewhere.values()):
         others = {i: sorted(p) for i, p in elsewhere.items() if p}
         problems.append(f"the run also holds other GPUs: {others}")

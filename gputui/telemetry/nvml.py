@@ -30,12 +30,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
 import psutil
 
+from gputui.telemetry.devnodes import match_host_pids, node_mappers
 from gputui.telemetry.readings import (
     DriverCall,
     GpuProcess,
@@ -51,6 +52,9 @@ INIT_RETRY_S = 30.0
 """Seconds between attempts to start NVML after it failed."""
 LOST_RETRY_S = 30.0
 """Seconds between attempts to read a GPU that answered GpuIsLost."""
+MATCH_TTL_S = 5.0
+"""How often, in a pid namespace of our own, the local processes' memory maps are read
+again to match NVML's host pids (:mod:`gputui.telemetry.devnodes`)."""
 HEALTH_TTL_S = 10.0
 """Seconds ECC errors, pending row remaps and the MIG mode are trusted (they change rarely)."""
 POWER_LIMIT_TTL_S = 30.0
@@ -319,6 +323,8 @@ class _Gpu:
     """PCI bus id (read once)."""
     sm_clock_max_mhz: float | None = None
     """Maximum SM clock (read once)."""
+    minor: int | None = None
+    """Its device node's number, ``/dev/nvidiaN`` (read once, in a pid namespace only)."""
     static_read: bool = False
     """True once the static facts above were read."""
     power_limit_w: float | None = None
@@ -376,6 +382,7 @@ def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]
     return {
         "name": (("nvmlDeviceGetName", nv.nvmlDeviceGetName),),
         "uuid": (("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID),),
+        "minor": (("nvmlDeviceGetMinorNumber", nv.nvmlDeviceGetMinorNumber),),
         "bus_id": (("nvmlDeviceGetPciInfo_v3", nv.nvmlDeviceGetPciInfo_v3),),
         "sm_clock_max": (
             ("nvmlDeviceGetMaxClockInfo", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, _CLOCK_SM)),
@@ -594,6 +601,8 @@ class NvmlSampler:
         self._missing_symbols: set[str] = set()
         self._logged: set[tuple[object, ...]] = set()
         self._identities: dict[int, _Identity] = {}
+        self._matched_at: float | None = None
+        self._local_pids: dict[int, int] = {}  # host pid -> local pid (in a pid namespace)
         self._closed = False
         self._stopping = False
         self._started = False  # nvmlInit returned, and no nvmlShutdown since
@@ -628,6 +637,8 @@ class NvmlSampler:
         for gpu in self._gpus:
             self._progress.append(self._read_gpu(gpu, now))
         gpus = tuple(self._progress)
+        if self._status.host_pids:
+            gpus = self._match_local(gpus, now)
         self._forget_identities(gpus)
         return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
 
@@ -971,6 +982,9 @@ class NvmlSampler:
         gpu.bus_id = _text(pci.busId) if pci is not None else None
         clock = self._ask(gpu, "sm_clock_max")
         gpu.sm_clock_max_mhz = float(clock) if clock is not None else None
+        if self._status.host_pids:
+            minor = self._ask(gpu, "minor")
+            gpu.minor = int(minor) if minor is not None else None
         gpu.static_read = True
 
     def _ask(self, gpu: _Gpu, field_name: str) -> Any:
@@ -1048,9 +1062,45 @@ class NvmlSampler:
                         memory,
                         kind,
                         create_time=identity.create_time,
+                        local_pid=None if self._status.host_pids else pid,
                     )
                 )
         return tuple(found)
+
+    def _match_local(self, gpus: tuple[GpuReading, ...], now: float) -> tuple[GpuReading, ...]:
+        """In a pid namespace of our own: each host pid proven to be a local process
+        (:mod:`gputui.telemetry.devnodes`) gets that process's pid, user and command."""
+        if self._matched_at is None or now - self._matched_at >= MATCH_TTL_S:
+            self._matched_at = now
+            minors = {gpu.index: gpu.minor for gpu in self._gpus or () if gpu.minor is not None}
+            listed = {
+                minors[gpu.index]: [process.pid for process in gpu.processes]
+                for gpu in gpus
+                if gpu.index in minors and gpu.processes is not None
+            }
+            mappers = node_mappers(exclude=(os.getpid(),)) if listed else {}
+            self._local_pids = match_host_pids(listed, mappers)
+        if not self._local_pids:
+            return gpus
+        return tuple(self._with_local(gpu) for gpu in gpus)
+
+    def _with_local(self, gpu: GpuReading) -> GpuReading:
+        if not gpu.processes:
+            return gpu
+        processes = []
+        for process in gpu.processes:
+            local = self._local_pids.get(process.pid)
+            if local is not None:
+                identity = self._look_up(local)
+                process = replace(
+                    process,
+                    user=identity.user,
+                    command=identity.command,
+                    create_time=identity.create_time,
+                    local_pid=local if identity.create_time is not None else None,
+                )
+            processes.append(process)
+        return replace(gpu, processes=tuple(processes))
 
     def _identify(self, pid: int) -> _Identity:
         """Start time, user and command of ``pid``, cached per (pid, create time); ``None``
@@ -1058,6 +1108,10 @@ class NvmlSampler:
         (the local process with that number is another one)."""
         if self._status.host_pids:
             return _UNKNOWN
+        return self._look_up(pid)
+
+    def _look_up(self, pid: int) -> _Identity:
+        """Start time, user and command of the local process ``pid``, cached."""
         try:
             process = psutil.Process(pid)
             created = process.create_time()
@@ -1074,7 +1128,9 @@ class NvmlSampler:
         """Drop cached identities of processes no GPU lists any more."""
         if not self._identities:
             return
-        alive = {process.pid for gpu in gpus for process in gpu.processes or ()}
+        alive = {
+            process.local_pid or process.pid for gpu in gpus for process in gpu.processes or ()
+        }
         for pid in self._identities.keys() - alive:
             del self._identities[pid]
 

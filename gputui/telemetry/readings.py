@@ -6,6 +6,7 @@ supported or not known" and is shown as ``n/a``. Readings never guess.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -74,7 +75,7 @@ class GpuProcess:
     """A process holding memory on a GPU, joined with what psutil knows of it."""
 
     pid: int
-    """Process id (in gputui's PID namespace, as NVML reports it)."""
+    """Process id, as NVML reports it: the host's (see ``local_pid``)."""
     user: str | None
     """Owner's user name, when psutil can see it."""
     command: str | None
@@ -87,6 +88,10 @@ class GpuProcess:
     """When the process started (psutil's ``create_time``, seconds since the epoch), read with
     its user and command; ``None`` where unknown. A signal goes only to a process that still
     has this start time: a pid reused since the reading is another process."""
+    local_pid: int | None = None
+    """The same process's pid in gputui's pid namespace: ``pid`` itself on the host; in a
+    container's pid namespace, the local process proven to be it (it alone maps the GPU's
+    device node, see :mod:`gputui.telemetry.devnodes`), else ``None``. Signals go to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,18 @@ class GpuReading:
     """True when a row remap waits for a GPU reset (Ampere and later; else ``None``)."""
     mig_mode: bool | None = None
     """Whether MIG is enabled (A100, H100...; ``None`` where the GPU has no MIG)."""
+
+
+def shown_pid(process: GpuProcess) -> int:
+    """The pid to show and to signal: the process's own in gputui's pid namespace where
+    known (``local_pid``), else NVML's, the host's."""
+    return process.local_pid if process.local_pid is not None else process.pid
+
+
+def unmatched_host_pids(processes: Iterable[GpuProcess]) -> int:
+    """How many of ``processes``, read in a pid namespace of our own, are shown by the
+    host's pid (no local process proven to be them)."""
+    return sum(1 for process in processes if process.local_pid is None)
 
 
 BENIGN_THROTTLES = frozenset({"idle", "application clocks", "display clocks"})

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import psutil
 
 from gputui.format import ellipsize, exception_line, one_line
-from gputui.telemetry.readings import GpuProcess
+from gputui.telemetry.readings import GpuProcess, shown_pid
 
 HOST_PIDS_REFUSAL = (
     "Not sent: the table shows the host's pids (gputui runs in a container's pid namespace), "
-    "which are not ours to signal; end the process from the host."
+    "and no process here was proven to be this one; end it from the host."
 )
 """Why no signal goes to a pid read from inside a pid namespace of our own."""
 
@@ -34,9 +34,12 @@ class SignalResult:
 
 
 def describe(process: GpuProcess) -> str:
-    """``pid 4242 (ada: python train.py)``: the process as a result names it."""
+    """``pid 4242 (ada: python train.py)``: the process as a result names it (by its local
+    pid, with the host's beside it where they differ)."""
     command = ellipsize(one_line(process.command or "command unknown"), 60)
-    return f"pid {process.pid} ({one_line(process.user or 'user unknown')}: {command})"
+    pid = shown_pid(process)
+    host = f" (host pid {process.pid})" if pid != process.pid else ""
+    return f"pid {pid}{host} ({one_line(process.user or 'user unknown')}: {command})"
 
 
 def refusal(process: GpuProcess, *, host_pids: bool = False) -> str | None:
@@ -45,9 +48,10 @@ def refusal(process: GpuProcess, *, host_pids: bool = False) -> str | None:
 
     Args:
         process: The process as a reading showed it.
-        host_pids: The reading's pids are the host's (see ``NvmlStatus.host_pids``).
+        host_pids: The reading's pids are the host's (see ``NvmlStatus.host_pids``); only
+            a process matched to a local one (``local_pid``) may then be signalled.
     """
-    if host_pids:
+    if host_pids and process.local_pid is None:
         return HOST_PIDS_REFUSAL
     if process.create_time is None:
         return (
@@ -65,13 +69,14 @@ def signal_process(
     Args:
         process: The process as a reading showed it, with the ``create_time`` read then.
         signum: The signal, e.g. ``signal.SIGTERM``.
-        host_pids: The reading's pids are the host's (see ``NvmlStatus.host_pids``): refused.
+        host_pids: The reading's pids are the host's (see ``NvmlStatus.host_pids``): refused
+            unless the process was matched to a local one.
 
     Returns:
         Whether it was sent, and one line saying so or why not (a pid reused, a process
         gone, no permission).
     """
-    pid = process.pid
+    pid = shown_pid(process)
     refused = refusal(process, host_pids=host_pids)
     if refused is not None:
         return SignalResult(False, refused)

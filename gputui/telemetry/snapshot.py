@@ -41,6 +41,8 @@ from gputui.telemetry.readings import (
     NvmlStatus,
     Snapshot,
     health_problems,
+    shown_pid,
+    unmatched_host_pids,
 )
 
 if TYPE_CHECKING:
@@ -213,7 +215,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "mig_mode",
         "processes",
     ),
-    GpuProcess: ("pid", "user", "command", "gpu_memory_bytes", "kind"),
+    GpuProcess: ("pid", "local_pid", "user", "command", "gpu_memory_bytes", "kind"),
     NvmlStatus: (
         "available",
         "driver_version",
@@ -341,8 +343,9 @@ def _nvml_section(nvml: NvmlReading, width: int) -> list[str]:
     processes = [(gpu.index, process) for gpu in nvml.gpus for process in gpu.processes or ()]
     unknown = [str(gpu.index) for gpu in nvml.gpus if gpu.processes is None]
     lines.append("")
-    if processes and status.host_pids:
-        note = "host pids: gputui runs in its own pid namespace"
+    hosts = unmatched_host_pids(process for _, process in processes)
+    if hosts and status.host_pids:
+        note = f"{fmt_counted(hosts, 'host pid')}: gputui runs in its own pid namespace"
         lines += _wrapped(_INDENT + "processes    ", note, width)
     if processes:
         lines += _process_lines(processes, width)
@@ -412,7 +415,7 @@ def _process_lines(processes: list[tuple[int, GpuProcess]], width: int) -> list[
     rows = [
         [
             str(index),
-            str(process.pid),
+            str(shown_pid(process)),
             ellipsize(process.user or NA, 12),
             fmt_bytes(process.gpu_memory_bytes),
         ]

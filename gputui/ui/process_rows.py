@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from gputui.format import one_line
-from gputui.telemetry.readings import GpuProcess, GpuReading
+from gputui.telemetry.readings import GpuProcess, GpuReading, shown_pid
 from gputui.ui.render import ProcessCells, process_cells
 
 SORT_KEYS = ("gpu", "memory", "pid", "user", "command")
@@ -109,7 +109,7 @@ def _value(row: ProcessRow, key: str) -> int | str | None:
     if key == "memory":
         return process.gpu_memory_bytes
     if key == "pid":
-        return process.pid
+        return shown_pid(process)
     text = process.user if key == "user" else process.command
     return None if text is None else text.casefold()
 

@@ -39,6 +39,8 @@ from gputui.telemetry.readings import (
     GpuState,
     MpsReading,
     health_problems,
+    shown_pid,
+    unmatched_host_pids,
 )
 
 LABEL = "$text-muted"
@@ -701,7 +703,7 @@ def process_cells(gpu_index: int, process: GpuProcess) -> ProcessCells:
     """The process table's cells as plain strings: GPU, PID, user, GPU memory, command."""
     return (
         str(gpu_index),
-        str(process.pid),
+        str(shown_pid(process)),
         process.user or NA,
         fmt_bytes(process.gpu_memory_bytes),
         ellipsize(process.command or NA, COMMAND_MAX),
@@ -733,8 +735,9 @@ def process_table_title(count: int, gpus: Sequence[GpuReading], host_pids: bool 
     shown = f"{count}" if count else ("none" if not unknown else "0")
     if unknown:
         shown += f" · n/a on GPU {', '.join(unknown)}"
-    if host_pids and count:
-        shown += " · host pids (gputui is in a container's pid namespace)"
+    hosts = unmatched_host_pids(process for gpu in gpus for process in gpu.processes or ())
+    if host_pids and count and hosts:
+        shown += f" · {fmt_counted(hosts, 'host pid')} (gputui is in a container's pid namespace)"
     return f"GPU processes · {shown}"
 
 

@@ -839,6 +839,81 @@ def test_in_a_pid_namespace_nvml_pids_are_the_host_s_and_not_joined(
     assert process["command"] is not None  # the host's own pid 1, joined as before
 
 
+NAMESPACE_WITH_GPU_NODES = """
+set -e
+# A /dev of this mount namespace's own, with the GPUs' device nodes as plain files (the
+# stand-in NVML opens no node; what the test needs is who maps them).
+mount -t tmpfs tmpfs /dev
+mknod -m 666 /dev/null c 1 3
+mknod -m 666 /dev/zero c 1 5
+mknod -m 666 /dev/urandom c 1 9
+truncate -s 4096 /dev/nvidia0 /dev/nvidia1
+# GPU 0: one local process maps its node, as a CUDA context does; this shell only holds
+# it open, as a monitor does. GPU 1: two local processes map its node.
+exec 3</dev/nvidia0
+n=0
+for node in 0 1 1; do
+  n=$((n + 1))
+  "$PYTHON" -c "$MAPPER" /dev/nvidia$node "$READY.$n" >/dev/null &
+done
+while [ "$(ls "$READY".* 2>/dev/null | wc -l)" -lt 3 ]; do sleep 0.05; done
+"$PYTHON" -m gputui snapshot --json
+# the namespace's every process ends with this shell, its pid 1
+"""
+MAPPER = (
+    "import mmap, sys, time; node = open(sys.argv[1], 'r+b'); "
+    "view = mmap.mmap(node.fileno(), 4096); open(sys.argv[2], 'w').close(); time.sleep(60)"
+)
+
+
+def test_in_a_pid_namespace_the_one_local_process_mapping_a_gpu_is_matched(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
+    """NVML lists host pid 4242 on GPU 0 and 4343 on GPU 1. In a real pid and mount
+    namespace, one local process maps /dev/nvidia0: it is 4242, seen from here (its pid,
+    user and command are shown, and a signal would go to it). Two map /dev/nvidia1:
+    nothing is proven, 4343 stays a bare host pid. The shell that only opens
+    /dev/nvidia0 (as NVML itself does) proves nothing."""
+    unshare = shutil.which("unshare")
+    if (
+        unshare is None
+        or subprocess.run(
+            [unshare, "--pid", "--fork", "--mount-proc", "true"], capture_output=True, check=False
+        ).returncode
+    ):
+        if os.environ.get("CI") == "true":
+            pytest.fail("unshare --pid must work under CI")
+        pytest.skip("unshare --pid is not allowed here")
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(fake_nvml_dir),
+        "FAKE_NVML_GPU_COUNT": "2",
+        "FAKE_NVML_PROCESSES": "0:4242:1073741824,1:4343:2147483648",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "PYTHON": sys.executable,
+        "MAPPER": MAPPER,
+        "READY": str(tmp_path / "ready"),
+    }
+    inside = subprocess.run(
+        [unshare, "--pid", "--fork", "--mount-proc", "sh", "-c", NAMESPACE_WITH_GPU_NODES],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert inside.returncode == 0, inside.stderr
+    data = json.loads(inside.stdout)
+    assert data["nvml"]["host_pids"] is True
+    (matched,) = data["gpus"][0]["processes"]
+    assert matched["pid"] == 4242
+    assert matched["local_pid"] not in (None, 4242)
+    assert matched["user"] == "root"
+    assert "/dev/nvidia0" in matched["command"] and "mmap" in matched["command"]
+    (unproven,) = data["gpus"][1]["processes"]
+    assert (unproven["pid"], unproven["local_pid"], unproven["command"]) == (4343, None, None)
+
+
 def test_the_hang_knob_holds_a_call_inside_the_library_until_released(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
 ) -> None:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -81,6 +82,19 @@ def test_host_pids_are_never_signalled(sleeper: subprocess.Popen[bytes]) -> None
     result = signal_process(shown(sleeper), signal.SIGKILL, host_pids=True)
     assert (result.sent, result.message) == (False, HOST_PIDS_REFUSAL)
     assert sleeper.poll() is None
+
+
+def test_a_host_pid_matched_to_a_local_process_signals_the_local_one(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    """In a pid namespace, NVML's pid 4242 proven to be the local ``sleeper``
+    (telemetry.devnodes): the signal goes to the local pid, named with the host's."""
+    process = replace(shown(sleeper), pid=4242, local_pid=sleeper.pid)
+    result = signal_process(process, signal.SIGTERM, host_pids=True)
+    assert result.message == (
+        f"Sent SIGTERM to pid {sleeper.pid} (host pid 4242) ({process.user}: sleep 600)."
+    )
+    assert sleeper.wait(timeout=10) == -signal.SIGTERM
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to signal as another user")

@@ -176,6 +176,7 @@ def test_json_carries_the_values() -> None:
     assert ok["power_w"] == 512.25
     assert ok["processes"][0] == {
         "pid": 4242,
+        "local_pid": None,  # as built here; the sampler sets it (tests/telemetry/test_nvml.py)
         "user": "alice",
         "command": GPU.processes[0].command,
         "gpu_memory_bytes": 58 * 2**30,
@@ -201,6 +202,7 @@ def test_json_unsupported_readings_are_null() -> None:
     assert ok["fan_percent"] is None
     assert ok["pcie_tx_bytes_per_s"] is None
     assert ok["processes"][1] == {
+        "local_pid": None,
         "pid": 77,
         "user": None,
         "command": None,

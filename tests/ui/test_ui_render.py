@@ -383,8 +383,12 @@ def test_a_healthy_gpu_is_quiet_and_an_unhealthy_one_loud() -> None:
 
 
 def test_host_pids_are_said_once_in_the_process_table_title() -> None:
-    title = process_table_title(2, [gpu_reading(0)], host_pids=True)
-    assert title == "GPU processes · 2 · host pids (gputui is in a container's pid namespace)"
+    gpu = gpu_reading(0)
+    (process,) = gpu.processes or ()
+    title = process_table_title(1, [gpu], host_pids=True)
+    assert title == "GPU processes · 1 · 1 host pid (gputui is in a container's pid namespace)"
+    matched = replace(gpu, processes=(replace(process, local_pid=17),))
+    assert process_table_title(1, [matched], host_pids=True) == "GPU processes · 1"
     assert process_table_title(0, [replace(gpu_reading(0), processes=())], host_pids=True) == (
         "GPU processes · none"
     )

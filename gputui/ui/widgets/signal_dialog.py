@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label
 
 from gputui.format import NA, one_line
-from gputui.telemetry.readings import GpuProcess
+from gputui.telemetry.readings import GpuProcess, shown_pid
 
 EFFECTS = {
     signal.SIGTERM: "SIGTERM asks the process to end; it may clean up first.",
@@ -54,7 +54,9 @@ class SignalDialog(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         process = self.process
         with Vertical():
-            yield Label(f"Send {self.signum.name} to pid {process.pid}?", id="signal-question")
+            yield Label(
+                f"Send {self.signum.name} to pid {shown_pid(process)}?", id="signal-question"
+            )
             yield Label(EFFECTS[self.signum], id="signal-effect")
             yield Label(f"user     {one_line(process.user or NA)}", markup=False)
             yield Label(f"command  {one_line(process.command or NA)}", markup=False)

@@ -1,0 +1,85 @@
+"""Which local process is the one NVML names by its host pid, inside a pid namespace.
+
+NVML reports the host's pids. In a container without ``--pid=host`` those numbers mean
+nothing locally, so the monitor shows them as host pids and borrows no local process's
+user or command for them (see ``NvmlStatus.host_pids``). One case is proven, though:
+
+A process with a CUDA context on a GPU maps that GPU's device node, ``/dev/nvidiaN``
+(N is NVML's minor number), into its memory; a monitor that only opens the node to ask
+the driver (NVML, nvidia-smi, gputui) does not. So when NVML lists exactly one process on
+a GPU and exactly one local process maps that GPU's node, they are the same process,
+seen from two pid namespaces. Anything less certain (two processes on the GPU, two local
+processes mapping it, a host pid matched to two local ones) stays unmatched.
+
+No Textual, no torch: the sampler calls this, on a slow schedule (reading every local
+process's memory map costs a few milliseconds).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+NODE = re.compile(r" /dev/nvidia(\d+)$")
+"""A memory map line of a GPU's device node; the group is its minor number."""
+
+
+def node_mappers(proc: Path = Path("/proc"), exclude: Iterable[int] = ()) -> dict[int, set[int]]:
+    """For each GPU minor number, the local pids whose memory maps ``/dev/nvidiaN``.
+
+    Args:
+        proc: The proc file system of gputui's pid namespace.
+        exclude: Pids to pass over (gputui's own).
+
+    Processes that vanish or hide their maps (another user's, without the right) are
+    passed over: they prove nothing.
+    """
+    skipped = set(exclude)
+    found: dict[int, set[int]] = {}
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit() or int(entry.name) in skipped:
+            continue
+        try:
+            with open(os.path.join(entry.path, "maps"), encoding="utf-8", errors="replace") as maps:
+                minors = {int(match[1]) for line in maps if (match := NODE.search(line.rstrip()))}
+        except OSError:
+            continue
+        for minor in minors:
+            found.setdefault(minor, set()).add(int(entry.name))
+    return found
+
+
+def match_host_pids(
+    listed: Mapping[int, Iterable[int]], mappers: Mapping[int, set[int]]
+) -> dict[int, int]:
+    """Host pid -> local pid, for the processes proven to be the same.
+
+    Args:
+        listed: For each GPU minor number, the pids NVML lists on it (the host's).
+        mappers: For each minor number, the local pids mapping its node
+            (:func:`node_mappers`).
+
+    A GPU proves a pair when NVML lists one process on it and one local process maps it.
+    A pair contradicted by another GPU (the same host pid proven to be another local
+    process, or the other way round) is dropped.
+    """
+    pairs: set[tuple[int, int]] = set()
+    for minor, pids in listed.items():
+        hosts, locals_ = set(pids), mappers.get(minor, set())
+        if len(hosts) == 1 and len(locals_) == 1:
+            pairs.add((next(iter(hosts)), next(iter(locals_))))
+    by_host: dict[int, set[int]] = {}
+    by_local: dict[int, set[int]] = {}
+    for host, local in pairs:
+        by_host.setdefault(host, set()).add(local)
+        by_local.setdefault(local, set()).add(host)
+    return {
+        host: local
+        for host, local in pairs
+        if len(by_host[host]) == 1 and len(by_local[local]) == 1
+    }
+
+
+__all__ = ["match_host_pids", "node_mappers"]
