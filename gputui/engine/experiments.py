@@ -35,6 +35,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -154,7 +155,8 @@ def run_experiment(
     try:
         for text in devices:
             rows[text] = []
-            failure = _run_device(config, torch.device(text), data, emit, rows[text], should_stop)
+            run = _DeviceRun(config, torch.device(text), data, emit, rows[text], should_stop)
+            failure = run.run_and_release()
             if failure is not None:
                 failed = True
                 emit(failure)
@@ -166,37 +168,6 @@ def run_experiment(
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _run_device(
-    config: ExperimentConfig,
-    device: torch.device,
-    data: Dataset,
-    emit: Emit,
-    rows: list[Row],
-    should_stop: Callable[[], bool],
-) -> DeviceFailed | None:
-    """Run the experiment on ``device``, then hand its memory back; returns how it failed.
-
-    A CUDA error is sticky: once a kernel faulted, every later call on that device raises
-    it again, ``empty_cache`` included. So the cleanup is guarded too, and a device whose
-    cleanup fails is failed (its rows stay), while the next device still runs.
-
-    Raises:
-        ExperimentStopped: when the run was asked to stop.
-    """
-    failure = None
-    try:
-        _DeviceRun(config, device, data, emit, rows, should_stop).run()
-    except ExperimentStopped:
-        raise
-    except Exception as exc:
-        failure = _device_failed(device, exc)
-    try:  # out of the except block: the failed frames, holding device tensors, are gone
-        release_memory(device)
-    except Exception as exc:
-        failure = failure or _device_failed(device, exc, while_="freeing its memory")
-    return failure
-
-
 def _device_failed(device: torch.device, exc: BaseException, while_: str = "") -> DeviceFailed:
     during = f" while {while_}" if while_ else ""
     return DeviceFailed(
@@ -206,26 +177,49 @@ def _device_failed(device: torch.device, exc: BaseException, while_: str = "") -
     )
 
 
+@dataclass
 class _DeviceRun:
-    """One device's measurements for one experiment."""
+    """One device's measurements for one experiment.
 
-    def __init__(
-        self,
-        config: ExperimentConfig,
-        device: torch.device,
-        data: Dataset,
-        emit: Emit,
-        rows: list[Row],
-        should_stop: Callable[[], bool],
-    ) -> None:
-        self.config = config
-        self.device = device
-        self.data = data
-        self.emit = emit
-        self.rows = rows
-        """Every row this device measured, in order (also emitted)."""
-        self.should_stop = should_stop
-        self.pinned = device.type == "cuda" and config.pin_memory
+    It holds no tensor of the device's: what it measures lives in its methods' frames, so
+    that :meth:`run_and_release` can hand the device's memory back once they are gone.
+    """
+
+    config: ExperimentConfig
+    device: torch.device
+    data: Dataset
+    emit: Emit
+    rows: list[Row]
+    """Every row this device measured, in order (also emitted)."""
+    should_stop: Callable[[], bool]
+
+    @property
+    def pinned(self) -> bool:
+        """Whether host batches are pinned before ``.to(device)``."""
+        return self.device.type == "cuda" and self.config.pin_memory
+
+    def run_and_release(self) -> DeviceFailed | None:
+        """Run the experiment on the device, then hand its memory back; returns how it failed.
+
+        A CUDA error is sticky: once a kernel faulted, every later call on that device raises
+        it again, ``empty_cache`` included. So the cleanup is guarded too, and a device whose
+        cleanup fails is failed (its rows stay), while the next device still runs.
+
+        Raises:
+            ExperimentStopped: when the run was asked to stop.
+        """
+        failure = None
+        try:
+            self.run()
+        except ExperimentStopped:
+            raise
+        except Exception as exc:
+            failure = _device_failed(self.device, exc)
+        try:  # out of the except block: the failed frames, holding device tensors, are gone
+            release_memory(self.device)
+        except Exception as exc:
+            failure = failure or _device_failed(self.device, exc, while_="freeing its memory")
+        return failure
 
     def run(self) -> None:
         """Announce the device, then measure."""
