@@ -150,7 +150,7 @@ class FleetApp(TerminalColours):
 
     def action_reverse(self) -> None:
         """Reverse the order."""
-        self.order = FleetOrder(self.order.key, not self.order.reverse, self.order.filter)
+        self.order = self.order.reversed()
         self.update_view()
 
     def action_filter(self) -> None:
@@ -164,13 +164,13 @@ class FleetApp(TerminalColours):
         field = self.query_one("#filter", Input)
         field.value = ""
         field.remove_class("shown")
-        self.order = FleetOrder(self.order.key, self.order.reverse, "")
+        self.order = self.order.filtered("")
         self.query_one(FleetView).focus()
         self.update_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter applies the filter and goes back to the rows."""
-        self.order = FleetOrder(self.order.key, self.order.reverse, event.value.strip())
+        self.order = self.order.filtered(event.value.strip())
         event.input.remove_class("shown")
         self.query_one(FleetView).focus()
         self.update_view()

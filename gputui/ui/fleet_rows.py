@@ -8,12 +8,14 @@ age of the readings still shown); each GPU line is the monitor's one-line GPU ro
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from gputui.fleet.hosts import HostReading
 from gputui.format import fmt_counted
 from gputui.telemetry.readings import GpuReading
 from gputui.ui.render import GAP, HOT, LABEL, OK, WARM, Line, gpu_memory_percent, gpu_one_line
+from gputui.ui.row_order import RowOrder
 
 SORT_KEYS = ("host", "util", "memory", "temp", "power")
 """What ``s`` cycles through: the order given, then the busiest, fullest, hottest, hungriest
@@ -29,17 +31,17 @@ History = Mapping[tuple[str, int], Sequence[float | None]]
 
 
 @dataclass(frozen=True, slots=True)
-class FleetOrder:
-    """How the hosts are shown."""
+class FleetOrder(RowOrder):
+    """How the hosts are shown: the sort key, its direction, and the filter (a host's name,
+    exporter or state, or a GPU's name)."""
 
-    key: str = "host"
-    reverse: bool = False
-    filter: str = ""
+    KEYS: ClassVar[tuple[str, ...]] = SORT_KEYS
+    key: str = SORT_KEYS[0]
+    """One of :data:`SORT_KEYS`."""
 
     def next_key(self) -> FleetOrder:
         """The next sort key, with the same filter and direction."""
-        key = SORT_KEYS[(SORT_KEYS.index(self.key) + 1) % len(SORT_KEYS)]
-        return FleetOrder(key, self.reverse, self.filter)
+        return replace(self, key=self.following_key())
 
 
 Row = tuple[HostReading, GpuReading | None]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from gputui.format import one_line
 from gputui.telemetry.readings import GpuProcess, GpuReading, shown_pid
 from gputui.ui.render import ProcessCells, process_cells
+from gputui.ui.row_order import RowOrder
 
 SORT_KEYS = ("gpu", "memory", "pid", "user", "command")
 """What ``o`` cycles through, the default (GPU, then pid) first."""
@@ -43,28 +45,17 @@ class ProcessRow:
 
 
 @dataclass(frozen=True, slots=True)
-class ProcessOrder:
-    """How the rows are shown: the sort key, its direction, and the filter."""
+class ProcessOrder(RowOrder):
+    """How the rows are shown: the sort key, its direction, and the filter (any cell, any
+    case)."""
 
-    key: str = "gpu"
+    KEYS: ClassVar[tuple[str, ...]] = SORT_KEYS
+    key: str = SORT_KEYS[0]
     """One of :data:`SORT_KEYS`."""
-    reverse: bool = False
-    """The key's natural order turned round."""
-    filter: str = ""
-    """Text a row must hold (any cell, any case); empty: every row."""
 
     def next_key(self) -> ProcessOrder:
         """The next sort key, in its natural direction, with the same filter."""
-        key = SORT_KEYS[(SORT_KEYS.index(self.key) + 1) % len(SORT_KEYS)]
-        return ProcessOrder(key, False, self.filter)
-
-    def reversed(self) -> ProcessOrder:
-        """The same key the other way round."""
-        return replace(self, reverse=not self.reverse)
-
-    def filtered(self, text: str) -> ProcessOrder:
-        """The same order, keeping only the rows that hold ``text``."""
-        return replace(self, filter=text)
+        return replace(self, key=self.following_key(), reverse=False)
 
     @property
     def descending(self) -> bool:
