@@ -154,14 +154,7 @@ def _rank_main(
     """One rank, in a process of its own (spawned): train, then exit with the run's code."""
     keep_freed_memory()
     die_with_parent(agent_pid)
-    world = World(
-        rank=index,
-        local_rank=index,
-        world_size=ranks,
-        local_world_size=ranks,
-        master_addr=LOOPBACK,
-        master_port=port,
-    )
+    world = World.one_machine(index, ranks, LOOPBACK, port)
     os.environ.update(world.environ())
     stop = install_stop_signals()
     config = RunConfig.from_json(config_json)

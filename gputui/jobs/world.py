@@ -43,6 +43,12 @@ class World:
     """Where rank 0's store listens."""
     master_port: int
 
+    @classmethod
+    def one_machine(cls, rank: int, world_size: int, master_addr: str, master_port: int) -> World:
+        """Rank ``rank`` of a job whose processes all run on this machine (as ``gputui
+        scale`` starts them): its rank on the node is its rank in the job."""
+        return cls(rank, rank, world_size, world_size, master_addr, master_port)
+
     @property
     def nodes(self) -> int:
         """Machines in the job (torchrun starts the same number of ranks on each)."""

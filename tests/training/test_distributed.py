@@ -62,7 +62,7 @@ def _one_step_on_each_rank(rank: int, port: int, results: Any) -> None:
     from gputui.engine.model import CNN
     from gputui.engine.step import make_optimizer, make_step
 
-    world = World(rank, rank, 2, 2, "127.0.0.1", port)
+    world = World.one_machine(rank, 2, "127.0.0.1", port)
     os.environ.update(world.environ())
     device = torch.device("cpu")
     distributed.join(world, device, timeout_s=60)
@@ -205,7 +205,7 @@ def _bench_as_rank(world: World, *extra: str) -> subprocess.CompletedProcess[str
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_master_addr_that_does_not_resolve_is_refused_at_once(rank: int) -> None:
     # torch's env:// would retry the name until the collective timeout (minutes)
-    done = _bench_as_rank(World(rank, rank, 2, 2, "no-such-host.invalid", 29500))
+    done = _bench_as_rank(World.one_machine(rank, 2, "no-such-host.invalid", 29500))
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     assert done.stderr.startswith(
@@ -217,7 +217,7 @@ def test_a_master_addr_that_does_not_resolve_is_refused_at_once(rank: int) -> No
 
 def test_rank_0_refuses_a_master_addr_that_is_not_this_machine() -> None:
     # 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine
-    done = _bench_as_rank(World(0, 0, 2, 2, "192.0.2.1", 29500))
+    done = _bench_as_rank(World.one_machine(0, 2, "192.0.2.1", 29500))
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         "gputui bench: error: MASTER_ADDR='192.0.2.1' (192.0.2.1) is not an address of this "
@@ -232,7 +232,7 @@ def test_a_rank_waiting_for_a_silent_endpoint_says_so_then_gives_up() -> None:
     from gputui.engine import distributed
 
     port = _free_port()
-    world = World(1, 1, 2, 2, "127.0.0.1", port)
+    world = World.one_machine(1, 2, "127.0.0.1", port)
     notes: list[str] = []
     saved = dict(os.environ)
     os.environ.update(world.environ())
@@ -259,7 +259,7 @@ def test_a_rank_other_than_0_shows_its_notes_on_stderr() -> None:
     while it waits (the notice comes after 10 s; the join gives up at the timeout)."""
     port = _free_port()
     env = child_env(os.environ)
-    env.update(World(1, 1, 2, 2, "127.0.0.1", port).environ())
+    env.update(World.one_machine(1, 2, "127.0.0.1", port).environ())
     argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", "--no-record"]
     argv += ["--dataset", "synthetic", "--limit", "512", "--epochs", "1"]
     with subprocess.Popen(
@@ -356,7 +356,7 @@ def test_a_rendezvous_port_in_use_is_one_line() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         env = child_env(os.environ)
-        env.update(World(0, 0, 2, 2, "127.0.0.1", port).environ())
+        env.update(World.one_machine(0, 2, "127.0.0.1", port).environ())
         argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", "--no-record"]
         argv += ["--dataset", "synthetic", "--limit", "512", "--epochs", "1", "--json"]
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
