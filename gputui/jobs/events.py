@@ -4,8 +4,8 @@ one JSON object per line.
 Torch-free: the commands, the doctor and the UI read the stream with this module.
 
 Every line is ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}``. Each
-event class names its ``TYPE`` and is registered by defining it
-(:meth:`Event.__init_subclass__`); :func:`parse_event` is the one reader. A reader
+event class names its type, ``class Note(Event, type="note")``, and is registered by
+defining it (:meth:`Event.__init_subclass__`); :func:`parse_event` is the one reader. A reader
 built for this version tolerates what a newer engine may send: unknown event types
 and unknown fields are skipped, and so is any line that is not an event at all (a
 stray print, a half-written line).
@@ -47,8 +47,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:
+    from typing_extensions import dataclass_transform
 
 SCHEMA_VERSION = 1
 """Bumped when a field changes meaning or a required field is added."""
@@ -59,18 +65,24 @@ EVENT_TYPES: dict[str, type[Event]] = {}
 """Every event type this reader knows, by its ``type`` discriminator."""
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
 @dataclass(frozen=True)
 class Event:
-    """Base of every event; a subclass with a ``TYPE`` is registered in :data:`EVENT_TYPES`."""
+    """Base of every event. A subclass names its type, ``class Note(Event, type="note")``,
+    and is made a frozen dataclass of its fields and registered in :data:`EVENT_TYPES` by
+    that alone, so no event can miss either."""
 
     TYPE: ClassVar[str] = ""
+    """The ``type`` discriminator of the event's JSON lines."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, type: str = "", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.TYPE:
-            if cls.TYPE in EVENT_TYPES:
-                raise TypeError(f"two event types are called {cls.TYPE!r}")
-            EVENT_TYPES[cls.TYPE] = cls
+        cls.TYPE = type
+        dataclass(frozen=True)(cls)
+        if type:
+            if type in EVENT_TYPES:
+                raise TypeError(f"two event types are called {type!r}")
+            EVENT_TYPES[type] = cls
 
     def to_json(self) -> str:
         """This event as one line of JSON (no newline)."""
@@ -135,11 +147,9 @@ class DeviceOption:
     """Why it is not usable (one line), ``None`` when usable."""
 
 
-@dataclass(frozen=True)
-class DevicesListed(Event):
+class DevicesListed(Event, type="devices_listed"):
     """The answer of the engine's ``devices`` mode: every candidate device."""
 
-    TYPE: ClassVar[str] = "devices_listed"
     devices: tuple[DeviceOption, ...] = field(metadata={"items": DeviceOption})
     """Every candidate: cpu, each CUDA device (or ``cuda`` with its reason), ``mps``."""
     torch_version: str
@@ -149,22 +159,18 @@ class DevicesListed(Event):
     when it named none."""
 
 
-@dataclass(frozen=True)
-class DataProgress(Event):
+class DataProgress(Event, type="data_progress"):
     """CIFAR-10 download progress (only while downloading)."""
 
-    TYPE: ClassVar[str] = "data_progress"
     done_bytes: int
     """Bytes downloaded so far."""
     total_bytes: int
     """Bytes expected (0 when unknown)."""
 
 
-@dataclass(frozen=True)
-class RunStarted(Event):
+class RunStarted(Event, type="run_started"):
     """The run is configured: device, dataset, pipeline and precision are settled."""
 
-    TYPE: ClassVar[str] = "run_started"
     device: str
     """Canonical device string (``cuda`` reads ``cuda:0``)."""
     device_name: str
@@ -215,11 +221,9 @@ class RunStarted(Event):
     by UUID and pid; ``None`` off CUDA."""
 
 
-@dataclass(frozen=True)
-class DataReady(Event):
+class DataReady(Event, type="data_ready"):
     """The training data is where the pipeline reads batches from; not part of any epoch."""
 
-    TYPE: ClassVar[str] = "data_ready"
     device: str
     """Where the dataset lives: the device (resident) or ``cpu`` (classic)."""
     seconds: float
@@ -228,11 +232,9 @@ class DataReady(Event):
     """Bytes of training and held-out images and labels there."""
 
 
-@dataclass(frozen=True)
-class Placement(Event):
+class Placement(Event, type="placement"):
     """Where every group of tensors lives; what a user checks so nothing stayed on the CPU."""
 
-    TYPE: ClassVar[str] = "placement"
     rows: tuple[PlacementRow, ...] = field(metadata={"items": PlacementRow})
     """One row per top-level module, then one per optimizer param group."""
     inputs_device: str
@@ -249,11 +251,9 @@ class Placement(Event):
     """Whether host batches are in pinned memory (classic pipeline on CUDA)."""
 
 
-@dataclass(frozen=True)
-class Progress(Event):
+class Progress(Event, type="progress"):
     """Where an epoch is, read at most a few times a second (each read is one device sync)."""
 
-    TYPE: ClassVar[str] = "progress"
     epoch: int
     """Epoch, from 1."""
     step: int
@@ -266,11 +266,9 @@ class Progress(Event):
     """Mean training loss so far in this epoch."""
 
 
-@dataclass(frozen=True)
-class EpochFinished(Event):
+class EpochFinished(Event, type="epoch_finished"):
     """One epoch trained and evaluated."""
 
-    TYPE: ClassVar[str] = "epoch_finished"
     epoch: int
     """Epoch, from 1."""
     seconds: float
@@ -289,11 +287,9 @@ class EpochFinished(Event):
     """Training images seen in the epoch."""
 
 
-@dataclass(frozen=True)
-class Memory(Event):
+class Memory(Event, type="memory"):
     """The trainer's memory after an epoch; a field a device cannot report is ``None``."""
 
-    TYPE: ClassVar[str] = "memory"
     device: str
     """Device the figures describe."""
     allocated_bytes: int | None
@@ -312,20 +308,16 @@ class Memory(Event):
     ``None`` without a peak, or from an engine that did not say."""
 
 
-@dataclass(frozen=True)
-class Note(Event):
+class Note(Event, type="note"):
     """Something the user should know that does not stop the run (one line)."""
 
-    TYPE: ClassVar[str] = "note"
     message: str
     """One line."""
 
 
-@dataclass(frozen=True)
-class Error(Event):
+class Error(Event, type="error"):
     """The run failed; this is the last event."""
 
-    TYPE: ClassVar[str] = "error"
     message: str
     """One line that says what happened and what to do."""
     detail: str = ""
@@ -338,11 +330,9 @@ class Error(Event):
     """For ``oom``: a batch size that was probed and fits, if one was found."""
 
 
-@dataclass(frozen=True)
-class Finished(Event):
+class Finished(Event, type="finished"):
     """The run ended without error (``stopped`` when asked to stop early); the last event."""
 
-    TYPE: ClassVar[str] = "finished"
     epochs_completed: int
     """Epochs trained to the end."""
     stopped: bool = False
@@ -363,15 +353,13 @@ class Finished(Event):
     """The run folder, ``None`` when not recording."""
 
 
-@dataclass(frozen=True)
-class WorldJoined(Event):
+class WorldJoined(Event, type="world_joined"):
     """The run is one job of ``world_size`` ranks (torch.distributed, DDP); after RunStarted.
 
     Only rank 0 reports it: the other ranks say nothing unless they fail. RunStarted's
     ``batch_size`` is the per-rank batch; an epoch's images and images/s are the job's.
     """
 
-    TYPE: ClassVar[str] = "world_joined"
     world_size: int
     """Processes in the job."""
     nodes: int
@@ -386,21 +374,17 @@ class WorldJoined(Event):
     """Seconds to join the process group (the rendezvous with every rank)."""
 
 
-@dataclass(frozen=True)
-class RanksStarted(Event):
+class RanksStarted(Event, type="ranks_started"):
     """``gputui scale``'s launcher started its ranks (before any of them says anything)."""
 
-    TYPE: ClassVar[str] = "ranks_started"
     pids: tuple[int, ...]
     """Each rank's process id, rank 0 first: the processes to mark on the GPUs."""
 
 
-@dataclass(frozen=True)
-class StepTimes(Event):
+class StepTimes(Event, type="step_times"):
     """Steps timed one by one after the last epoch: with the gradients' all-reduce, and
     without it (DDP's ``no_sync``), alternating, each synchronized; before Finished."""
 
-    TYPE: ClassVar[str] = "step_times"
     steps: int
     """Steps timed of each kind."""
     step_ms_p50: float
@@ -417,11 +401,9 @@ class StepTimes(Event):
 # -- experiments ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ExperimentStarted(Event):
+class ExperimentStarted(Event, type="experiment_started"):
     """The experiment is set up: which devices and data, how many steps."""
 
-    TYPE: ClassVar[str] = "experiment_started"
     experiment: str
     """``batch-sweep``, ``sync-stall`` or ``pipelines``."""
     devices: tuple[str, ...]
@@ -452,11 +434,9 @@ class ExperimentStarted(Event):
     """The child's process id."""
 
 
-@dataclass(frozen=True)
-class ExperimentDevice(Event):
+class ExperimentDevice(Event, type="experiment_device"):
     """One device's measurements begin."""
 
-    TYPE: ClassVar[str] = "experiment_device"
     device: str
     """Canonical device string."""
     device_name: str
@@ -467,11 +447,9 @@ class ExperimentDevice(Event):
     """``batch-sweep``: whether host batches are pinned before ``.to(device)``."""
 
 
-@dataclass(frozen=True)
-class BatchSweepRow(Event):
+class BatchSweepRow(Event, type="batch_sweep_row"):
     """``batch-sweep``: one batch size on one device."""
 
-    TYPE: ClassVar[str] = "batch_sweep_row"
     device: str
     """Canonical device string."""
     batch_size: int
@@ -491,11 +469,9 @@ class BatchSweepRow(Event):
     """Why there are no figures (e.g. out of memory), else ``None``."""
 
 
-@dataclass(frozen=True)
-class SyncStallRow(Event):
+class SyncStallRow(Event, type="sync_stall_row"):
     """``sync-stall``: one way of reading the loss on one device."""
 
-    TYPE: ClassVar[str] = "sync_stall_row"
     device: str
     """Canonical device string."""
     mode: str
@@ -517,11 +493,9 @@ class SyncStallRow(Event):
     """Why there are no figures, else ``None``."""
 
 
-@dataclass(frozen=True)
-class PipelineRow(Event):
+class PipelineRow(Event, type="pipeline_row"):
     """``pipelines``: one way of feeding batches on one device."""
 
-    TYPE: ClassVar[str] = "pipeline_row"
     device: str
     """Canonical device string."""
     pipeline: str
@@ -545,11 +519,9 @@ class PipelineRow(Event):
     """Why there are no figures, else ``None``."""
 
 
-@dataclass(frozen=True)
-class DeviceFailed(Event):
+class DeviceFailed(Event, type="experiment_device_failed"):
     """A device's measurements stopped with an error; the other devices still run."""
 
-    TYPE: ClassVar[str] = "experiment_device_failed"
     device: str
     """Canonical device string."""
     message: str
@@ -558,11 +530,9 @@ class DeviceFailed(Event):
     """The traceback, shown on demand."""
 
 
-@dataclass(frozen=True)
-class ExperimentConcluded(Event):
+class ExperimentConcluded(Event, type="experiment_concluded"):
     """The result in one plain sentence, built from the rows (:mod:`.conclusions`)."""
 
-    TYPE: ClassVar[str] = "experiment_concluded"
     experiment: str
     """The experiment."""
     conclusion: str
@@ -576,20 +546,16 @@ Row = BatchSweepRow | SyncStallRow | PipelineRow
 # -- the doctor's probe -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ProbeStep(Event):
+class ProbeStep(Event, type="probe_step"):
     """The probe starts a part that can hang; a parent that must kill it says where it hung."""
 
-    TYPE: ClassVar[str] = "probe_step"
     step: str
     """E.g. ``importing torch``, ``initialising CUDA``, ``measuring cuda:0``."""
 
 
-@dataclass(frozen=True)
-class TorchProbed(Event):
+class TorchProbed(Event, type="probe_torch"):
     """What torch is: version, build, companions; or why it will not import."""
 
-    TYPE: ClassVar[str] = "probe_torch"
     imported: bool
     """Whether ``import torch`` worked."""
     missing: bool = False
@@ -614,11 +580,9 @@ class TorchProbed(Event):
     """``system``, ``machine``, ``mac_version``, ``python``, ``executable``."""
 
 
-@dataclass(frozen=True)
-class CudaProbed(Event):
+class CudaProbed(Event, type="probe_cuda"):
     """What CUDA says: available or not, how many devices, the init error."""
 
-    TYPE: ClassVar[str] = "probe_cuda"
     available: bool | None
     """``torch.cuda.is_available()``."""
     device_count: int | None = None
@@ -634,22 +598,18 @@ class CudaProbed(Event):
     ``compute_90`` as PTX; empty when CUDA is not available (or an older engine sent it)."""
 
 
-@dataclass(frozen=True)
-class MpsProbed(Event):
+class MpsProbed(Event, type="probe_mps"):
     """Whether MPS is available, and the warnings that say why not."""
 
-    TYPE: ClassVar[str] = "probe_mps"
     available: bool | None
     """``torch.backends.mps.is_available()``."""
     warnings: tuple[str, ...] = ()
     """Warnings from asking MPS."""
 
 
-@dataclass(frozen=True)
-class PitfallShown(Event):
+class PitfallShown(Event, type="probe_pitfall"):
     """One tutorial mistake, made for real, with torch's own error text."""
 
-    TYPE: ClassVar[str] = "probe_pitfall"
     name: str
     """``cross-device``, ``numpy`` or ``device-string``."""
     shown_on: str | None
@@ -661,14 +621,12 @@ class PitfallShown(Event):
     """For ``numpy``: the error ``.numpy()`` raises on a CPU tensor (``None``: it works)."""
 
 
-@dataclass(frozen=True)
-class DeviceProbed(Event):
+class DeviceProbed(Event, type="probe_device"):
     """Part of what the probe learnt of one device: its identity, then its figures.
 
     Several may come for one device; a reader merges them by ``device``.
     """
 
-    TYPE: ClassVar[str] = "probe_device"
     device: str
     """``cpu``, ``cuda:N`` or ``mps``."""
     name: str | None = None

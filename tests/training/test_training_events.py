@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -211,6 +212,31 @@ def test_a_diverged_nan_loss_survives_the_stream() -> None:
     parsed = parse_event(event.to_json())
     assert isinstance(parsed, Progress)
     assert math.isnan(parsed.loss)
+
+
+def test_naming_its_type_makes_a_class_a_frozen_registered_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("gputui.jobs.events.EVENT_TYPES", dict(EVENT_TYPES))
+
+    class Ping(Event, type="test_ping"):
+        count: int
+        note: str = ""
+
+    ping = Ping(count=3)
+    assert parse_event(ping.to_json()) == ping
+    assert json.loads(ping.to_json()) == {
+        "v": SCHEMA_VERSION,
+        "type": "test_ping",
+        "count": 3,
+        "note": "",
+    }
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ping.count = 4  # type: ignore[misc]
+    with pytest.raises(TypeError, match="two event types are called 'note'"):
+
+        class Other(Event, type="note"):
+            text: str
 
 
 def test_unknown_fields_from_a_newer_trainer_are_ignored() -> None:
