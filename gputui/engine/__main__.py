@@ -46,7 +46,7 @@ from gputui.jobs.config import (
     ScaleConfig,
     available_cores,
 )
-from gputui.jobs.events import Error, Event
+from gputui.jobs.events import Emit, Error
 
 CONFIGS: dict[str, type[Portable]] = {
     config.MODE: config
@@ -144,7 +144,7 @@ def _import_torch():  # type: ignore[no-untyped-def]  # torch's module
     return torch
 
 
-def _list_devices(query: DeviceQuery, emit: Callable[[Event], None]) -> int:
+def _list_devices(query: DeviceQuery, emit: Emit) -> int:
     torch = _import_torch()
     from gputui.engine.devices import DeviceError, chosen_devices, device_options
     from gputui.jobs.events import DevicesListed

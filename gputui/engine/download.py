@@ -40,7 +40,7 @@ from gputui.engine.cifar import (
     binary_record_count,
 )
 from gputui.format import fmt_bytes, fmt_counted, fmt_rate
-from gputui.jobs.events import DataProgress, Event
+from gputui.jobs.events import DataProgress, Emit
 from gputui.jobs.folders import make_folder
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
@@ -396,7 +396,7 @@ class TextProgressBar:
         self.close()
 
 
-def download_reporter(emit: Callable[[Event], None]) -> Callable[[int, int], None]:
+def download_reporter(emit: Emit) -> Callable[[int, int], None]:
     """CIFAR-10 download progress as ``DataProgress`` events, a few a second at most."""
     last = [0.0]
 

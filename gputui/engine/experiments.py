@@ -67,8 +67,8 @@ from gputui.jobs.config import (
 from gputui.jobs.events import (
     BatchSweepRow,
     DeviceFailed,
+    Emit,
     Error,
-    Event,
     ExperimentConcluded,
     ExperimentDevice,
     ExperimentStarted,
@@ -77,8 +77,6 @@ from gputui.jobs.events import (
     Row,
     SyncStallRow,
 )
-
-Emit = Callable[[Event], None]
 
 ROUNDS = 3
 """``sync-stall`` alternates its two modes over this many rounds."""

@@ -38,7 +38,7 @@ from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import (
     CudaProbed,
     DeviceProbed,
-    Event,
+    Emit,
     Finished,
     MpsProbed,
     PitfallShown,
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
     import torch
 
     from gputui.engine.devices import CpuBf16
-
-Emit = Callable[[Event], None]
 
 MEASUREMENTS_PER_DEVICE = {"cpu": 3, "cuda": 7, "mps": 7}
 """Timed loops per device type: copy and two matmuls, plus four transfers off the CPU."""

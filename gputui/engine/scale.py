@@ -31,6 +31,7 @@ from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.jobs.config import RunConfig, ScaleConfig, available_cores
 from gputui.jobs.events import (
     TERMINAL_TYPES,
+    Emit,
     EpochFinished,
     Error,
     Event,
@@ -40,7 +41,6 @@ from gputui.jobs.events import (
 )
 from gputui.jobs.world import World
 
-Emit = Callable[[Event], None]
 LOOPBACK = "127.0.0.1"
 _POLL_S = 0.05
 

@@ -63,6 +63,7 @@ from gputui.format import exception_line
 from gputui.jobs.config import ConfigError, RunConfig, check_batch_fits
 from gputui.jobs.events import (
     DataReady,
+    Emit,
     EpochFinished,
     Error,
     Event,
@@ -73,8 +74,6 @@ from gputui.jobs.events import (
 )
 from gputui.jobs.results import steady_figures
 from gputui.jobs.world import World, world_from_env
-
-Emit = Callable[[Event], None]
 
 EVAL_BATCH_MIN = 1024
 

@@ -48,6 +48,7 @@ import dataclasses
 import json
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -647,6 +648,9 @@ class DeviceProbed(Event, type="probe_device"):
 
 TERMINAL_TYPES = (Finished, Error, DevicesListed)
 """Event types that end a job's stream."""
+
+Emit = Callable[[Event], None]
+"""Where an engine mode sends its events, one at a time, in order."""
 
 
 def parse_event(line: str | bytes) -> Event | None:
