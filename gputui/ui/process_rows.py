@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from gputui.format import one_line
 from gputui.telemetry.readings import GpuProcess, GpuReading, shown_pid
-from gputui.ui.render import ProcessCells, process_cells
+from gputui.ui.render.processes import ProcessCells, process_cells
 
 SORT_KEYS = ("gpu", "memory", "pid", "user", "command")
 """What ``o`` cycles through, the default (GPU, then pid) first."""

@@ -21,7 +21,8 @@ from gputui.telemetry.readings import GpuProcess, NvmlReading
 from gputui.ui.app import MonitorApp, make_app
 from gputui.ui.colours import theme_for, wants_plain
 from gputui.ui.layout import GpuMode
-from gputui.ui.render import Line, process_table_lines
+from gputui.ui.render.draw import Line
+from gputui.ui.render.processes import process_table_lines
 from gputui.ui.widgets import process_table as process_table_module
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
