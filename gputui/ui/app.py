@@ -51,7 +51,6 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from gputui.format import exception_line, fmt_percent
 from gputui.jobs.config import RunConfig
@@ -77,6 +76,7 @@ from gputui.ui.hangup import (
 from gputui.ui.layout import plan_panes
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
 from gputui.ui.palette import MONITOR_COMMANDS
+from gputui.ui.widgets.footer import FittingFooter
 from gputui.ui.widgets.monitor import Monitor
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
@@ -106,6 +106,10 @@ SORT_GROUP = Binding.Group("Sort", compact=True)
 """``o`` and ``O``, one entry in the footer."""
 KILL_GROUP = Binding.Group("Kill", compact=True)
 """``k`` and ``K``, one entry in the footer."""
+FOOTER_FULL_FROM = 96
+"""Columns the footer's keys need laid out in full; narrower, it turns compact."""
+FOOTER_PALETTE_FROM = 90
+"""Columns the compact footer needs with the palette's hint; narrower, it drops the hint."""
 
 
 def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
@@ -219,7 +223,7 @@ class MonitorApp(TerminalColours):
         with Horizontal(id="body"):
             yield self._monitor
             yield self._runner
-        yield Footer()
+        yield FittingFooter(FOOTER_FULL_FROM, FOOTER_PALETTE_FROM)
 
     @property
     def monitor(self) -> Monitor:
