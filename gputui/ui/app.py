@@ -10,7 +10,8 @@ Polling follows dolphie: each source is sampled on a daemon thread of its own,
 which posts the reading as a message; the next poll of that source is scheduled
 only when the reading has arrived, so polls never pile up. All sources poll on
 one beat and their readings are painted together, in one batch, so the screen is
-repainted once a beat (only the lines that changed). A hung NVML call holds only its own
+repainted once a beat (only the lines that changed); :mod:`gputui.ui.beat` keeps that
+schedule, and the app turns it into event-loop timers. A hung NVML call holds only its own
 daemon thread (see :mod:`gputui.telemetry.polling`): the CPU panel keeps updating, the
 NVIDIA panels are marked stale and name the call, and ``q`` still quits.
 
@@ -18,6 +19,8 @@ Quitting goes in one order: the samplers are stopped (a sample in flight ends at
 driver call) and closed on their own threads (NVML is shut down there, once no thread is
 inside it), :func:`run_app` waits for them a little, and the command line ends the process
 (``gputui.commands.exit_process``), without unloading NVML under a call still in flight.
+SIGHUP, SIGTERM and a terminal that closed quit the same way, with a watchdog behind
+(:mod:`gputui.ui.hangup`). The palette's entries are :mod:`gputui.ui.palette`'s.
 
 Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
 the runner pane (:mod:`gputui.ui.widgets.runner`). Wide, they sit side by side;
@@ -34,10 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import os
 import signal
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -51,7 +51,6 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from gputui.format import exception_line, fmt_percent
 from gputui.jobs.config import RunConfig
@@ -65,9 +64,19 @@ from gputui.telemetry.polling import (
     stop_sampler,
 )
 from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
+from gputui.ui.beat import BeatScheduler
 from gputui.ui.colours import TerminalColours
+from gputui.ui.hangup import (
+    HANGUP_EXIT_CODE,
+    StopSignals,
+    input_terminal,
+    start_watchdog,
+    terminal_gone,
+)
 from gputui.ui.layout import plan_panes
 from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
+from gputui.ui.palette import MONITOR_COMMANDS
+from gputui.ui.widgets.footer import FittingFooter
 from gputui.ui.widgets.monitor import Monitor
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
@@ -79,9 +88,6 @@ if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at sta
 Clock = Callable[[], float]
 """Seconds on a monotonic clock."""
 
-MIN_REST = 0.1
-"""Shortest pause between two polls of a source, as a share of the interval."""
-
 CLOSE_WAIT_S = 0.5
 """How long quitting waits for the samplers to shut down (NVML) before leaving them."""
 
@@ -92,10 +98,6 @@ BEAT_GRACE_S = 0.2
 _MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled}
 
 
-HANGUP_EXIT_S = 2.0
-"""After SIGHUP or SIGTERM, longest wait for a graceful exit before the process ends itself."""
-HANGUP_EXIT_CODE = 128 + 1
-"""Exit status after SIGHUP (as a shell reports a process killed by it)."""
 READONLY_REFUSAL = "Read-only (--readonly or GPUTUI_READONLY=1): gputui sends no signals."
 """What ``k`` and ``K`` say in a read-only monitor."""
 NO_SELECTION = "Select a process first: the arrow keys move through the GPU process table."
@@ -104,20 +106,10 @@ SORT_GROUP = Binding.Group("Sort", compact=True)
 """``o`` and ``O``, one entry in the footer."""
 KILL_GROUP = Binding.Group("Kill", compact=True)
 """``k`` and ``K``, one entry in the footer."""
-
-STOP_SIGNALS = ("SIGHUP", "SIGTERM")
-"""Signals that stop the trainer and quit gracefully, handing the terminal back (SIGTERM's
-default would end the process at once, leaving the terminal in the app's screen modes)."""
-
-
-def _exit_after(seconds: float, code: int) -> None:
-    time.sleep(seconds)
-    os._exit(code)
-
-
-def _start_watchdog(code: int) -> None:
-    """End the process with ``code`` after ``HANGUP_EXIT_S``, unless it has ended by then."""
-    threading.Thread(target=_exit_after, args=(HANGUP_EXIT_S, code), daemon=True).start()
+FOOTER_FULL_FROM = 96
+"""Columns the footer's keys need laid out in full; narrower, it turns compact."""
+FOOTER_PALETTE_FROM = 90
+"""Columns the compact footer needs with the palette's hint; narrower, it drops the hint."""
 
 
 def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
@@ -125,15 +117,6 @@ def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
     from gputui.ui.doctor_screen import run_real_doctor
 
     return run_real_doctor(nvml)
-
-
-def input_terminal() -> int | None:
-    """The file descriptor of the terminal the app reads its keys from; None if stdin is not one."""
-    try:
-        fd = sys.__stdin__.fileno()
-    except (AttributeError, ValueError, OSError):  # no stdin, or a closed or fake one
-        return None
-    return fd if os.isatty(fd) else None
 
 
 def nvml_is_stale(taken_at: float, now: float, interval: float) -> bool:
@@ -224,11 +207,8 @@ class MonitorApp(TerminalColours):
         """The last error of each source whose sampler raised."""
         self._threads = head_start.threads
         self._started_at = clock()
-        self._beat_epoch = time.monotonic()
+        self._beat = BeatScheduler(interval, time.monotonic())
         self._nvml_taken_at: float | None = None
-        self._in_flight: set[str] = set()
-        self._due: dict[int, list[str]] = {}  # beat number -> the sources to poll then
-        self._pending: dict[str, object] = {}
         self._grace: asyncio.TimerHandle | None = None
         self._terminal: int | None = None
         self._monitor = Monitor(self.history, id="monitor")
@@ -236,14 +216,14 @@ class MonitorApp(TerminalColours):
         self._runner_wanted: bool | None = None
         """Whether the user asked for the runner pane or hid it; None until they do."""
         self._hung_up = False
-        self._signal_handlers: dict[int, Callable[..., object] | int | None] = {}
+        self._stop_signals = StopSignals()
 
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
         with Horizontal(id="body"):
             yield self._monitor
             yield self._runner
-        yield Footer()
+        yield FittingFooter(FOOTER_FULL_FROM, FOOTER_PALETTE_FROM)
 
     @property
     def monitor(self) -> Monitor:
@@ -259,7 +239,7 @@ class MonitorApp(TerminalColours):
     def on_mount(self) -> None:
         """Start polling every source; the first frame does not wait for them."""
         self.follow_terminal_colours()
-        self._beat_epoch = time.monotonic()
+        self._beat.restart(time.monotonic())
         self._lay_out_runner()
         for source in SOURCES:
             taken, reading = self._threads[source].prefetched()
@@ -270,20 +250,13 @@ class MonitorApp(TerminalColours):
         self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
         self._terminal = None if self.is_headless else input_terminal()
         self.set_interval(self.stale_check_s, self._check_stale_and_terminal)
-        handler = partial(self._stop_signal, asyncio.get_running_loop())
-        for name in STOP_SIGNALS:
-            with contextlib.suppress(ValueError, AttributeError, OSError):  # not the main thread
-                signum = getattr(signal, name)
-                self._signal_handlers[signum] = signal.signal(signum, handler)
+        self._stop_signals.install(asyncio.get_running_loop(), self._quit_after_hang_up)
 
     def on_unmount(self) -> None:
         """Stop each sampler (a sample in flight ends at its next driver call), then close it
         on its own thread once that sample has ended, and let the threads end."""
         self._runner.shutdown()
-        for signum, previous in self._signal_handlers.items():
-            with contextlib.suppress(ValueError, TypeError, OSError):
-                signal.signal(signum, previous)
-        self._signal_handlers.clear()
+        self._stop_signals.restore()
         for source, thread in self._threads.items():
             sampler = getattr(self.samplers, source)
             stop_sampler(sampler)
@@ -296,29 +269,17 @@ class MonitorApp(TerminalColours):
         """The runner pane."""
         return self._runner
 
-    def _stop_signal(self, loop: asyncio.AbstractEventLoop, signum: int, frame: object) -> None:
-        """SIGHUP (the SSH connection was lost) or SIGTERM: quit as :meth:`_hang_up` does.
-
-        A plain signal handler, not the event loop's: Python runs it in the main thread even
-        while the loop is blocked, as it is once a terminal that stopped reading (a stalled
-        SSH connection) has filled Textual's write queue. So the watchdog starts at once; the
-        graceful part runs on the loop, if the loop comes back in time.
-        """
-        code = 128 + signum  # as a shell reports a process ended by the signal
-        _start_watchdog(code)
-        with contextlib.suppress(RuntimeError):  # the loop has closed: the watchdog ends it
-            loop.call_soon_threadsafe(self._quit_after_hang_up, code)
-
     def _hang_up(self, code: int = HANGUP_EXIT_CODE) -> None:
         """The terminal is gone (or the process was told to stop): stop the trainer, then quit.
 
         The terminal may be gone, so a graceful exit may block on it; a daemon watchdog ends
         the process with ``code`` after ``HANGUP_EXIT_S`` if the exit has not finished then.
         """
-        _start_watchdog(code)
+        start_watchdog(code)
         self._quit_after_hang_up(code)
 
     def _quit_after_hang_up(self, code: int) -> None:
+        """Stop the trainer and quit with ``code``, once (SIGHUP, SIGTERM, a lost terminal)."""
         if self._hung_up:
             return
         self._hung_up = True
@@ -332,16 +293,8 @@ class MonitorApp(TerminalColours):
             self._check_terminal(self._terminal)
 
     def _check_terminal(self, fd: int) -> None:
-        """Quit as after SIGHUP once the terminal is gone, even though no SIGHUP came.
-
-        The kernel sends SIGHUP only to the process that controls the terminal; a gputui
-        started on a terminal it does not control (by ``setsid``, or by a program that runs
-        it on a pseudo-terminal of its own) hears nothing when the terminal closes. Textual's
-        input thread then reads end-of-file in a busy loop and its writer thread dies, and
-        the app would block once the writer's queue is full, using a core for ever. A
-        hung-up terminal answers ``isatty`` with False.
-        """
-        if not self._hung_up and not os.isatty(fd):
+        """Quit as after SIGHUP once the terminal is gone, even though no SIGHUP came."""
+        if not self._hung_up and terminal_gone(fd):
             self._hang_up()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -539,59 +492,8 @@ class MonitorApp(TerminalColours):
             yield from screen.system_commands()
             return
         yield SystemCommand(DOCTOR_COMMAND, f"{DOCTOR_HELP} (d)", self.action_doctor)
-        yield SystemCommand("Train", "Train the chosen configuration (r)", self.action_runner_start)
-        yield SystemCommand(
-            "Compare",
-            "Train on the baseline device, then the chosen one (c)",
-            self.action_runner_compare,
-        )
-        yield SystemCommand(
-            "Run experiment",
-            "Run the chosen experiment: batch-sweep, sync-stall or pipelines (x)",
-            self.action_runner_experiment,
-        )
-        yield SystemCommand(
-            "Scale",
-            "Train on 1, 2, 4... ranks (torch.distributed) and show the speedup (w)",
-            self.action_runner_scale,
-        )
-        yield SystemCommand("Stop training", "Stop the run (s)", self.action_runner_stop)
-        yield SystemCommand(
-            "Toggle runner", "Show or hide the runner pane (t)", self.action_runner_toggle
-        )
-        yield SystemCommand(
-            "Error detail", "Show or hide a failed run's detail (e)", self.action_runner_detail
-        )
-        yield SystemCommand(
-            "Sort processes",
-            "Sort the GPU processes by the next key: GPU, GPU memory, PID, user, command (o)",
-            self.action_process_sort,
-        )
-        yield SystemCommand(
-            "Reverse process order",
-            "Turn the GPU processes' order round (O)",
-            self.action_process_reverse,
-        )
-        yield SystemCommand(
-            "Filter processes",
-            "Show only the GPU processes holding some text; Enter applies it (/)",
-            self.action_process_filter,
-        )
-        yield SystemCommand(
-            "Clear process filter",
-            "Show every GPU process again (Escape)",
-            self.action_process_clear_filter,
-        )
-        yield SystemCommand(
-            "Terminate process",
-            "Send SIGTERM to the selected GPU process, once y confirms (k)",
-            self.action_process_terminate,
-        )
-        yield SystemCommand(
-            "Kill process",
-            "Send SIGKILL to the selected GPU process, once y confirms (K)",
-            self.action_process_kill,
-        )
+        for title, help_text, action in MONITOR_COMMANDS:
+            yield SystemCommand(title, help_text, getattr(self, f"action_{action}"))
 
     def wait_for_samplers(self, timeout_s: float) -> bool:
         """After the app has run: wait up to ``timeout_s`` for the samplers to close.
@@ -609,7 +511,7 @@ class MonitorApp(TerminalColours):
         No Textual worker: a worker costs the event loop about 200 µs a poll (a task,
         an executor thread and three state messages), a tenth of the monitor's CPU.
         """
-        self._in_flight.add(source)
+        self._beat.started(source)
         sampler = getattr(self.samplers, source)
         self._threads[source].sample(sampler.sample, partial(self._sampled, source))
 
@@ -623,21 +525,11 @@ class MonitorApp(TerminalColours):
             self.post_message(message)
 
     def _poll_again(self, source: str) -> None:
-        """Schedule the next poll of ``source`` on the app's beat, now that this one is done.
-
-        Every source polls on the same beat (multiples of the interval since the app
-        started), so their readings arrive together and are painted together. A
-        sample that overran its beat waits for the next one (resting at least
-        ``MIN_REST`` of an interval): a slow driver never gets back-to-back calls.
-        """
-        now = time.monotonic()
-        beat = int((now - self._beat_epoch) // self.interval) + 1
-        if self._beat_time(beat) - now < self.interval * MIN_REST:
-            beat += 1
-        due = self._due.setdefault(beat, [])
-        if not due:  # the first source due on this beat: one timer starts them all
-            self._later(self._beat_time(beat) - now, self._on_beat)
-        due.append(source)
+        """Schedule the next poll of ``source`` on the app's beat, now that this one is done
+        (:class:`BeatScheduler`); the first source due on a beat starts its one timer."""
+        delay = self._beat.schedule(source, time.monotonic())
+        if delay is not None:
+            self._later(delay, self._on_beat)
 
     def _later(self, delay_s: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
         """Call ``callback`` after ``delay_s`` straight from the event loop.
@@ -654,9 +546,6 @@ class MonitorApp(TerminalColours):
         except Exception as error:  # as Textual treats an error in a timer's callback
             self._handle_exception(error)
 
-    def _beat_time(self, beat: int) -> float:
-        return self._beat_epoch + beat * self.interval
-
     def _on_beat(self) -> None:
         """Poll every source due on a beat that has come, all at once.
 
@@ -667,12 +556,8 @@ class MonitorApp(TerminalColours):
         """
         if not self._showing:
             return
-        now = time.monotonic()
-        for beat in sorted(self._due):
-            if self._beat_time(beat) - now > self.interval / 2:
-                break  # a later beat's sources, with a timer of their own
-            for source in self._due.pop(beat):
-                self._poll(source)
+        for source in self._beat.due(time.monotonic()):
+            self._poll(source)
 
     def _arrived(self, source: str, reading: object) -> None:
         """Keep a reading until the beat's other readings are in, then paint them together.
@@ -682,11 +567,10 @@ class MonitorApp(TerminalColours):
         never more. Until every source has been painted once, readings are painted
         as they come: the first frame fills in without waiting.
         """
-        self._in_flight.discard(source)
-        self._pending[source] = reading
+        self._beat.arrived(source, reading)
         if source != "mps" or getattr(reading, "supported_platform", True):
             self._poll_again(source)  # MPS cannot appear where it does not exist
-        if not self._in_flight or not all(self.handled.values()):
+        if not self._beat.in_flight or not all(self.handled.values()):
             self._paint()
         elif self._grace is None:
             self._grace = self._later(min(BEAT_GRACE_S, self.interval / 4), self._paint)
@@ -696,7 +580,7 @@ class MonitorApp(TerminalColours):
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
-        pending, self._pending = self._pending, {}
+        pending = self._beat.take()
         if not self._showing:
             return
         self.paints += 1
@@ -732,9 +616,9 @@ class MonitorApp(TerminalColours):
 
     def on_sampler_failed(self, message: SamplerFailed) -> None:
         """A sampler raised: say so once, keep the last readings, and poll again."""
-        self._in_flight.discard(message.source)
+        self._beat.failed(message.source)
         self._poll_again(message.source)
-        if self._pending and not self._in_flight:
+        if self._beat.pending and not self._beat.in_flight:
             self._paint()
         if not self._showing:
             return

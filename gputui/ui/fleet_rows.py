@@ -1,6 +1,6 @@
 """The fleet view's rows: hosts filtered and sorted, then a line per host and per GPU.
 
-Pure functions, like :mod:`gputui.ui.render`: hosts in, :class:`Line` values out. A host
+Pure functions, like :mod:`gputui.ui.render.gpu`: hosts in, :class:`Line` values out. A host
 line says its state (up, with its exporter and GPU count, or DOWN with the reason and the
 age of the readings still shown); each GPU line is the monitor's one-line GPU row.
 """
@@ -14,7 +14,8 @@ from typing import ClassVar
 from gputui.fleet.hosts import HostReading
 from gputui.format import fmt_counted
 from gputui.telemetry.readings import GpuReading
-from gputui.ui.render import GAP, HOT, LABEL, OK, WARM, Line, gpu_memory_percent, gpu_one_line
+from gputui.ui.render.draw import GAP, HOT, LABEL, OK, WARM, Line
+from gputui.ui.render.gpu import gpu_memory_percent, gpu_one_line
 from gputui.ui.row_order import RowOrder
 
 SORT_KEYS = ("host", "util", "memory", "temp", "power")

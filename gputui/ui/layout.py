@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from gputui.ui.render import CARD_LINES, core_grid_columns, core_strip_rows
+from gputui.ui.render.cpu import core_grid_columns, core_strip_rows
+from gputui.ui.render.gpu import CARD_LINES
 
 BORDER_ROWS = 2
 """A bordered panel's top and bottom border."""

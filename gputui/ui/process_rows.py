@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from gputui.format import one_line
 from gputui.telemetry.readings import GpuProcess, GpuReading, shown_pid
-from gputui.ui.render import ProcessCells, process_cells
+from gputui.ui.render.processes import ProcessCells, process_cells
 from gputui.ui.row_order import RowOrder
 
 SORT_KEYS = ("gpu", "memory", "pid", "user", "command")

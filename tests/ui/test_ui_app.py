@@ -21,7 +21,8 @@ from gputui.telemetry.readings import GpuProcess, NvmlReading
 from gputui.ui.app import MonitorApp, make_app
 from gputui.ui.colours import theme_for, wants_plain
 from gputui.ui.layout import GpuMode
-from gputui.ui.render import Line, process_table_lines
+from gputui.ui.render.draw import Line
+from gputui.ui.render.processes import process_table_lines
 from gputui.ui.widgets import process_table as process_table_module
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
@@ -89,7 +90,8 @@ async def test_panels_show_the_injected_readings() -> None:
         assert "CPU · AMD EPYC 7763 64-Core Processor" in text
         assert "0 · NVIDIA H100 80GB HBM3 · P0" in text
         assert "GPU processes · 2" in text
-        assert "Quit" in text and "palette" in text  # the footer shows the keys
+        assert "q Quit" in text and "kK Kill" in text  # the footer shows the keys (every one at
+        # 80 columns: tests/ui/test_ui_footer.py; the palette's hint comes back from 90)
         assert app.query_one("#runner").display is False
 
 

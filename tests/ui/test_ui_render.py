@@ -11,16 +11,7 @@ from hypothesis import strategies as st
 from gputui.format import fmt_link_rate
 from gputui.telemetry.readings import GpuProcess, GpuState, MpsReading, Snapshot
 from gputui.telemetry.snapshot import render_snapshot_table
-from gputui.ui.render import (
-    CARD_LINES,
-    HOT,
-    LOST_HINT,
-    OK,
-    STAT_COLUMNS,
-    WARM,
-    Line,
-    bar,
-    card_title_line,
+from gputui.ui.render.cpu import (
     core_grid,
     core_grid_columns,
     core_strip,
@@ -29,22 +20,24 @@ from gputui.ui.render import (
     cpu_summary_line,
     cpu_title,
     fmt_clock,
-    gauge_line,
+)
+from gputui.ui.render.draw import HOT, OK, WARM, Line, bar, gauge_line, level_style, sparkline
+from gputui.ui.render.gpu import (
+    CARD_LINES,
+    LOST_HINT,
+    STAT_COLUMNS,
+    card_title_line,
     gpu_card_lines,
     gpu_one_line,
     gpu_title,
     gpu_two_lines,
-    level_style,
-    mps_line,
     nvml_title,
-    process_cells,
-    process_table_lines,
-    process_table_title,
     short_name,
-    sparkline,
     stale_tag,
     stat_cells,
 )
+from gputui.ui.render.mps import mps_line
+from gputui.ui.render.processes import process_cells, process_table_lines, process_table_title
 from tests.ui.fakes import (
     GiB,
     cpu_reading,

@@ -28,7 +28,7 @@ from gputui.jobs.events import Error, Event, Finished, RunStarted
 from gputui.jobs.reports import render_table
 from gputui.jobs.results import Phase, Session
 from gputui.ui.app import MonitorApp
-from gputui.ui.render import Line
+from gputui.ui.render.draw import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup

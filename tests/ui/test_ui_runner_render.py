@@ -9,7 +9,7 @@ from rich.console import Console, RenderableType
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Finished, Memory, Progress
 from gputui.jobs.results import Phase, RunRecord, Session, speedup
-from gputui.ui.runner_render import (
+from gputui.ui.render.runner import (
     memory_line,
     placement_table,
     session_body,

@@ -9,7 +9,7 @@ from rich.console import Console
 from gputui.jobs.config import ScaleConfig
 from gputui.jobs.process import ChildProcess
 from gputui.jobs.results import Phase, Session
-from gputui.ui.scaling_render import scaling_body
+from gputui.ui.render.scaling import scaling_body
 
 CONFIGS = [
     ScaleConfig(

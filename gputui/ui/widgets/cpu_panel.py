@@ -7,16 +7,15 @@ from collections.abc import Sequence
 from textual.reactive import reactive
 
 from gputui.telemetry.readings import CpuReading
-from gputui.ui.render import (
+from gputui.ui.render.cpu import (
     CORES_LABEL,
-    LABEL,
-    Line,
     core_grid,
     core_strip,
     cpu_memory_line,
     cpu_summary_line,
     cpu_title,
 )
+from gputui.ui.render.draw import LABEL, Line
 from gputui.ui.widgets.lines import LinesWidget, set_border_title
 
 

@@ -18,9 +18,8 @@ from textual.widgets import Static
 
 from gputui.telemetry.readings import GpuReading
 from gputui.ui.layout import CARD_GUTTER, CARD_HEIGHT, GpuMode
-from gputui.ui.render import (
-    WARM,
-    Line,
+from gputui.ui.render.draw import WARM, Line
+from gputui.ui.render.gpu import (
     gpu_card,
     gpu_one_line,
     gpu_two_lines,

@@ -3,7 +3,7 @@
 This is the monitor's hot path: every panel redraws once a sample. Textual's
 general path turns content into strips through wrapping, alignment and per-segment
 styles that carry selection offsets; these panels need none of that. So each line
-is built by a pure renderer (``gputui.ui.render.Line``), compared with the line on
+is built by a pure renderer (``gputui.ui.render.draw.Line``), compared with the line on
 screen, turned into a ``Strip`` with styles resolved once per theme, and cached
 until it changes.
 """
@@ -19,7 +19,7 @@ from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
-from gputui.ui.render import Line
+from gputui.ui.render.draw import Line
 
 
 def set_border_title(widget: Widget, title: str | Content) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from gputui.telemetry.readings import MpsReading
-from gputui.ui.render import Line, mps_line
+from gputui.ui.render.draw import Line
+from gputui.ui.render.mps import mps_line
 from gputui.ui.widgets.lines import LinesWidget
 
 

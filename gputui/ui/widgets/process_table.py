@@ -24,7 +24,8 @@ from textual.strip import Strip
 
 from gputui.telemetry.readings import GpuReading
 from gputui.ui.process_rows import ProcessOrder, ProcessRow, ordered, process_rows
-from gputui.ui.render import Line, ProcessCells, process_table_lines, process_table_title
+from gputui.ui.render.draw import Line
+from gputui.ui.render.processes import ProcessCells, process_table_lines, process_table_title
 from gputui.ui.widgets.lines import LineStyles, set_border_subtitle, set_border_title
 
 

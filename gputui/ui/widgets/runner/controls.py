@@ -151,7 +151,7 @@ class RunnerControls(Vertical):
             accelerator_first: Choose the first usable accelerator when ``wanted`` is the
                 CPU (nothing has run yet: a GPU is what the runner is for).
         """
-        from gputui.ui.runner_render import device_label
+        from gputui.ui.render.runner import device_label
 
         options = [(device_label(option), option.name) for option in devices]
         usable = [option.name for option in devices if option.usable]

@@ -2,7 +2,7 @@
 baseline and the chosen device, as its rows arrive.
 
 Its progress row is an indeterminate bar with the experiment's latest line; its body
-(table, chart, conclusion) is :func:`gputui.ui.runner_render.experiment_body`.
+(table, chart, conclusion) is :func:`gputui.ui.render.runner.experiment_body`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class ExperimentView(RunView):
 
     def status_line(self, state: PaneState) -> Text:
         """What the experiment is doing, or how it ended."""
-        from gputui.ui.runner_render import experiment_status
+        from gputui.ui.render.runner import experiment_status
 
         result = state.experiment
         if result is None:
@@ -42,7 +42,7 @@ class ExperimentView(RunView):
 
     def body(self, state: PaneState, width: int) -> RenderableType:
         """The experiment's table, chart and conclusion."""
-        from gputui.ui.runner_render import experiment_body
+        from gputui.ui.render.runner import experiment_body
 
         result = state.experiment
         return experiment_body(result, width) if result is not None else Text()

@@ -1,7 +1,7 @@
 """The scaling view: a training session over world sizes, a bar per world size.
 
 It reads like the training view above its body (the status line names the world size);
-its body is :func:`gputui.ui.scaling_render.scaling_body`.
+its body is :func:`gputui.ui.render.scaling.scaling_body`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class ScalingView(TrainingView):
 
     def body(self, state: PaneState, width: int) -> RenderableType:
         """The scaling table (the training view's empty body before any session)."""
-        from gputui.ui.scaling_render import scaling_body
+        from gputui.ui.render.scaling import scaling_body
 
         session = state.session
         if session is None:

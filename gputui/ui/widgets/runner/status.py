@@ -59,6 +59,6 @@ class RunStatus(Vertical):
         detail = self.query_one("#runner-detail", Static)
         detail.display = error is not None
         if error is not None:
-            from gputui.ui.runner_render import error_detail
+            from gputui.ui.render.runner import error_detail
 
             detail.update(error_detail(error))

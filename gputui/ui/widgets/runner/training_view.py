@@ -1,7 +1,7 @@
 """The training view: a run or a comparison, epoch by epoch.
 
 Its progress row follows the run in flight; its body (progress, epochs table, throughput
-chart, speedup, placement, memory) is :func:`gputui.ui.runner_render.session_body`.
+chart, speedup, placement, memory) is :func:`gputui.ui.render.runner.session_body`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class TrainingView(RunView):
 
     def status_line(self, state: PaneState) -> Text:
         """The session's phase; while it trains, the trainer's pid, CPU use and memory."""
-        from gputui.ui.runner_render import status_line
+        from gputui.ui.render.runner import status_line
 
         line = status_line(state.session)
         watched = state.watched
@@ -39,7 +39,7 @@ class TrainingView(RunView):
 
     def progress(self, state: PaneState) -> ProgressShown:
         """The run in flight's step and epoch; once it ended, where it got to."""
-        from gputui.ui.runner_render import ended_line, progress_line
+        from gputui.ui.render.runner import ended_line, progress_line
 
         session = state.session
         run = session.current if session is not None else None
@@ -65,6 +65,6 @@ class TrainingView(RunView):
 
     def body(self, state: PaneState, width: int) -> RenderableType:
         """The session's epochs, throughput chart, speedup, placement and memory."""
-        from gputui.ui.runner_render import session_body
+        from gputui.ui.render.runner import session_body
 
         return session_body(state.session, width)

@@ -1,0 +1,47 @@
+"""The command palette's entries on the monitor: every key the footer shows, with what it
+does and its key, so a user who forgot a key finds it by name (a test holds that every
+footer key is here)."""
+
+from __future__ import annotations
+
+MONITOR_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("Train", "Train the chosen configuration (r)", "runner_start"),
+    ("Compare", "Train on the baseline device, then the chosen one (c)", "runner_compare"),
+    (
+        "Run experiment",
+        "Run the chosen experiment: batch-sweep, sync-stall or pipelines (x)",
+        "runner_experiment",
+    ),
+    (
+        "Scale",
+        "Train on 1, 2, 4... ranks (torch.distributed) and show the speedup (w)",
+        "runner_scale",
+    ),
+    ("Stop training", "Stop the run (s)", "runner_stop"),
+    ("Toggle runner", "Show or hide the runner pane (t)", "runner_toggle"),
+    ("Error detail", "Show or hide a failed run's detail (e)", "runner_detail"),
+    (
+        "Sort processes",
+        "Sort the GPU processes by the next key: GPU, GPU memory, PID, user, command (o)",
+        "process_sort",
+    ),
+    ("Reverse process order", "Turn the GPU processes' order round (O)", "process_reverse"),
+    (
+        "Filter processes",
+        "Show only the GPU processes holding some text; Enter applies it (/)",
+        "process_filter",
+    ),
+    ("Clear process filter", "Show every GPU process again (Escape)", "process_clear_filter"),
+    (
+        "Terminate process",
+        "Send SIGTERM to the selected GPU process, once y confirms (k)",
+        "process_terminate",
+    ),
+    (
+        "Kill process",
+        "Send SIGKILL to the selected GPU process, once y confirms (K)",
+        "process_kill",
+    ),
+)
+"""Title, help and the app's action (``action_<name>``), in the palette's order (the
+Doctor's entry comes first; its title and help live with its screen)."""

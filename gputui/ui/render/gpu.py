@@ -1,0 +1,339 @@
+"""The NVIDIA GPU panels' lines: a card per GPU, two lines or one line a GPU where room
+is short, titles, health problems and staleness."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+
+from gputui.format import (
+    NA,
+    fmt_counted,
+    fmt_link_rate,
+    fmt_percent,
+    fmt_unit,
+    fmt_used_total,
+    fmt_with_limit,
+    percent_of,
+)
+from gputui.telemetry.readings import (
+    GpuReading,
+    GpuState,
+    health_problems,
+)
+from gputui.ui.render.draw import (
+    GAP,
+    HOT,
+    LABEL,
+    MEMORY_SPARK,
+    RULE,
+    Line,
+    bar,
+    gauge_line,
+    join,
+    level_style,
+    temperature_style,
+)
+
+LOST_HINT = "the driver reports GpuIsLost; check dmesg for Xid errors, then reset or reboot"
+"""What a lost GPU's panel says after LOST."""
+
+
+def short_name(name: str) -> str:
+    """The name without the brand: ``NVIDIA GeForce RTX 4090`` -> ``RTX 4090``."""
+    for prefix in ("NVIDIA GeForce ", "NVIDIA ", "GeForce "):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+STATE_WORDS = {
+    GpuState.LOST: "LOST",
+    GpuState.UNREACHABLE: "UNREACHABLE",
+    GpuState.HUNG: "HUNG",
+}
+"""How a GPU that cannot be read is named on screen."""
+
+
+def gpu_title(gpu: GpuReading) -> str:
+    """``0 · NVIDIA H100 80GB HBM3 · P0`` (``LOST`` or ``UNREACHABLE`` for such a GPU; no
+    performance state where the GPU does not report one, rather than a bare ``· n/a``)."""
+    state = STATE_WORDS.get(gpu.state)
+    if state is None and gpu.performance_state is not None:
+        state = fmt_pstate(gpu.performance_state)
+    mig = " · MIG" if gpu.mig_mode else ""
+    return f"{gpu.index} · {gpu.name}" + (f" · {state}" if state else "") + mig
+
+
+def fmt_pstate(state: int | None) -> str:
+    """``0`` -> ``P0``."""
+    return NA if state is None else f"P{state}"
+
+
+def gpu_memory_percent(gpu: GpuReading) -> float | None:
+    """Device memory in use, percent of installed."""
+    return percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
+
+
+def memory_detail(gpu: GpuReading) -> str:
+    """``61.2/80.0 GiB``."""
+    return fmt_used_total(gpu.memory_used_bytes, gpu.memory_total_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class StatColumn:
+    """One column of a GPU's stats: a label and a fixed width, so rows line up."""
+
+    label: str
+    """Muted label before the value ('' for none)."""
+    width: int
+    """Cells for the value."""
+
+
+STAT_COLUMNS: dict[str, StatColumn] = {
+    "temp": StatColumn("", 5),
+    "power": StatColumn("pwr", 11),
+    "power_draw": StatColumn("", 6),
+    "sm": StatColumn("sm", 13),
+    "sm_now": StatColumn("", 8),
+    "fan": StatColumn("fan", 4),
+    "pcie": StatColumn("PCIe", 27),
+    "membw": StatColumn("mem bw", 4),
+    "pstate": StatColumn("", 3),
+}
+"""Every stat a GPU line can show, by key."""
+
+
+def gpu_stat(gpu: GpuReading, key: str) -> Line:
+    """The value of one stat (a key of ``STAT_COLUMNS``), styled, unpadded."""
+    if key == "temp":
+        celsius = gpu.temperature_c
+        return Line((fmt_unit(celsius, "°C"), temperature_style(celsius)))
+    if key in ("power", "power_draw"):
+        limit = gpu.power_limit_w if key == "power" else None
+        style = level_style(percent_of(gpu.power_w, gpu.power_limit_w), 80, 95)
+        return Line((fmt_with_limit(gpu.power_w, limit, " W"), style))
+    if key == "sm":
+        return Line(fmt_with_limit(gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, " MHz"))
+    if key == "sm_now":
+        return Line(fmt_with_limit(gpu.sm_clock_mhz, None, " MHz"))
+    if key == "fan":
+        return Line(fmt_percent(gpu.fan_percent))
+    if key == "pcie":
+        if gpu.pcie_rx_bytes_per_s is None and gpu.pcie_tx_bytes_per_s is None:
+            return Line(NA)
+        return Line(
+            ("rx ", LABEL),
+            fmt_link_rate(gpu.pcie_rx_bytes_per_s),
+            (" tx ", LABEL),
+            fmt_link_rate(gpu.pcie_tx_bytes_per_s),
+        )
+    if key == "membw":
+        return Line(fmt_percent(gpu.memory_utilization_percent))
+    if key == "pstate":
+        return Line((fmt_pstate(gpu.performance_state), LABEL))
+    raise KeyError(key)
+
+
+def stat_cell_width(key: str) -> int:
+    """Cells one stat takes, label included."""
+    column = STAT_COLUMNS[key]
+    return column.width + (len(column.label) + 1 if column.label else 0)
+
+
+def stat_cells(gpu: GpuReading, keys: Sequence[str], width: int) -> Line:
+    """Stats in fixed-width columns, in order, dropping whole columns that do not fit.
+
+    Which columns fit depends only on ``width``, never on the values, so the lines
+    of several GPUs stay aligned.
+    """
+    line = Line()
+    for key in keys:
+        cell_width = stat_cell_width(key)
+        gap = len(GAP) if line.width else 0
+        if line.width + gap + cell_width > width:
+            continue
+        column = STAT_COLUMNS[key]
+        cell = Line((f"{column.label} ", LABEL)) if column.label else Line()
+        line.add(" " * gap).extend(cell.extend(gpu_stat(gpu, key)).fit(cell_width))
+    return line
+
+
+def problem_line(gpu: GpuReading, width: int) -> Line:
+    """``LOST  the driver reports GpuIsLost...`` (or ``UNREACHABLE  why...``), cropped."""
+    word = STATE_WORDS.get(gpu.state, "LOST")
+    return Line((word, f"bold {HOT}"), GAP, (gpu.error or LOST_HINT, LABEL)).fit(width)
+
+
+def problem_lines(gpu: GpuReading, width: int, height: int) -> list[Line]:
+    """``problem_line`` wrapped over ``height`` lines, so that the fix is read whole."""
+    word = STATE_WORDS.get(gpu.state, "LOST")
+    words = (gpu.error or LOST_HINT).split()
+    lines = [Line((word, f"bold {HOT}"), GAP)]
+    for text in words:
+        line = lines[-1]
+        gap = 0 if line.width == len(word) + len(GAP) else 1
+        if line.width + gap + cell_len(text) > width and len(lines) < height:
+            lines.append(Line(" " * (len(word) + len(GAP))))
+            line, gap = lines[-1], 0
+        line.add(" " * gap + text, LABEL)
+    lines += [Line() for _ in range(height - len(lines))]
+    return [line.fit(width) for line in lines[:height]]
+
+
+CARD_LINES = 4
+"""Lines in a GPU card under its title."""
+CARD_GAP = "  "
+"""Between two columns of cards."""
+
+
+def gpu_card_lines(
+    gpu: GpuReading,
+    util_history: Sequence[float | None],
+    memory_history: Sequence[float | None],
+    width: int,
+) -> list[Line]:
+    """A GPU card's four lines under its title.
+
+    Utilization and memory gauges with sparklines; temperature, power, SM clock
+    and fan; PCIe throughput and memory bandwidth use.
+    """
+    if gpu.state is not GpuState.OK:
+        return problem_lines(gpu, width, CARD_LINES)
+    return [
+        gauge_line("GPU", gpu.utilization_percent, width, spark=util_history),
+        gauge_line(
+            "MEM",
+            gpu_memory_percent(gpu),
+            width,
+            spark=memory_history,
+            spark_style=MEMORY_SPARK,
+            detail=memory_detail(gpu),
+        ),
+        stat_cells(gpu, ("temp", "power", "sm", "fan"), width).fit(width),
+        stat_cells(gpu, ("pcie", "membw"), width).fit(width),
+    ]
+
+
+def card_title_line(gpu: GpuReading, width: int) -> Line:
+    """``─ 0 · NVIDIA H100 80GB HBM3 · P0 ──────``: the rule that opens a card."""
+    title_style = f"bold {HOT}" if gpu.state is not GpuState.OK else "bold"
+    line = Line(("─ ", RULE), (gpu_title(gpu), title_style), " ")
+    if problems := health_problems(gpu):
+        line.add("⚠ " + "; ".join(problems), f"bold {HOT}").add(" ")
+    return line.add("─" * max(width - line.width, 0), RULE).fit(width)
+
+
+def gpu_card(
+    gpu: GpuReading,
+    util_history: Sequence[float | None],
+    memory_history: Sequence[float | None],
+    width: int,
+) -> list[Line]:
+    """A whole card: its title rule, then ``gpu_card_lines``."""
+    return [card_title_line(gpu, width), *gpu_card_lines(gpu, util_history, memory_history, width)]
+
+
+def side_by_side(blocks: Sequence[Sequence[Line]], width: int) -> list[Line]:
+    """Blocks of lines (each ``width`` cells) joined left to right with ``CARD_GAP``.
+
+    A block shorter than the others is padded with blank lines.
+    """
+    height = max((len(block) for block in blocks), default=0)
+    blank = Line(" " * width)
+    return [
+        join((block[y] if y < len(block) else blank for block in blocks), CARD_GAP)
+        for y in range(height)
+    ]
+
+
+def gpu_name_cell(gpu: GpuReading, width: int) -> Line:
+    """``0 H100 80GB HBM3`` fitted to ``width`` cells (first word only if need be), index bold."""
+    name = short_name(gpu.name)
+    if cell_len(name) + 2 > width:
+        name = name.split(" ")[0]
+    index_style = f"bold reverse {HOT}" if health_problems(gpu) else "bold"
+    return Line((f"{gpu.index}", index_style), " ", name).fit(width)
+
+
+def gpu_two_lines(
+    gpu: GpuReading,
+    util_history: Sequence[float | None],
+    memory_history: Sequence[float | None],
+    width: int,
+) -> list[Line]:
+    """Two lines for one GPU: name and both gauges, then its stats in aligned columns."""
+    name_width = 18 if width >= 120 else 10
+    room = width - name_width - 1
+    first = gpu_name_cell(gpu, name_width).add(" ")
+    if gpu.state is not GpuState.OK:
+        top, below = problem_lines(gpu, room, 2)
+        return [first.extend(top).fit(width), Line(" " * (name_width + 1)).extend(below).fit(width)]
+    half = (room - len(GAP)) // 2
+    first.extend(gauge_line("GPU", gpu.utilization_percent, half, spark=util_history)).add(GAP)
+    first.extend(
+        gauge_line(
+            "MEM",
+            gpu_memory_percent(gpu),
+            room - half - len(GAP),
+            spark=memory_history,
+            spark_style=MEMORY_SPARK,
+        )
+    )
+    second = Line(" " * (name_width + 1)).extend(Line(memory_detail(gpu)).fit(13)).add(GAP)
+    keys = ("temp", "power", "sm", "fan", "pcie", "pstate")
+    second.extend(stat_cells(gpu, keys, room - 13 - len(GAP)))
+    return [first.fit(width), second.fit(width)]
+
+
+def gpu_one_line(gpu: GpuReading, util_history: Sequence[float | None], width: int) -> Line:
+    """One line for one GPU: name, utilization, memory, then the stats that fit, aligned."""
+    name_width = 18 if width >= 120 else 7
+    room = width - name_width - 1
+    line = gpu_name_cell(gpu, name_width).add(" ")
+    if gpu.state is not GpuState.OK:
+        return line.extend(problem_line(gpu, room)).fit(width)
+    memory = Line(("MEM ", LABEL)).extend(bar(gpu_memory_percent(gpu), 8)).add(" ")
+    memory.extend(Line(memory_detail(gpu)).fit(13))
+    util_min = 4 + 10 + 5  # label, bar, percent
+    keys = ["temp"]
+    for key in ("power_draw", "sm_now", "pcie", "fan", "pstate"):
+        candidate = [*keys, key]
+        stats_width = sum(stat_cell_width(k) + len(GAP) for k in candidate)
+        if util_min + len(GAP) + memory.width + len(GAP) + stats_width <= room:
+            keys = candidate
+    stats = stat_cells(gpu, keys, room)
+    util_width = room - memory.width - stats.width - 2 * len(GAP)
+    spark = util_history if util_width >= 4 + 5 + 16 else ()  # gauge_line needs 16 cells
+    line.extend(gauge_line("GPU", gpu.utilization_percent, util_width, spark=spark))
+    return line.add(GAP).extend(memory).add(GAP).extend(stats).fit(width)
+
+
+def nvml_title(
+    driver: str | None, cuda: str | None, gpu_count: int | None, gpus: Sequence[GpuReading] = ()
+) -> str:
+    """``NVIDIA · 8 GPUs · driver 550.54.15 · CUDA 12.4``; ``4 GPUs, 1 unreachable``."""
+    parts = ["NVIDIA"]
+    if gpu_count is not None:
+        count = fmt_counted(gpu_count, "GPU")
+        for state, word in STATE_WORDS.items():
+            if found := sum(gpu.state is state for gpu in gpus):
+                count += f", {found} {word.lower()}"
+        parts.append(count)
+    if driver:
+        parts.append(f"driver {driver}")
+    if cuda:
+        parts.append(f"CUDA {cuda}")
+    return " · ".join(parts)
+
+
+def stale_tag(age_s: float) -> str:
+    """How old the readings on screen are: ``stale 4s``, ``stale 2m30s``, ``stale 1h05m``."""
+    seconds = int(max(age_s, 0.0))
+    if seconds < 60:
+        return f"stale {seconds}s"
+    if seconds < 3600:
+        return f"stale {seconds // 60}m{seconds % 60:02d}s"
+    return f"stale {seconds // 3600}h{seconds % 3600 // 60:02d}m"

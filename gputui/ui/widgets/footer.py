@@ -1,0 +1,49 @@
+"""Textual's footer, made to fit: every key stays on screen at 80 columns.
+
+The monitor's footer lists ten keys and the palette's hint. Textual lays them out with a
+space either side of each key; below about 96 columns that cut the last keys (``k``/``K``
+Kill, ``/`` Filter) off the screen, which is where an SSH user at 80x24 looks for them. So,
+narrower than the full footer needs, it turns compact (one space between keys), and
+narrower still it drops the palette's hint (``^p`` still opens the palette, and the
+README says so), as a status line drops its least needed part first.
+"""
+
+from __future__ import annotations
+
+from textual.events import Resize
+from textual.widgets import Footer
+
+
+class FittingFooter(Footer):
+    """A footer that turns compact, then drops the palette's hint, as the screen narrows."""
+
+    DEFAULT_CSS = """
+    FittingFooter.-compact FooterLabel {
+        margin: 0 1 0 0;  /* a key group's label ("oO Sort") keeps its space, as each key does */
+    }
+    """
+
+    def __init__(self, full_from: int, compact_with_palette_from: int) -> None:
+        """Fit a footer whose keys need ``full_from`` columns laid out in full, and
+        ``compact_with_palette_from`` compact with the palette's hint (measured: the
+        tests hold that every key shows at 80, between the steps, and above)."""
+        super().__init__()
+        self._full_from = full_from
+        self._compact_with_palette_from = compact_with_palette_from
+
+    def on_mount(self) -> None:
+        """Fit the first layout's width (the screen's: the footer spans it)."""
+        self._fit(self.app.size.width)
+
+    def on_resize(self, event: Resize) -> None:
+        """Fit the new width."""
+        self._fit(event.size.width)
+
+    def _fit(self, width: int) -> None:
+        compact = width < self._full_from
+        palette = width >= self._full_from or width >= self._compact_with_palette_from
+        if self.compact != compact:
+            self.compact = compact
+        if self.show_command_palette != palette:
+            self.show_command_palette = palette
+            self.refresh(recompose=True)  # Textual reads it only when composing the keys
