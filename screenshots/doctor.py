@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gputui.telemetry.polling import Samplers  # noqa: E402
-from gputui.ui.app import make_app  # noqa: E402
+from gputui.ui.app import MonitorApp  # noqa: E402
 from gputui.ui.doctor_screen import DoctorScreen  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
 from tests.ui.runner_fakes import scripted_setup  # noqa: E402
@@ -48,7 +48,7 @@ async def shoot_doctor(out_dir: Path = OUT, size: tuple[int, int] = SIZE) -> Pat
 
     The stand-in NVML library must already be loaded (see :func:`main`).
     """
-    app = make_app(Samplers.real(), interval=0.5, runner=scripted_setup())
+    app = MonitorApp(Samplers.real(), interval=0.5, runner=scripted_setup())
     async with app.run_test(size=size) as pilot:
         await _until(lambda: app.handled["nvml"] >= 1 and app.handled["cpu"] >= 1)
         await pilot.press("d")

@@ -40,7 +40,7 @@ from textual.widgets import Select  # noqa: E402
 from gputui.jobs.config import UI_NICE, RunConfig  # noqa: E402
 from gputui.jobs.results import Phase  # noqa: E402
 from gputui.telemetry.polling import Samplers  # noqa: E402
-from gputui.ui.app import MonitorApp, make_app  # noqa: E402
+from gputui.ui.app import MonitorApp  # noqa: E402
 from gputui.ui.widgets.runner.setup import RunnerSetup  # noqa: E402
 from screenshots.doctor import shoot_doctor  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
@@ -81,7 +81,7 @@ async def shoot(
     title: str,
 ) -> Path:
     """Run the app at ``size``, optionally press ``key`` and wait for the run, then save."""
-    app: MonitorApp = make_app(Samplers.real(), interval=0.5, runner=runner)
+    app: MonitorApp = MonitorApp(Samplers.real(), interval=0.5, runner=runner)
     async with app.run_test(size=size) as pilot:
         await _until(lambda: app.handled["nvml"] >= 3 and app.handled["cpu"] >= 3)
         if toggle:

@@ -1,10 +1,9 @@
 """The live monitor: a Textual app fed by samplers that run off the event loop.
 
-Build it with :func:`make_app`; production passes nothing and gets the real
-samplers, tests inject fakes (and a clock and a pre-filled history) to get
-deterministic screens::
+Production passes nothing and gets the real samplers; tests inject fakes (and a clock and a
+pre-filled history) to get deterministic screens::
 
-    app = make_app(Samplers(cpu=FakeHost(), nvml=FakeNvml(), mps=FakeMps()), interval=60)
+    app = MonitorApp(Samplers(cpu=FakeHost(), nvml=FakeNvml(), mps=FakeMps()), interval=60)
 
 Polling follows dolphie: each source is sampled on a daemon thread of its own,
 which posts the reading as a message; the next poll of that source is scheduled
@@ -163,9 +162,9 @@ class MonitorApp(TerminalColours):
 
     def __init__(
         self,
-        samplers: Samplers | HeadStart,
+        samplers: Samplers | HeadStart | None = None,
         *,
-        interval: float,
+        interval: float = 1.0,
         clock: Clock = time.monotonic,
         history: History | None = None,
         stale_check_s: float | None = None,
@@ -177,7 +176,9 @@ class MonitorApp(TerminalColours):
 
         Args:
             samplers: Where readings come from, or a :class:`HeadStart` whose first
-                readings are already under way.
+                readings are already under way (default: the real host, NVML and MPS
+                samplers, built lazily in their threads). Tests pass fakes, and a clock
+                and a pre-filled history, for deterministic screens.
             interval: Seconds between the start of one poll of a source and the next.
             clock: Gives "now" for staleness; compare with readings' ``taken_at``.
             history: Holds the GPU sparklines' values (default: five minutes' worth).
@@ -644,45 +645,6 @@ class MonitorApp(TerminalColours):
         self.monitor.set_nvml_hang(hang)
 
 
-def make_app(
-    samplers: Samplers | HeadStart | None = None,
-    *,
-    interval: float = 1.0,
-    clock: Clock = time.monotonic,
-    history: History | None = None,
-    stale_check_s: float | None = None,
-    runner: RunnerSetup | None = None,
-    doctor: DoctorRunner | None = None,
-    readonly: bool = False,
-) -> MonitorApp:
-    """Build the monitor app.
-
-    Args:
-        samplers: Where readings come from (default: the real host, NVML and MPS
-            samplers, built lazily in their threads), or a :class:`HeadStart`.
-        interval: Seconds between polls of each source.
-        clock: "Now" for staleness; must match the clock behind readings' ``taken_at``.
-        history: GPU sparkline values, e.g. pre-filled for a snapshot.
-        stale_check_s: How often to check for stale NVIDIA readings.
-        runner: The runner pane's trainers, device list and defaults (default: real).
-        doctor: Runs the doctor for the Doctor screen (default: the real one).
-        readonly: Send no signal to any process.
-
-    Returns:
-        The app, not yet running.
-    """
-    return MonitorApp(
-        samplers if samplers is not None else HeadStart.begin(),
-        interval=interval,
-        clock=clock,
-        history=history,
-        stale_check_s=stale_check_s,
-        runner=runner,
-        doctor=doctor,
-        readonly=readonly,
-    )
-
-
 def run_app(
     interval: float,
     head_start: HeadStart | None = None,
@@ -704,7 +666,7 @@ def run_app(
         The process exit code.
     """
     runner = RunnerSetup() if runner_defaults is None else RunnerSetup(defaults=runner_defaults)
-    app = make_app(head_start, interval=interval, runner=runner, readonly=readonly)
+    app = MonitorApp(head_start, interval=interval, runner=runner, readonly=readonly)
     app.run()  # on its way out: the trainer stopped, each sampler stopped and closing
     app.wait_for_samplers(CLOSE_WAIT_S)  # NVML shut down on its thread, with no call in flight
     return app.return_code or 0  # then gputui.commands.exit_process ends the process

@@ -29,7 +29,7 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
 )
-from gputui.ui.app import MonitorApp, make_app
+from gputui.ui.app import MonitorApp
 from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.runner_fakes import scripted_setup
 
@@ -291,7 +291,7 @@ def fake_app(
         nvml=nvml if nvml is not None else ScriptedSampler(h100s(2)),  # type: ignore[arg-type]
         mps=mps if mps is not None else ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
     )
-    return make_app(
+    return MonitorApp(
         samplers,
         interval=interval,
         clock=clock or FakeClock(),

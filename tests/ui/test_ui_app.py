@@ -18,7 +18,7 @@ from textual.command import CommandPalette
 
 from gputui.telemetry.polling import HeadStart, Samplers
 from gputui.telemetry.readings import GpuProcess, NvmlReading
-from gputui.ui.app import MonitorApp, make_app
+from gputui.ui.app import MonitorApp
 from gputui.ui.colours import theme_for, wants_plain
 from gputui.ui.layout import GpuMode
 from gputui.ui.render.draw import Line
@@ -448,10 +448,10 @@ def test_running_the_app_never_imports_torch() -> None:
     code = textwrap.dedent(
         """
         import asyncio, json, sys
-        from gputui.ui.app import make_app
+        from gputui.ui.app import MonitorApp
 
         async def main():
-            app = make_app(interval=0.25)
+            app = MonitorApp(interval=0.25)
             async with app.run_test(size=(80, 24)) as pilot:
                 while not all(app.handled.values()):
                     await pilot.pause(0.05)
@@ -493,7 +493,7 @@ async def test_head_start_readings_are_painted_before_the_first_frame(
     while min(cpu.calls, nvml.calls, mps.calls) < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.1)
-    app = make_app(head_start, interval=60.0, clock=FakeClock(), runner=scripted_setup())
+    app = MonitorApp(head_start, interval=60.0, clock=FakeClock(), runner=scripted_setup())
     async with app.run_test(size=size) as pilot:
         assert app.handled == {"cpu": 1, "nvml": 1, "mps": 1}  # in on_mount, no poll awaited
         planned = app.monitor.layout_plan  # planned for the expected size, before any layout

@@ -20,7 +20,7 @@ from textual.pilot import Pilot
 from gputui.doctor.checks import Check, DoctorReport, Status
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import NvmlReading
-from gputui.ui.app import MonitorApp, make_app
+from gputui.ui.app import MonitorApp
 from gputui.ui.doctor_screen import (
     DOCTOR_COMMAND,
     CheckItem,
@@ -303,11 +303,11 @@ def test_doctor_snapshot_160x50(snap_compare: Any) -> None:
     )
 
 
-def test_make_app_takes_the_doctor() -> None:
+def test_the_app_takes_the_doctor() -> None:
     sampler = ScriptedSampler(cpu_reading())
     samplers = Samplers(cpu=sampler, nvml=sampler, mps=sampler)  # type: ignore[arg-type]
     doctor = FixedDoctor()
-    assert make_app(samplers, doctor=doctor).doctor is doctor
-    real = make_app(samplers).doctor  # production: the real one, imported when first run
+    assert MonitorApp(samplers, doctor=doctor).doctor is doctor
+    real = MonitorApp(samplers).doctor  # production: the real one, imported when first run
     assert real is not run_real_doctor and real.__name__ == "_run_real_doctor"
     assert "run_real_doctor(nvml)" in inspect.getsource(real)

@@ -20,7 +20,7 @@ from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import GpuProcess
 from gputui.telemetry.signals import HOST_PIDS_REFUSAL
-from gputui.ui.app import NO_SELECTION, READONLY_REFUSAL, MonitorApp, make_app
+from gputui.ui.app import NO_SELECTION, READONLY_REFUSAL, MonitorApp
 from gputui.ui.process_rows import ProcessOrder
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.signal_dialog import SignalDialog
@@ -70,7 +70,7 @@ def nvml_app(
         nvml=NvmlSampler(),
         mps=ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
     )
-    return make_app(samplers, interval=0.25, runner=scripted_setup(), readonly=readonly)
+    return MonitorApp(samplers, interval=0.25, runner=scripted_setup(), readonly=readonly)
 
 
 def table_of(app: MonitorApp) -> ProcessTable:
@@ -233,7 +233,7 @@ async def test_a_pid_whose_start_time_changed_is_not_signalled(sleepers: Sleeper
         nvml=ScriptedSampler(reading),  # type: ignore[arg-type]
         mps=ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
     )
-    app = make_app(samplers, interval=60, runner=scripted_setup())
+    app = MonitorApp(samplers, interval=60, runner=scripted_setup())
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, target.pid)
@@ -260,7 +260,7 @@ async def test_host_pids_are_refused_with_the_reason(sleepers: Sleepers) -> None
         nvml=ScriptedSampler(reading),  # type: ignore[arg-type]
         mps=ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
     )
-    app = make_app(samplers, interval=60, runner=scripted_setup())
+    app = MonitorApp(samplers, interval=60, runner=scripted_setup())
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, target.pid)
@@ -306,7 +306,7 @@ async def test_no_filter_line_opens_without_a_process_table() -> None:
         nvml=ScriptedSampler(nvml_reading(status=NO_DRIVER)),  # type: ignore[arg-type]
         mps=ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
     )
-    app = make_app(samplers, interval=60, runner=scripted_setup())
+    app = MonitorApp(samplers, interval=60, runner=scripted_setup())
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         assert table_of(app).display is False
