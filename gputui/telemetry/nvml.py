@@ -351,6 +351,10 @@ class _Gpu:
     """Whether MIG is enabled, refreshed every ``HEALTH_TTL_S``."""
     health_read_at: float | None = None
     """When those three were last asked."""
+    energy_counter_mj: int | None = None
+    """The energy counter's last answer (mJ); ``None`` before the first."""
+    energy_since_start_mj: int = 0
+    """What the counter has grown by since the first answer (mJ)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,6 +477,21 @@ def throttle_words(mask: Any) -> tuple[str, ...] | None:
     return tuple(word for bit, word in THROTTLE_WORDS if int(mask) & bit)
 
 
+def energy_since_start(gpu: _Gpu, millijoules: Any) -> float | None:
+    """The energy ``gpu`` used since its counter was first read, in joules, counting this
+    answer; ``None`` when the counter was not answered this time (the next answer counts on
+    from the last one). A counter that goes backwards started again (a driver reload): it
+    counts on from its new value, and the energy used in between is not guessed."""
+    if millijoules is None:
+        return None
+    counter = int(millijoules)
+    last = gpu.energy_counter_mj
+    if last is not None and counter >= last:
+        gpu.energy_since_start_mj += counter - last
+    gpu.energy_counter_mj = counter
+    return gpu.energy_since_start_mj / 1000.0
+
+
 def _not_ok(gpu: _Gpu) -> GpuReading:
     """The reading of a GPU that cannot be asked: its identity, its state and why."""
     if gpu.handle_error is not None:
@@ -546,6 +565,7 @@ def _gpu_reading(
         ),
         processes=processes,
         energy_j=millijoules / 1000.0 if millijoules is not None else None,
+        energy_joules=energy_since_start(gpu, millijoules),
         error=error,
         throttle_reasons=throttle_words(clock_events),
         ecc_uncorrected_errors=gpu.ecc_uncorrected if state is GpuState.OK else None,

@@ -140,6 +140,10 @@ class GpuReading:
     error, a lost GPU): unknown, which is not the same as none."""
     energy_j: float | None = None
     """Energy used since the driver was loaded, a counter (Volta and later; else ``None``)."""
+    energy_joules: float | None = None
+    """Energy used since this sampler first read the GPU: the counter's increase, which keeps
+    growing across a counter that starts again (a driver reload); ``None`` where the counter is
+    not answered."""
     error: str | None = None
     """Why a GPU that is not ``ok`` cannot be read, and what to do, in one sentence."""
     throttle_reasons: tuple[str, ...] | None = None

@@ -203,6 +203,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "power_w",
         "power_limit_w",
         "energy_j",
+        "energy_joules",
         "fan_percent",
         "sm_clock_mhz",
         "sm_clock_max_mhz",

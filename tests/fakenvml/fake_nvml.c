@@ -298,6 +298,7 @@ typedef struct fake_gpu {
     unsigned long long ecc_uncorrected; /* FAKE_NVML_ECC_UNCORRECTED: volatile, uncorrected */
     unsigned long long remapped_pending; /* FAKE_NVML_REMAPPED_PENDING: 1 when a remap waits */
     unsigned long long mig_mode;       /* FAKE_NVML_MIG_MODE: 1 when MIG is enabled */
+    unsigned long long energy_reset;   /* FAKE_NVML_ENERGY_RESET: the counter restarts after it */
 } fake_gpu_t;
 
 typedef fake_gpu_t *nvmlDevice_t;
@@ -740,7 +741,8 @@ static nvmlReturn_t load_config(void) {
         !parse_per_gpu("FAKE_NVML_CLOCK_EVENTS", offsetof(fake_gpu_t, clock_events)) ||
         !parse_per_gpu("FAKE_NVML_ECC_UNCORRECTED", offsetof(fake_gpu_t, ecc_uncorrected)) ||
         !parse_per_gpu("FAKE_NVML_REMAPPED_PENDING", offsetof(fake_gpu_t, remapped_pending)) ||
-        !parse_per_gpu("FAKE_NVML_MIG_MODE", offsetof(fake_gpu_t, mig_mode))) {
+        !parse_per_gpu("FAKE_NVML_MIG_MODE", offsetof(fake_gpu_t, mig_mode)) ||
+        !parse_per_gpu("FAKE_NVML_ENERGY_RESET", offsetof(fake_gpu_t, energy_reset))) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     return NVML_SUCCESS;
@@ -1282,7 +1284,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *m
 #endif
 
 #ifndef FAKE_NVML_OMIT_nvmlDeviceGetTotalEnergyConsumption
-/* A counter: GPU i starts at (i + 1) MJ and gains 20 J with every device query. */
+/* A counter: GPU i starts at (i + 1) MJ and gains 20 J with every device query; with
+   FAKE_NVML_ENERGY_RESET it starts again from 0 after that many queries (a driver reload). */
 EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
                                                         unsigned long long *millijoules) {
     unsigned long long tick = 0;
@@ -1290,7 +1293,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
     if (millijoules == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *millijoules = ENERGY_START_MJ * (device->index + 1ULL) + tick * ENERGY_PER_QUERY_MJ;
+    if (device->energy_reset > 0 && tick > device->energy_reset) {
+        *millijoules = (tick - device->energy_reset) * ENERGY_PER_QUERY_MJ;
+    } else {
+        *millijoules = ENERGY_START_MJ * (device->index + 1ULL) + tick * ENERGY_PER_QUERY_MJ;
+    }
     return NVML_SUCCESS;
 }
 #endif

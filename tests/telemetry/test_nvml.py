@@ -140,6 +140,37 @@ def test_total_energy_is_a_counter_in_joules(sampler: NvmlSampler) -> None:
         assert (index + 1) * 1e6 < energy[0] < energy[1] < energy[2] < (index + 2) * 1e6  # type: ignore[operator]
 
 
+def test_energy_since_start_is_the_counter_s_increase_from_the_first_reading(
+    sampler: NvmlSampler,
+) -> None:
+    readings = [sampler.sample() for _ in range(4)]
+
+    for index in (0, 1):
+        counter = [gpu(r, index).energy_j for r in readings]
+        since = [gpu(r, index).energy_joules for r in readings]
+        assert since[0] == 0.0
+        for step in range(1, 4):
+            assert since[step] == pytest.approx(counter[step] - counter[0])  # type: ignore[operator]
+        assert since[3] > since[2] > since[1] > 0.0  # type: ignore[operator]
+
+
+def test_energy_since_start_counts_on_across_a_counter_that_starts_again(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_ENERGY_RESET", "0:30")  # a driver reload after 30 queries
+    readings = [sampler.sample() for _ in range(8)]
+
+    counter = [gpu(r, 0).energy_j for r in readings]
+    since = [gpu(r, 0).energy_joules for r in readings]
+    restart = next(i for i in range(1, 8) if counter[i] < counter[i - 1])  # type: ignore[operator]
+    assert counter[restart] < 1e6 < counter[0]  # type: ignore[operator]  # it went back to ~0
+    assert since[restart] == since[restart - 1]  # what was used across the reload is not guessed
+    for step in range(restart + 1, 8):
+        grown = counter[step] - counter[step - 1]  # type: ignore[operator]
+        assert since[step] == pytest.approx(since[step - 1] + grown)  # type: ignore[operator]
+    assert since[-1] > since[restart] > 0.0  # type: ignore[operator]
+
+
 def test_energy_is_none_where_nvml_has_no_counter(
     load_nvml: Callable[..., FakeNvml], fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
 ) -> None:
@@ -152,9 +183,11 @@ def test_energy_is_none_where_nvml_has_no_counter(
         unsupported = [sampler.sample() for _ in range(3)]
 
     assert all(g.energy_j is None for r in old_driver for g in r.gpus)
+    assert all(g.energy_joules is None for r in old_driver for g in r.gpus)
     assert all(g.power_w is not None for r in old_driver for g in r.gpus)
     assert all(gpu(r, 0).energy_j is not None for r in unsupported)
     assert all(gpu(r, 1).energy_j is None for r in unsupported)
+    assert all(gpu(r, 1).energy_joules is None for r in unsupported)
     assert fake.calls("nvmlDeviceGetTotalEnergyConsumption", 1) == 1  # asked once, then n/a
 
 

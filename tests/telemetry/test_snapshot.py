@@ -45,6 +45,7 @@ GPU_KEYS = {
     "power_w",
     "power_limit_w",
     "energy_j",
+    "energy_joules",
     "fan_percent",
     "sm_clock_mhz",
     "pcie_rx_bytes_per_s",
@@ -372,6 +373,20 @@ def test_take_snapshot_samples_each_part_once(fake_nvml: FakeNvml) -> None:
     assert snapshot.cpu.taken_at >= snapshot.nvml.taken_at  # the window covered NVML's sample
     assert json.loads(render_snapshot_json(snapshot))["nvml"]["driver_version"] == "550.54.15"
     _lines(snapshot)
+
+
+def test_json_health_read_through_the_stand_in(fake_nvml: FakeNvml) -> None:
+    with NvmlSampler(fake_nvml.path) as nvml:
+        first = take_snapshot(
+            host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
+        )
+        second = take_snapshot(
+            host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
+        )
+    before, after = (json.loads(render_snapshot_json(s))["gpus"][0] for s in (first, second))
+    assert before["energy_joules"] == 0.0  # since the sampler's first reading
+    assert after["energy_joules"] == pytest.approx(after["energy_j"] - before["energy_j"])
+    assert after["energy_joules"] > 0.0
 
 
 def test_processes_nvml_cannot_list_are_n_a_not_none() -> None:

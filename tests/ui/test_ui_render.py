@@ -223,6 +223,14 @@ def test_card_lines_show_every_reading() -> None:
     assert "fan n/a" in lines[2]  # passively cooled: no fan reading
     assert "PCIe rx 2.0 GiB/s tx 315 MiB/s" in lines[3]
     assert "mem bw 46%" in lines[3]
+    assert lines[3].rstrip().endswith("energy 1.23 MJ")  # since the monitor started
+
+
+def test_energy_is_shown_where_room_allows_and_n_a_where_unknown() -> None:
+    narrow = gpu_card_lines(gpu_reading(0), HISTORY, HISTORY, 50)[3].plain
+    assert "PCIe" in narrow and "energy" not in narrow  # the quiet tally gives way first
+    unknown = gpu_card_lines(replace(gpu_reading(0), energy_joules=None), (), (), 77)[3].plain
+    assert "energy n/a" in unknown
 
 
 def test_unsupported_fields_read_na_everywhere() -> None:

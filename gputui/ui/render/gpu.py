@@ -11,6 +11,7 @@ from rich.cells import cell_len
 from gputui.format import (
     NA,
     fmt_counted,
+    fmt_energy,
     fmt_link_rate,
     fmt_percent,
     fmt_unit,
@@ -102,6 +103,7 @@ STAT_COLUMNS: dict[str, StatColumn] = {
     "pcie": StatColumn("PCIe", 27),
     "membw": StatColumn("mem bw", 4),
     "pstate": StatColumn("", 3),
+    "energy": StatColumn("energy", 7),
 }
 """Every stat a GPU line can show, by key."""
 
@@ -134,6 +136,8 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
         return Line(fmt_percent(gpu.memory_utilization_percent))
     if key == "pstate":
         return Line((fmt_pstate(gpu.performance_state), LABEL))
+    if key == "energy":  # quiet: a tally, not an alarm
+        return Line((fmt_energy(gpu.energy_joules), LABEL))
     raise KeyError(key)
 
 
@@ -198,7 +202,8 @@ def gpu_card_lines(
     """A GPU card's four lines under its title.
 
     Utilization and memory gauges with sparklines; temperature, power, SM clock
-    and fan; PCIe throughput and memory bandwidth use.
+    and fan; PCIe throughput, memory bandwidth use and, where room allows, the energy
+    used since the monitor started.
     """
     if gpu.state is not GpuState.OK:
         return problem_lines(gpu, width, CARD_LINES)
@@ -213,7 +218,7 @@ def gpu_card_lines(
             detail=memory_detail(gpu),
         ),
         stat_cells(gpu, ("temp", "power", "sm", "fan"), width).fit(width),
-        stat_cells(gpu, ("pcie", "membw"), width).fit(width),
+        stat_cells(gpu, ("pcie", "membw", "energy"), width).fit(width),
     ]
 
 
