@@ -69,6 +69,7 @@ CLOSE_WAIT_S = 1.0
 # NVML return codes (nvml.h, a stable ABI), so this module needs pynvml only when it samples.
 _NO_PERMISSION = 4
 _NOT_SUPPORTED = 3
+_NOT_FOUND = 6
 _DRIVER_NOT_LOADED = 9
 _LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
@@ -99,6 +100,10 @@ _PSTATE_UNKNOWN = 32
 _VALUE_NOT_AVAILABLE = 2**64 - 1
 _PCIE_UNIT_BYTES = 1024
 """NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
+PROCESS_SAMPLES_WINDOW_US = 1_000_000
+"""How far before the newest per-process utilization sample the next ask starts (µs): the
+driver samples a busy process every so often, so asking only for what is newer than the last
+answer would read a busy process as 0 % whenever a sample falls between two asks."""
 
 _LIBRARY_MISSING = (
     "No NVIDIA driver library (libnvidia-ml.so.1) was found; "
@@ -351,6 +356,10 @@ class _Gpu:
     """Whether MIG is enabled, refreshed every ``HEALTH_TTL_S``."""
     health_read_at: float | None = None
     """When those three were last asked."""
+    process_samples_since_us: int = 0
+    """The ``lastSeenTimeStamp`` the next per-process utilization ask gives (µs, the driver's
+    clock): ``PROCESS_SAMPLES_WINDOW_US`` before the newest sample answered; 0 (all the driver
+    holds) at first."""
     energy_counter_mj: int | None = None
     """The energy counter's last answer (mJ); ``None`` before the first."""
     energy_since_start_mj: int = 0
@@ -369,7 +378,7 @@ class _Identity:
 _UNKNOWN = _Identity(None, None, None)
 """A process psutil cannot see (or a host pid: not ours to look up)."""
 
-_Query = Callable[[Any], Any]
+_Query = Callable[..., Any]
 
 
 def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]:
@@ -442,6 +451,12 @@ def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]
         ),
         "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
         "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
+        "process_utilization": (
+            (
+                "nvmlDeviceGetProcessUtilization",
+                lambda h, since_us: nv.nvmlDeviceGetProcessUtilization(h, since_us),
+            ),
+        ),
         "compute_processes": (
             (
                 "nvmlDeviceGetComputeRunningProcesses_v3",
@@ -1007,11 +1022,18 @@ class NvmlSampler:
             gpu.minor = int(minor) if minor is not None else None
         gpu.static_read = True
 
-    def _ask(self, gpu: _Gpu, field_name: str) -> Any:
+    def _ask(self, gpu: _Gpu, field_name: str, *args: Any, not_found: Any = None) -> Any:
         """Ask one field of one GPU; ``None`` when NVML does not answer it.
 
         NotSupported (this GPU) and FunctionNotFound (this library, every GPU) are
         remembered and never asked again; any other error costs only this sample.
+
+        Args:
+            gpu: The GPU.
+            field_name: A key of ``_device_queries``.
+            args: What the query takes after the handle.
+            not_found: What NotFound answers, where it is an answer (no samples since a
+                time) rather than an error; ``None`` makes it an error as any other.
 
         Raises:
             _GpuLost: The GPU answered GpuIsLost.
@@ -1023,11 +1045,13 @@ class NvmlSampler:
             if symbol in self._missing_symbols:
                 continue
             try:
-                return self._call(symbol, gpu.index, query, gpu.handle)
+                return self._call(symbol, gpu.index, query, gpu.handle, *args)
             except self._nv.NVMLError as err:
                 code = err.value
                 if code == _GPU_IS_LOST:
                     raise _GpuLost from None
+                if code == _NOT_FOUND and not_found is not None:
+                    return not_found
                 if code == _FUNCTION_NOT_FOUND:
                     self._missing_symbols.add(symbol)
                     log.debug("NVML has no %s (driver older than the bindings)", symbol)
@@ -1055,37 +1079,59 @@ class NvmlSampler:
     # --------------------------------------------------------------- processes
 
     def _read_processes(self, gpu: _Gpu) -> tuple[GpuProcess, ...] | None:
-        """Compute, then graphics processes (a PID in both is listed once, as compute);
-        ``None`` when NVML could not list the compute processes (unknown, not none)."""
-        found: list[GpuProcess] = []
-        seen: set[int] = set()
+        """Compute, then graphics processes (a PID in both is listed once, as compute), each
+        with its SM utilization; ``None`` when NVML could not list the compute processes
+        (unknown, not none)."""
         compute = self._ask(gpu, "compute_processes")
         if compute is None:
             return None
+        listed: dict[int, tuple[str, Any]] = {}
         for kind, infos in (
             ("compute", compute),
             ("graphics", self._ask(gpu, "graphics_processes") or ()),
         ):
             for info in infos:
-                pid = int(info.pid)
-                if pid in seen:
-                    continue
-                seen.add(pid)
-                identity = self._identify(pid)
-                used = info.usedGpuMemory
-                memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
-                found.append(
-                    GpuProcess(
-                        pid,
-                        identity.user,
-                        identity.command,
-                        memory,
-                        kind,
-                        create_time=identity.create_time,
-                        local_pid=None if self._status.host_pids else pid,
-                    )
+                listed.setdefault(int(info.pid), (kind, info.usedGpuMemory))
+        sm = self._read_process_sm(gpu) if listed else None
+        found = []
+        for pid, (kind, used) in listed.items():
+            identity = self._identify(pid)
+            memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
+            found.append(
+                GpuProcess(
+                    pid,
+                    identity.user,
+                    identity.command,
+                    memory,
+                    kind,
+                    create_time=identity.create_time,
+                    local_pid=None if self._status.host_pids else pid,
+                    sm_utilization_percent=None if sm is None else sm.get(pid, 0.0),
                 )
+            )
         return tuple(found)
+
+    def _read_process_sm(self, gpu: _Gpu) -> dict[int, float | None] | None:
+        """Each sampled process's SM utilization (its newest sample), from one ask for the
+        samples since ``gpu.process_samples_since_us``; ``None`` when NVML does not say.
+
+        A process with no sample in the window ran no kernel in it: the caller reads it as 0.
+        """
+        samples = self._ask(gpu, "process_utilization", gpu.process_samples_since_us, not_found=())
+        if samples is None:
+            return None
+        newest: dict[int, Any] = {}
+        for sample in samples:
+            pid = int(sample.pid)
+            if pid not in newest or sample.timeStamp >= newest[pid].timeStamp:
+                newest[pid] = sample
+        if newest:
+            latest = max(int(sample.timeStamp) for sample in newest.values())
+            gpu.process_samples_since_us = max(latest - PROCESS_SAMPLES_WINDOW_US, 0)
+        return {
+            pid: float(sample.smUtil) if 0 <= sample.smUtil <= 100 else None
+            for pid, sample in newest.items()
+        }
 
     def _match_local(self, gpus: tuple[GpuReading, ...], now: float) -> tuple[GpuReading, ...]:
         """In a pid namespace of our own: each host pid proven to be a local process

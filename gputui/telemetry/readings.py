@@ -92,6 +92,9 @@ class GpuProcess:
     """The same process's pid in gputui's pid namespace: ``pid`` itself on the host; in a
     container's pid namespace, the local process proven to be it (it alone maps the GPU's
     device node, see :mod:`gputui.telemetry.devnodes`), else ``None``. Signals go to it."""
+    sm_utilization_percent: float | None = None
+    """Share of the GPU's SMs the process kept busy in NVML's latest samples, 0-100 (0 when
+    NVML has no recent sample of it: it ran no kernel); ``None`` where NVML does not say."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,7 +216,15 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "mig_mode",
         "processes",
     ),
-    GpuProcess: ("pid", "local_pid", "user", "command", "gpu_memory_bytes", "kind"),
+    GpuProcess: (
+        "pid",
+        "local_pid",
+        "user",
+        "command",
+        "gpu_memory_bytes",
+        "sm_utilization_percent",
+        "kind",
+    ),
     NvmlStatus: (
         "available",
         "driver_version",

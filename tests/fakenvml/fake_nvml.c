@@ -17,6 +17,8 @@
  *                                                             calls on one GPU (-1: system)
  *   long long fake_nvml_device_queries(int gpu)               device queries on that GPU
  * Each returns -1 for an unknown function name or GPU index.
+ *   long long fake_nvml_last_seen_timestamp(int gpu)          lastSeenTimeStamp the GPU's last
+ *                                                             nvmlDeviceGetProcessUtilization got
  *   long long fake_nvml_calls_inside(void)                    calls sleeping inside now
  *   void fake_nvml_release_hangs(void)                        end every FAKE_NVML_HANG sleep
  */
@@ -129,6 +131,15 @@ typedef struct {
     unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp; /* microseconds since the epoch (CPU time) */
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 /* ------------------------------------------------------------------------ */
 /* Every exported NVML function, for call counting and error injection.     */
 /* ------------------------------------------------------------------------ */
@@ -185,7 +196,8 @@ typedef struct {
     X(nvmlDeviceIsMigDeviceHandle)               \
     X(nvmlDeviceGetCurrentClocksEventReasons)    \
     X(nvmlDeviceGetCurrentClocksThrottleReasons) \
-    X(nvmlDeviceGetRemappedRows)
+    X(nvmlDeviceGetRemappedRows)                 \
+    X(nvmlDeviceGetProcessUtilization)
 
 #define AS_ENUM(name) FN_##name,
 #define AS_STRING(name) #name,
@@ -220,6 +232,7 @@ static const field_t FIELDS[] = {
      {FN_nvmlDeviceGetComputeRunningProcesses_v3, FN_nvmlDeviceGetComputeRunningProcesses_v2, -1}},
     {"graphics_processes",
      {FN_nvmlDeviceGetGraphicsRunningProcesses_v3, FN_nvmlDeviceGetGraphicsRunningProcesses_v2, -1}},
+    {"process_utilization", {FN_nvmlDeviceGetProcessUtilization, -1}},
     /* System-wide: a GPU prefix is ignored. */
     {"count", {FN_nvmlDeviceGetCount, FN_nvmlDeviceGetCount_v2, -1}},
     {"driver_version", {FN_nvmlSystemGetDriverVersion, -1}},
@@ -325,6 +338,16 @@ static int g_errors[FAKE_MAX_GPUS + 1][FN_COUNT];
 static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
 static fake_process_t g_processes[FAKE_MAX_PROCESSES];
 static unsigned int g_process_count;
+
+typedef struct {
+    unsigned int gpu;
+    unsigned int pid;
+    unsigned int sm;
+} fake_process_sm_t;
+
+static fake_process_sm_t g_process_sm[FAKE_MAX_PROCESSES]; /* FAKE_NVML_PROCESS_UTILIZATION */
+static unsigned int g_process_sm_count;
+static unsigned long long g_last_seen_us[FAKE_MAX_GPUS]; /* each GPU's last lastSeenTimeStamp */
 
 /* Bus numbers of the eight GPUs in a typical HGX H100 board. */
 static const unsigned int HGX_BUSES[8] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
@@ -646,6 +669,43 @@ static int parse_processes(const char *variable, int graphics) {
     return 1;
 }
 
+/* FAKE_NVML_PROCESS_UTILIZATION: "GPU:PID:SM,..." (SM 0 to 100). */
+static int parse_process_utilization(void) {
+    const char *variable = "FAKE_NVML_PROCESS_UTILIZATION";
+    const char *value = getenv(variable);
+    char buffer[8192];
+    char *save = NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 1;
+    }
+    if (strlen(value) >= sizeof(buffer)) {
+        config_error(variable, "too long");
+        return 0;
+    }
+    strcpy(buffer, value);
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        unsigned long long gpu, pid, sm;
+        char *first = strchr(item, ':');
+        char *second = first ? strchr(first + 1, ':') : NULL;
+        if (second == NULL || g_process_sm_count >= FAKE_MAX_PROCESSES) {
+            config_error(variable, item);
+            return 0;
+        }
+        *first = '\0';
+        *second = '\0';
+        if (!parse_uint(item, &gpu) || gpu >= FAKE_MAX_GPUS || !parse_uint(first + 1, &pid) ||
+            !parse_uint(second + 1, &sm) || sm > 100) {
+            config_error(variable, item);
+            return 0;
+        }
+        g_process_sm[g_process_sm_count].gpu = (unsigned int)gpu;
+        g_process_sm[g_process_sm_count].pid = (unsigned int)pid;
+        g_process_sm[g_process_sm_count].sm = (unsigned int)sm;
+        g_process_sm_count++;
+    }
+    return 1;
+}
+
 /* Names: one for every GPU, or a comma list (the last one repeats). */
 static void parse_names(void) {
     const char *value = getenv("FAKE_NVML_GPU_NAME");
@@ -676,7 +736,9 @@ static nvmlReturn_t load_config(void) {
     memset(g_calls, 0, sizeof(g_calls));
     memset(g_hang_s, 0, sizeof(g_hang_s));
     memset(g_gpus, 0, sizeof(g_gpus));
+    memset(g_last_seen_us, 0, sizeof(g_last_seen_us));
     g_process_count = 0;
+    g_process_sm_count = 0;
     for (unsigned int i = 0; i < FAKE_MAX_GPUS; i++) {
         g_gpus[i].index = i;
         g_gpus[i].lost_after = -1;
@@ -737,7 +799,7 @@ static nvmlReturn_t load_config(void) {
     if (!parse_errors("FAKE_NVML_UNSUPPORTED", NVML_ERROR_NOT_SUPPORTED) ||
         !parse_errors("FAKE_NVML_FAIL", NVML_ERROR_UNKNOWN) || !parse_hangs() || !parse_lost() ||
         !parse_processes("FAKE_NVML_PROCESSES", 0) ||
-        !parse_processes("FAKE_NVML_GRAPHICS_PROCESSES", 1) ||
+        !parse_processes("FAKE_NVML_GRAPHICS_PROCESSES", 1) || !parse_process_utilization() ||
         !parse_per_gpu("FAKE_NVML_CLOCK_EVENTS", offsetof(fake_gpu_t, clock_events)) ||
         !parse_per_gpu("FAKE_NVML_ECC_UNCORRECTED", offsetof(fake_gpu_t, ecc_uncorrected)) ||
         !parse_per_gpu("FAKE_NVML_REMAPPED_PENDING", offsetof(fake_gpu_t, remapped_pending)) ||
@@ -1493,6 +1555,52 @@ EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device
 }
 #endif
 
+/* Per-process utilization: one sample per process FAKE_NVML_PROCESS_UTILIZATION names on the GPU,
+   taken "now", PROCESS_SAMPLE_STEP_US after the previous device query; NOT_FOUND when there is
+   no sample newer than lastSeenTimeStamp (as the driver answers for idle processes). */
+#define PROCESS_SAMPLE_BASE_US 1700000000000000ULL
+#define PROCESS_SAMPLE_STEP_US 100000ULL /* 0.1 s of simulated time per device query */
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetProcessUtilization
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                    nvmlProcessUtilizationSample_t *samples,
+                                                    unsigned int *count,
+                                                    unsigned long long last_seen_us) {
+    unsigned long long tick = 0;
+    unsigned long long now_us;
+    unsigned int found = 0;
+    DEVICE_ENTER(nvmlDeviceGetProcessUtilization, device, &tick);
+    if (count == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    g_last_seen_us[device->index] = last_seen_us;
+    now_us = PROCESS_SAMPLE_BASE_US + tick * PROCESS_SAMPLE_STEP_US;
+    for (unsigned int i = 0; i < g_process_sm_count; i++) {
+        found += g_process_sm[i].gpu == device->index;
+    }
+    if (found == 0 || now_us <= last_seen_us) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    if (samples == NULL || *count < found) {
+        *count = found;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    found = 0;
+    for (unsigned int i = 0; i < g_process_sm_count; i++) {
+        if (g_process_sm[i].gpu == device->index) {
+            memset(&samples[found], 0, sizeof(samples[found]));
+            samples[found].pid = g_process_sm[i].pid;
+            samples[found].timeStamp = now_us;
+            samples[found].smUtil = g_process_sm[i].sm;
+            samples[found].memUtil = g_process_sm[i].sm / 2u;
+            found++;
+        }
+    }
+    *count = found;
+    return NVML_SUCCESS;
+}
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* What other monitors (nvitop) also ask, so they can run against this too. */
 /* ------------------------------------------------------------------------ */
@@ -1668,6 +1776,13 @@ EXPORT long long fake_nvml_device_queries(int gpu) {
         return -1;
     }
     return (long long)__atomic_load_n(&g_gpus[gpu].queries, __ATOMIC_RELAXED);
+}
+
+EXPORT long long fake_nvml_last_seen_timestamp(int gpu) {
+    if (gpu < 0 || gpu >= FAKE_MAX_GPUS) {
+        return -1;
+    }
+    return (long long)g_last_seen_us[gpu];
 }
 
 EXPORT long long fake_nvml_calls_inside(void) { return __atomic_load_n(&g_inside, __ATOMIC_RELAXED); }

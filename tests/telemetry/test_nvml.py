@@ -590,6 +590,65 @@ def test_processes_are_joined_with_psutil(
         assert init.user == _username_or_none(1)
 
 
+def test_each_process_has_its_sm_utilization_from_one_ask_per_gpu_and_sample(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:100:1024,0:200:1024,0:300:1024,2:400:1024")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:100:87,0:200:3")
+    readings = [sampler.sample() for _ in range(3)]
+
+    for reading in readings:
+        busy, light, idle = gpu(reading, 0).processes  # type: ignore[misc]
+        assert (busy.pid, busy.sm_utilization_percent) == (100, 87.0)
+        assert (light.pid, light.sm_utilization_percent) == (200, 3.0)
+        assert (idle.pid, idle.sm_utilization_percent) == (300, 0.0)  # no sample: no kernel
+        (alone,) = gpu(reading, 2).processes  # type: ignore[misc]
+        assert alone.sm_utilization_percent == 0.0  # NotFound: no sample on that GPU at all
+    # One ask per sample on a GPU with processes (the bindings' size query, then the fill);
+    # none on GPU 1, which has none.
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization", 0) == 2 * 3
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization", 2) == 3
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization", 1) == 0
+
+
+def test_process_samples_are_asked_from_just_before_the_newest_answered(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:100:1024")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:100:50")
+    since = []
+    for _ in range(3):
+        sampler.sample()
+        since.append(fake_nvml.last_seen_timestamp(0))
+
+    assert since[0] == 0  # at first, every sample the driver holds
+    assert 0 < since[1] < since[2]  # then only the recent ones, kept per GPU
+
+
+def test_sm_utilization_nvml_does_not_give_is_none(
+    load_nvml: Callable[..., FakeNvml], fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:100:1024,1:200:1024")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:100:50,1:200:60")
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "1:process_utilization")
+    fake = load_nvml()
+    with NvmlSampler(clock=clock) as sampler:
+        readings = [sampler.sample() for _ in range(2)]
+    for reading in readings:
+        assert gpu(reading, 0).processes[0].sm_utilization_percent == 50.0  # type: ignore[index]
+        assert gpu(reading, 1).processes[0].sm_utilization_percent is None  # type: ignore[index]
+    assert fake.calls("nvmlDeviceGetProcessUtilization", 1) == 1  # NotSupported: asked once
+
+    fake = load_nvml(omit=["nvmlDeviceGetProcessUtilization"])  # a driver without it
+    with NvmlSampler(clock=clock) as sampler:
+        reading = sampler.sample()
+    assert [p.sm_utilization_percent for g in reading.gpus for p in g.processes or ()] == [
+        None,
+        None,
+    ]
+
+
 def _username_or_none(pid: int) -> str | None:
     try:
         return psutil.Process(pid).username()

@@ -52,7 +52,7 @@ GPU_KEYS = {
     "pcie_tx_bytes_per_s",
     "processes",
 }
-PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes"}
+PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes", "sm_utilization_percent"}
 NVML_KEYS = {
     "available",
     "driver_version",
@@ -181,6 +181,7 @@ def test_json_carries_the_values() -> None:
         "user": "alice",
         "command": GPU.processes[0].command,
         "gpu_memory_bytes": 58 * 2**30,
+        "sm_utilization_percent": None,
         "kind": "compute",
     }
     assert lost["state"] == "lost"
@@ -208,6 +209,7 @@ def test_json_unsupported_readings_are_null() -> None:
         "user": None,
         "command": None,
         "gpu_memory_bytes": None,
+        "sm_utilization_percent": None,
         "kind": "compute",
     }
     for key in GPU_KEYS - {"index", "name", "uuid", "state", "processes"}:
@@ -375,7 +377,11 @@ def test_take_snapshot_samples_each_part_once(fake_nvml: FakeNvml) -> None:
     _lines(snapshot)
 
 
-def test_json_health_read_through_the_stand_in(fake_nvml: FakeNvml) -> None:
+def test_json_health_read_through_the_stand_in(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:4242:1024,0:4343:2048")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:4242:64")
     with NvmlSampler(fake_nvml.path) as nvml:
         first = take_snapshot(
             host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
@@ -387,6 +393,10 @@ def test_json_health_read_through_the_stand_in(fake_nvml: FakeNvml) -> None:
     assert before["energy_joules"] == 0.0  # since the sampler's first reading
     assert after["energy_joules"] == pytest.approx(after["energy_j"] - before["energy_j"])
     assert after["energy_joules"] > 0.0
+    busy, idle = after["processes"]
+    assert (busy["pid"], busy["sm_utilization_percent"]) == (4242, 64.0)
+    assert (idle["pid"], idle["sm_utilization_percent"]) == (4343, 0.0)  # no kernel ran
+    assert json.loads(render_snapshot_json(second))["gpus"][1]["processes"] == []
 
 
 def test_processes_nvml_cannot_list_are_n_a_not_none() -> None:

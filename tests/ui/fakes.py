@@ -116,6 +116,7 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
                     user="ada",
                     command=f"python train.py --model vit-h/14 --shard {index} [run 7]",
                     gpu_memory_bytes=int((used - 0.5) * GiB),
+                    sm_utilization_percent=utilization,  # the GPU's only process
                 ),
             )
         ),

@@ -281,11 +281,11 @@ def test_stat_columns_depend_on_width_not_values() -> None:
 
 def test_process_cells_are_plain_strings_with_na() -> None:
     process = GpuProcess(pid=7, user=None, command=None, gpu_memory_bytes=None)
-    assert process_cells(3, process) == ("3", "7", "n/a", "n/a", "n/a")
+    assert process_cells(3, process) == ("3", "7", "n/a", "n/a", "n/a", "n/a")
     long = GpuProcess(pid=8, user="ada", command="x" * 500, gpu_memory_bytes=2 * GiB)
-    cells = process_cells(0, long)
-    assert cells[3] == "2.0 GiB"
-    assert len(cells[4]) == 200 and cells[4].endswith("…")
+    cells = process_cells(0, replace(long, sm_utilization_percent=87.4))
+    assert cells[3:5] == ("2.0 GiB", "87%")
+    assert len(cells[5]) == 200 and cells[5].endswith("…")
 
 
 def test_mps_line() -> None:
@@ -313,16 +313,16 @@ def test_mps_line() -> None:
 @given(width=st.integers(min_value=1, max_value=120))
 def test_process_table_lines_are_exactly_the_width_with_columns_aligned(width: int) -> None:
     rows = [
-        ("0", "7", "ada", "1.0 GiB", "python train.py"),
-        ("10", "41000", "n/a", "n/a", "a very long command " * 10),
+        ("0", "7", "ada", "1.0 GiB", "87%", "python train.py"),
+        ("10", "41000", "n/a", "n/a", "n/a", "a very long command " * 10),
     ]
     lines = process_table_lines(rows, width, marked_pid="41000")
     assert [line.width for line in lines] == [width] * 3
-    if width >= 45:
+    if width >= 51:
         heading, first, second = (line.plain for line in lines)
-        assert heading.startswith("GPU    PID  User  GPU mem  Command")
-        assert first.startswith("  0      7  ada   1.0 GiB  python train.py")
-        assert second.startswith(" 10  41000  n/a       n/a  a very long")
+        assert heading.startswith("GPU    PID  User  GPU mem  SM %  Command")
+        assert first.startswith("  0      7  ada   1.0 GiB   87%  python train.py")
+        assert second.startswith(" 10  41000  n/a       n/a   n/a  a very long")
         assert second.endswith("…")
     assert {style for _, style in lines[2].parts} == {"bold reverse"}  # the trainer's row
     assert "bold reverse" not in {style for _, style in lines[1].parts}
