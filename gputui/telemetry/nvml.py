@@ -42,6 +42,7 @@ from gputui.telemetry.readings import (
     GpuProcess,
     GpuReading,
     GpuState,
+    MigDeviceReading,
     NvmlReading,
     NvmlStatus,
 )
@@ -56,7 +57,8 @@ MATCH_TTL_S = 5.0
 """How often, in a pid namespace of our own, the local processes' memory maps are read
 again to match NVML's host pids (:mod:`gputui.telemetry.devnodes`)."""
 HEALTH_TTL_S = 10.0
-"""Seconds ECC errors, pending row remaps and the MIG mode are trusted (they change rarely)."""
+"""Seconds ECC errors, pending row remaps, the MIG mode and the MIG devices (their ids and
+processes; not their memory, read every sample) are trusted (they change rarely)."""
 POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is asked again (an admin may change it)."""
 PCIE_TTL_S = 1.0
@@ -313,6 +315,22 @@ class _Stopped(Exception):
 
 
 @dataclass(slots=True)
+class _MigDevice:
+    """What the sampler remembers about one MIG device between health reads."""
+
+    index: int
+    """Its index among its GPU's MIG devices."""
+    handle: Any
+    """Its NVML handle (memory is asked through it every sample)."""
+    gpu_instance_id: int | None
+    """Its GPU instance id."""
+    compute_instance_id: int | None
+    """Its compute instance id."""
+    processes: tuple[GpuProcess, ...] | None
+    """Its processes, as last read."""
+
+
+@dataclass(slots=True)
 class _Gpu:
     """What the sampler remembers about one GPU between samples."""
 
@@ -354,8 +372,10 @@ class _Gpu:
     """Whether a row remap is pending, refreshed every ``HEALTH_TTL_S``."""
     mig_mode: bool | None = None
     """Whether MIG is enabled, refreshed every ``HEALTH_TTL_S``."""
+    mig_devices: list[_MigDevice] | None = None
+    """In MIG mode, its MIG devices, refreshed every ``HEALTH_TTL_S``; ``None`` out of it."""
     health_read_at: float | None = None
-    """When those three were last asked."""
+    """When those were last asked."""
     process_samples_since_us: int = 0
     """The ``lastSeenTimeStamp`` the next per-process utilization ask gives (µs, the driver's
     clock): ``PROCESS_SAMPLES_WINDOW_US`` before the newest sample answered; 0 (all the driver
@@ -451,6 +471,33 @@ def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]
         ),
         "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
         "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
+        # A GPU's MIG devices, each asked through its own handle (the argument after the GPU's).
+        "mig_device_count": (
+            ("nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount),
+        ),
+        "mig_device": (
+            ("nvmlDeviceGetMigDeviceHandleByIndex", nv.nvmlDeviceGetMigDeviceHandleByIndex),
+        ),
+        "mig_gpu_instance_id": (
+            ("nvmlDeviceGetGpuInstanceId", lambda _, mig: nv.nvmlDeviceGetGpuInstanceId(mig)),
+        ),
+        "mig_compute_instance_id": (
+            (
+                "nvmlDeviceGetComputeInstanceId",
+                lambda _, mig: nv.nvmlDeviceGetComputeInstanceId(mig),
+            ),
+        ),
+        "mig_memory": tuple((symbol, _through_mig(query)) for symbol, query in memory),
+        "mig_processes": (
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                lambda _, mig: nv.nvmlDeviceGetComputeRunningProcesses_v3(mig),
+            ),
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+                lambda _, mig: nv.nvmlDeviceGetComputeRunningProcesses_v2(mig),
+            ),
+        ),
         "process_utilization": (
             (
                 "nvmlDeviceGetProcessUtilization",
@@ -478,6 +525,11 @@ def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]
             ),
         ),
     }
+
+
+def _through_mig(query: _Query) -> _Query:
+    """``query`` of a GPU asked of one of its MIG devices (given after the GPU's handle)."""
+    return lambda _, mig: query(mig)
 
 
 def _text(value: Any) -> str:
@@ -532,6 +584,7 @@ def _gpu_reading(
     power_limit_w: float | None = None,
     sm_clock_max_mhz: float | None = None,
     clock_events: Any = None,
+    mig_devices: tuple[MigDeviceReading, ...] | None = None,
     error: str | None = None,
 ) -> GpuReading:
     """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
@@ -555,6 +608,7 @@ def _gpu_reading(
         power_limit_w: The cached power limit.
         sm_clock_max_mhz: The cached maximum SM clock.
         clock_events: The clock event (throttle) reasons, NVML's bit mask.
+        mig_devices: In MIG mode, its MIG devices.
         error: Why a GPU that is not ``ok`` cannot be read.
     """
     return GpuReading(
@@ -586,6 +640,7 @@ def _gpu_reading(
         ecc_uncorrected_errors=gpu.ecc_uncorrected if state is GpuState.OK else None,
         remapped_rows_pending=gpu.remapped_pending if state is GpuState.OK else None,
         mig_mode=gpu.mig_mode if state is GpuState.OK else None,
+        mig_devices=mig_devices,
     )
 
 
@@ -961,18 +1016,68 @@ class NvmlSampler:
             pstate=self._ask(gpu, "performance_state"),
             clock_events=self._ask(gpu, "clock_events"),
             processes=self._read_processes(gpu),
+            mig_devices=self._read_mig_memory(gpu),
             power_limit_w=gpu.power_limit_w,
             sm_clock_max_mhz=gpu.sm_clock_max_mhz,
         )
 
     def _read_health(self, gpu: _Gpu) -> None:
-        """ECC errors, a pending row remap and the MIG mode: asked every ``HEALTH_TTL_S``."""
+        """ECC errors, a pending row remap, the MIG mode and MIG devices: asked every
+        ``HEALTH_TTL_S``."""
         errors = self._ask(gpu, "ecc_uncorrected")
         gpu.ecc_uncorrected = int(errors) if errors is not None else None
         rows = self._ask(gpu, "remapped_rows")  # (correctable, uncorrectable, pending, failed)
         gpu.remapped_pending = bool(rows[2]) if rows is not None else None
         mig = self._ask(gpu, "mig_mode")  # (current, pending)
         gpu.mig_mode = bool(mig[0]) if mig is not None else None
+        gpu.mig_devices = self._read_mig_devices(gpu) if gpu.mig_mode else None
+
+    def _read_mig_devices(self, gpu: _Gpu) -> list[_MigDevice] | None:
+        """A GPU's MIG devices, by index until the driver says there is none at the next
+        (as nvitop reads them); ``None`` where NVML does not list them."""
+        most = self._ask(gpu, "mig_device_count")
+        if most is None:
+            return None
+        devices = []
+        for index in range(int(most)):
+            handle = self._ask(gpu, "mig_device", index, not_found=_NONE_THERE)
+            if handle is _NONE_THERE:
+                break
+            if handle is None:
+                return None
+            gpu_instance = self._ask(gpu, "mig_gpu_instance_id", handle)
+            compute_instance = self._ask(gpu, "mig_compute_instance_id", handle)
+            infos = self._ask(gpu, "mig_processes", handle)
+            processes = None if infos is None else self._processes(_listed(infos, ()), None)
+            devices.append(
+                _MigDevice(
+                    index,
+                    handle,
+                    int(gpu_instance) if gpu_instance is not None else None,
+                    int(compute_instance) if compute_instance is not None else None,
+                    processes,
+                )
+            )
+        return devices
+
+    def _read_mig_memory(self, gpu: _Gpu) -> tuple[MigDeviceReading, ...] | None:
+        """The MIG devices as last listed, with their memory asked now."""
+        if gpu.mig_devices is None:
+            return None
+        readings = []
+        for device in gpu.mig_devices:
+            memory = self._ask(gpu, "mig_memory", device.handle)
+            readings.append(
+                MigDeviceReading(
+                    index=device.index,
+                    gpu_instance_id=device.gpu_instance_id,
+                    compute_instance_id=device.compute_instance_id,
+                    memory_used_bytes=int(memory.used) if memory is not None else None,
+                    memory_total_bytes=int(memory.total) if memory is not None else None,
+                    processes=device.processes,
+                )
+            )
+        return tuple(readings)
 
     def _refresh_pcie(self, gpus: Sequence[_Gpu], now: float) -> None:
         """Ask the PCIe throughput of the GPUs whose figures are older than ``PCIE_TTL_S``,
@@ -1085,14 +1190,14 @@ class NvmlSampler:
         compute = self._ask(gpu, "compute_processes")
         if compute is None:
             return None
-        listed: dict[int, tuple[str, Any]] = {}
-        for kind, infos in (
-            ("compute", compute),
-            ("graphics", self._ask(gpu, "graphics_processes") or ()),
-        ):
-            for info in infos:
-                listed.setdefault(int(info.pid), (kind, info.usedGpuMemory))
-        sm = self._read_process_sm(gpu) if listed else None
+        listed = _listed(compute, self._ask(gpu, "graphics_processes") or ())
+        return self._processes(listed, self._read_process_sm(gpu) if listed else None)
+
+    def _processes(
+        self, listed: dict[int, tuple[str, Any]], sm: dict[int, float | None] | None
+    ) -> tuple[GpuProcess, ...]:
+        """The processes NVML listed (``_listed``), each joined with what psutil knows of it
+        and its SM utilization (``None`` for all where ``sm`` is)."""
         found = []
         for pid, (kind, used) in listed.items():
             identity = self._identify(pid)
@@ -1199,6 +1304,20 @@ class NvmlSampler:
         }
         for pid in self._identities.keys() - alive:
             del self._identities[pid]
+
+
+_NONE_THERE = False
+"""What asking for a MIG device past the last one answers (NVML's NotFound)."""
+
+
+def _listed(compute: Any, graphics: Any) -> dict[int, tuple[str, Any]]:
+    """NVML's process infos by pid, with their kind and memory (the driver's figure): compute
+    first, so a pid in both lists is listed once, as compute."""
+    listed: dict[int, tuple[str, Any]] = {}
+    for kind, infos in (("compute", compute), ("graphics", graphics)):
+        for info in infos:
+            listed.setdefault(int(info.pid), (kind, info.usedGpuMemory))
+    return listed
 
 
 def _username(process: psutil.Process) -> str | None:

@@ -98,6 +98,24 @@ class GpuProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class MigDeviceReading:
+    """One MIG device (a GPU instance's compute instance) of a GPU in MIG mode."""
+
+    index: int
+    """Its index among the GPU's MIG devices (``nvmlDeviceGetMigDeviceHandleByIndex``)."""
+    gpu_instance_id: int | None
+    """The GPU instance it belongs to (its memory and SM slice)."""
+    compute_instance_id: int | None
+    """Its compute instance within that GPU instance."""
+    memory_used_bytes: int | None
+    """Its memory in use."""
+    memory_total_bytes: int | None
+    """Its memory."""
+    processes: tuple[GpuProcess, ...] | None
+    """The processes running on it; ``None`` where NVML could not list them."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuReading:
     """One sample of one NVIDIA GPU."""
 
@@ -158,6 +176,9 @@ class GpuReading:
     """True when a row remap waits for a GPU reset (Ampere and later; else ``None``)."""
     mig_mode: bool | None = None
     """Whether MIG is enabled (A100, H100...; ``None`` where the GPU has no MIG)."""
+    mig_devices: tuple[MigDeviceReading, ...] | None = None
+    """In MIG mode, its MIG devices (empty: none made yet); ``None`` out of MIG mode, or
+    where NVML does not list them."""
 
 
 def shown_pid(process: GpuProcess) -> int:

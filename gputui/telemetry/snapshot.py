@@ -36,6 +36,7 @@ from gputui.telemetry.readings import (
     GpuProcess,
     GpuReading,
     GpuState,
+    MigDeviceReading,
     MpsReading,
     NvmlReading,
     NvmlStatus,
@@ -214,6 +215,15 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "ecc_uncorrected_errors",
         "remapped_rows_pending",
         "mig_mode",
+        "mig_devices",
+        "processes",
+    ),
+    MigDeviceReading: (
+        "index",
+        "gpu_instance_id",
+        "compute_instance_id",
+        "memory_used_bytes",
+        "memory_total_bytes",
         "processes",
     ),
     GpuProcess: (

@@ -7,6 +7,7 @@ import json
 import math
 import re
 
+import psutil
 import pytest
 
 from gputui.telemetry.apple import MpsSampler
@@ -380,8 +381,11 @@ def test_take_snapshot_samples_each_part_once(fake_nvml: FakeNvml) -> None:
 def test_json_health_read_through_the_stand_in(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
 ) -> None:
-    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:4242:1024,0:4343:2048")
+    gone = next(pid for pid in range(4_000_000, 4_100_000) if not psutil.pid_exists(pid))
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0:4242:1024,0:4343:2048,1/0:{gone}:2048")
     fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:4242:64")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_MODE", "1:1")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_DEVICES", "1:5:0:1024:9856")
     with NvmlSampler(fake_nvml.path) as nvml:
         first = take_snapshot(
             host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
@@ -396,7 +400,29 @@ def test_json_health_read_through_the_stand_in(
     busy, idle = after["processes"]
     assert (busy["pid"], busy["sm_utilization_percent"]) == (4242, 64.0)
     assert (idle["pid"], idle["sm_utilization_percent"]) == (4343, 0.0)  # no kernel ran
-    assert json.loads(render_snapshot_json(second))["gpus"][1]["processes"] == []
+    assert after["mig_mode"] is False and after["mig_devices"] is None
+    mig = json.loads(render_snapshot_json(second))["gpus"][1]
+    assert mig["mig_mode"] is True
+    assert mig["mig_devices"] == [
+        {
+            "index": 0,
+            "gpu_instance_id": 5,
+            "compute_instance_id": 0,
+            "memory_used_bytes": 1024 * 2**20,
+            "memory_total_bytes": 9856 * 2**20,
+            "processes": [
+                {
+                    "pid": gone,
+                    "local_pid": gone,
+                    "user": None,  # no such local process
+                    "command": None,
+                    "gpu_memory_bytes": 2048,
+                    "sm_utilization_percent": None,  # NVML has none per process in MIG mode
+                    "kind": "compute",
+                }
+            ],
+        }
+    ]
 
 
 def test_processes_nvml_cannot_list_are_n_a_not_none() -> None:
