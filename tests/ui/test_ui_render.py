@@ -9,7 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.format import fmt_link_rate
-from gputui.telemetry.readings import GpuProcess, GpuState, MpsReading, Snapshot
+from gputui.telemetry.readings import (
+    GpuProcess,
+    GpuState,
+    MigDeviceReading,
+    MpsReading,
+    Snapshot,
+)
 from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.ui.render.cpu import (
     core_grid,
@@ -31,6 +37,7 @@ from gputui.ui.render.gpu import (
     gpu_one_line,
     gpu_title,
     gpu_two_lines,
+    mig_line,
     nvml_title,
     short_name,
     stale_tag,
@@ -224,6 +231,44 @@ def test_card_lines_show_every_reading() -> None:
     assert "PCIe rx 2.0 GiB/s tx 315 MiB/s" in lines[3]
     assert "mem bw 46%" in lines[3]
     assert lines[3].rstrip().endswith("energy 1.23 MJ")  # since the monitor started
+
+
+def mig_device(index: int, gi: int | None, used_gib: float, processes: int) -> MigDeviceReading:
+    return MigDeviceReading(
+        index=index,
+        gpu_instance_id=gi,
+        compute_instance_id=0,
+        memory_used_bytes=int(used_gib * GiB),
+        memory_total_bytes=10 * GiB,
+        processes=tuple(GpuProcess(100 + i, "ada", "python", GiB) for i in range(processes)),
+    )
+
+
+def test_a_mig_gpu_s_card_shows_a_cell_per_mig_device_where_they_fit() -> None:
+    devices = (mig_device(0, 1, 4.1, 2), mig_device(1, 2, 0.0, 0), mig_device(2, None, 9.5, 1))
+    gpu = replace(gpu_reading(0), mig_mode=True, mig_devices=devices)
+    lines = [line.plain for line in gpu_card_lines(gpu, HISTORY, HISTORY, 77)]
+    assert len(lines) == CARD_LINES and all(len(line) == 77 for line in lines)
+    assert lines[3].rstrip() == (
+        "MIG gi/ci  1/0 4.1/10.0 GiB 2p  2/0 0.0/10.0 GiB  n/a/0 9.5/10.0 GiB 1p"
+    )
+    assert "PCIe" not in lines[3]  # the MIG devices take the PCIe line's place
+
+
+def test_mig_devices_that_do_not_fit_are_summed_up() -> None:
+    devices = tuple(mig_device(i, i + 1, 1.5, i % 2) for i in range(7))
+    line = mig_line(devices, 77)
+    assert line.width == 77
+    assert line.plain.rstrip() == "MIG  7 devices · 10.5/70.0 GiB · 3 processes"
+    assert mig_line((), 40).plain.rstrip() == "MIG  no MIG devices"
+    unknown = replace(devices[0], memory_used_bytes=None, memory_total_bytes=None)
+    assert "n/a / n/a" in mig_line((unknown,) * 7, 60).plain
+
+
+def test_a_mig_gpu_whose_devices_are_unknown_keeps_its_pcie_line() -> None:
+    gpu = replace(gpu_reading(0), mig_mode=True, mig_devices=None)
+    assert gpu_card_lines(gpu, HISTORY, HISTORY, 77)[3].plain.startswith("PCIe rx")
+    assert " · MIG" in card_title_line(gpu, 77).plain
 
 
 def test_energy_is_shown_where_room_allows_and_n_a_where_unknown() -> None:
