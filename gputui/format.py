@@ -291,6 +291,15 @@ def fmt_bandwidth(bytes_per_s: float | None) -> str:
     return fmt_decimal(bytes_per_s, "B/s")
 
 
+def fmt_energy(joules: float | None) -> str:
+    """Energy in joules, three significant digits with an SI prefix: ``12345.0`` -> ``12.3 kJ``,
+    ``4.56e6`` -> ``4.56 MJ``; under a joule reads ``0 J`` (the counter counts millijoules, which
+    no one reads), so the text never takes more than 7 cells below a thousand TJ."""
+    if joules is None:
+        return NA
+    return fmt_decimal(joules if joules >= 1.0 else 0.0, "J")
+
+
 def fmt_tflops(value: float | None) -> str:
     """A throughput given in TFLOP/s, in the unit that fits: ``48.21`` -> ``48.2 TFLOP/s``,
     ``0.0557`` -> ``55.7 GFLOP/s``, ``0.000968`` -> ``968 MFLOP/s``."""

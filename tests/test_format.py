@@ -9,6 +9,7 @@ from gputui.format import (
     fmt_bytes,
     fmt_columns,
     fmt_counted,
+    fmt_energy,
     fmt_link_rate,
     fmt_rate,
     fmt_used_total,
@@ -33,6 +34,25 @@ MiB = 2**20
 )
 def test_a_size_moves_to_the_next_unit_before_it_reads_1000(value: float, shown: str) -> None:
     assert fmt_bytes(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("joules", "shown"),
+    [
+        (0.0, "0 J"),
+        (0.4, "0 J"),  # millijoules are not worth a wider cell
+        (240.0, "240 J"),
+        (12345.0, "12.3 kJ"),
+        (999_600.0, "1.00 MJ"),  # the prefix is chosen after rounding
+        (6.048e7, "60.5 MJ"),  # an H100 at 700 W for a day
+        (None, "n/a"),
+    ],
+)
+def test_energy_reads_in_joules_with_a_prefix_in_at_most_7_cells(
+    joules: float | None, shown: str
+) -> None:
+    assert fmt_energy(joules) == shown
+    assert len(shown) <= 7
 
 
 def test_rates_never_read_four_digits() -> None:

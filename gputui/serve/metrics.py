@@ -30,7 +30,7 @@ INFO_LABELS = (*GPU_LABELS, "name", "bus_id", "driver")
 """``gputui_gpu_info``'s labels."""
 
 PROCESS_LABELS = (*GPU_LABELS, "pid", "user", "command", "kind")
-"""``gputui_gpu_process_memory_bytes``'s labels (``user`` and ``command`` empty when hidden)."""
+"""The labels of the per-process series (``user`` and ``command`` empty when hidden)."""
 
 COMMAND_LABEL_MAX = 256
 """Longest command line a process label carries; a longer one is cut, ending in ``...``."""
@@ -38,6 +38,7 @@ COMMAND_LABEL_MAX = 256
 GPU_UP = "gputui_gpu_up"
 GPU_INFO = "gputui_gpu_info"
 GPU_PROCESS_MEMORY = "gputui_gpu_process_memory_bytes"
+GPU_PROCESS_SM = "gputui_gpu_process_sm_utilization_ratio"
 CPU_UTILIZATION = "gputui_cpu_utilization_ratio"
 MEMORY_USED = "gputui_memory_used_bytes"
 MEMORY_TOTAL = "gputui_memory_total_bytes"
@@ -129,7 +130,7 @@ def metric_families(
         now: The current ``time.monotonic()`` (for the sample's age and staleness).
         interval_s: The sampling interval: an NVML reading older than two intervals (and
             at least one interval plus a second) marks every GPU ``gputui_gpu_up 0``.
-        processes: Whether to expose ``gputui_gpu_process_memory_bytes``.
+        processes: Whether to expose the per-process series (GPU memory, SM utilization).
     """
     families: list[Metric] = []
     if latest.nvml is not None:
@@ -170,7 +171,7 @@ def _gpu_families(
                 family.add_metric(labels, value)
     families: list[Metric] = [available, up, info, *readings]
     if processes:
-        families.append(_process_family(nvml.gpus))
+        families += _process_families(nvml.gpus)
     return families
 
 
@@ -180,14 +181,18 @@ def _family(series: GpuSeries) -> Metric:
     return GaugeMetricFamily(series.name, series.help, labels=GPU_LABELS)
 
 
-def _process_family(gpus: Iterable[GpuReading]) -> Metric:
-    family = GaugeMetricFamily(
+def _process_families(gpus: Iterable[GpuReading]) -> list[Metric]:
+    """Each process's GPU memory and SM utilization (0 to 1), each left out where unknown."""
+    memory = GaugeMetricFamily(
         GPU_PROCESS_MEMORY, "GPU memory a process uses.", labels=PROCESS_LABELS
+    )
+    sm = GaugeMetricFamily(
+        GPU_PROCESS_SM,
+        "Share of the GPU's SMs a process kept busy in the driver's latest samples (0 to 1).",
+        labels=PROCESS_LABELS,
     )
     for gpu in gpus:
         for process in gpu.processes or ():
-            if process.gpu_memory_bytes is None:
-                continue
             command = process.command or ""
             if len(command) > COMMAND_LABEL_MAX:
                 command = command[: COMMAND_LABEL_MAX - 3] + "..."
@@ -199,8 +204,11 @@ def _process_family(gpus: Iterable[GpuReading]) -> Metric:
                 command,
                 process.kind,
             ]
-            family.add_metric(labels, float(process.gpu_memory_bytes))
-    return family
+            if process.gpu_memory_bytes is not None:
+                memory.add_metric(labels, float(process.gpu_memory_bytes))
+            if process.sm_utilization_percent is not None:
+                sm.add_metric(labels, process.sm_utilization_percent / 100)
+    return [memory, sm]
 
 
 def _host_families(cpu: CpuReading) -> list[Metric]:

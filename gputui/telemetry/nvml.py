@@ -42,6 +42,7 @@ from gputui.telemetry.readings import (
     GpuProcess,
     GpuReading,
     GpuState,
+    MigDeviceReading,
     NvmlReading,
     NvmlStatus,
 )
@@ -56,7 +57,8 @@ MATCH_TTL_S = 5.0
 """How often, in a pid namespace of our own, the local processes' memory maps are read
 again to match NVML's host pids (:mod:`gputui.telemetry.devnodes`)."""
 HEALTH_TTL_S = 10.0
-"""Seconds ECC errors, pending row remaps and the MIG mode are trusted (they change rarely)."""
+"""Seconds ECC errors, pending row remaps, the MIG mode and the MIG devices (their ids and
+processes; not their memory, read every sample) are trusted (they change rarely)."""
 POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is asked again (an admin may change it)."""
 PCIE_TTL_S = 1.0
@@ -69,6 +71,7 @@ CLOSE_WAIT_S = 1.0
 # NVML return codes (nvml.h, a stable ABI), so this module needs pynvml only when it samples.
 _NO_PERMISSION = 4
 _NOT_SUPPORTED = 3
+_NOT_FOUND = 6
 _DRIVER_NOT_LOADED = 9
 _LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
@@ -99,6 +102,10 @@ _PSTATE_UNKNOWN = 32
 _VALUE_NOT_AVAILABLE = 2**64 - 1
 _PCIE_UNIT_BYTES = 1024
 """NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
+PROCESS_SAMPLES_WINDOW_US = 1_000_000
+"""How far before the newest per-process utilization sample the next ask starts (µs): the
+driver samples a busy process every so often, so asking only for what is newer than the last
+answer would read a busy process as 0 % whenever a sample falls between two asks."""
 
 _LIBRARY_MISSING = (
     "No NVIDIA driver library (libnvidia-ml.so.1) was found; "
@@ -308,6 +315,22 @@ class _Stopped(Exception):
 
 
 @dataclass(slots=True)
+class _MigDevice:
+    """What the sampler remembers about one MIG device between health reads."""
+
+    index: int
+    """Its index among its GPU's MIG devices."""
+    handle: Any
+    """Its NVML handle (memory is asked through it every sample)."""
+    gpu_instance_id: int | None
+    """Its GPU instance id."""
+    compute_instance_id: int | None
+    """Its compute instance id."""
+    processes: tuple[GpuProcess, ...] | None
+    """Its processes, as last read."""
+
+
+@dataclass(slots=True)
 class _Gpu:
     """What the sampler remembers about one GPU between samples."""
 
@@ -349,8 +372,18 @@ class _Gpu:
     """Whether a row remap is pending, refreshed every ``HEALTH_TTL_S``."""
     mig_mode: bool | None = None
     """Whether MIG is enabled, refreshed every ``HEALTH_TTL_S``."""
+    mig_devices: list[_MigDevice] | None = None
+    """In MIG mode, its MIG devices, refreshed every ``HEALTH_TTL_S``; ``None`` out of it."""
     health_read_at: float | None = None
-    """When those three were last asked."""
+    """When those were last asked."""
+    process_samples_since_us: int = 0
+    """The ``lastSeenTimeStamp`` the next per-process utilization ask gives (µs, the driver's
+    clock): ``PROCESS_SAMPLES_WINDOW_US`` before the newest sample answered; 0 (all the driver
+    holds) at first."""
+    energy_counter_mj: int | None = None
+    """The energy counter's last answer (mJ); ``None`` before the first."""
+    energy_since_start_mj: int = 0
+    """What the counter has grown by since the first answer (mJ)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +398,7 @@ class _Identity:
 _UNKNOWN = _Identity(None, None, None)
 """A process psutil cannot see (or a host pid: not ours to look up)."""
 
-_Query = Callable[[Any], Any]
+_Query = Callable[..., Any]
 
 
 def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]:
@@ -438,6 +471,39 @@ def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]
         ),
         "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
         "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
+        # A GPU's MIG devices, each asked through its own handle (the argument after the GPU's).
+        "mig_device_count": (
+            ("nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount),
+        ),
+        "mig_device": (
+            ("nvmlDeviceGetMigDeviceHandleByIndex", nv.nvmlDeviceGetMigDeviceHandleByIndex),
+        ),
+        "mig_gpu_instance_id": (
+            ("nvmlDeviceGetGpuInstanceId", lambda _, mig: nv.nvmlDeviceGetGpuInstanceId(mig)),
+        ),
+        "mig_compute_instance_id": (
+            (
+                "nvmlDeviceGetComputeInstanceId",
+                lambda _, mig: nv.nvmlDeviceGetComputeInstanceId(mig),
+            ),
+        ),
+        "mig_memory": tuple((symbol, _through_mig(query)) for symbol, query in memory),
+        "mig_processes": (
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                lambda _, mig: nv.nvmlDeviceGetComputeRunningProcesses_v3(mig),
+            ),
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+                lambda _, mig: nv.nvmlDeviceGetComputeRunningProcesses_v2(mig),
+            ),
+        ),
+        "process_utilization": (
+            (
+                "nvmlDeviceGetProcessUtilization",
+                lambda h, since_us: nv.nvmlDeviceGetProcessUtilization(h, since_us),
+            ),
+        ),
         "compute_processes": (
             (
                 "nvmlDeviceGetComputeRunningProcesses_v3",
@@ -461,6 +527,11 @@ def _device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, _Query], ...]]
     }
 
 
+def _through_mig(query: _Query) -> _Query:
+    """``query`` of a GPU asked of one of its MIG devices (given after the GPU's handle)."""
+    return lambda _, mig: query(mig)
+
+
 def _text(value: Any) -> str:
     """NVML strings arrive as ``str`` from current bindings and ``bytes`` from old ones."""
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
@@ -471,6 +542,21 @@ def throttle_words(mask: Any) -> tuple[str, ...] | None:
     if mask is None:
         return None
     return tuple(word for bit, word in THROTTLE_WORDS if int(mask) & bit)
+
+
+def energy_since_start(gpu: _Gpu, millijoules: Any) -> float | None:
+    """The energy ``gpu`` used since its counter was first read, in joules, counting this
+    answer; ``None`` when the counter was not answered this time (the next answer counts on
+    from the last one). A counter that goes backwards started again (a driver reload): it
+    counts on from its new value, and the energy used in between is not guessed."""
+    if millijoules is None:
+        return None
+    counter = int(millijoules)
+    last = gpu.energy_counter_mj
+    if last is not None and counter >= last:
+        gpu.energy_since_start_mj += counter - last
+    gpu.energy_counter_mj = counter
+    return gpu.energy_since_start_mj / 1000.0
 
 
 def _not_ok(gpu: _Gpu) -> GpuReading:
@@ -498,6 +584,7 @@ def _gpu_reading(
     power_limit_w: float | None = None,
     sm_clock_max_mhz: float | None = None,
     clock_events: Any = None,
+    mig_devices: tuple[MigDeviceReading, ...] | None = None,
     error: str | None = None,
 ) -> GpuReading:
     """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
@@ -521,6 +608,7 @@ def _gpu_reading(
         power_limit_w: The cached power limit.
         sm_clock_max_mhz: The cached maximum SM clock.
         clock_events: The clock event (throttle) reasons, NVML's bit mask.
+        mig_devices: In MIG mode, its MIG devices.
         error: Why a GPU that is not ``ok`` cannot be read.
     """
     return GpuReading(
@@ -546,11 +634,13 @@ def _gpu_reading(
         ),
         processes=processes,
         energy_j=millijoules / 1000.0 if millijoules is not None else None,
+        energy_joules=energy_since_start(gpu, millijoules),
         error=error,
         throttle_reasons=throttle_words(clock_events),
         ecc_uncorrected_errors=gpu.ecc_uncorrected if state is GpuState.OK else None,
         remapped_rows_pending=gpu.remapped_pending if state is GpuState.OK else None,
         mig_mode=gpu.mig_mode if state is GpuState.OK else None,
+        mig_devices=mig_devices,
     )
 
 
@@ -926,18 +1016,68 @@ class NvmlSampler:
             pstate=self._ask(gpu, "performance_state"),
             clock_events=self._ask(gpu, "clock_events"),
             processes=self._read_processes(gpu),
+            mig_devices=self._read_mig_memory(gpu),
             power_limit_w=gpu.power_limit_w,
             sm_clock_max_mhz=gpu.sm_clock_max_mhz,
         )
 
     def _read_health(self, gpu: _Gpu) -> None:
-        """ECC errors, a pending row remap and the MIG mode: asked every ``HEALTH_TTL_S``."""
+        """ECC errors, a pending row remap, the MIG mode and MIG devices: asked every
+        ``HEALTH_TTL_S``."""
         errors = self._ask(gpu, "ecc_uncorrected")
         gpu.ecc_uncorrected = int(errors) if errors is not None else None
         rows = self._ask(gpu, "remapped_rows")  # (correctable, uncorrectable, pending, failed)
         gpu.remapped_pending = bool(rows[2]) if rows is not None else None
         mig = self._ask(gpu, "mig_mode")  # (current, pending)
         gpu.mig_mode = bool(mig[0]) if mig is not None else None
+        gpu.mig_devices = self._read_mig_devices(gpu) if gpu.mig_mode else None
+
+    def _read_mig_devices(self, gpu: _Gpu) -> list[_MigDevice] | None:
+        """A GPU's MIG devices, by index until the driver says there is none at the next
+        (as nvitop reads them); ``None`` where NVML does not list them."""
+        most = self._ask(gpu, "mig_device_count")
+        if most is None:
+            return None
+        devices = []
+        for index in range(int(most)):
+            handle = self._ask(gpu, "mig_device", index, not_found=_NONE_THERE)
+            if handle is _NONE_THERE:
+                break
+            if handle is None:
+                return None
+            gpu_instance = self._ask(gpu, "mig_gpu_instance_id", handle)
+            compute_instance = self._ask(gpu, "mig_compute_instance_id", handle)
+            infos = self._ask(gpu, "mig_processes", handle)
+            processes = None if infos is None else self._processes(_listed(infos, ()), None)
+            devices.append(
+                _MigDevice(
+                    index,
+                    handle,
+                    int(gpu_instance) if gpu_instance is not None else None,
+                    int(compute_instance) if compute_instance is not None else None,
+                    processes,
+                )
+            )
+        return devices
+
+    def _read_mig_memory(self, gpu: _Gpu) -> tuple[MigDeviceReading, ...] | None:
+        """The MIG devices as last listed, with their memory asked now."""
+        if gpu.mig_devices is None:
+            return None
+        readings = []
+        for device in gpu.mig_devices:
+            memory = self._ask(gpu, "mig_memory", device.handle)
+            readings.append(
+                MigDeviceReading(
+                    index=device.index,
+                    gpu_instance_id=device.gpu_instance_id,
+                    compute_instance_id=device.compute_instance_id,
+                    memory_used_bytes=int(memory.used) if memory is not None else None,
+                    memory_total_bytes=int(memory.total) if memory is not None else None,
+                    processes=device.processes,
+                )
+            )
+        return tuple(readings)
 
     def _refresh_pcie(self, gpus: Sequence[_Gpu], now: float) -> None:
         """Ask the PCIe throughput of the GPUs whose figures are older than ``PCIE_TTL_S``,
@@ -987,11 +1127,18 @@ class NvmlSampler:
             gpu.minor = int(minor) if minor is not None else None
         gpu.static_read = True
 
-    def _ask(self, gpu: _Gpu, field_name: str) -> Any:
+    def _ask(self, gpu: _Gpu, field_name: str, *args: Any, not_found: Any = None) -> Any:
         """Ask one field of one GPU; ``None`` when NVML does not answer it.
 
         NotSupported (this GPU) and FunctionNotFound (this library, every GPU) are
         remembered and never asked again; any other error costs only this sample.
+
+        Args:
+            gpu: The GPU.
+            field_name: A key of ``_device_queries``.
+            args: What the query takes after the handle.
+            not_found: What NotFound answers, where it is an answer (no samples since a
+                time) rather than an error; ``None`` makes it an error as any other.
 
         Raises:
             _GpuLost: The GPU answered GpuIsLost.
@@ -1003,11 +1150,13 @@ class NvmlSampler:
             if symbol in self._missing_symbols:
                 continue
             try:
-                return self._call(symbol, gpu.index, query, gpu.handle)
+                return self._call(symbol, gpu.index, query, gpu.handle, *args)
             except self._nv.NVMLError as err:
                 code = err.value
                 if code == _GPU_IS_LOST:
                     raise _GpuLost from None
+                if code == _NOT_FOUND and not_found is not None:
+                    return not_found
                 if code == _FUNCTION_NOT_FOUND:
                     self._missing_symbols.add(symbol)
                     log.debug("NVML has no %s (driver older than the bindings)", symbol)
@@ -1035,37 +1184,59 @@ class NvmlSampler:
     # --------------------------------------------------------------- processes
 
     def _read_processes(self, gpu: _Gpu) -> tuple[GpuProcess, ...] | None:
-        """Compute, then graphics processes (a PID in both is listed once, as compute);
-        ``None`` when NVML could not list the compute processes (unknown, not none)."""
-        found: list[GpuProcess] = []
-        seen: set[int] = set()
+        """Compute, then graphics processes (a PID in both is listed once, as compute), each
+        with its SM utilization; ``None`` when NVML could not list the compute processes
+        (unknown, not none)."""
         compute = self._ask(gpu, "compute_processes")
         if compute is None:
             return None
-        for kind, infos in (
-            ("compute", compute),
-            ("graphics", self._ask(gpu, "graphics_processes") or ()),
-        ):
-            for info in infos:
-                pid = int(info.pid)
-                if pid in seen:
-                    continue
-                seen.add(pid)
-                identity = self._identify(pid)
-                used = info.usedGpuMemory
-                memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
-                found.append(
-                    GpuProcess(
-                        pid,
-                        identity.user,
-                        identity.command,
-                        memory,
-                        kind,
-                        create_time=identity.create_time,
-                        local_pid=None if self._status.host_pids else pid,
-                    )
+        listed = _listed(compute, self._ask(gpu, "graphics_processes") or ())
+        return self._processes(listed, self._read_process_sm(gpu) if listed else None)
+
+    def _processes(
+        self, listed: dict[int, tuple[str, Any]], sm: dict[int, float | None] | None
+    ) -> tuple[GpuProcess, ...]:
+        """The processes NVML listed (``_listed``), each joined with what psutil knows of it
+        and its SM utilization (``None`` for all where ``sm`` is)."""
+        found = []
+        for pid, (kind, used) in listed.items():
+            identity = self._identify(pid)
+            memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
+            found.append(
+                GpuProcess(
+                    pid,
+                    identity.user,
+                    identity.command,
+                    memory,
+                    kind,
+                    create_time=identity.create_time,
+                    local_pid=None if self._status.host_pids else pid,
+                    sm_utilization_percent=None if sm is None else sm.get(pid, 0.0),
                 )
+            )
         return tuple(found)
+
+    def _read_process_sm(self, gpu: _Gpu) -> dict[int, float | None] | None:
+        """Each sampled process's SM utilization (its newest sample), from one ask for the
+        samples since ``gpu.process_samples_since_us``; ``None`` when NVML does not say.
+
+        A process with no sample in the window ran no kernel in it: the caller reads it as 0.
+        """
+        samples = self._ask(gpu, "process_utilization", gpu.process_samples_since_us, not_found=())
+        if samples is None:
+            return None
+        newest: dict[int, Any] = {}
+        for sample in samples:
+            pid = int(sample.pid)
+            if pid not in newest or sample.timeStamp >= newest[pid].timeStamp:
+                newest[pid] = sample
+        if newest:
+            latest = max(int(sample.timeStamp) for sample in newest.values())
+            gpu.process_samples_since_us = max(latest - PROCESS_SAMPLES_WINDOW_US, 0)
+        return {
+            pid: float(sample.smUtil) if 0 <= sample.smUtil <= 100 else None
+            for pid, sample in newest.items()
+        }
 
     def _match_local(self, gpus: tuple[GpuReading, ...], now: float) -> tuple[GpuReading, ...]:
         """In a pid namespace of our own: each host pid proven to be a local process
@@ -1133,6 +1304,20 @@ class NvmlSampler:
         }
         for pid in self._identities.keys() - alive:
             del self._identities[pid]
+
+
+_NONE_THERE = False
+"""What asking for a MIG device past the last one answers (NVML's NotFound)."""
+
+
+def _listed(compute: Any, graphics: Any) -> dict[int, tuple[str, Any]]:
+    """NVML's process infos by pid, with their kind and memory (the driver's figure): compute
+    first, so a pid in both lists is listed once, as compute."""
+    listed: dict[int, tuple[str, Any]] = {}
+    for kind, infos in (("compute", compute), ("graphics", graphics)):
+        for info in infos:
+            listed.setdefault(int(info.pid), (kind, info.usedGpuMemory))
+    return listed
 
 
 def _username(process: psutil.Process) -> str | None:

@@ -92,6 +92,27 @@ class GpuProcess:
     """The same process's pid in gputui's pid namespace: ``pid`` itself on the host; in a
     container's pid namespace, the local process proven to be it (it alone maps the GPU's
     device node, see :mod:`gputui.telemetry.devnodes`), else ``None``. Signals go to it."""
+    sm_utilization_percent: float | None = None
+    """Share of the GPU's SMs the process kept busy in NVML's latest samples, 0-100 (0 when
+    NVML has no recent sample of it: it ran no kernel); ``None`` where NVML does not say."""
+
+
+@dataclass(frozen=True, slots=True)
+class MigDeviceReading:
+    """One MIG device (a GPU instance's compute instance) of a GPU in MIG mode."""
+
+    index: int
+    """Its index among the GPU's MIG devices (``nvmlDeviceGetMigDeviceHandleByIndex``)."""
+    gpu_instance_id: int | None
+    """The GPU instance it belongs to (its memory and SM slice)."""
+    compute_instance_id: int | None
+    """Its compute instance within that GPU instance."""
+    memory_used_bytes: int | None
+    """Its memory in use."""
+    memory_total_bytes: int | None
+    """Its memory."""
+    processes: tuple[GpuProcess, ...] | None
+    """The processes running on it; ``None`` where NVML could not list them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +161,10 @@ class GpuReading:
     error, a lost GPU): unknown, which is not the same as none."""
     energy_j: float | None = None
     """Energy used since the driver was loaded, a counter (Volta and later; else ``None``)."""
+    energy_joules: float | None = None
+    """Energy used since this sampler first read the GPU: the counter's increase, which keeps
+    growing across a counter that starts again (a driver reload); ``None`` where the counter is
+    not answered."""
     error: str | None = None
     """Why a GPU that is not ``ok`` cannot be read, and what to do, in one sentence."""
     throttle_reasons: tuple[str, ...] | None = None
@@ -151,6 +176,9 @@ class GpuReading:
     """True when a row remap waits for a GPU reset (Ampere and later; else ``None``)."""
     mig_mode: bool | None = None
     """Whether MIG is enabled (A100, H100...; ``None`` where the GPU has no MIG)."""
+    mig_devices: tuple[MigDeviceReading, ...] | None = None
+    """In MIG mode, its MIG devices (empty: none made yet); ``None`` out of MIG mode, or
+    where NVML does not list them."""
 
 
 def shown_pid(process: GpuProcess) -> int:

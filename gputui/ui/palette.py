@@ -22,7 +22,7 @@ MONITOR_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Error detail", "Show or hide a failed run's detail (e)", "runner_detail"),
     (
         "Sort processes",
-        "Sort the GPU processes by the next key: GPU, GPU memory, PID, user, command (o)",
+        "Sort the GPU processes by the next key: GPU, GPU memory, SM %, PID, user, command (o)",
         "process_sort",
     ),
     ("Reverse process order", "Turn the GPU processes' order round (O)", "process_reverse"),

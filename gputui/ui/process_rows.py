@@ -1,8 +1,7 @@
 """The process table's rows: which match the filter, and in what order (pure: no widgets).
 
-``o`` cycles the sort key, ``O`` reverses it, ``/`` filters by text (any cell: GPU, pid,
-user, memory, command). There is no SM % column to sort by: the readings carry no
-per-process utilization.
+``o`` cycles the sort key (:data:`SORT_KEYS`: GPU, GPU memory, SM %, PID, user, command),
+``O`` reverses it, ``/`` filters by text (any cell: GPU, pid, user, memory, SM %, command).
 """
 
 from __future__ import annotations
@@ -16,18 +15,20 @@ from gputui.telemetry.readings import GpuProcess, GpuReading, shown_pid
 from gputui.ui.render.processes import ProcessCells, process_cells
 from gputui.ui.row_order import RowOrder
 
-SORT_KEYS = ("gpu", "memory", "pid", "user", "command")
+SORT_KEYS = ("gpu", "memory", "sm", "pid", "user", "command")
 """What ``o`` cycles through, the default (GPU, then pid) first."""
 SORT_LABELS = {
     "gpu": "GPU",
     "memory": "GPU mem",
+    "sm": "SM %",
     "pid": "PID",
     "user": "user",
     "command": "command",
 }
 """How the table's subtitle names each key."""
-LARGEST_FIRST = frozenset({"memory"})
-"""Keys whose natural order is largest first (the biggest user of GPU memory on top)."""
+LARGEST_FIRST = frozenset({"memory", "sm"})
+"""Keys whose natural order is largest first (the biggest user of GPU memory, or of its SMs,
+on top)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,7 @@ class ProcessRow:
     process: GpuProcess
     """The process, with what the reading knew of it (its ``create_time`` among it)."""
     cells: ProcessCells
-    """The row's text: GPU, PID, user, GPU memory, command."""
+    """The row's text: GPU, PID, user, GPU memory, SM %, command."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +94,14 @@ def matches(row: ProcessRow, text: str) -> bool:
     return any(needle in cell.casefold() for cell in row.cells)
 
 
-def _value(row: ProcessRow, key: str) -> int | str | None:
+def _value(row: ProcessRow, key: str) -> float | str | None:
     process = row.process
     if key == "gpu":
         return row.gpu
     if key == "memory":
         return process.gpu_memory_bytes
+    if key == "sm":
+        return process.sm_utilization_percent
     if key == "pid":
         return shown_pid(process)
     text = process.user if key == "user" else process.command

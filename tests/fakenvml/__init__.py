@@ -154,6 +154,13 @@ class FakeNvml:
             raise ValueError(f"no GPU {gpu} in fake NVML")
         return int(count)
 
+    def last_seen_timestamp(self, gpu: int) -> int:
+        """Return the ``lastSeenTimeStamp`` (µs) GPU ``gpu``'s last process utilization call got."""
+        stamp = self.lib.fake_nvml_last_seen_timestamp(gpu)
+        if stamp < 0:
+            raise ValueError(f"no GPU {gpu} in fake NVML")
+        return int(stamp)
+
     def calls_inside(self) -> int:
         """Return how many calls are sleeping inside the library now (a hang or a delay)."""
         return int(self.lib.fake_nvml_calls_inside())
@@ -179,12 +186,14 @@ def load_fake_nvml(lib_dir: Path) -> FakeNvml:
         "fake_nvml_gpu_call_count",
         "fake_nvml_device_queries",
         "fake_nvml_calls_inside",
+        "fake_nvml_last_seen_timestamp",
     ):
         getattr(lib, hook).restype = ctypes.c_longlong
     lib.fake_nvml_release_hangs.restype = None
     lib.fake_nvml_call_count.argtypes = [ctypes.c_char_p]
     lib.fake_nvml_gpu_call_count.argtypes = [ctypes.c_char_p, ctypes.c_int]
     lib.fake_nvml_device_queries.argtypes = [ctypes.c_int]
+    lib.fake_nvml_last_seen_timestamp.argtypes = [ctypes.c_int]
     with pynvml.libLoadLock:
         pynvml.nvmlLib = lib
         pynvml._nvmlGetFunctionPointer_cache.clear()

@@ -17,6 +17,8 @@
  *                                                             calls on one GPU (-1: system)
  *   long long fake_nvml_device_queries(int gpu)               device queries on that GPU
  * Each returns -1 for an unknown function name or GPU index.
+ *   long long fake_nvml_last_seen_timestamp(int gpu)          lastSeenTimeStamp the GPU's last
+ *                                                             nvmlDeviceGetProcessUtilization got
  *   long long fake_nvml_calls_inside(void)                    calls sleeping inside now
  *   void fake_nvml_release_hangs(void)                        end every FAKE_NVML_HANG sleep
  */
@@ -129,6 +131,15 @@ typedef struct {
     unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp; /* microseconds since the epoch (CPU time) */
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 /* ------------------------------------------------------------------------ */
 /* Every exported NVML function, for call counting and error injection.     */
 /* ------------------------------------------------------------------------ */
@@ -185,7 +196,12 @@ typedef struct {
     X(nvmlDeviceIsMigDeviceHandle)               \
     X(nvmlDeviceGetCurrentClocksEventReasons)    \
     X(nvmlDeviceGetCurrentClocksThrottleReasons) \
-    X(nvmlDeviceGetRemappedRows)
+    X(nvmlDeviceGetRemappedRows)                 \
+    X(nvmlDeviceGetProcessUtilization)          \
+    X(nvmlDeviceGetMaxMigDeviceCount)            \
+    X(nvmlDeviceGetMigDeviceHandleByIndex)       \
+    X(nvmlDeviceGetGpuInstanceId)                \
+    X(nvmlDeviceGetComputeInstanceId)
 
 #define AS_ENUM(name) FN_##name,
 #define AS_STRING(name) #name,
@@ -220,6 +236,8 @@ static const field_t FIELDS[] = {
      {FN_nvmlDeviceGetComputeRunningProcesses_v3, FN_nvmlDeviceGetComputeRunningProcesses_v2, -1}},
     {"graphics_processes",
      {FN_nvmlDeviceGetGraphicsRunningProcesses_v3, FN_nvmlDeviceGetGraphicsRunningProcesses_v2, -1}},
+    {"process_utilization", {FN_nvmlDeviceGetProcessUtilization, -1}},
+    {"mig_devices", {FN_nvmlDeviceGetMaxMigDeviceCount, FN_nvmlDeviceGetMigDeviceHandleByIndex, -1}},
     /* System-wide: a GPU prefix is ignored. */
     {"count", {FN_nvmlDeviceGetCount, FN_nvmlDeviceGetCount_v2, -1}},
     {"driver_version", {FN_nvmlSystemGetDriverVersion, -1}},
@@ -298,6 +316,15 @@ typedef struct fake_gpu {
     unsigned long long ecc_uncorrected; /* FAKE_NVML_ECC_UNCORRECTED: volatile, uncorrected */
     unsigned long long remapped_pending; /* FAKE_NVML_REMAPPED_PENDING: 1 when a remap waits */
     unsigned long long mig_mode;       /* FAKE_NVML_MIG_MODE: 1 when MIG is enabled */
+    unsigned long long energy_reset;   /* FAKE_NVML_ENERGY_RESET: the counter restarts after it */
+    unsigned int mig_count;            /* FAKE_NVML_MIG_DEVICES: MIG devices on this GPU */
+    /* A MIG device (an entry of g_migs) answers as its GPU (index) but for these: */
+    int is_mig;
+    unsigned int mig_index;            /* its index among its GPU's MIG devices */
+    unsigned int gpu_instance_id;
+    unsigned int compute_instance_id;
+    unsigned long long mig_used_bytes;
+    unsigned long long mig_total_bytes;
 } fake_gpu_t;
 
 typedef fake_gpu_t *nvmlDevice_t;
@@ -307,9 +334,12 @@ typedef struct {
     unsigned int pid;
     unsigned long long bytes;
     int graphics;
+    int mig; /* the MIG device it runs on ("GPU/MIG:PID:BYTES"); -1: none */
 } fake_process_t;
 
 static fake_gpu_t g_gpus[FAKE_MAX_GPUS];
+#define FAKE_MAX_MIGS 7 /* an H100's most */
+static fake_gpu_t g_migs[FAKE_MAX_GPUS][FAKE_MAX_MIGS]; /* FAKE_NVML_MIG_DEVICES */
 static unsigned int g_gpu_count;
 static int g_init_refcount;
 static char g_driver_version[80];
@@ -324,6 +354,16 @@ static int g_errors[FAKE_MAX_GPUS + 1][FN_COUNT];
 static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
 static fake_process_t g_processes[FAKE_MAX_PROCESSES];
 static unsigned int g_process_count;
+
+typedef struct {
+    unsigned int gpu;
+    unsigned int pid;
+    unsigned int sm;
+} fake_process_sm_t;
+
+static fake_process_sm_t g_process_sm[FAKE_MAX_PROCESSES]; /* FAKE_NVML_PROCESS_UTILIZATION */
+static unsigned int g_process_sm_count;
+static unsigned long long g_last_seen_us[FAKE_MAX_GPUS]; /* each GPU's last lastSeenTimeStamp */
 
 /* Bus numbers of the eight GPUs in a typical HGX H100 board. */
 static const unsigned int HGX_BUSES[8] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
@@ -603,7 +643,8 @@ static int parse_per_gpu(const char *variable, size_t offset) {
     return 1;
 }
 
-/* "GPU:PID:BYTES,..." where BYTES may be "na" (NVML_VALUE_NOT_AVAILABLE). */
+/* "GPU:PID:BYTES,..." where BYTES may be "na" (NVML_VALUE_NOT_AVAILABLE) and GPU may be
+   "GPU/MIG": a process on that GPU's MIG device MIG (an index of FAKE_NVML_MIG_DEVICES). */
 static int parse_processes(const char *variable, int graphics) {
     const char *value = getenv(variable);
     char buffer[8192];
@@ -617,15 +658,23 @@ static int parse_processes(const char *variable, int graphics) {
     }
     strcpy(buffer, value);
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        unsigned long long gpu, pid, bytes;
+        unsigned long long gpu, pid, bytes, mig = 0;
         char *first = strchr(item, ':');
         char *second = first ? strchr(first + 1, ':') : NULL;
+        char *slash = strchr(item, '/');
         if (second == NULL || g_process_count >= FAKE_MAX_PROCESSES) {
             config_error(variable, item);
             return 0;
         }
         *first = '\0';
         *second = '\0';
+        if (slash != NULL && slash < first) {
+            *slash = '\0';
+            if (!parse_uint(slash + 1, &mig) || mig >= FAKE_MAX_MIGS) {
+                config_error(variable, slash + 1);
+                return 0;
+            }
+        }
         if (strcasecmp(second + 1, "na") == 0) {
             bytes = NVML_VALUE_NOT_AVAILABLE_ULL;
         } else if (!parse_uint(second + 1, &bytes)) {
@@ -640,7 +689,96 @@ static int parse_processes(const char *variable, int graphics) {
         g_processes[g_process_count].pid = (unsigned int)pid;
         g_processes[g_process_count].bytes = bytes;
         g_processes[g_process_count].graphics = graphics;
+        g_processes[g_process_count].mig = slash != NULL && slash < first ? (int)mig : -1;
         g_process_count++;
+    }
+    return 1;
+}
+
+/* FAKE_NVML_MIG_DEVICES: "GPU:GI:CI:USED_MIB:TOTAL_MIB,...", each a MIG device of GPU, in
+   order (the first is its MIG device 0). */
+static int parse_mig_devices(void) {
+    const char *variable = "FAKE_NVML_MIG_DEVICES";
+    const char *value = getenv(variable);
+    char buffer[4096];
+    char *save = NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 1;
+    }
+    if (strlen(value) >= sizeof(buffer)) {
+        config_error(variable, "too long");
+        return 0;
+    }
+    strcpy(buffer, value);
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        unsigned long long numbers[5];
+        char *field = item;
+        fake_gpu_t *mig;
+        for (int i = 0; i < 5; i++) {
+            char *colon = strchr(field, ':');
+            if ((colon == NULL) != (i == 4)) {
+                config_error(variable, item);
+                return 0;
+            }
+            if (colon != NULL) {
+                *colon = '\0';
+            }
+            if (!parse_uint(field, &numbers[i])) {
+                config_error(variable, field);
+                return 0;
+            }
+            field = colon + 1;
+        }
+        if (numbers[0] >= FAKE_MAX_GPUS || g_gpus[numbers[0]].mig_count >= FAKE_MAX_MIGS ||
+            numbers[3] > numbers[4]) {
+            config_error(variable, "a GPU index, too many MIG devices, or more used than total");
+            return 0;
+        }
+        mig = &g_migs[numbers[0]][g_gpus[numbers[0]].mig_count];
+        mig->index = (unsigned int)numbers[0];
+        mig->is_mig = 1;
+        mig->mig_index = g_gpus[numbers[0]].mig_count++;
+        mig->gpu_instance_id = (unsigned int)numbers[1];
+        mig->compute_instance_id = (unsigned int)numbers[2];
+        mig->mig_used_bytes = numbers[3] * 1024ULL * 1024ULL;
+        mig->mig_total_bytes = numbers[4] * 1024ULL * 1024ULL;
+    }
+    return 1;
+}
+
+/* FAKE_NVML_PROCESS_UTILIZATION: "GPU:PID:SM,..." (SM 0 to 100). */
+static int parse_process_utilization(void) {
+    const char *variable = "FAKE_NVML_PROCESS_UTILIZATION";
+    const char *value = getenv(variable);
+    char buffer[8192];
+    char *save = NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 1;
+    }
+    if (strlen(value) >= sizeof(buffer)) {
+        config_error(variable, "too long");
+        return 0;
+    }
+    strcpy(buffer, value);
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        unsigned long long gpu, pid, sm;
+        char *first = strchr(item, ':');
+        char *second = first ? strchr(first + 1, ':') : NULL;
+        if (second == NULL || g_process_sm_count >= FAKE_MAX_PROCESSES) {
+            config_error(variable, item);
+            return 0;
+        }
+        *first = '\0';
+        *second = '\0';
+        if (!parse_uint(item, &gpu) || gpu >= FAKE_MAX_GPUS || !parse_uint(first + 1, &pid) ||
+            !parse_uint(second + 1, &sm) || sm > 100) {
+            config_error(variable, item);
+            return 0;
+        }
+        g_process_sm[g_process_sm_count].gpu = (unsigned int)gpu;
+        g_process_sm[g_process_sm_count].pid = (unsigned int)pid;
+        g_process_sm[g_process_sm_count].sm = (unsigned int)sm;
+        g_process_sm_count++;
     }
     return 1;
 }
@@ -675,7 +813,10 @@ static nvmlReturn_t load_config(void) {
     memset(g_calls, 0, sizeof(g_calls));
     memset(g_hang_s, 0, sizeof(g_hang_s));
     memset(g_gpus, 0, sizeof(g_gpus));
+    memset(g_migs, 0, sizeof(g_migs));
+    memset(g_last_seen_us, 0, sizeof(g_last_seen_us));
     g_process_count = 0;
+    g_process_sm_count = 0;
     for (unsigned int i = 0; i < FAKE_MAX_GPUS; i++) {
         g_gpus[i].index = i;
         g_gpus[i].lost_after = -1;
@@ -736,11 +877,13 @@ static nvmlReturn_t load_config(void) {
     if (!parse_errors("FAKE_NVML_UNSUPPORTED", NVML_ERROR_NOT_SUPPORTED) ||
         !parse_errors("FAKE_NVML_FAIL", NVML_ERROR_UNKNOWN) || !parse_hangs() || !parse_lost() ||
         !parse_processes("FAKE_NVML_PROCESSES", 0) ||
-        !parse_processes("FAKE_NVML_GRAPHICS_PROCESSES", 1) ||
+        !parse_processes("FAKE_NVML_GRAPHICS_PROCESSES", 1) || !parse_process_utilization() ||
         !parse_per_gpu("FAKE_NVML_CLOCK_EVENTS", offsetof(fake_gpu_t, clock_events)) ||
         !parse_per_gpu("FAKE_NVML_ECC_UNCORRECTED", offsetof(fake_gpu_t, ecc_uncorrected)) ||
         !parse_per_gpu("FAKE_NVML_REMAPPED_PENDING", offsetof(fake_gpu_t, remapped_pending)) ||
-        !parse_per_gpu("FAKE_NVML_MIG_MODE", offsetof(fake_gpu_t, mig_mode))) {
+        !parse_per_gpu("FAKE_NVML_MIG_MODE", offsetof(fake_gpu_t, mig_mode)) ||
+        !parse_per_gpu("FAKE_NVML_ENERGY_RESET", offsetof(fake_gpu_t, energy_reset)) ||
+        !parse_mig_devices()) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     return NVML_SUCCESS;
@@ -830,11 +973,26 @@ static nvmlReturn_t system_enter(int fn) {
 }
 
 /* Device queries: counted, hang while the hang file exists, then lost or failing when told. */
+static int is_device(nvmlDevice_t device) {
+    const fake_gpu_t *first_mig = &g_migs[0][0];
+    if (device >= first_mig && device < first_mig + FAKE_MAX_GPUS * FAKE_MAX_MIGS) {
+        return device->is_mig; /* a MIG device the knob made */
+    }
+    return device >= g_gpus && device < g_gpus + FAKE_MAX_GPUS;
+}
+
+/* A MIG device answers as its GPU: counted, hung, lost and failing with it. */
 static nvmlReturn_t device_enter(int fn, nvmlDevice_t device, unsigned long long *tick) {
     unsigned long long queries;
-    if (device < g_gpus || device >= g_gpus + FAKE_MAX_GPUS) {
+    if (!is_device(device)) {
         count_call(SYSTEM_ROW, fn);
         return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (device->is_mig) {
+        if (!g_gpus[device->index].mig_mode) {
+            return NVML_ERROR_INVALID_ARGUMENT; /* MIG was turned off under the handle */
+        }
+        device = &g_gpus[device->index];
     }
     count_call((int)device->index, fn);
     if (g_init_refcount <= 0) {
@@ -1219,6 +1377,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *o
     if (out == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    if (device->is_mig) {
+        out->total = device->mig_total_bytes;
+        out->used = device->mig_used_bytes;
+        out->free = out->total - out->used;
+        return NVML_SUCCESS;
+    }
     out->total = H100_MEMORY_TOTAL;
     out->used = memory_used_at(device, tick) + H100_MEMORY_RESERVED;
     out->free = out->total - out->used;
@@ -1235,6 +1399,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
     }
     if (out->version != NVML_MEMORY_V2_VERSION) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (device->is_mig) {
+        out->total = device->mig_total_bytes;
+        out->reserved = 0;
+        out->used = device->mig_used_bytes;
+        out->free = out->total - out->used;
+        return NVML_SUCCESS;
     }
     out->total = H100_MEMORY_TOTAL;
     out->reserved = H100_MEMORY_RESERVED;
@@ -1282,7 +1453,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *m
 #endif
 
 #ifndef FAKE_NVML_OMIT_nvmlDeviceGetTotalEnergyConsumption
-/* A counter: GPU i starts at (i + 1) MJ and gains 20 J with every device query. */
+/* A counter: GPU i starts at (i + 1) MJ and gains 20 J with every device query; with
+   FAKE_NVML_ENERGY_RESET it starts again from 0 after that many queries (a driver reload). */
 EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
                                                         unsigned long long *millijoules) {
     unsigned long long tick = 0;
@@ -1290,7 +1462,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
     if (millijoules == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *millijoules = ENERGY_START_MJ * (device->index + 1ULL) + tick * ENERGY_PER_QUERY_MJ;
+    if (device->energy_reset > 0 && tick > device->energy_reset) {
+        *millijoules = (tick - device->energy_reset) * ENERGY_PER_QUERY_MJ;
+    } else {
+        *millijoules = ENERGY_START_MJ * (device->index + 1ULL) + tick * ENERGY_PER_QUERY_MJ;
+    }
     return NVML_SUCCESS;
 }
 #endif
@@ -1417,6 +1593,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned 
 /* Processes: the usual two-call protocol (ask the count, then fill).       */
 /* ------------------------------------------------------------------------ */
 
+/* Whether process `i` is listed on `device`: a GPU lists every process on it, its MIG devices'
+   too (as the driver answers a privileged caller); a MIG device lists its own. */
+static int runs_on(unsigned int i, nvmlDevice_t device, int graphics) {
+    const fake_process_t *process = &g_processes[i];
+    if (process->gpu != device->index || process->graphics != graphics) {
+        return 0;
+    }
+    return !device->is_mig || process->mig == (int)device->mig_index;
+}
+
 static nvmlReturn_t running_processes(nvmlDevice_t device, int graphics, unsigned int *count,
                                       nvmlProcessInfo_t *infos) {
     unsigned int found = 0;
@@ -1424,9 +1610,7 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, int graphics, unsigne
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     for (unsigned int i = 0; i < g_process_count; i++) {
-        if (g_processes[i].gpu == device->index && g_processes[i].graphics == graphics) {
-            found++;
-        }
+        found += runs_on(i, device, graphics);
     }
     if (found == 0) {
         *count = 0;
@@ -1438,11 +1622,14 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, int graphics, unsigne
     }
     found = 0;
     for (unsigned int i = 0; i < g_process_count; i++) {
-        if (g_processes[i].gpu == device->index && g_processes[i].graphics == graphics) {
+        if (runs_on(i, device, graphics)) {
+            const int mig = g_processes[i].mig;
+            const fake_gpu_t *instance = mig >= 0 ? &g_migs[device->index][mig] : NULL;
             infos[found].pid = g_processes[i].pid;
             infos[found].usedGpuMemory = g_processes[i].bytes;
-            infos[found].gpuInstanceId = NVML_NO_INSTANCE;
-            infos[found].computeInstanceId = NVML_NO_INSTANCE;
+            infos[found].gpuInstanceId = instance ? instance->gpu_instance_id : NVML_NO_INSTANCE;
+            infos[found].computeInstanceId =
+                instance ? instance->compute_instance_id : NVML_NO_INSTANCE;
             found++;
         }
     }
@@ -1483,6 +1670,52 @@ EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device
                                                              nvmlProcessInfo_t *infos) {
     DEVICE_ENTER(nvmlDeviceGetGraphicsRunningProcesses_v2, device, NULL);
     return running_processes(device, 1, count, infos);
+}
+#endif
+
+/* Per-process utilization: one sample per process FAKE_NVML_PROCESS_UTILIZATION names on the GPU,
+   taken "now", PROCESS_SAMPLE_STEP_US after the previous device query; NOT_FOUND when there is
+   no sample newer than lastSeenTimeStamp (as the driver answers for idle processes). */
+#define PROCESS_SAMPLE_BASE_US 1700000000000000ULL
+#define PROCESS_SAMPLE_STEP_US 100000ULL /* 0.1 s of simulated time per device query */
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetProcessUtilization
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                    nvmlProcessUtilizationSample_t *samples,
+                                                    unsigned int *count,
+                                                    unsigned long long last_seen_us) {
+    unsigned long long tick = 0;
+    unsigned long long now_us;
+    unsigned int found = 0;
+    DEVICE_ENTER(nvmlDeviceGetProcessUtilization, device, &tick);
+    if (count == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    g_last_seen_us[device->index] = last_seen_us;
+    now_us = PROCESS_SAMPLE_BASE_US + tick * PROCESS_SAMPLE_STEP_US;
+    for (unsigned int i = 0; i < g_process_sm_count; i++) {
+        found += g_process_sm[i].gpu == device->index;
+    }
+    if (found == 0 || now_us <= last_seen_us) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    if (samples == NULL || *count < found) {
+        *count = found;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    found = 0;
+    for (unsigned int i = 0; i < g_process_sm_count; i++) {
+        if (g_process_sm[i].gpu == device->index) {
+            memset(&samples[found], 0, sizeof(samples[found]));
+            samples[found].pid = g_process_sm[i].pid;
+            samples[found].timeStamp = now_us;
+            samples[found].smUtil = g_process_sm[i].sm;
+            samples[found].memUtil = g_process_sm[i].sm / 2u;
+            found++;
+        }
+    }
+    *count = found;
+    return NVML_SUCCESS;
 }
 #endif
 
@@ -1588,7 +1821,57 @@ EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int 
 #ifndef FAKE_NVML_OMIT_nvmlDeviceIsMigDeviceHandle
 EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *is_mig) {
     DEVICE_ENTER(nvmlDeviceIsMigDeviceHandle, device, NULL);
-    return set_uint(is_mig, 0u);
+    return set_uint(is_mig, device->is_mig ? 1u : 0u);
+}
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* MIG devices (FAKE_NVML_MIG_DEVICES, on a GPU in FAKE_NVML_MIG_MODE).      */
+/* ------------------------------------------------------------------------ */
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMaxMigDeviceCount
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+    DEVICE_ENTER(nvmlDeviceGetMaxMigDeviceCount, device, NULL);
+    if (device->is_mig) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return set_uint(count, FAKE_MAX_MIGS);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMigDeviceHandleByIndex
+/* NOT_FOUND past the last MIG device, as the driver answers for an empty slot. */
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                        nvmlDevice_t *mig) {
+    DEVICE_ENTER(nvmlDeviceGetMigDeviceHandleByIndex, device, NULL);
+    if (mig == NULL || device->is_mig || !device->mig_mode) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (index >= device->mig_count) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    *mig = &g_migs[device->index][index];
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetGpuInstanceId
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
+    DEVICE_ENTER(nvmlDeviceGetGpuInstanceId, device, NULL);
+    if (!device->is_mig) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return set_uint(id, device->gpu_instance_id);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetComputeInstanceId
+EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
+    DEVICE_ENTER(nvmlDeviceGetComputeInstanceId, device, NULL);
+    if (!device->is_mig) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return set_uint(id, device->compute_instance_id);
 }
 #endif
 
@@ -1661,6 +1944,13 @@ EXPORT long long fake_nvml_device_queries(int gpu) {
         return -1;
     }
     return (long long)__atomic_load_n(&g_gpus[gpu].queries, __ATOMIC_RELAXED);
+}
+
+EXPORT long long fake_nvml_last_seen_timestamp(int gpu) {
+    if (gpu < 0 || gpu >= FAKE_MAX_GPUS) {
+        return -1;
+    }
+    return (long long)g_last_seen_us[gpu];
 }
 
 EXPORT long long fake_nvml_calls_inside(void) { return __atomic_load_n(&g_inside, __ATOMIC_RELAXED); }

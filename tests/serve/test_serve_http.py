@@ -73,6 +73,7 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
         FAKE_NVML_GPU_COUNT="3",
         FAKE_NVML_UNSUPPORTED="2:fan",
         FAKE_NVML_PROCESSES=f"0:{me.pid}:1073741824",
+        FAKE_NVML_PROCESS_UTILIZATION=f"0:{me.pid}:42",
     )
     snapshot = child.wait_for_readings()
     metrics = child.metrics()
@@ -126,6 +127,9 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     assert process.labels["user"] == me.username()
     assert process.labels["command"] == first["processes"][0]["command"]
     assert snapshot["gpus"][0]["processes"][0]["pid"] == me.pid
+    busy = only(metrics["gputui_gpu_process_sm_utilization_ratio"])
+    assert busy.value == 0.42
+    assert busy.labels == process.labels
 
     cpu = snapshot["cpu"]
     assert only(metrics["gputui_cpu_utilization_ratio"]).value == pytest.approx(

@@ -62,10 +62,16 @@ GPU = GpuReading(
     performance_state=0,
     processes=(
         GpuProcess(
-            pid=4242, user="alice", command="python train.py " + "x" * 400, gpu_memory_bytes=2**30
+            pid=4242,
+            user="alice",
+            command="python train.py " + "x" * 400,
+            gpu_memory_bytes=2**30,
+            sm_utilization_percent=87.0,
         ),
         GpuProcess(pid=77, user=None, command=None, gpu_memory_bytes=4096, kind="graphics"),
-        GpuProcess(pid=78, user="bob", command="hidden", gpu_memory_bytes=None),
+        GpuProcess(
+            pid=78, user="bob", command="hidden", gpu_memory_bytes=None, sm_utilization_percent=0.0
+        ),
     ),
     energy_j=123456.789,
 )
@@ -187,6 +193,14 @@ def test_processes_only_when_asked_and_only_with_their_memory() -> None:
         "",
         "graphics",
     )
+
+
+def test_process_sm_utilization_is_a_ratio_left_out_where_unknown() -> None:
+    assert "gputui_gpu_process_sm_utilization_ratio" not in scrape(LATEST, processes=False)
+    samples = scrape(LATEST)["gputui_gpu_process_sm_utilization_ratio"]
+
+    assert [(s.labels["pid"], s.value) for s in samples] == [("4242", 0.87), ("78", 0.0)]
+    assert samples[1].labels["command"] == "hidden"  # its memory is unknown, its SM % is not
 
 
 def test_host_series_and_the_sample_age() -> None:

@@ -47,4 +47,3 @@ def test_node_mappers_reads_real_memory_maps(tmp_path: Path) -> None:
     (proc / "99").mkdir()  # a process that ended: no maps
     assert node_mappers(proc) == {3: {17}}
     assert node_mappers(proc, exclude=[17]) == {}
-

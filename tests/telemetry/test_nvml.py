@@ -140,6 +140,37 @@ def test_total_energy_is_a_counter_in_joules(sampler: NvmlSampler) -> None:
         assert (index + 1) * 1e6 < energy[0] < energy[1] < energy[2] < (index + 2) * 1e6  # type: ignore[operator]
 
 
+def test_energy_since_start_is_the_counter_s_increase_from_the_first_reading(
+    sampler: NvmlSampler,
+) -> None:
+    readings = [sampler.sample() for _ in range(4)]
+
+    for index in (0, 1):
+        counter = [gpu(r, index).energy_j for r in readings]
+        since = [gpu(r, index).energy_joules for r in readings]
+        assert since[0] == 0.0
+        for step in range(1, 4):
+            assert since[step] == pytest.approx(counter[step] - counter[0])  # type: ignore[operator]
+        assert since[3] > since[2] > since[1] > 0.0  # type: ignore[operator]
+
+
+def test_energy_since_start_counts_on_across_a_counter_that_starts_again(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_ENERGY_RESET", "0:30")  # a driver reload after 30 queries
+    readings = [sampler.sample() for _ in range(8)]
+
+    counter = [gpu(r, 0).energy_j for r in readings]
+    since = [gpu(r, 0).energy_joules for r in readings]
+    restart = next(i for i in range(1, 8) if counter[i] < counter[i - 1])  # type: ignore[operator]
+    assert counter[restart] < 1e6 < counter[0]  # type: ignore[operator]  # it went back to ~0
+    assert since[restart] == since[restart - 1]  # what was used across the reload is not guessed
+    for step in range(restart + 1, 8):
+        grown = counter[step] - counter[step - 1]  # type: ignore[operator]
+        assert since[step] == pytest.approx(since[step - 1] + grown)  # type: ignore[operator]
+    assert since[-1] > since[restart] > 0.0  # type: ignore[operator]
+
+
 def test_energy_is_none_where_nvml_has_no_counter(
     load_nvml: Callable[..., FakeNvml], fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
 ) -> None:
@@ -152,9 +183,11 @@ def test_energy_is_none_where_nvml_has_no_counter(
         unsupported = [sampler.sample() for _ in range(3)]
 
     assert all(g.energy_j is None for r in old_driver for g in r.gpus)
+    assert all(g.energy_joules is None for r in old_driver for g in r.gpus)
     assert all(g.power_w is not None for r in old_driver for g in r.gpus)
     assert all(gpu(r, 0).energy_j is not None for r in unsupported)
     assert all(gpu(r, 1).energy_j is None for r in unsupported)
+    assert all(gpu(r, 1).energy_joules is None for r in unsupported)
     assert fake.calls("nvmlDeviceGetTotalEnergyConsumption", 1) == 1  # asked once, then n/a
 
 
@@ -557,6 +590,65 @@ def test_processes_are_joined_with_psutil(
         assert init.user == _username_or_none(1)
 
 
+def test_each_process_has_its_sm_utilization_from_one_ask_per_gpu_and_sample(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:100:1024,0:200:1024,0:300:1024,2:400:1024")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:100:87,0:200:3")
+    readings = [sampler.sample() for _ in range(3)]
+
+    for reading in readings:
+        busy, light, idle = gpu(reading, 0).processes  # type: ignore[misc]
+        assert (busy.pid, busy.sm_utilization_percent) == (100, 87.0)
+        assert (light.pid, light.sm_utilization_percent) == (200, 3.0)
+        assert (idle.pid, idle.sm_utilization_percent) == (300, 0.0)  # no sample: no kernel
+        (alone,) = gpu(reading, 2).processes  # type: ignore[misc]
+        assert alone.sm_utilization_percent == 0.0  # NotFound: no sample on that GPU at all
+    # One ask per sample on a GPU with processes (the bindings' size query, then the fill);
+    # none on GPU 1, which has none.
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization", 0) == 2 * 3
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization", 2) == 3
+    assert fake_nvml.calls("nvmlDeviceGetProcessUtilization", 1) == 0
+
+
+def test_process_samples_are_asked_from_just_before_the_newest_answered(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:100:1024")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:100:50")
+    since = []
+    for _ in range(3):
+        sampler.sample()
+        since.append(fake_nvml.last_seen_timestamp(0))
+
+    assert since[0] == 0  # at first, every sample the driver holds
+    assert 0 < since[1] < since[2]  # then only the recent ones, kept per GPU
+
+
+def test_sm_utilization_nvml_does_not_give_is_none(
+    load_nvml: Callable[..., FakeNvml], fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:100:1024,1:200:1024")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:100:50,1:200:60")
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "1:process_utilization")
+    fake = load_nvml()
+    with NvmlSampler(clock=clock) as sampler:
+        readings = [sampler.sample() for _ in range(2)]
+    for reading in readings:
+        assert gpu(reading, 0).processes[0].sm_utilization_percent == 50.0  # type: ignore[index]
+        assert gpu(reading, 1).processes[0].sm_utilization_percent is None  # type: ignore[index]
+    assert fake.calls("nvmlDeviceGetProcessUtilization", 1) == 1  # NotSupported: asked once
+
+    fake = load_nvml(omit=["nvmlDeviceGetProcessUtilization"])  # a driver without it
+    with NvmlSampler(clock=clock) as sampler:
+        reading = sampler.sample()
+    assert [p.sm_utilization_percent for g in reading.gpus for p in g.processes or ()] == [
+        None,
+        None,
+    ]
+
+
 def _username_or_none(pid: int) -> str | None:
     try:
         return psutil.Process(pid).username()
@@ -771,6 +863,83 @@ def test_health_is_read_quietly_when_fine_and_in_words_when_not(
     sampler.sample()
     assert fake_nvml.calls("nvmlDeviceGetTotalEccErrors", 2) == asked  # on a 10 s TTL
     assert fake_nvml.calls("nvmlDeviceGetCurrentClocksEventReasons", 2) == 2  # every sample
+
+
+MiB = 1024 * 1024
+
+
+def test_mig_devices_are_read_with_their_ids_memory_and_processes(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    sampler: NvmlSampler,
+    clock: FakeClock,
+) -> None:
+    me = os.getpid()
+    fake_nvml_env.setenv("FAKE_NVML_MIG_MODE", "0:1")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_DEVICES", "0:1:0:4200:9856,0:2:0:0:9856,0:3:1:512:19968")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0/0:{me}:{4096 * MiB},0/2:4242:{512 * MiB}")
+    reading = sampler.sample()
+
+    mig, plain = gpu(reading, 0), gpu(reading, 1)
+    assert plain.mig_mode is False and plain.mig_devices is None  # out of MIG mode: none
+    assert mig.mig_devices is not None
+    first, empty, third = mig.mig_devices
+    assert (first.index, first.gpu_instance_id, first.compute_instance_id) == (0, 1, 0)
+    assert (first.memory_used_bytes, first.memory_total_bytes) == (4200 * MiB, 9856 * MiB)
+    assert [(p.pid, p.gpu_memory_bytes, p.user) for p in first.processes or ()] == [
+        (me, 4096 * MiB, psutil.Process().username())
+    ]
+    assert (empty.index, empty.gpu_instance_id, empty.processes) == (1, 2, ())
+    assert (third.gpu_instance_id, third.compute_instance_id) == (3, 1)
+    assert [p.pid for p in third.processes or ()] == [4242]
+    assert [p.pid for p in mig.processes or ()] == [me, 4242]  # the GPU lists them all too
+    # By index until the driver has none at the next: three devices, four asks.
+    assert fake_nvml.calls("nvmlDeviceGetMigDeviceHandleByIndex", 0) == 4
+    listed = fake_nvml.calls("nvmlDeviceGetComputeRunningProcesses_v3", 0)
+
+    for _ in range(3):
+        clock.now += 1.0
+        again = gpu(sampler.sample(), 0)
+    assert again.mig_devices == mig.mig_devices
+    assert fake_nvml.calls("nvmlDeviceGetMigDeviceHandleByIndex", 0) == 4  # on the TTL
+    assert fake_nvml.calls("nvmlDeviceGetGpuInstanceId", 0) == 3
+    # Only the GPU's own list each sample (the bindings' count, then the fill), the MIG
+    # devices' on the TTL; their memory every sample, with the GPU's.
+    assert fake_nvml.calls("nvmlDeviceGetComputeRunningProcesses_v3", 0) == listed + 3 * 2
+    assert fake_nvml.calls("nvmlDeviceGetMemoryInfo_v2", 0) == 4 * (1 + 3)
+    clock.now += 10.0
+    sampler.sample()
+    assert fake_nvml.calls("nvmlDeviceGetMigDeviceHandleByIndex", 0) == 8  # listed again
+
+
+def test_mig_devices_nvml_will_not_list_are_none_and_never_a_crash(
+    load_nvml: Callable[..., FakeNvml], fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_MODE", "0:1,1:1,2:1")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_DEVICES", "0:1:0:100:9856,1:1:0:100:9856,2:1:0:100:9856")
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "0:mig_devices")
+    fake_nvml_env.setenv(
+        "FAKE_NVML_FAIL",
+        "1:nvmlDeviceGetMigDeviceHandleByIndex=NO_PERMISSION,2:nvmlDeviceGetGpuInstanceId",
+    )
+    load_nvml()
+    with NvmlSampler(clock=clock) as sampler:
+        unsupported, refused, partial = sampler.sample().gpus
+    assert unsupported.mig_mode is True and unsupported.mig_devices is None
+    assert refused.mig_devices is None
+    assert partial.mig_devices is not None
+    (device,) = partial.mig_devices
+    assert (device.gpu_instance_id, device.compute_instance_id) == (None, 0)
+    assert device.memory_total_bytes == 9856 * MiB
+
+    fake_nvml_env.delenv("FAKE_NVML_UNSUPPORTED")
+    fake_nvml_env.delenv("FAKE_NVML_FAIL")
+    load_nvml(omit=["nvmlDeviceGetMaxMigDeviceCount"])  # a driver before MIG
+    with NvmlSampler(clock=clock) as sampler:
+        old = sampler.sample().gpus
+    assert [g.mig_devices for g in old] == [None, None, None]
+    assert all(g.state is GpuState.OK for g in old)
 
 
 def test_health_a_gpu_does_not_have_is_none(

@@ -7,6 +7,7 @@ import json
 import math
 import re
 
+import psutil
 import pytest
 
 from gputui.telemetry.apple import MpsSampler
@@ -45,13 +46,14 @@ GPU_KEYS = {
     "power_w",
     "power_limit_w",
     "energy_j",
+    "energy_joules",
     "fan_percent",
     "sm_clock_mhz",
     "pcie_rx_bytes_per_s",
     "pcie_tx_bytes_per_s",
     "processes",
 }
-PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes"}
+PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes", "sm_utilization_percent"}
 NVML_KEYS = {
     "available",
     "driver_version",
@@ -180,6 +182,7 @@ def test_json_carries_the_values() -> None:
         "user": "alice",
         "command": GPU.processes[0].command,
         "gpu_memory_bytes": 58 * 2**30,
+        "sm_utilization_percent": None,
         "kind": "compute",
     }
     assert lost["state"] == "lost"
@@ -207,6 +210,7 @@ def test_json_unsupported_readings_are_null() -> None:
         "user": None,
         "command": None,
         "gpu_memory_bytes": None,
+        "sm_utilization_percent": None,
         "kind": "compute",
     }
     for key in GPU_KEYS - {"index", "name", "uuid", "state", "processes"}:
@@ -372,6 +376,53 @@ def test_take_snapshot_samples_each_part_once(fake_nvml: FakeNvml) -> None:
     assert snapshot.cpu.taken_at >= snapshot.nvml.taken_at  # the window covered NVML's sample
     assert json.loads(render_snapshot_json(snapshot))["nvml"]["driver_version"] == "550.54.15"
     _lines(snapshot)
+
+
+def test_json_health_read_through_the_stand_in(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    gone = next(pid for pid in range(4_000_000, 4_100_000) if not psutil.pid_exists(pid))
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0:4242:1024,0:4343:2048,1/0:{gone}:2048")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", "0:4242:64")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_MODE", "1:1")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_DEVICES", "1:5:0:1024:9856")
+    with NvmlSampler(fake_nvml.path) as nvml:
+        first = take_snapshot(
+            host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
+        )
+        second = take_snapshot(
+            host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
+        )
+    before, after = (json.loads(render_snapshot_json(s))["gpus"][0] for s in (first, second))
+    assert before["energy_joules"] == 0.0  # since the sampler's first reading
+    assert after["energy_joules"] == pytest.approx(after["energy_j"] - before["energy_j"])
+    assert after["energy_joules"] > 0.0
+    busy, idle = after["processes"]
+    assert (busy["pid"], busy["sm_utilization_percent"]) == (4242, 64.0)
+    assert (idle["pid"], idle["sm_utilization_percent"]) == (4343, 0.0)  # no kernel ran
+    assert after["mig_mode"] is False and after["mig_devices"] is None
+    mig = json.loads(render_snapshot_json(second))["gpus"][1]
+    assert mig["mig_mode"] is True
+    assert mig["mig_devices"] == [
+        {
+            "index": 0,
+            "gpu_instance_id": 5,
+            "compute_instance_id": 0,
+            "memory_used_bytes": 1024 * 2**20,
+            "memory_total_bytes": 9856 * 2**20,
+            "processes": [
+                {
+                    "pid": gone,
+                    "local_pid": gone,
+                    "user": None,  # no such local process
+                    "command": None,
+                    "gpu_memory_bytes": 2048,
+                    "sm_utilization_percent": None,  # NVML has none per process in MIG mode
+                    "kind": "compute",
+                }
+            ],
+        }
+    ]
 
 
 def test_processes_nvml_cannot_list_are_n_a_not_none() -> None:

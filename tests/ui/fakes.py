@@ -106,6 +106,7 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
         pcie_rx_bytes_per_s=(2.1e9, 5.5e8, 0.0, 1.2e9, 9.0e9, 3.0e7, 7.7e8, 0.0)[index % 8],
         pcie_tx_bytes_per_s=(3.3e8, 1.1e8, 0.0, 2.0e8, 1.5e9, 1.0e6, 9.9e7, 0.0)[index % 8],
         performance_state=0 if utilization > 5 else 8,
+        energy_joules=(1.234e6, 6.8e5, 1.42e5, 9.1e5, 1.4e6, 3.2e5, 7.8e5, 1.38e5)[index % 8],
         processes=(
             ()
             if used < 1
@@ -115,6 +116,7 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
                     user="ada",
                     command=f"python train.py --model vit-h/14 --shard {index} [run 7]",
                     gpu_memory_bytes=int((used - 0.5) * GiB),
+                    sm_utilization_percent=utilization,  # the GPU's only process
                 ),
             )
         ),

@@ -83,8 +83,8 @@ async def test_panels_show_the_injected_readings() -> None:
         assert "pwr 340/700 W" in card_text(app, 1)
         table = app.query_one(ProcessTable)
         assert len(table.shown) == 2
-        assert table.shown["0:41000:compute"][4].endswith("--shard 0 [run 7]")
-        assert table.lines[1].plain.endswith("--shard 0 [run…")  # not markup; cropped to fit
+        assert table.shown["0:41000:compute"][-1].endswith("--shard 0 [run 7]")
+        assert table.lines[1].plain.endswith(" 92%  python train.py --model vit-h/14 --shard …")
         assert MPS_ON_LINUX.message in app.query_one(MpsPanel).lines[0].plain
         text = screen_text(app)
         assert "CPU · AMD EPYC 7763 64-Core Processor" in text
@@ -296,10 +296,10 @@ async def test_the_process_table_rebuilds_only_when_its_rows_change(
         assert builds == [2]  # built once, when the rows changed
         assert set(table.shown) == {"0:41000:compute", "0:777:compute"}
         heading, *rows = (line.plain.rstrip() for line in table.lines)
-        assert heading == "GPU    PID  User   GPU mem  Command"
+        assert heading == "GPU    PID  User   GPU mem  SM %  Command"
         assert rows == [  # by GPU, then PID; right-aligned numbers, n/a for what is unknown
-            "  0    777  n/a        n/a  n/a",
-            "  0  41000  ada   12.0 GiB  python train.py --model vit-h/14 --shard 0 [run…",
+            "  0    777  n/a        n/a   n/a  n/a",
+            "  0  41000  ada   12.0 GiB   n/a  python train.py --model vit-h/14 --shard …",
         ]
 
 
@@ -320,7 +320,7 @@ async def test_the_process_table_scrolls_its_rows_under_a_pinned_heading() -> No
         table.focus()
 
         def selected() -> str | None:
-            return None if table.selected is None else table.selected.cells[4]
+            return None if table.selected is None else table.selected.cells[-1]
 
         await pilot.press("down", "down")  # the first selects the first row, once focused
         await wait_until(pilot, lambda: selected() == "worker 1")

@@ -9,11 +9,11 @@ from tests.ui.fakes import GiB, gpu_reading
 
 PROCESSES = {
     0: (
-        GpuProcess(300, "bob", "python serve.py", 2 * GiB),
-        GpuProcess(100, "ada", "python train.py", 8 * GiB),
-        GpuProcess(200, None, None, None),  # psutil could not see it
+        GpuProcess(300, "bob", "python serve.py", 2 * GiB, sm_utilization_percent=12.0),
+        GpuProcess(100, "ada", "python train.py", 8 * GiB, sm_utilization_percent=3.0),
+        GpuProcess(200, None, None, None),  # psutil could not see it, NVML has no SM %
     ),
-    1: (GpuProcess(150, "cy", "Jupyter kernel", 4 * GiB),),
+    1: (GpuProcess(150, "cy", "Jupyter kernel", 4 * GiB, sm_utilization_percent=97.0),),
 }
 ROWS = process_rows([gpu_reading(i, processes=p) for i, p in PROCESSES.items()])
 
@@ -24,7 +24,8 @@ def pids(order: ProcessOrder) -> list[int]:
 
 def test_rows_are_keyed_by_gpu_pid_and_kind() -> None:
     assert list(ROWS) == ["0:300:compute", "0:100:compute", "0:200:compute", "1:150:compute"]
-    assert ROWS["0:100:compute"].cells == ("0", "100", "ada", "8.0 GiB", "python train.py")
+    assert ROWS["0:100:compute"].cells == ("0", "100", "ada", "8.0 GiB", "3%", "python train.py")
+    assert ROWS["0:200:compute"].cells[4] == "n/a"
 
 
 def test_the_default_order_is_by_gpu_then_pid() -> None:
@@ -41,6 +42,7 @@ def test_o_cycles_the_keys_and_each_has_its_natural_direction() -> None:
     assert seen == [
         ("gpu", [100, 200, 300, 150]),
         ("memory", [100, 150, 300, 200]),  # largest first; unknown memory last
+        ("sm", [150, 300, 100, 200]),  # the busiest first; unknown SM % last
         ("pid", [100, 150, 200, 300]),
         ("user", [100, 300, 150, 200]),  # ada, bob, cy; unknown user last
         ("command", [150, 300, 100, 200]),  # any case: Jupyter, python serve, python train
@@ -52,7 +54,8 @@ def test_reverse_turns_the_order_round_but_unknown_values_stay_last() -> None:
     assert pids(memory.reversed()) == [300, 150, 100, 200]
     assert memory.reversed().reversed() == memory
     assert pids(ProcessOrder().reversed()) == [150, 300, 200, 100]
-    assert memory.reversed().next_key() == ProcessOrder("pid")  # a new key starts unreversed
+    assert memory.reversed().next_key() == ProcessOrder("sm")  # a new key starts unreversed
+    assert pids(ProcessOrder("sm").reversed()) == [100, 300, 150, 200]
 
 
 def test_the_filter_keeps_rows_holding_the_text_in_any_cell_and_any_case() -> None:
@@ -69,6 +72,7 @@ def test_the_subtitle_says_the_order_and_filter_unless_they_are_the_defaults() -
     assert ProcessOrder("memory").describe(4, 4) == "sort GPU mem ▼"
     assert ProcessOrder("memory", reverse=True).describe(4, 4) == "sort GPU mem ▲"
     assert ProcessOrder(reverse=True).describe(4, 4) == "sort GPU ▼"
+    assert ProcessOrder("sm").describe(4, 4) == "sort SM % ▼"
     assert ProcessOrder("pid", filter="py\n").describe(2, 4) == (
         "sort PID ▲ · filter 'py\\n': 2 of 4"
     )

@@ -106,6 +106,7 @@ async def test_o_cycles_the_sort_and_O_reverses_it(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sleepers: Sleepers
 ) -> None:
     small, big, middle = sleepers(), sleepers(), sleepers()
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", f"1:{small.pid}:90,0:{middle.pid}:40")
     app = nvml_app(
         fake_nvml_env,
         f"1:{small.pid}:{GiB},0:{big.pid}:{3 * GiB},0:{middle.pid}:{2 * GiB}",
@@ -122,6 +123,10 @@ async def test_o_cycles_the_sort_and_O_reverses_it(
         await pilot.press("O")
         await wait_until(pilot, lambda: pids(app) == [small.pid, middle.pid, big.pid])
         assert table_of(app).order == ProcessOrder("memory", reverse=True)
+        await pilot.press("o")  # SM %, the busiest first (the big one ran no kernel: 0 %)
+        await wait_until(pilot, lambda: pids(app) == [small.pid, middle.pid, big.pid])
+        assert "sort SM % ▼" in screen_text(app)
+        assert " 90% " in screen_text(app)
         await pilot.press("o")  # by pid
         await wait_until(pilot, lambda: pids(app) == sorted(by_gpu))
         for _ in range(3):  # user, command, then back to GPU

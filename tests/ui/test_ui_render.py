@@ -9,7 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.format import fmt_link_rate
-from gputui.telemetry.readings import GpuProcess, GpuState, MpsReading, Snapshot
+from gputui.telemetry.readings import (
+    GpuProcess,
+    GpuState,
+    MigDeviceReading,
+    MpsReading,
+    Snapshot,
+)
 from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.ui.render.cpu import (
     core_grid,
@@ -31,6 +37,7 @@ from gputui.ui.render.gpu import (
     gpu_one_line,
     gpu_title,
     gpu_two_lines,
+    mig_line,
     nvml_title,
     short_name,
     stale_tag,
@@ -223,6 +230,52 @@ def test_card_lines_show_every_reading() -> None:
     assert "fan n/a" in lines[2]  # passively cooled: no fan reading
     assert "PCIe rx 2.0 GiB/s tx 315 MiB/s" in lines[3]
     assert "mem bw 46%" in lines[3]
+    assert lines[3].rstrip().endswith("energy 1.23 MJ")  # since the monitor started
+
+
+def mig_device(index: int, gi: int | None, used_gib: float, processes: int) -> MigDeviceReading:
+    return MigDeviceReading(
+        index=index,
+        gpu_instance_id=gi,
+        compute_instance_id=0,
+        memory_used_bytes=int(used_gib * GiB),
+        memory_total_bytes=10 * GiB,
+        processes=tuple(GpuProcess(100 + i, "ada", "python", GiB) for i in range(processes)),
+    )
+
+
+def test_a_mig_gpu_s_card_shows_a_cell_per_mig_device_where_they_fit() -> None:
+    devices = (mig_device(0, 1, 4.1, 2), mig_device(1, 2, 0.0, 0), mig_device(2, None, 9.5, 1))
+    gpu = replace(gpu_reading(0), mig_mode=True, mig_devices=devices)
+    lines = [line.plain for line in gpu_card_lines(gpu, HISTORY, HISTORY, 77)]
+    assert len(lines) == CARD_LINES and all(len(line) == 77 for line in lines)
+    assert lines[3].rstrip() == (
+        "MIG gi/ci  1/0 4.1/10.0 GiB 2p  2/0 0.0/10.0 GiB  n/a/0 9.5/10.0 GiB 1p"
+    )
+    assert "PCIe" not in lines[3]  # the MIG devices take the PCIe line's place
+
+
+def test_mig_devices_that_do_not_fit_are_summed_up() -> None:
+    devices = tuple(mig_device(i, i + 1, 1.5, i % 2) for i in range(7))
+    line = mig_line(devices, 77)
+    assert line.width == 77
+    assert line.plain.rstrip() == "MIG  7 devices · 10.5/70.0 GiB · 3 processes"
+    assert mig_line((), 40).plain.rstrip() == "MIG  no MIG devices"
+    unknown = replace(devices[0], memory_used_bytes=None, memory_total_bytes=None)
+    assert "n/a / n/a" in mig_line((unknown,) * 7, 60).plain
+
+
+def test_a_mig_gpu_whose_devices_are_unknown_keeps_its_pcie_line() -> None:
+    gpu = replace(gpu_reading(0), mig_mode=True, mig_devices=None)
+    assert gpu_card_lines(gpu, HISTORY, HISTORY, 77)[3].plain.startswith("PCIe rx")
+    assert " · MIG" in card_title_line(gpu, 77).plain
+
+
+def test_energy_is_shown_where_room_allows_and_n_a_where_unknown() -> None:
+    narrow = gpu_card_lines(gpu_reading(0), HISTORY, HISTORY, 50)[3].plain
+    assert "PCIe" in narrow and "energy" not in narrow  # the quiet tally gives way first
+    unknown = gpu_card_lines(replace(gpu_reading(0), energy_joules=None), (), (), 77)[3].plain
+    assert "energy n/a" in unknown
 
 
 def test_unsupported_fields_read_na_everywhere() -> None:
@@ -273,11 +326,11 @@ def test_stat_columns_depend_on_width_not_values() -> None:
 
 def test_process_cells_are_plain_strings_with_na() -> None:
     process = GpuProcess(pid=7, user=None, command=None, gpu_memory_bytes=None)
-    assert process_cells(3, process) == ("3", "7", "n/a", "n/a", "n/a")
+    assert process_cells(3, process) == ("3", "7", "n/a", "n/a", "n/a", "n/a")
     long = GpuProcess(pid=8, user="ada", command="x" * 500, gpu_memory_bytes=2 * GiB)
-    cells = process_cells(0, long)
-    assert cells[3] == "2.0 GiB"
-    assert len(cells[4]) == 200 and cells[4].endswith("…")
+    cells = process_cells(0, replace(long, sm_utilization_percent=87.4))
+    assert cells[3:5] == ("2.0 GiB", "87%")
+    assert len(cells[5]) == 200 and cells[5].endswith("…")
 
 
 def test_mps_line() -> None:
@@ -305,16 +358,16 @@ def test_mps_line() -> None:
 @given(width=st.integers(min_value=1, max_value=120))
 def test_process_table_lines_are_exactly_the_width_with_columns_aligned(width: int) -> None:
     rows = [
-        ("0", "7", "ada", "1.0 GiB", "python train.py"),
-        ("10", "41000", "n/a", "n/a", "a very long command " * 10),
+        ("0", "7", "ada", "1.0 GiB", "87%", "python train.py"),
+        ("10", "41000", "n/a", "n/a", "n/a", "a very long command " * 10),
     ]
     lines = process_table_lines(rows, width, marked_pid="41000")
     assert [line.width for line in lines] == [width] * 3
-    if width >= 45:
+    if width >= 51:
         heading, first, second = (line.plain for line in lines)
-        assert heading.startswith("GPU    PID  User  GPU mem  Command")
-        assert first.startswith("  0      7  ada   1.0 GiB  python train.py")
-        assert second.startswith(" 10  41000  n/a       n/a  a very long")
+        assert heading.startswith("GPU    PID  User  GPU mem  SM %  Command")
+        assert first.startswith("  0      7  ada   1.0 GiB   87%  python train.py")
+        assert second.startswith(" 10  41000  n/a       n/a   n/a  a very long")
         assert second.endswith("…")
     assert {style for _, style in lines[2].parts} == {"bold reverse"}  # the trainer's row
     assert "bold reverse" not in {style for _, style in lines[1].parts}

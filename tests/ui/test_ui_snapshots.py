@@ -15,7 +15,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from gputui.telemetry.readings import GpuProcess, GpuState
+from gputui.telemetry.readings import GpuProcess, GpuState, MigDeviceReading
 from gputui.ui.app import MonitorApp
 from tests.ui.fakes import (
     NO_DRIVER,
@@ -86,12 +86,17 @@ UNREACHABLE_ERROR = (
 
 
 def unhealthy_app() -> MonitorApp:
-    """A healthy GPU, a throttled one in MIG mode, one with ECC errors and a pending row
-    remap, and one NVML will not open."""
+    """A healthy GPU, a throttled one in MIG mode (two MIG devices, one with the GPU's
+    process), one with ECC errors and a pending row remap, and one NVML will not open."""
     healthy = replace(
         gpu_reading(0), throttle_reasons=(), ecc_uncorrected_errors=0, remapped_rows_pending=False
     )
     throttled = replace(gpu_reading(1), throttle_reasons=("power cap", "thermal"), mig_mode=True)
+    devices = (
+        MigDeviceReading(0, 1, 0, int(19.5 * GiB), 40 * GiB, throttled.processes),
+        MigDeviceReading(1, 2, 0, 0, 40 * GiB, ()),
+    )
+    throttled = replace(throttled, mig_devices=devices)
     failing = replace(gpu_reading(3), ecc_uncorrected_errors=3, remapped_rows_pending=True)
     unreachable = replace(lost_gpu(2), state=GpuState.UNREACHABLE, error=UNREACHABLE_ERROR)
     reading = nvml_reading([healthy, throttled, unreachable, failing])

@@ -3,7 +3,7 @@ is short, titles, health problems and staleness."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.cells import cell_len
@@ -11,6 +11,7 @@ from rich.cells import cell_len
 from gputui.format import (
     NA,
     fmt_counted,
+    fmt_energy,
     fmt_link_rate,
     fmt_percent,
     fmt_unit,
@@ -21,6 +22,7 @@ from gputui.format import (
 from gputui.telemetry.readings import (
     GpuReading,
     GpuState,
+    MigDeviceReading,
     health_problems,
 )
 from gputui.ui.render.draw import (
@@ -102,6 +104,7 @@ STAT_COLUMNS: dict[str, StatColumn] = {
     "pcie": StatColumn("PCIe", 27),
     "membw": StatColumn("mem bw", 4),
     "pstate": StatColumn("", 3),
+    "energy": StatColumn("energy", 7),
 }
 """Every stat a GPU line can show, by key."""
 
@@ -134,6 +137,8 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
         return Line(fmt_percent(gpu.memory_utilization_percent))
     if key == "pstate":
         return Line((fmt_pstate(gpu.performance_state), LABEL))
+    if key == "energy":  # quiet: a tally, not an alarm
+        return Line((fmt_energy(gpu.energy_joules), LABEL))
     raise KeyError(key)
 
 
@@ -159,6 +164,51 @@ def stat_cells(gpu: GpuReading, keys: Sequence[str], width: int) -> Line:
         cell = Line((f"{column.label} ", LABEL)) if column.label else Line()
         line.add(" " * gap).extend(cell.extend(gpu_stat(gpu, key)).fit(cell_width))
     return line
+
+
+def mig_cell(device: MigDeviceReading) -> Line:
+    """``1/0 4.1/9.6 GiB 2p``: a MIG device's GPU and compute instance ids, its memory and
+    how many processes run on it (left out when none)."""
+    ids = "/".join(
+        NA if i is None else str(i) for i in (device.gpu_instance_id, device.compute_instance_id)
+    )
+    cell = Line(
+        (f"{ids} ", LABEL), fmt_used_total(device.memory_used_bytes, device.memory_total_bytes)
+    )
+    if device.processes:
+        cell.add(f" {len(device.processes)}p", LABEL)
+    return cell
+
+
+def mig_line(devices: Sequence[MigDeviceReading], width: int) -> Line:
+    """A GPU's MIG devices on one line: a cell each (``MIG gi/ci  1/0 4.1/9.6 GiB 2p  2/0
+    ...``) where they all fit, else a summary (``MIG  7 devices · 31.5/79.6 GiB · 5
+    processes``)."""
+    if not devices:
+        return Line(("MIG", LABEL), GAP, ("no MIG devices", LABEL)).fit(width)
+    line = Line(("MIG gi/ci", LABEL))
+    for device in devices:
+        line.add(GAP).extend(mig_cell(device))
+    if line.width <= width:
+        return line.fit(width)
+    used = _known_sum(device.memory_used_bytes for device in devices)
+    total = _known_sum(device.memory_total_bytes for device in devices)
+    processes = sum(len(device.processes or ()) for device in devices)
+    return Line(
+        ("MIG", LABEL),
+        GAP,
+        fmt_counted(len(devices), "device"),
+        (" · ", LABEL),
+        fmt_used_total(used, total),
+        (" · ", LABEL),
+        fmt_counted(processes, "process", "processes"),
+    ).fit(width)
+
+
+def _known_sum(values: Iterable[int | None]) -> int | None:
+    """The sum of the values that are known; ``None`` when none is."""
+    known = [value for value in values if value is not None]
+    return sum(known) if known else None
 
 
 def problem_line(gpu: GpuReading, width: int) -> Line:
@@ -198,7 +248,9 @@ def gpu_card_lines(
     """A GPU card's four lines under its title.
 
     Utilization and memory gauges with sparklines; temperature, power, SM clock
-    and fan; PCIe throughput and memory bandwidth use.
+    and fan; PCIe throughput, memory bandwidth use and, where room allows, the energy
+    used since the monitor started. In MIG mode the last line shows the MIG devices
+    instead (``mig_line``), where NVML lists them.
     """
     if gpu.state is not GpuState.OK:
         return problem_lines(gpu, width, CARD_LINES)
@@ -213,7 +265,11 @@ def gpu_card_lines(
             detail=memory_detail(gpu),
         ),
         stat_cells(gpu, ("temp", "power", "sm", "fan"), width).fit(width),
-        stat_cells(gpu, ("pcie", "membw"), width).fit(width),
+        (
+            mig_line(gpu.mig_devices, width)
+            if gpu.mig_mode and gpu.mig_devices is not None
+            else stat_cells(gpu, ("pcie", "membw", "energy"), width).fit(width)
+        ),
     ]
 
 

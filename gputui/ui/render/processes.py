@@ -11,6 +11,7 @@ from gputui.format import (
     ellipsize,
     fmt_bytes,
     fmt_counted,
+    fmt_percent,
 )
 from gputui.telemetry.readings import (
     GpuProcess,
@@ -24,20 +25,21 @@ from gputui.ui.render.draw import (
     Line,
 )
 
-ProcessCells = tuple[str, str, str, str, str]
-"""GPU, PID, user, GPU memory, command: a process table row, as plain strings."""
+ProcessCells = tuple[str, str, str, str, str, str]
+"""GPU, PID, user, GPU memory, SM %, command: a process table row, as plain strings."""
 
 COMMAND_MAX = 200
 """Characters of a command line the process table keeps."""
 
 
 def process_cells(gpu_index: int, process: GpuProcess) -> ProcessCells:
-    """The process table's cells as plain strings: GPU, PID, user, GPU memory, command."""
+    """The process table's cells as plain strings: GPU, PID, user, GPU memory, SM %, command."""
     return (
         str(gpu_index),
         str(shown_pid(process)),
         process.user or NA,
         fmt_bytes(process.gpu_memory_bytes),
+        fmt_percent(process.sm_utilization_percent),
         ellipsize(process.command or NA, COMMAND_MAX),
     )
 
@@ -47,6 +49,7 @@ PROCESS_COLUMNS: tuple[tuple[str, bool], ...] = (
     ("PID", True),
     ("User", False),
     ("GPU mem", True),
+    ("SM %", True),
     ("Command", False),
 )
 """The process table's columns: heading, and whether values are right-aligned."""
