@@ -43,7 +43,7 @@ def _title(app: FleetApp) -> str:
 
 
 async def test_the_fleet_view_shows_every_host_sorts_and_filters(
-    exporters: dict[str, str],
+    exporters: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     roles = ["dead", "nvitop", "serve4", "silent", "dcgm", "serve2"]
     targets = parse_hosts(",".join(exporters[role] for role in roles))
@@ -71,6 +71,11 @@ async def test_the_fleet_view_shows_every_host_sorts_and_filters(
         assert [line[:18] for line in lines[4:8]] == [f"  {n} A100-SXM4-80GB" for n in range(4)]
         assert "9 GPUs" in _title(app)
 
+        # From here the view shows one set of readings: the exporters' stand-ins change their
+        # figures every sample, so a reading arriving between two presses could reorder
+        # hosts, and the reversed order would not mirror the one read before it.
+        readings = app.source.latest()
+        monkeypatch.setattr(app.source, "latest", lambda: readings)
         await pilot.press("s", "s", "s", "s")  # host, util, memory, temp, power
         assert "sorted by power" in _title(app)
         await pilot.press("s", "s")  # around to utilization
