@@ -202,11 +202,13 @@ def scripted_setup(
     ``script(config)`` on ``cuda:N``. A CPU run (a comparison's baseline) replays the
     recorded ``cpu_run``, so it needs the recorded settings as ``defaults``."""
     trainers: list[ScriptedTrainer] = []
-    cpu = Replay(BY_NAME["cpu_run"])
+    cpu: list[Replay] = []  # read once a CPU run starts: most tests never start one
 
     def build(config: RunConfig) -> ScriptedTrainer | ReplayedJob:
         if config.device == "cpu":
-            return cpu.job(config)
+            if not cpu:
+                cpu.append(Replay(BY_NAME["cpu_run"]))
+            return cpu[0].job(config)
         trainer = ScriptedTrainer(config, script(config), pid=40_321 + len(trainers))
         trainers.append(trainer)
         return trainer

@@ -80,10 +80,7 @@ def main(argv: Sequence[str]) -> int:
     for name in names:
         events = record_devices() if name == DEVICES else record_scenario(BY_NAME[name])
         path = write(name, events)
-        print(
-            f"{path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}: "
-            f"{len(events)} events"
-        )
+        print(f"{path}: {len(events)} events")
     return 0
 
 

@@ -212,7 +212,6 @@ def replayed_setup(
     name: str,
     *,
     cut: Cut | None = None,
-    listed: DevicesListed | None = None,
     defaults: RunConfig = RECORDED,
 ) -> RunnerSetup:
     """A runner pane whose jobs replay recording ``name`` and whose devices are this
@@ -221,7 +220,7 @@ def replayed_setup(
     return RunnerSetup(
         trainer=replay.job,
         experiment=replay.job,
-        list_devices=lambda: listed or devices(),
+        list_devices=devices,
         defaults=defaults,
         drain_interval_s=0.02,
         experiment_budget_s=EXPERIMENT_BUDGET_S,
