@@ -9,8 +9,9 @@ What each screenshot shows, honestly:
 - ``monitor.svg``: the live monitor; the CPU panel is this machine (psutil), the two
   H100s are simulated by the stand-in ``libnvidia-ml.so.1`` (tests/fakenvml) read
   through the real ``nvidia-ml-py`` bindings.
-- ``compare.svg``: a finished CPU-vs-cuda:0 comparison. The machine that makes the
-  screenshots has no GPU, so the runner is fed an *injected, made-up event stream*
+- ``compare.svg``: a finished CPU-vs-cuda:0 comparison. The CPU run is replayed from a
+  recording of the real trainer on a CPU (tests/ui/recordings); the machine that makes
+  the screenshots has no GPU, so the cuda:0 run is an *injected, made-up event stream*
   (tests/ui/runner_fakes.py); the monitor beside it is the stand-in NVML library.
 - ``compare_cpu_vs_cpu.svg``: a REAL comparison, trained here: the CPU against itself
   (tiny synthetic data), the same code path as CPU against a GPU.
@@ -44,6 +45,7 @@ from gputui.ui.app import MonitorApp  # noqa: E402
 from gputui.ui.widgets.runner.setup import RunnerSetup  # noqa: E402
 from screenshots.doctor import shoot_doctor  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
+from tests.ui.recordings.scenarios import RECORDED  # noqa: E402
 from tests.ui.runner_fakes import scripted_setup  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
@@ -116,10 +118,10 @@ async def main() -> int:
         await shoot("monitor", scripted_setup(), (140, 42), title="gputui · 2 simulated H100s"),
         await shoot(
             "compare",
-            scripted_setup(defaults=RunConfig(epochs=3)),
+            scripted_setup(defaults=RECORDED),  # the recorded CPU run's settings
             (170, 50),
             key="c",
-            title="gputui · CPU vs cuda:0 (injected event stream: no GPU here)",
+            title="gputui · recorded CPU run vs cuda:0 (injected event stream: no GPU here)",
         ),
         await shoot(
             "compare_cpu_vs_cpu",

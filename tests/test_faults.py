@@ -99,6 +99,7 @@ from tests.ui.fakes import (
     settled,
     wait_until,
 )
+from tests.ui.recordings.replay import replayed_setup
 from tests.ui.test_ui_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app, train_once
 from tests.ui.tmux_session import TINY as TMUX_TINY
 from tests.ui.tmux_session import Tmux, gone, running, start_training, trainers_of
@@ -484,14 +485,14 @@ def test_bench_with_a_read_only_cache_folder_is_one_line_and_exit_1(
 
 
 async def test_a_terminal_of_20x6_draws_and_answers_keys() -> None:
-    app = fake_app()
+    app = fake_app(runner=replayed_setup("cpu_run"))  # r before any listing: the CPU
     async with app.run_test(size=(20, 6)) as pilot:
         await settled(pilot)
         rows = screen_text(app).splitlines()
         assert len(rows) == 6 and all(len(row) <= 20 for row in rows)
         # the monitor's panels do not fit in 6 rows: it says so (issue 18, item 16)
         assert "more rows" in "\n".join(rows) and "q Quit" in rows[-1]
-        await pilot.press("r")  # a (scripted) run, in the runner swapped in for the monitor
+        await pilot.press("r")  # a (replayed) run, in the runner swapped in for the monitor
         await wait_until(pilot, lambda: app.runner.session is not None and not app.runner.busy)
         assert app.runner.region.width == 20 and app.monitor.region.width == 0
         await pilot.press("t")

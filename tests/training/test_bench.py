@@ -226,10 +226,12 @@ def test_a_stopped_run_and_the_runs_never_begun_are_marked_stopped() -> None:
 
 
 def test_a_run_of_one_epoch_stopped_before_it_says_epoch() -> None:
-    from tests.ui.runner_fakes import run_events
+    from tests.ui.recordings.replay import before_epoch, stream
+    from tests.ui.recordings.scenarios import BY_NAME
 
-    run = RunRecord(RunConfig(device="cpu", epochs=1))
-    for event in run_events(run.config, upto_epoch=0):
+    (config,) = BY_NAME["cpu_one_epoch"].configs
+    run = RunRecord(config)  # type: ignore[arg-type]
+    for event in before_epoch(stream("cpu_one_epoch"), 1):  # the recorded run, as it began
         run.absorb(event)
     assert "stopped: cpu after 0 of 1 epoch" in render_table([run]).splitlines()
 

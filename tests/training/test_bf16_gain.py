@@ -3,7 +3,6 @@ with a reason in the device's terms when it gained nothing."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -12,28 +11,71 @@ import pytest
 from gputui.commands import main
 from gputui.jobs.conclusions import BF16_GAIN_MIN, bf16_clause
 from gputui.jobs.config import RunConfig
-from gputui.jobs.events import EpochFinished, RunStarted
+from gputui.jobs.events import EpochFinished, Finished, RunStarted
 from gputui.jobs.reports import bench_json, render_table
 from gputui.jobs.results import RunRecord, bf16_gain
 from tests.training.test_bench import TINY
-from tests.ui.runner_fakes import run_events
+
+EPOCH_IMAGES = 50_000
+FP32_EPOCH_S = {"cpu": 34.5, "cuda:0": 2.3, "mps": 9.0}
+"""Seconds of an fp32 epoch per device: figures chosen for the verdict, not measured."""
 
 
 def record(device: str, precision: str, faster: float = 1.0, cpu_bf16: bool = False) -> RunRecord:
-    """A finished run whose epochs took ``1 / faster`` of the scripted fp32 run's time."""
+    """A finished run whose epochs took ``1 / faster`` of the fp32 epoch's time.
+
+    Typed, not recorded: what is under test is the verdict on a chosen speedup (0.8x, 1.02x),
+    which no real run would hit exactly; a bf16 run on a CPU without fast bf16, on a GPU or
+    on MPS cannot be recorded on this machine at all.
+    """
     config = RunConfig(device=device, precision=precision, epochs=3)
     run = RunRecord(config)
-    for event in run_events(config):
-        if isinstance(event, EpochFinished):
-            event = dataclasses.replace(
-                event,
-                seconds=event.seconds / faster,
-                images_per_second=event.images_per_second * faster,
+    seconds = FP32_EPOCH_S[device] / faster
+    math = "bf16 autocast, IEEE fp32 elsewhere" if precision == "bf16" else "IEEE fp32"
+    run.absorb(_started(config, math, cpu_bf16))
+    for epoch in (1, 2, 3):
+        warmup = 1.5 if epoch == 1 else 1.0
+        run.absorb(
+            EpochFinished(
+                epoch=epoch,
+                seconds=seconds * warmup,
+                images_per_second=EPOCH_IMAGES / (seconds * warmup),
+                loss=2.0 - 0.1 * epoch,
+                accuracy=0.3 + 0.05 * epoch,
+                warmup=epoch == 1,
+                eval_seconds=0.4,
+                images=EPOCH_IMAGES,
             )
-        elif isinstance(event, RunStarted):
-            event = dataclasses.replace(event, cpu_bf16=cpu_bf16)
-        run.absorb(event)
+        )
+    run.absorb(Finished(epochs_completed=3))
     return run
+
+
+def _started(config: RunConfig, math: str, cpu_bf16: bool) -> RunStarted:
+    return RunStarted(
+        device=config.device,
+        device_name="test device",
+        torch_version="2.13.0",
+        dataset="synthetic",
+        dataset_source="generated",
+        dataset_note=None,
+        train_images=EPOCH_IMAGES,
+        test_images=10_000,
+        pipeline=config.pipeline,
+        precision=config.precision,
+        batch_size=config.batch_size,
+        epochs=config.epochs,
+        steps_per_epoch=EPOCH_IMAGES // config.batch_size,
+        compile=False,
+        channels_last=False,
+        cpu_bf16=cpu_bf16,
+        num_threads=15,
+        num_workers=0,
+        nice=10,
+        pid=40_321,
+        run_dir=None,
+        math=math,
+    )
 
 
 @pytest.mark.parametrize(

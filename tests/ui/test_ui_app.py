@@ -50,6 +50,7 @@ from tests.ui.fakes import (
     unsupported_gpu,
     wait_until,
 )
+from tests.ui.recordings.replay import replayed_setup
 from tests.ui.runner_fakes import scripted_setup
 
 
@@ -561,7 +562,7 @@ async def test_the_panes_follow_each_resize_and_keep_what_t_chose() -> None:
 
 
 async def test_a_key_before_the_runner_pane_is_built_waits_for_it() -> None:
-    app = fake_app()
+    app = fake_app(runner=replayed_setup("cpu_run"))  # the CPU: no devices are listed yet
     async with app.run_test(size=(100, 30)) as pilot:
         assert not app.runner.built
         await pilot.press("r")  # narrow, never shown: r shows it, builds it, then starts

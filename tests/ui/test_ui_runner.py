@@ -33,7 +33,7 @@ from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.fakes import fake_app, screen_text, wait_until
-from tests.ui.runner_fakes import CPU_ONLY, ScriptedTrainer, scripted_setup, sync_stall_events
+from tests.ui.recordings.replay import ReplayedJob, devices, replayed_setup
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,12 +70,12 @@ def rows(table: ProcessTable) -> tuple[Line, ...]:
 
 
 def real_app(defaults: RunConfig = TINY, **monitor: Any) -> MonitorApp:
-    """The app with fake samplers, the fixed CPU-only device list and the REAL trainer.
+    """The app with fake samplers, this machine's device list as recorded and the REAL trainer.
 
     ``monitor`` goes to :func:`fake_app` (other samplers, an interval, a clock).
     """
     return fake_app(
-        runner=RunnerSetup(list_devices=lambda: CPU_ONLY, defaults=defaults, drain_interval_s=0.05),
+        runner=RunnerSetup(list_devices=devices, defaults=defaults, drain_interval_s=0.05),
         **monitor,
     )
 
@@ -259,7 +259,10 @@ async def test_an_unusable_device_is_refused_with_its_reason() -> None:
         pane.query_one("#runner-device").value = "cuda"  # type: ignore[attr-defined]
         await pilot.press("r")
         assert pane.session is None and pane.trainer is None
-        assert "cuda is unusable: this torch build has no CUDA" in screen_text(app)
+        cuda = next(option for option in devices().devices if option.name == "cuda")
+        assert pane.message is not None
+        assert pane.message.plain == f"✗ cuda is unusable: {cuda.reason}"
+        assert "cuda is unusable: this torch 2.13.0+cpu was built without CUDA" in screen_text(app)
 
 
 async def test_the_placement_table_never_cuts_a_number_at_80x24() -> None:
@@ -341,12 +344,12 @@ def test_the_defaults_device_is_checked_by_a_child_and_spelled_as_torch_does() -
 async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
     """Scripted trainer (pid 40321) that NVML lists on GPU 0."""
     from tests.ui.fakes import ScriptedSampler
-    from tests.ui.runner_fakes import run_events, scripted_setup
+    from tests.ui.runner_fakes import gpu_run_events, scripted_setup
     from tests.ui.test_ui_runner_snapshots import TRAINER_ON_GPU0
 
-    app = fake_app(
+    app = fake_app(  # NOT RECORDABLE WITHOUT A GPU: a trainer on cuda:0
         nvml=ScriptedSampler(TRAINER_ON_GPU0),
-        runner=scripted_setup(lambda config: run_events(config, upto_epoch=1)),
+        runner=scripted_setup(lambda config: gpu_run_events(config, upto_epoch=1)),
     )
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
@@ -365,7 +368,7 @@ async def test_the_trainer_is_found_by_its_gpu_s_uuid_and_pid() -> None:
     """NVML lists pid 40321 on both GPUs (a pid namespace elsewhere reuses it): only the
     row on the trainer's GPU, named by UUID in RunStarted, is the trainer's."""
     from tests.ui.fakes import ScriptedSampler
-    from tests.ui.runner_fakes import run_events, scripted_setup
+    from tests.ui.runner_fakes import gpu_run_events, scripted_setup
     from tests.ui.test_ui_runner_snapshots import TRAINER_ON_GPU0
 
     gpu0, gpu1 = TRAINER_ON_GPU0.gpus
@@ -374,12 +377,12 @@ async def test_the_trainer_is_found_by_its_gpu_s_uuid_and_pid() -> None:
         TRAINER_ON_GPU0, gpus=(gpu0, dataclasses.replace(gpu1, processes=(twin,)))
     )
 
-    def on_gpu1(config: RunConfig) -> list[Event]:
+    def on_gpu1(config: RunConfig) -> list[Event]:  # NOT RECORDABLE WITHOUT A GPU
         return [
             dataclasses.replace(event, gpu_uuid=gpu1.uuid)
             if isinstance(event, RunStarted)
             else event
-            for event in run_events(config, upto_epoch=1)
+            for event in gpu_run_events(config, upto_epoch=1)
         ]
 
     app = fake_app(nvml=ScriptedSampler(reading), runner=scripted_setup(on_gpu1))
@@ -397,7 +400,7 @@ async def test_a_real_experiment_shows_its_table_and_sentence() -> None:
     """Issue 6 in the pane: sync-stall on the CPU (chosen and baseline: one device)."""
     app = fake_app(
         runner=RunnerSetup(
-            list_devices=lambda: CPU_ONLY,
+            list_devices=devices,
             defaults=TINY,
             drain_interval_s=0.05,
             experiment_budget_s=0.2,
@@ -426,13 +429,11 @@ async def test_the_pane_s_batch_sweep_keeps_to_the_sizes_its_limit_holds() -> No
     data are refused (one rule with bench), so sizes up to 2048 would not start at all."""
     asked: list[ExperimentConfig] = []
 
-    def experiment(config: ExperimentConfig) -> ScriptedTrainer:
+    def experiment(config: ExperimentConfig) -> ReplayedJob:
         asked.append(config)
-        return ScriptedTrainer(RunConfig(), sync_stall_events(config))
+        return ReplayedJob(())  # only the config matters: a job that has said nothing yet
 
-    setup = dataclasses.replace(
-        scripted_setup(devices=CPU_ONLY, defaults=TINY), experiment=experiment
-    )
+    setup = dataclasses.replace(replayed_setup("cpu_run", defaults=TINY), experiment=experiment)
     app = fake_app(runner=setup)
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner

@@ -17,10 +17,13 @@ from gputui.ui.render.runner import (
     status_line,
     throughput_chart,
 )
-from tests.ui.runner_fakes import run_events
+from tests.ui.recordings.replay import stream
+from tests.ui.recordings.scenarios import RECORDED
+from tests.ui.runner_fakes import gpu_run_events
 
-CPU = RunConfig(device="cpu")
-GPU = RunConfig(device="cuda:0")
+CPU = RECORDED
+GPU = RECORDED.with_changes(device="cuda:0")
+"""NOT RECORDABLE WITHOUT A GPU: its runs are typed (tests/ui/runner_fakes.py)."""
 
 
 def text_of(renderable: RenderableType, width: int = 100) -> str:
@@ -29,9 +32,15 @@ def text_of(renderable: RenderableType, width: int = 100) -> str:
     return console.export_text()
 
 
-def record(config: RunConfig, **script: object) -> RunRecord:
+def record(config: RunConfig) -> RunRecord:
+    """A finished run of ``config``: recorded on the CPU (``cpu_run``, or ``cpu_one_epoch``),
+    typed on a GPU."""
     run = RunRecord(config)
-    for event in run_events(config, **script):  # type: ignore[arg-type]
+    if config.device == "cpu":
+        events = stream("cpu_run" if config.epochs == CPU.epochs else "cpu_one_epoch")
+    else:
+        events = gpu_run_events(config)
+    for event in events:
         run.absorb(event)
     return run
 
@@ -42,14 +51,15 @@ def test_steady_figures_leave_out_the_warm_up_epoch() -> None:
     assert warm.warmup and not any(epoch.warmup for epoch in steady)
     assert run.steady is not None and not run.steady.includes_warmup
     assert run.steady.seconds == sum(e.seconds for e in steady) / 2
-    assert run.steady.images_per_second == 100_000 / sum(e.seconds for e in steady)
+    images = sum(e.images for e in steady)
+    assert run.steady.images_per_second == images / sum(e.seconds for e in steady)
 
 
 def test_speedup_per_epoch_and_steady() -> None:
     result = speedup(record(CPU), record(GPU))
     cpu, gpu = record(CPU), record(GPU)
     assert result.baseline == "cpu" and result.other == "cuda:0"
-    assert [epoch for epoch, _ in result.per_epoch] == [1, 2]
+    assert [epoch for epoch, _ in result.per_epoch] == [1, 2, 3]
     assert result.per_epoch[1][1] == cpu.epochs[1].seconds / gpu.epochs[1].seconds
     assert result.steady == cpu.steady.seconds / gpu.steady.seconds  # type: ignore[union-attr]
     assert result.warmup == cpu.epochs[0].seconds / gpu.epochs[0].seconds
@@ -96,11 +106,14 @@ def test_a_stopped_session_starts_nothing_more() -> None:
 
 
 def test_throughput_bars_share_one_scale() -> None:
+    cpu, gpu = record(CPU).steady, record(GPU).steady
+    assert cpu is not None and gpu is not None
     lines = text_of(throughput_chart([record(CPU), record(GPU)], 60)).splitlines()
     assert len(lines) == 2 and all(len(line.rstrip()) <= 60 for line in lines)
     cpu_bar, gpu_bar = (line.count("█") for line in lines)
-    assert gpu_bar > 10 * cpu_bar > 0
-    assert "(steady)" in lines[0] and "22,236 img/s" in lines[1]
+    assert gpu_bar > cpu_bar > 0
+    assert abs(cpu_bar - gpu_bar * cpu.images_per_second / gpu.images_per_second) <= 1
+    assert "(steady)" in lines[0] and f"{gpu.images_per_second:,.0f} img/s" in lines[1]
 
 
 def test_placement_table_shows_groups_state_and_batches() -> None:
@@ -108,7 +121,7 @@ def test_placement_table_shows_groups_state_and_batches() -> None:
     assert placement is not None
     text = text_of(placement_table(placement), 120)
     assert "param_groups[0]" in text and "Adam state" in text
-    assert "484.4 KiB" in text  # 62,006 params x 2 state tensors x 4 bytes
+    assert "237.7 KiB" in text  # 30,422 params x 2 state tensors x 4 bytes
     assert "inputs on cuda:0 (float32, contiguous)" in text
 
 
