@@ -168,6 +168,55 @@ def monitor_section(quick: bool) -> Section:
     return body, headline
 
 
+def monitor_floor_section(quick: bool) -> Section:
+    steady, rounds = ("10", "1") if quick else ("30", "3")
+    load = _load()
+    argv = [
+        sys.executable,
+        "benchmarks/monitor_floor.py",
+        *("--steady", steady, "--rounds", rounds, "--size", "160x50", "--json"),
+    ]
+    result = _run_json(argv)
+    median, each = result["median"], result["rounds"]
+    nvitop = median["nvitop"]
+    rows = [
+        f"| {name} | {cpu:.2f} | {cpu / nvitop:.2f}x | "
+        + ", ".join(f"{v:.2f}" for v in each[name])
+        + " |"
+        for name, cpu in median.items()
+    ]
+    ours = median["as is"]
+    met = ours <= 0.4 * nvitop
+    body = "\n".join(
+        [
+            "## Monitor CPU at 160x50, and where it goes",
+            "",
+            "gputui against nvitop at the terminal size of issue 17's goal, and against itself",
+            "with parts of its work taken away (benchmarks/monitor_floor.py; 8 simulated H100s,",
+            f"`--interval 1`, a pty each, {rounds} round{'' if rounds == '1' else 's'} taking",
+            f"turns, CPU over {steady} s after 5 s of settling, medians). *No line building*:",
+            "each panel replays lines it built before, so the screen changes as much while",
+            "gputui's renderers cost nothing. *Screen frozen*: the panels keep their lines, so",
+            "nothing is drawn; what is left is sampling, the app's bookkeeping and Textual",
+            "idling (its input thread wakes ten times a second).",
+            "",
+            "| variant | CPU-s/min | of nvitop's | each round |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            f"Goal (issue 17): gputui at most 0.4x nvitop's CPU at 160x50: {_verdict(met)}.",
+            "",
+            *_footer(result["machine"], load, [_command(argv[:-1])]),
+        ]
+    )
+    headline = (
+        f"**Monitor CPU at 160x50**: gputui {ours:.2f} CPU-s/min, {ours / nvitop:.2f}x "
+        f"nvitop's {nvitop:.2f} (goal 0.4x); with the screen frozen "
+        f"{median['screen frozen']:.2f} ({median['screen frozen'] / nvitop:.2f}x)."
+    )
+    return body, headline
+
+
 def _seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.2f} s"
 
@@ -589,6 +638,7 @@ def scale_section(quick: bool) -> Section:
 
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "monitor": monitor_section,
+    "monitor-floor": monitor_floor_section,
     "first-frame": first_frame_section,
     "trainer": trainer_section,
     "latency": latency_section,
