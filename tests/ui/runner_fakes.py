@@ -157,32 +157,19 @@ def _row(group: str, kind: str, device: str, params: int) -> PlacementRow:
     )
 
 
-class ScriptedTrainer:
-    """NOT RECORDABLE WITHOUT A GPU: hands out a typed GPU run at its first drain; stopped,
-    it ends as ChildProcess ends a child that was stopped (``Finished(stopped=True)``)."""
+class ScriptedTrainer(ReplayedJob):
+    """NOT RECORDABLE WITHOUT A GPU: hands out a typed GPU run at its first drain, as a
+    replayed job does; stopped, it ends as ChildProcess ends a child that was stopped
+    (``Finished(stopped=True)``)."""
 
     def __init__(self, config: RunConfig, events: Sequence[Event], pid: int = 40_321) -> None:
+        super().__init__(events)
         self.config = config
-        self._events = list(events)
         self._pid = pid
-        self.started = False
-        self.stopped = False
-
-    @property
-    def pid(self) -> int | None:
-        return self._pid if self.started else None
-
-    def start(self) -> ScriptedTrainer:
-        self.started = True
-        return self
-
-    def drain(self) -> list[Event]:
-        events, self._events = self._events, []
-        return events
 
     def stop(self, *, wait: bool = True) -> None:
         if not self.stopped:
-            self.stopped = True
+            super().stop(wait=wait)
             self._events.append(Finished(epochs_completed=0, stopped=True))
 
 
