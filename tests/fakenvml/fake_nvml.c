@@ -477,6 +477,21 @@ static int field_functions(const char *field, int extended, int *fns) {
 }
 
 typedef int (*value_parser_t)(const char *text, double *value);
+/* The comma list in `variable`, copied into `buffer` for strtok_r: 1 when it is there, 0 when
+   the variable is unset or empty (nothing to set), -1 when it is too long (said already). */
+static int list_in(const char *variable, char *buffer, size_t size) {
+    const char *value = getenv(variable);
+    if (value == NULL || value[0] == '\0') {
+        return 0;
+    }
+    if (strlen(value) >= size) {
+        config_error(variable, "too long");
+        return -1;
+    }
+    strcpy(buffer, value);
+    return 1;
+}
+
 typedef void (*value_setter_t)(int gpu, int fn, double value);
 
 /* "[GPU:]FIELD[=VALUE],...": `set(gpu, fn, value)` for each function each item names (gpu -1
@@ -484,18 +499,13 @@ typedef void (*value_setter_t)(int gpu, int fn, double value);
    a NAN fallback makes it required. Fields as `field_functions` reads them. */
 static int parse_field_list(const char *variable, int extended, double fallback,
                             value_parser_t parse_value, value_setter_t set) {
-    const char *value = getenv(variable);
     char buffer[4096];
     char *save = NULL;
     int fns[FN_COUNT];
-    if (value == NULL || value[0] == '\0') {
-        return 1;
+    int listed = list_in(variable, buffer, sizeof(buffer));
+    if (listed <= 0) {
+        return listed == 0;
     }
-    if (strlen(value) >= sizeof(buffer)) {
-        config_error(variable, "too long");
-        return 0;
-    }
-    strcpy(buffer, value);
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         int gpu = -1;
         int count;
@@ -581,17 +591,12 @@ static int parse_hangs(void) {
 
 /* "INDEX:K,..." */
 static int parse_lost(void) {
-    const char *value = getenv("FAKE_NVML_LOST");
     char buffer[1024];
     char *save = NULL;
-    if (value == NULL || value[0] == '\0') {
-        return 1;
+    int listed = list_in("FAKE_NVML_LOST", buffer, sizeof(buffer));
+    if (listed <= 0) {
+        return listed == 0;
     }
-    if (strlen(value) >= sizeof(buffer)) {
-        config_error("FAKE_NVML_LOST", "too long");
-        return 0;
-    }
-    strcpy(buffer, value);
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         unsigned long long index, after;
         char *colon = strchr(item, ':');
@@ -611,17 +616,12 @@ static int parse_lost(void) {
 
 /* "GPU:VALUE,..." (VALUE decimal or 0x hex) into the field at `offset` of each named GPU. */
 static int parse_per_gpu(const char *variable, size_t offset) {
-    const char *value = getenv(variable);
     char buffer[1024];
     char *save = NULL;
-    if (value == NULL || value[0] == '\0') {
-        return 1;
+    int listed = list_in(variable, buffer, sizeof(buffer));
+    if (listed <= 0) {
+        return listed == 0;
     }
-    if (strlen(value) >= sizeof(buffer)) {
-        config_error(variable, "too long");
-        return 0;
-    }
-    strcpy(buffer, value);
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         unsigned long long index, number;
         char *end;
@@ -646,17 +646,12 @@ static int parse_per_gpu(const char *variable, size_t offset) {
 /* "GPU:PID:BYTES,..." where BYTES may be "na" (NVML_VALUE_NOT_AVAILABLE) and GPU may be
    "GPU/MIG": a process on that GPU's MIG device MIG (an index of FAKE_NVML_MIG_DEVICES). */
 static int parse_processes(const char *variable, int graphics) {
-    const char *value = getenv(variable);
     char buffer[8192];
     char *save = NULL;
-    if (value == NULL || value[0] == '\0') {
-        return 1;
+    int listed = list_in(variable, buffer, sizeof(buffer));
+    if (listed <= 0) {
+        return listed == 0;
     }
-    if (strlen(value) >= sizeof(buffer)) {
-        config_error(variable, "too long");
-        return 0;
-    }
-    strcpy(buffer, value);
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         unsigned long long gpu, pid, bytes, mig = 0;
         char *first = strchr(item, ':');
@@ -699,17 +694,12 @@ static int parse_processes(const char *variable, int graphics) {
    order (the first is its MIG device 0). */
 static int parse_mig_devices(void) {
     const char *variable = "FAKE_NVML_MIG_DEVICES";
-    const char *value = getenv(variable);
     char buffer[4096];
     char *save = NULL;
-    if (value == NULL || value[0] == '\0') {
-        return 1;
+    int listed = list_in(variable, buffer, sizeof(buffer));
+    if (listed <= 0) {
+        return listed == 0;
     }
-    if (strlen(value) >= sizeof(buffer)) {
-        config_error(variable, "too long");
-        return 0;
-    }
-    strcpy(buffer, value);
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         unsigned long long numbers[5];
         char *field = item;
@@ -749,17 +739,12 @@ static int parse_mig_devices(void) {
 /* FAKE_NVML_PROCESS_UTILIZATION: "GPU:PID:SM,..." (SM 0 to 100). */
 static int parse_process_utilization(void) {
     const char *variable = "FAKE_NVML_PROCESS_UTILIZATION";
-    const char *value = getenv(variable);
     char buffer[8192];
     char *save = NULL;
-    if (value == NULL || value[0] == '\0') {
-        return 1;
+    int listed = list_in(variable, buffer, sizeof(buffer));
+    if (listed <= 0) {
+        return listed == 0;
     }
-    if (strlen(value) >= sizeof(buffer)) {
-        config_error(variable, "too long");
-        return 0;
-    }
-    strcpy(buffer, value);
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         unsigned long long gpu, pid, sm;
         char *first = strchr(item, ':');

@@ -1101,7 +1101,9 @@ def test_the_hang_knob_holds_a_call_inside_the_library_until_released(
     pynvml.nvmlShutdown()
 
 
-@pytest.mark.parametrize("value", ["init", "init=soon", "init=-1", "nvmlNoSuchCall=1", "x:count=1"])
+@pytest.mark.parametrize(
+    "value", ["init", "init=soon", "init=-1", "nvmlNoSuchCall=1", "x:count=1", "init=1," * 1000]
+)
 def test_a_malformed_hang_knob_fails_init_saying_so(
     fake_nvml: FakeNvml,
     fake_nvml_env: pytest.MonkeyPatch,
