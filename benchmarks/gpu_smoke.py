@@ -57,6 +57,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -64,6 +65,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # gputui's torch-free parts, and this file's --child runs
 GIB = 1 << 30
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+EXPERIMENTS = ("batch-sweep", "sync-stall", "pipelines")
 CHANCE = 0.1
 """Ten classes: a model that learned nothing is right one time in ten."""
 LEARNED = 2 * CHANCE
@@ -415,16 +417,26 @@ class Settings:
         return Settings(limit=None)
 
 
-class Runner:
-    """Runs gputui's commands and this script's children, each with a deadline."""
+class DeadlineReached(Exception):
+    """The suite's deadline came while a check ran (or before it began)."""
 
-    def __init__(self, python: str, timeout_s: float) -> None:
+
+class Runner:
+    """Runs gputui's commands and this script's children, each with a timeout and all
+    within the suite's deadline (a ``time.monotonic()`` instant)."""
+
+    def __init__(self, python: str, timeout_s: float, deadline: float = float("inf")) -> None:
         self.python = python
         self.timeout_s = timeout_s
+        self.deadline = deadline
         self.env = dict(os.environ)
         self.env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO), self.env.get("PYTHONPATH")) if p
         )
+
+    def left_s(self) -> float:
+        """Seconds until the suite's deadline."""
+        return self.deadline - time.monotonic()
 
     def gputui(self, *args: str, limit_as: int | None = None) -> tuple[int, Any, str]:
         """``python -m gputui ARGS``: its exit code, its JSON output (or ``None``) and
@@ -453,23 +465,47 @@ class Runner:
 
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
+        left = self.left_s()
+        if left <= 0:
+            raise DeadlineReached("the suite's deadline had passed")
+        timeout = min(self.timeout_s, left)
+        # A session of its own, so that a command cut off takes its trainer with it: a
+        # grandchild left holding the GPU would spoil every check after it.
+        proc = subprocess.Popen(
+            argv,
+            env=self.env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=limit if limit_as else None,
+        )
         try:
-            done = subprocess.run(
-                argv,
-                env=self.env,
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=self.timeout_s,
-                preexec_fn=limit if limit_as else None,
-            )
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            if timeout < self.timeout_s:
+                raise DeadlineReached(
+                    f"cut off at the suite's deadline after {timeout:.0f} s: {' '.join(argv[1:])}"
+                ) from None
             return -1, None, f"timed out after {self.timeout_s:.0f} s: {' '.join(argv[1:])}"
+        finally:
+            if proc.poll() is None:  # interrupted (SIGTERM): leave nothing running
+                _kill_group(proc)
         try:
-            out = json.loads(done.stdout)
+            out = json.loads(stdout)
         except json.JSONDecodeError:
             out = None
-        return done.returncode, out, _tail(done.stderr)
+        return proc.returncode, out, _tail(stderr)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """Kill a process started in a session of its own, with everything it started."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.communicate(timeout=10)
 
 
 def _tail(text: str, lines: int = 3) -> str:
@@ -477,12 +513,14 @@ def _tail(text: str, lines: int = 3) -> str:
 
 
 class Suite:
-    """The checks, in order, for one device."""
+    """The checks for one device, the most telling figures first, within a deadline."""
 
     def __init__(self, device: str, runner: Runner, out: Path | None) -> None:
-        self.device = device
         self.kind = device.split(":")[0]
         self.index = int(device.split(":")[1]) if ":" in device else 0
+        self.device = f"cuda:{self.index}" if self.kind == "cuda" else self.kind
+        """The device resolved once, as every command and child is given it: ``cuda`` is
+        ``cuda:0`` (torch's ``set_device`` refuses a CUDA device without an index)."""
         self.runner = runner
         self.out = out
         self.settings = Settings.for_kind(self.kind)
@@ -494,29 +532,71 @@ class Suite:
     @property
     def run_device(self) -> str:
         """The device as bench names it in its results: ``cuda:N``, ``mps`` or ``cpu``."""
-        return f"cuda:{self.index}" if self.kind == "cuda" else self.kind
+        return self.device
 
     def add(self, check: Check) -> None:
         self.checks.append(check)
         print(f"{check.status}  {check.name}: {check.detail}", flush=True)
+        self.write()
+
+    def write(self) -> None:
+        """Both reports as they stand: written after every check, so that a suite cut off
+        (a hang, the device command's own limit) still leaves what it measured."""
+        if self.out is not None:
+            write_reports(self.out, self.device, self.checks, self.facts)
+
+    def steps(self) -> list[tuple[tuple[str, ...], Callable[[], Iterator[Check]]]]:
+        """Each step with the checks it adds, in the order they run: what a first GPU
+        run must not lose comes first; the slow and the likeliest to hang (the compiler,
+        NCCL's rendezvous) come last."""
+
+        def bench(pipeline: str, precision: str, compiled: bool = False) -> Any:
+            name = _bench_name(pipeline, precision, compiled)
+            return (name,), lambda: self.bench(pipeline, precision, compiled)
+
+        steps = [
+            (("imports", "arch"), self.imports),
+            (("doctor",), self.doctor),
+            bench("resident", "fp32"),
+            (("timing",), self.timing),
+            bench("resident", "tf32"),
+            bench("resident", "bf16"),
+            (("nvml",), self.nvml),
+            bench("classic", "fp32"),
+            (("oom",), self.oom),
+            *(((f"experiment {n}",), partial(self.experiment, n)) for n in EXPERIMENTS),
+            bench("resident", "fp32", compiled=True),
+        ]
+        if self.kind == "cuda":  # TF32 set for a compiled model: Inductor reads the flags
+            steps.append(bench("resident", "tf32", compiled=True))
+        return [*steps, (("scale",), self.scale)]
 
     def run(self) -> None:
-        steps: list[Callable[[], Iterator[Check]]] = [
-            self.imports,
-            self.doctor,
-            self.bench,
-            self.timing,
-            self.nvml,
-            self.oom,
-            self.experiments,
-            self.scale,
-        ]
-        for step in steps:
+        for names, step in self.steps():
+            added = len(self.checks)
             try:
+                if self.runner.left_s() <= 0:
+                    raise DeadlineReached("the suite's deadline had passed")
                 for check in step():
                     self.add(check)
+            except (DeadlineReached, KeyboardInterrupt) as stop:
+                why = str(stop) if isinstance(stop, DeadlineReached) else "the suite was stopped"
+                done = {c.name for c in self.checks[added:]}
+                for name in names:
+                    if name not in done:
+                        self.add(Check(name, SKIP, f"not run: {why}"))
+                if isinstance(stop, KeyboardInterrupt):
+                    self.skip_rest(names, why)
+                    raise
             except Exception as error:  # a broken check is a failed check, never a crash
-                self.add(Check(step.__name__, FAIL, f"{type(error).__name__}: {error}"))
+                self.add(Check(names[0], FAIL, f"{type(error).__name__}: {error}"))
+        self.write()
+
+    def skip_rest(self, after: tuple[str, ...], why: str) -> None:
+        """Mark every step after ``after`` not run."""
+        names = [name for ns, _ in self.steps() for name in ns]
+        for name in names[names.index(after[-1]) + 1 :]:
+            self.add(Check(name, SKIP, f"not run: {why}"))
 
     # -- 1 ------------------------------------------------------------------
     def imports(self) -> Iterator[Check]:
@@ -552,25 +632,17 @@ class Suite:
         yield doctor_verdict(report, code, self.run_device, self.expect)
 
     # -- 3 ------------------------------------------------------------------
-    def bench(self) -> Iterator[Check]:
-        variants = [
-            ("resident", "fp32", False),
-            ("resident", "tf32", False),
-            ("resident", "bf16", False),
-            ("classic", "fp32", False),
-            ("resident", "fp32", True),
-        ]
-        for pipeline, precision, compiled in variants:
-            name = _bench_name(pipeline, precision, compiled)
-            args = [*self._bench_args(), "--pipeline", pipeline, "--precision", precision]
-            code, result, stderr = self.runner.gputui(*args, *(["--compile"] if compiled else []))
-            runs = (result or {}).get("runs") or []
-            if not runs:
-                yield Check(name, FAIL, f"exit {code}, no result: {stderr}")
-                continue
-            self.bench_runs[name] = runs[0]
-            self._save(name.replace(" ", "_") + ".json", result)
-            yield bench_verdict(runs[0], self.run_device, precision, self.expect.tolerance)
+    def bench(self, pipeline: str, precision: str, compiled: bool) -> Iterator[Check]:
+        name = _bench_name(pipeline, precision, compiled)
+        args = [*self._bench_args(), "--pipeline", pipeline, "--precision", precision]
+        code, result, stderr = self.runner.gputui(*args, *(["--compile"] if compiled else []))
+        runs = (result or {}).get("runs") or []
+        if not runs:
+            yield Check(name, FAIL, f"exit {code}, no result: {stderr}")
+            return
+        self.bench_runs[name] = runs[0]
+        self._save(name.replace(" ", "_") + ".json", result)
+        yield bench_verdict(runs[0], self.run_device, precision, self.expect.tolerance)
 
     def _bench_args(self, epochs: int | None = None, batch: int | None = None) -> list[str]:
         s = self.settings
@@ -608,7 +680,8 @@ class Suite:
         if not uuid:
             yield Check("nvml", FAIL, "torch gave no UUID for the device")
             return
-        yield nvml_check(self.runner, self._bench_args(epochs=1000), uuid)
+        wait_s = min(120.0, max(self.runner.left_s() - 70, 1.0))  # 60 s to stop the run
+        yield nvml_check(self.runner, self._bench_args(epochs=1000), uuid, wait_s)
 
     # -- 6 ------------------------------------------------------------------
     def oom(self) -> Iterator[Check]:
@@ -648,19 +721,18 @@ class Suite:
         return self._bench_once(self._bench_args(epochs=1, batch=suggested), limit_as)
 
     # -- 7 ------------------------------------------------------------------
-    def experiments(self) -> Iterator[Check]:
-        for name in ("batch-sweep", "sync-stall", "pipelines"):
-            s = self.settings
-            args = ["experiment", name, "--device", self.device, "--dataset", "synthetic", "--json"]
-            args += ["--limit", str(s.limit)] if s.limit else []
-            args += ["--budget", str(s.budget_s)] if s.budget_s else []
-            args += ["--batch-sizes", s.sweep] if s.sweep and name == "batch-sweep" else []
-            code, result, stderr = self.runner.gputui(*args)
-            if not isinstance(result, dict):
-                yield Check(f"experiment {name}", FAIL, f"exit {code}, no JSON: {stderr}")
-                continue
-            self._save(f"experiment_{name}.json", result)
-            yield experiment_verdict(name, result, judged=self.expect.tolerance is not None)
+    def experiment(self, name: str) -> Iterator[Check]:
+        s = self.settings
+        args = ["experiment", name, "--device", self.device, "--dataset", "synthetic", "--json"]
+        args += ["--limit", str(s.limit)] if s.limit else []
+        args += ["--budget", str(s.budget_s)] if s.budget_s else []
+        args += ["--batch-sizes", s.sweep] if s.sweep and name == "batch-sweep" else []
+        code, result, stderr = self.runner.gputui(*args)
+        if not isinstance(result, dict):
+            yield Check(f"experiment {name}", FAIL, f"exit {code}, no JSON: {stderr}")
+            return
+        self._save(f"experiment_{name}.json", result)
+        yield experiment_verdict(name, result, judged=self.expect.tolerance is not None)
 
     # -- 8 ------------------------------------------------------------------
     def scale(self) -> Iterator[Check]:
@@ -1031,6 +1103,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N, mps or cpu (default: cuda)")
     parser.add_argument("--out", type=Path, help="folder for gpu_smoke.md and gpu_smoke.json")
     parser.add_argument("--timeout", type=float, default=900, help="seconds each command may take")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=540,
+        help="seconds the whole suite may take; checks not run by then are SKIP (default: 540)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not args.child and not re.fullmatch(r"cpu|mps|cuda(:\d+)?", args.device):
@@ -1042,18 +1120,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.child:
         return _child(args.child)
-    suite = Suite(args.device, Runner(sys.executable, args.timeout), args.out)
     started = time.monotonic()
-    suite.run()
+    runner = Runner(sys.executable, args.timeout, deadline=started + args.deadline)
+    suite = Suite(args.device, runner, args.out)
+
+    def stopped(signum: int, _frame: Any) -> None:  # as Ctrl-C: the reports still written
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stopped)
+    interrupted = False
+    try:
+        suite.run()
+    except KeyboardInterrupt:
+        interrupted = True
     failed = sum(c.status == FAIL for c in suite.checks)
     print(
         f"{len(suite.checks)} checks in {time.monotonic() - started:.0f} s: "
         f"{len(suite.checks) - failed} without failure, {failed} failed"
+        + (" (stopped)" if interrupted else "")
     )
     if args.out:
-        write_reports(args.out, args.device, suite.checks, suite.facts)
+        suite.write()
         print(f"reports: {args.out / 'gpu_smoke.md'}, {args.out / 'gpu_smoke.json'}")
-    return 1 if failed else 0
+    return 1 if failed or interrupted else 0
 
 
 def _child(argv: Sequence[str]) -> int:
