@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,23 +23,27 @@ from benchmarks import gpu_smoke
 from benchmarks.gpu_smoke import FAIL, PASS, SKIP
 
 REPO = Path(__file__).resolve().parent.parent
+SMOKE = [sys.executable, "benchmarks/gpu_smoke.py"]
 CHECKS = [
     "imports",
     "arch",
     "doctor",
     "bench resident fp32",
+    "timing",
     "bench resident tf32",
     "bench resident bf16",
-    "bench classic fp32",
-    "bench resident fp32 compile",
-    "timing",
     "nvml",
+    "bench classic fp32",
     "oom",
     "experiment batch-sweep",
     "experiment sync-stall",
     "experiment pipelines",
+    "bench resident fp32 compile",
     "scale",
 ]
+"""The rehearsal's checks in order (CUDA adds a compiled TF32 bench before scale)."""
+GPU_RUN = REPO / "benchmarks" / "gpu_runs" / "2026-11-26-h200-first" / "raw"
+"""The suite's first GPU run's JSON, as it came back from an H200."""
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +176,7 @@ def _lesson(name: str, device: dict[str, Any], shown: bool) -> None:
     """Set a recorded experiment's figures so that its lesson shows (or is reversed)."""
     rows = device["rows"]
     if name == "batch-sweep":
-        rows[-1]["data_share"] = rows[0]["data_share"] * (0.5 if shown else 2)
+        rows[-1]["images_per_second"] = rows[0]["images_per_second"] * (2 if shown else 0.5)
     elif name == "sync-stall":
         summary = device["summary"]
         step = summary["noise_ms"] + 1
@@ -308,3 +313,197 @@ def test_the_process_check_through_the_real_bindings(
 
 def gputui_smoke_match(nv, bench, log, uuid):
     return gpu_smoke._match_processes(nv, bench, log, uuid, wait_s=2)
+
+
+def _proc_tree(root: Path, maps: dict[int, str]) -> Path:
+    """A proc file system holding only ``pid/maps`` files: what ``node_mappers`` reads."""
+    proc = root / "proc"
+    for pid, text in maps.items():
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "maps").write_text(text)
+    return proc
+
+
+NODE_LINE = "7f0000000000-7f0000001000 rw-s 00000000 00:05 1234 /dev/nvidia{minor}\n"
+
+
+@pytest.mark.parametrize(
+    ("mappers", "verdict"),
+    [
+        ("{child}", "NVML lists the trainer (pid {child} (NVML's host pid 4242, proven by"),
+        ("{child},{parent}", "none match: NVML may list host pids"),  # two map it: unproven
+    ],
+)
+def test_the_process_check_in_a_pid_namespace_accepts_what_devnodes_proves(
+    fake_nvml, fake_nvml_env, run_tree, tmp_path, mappers, verdict
+):
+    """Item 5: inside a container NVML lists host pids (4242 here); the trainer counts
+    when it alone maps the GPU's node, as the monitor's own matching decides."""
+    import pynvml
+
+    parent, child = run_tree
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:4242:1000")
+    pids = [int(pid.format(child=child, parent=parent.pid)) for pid in mappers.split(",")]
+    proc = _proc_tree(tmp_path, {pid: NODE_LINE.format(minor=0) for pid in pids})
+    pynvml.nvmlInit()
+    try:
+        uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(0))
+        with open(tmp_path / "log", "w+") as log:
+            check = gpu_smoke._match_processes(pynvml, parent, log, uuid, wait_s=2, proc=proc)
+    finally:
+        pynvml.nvmlShutdown()
+    assert verdict.format(child=child) in check.detail
+    assert check.status == (PASS if len(pids) == 1 else FAIL)
+    assert check.figures["host_pids"] == ({"4242": child} if len(pids) == 1 else {})
+
+
+def test_the_process_check_finds_a_mig_slice_by_its_uuid(
+    fake_nvml, fake_nvml_env, run_tree, tmp_path
+):
+    """Item 9: torch names a MIG slice by its own UUID (gputui spells it ``GPU-...``); NVML
+    names it ``MIG-...`` and lists its processes on its GPU."""
+    import pynvml
+
+    parent, child = run_tree
+    fake_nvml_env.setenv("FAKE_NVML_MIG_MODE", "1:1")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_DEVICES", "1:1:0:100:10000,1:2:0:100:10000")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"1/1:{child}:1000")
+    pynvml.nvmlInit()
+    try:
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(1)
+        mig = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 1))
+        assert mig.startswith("MIG-") and mig != pynvml.nvmlDeviceGetUUID(gpu)
+        as_torch = "GPU-" + mig.removeprefix("MIG-")  # engine.devices.cuda_uuid's spelling
+        with open(tmp_path / "log", "w+") as log:
+            check = gpu_smoke._match_processes(pynvml, parent, log, as_torch, wait_s=2)
+            unknown = gpu_smoke._match_processes(pynvml, parent, log, "GPU-0000", wait_s=2)
+    finally:
+        pynvml.nvmlShutdown()
+    assert check.status == PASS, check.detail
+    assert f"NVML lists the trainer (pid {child}) on GPU 1" in check.detail
+    assert unknown.status == FAIL and "no GPU or MIG device in NVML has" in unknown.detail
+
+
+def test_the_batch_sweep_is_judged_by_throughput_as_a_gpu_shows_it():
+    """Item 4: on the H200 the data share rose with the batch (the step is launch-bound,
+    the copy grows); the sweep's lesson is that images/s rise."""
+    recorded = json.loads((GPU_RUN / "experiment_batch-sweep.json").read_text())
+    rows = recorded["device_results"][0]["rows"]
+    assert rows[-1]["data_share"] > rows[0]["data_share"]  # what the old rule failed on
+    check = gpu_smoke.experiment_verdict("batch-sweep", recorded)
+    assert check.status == PASS, check.detail
+    assert "at batch 2048; data share 3.3% and 13.2%" in check.detail
+
+
+class RecordingRunner(gpu_smoke.Runner):
+    """Records each command and child the suite starts, and runs none of them."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.executable, timeout_s=60)
+        self.argv: list[list[str]] = []
+
+    def _json(self, argv: list[str], limit_as: int | None) -> tuple[int, Any, str]:
+        self.argv.append(argv)
+        return 1, None, "not run"
+
+    def start_child(self, *args: str) -> subprocess.Popen[str]:
+        self.argv.append(["--child", *args])
+        return subprocess.Popen(
+            [sys.executable, "-c", ""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+
+
+def test_every_child_and_command_gets_the_device_the_suite_resolves():
+    """Item 1: ``--device cuda`` reached ``torch.cuda.set_device(torch.device("cuda"))``,
+    which refuses a CUDA device without an index (torch's own rule, checked here)."""
+    from torch.cuda._utils import _get_device_index
+
+    runner = RecordingRunner()
+    suite = gpu_smoke.Suite("cuda", runner, None)
+    suite.bench_runs["bench resident fp32"] = {"status": "ok", "images_per_second": 1.0}
+    for names, step in suite.steps():
+        if names != ("nvml",):  # NVML's check needs a driver before it starts anything
+            list(step())
+    devices = []
+    for argv in runner.argv:
+        if "--child" in argv:
+            devices.append(argv[argv.index("--child") + 2])
+        elif "--device" in argv and argv[argv.index("-m") + 2] != "scale":
+            devices.append(argv[argv.index("--device") + 1])
+    assert {argv[argv.index("--child") + 1] for argv in runner.argv if "--child" in argv} == {
+        "facts",
+        "steps",
+        "hold",
+    }
+    assert set(devices) == {"cuda:0"}, devices
+    for device in devices:
+        assert _get_device_index(torch_device(device), optional=False) == 0
+    with pytest.raises(ValueError, match="specified index"):
+        _get_device_index(torch_device("cuda"), optional=False)
+
+
+def torch_device(name: str) -> Any:
+    import torch
+
+    return torch.device(name)
+
+
+@pytest.mark.timeout(120)
+def test_the_suite_cut_at_its_deadline_leaves_both_reports(tmp_path):
+    """Item 2: past ``--deadline`` every check not run is SKIP with the reason, and the
+    reports, written after every check, list them all."""
+    done = subprocess.run(
+        [*SMOKE, "--device", "cpu", "--out", str(tmp_path), "--deadline", "6"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    report = _report(tmp_path)
+    statuses = {c["name"]: (c["status"], c["detail"]) for c in report["checks"]}
+    assert list(statuses) == CHECKS, done.stdout + done.stderr
+    assert {status for status, _ in statuses.values()} <= {PASS, SKIP}
+    skipped = [name for name, (status, _) in statuses.items() if status == SKIP]
+    assert skipped[-1] == "scale" and len(skipped) >= 8
+    assert "deadline" in statuses["scale"][1]
+    assert (
+        "| scale | SKIP | not run: the suite's deadline had passed |"
+        in (tmp_path / "gpu_smoke.md").read_text()
+    )
+
+
+@pytest.mark.timeout(120)
+def test_the_suite_stopped_by_sigterm_still_writes_every_check(tmp_path):
+    """The device command's own limit ends the suite with SIGTERM: what ran is kept and the
+    rest is SKIP, and no command it started is left running."""
+    import psutil
+
+    suite = subprocess.Popen(
+        [*SMOKE, "--device", "cpu", "--out", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert suite.stdout is not None
+    first = suite.stdout.readline() + suite.stdout.readline()  # imports and arch have ended
+    started: list[psutil.Process] = []
+    for _ in range(100):  # the doctor's command, as soon as it runs
+        started = psutil.Process(suite.pid).children(recursive=True)
+        if started:
+            break
+        time.sleep(0.1)
+    assert started, first
+    suite.terminate()
+    rest = suite.communicate(timeout=60)[0]
+    assert suite.returncode == 1, first + rest
+    statuses = {c["name"]: c for c in _report(tmp_path)["checks"]}
+    assert list(statuses) == CHECKS
+    assert statuses["imports"]["status"] == PASS
+    assert statuses["doctor"] == {
+        "name": "doctor",
+        "status": SKIP,
+        "detail": "not run: the suite was stopped",
+        "figures": {},
+    }
+    assert "(stopped)" in rest
+    assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -1062,9 +1062,14 @@ static unsigned int sm_clock_at(const fake_gpu_t *gpu, unsigned long long tick) 
     return H100_SM_CLOCK_IDLE + (H100_SM_CLOCK_MAX - H100_SM_CLOCK_IDLE) * util / 40u;
 }
 
+/* A MIG device has a UUID of its own, "MIG-...", as drivers from R470 on give it. */
 static void format_uuid(const fake_gpu_t *gpu, char *out, size_t size) {
     unsigned int seed = 0x9e3779b9u * (gpu->index + 1u);
-    snprintf(out, size, "GPU-%08x-%04x-%04x-%04x-%012x", seed, (seed >> 7) & 0xffffu,
+    if (gpu->is_mig) {
+        seed ^= 0x85ebca6bu * (gpu->mig_index + 1u);
+    }
+    snprintf(out, size, "%s-%08x-%04x-%04x-%04x-%012x", gpu->is_mig ? "MIG" : "GPU", seed,
+             (seed >> 7) & 0xffffu,
              0x4000u | ((seed >> 3) & 0x0fffu), 0x8000u | ((seed >> 11) & 0x3fffu),
              0xa100u + gpu->index);
 }
