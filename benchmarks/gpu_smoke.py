@@ -6,38 +6,50 @@
 It needs torch, psutil and (for CUDA) nvidia-ml-py; never Textual. The checks run in
 order, each printing one PASS, FAIL or SKIP line as it ends; ``DIR/gpu_smoke.md`` and
 ``DIR/gpu_smoke.json`` (``{"device", "machine", "checks": [{"name", "status",
-"figures", "detail"}], ...}``) list every check. The exit status is 0 only when none
-failed (2 for a usage error).
+"figures", "detail"}], ...}``) list every check and are written again after each one, so
+a suite cut off keeps what it measured. The whole suite has a deadline (``--deadline``,
+540 s: under the device machine's 600 s a command): a check cut off by it, and every
+check after it, is SKIP with the reason, as on SIGTERM. The exit status is 0 only when
+none failed and nothing stopped it (2 for a usage error).
+
+The checks, the most telling first (a first GPU run must not lose them to a hang later):
 
 1. imports: torch, CUDA and cuDNN versions, the device, and its compute capability
    against the wheel's arch list.
 2. doctor: ``gputui doctor --json`` exits 0; pinned transfers beat pageable both ways;
    the device's figures fall in the ranges its kind should show.
-3. bench: ``gputui bench`` for 4 epochs, resident and classic, fp32, tf32 and bf16, and
-   ``--compile``: epochs 2 to 4 agree within the tolerance, the math is the one asked
-   for, every placement row is on the device, and held-out accuracy beats chance.
+3. bench: ``gputui bench`` for 4 epochs (resident fp32, then tf32 and bf16, classic fp32,
+   and last ``--compile``, with TF32 too on CUDA): epochs 2 to 4 agree within the
+   tolerance, the math is the one asked for, every placement row is on the device, and
+   held-out accuracy beats chance.
 4. timing: 100 steps of the same model, batch and pipeline timed with CUDA events (a
    synchronized clock elsewhere) against bench's steady images/s.
-5. nvml: during a run, NVML lists exactly the trainer's pid on the chosen GPU's UUID,
-   and no other process of the run (the ``gputui`` parent above all) holds a context.
+5. nvml: during a run, NVML lists exactly the trainer's pid on the chosen GPU's UUID (or
+   its MIG device's), and no other process of the run (the ``gputui`` parent above all)
+   holds a context. In a pid namespace, NVML's host pid counts as the trainer where
+   ``telemetry/devnodes`` proves it, as the monitor matches it.
 6. oom: a real out-of-memory (another process holding all but a little of the GPU's
    memory; on the CPU, an address-space limit) ends in an ``oom`` error whose suggested
    batch size then trains.
 7. experiments: each of batch-sweep, sync-stall and pipelines with no failed device;
    reading the loss every step is not faster than once (beyond the noise measured);
-   resident data beats the DataLoader; the data share falls as the batch grows.
+   resident data beats the DataLoader; a larger batch trains more images a second.
 8. scale: ``gputui scale`` on 1, 2, 4... ranks up to every GPU (NCCL; gloo with 1 and 2
    ranks on the CPU): every world size finishes, on the backend its device wants, and its
    speedup, efficiency and all-reduce share are reported.
 
 Every torch call runs in a child process (gputui's own commands, or this script run
 again with ``--child``), so the parent never holds a CUDA context of its own and the
-process check sees only the run's.
+process check sees only the run's. ``--device cuda`` is resolved once to ``cuda:0``, the
+spelling every command and child is given.
 
 On the CPU the rehearsal proves each check's plumbing and logic, and judges what does not
 depend on timing (status, math, placement, accuracy, the out-of-memory); epoch spreads,
 the timing gap and the experiments' lessons are reported there, not judged, since a
 shared CI machine's timings are noise. The GPU's tolerances are the real ones.
+
+Checked against torch 2.13.0 (CPU, CI) and 2.11.0+cu130 (an H200, 2026-11-26): the suite
+and the code it drives use no API that 2.11 lacks.
 """
 
 from __future__ import annotations
