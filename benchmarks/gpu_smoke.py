@@ -17,7 +17,9 @@ The checks, the most telling first (a first GPU run must not lose them to a hang
 1. imports: torch, CUDA and cuDNN versions, the device, and its compute capability
    against the wheel's arch list.
 2. doctor: ``gputui doctor --json`` exits 0; pinned transfers beat pageable both ways;
-   the device's figures fall in the ranges its kind should show.
+   the device's figures fall in the ranges its kind should show. snapshot (NVIDIA):
+   ``gputui snapshot --json`` reads the GPU through the driver, healthy, with torch's
+   name and memory.
 3. bench: ``gputui bench`` for 4 epochs (resident fp32, then tf32 and bf16, classic fp32,
    and last ``--compile``, with TF32 too on CUDA): epochs 2 to 4 agree within the
    tolerance, the math is the one asked for, every placement row is on the device, and
@@ -307,6 +309,48 @@ def doctor_verdict(report: Mapping[str, Any], exit_code: int, device: str, expec
         return Check("doctor", FAIL, "; ".join(problems), figures)
     shown = ", ".join(f"{key} {value:.4g}" for key, value in figures.items() if value is not None)
     return Check("doctor", PASS, f"exit 0; {shown} (in range for {expect.label})", figures)
+
+
+def snapshot_verdict(report: Mapping[str, Any], exit_code: int, facts: Mapping[str, Any]) -> Check:
+    """``gputui snapshot --json`` read through the real driver: it exits 0, NVML answers,
+    and the GPU torch names (by UUID) is there, healthy, with torch's memory size (NVML's
+    total also counts what the driver reserves: within 2%) and its name."""
+    nvml = report.get("nvml") or {}
+    uuid = facts.get("uuid")
+    gpus = report.get("gpus") or []
+    ours = [g for g in gpus if uuid and g.get("uuid") and same_uuid(g["uuid"], uuid)]
+    problems = []
+    if exit_code != 0:
+        problems.append(f"exit {exit_code}")
+    if not nvml.get("available"):
+        problems.append(f"NVML not available: {nvml.get('error')}")
+    if not ours:
+        listed = [g.get("uuid") for g in gpus]
+        return Check("snapshot", FAIL, "; ".join([*problems, f"no GPU {uuid} in {listed}"]))
+    gpu = ours[0]
+    fields = ("name", "state", "memory_total_bytes", "temperature_c", "power_w", "sm_clock_mhz")
+    figures = {key: gpu.get(key) for key in fields}
+    figures["driver_version"] = nvml.get("driver_version")
+    missing = [key for key in fields if gpu.get(key) is None]
+    if gpu.get("state") != "ok":
+        problems.append(f"state {gpu.get('state')}: {gpu.get('error')}")
+    if missing:
+        problems.append(f"NVML gave no {', '.join(missing)}")
+    torch_bytes, nvml_bytes = facts.get("memory_bytes"), gpu.get("memory_total_bytes")
+    if torch_bytes and nvml_bytes and not 1 <= nvml_bytes / torch_bytes <= 1.02:
+        problems.append(f"NVML's memory {nvml_bytes} against torch's {torch_bytes}")
+    if facts.get("name") and gpu.get("name") != facts["name"]:
+        problems.append(f"NVML names it {gpu.get('name')!r}, torch {facts['name']!r}")
+    if problems:
+        return Check("snapshot", FAIL, "; ".join(problems), figures)
+    return Check(
+        "snapshot",
+        PASS,
+        f"GPU {gpu.get('index')} {gpu['name']}, {nvml_bytes / GIB:.1f} GiB, "
+        f"{gpu['temperature_c']:.0f} °C, {gpu['power_w']:.0f} W, "
+        f"driver {nvml.get('driver_version')}",
+        figures,
+    )
 
 
 def doctor_figures(device_report: Mapping[str, Any]) -> dict[str, float | None]:
@@ -600,6 +644,7 @@ class Suite:
         steps = [
             (("imports", "arch"), self.imports),
             (("doctor",), self.doctor),
+            (("snapshot",), self.snapshot),
             bench("resident", "fp32"),
             (("timing",), self.timing),
             bench("resident", "tf32"),
@@ -673,6 +718,17 @@ class Suite:
             return
         self._save("doctor.json", report)
         yield doctor_verdict(report, code, self.run_device, self.expect)
+
+    def snapshot(self) -> Iterator[Check]:
+        if self.kind != "cuda":
+            yield Check("snapshot", SKIP, f"NVML reads NVIDIA GPUs; this is {self.kind}")
+            return
+        code, report, stderr = self.runner.gputui("snapshot", "--json")
+        if not isinstance(report, dict):
+            yield Check("snapshot", FAIL, f"exit {code}, no JSON: {stderr}")
+            return
+        self._save("snapshot.json", report)
+        yield snapshot_verdict(report, code, self.facts)
 
     # -- 3 ------------------------------------------------------------------
     def bench(self, pipeline: str, precision: str, compiled: bool) -> Iterator[Check]:

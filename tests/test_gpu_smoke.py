@@ -28,6 +28,7 @@ CHECKS = [
     "imports",
     "arch",
     "doctor",
+    "snapshot",
     "bench resident fp32",
     "timing",
     "bench resident tf32",
@@ -82,9 +83,10 @@ def test_the_cpu_rehearsal_passes_without_textual_and_lists_every_check(rehearsa
     report = _report(out)
     assert [c["name"] for c in report["checks"]] == CHECKS
     statuses = {c["name"]: c["status"] for c in report["checks"]}
-    assert statuses["arch"] == SKIP and statuses["nvml"] == SKIP  # NVIDIA's alone
-    assert {s for n, s in statuses.items() if n not in ("arch", "nvml")} == {PASS}
-    assert report["ok"] is True and report["counts"] == {PASS: 13, FAIL: 0, SKIP: 2}
+    nvidia = ("arch", "snapshot", "nvml")  # NVIDIA's alone
+    assert all(statuses[name] == SKIP for name in nvidia)
+    assert {s for n, s in statuses.items() if n not in nvidia} == {PASS}
+    assert report["ok"] is True and report["counts"] == {PASS: 13, FAIL: 0, SKIP: 3}
     for check in report["checks"]:
         assert set(check) == {"name", "status", "figures", "detail"} and check["detail"]
     imports = report["checks"][0]
@@ -507,3 +509,24 @@ def test_the_suite_stopped_by_sigterm_still_writes_every_check(tmp_path):
     }
     assert "(stopped)" in rest
     assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_snapshot_check_reads_the_gpu_torch_names():
+    """The H200's own ``gputui snapshot --json`` against torch's facts from the same run."""
+    recorded = json.loads((GPU_RUN.parent / "snapshot.json").read_text())
+    smoke = json.loads((GPU_RUN.parent / "gpu_smoke.json").read_text())
+    facts = smoke["checks"][0]["figures"]
+    check = gpu_smoke.snapshot_verdict(recorded, 0, facts)
+    assert check.status == PASS, check.detail
+    assert check.detail.startswith("GPU 0 NVIDIA H200, 140.4 GiB")
+
+    def verdict(change) -> str:
+        changed = copy.deepcopy(recorded)
+        change(changed["gpus"][0])
+        return gpu_smoke.snapshot_verdict(changed, 0, facts).detail
+
+    assert "no GPU GPU-3753913c" in verdict(lambda g: g.update(uuid="GPU-1"))
+    assert "state lost: gone" in verdict(lambda g: g.update(state="lost", error="gone"))
+    assert "NVML gave no temperature_c" in verdict(lambda g: g.update(temperature_c=None))
+    half = facts["memory_bytes"] // 2
+    assert "NVML's memory" in verdict(lambda g: g.update(memory_total_bytes=half))
