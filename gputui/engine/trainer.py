@@ -99,12 +99,14 @@ def run_training(
             with ``Finished(stopped=True)`` after the current step.
     """
     started = time.perf_counter()
+    device_note = None
     try:
         config.validate()
         world = world_from_env(os.environ)  # one rank of a job torchrun (or scale) started
         if world is not None:
             config.check_distributed()
-            device_text = str(distributed.rank_device(world, config.device))
+            rank_device, device_note = distributed.rank_device(world, config.device)
+            device_text = str(rank_device)
         else:
             device_text = parse_device(config.device)
         check_precision(device_text, config.precision)
@@ -117,6 +119,8 @@ def run_training(
         emit(Error(message=missing, kind=TOOLCHAIN))
         return EXIT_FAILED
     run = _Run(config, torch.device(device_text), emit, should_stop, started, world)
+    if device_note is not None:
+        run.emit(Note(device_note))
     try:
         return run.execute()
     finally:
