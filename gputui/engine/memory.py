@@ -47,7 +47,8 @@ CUDNN_UNDER_PRESSURE = (
 )
 """How cuDNN fails when too little device memory is left for its workspace: no engine
 found, or a status (internal error, not supported) that says nothing of memory. Only a
-GPU shows it; see :func:`is_out_of_memory`'s ``probing``."""
+GPU shows it (an H200, torch 2.11: a 3x3 convolution with 4 to 8 MiB left free failed
+with ``CUDNN_STATUS_INTERNAL_ERROR``); see :func:`is_out_of_memory`'s ``probing``."""
 
 
 class SimulatedOutOfMemoryError(OutOfMemoryError):
