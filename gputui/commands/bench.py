@@ -41,8 +41,9 @@ so and points to ``gputui doctor`` (``--json``: in ``warnings``); an explicit
 
 Under torchrun (``RANK``, ``WORLD_SIZE``... set), each ``gputui bench`` is one rank of a
 DistributedDataParallel job (:mod:`gputui.jobs.world`): one ``--device`` (``cuda``
-becomes ``cuda:LOCAL_RANK``), one precision; rank 0 alone prints the result and writes
-the run folder, and the others print nothing on standard output.
+becomes ``cuda:LOCAL_RANK``, or the rank's one visible GPU), one precision; rank 0
+alone prints the result and writes the run folder, and the others print nothing on
+standard output.
 """
 
 from __future__ import annotations

@@ -37,22 +37,41 @@ class JoinError(Exception):
     """A rank could not join its job: the message says why and what to check."""
 
 
-def rank_device(world: World, device: str) -> torch.device:
-    """The device this rank trains on: ``cuda:LOCAL_RANK`` for ``cuda``, else ``cpu``.
+def rank_device(world: World, device: str) -> tuple[torch.device, str | None]:
+    """The device this rank trains on (``cuda`` becomes :func:`rank_device_index`'s
+    ``cuda:N``, anything else ``cpu``), and a note when it is not ``cuda:LOCAL_RANK``.
 
     Raises:
-        ConfigError: when this node has fewer GPUs than ranks.
+        ConfigError: when this node shows the rank neither its GPU nor exactly one.
     """
     if device.strip().lower() != "cuda":
-        return torch.device("cpu")
+        return torch.device("cpu"), None
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if world.local_rank >= count:
+    index = rank_device_index(world.local_rank, count)
+    if index is None:
         raise ConfigError(
             f"rank {world.rank} is local rank {world.local_rank}, but this node has "
             f"{count} usable CUDA device{'s' if count != 1 else ''}: start at most {count} "
             "ranks per node (--nproc-per-node)"
         )
-    return torch.device("cuda", world.local_rank)
+    if index == world.local_rank:
+        return torch.device("cuda", index), None
+    return torch.device("cuda", index), (
+        f"local rank {world.local_rank} sees one CUDA device (its launcher shows each rank "
+        f"only its own GPU, as CUDA_VISIBLE_DEVICES per rank does): it trains on cuda:{index}"
+    )
+
+
+def rank_device_index(local_rank: int, device_count: int) -> int | None:
+    """The CUDA device a rank trains on, of the ``device_count`` it sees; ``None``: none.
+
+    ``local_rank`` when the rank sees that many (torchrun's way: every rank sees every GPU
+    of its node); else ``0`` when it sees exactly one, as some Slurm and Kubernetes
+    launchers set ``CUDA_VISIBLE_DEVICES`` to each rank's own GPU.
+    """
+    if local_rank < device_count:
+        return local_rank
+    return 0 if device_count == 1 else None
 
 
 def join(

@@ -39,6 +39,16 @@ ALLOCATION_FAILURES = (
 """How a failed allocation reads when it is not an ``OutOfMemoryError``: the host
 allocator's, MPS's, and cuBLAS's or cuDNN's own (their workspace is allocated inside
 the library, which reports a status, not torch's error)."""
+CUDNN_UNDER_PRESSURE = (
+    "unable to find an engine",
+    "cudnn_status_internal_error",
+    "cudnn_status_alloc_failed",
+    "cudnn_status_not_supported",
+)
+"""How cuDNN fails when too little device memory is left for its workspace: no engine
+found, or a status (internal error, not supported) that says nothing of memory. Only a
+GPU shows it (an H200, torch 2.11: a 3x3 convolution with 4 to 8 MiB left free failed
+with ``CUDNN_STATUS_INTERNAL_ERROR``); see :func:`is_out_of_memory`'s ``probing``."""
 
 
 class SimulatedOutOfMemoryError(OutOfMemoryError):
@@ -49,6 +59,9 @@ def probe_batch_size(
     step: Step, device: torch.device, failed: int, memory_format: torch.memory_format
 ) -> int | None:
     """The largest of ``failed / 2``, ``failed / 4``, ... 1 with which one real step fits.
+
+    A cuDNN failure under memory pressure counts as not fitting (:func:`is_out_of_memory`
+    with ``probing``): the device is still nearly full after the run's OOM.
 
     Args:
         step: The run's own step (model, optimizer, autocast, test hook and all).
@@ -70,19 +83,31 @@ def probe_batch_size(
             synchronize(device)
             return size
         except Exception as exc:
-            if not is_out_of_memory(exc):
+            if not is_out_of_memory(exc, probing=True):
                 raise
         release_memory(device)
         size //= 2
     return None
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` is a device (or host allocator) running out of memory."""
+def is_out_of_memory(exc: BaseException, *, probing: bool = False) -> bool:
+    """Whether ``exc`` is a device (or host allocator) running out of memory.
+
+    Args:
+        exc: The error.
+        probing: A batch size is being probed after a real out-of-memory error. The device
+            is then nearly full, and cuDNN, left without room for its workspace, fails
+            with one of :data:`CUDNN_UNDER_PRESSURE` rather than torch's error: that too
+            is out of memory. Not otherwise, since the same words can mean a real cuDNN
+            fault (a bad build, an unsupported layout) that a smaller batch would hide.
+    """
     if isinstance(exc, OutOfMemoryError):
         return True
+    if not isinstance(exc, RuntimeError):
+        return False
     text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and any(words in text for words in ALLOCATION_FAILURES)
+    words = ALLOCATION_FAILURES + CUDNN_UNDER_PRESSURE if probing else ALLOCATION_FAILURES
+    return any(word in text for word in words)
 
 
 def unless_out_of_memory(measure: Callable[[], T], device: torch.device) -> T | None:

@@ -58,6 +58,7 @@ from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline,
 from gputui.engine.placement import describe_placement
 from gputui.engine.records import RunRecorder
 from gputui.engine.step import make_optimizer, make_step, set_math
+from gputui.engine.toolchain import TOOLCHAIN, missing_for_compile
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import exception_line
 from gputui.jobs.config import ConfigError, RunConfig, check_batch_fits
@@ -98,12 +99,14 @@ def run_training(
             with ``Finished(stopped=True)`` after the current step.
     """
     started = time.perf_counter()
+    device_note = None
     try:
         config.validate()
         world = world_from_env(os.environ)  # one rank of a job torchrun (or scale) started
         if world is not None:
             config.check_distributed()
-            device_text = str(distributed.rank_device(world, config.device))
+            rank_device, device_note = distributed.rank_device(world, config.device)
+            device_text = str(rank_device)
         else:
             device_text = parse_device(config.device)
         check_precision(device_text, config.precision)
@@ -111,7 +114,13 @@ def run_training(
         kind = "config" if isinstance(exc, ConfigError) else "device"
         emit(Error(message=str(exc), kind=kind))
         return EXIT_USAGE
+    missing = missing_for_compile(torch.device(device_text).type) if config.compile else None
+    if missing is not None:  # before the data loads or the model compiles: a cheap check
+        emit(Error(message=missing, kind=TOOLCHAIN))
+        return EXIT_FAILED
     run = _Run(config, torch.device(device_text), emit, should_stop, started, world)
+    if device_note is not None:
+        run.emit(Note(device_note))
     try:
         return run.execute()
     finally:

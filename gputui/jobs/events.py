@@ -324,7 +324,8 @@ class Error(Event, type="error"):
     detail: str = ""
     """Traceback or stderr tail, shown on demand."""
     kind: str = "crash"
-    """``config``, ``device``, ``data``, ``oom``, ``compile``, ``crash``, ``killed``,
+    """``config``, ``device``, ``data``, ``oom``, ``compile``, ``toolchain`` (``--compile``
+    on a machine without the C compiler or Python headers it needs), ``crash``, ``killed``,
     ``join`` (a rank could not join its distributed job), ``peer`` (a rank lost a peer
     of its job) or ``rank`` (a rank of the job failed; the message names it)."""
     suggested_batch_size: int | None = None

@@ -34,7 +34,8 @@ class World:
     rank: int
     """This process's rank, 0 to ``world_size - 1``; rank 0 prints and records."""
     local_rank: int
-    """Its rank on this node: the GPU it trains on (``cuda:LOCAL_RANK``)."""
+    """Its rank on this node: the GPU it trains on (``cuda:LOCAL_RANK``, or the one GPU
+    it sees when its launcher shows each rank only its own)."""
     world_size: int
     """Processes in the whole job."""
     local_world_size: int

@@ -28,6 +28,7 @@ import torch
 import torch.multiprocessing as mp
 
 from gputui.commands import main
+from gputui.engine.distributed import rank_device, rank_device_index
 from gputui.engine.lifecycle import exit_now
 from gputui.jobs.config import ConfigError, ScaleConfig
 from gputui.jobs.events import (
@@ -176,6 +177,42 @@ def test_a_partial_or_wrong_world_is_one_line(environ: dict[str, str], message: 
         world_from_env(environ)
     assert str(caught.value).startswith(message)
     assert "torchrun" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("local_rank", "device_count", "index"),
+    [
+        (0, 1, 0),
+        (1, 2, 1),
+        (3, 8, 3),  # torchrun: every rank sees every GPU of its node
+        (1, 1, 0),
+        (7, 1, 0),  # a launcher that shows each rank only its own GPU
+        (2, 2, None),
+        (1, 0, None),
+        (0, 0, None),
+    ],
+)
+def test_a_rank_trains_on_its_local_rank_or_else_on_the_one_gpu_it_sees(
+    local_rank: int, device_count: int, index: int | None
+) -> None:
+    assert rank_device_index(local_rank, device_count) == index
+
+
+def test_a_rank_shown_only_its_own_gpu_trains_on_it_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    first, second = (World(rank, rank, 2, 2, "127.0.0.1", 29500) for rank in (0, 1))
+    assert rank_device(first, "cuda") == (torch.device("cuda", 0), None)
+    assert rank_device(second, "cuda") == (
+        torch.device("cuda", 0),
+        "local rank 1 sees one CUDA device (its launcher shows each rank only its own GPU, "
+        "as CUDA_VISIBLE_DEVICES per rank does): it trains on cuda:0",
+    )
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ConfigError, match="rank 2 is local rank 2, but this node has 2 usable"):
+        rank_device(World(2, 2, 4, 4, "127.0.0.1", 29500), "cuda")
 
 
 def test_bench_with_world_size_alone_is_a_usage_error() -> None:

@@ -14,6 +14,7 @@ from gputui.engine.memory import (
     OutOfMemoryError,
     is_out_of_memory,
     memory_reading,
+    probe_batch_size,
     reset_peak_memory,
 )
 from gputui.jobs.config import RunConfig
@@ -56,6 +57,45 @@ def test_every_way_an_allocation_fails_is_out_of_memory(error: BaseException) ->
 )
 def test_other_errors_are_not_out_of_memory(error: BaseException) -> None:
     assert not is_out_of_memory(error)
+
+
+CUDNN_UNDER_PRESSURE = [
+    RuntimeError("GET was unable to find an engine to execute this computation"),
+    RuntimeError("FIND was unable to find an engine to execute this computation"),
+    RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"),
+    RuntimeError(
+        "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
+        "non-contiguous input."
+    ),
+]
+"""How cuDNN fails a convolution when the device has no room left for its workspace."""
+
+
+@pytest.mark.parametrize("error", CUDNN_UNDER_PRESSURE)
+def test_cudnn_failing_is_out_of_memory_only_while_a_batch_size_is_probed(
+    error: RuntimeError,
+) -> None:
+    assert is_out_of_memory(error, probing=True)
+    assert not is_out_of_memory(error)  # outside a probe it may be a real cuDNN fault
+
+
+def test_probing_counts_cudnn_failing_under_pressure_as_not_fitting() -> None:
+    errors = iter(CUDNN_UNDER_PRESSURE)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] >= 64:  # 256, 128 and 64 fail, each in its own words
+            raise next(errors)
+        return x.sum()
+
+    assert probe_batch_size(step, torch.device("cpu"), 512, torch.contiguous_format) == 32
+
+
+def test_probing_still_raises_an_error_that_is_not_memory() -> None:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (256x400 and 256x120)")
+
+    with pytest.raises(RuntimeError, match="mat1 and mat2"):
+        probe_batch_size(step, torch.device("cpu"), 512, torch.contiguous_format)
 
 
 def test_the_engine_runs_and_detects_oom_on_a_torch_without_torch_out_of_memory_error() -> None:

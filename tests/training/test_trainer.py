@@ -275,6 +275,52 @@ def test_out_of_memory_says_which_batch_size_fits(tmp_path: Path) -> None:
     assert kinds(events)[:2] == ["RunStarted", "DataReady"]
 
 
+NO_ENGINE = "GET was unable to find an engine to execute this computation"
+"""cuDNN's error for a convolution with no room left for its workspace."""
+
+
+def under_pressure(sizes: range) -> Callable[..., Callable[[torch.Tensor, torch.Tensor], object]]:
+    """The trainer's ``make_step``, whose steps at batch sizes in ``sizes`` fail as cuDNN does
+    on a nearly full GPU."""
+    make_step = trainer.make_step
+
+    def make(*args: object, **kwargs: object) -> Callable[[torch.Tensor, torch.Tensor], object]:
+        step = make_step(*args, **kwargs)  # type: ignore[arg-type]
+
+        def pressed(x: torch.Tensor, y: torch.Tensor) -> object:
+            if x.shape[0] in sizes:
+                raise RuntimeError(NO_ENGINE)
+            return step(x, y)
+
+        return pressed
+
+    return make
+
+
+def test_cudnn_failing_while_a_batch_size_is_probed_is_out_of_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trainer, "make_step", under_pressure(range(8, 20)))
+    code, events = train(tiny(tmp_path, simulate_oom_from_batch=20, record=False))
+    error = events[-1]
+    assert code == 1 and isinstance(error, Error)
+    assert error.kind == "oom" and error.suggested_batch_size == 4
+    assert error.message == (
+        "out of memory on cpu at batch size 32 (simulated by the test hook); "
+        "batch size 4 fits: try that"
+    )
+
+
+def test_cudnn_failing_outside_a_probe_is_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trainer, "make_step", under_pressure(range(32, 33)))
+    code, events = train(tiny(tmp_path, record=False))
+    error = events[-1]
+    assert code == 1 and isinstance(error, Error) and error.kind == "crash"
+    assert error.message == f"the trainer crashed: RuntimeError: {NO_ENGINE}"
+
+
 def test_out_of_memory_even_at_batch_size_one(tmp_path: Path) -> None:
     code, events = train(tiny(tmp_path, simulate_oom_from_batch=1, record=False))
     error = events[-1]
