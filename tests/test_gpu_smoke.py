@@ -140,6 +140,10 @@ def test_a_bench_run_fails_for_each_thing_wrong_with_it(rehearsal):
     assert "accuracy 0.11 is no better than 20%" in verdict(unlearned)
     failed = verdict(lambda r: r.update(status="error", error={"message": "boom"}))
     assert failed == "status error: boom"
+    bare = copy.deepcopy(run)  # item 7: --compile where no compiler is installed
+    bare.update(status="error", error={"kind": "toolchain", "message": "no C compiler"})
+    skipped = gpu_smoke.bench_verdict(bare, "cpu", "fp32", 0.10)
+    assert (skipped.status, skipped.detail) == (SKIP, "not run here: no C compiler")
 
 
 def test_a_doctor_report_fails_when_pinned_is_not_faster_or_a_figure_is_absurd(rehearsal):
