@@ -158,6 +158,10 @@ class _Run:
         self.epochs: list[EpochFinished] = []
         self.batch_size = config.batch_size
         self.step: Step | None = None
+        self.pipeline: Pipeline | None = None
+        """The run's data, kept while a batch size is probed after an out-of-memory error:
+        the retry holds it again (the resident dataset is on the device), so the probe
+        must too, or the size it suggests would not fit beside it."""
         self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
         self.memory_format = torch.contiguous_format
 
@@ -288,7 +292,7 @@ class _Run:
             simulate_oom_from_batch=config.simulate_oom_from_batch,
         )
 
-        pipeline = self._pipeline(data, device)
+        pipeline = self.pipeline = self._pipeline(data, device)
         self.emit(
             RunStarted(
                 device=str(device),
@@ -456,7 +460,7 @@ class _Run:
         fits = None
         try:
             if self.step is not None and self.world is None:  # a probe would wait on peers
-                release_memory(self.device)
+                release_memory(self.device)  # the failed step's tensors; the data stays
                 fits = probe_batch_size(self.step, self.device, self.batch_size, self.memory_format)
         except Exception as exc:  # the device broke (a sticky CUDA error raises again here)
             return Error(
@@ -464,6 +468,8 @@ class _Run:
                 detail=f"{detail}\n{_traceback(exc)}",
                 kind="oom",
             )
+        finally:
+            self.pipeline = None
         if self.world is not None:  # not probed: every rank would have to probe together
             advice = "try a smaller batch size"
         elif fits is None:

@@ -275,6 +275,38 @@ def test_out_of_memory_says_which_batch_size_fits(tmp_path: Path) -> None:
     assert kinds(events)[:2] == ["RunStarted", "DataReady"]
 
 
+def test_the_batch_size_after_out_of_memory_is_probed_beside_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suggested batch must fit beside the resident dataset, as the retry holds it:
+    the probe runs while the run's data is still alive (issue 27 item 6)."""
+    import gc
+    import weakref
+
+    from gputui.engine.pipelines import ResidentPipeline
+
+    made: list[weakref.ref[ResidentPipeline]] = []
+    alive_while_probing: list[bool] = []
+    pipeline_init, probe = ResidentPipeline.__init__, trainer.probe_batch_size
+
+    def remembered(self: ResidentPipeline, *args: object, **kwargs: object) -> None:
+        pipeline_init(self, *args, **kwargs)  # type: ignore[arg-type]
+        made.append(weakref.ref(self))
+
+    def probed(*args: object, **kwargs: object) -> int | None:
+        gc.collect()
+        alive_while_probing.append(any(ref() is not None for ref in made))
+        return probe(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ResidentPipeline, "__init__", remembered)
+    monkeypatch.setattr(trainer, "probe_batch_size", probed)
+    code, events = train(tiny(tmp_path, simulate_oom_from_batch=20, record=False))
+    assert code == 1 and isinstance(events[-1], Error) and events[-1].suggested_batch_size == 16
+    assert made and alive_while_probing == [True]
+    gc.collect()
+    assert all(ref() is None for ref in made)  # and let go once the run has ended
+
+
 NO_ENGINE = "GET was unable to find an engine to execute this computation"
 """cuDNN's error for a convolution with no room left for its workspace."""
 
