@@ -7,6 +7,7 @@ An experiment that times "a step" times exactly the step ``gputui bench`` trains
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
@@ -37,6 +38,17 @@ def set_math(precision: str, device: torch.device) -> str:
     if tf32 and device.type != "cuda":
         return f"{IEEE_FP32} (TF32 is CUDA's; {device.type} has none)"
     return TF32 if tf32 else IEEE_FP32
+
+
+def bf16_autocast(device: torch.device, bf16: bool) -> AbstractContextManager[object]:
+    """bf16 autocast on ``device`` when ``bf16``, else nothing at all.
+
+    Never ``torch.autocast(..., enabled=False)``: torch before 2.5 refuses the ``mps``
+    device type even when disabled, which would stop every MPS run, fp32 included.
+    """
+    if bf16:
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return nullcontext()
 
 
 def make_optimizer(model: torch.nn.Module, device: torch.device) -> torch.optim.Adam:
@@ -96,7 +108,7 @@ def make_step(
             raise SimulatedOutOfMemoryError(
                 f"simulated: out of memory for a batch of {x.shape[0]} on {device}"
             )
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with bf16_autocast(device, bf16):
             loss = criterion(forward(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

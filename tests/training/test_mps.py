@@ -1,5 +1,6 @@
-"""The MPS paths, checked on any machine: fused Adam where torch has it, bf16 refused before
-macOS 14, ``mps:0`` read as ``mps``, and the Apple CPU's name from ``sysctl``."""
+"""The MPS paths, checked on any machine: fused Adam where torch has it, fp32 never entering
+autocast, bf16 refused before macOS 14, ``mps:0`` read as ``mps``, and the Apple CPU's name
+from ``sysctl``."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import torch.utils._foreach_utils as foreach_utils
 from gputui.engine import devices, trainer
 from gputui.engine.devices import DeviceError, check_precision, cpu_model_name, parse_device
 from gputui.engine.model import CNN
-from gputui.engine.step import fused_adam_supported, make_optimizer
+from gputui.engine.step import bf16_autocast, fused_adam_supported, make_optimizer
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Event
+from tests.training.test_trainer import tiny, train
 from tests.training.test_training_devices import error_for, inventory
 
 MAC = inventory(system="Darwin", mps_built=True, mps_available=True, cuda_names=())
@@ -53,6 +55,30 @@ def test_a_torch_without_the_mps_kernel_gets_the_default_adam_on_mps(
 def test_a_torch_without_the_list_fuses_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch.utils._foreach_utils", None)  # import fails
     assert fused_adam_supported("cuda") and not fused_adam_supported("mps")
+
+
+# -- autocast only for bf16 ---------------------------------------------------------------------
+
+
+def test_fp32_trains_without_autocast_which_torch_before_2_5_refuses_for_mps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def refuse(device_type: str, *_args: object, **_kwargs: object) -> None:
+        # torch 2.1 to 2.4 on a Mac, even with enabled=False
+        raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+
+    monkeypatch.setattr(torch, "autocast", refuse)
+    code, events = train(tiny(tmp_path, epochs=1, record=False))  # steps and held-out accuracy
+    assert code == 0, events[-1]
+
+
+def test_bf16_still_runs_under_autocast() -> None:
+    cpu = torch.device("cpu")
+    with bf16_autocast(cpu, True):
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with bf16_autocast(cpu, False):
+        assert not torch.is_autocast_enabled("cpu")
 
 
 # -- bf16 before macOS 14 -----------------------------------------------------------------------
