@@ -1,6 +1,6 @@
 """The MPS paths, checked on any machine: fused Adam where torch has it, fp32 never entering
-autocast, bf16 refused before macOS 14, ``mps:0`` read as ``mps``, and the Apple CPU's name
-from ``sysctl``."""
+autocast, bf16 refused before macOS 14 and before torch 2.6, ``mps:0`` read as ``mps``, and the
+Apple CPU's name from ``sysctl``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,27 @@ def test_bf16_on_mps_from_sonoma_on_is_let_through(
 ) -> None:
     mac_version(monkeypatch, release)
     check_precision("mps", "bf16")
+
+
+def test_bf16_on_mps_before_torch_2_6_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mac_version(monkeypatch, "15.3.2")
+    with pytest.raises(DeviceError) as caught:  # 2.5's autocast would quietly run fp32
+        check_precision("mps", "bf16", replace(MAC, torch_version="2.5.1"))
+    assert str(caught.value) == (
+        "bf16 on MPS needs torch 2.6 or later; this is torch 2.5.1: upgrade torch to 2.6 or "
+        "later, or use --precision fp32"
+    )
+    check_precision("mps", "fp32", replace(MAC, torch_version="2.2.2"))  # Intel Macs' last
+
+
+@pytest.mark.parametrize("version", ["2.6.0", "2.10.0", "2.13.0.dev20260101"])
+def test_bf16_on_mps_from_torch_2_6_on_is_let_through(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    mac_version(monkeypatch, "15.3.2")
+    check_precision("mps", "bf16", replace(MAC, torch_version=version))
 
 
 def test_the_trainer_refuses_it_before_loading_anything(
