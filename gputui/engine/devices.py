@@ -29,6 +29,8 @@ _DEVICE_RE = re.compile(r"^(cpu|cuda|mps)(?::(\d+))?$")
 _SPELLINGS = "cpu, cuda, cuda:N or mps"
 MPS_BF16_MACOS = 14
 """The first macOS (Sonoma) on which MPS runs bf16."""
+MPS_BF16_TORCH = (2, 6)
+"""The first torch whose autocast runs bf16 on MPS (2.5's turns itself off: fp32 in truth)."""
 SYSCTL_TIMEOUT_S = 5.0
 
 
@@ -211,14 +213,17 @@ def make_current(device: torch.device) -> None:
         torch.cuda.set_device(device)
 
 
-def check_precision(device: str, precision: str) -> None:
+def check_precision(device: str, precision: str, inventory: DeviceInventory | None = None) -> None:
     """Refuse, before any training, a precision ``device`` cannot run.
 
-    MPS runs bf16 only on macOS 14 (Sonoma) or later; before that torch fails mid-run.
+    MPS runs bf16 only on macOS 14 (Sonoma) or later (before it, torch fails mid-run) and
+    from torch 2.6 on (before it, autocast turns itself off: the run trains in fp32 and
+    says bf16).
 
     Args:
         device: A canonical device (:func:`parse_device`).
         precision: ``fp32``, ``tf32`` or ``bf16``.
+        inventory: What this torch is; read from torch when ``None``.
 
     Raises:
         DeviceError: one line that says what to use instead.
@@ -231,6 +236,14 @@ def check_precision(device: str, precision: str) -> None:
         raise DeviceError(
             f"bf16 on MPS needs macOS {MPS_BF16_MACOS} or later; this is macOS {release}: "
             "use --precision fp32"
+        )
+    version = (inventory or current_inventory()).torch_version
+    numbers = re.match(r"(\d+)\.(\d+)", version)
+    if numbers is not None and (int(numbers.group(1)), int(numbers.group(2))) < MPS_BF16_TORCH:
+        first = "{}.{}".format(*MPS_BF16_TORCH)
+        raise DeviceError(
+            f"bf16 on MPS needs torch {first} or later; this is torch {version}: upgrade torch "
+            f"to {first} or later, or use --precision fp32"
         )
 
 

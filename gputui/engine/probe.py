@@ -171,7 +171,9 @@ class _Figures:
 def _matmul(figures: _Figures, device: torch.device, n: int) -> None:
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means IEEE fp32, whatever the default
+    from gputui.engine.step import set_tf32
+
+    set_tf32(False)  # fp32 means IEEE fp32, whatever the default
     for dtype, key, label in (
         (torch.float32, "matmul_fp32_tflops", "fp32 matmul"),
         (torch.bfloat16, "matmul_bf16_tflops", "bf16 matmul"),

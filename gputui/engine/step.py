@@ -7,6 +7,8 @@ An experiment that times "a step" times exactly the step ``gputui bench`` trains
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from types import ModuleType
 
 import torch
 
@@ -21,22 +23,54 @@ def set_math(precision: str, device: torch.device) -> str:
     """Set the math a run does, whatever torch's defaults are; returns what it is, in words.
 
     torch's defaults differ by operation: matmuls are IEEE fp32, but cuDNN convolutions
-    may use TF32 (``torch.backends.cudnn.allow_tf32`` is on). So ``fp32`` turns TF32 off
-    for both, ``tf32`` turns it on for both, and ``bf16`` runs under autocast with the
-    rest IEEE. Only CUDA has TF32: elsewhere ``tf32`` is IEEE fp32, and says so.
+    may use TF32. So ``fp32`` turns TF32 off for both, ``tf32`` turns it on for both, and
+    ``bf16`` runs under autocast with the rest IEEE. Only CUDA has TF32: elsewhere ``tf32``
+    is IEEE fp32, and says so.
 
     Args:
         precision: ``fp32``, ``tf32`` or ``bf16`` (:data:`gputui.jobs.config.PRECISIONS`).
         device: Where the run trains.
     """
     tf32 = precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    set_tf32(tf32)
     if precision == "bf16":
         return BF16
     if tf32 and device.type != "cuda":
         return f"{IEEE_FP32} (TF32 is CUDA's; {device.type} has none)"
     return TF32 if tf32 else IEEE_FP32
+
+
+def set_tf32(on: bool, backends: ModuleType = torch.backends) -> None:
+    """Turn TF32 on or off for CUDA matmuls and cuDNN alike, through one API.
+
+    torch 2.9 added ``fp32_precision`` and deprecated the ``allow_tf32`` flags; a mix of
+    the two makes torch's own checks (Inductor's among them) raise, so the flags are set
+    only on a torch without the new API. The global ``torch.backends.fp32_precision`` is
+    left alone: it reaches oneDNN on the CPU too.
+
+    Args:
+        on: TF32 (``True``) or IEEE fp32.
+        backends: ``torch.backends``, or a stand-in for it in tests.
+    """
+    if hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv"):
+        precision = "tf32" if on else "ieee"
+        cudnn = backends.cudnn
+        for knob in (backends.cuda.matmul, cudnn, cudnn.conv, cudnn.rnn):
+            knob.fp32_precision = precision
+    else:
+        backends.cuda.matmul.allow_tf32 = on
+        backends.cudnn.allow_tf32 = on
+
+
+def bf16_autocast(device: torch.device, bf16: bool) -> AbstractContextManager[object]:
+    """bf16 autocast on ``device`` when ``bf16``, else nothing at all.
+
+    Never ``torch.autocast(..., enabled=False)``: torch before 2.5 refuses the ``mps``
+    device type even when disabled, which would stop every MPS run, fp32 included.
+    """
+    if bf16:
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return nullcontext()
 
 
 def make_optimizer(model: torch.nn.Module, device: torch.device) -> torch.optim.Adam:
@@ -96,7 +130,7 @@ def make_step(
             raise SimulatedOutOfMemoryError(
                 f"simulated: out of memory for a batch of {x.shape[0]} on {device}"
             )
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with bf16_autocast(device, bf16):
             loss = criterion(forward(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -57,7 +57,7 @@ from gputui.engine.model import CNN
 from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline, Shard
 from gputui.engine.placement import describe_placement
 from gputui.engine.records import RunRecorder
-from gputui.engine.step import make_optimizer, make_step, set_math
+from gputui.engine.step import bf16_autocast, make_optimizer, make_step, set_math
 from gputui.engine.toolchain import TOOLCHAIN, missing_for_compile
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import exception_line
@@ -432,7 +432,7 @@ class _Run:
         with torch.inference_mode():
             batch = max(self.batch_size, EVAL_BATCH_MIN)
             for x, y in pipeline.test_batches(batch):
-                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+                with bf16_autocast(self.device, bf16):
                     logits = model(x)
                 correct += (logits.argmax(dim=1) == y).sum()
                 total += len(y)

@@ -1,5 +1,6 @@
-"""The MPS paths, checked on any machine: fused Adam where torch has it, bf16 refused before
-macOS 14, ``mps:0`` read as ``mps``, and the Apple CPU's name from ``sysctl``."""
+"""The MPS paths, checked on any machine: fused Adam where torch has it, fp32 never entering
+autocast, bf16 refused before macOS 14 and before torch 2.6, ``mps:0`` read as ``mps``, and the
+Apple CPU's name from ``sysctl``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,9 +18,10 @@ import torch.utils._foreach_utils as foreach_utils
 from gputui.engine import devices, trainer
 from gputui.engine.devices import DeviceError, check_precision, cpu_model_name, parse_device
 from gputui.engine.model import CNN
-from gputui.engine.step import fused_adam_supported, make_optimizer
+from gputui.engine.step import bf16_autocast, fused_adam_supported, make_optimizer
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Event
+from tests.training.test_trainer import tiny, train
 from tests.training.test_training_devices import error_for, inventory
 
 MAC = inventory(system="Darwin", mps_built=True, mps_available=True, cuda_names=())
@@ -55,6 +58,30 @@ def test_a_torch_without_the_list_fuses_on_cuda_only(monkeypatch: pytest.MonkeyP
     assert fused_adam_supported("cuda") and not fused_adam_supported("mps")
 
 
+# -- autocast only for bf16 ---------------------------------------------------------------------
+
+
+def test_fp32_trains_without_autocast_which_torch_before_2_5_refuses_for_mps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def refuse(device_type: str, *_args: object, **_kwargs: object) -> None:
+        # torch 2.1 to 2.4 on a Mac, even with enabled=False
+        raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+
+    monkeypatch.setattr(torch, "autocast", refuse)
+    code, events = train(tiny(tmp_path, epochs=1, record=False))  # steps and held-out accuracy
+    assert code == 0, events[-1]
+
+
+def test_bf16_still_runs_under_autocast() -> None:
+    cpu = torch.device("cpu")
+    with bf16_autocast(cpu, True):
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with bf16_autocast(cpu, False):
+        assert not torch.is_autocast_enabled("cpu")
+
+
 # -- bf16 before macOS 14 -----------------------------------------------------------------------
 
 
@@ -79,6 +106,27 @@ def test_bf16_on_mps_from_sonoma_on_is_let_through(
 ) -> None:
     mac_version(monkeypatch, release)
     check_precision("mps", "bf16")
+
+
+def test_bf16_on_mps_before_torch_2_6_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mac_version(monkeypatch, "15.3.2")
+    with pytest.raises(DeviceError) as caught:  # 2.5's autocast would quietly run fp32
+        check_precision("mps", "bf16", replace(MAC, torch_version="2.5.1"))
+    assert str(caught.value) == (
+        "bf16 on MPS needs torch 2.6 or later; this is torch 2.5.1: upgrade torch to 2.6 or "
+        "later, or use --precision fp32"
+    )
+    check_precision("mps", "fp32", replace(MAC, torch_version="2.2.2"))  # Intel Macs' last
+
+
+@pytest.mark.parametrize("version", ["2.6.0", "2.10.0", "2.13.0.dev20260101"])
+def test_bf16_on_mps_from_torch_2_6_on_is_let_through(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    mac_version(monkeypatch, "15.3.2")
+    check_precision("mps", "bf16", replace(MAC, torch_version=version))
 
 
 def test_the_trainer_refuses_it_before_loading_anything(
