@@ -96,20 +96,34 @@ class Expect:
 
     label: str
     tolerance: float | None
-    """Largest relative spread of steady epochs, and of bench against the timed steps;
-    ``None``: the spreads are reported, not judged (a shared CPU's timings are noise)."""
+    """Largest relative gap between bench's images/s and the same steps timed on their
+    own (CUDA events); ``None``: reported, not judged (a shared CPU's timings are noise)."""
+    epoch_tolerance: float | None
+    """Largest relative spread of bench's steady epochs; ``None``: reported, not judged."""
     ranges: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """Doctor figures in display units: ``*_gbs`` in GB/s (1e9 B/s), ``*_tflops`` in TFLOP/s."""
+
+
+CUDA_EPOCHS = 0.25
+"""Steady epochs on CUDA agree within ±25%. This CNN's step is launch-bound: 2.3 to 3 ms of
+the host's Python and kernel launches (the GPU waits), so an epoch of half a second shows
+the host's noise. On two H200 machines (2026-11-26) twelve 4-epoch runs spread 1.3% to
+19.8% (three above 10%), and an 8-epoch classic run had one epoch 1.33 times its median:
+a DataLoader worker stalled. A recompiling or restarting epoch costs several times more
+(a compiled run's first epoch: 8 to 12 s against 0.6). The figure that must be right,
+images/s, is judged at ±10% against CUDA events (``timing``)."""
 
 
 CPU = Expect(
     "a CPU (a shared machine: loose)",
     tolerance=None,
+    epoch_tolerance=None,
     ranges={"copy_gbs": (0.5, 2000.0), "matmul_fp32_tflops": (0.001, 100.0)},
 )
 GENERIC_GPU = Expect(
     "an unnamed CUDA GPU",
     tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
     ranges={
         "copy_gbs": (20.0, 20_000.0),
         "h2d_pinned_gbs": (1.0, 200.0),
@@ -121,6 +135,7 @@ GENERIC_GPU = Expect(
 H100 = Expect(
     "an H100 (PCIe Gen4/Gen5 host link; HBM3; bf16 tensor cores)",
     tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
     ranges={
         # Copy in device memory, counted as bytes read plus written: about 3 TB/s on SXM.
         "copy_gbs": (1000.0, 4000.0),
@@ -133,11 +148,15 @@ H100 = Expect(
     },
 )
 H200 = Expect(
-    "an H200 (HBM3e)", tolerance=0.10, ranges={**H100.ranges, "copy_gbs": (1500.0, 5000.0)}
+    "an H200 (HBM3e)",
+    tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
+    ranges={**H100.ranges, "copy_gbs": (1500.0, 5000.0)},
 )
 MPS = Expect(
     "an Apple GPU (unified memory)",
     tolerance=0.15,
+    epoch_tolerance=0.15,
     ranges={"copy_gbs": (10.0, 1000.0), "matmul_fp32_tflops": (0.1, 100.0)},
 )
 
@@ -743,7 +762,7 @@ class Suite:
             return
         self.bench_runs[name] = runs[0]
         self._save(name.replace(" ", "_") + ".json", result)
-        yield bench_verdict(runs[0], self.run_device, precision, self.expect.tolerance)
+        yield bench_verdict(runs[0], self.run_device, precision, self.expect.epoch_tolerance)
 
     def _bench_args(self, epochs: int | None = None, batch: int | None = None) -> list[str]:
         s = self.settings
