@@ -614,24 +614,27 @@ def scale_section(quick: bool) -> Section:
             f"{median(1, 'final_accuracy'):.0%} with 1 (strong scaling, `--mode strong`, keeps "
             "the steps).",
             "",
-            "**On 8 GPUs (an estimate, not a measurement: no GPU was lent to this session).** "
-            "The CNN's gradients are 30,422 fp32 numbers, 122 KB: one DDP bucket, all-reduced "
-            "after the backward pass with nothing left to overlap. An all-reduce that small is "
-            "latency-bound: NCCL's ring/tree over NVLink inside one node takes on the order of "
-            "20-40 us for it (nccl-tests' small-message figures), against a step of about "
-            "0.5 ms at batch 256 on an H100 (this CNN's steps are launch-bound). That puts "
-            "the all-reduce share near 5% and weak-scaling efficiency near 93-96% at 8 GPUs, "
-            "above the issue's 90% goal, with resident data and no DataLoader. Across nodes "
-            "(InfiniBand or Ethernet) the latency is several times higher and the share with "
-            "it. `gputui scale --device cuda` measures all of this on the day a GPU machine "
-            "is lent: `benchmarks/gpu_smoke.py` runs it.",
+            "**On GPUs.** One H200 (2026-11-26, torch 2.11, NCCL; `benchmarks/gpu_runs/`) ran "
+            "1 rank at 75,550 and 90,155 images/s on two machines. Its step took 2.67 ms at "
+            "the median, 2.37 ms without DDP's all-reduce: an all-reduce share of 11 to 12% "
+            "with no peer to talk to. That is DDP's own host-side cost for the one bucket (the "
+            "CNN's 30,422 fp32 gradients, 122 KB: the hook, the bucket copy, NCCL's launch), "
+            "paid by a step that is launch-bound on the host. No machine with several GPUs "
+            "has been lent, so 8 GPUs is still an estimate, not a measurement: NCCL's "
+            "all-reduce of 122 KB over NVLink inside one node adds on the order of 20-40 us "
+            "(nccl-tests' small-message figures) to a 2.7 ms step that 1 rank already pays "
+            "DDP's cost in, which by itself leaves weak-scaling efficiency near 98%; what "
+            "waiting each step for the slowest of 8 host-bound ranks costs is not known until "
+            "it is measured. Across nodes (InfiniBand or Ethernet) the latency is several "
+            "times higher. `gputui scale --device cuda` measures it on every GPU it sees: "
+            "`benchmarks/gpu_smoke.py` runs it.",
             "",
             *_footer(machine, load, [_command(argv)]),
         ]
     )
     headline = (
         f"**Scaling on gloo**: 2 CPU ranks at {speedup:.2f}x 1 rank on 2 cores (no gain "
-        "expected: the cores are the same); 8 GPUs estimated at 93-96% weak-scaling efficiency."
+        "expected: the cores are the same); 1 rank on an H200 measured, 8 GPUs not yet."
     )
     return body, headline
 
