@@ -3,23 +3,28 @@
 ``/metrics`` is prometheus_client's own WSGI app (content negotiation, gzip, ``name[]``
 filters) over a :class:`~gputui.serve.metrics.LatestCollector`; ``/snapshot`` is exactly
 what ``gputui snapshot --json`` prints, from the same latest readings. Every other path is
-404 and every other method 405: nothing can be changed through the endpoint.
+404 and every other method 405: nothing can be changed through the endpoint. Connections
+are bounded in number and in time (:mod:`gputui.serve.connections`), and the answers do not
+say which server or Python wrote them.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import socketserver
 import ssl
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
+from gputui.serve.connections import Connections
 from gputui.serve.listen import ListenAddress
 from gputui.serve.metrics import LatestCollector
 from gputui.serve.sampling import Latest
@@ -31,7 +36,16 @@ ROUTES = ("/metrics", "/snapshot")
 """The only paths served."""
 
 REQUEST_TIMEOUT_S = 10.0
-"""A client that sends nothing for this long is dropped, so it cannot hold a thread."""
+"""A read or write that waits this long fails (the connection's deadline drops it sooner)."""
+
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before they are accepted (it caps this at
+``net.core.somaxconn``): socketserver's 5 had the kernel drop connections under 50
+concurrent scrapers."""
+
+ACCEPT_PAUSE_S = 0.05
+"""How long accepting pauses when the process is out of file descriptors, rather than
+retrying at once, for ever, on the connection still waiting."""
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -119,7 +133,12 @@ def _reply(
 
 class _Server(ThreadingWSGIServer):
     """prometheus_client's thread-per-request WSGI server, bound without a reverse DNS look-up,
-    that logs a failed request (a client gone, a failed TLS handshake) instead of printing it."""
+    that holds few connections for little time and logs a failed request (a client gone, a
+    failed TLS handshake, a connection dropped) instead of printing it."""
+
+    request_queue_size = LISTEN_BACKLOG
+    connections: Connections
+    """The connections held (set by :func:`open_server`)."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Log a request that failed, at debug level: one bad client is no news for stderr."""
@@ -131,18 +150,82 @@ class _Server(ThreadingWSGIServer):
         self.server_name, self.server_port = str(host), int(port)
         self.setup_environ()
 
+    def get_request(self) -> tuple[Any, Any]:
+        try:
+            return super().get_request()
+        except OSError as error:
+            if error.errno in (errno.EMFILE, errno.ENFILE):
+                # The connection stays queued and the socket readable: without a pause the
+                # loop would spin on it. Dropping the oldest frees a descriptor meanwhile.
+                self.connections.drop_oldest()
+                time.sleep(ACCEPT_PAUSE_S)
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.connections.admit(request):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.connections.release(request)
+        super().shutdown_request(request)
+
+    def service_actions(self) -> None:
+        """Drop the overdue connections (``serve_forever`` calls this every ``poll_interval``
+        or sooner)."""
+        self.connections.drop_overdue()
+
+
+class _AnonymousHandler(ServerHandler):
+    """wsgiref's response writer, without the ``Server`` header (it named the exact
+    Python version)."""
+
+    server_software = None
+
 
 class _QuietHandler(WSGIRequestHandler):
-    """Logs nothing per request, and drops a client that stays silent."""
+    """Logs nothing per request, names no software, and tells the server once the request
+    is read."""
 
     timeout = REQUEST_TIMEOUT_S
+    server_version = "gputui"
+
+    def handle(self) -> None:
+        """Handle one request, as ``WSGIRequestHandler.handle`` does, but through
+        :class:`_AnonymousHandler`."""
+        self.raw_requestline = self.rfile.readline(65537)
+        if len(self.raw_requestline) > 65536:
+            self.requestline = self.request_version = self.command = ""
+            self.send_error(414)
+            return
+        if not self.parse_request():  # an error was sent
+            return
+        server = self.server
+        assert isinstance(server, _Server)
+        server.connections.answering(self.request)
+        handler = _AnonymousHandler(
+            self.rfile, self.wfile, self.get_stderr(), self.get_environ(), multithread=False
+        )
+        handler.request_handler = self  # type: ignore[attr-defined]  # as wsgiref does
+        handler.run(server.get_app())
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """Start an error page as ``BaseHTTPRequestHandler`` does, without ``Server``."""
+        self.log_request(code)
+        self.send_response_only(code, message)
+        self.send_header("Date", self.date_time_string())
 
     def log_message(self, format: str, *args: Any) -> None:
         """Log nothing."""
 
 
 def open_server(
-    address: ListenAddress, app: WsgiApp, tls: ssl.SSLContext | None = None
+    address: ListenAddress,
+    app: WsgiApp,
+    tls: ssl.SSLContext | None = None,
+    *,
+    connections: Connections | None = None,
 ) -> WSGIServer:
     """Bind ``address`` and return the server, not yet serving (``serve_forever`` serves).
 
@@ -150,6 +233,7 @@ def open_server(
         address: Where to listen; a host name is resolved here.
         app: The WSGI app.
         tls: Serve HTTPS with this context; plain HTTP when ``None``.
+        connections: The bounds on the connections held (default: :class:`Connections`'s).
 
     Raises:
         OSError: The address cannot be bound (in use, not this machine's, not allowed),
@@ -162,6 +246,8 @@ def open_server(
     server = make_server(
         str(sockaddr[0]), address.port, app, server_class=server_class, handler_class=_QuietHandler
     )
+    assert isinstance(server, _Server)
+    server.connections = connections if connections is not None else Connections()
     if tls is not None:
         # The handshake happens on the request's thread, not in accept(): a client that stalls
         # it holds only its own thread.

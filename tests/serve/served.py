@@ -8,6 +8,7 @@ import json
 import os
 import queue
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -65,8 +66,26 @@ class Served:
         self.port = int(match["port"])
 
     @classmethod
-    def start(cls, lib_dir: Path, *args: str, knobs: Mapping[str, str] | None = None) -> Served:
-        """Start ``gputui serve --listen 127.0.0.1:0 ARGS`` and wait for its listening line."""
+    def start(
+        cls,
+        lib_dir: Path,
+        *args: str,
+        knobs: Mapping[str, str] | None = None,
+        open_files: int | None = None,
+    ) -> Served:
+        """Start ``gputui serve --listen 127.0.0.1:0 ARGS`` and wait for its listening line.
+
+        Args:
+            lib_dir: Where the stand-in NVML library is.
+            args: More arguments.
+            knobs: ``FAKE_NVML_*`` variables.
+            open_files: The child's open-file limit (``RLIMIT_NOFILE``), when not this one's.
+        """
+
+        def limit_open_files() -> None:
+            if open_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
         process = subprocess.Popen(
             [sys.executable, "-m", "gputui", "serve", "--listen", "127.0.0.1:0", *args],
             stdout=subprocess.PIPE,
@@ -74,6 +93,7 @@ class Served:
             text=True,
             cwd=ROOT,
             env=serve_env(lib_dir, knobs),
+            preexec_fn=limit_open_files if open_files is not None else None,
         )
         assert process.stdout is not None
         lines: queue.SimpleQueue[str] = queue.SimpleQueue()
