@@ -28,6 +28,7 @@ from gputui.serve.connections import Connections
 from gputui.serve.listen import ListenAddress
 from gputui.serve.metrics import LatestCollector
 from gputui.serve.sampling import Latest
+from gputui.telemetry.readings import GpuReading
 from gputui.telemetry.snapshot import render_snapshot_json
 
 log = logging.getLogger(__name__)
@@ -108,11 +109,20 @@ class _SnapshotBody:
         body = None
         if snapshot is not None:
             if not self._processes:
-                gpus = tuple(replace(gpu, processes=()) for gpu in snapshot.nvml.gpus)
+                gpus = tuple(_without_processes(gpu) for gpu in snapshot.nvml.gpus)
                 snapshot = replace(snapshot, nvml=replace(snapshot.nvml, gpus=gpus))
             body = (render_snapshot_json(snapshot) + "\n").encode()
         self._made = (latest, body)
         return body
+
+
+def _without_processes(gpu: GpuReading) -> GpuReading:
+    """``gpu`` with its processes, and its MIG devices', not shown: ``null``, not known from
+    here, rather than ``[]``, which reads as none."""
+    mig_devices = gpu.mig_devices
+    if mig_devices is not None:
+        mig_devices = tuple(replace(device, processes=None) for device in mig_devices)
+    return replace(gpu, processes=None, mig_devices=mig_devices)
 
 
 def _reply(

@@ -165,11 +165,22 @@ def test_snapshot_is_what_snapshot_json_prints(fake_nvml_dir: Path, served: list
 
 
 def test_without_processes_no_process_is_served(fake_nvml_dir: Path, served: list[Served]) -> None:
-    child = start(served, fake_nvml_dir, FAKE_NVML_PROCESSES=f"0:{os.getpid()}:4096")
+    # GPU 0 in MIG mode, the process on its MIG device: listed by the device and by the GPU.
+    child = start(
+        served,
+        fake_nvml_dir,
+        FAKE_NVML_PROCESSES=f"0/0:{os.getpid()}:4096,1:{os.getpid()}:4096",
+        FAKE_NVML_MIG_MODE="0:1",
+        FAKE_NVML_MIG_DEVICES="0:1:0:1024:10240",
+    )
     snapshot = child.wait_for_readings()
 
     assert "gputui_gpu_process_memory_bytes" not in child.metrics()
-    assert [gpu["processes"] for gpu in snapshot["gpus"]] == [[], []]  # the key stays
+    # Not shown is not known from here: null (the key stays), never [] (none).
+    assert [gpu["processes"] for gpu in snapshot["gpus"]] == [None, None]
+    (device,) = snapshot["gpus"][0]["mig_devices"]
+    assert (device["gpu_instance_id"], device["processes"]) == (1, None)
+    assert str(os.getpid()) not in child.get("/snapshot").body.decode()
 
 
 def shape(value: Any) -> Any:
