@@ -190,6 +190,7 @@ def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
         "error": None,
         "host_pids": False,
         "hung_call": None,
+        "hung_seconds": None,
     }
     first, lost, third = data["gpus"]
     assert [gpu["index"] for gpu in data["gpus"]] == [0, 1, 2]

@@ -4,7 +4,10 @@ Every name follows Prometheus's rules (``promtool check metrics``): the ``gputui
 base units in the name, ratios 0..1 as ``_ratio``, ``_total`` on counters, ``_info`` for
 metadata. Every GPU series has the labels ``gpu`` (the NVML index) and ``uuid``. A reading
 that is ``None`` (not supported, or a lost GPU) leaves its series out for that GPU rather
-than reading 0; a lost GPU keeps ``gputui_gpu_info`` and reads ``gputui_gpu_up 0``.
+than reading 0; a lost GPU keeps ``gputui_gpu_info`` and reads ``gputui_gpu_up 0``. A GPU
+whose driver calls hang reads ``gputui_gpu_up 0`` and ``gputui_gpu_hung 1`` (a lost one,
+``gputui_gpu_hung 0``), keeping its last values (``gputui_sample_age_seconds`` says how old),
+and ``gputui_nvml_hung_seconds`` names the call.
 
 :data:`GPU_SERIES` says how each series comes from a :class:`GpuReading` field, so a reader
 (the cluster view) can turn a scrape back into readings: ``field = value * per / times``.
@@ -21,7 +24,13 @@ from prometheus_client.registry import Collector
 
 from gputui.serve.sampling import Latest
 from gputui.telemetry.nvml import is_stale
-from gputui.telemetry.readings import CpuReading, GpuReading, GpuState, NvmlReading
+from gputui.telemetry.readings import (
+    CpuReading,
+    GpuReading,
+    GpuState,
+    NvmlReading,
+    NvmlStatus,
+)
 
 GPU_LABELS = ("gpu", "uuid")
 """The labels of every GPU series: the NVML index, and the UUID (empty when unknown)."""
@@ -36,6 +45,7 @@ COMMAND_LABEL_MAX = 256
 """Longest command line a process label carries; a longer one is cut, ending in ``...``."""
 
 GPU_UP = "gputui_gpu_up"
+GPU_HUNG = "gputui_gpu_hung"
 GPU_INFO = "gputui_gpu_info"
 GPU_PROCESS_MEMORY = "gputui_gpu_process_memory_bytes"
 GPU_PROCESS_SM = "gputui_gpu_process_sm_utilization_ratio"
@@ -43,6 +53,7 @@ CPU_UTILIZATION = "gputui_cpu_utilization_ratio"
 MEMORY_USED = "gputui_memory_used_bytes"
 MEMORY_TOTAL = "gputui_memory_total_bytes"
 NVML_AVAILABLE = "gputui_nvml_available"
+NVML_HUNG = "gputui_nvml_hung_seconds"
 SAMPLE_AGE = "gputui_sample_age_seconds"
 
 
@@ -133,8 +144,11 @@ def metric_families(
         processes: Whether to expose the per-process series (GPU memory, SM utilization).
     """
     families: list[Metric] = []
-    if latest.nvml is not None:
-        families += _gpu_families(latest.nvml, now, interval_s=interval_s, processes=processes)
+    nvml = latest.hang or latest.nvml
+    if nvml is not None:
+        families += _gpu_families(
+            latest, nvml.status, now, interval_s=interval_s, processes=processes
+        )
     if latest.cpu is not None:
         families += _host_families(latest.cpu)
     age = GaugeMetricFamily(
@@ -148,31 +162,62 @@ def metric_families(
 
 
 def _gpu_families(
-    nvml: NvmlReading, now: float, *, interval_s: float, processes: bool
+    latest: Latest, status: NvmlStatus, now: float, *, interval_s: float, processes: bool
 ) -> list[Metric]:
-    available = GaugeMetricFamily(NVML_AVAILABLE, "1 when NVML answers, 0 when it cannot start.")
-    available.add_metric([], 1.0 if nvml.status.available else 0.0)
-    driver = nvml.status.driver_version or ""
-    stale = is_stale(nvml.taken_at, now, interval_s)
+    last, hang = latest.nvml, latest.hang
+    available = GaugeMetricFamily(
+        NVML_AVAILABLE, "1 when NVML answers, 0 when it cannot start or its start hangs."
+    )
+    available.add_metric([], 1.0 if status.available else 0.0)
+    driver = status.driver_version or ""
+    stale = last is None or is_stale(last.taken_at, now, interval_s)
+    hung = {gpu.index for gpu in hang.gpus if gpu.state is GpuState.HUNG} if hang else set()
     up = GaugeMetricFamily(
         GPU_UP,
         "1 when the GPU answers, 0 when it is lost or the driver stopped answering.",
         labels=GPU_LABELS,
     )
+    hung_gpu = GaugeMetricFamily(
+        GPU_HUNG,
+        "1 while the GPU's driver calls hang (the readings are its last), 0 otherwise.",
+        labels=GPU_LABELS,
+    )
     info = GaugeMetricFamily(GPU_INFO, "The GPU's identity; always 1.", labels=INFO_LABELS)
     readings = [_family(series) for series in GPU_SERIES]
-    for gpu in nvml.gpus:
+    gpus = _served_gpus(last, hang)
+    for gpu in gpus:
         labels = [str(gpu.index), gpu.uuid or ""]
-        up.add_metric(labels, 1.0 if gpu.state is GpuState.OK and not stale else 0.0)
+        answers = gpu.state is GpuState.OK and not stale and gpu.index not in hung
+        up.add_metric(labels, 1.0 if answers else 0.0)
+        hung_gpu.add_metric(labels, 1.0 if gpu.index in hung else 0.0)
         info.add_metric([*labels, gpu.name, gpu.bus_id or "", driver], 1.0)
         for series, family in zip(GPU_SERIES, readings, strict=True):
             value = series.value(gpu)
             if value is not None:
                 family.add_metric(labels, value)
-    families: list[Metric] = [available, up, info, *readings]
+    families: list[Metric] = [available, up, hung_gpu, info, *readings]
+    if hang is not None and hang.status.hung_call is not None:
+        call = GaugeMetricFamily(
+            NVML_HUNG,
+            "Seconds the NVML call named by `call` has not returned for; only while one "
+            "holds the readings back.",
+            labels=("call",),
+        )
+        call.add_metric([hang.status.hung_call], hang.status.hung_seconds or 0.0)
+        families.append(call)
     if processes:
-        families += _process_families(nvml.gpus)
+        families += _process_families(gpus)
     return families
+
+
+def _served_gpus(last: NvmlReading | None, hang: NvmlReading | None) -> tuple[GpuReading, ...]:
+    """The last reading's GPUs, with their last values, then any GPU NVML counted that it
+    lacks (the first sample hangs): known by its identity only."""
+    gpus = last.gpus if last is not None else ()
+    if hang is None:
+        return gpus
+    known = {gpu.index for gpu in gpus}
+    return gpus + tuple(gpu for gpu in hang.gpus if gpu.index not in known)
 
 
 def _family(series: GpuSeries) -> Metric:
@@ -249,11 +294,10 @@ class LatestCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         """The series for this scrape."""
+        # The time first: readings stale at `now` are stale when latest() looks, a moment
+        # later, so a GPU that reads down for a hang also reads hung.
+        now = self._clock()
+        latest = self._latest()
         return iter(
-            metric_families(
-                self._latest(),
-                self._clock(),
-                interval_s=self._interval_s,
-                processes=self._processes,
-            )
+            metric_families(latest, now, interval_s=self._interval_s, processes=self._processes)
         )

@@ -3,7 +3,9 @@
 Each source (host, NVML, MPS) is sampled on its own :class:`~gputui.telemetry.polling.SamplerThread`
 at a fixed pace. A source whose last sample has not answered yet (a hung driver call) is not
 asked again until it does, so samples never queue up behind it and the other sources keep
-their pace. A scrape reads :meth:`Poller.latest`, one attribute: it never waits for a sample.
+their pace. A scrape reads :meth:`Poller.latest`: it never waits for a sample. Once an NVML
+call has held the readings back until they are stale, it also says what NVML is stuck in
+(:attr:`Latest.hang`), as the monitor does.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from gputui.telemetry.polling import SOURCES, Samplers, SamplerThread, close_sampler
+from gputui.telemetry.nvml import is_stale
+from gputui.telemetry.polling import (
+    SOURCES,
+    Samplers,
+    SamplerThread,
+    close_sampler,
+    hung_reading,
+    pending_call,
+)
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading, Snapshot
 
 log = logging.getLogger(__name__)
@@ -36,6 +46,11 @@ class Latest:
     """Every NVIDIA GPU."""
     mps: MpsReading | None = None
     """Apple MPS."""
+    hang: NvmlReading | None = None
+    """While an NVML call holds the readings back past staleness: every GPU NVML counted,
+    ``hung`` (those known lost or unreachable stay so), and the call in the status
+    (``hung_call``, ``hung_seconds``); NVML unavailable when the call is ``nvmlInit``. ``None``
+    otherwise. ``nvml`` keeps the last reading that came, and its time."""
 
     def age_s(self, now: float) -> float:
         """Seconds since the oldest of the readings was taken (since the start, for a missing one).
@@ -50,10 +65,12 @@ class Latest:
         return max(0.0, now - min(taken))
 
     def snapshot(self) -> Snapshot | None:
-        """The readings as ``gputui snapshot`` has them; ``None`` until every source answered."""
-        if self.cpu is None or self.nvml is None or self.mps is None:
+        """The readings as ``gputui snapshot`` has them (NVML's as :attr:`hang` says, while
+        it hangs); ``None`` until every source answered or NVML is known to hang."""
+        nvml = self.hang or self.nvml
+        if self.cpu is None or nvml is None or self.mps is None:
             return None
-        return Snapshot(cpu=self.cpu, nvml=self.nvml, mps=self.mps)
+        return Snapshot(cpu=self.cpu, nvml=nvml, mps=self.mps)
 
 
 class Poller:
@@ -98,8 +115,17 @@ class Poller:
         return self._interval_s
 
     def latest(self) -> Latest:
-        """The latest readings; safe from any thread, and never waits."""
-        return self._latest
+        """The latest readings, with :attr:`Latest.hang` while NVML is stuck in a call; safe
+        from any thread, and never waits."""
+        latest = self._latest
+        nvml = self._samplers.nvml
+        if pending_call(nvml) is None:
+            return latest
+        taken_at = latest.nvml.taken_at if latest.nvml is not None else latest.started_at
+        if not is_stale(taken_at, self._clock(), self._interval_s):
+            return latest
+        hang = hung_reading(nvml, keep_read=False)
+        return replace(latest, hang=hang) if isinstance(hang, NvmlReading) else latest
 
     def start(self) -> None:
         """Take the first samples now, then one every ``interval_s`` on a thread of its own."""

@@ -206,6 +206,11 @@ def _whole_seconds(call: DriverCall, now: float) -> int:
     return int(max(now - call.started_at, 0.0))
 
 
+def _asked(call: DriverCall | None, gpu: _Gpu) -> bool:
+    """Whether ``call`` asks about ``gpu``."""
+    return call is not None and call.gpu_index == gpu.index
+
+
 def _hung_gpu_error(gpu: _Gpu, call: DriverCall | None, now: float) -> str:
     """Why a GPU was not read by a deadline: the call on it that hangs, or the one before it."""
     if call is None:
@@ -744,39 +749,51 @@ class NvmlSampler:
         pending = self._pending
         return None if pending is None else DriverCall(*pending)
 
-    def hung_reading(self) -> NvmlReading:
-        """What can be said of a sample stuck in the driver, from another thread, at a deadline.
+    def hung_reading(self, *, keep_read: bool = True) -> NvmlReading:
+        """What can be said of a sample stuck in the driver, from another thread, without waiting.
 
-        The GPUs the sample has read keep their readings; the others are ``hung``, each
-        with a sentence naming the call that has not returned. Stuck before it knew the GPUs
+        Every GPU NVML counted is listed; those not read are ``hung``, each with a sentence
+        naming the call that has not returned, and the status names that call and how long
+        it has waited (``hung_call``, ``hung_seconds``). Stuck before it knew the GPUs
         (``nvmlInit``, ``nvmlDeviceGetCount``), NVML reads as unavailable with that sentence.
+
+        Args:
+            keep_read: Keep the readings of the GPUs this sample has read (a snapshot at its
+                deadline: they are fresh). Without it (a reader that goes on, as ``gputui
+                serve``), a GPU keeps only what is known of it without asking (lost,
+                unreachable): the stuck sample's readings are as old as the call, and no GPU
+                can be read again until it returns.
         """
         now = self._clock()
         call = self.pending_call()
+        culprit = self._pending or self._last_call
+        hung_call = culprit[0] if culprit is not None else "nvmlInit"
+        hung_seconds = max(now - culprit[2], 0.0) if culprit is not None else None
         gpus = self._gpus
         if gpus is None or not self._status.available:
-            culprit = self._pending or self._last_call
             error = (
                 describe_hung_call(call, now)
                 if call is not None
                 else f"NVML had not started by the deadline: {WEDGED}."
             )
             status = NvmlStatus(
-                available=False,
-                error=error,
-                hung_call=culprit[0] if culprit is not None else "nvmlInit",
+                available=False, error=error, hung_call=hung_call, hung_seconds=hung_seconds
             )
             return NvmlReading(status=status, gpus=(), taken_at=now)
         read = {reading.index: reading for reading in list(self._progress)}
-        return NvmlReading(
-            status=self._status,
-            gpus=tuple(
-                read.get(gpu.index)
-                or _gpu_reading(gpu, GpuState.HUNG, error=_hung_gpu_error(gpu, call, now))
-                for gpu in list(gpus)
-            ),
-            taken_at=now,
-        )
+        shown = []
+        for gpu in list(gpus):
+            reading = read.get(gpu.index)
+            if reading is not None and (keep_read or reading.state is not GpuState.OK):
+                shown.append(reading)
+            elif not keep_read and gpu.lost_at is not None and not _asked(call, gpu):
+                shown.append(_not_ok(gpu))
+            else:
+                shown.append(
+                    _gpu_reading(gpu, GpuState.HUNG, error=_hung_gpu_error(gpu, call, now))
+                )
+        status = replace(self._status, hung_call=hung_call, hung_seconds=hung_seconds)
+        return NvmlReading(status=status, gpus=tuple(shown), taken_at=now)
 
     def stop(self) -> None:
         """Make a sample in flight end at its next driver call, and later ones at once.

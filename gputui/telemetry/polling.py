@@ -90,6 +90,11 @@ class LazySampler(Generic[R]):
         """The driver call the sampler waits on, if it was built and tells (NVML does)."""
         return pending_call(self._sampler)
 
+    def hung_reading(self, *, keep_read: bool = True) -> object | None:
+        """What the sampler can say while a sample is stuck, if it was built and tells (NVML
+        does, :meth:`~gputui.telemetry.nvml.NvmlSampler.hung_reading`)."""
+        return hung_reading(self._sampler, keep_read=keep_read)
+
 
 def close_sampler(sampler: object) -> None:
     """Call ``sampler.close()`` if it has one; samplers need not."""
@@ -112,6 +117,18 @@ def pending_call(sampler: object) -> DriverCall | None:
     pending = getattr(sampler, "pending_call", None)
     call = pending() if callable(pending) else None
     return call if isinstance(call, DriverCall) else None
+
+
+def hung_reading(sampler: object, *, keep_read: bool = True) -> object | None:
+    """What ``sampler`` can say of a sample stuck in the driver, for a sampler that tells
+    (``hung_reading()``, as NVML's does); ``None`` otherwise. Never blocks.
+
+    Args:
+        sampler: The sampler.
+        keep_read: Keep what the stuck sample has read (see ``NvmlSampler.hung_reading``).
+    """
+    hung = getattr(sampler, "hung_reading", None)
+    return hung(keep_read=keep_read) if callable(hung) else None
 
 
 def _host_sampler() -> Sampler[CpuReading]:

@@ -233,8 +233,11 @@ class NvmlStatus:
     """True when gputui runs in a pid namespace of its own (a container without
     ``--pid=host``): NVML's pids are the host's, and are not joined with local processes."""
     hung_call: str | None = None
-    """The NVML function that had not returned by a deadline (``nvmlInit``,
-    ``nvmlDeviceGetCount``) when that is why NVML is unavailable; else ``None``."""
+    """The NVML function that has not returned (by a snapshot's deadline, or for as long as
+    readings go stale): ``nvmlInit`` or ``nvmlDeviceGetCount`` when that is why NVML is
+    unavailable, a device query when GPUs are ``hung``; ``None`` while every call returns."""
+    hung_seconds: float | None = None
+    """How long ``hung_call`` has waited; ``None`` with it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,6 +242,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "error",
         "host_pids",
         "hung_call",
+        "hung_seconds",
     ),
     MpsReading: (
         "supported_platform",

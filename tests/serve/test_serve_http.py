@@ -202,7 +202,7 @@ def test_a_scrape_while_the_driver_hangs_serves_the_last_reading_at_once(
     hang.touch()  # every NVML device query blocks from now on, until the file goes
 
     # Each scrape must answer while the sampler is stuck (Served.get fails after 10 s); the
-    # age grows until the GPUs read as unreachable, their last values still served.
+    # age grows until the GPUs read as down, and hung, their last values still served.
     ages = [only(child.metrics()["gputui_sample_age_seconds"]).value]
     while True:
         metrics = child.metrics()
@@ -213,16 +213,78 @@ def test_a_scrape_while_the_driver_hangs_serves_the_last_reading_at_once(
         time.sleep(0.01)
     assert ages[-1] > ages[0]
     assert ages[-1] > 1.25  # past max(2 * interval, interval + 1): stale
+    assert [sample.value for sample in metrics["gputui_gpu_hung"]] == [1, 1]  # not lost
     assert len(metrics["gputui_gpu_memory_total_bytes"]) == 2
-    assert child.get("/snapshot").status == 200
+    call = only(metrics["gputui_nvml_hung_seconds"])
+    assert call.labels["call"].startswith("nvmlDevice") and call.value > 0
+    snapshot = child.get("/snapshot").json()
+    assert [gpu["state"] for gpu in snapshot["gpus"]] == ["hung", "hung"]
+    assert snapshot["nvml"]["hung_call"] == call.labels["call"]
 
     hang.unlink()  # the driver answers again: fresh readings, the GPUs up again
     while not all(sample.value == 1 for sample in child.metrics()["gputui_gpu_up"]):
         time.sleep(0.01)
-    assert only(child.metrics()["gputui_sample_age_seconds"]).value < ages[-1]
+    metrics = child.metrics()
+    assert only(metrics["gputui_sample_age_seconds"]).value < ages[-1]
+    assert [sample.value for sample in metrics["gputui_gpu_hung"]] == [0, 0]
+    assert "gputui_nvml_hung_seconds" not in metrics
+    snapshot = child.get("/snapshot").json()
+    assert [gpu["state"] for gpu in snapshot["gpus"]] == ["ok", "ok"]
+    assert (snapshot["nvml"]["hung_call"], snapshot["nvml"]["hung_seconds"]) == (None, None)
     assert len(before["gputui_gpu_up"]) == 2
     code, _, err = child.stop()
     assert (code, err) == (0, "")
+
+
+def test_a_driver_hung_from_the_start_serves_its_gpus_as_hung_within_seconds(
+    fake_nvml_dir: Path, served: list[Served]
+) -> None:
+    """The first sample never ends: NVML counted two GPUs, read GPU 0, and hangs on GPU 1's
+    temperature. Once the readings are overdue (1.25 s at this interval), both endpoints say
+    so: every GPU NVML counted, hung (not lost), and the call, with how long it has waited."""
+    child = start(served, fake_nvml_dir, "--interval", "0.25", FAKE_NVML_HANG="1:temperature=600")
+    snapshot = child.wait_for_readings()  # a 503 only until then
+    metrics = child.metrics()
+    body = child.get("/metrics").body
+
+    assert snapshot["nvml"]["available"] is True
+    assert snapshot["nvml"]["hung_call"] == "nvmlDeviceGetTemperature"
+    assert snapshot["nvml"]["hung_seconds"] > 0
+    first, second = snapshot["gpus"]
+    assert (first["state"], second["state"]) == ("hung", "hung")
+    assert first["uuid"].startswith("GPU-") and first["name"] == H100
+    assert second["error"].startswith("nvmlDeviceGetTemperature on GPU 1 has not returned for ")
+    assert first["error"].startswith(
+        "Not read: NVML had not returned from nvmlDeviceGetTemperature on GPU 1 after "
+    )
+    assert first["temperature_c"] is None  # the figures of a sample that never ended
+
+    assert only(metrics["gputui_nvml_available"]).value == 1
+    up, hung = metrics["gputui_gpu_up"], metrics["gputui_gpu_hung"]
+    assert [s.labels for s in hung] == [s.labels for s in up]
+    assert [s.labels["uuid"] for s in up] == [first["uuid"], second["uuid"]]
+    assert [s.value for s in up] == [0, 0] and [s.value for s in hung] == [1, 1]
+    assert len(metrics["gputui_gpu_info"]) == 2
+    assert only(metrics["gputui_nvml_hung_seconds"]).labels == {"call": "nvmlDeviceGetTemperature"}
+    checked = subprocess.run([promtool(), "check", "metrics"], input=body, capture_output=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout + checked.stderr == b""
+
+
+def test_nvml_whose_start_hangs_is_served_as_unavailable_with_the_call(
+    fake_nvml_dir: Path, served: list[Served]
+) -> None:
+    child = start(served, fake_nvml_dir, "--interval", "0.25", FAKE_NVML_HANG="init=600")
+    snapshot = child.wait_for_readings()
+    metrics = child.metrics()
+
+    assert snapshot["gpus"] == []
+    nvml = snapshot["nvml"]
+    assert (nvml["available"], nvml["hung_call"]) == (False, "nvmlInit")
+    assert nvml["error"].startswith("nvmlInit has not returned for ")
+    assert only(metrics["gputui_nvml_available"]).value == 0
+    assert only(metrics["gputui_nvml_hung_seconds"]).labels == {"call": "nvmlInit"}
+    assert "gputui_gpu_up" not in metrics
 
 
 def test_a_lost_gpu_reads_up_0_and_keeps_its_identity(
@@ -237,6 +299,7 @@ def test_a_lost_gpu_reads_up_0_and_keeps_its_identity(
     assert only(labels_of(metrics["gputui_gpu_up"], 0)).value == 1
     lost_up = only(labels_of(metrics["gputui_gpu_up"], 1))
     assert lost_up.value == 0
+    assert [sample.value for sample in metrics["gputui_gpu_hung"]] == [0, 0]  # lost, not hung
     assert lost_up.labels["uuid"] == snapshot["gpus"][1]["uuid"]
     assert lost_up.labels["uuid"].startswith("GPU-")
     assert only(labels_of(metrics["gputui_gpu_info"], 1)).labels["name"] == H100

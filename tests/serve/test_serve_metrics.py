@@ -249,3 +249,81 @@ def test_the_families_are_made_fresh_for_each_scrape() -> None:
     second = metric_families(LATEST, NOW + 1, interval_s=1.0, processes=True)
     assert [f.name for f in first] == [f.name for f in second]
     assert first[-1].samples[0].value != second[-1].samples[0].value  # the age moved
+
+
+# --- a driver whose calls hang ------------------------------------------------------------
+
+HUNG_ERROR = "nvmlDeviceGetTemperature on GPU 0 has not returned for 45 s: ..."
+
+HANG = NvmlReading(
+    status=dataclasses.replace(
+        NVML.status, hung_call="nvmlDeviceGetTemperature", hung_seconds=45.5
+    ),
+    gpus=(
+        dataclasses.replace(
+            GPU,
+            state=GpuState.HUNG,
+            error=HUNG_ERROR,
+            **{series.field: None for series in GPU_SERIES},
+            processes=None,
+        ),
+        LOST,
+    ),
+    taken_at=NOW,
+)
+"""What the sampler says while GPU 0's call hangs; GPU 1 was lost before."""
+
+
+def label_sets(samples: list[Sample]) -> list[dict[str, str]]:
+    return [dict(sample.labels) for sample in samples]
+
+
+def test_every_gpu_has_a_hung_series_with_the_labels_of_its_up_series() -> None:
+    found = scrape(LATEST)
+
+    assert label_sets(found["gputui_gpu_hung"]) == label_sets(found["gputui_gpu_up"])
+    assert [s.value for s in found["gputui_gpu_hung"]] == [0.0, 0.0]  # ok, and lost: not hung
+    assert "gputui_nvml_hung_seconds" not in found
+
+
+def test_a_hung_gpu_reads_down_and_hung_with_its_last_values_and_the_call() -> None:
+    found = scrape(dataclasses.replace(LATEST, hang=HANG), now=NOW + 45)
+
+    assert label_sets(found["gputui_gpu_hung"]) == label_sets(found["gputui_gpu_up"])
+    assert values(found["gputui_gpu_hung"], gpu="0", uuid=GPU.uuid) == [1.0]
+    assert values(found["gputui_gpu_up"], gpu="0") == [0.0]
+    assert values(found["gputui_gpu_hung"], gpu="1") == [0.0]  # lost is not hung
+    assert values(found["gputui_gpu_power_watts"], gpu="0") == [512.25]  # the last value
+    (call,) = found["gputui_nvml_hung_seconds"]
+    assert (call.labels, call.value) == ({"call": "nvmlDeviceGetTemperature"}, 45.5)
+    assert found["gputui_nvml_available"][0].value == 1.0
+
+
+def test_gpus_hung_before_their_first_reading_are_listed_by_identity() -> None:
+    found = scrape(dataclasses.replace(LATEST, nvml=None, hang=HANG))
+
+    assert values(found["gputui_gpu_hung"], gpu="0") == [1.0]
+    assert values(found["gputui_gpu_up"], gpu="0") == [0.0]
+    assert [s.labels["gpu"] for s in found["gputui_gpu_info"]] == ["0", "1"]
+    for series in GPU_SERIES:
+        assert series.name not in found, series.name  # nothing was ever read
+    assert found["gputui_nvml_available"][0].value == 1.0
+
+
+def test_nvml_whose_start_hangs_is_unavailable_and_names_the_call() -> None:
+    starting = NvmlReading(
+        status=NvmlStatus(
+            available=False,
+            error="nvmlInit has not returned for 3 s: ...",
+            hung_call="nvmlInit",
+            hung_seconds=3.25,
+        ),
+        gpus=(),
+        taken_at=NOW,
+    )
+    found = scrape(dataclasses.replace(LATEST, nvml=None, hang=starting))
+
+    assert found["gputui_nvml_available"][0].value == 0.0
+    assert "gputui_gpu_up" not in found and "gputui_gpu_hung" not in found
+    (call,) = found["gputui_nvml_hung_seconds"]
+    assert (call.labels, call.value) == ({"call": "nvmlInit"}, 3.25)

@@ -1219,6 +1219,7 @@ def test_a_start_that_hangs_is_named_with_how_long(
     assert not hung.status.available and hung.gpus == ()
     assert hung.status.error == f"{function} has not returned for 12 s: {WEDGED}"
     assert hung.status.hung_call == function and nvml_hung(hung)
+    assert hung.status.hung_seconds == 12.0
 
     fake_nvml.release_hangs()
     reading = sampling.result()
@@ -1238,6 +1239,7 @@ def test_a_gpu_call_that_hangs_leaves_the_gpus_read_before_it(
 
     hung = sampler.hung_reading()
     assert hung.status.available and nvml_hung(hung)
+    assert (hung.status.hung_call, hung.status.hung_seconds) == ("nvmlDeviceGetTemperature", 5.0)
     answered, stuck, behind = hung.gpus
     assert answered.state is GpuState.OK and answered.temperature_c is not None
     assert stuck.state is GpuState.HUNG and stuck.name == H100  # what was read is kept
@@ -1250,6 +1252,36 @@ def test_a_gpu_call_that_hangs_leaves_the_gpus_read_before_it(
     )
     fake_nvml.release_hangs()
     assert [gpu.state for gpu in sampling.result().gpus] == [GpuState.OK] * 3
+
+
+def test_for_a_reader_that_goes_on_every_gpu_not_known_down_is_hung(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """``gputui serve``'s view of a stuck sample: what the sample read before the call is as
+    old as the call, and no GPU is read again until it returns, so GPU 0 is hung too; GPU 2,
+    whose handle NVML refused at the start, stays unreachable."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "1:temperature=600")
+    fake_nvml_env.setenv("FAKE_NVML_FAIL", "2:handle=NO_PERMISSION")
+    sampling = Sampling(sampler)
+    wait_inside(fake_nvml)
+    clock.now += 45.0
+
+    hung = sampler.hung_reading(keep_read=False)
+    assert hung.status.available
+    assert (hung.status.hung_call, hung.status.hung_seconds) == ("nvmlDeviceGetTemperature", 45.0)
+    read_before, stuck, refused = hung.gpus
+    assert [gpu.state for gpu in hung.gpus] == [GpuState.HUNG, GpuState.HUNG, GpuState.UNREACHABLE]
+    assert read_before.name == H100 and read_before.uuid is not None  # its identity is kept
+    assert read_before.temperature_c is None  # its figures are not
+    assert read_before.error == (
+        "Not read: NVML had not returned from nvmlDeviceGetTemperature on GPU 1 after 45 s; "
+        + WEDGED
+    )
+    assert stuck.error == f"nvmlDeviceGetTemperature on GPU 1 has not returned for 45 s: {WEDGED}"
+    assert "no permission" in (refused.error or "")
+    fake_nvml.release_hangs()
+    assert [gpu.state for gpu in sampling.result().gpus][:2] == [GpuState.OK] * 2
 
 
 def test_a_stopped_sample_makes_no_call_after_the_one_in_flight(

@@ -61,6 +61,7 @@ NVML_KEYS = {
     "error",
     "host_pids",
     "hung_call",
+    "hung_seconds",
 }
 
 CPU = CpuReading(
@@ -194,6 +195,7 @@ def test_json_carries_the_values() -> None:
         "error": None,
         "host_pids": False,
         "hung_call": None,
+        "hung_seconds": None,
     }
     assert data["cpu"]["per_core_percent"] == [25.0, 50.0]
     assert data["mps"]["supported_platform"] is False
@@ -451,7 +453,10 @@ def test_take_snapshot_ends_at_its_deadline_with_the_gpus_that_answered(
     assert answered.state is GpuState.OK and answered.temperature_c is not None
     assert hung.state is GpuState.HUNG
     assert (hung.error or "").startswith("nvmlDeviceGetTemperature on GPU 1 has not returned")
-    assert json.loads(render_snapshot_json(snapshot))["gpus"][1]["state"] == "hung"
+    data = json.loads(render_snapshot_json(snapshot))
+    assert data["gpus"][1]["state"] == "hung"
+    assert data["nvml"]["hung_call"] == "nvmlDeviceGetTemperature"  # and for how long
+    assert data["nvml"]["hung_seconds"] >= 0  # how long, up to the deadline (1 s)
     table = render_snapshot_table(snapshot)
     assert "2 GPUs, 1 hung" in table and "GPU 1  NVIDIA H100 80GB HBM3  hung" in table
     fake_nvml.release_hangs()  # the sample was told to stop: it makes no call after this one
