@@ -42,7 +42,11 @@ def host_file(text: str) -> tuple[Target, ...]:
 def prometheus_url(text: str) -> str:
     """Parse ``--prometheus``: a Prometheus server's address, ``http(s)://HOST:PORT``."""
     parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Prometheus address: write http://HOST:9090"
         )
@@ -93,8 +97,9 @@ def add_snapshot_fleet_arguments(snapshot: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"how long to wait, 1 to 60 seconds: for this machine's NVIDIA driver "
         f"(default: {NVML_TIMEOUT_S:g}), or with hosts for each host (default: "
-        f"{DEFAULT_TIMEOUT_S:g}); a GPU or host that has not answered by then is shown as "
-        "hung or down, and the exit code is 1",
+        f"{DEFAULT_TIMEOUT_S:g}), its whole answer (--prometheus: all of Prometheus's); a GPU "
+        "or host that has not answered by then is shown as hung or down, and the exit code "
+        "is 1",
     )
 
 

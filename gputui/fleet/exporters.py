@@ -12,6 +12,11 @@ gputui's (bytes, percent, watts, MHz, joules):
 A series an exporter does not have leaves that reading ``None``. Series of MIG instances
 (dcgm-exporter's ``GPU_I_ID``, nvitop-exporter's ``N:M`` indices) are not GPUs and are left
 out.
+
+Every number is checked against what the reading can be (:data:`RANGES`): one that is not
+(``+Inf``, a negative memory, P-state 1e300) is read as ``None`` and the exposition says so in
+a note. NaN is nvitop-exporter's "not available", read as ``None`` without a note; from the
+others it is noted too. A host may send at most :data:`MAX_SERIES` samples.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from dataclasses import dataclass, field, fields
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputui.format import one_line
 from gputui.serve.metrics import (
+    GPU_HUNG,
     GPU_INFO,
     GPU_PROCESS_MEMORY,
     GPU_SERIES,
@@ -30,9 +37,19 @@ from gputui.serve.metrics import (
     NVML_AVAILABLE,
     SAMPLE_AGE,
 )
+from gputui.telemetry.nvml import WEDGED
 from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState
 
 MIB = 1024**2
+
+MAX_SERIES = 200_000
+"""The most samples read from one host: a host of 10,000 GPUs sends about 180,000."""
+
+ERROR_MAX = 200
+"""The most characters of the parser's complaint (it quotes the host's line) kept."""
+
+MAX_NOTES = 20
+"""The most notes about bad values kept for one host (the last says how many more)."""
 
 GPUTUI = "gputui"
 DCGM = "dcgm-exporter"
@@ -62,14 +79,106 @@ class Exposition:
     """Every GPU, in index order."""
     sample_age_s: float = 0.0
     """How old the exporter says its readings were when served (gputui's own says)."""
+    notes: tuple[str, ...] = ()
+    """Values refused (read as ``None``), one sentence each."""
 
 
-def parse_text(text: str) -> list[Sample]:
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The values a reading can take; any other is refused."""
+
+    low: float
+    high: float
+    integer: bool = False
+    """Only whole numbers (a P-state)."""
+
+    def admits(self, value: float) -> bool:
+        """Whether ``value`` is a finite number in range (of the right kind)."""
+        if not self.low <= value <= self.high:  # NaN and the infinities included
+            return False
+        return not self.integer or value == int(value)
+
+    def __str__(self) -> str:
+        kind = "a whole number" if self.integer else "a number"
+        return f"{kind} from {self.low:g} to {self.high:g}"
+
+
+MAX_BYTES = 2.0**50
+"""A PiB: more memory than any GPU (or process) has."""
+
+RANGES: Mapping[str, Range] = {
+    "utilization_percent": Range(0, 100),
+    "memory_utilization_percent": Range(0, 100),
+    "memory_used_bytes": Range(0, MAX_BYTES),
+    "memory_total_bytes": Range(0, MAX_BYTES),
+    "temperature_c": Range(-40, 150),
+    "power_w": Range(0, 10_000),
+    "power_limit_w": Range(0, 10_000),
+    "energy_j": Range(0, 1e14),
+    "sm_clock_mhz": Range(0, 10_000),
+    "sm_clock_max_mhz": Range(0, 10_000),
+    "fan_percent": Range(0, 200),  # NVML: "may exceed 100% in certain cases"
+    "pcie_rx_bytes_per_s": Range(0, 1e12),
+    "pcie_tx_bytes_per_s": Range(0, 1e12),
+    "performance_state": Range(0, 15, integer=True),
+}
+"""What each reading an exporter gives can be, in gputui's units."""
+
+PROCESS_MEMORY = Range(0, MAX_BYTES)
+SAMPLE_AGE_RANGE = Range(0, 365 * 86400)
+"""A sample age over a year is not one."""
+STATE = Range(0, 1, integer=True)
+"""``gputui_gpu_up`` and ``gputui_gpu_hung``."""
+
+_PERCENT_SLACK = 1e-9
+"""Ratios times 100 may land a rounding error above 100."""
+
+
+class Notes:
+    """The values one host's exposition had refused, in sentences, at most :data:`MAX_NOTES`."""
+
+    def __init__(self) -> None:
+        self._kept: list[str] = []
+        self._count = 0
+
+    def refuse(
+        self, what: str, sent: float, allowed: Range | str, reading: tuple[str, float] | None = None
+    ) -> None:
+        """Note that ``what`` (``GPU 0 gputui_gpu_power_watts``) was sent as ``sent``, which
+        is not ``allowed`` (a range, or in words), as ``reading`` (its name and value in
+        gputui's unit) where that differs from what was sent."""
+        if math.isnan(sent):
+            self.add(f"{what} = NaN: not a number; read as n/a")
+            return
+        why = f"not {allowed}"
+        if reading is not None and reading[1] != sent:
+            why = f"{reading[0]} {reading[1]:g} is {why}"
+        self.add(f"{what} = {sent:g}: {why}; read as n/a")
+
+    def add(self, note: str) -> None:
+        """Note something else refused."""
+        self._count += 1
+        if len(self._kept) < MAX_NOTES:
+            self._kept.append(note)
+
+    def as_tuple(self) -> tuple[str, ...]:
+        """The notes kept, and how many more there were."""
+        more = self._count - len(self._kept)
+        return (*self._kept, f"and {more} more values refused") if more else tuple(self._kept)
+
+
+def parse_text(text: str, max_series: int = MAX_SERIES) -> list[Sample]:
     """The samples of a Prometheus text exposition, through prometheus_client's parser.
 
     Raises:
-        NotAnExporter: when the text does not parse.
+        NotAnExporter: when the text does not parse, or holds more than ``max_series``
+            samples (counted before parsing, which costs far more).
     """
+    count = sum(
+        1 for line in text.split("\n") if line.strip() and not line.lstrip().startswith("#")
+    )
+    if count > max_series:
+        raise NotAnExporter(f"{count} series sent; gputui reads at most {max_series} from one host")
     try:
         return [
             Sample(sample.name, sample.labels, float(sample.value))
@@ -77,7 +186,9 @@ def parse_text(text: str) -> list[Sample]:
             for sample in family.samples
         ]
     except (ValueError, TypeError, IndexError) as error:
-        raise NotAnExporter(f"not a Prometheus text exposition ({error})") from None
+        raise NotAnExporter(
+            f"not a Prometheus text exposition ({one_line(str(error))[:ERROR_MAX]})"
+        ) from None
 
 
 def read_samples(samples: Iterable[Sample]) -> Exposition:
@@ -107,42 +218,68 @@ _GPUTUI_FIELDS = {series.name: (series.field, series.per / series.times) for ser
 
 def _read_gputui(samples: list[Sample]) -> Exposition:
     gpus: dict[int, _Gpu] = {}
+    notes = Notes()
     age = 0.0
     for sample in samples:
         if sample.name == SAMPLE_AGE:
-            age = sample.value
+            if SAMPLE_AGE_RANGE.admits(sample.value):
+                age = sample.value
+            else:
+                notes.add(
+                    f"{SAMPLE_AGE} = {sample.value:g}: not {SAMPLE_AGE_RANGE} seconds; "
+                    "the readings are dated by the scrape"
+                )
             continue
         index = _index(sample.labels.get("gpu"))
         if index is None or sample.name == NVML_AVAILABLE:
             continue
-        gpu = gpus.setdefault(index, _Gpu(index))
+        gpu = gpus.setdefault(index, _Gpu(index, notes))
         gpu.uuid = sample.labels.get("uuid") or gpu.uuid
         if sample.name == GPU_INFO:
             gpu.name = sample.labels.get("name") or gpu.name
             gpu.bus_id = sample.labels.get("bus_id") or None
-        elif sample.name == GPU_UP:
-            gpu.up = sample.value == 1
+        elif sample.name in (GPU_UP, GPU_HUNG):
+            if not STATE.admits(sample.value):
+                notes.refuse(f"GPU {index} {sample.name}", sample.value, "0 or 1")
+            elif sample.name == GPU_UP:
+                gpu.up = sample.value == 1
+            else:
+                gpu.hung = sample.value == 1
         elif sample.name == GPU_PROCESS_MEMORY:
             gpu.processes = gpu.processes or []
-            gpu.processes.append(_process(sample))
+            process = _process(sample, index, notes)
+            if process is not None:
+                gpu.processes.append(process)
         elif sample.name in _GPUTUI_FIELDS:
             name, scale = _GPUTUI_FIELDS[sample.name]
-            gpu.set(name, sample.value * scale)
+            gpu.set(name, sample.value * scale, sample.name, sample.value)
     # Without a single process series (served without --processes, or nothing running)
     # the processes are not known from here; with one, a GPU without any has none.
-    if any(gpu.processes for gpu in gpus.values()):
+    if any(gpu.processes is not None for gpu in gpus.values()):
         for gpu in gpus.values():
             gpu.processes = gpu.processes or []
-    return Exposition(GPUTUI, _readings(gpus), sample_age_s=max(0.0, age))
+    for gpu in gpus.values():
+        gpu.hung_for_s = age
+    return Exposition(GPUTUI, _readings(gpus), sample_age_s=age, notes=notes.as_tuple())
 
 
-def _process(sample: Sample) -> GpuProcess:
-    pid = _index(sample.labels.get("pid"))
+def _process(sample: Sample, index: int, notes: Notes) -> GpuProcess | None:
+    """One process's GPU memory; ``None`` (noted) for a pid that is not one."""
+    pid_label = sample.labels.get("pid", "")
+    pid = _index(pid_label, digits=10)
+    if pid is None or pid > MAX_PID:
+        notes.add(f"GPU {index} {sample.name}: pid {pid_label[:20]!r} is not a process id")
+        return None
+    memory: int | None = None
+    if PROCESS_MEMORY.admits(sample.value):
+        memory = round(sample.value)
+    else:
+        notes.refuse(f"GPU {index} {sample.name} of pid {pid}", sample.value, PROCESS_MEMORY)
     return GpuProcess(
-        pid=pid if pid is not None else 0,
+        pid=pid,
         user=sample.labels.get("user") or None,
         command=sample.labels.get("command") or None,
-        gpu_memory_bytes=int(sample.value),
+        gpu_memory_bytes=memory,
         kind=sample.labels.get("kind") or "compute",
     )
 
@@ -165,6 +302,8 @@ class _Mapping:
     memory_reserved: str | None = None
     instance: str | None = None
     """A label that only a MIG instance's series carry."""
+    nan_is_unknown: bool = False
+    """NaN is how the exporter writes a reading it has not (nvitop-exporter): no note."""
 
 
 _DCGM = _Mapping(
@@ -205,12 +344,14 @@ _NVITOP = _Mapping(
     index="index",
     uuid="uuid",
     name="devicename",
+    nan_is_unknown=True,
 )
 _NVITOP_NAMES = frozenset(_NVITOP.fields)
 
 
 def _read_mapped(source: str, samples: list[Sample], mapping: _Mapping) -> Exposition:
     gpus: dict[int, _Gpu] = {}
+    notes = Notes()
     free: dict[int, float] = {}
     for sample in samples:
         index = _index(sample.labels.get(mapping.index))
@@ -218,20 +359,24 @@ def _read_mapped(source: str, samples: list[Sample], mapping: _Mapping) -> Expos
             continue
         name = _counter_name(sample.name, mapping.fields)
         if name in mapping.fields:
-            gpu = gpus.setdefault(index, _Gpu(index))
+            gpu = gpus.setdefault(index, _Gpu(index, notes, nan_is_unknown=mapping.nan_is_unknown))
             gpu.uuid = gpu.uuid or sample.labels.get(mapping.uuid) or None
             gpu.name = gpu.name or sample.labels.get(mapping.name, "")
             if mapping.bus_id:
                 gpu.bus_id = gpu.bus_id or sample.labels.get(mapping.bus_id) or None
             field_name, scale = mapping.fields[name]
-            gpu.set(field_name, sample.value * scale)
+            gpu.set(field_name, sample.value * scale, sample.name, sample.value)
         elif name in (mapping.memory_free, mapping.memory_reserved):
-            free[index] = free.get(index, 0.0) + sample.value * MIB
+            if RANGES["memory_total_bytes"].admits(sample.value * MIB):
+                free[index] = free.get(index, 0.0) + sample.value * MIB
+            else:
+                notes.refuse(f"GPU {index} {sample.name}", sample.value, "a memory size")
     for index, gpu in gpus.items():
         used = gpu.values.get("memory_used_bytes")
         if used is not None and index in free and "memory_total_bytes" not in gpu.values:
-            gpu.set("memory_total_bytes", used + free[index])
-    return Exposition(source, _readings(gpus))
+            total = used + free[index]
+            gpu.set("memory_total_bytes", total, "memory used plus free", total)
+    return Exposition(source, _readings(gpus), notes=notes.as_tuple())
 
 
 def _counter_name(name: str, known: Mapping[str, object]) -> str:
@@ -246,7 +391,7 @@ def _counter_name(name: str, known: Mapping[str, object]) -> str:
 # --- Building the readings -----------------------------------------------------------------
 
 _INTEGER_FIELDS = frozenset({"memory_used_bytes", "memory_total_bytes", "performance_state"})
-_IDENTITY = frozenset({"index", "name", "uuid", "bus_id", "state", "processes"})
+_IDENTITY = frozenset({"index", "name", "uuid", "bus_id", "state", "error", "processes"})
 _READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name not in _IDENTITY)
 """The readings an exporter may give (everything but the GPU's identity and processes)."""
 
@@ -256,17 +401,34 @@ class _Gpu:
     """One GPU's series, gathered before they become a frozen reading."""
 
     index: int
+    notes: Notes
+    """Where refused values are noted (the host's, shared by its GPUs)."""
+    nan_is_unknown: bool = False
+    """NaN reads as ``None`` without a note (see ``_Mapping``)."""
     name: str = ""
     uuid: str | None = None
     bus_id: str | None = None
     up: bool = True
+    hung: bool = False
+    """``gputui_gpu_hung 1``: its NVML calls hang (``up`` reads 0 too)."""
+    hung_for_s: float = 0.0
+    """How long the exporter's readings were old when served (for a hung GPU's sentence)."""
     values: dict[str, float] = field(default_factory=dict)
     processes: list[GpuProcess] | None = None
     """``None``: the exporter does not say (dcgm-exporter, gputui serve without --processes)."""
 
-    def set(self, name: str, value: float) -> None:
-        if math.isfinite(value):  # nvitop-exporter writes NaN for a reading it has not
-            self.values.setdefault(name, value)
+    def set(self, name: str, value: float, series: str, sent: float) -> None:
+        """Keep ``value`` for the reading ``name`` if it can be one, else note that ``series``
+        was ``sent``."""
+        if name in self.values:
+            return
+        allowed = RANGES[name]
+        if allowed.high == 100 and 100 < value <= 100 + _PERCENT_SLACK:
+            value = 100.0
+        if allowed.admits(value):
+            self.values[name] = value
+        elif not (math.isnan(value) and self.nan_is_unknown):
+            self.notes.refuse(f"GPU {self.index} {series}", sent, allowed, (name, value))
 
     def reading(self) -> GpuReading:
         def value(name: str) -> float | int | None:
@@ -276,12 +438,18 @@ class _Gpu:
             return round(found) if name in _INTEGER_FIELDS else found
 
         readings = {name: value(name) for name in _READING_FIELDS}
+        state, error = GpuState.OK, None
+        if self.hung:
+            state, error = GpuState.HUNG, hung_error(self.hung_for_s)
+        elif not self.up:
+            state = GpuState.LOST
         return GpuReading(
             index=self.index,
             name=self.name or f"GPU {self.index}",
             uuid=self.uuid,
             bus_id=self.bus_id,
-            state=GpuState.OK if self.up else GpuState.LOST,
+            state=state,
+            error=error,
             processes=(
                 None
                 if self.processes is None
@@ -291,11 +459,22 @@ class _Gpu:
         )
 
 
+def hung_error(seconds: float) -> str:
+    """A hung GPU's sentence, as the monitor words a call that does not return:
+    ``not answering for 12 s: the driver may be wedged; ...``."""
+    since = f" for {int(seconds)} s" if seconds >= 1 else ""
+    return f"not answering{since}: {WEDGED}."
+
+
 def _readings(gpus: dict[int, _Gpu]) -> tuple[GpuReading, ...]:
     return tuple(gpus[index].reading() for index in sorted(gpus))
 
 
-def _index(text: str | None) -> int | None:
-    if text is None or not text.isdigit():
+MAX_PID = 2**32 - 1
+
+
+def _index(text: str | None, digits: int = 6) -> int | None:
+    """A GPU index (or pid) written in ASCII digits, at most ``digits`` of them."""
+    if text is None or not 0 < len(text) <= digits or not text.isascii() or not text.isdigit():
         return None
     return int(text)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
-from gputui.telemetry.readings import GpuReading
+from gputui.fleet.exporters import hung_error
+from gputui.telemetry.readings import GpuReading, GpuState
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,8 @@ class HostReading:
     """``time.monotonic()`` when those readings were taken; ``None`` when it never answered."""
     via: str = "http"
     """``http`` (its own /metrics) or ``prometheus`` (a Prometheus server's API)."""
+    notes: tuple[str, ...] = ()
+    """Values it sent that cannot be readings (read as ``None``), one sentence each."""
 
     def age_s(self, now: float) -> float | None:
         """Seconds since the readings shown were taken; ``None`` when there are none."""
@@ -41,7 +44,39 @@ class HostReading:
             gpus=self.gpus,
             taken_at=self.taken_at,
             via=self.via,
+            notes=self.notes,
         )
+
+
+class HungSince:
+    """When each hung GPU of a fleet was first seen hung, so that its sentence counts up
+    ("not answering for 12 s") from one read to the next, whatever each read's age."""
+
+    def __init__(self) -> None:
+        self._since: dict[str, dict[tuple[int, str | None], float]] = {}
+        """By host, by GPU (index and UUID): when it was first seen hung."""
+
+    def track(self, host: HostReading, now: float) -> HostReading:
+        """``host`` with each hung GPU's sentence counted from when it was first seen hung
+        (its readings' time then); forgets the GPUs of ``host`` that answer again."""
+        if not host.up or host.taken_at is None:
+            return host
+        before = self._since.get(host.host, {})
+        since = {
+            (gpu.index, gpu.uuid): before.get((gpu.index, gpu.uuid), host.taken_at)
+            for gpu in host.gpus
+            if gpu.state is GpuState.HUNG
+        }
+        self._since[host.host] = since
+        if not since:
+            return host
+        gpus = tuple(
+            replace(gpu, error=hung_error(now - since[gpu.index, gpu.uuid]))
+            if gpu.state is GpuState.HUNG
+            else gpu
+            for gpu in host.gpus
+        )
+        return replace(host, gpus=gpus)
 
 
 class FleetSource(Protocol):

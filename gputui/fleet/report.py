@@ -1,13 +1,15 @@
 """``gputui snapshot --hosts``: every host's GPUs once, as JSON or as a plain-text table.
 
-JSON: ``{"hosts": [{"host", "up", "error", "source", "via", "age_seconds", "gpus"}]}`` in
-the order the hosts were named (sorted by instance for ``--prometheus``); ``gpus`` holds
+JSON: ``{"hosts": [{"host", "up", "error", "source", "via", "age_seconds", "notes",
+"gpus"}]}`` in the order the hosts were named (sorted by instance for ``--prometheus``);
+``notes`` says which values a host sent were refused (they read ``null``); ``gpus`` holds
 each GPU as ``gputui snapshot --json`` writes it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +38,7 @@ def fleet_as_dict(hosts: Sequence[HostReading], now: float) -> dict[str, Any]:
                 "source": host.source,
                 "via": host.via,
                 "age_seconds": _rounded(host.age_s(now)),
+                "notes": list(host.notes),
                 "gpus": [gpu_as_dict(gpu) for gpu in host.gpus],
             }
             for host in hosts
@@ -67,14 +70,24 @@ def host_headline(host: HostReading, now: float) -> str:
         parts = [host.source or NA, fmt_counted(len(host.gpus), "GPU")]
         if age is not None and age >= 1:
             parts.append(f"{age:.0f} s old")
+        if host.notes:
+            parts.append(notes_summary(host.notes))
         return f"{host.host}  up · {' · '.join(parts)}"
     stale = "" if age is None else f" (readings below are {age:.0f} s old)"
     return f"{host.host}  DOWN: {host.error or 'no answer'}{stale}"
 
 
+def notes_summary(notes: Sequence[str]) -> str:
+    """The first of a host's notes, and how many more (``--json`` lists them)."""
+    more = f" (+{len(notes) - 1} more)" if len(notes) > 1 else ""
+    return f"{notes[0]}{more}"
+
+
 def _gpu_cells(gpu: GpuReading) -> list[str]:
     if gpu.state is GpuState.LOST:
         return [str(gpu.index), gpu.name, "lost"]
+    if gpu.state is not GpuState.OK:  # hung, unreachable: why, after the empty columns
+        return [str(gpu.index), gpu.name, gpu.state.value, "", "", "", gpu.error or ""]
     return [
         str(gpu.index),
         gpu.name,
@@ -86,4 +99,4 @@ def _gpu_cells(gpu: GpuReading) -> list[str]:
 
 
 def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
+    return None if value is None or not math.isfinite(value) else round(value, 3)

@@ -1,67 +1,100 @@
 """Read each host's ``/metrics`` over HTTP, every host on a thread of its own.
 
-A host that is slow, refuses, or accepts and never answers costs only its own thread: the
-others are read on time, and it is marked down with the reason once its timeout passes.
+A host that is slow, refuses, trickles, or accepts and never answers costs only its own
+thread: the others are read on time, and it is marked down with the reason once its deadline
+passes. The deadline covers the whole exchange (:mod:`gputui.fleet.fetch`); what the host sent
+is parsed after it, so a big exposition is not taken for a host that did not answer.
 """
 
 from __future__ import annotations
 
-import http.client
-import socket
-import ssl
+import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 
 from gputui.fleet.exporters import NotAnExporter, parse_text, read_samples
-from gputui.fleet.hosts import HostReading
+from gputui.fleet.fetch import MIB, Deadline, FetchError, StatusError, fetch, no_answer
+from gputui.fleet.hosts import HostReading, HungSince
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target
+from gputui.format import exception_line
 
-MAX_BODY_BYTES = 16 * 1024**2
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 16 * MIB
 """The largest exposition read (a host with thousands of processes stays far below)."""
 
-OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""Hosts are read directly, as Prometheus reads them: no proxy from the environment."""
-
-_ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+_HEADERS = {"Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1"}
 """Ask for the classic text format (dcgm-exporter and prometheus_client both speak it)."""
+
+_GRACE_S = 0.5
+"""How long :func:`scrape_all` waits past the deadline for a host's thread to say so itself."""
 
 
 def scrape(
-    target: Target, timeout_s: float, clock: Callable[[], float] = time.monotonic
+    target: Target,
+    timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    *,
+    exchanged: Callable[[], object] = lambda: None,
 ) -> HostReading:
-    """Read ``target`` once; never raises for a network or exporter failure."""
+    """Read ``target`` once: its answer within ``timeout_s``, then parsed; never raises for
+    a network or exporter failure. ``exchanged`` is called once the network is done with."""
     started = clock()
     try:
-        text = _fetch(target.url, timeout_s)
-        exposition = read_samples(parse_text(text))
+        answer = fetch_exposition(target, Deadline(timeout_s, clock))
+    finally:
+        exchanged()
+    if isinstance(answer, HostReading):
+        return answer
+    return read_exposition(target, answer, started)
+
+
+def fetch_exposition(target: Target, deadline: Deadline) -> bytes | HostReading:
+    """``target``'s answer, or the host marked down with why there is none."""
+    try:
+        return fetch(target.url, deadline, max_bytes=MAX_BODY_BYTES, headers=_HEADERS)
+    except StatusError as error:
+        hint = "" if 300 <= error.status < 400 else ": is this the exporter's /metrics address?"
+        return HostReading(target.name, up=False, error=f"{error}{hint}")
+    except FetchError as error:
+        return HostReading(target.name, up=False, error=str(error))
+
+
+def read_exposition(target: Target, body: bytes, taken_at: float) -> HostReading:
+    """The host's readings from its answer (``taken_at``: when it was asked)."""
+    try:
+        exposition = read_samples(parse_text(body.decode("utf-8", errors="replace")))
     except NotAnExporter as error:
         return HostReading(target.name, up=False, error=str(error))
-    except Exception as error:  # a network error of any kind: the host is down, not gputui
-        return HostReading(target.name, up=False, error=in_words(error, timeout_s))
+    except Exception as error:  # a fault of gputui's own: this host only
+        log.exception("reading the answer of %s failed", target.name)
+        return HostReading(target.name, up=False, error=exception_line(error))
     return HostReading(
         target.name,
         up=True,
         source=exposition.source,
         gpus=exposition.gpus,
-        taken_at=started - exposition.sample_age_s,
+        taken_at=taken_at - exposition.sample_age_s,
+        notes=exposition.notes,
     )
 
 
 def scrape_all(
     targets: Sequence[Target], timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> list[HostReading]:
-    """Read every target at once; returns in ``targets``' order after at most ``timeout_s``.
+    """Read every target at once; returns in ``targets``' order.
 
-    A host still not answered at the deadline is marked down ("no answer within ...");
-    its thread is a daemon and is left to its socket timeout.
+    Each host has ``timeout_s`` to answer; what it sent is then parsed, however long that
+    takes (the series a host may send are capped). A host whose thread has not finished its
+    exchange by the deadline (a name that takes that long to resolve) is marked down ("no
+    answer within ..."); its thread is a daemon and is left to finish on its own.
     """
     results: list[HostReading | None] = [None] * len(targets)
+    exchanged = [threading.Event() for _ in targets]
 
     def read(slot: int, target: Target) -> None:
-        results[slot] = scrape(target, timeout_s)
+        results[slot] = scrape(target, timeout_s, exchanged=exchanged[slot].set)
 
     threads = [
         threading.Thread(
@@ -71,11 +104,12 @@ def scrape_all(
     ]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + timeout_s + 0.5  # the socket's own timeout ends first
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    deadline = time.monotonic() + timeout_s + _GRACE_S
+    for thread, done in zip(threads, exchanged, strict=True):
+        if done.wait(max(0.0, deadline - time.monotonic())):
+            thread.join()  # parsing what it sent: bounded by the series cap, not the network
     return [
-        result or HostReading(target.name, up=False, error=_no_answer(timeout_s))
+        result or HostReading(target.name, up=False, error=no_answer(timeout_s))
         for target, result in zip(targets, results, strict=True)
     ]
 
@@ -105,6 +139,7 @@ class FleetPoller:
             for target in self._targets
         }
         self._stop = threading.Event()
+        self._hung = HungSince()
         self._threads: list[threading.Thread] = []
         self.error: str | None = None
         """Always ``None``: each host's own error is in its reading (see PrometheusPoller)."""
@@ -121,7 +156,7 @@ class FleetPoller:
             thread.start()
 
     def stop(self) -> None:
-        """Ask every thread to end (a thread inside a hung read ends at its timeout)."""
+        """Ask every thread to end (a thread inside a read ends at its deadline)."""
         self._stop.set()
 
     def latest(self) -> list[HostReading]:
@@ -132,44 +167,15 @@ class FleetPoller:
     def _run(self, target: Target) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
-            reading = self._read(target, self._timeout_s)
+            try:
+                reading = self._read(target, self._timeout_s)
+            except Exception as error:  # a fault of gputui's own: this host only, and again
+                log.exception("reading %s failed", target.name)
+                reading = HostReading(target.name, up=False, error=exception_line(error))
             with self._lock:
                 before = self._latest[target.name]
                 if not reading.up and before.taken_at is not None:
                     reading = before.failed(reading.error or "no answer")
-                self._latest[target.name] = reading
+                self._latest[target.name] = self._hung.track(reading, time.monotonic())
                 self.generation += 1
             self._stop.wait(max(0.0, started + self._interval_s - time.monotonic()))
-
-
-def _fetch(url: str, timeout_s: float) -> str:
-    request = urllib.request.Request(url, headers={"Accept": _ACCEPT, "User-Agent": "gputui"})
-    with OPENER.open(request, timeout=timeout_s) as response:
-        body = response.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES:
-        raise ValueError(f"the answer is larger than {MAX_BODY_BYTES // 1024**2} MiB")
-    return body.decode("utf-8", errors="replace")
-
-
-def _no_answer(timeout_s: float) -> str:
-    return f"no answer within {timeout_s:g} s"
-
-
-def in_words(error: BaseException, timeout_s: float) -> str:
-    """A failed read in one line a user can act on."""
-    if isinstance(error, urllib.error.HTTPError):
-        return f"HTTP {error.code} {error.reason}: is this the exporter's /metrics address?"
-    reason = error.reason if isinstance(error, urllib.error.URLError) else error
-    if isinstance(reason, (TimeoutError, socket.timeout)):
-        return _no_answer(timeout_s)
-    if isinstance(reason, ConnectionRefusedError):
-        return "connection refused: nothing listens on that port"
-    if isinstance(reason, socket.gaierror):
-        return "unknown host name"
-    if isinstance(reason, ssl.SSLError):
-        return f"TLS failed: {reason.reason or reason}"
-    if isinstance(reason, (ConnectionResetError, http.client.RemoteDisconnected)):
-        return "the host closed the connection without answering"
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror[0].lower() + reason.strerror[1:]
-    return str(reason) or type(reason).__name__

@@ -7,11 +7,13 @@ age of the readings still shown); each GPU line is the monitor's one-line GPU ro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from gputui.fleet.hosts import HostReading
+from gputui.fleet.report import notes_summary
 from gputui.format import fmt_counted
 from gputui.telemetry.readings import GpuReading
 from gputui.ui.render.draw import GAP, HOT, LABEL, OK, WARM, Line
@@ -94,6 +96,8 @@ def host_line(host: HostReading, now: float) -> Line:
         line.add(" · via Prometheus", LABEL)
     if age is not None and age >= STALE_AFTER_S:
         line.add(f" · {_age(age)} old", WARM)
+    if host.notes:
+        line.add(f" · {notes_summary(host.notes)}", WARM)
     return line
 
 
@@ -155,6 +159,8 @@ def _host_value(gpus: Sequence[GpuReading], key: str) -> tuple[bool, float]:
 
 
 def _age(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "unknown time"
     seconds = int(seconds)
     if seconds < 120:
         return f"{seconds} s"

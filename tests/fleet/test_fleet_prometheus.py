@@ -78,7 +78,17 @@ def prometheus(fake_nvml_dir: Path, tmp_path: Path) -> Iterator[tuple[str, list[
 def test_snapshot_reads_the_fleet_back_from_prometheus(prometheus: tuple[str, list[str]]) -> None:
     base, targets = prometheus
     done = subprocess.run(
-        [sys.executable, "-m", "gputui", "snapshot", "--json", "--prometheus", base],
+        [
+            sys.executable,
+            "-m",
+            "gputui",
+            "snapshot",
+            "--json",
+            "--prometheus",
+            base,
+            "--timeout",
+            "10",
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

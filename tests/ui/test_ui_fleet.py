@@ -5,6 +5,7 @@ nvitop-exporter expositions, a dead port, a host that never answers), sorted, fi
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,8 +17,12 @@ from gputui.fleet.hosts import HostReading
 from gputui.fleet.scrape import FleetPoller, scrape_all
 from gputui.fleet.targets import Target, parse_hosts
 from gputui.ui.fleet_app import FleetApp, FleetView
+from gputui.ui.fleet_rows import FleetOrder, fleet_rows, row_line
 from tests.fleet.hosts import (
+    AGE_INF_EXPOSITION,
     DCGM_EXPOSITION,
+    HOSTILE_EXPOSITION,
+    HUNG_EXPOSITION,
     dead_port,
     nvitop_exposition,
     running_fleet,
@@ -120,6 +125,27 @@ async def test_two_hundred_fifty_six_hosts_fit_and_scroll() -> None:
             assert view.scroll_offset.y == view.max_scroll_y > 0
             shown = [strip.text for strip in view.render_lines(view.scrollable_content_region)]
             assert any(text.startswith("● node-255") for text in shown)
+
+
+def test_bad_values_and_a_hung_gpu_are_drawn_as_they_are() -> None:
+    exporters = (AGE_INF_EXPOSITION, HOSTILE_EXPOSITION, HUNG_EXPOSITION)
+    with ExitStack() as stack:
+        old, hostile, hung = (stack.enter_context(static_exporter(text)) for text in exporters)
+        hosts = scrape_all(parse_hosts(f"{old},{hostile},{hung}"), timeout_s=10)
+    now = time.monotonic()
+    for key in ("host", "util", "memory", "temp", "power"):
+        rows = fleet_rows(hosts, FleetOrder(key=key))
+        lines = [row_line(row, {}, now, 160).plain.rstrip() for row in rows]
+    assert all(host.up for host in hosts)
+    assert lines[0] == f"● {old}  gputui · 1 GPU · gputui_sample_age_seconds = inf: " + (
+        "not a number from 0 to 3.1536e+07 seconds; the readings are dated by the scrape"
+    )
+    assert lines[2].startswith(f"● {hostile}  gputui · 2 GPUs · gputui_sample_age_seconds")
+    assert lines[2].endswith("(+8 more)")
+    assert lines[-1] == (
+        "  1 H100 80GB HBM3   HUNG  not answering for 7 s: the driver may be wedged; "
+        "check `nvidia-smi` and `dmesg`."
+    )
 
 
 class RecordedFleet:
