@@ -2,9 +2,11 @@
 
 Every name follows Prometheus's rules (``promtool check metrics``): the ``gputui_`` prefix,
 base units in the name, ratios 0..1 as ``_ratio``, ``_total`` on counters, ``_info`` for
-metadata. Every GPU series has the labels ``gpu`` (the NVML index) and ``uuid``. A reading
-that is ``None`` (not supported, or a lost GPU) leaves its series out for that GPU rather
-than reading 0; a lost GPU keeps ``gputui_gpu_info`` and reads ``gputui_gpu_up 0``.
+metadata. Every GPU series has the labels ``gpu`` (the NVML index) and ``uuid``; a label's
+text (a GPU's name, a process's user and command line) is made printable by
+:func:`gputui.format.one_line`. A reading that is ``None`` (not supported, or a lost GPU)
+leaves its series out for that GPU rather than reading 0; a lost GPU keeps
+``gputui_gpu_info`` and reads ``gputui_gpu_up 0``.
 
 :data:`GPU_SERIES` says how each series comes from a :class:`GpuReading` field, so a reader
 (the cluster view) can turn a scrape back into readings: ``field = value * per / times``.
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gputui.format import for_screen
 from gputui.serve.sampling import Latest
 from gputui.telemetry.nvml import is_stale
 from gputui.telemetry.readings import CpuReading, GpuReading, GpuState, NvmlReading
@@ -150,6 +153,7 @@ def metric_families(
 def _gpu_families(
     nvml: NvmlReading, now: float, *, interval_s: float, processes: bool
 ) -> list[Metric]:
+    nvml = for_screen(nvml)  # label values end up on screens: a curl, a fleet, a dashboard
     available = GaugeMetricFamily(NVML_AVAILABLE, "1 when NVML answers, 0 when it cannot start.")
     available.add_metric([], 1.0 if nvml.status.available else 0.0)
     driver = nvml.status.driver_version or ""
