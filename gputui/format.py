@@ -1,7 +1,10 @@
-"""How numbers read: shared by the app and the headless commands.
+"""How numbers read, and how text from outside is shown: shared by the app and the
+headless commands.
 
 Pure functions with no dependencies. Every formatter takes ``None`` for "not
-supported or not known" and returns ``n/a``: readings never guess.
+supported or not known" and returns ``n/a``: readings never guess. Text that gputui did
+not write itself reaches a screen only through :func:`one_line` (:func:`for_screen` for a
+whole reading).
 """
 
 from __future__ import annotations
@@ -10,6 +13,9 @@ import math
 import re
 import textwrap
 from collections.abc import Collection, Sequence
+from dataclasses import fields, is_dataclass, replace
+from enum import Enum
+from typing import Any, TypeVar, cast
 
 NA = "n/a"
 """What a value that is not supported or not known reads as."""
@@ -183,15 +189,73 @@ def fmt_ghz(mhz: float | None, max_mhz: float | None) -> str:
 
 
 def one_line(text: str) -> str:
-    """``text`` as one line of printable text: control characters become escapes.
+    """``text`` as one line of printable text: the one sanitiser of text from outside.
 
-    Command-line values go into error messages as typed, and a value may hold a
-    newline, a terminal escape or bytes that are not UTF-8 (``\\udcff``); each such
-    character is written as Python writes it in a string literal (``\\n``,
-    ``\\x1b``, ``\\udcff``), so the message stays one line and cannot drive the
-    terminal.
+    Whatever gputui did not write itself (command lines, user names, GPU names, an exporter's
+    labels, another host's error text, a file's contents, a value typed on the command line)
+    passes through here before it reaches a screen or a text report, directly or through
+    :func:`for_screen`. Every character that is not printable is written as Python writes it
+    in a string literal: C0 and C1 controls (``\\x1b``, ``\\n``, ``\\t``, ``\\x9b``), so
+    that no escape sequence reaches the terminal (a title, the clipboard through OSC 52, a
+    cleared screen) and no row is split or shifted; bidi overrides and other format characters
+    (``\\u202e``), so that text cannot read backwards; and lone surrogates (bytes that were
+    not UTF-8, ``\\udcff``), which an encoder would refuse. Widths are measured after this.
     """
+    if text.isprintable():
+        return text
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+_Shown = TypeVar("_Shown")
+_KEPT = frozenset({int, float, bool, type(None)})
+"""Types :func:`for_screen` returns as they are, without a look inside."""
+_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Each dataclass's field names, as :func:`for_screen` walks them."""
+
+
+def for_screen(value: _Shown) -> _Shown:
+    """``value`` with every string in it through :func:`one_line`: a string, or a reading.
+
+    The readings keep their text as it came (``--json`` writes it exactly, escaped by JSON);
+    the copy made here is what screens and text reports are drawn from. Dataclasses (frozen
+    or not), tuples, lists and dicts are copied where something in them changed, else
+    returned as they are; enums, numbers and ``None`` are kept.
+    """
+    return cast(_Shown, _shown(value))
+
+
+def _shown(value: Any) -> Any:
+    kind = type(value)
+    if kind in _KEPT:
+        return value
+    if kind is str:
+        return one_line(value)
+    if isinstance(value, Enum):
+        return value
+    if isinstance(value, str):
+        return one_line(value)
+    if kind is tuple or kind is list:
+        items = [item if type(item) in _KEPT else _shown(item) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return kind(items)
+    if kind is dict:
+        pairs = {_shown(key): _shown(item) for key, item in value.items()}
+        return value if pairs == value else pairs
+    names = _FIELDS.get(kind)
+    if names is None:
+        if not is_dataclass(value) or isinstance(value, type):
+            return value
+        names = _FIELDS[kind] = tuple(f.name for f in fields(value) if f.init)
+    changes = {}
+    for name in names:
+        old = getattr(value, name)
+        if type(old) in _KEPT:
+            continue
+        new = _shown(old)
+        if new is not old:
+            changes[name] = new
+    return replace(value, **changes) if changes else value
 
 
 def exception_line(exc: BaseException) -> str:

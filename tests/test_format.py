@@ -1,6 +1,9 @@
-"""How numbers and counts read (gputui/format.py), shared by the app and the commands."""
+"""How numbers and counts read, and how text from outside is shown (gputui/format.py),
+shared by the app and the commands."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pytest
 
@@ -13,8 +16,12 @@ from gputui.format import (
     fmt_link_rate,
     fmt_rate,
     fmt_used_total,
+    for_screen,
+    one_line,
     wrap_text,
 )
+from gputui.telemetry.readings import GpuState
+from tests.hostile import CRAFTED, SHOWN_TITLE, TITLE, unsafe
 
 MiB = 2**20
 
@@ -110,3 +117,59 @@ def test_columns_wrap_their_last_cell_under_it_or_below_the_row() -> None:
         "uuid    GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40",
         "bus id  00000000:17:00.0",
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (TITLE, SHOWN_TITLE),
+        ("\x1b]52;c;cHduZWQ=\x07", "\\x1b]52;c;cHduZWQ=\\x07"),
+        ("a\tb\nc\rd", "a\\tb\\nc\\rd"),
+        ("\x9b31m", "\\x9b31m"),  # C1
+        ("del\x7f", "del\\x7f"),
+        ("\u202egnp.exe", "\\u202egnp.exe"),  # bidi override
+        ("\u2067x\u2069", "\\u2067x\\u2069"),  # bidi isolate
+        ("bad\udcff", "bad\\udcff"),  # a byte that was not UTF-8
+        ("NVIDIA H100 80GB HBM3 · 71°C …", "NVIDIA H100 80GB HBM3 · 71°C …"),
+        ("数据 ünïcode", "数据 ünïcode"),
+    ],
+)
+def test_one_line_shows_every_control_as_visible_text(text: str, shown: str) -> None:
+    assert one_line(text) == shown
+    assert one_line(shown) == shown  # once is enough: the visible form stays as it is
+
+
+@dataclass(frozen=True)
+class _Inner:
+    name: str
+    state: GpuState
+    count: int
+
+
+@dataclass(frozen=True)
+class _Outer:
+    title: str | None
+    inner: _Inner
+    items: tuple[_Inner, ...]
+    labels: dict[str, str]
+    values: list[float]
+
+
+def test_for_screen_makes_every_string_of_a_reading_printable_and_keeps_the_rest() -> None:
+    inner = _Inner(CRAFTED, GpuState.LOST, 3)
+    raw = _Outer(TITLE, inner, (inner, _Inner("ok", GpuState.OK, 1)), {TITLE: CRAFTED}, [1.5])
+    shown = for_screen(raw)
+    assert shown.title == SHOWN_TITLE
+    assert shown.inner.name == one_line(CRAFTED) and shown.inner.state is GpuState.LOST
+    assert shown.inner.count == 3 and shown.values == [1.5]
+    assert shown.labels == {SHOWN_TITLE: one_line(CRAFTED)}
+    texts = [shown.title, shown.inner.name, *(item.name for item in shown.items)]
+    assert all(not unsafe(text) for text in [*texts, *shown.labels, *shown.labels.values()])
+    assert raw.title == TITLE and raw.inner.name == CRAFTED  # the reading keeps its text
+    assert shown.items[1] is raw.items[1]  # nothing to change: not copied
+
+
+def test_for_screen_returns_clean_readings_as_they_are() -> None:
+    clean = _Outer("GPU 0", _Inner("H100", GpuState.OK, 1), (), {"a": "b"}, [])
+    assert for_screen(clean) is clean
+    assert for_screen("plain") == "plain" and for_screen(None) is None

@@ -1,5 +1,5 @@
-"""``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes] [--tls-cert FILE
---tls-key FILE]``.
+"""``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes[=raw]] [--tls-cert
+FILE --tls-key FILE]``.
 
 Exit status: 0 after SIGTERM, 130 after Ctrl+C, 2 for a usage error (an address that
 cannot be listened on included). The server is imported in the handler.
@@ -13,6 +13,11 @@ from typing import Any
 
 from gputui.commands.args import examples, interval_seconds, usage_error
 from gputui.serve.listen import DEFAULT_LISTEN, ListenAddress, ListenError, parse_listen
+
+PROCESSES_REDACTED = "redacted"
+"""``--processes`` alone: command lines with their secrets redacted."""
+PROCESSES_RAW = "raw"
+"""``--processes=raw``: command lines as they are."""
 
 
 def listen_address(text: str) -> ListenAddress:
@@ -77,8 +82,13 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--processes",
-        action="store_true",
-        help="also serve the processes on each GPU: pid, user, command line and memory",
+        nargs="?",
+        const=PROCESSES_REDACTED,
+        choices=(PROCESSES_REDACTED, PROCESSES_RAW),
+        metavar="raw",
+        help="also serve the processes on each GPU: pid, user, command line and memory; "
+        f"{PROCESSES_REDACTED} (the default) shows the values of --password=, token= and the "
+        f"like and URLs' credentials in command lines as ***, {PROCESSES_RAW} as they are",
     )
     serve.add_argument(
         "--tls-cert",
@@ -108,6 +118,12 @@ def run_serve_command(args: argparse.Namespace) -> int:
     interval = args.serve_interval if args.serve_interval is not None else args.interval
     try:
         tls = None if args.tls_cert is None else server_context(args.tls_cert, args.tls_key)
-        return serve(args.listen, interval_s=interval, processes=args.processes, tls=tls)
+        return serve(
+            args.listen,
+            interval_s=interval,
+            processes=args.processes is not None,
+            raw_commands=args.processes == PROCESSES_RAW,
+            tls=tls,
+        )
     except (ServeError, TlsError) as error:
         return usage_error("gputui serve", str(error))

@@ -40,6 +40,7 @@ from gputui.format import (
     fmt_bytes,
     fmt_columns,
     fmt_tflops,
+    for_screen,
 )
 
 WIDTH = 80
@@ -85,7 +86,9 @@ def render_json(report: DoctorReport) -> str:
 
 def render_text(report: DoctorReport, width: int = WIDTH) -> str:
     """The report as aligned plain text in lines of at most ``width``: checks, devices, then
-    a one-line summary. A command too long for a line is continued with `` \\``."""
+    a one-line summary. A command too long for a line is continued with `` \\``. Text from
+    outside (GPU names, errors) is printable (:func:`for_screen`)."""
+    report = for_screen(report)
     lines = ["Checks", *_check_lines(report.checks, width)]
     if report.devices:
         legend = "Devices (GB/s: 10^9 bytes/s; a copy counts bytes read + written)"

@@ -22,6 +22,7 @@ from gputui.format import (
     fmt_percent,
     fmt_unit,
     fmt_used_total,
+    for_screen,
 )
 from gputui.telemetry.readings import GpuReading, GpuState
 from gputui.telemetry.snapshot import gpu_as_dict
@@ -52,7 +53,9 @@ def render_fleet_json(hosts: Sequence[HostReading], now: float) -> str:
 
 
 def render_fleet_table(hosts: Sequence[HostReading], now: float, width: int = 80) -> str:
-    """One header line a host and one line a GPU, cut to ``width`` columns."""
+    """One header line a host and one line a GPU, cut to ``width`` columns; text from the
+    hosts (names, labels, errors) is printable (:func:`for_screen`)."""
+    hosts = for_screen(list(hosts))
     lines = []
     for host in hosts:
         lines.append(ellipsize(host_headline(host, now), width))

@@ -2,12 +2,14 @@
 
 Every name follows Prometheus's rules (``promtool check metrics``): the ``gputui_`` prefix,
 base units in the name, ratios 0..1 as ``_ratio``, ``_total`` on counters, ``_info`` for
-metadata. Every GPU series has the labels ``gpu`` (the NVML index) and ``uuid``. A reading
-that is ``None`` (not supported, or a lost GPU) leaves its series out for that GPU rather
-than reading 0; a lost GPU keeps ``gputui_gpu_info`` and reads ``gputui_gpu_up 0``. A GPU
-whose driver calls hang reads ``gputui_gpu_up 0`` and ``gputui_gpu_hung 1`` (a lost one,
-``gputui_gpu_hung 0``), keeping its last values (``gputui_sample_age_seconds`` says how old),
-and ``gputui_nvml_hung_seconds`` names the call.
+metadata. Every GPU series has the labels ``gpu`` (the NVML index) and ``uuid``; a label's
+text (a GPU's name, a process's user and command line) is made printable by
+:func:`gputui.format.one_line`. A reading that is ``None`` (not supported, or a lost GPU)
+leaves its series out for that GPU rather than reading 0; a lost GPU keeps
+``gputui_gpu_info`` and reads ``gputui_gpu_up 0``. A GPU whose driver calls hang reads
+``gputui_gpu_up 0`` and ``gputui_gpu_hung 1`` (a lost one, ``gputui_gpu_hung 0``), keeping
+its last values (``gputui_sample_age_seconds`` says how old), and
+``gputui_nvml_hung_seconds`` names the call.
 
 :data:`GPU_SERIES` says how each series comes from a :class:`GpuReading` field, so a reader
 (the cluster view) can turn a scrape back into readings: ``field = value * per / times``.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gputui.format import for_screen, one_line
 from gputui.serve.sampling import Latest
 from gputui.telemetry.nvml import is_stale
 from gputui.telemetry.readings import (
@@ -169,7 +172,7 @@ def _gpu_families(
         NVML_AVAILABLE, "1 when NVML answers, 0 when it cannot start or its start hangs."
     )
     available.add_metric([], 1.0 if status.available else 0.0)
-    driver = status.driver_version or ""
+    driver = one_line(status.driver_version or "")
     stale = last is None or is_stale(last.taken_at, now, interval_s)
     hung = {gpu.index for gpu in hang.gpus if gpu.state is GpuState.HUNG} if hang else set()
     up = GaugeMetricFamily(
@@ -184,7 +187,8 @@ def _gpu_families(
     )
     info = GaugeMetricFamily(GPU_INFO, "The GPU's identity; always 1.", labels=INFO_LABELS)
     readings = [_family(series) for series in GPU_SERIES]
-    gpus = _served_gpus(last, hang)
+    # Label values end up on screens (a curl, a fleet, a dashboard): printable text only.
+    gpus = for_screen(_served_gpus(last, hang))
     for gpu in gpus:
         labels = [str(gpu.index), gpu.uuid or ""]
         answers = gpu.state is GpuState.OK and not stale and gpu.index not in hung

@@ -47,6 +47,7 @@ def serve(
     *,
     interval_s: float,
     processes: bool,
+    raw_commands: bool = False,
     tls: ssl.SSLContext | None = None,
     samplers: Samplers | None = None,
     stop: Stop | None = None,
@@ -62,6 +63,8 @@ def serve(
         address: Where to listen.
         interval_s: Seconds between samples.
         processes: Whether to serve the processes on each GPU.
+        raw_commands: Serve their command lines with the secrets in them (redacted otherwise;
+            for the real samplers, which this builds).
         tls: Serve HTTPS with this context.
         samplers: The sources (default: the real ones, built on their threads).
         stop: Stops serving when called (signals call it too, from the main thread).
@@ -76,7 +79,7 @@ def serve(
     """
     if samplers is None:
         import_real_samplers()
-        samplers = Samplers.real()
+        samplers = Samplers.real(raw_commands=raw_commands)
     stop = stop if stop is not None else Stop()
     poller = Poller(samplers, interval_s)
     app = make_app(poller.latest, interval_s=interval_s, processes=processes)
@@ -90,7 +93,7 @@ def serve(
         err.write(
             f"gputui serve: warning: {shown} is reachable from other machines, and anyone who "
             "can reach it can read this machine's GPUs"
-            + (" and the command lines of their processes" if processes else "")
+            + (_processes_shown(raw_commands) if processes else "")
             + f"; listen on 127.0.0.1:{port} to keep it to this machine\n"
         )
         err.flush()
@@ -118,6 +121,13 @@ def serve(
         server.server_close()
         poller.close()  # then the samplers, NVML's shutdown last
     return stop.code
+
+
+def _processes_shown(raw_commands: bool) -> str:
+    """What the warning adds for ``--processes``."""
+    if raw_commands:
+        return " and the command lines of their processes, secrets included"
+    return " and the command lines of their processes (secrets in them redacted)"
 
 
 def _on_signals(stop: Stop) -> Callable[[], None]:

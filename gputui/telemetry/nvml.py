@@ -36,6 +36,7 @@ from typing import Any
 
 import psutil
 
+from gputui.telemetry.commandline import command_line
 from gputui.telemetry.devnodes import match_host_pids, node_mappers
 from gputui.telemetry.readings import (
     DriverCall,
@@ -672,6 +673,7 @@ class NvmlSampler:
         clock: Callable[[], float] = time.monotonic,
         init_retry_s: float = INIT_RETRY_S,
         lost_retry_s: float = LOST_RETRY_S,
+        raw_commands: bool = False,
     ) -> None:
         """Prepare a sampler; nothing is loaded or asked until the first sample.
 
@@ -682,11 +684,14 @@ class NvmlSampler:
             clock: Monotonic clock, in seconds, for retry timing and ``taken_at``.
             init_retry_s: Seconds between attempts to start NVML after a failure.
             lost_retry_s: Seconds between attempts to read a GPU that was lost.
+            raw_commands: Keep the secrets in processes' command lines
+                (:mod:`gputui.telemetry.commandline` redacts them otherwise).
         """
         self._library_path = os.fspath(library_path) if library_path is not None else None
         self._clock = clock
         self._init_retry_s = init_retry_s
         self._lost_retry_s = lost_retry_s
+        self._raw_commands = raw_commands
         self._lock = threading.Lock()
         self._nv: ModuleType | None = None
         self._queries: dict[str, tuple[tuple[str, _Query], ...]] = {}
@@ -1308,7 +1313,7 @@ class NvmlSampler:
         cached = self._identities.get(pid)
         if cached is not None and cached.create_time == created:
             return cached
-        identity = _Identity(created, _username(process), _command(process))
+        identity = _Identity(created, _username(process), _command(process, raw=self._raw_commands))
         self._identities[pid] = identity
         return identity
 
@@ -1344,13 +1349,13 @@ def _username(process: psutil.Process) -> str | None:
         return None
 
 
-def _command(process: psutil.Process) -> str | None:
+def _command(process: psutil.Process, *, raw: bool) -> str | None:
     try:
         argv = process.cmdline()
     except (psutil.Error, OSError):
         argv = []
     if argv:
-        return " ".join(argv)
+        return command_line(argv, raw=raw)
     try:
         return process.name() or None
     except (psutil.Error, OSError):

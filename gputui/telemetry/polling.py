@@ -15,6 +15,7 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
@@ -43,15 +44,18 @@ class Samplers:
     """Apple MPS."""
 
     @classmethod
-    def real(cls) -> Samplers:
+    def real(cls, *, raw_commands: bool = False) -> Samplers:
         """The real samplers, built on first use inside their threads.
 
         Building them imports psutil and the NVML bindings and may initialise NVML
         (which can hang): none of that runs on the event loop or delays the first frame.
+
+        Args:
+            raw_commands: Keep the secrets in processes' command lines (redacted otherwise).
         """
         return cls(
             cpu=LazySampler(_host_sampler),
-            nvml=LazySampler(_nvml_sampler),
+            nvml=LazySampler(partial(_nvml_sampler, raw_commands=raw_commands)),
             mps=LazySampler(_mps_sampler),
         )
 
@@ -137,10 +141,10 @@ def _host_sampler() -> Sampler[CpuReading]:
     return HostSampler()
 
 
-def _nvml_sampler() -> Sampler[NvmlReading]:
+def _nvml_sampler(*, raw_commands: bool) -> Sampler[NvmlReading]:
     from gputui.telemetry.nvml import NvmlSampler
 
-    return NvmlSampler()
+    return NvmlSampler(raw_commands=raw_commands)
 
 
 def _mps_sampler() -> Sampler[MpsReading]:

@@ -28,6 +28,7 @@ from gputui.format import (
     fmt_unit,
     fmt_used_total,
     fmt_yes_no,
+    for_screen,
     wrap_text,
 )
 from gputui.telemetry.polling import SamplerThread
@@ -282,7 +283,9 @@ _INDENT = "  "
 
 def render_snapshot_table(snapshot: Snapshot, width: int = WIDTH) -> str:
     """The snapshot as plain text in lines of at most ``width`` (``WIDTH`` or the terminal's,
-    if narrower); ``n/a`` for what is not known. What does not fit wraps, never cut."""
+    if narrower); ``n/a`` for what is not known. What does not fit wraps, never cut. Text
+    from outside (names, command lines, errors) is printable (:func:`for_screen`)."""
+    snapshot = for_screen(snapshot)
     sections = [
         _cpu_section(snapshot.cpu, width),
         _nvml_section(snapshot.nvml, width),

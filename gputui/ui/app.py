@@ -51,7 +51,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.screen import Screen
 
-from gputui.format import exception_line, fmt_percent
+from gputui.format import exception_line, fmt_percent, for_screen, one_line
 from gputui.jobs.config import RunConfig
 from gputui.telemetry.history import History, record_cpu, record_nvml
 from gputui.telemetry.polling import (
@@ -245,7 +245,7 @@ class MonitorApp(TerminalColours):
         for source in SOURCES:
             taken, reading = self._threads[source].prefetched()
             if taken:  # the head start's reading is in: paint it into the first frame
-                self._arrived(source, reading)
+                self._arrived(source, for_screen(reading))  # as _sampled makes the others
             else:
                 self._poll(source)
         self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
@@ -517,11 +517,16 @@ class MonitorApp(TerminalColours):
         self._threads[source].sample(sampler.sample, partial(self._sampled, source))
 
     def _sampled(self, source: str, reading: object, error: BaseException | None) -> None:
-        """Post a sample's reading, or its failure, to the app (on the sampler's thread)."""
+        """Post a sample's reading, or its failure, to the app (on the sampler's thread).
+
+        Every reading enters the app here (the head start's first one aside, see
+        :meth:`on_mount`), its text made printable on the sampler's thread
+        (:func:`for_screen`: a process's command line cannot write to the terminal).
+        """
         if error is None:
-            message: Message = _MESSAGES[source](reading)
+            message: Message = _MESSAGES[source](for_screen(reading))
         else:
-            message = SamplerFailed(source, exception_line(error))
+            message = SamplerFailed(source, one_line(exception_line(error)))
         with contextlib.suppress(RuntimeError):  # the app has closed its event loop
             self.post_message(message)
 
@@ -628,6 +633,7 @@ class MonitorApp(TerminalColours):
                 f"The {message.source} sampler failed ({message.error}); retrying.",
                 severity="error",
                 timeout=10,
+                markup=False,
             )
         self.failures[message.source] = message.error
         self.log.error(f"{message.source} sampler failed: {message.error}")

@@ -37,7 +37,15 @@ from textual.worker import get_current_worker
 
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.doctor.render import copy_figure, is_command, summary
-from gputui.format import NA, exception_line, fmt_bandwidth, fmt_bytes, fmt_tflops
+from gputui.format import (
+    NA,
+    exception_line,
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_tflops,
+    for_screen,
+    one_line,
+)
 from gputui.telemetry.readings import NvmlReading
 
 DoctorRunner = Callable[[NvmlReading | None], DoctorReport]
@@ -373,10 +381,10 @@ class DoctorScreen(ModalScreen[None]):
         if worker.is_cancelled or not outcome:
             return
         result = outcome[0]
-        if isinstance(result, DoctorReport):
-            self.post_message(self.Finished(result))
+        if isinstance(result, DoctorReport):  # its text made printable (GPU names, errors)
+            self.post_message(self.Finished(for_screen(result)))
         else:
-            self.post_message(self.Failed(exception_line(result)))
+            self.post_message(self.Failed(one_line(exception_line(result))))
 
     async def on_doctor_screen_finished(self, message: Finished) -> None:
         """Show the report and focus the check most worth reading."""

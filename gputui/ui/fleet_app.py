@@ -22,6 +22,7 @@ from textual.strip import Strip
 from textual.widgets import Footer, Input, Static
 
 from gputui.fleet.hosts import FleetSource, HostReading
+from gputui.format import for_screen, one_line
 from gputui.ui.colours import TerminalColours
 from gputui.ui.fleet_rows import FleetOrder, Row, fleet_rows, fleet_title, row_line
 from gputui.ui.widgets.lines import LineStyles
@@ -118,9 +119,11 @@ class FleetApp(TerminalColours):
         self.source = source
         self.order = FleetOrder()
         self._clock = clock
+        self._printable: dict[str, tuple[HostReading, HostReading]] = {}
+        """Each host's latest reading as it came, and its copy made printable."""
 
     def compose(self) -> ComposeResult:
-        yield Static(id="fleet-title")
+        yield Static(id="fleet-title", markup=False)  # it holds what hosts sent
         yield FleetView(self._clock)
         yield Input(placeholder="filter: host, exporter, GPU name or 'down'", id="filter")
         yield Footer()
@@ -137,11 +140,26 @@ class FleetApp(TerminalColours):
 
     def update_view(self) -> None:
         """Show the latest readings (and the ages, which grow even without them)."""
-        hosts = self.source.latest()
+        hosts = self._shown(self.source.latest())
+        error = self.source.error
         self.query_one("#fleet-title", Static).update(
-            fleet_title(hosts, self.order, self.source.error)
+            fleet_title(hosts, self.order, None if error is None else one_line(error))
         )
         self.query_one(FleetView).show(hosts, self.order)
+
+    def _shown(self, hosts: Sequence[HostReading]) -> list[HostReading]:
+        """``hosts`` with the text the exporters sent made printable (:func:`for_screen`): a
+        GPU name, a label or an error cannot write to the terminal. A host's copy is made
+        once per reading of it."""
+        shown: list[HostReading] = []
+        made: dict[str, tuple[HostReading, HostReading]] = {}
+        for host in hosts:
+            cached = self._printable.get(host.host)
+            copy = cached[1] if cached is not None and cached[0] is host else for_screen(host)
+            made[host.host] = (host, copy)
+            shown.append(copy)
+        self._printable = made
+        return shown
 
     def action_sort(self) -> None:
         """Sort by the next key."""
