@@ -114,12 +114,13 @@ def _path(url: str) -> str:
 
 
 def _status_error(response: http.client.HTTPResponse) -> StatusError:
-    status, reason = response.status, one_line(response.reason or "")[:80]
+    # Kept as sent (shortened): the error is shown through the one sanitiser, JSON exact.
+    status, reason = response.status, (response.reason or "")[:80]
     if 300 <= status < 400:
         location = " ".join((response.getheader("Location") or "").split())
         if len(location) > LOCATION_MAX:
             location = location[: LOCATION_MAX - 3] + "..."
-        where = f" to {one_line(location)}" if location else ""
+        where = f" to {location}" if location else ""
         return StatusError(
             f"redirected{where} (HTTP {status}): gputui follows no redirects; "
             "name the address it points to instead",
