@@ -547,7 +547,7 @@ def render_result(result: ExperimentResult) -> str:
     lines += _table(result)
     failures = [d.failure for d in result.devices.values() if d.failure is not None]
     lines += [f"{failure.device}: error: {failure.message}" for failure in failures]
-    if result.status == "stopped":
+    if result.ended and result.status == "stopped":  # while it runs, nothing has stopped
         part = [d for d in result.devices.values() if result.device_status(d.device) == "stopped"]
         stopped = [f"{d.device} after {len(d.rows)} row{'s' * (len(d.rows) != 1)}" for d in part]
         stopped += [f"{device} not measured" for device in result.unreached]

@@ -474,6 +474,11 @@ class ExperimentResult:
         return None
 
     @property
+    def ended(self) -> bool:
+        """Whether the experiment's last event arrived (until then it is running)."""
+        return self.finished is not None or self.error is not None
+
+    @property
     def status(self) -> str:
         """``ok``, ``stopped``, ``error`` (a failed device makes the whole run ``error``) or
         ``empty``: it finished, but not one row has figures (every batch ran out of memory, say)."""

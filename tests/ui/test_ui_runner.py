@@ -424,6 +424,28 @@ async def test_a_real_experiment_shows_its_table_and_sentence() -> None:
         assert "every step" in text and "loss once" in text
 
 
+@pytest.mark.parametrize("rows_in", [0, 1])
+async def test_an_experiment_in_flight_is_running_not_stopped(rows_in: int) -> None:
+    """Issue 26: while sync-stall runs (the recorded stream cut before its end), the view
+    reads as running; it said "stopped: cpu after 0 rows" while the rows were coming."""
+
+    def in_flight(index: int, events: list[Event]) -> list[Event]:
+        return events[: 2 + rows_in]  # started, the device, then ``rows_in`` rows
+
+    app = fake_app(runner=replayed_setup("sync_stall_cpu", cut=in_flight))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        pane.query_one("#runner-experiment").value = "sync-stall"  # type: ignore[attr-defined]
+        await pilot.press("x")
+        await wait_until(pilot, lambda: pane.events_seen == 2 + rows_in)
+        await pilot.pause()
+        text = screen_text(app)
+        assert pane.experiment_running
+        assert "experiment sync-stall" in text
+        assert "stopped" not in text
+
+
 async def test_the_pane_s_batch_sweep_keeps_to_the_sizes_its_limit_holds() -> None:
     """Defaults with a limit (256 images): the sweep is 32 to 256. Batches larger than the
     data are refused (one rule with bench), so sizes up to 2048 would not start at all."""
