@@ -123,11 +123,30 @@ def test_a_rank_with_another_seed_trains_otherwise() -> None:
 
 
 def test_scale_gives_a_row_per_world_size(capsys: pytest.CaptureFixture[str]) -> None:
-    tiny = ["--dataset", "synthetic", "--limit", "1024", "--batch-size", "64", "--json"]
-    code = main(["scale", "--device", "cpu", "--world-sizes", "2,1", *tiny])
+    """On one core (this process's affinity, which the ranks inherit): 2 ranks are
+    oversubscribed, and the report says so (issue 26)."""
+    tiny = ["--dataset", "synthetic", "--limit", "512", "--batch-size", "64", "--json"]
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cores)})
+    try:
+        code = main(["scale", "--device", "cpu", "--world-sizes", "2,1", *tiny])
+    finally:
+        os.sched_setaffinity(0, cores)
     out, err = capsys.readouterr()
     assert code == 0, err
-    rows = json.loads(out)["runs"]
+    report = json.loads(out)
+    rows = report["runs"]
+    assert [row["warnings"] for row in rows] == [
+        ["efficiency_over_100"] * (row["efficiency"] > 1.0)
+        + ["oversubscribed"] * (row["world_size"] == 2)
+        for row in rows
+    ]
+    assert [row["cores"] for row in rows] == [1, 1]
+    assert [row["threads_per_rank"] for row in rows] == [1, 1]
+    assert (
+        "2 ranks: oversubscribed, 2 ranks x 1 thread on 1 core: the ranks take turns on the "
+        "cores, so the figures measure the contention"
+    ) in report["warnings"]
     assert [row["world_size"] for row in rows] == [1, 2]
     assert [(row["per_rank_batch"], row["global_batch"]) for row in rows] == [(64, 64), (64, 128)]
     assert {row["backend"] for row in rows} == {"gloo"}

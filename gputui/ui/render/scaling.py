@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui.format import fmt_count, fmt_counted, fmt_percent, fmt_times
-from gputui.jobs.reports import scale_rows
+from gputui.jobs.reports import SUPERLINEAR, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord, Session
 
 MUTED = "dim"
@@ -22,10 +22,12 @@ FIGURES_WIDTH = 52
 all-reduce share, and the gaps between them)."""
 
 
-def scaling_body(session: Session, width: int) -> RenderableType:
-    """The scaling table of ``session`` (a scaling session), ``width`` cells wide."""
+def scaling_body(session: Session, width: int, cores: int | None = None) -> RenderableType:
+    """The scaling table of ``session`` (a scaling session), ``width`` cells wide, and a
+    warning under it for each figure that is noise or oversubscription (``cores``: this
+    machine's, where the ranks run)."""
     scaling = session.scaling or "weak"
-    rows = scale_rows(session.runs, scaling)
+    rows = scale_rows(session.runs, scaling, cores)
     bar_width = max(width - FIGURES_WIDTH, 6)
     table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
     for name, justify in (
@@ -51,7 +53,10 @@ def scaling_body(session: Session, width: int) -> RenderableType:
             progress_bar(run, bar_width),
             _rate(row["images_per_second"], run),
             fmt_times(row["speedup"], precision=2),
-            fmt_percent(_percent(row["efficiency"])),
+            Text(
+                fmt_percent(_percent(row["efficiency"])),
+                style="yellow" if SUPERLINEAR in row["warnings"] else "",
+            ),
             fmt_percent(_percent(row["allreduce_share"])),
         )
     keeps = "the batch of each rank" if scaling == "weak" else "the job's batch, split"
@@ -61,7 +66,8 @@ def scaling_body(session: Session, width: int) -> RenderableType:
         "all-red.: share of a step waiting on the gradients' all-reduce",
         style=MUTED,
     )
-    return Group(table, Text(), legend)
+    warnings = [Text(f"⚠ {warning}", style="yellow") for warning in scale_warnings(rows)]
+    return Group(table, Text(), legend, *warnings)
 
 
 def progress_bar(run: RunRecord, width: int) -> Text:
