@@ -519,6 +519,11 @@ class PipelineRow(Event, type="pipeline_row"):
     """Seconds spent before the first step: copying the dataset to the device (resident)."""
     error: str | None = None
     """Why there are no figures, else ``None``."""
+    rounds: int = 0
+    """Whole rounds the timed steps were split into, one after the other (0: none)."""
+    spread_ms: float | None = None
+    """Slowest round's ms per step minus the fastest's: the noise to judge a difference by
+    (``None`` with fewer than two rounds)."""
 
 
 class DeviceFailed(Event, type="experiment_device_failed"):

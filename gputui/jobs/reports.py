@@ -626,7 +626,18 @@ _TABLES = {
         "spread ms: slowest round minus fastest (the noise)",
     ),
     "pipelines": (
-        ("device", "pipeline", "batch", "steps", "ms/step", "images/s", "setup s", "workers"),
+        (
+            "device",
+            "pipeline",
+            "batch",
+            "steps",
+            "ms/step",
+            "images/s",
+            "spread ms",
+            "setup s",
+            "workers",
+        ),
+        "spread ms: slowest round minus fastest (the noise); "
         "setup s: copying the dataset to the device before the first step",
     ),
 }
@@ -659,6 +670,7 @@ def _cells(row: Row) -> list[str]:
         figures = [
             fmt_ms(row.ms_per_step),
             fmt_count(row.images_per_second),
+            fmt_ms(row.spread_ms),
             fmt_number(row.setup_s, "{:.2f}"),
             str(row.workers),
         ]

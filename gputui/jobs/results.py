@@ -42,9 +42,12 @@ Rows (``error`` is null, or why the row has no figures, e.g. "out of memory"):
   ms_per_step, images_per_second, spread_ms``; summary ``{"every_step_ms",
   "once_ms", "cost_ms", "slowdown", "noise_ms", "verdict"}``, ``verdict`` one of
   ``slower``, ``no_difference``, ``faster``.
+- sync-stall's ``verdict`` may also be ``too_noisy``: a difference of 2% or more that
+  the rounds' spread covers.
 - pipelines: ``pipeline`` (``classic`` or ``resident``), ``batch_size, steps,
-  ms_per_step, images_per_second, workers, pinned, setup_s``; summary
-  ``{"resident_over_classic"}``.
+  ms_per_step, images_per_second, workers, pinned, setup_s, rounds, spread_ms``; summary
+  ``{"resident_over_classic", "noise_ms", "verdict"}``, ``verdict`` one of
+  ``resident_faster``, ``classic_faster``, ``no_difference``, ``too_noisy``.
 
 Every row also carries its ``device``.
 """
@@ -57,7 +60,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gputui.jobs.conclusions import pipelines_ratio, sync_stall_summary
+from gputui.jobs.conclusions import pipelines_summary, sync_stall_summary
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
     BatchSweepRow,
@@ -429,8 +432,8 @@ class DeviceResult:
         if experiment == "sync-stall":
             stall = sync_stall_summary([r for r in self.rows if isinstance(r, SyncStallRow)])
             return dataclasses.asdict(stall) if stall is not None else None
-        ratio = pipelines_ratio([r for r in self.rows if isinstance(r, PipelineRow)])
-        return {"resident_over_classic": ratio} if ratio is not None else None
+        pipes = pipelines_summary([r for r in self.rows if isinstance(r, PipelineRow)])
+        return dataclasses.asdict(pipes) if pipes is not None else None
 
 
 @dataclass
