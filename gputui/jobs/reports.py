@@ -48,7 +48,14 @@ from gputui.jobs.events import (
     SyncStallRow,
     WorldJoined,
 )
-from gputui.jobs.results import ExperimentResult, RunRecord, bf16_gain, speedup
+from gputui.jobs.results import (
+    ExperimentResult,
+    RunRecord,
+    bf16_gain,
+    run_marks,
+    run_names,
+    speedup,
+)
 
 # -- training runs ------------------------------------------------------------------------
 
@@ -144,8 +151,8 @@ def render_table(runs: list[RunRecord]) -> str:
         if first_world := next((run.world for run in runs if run.world), None):
             lines.append(world_line(first_world))
         maths = {
-            _label(run, several): run.started.math
-            for run in runs
+            label: run.started.math
+            for run, label in zip(runs, run_names(runs, with_precision=several), strict=True)
             if run.started and run.started.math
         }
         if len(set(maths.values())) == 1:
@@ -168,9 +175,10 @@ def render_table(runs: list[RunRecord]) -> str:
             "speedup",
         ]
     ]
-    for run in runs:
+    marks = run_marks(runs, with_precision=several)
+    for run, mark in zip(runs, marks, strict=True):
         name = run.started.device_name if run.started is not None else ""
-        which = [run.device, name, *([run.config.precision] if several else [])]
+        which = [run.device + mark, name, *([run.config.precision] if several else [])]
         if run.error is not None:
             rows.append([*which, f"error: {run.error.message}"])
             continue
@@ -197,15 +205,20 @@ def render_table(runs: list[RunRecord]) -> str:
     legend = "warm-up s: epoch 1 (cuDNN autotune, compilation); epoch s, images/s: epochs 2+"
     if single:
         legend += "; * only epoch 1 ran, so these include warm-up"
+    names = run_names(runs, with_precision=several)
     if runs:
-        legend += f"; speedup: over {_label(runs[0], several)}"
+        legend += f"; speedup: over {names[0]}"
     lines.append(legend)
-    stopped = [_stopped_after(run, several) for run in runs if run.status == "stopped"]
+    stopped = [
+        _stopped_after(run, label)
+        for run, label in zip(runs, names, strict=True)
+        if run.status == "stopped"
+    ]
     if stopped:
         lines.append(f"stopped: {'; '.join(stopped)}")
     lines += [verdict for run in runs if (verdict := bf16_verdict(runs, run))]
-    for run in runs:
-        verdict = placement_verdict(run)
+    for run, mark in zip(runs, marks, strict=True):
+        verdict = placement_verdict(run, run.device + mark)
         if verdict:
             lines.append(verdict)
     recorded = [run.run_dir for run in runs if run.run_dir]
@@ -214,16 +227,12 @@ def render_table(runs: list[RunRecord]) -> str:
     return "\n".join(lines)
 
 
-def _stopped_after(run: RunRecord, with_precision: bool = False) -> str:
+def _stopped_after(run: RunRecord, label: str) -> str:
     """How far a stopped run got: ``cpu after 1 of 3 epochs``, ``cuda:0 not run``."""
     if run.started is None and run.finished is None:
-        return f"{_label(run, with_precision)} not run"
+        return f"{label} not run"
     total = fmt_counted(run.config.epochs, "epoch")
-    return f"{_label(run, with_precision)} after {len(run.epochs)} of {total}"
-
-
-def _label(run: RunRecord, with_precision: bool) -> str:
-    return f"{run.device} {run.config.precision}" if with_precision else run.device
+    return f"{label} after {len(run.epochs)} of {total}"
 
 
 def bf16_verdict(runs: list[RunRecord], run: RunRecord) -> str | None:
@@ -236,8 +245,9 @@ def bf16_verdict(runs: list[RunRecord], run: RunRecord) -> str | None:
     return sentence([bf16_clause(run.device, gain, cpu_fast_bf16=fast)])
 
 
-def placement_verdict(run: RunRecord) -> str | None:
-    """One line that says whether every tensor of the run sits on its device."""
+def placement_verdict(run: RunRecord, label: str | None = None) -> str | None:
+    """One line that says whether every tensor of the run sits on its device (the run named
+    ``label``, else by its device)."""
     placement = run.placement
     if placement is None:
         return None
@@ -249,7 +259,7 @@ def placement_verdict(run: RunRecord) -> str | None:
     state_bytes = sum(row.state_bytes for row in placement.rows if row.kind == "module")
     param_bytes = sum(row.param_bytes for row in placement.rows if row.kind == "module")
     text = (
-        f"{run.device} placement: parameters ({fmt_bytes(param_bytes)}), Adam state "
+        f"{label or run.device} placement: parameters ({fmt_bytes(param_bytes)}), Adam state "
         f"({fmt_bytes(state_bytes)}) and input batches on {', '.join(sorted(where | {device}))}"
     )
     if steps - {device}:

@@ -253,14 +253,42 @@ class RunRecord:
             self.progress = None
 
 
+def run_marks(runs: Sequence[RunRecord], *, with_precision: bool = False) -> list[str]:
+    """What tells apart runs that a report would name alike (by device, and by precision
+    with ``with_precision``): `` (baseline)`` after the first run, the one every speedup is
+    over, when a later run has its name; `` (run N)`` after later runs that share one."""
+    names = [
+        f"{run.device} {run.config.precision}" if with_precision else run.device for run in runs
+    ]
+    later = names[1:]
+    marks = []
+    for index, name in enumerate(names):
+        if index == 0:
+            marks.append(" (baseline)" if name in later else "")
+        else:
+            marks.append(f" (run {index + 1})" if later.count(name) > 1 else "")
+    return marks
+
+
+def run_names(runs: Sequence[RunRecord], *, with_precision: bool = False) -> list[str]:
+    """Each run's name in a report: its device (and precision), marked by :func:`run_marks`
+    where two would read alike (the CPU compared with itself: ``cpu (baseline)``, ``cpu``)."""
+    marks = run_marks(runs, with_precision=with_precision)
+    return [
+        (f"{run.device} {run.config.precision}" if with_precision else run.device) + mark
+        for run, mark in zip(runs, marks, strict=True)
+    ]
+
+
 @dataclass(frozen=True)
 class Speedup:
     """How much faster the second run of a comparison trains than the first."""
 
     baseline: str
-    """The first run's device."""
+    """The first run's name (:func:`run_names`): its device, ``(baseline)`` after it when
+    both ran on one."""
     other: str
-    """The second run's device."""
+    """The second run's name: its device."""
     per_epoch: tuple[tuple[int, float], ...]
     """(epoch, baseline seconds / other seconds) for each epoch both runs finished."""
     steady: float | None
@@ -304,9 +332,10 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
     base_ips = baseline.best_images_per_second
     if other.progress is not None and base_ips:
         so_far = other.progress.images_per_second / base_ips
+    names = run_names([baseline, other])
     return Speedup(
-        baseline.device,
-        other.device,
+        names[0],
+        names[1],
         per_epoch,
         steady,
         includes_warmup,

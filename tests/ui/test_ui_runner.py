@@ -117,8 +117,8 @@ async def test_compare_cpu_with_cpu_shows_real_epochs_and_forms_a_speedup() -> N
         await pilot.pause()
         text = screen_text(app)
         assert "1 warm-up" in text
-        assert "finished: cpu 2 epochs, cpu 2 epochs" in text
-        assert "Speedup of cpu over cpu" in text
+        assert "finished: cpu (baseline) 2 epochs, cpu 2 epochs" in text
+        assert "Speedup of cpu over cpu (baseline)" in text
         assert "Placement on cpu" in text
 
 

@@ -8,6 +8,7 @@ from rich.console import Console, RenderableType
 
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Finished, Memory, Progress
+from gputui.jobs.reports import render_table
 from gputui.jobs.results import Phase, RunRecord, Session, speedup
 from gputui.ui.render.runner import (
     memory_line,
@@ -17,7 +18,7 @@ from gputui.ui.render.runner import (
     status_line,
     throughput_chart,
 )
-from tests.ui.recordings.replay import stream
+from tests.ui.recordings.replay import stream, streams
 from tests.ui.recordings.scenarios import RECORDED
 from tests.ui.runner_fakes import gpu_run_events
 
@@ -150,3 +151,46 @@ def test_a_one_epoch_comparison_compares_warm_up_with_warm_up() -> None:
     assert result.steady_includes_warmup
     assert result.steady == cpu.epochs[0].seconds / gpu.epochs[0].seconds
     assert "over the only epoch, warm-up included" in text_of(speedup_text(result))
+
+
+def cpu_vs_cpu() -> Session:
+    """The recorded comparison of the CPU with itself, finished."""
+    session = Session([CPU, CPU])
+    for events in streams("cpu_vs_cpu"):
+        run = session.begin(CPU)
+        for event in events:
+            run.absorb(event)
+    return session
+
+
+def test_the_cpu_compared_with_itself_labels_its_baseline() -> None:
+    """Issue 26: two runs on ``cpu`` read as two unlabelled ``cpu`` rows; the first, the
+    baseline, is marked wherever both are named."""
+    session = cpu_vs_cpu()
+    assert session.phase is Phase.FINISHED
+    body = text_of(session_body(session, 100))
+    table, chart = body.split("Throughput")
+    devices = [line.split()[:2] for line in table.splitlines()[1:] if line.strip()]
+    assert devices == [["cpu", "(baseline)"]] * 3 + [["cpu", "1"], ["cpu", "2"], ["cpu", "3"]]
+    bars = [line.split()[:2] for line in chart.splitlines() if line.startswith("cpu")]
+    assert [(bar[0], bar[1][0]) for bar in bars] == [("cpu", "("), ("cpu", "█")]
+    assert bars[0][1] == "(baseline)"
+    assert "Speedup of cpu over cpu (baseline):" in body
+    assert text_of(status_line(session)).startswith(
+        "✓ finished: cpu (baseline) 3 epochs, cpu 3 epochs"
+    )
+    # gputui bench --device cpu --device cpu reads alike
+    lines = render_table(session.runs).splitlines()
+    assert [line.split()[:2] for line in lines if line.startswith("cpu ")] == [
+        ["cpu", "(baseline)"],  # the table's rows
+        ["cpu", "AMD"],
+        ["cpu", "(baseline)"],  # the placement lines
+        ["cpu", "placement:"],
+    ]
+    assert "; speedup: over cpu (baseline)" in render_table(session.runs)
+
+
+def test_runs_on_distinct_devices_need_no_mark() -> None:
+    session = Session([CPU, GPU], runs=[record(CPU), record(GPU)])
+    assert "(baseline)" not in text_of(session_body(session, 100))
+    assert "(baseline)" not in render_table(session.runs)

@@ -11,7 +11,14 @@ from rich.text import Text
 from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
 from gputui.jobs.events import DeviceOption, Error, Memory, Placement, Progress
 from gputui.jobs.reports import render_result
-from gputui.jobs.results import ExperimentResult, Phase, RunRecord, Session, Speedup
+from gputui.jobs.results import (
+    ExperimentResult,
+    Phase,
+    RunRecord,
+    Session,
+    Speedup,
+    run_names,
+)
 
 MUTED = "dim"
 BAR_CHAR = "█"
@@ -88,8 +95,8 @@ def status_line(session: Session | None) -> Text:
         sizes = ", ".join(str(getattr(run.config, "world_size", 1)) for run in session.runs)
         return Text(f"✓ scaling finished: {sizes} ranks", style="green")
     done = ", ".join(
-        f"{run.device} {fmt_counted(run.finished.epochs_completed, 'epoch')}"
-        for run in session.runs
+        f"{name} {fmt_counted(run.finished.epochs_completed, 'epoch')}"
+        for run, name in zip(session.runs, run_names(session.runs), strict=True)
         if run.finished is not None
     )
     return Text(f"✓ finished: {done}", style="green")
@@ -106,11 +113,11 @@ def epochs_table(runs: Sequence[RunRecord]) -> Table:
     table.add_column("Acc", justify="right")
     for column in table.columns:
         column.no_wrap = True
-    for run in runs:
+    for run, name in zip(runs, run_names(runs), strict=True):
         for epoch in run.epochs:
             style = MUTED if epoch.warmup else ""
             table.add_row(
-                run.device,
+                name,
                 f"{epoch.epoch}{' warm-up' if epoch.warmup else ''}",
                 f"{epoch.seconds:.2f}",
                 f"{epoch.images_per_second:,.0f}",
@@ -130,7 +137,10 @@ def throughput_chart(runs: Sequence[RunRecord], width: int) -> Text:
         runs: The runs to chart, in order.
         width: Cells across the chart.
     """
-    values = [(run.device, run.best_images_per_second, run) for run in runs]
+    values = [
+        (name, run.best_images_per_second, run)
+        for run, name in zip(runs, run_names(runs), strict=True)
+    ]
     top = max((value for _, value, _ in values if value), default=0.0)
     label_width = max((len(device) for device, _, _ in values), default=3)
     numbers = [fmt_ips(value) for _, value, _ in values]
