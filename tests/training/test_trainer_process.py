@@ -38,16 +38,18 @@ EVENT_TIMEOUT_S = 60
 
 def config(tmp_path: Path, **changes: object) -> RunConfig:
     """A tiny run, as the runner pane asks for it beside the monitor."""
-    base = ui_friendly(RunConfig(
-        device="cpu",
-        epochs=2,
-        batch_size=32,
-        dataset="synthetic",
-        limit=256,
-        test_limit=64,
-        runs_dir=str(tmp_path / "runs"),
-        progress_interval_s=0.01,
-    ))
+    base = ui_friendly(
+        RunConfig(
+            device="cpu",
+            epochs=2,
+            batch_size=32,
+            dataset="synthetic",
+            limit=256,
+            test_limit=64,
+            runs_dir=str(tmp_path / "runs"),
+            progress_interval_s=0.01,
+        )
+    )
     return base.with_changes(**changes)
 
 

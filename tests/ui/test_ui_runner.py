@@ -446,6 +446,20 @@ async def test_an_experiment_in_flight_is_running_not_stopped(rows_in: int) -> N
         assert "stopped" not in text
 
 
+async def test_the_pane_says_its_cpu_run_had_fewer_threads_than_bench() -> None:
+    """Issue 26: the recorded run (1 thread) in a pane on 2 cores: the view says so."""
+    app = fake_app(runner=replayed_setup("cpu_run"))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        assert pane.cores == 2
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("r")
+        await wait_until(pilot, lambda: pane.session is not None and not pane.busy)
+        await pilot.pause()
+        text = " ".join(screen_text(app).replace("│", " ").split())
+        assert "note: the CPU ran here on 1 thread of this machine's 2 cores" in text
+
+
 async def test_the_pane_s_batch_sweep_keeps_to_the_sizes_its_limit_holds() -> None:
     """Defaults with a limit (256 images): the sweep is 32 to 256. Batches larger than the
     data are refused (one rule with bench), so sizes up to 2048 would not start at all."""

@@ -9,8 +9,9 @@ from rich.console import Console, RenderableType
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Finished, Memory, Progress
 from gputui.jobs.reports import render_table
-from gputui.jobs.results import Phase, RunRecord, Session, speedup
+from gputui.jobs.results import ExperimentResult, Phase, RunRecord, Session, speedup
 from gputui.ui.render.runner import (
+    experiment_body,
     memory_line,
     placement_table,
     session_body,
@@ -194,3 +195,39 @@ def test_runs_on_distinct_devices_need_no_mark() -> None:
     session = Session([CPU, GPU], runs=[record(CPU), record(GPU)])
     assert "(baseline)" not in text_of(session_body(session, 100))
     assert "(baseline)" not in render_table(session.runs)
+
+
+BENCH_NOTE = (
+    "note: the CPU ran here on 1 thread of this machine's 2 cores (a core kept for the "
+    "monitor); gputui bench uses all 2, so its CPU figures are higher, and speedups over the "
+    "CPU lower, than these"
+)
+
+
+def test_a_cpu_run_with_a_core_less_than_bench_says_so() -> None:
+    """Issue 26: the pane's CPU runs keep a core for the monitor, bench's use every core, so
+    a speedup over the CPU reads higher here; the recorded run had 1 thread of 2 cores."""
+    session = Session([CPU, GPU], runs=[record(CPU), record(GPU)])
+    assert session.runs[0].started is not None and session.runs[0].started.num_threads == 1
+    assert BENCH_NOTE in " ".join(text_of(session_body(session, 100, cores=2)).split())
+    one_core = " ".join(text_of(session_body(session, 100, cores=1)).split())
+    assert "note: the CPU ran here" not in one_core  # 1 thread of 1 core: all of them
+    gpu_only = Session([GPU], runs=[record(GPU)])
+    assert "note: the CPU ran here" not in text_of(session_body(gpu_only, 100, cores=2))
+
+
+def test_fewer_threads_than_the_runner_s_default_are_not_blamed_on_the_monitor() -> None:
+    session = Session([CPU], runs=[record(CPU)])
+    text = " ".join(text_of(session_body(session, 100, cores=4)).split())
+    assert "on 1 thread of this machine's 4 cores (as the runner's defaults ask)" in text
+
+
+def test_an_experiment_on_the_cpu_says_its_threads() -> None:
+    result = ExperimentResult("sync-stall")
+    for event in stream("sync_stall_cpu"):
+        result.absorb(event)
+    text = " ".join(text_of(experiment_body(result, 100, cores=2)).split())
+    assert (
+        "note: the CPU ran here on 1 thread of this machine's 2 cores (a core kept for the "
+        "monitor); gputui experiment uses all 2, so its CPU figures are higher than these"
+    ) in text

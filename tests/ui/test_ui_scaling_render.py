@@ -90,3 +90,15 @@ def test_noise_and_oversubscription_are_said_under_the_table() -> None:
     assert "⚠ 2 ranks: efficiency" in text and "is more than the ranks can add: noise" in text
     assert "⚠ 2 ranks: oversubscribed, 2 ranks x 1 thread on 1 core" in text
     assert "⚠" not in _text(scaling_session(), cores=2)
+
+
+def test_a_first_world_size_with_a_core_less_than_scale_s_says_so() -> None:
+    """Issue 26: the pane's 1-rank CPU run had 1 thread of 2 cores, where ``gputui scale``
+    gives it both, so the pane's speedups over it read higher."""
+    text = " ".join(_text(scaling_session(), cores=2).split())
+    assert (
+        "note: the CPU ran here on 1 thread of this machine's 2 cores (a core kept for the "
+        "monitor); gputui scale uses all 2, so its 1-rank run is faster, and the speedups over "
+        "it lower, than these"
+    ) in text
+    assert "note: the CPU ran here" not in _text(scaling_session(), cores=1)

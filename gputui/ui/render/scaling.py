@@ -13,6 +13,7 @@ from rich.text import Text
 from gputui.format import fmt_count, fmt_counted, fmt_percent, fmt_times
 from gputui.jobs.reports import SUPERLINEAR, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord, Session
+from gputui.ui.render.runner import cpu_threads_note
 
 MUTED = "dim"
 BAR_CHAR = "█"
@@ -67,7 +68,8 @@ def scaling_body(session: Session, width: int, cores: int | None = None) -> Rend
         style=MUTED,
     )
     warnings = [Text(f"⚠ {warning}", style="yellow") for warning in scale_warnings(rows)]
-    return Group(table, Text(), legend, *warnings)
+    note = _threads_note(session, cores)
+    return Group(table, Text(), legend, *([note] if note.plain else []), *warnings)
 
 
 def progress_bar(run: RunRecord, width: int) -> Text:
@@ -90,6 +92,21 @@ def _rate(steady: float | None, run: RunRecord) -> Text:
 
 def _percent(share: float | None) -> float | None:
     return None if share is None else share * 100.0
+
+
+def _threads_note(session: Session, cores: int | None) -> Text:
+    """On the CPU, whether the first world size had fewer threads, all ranks together, than
+    ``gputui scale`` gives it (the runner keeps a core for the monitor)."""
+    first = session.runs[0] if session.runs else None
+    if first is None or first.started is None or first.device.split(":")[0] != "cpu":
+        return Text()
+    ranks = int(getattr(first.config, "world_size", 1))
+    return cpu_threads_note(
+        first.started.num_threads * ranks,
+        cores,
+        "gputui scale",
+        f"its {ranks}-rank run is faster, and the speedups over it lower, than these",
+    )
 
 
 def _first_ranks(session: Session) -> int:

@@ -20,10 +20,9 @@ class ScalingView(TrainingView):
 
     def body(self, state: PaneState, width: int) -> RenderableType:
         """The scaling table (the training view's empty body before any session)."""
-        from gputui.jobs.config import available_cores
         from gputui.ui.render.scaling import scaling_body
 
         session = state.session
         if session is None:
             return super().body(state, width)
-        return scaling_body(session, width, available_cores())
+        return scaling_body(session, width, state.cores)
