@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from gputui.jobs.events import EpochFinished, Event, Progress, RunStarted
-from gputui.jobs.folders import make_folder, user_folder
+from gputui.jobs.folders import EVENTS_FILE, make_folder, user_folder
 
-EVENTS_FILE = "events.jsonl"
 EPOCHS_FILE = "epochs.csv"
 TENSORBOARD_DIR = "tensorboard"
 EPOCH_COLUMNS = (
@@ -60,6 +59,7 @@ class RunRecorder:
         )
         self._epochs = csv.writer(self._epochs_file)
         self._epochs.writerow(EPOCH_COLUMNS)
+        self._epochs_file.flush()  # a run killed before its first epoch leaves a header
         self._steps_per_epoch = 0
         self._writer: Any = _summary_writer(run_dir / TENSORBOARD_DIR) if tensorboard else None
 
