@@ -38,7 +38,8 @@ One world size of ``gputui scale`` (``scale`` mode): ``RanksStarted``, then rank
 events of a training run.
 
 A job that fails ends with ``Error`` instead of its last event; ``Note`` may come
-at any time. :class:`gputui.jobs.process.ChildProcess` guarantees that the stream
+at any time (``RecordingStopped`` is one: a full disk ended the run folder).
+:class:`gputui.jobs.process.ChildProcess` guarantees that the stream
 it hands on ends with exactly one ``Finished``, ``Error`` or ``DevicesListed``.
 """
 
@@ -314,6 +315,15 @@ class Note(Event, type="note"):
 
     message: str
     """One line."""
+
+
+class RecordingStopped(Note, type="recording_stopped"):
+    """The run folder could no longer be written (a full disk): it was removed and the run
+    goes on unrecorded. A :class:`Note` (its ``message`` says so), which also names the
+    folder: the one ``RunStarted`` announced is gone."""
+
+    run_dir: str
+    """The folder that was removed."""
 
 
 class Error(Event, type="error"):

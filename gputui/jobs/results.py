@@ -79,6 +79,7 @@ from gputui.jobs.events import (
     Placement,
     Progress,
     RanksStarted,
+    RecordingStopped,
     Row,
     RunStarted,
     StepTimes,
@@ -170,6 +171,8 @@ class RunRecord:
     """A distributed run's steps timed with and without the gradients' all-reduce."""
     rank_pids: tuple[int, ...] = ()
     """A scaling run's rank processes, rank 0 first (empty for a run of one process)."""
+    recording_stopped: RecordingStopped | None = None
+    """Why the run folder was removed part-way (a full disk), if it was."""
 
     @property
     def device(self) -> str:
@@ -195,7 +198,10 @@ class RunRecord:
 
     @property
     def run_dir(self) -> str | None:
-        """The run's folder, once the trainer made one (a run killed mid-way has one too)."""
+        """The run's folder, once the trainer made one (a run killed mid-way has one too);
+        ``None`` once it was removed (a full disk)."""
+        if self.recording_stopped is not None:
+            return None
         if self.finished is not None and self.finished.run_dir:
             return self.finished.run_dir
         return self.started.run_dir if self.started is not None else None
@@ -244,6 +250,8 @@ class RunRecord:
         elif isinstance(event, Memory):
             self.memory = event
         elif isinstance(event, Note):
+            if isinstance(event, RecordingStopped):
+                self.recording_stopped = event
             self.notes.append(event.message)
         elif isinstance(event, Finished):
             self.finished = event
