@@ -132,9 +132,17 @@ async def compare_once(pilot: Pilot[Any], pane: RunnerPane) -> Session:
 
 
 def speedup_line(app: MonitorApp) -> str:
-    """The runner's speedup line as drawn."""
-    line = next(line for line in screen_text(app).splitlines() if "Speedup of" in line)
-    return line[line.index("Speedup of") :].rstrip("│ ")
+    """The runner's speedup line as drawn, the rest of it that the pane wrapped joined on."""
+    rows = screen_text(app).splitlines()
+    first = next(index for index, row in enumerate(rows) if "Speedup of" in row)
+    start = rows[first].index("Speedup of")  # the pane's left edge
+    parts = [rows[first][start:].rstrip("│ ")]
+    for row in rows[first + 1 :]:
+        rest = row[start:].rstrip("│ ").strip()
+        if not rest or rest.startswith("Per epoch"):
+            break
+        parts.append(rest)
+    return " ".join(parts)
 
 
 async def test_a_one_epoch_comparison_finishes_its_speedup_line_as_bench_does() -> None:
@@ -150,7 +158,7 @@ async def test_a_one_epoch_comparison_finishes_its_speedup_line_as_bench_does() 
         ratio = fmt_times(result.steady, precision=2)
         await pilot.pause()
         assert speedup_line(app) == (
-            f"Speedup of cpu over cpu: {ratio} over the only epoch, warm-up included"
+            f"Speedup of cpu over cpu (baseline): {ratio} over the only epoch, warm-up included"
         )
         table = render_table(session.runs)
         rows = [row for row in table.splitlines() if row.startswith("cpu ") and row.endswith("x")]
@@ -182,7 +190,7 @@ async def test_a_comparison_stopped_before_an_epoch_ends_says_it_has_no_speedup(
         assert len(session.runs[0].epochs) == 1 and not session.runs[1].epochs
         await pilot.pause()
         assert speedup_line(app) == (
-            "Speedup of cpu over cpu: n/a (a run ended before its first epoch did)"
+            "Speedup of cpu over cpu (baseline): n/a (a run ended before its first epoch did)"
         )
 
 
