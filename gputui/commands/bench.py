@@ -49,6 +49,7 @@ standard output.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -66,7 +67,7 @@ from gputui.commands.args import (
     usage_error,
     workers_option,
 )
-from gputui.commands.interrupt import CtrlC
+from gputui.commands.interrupt import AgentWatch, CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import fmt_counted, one_line
@@ -267,8 +268,16 @@ def run_rank(args: argparse.Namespace, config: RunConfig, world: World) -> int:
     """``gputui bench`` as one rank: rank 0 alone prints the result (table or JSON); the
     others print nothing on standard output, and a failure as one line on standard error."""
     progress = ProgressLine(sys.stderr) if world.leader else RankNotes(world.rank)
-    with CtrlC() as ctrl_c:
-        run = _run_one(config, progress, True, ctrl_c)
+    agent = AgentWatch() if AgentWatch.wanted(os.environ) else None
+    with CtrlC() as ctrl_c, agent or contextlib.nullcontext():
+        run = _run_one(config, progress, True, ctrl_c, agent)
+    if agent is not None and agent.gone:  # nobody is left to read the result
+        with contextlib.suppress(OSError):  # its standard error may have gone with it
+            sys.stderr.write(
+                f"{PROG}: rank {world.rank}: error: its torchrun agent (pid {agent.agent_pid}) "
+                "is gone: the rank stopped rather than train on alone\n"
+            )
+        return EXIT_FAILED
     if _is_usage_error(run.error, True):
         return usage_error(PROG, run.error.message)
     if not world.leader:
@@ -362,10 +371,14 @@ def _run_one(
     progress: ProgressLine | RankNotes | None,
     child_checks: bool,
     ctrl_c: CtrlC,
+    agent: AgentWatch | None = None,
 ) -> RunRecord:
-    """Train one run, showing its progress (``None``: quietly, as a rank other than 0)."""
+    """Train one run, showing its progress (``None``: quietly, as a rank other than 0);
+    ``agent``, a rank's launcher, stops it when it goes."""
     run = RunRecord(config)
     trainer = ctrl_c.watch(ChildProcess(config).start())
+    if agent is not None:
+        agent.watch(trainer)
     try:
         for event in trainer.events():
             run.absorb(event)

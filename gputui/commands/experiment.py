@@ -96,7 +96,8 @@ _HELP = {
         "queued so far, so the two stop overlapping. Train the same steps reading the loss "
         "every step and with the loss summed on the device and read once, taking turns over "
         "3 rounds. A table gives, per device and way, the ms per step, images/s and the "
-        "spread between rounds; a sentence then says what reading every step cost.",
+        "spread between rounds; a sentence then says what reading every step cost, or that "
+        "the rounds spread too widely to tell.",
         (
             (
                 "gputui experiment sync-stall --dataset synthetic --limit 1024 --budget 0.5",
@@ -114,8 +115,9 @@ _HELP = {
         "as the tutorials do (a DataLoader's worker processes prepare each batch on the CPU, "
         "then .to(device) copies it), and resident (the whole dataset copied to the device "
         "once, as 8-bit images, each batch cut and normalised there). A table gives, per "
-        "device and pipeline, the ms per step, images/s, the seconds spent copying the "
-        "dataset and the workers; a sentence then says which was faster and by how much. "
+        "device and pipeline, the ms per step, images/s, the spread between its 3 rounds, "
+        "the seconds spent copying the dataset and the workers; a sentence then says which "
+        "was faster and by how much, or that the rounds spread too widely to tell. "
         "It is why the tutorials' GPU speedup looks small.",
         (
             (

@@ -1,14 +1,22 @@
-"""Ctrl+C during ``gputui bench`` or ``gputui experiment``: stop the job, keep what finished.
+"""Ctrl+C during ``gputui bench`` or ``gputui experiment``: stop the job, keep what finished;
+and a rank whose torchrun agent died: stop it.
 
 Inside ``with CtrlC() as ctrl_c:``, SIGINT no longer raises ``KeyboardInterrupt``. The
 first one asks the child that :meth:`CtrlC.watch` was given to stop after its current
 step (it then says what it finished, and its run folder is complete); a second one
 kills it at once. The command then prints what finished and exits 130.
+
+Inside ``with AgentWatch() as agent:``, a thread watches the launcher that started this
+process (its parent at the start); once it is gone, the child :meth:`AgentWatch.watch` was
+given is stopped as by Ctrl+C, and SIGKILLed with its process group after its grace.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import threading
+from collections.abc import Mapping
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -60,3 +68,60 @@ class CtrlC:
             child.stop(wait=False)  # after its current step; it then says what it finished
         else:
             child.kill(wait_s=0)
+
+
+AGENT_POLL_S = 0.5
+"""How often :class:`AgentWatch` asks whether the launcher is still this process's parent."""
+TORCHRUN_VARIABLE = "TORCHELASTIC_RUN_ID"
+"""Set by torchrun's agent in every worker's environment: the agent started this process."""
+
+
+class AgentWatch:
+    """The launcher that started this process (torchrun's agent), watched for a ``with``
+    block: once it is gone, the watched child is stopped.
+
+    torchrun starts each worker in a session of its own, so when its agent is SIGKILLed
+    no signal reaches the workers: a rank would train on as an orphan, holding its device.
+    The kernel gives an orphan another parent (init, or a subreaper), so a parent pid that
+    is no longer the agent's says the agent is gone.
+    """
+
+    def __init__(self, agent_pid: int | None = None, poll_s: float = AGENT_POLL_S) -> None:
+        """Watch ``agent_pid`` (default: this process's parent now) every ``poll_s``."""
+        self.agent_pid = os.getppid() if agent_pid is None else agent_pid
+        """The launcher's pid."""
+        self.gone = False
+        """Whether the launcher went away while the block ran."""
+        self._poll_s = poll_s
+        self._child: ChildProcess | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="agent-watch", daemon=True)
+
+    @staticmethod
+    def wanted(environ: Mapping[str, str]) -> bool:
+        """Whether this process is a worker torchrun's agent started (its variables say so):
+        a rank started by hand, whose shell may end before it, is not watched."""
+        return TORCHRUN_VARIABLE in environ
+
+    def __enter__(self) -> AgentWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def watch(self, child: ChildProcess) -> ChildProcess:
+        """Make ``child`` the one to stop when the agent goes (at once, if it went); returns it."""
+        self._child = child
+        if self.gone:
+            child.stop(wait=False)
+        return child
+
+    def _watch(self) -> None:
+        while not self._done.wait(self._poll_s):
+            if os.getppid() != self.agent_pid:
+                self.gone = True
+                if self._child is not None:
+                    self._child.stop(wait=False)  # SIGTERM; SIGKILL to its group after grace
+                return

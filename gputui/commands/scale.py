@@ -44,11 +44,12 @@ from gputui.jobs.config import (
     DeviceQuery,
     RunConfig,
     ScaleConfig,
+    available_cores,
     scaling_configs,
 )
 from gputui.jobs.events import Error
 from gputui.jobs.process import ChildProcess, list_devices
-from gputui.jobs.reports import ProgressLine, render_scale, scale_rows
+from gputui.jobs.reports import ProgressLine, render_scale, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord
 
 PROG = "gputui scale"
@@ -152,10 +153,12 @@ def run_scale(args: argparse.Namespace) -> int:
             if run.error is not None and run.error.kind in {"config", "device"}:
                 return usage_error(PROG, run.error.message)
             runs.append(run)
+    cores = available_cores()  # the ranks ran here
     if args.json:
-        write_out(json.dumps({"runs": scale_rows(runs, args.mode)}, indent=2))
+        rows = scale_rows(runs, args.mode, cores)
+        write_out(json.dumps({"runs": rows, "warnings": scale_warnings(rows)}, indent=2))
     else:
-        write_out(render_scale(runs, args.mode))
+        write_out(render_scale(runs, args.mode, cores))
     if ctrl_c.pressed:
         return EXIT_INTERRUPTED
     return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED

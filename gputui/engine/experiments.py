@@ -26,7 +26,8 @@ stretch a measurement far. ``sync-stall`` gives the budget to both modes togethe
   of its own), then the modes alternate over ``ROUNDS`` rounds.
 - ``pipelines``: the trainer's own ``ClassicPipeline`` (DataLoader workers,
   ``.to(device)`` per batch) and ``ResidentPipeline`` (the uint8 dataset on the
-  device), each timed over whole steps, batch fetching included.
+  device), each timed over whole steps, batch fetching included, in ``ROUNDS`` rounds
+  whose spread is the noise, as sync-stall's is.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ from gputui.jobs.events import (
 )
 
 ROUNDS = 3
-"""``sync-stall`` alternates its two modes over this many rounds."""
+"""``sync-stall`` alternates its two modes over this many rounds; ``pipelines`` splits each
+pipeline's timed steps into this many, one after the other."""
 HOST_BATCHES = 2
 """Distinct host batches ``batch-sweep`` cycles through on an accelerator."""
 OUT_OF_MEMORY = "out of memory"
@@ -483,15 +485,22 @@ class _DeviceRun:
             # Keep the timed steps in this DataLoader epoch: a new one restarts the workers.
             left = len(self.data.train_labels) // size - self.config.warmup_steps
             most = min(most, left) if left >= MIN_STEPS else most
+            per_round = max(1, most // ROUNDS)
+            round_ms: list[float] = []
             images = steps = 0
             synchronize(self.device)
-            started = time.perf_counter()
+            started = round_started = time.perf_counter()
             while steps < most and not self._over_budget(steps, started):
                 self._check_stop()
                 steps += 1
                 x, y = next(batches)
                 step(x, y)
                 images += len(y)
+                if steps % per_round == 0 and len(round_ms) < ROUNDS:
+                    synchronize(self.device)
+                    now = time.perf_counter()
+                    round_ms.append(1000 * (now - round_started) / per_round)
+                    round_started = now
             synchronize(self.device)
             seconds = time.perf_counter() - started
         finally:
@@ -506,6 +515,8 @@ class _DeviceRun:
             workers=self.config.workers if name == "classic" else 0,
             pinned=pipeline.pinned,
             setup_s=pipeline.load_seconds,
+            rounds=len(round_ms),
+            spread_ms=max(round_ms) - min(round_ms) if len(round_ms) > 1 else None,
         )
 
 

@@ -9,16 +9,17 @@ plus the loss that progress reads already fetched.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib.util
+import shutil
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from gputui.jobs.events import EpochFinished, Event, Progress, RunStarted
-from gputui.jobs.folders import make_folder, user_folder
+from gputui.jobs.folders import EVENTS_FILE, make_folder, user_folder
 
-EVENTS_FILE = "events.jsonl"
 EPOCHS_FILE = "epochs.csv"
 TENSORBOARD_DIR = "tensorboard"
 EPOCH_COLUMNS = (
@@ -60,6 +61,7 @@ class RunRecorder:
         )
         self._epochs = csv.writer(self._epochs_file)
         self._epochs.writerow(EPOCH_COLUMNS)
+        self._epochs_file.flush()  # a run killed before its first epoch leaves a header
         self._steps_per_epoch = 0
         self._writer: Any = _summary_writer(run_dir / TENSORBOARD_DIR) if tensorboard else None
 
@@ -79,7 +81,11 @@ class RunRecorder:
                 run_dir.mkdir()
             except FileExistsError:
                 continue
-            return cls(run_dir)
+            try:
+                return cls(run_dir)
+            except OSError:  # a full disk: no half-made folder is left
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise
         raise FileExistsError(f"too many runs named {stem} in {parent}")
 
     @property
@@ -112,11 +118,25 @@ class RunRecorder:
                 self._writer.flush()
 
     def close(self) -> None:
-        """Flush and close every file."""
+        """Flush and close every file.
+
+        Raises:
+            OSError: when what was left to write cannot be (a full disk).
+        """
         if self._writer is not None:
             self._writer.close()
         self._events.close()
         self._epochs_file.close()
+
+    def discard(self) -> None:
+        """Close every file, whatever is left unwritten, and remove the folder: a record
+        that could not be written whole (a full disk) is not left half-written."""
+        with contextlib.suppress(Exception):  # a failed flush, or TensorBoard's own error
+            self.close()
+        for file in (self._events, self._epochs_file):
+            with contextlib.suppress(OSError):
+                file.close()  # closed even when its flush failed above
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
 def _summary_writer(path: Path) -> Any:

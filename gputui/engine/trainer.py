@@ -22,6 +22,7 @@ back in every step (:func:`gputui.engine.lifecycle.keep_freed_memory`).
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -71,6 +72,7 @@ from gputui.jobs.events import (
     Finished,
     Note,
     Progress,
+    RecordingStopped,
     RunStarted,
 )
 from gputui.jobs.results import steady_figures
@@ -125,7 +127,10 @@ def run_training(
         return run.execute()
     finally:
         if run.recorder is not None:
-            run.recorder.close()
+            try:
+                run.recorder.close()
+            except OSError as exc:  # every event was flushed as it was written: only said
+                print(f"gputui: closing the run folder: {exc}", file=sys.stderr)
         distributed.leave()
 
 
@@ -169,9 +174,22 @@ class _Run:
         """Send ``event`` to the parent, and to the run folder (or keep it for the folder)."""
         self._emit(event)
         if self.recorder is not None:
-            self.recorder.record(event)
+            try:
+                self.recorder.record(event)
+            except OSError as exc:  # a full disk: the run goes on, unrecorded
+                self._stop_recording(exc)
         elif self._unrecorded is not None:
             self._unrecorded.append(event)
+
+    def _stop_recording(self, exc: OSError) -> None:
+        """Remove the half-written run folder and say so; the run goes on unrecorded, as one
+        whose folder could not be made does."""
+        recorder, self.recorder, self.run_dir = self.recorder, None, None
+        assert recorder is not None
+        recorder.discard()
+        folder = str(recorder.run_dir)
+        message = f"stopped recording this run: {exc}; its folder {folder} was removed"
+        self._emit(RecordingStopped(message=message, run_dir=folder))
 
     def _record(self) -> None:
         """Make the run folder, now that the run is known to be valid (a refused run
@@ -187,7 +205,12 @@ class _Run:
             return
         self.run_dir = str(self.recorder.run_dir)
         for event in earlier:
-            self.recorder.record(event)
+            if self.recorder is None:  # a full disk stopped the recording
+                return
+            try:
+                self.recorder.record(event)
+            except OSError as exc:
+                self._stop_recording(exc)
 
     def execute(self) -> int:
         oom: tuple[str, bool] | None = None

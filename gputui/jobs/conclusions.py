@@ -24,7 +24,8 @@ SHARE_SAME = 0.02
 THROUGHPUT_SAME = 1.05
 """Throughputs within this ratio are "about the same"."""
 SLOWDOWN_MIN = 0.02
-"""A per-step read must cost at least this fraction (2%), and more than the noise, to count."""
+"""A per-step read must cost at least this fraction (2%), and more than the noise, to count;
+a larger difference within the noise is too noisy to tell."""
 PIPELINE_SAME = 1.1
 """Pipelines (or speedups) within this ratio run "at about the same speed"."""
 BF16_GAIN_MIN = 1.1
@@ -144,8 +145,10 @@ class SyncStallSummary:
     """``cost_ms / once_ms``: the relative slowdown."""
     noise_ms: float
     """The larger of the two modes' spreads between rounds."""
-    verdict: Literal["slower", "no_difference", "faster"]
-    """``slower`` when the cost beats the noise and is at least ``SLOWDOWN_MIN``."""
+    verdict: Literal["slower", "no_difference", "too_noisy", "faster"]
+    """``slower`` (``faster``) when the cost (the saving) beats the noise and is at least
+    ``SLOWDOWN_MIN``; ``no_difference`` when it is under ``SLOWDOWN_MIN``; ``too_noisy``
+    when it is larger but within the noise."""
 
 
 def sync_stall_summary(rows: Sequence[SyncStallRow]) -> SyncStallSummary | None:
@@ -157,11 +160,13 @@ def sync_stall_summary(rows: Sequence[SyncStallRow]) -> SyncStallSummary | None:
     cost = every.ms_per_step - once.ms_per_step
     slowdown = cost / once.ms_per_step
     noise = max(every.spread_ms or 0.0, once.spread_ms or 0.0)
-    verdict: Literal["slower", "no_difference", "faster"] = "no_difference"
-    if cost > noise and slowdown >= SLOWDOWN_MIN:
-        verdict = "slower"
-    elif -cost > noise and slowdown <= -SLOWDOWN_MIN:
-        verdict = "faster"
+    verdict: Literal["slower", "no_difference", "too_noisy", "faster"]
+    if abs(slowdown) < SLOWDOWN_MIN:
+        verdict = "no_difference"
+    elif abs(cost) <= noise:
+        verdict = "too_noisy"
+    else:
+        verdict = "slower" if cost > 0 else "faster"
     return SyncStallSummary(every.ms_per_step, once.ms_per_step, cost, slowdown, noise, verdict)
 
 
@@ -182,6 +187,12 @@ def sync_stall_clause(device: str, rows: Sequence[SyncStallRow]) -> str:
         )
     if summary.verdict == "faster":
         text = f"on {device}, reading the loss every step was not slower ({pair})"
+    elif summary.verdict == "too_noisy":
+        text = (
+            f"on {device}, the rounds varied too much to tell what reading the loss every step "
+            f"cost ({pair}, {fmt_signed_share(summary.slowdown)}, but one way's rounds differed "
+            f"by up to {fmt_ms(summary.noise_ms)} ms)"
+        )
     else:
         text = (
             f"on {device}, reading the loss every step made no measurable difference ({pair}, "
@@ -198,11 +209,39 @@ def sync_stall_clause(device: str, rows: Sequence[SyncStallRow]) -> str:
 # -- pipelines ------------------------------------------------------------------------------
 
 
-def pipelines_ratio(rows: Sequence[PipelineRow]) -> float | None:
-    """Resident images/s over classic images/s; ``None`` unless both were measured."""
-    by_name = {r.pipeline: r.images_per_second for r in rows if r.error is None}
+@dataclass(frozen=True)
+class PipelinesSummary:
+    """Which pipeline fed one device faster, judged against the noise as sync-stall is."""
+
+    resident_over_classic: float
+    """Resident images/s over classic images/s."""
+    noise_ms: float | None
+    """The larger of the two pipelines' spreads between rounds (ms per step); ``None`` when
+    neither ran two rounds."""
+    verdict: Literal["resident_faster", "classic_faster", "no_difference", "too_noisy"]
+    """``no_difference`` within ``PIPELINE_SAME``; ``too_noisy`` when the steps' times differ
+    by more than that but by no more than the noise."""
+
+
+def pipelines_summary(rows: Sequence[PipelineRow]) -> PipelinesSummary | None:
+    """Compare the two pipelines' rows; ``None`` unless both were measured."""
+    by_name = {r.pipeline: r for r in rows if r.error is None and r.images_per_second}
     classic, resident = by_name.get("classic"), by_name.get("resident")
-    return resident / classic if classic and resident else None
+    if classic is None or resident is None:
+        return None
+    assert classic.images_per_second and resident.images_per_second
+    ratio = resident.images_per_second / classic.images_per_second
+    spreads = [r.spread_ms for r in (classic, resident) if r.spread_ms is not None]
+    noise = max(spreads) if spreads else None
+    apart = abs((classic.ms_per_step or 0.0) - (resident.ms_per_step or 0.0))
+    verdict: Literal["resident_faster", "classic_faster", "no_difference", "too_noisy"]
+    if 1 / PIPELINE_SAME < ratio < PIPELINE_SAME:
+        verdict = "no_difference"
+    elif noise is not None and apart <= noise:
+        verdict = "too_noisy"
+    else:
+        verdict = "resident_faster" if ratio > 1 else "classic_faster"
+    return PipelinesSummary(ratio, noise, verdict)
 
 
 def pipelines_clause(device: str, rows: Sequence[PipelineRow]) -> str:
@@ -216,6 +255,14 @@ def pipelines_clause(device: str, rows: Sequence[PipelineRow]) -> str:
         )
     pair = f"{fmt_count(resident)} vs {fmt_count(classic)} images/s"
     ratio = resident / classic
+    summary = pipelines_summary(rows)
+    if summary is not None and summary.verdict == "too_noisy":
+        return (
+            f"on {device}, the rounds varied too much to tell which pipeline was faster "
+            f"(resident data {fmt_count(resident)} vs the DataLoader {fmt_count(classic)} "
+            f"images/s, but one pipeline's rounds differed by up to {fmt_ms(summary.noise_ms)} "
+            "ms per step)"
+        )
     if ratio >= PIPELINE_SAME:
         return (
             f"on {device}, resident data trained {fmt_times(ratio)} as fast as the "

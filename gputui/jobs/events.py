@@ -38,7 +38,8 @@ One world size of ``gputui scale`` (``scale`` mode): ``RanksStarted``, then rank
 events of a training run.
 
 A job that fails ends with ``Error`` instead of its last event; ``Note`` may come
-at any time. :class:`gputui.jobs.process.ChildProcess` guarantees that the stream
+at any time (``RecordingStopped`` is one: a full disk ended the run folder).
+:class:`gputui.jobs.process.ChildProcess` guarantees that the stream
 it hands on ends with exactly one ``Finished``, ``Error`` or ``DevicesListed``.
 """
 
@@ -316,6 +317,15 @@ class Note(Event, type="note"):
     """One line."""
 
 
+class RecordingStopped(Note, type="recording_stopped"):
+    """The run folder could no longer be written (a full disk): it was removed and the run
+    goes on unrecorded. A :class:`Note` (its ``message`` says so), which also names the
+    folder: the one ``RunStarted`` announced is gone."""
+
+    run_dir: str
+    """The folder that was removed."""
+
+
 class Error(Event, type="error"):
     """The run failed; this is the last event."""
 
@@ -519,6 +529,11 @@ class PipelineRow(Event, type="pipeline_row"):
     """Seconds spent before the first step: copying the dataset to the device (resident)."""
     error: str | None = None
     """Why there are no figures, else ``None``."""
+    rounds: int = 0
+    """Whole rounds the timed steps were split into, one after the other (0: none)."""
+    spread_ms: float | None = None
+    """Slowest round's ms per step minus the fastest's: the noise to judge a difference by
+    (``None`` with fewer than two rounds)."""
 
 
 class DeviceFailed(Event, type="experiment_device_failed"):

@@ -14,6 +14,10 @@ import errno
 import os
 from pathlib import Path
 
+EVENTS_FILE = "events.jsonl"
+"""A run folder's record of every event, one line each (the trainer writes it; the parent
+closes it for a trainer that could not)."""
+
 
 class MissingHome(FileNotFoundError):
     """A folder was to be made in a home folder that does not exist."""

@@ -20,6 +20,10 @@ Guarantees:
   exits without a result becomes an ``Error`` with a one-line message and the
   stderr tail as detail; a stopped child that could not say so becomes
   ``Finished(stopped=True)``. Nothing here raises for a failed job.
+- A killed child is said to be killed by its signal; a SIGKILL is put down to memory only
+  when the kernel's out-of-memory killer struck while the child ran (``/proc/vmstat``).
+- The event that stands in for a trainer's end is also written at the end of its run
+  folder's ``events.jsonl``, so that the record ends with how the run ended.
 - Lines that are not events, and events of unknown types, are skipped and counted.
 - ``stop()`` sends SIGTERM (the run ends after its current step), then SIGKILLs
   the child's whole process group after ``grace_s``. When the child exits, for
@@ -58,8 +62,10 @@ from gputui.jobs.events import (
     Error,
     Event,
     Finished,
+    RunStarted,
     parse_event,
 )
+from gputui.jobs.folders import EVENTS_FILE
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +119,8 @@ class ChildProcess:
         self._stop_requested = False
         self._kill_at: float | None = None
         self._ended = False
+        self._run_dir: str | None = None
+        self._oom_kills_before: int | None = None
         self.skipped_lines = 0
         """Lines of the child's stdout that were not events this reader knows."""
         self.start_error: str | None = None
@@ -256,6 +264,7 @@ class ChildProcess:
 
     def _own(self) -> None:
         """Start the child, wait for it, clean up its group, close the stream."""
+        self._oom_kills_before = oom_kills()
         try:
             proc = subprocess.Popen(
                 self._argv,
@@ -293,7 +302,13 @@ class ChildProcess:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
         _live.discard(self)
-        self._finish_stream(None if self._terminal_seen else self._missing_end(proc.returncode))
+        if self._terminal_seen:
+            self._finish_stream(None)
+            return
+        last = self._missing_end(proc.returncode)
+        if self._run_dir is not None:
+            close_record(Path(self._run_dir), last)
+        self._finish_stream(last)
 
     def _read_stdout(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
@@ -308,6 +323,8 @@ class ChildProcess:
                 continue
             if isinstance(event, EpochFinished):
                 self._epochs_seen += 1
+            if isinstance(event, RunStarted) and event.run_dir:
+                self._run_dir = event.run_dir
             if isinstance(event, TERMINAL_TYPES):
                 self._terminal_seen = self.said_its_end = True
             self._queue.put(event)
@@ -324,7 +341,9 @@ class ChildProcess:
         detail = self.stderr_tail
         if returncode is not None and returncode < 0:
             name = _signal_name(-returncode)
-            hint = " (the system may be out of memory)" if -returncode == signal.SIGKILL else ""
+            hint = ""
+            if -returncode == signal.SIGKILL:
+                hint = _sigkill_hint(self._oom_kills_before, oom_kills())
             return Error(
                 message=f"the {self.name} was killed by {name}{hint}", detail=detail, kind="killed"
             )
@@ -468,6 +487,47 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def oom_kills(vmstat: Path = Path("/proc/vmstat")) -> int | None:
+    """How many processes the kernel's out-of-memory killer has ended since boot (its
+    ``oom_kill`` count, a cgroup's limit included); ``None`` where it cannot be read."""
+    try:
+        text = vmstat.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def _sigkill_hint(before: int | None, after: int | None) -> str:
+    """Why a child got SIGKILL, as far as the kernel's out-of-memory count tells."""
+    if before is None or after is None:
+        return " (by a process, or by the OOM killer)"
+    if after > before:
+        return " (by the OOM killer: out of memory)"
+    return " (not by the OOM killer)"
+
+
+def close_record(run_dir: Path, last: Event) -> None:
+    """Write ``last`` at the end of ``run_dir``'s events, for a trainer that could not (it
+    was killed); a line the kill cut off is ended first. Never raises: a record that cannot
+    be closed is logged."""
+    path = run_dir / EVENTS_FILE
+    if not path.is_file():
+        return
+    try:
+        with path.open("a+b") as file:
+            if file.seek(0, os.SEEK_END):
+                file.seek(-1, os.SEEK_END)
+                if file.read(1) != b"\n":
+                    file.write(b"\n")
+            file.write(last.to_json().encode() + b"\n")
+    except OSError as exc:
+        log.warning("could not close the record in %s: %s", run_dir, exc)
 
 
 def _signal_name(number: int) -> str:

@@ -48,7 +48,14 @@ from gputui.jobs.events import (
     SyncStallRow,
     WorldJoined,
 )
-from gputui.jobs.results import ExperimentResult, RunRecord, bf16_gain, speedup
+from gputui.jobs.results import (
+    ExperimentResult,
+    RunRecord,
+    bf16_gain,
+    run_marks,
+    run_names,
+    speedup,
+)
 
 # -- training runs ------------------------------------------------------------------------
 
@@ -144,8 +151,8 @@ def render_table(runs: list[RunRecord]) -> str:
         if first_world := next((run.world for run in runs if run.world), None):
             lines.append(world_line(first_world))
         maths = {
-            _label(run, several): run.started.math
-            for run in runs
+            label: run.started.math
+            for run, label in zip(runs, run_names(runs, with_precision=several), strict=True)
             if run.started and run.started.math
         }
         if len(set(maths.values())) == 1:
@@ -168,9 +175,10 @@ def render_table(runs: list[RunRecord]) -> str:
             "speedup",
         ]
     ]
-    for run in runs:
+    marks = run_marks(runs, with_precision=several)
+    for run, mark in zip(runs, marks, strict=True):
         name = run.started.device_name if run.started is not None else ""
-        which = [run.device, name, *([run.config.precision] if several else [])]
+        which = [run.device + mark, name, *([run.config.precision] if several else [])]
         if run.error is not None:
             rows.append([*which, f"error: {run.error.message}"])
             continue
@@ -197,15 +205,20 @@ def render_table(runs: list[RunRecord]) -> str:
     legend = "warm-up s: epoch 1 (cuDNN autotune, compilation); epoch s, images/s: epochs 2+"
     if single:
         legend += "; * only epoch 1 ran, so these include warm-up"
+    names = run_names(runs, with_precision=several)
     if runs:
-        legend += f"; speedup: over {_label(runs[0], several)}"
+        legend += f"; speedup: over {names[0]}"
     lines.append(legend)
-    stopped = [_stopped_after(run, several) for run in runs if run.status == "stopped"]
+    stopped = [
+        _stopped_after(run, label)
+        for run, label in zip(runs, names, strict=True)
+        if run.status == "stopped"
+    ]
     if stopped:
         lines.append(f"stopped: {'; '.join(stopped)}")
     lines += [verdict for run in runs if (verdict := bf16_verdict(runs, run))]
-    for run in runs:
-        verdict = placement_verdict(run)
+    for run, mark in zip(runs, marks, strict=True):
+        verdict = placement_verdict(run, run.device + mark)
         if verdict:
             lines.append(verdict)
     recorded = [run.run_dir for run in runs if run.run_dir]
@@ -214,16 +227,12 @@ def render_table(runs: list[RunRecord]) -> str:
     return "\n".join(lines)
 
 
-def _stopped_after(run: RunRecord, with_precision: bool = False) -> str:
+def _stopped_after(run: RunRecord, label: str) -> str:
     """How far a stopped run got: ``cpu after 1 of 3 epochs``, ``cuda:0 not run``."""
     if run.started is None and run.finished is None:
-        return f"{_label(run, with_precision)} not run"
+        return f"{label} not run"
     total = fmt_counted(run.config.epochs, "epoch")
-    return f"{_label(run, with_precision)} after {len(run.epochs)} of {total}"
-
-
-def _label(run: RunRecord, with_precision: bool) -> str:
-    return f"{run.device} {run.config.precision}" if with_precision else run.device
+    return f"{label} after {len(run.epochs)} of {total}"
 
 
 def bf16_verdict(runs: list[RunRecord], run: RunRecord) -> str | None:
@@ -236,8 +245,9 @@ def bf16_verdict(runs: list[RunRecord], run: RunRecord) -> str | None:
     return sentence([bf16_clause(run.device, gain, cpu_fast_bf16=fast)])
 
 
-def placement_verdict(run: RunRecord) -> str | None:
-    """One line that says whether every tensor of the run sits on its device."""
+def placement_verdict(run: RunRecord, label: str | None = None) -> str | None:
+    """One line that says whether every tensor of the run sits on its device (the run named
+    ``label``, else by its device)."""
     placement = run.placement
     if placement is None:
         return None
@@ -249,7 +259,7 @@ def placement_verdict(run: RunRecord) -> str | None:
     state_bytes = sum(row.state_bytes for row in placement.rows if row.kind == "module")
     param_bytes = sum(row.param_bytes for row in placement.rows if row.kind == "module")
     text = (
-        f"{run.device} placement: parameters ({fmt_bytes(param_bytes)}), Adam state "
+        f"{label or run.device} placement: parameters ({fmt_bytes(param_bytes)}), Adam state "
         f"({fmt_bytes(state_bytes)}) and input batches on {', '.join(sorted(where | {device}))}"
     )
     if steps - {device}:
@@ -331,9 +341,22 @@ def world_line(world: WorldJoined) -> str:
 # -- gputui scale ---------------------------------------------------------------------
 
 
-def scale_rows(runs: Sequence[RunRecord], scaling: str) -> list[dict[str, Any]]:
+SUPERLINEAR = "efficiency_over_100"
+"""A scale row's warning: more speedup than the ranks added can give (noise, not scaling)."""
+OVERSUBSCRIBED = "oversubscribed"
+"""A scale row's warning: its ranks (and their threads) want more cores than there are."""
+
+
+def scale_rows(
+    runs: Sequence[RunRecord], scaling: str, cores: int | None = None
+) -> list[dict[str, Any]]:
     """One JSON-ready row per world size: its figures, and its speedup (images/s over the
-    first run's, the 1-rank run by default) and efficiency (speedup over the ranks added)."""
+    first run's, the 1-rank run by default) and efficiency (speedup over the ranks added).
+
+    Each row's ``warnings`` lists :data:`SUPERLINEAR` (efficiency over 100%) and
+    :data:`OVERSUBSCRIBED` (more ranks than ``cores``, or on the CPU more ranks times
+    threads), when they hold; ``cores`` is the machine's (``None``: not checked).
+    """
     base = runs[0] if runs else None
     base_rate = base.steady.images_per_second if base and base.steady else None
     base_ranks = _ranks(base) if base else 1
@@ -343,6 +366,11 @@ def scale_rows(runs: Sequence[RunRecord], scaling: str) -> list[dict[str, Any]]:
         rate = steady.images_per_second if steady else None
         ranks = _ranks(run)
         speedup = rate / base_rate if rate and base_rate else None
+        efficiency = speedup / (ranks / base_ranks) if speedup is not None else None
+        threads = run.started.num_threads if run.started else run.config.threads
+        warnings = [SUPERLINEAR] if efficiency is not None and efficiency > 1.0 else []
+        if cores is not None and _oversubscribed(run, ranks, threads, cores):
+            warnings.append(OVERSUBSCRIBED)
         rows.append(
             {
                 "world_size": ranks,
@@ -353,25 +381,64 @@ def scale_rows(runs: Sequence[RunRecord], scaling: str) -> list[dict[str, Any]]:
                 "nodes": world.nodes if world else None,
                 "per_rank_batch": world.per_rank_batch if world else run.config.batch_size,
                 "global_batch": world.global_batch if world else None,
-                "threads_per_rank": run.started.num_threads if run.started else None,
+                "threads_per_rank": threads,
                 "warmup_seconds": run.epochs[0].seconds if run.epochs else None,
                 "epoch_seconds": steady.seconds if steady else None,
                 "images_per_second": rate,
                 "speedup": speedup,
-                "efficiency": speedup / (ranks / base_ranks) if speedup is not None else None,
+                "efficiency": efficiency,
                 "allreduce_share": steps.allreduce_share if steps else None,
                 "step_ms_p50": steps.step_ms_p50 if steps else None,
                 "step_ms_p95": steps.step_ms_p95 if steps else None,
                 "local_step_ms_p50": steps.local_step_ms_p50 if steps else None,
                 "final_loss": run.epochs[-1].loss if run.epochs else None,
                 "final_accuracy": run.epochs[-1].accuracy if run.epochs else None,
+                "cores": cores,
+                "warnings": warnings,
             }
         )
     return rows
 
 
-def render_scale(runs: Sequence[RunRecord], scaling: str) -> str:
-    """``gputui scale``'s table: a row per world size, then what the columns mean."""
+def _oversubscribed(run: RunRecord, ranks: int, threads: int | None, cores: int) -> bool:
+    """Whether one machine's share of the job wants more cores than it has: a process per
+    rank, and on the CPU each rank's torch threads."""
+    nodes = run.world.nodes if run.world is not None else 1
+    here = -(-ranks // max(nodes, 1))
+    on_cpu = run.device.strip().lower().startswith("cpu")
+    return here * ((threads or 1) if on_cpu else 1) > cores
+
+
+def scale_warnings(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One sentence per warning of :func:`scale_rows`' rows: why a figure cannot be taken
+    as the job's scaling."""
+    lines = []
+    for row in rows:
+        ranks = fmt_counted(row["world_size"], "rank")
+        if SUPERLINEAR in row["warnings"]:
+            lines.append(
+                f"{ranks}: efficiency {fmt_fraction(row['efficiency'])} ("
+                f"{fmt_times(row['speedup'], precision=2)} from {row['world_size']}x the ranks) "
+                "is more than the ranks can add: noise (a busy machine, a slow first run), "
+                "not scaling; run again with more data or epochs"
+            )
+        if OVERSUBSCRIBED in row["warnings"]:
+            threads = row["threads_per_rank"]
+            wants = (
+                f"{ranks} x {fmt_counted(threads, 'thread')}"
+                if threads and row["backend"] == "gloo"
+                else ranks
+            )
+            lines.append(
+                f"{ranks}: oversubscribed, {wants} on {fmt_counted(row['cores'], 'core')}: "
+                "the ranks take turns on the cores, so the figures measure the contention"
+            )
+    return lines
+
+
+def render_scale(runs: Sequence[RunRecord], scaling: str, cores: int | None = None) -> str:
+    """``gputui scale``'s table: a row per world size, then what the columns mean, then
+    a warning for each figure that is noise or oversubscription (``cores``: the machine's)."""
     lines: list[str] = []
     first = next((run for run in runs if run.started is not None), None)
     if first is not None and first.started is not None:
@@ -398,7 +465,8 @@ def render_scale(runs: Sequence[RunRecord], scaling: str) -> str:
             "p95",
         ]
     ]
-    for run, row in zip(runs, scale_rows(runs, scaling), strict=True):
+    table = scale_rows(runs, scaling, cores)
+    for run, row in zip(runs, table, strict=True):
         which = [str(row["world_size"]), row["backend"] or ""]
         if run.error is not None:
             rows.append([*which, f"error: {run.error.message}"])
@@ -414,7 +482,7 @@ def render_scale(runs: Sequence[RunRecord], scaling: str) -> str:
                 fmt_number(row["epoch_seconds"], "{:.2f}"),
                 fmt_number(row["images_per_second"], "{:,.0f}"),
                 fmt_times(row["speedup"], precision=2),
-                fmt_fraction(row["efficiency"]),
+                fmt_fraction(row["efficiency"]) + ("!" if SUPERLINEAR in row["warnings"] else ""),
                 fmt_fraction(row["allreduce_share"]),
                 fmt_number(row["step_ms_p50"], "{:.1f}"),
                 fmt_number(row["step_ms_p95"], "{:.1f}"),
@@ -431,6 +499,7 @@ def render_scale(runs: Sequence[RunRecord], scaling: str) -> str:
     single = any(run.steady is not None and run.steady.includes_warmup for run in runs)
     if single:
         lines.append("only epoch 1 ran, so epoch s and images/s include warm-up")
+    lines += [f"warning: {warning}" for warning in scale_warnings(table)]
     return "\n".join(lines)
 
 
@@ -547,7 +616,7 @@ def render_result(result: ExperimentResult) -> str:
     lines += _table(result)
     failures = [d.failure for d in result.devices.values() if d.failure is not None]
     lines += [f"{failure.device}: error: {failure.message}" for failure in failures]
-    if result.status == "stopped":
+    if result.ended and result.status == "stopped":  # while it runs, nothing has stopped
         part = [d for d in result.devices.values() if result.device_status(d.device) == "stopped"]
         stopped = [f"{d.device} after {len(d.rows)} row{'s' * (len(d.rows) != 1)}" for d in part]
         stopped += [f"{device} not measured" for device in result.unreached]
@@ -567,7 +636,18 @@ _TABLES = {
         "spread ms: slowest round minus fastest (the noise)",
     ),
     "pipelines": (
-        ("device", "pipeline", "batch", "steps", "ms/step", "images/s", "setup s", "workers"),
+        (
+            "device",
+            "pipeline",
+            "batch",
+            "steps",
+            "ms/step",
+            "images/s",
+            "spread ms",
+            "setup s",
+            "workers",
+        ),
+        "spread ms: slowest round minus fastest (the noise); "
         "setup s: copying the dataset to the device before the first step",
     ),
 }
@@ -600,6 +680,7 @@ def _cells(row: Row) -> list[str]:
         figures = [
             fmt_ms(row.ms_per_step),
             fmt_count(row.images_per_second),
+            fmt_ms(row.spread_ms),
             fmt_number(row.setup_s, "{:.2f}"),
             str(row.workers),
         ]

@@ -42,9 +42,12 @@ Rows (``error`` is null, or why the row has no figures, e.g. "out of memory"):
   ms_per_step, images_per_second, spread_ms``; summary ``{"every_step_ms",
   "once_ms", "cost_ms", "slowdown", "noise_ms", "verdict"}``, ``verdict`` one of
   ``slower``, ``no_difference``, ``faster``.
+- sync-stall's ``verdict`` may also be ``too_noisy``: a difference of 2% or more that
+  the rounds' spread covers.
 - pipelines: ``pipeline`` (``classic`` or ``resident``), ``batch_size, steps,
-  ms_per_step, images_per_second, workers, pinned, setup_s``; summary
-  ``{"resident_over_classic"}``.
+  ms_per_step, images_per_second, workers, pinned, setup_s, rounds, spread_ms``; summary
+  ``{"resident_over_classic", "noise_ms", "verdict"}``, ``verdict`` one of
+  ``resident_faster``, ``classic_faster``, ``no_difference``, ``too_noisy``.
 
 Every row also carries its ``device``.
 """
@@ -57,7 +60,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gputui.jobs.conclusions import pipelines_ratio, sync_stall_summary
+from gputui.jobs.conclusions import pipelines_summary, sync_stall_summary
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
     BatchSweepRow,
@@ -76,6 +79,7 @@ from gputui.jobs.events import (
     Placement,
     Progress,
     RanksStarted,
+    RecordingStopped,
     Row,
     RunStarted,
     StepTimes,
@@ -167,6 +171,8 @@ class RunRecord:
     """A distributed run's steps timed with and without the gradients' all-reduce."""
     rank_pids: tuple[int, ...] = ()
     """A scaling run's rank processes, rank 0 first (empty for a run of one process)."""
+    recording_stopped: RecordingStopped | None = None
+    """Why the run folder was removed part-way (a full disk), if it was."""
 
     @property
     def device(self) -> str:
@@ -192,7 +198,10 @@ class RunRecord:
 
     @property
     def run_dir(self) -> str | None:
-        """The run's folder, once the trainer made one (a run killed mid-way has one too)."""
+        """The run's folder, once the trainer made one (a run killed mid-way has one too);
+        ``None`` once it was removed (a full disk)."""
+        if self.recording_stopped is not None:
+            return None
         if self.finished is not None and self.finished.run_dir:
             return self.finished.run_dir
         return self.started.run_dir if self.started is not None else None
@@ -241,6 +250,8 @@ class RunRecord:
         elif isinstance(event, Memory):
             self.memory = event
         elif isinstance(event, Note):
+            if isinstance(event, RecordingStopped):
+                self.recording_stopped = event
             self.notes.append(event.message)
         elif isinstance(event, Finished):
             self.finished = event
@@ -250,14 +261,42 @@ class RunRecord:
             self.progress = None
 
 
+def run_marks(runs: Sequence[RunRecord], *, with_precision: bool = False) -> list[str]:
+    """What tells apart runs that a report would name alike (by device, and by precision
+    with ``with_precision``): `` (baseline)`` after the first run, the one every speedup is
+    over, when a later run has its name; `` (run N)`` after later runs that share one."""
+    names = [
+        f"{run.device} {run.config.precision}" if with_precision else run.device for run in runs
+    ]
+    later = names[1:]
+    marks = []
+    for index, name in enumerate(names):
+        if index == 0:
+            marks.append(" (baseline)" if name in later else "")
+        else:
+            marks.append(f" (run {index + 1})" if later.count(name) > 1 else "")
+    return marks
+
+
+def run_names(runs: Sequence[RunRecord], *, with_precision: bool = False) -> list[str]:
+    """Each run's name in a report: its device (and precision), marked by :func:`run_marks`
+    where two would read alike (the CPU compared with itself: ``cpu (baseline)``, ``cpu``)."""
+    marks = run_marks(runs, with_precision=with_precision)
+    return [
+        (f"{run.device} {run.config.precision}" if with_precision else run.device) + mark
+        for run, mark in zip(runs, marks, strict=True)
+    ]
+
+
 @dataclass(frozen=True)
 class Speedup:
     """How much faster the second run of a comparison trains than the first."""
 
     baseline: str
-    """The first run's device."""
+    """The first run's name (:func:`run_names`): its device, ``(baseline)`` after it when
+    both ran on one."""
     other: str
-    """The second run's device."""
+    """The second run's name: its device."""
     per_epoch: tuple[tuple[int, float], ...]
     """(epoch, baseline seconds / other seconds) for each epoch both runs finished."""
     steady: float | None
@@ -301,9 +340,10 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
     base_ips = baseline.best_images_per_second
     if other.progress is not None and base_ips:
         so_far = other.progress.images_per_second / base_ips
+    names = run_names([baseline, other])
     return Speedup(
-        baseline.device,
-        other.device,
+        names[0],
+        names[1],
         per_epoch,
         steady,
         includes_warmup,
@@ -429,8 +469,8 @@ class DeviceResult:
         if experiment == "sync-stall":
             stall = sync_stall_summary([r for r in self.rows if isinstance(r, SyncStallRow)])
             return dataclasses.asdict(stall) if stall is not None else None
-        ratio = pipelines_ratio([r for r in self.rows if isinstance(r, PipelineRow)])
-        return {"resident_over_classic": ratio} if ratio is not None else None
+        pipes = pipelines_summary([r for r in self.rows if isinstance(r, PipelineRow)])
+        return dataclasses.asdict(pipes) if pipes is not None else None
 
 
 @dataclass
@@ -472,6 +512,11 @@ class ExperimentResult:
         elif isinstance(event, Note):
             self.notes.append(event.message)
         return None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the experiment's last event arrived (until then it is running)."""
+        return self.finished is not None or self.error is not None
 
     @property
     def status(self) -> str:

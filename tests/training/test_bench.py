@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -449,6 +453,81 @@ def test_results_that_cannot_be_written_are_one_line_and_exit_1() -> None:
     assert done.stderr.splitlines()[-1] == (
         "gputui bench: error: cannot write to standard output: No space left on device"
     )
+
+
+PAGE = 4096
+"""A tmpfs page: the unit its size is counted in."""
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, free_pages: int) -> Iterator[list[str]]:
+    """``folder`` on a real file system with ``free_pages`` pages left; gives the prefix
+    of a command that is to run on it. Where this process may mount (root with
+    CAP_SYS_ADMIN), a 64 KiB tmpfs filled up to that (the kernel's ENOSPC); elsewhere
+    ``prlimit --fsize`` lets the command write files of ``free_pages`` KiB at most (its
+    EFBIG). Either way the kernel refuses the write that does not fit."""
+    folder.mkdir(parents=True)
+    mount = shutil.which("mount")
+    command = [mount or "mount", "-t", "tmpfs", "-o", "size=64k", "gputui-test", str(folder)]
+    if mount is None or subprocess.run(command, capture_output=True).returncode != 0:
+        yield ["prlimit", f"--fsize={free_pages * 1024}"]
+        return
+    try:
+        (folder / "filler").write_bytes(b"x" * (16 - free_pages) * PAGE)
+        yield []
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.fixture
+def one_page_left(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    """A runs folder with room for a run folder's CSV header and not much more."""
+    runs = tmp_path / "runs"
+    with small_disk(runs, 1) as prefix:
+        yield runs, prefix
+
+
+def test_a_runs_folder_that_fills_up_is_removed_and_the_run_goes_on(
+    one_page_left: tuple[Path, list[str]],
+) -> None:
+    """Issue 26: a full disk under the runs folder crashed bench (an OSError in the trainer)
+    and left a half-written run folder. The run goes on unrecorded, with a note, as one in
+    a missing home folder does."""
+    runs, prefix = one_page_left
+    before = sorted(runs.iterdir())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = ["bench", "--device", "cpu", *TINY, "--epochs", "1", "--runs-dir", str(runs)]
+    command = [*prefix, sys.executable, "-m", "gputui", *argv]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    [note] = [line for line in done.stderr.splitlines() if "recording" in line]
+    found = re.fullmatch(
+        r"cpu: note: stopped recording this run: \[Errno (28|27)\] [^;]+; its folder (.+) was "
+        r"removed",
+        note,
+    )
+    assert found is not None, note
+    assert Path(found.group(2)).parent == runs
+    assert sorted(runs.iterdir()) == before  # no run folder is left, whole or half
+    assert "cpu " in done.stdout and "run folders:" not in done.stdout
+
+
+def test_a_full_disk_leaves_no_half_made_run_folder(tmp_path: Path) -> None:
+    """The disk full from the start: the folder the recorder made is removed again."""
+    runs = tmp_path / "runs"
+    make = (
+        "import sys; from pathlib import Path; from gputui.engine.records import RunRecorder\n"
+        "try:\n    RunRecorder.create(Path(sys.argv[1]), 'cpu')\n"
+        "except OSError as exc:\n    print(exc.errno)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with small_disk(runs, 0) as prefix:
+        before = sorted(runs.iterdir())
+        command = [*prefix, sys.executable, "-c", make, str(runs)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        assert done.stdout.strip() in {"28", "27"}, done.stderr  # ENOSPC, EFBIG
+        assert sorted(runs.iterdir()) == before
 
 
 def test_a_missing_home_folder_is_never_made(tmp_path: Path) -> None:

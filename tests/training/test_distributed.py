@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -123,11 +124,30 @@ def test_a_rank_with_another_seed_trains_otherwise() -> None:
 
 
 def test_scale_gives_a_row_per_world_size(capsys: pytest.CaptureFixture[str]) -> None:
-    tiny = ["--dataset", "synthetic", "--limit", "1024", "--batch-size", "64", "--json"]
-    code = main(["scale", "--device", "cpu", "--world-sizes", "2,1", *tiny])
+    """On one core (this process's affinity, which the ranks inherit): 2 ranks are
+    oversubscribed, and the report says so (issue 26)."""
+    tiny = ["--dataset", "synthetic", "--limit", "512", "--batch-size", "64", "--json"]
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cores)})
+    try:
+        code = main(["scale", "--device", "cpu", "--world-sizes", "2,1", *tiny])
+    finally:
+        os.sched_setaffinity(0, cores)
     out, err = capsys.readouterr()
     assert code == 0, err
-    rows = json.loads(out)["runs"]
+    report = json.loads(out)
+    rows = report["runs"]
+    assert [row["warnings"] for row in rows] == [
+        ["efficiency_over_100"] * (row["efficiency"] > 1.0)
+        + ["oversubscribed"] * (row["world_size"] == 2)
+        for row in rows
+    ]
+    assert [row["cores"] for row in rows] == [1, 1]
+    assert [row["threads_per_rank"] for row in rows] == [1, 1]
+    assert (
+        "2 ranks: oversubscribed, 2 ranks x 1 thread on 1 core: the ranks take turns on the "
+        "cores, so the figures measure the contention"
+    ) in report["warnings"]
     assert [row["world_size"] for row in rows] == [1, 2]
     assert [(row["per_rank_batch"], row["global_batch"]) for row in rows] == [(64, 64), (64, 128)]
     assert {row["backend"] for row in rows} == {"gloo"}
@@ -340,6 +360,46 @@ def test_two_torchrun_nodes_on_loopback() -> None:
     assert run["world"]["backend"] == "gloo"
     assert (run["world"]["per_rank_batch"], run["world"]["global_batch"]) == (64, 128)
     assert run["step_times"]["steps"] > 0
+
+
+def test_ranks_whose_torchrun_agent_is_sigkilled_stop() -> None:
+    """Issue 26: torchrun starts its workers in sessions of their own, so a SIGKILLed agent
+    left its ranks training as orphans (holding their devices). Each rank notices that its
+    agent is gone, stops its trainer, and says so; nothing of the job is left."""
+    port = _free_port()
+    bench = ["--device", "cpu", "--dataset", "synthetic", "--limit", "2048", "--epochs", "100"]
+    bench += ["--batch-size", "32", "--threads", "1", "--no-record"]
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    argv += ["--master-port", str(port), "-m", "gputui", "bench", *bench]
+    agent = subprocess.Popen(
+        argv,
+        env=child_env(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert agent.stderr is not None
+    workers: list[psutil.Process] = []
+    try:
+        for line in agent.stderr:  # the workers write here too: rank 0's progress
+            if line.startswith("cpu: ") and "synthetic" in line:  # rank 0 trains
+                break
+        workers = psutil.Process(agent.pid).children(recursive=True)
+        assert len(workers) == 4, workers  # two ranks, each with its trainer
+        agent.kill()
+        agent.wait()
+        _, alive = psutil.wait_procs(workers, timeout=20)
+        assert not alive, f"left training: {alive}"
+        said = agent.stderr.read()  # every writer is gone: the pipe ends
+    finally:
+        for process in workers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+    for rank in (0, 1):
+        assert (
+            f"gputui bench: rank {rank}: error: its torchrun agent (pid {agent.pid}) is gone"
+            in said
+        )
 
 
 def test_a_rank_killed_mid_epoch_ends_the_job_naming_it() -> None:

@@ -22,10 +22,12 @@ from gputui.engine.experiments import run_experiment
 from gputui.engine.failures import LAUNCH_BLOCKING_HINT
 from gputui.format import fmt_count, fmt_share
 from gputui.jobs.conclusions import (
+    PipelinesSummary,
     SyncStallSummary,
     batch_sweep_clause,
     conclude,
     pipelines_clause,
+    pipelines_summary,
     sync_stall_clause,
     sync_stall_summary,
 )
@@ -64,9 +66,11 @@ def stall_row(device: str, mode: str, ms_per_step: float, spread: float) -> Sync
     return SyncStallRow(device, mode, 256, 30, 3, ms_per_step, 256_000 / ms_per_step, spread)
 
 
-def pipe_row(device: str, pipeline: str, ips: float) -> PipelineRow:
+def pipe_row(device: str, pipeline: str, ips: float, spread: float | None = None) -> PipelineRow:
     workers = 2 if pipeline == "classic" else 0
-    return PipelineRow(device, pipeline, 256, 20, 256_000 / ips, ips, workers, False, 0.0)
+    return PipelineRow(
+        device, pipeline, 256, 20, 256_000 / ips, ips, workers, False, 0.0, None, 3, spread
+    )
 
 
 # -- batch-sweep's sentence -----------------------------------------------------------------
@@ -169,6 +173,26 @@ def test_sync_stall_sentence_calls_a_cpu_difference_within_noise_none() -> None:
     assert "no measurable difference" in sync_stall_clause("cpu", tight)
 
 
+def test_sync_stall_sentence_says_when_the_rounds_spread_too_widely_to_tell() -> None:
+    """Issue 26: "made no measurable difference (325 vs 74.8 ms per step, +334%)" said a
+    difference of 334% was none; the rounds' spread covered it, so it cannot be told."""
+    rows = [stall_row("cpu", "every_step", 325.0, 410.0), stall_row("cpu", "once", 74.8, 30.0)]
+    summary = sync_stall_summary(rows)
+    assert summary is not None and summary.verdict == "too_noisy"
+    text = sync_stall_clause("cpu", rows)
+    assert text.startswith(
+        "on cpu, the rounds varied too much to tell what reading the loss every step cost "
+        "(325 vs 74.8 ms per step, +334%, but one way's rounds differed by up to 410 ms): "
+        "a CPU finishes each step"
+    )
+    assert "no measurable difference" not in text
+    # The same figures with tight rounds: a cost, claimed.
+    tight = [dataclasses.replace(row, spread_ms=1.0) for row in rows]
+    assert sync_stall_clause("cpu", tight).startswith(
+        "on cpu, reading the loss every step (loss.item(), as add_scalar does) cost 250 ms"
+    )
+
+
 def test_sync_stall_sentence_never_calls_a_faster_per_step_read_a_cost() -> None:
     rows = [stall_row("mps", "every_step", 8.0, 0.1), stall_row("mps", "once", 10.0, 0.1)]
     text = sync_stall_clause("mps", rows)
@@ -192,6 +216,22 @@ def test_pipelines_sentence_in_both_directions() -> None:
     )
     same = [pipe_row("cpu", "classic", 2_306), pipe_row("cpu", "resident", 2_463)]
     assert "about the same speed (2,463 vs 2,306 images/s)" in pipelines_clause("cpu", same)
+
+
+def test_pipelines_sentence_says_when_the_rounds_spread_too_widely_to_tell() -> None:
+    """Issue 26: pipelines judged by the same noise as sync-stall: resident data at twice the
+    DataLoader's speed (12.8 against 25.6 ms per step) within rounds 20 ms apart."""
+    rows = [pipe_row("cpu", "classic", 10_000, 20.0), pipe_row("cpu", "resident", 20_000, 1.0)]
+    summary = pipelines_summary(rows)
+    assert summary == PipelinesSummary(2.0, 20.0, "too_noisy")
+    assert pipelines_clause("cpu", rows) == (
+        "on cpu, the rounds varied too much to tell which pipeline was faster (resident data "
+        "20,000 vs the DataLoader 10,000 images/s, but one pipeline's rounds differed by up to "
+        "20.0 ms per step)"
+    )
+    tight = [dataclasses.replace(row, spread_ms=1.0) for row in rows]
+    assert pipelines_summary(tight) == PipelinesSummary(2.0, 1.0, "resident_faster")
+    assert pipelines_clause("cpu", tight).startswith("on cpu, resident data trained 2.0x")
 
 
 def test_pipelines_sentence_explains_the_small_gpu_speedup_from_the_numbers() -> None:
@@ -388,7 +428,7 @@ def test_sync_stall_times_both_ways_over_the_same_steps() -> None:
         assert row.spread_ms is not None and 0 <= row.spread_ms < math.inf
     summary = result.to_json_dict()["device_results"][0]["summary"]
     assert summary["cost_ms"] == pytest.approx(rows[0].ms_per_step - rows[1].ms_per_step)
-    assert summary["verdict"] in {"slower", "no_difference", "faster"}
+    assert summary["verdict"] in {"slower", "no_difference", "too_noisy", "faster"}
     assert result.conclusion == conclude("sync-stall", {"cpu": rows})
 
 
@@ -427,11 +467,15 @@ def test_pipelines_compares_the_dataloader_with_resident_data() -> None:
         assert row.images_per_second is not None and row.images_per_second > 0
         assert row.ms_per_step is not None and row.ms_per_step > 0
         assert row.setup_s is not None and row.setup_s >= 0
-    ratio = result.to_json_dict()["device_results"][0]["summary"]["resident_over_classic"]
-    assert ratio == pytest.approx(
+        assert row.rounds == 3 and row.spread_ms is not None and row.spread_ms >= 0
+    summary = result.to_json_dict()["device_results"][0]["summary"]
+    assert summary["resident_over_classic"] == pytest.approx(
         (rows[1].images_per_second or 0) / (rows[0].images_per_second or 1)
     )
+    assert summary["noise_ms"] == max(row.spread_ms or 0.0 for row in rows)
+    assert summary["verdict"] in {"resident_faster", "classic_faster", "no_difference", "too_noisy"}
     assert (result.conclusion or "").startswith("On cpu, ")
+    assert ("varied too much" in (result.conclusion or "")) == (summary["verdict"] == "too_noisy")
 
 
 def test_out_of_memory_marks_the_batch_and_skips_the_larger_ones() -> None:

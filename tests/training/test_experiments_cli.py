@@ -203,6 +203,8 @@ def test_the_table_has_a_row_per_pipeline_and_ends_with_the_sentence(
         "steps",
         "ms/step",
         "images/s",
+        "spread",
+        "ms",
         "setup",
         "s",
         "workers",

@@ -6,6 +6,7 @@ CPU; cleanup is checked with psutil: no child or DataLoader worker is left.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gputui.engine.records import EPOCH_COLUMNS, EPOCHS_FILE
 from gputui.jobs.config import RunConfig, ui_friendly, ui_friendly_threads
 from gputui.jobs.events import (
     DevicesListed,
@@ -29,8 +31,10 @@ from gputui.jobs.events import (
     Note,
     Progress,
     RunStarted,
+    parse_event,
 )
-from gputui.jobs.process import ChildProcess, list_devices
+from gputui.jobs.folders import EVENTS_FILE
+from gputui.jobs.process import ChildProcess, close_record, list_devices, oom_kills
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_TIMEOUT_S = 60
@@ -38,16 +42,18 @@ EVENT_TIMEOUT_S = 60
 
 def config(tmp_path: Path, **changes: object) -> RunConfig:
     """A tiny run, as the runner pane asks for it beside the monitor."""
-    base = ui_friendly(RunConfig(
-        device="cpu",
-        epochs=2,
-        batch_size=32,
-        dataset="synthetic",
-        limit=256,
-        test_limit=64,
-        runs_dir=str(tmp_path / "runs"),
-        progress_interval_s=0.01,
-    ))
+    base = ui_friendly(
+        RunConfig(
+            device="cpu",
+            epochs=2,
+            batch_size=32,
+            dataset="synthetic",
+            limit=256,
+            test_limit=64,
+            runs_dir=str(tmp_path / "runs"),
+            progress_interval_s=0.01,
+        )
+    )
     return base.with_changes(**changes)
 
 
@@ -203,15 +209,52 @@ def test_a_run_started_from_a_short_lived_thread_survives_that_thread(tmp_path: 
     assert isinstance(events[-1], Finished) and not events[-1].stopped, events[-1]
 
 
-def test_a_killed_child_becomes_one_error_line(tmp_path: Path) -> None:
-    trainer = ChildProcess(config(tmp_path, epochs=100, record=False)).start()
-    wait_for(trainer, Progress)
+def test_a_killed_child_becomes_one_error_line_that_closes_its_record(tmp_path: Path) -> None:
+    """Issue 26: SIGKILLed mid-epoch, its run folder ended on a progress line, and the
+    message blamed memory with no reason to. The record now ends with the kill, the signal
+    named, and memory is blamed only when the kernel's out-of-memory killer struck."""
+    oom_before = oom_kills()
+    trainer = ChildProcess(config(tmp_path, epochs=100, limit=2048)).start()  # 64 steps
+    [started, *_] = wait_for(trainer, Progress)
+    assert isinstance(started, RunStarted) and started.run_dir is not None
     os.kill(trainer.pid or 0, signal.SIGKILL)
     events = list(trainer.events(EVENT_TIMEOUT_S))
     error = events[-1]
     assert isinstance(error, Error) and error.kind == "killed"
-    assert error.message == "the trainer was killed by SIGKILL (the system may be out of memory)"
     assert sum(isinstance(e, Error | Finished) for e in events) == 1
+    assert error.message.startswith("the trainer was killed by SIGKILL (")
+    if oom_before is not None and oom_kills() == oom_before:  # nothing was out of memory
+        assert error.message == "the trainer was killed by SIGKILL (not by the OOM killer)"
+    run_dir = Path(started.run_dir)
+    recorded = (run_dir / EVENTS_FILE).read_text().splitlines()
+    assert parse_event(recorded[-1]) == error  # the record ends with how the run ended
+    assert all(parse_event(line) is not None for line in recorded)
+    epochs = sum(json.loads(line)["type"] == "epoch_finished" for line in recorded)
+    # the CSV has its header even before its first epoch (it was empty, the header unflushed)
+    rows = (run_dir / EPOCHS_FILE).read_text().splitlines()
+    assert rows[0] == ",".join(EPOCH_COLUMNS) and len(rows) == 1 + epochs
+
+
+def test_closing_a_record_ends_a_line_the_kill_cut_off(tmp_path: Path) -> None:
+    progress = Progress(epoch=1, step=3, steps_per_epoch=8, images_per_second=100.0, loss=2.3)
+    killed = Error(message="the trainer was killed by SIGKILL", kind="killed")
+    events = tmp_path / EVENTS_FILE
+    events.write_text(progress.to_json() + "\n" + progress.to_json()[:20])  # cut mid-line
+    close_record(tmp_path, killed)
+    lines = events.read_text().splitlines()
+    assert lines[0] == progress.to_json() and lines[1] == progress.to_json()[:20]
+    assert parse_event(lines[2]) == killed and len(lines) == 3
+    close_record(tmp_path / "gone", killed)  # no folder: nothing is made
+    assert not (tmp_path / "gone").exists()
+
+
+def test_the_out_of_memory_count_is_read_from_vmstat(tmp_path: Path) -> None:
+    vmstat = tmp_path / "vmstat"
+    vmstat.write_text("pgfault 12\noom_kill 3\nnr_free_pages 9\n")
+    assert oom_kills(vmstat) == 3
+    vmstat.write_text("pgfault 12\n")  # a kernel before 4.13
+    assert oom_kills(vmstat) is None
+    assert oom_kills(tmp_path / "absent") is None
 
 
 PARENT = textwrap.dedent(

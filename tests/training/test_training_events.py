@@ -38,6 +38,7 @@ from gputui.jobs.events import (
     ProbeStep,
     Progress,
     RanksStarted,
+    RecordingStopped,
     RunStarted,
     StepTimes,
     SyncStallRow,
@@ -127,6 +128,7 @@ SAMPLES: list[Event] = [
         rss_bytes=4,
     ),
     Note(message="hello"),
+    RecordingStopped(message="stopped recording this run: ...", run_dir="/runs/x"),
     Error(message="out of memory", detail="trace", kind="oom", suggested_batch_size=128),
     Finished(epochs_completed=2, warmup_seconds=1.5, steady_epoch_seconds=1.0),
     WorldJoined(

@@ -27,7 +27,7 @@ from gputui.jobs.events import (
 )
 from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.recordings.replay import Replay, ReplayedJob
-from tests.ui.recordings.scenarios import BY_NAME
+from tests.ui.recordings.scenarios import BY_NAME, RECORDED_CORES
 
 MiB = 1024**2
 
@@ -207,4 +207,5 @@ def scripted_setup(
         defaults=defaults or RunConfig(),
         drain_interval_s=0.02,
         watch_interval_s=3600.0,  # the scripted pids are not real processes: never watch them
+        cores=RECORDED_CORES,  # its CPU runs replay the recordings
     )

@@ -117,8 +117,8 @@ async def test_compare_cpu_with_cpu_shows_real_epochs_and_forms_a_speedup() -> N
         await pilot.pause()
         text = screen_text(app)
         assert "1 warm-up" in text
-        assert "finished: cpu 2 epochs, cpu 2 epochs" in text
-        assert "Speedup of cpu over cpu" in text
+        assert "finished: cpu (baseline) 2 epochs, cpu 2 epochs" in text
+        assert "Speedup of cpu over cpu (baseline)" in text
         assert "Placement on cpu" in text
 
 
@@ -132,9 +132,17 @@ async def compare_once(pilot: Pilot[Any], pane: RunnerPane) -> Session:
 
 
 def speedup_line(app: MonitorApp) -> str:
-    """The runner's speedup line as drawn."""
-    line = next(line for line in screen_text(app).splitlines() if "Speedup of" in line)
-    return line[line.index("Speedup of") :].rstrip("│ ")
+    """The runner's speedup line as drawn, the rest of it that the pane wrapped joined on."""
+    rows = screen_text(app).splitlines()
+    first = next(index for index, row in enumerate(rows) if "Speedup of" in row)
+    start = rows[first].index("Speedup of")  # the pane's left edge
+    parts = [rows[first][start:].rstrip("│ ")]
+    for row in rows[first + 1 :]:
+        rest = row[start:].rstrip("│ ").strip()
+        if not rest or rest.startswith("Per epoch"):
+            break
+        parts.append(rest)
+    return " ".join(parts)
 
 
 async def test_a_one_epoch_comparison_finishes_its_speedup_line_as_bench_does() -> None:
@@ -150,7 +158,7 @@ async def test_a_one_epoch_comparison_finishes_its_speedup_line_as_bench_does() 
         ratio = fmt_times(result.steady, precision=2)
         await pilot.pause()
         assert speedup_line(app) == (
-            f"Speedup of cpu over cpu: {ratio} over the only epoch, warm-up included"
+            f"Speedup of cpu over cpu (baseline): {ratio} over the only epoch, warm-up included"
         )
         table = render_table(session.runs)
         rows = [row for row in table.splitlines() if row.startswith("cpu ") and row.endswith("x")]
@@ -182,7 +190,7 @@ async def test_a_comparison_stopped_before_an_epoch_ends_says_it_has_no_speedup(
         assert len(session.runs[0].epochs) == 1 and not session.runs[1].epochs
         await pilot.pause()
         assert speedup_line(app) == (
-            "Speedup of cpu over cpu: n/a (a run ended before its first epoch did)"
+            "Speedup of cpu over cpu (baseline): n/a (a run ended before its first epoch did)"
         )
 
 
@@ -422,6 +430,42 @@ async def test_a_real_experiment_shows_its_table_and_sentence() -> None:
         text = screen_text(app)
         assert "experiment sync-stall finished" in text
         assert "every step" in text and "loss once" in text
+
+
+@pytest.mark.parametrize("rows_in", [0, 1])
+async def test_an_experiment_in_flight_is_running_not_stopped(rows_in: int) -> None:
+    """Issue 26: while sync-stall runs (the recorded stream cut before its end), the view
+    reads as running; it said "stopped: cpu after 0 rows" while the rows were coming."""
+
+    def in_flight(index: int, events: list[Event]) -> list[Event]:
+        return events[: 2 + rows_in]  # started, the device, then ``rows_in`` rows
+
+    app = fake_app(runner=replayed_setup("sync_stall_cpu", cut=in_flight))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        pane.query_one("#runner-experiment").value = "sync-stall"  # type: ignore[attr-defined]
+        await pilot.press("x")
+        await wait_until(pilot, lambda: pane.events_seen == 2 + rows_in)
+        await pilot.pause()
+        text = screen_text(app)
+        assert pane.experiment_running
+        assert "experiment sync-stall" in text
+        assert "stopped" not in text
+
+
+async def test_the_pane_says_its_cpu_run_had_fewer_threads_than_bench() -> None:
+    """Issue 26: the recorded run (1 thread) in a pane on 2 cores: the view says so."""
+    app = fake_app(runner=replayed_setup("cpu_run"))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        assert pane.cores == 2
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("r")
+        await wait_until(pilot, lambda: pane.session is not None and not pane.busy)
+        await pilot.pause()
+        text = " ".join(screen_text(app).replace("│", " ").split())
+        assert "note: the CPU ran here on 1 thread of this machine's 2 cores" in text
 
 
 async def test_the_pane_s_batch_sweep_keeps_to_the_sizes_its_limit_holds() -> None:

@@ -8,8 +8,10 @@ from rich.console import Console, RenderableType
 
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Finished, Memory, Progress
-from gputui.jobs.results import Phase, RunRecord, Session, speedup
+from gputui.jobs.reports import render_table
+from gputui.jobs.results import ExperimentResult, Phase, RunRecord, Session, speedup
 from gputui.ui.render.runner import (
+    experiment_body,
     memory_line,
     placement_table,
     session_body,
@@ -17,7 +19,7 @@ from gputui.ui.render.runner import (
     status_line,
     throughput_chart,
 )
-from tests.ui.recordings.replay import stream
+from tests.ui.recordings.replay import stream, streams
 from tests.ui.recordings.scenarios import RECORDED
 from tests.ui.runner_fakes import gpu_run_events
 
@@ -150,3 +152,82 @@ def test_a_one_epoch_comparison_compares_warm_up_with_warm_up() -> None:
     assert result.steady_includes_warmup
     assert result.steady == cpu.epochs[0].seconds / gpu.epochs[0].seconds
     assert "over the only epoch, warm-up included" in text_of(speedup_text(result))
+
+
+def cpu_vs_cpu() -> Session:
+    """The recorded comparison of the CPU with itself, finished."""
+    session = Session([CPU, CPU])
+    for events in streams("cpu_vs_cpu"):
+        run = session.begin(CPU)
+        for event in events:
+            run.absorb(event)
+    return session
+
+
+def test_the_cpu_compared_with_itself_labels_its_baseline() -> None:
+    """Issue 26: two runs on ``cpu`` read as two unlabelled ``cpu`` rows; the first, the
+    baseline, is marked wherever both are named."""
+    session = cpu_vs_cpu()
+    assert session.phase is Phase.FINISHED
+    body = text_of(session_body(session, 100))
+    table, chart = body.split("Throughput")
+    devices = [line.split()[:2] for line in table.splitlines()[1:] if line.strip()]
+    assert devices == [["cpu", "(baseline)"]] * 3 + [["cpu", "1"], ["cpu", "2"], ["cpu", "3"]]
+    bars = [line.split()[:2] for line in chart.splitlines() if line.startswith("cpu")]
+    assert [(bar[0], bar[1][0]) for bar in bars] == [("cpu", "("), ("cpu", "█")]
+    assert bars[0][1] == "(baseline)"
+    assert "Speedup of cpu over cpu (baseline):" in body
+    assert text_of(status_line(session)).startswith(
+        "✓ finished: cpu (baseline) 3 epochs, cpu 3 epochs"
+    )
+    # gputui bench --device cpu --device cpu reads alike
+    lines = render_table(session.runs).splitlines()
+    assert [line.split()[:2] for line in lines if line.startswith("cpu ")] == [
+        ["cpu", "(baseline)"],  # the table's rows
+        ["cpu", "AMD"],
+        ["cpu", "(baseline)"],  # the placement lines
+        ["cpu", "placement:"],
+    ]
+    assert "; speedup: over cpu (baseline)" in render_table(session.runs)
+
+
+def test_runs_on_distinct_devices_need_no_mark() -> None:
+    session = Session([CPU, GPU], runs=[record(CPU), record(GPU)])
+    assert "(baseline)" not in text_of(session_body(session, 100))
+    assert "(baseline)" not in render_table(session.runs)
+
+
+BENCH_NOTE = (
+    "note: the CPU ran here on 1 thread of this machine's 2 cores (a core kept for the "
+    "monitor); gputui bench uses all 2, so its CPU figures are higher, and speedups over the "
+    "CPU lower, than these"
+)
+
+
+def test_a_cpu_run_with_a_core_less_than_bench_says_so() -> None:
+    """Issue 26: the pane's CPU runs keep a core for the monitor, bench's use every core, so
+    a speedup over the CPU reads higher here; the recorded run had 1 thread of 2 cores."""
+    session = Session([CPU, GPU], runs=[record(CPU), record(GPU)])
+    assert session.runs[0].started is not None and session.runs[0].started.num_threads == 1
+    assert BENCH_NOTE in " ".join(text_of(session_body(session, 100, cores=2)).split())
+    one_core = " ".join(text_of(session_body(session, 100, cores=1)).split())
+    assert "note: the CPU ran here" not in one_core  # 1 thread of 1 core: all of them
+    gpu_only = Session([GPU], runs=[record(GPU)])
+    assert "note: the CPU ran here" not in text_of(session_body(gpu_only, 100, cores=2))
+
+
+def test_fewer_threads_than_the_runner_s_default_are_not_blamed_on_the_monitor() -> None:
+    session = Session([CPU], runs=[record(CPU)])
+    text = " ".join(text_of(session_body(session, 100, cores=4)).split())
+    assert "on 1 thread of this machine's 4 cores (as the runner's defaults ask)" in text
+
+
+def test_an_experiment_on_the_cpu_says_its_threads() -> None:
+    result = ExperimentResult("sync-stall")
+    for event in stream("sync_stall_cpu"):
+        result.absorb(event)
+    text = " ".join(text_of(experiment_body(result, 100, cores=2)).split())
+    assert (
+        "note: the CPU ran here on 1 thread of this machine's 2 cores (a core kept for the "
+        "monitor); gputui experiment uses all 2, so its CPU figures are higher than these"
+    ) in text

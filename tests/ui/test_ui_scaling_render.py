@@ -10,6 +10,7 @@ from gputui.jobs.config import ScaleConfig
 from gputui.jobs.process import ChildProcess
 from gputui.jobs.results import Phase, Session
 from gputui.ui.render.scaling import scaling_body
+from tests.training.test_scale_report import SLOWER, scaling_session
 
 CONFIGS = [
     ScaleConfig(
@@ -26,9 +27,9 @@ CONFIGS = [
 ]
 
 
-def _text(session: Session, width: int = 100) -> str:
+def _text(session: Session, width: int = 100, cores: int | None = None) -> str:
     console = Console(width=width, record=True, color_system=None)
-    console.print(scaling_body(session, width))
+    console.print(scaling_body(session, width, cores))
     return console.export_text()
 
 
@@ -79,3 +80,25 @@ def test_a_world_size_half_way_shows_its_share(finished: Session) -> None:
     row = text.splitlines()[2]
     assert " 50%" in row
     assert session.phase is Phase.RUNNING
+
+
+def test_noise_and_oversubscription_are_said_under_the_table() -> None:
+    """Issue 26: the recorded 1- and 2-rank runs, the first made slow (an efficiency over
+    100%), on one core (two ranks of a thread each): both said, each once."""
+    text = " ".join(_text(scaling_session(SLOWER), cores=1).split())
+    assert text.count("⚠") == 2
+    assert "⚠ 2 ranks: efficiency" in text and "is more than the ranks can add: noise" in text
+    assert "⚠ 2 ranks: oversubscribed, 2 ranks x 1 thread on 1 core" in text
+    assert "⚠" not in _text(scaling_session(), cores=2)
+
+
+def test_a_first_world_size_with_a_core_less_than_scale_s_says_so() -> None:
+    """Issue 26: the pane's 1-rank CPU run had 1 thread of 2 cores, where ``gputui scale``
+    gives it both, so the pane's speedups over it read higher."""
+    text = " ".join(_text(scaling_session(), cores=2).split())
+    assert (
+        "note: the CPU ran here on 1 thread of this machine's 2 cores (a core kept for the "
+        "monitor); gputui scale uses all 2, so its 1-rank run is faster, and the speedups over "
+        "it lower, than these"
+    ) in text
+    assert "note: the CPU ran here" not in _text(scaling_session(), cores=1)

@@ -11,7 +11,14 @@ from rich.text import Text
 from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
 from gputui.jobs.events import DeviceOption, Error, Memory, Placement, Progress
 from gputui.jobs.reports import render_result
-from gputui.jobs.results import ExperimentResult, Phase, RunRecord, Session, Speedup
+from gputui.jobs.results import (
+    ExperimentResult,
+    Phase,
+    RunRecord,
+    Session,
+    Speedup,
+    run_names,
+)
 
 MUTED = "dim"
 BAR_CHAR = "█"
@@ -88,8 +95,8 @@ def status_line(session: Session | None) -> Text:
         sizes = ", ".join(str(getattr(run.config, "world_size", 1)) for run in session.runs)
         return Text(f"✓ scaling finished: {sizes} ranks", style="green")
     done = ", ".join(
-        f"{run.device} {fmt_counted(run.finished.epochs_completed, 'epoch')}"
-        for run in session.runs
+        f"{name} {fmt_counted(run.finished.epochs_completed, 'epoch')}"
+        for run, name in zip(session.runs, run_names(session.runs), strict=True)
         if run.finished is not None
     )
     return Text(f"✓ finished: {done}", style="green")
@@ -106,11 +113,11 @@ def epochs_table(runs: Sequence[RunRecord]) -> Table:
     table.add_column("Acc", justify="right")
     for column in table.columns:
         column.no_wrap = True
-    for run in runs:
+    for run, name in zip(runs, run_names(runs), strict=True):
         for epoch in run.epochs:
             style = MUTED if epoch.warmup else ""
             table.add_row(
-                run.device,
+                name,
                 f"{epoch.epoch}{' warm-up' if epoch.warmup else ''}",
                 f"{epoch.seconds:.2f}",
                 f"{epoch.images_per_second:,.0f}",
@@ -130,7 +137,10 @@ def throughput_chart(runs: Sequence[RunRecord], width: int) -> Text:
         runs: The runs to chart, in order.
         width: Cells across the chart.
     """
-    values = [(run.device, run.best_images_per_second, run) for run in runs]
+    values = [
+        (name, run.best_images_per_second, run)
+        for run, name in zip(runs, run_names(runs), strict=True)
+    ]
     top = max((value for _, value, _ in values if value), default=0.0)
     label_width = max((len(device) for device, _, _ in values), default=3)
     numbers = [fmt_ips(value) for _, value, _ in values]
@@ -262,8 +272,45 @@ def error_detail(error: Error) -> Text:
     return text
 
 
-def session_body(session: Session | None, width: int) -> RenderableType:
-    """Everything under the progress bar: epochs, chart, speedup, placement, memory."""
+def cpu_threads_note(threads: int | None, cores: int | None, command: str, effect: str) -> Text:
+    """Why the CPU's figures here are not ``command``'s: the runner gave CPU work
+    ``threads`` of ``cores`` (a core kept for the monitor), where ``command`` uses every
+    core; empty when it had them all (or either count is unknown).
+
+    Args:
+        threads: The threads the CPU work had (a job's threads, all ranks together).
+        cores: The cores it could have had.
+        command: The command that uses every core (``gputui bench``).
+        effect: What the difference does to the figures shown, after "so".
+    """
+    if threads is None or cores is None or threads >= cores:
+        return Text()
+    why = "a core kept for the monitor" if threads == cores - 1 else "as the runner's defaults ask"
+    return Text(
+        f"note: the CPU ran here on {fmt_counted(threads, 'thread')} of this machine's "
+        f"{fmt_counted(cores, 'core')} ({why}); {command} uses all {cores}, so {effect}",
+        style=MUTED,
+    )
+
+
+def session_threads_note(session: Session, cores: int | None) -> Text:
+    """:func:`cpu_threads_note` for a training session's CPU runs (the fewest threads)."""
+    threads = [
+        run.started.num_threads
+        for run in session.runs
+        if run.started is not None and run.device.split(":")[0] == "cpu"
+    ]
+    return cpu_threads_note(
+        min(threads, default=None),
+        cores,
+        "gputui bench",
+        "its CPU figures are higher, and speedups over the CPU lower, than these",
+    )
+
+
+def session_body(session: Session | None, width: int, cores: int | None = None) -> RenderableType:
+    """Everything under the progress bar: epochs, chart, speedup, the CPU's threads against
+    ``cores`` (:func:`session_threads_note`), placement, memory."""
     if session is None or not session.runs:
         return Text(
             "Epoch times, throughput, the speedup of a comparison and where each tensor "
@@ -276,6 +323,9 @@ def session_body(session: Session | None, width: int) -> RenderableType:
     result = session.speedup
     if result is not None:
         parts += [speedup_text(result), Text()]
+    note = session_threads_note(session, cores)
+    if note.plain:
+        parts += [note, Text()]
     current = session.current
     shown = current if current is not None and current.placement else None
     shown = shown or next((run for run in reversed(session.runs) if run.placement), None)
@@ -343,9 +393,22 @@ def experiment_chart(result: ExperimentResult, width: int) -> Text:
     return text
 
 
-def experiment_body(result: ExperimentResult, width: int) -> RenderableType:
-    """The experiment's table and conclusion (as the CLI prints them), then a chart."""
+def experiment_body(
+    result: ExperimentResult, width: int, cores: int | None = None
+) -> RenderableType:
+    """The experiment's table and conclusion (as the CLI prints them), the CPU's threads
+    against ``cores`` (:func:`cpu_threads_note`), then a chart."""
     parts: list[RenderableType] = [Text(render_result(result))]
+    started = result.started
+    on_cpu = started is not None and any(d.split(":")[0] == "cpu" for d in started.devices)
+    note = cpu_threads_note(
+        started.threads if started is not None and on_cpu else None,
+        cores,
+        "gputui experiment",
+        "its CPU figures are higher than these",
+    )
+    if note.plain:
+        parts += [Text(), note]
     chart = experiment_chart(result, width)
     if chart.plain:
         parts += [Text(), Text("Throughput", style="bold"), chart]

@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui.format import fmt_count, fmt_counted, fmt_percent, fmt_times
-from gputui.jobs.reports import scale_rows
+from gputui.jobs.reports import SUPERLINEAR, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord, Session
+from gputui.ui.render.runner import cpu_threads_note
 
 MUTED = "dim"
 BAR_CHAR = "█"
@@ -22,10 +23,12 @@ FIGURES_WIDTH = 52
 all-reduce share, and the gaps between them)."""
 
 
-def scaling_body(session: Session, width: int) -> RenderableType:
-    """The scaling table of ``session`` (a scaling session), ``width`` cells wide."""
+def scaling_body(session: Session, width: int, cores: int | None = None) -> RenderableType:
+    """The scaling table of ``session`` (a scaling session), ``width`` cells wide, and a
+    warning under it for each figure that is noise or oversubscription (``cores``: this
+    machine's, where the ranks run)."""
     scaling = session.scaling or "weak"
-    rows = scale_rows(session.runs, scaling)
+    rows = scale_rows(session.runs, scaling, cores)
     bar_width = max(width - FIGURES_WIDTH, 6)
     table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
     for name, justify in (
@@ -51,7 +54,10 @@ def scaling_body(session: Session, width: int) -> RenderableType:
             progress_bar(run, bar_width),
             _rate(row["images_per_second"], run),
             fmt_times(row["speedup"], precision=2),
-            fmt_percent(_percent(row["efficiency"])),
+            Text(
+                fmt_percent(_percent(row["efficiency"])),
+                style="yellow" if SUPERLINEAR in row["warnings"] else "",
+            ),
             fmt_percent(_percent(row["allreduce_share"])),
         )
     keeps = "the batch of each rank" if scaling == "weak" else "the job's batch, split"
@@ -61,7 +67,9 @@ def scaling_body(session: Session, width: int) -> RenderableType:
         "all-red.: share of a step waiting on the gradients' all-reduce",
         style=MUTED,
     )
-    return Group(table, Text(), legend)
+    warnings = [Text(f"⚠ {warning}", style="yellow") for warning in scale_warnings(rows)]
+    note = _threads_note(session, cores)
+    return Group(table, Text(), legend, *([note] if note.plain else []), *warnings)
 
 
 def progress_bar(run: RunRecord, width: int) -> Text:
@@ -84,6 +92,21 @@ def _rate(steady: float | None, run: RunRecord) -> Text:
 
 def _percent(share: float | None) -> float | None:
     return None if share is None else share * 100.0
+
+
+def _threads_note(session: Session, cores: int | None) -> Text:
+    """On the CPU, whether the first world size had fewer threads, all ranks together, than
+    ``gputui scale`` gives it (the runner keeps a core for the monitor)."""
+    first = session.runs[0] if session.runs else None
+    if first is None or first.started is None or first.device.split(":")[0] != "cpu":
+        return Text()
+    ranks = int(getattr(first.config, "world_size", 1))
+    return cpu_threads_note(
+        first.started.num_threads * ranks,
+        cores,
+        "gputui scale",
+        f"its {ranks}-rank run is faster, and the speedups over it lower, than these",
+    )
 
 
 def _first_ranks(session: Session) -> int:

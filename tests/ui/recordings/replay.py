@@ -34,6 +34,7 @@ from tests.ui.recordings.scenarios import (
     DEVICES,
     EXPERIMENT_BUDGET_S,
     RECORDED,
+    RECORDED_CORES,
     Scenario,
 )
 
@@ -225,4 +226,5 @@ def replayed_setup(
         drain_interval_s=0.02,
         experiment_budget_s=EXPERIMENT_BUDGET_S,
         watch_interval_s=3600.0,  # the recorded pids are not live processes: never watch them
+        cores=RECORDED_CORES,
     )

@@ -28,6 +28,11 @@ RECORDED = RunConfig(
 one (so a replay can stop part-way through an epoch), epoch 1 the warm-up and 2 and 3
 steady. One thread: the machine's other core is left to the tests beside it."""
 
+RECORDED_CORES = 2
+"""The cores of the machine the recordings are made on (:data:`RECORDED`'s one thread
+leaves the other to the tests): a replayed pane's, so that what its views say of the CPU's
+threads is the same on every machine."""
+
 EXPERIMENT_BUDGET_S = 0.2
 """The pane's ``experiment_budget_s`` for the recorded experiment."""
 

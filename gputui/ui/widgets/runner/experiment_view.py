@@ -45,4 +45,4 @@ class ExperimentView(RunView):
         from gputui.ui.render.runner import experiment_body
 
         result = state.experiment
-        return experiment_body(result, width) if result is not None else Text()
+        return experiment_body(result, width, state.cores) if result is not None else Text()

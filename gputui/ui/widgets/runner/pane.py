@@ -338,6 +338,11 @@ class RunnerPane(Vertical):
         return self.session.phase is Phase.RUNNING
 
     @property
+    def cores(self) -> int:
+        """The CPU cores the jobs may use (the setup's)."""
+        return self.setup.cores
+
+    @property
     def experiment_running(self) -> bool:
         """Whether the experiment is still running."""
         return self.experiment_process is not None

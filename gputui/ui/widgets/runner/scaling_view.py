@@ -25,4 +25,4 @@ class ScalingView(TrainingView):
         session = state.session
         if session is None:
             return super().body(state, width)
-        return scaling_body(session, width)
+        return scaling_body(session, width, state.cores)

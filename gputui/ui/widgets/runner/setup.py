@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from gputui.jobs.config import ExperimentConfig, RunConfig, ui_friendly
+from gputui.jobs.config import ExperimentConfig, RunConfig, available_cores, ui_friendly
 
 if TYPE_CHECKING:  # loaded once the pane is built (see the pane module's docstring)
     from gputui.jobs.events import DevicesListed, Error, Event
@@ -69,3 +69,6 @@ class RunnerSetup:
     """About how long each measurement of an experiment may take."""
     watch_interval_s: float = 1.0
     """How often the pane reads the trainer process's CPU use (psutil)."""
+    cores: int = field(default_factory=available_cores)
+    """The CPU cores the jobs may use (this process's), against which the views say how
+    many threads a CPU run had, and whether ranks are oversubscribed."""

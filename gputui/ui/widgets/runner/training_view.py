@@ -67,4 +67,4 @@ class TrainingView(RunView):
         """The session's epochs, throughput chart, speedup, placement and memory."""
         from gputui.ui.render.runner import session_body
 
-        return session_body(state.session, width)
+        return session_body(state.session, width, state.cores)

@@ -53,6 +53,11 @@ class PaneState(Protocol):
         """The experiment's latest progress line."""
         ...
 
+    @property
+    def cores(self) -> int:
+        """The CPU cores the jobs may use (the pane's setup says)."""
+        ...
+
 
 class RunView(Static):
     """One kind of run the pane shows; the pane paints only the view on screen."""
