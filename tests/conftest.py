@@ -23,6 +23,13 @@ from tests.fakenvml import (
 )
 from tests.ui.tmux_session import Tmux, tmux_env
 
+# pytest-xdist's workers run with COLUMNS=80 and LINES=24 set, which Textual (and argparse)
+# take for the terminal's size, in the tmux and pty sessions the tests start too. A serial
+# run has neither: so neither has a worker.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+
 FakeNvmlBuilder = Callable[[Sequence[str]], Path]
 """Builds the stand-in library with the given symbols omitted; returns its folder."""
 
