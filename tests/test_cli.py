@@ -28,7 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def gputui(
-    *args: str, lib_dir: Path | None = None, knobs: Mapping[str, str] | None = None
+    *args: str,
+    lib_dir: Path | None = None,
+    knobs: Mapping[str, str] | None = None,
+    timeout_s: float = 60,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m gputui ARGS`` with NVML found only in ``lib_dir``."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
@@ -43,7 +46,7 @@ def gputui(
         text=True,
         cwd=ROOT,
         env=env,
-        timeout=60,
+        timeout=timeout_s,
         check=False,
     )
 
