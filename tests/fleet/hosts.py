@@ -74,6 +74,24 @@ gputui_sample_age_seconds +Inf
 """One GPU, fine, served as infinitely old."""
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024
+    """socketserver's 5 had the kernel drop connections when 256 hosts' scrapes came at once."""
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """``handler`` served on a loopback port of its own, on a thread; yields the port."""
+    server = _Server(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @contextmanager
 def static_exporter(body: str) -> Iterator[str]:
     """An HTTP server on loopback answering ``GET /metrics`` with ``body``; yields HOST:PORT."""
@@ -93,14 +111,8 @@ def static_exporter(body: str) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as port:
+        yield f"127.0.0.1:{port}"
 
 
 @contextmanager
@@ -122,14 +134,8 @@ def json_server(answer: Callable[[str], bytes]) -> Iterator[tuple[str, list[str]
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", asked
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as port:
+        yield f"http://127.0.0.1:{port}", asked
 
 
 Serve = Callable[["RawHost", socket.socket, threading.Event], None]
