@@ -624,11 +624,11 @@ class Suite:
     """The checks for one device, the most telling figures first, within a deadline."""
 
     def __init__(self, device: str, runner: Runner, out: Path | None) -> None:
-        self.kind = device.split(":")[0]
-        self.index = int(device.split(":")[1]) if ":" in device else 0
-        self.device = f"cuda:{self.index}" if self.kind == "cuda" else self.kind
-        """The device resolved once, as every command and child is given it: ``cuda`` is
-        ``cuda:0`` (torch's ``set_device`` refuses a CUDA device without an index)."""
+        self.kind, _, index = device.partition(":")
+        self.device = f"cuda:{index or 0}" if self.kind == "cuda" else self.kind
+        """The device resolved once, as every command and child is given it and as bench
+        names it in its results: ``cuda`` is ``cuda:0`` (torch's ``set_device`` refuses a
+        CUDA device without an index)."""
         self.runner = runner
         self.out = out
         self.settings = Settings.for_kind(self.kind)
@@ -636,11 +636,6 @@ class Suite:
         self.facts: dict[str, Any] = {}
         self.expect = expectations(self.kind, None)
         self.bench_runs: dict[str, Mapping[str, Any]] = {}
-
-    @property
-    def run_device(self) -> str:
-        """The device as bench names it in its results: ``cuda:N``, ``mps`` or ``cpu``."""
-        return self.device
 
     def add(self, check: Check) -> None:
         self.checks.append(check)
@@ -738,7 +733,7 @@ class Suite:
             yield Check("doctor", FAIL, f"exit {code}, no JSON: {stderr}")
             return
         self._save("doctor.json", report)
-        yield doctor_verdict(report, code, self.run_device, self.expect)
+        yield doctor_verdict(report, code, self.device, self.expect)
 
     def snapshot(self) -> Iterator[Check]:
         if self.kind != "cuda":
@@ -762,7 +757,7 @@ class Suite:
             return
         self.bench_runs[name] = runs[0]
         self._save(name.replace(" ", "_") + ".json", result)
-        yield bench_verdict(runs[0], self.run_device, precision, self.expect.epoch_tolerance)
+        yield bench_verdict(runs[0], self.device, precision, self.expect.epoch_tolerance)
 
     def _bench_args(self, epochs: int | None = None, batch: int | None = None) -> list[str]:
         s = self.settings

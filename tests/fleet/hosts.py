@@ -79,10 +79,32 @@ class _Server(ThreadingHTTPServer):
     """socketserver's 5 had the kernel drop connections when 256 hosts' scrapes came at once."""
 
 
+Answer = Callable[[str], "tuple[str, bytes] | None"]
+"""A stand-in server's answer to ``GET path``: its content type and body; ``None``: 404."""
+
+
 @contextmanager
-def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
-    """``handler`` served on a loopback port of its own, on a thread; yields the port."""
-    server = _Server(("127.0.0.1", 0), handler)
+def serving(answer: Answer) -> Iterator[int]:
+    """``GET`` answered by ``answer`` on a loopback port of its own, on a thread; yields the
+    port."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answered = answer(self.path)
+            if answered is None:
+                self.send_error(404)
+                return
+            content_type, data = answered
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = _Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
@@ -95,23 +117,12 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
 @contextmanager
 def static_exporter(body: str) -> Iterator[str]:
     """An HTTP server on loopback answering ``GET /metrics`` with ``body``; yields HOST:PORT."""
+    data = body.encode()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] != "/metrics":
-                self.send_error(404)
-                return
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def metrics(path: str) -> tuple[str, bytes] | None:
+        return ("text/plain; version=0.0.4", data) if path.split("?")[0] == "/metrics" else None
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    with serving(Handler) as port:
+    with serving(metrics) as port:
         yield f"127.0.0.1:{port}"
 
 
@@ -121,20 +132,11 @@ def json_server(answer: Callable[[str], bytes]) -> Iterator[tuple[str, list[str]
     JSON; yields its ``http://`` URL and the paths asked so far."""
     asked: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            data = answer(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def recorded(path: str) -> tuple[str, bytes]:
+        asked.append(path)
+        return "application/json", answer(path)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    with serving(Handler) as port:
+    with serving(recorded) as port:
         yield f"http://127.0.0.1:{port}", asked
 
 
