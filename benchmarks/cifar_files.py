@@ -20,8 +20,18 @@ from pathlib import Path
 import numpy as np
 
 PER_BATCH = 10_000
-LABEL_NAMES = ["airplane", "automobile", "bird", "cat", "deer",
-               "dog", "frog", "horse", "ship", "truck"]
+LABEL_NAMES = [
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+]
 
 
 def write(root: Path, seed: int = 0) -> None:
@@ -40,12 +50,21 @@ def write(root: Path, seed: int = 0) -> None:
         records = np.concatenate([labels[:, None], data], axis=1)
         (binary / f"{name}.bin").write_bytes(records.tobytes())
         with open(pickled / name, "wb") as f:
-            pickle.dump({"batch_label": name, "labels": labels.tolist(), "data": data,
-                         "filenames": [f"{name}_{i}.png" for i in range(PER_BATCH)]}, f, 2)
+            pickle.dump(
+                {
+                    "batch_label": name,
+                    "labels": labels.tolist(),
+                    "data": data,
+                    "filenames": [f"{name}_{i}.png" for i in range(PER_BATCH)],
+                },
+                f,
+                2,
+            )
     (binary / "batches.meta.txt").write_text("\n".join(LABEL_NAMES) + "\n")
     with open(pickled / "batches.meta", "wb") as f:
-        pickle.dump({"label_names": LABEL_NAMES, "num_cases_per_batch": PER_BATCH,
-                     "num_vis": 3072}, f, 2)
+        pickle.dump(
+            {"label_names": LABEL_NAMES, "num_cases_per_batch": PER_BATCH, "num_vis": 3072}, f, 2
+        )
 
 
 if __name__ == "__main__":

@@ -95,8 +95,16 @@ def main() -> None:
             loss.item()  # the tutorial's per-step writer.add_scalar(loss) reads it to the host
         epoch_seconds.append(time() - epoch_start)
     total = time() - start
-    print(json.dumps({"epoch_seconds": epoch_seconds, "total_seconds": total,
-                      "torch": torch.__version__, "images": len(trainset)}))
+    print(
+        json.dumps(
+            {
+                "epoch_seconds": epoch_seconds,
+                "total_seconds": total,
+                "torch": torch.__version__,
+                "images": len(trainset),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -48,15 +48,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
-
-if sys.version_info >= (3, 11):
-    from typing import dataclass_transform
-else:
-    from typing_extensions import dataclass_transform
+from typing import Any, ClassVar, dataclass_transform
 
 SCHEMA_VERSION = 1
 """Bumped when a field changes meaning or a required field is added."""
