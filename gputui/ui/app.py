@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
 from textual.events import Resize
 from textual.geometry import Size
 from textual.message import Message
@@ -79,6 +78,7 @@ from gputui.ui.widgets.footer import FittingFooter
 from gputui.ui.widgets.monitor import Monitor
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
+from gputui.ui.widgets.steady import SteadyHorizontal, SteadyScreen
 
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
     from gputui.doctor.checks import DoctorReport
@@ -219,9 +219,13 @@ class MonitorApp(TerminalColours):
         self._hung_up = False
         self._stop_signals = StopSignals()
 
+    def get_default_screen(self) -> Screen[object]:
+        """The monitor's screen (repeats its background while it is unchanged)."""
+        return SteadyScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
-        with Horizontal(id="body"):
+        with SteadyHorizontal(id="body"):
             yield self._monitor
             yield self._runner
         yield FittingFooter(FOOTER_FULL_FROM, FOOTER_PALETTE_FROM)
