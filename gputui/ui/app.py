@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
 from textual.events import Resize
 from textual.geometry import Size
 from textual.message import Message
@@ -218,6 +220,19 @@ class MonitorApp(TerminalColours):
         """Whether the user asked for the runner pane or hid it; None until they do."""
         self._hung_up = False
         self._stop_signals = StopSignals()
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, but on Linux and macOS one whose input thread sleeps until a key
+        comes (:mod:`gputui.ui.driver`) instead of waking ten times a second."""
+        driver = super().get_driver_class()
+        if sys.platform != "win32":  # (Textual's own choice there is its Windows driver)
+            from textual.drivers.linux_driver import LinuxDriver
+
+            if driver is LinuxDriver:  # not one named by TEXTUAL_DRIVER
+                from gputui.ui.driver import QuietLinuxDriver
+
+                return QuietLinuxDriver
+        return driver
 
     def get_default_screen(self) -> Screen[object]:
         """The monitor's screen (repeats its background while it is unchanged)."""
