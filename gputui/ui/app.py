@@ -269,7 +269,7 @@ class MonitorApp(TerminalColours):
                 self._poll(source)
         self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
         self._terminal = None if self.is_headless else input_terminal()
-        self.set_interval(self.stale_check_s, self._check_stale_and_terminal)
+        self._later(self.stale_check_s, self._check_stale_and_terminal)
         self._stop_signals.install(asyncio.get_running_loop(), self._quit_after_hang_up)
 
     def on_unmount(self) -> None:
@@ -307,7 +307,11 @@ class MonitorApp(TerminalColours):
         self.exit(return_code=code)
 
     def _check_stale_and_terminal(self) -> None:
-        """The app's one steady timer (each timer's tick costs the event loop about 90 µs)."""
+        """The app's one steady timer, every ``stale_check_s`` until the app closes: an
+        event-loop timer, as the beat's (:meth:`_later`), not a Textual one."""
+        if not self._showing:
+            return
+        self._later(self.stale_check_s, self._check_stale_and_terminal)
         self._check_stale()
         if self._terminal is not None:
             self._check_terminal(self._terminal)
@@ -560,8 +564,8 @@ class MonitorApp(TerminalColours):
         """Call ``callback`` after ``delay_s`` straight from the event loop.
 
         A Textual timer would cost the loop about 150 µs more a shot (a task, then a
-        message), and the beat and its grace wait come every second. An error still
-        ends the app with its traceback, as it would from a Textual timer.
+        message), and the beat, its grace wait and the stale check come every second. An
+        error still ends the app with its traceback, as it would from a Textual timer.
         """
         return asyncio.get_running_loop().call_later(delay_s, self._guarded, callback)
 
