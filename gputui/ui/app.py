@@ -269,7 +269,7 @@ class MonitorApp(TerminalColours):
                 self._poll(source)
         self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
         self._terminal = None if self.is_headless else input_terminal()
-        self._later(self.stale_check_s, self._check_stale_and_terminal)
+        self._check_stale_later()
         self._stop_signals.install(asyncio.get_running_loop(), self._quit_after_hang_up)
 
     def on_unmount(self) -> None:
@@ -306,12 +306,20 @@ class MonitorApp(TerminalColours):
         self._runner.shutdown()
         self.exit(return_code=code)
 
+    def _check_stale_later(self) -> None:
+        """Check for stale readings and a lost terminal on the next multiple of
+        ``stale_check_s`` from the beats' start: with the beat's timer (:meth:`_later`)
+        when the interval is a multiple of it, so the check does not wake the app again."""
+        now = time.monotonic()
+        step, epoch = self.stale_check_s, self._beat.epoch
+        later = epoch + (round((now - epoch) / step) + 1) * step  # (a timer may come early)
+        self._later(later - now, self._check_stale_and_terminal)
+
     def _check_stale_and_terminal(self) -> None:
-        """The app's one steady timer, every ``stale_check_s`` until the app closes: an
-        event-loop timer, as the beat's (:meth:`_later`), not a Textual one."""
+        """The app's one steady timer, every ``stale_check_s`` until the app closes."""
         if not self._showing:
             return
-        self._later(self.stale_check_s, self._check_stale_and_terminal)
+        self._check_stale_later()
         self._check_stale()
         if self._terminal is not None:
             self._check_terminal(self._terminal)
