@@ -241,25 +241,37 @@ class _CallsInFlight:
     No lock, as every driver call passes here: a call is recorded before ``_ending`` is
     read, and :meth:`end` sets ``_ending`` before it reads the calls, so either ``end``
     sees the call or the call sees ``_ending`` (each dict operation is atomic in CPython).
+    A call that must be alone (``nvmlShutdown``) is marked the same way before it counts
+    the calls, and every other call looks for that mark once it is recorded: either the
+    lone call sees the other, or the other sees the mark (both may give way).
     """
 
     def __init__(self) -> None:
         self._calls: dict[int, _Pending] = {}
         self._ending = False
+        self._alone: int | None = None  # the thread of the call that must be alone
 
     def enter(self, call: _Pending, *, alone: bool = False) -> bool:
         """Record ``call`` as this thread's; False (not recorded: do not make it) once the
-        process is ending, or with ``alone`` while another thread is inside NVML."""
+        process is ending, while a call that must be alone is in flight, or with ``alone``
+        while another thread is inside NVML."""
         thread = threading.get_ident()
         self._calls[thread] = call
-        if self._ending or (alone and len(self._calls) > 1):
+        if alone:
+            self._alone = thread
+        if self._ending or (len(self._calls) > 1 if alone else self._alone not in (None, thread)):
+            if alone:
+                self._alone = None
             del self._calls[thread]
             return False
         return True
 
     def leave(self) -> None:
         """This thread's call has returned."""
-        self._calls.pop(threading.get_ident(), None)
+        thread = threading.get_ident()
+        self._calls.pop(thread, None)
+        if self._alone == thread:
+            self._alone = None
 
     def end(self) -> tuple[DriverCall, ...]:
         """Let no call start from now on; returns the calls still in flight."""

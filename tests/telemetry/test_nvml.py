@@ -21,6 +21,7 @@ from gputui.telemetry.nvml import (
     PCIE_BUDGET_S,
     PCIE_TTL_S,
     NvmlSampler,
+    _CallsInFlight,
     calls_in_flight,
     describe_nvml_error,
     format_cuda_version,
@@ -1316,3 +1317,21 @@ def test_close_leaves_nvml_running_while_another_thread_is_inside_it(
     assert sampling.result().status.available
     other.close()
     assert fake_nvml.calls("nvmlShutdown") == 1
+
+
+def test_no_call_starts_while_nvml_shuts_down() -> None:
+    """The other half of the rule above: a call that comes while nvmlShutdown is in flight
+    is not made (it came between two calls of another sampler; the stand-in crashed)."""
+    calls = _CallsInFlight()
+    assert calls.enter(("nvmlShutdown", None, 0.0), alone=True)
+    made: list[bool] = []
+    other = threading.Thread(target=lambda: made.append(calls.enter(("nvmlInit", None, 0.0))))
+    other.start()
+    other.join(5)
+    assert made == [False]
+    calls.leave()
+    other = threading.Thread(target=lambda: made.append(calls.enter(("nvmlInit", None, 0.0))))
+    other.start()
+    other.join(5)
+    assert made == [False, True]
+    assert not calls.enter(("nvmlShutdown", None, 0.0), alone=True)  # the other is inside
