@@ -1,11 +1,13 @@
 """How the monitor draws a beat: only the widgets that changed render again
 (gputui.ui.widgets.steady), and the line widgets can leave out Textual's ANSI-to-truecolor
-filter because nothing they draw has an ANSI colour (gputui.ui.widgets.lines)."""
+filter because nothing they draw has an ANSI colour, and the GPU list hands over its lines
+itself, as Textual would draw them (gputui.ui.widgets.lines)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from textual.filter import ANSIToTruecolor
 from textual.geometry import Region
 from textual.widget import Widget
@@ -77,3 +79,26 @@ async def test_no_line_widget_draws_an_ansi_colour_that_the_filter_would_change(
             background = widget.background_colors[1]
             for strip in widget.render_lines(whole(widget)):
                 assert list(strip.apply_filter(truecolor, background)) == list(strip)
+
+
+@pytest.mark.parametrize("size", [LARGE, (80, 24), (220, 60)])
+async def test_a_plain_line_widget_draws_what_textual_would(size: tuple[int, int]) -> None:
+    """The GPU list hands over its lines itself (no border, padding...): the same strips as
+    Textual's styles cache makes of them, in each form, whole or cropped; faded (stale), it
+    leaves the drawing to Textual."""
+    clock = FakeClock()
+    gpus = nvml_reading([gpu_reading(i) for i in range(8)])
+    app = fake_app(
+        nvml=SettableSampler(gpus), clock=clock, history=seeded_history(8), stale_check_s=0.02
+    )
+    async with app.run_test(size=size) as pilot:
+        await settled(pilot)
+        gpu_list = app.monitor.gpu_area.gpu_list
+        assert gpu_list._drawn_plain()
+        for crop in (whole(gpu_list), Region(3, 1, gpu_list.size.width - 5, 4)):
+            ours = gpu_list.render_lines(crop)
+            gpu_list._styles_cache.clear()
+            assert ours == Widget.render_lines(gpu_list, crop)
+        clock.advance(3600)
+        await wait_until(pilot, lambda: app.monitor.gpu_area.has_class("-stale"))
+        assert not gpu_list._drawn_plain()

@@ -136,6 +136,36 @@ class LinesWidget(SteadyRender):
         (a theme of ANSI colours turns it off), so it would only copy each changed line."""
         return [f for f in super().get_line_filters() if not isinstance(f, ANSIToTruecolor)]
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The strips for ``crop``. A widget drawn plain (the GPU list) hands
+        over its cached lines, filtered and cropped: all that Textual's styles cache would
+        do to them, without its walk through every style for each line. Otherwise, as
+        Textual renders."""
+        if not self._drawn_plain():
+            return super().render_lines(crop)
+        strips = [self.render_line(y) for y in crop.line_range]
+        if filters := self.get_line_filters():
+            background = self.background_colors[1]
+            for line_filter in filters:
+                strips = [strip.apply_filter(line_filter, background) for strip in strips]
+        start, end = crop.column_span
+        if (start, end) != (0, self._width):
+            strips = [strip.crop(start, end) for strip in strips]
+        return strips
+
+    def _drawn_plain(self) -> bool:
+        """Whether the widget has nothing of its own for Textual to draw around or over its
+        lines: no border, outline, padding or scrollbar, no opacity, tint or hatch."""
+        styles = self.styles
+        return (
+            not any(edge for edge, _ in (*styles.border, *styles.outline))
+            and not any(styles.padding)
+            and styles.opacity == styles.text_opacity == 1.0
+            and not styles.tint.a
+            and not (styles.has_rule("hatch") and styles.hatch != "none")
+            and not (self.show_vertical_scrollbar or self.show_horizontal_scrollbar)
+        )
+
     def render_line(self, y: int) -> Strip:
         """Line ``y`` as a strip, from the cache when it has not changed."""
         if self._unbuilt and self.content_size.width > 0:  # the reading came before the layout
