@@ -42,7 +42,7 @@ class _WakingEvent(Event):
     def set(self) -> None:
         """Set the flag and wake the input thread."""
         super().set()
-        with contextlib.suppress(BlockingIOError):  # a full pipe wakes it already
+        with contextlib.suppress(OSError):  # a full pipe wakes it already; a closed one, none
             os.write(self._write_fd, b"\0")
 
     def drain(self) -> None:
@@ -50,6 +50,12 @@ class _WakingEvent(Event):
         with contextlib.suppress(BlockingIOError):
             while os.read(self.wake_fd, 512):
                 pass
+
+    def close(self) -> None:
+        """Close the pipe (the driver is done with it)."""
+        for fd in (self.wake_fd, self._write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class QuietLinuxDriver(LinuxDriver):
@@ -67,6 +73,12 @@ class QuietLinuxDriver(LinuxDriver):
         """As ``LinuxDriver``."""
         super().__init__(app, debug=debug, mouse=mouse, size=size)
         self.exit_event = _WakingEvent()
+
+    def close(self) -> None:
+        """As ``LinuxDriver``, and close the pipe that wakes the input thread."""
+        super().close()
+        assert isinstance(self.exit_event, _WakingEvent)
+        self.exit_event.close()
 
     def run_input_thread(self) -> None:
         """Read keys and send their events to the app until ``exit_event`` is set."""

@@ -56,6 +56,7 @@ async def driven() -> AsyncIterator[tuple[RecordingDriver, int, threading.Thread
     yield driver, write, thread
     driver.exit_event.set()
     thread.join(5)
+    driver.close()
     os.close(read)
     os.close(write)
 
