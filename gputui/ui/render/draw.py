@@ -184,9 +184,11 @@ _SPARK_FOR_PERCENT = tuple(
 
 
 def spark_char(value: float | None) -> str:
+    """The sparkline character for ``value`` (0-100, clamped); a blank for no reading."""
     if value is None or value != value:  # None or NaN: no reading
         return " "
-    return _SPARK_FOR_PERCENT[min(max(int(value + 0.5), 0), 100)]
+    percent = int(value + 0.5)  # clamped by comparing: min() and max() cost twice the rest
+    return _SPARK_FOR_PERCENT[percent if 0 <= percent <= 100 else 0 if percent < 0 else 100]
 
 
 def sparkline(values: Sequence[float | None], width: int, style: str = UTIL_SPARK) -> Line:
