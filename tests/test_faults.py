@@ -261,12 +261,13 @@ async def test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating(
             await wait_until(pilot, lambda: fake_nvml.calls_inside() == 1)
             clock.advance(10)
             await wait_until(pilot, lambda: area.has_class("-stale"))
-            assert "stale 10s" in screen_text(app)
+            # The screen follows the widgets a frame later: wait for it, never read it once.
+            await wait_until(pilot, lambda: "stale 10s" in screen_text(app))
             await wait_until(pilot, lambda: area.hang is not None)  # named under the GPUs
             assert re.fullmatch(
                 rf"nvmlDevice\w+ on GPU 0 has not returned for 10 s: {WEDGED}", area.hang or ""
             )
-            assert "has not returned for 10 s" in screen_text(app)
+            await wait_until(pilot, lambda: "has not returned for 10 s" in screen_text(app))
             handled = app.handled["cpu"]
             await wait_until(pilot, lambda: app.handled["cpu"] >= handled + 3)
             assert nvml.begun == 2  # one call stuck, none queued behind it
@@ -275,7 +276,8 @@ async def test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating(
             await wait_until(pilot, lambda: not area.has_class("-stale"))
             reading = app.monitor.nvml
             assert reading is not None and [g.state for g in reading.gpus] == [GpuState.OK] * 2
-            assert area.hang is None and "has not returned" not in screen_text(app)
+            assert area.hang is None
+            await wait_until(pilot, lambda: "has not returned" not in screen_text(app))
     finally:
         hang.unlink(missing_ok=True)
         nvml.gate.set()

@@ -24,6 +24,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from gputui.engine.lifecycle import (
     EventStream,
@@ -137,7 +138,7 @@ def _usage(stream: EventStream, message: str) -> int:
     return EXIT_USAGE
 
 
-def _import_torch():  # type: ignore[no-untyped-def]  # torch's module
+def _import_torch() -> ModuleType:
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy
     import torch
 

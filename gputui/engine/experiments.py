@@ -32,10 +32,11 @@ stretch a measurement far. ``sync-stall`` gives the budget to both modes togethe
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -304,7 +305,7 @@ class _DeviceRun:
         sizes = self.config.sizes
         for index, size in enumerate(sizes):
             self._check_stop()
-            row = unless_out_of_memory(lambda size=size: self._sweep_one(step, size), self.device)
+            row = unless_out_of_memory(functools.partial(self._sweep_one, step, size), self.device)
             if row is None:
                 self._row(_sweep_failure(self.device, size, OUT_OF_MEMORY))
                 for larger in sizes[index + 1 :]:
@@ -454,7 +455,7 @@ class _DeviceRun:
         for name in ("classic", "resident"):
             self._check_stop()
             row = unless_out_of_memory(
-                lambda name=name: self._pipeline_row(name, step), self.device
+                functools.partial(self._pipeline_row, name, step), self.device
             )
             if row is None:
                 row = PipelineRow(
@@ -520,7 +521,7 @@ class _DeviceRun:
         )
 
 
-def _endless(epoch: Callable[[], Iterator[Batch]]) -> Iterator[Batch]:
+def _endless(epoch: Callable[[], Iterator[Batch]]) -> Generator[Batch]:
     """Batches from one epoch after another."""
     while True:
         yield from epoch()

@@ -11,7 +11,7 @@ import gc
 import resource
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
@@ -22,9 +22,12 @@ Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """One optimizer step on ``(images, labels)``; returns the detached loss."""
 T = TypeVar("T")
 
-OutOfMemoryError: type[RuntimeError] = getattr(torch, "OutOfMemoryError", None) or getattr(
-    torch.cuda, "OutOfMemoryError", RuntimeError
-)
+if TYPE_CHECKING:
+    OutOfMemoryError = torch.OutOfMemoryError
+else:
+    OutOfMemoryError = getattr(torch, "OutOfMemoryError", None) or getattr(
+        torch.cuda, "OutOfMemoryError", RuntimeError
+    )
 """torch's out-of-memory error: ``torch.OutOfMemoryError`` from torch 2.5, before that
 ``torch.cuda.OutOfMemoryError`` (pyproject admits torch 2.1, and many GPU images ship
 2.1 to 2.4)."""

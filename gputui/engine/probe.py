@@ -22,6 +22,7 @@ than ``MIN_REPS`` calls; a figure that cannot be taken is ``None`` with a note.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import math
@@ -186,7 +187,7 @@ def _matmul(figures: _Figures, device: torch.device, n: int) -> None:
             figures.values[key] = None
             figures.notes.append(f"{label}: {error_text(error)}")
             continue
-        figures.rate(key, label, 2.0 * n**3 / 1e12, lambda a=a, b=b, c=c: torch.mm(a, b, out=c))
+        figures.rate(key, label, 2.0 * n**3 / 1e12, functools.partial(torch.mm, a, b, out=c))
         del a, b, c
     figures.notes.append(f"matmul: {n}x{n}; fp32 is IEEE fp32 (TF32 off), bf16 sums in fp32")
 
@@ -257,7 +258,7 @@ def _cpu_bf16_note(values: dict[str, float | None]) -> str | None:
         values.get("matmul_fp32_tflops"),
         values.get("matmul_bf16_tflops"),
         cpu_bf16(),
-        onednn_on=bool(mkldnn.is_available() and mkldnn.enabled),
+        onednn_on=bool(mkldnn.is_available() and mkldnn.enabled),  # type: ignore[no-untyped-call]
         onednn_bf16=onednn_bf16,
         x86=platform.machine().lower() in {"x86_64", "amd64", "i386", "i686"},
     )
@@ -552,7 +553,7 @@ def run_probe(config: ProbeConfig, emit: Emit) -> None:
         emit(pitfall)
 
     devices: list[tuple[str, Callable[[], DeviceProbed]]] = [("cpu", _cpu_identity)]
-    devices += [(f"cuda:{i}", lambda i=i: _cuda_identity(i)) for i in range(cuda_count)]
+    devices += [(f"cuda:{i}", functools.partial(_cuda_identity, i)) for i in range(cuda_count)]
     if mps_available:
         devices.append(("mps", _mps_identity))
     loops = sum(MEASUREMENTS_PER_DEVICE[name.split(":")[0]] for name, _ in devices)

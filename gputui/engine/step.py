@@ -135,6 +135,7 @@ def make_step(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        return loss.detach()
+        detached: torch.Tensor = loss.detach()
+        return detached
 
     return step

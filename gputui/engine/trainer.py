@@ -278,7 +278,7 @@ class _Run:
             )
         torch.manual_seed(config.seed)  # every rank starts from the same weights
         data = load_dataset(
-            config.dataset,
+            config.dataset,  # type: ignore[arg-type]  # validated: one of DATASETS
             Path(config.data_dir).expanduser() if config.data_dir else None,
             download=config.download,
             progress=download_reporter(self.emit),
@@ -302,7 +302,7 @@ class _Run:
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True
 
-        model = CNN().to(device=device, memory_format=self.memory_format)
+        model = CNN().to(device=device, memory_format=self.memory_format)  # type: ignore[call-overload]  # torch's overloads omit memory_format
         optimizer = make_optimizer(model, device)
         self.ddp = distributed.wrap(model, device) if self.world is not None else None
         trained = self.ddp if self.ddp is not None else model

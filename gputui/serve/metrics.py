@@ -224,7 +224,7 @@ def _served_gpus(last: NvmlReading | None, hang: NvmlReading | None) -> tuple[Gp
     return gpus + tuple(gpu for gpu in hang.gpus if gpu.index not in known)
 
 
-def _family(series: GpuSeries) -> Metric:
+def _family(series: GpuSeries) -> CounterMetricFamily | GaugeMetricFamily:
     if series.counter:
         return CounterMetricFamily(series.name, series.help, labels=GPU_LABELS)
     return GaugeMetricFamily(series.name, series.help, labels=GPU_LABELS)

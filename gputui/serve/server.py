@@ -191,7 +191,7 @@ class _AnonymousHandler(ServerHandler):
     """wsgiref's response writer, without the ``Server`` header (it named the exact
     Python version)."""
 
-    server_software = None
+    server_software = None  # type: ignore[assignment]  # None: wsgiref sends no Server header
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -215,10 +215,16 @@ class _QuietHandler(WSGIRequestHandler):
         assert isinstance(server, _Server)
         server.connections.answering(self.request)
         handler = _AnonymousHandler(
-            self.rfile, self.wfile, self.get_stderr(), self.get_environ(), multithread=False
+            self.rfile,
+            self.wfile,  # type: ignore[arg-type]  # a socket file, as wsgiref passes it
+            self.get_stderr(),
+            self.get_environ(),
+            multithread=False,
         )
         handler.request_handler = self  # type: ignore[attr-defined]  # as wsgiref does
-        handler.run(server.get_app())
+        app = server.get_app()
+        assert app is not None  # set by make_server
+        handler.run(app)
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """Start an error page as ``BaseHTTPRequestHandler`` does, without ``Server``."""
@@ -253,7 +259,7 @@ def open_server(
         address.host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     server_class = type("_FamilyServer", (_Server,), {"address_family": family})
-    server = make_server(
+    server: WSGIServer = make_server(
         str(sockaddr[0]), address.port, app, server_class=server_class, handler_class=_QuietHandler
     )
     assert isinstance(server, _Server)
