@@ -712,7 +712,7 @@ def main() -> int:
         print(f"running {name} ...", file=sys.stderr)
         body, headline = SECTIONS[name](args.quick)
         headline += " (quick run)" if args.quick else ""
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
         block = f"<!-- headline: {headline} -->\n{body}\n\n_Measured {stamp}._"
         document = _splice(document, name, block)
         output.write_text(document)
