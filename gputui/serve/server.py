@@ -3,7 +3,8 @@
 ``/metrics`` is prometheus_client's own WSGI app (content negotiation, gzip, ``name[]``
 filters) over a :class:`~gputui.serve.metrics.LatestCollector`; ``/snapshot`` is exactly
 what ``gputui snapshot --json`` prints, from the same latest readings. Every other path is
-404 and every other method 405: nothing can be changed through the endpoint. Connections
+404, ``HEAD`` answers as ``GET`` without the body (health checks), and every other method
+is 405: nothing can be changed through the endpoint. Connections
 are bounded in number and in time (:mod:`gputui.serve.connections`), and the answers do not
 say which server or Python wrote them.
 """
@@ -72,13 +73,20 @@ def make_app(latest: Callable[[], Latest], *, interval_s: float, processes: bool
             return _reply(
                 start_response, "404 Not Found", "gputui serves GET /metrics and GET /snapshot.\n"
             )
-        if environ.get("REQUEST_METHOD") != "GET":
+        method = environ.get("REQUEST_METHOD")
+        if method == "HEAD":
+            return _headers_only(get, environ, start_response)
+        if method != "GET":
             return _reply(
                 start_response,
                 "405 Method Not Allowed",
                 f"{path} is read-only: use GET.\n",
-                [("Allow", "GET")],
+                [("Allow", "GET, HEAD")],
             )
+        return get(environ, start_response)
+
+    def get(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO")
         if path == "/metrics":
             return metrics(environ, start_response)  # type: ignore[no-any-return]
         body = snapshot.body(latest())
@@ -123,6 +131,26 @@ def _without_processes(gpu: GpuReading) -> GpuReading:
     if mig_devices is not None:
         mig_devices = tuple(replace(device, processes=None) for device in mig_devices)
     return replace(gpu, processes=None, mig_devices=mig_devices)
+
+
+def _headers_only(
+    get: Callable[[dict[str, Any], StartResponse], Iterable[bytes]],
+    environ: dict[str, Any],
+    start_response: StartResponse,
+) -> list[bytes]:
+    """``HEAD``: what ``get`` answers, its status and headers with the body's length, no body."""
+    answered: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def keep(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        answered.append((status, headers))
+        return lambda data: None
+
+    body = b"".join(get({**environ, "REQUEST_METHOD": "GET"}, keep))
+    status, headers = answered[0]
+    if not any(name.lower() == "content-length" for name, _ in headers):
+        headers = [*headers, ("Content-Length", str(len(body)))]
+    start_response(status, headers)
+    return []
 
 
 def _reply(

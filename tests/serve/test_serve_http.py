@@ -318,8 +318,12 @@ def test_only_get_of_the_two_paths_is_served(fake_nvml_dir: Path, served: list[S
         for path in ("/metrics", "/snapshot"):
             answer = child.get(path, method)
             assert answer.status == 405, (method, path)
-            assert answer.headers["Allow"] == "GET"
-    assert child.get("/metrics?name[]=gputui_gpu_up").status == 200
+            assert answer.headers["Allow"] == "GET, HEAD"
+    for path in ("/metrics", "/snapshot"):  # a health check: GET's answer without the body
+        head, get = child.get(path, "HEAD"), child.get(path)
+        assert (head.status, head.body) == (200, b"")
+        assert head.headers["Content-Type"] == get.headers["Content-Type"]
+        assert int(head.headers["Content-Length"]) > 0
 
     for junk in (b"GET /metr", b"HELLO\r\n\r\n", b"\x16\x03\x01\x02\x00\x01"):  # cut, bad, TLS
         with socket.create_connection(("127.0.0.1", child.port), timeout=10) as raw:

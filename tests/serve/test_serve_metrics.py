@@ -327,3 +327,34 @@ def test_nvml_whose_start_hangs_is_unavailable_and_names_the_call() -> None:
     assert "gputui_gpu_up" not in found and "gputui_gpu_hung" not in found
     (call,) = found["gputui_nvml_hung_seconds"]
     assert (call.labels, call.value) == ({"call": "nvmlInit"}, 3.25)
+
+
+def test_name_filters_select_the_named_series_and_describe_names_every_family() -> None:
+    """``/metrics?name[]=...`` (prometheus_client's restricted registry) finds a family only
+    through ``describe``: every family a scrape yields, a hang's and the processes' too."""
+    collector = LatestCollector(
+        lambda: dataclasses.replace(LATEST, hang=HANG), interval_s=1.0, processes=True
+    )
+    described = {family.name for family in collector.describe()}
+    assert {family.name for family in collector.collect()} <= described
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    names = ["gputui_gpu_up", "gputui_gpu_energy_joules_total", "gputui_cpu_utilization_ratio"]
+    text = generate_latest(registry.restricted_registry(names)).decode()
+    shown = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    assert shown == set(names)
+
+
+def test_values_carry_no_float_noise() -> None:
+    """A percent made a ratio reads as written: 71.5 % is 0.715, not 0.7149999999999999."""
+    gpu = dataclasses.replace(GPU, utilization_percent=71.5, fan_percent=57.3)
+    cpu = dataclasses.replace(CPU, utilization_percent=55.00000000000001)
+    latest = dataclasses.replace(LATEST, cpu=cpu, nvml=dataclasses.replace(NVML, gpus=(gpu,)))
+    registry = CollectorRegistry()
+    registry.register(LatestCollector(lambda: latest, interval_s=1.0, processes=False))
+    text = generate_latest(registry).decode()
+
+    assert 'gputui_gpu_utilization_ratio{gpu="0",' in text
+    assert "} 0.715\n" in text and "} 0.573\n" in text
+    assert "gputui_cpu_utilization_ratio 0.55\n" in text
+    assert "99999" not in text and "00000000001" not in text

@@ -107,7 +107,7 @@ class InProcess:
                     interval_s=interval_s,
                     processes=False,
                     stop=self.stop,
-                    out=self.out,
+                    announce=lambda line: self.out.write(line + "\n"),
                     err=self.err,
                 )
             )

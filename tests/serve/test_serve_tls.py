@@ -99,8 +99,11 @@ def gputui_serve(*args: str, lib_dir: Path) -> subprocess.CompletedProcess[str]:
     [
         ("cert only", "--tls-cert needs --tls-key too"),
         ("key only", "--tls-key needs --tls-cert too"),
-        ("swapped", "give a PEM certificate and the PEM private key it was made with"),
-        ("not pem", "give a PEM certificate and the PEM private key it was made with"),
+        ("swapped", "--tls-cert holds no PEM certificate that can be loaded"),
+        ("cert not pem", "--tls-cert holds no PEM certificate that can be loaded"),
+        ("key not pem", "--tls-key holds no PEM private key that can be loaded"),
+        ("another key", "the --tls-key does not match the --tls-cert"),
+        ("encrypted key", "give the unencrypted PEM private key"),
         ("missing", "argument --tls-cert: "),
     ],
 )
@@ -110,11 +113,21 @@ def test_unusable_tls_files_are_one_line_and_exit_2(
     cert, key = (str(path) for path in certificate)
     text = tmp_path / "notes.txt"
     text.write_text("not a certificate\n")
+    another = tmp_path / "another.pem"
+    if case == "another key":
+        make_key = ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]
+        subprocess.run(["openssl", *make_key, "-out", str(another)], check=True)
+    if case == "encrypted key":
+        encrypt = ["pkey", "-in", key, "-aes256", "-passout", "pass:secret"]
+        subprocess.run(["openssl", *encrypt, "-out", str(another)], check=True)
     args = {
         "cert only": ["--tls-cert", cert],
         "key only": ["--tls-key", key],
         "swapped": ["--tls-cert", key, "--tls-key", cert],
-        "not pem": ["--tls-cert", str(text), "--tls-key", key],
+        "cert not pem": ["--tls-cert", str(text), "--tls-key", key],
+        "key not pem": ["--tls-cert", cert, "--tls-key", str(text)],
+        "another key": ["--tls-cert", cert, "--tls-key", str(another)],
+        "encrypted key": ["--tls-cert", cert, "--tls-key", str(another)],
         "missing": ["--tls-cert", str(tmp_path / "nope.pem"), "--tls-key", key],
     }[case]
     done = gputui_serve(*args, lib_dir=fake_nvml_dir)
