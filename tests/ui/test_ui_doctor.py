@@ -20,8 +20,7 @@ from textual.pilot import Pilot
 from gputui.doctor.checks import Check, DoctorReport, Status
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import NvmlReading
-from gputui.ui.app import MonitorApp
-from gputui.ui.doctor_screen import (
+from gputui.ui.doctor.screen import (
     DOCTOR_COMMAND,
     CheckItem,
     DeviceCard,
@@ -30,6 +29,7 @@ from gputui.ui.doctor_screen import (
     fix_to_copy,
     run_real_doctor,
 )
+from gputui.ui.monitor.app import MonitorApp
 from tests.ui.doctor_fakes import INSTALL_CUDA, REPORT, FixedDoctor
 from tests.ui.fakes import (
     CountingCpuSampler,

@@ -1,0 +1,1 @@
+"""The Doctor screen (:mod:`.screen`): ``gputui doctor``'s report inside the monitor."""
