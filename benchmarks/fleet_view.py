@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks._terminal import PtyProgram, _cpu_seconds, machine_description  # noqa: E402
-from gputui.ui.fleet_rows import SORT_KEYS  # noqa: E402
+from gputui.ui.fleet.rows import SORT_KEYS  # noqa: E402
 from tests.fakenvml import build_fake_nvml  # noqa: E402
 from tests.serve.served import Served  # noqa: E402
 

@@ -85,8 +85,8 @@ from gputui.jobs.process import oom_kills
 from gputui.jobs.results import Phase
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import DriverCall, GpuState, NvmlReading
-from gputui.ui.app import MonitorApp
-from gputui.ui.layout import GpuMode
+from gputui.ui.monitor.app import MonitorApp
+from gputui.ui.monitor.layout import GpuMode
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import WAITING, GpuArea
 from gputui.ui.widgets.runner.pane import RunnerPane

@@ -171,7 +171,7 @@ def _run_app(args: argparse.Namespace) -> int:
         from gputui.telemetry.polling import HeadStart  # no Textual: the first readings start now
 
         head_start = HeadStart.begin()
-        from gputui.ui.app import run_app  # Textual loads while they are taken
+        from gputui.ui.monitor.app import run_app  # Textual loads while they are taken
 
         return run_app(
             interval=args.interval,

@@ -115,7 +115,7 @@ def targets_of(args: argparse.Namespace, dest_prefix: str = "") -> tuple[Target,
 
 def run_fleet_app(args: argparse.Namespace) -> int:
     """``gputui --hosts ...``, ``--hostfile`` or ``--prometheus``: the fleet view."""
-    from gputui.ui.fleet_app import run_fleet_app as run
+    from gputui.ui.fleet.app import run_fleet_app as run
 
     targets = targets_of(args, "app_")
     if targets is not None:

@@ -29,7 +29,7 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
 )
-from gputui.ui.app import MonitorApp
+from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.runner_fakes import scripted_setup
 

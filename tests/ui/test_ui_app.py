@@ -18,9 +18,9 @@ from textual.command import CommandPalette
 
 from gputui.telemetry.polling import HeadStart, Samplers
 from gputui.telemetry.readings import GpuProcess, NvmlReading
-from gputui.ui.app import MonitorApp
 from gputui.ui.colours import theme_for, wants_plain
-from gputui.ui.layout import GpuMode
+from gputui.ui.monitor.app import MonitorApp
+from gputui.ui.monitor.layout import GpuMode
 from gputui.ui.render.draw import Line
 from gputui.ui.render.processes import process_table_lines
 from gputui.ui.widgets import process_table as process_table_module
@@ -449,7 +449,7 @@ def test_running_the_app_never_imports_torch() -> None:
     code = textwrap.dedent(
         """
         import asyncio, json, sys
-        from gputui.ui.app import MonitorApp
+        from gputui.ui.monitor.app import MonitorApp
 
         async def main():
             app = MonitorApp(interval=0.25)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.ui.beat import MIN_REST, BeatScheduler
+from gputui.ui.monitor.beat import MIN_REST, BeatScheduler
 
 
 def test_sources_polled_within_one_beat_share_the_next_beat_and_its_one_timer() -> None:

@@ -20,16 +20,9 @@ from textual.pilot import Pilot
 from gputui.doctor.checks import Check, DoctorReport, Status
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import NvmlReading
-from gputui.ui.app import MonitorApp
-from gputui.ui.doctor_screen import (
-    DOCTOR_COMMAND,
-    CheckItem,
-    DeviceCard,
-    DoctorScreen,
-    device_rows,
-    fix_to_copy,
-    run_real_doctor,
-)
+from gputui.ui.doctor.screen import DOCTOR_COMMAND, DoctorScreen, run_real_doctor
+from gputui.ui.monitor.app import MonitorApp
+from gputui.ui.widgets.doctor_report import CheckItem, DeviceCard, device_rows, fix_to_copy
 from tests.ui.doctor_fakes import INSTALL_CUDA, REPORT, FixedDoctor
 from tests.ui.fakes import (
     CountingCpuSampler,

@@ -16,8 +16,8 @@ import pytest
 from gputui.fleet.hosts import HostReading
 from gputui.fleet.scrape import FleetPoller, scrape_all
 from gputui.fleet.targets import Target, parse_hosts
-from gputui.ui.fleet_app import FleetApp, FleetView
-from gputui.ui.fleet_rows import FleetOrder, fleet_rows, row_line
+from gputui.ui.fleet.app import FleetApp, FleetView
+from gputui.ui.fleet.rows import FleetOrder, fleet_rows, row_line
 from tests.fleet.hosts import (
     AGE_INF_EXPOSITION,
     DCGM_EXPOSITION,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.ui.app import FOOTER_FULL_FROM, FOOTER_PALETTE_FROM
+from gputui.ui.monitor.app import FOOTER_FULL_FROM, FOOTER_PALETTE_FROM
 from tests.ui.fakes import ScriptedSampler, fake_app, h100s, screen_text
 
 FOOTER_ITEMS = (

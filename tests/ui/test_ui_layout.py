@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.ui.layout import (
+from gputui.ui.monitor.layout import (
     CARD_HEIGHT,
     MPS_HEIGHT,
     PROCESS_MIN_HEIGHT,

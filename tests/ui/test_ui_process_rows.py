@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gputui.telemetry.readings import GpuProcess
-from gputui.ui.process_rows import SORT_KEYS, ProcessOrder, matches, ordered, process_rows
+from gputui.ui.monitor.process_rows import SORT_KEYS, ProcessOrder, matches, ordered, process_rows
 from gputui.ui.render.processes import SELECTED_STYLE, TRAINER_STYLE, process_table_lines
 from tests.ui.fakes import GiB, gpu_reading
 

@@ -20,8 +20,8 @@ from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import GpuProcess
 from gputui.telemetry.signals import HOST_PIDS_REFUSAL
-from gputui.ui.app import NO_SELECTION, READONLY_REFUSAL, MonitorApp
-from gputui.ui.process_rows import ProcessOrder
+from gputui.ui.monitor.app import NO_SELECTION, READONLY_REFUSAL, MonitorApp
+from gputui.ui.monitor.process_rows import ProcessOrder
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.signal_dialog import SignalDialog
 from tests.fakenvml import FakeNvml

@@ -27,7 +27,7 @@ from gputui.jobs.config import (
 from gputui.jobs.events import Error, Event, Finished, RunStarted
 from gputui.jobs.reports import render_table
 from gputui.jobs.results import Phase, Session
-from gputui.ui.app import MonitorApp
+from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.render.draw import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane

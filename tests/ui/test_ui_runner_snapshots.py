@@ -18,7 +18,7 @@ from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Event
 from gputui.jobs.results import Phase
 from gputui.telemetry.readings import GpuProcess
-from gputui.ui.app import MonitorApp
+from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.fakes import (
     GiB,

@@ -16,7 +16,7 @@ from typing import Any
 from textual.pilot import Pilot
 
 from gputui.telemetry.readings import GpuProcess, GpuState, MigDeviceReading
-from gputui.ui.app import MonitorApp
+from gputui.ui.monitor.app import MonitorApp
 from tests.ui.fakes import (
     NO_DRIVER,
     T0,

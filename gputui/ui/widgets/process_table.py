@@ -8,7 +8,7 @@ component classes) for a table of five columns.
 
 Nothing is selected until a key or a click selects a row; the selection follows its
 process (GPU, pid and kind) through new readings and new orders, and is dropped when that
-process leaves the table. Sorting and filtering are :mod:`gputui.ui.process_rows`'.
+process leaves the table. Sorting and filtering are :mod:`gputui.ui.monitor.process_rows`'.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputui.telemetry.readings import GpuReading
-from gputui.ui.process_rows import ProcessOrder, ProcessRow, ordered, process_rows
+from gputui.ui.monitor.process_rows import ProcessOrder, ProcessRow, ordered, process_rows
 from gputui.ui.render.draw import Line
 from gputui.ui.render.processes import ProcessCells, process_table_lines, process_table_title
 from gputui.ui.widgets.lines import LineStyles, set_border_subtitle, set_border_title

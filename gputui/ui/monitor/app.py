@@ -9,7 +9,7 @@ Polling follows dolphie: each source is sampled on a daemon thread of its own,
 which posts the reading as a message; the next poll of that source is scheduled
 only when the reading has arrived, so polls never pile up. All sources poll on
 one beat and their readings are painted together, in one batch, so the screen is
-repainted once a beat (only the lines that changed); :mod:`gputui.ui.beat` keeps that
+repainted once a beat (only the lines that changed); :mod:`gputui.ui.monitor.beat` keeps that
 schedule, and the app turns it into event-loop timers. A hung NVML call holds only its own
 daemon thread (see :mod:`gputui.telemetry.polling`): the CPU panel keeps updating, the
 NVIDIA panels are marked stale and name the call, and ``q`` still quits.
@@ -19,12 +19,12 @@ driver call) and closed on their own threads (NVML is shut down there, once no t
 inside it), :func:`run_app` waits for them a little, and the command line ends the process
 (``gputui.commands.exit_process``), without unloading NVML under a call still in flight.
 SIGHUP, SIGTERM and a terminal that closed quit the same way, with a watchdog behind
-(:mod:`gputui.ui.hangup`). The palette's entries are :mod:`gputui.ui.palette`'s.
+(:mod:`gputui.ui.monitor.hangup`). The palette's entries are :mod:`gputui.ui.monitor.palette`'s.
 
 Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
 the runner pane (:mod:`gputui.ui.widgets.runner`). Wide, they sit side by side;
 narrower, the screen shows one of them and ``t`` swaps (``r``/``c`` show the runner); see
-:func:`gputui.ui.layout.plan_panes`. The monitor sizes itself from its own width.
+:func:`gputui.ui.monitor.layout.plan_panes`. The monitor sizes itself from its own width.
 
 The GPU process table sorts (``o``, ``O`` reverses), filters (``/``) and ends the selected
 process (``k`` SIGTERM, ``K`` SIGKILL) once ``y`` confirms, unless the app is read-only
@@ -63,18 +63,18 @@ from gputui.telemetry.polling import (
     stop_sampler,
 )
 from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
-from gputui.ui.beat import BeatScheduler
 from gputui.ui.colours import TerminalColours
-from gputui.ui.hangup import (
+from gputui.ui.monitor.beat import BeatScheduler
+from gputui.ui.monitor.hangup import (
     HANGUP_EXIT_CODE,
     StopSignals,
     input_terminal,
     start_watchdog,
     terminal_gone,
 )
-from gputui.ui.layout import plan_panes
-from gputui.ui.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
-from gputui.ui.palette import MONITOR_COMMANDS
+from gputui.ui.monitor.layout import plan_panes
+from gputui.ui.monitor.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
+from gputui.ui.monitor.palette import MONITOR_COMMANDS
 from gputui.ui.widgets.footer import FittingFooter
 from gputui.ui.widgets.monitor import Monitor
 from gputui.ui.widgets.runner.pane import RunnerPane
@@ -82,7 +82,7 @@ from gputui.ui.widgets.runner.setup import RunnerSetup
 
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
     from gputui.doctor.checks import DoctorReport
-    from gputui.ui.doctor_screen import DoctorRunner
+    from gputui.ui.doctor.screen import DoctorRunner
 
 Clock = Callable[[], float]
 """Seconds on a monotonic clock."""
@@ -113,7 +113,7 @@ FOOTER_PALETTE_FROM = 90
 
 def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
     """The Doctor screen's default runner (imported when the screen first runs it)."""
-    from gputui.ui.doctor_screen import run_real_doctor
+    from gputui.ui.doctor.screen import run_real_doctor
 
     return run_real_doctor(nvml)
 
@@ -477,7 +477,7 @@ class MonitorApp(TerminalColours):
 
     def action_doctor(self) -> None:
         """Open the Doctor screen (not over itself), with the latest NVML reading."""
-        from gputui.ui.doctor_screen import DoctorScreen
+        from gputui.ui.doctor.screen import DoctorScreen
 
         if not isinstance(self.screen, DoctorScreen):
             self.push_screen(DoctorScreen(self.doctor, lambda: self.monitor.nvml))
@@ -487,7 +487,7 @@ class MonitorApp(TerminalColours):
         Doctor screen its keys, on the monitor the Doctor's, the runner's and the process
         table's. Every key in the footer is here (a test holds it)."""
         yield from super().get_system_commands(screen)
-        from gputui.ui.doctor_screen import DOCTOR_COMMAND, DOCTOR_HELP, DoctorScreen
+        from gputui.ui.doctor.screen import DOCTOR_COMMAND, DOCTOR_HELP, DoctorScreen
 
         if isinstance(screen, DoctorScreen):
             yield from screen.system_commands()

@@ -24,7 +24,7 @@ from textual.widgets import Footer, Input, Static
 from gputui.fleet.hosts import FleetSource, HostReading
 from gputui.format import for_screen, one_line
 from gputui.ui.colours import TerminalColours
-from gputui.ui.fleet_rows import FleetOrder, Row, fleet_rows, fleet_title, row_line
+from gputui.ui.fleet.rows import FleetOrder, Row, fleet_rows, fleet_title, row_line
 from gputui.ui.widgets.lines import LineStyles
 
 HISTORY_LENGTH = 60
