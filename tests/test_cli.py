@@ -158,10 +158,39 @@ def test_a_bad_interval_is_one_line_and_exit_2(value: str) -> None:
     assert "0.25 to 60" in done.stderr
 
 
-def test_an_unknown_command_is_one_line_and_exit_2() -> None:
-    done = gputui("snapshoot")
-    assert done.returncode == 2
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["snapshoot"], "unknown command 'snapshoot'; did you mean snapshot?"),
+        (["docter"], "unknown command 'docter'; did you mean doctor?"),
+        (["--interval", "2", "snapshto"], "unknown command 'snapshto'; did you mean snapshot?"),
+        (["xyzzy"], "unknown command 'xyzzy'; the commands: snapshot, bench,"),
+        # the misspelt flag is named, not the value after it (once "invalid choice: '2'")
+        (["--intreval", "2"], "unrecognized argument --intreval; did you mean --interval?"),
+        (["--intreval=2", "snapshot"], "unrecognized argument --intreval=2; did you mean"),
+    ],
+)
+def test_a_misspelt_command_or_flag_is_named_with_the_one_meant(argv: list[str], said: str) -> None:
+    done = gputui(*argv)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"gputui: error: {said}")
     assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("topic", [None, "snapshot", "bench", "serve"])
+def test_help_as_a_command_prints_what_help_prints(topic: str | None) -> None:
+    asked = gputui("help", *([topic] if topic else []), knobs={"COLUMNS": "100"})
+    flag = gputui(*([topic] if topic else []), "--help", knobs={"COLUMNS": "100"})
+    assert (asked.returncode, asked.stderr) == (0, "")
+    assert asked.stdout == flag.stdout and asked.stdout.startswith("usage: gputui")
+
+
+def test_help_of_a_misspelt_command_names_the_one_meant() -> None:
+    done = gputui("help", "scael")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(
+        "gputui help: error: unknown command 'scael'; did you mean scale?"
+    )
 
 
 @pytest.mark.parametrize("value", ["0.25", "1", "60", "2.5"])
@@ -353,7 +382,7 @@ def test_snapshot_help_says_which_timeout_default_applies() -> None:
 
 NEEDS_A_TERMINAL = (
     "gputui: error: gputui needs a terminal, and its {} is not one; "
-    "for scripts use `gputui snapshot` (see 'gputui --help')\n"
+    "for scripts use `gputui snapshot{}` (see 'gputui --help')\n"
 )
 
 
@@ -379,7 +408,7 @@ def test_the_monitor_without_a_terminal_says_so_at_once_without_loading_textual(
         timeout=30,
     )
     assert json.loads(done.stdout) == [2, False]
-    assert done.stderr == NEEDS_A_TERMINAL.format("standard input")
+    assert done.stderr == NEEDS_A_TERMINAL.format("standard input", "")
 
 
 def test_gputui_with_no_input_and_its_output_thrown_away_exits_2() -> None:
@@ -393,7 +422,26 @@ def test_gputui_with_no_input_and_its_output_thrown_away_exits_2() -> None:
         cwd=ROOT,
         timeout=30,
     )
-    assert (done.returncode, done.stderr) == (2, NEEDS_A_TERMINAL.format("standard input"))
+    assert (done.returncode, done.stderr) == (2, NEEDS_A_TERMINAL.format("standard input", ""))
+
+
+@pytest.mark.parametrize(
+    "flag", [["--hosts", "127.0.0.1:9"], ["--prometheus", "http://127.0.0.1:9"]]
+)
+def test_the_fleet_view_without_a_terminal_points_to_snapshot_with_its_flag(
+    flag: list[str],
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", *flag],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=gputui_env(),
+        cwd=ROOT,
+        timeout=30,
+    )
+    expected = NEEDS_A_TERMINAL.format("standard input", f" {flag[0]} ...")
+    assert (done.returncode, done.stderr) == (2, expected)
 
 
 def test_gputui_with_standard_input_closed_is_one_line_not_a_traceback() -> None:
@@ -406,7 +454,7 @@ def test_gputui_with_standard_input_closed_is_one_line_not_a_traceback() -> None
         cwd=ROOT,
         timeout=30,
     )
-    assert (done.returncode, done.stderr) == (2, NEEDS_A_TERMINAL.format("standard input"))
+    assert (done.returncode, done.stderr) == (2, NEEDS_A_TERMINAL.format("standard input", ""))
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
@@ -426,7 +474,7 @@ def test_gputui_on_a_terminal_with_a_stream_redirected_exits_2(stream: str, tmp_
     name = "standard output" if stream == "stdout" else "standard error"
     assert run.returncode == 2, run.shown[-300:]
     shown = log.read_text() if stream == "stderr" else run.shown.decode().replace("\r\n", "\n")
-    assert shown == NEEDS_A_TERMINAL.format(name)
+    assert shown == NEEDS_A_TERMINAL.format(name, "")
     assert b"\x1b[?1049h" not in run.shown  # the screen was never switched to the app's
 
 
@@ -455,6 +503,7 @@ def gputui_writing_to(
         (["snapshot", "--json"], "gputui snapshot"),
         (["--help"], "gputui"),
         (["--version"], "gputui"),
+        (["serve", "--listen", "127.0.0.1:0"], "gputui serve"),  # its listening line
     ],
 )
 def test_output_to_a_full_disk_is_one_line_and_exit_1(

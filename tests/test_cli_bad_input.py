@@ -278,11 +278,11 @@ def command_cases() -> list[Case]:
             continue
         for word in UNKNOWN_COMMANDS:
             argv = (*command.path, word)
-            cases.append(Case(argv, "invalid choice", id=f"{command.name} {_short(word)}"))
+            cases.append(Case(argv, "unknown ", id=f"{command.name} {_short(word)}"))
         first = next(iter(sub.choices))
         for word in (first.upper(), f"{first} ", first[:-1]):
             argv = (*command.path, word)
-            cases.append(Case(argv, "invalid choice", id=f"{command.name} {_short(word)}"))
+            cases.append(Case(argv, "unknown ", id=f"{command.name} {_short(word)}"))
         if sub.required:
             cases.append(
                 Case(command.path, "arguments are required", id=f"{command.name} (no command)")
@@ -385,6 +385,7 @@ REAL_HANDLERS = {
     gputui.commands.scale.run_scale: "scale: StubChild, and a listing of 8 GPUs",
     gputui.commands.doctor.run_doctor_command: "doctor",
     gputui.commands.serve.run_serve_command: "serve",
+    gputui.commands._run_help: "help: prints help only",
 }
 """Every subcommand handler and how ``no_side_effects`` keeps it from doing anything."""
 

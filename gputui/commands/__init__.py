@@ -132,7 +132,31 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
             getattr(importlib.import_module(module), function)(commands)
         else:
             commands.add_parser(name)  # never parsed: it is not on the command line
+
+    help_ = commands.add_parser(
+        "help",
+        help="print gputui's help, or a command's (as --help does)",
+        description=(
+            "Print the help of gputui, or of the COMMAND named, exactly as --help prints it: "
+            "what it does, every flag with its default, and examples to copy. A misspelt "
+            "command is named with the one it is closest to."
+        ),
+        epilog=examples(
+            ("gputui help", "gputui's own help: its flags and commands"),
+            ("gputui help bench", "the same as gputui bench --help"),
+        ),
+    )
+    help_.add_argument("topic", nargs="?", choices=list(commands.choices), metavar="COMMAND")
+    help_.set_defaults(handler=_run_help)
     return parser
+
+
+def _run_help(args: argparse.Namespace) -> int:
+    """``gputui help [COMMAND]``: the help ``--help`` prints."""
+    parser = build_parser()
+    shown = chosen_parser(parser, argparse.Namespace(command=args.topic))
+    write_out(shown.format_help(), end="")
+    return EXIT_OK
 
 
 def commands_named(argv: Sequence[str]) -> set[str] | None:
@@ -141,7 +165,7 @@ def commands_named(argv: Sequence[str]) -> set[str] | None:
     Any word equal to a subcommand's name counts, even a flag's value: defining a
     subcommand that goes unused costs only time.
     """
-    if any(word in ("-h", "--help") for word in argv):
+    if any(word in ("-h", "--help", "help") for word in argv):
         return None
     return {word for word in argv if word in SUBCOMMANDS}
 
@@ -156,7 +180,7 @@ def _run_app(args: argparse.Namespace) -> int:
         return usage_error(
             "gputui",
             f"gputui needs a terminal, and its {stream} is not one; "
-            "for scripts use `gputui snapshot`",
+            f"for scripts use `gputui snapshot{_fleet_flag(args)}`",
         )
     if targets_of(args, "app_") is not None or args.app_prometheus:
         return run_fleet_app(args)
@@ -181,6 +205,14 @@ def _run_app(args: argparse.Namespace) -> int:
         )
     finally:
         gc.enable()  # in case the app ended before its first frame
+
+
+def _fleet_flag(args: argparse.Namespace) -> str:
+    """The fleet flag the monitor was given, as ``snapshot`` takes it (`` --hosts ...``)."""
+    for flag in ("hosts", "hostfile", "prometheus"):
+        if getattr(args, f"app_{flag}", None):
+            return f" --{flag} ..."
+    return ""
 
 
 READONLY_ENV = "GPUTUI_READONLY"

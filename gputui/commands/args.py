@@ -12,9 +12,12 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gputui.commands.output import write_out
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 from gputui.exits import EXIT_USAGE
 from gputui.format import one_line
 from gputui.jobs.config import DATASETS, EPOCHS_MAX, NICE_MAX, ConfigError, closest
@@ -76,7 +79,7 @@ class OneLineParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # --help and --version: through the one output helper, so that a failed write
         # is one line and exit 1 rather than ignored (argparse drops the OSError).
         if message and (file is None or file is sys.stdout):
@@ -92,11 +95,40 @@ class OneLineParser(argparse.ArgumentParser):
         argparse refuses it from the top parser (``gputui: error: unrecognized
         arguments``), though the words belong to a subcommand.
         """
-        parsed, extras = self.parse_known_args(args, namespace)
+        words = sys.argv[1:] if args is None else list(args)
+        if self._subparsers is not None:  # gputui's own flags, before the command
+            unknown = self._unknown_leading_flag(words)
+            if unknown is not None:  # else argparse skips it, and takes its value as a command
+                self.error(unrecognized(unknown, self))
+        parsed, extras = self.parse_known_args(words, namespace)
         if extras:
             chosen = chosen_parser(self, parsed)
             chosen.error(unrecognized(extras[0], chosen))
         return parsed
+
+    def _unknown_leading_flag(self, words: Sequence[str]) -> str | None:
+        """The first flag before the first positional word that this parser does not know."""
+        at = 0
+        while at < len(words):
+            word = words[at]
+            if word in ("-", "--") or not word.startswith("-"):
+                return None
+            action = self._option_string_actions.get(word.split("=", 1)[0])
+            if action is None:
+                return word
+            at += 1 if "=" in word or action.nargs == 0 else 2
+        return None
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A command that is not one is named, with the one it is closest to."""
+        commands = action.choices
+        is_command = isinstance(action, argparse._SubParsersAction) or action.metavar == "COMMAND"
+        if is_command and commands is not None and value not in commands:
+            close = closest(str(value), commands)
+            noun = str(action.metavar or "command").lower()  # command, experiment
+            hint = f"did you mean {close}?" if close else f"the {noun}s: " + ", ".join(commands)
+            raise argparse.ArgumentError(None, f"unknown {noun} {value!r}; {hint}")
+        super()._check_value(action, value)
 
     def error(self, message: str) -> NoReturn:
         """Exit 2 with ``message`` on one line of standard error (:func:`usage_line`)."""
@@ -110,7 +142,7 @@ def chosen_parser(
     batch-sweep``'s for ``gputui experiment batch-sweep --steps 3``; its ``prog`` names it."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            child = action.choices.get(getattr(namespace, action.dest, None))
+            child = action.choices.get(getattr(namespace, action.dest, None) or "")
             if child is not None:
                 return chosen_parser(child, namespace)
     return parser
