@@ -24,7 +24,7 @@ from gputui.telemetry.nvml import (
     format_cuda_version,
     is_stale,
 )
-from gputui.telemetry.nvml.sampler import PCIE_BUDGET_S, PCIE_TTL_S
+from gputui.telemetry.nvml.queries import PCIE_BUDGET_S, PCIE_TTL_S
 from gputui.telemetry.readings import DriverCall, GpuReading, GpuState, NvmlReading, nvml_hung
 from tests.fakenvml import LIBRARY_NAME, FakeNvml
 
