@@ -284,13 +284,9 @@ def not_a_terminal() -> str | None:
 def _run_snapshot(args: argparse.Namespace) -> int:
     if targets_of(args) is not None or args.prometheus:
         return run_fleet_snapshot(args)
+    from gputui.telemetry.polling import NVML_TIMEOUT_S
     from gputui.telemetry.readings import nvml_hung
-    from gputui.telemetry.snapshot import (
-        NVML_TIMEOUT_S,
-        render_snapshot_json,
-        render_snapshot_table,
-        take_snapshot,
-    )
+    from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
 
     snapshot = take_snapshot(timeout_s=NVML_TIMEOUT_S if args.timeout is None else args.timeout)
     if args.json:

@@ -83,11 +83,9 @@ from gputui.jobs.process import ChildProcess, list_devices
 from gputui.jobs.reports import ProgressLine, bench_json, render_table
 from gputui.jobs.results import RunRecord
 from gputui.jobs.world import World, check_endpoint, world_from_env
+from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 
 PROG = "gputui bench"
-
-NVML_TIMEOUT_S = 5.0
-"""How long the NVML sample that counts the GPUs may take (a hung driver: no warning)."""
 
 
 def add_bench_command(commands: Any) -> argparse.ArgumentParser:
@@ -329,8 +327,6 @@ def refuse_conflicts(args: argparse.Namespace) -> None:
 
 def nvml_gpu_count(timeout_s: float = NVML_TIMEOUT_S) -> int | None:
     """How many NVIDIA GPUs NVML reports here; ``None`` when it does not answer in time."""
-    from gputui.doctor.run import sample_nvml
-
     reading = sample_nvml(timeout_s)
     return len(reading.gpus) if reading.status.available else None
 

@@ -17,7 +17,7 @@ from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
 from gputui.format import one_line
-from gputui.telemetry.snapshot import NVML_TIMEOUT_S
+from gputui.telemetry.polling import NVML_TIMEOUT_S
 
 host_timeout_seconds = seconds(1, 60, "--timeout", DEFAULT_TIMEOUT_S)
 """Parse ``--timeout``: how long one host, or this machine's NVIDIA driver, may take."""

@@ -13,7 +13,6 @@ import shlex
 import shutil
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 from gputui.doctor.checks import DoctorReport
@@ -21,10 +20,8 @@ from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose
 from gputui.doctor.mps import PlatformFacts, current_platform
 from gputui.doctor.torch_facts import DEFAULT_TIMEOUT_S, TorchFacts, run_probe
 from gputui.jobs.config import ProbeConfig
-from gputui.telemetry.readings import NvmlReading, NvmlStatus
-
-NVML_TIMEOUT_S = 10.0
-"""How long the NVML sample may take before the driver is reported as not answering."""
+from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
+from gputui.telemetry.readings import NvmlReading, NvmlStatus, nvml_hung
 
 
 def python_command(
@@ -43,26 +40,17 @@ def python_command(
     return shlex.quote(executable)
 
 
-def sample_nvml(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:
-    """One NVML sample in a worker thread, given up on after ``timeout_s`` seconds."""
-    from gputui.telemetry.nvml import NvmlSampler
-
-    result: list[NvmlReading] = []
-
-    def sample() -> None:
-        with NvmlSampler() as sampler:
-            result.append(sampler.sample())
-
-    worker = threading.Thread(target=sample, name="doctor-nvml", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if result:
-        return result[0]
+def nvml_facts(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:
+    """One NVML sample (:func:`sample_nvml`); a driver that has not answered all of it within
+    ``timeout_s`` seconds reads as NVML unavailable, which fails the driver check."""
+    reading = sample_nvml(timeout_s)
+    if not nvml_hung(reading):
+        return reading
     error = (
         f"NVML did not answer within {timeout_s:g} s; the driver may be hung: "
         "check nvidia-smi and `sudo dmesg | grep -i nvrm`."
     )
-    return NvmlReading(NvmlStatus(available=False, error=error), (), time.monotonic())
+    return NvmlReading(NvmlStatus(available=False, error=error), (), reading.taken_at)
 
 
 def nvml_missing_sentence() -> str:
@@ -123,7 +111,7 @@ def run_doctor(
 
         prober = threading.Thread(target=probe, name="doctor-probe", daemon=True)
         prober.start()
-    reading = nvml if nvml is not None else sample_nvml()
+    reading = nvml if nvml is not None else nvml_facts()
     if prober is not None:
         prober.join()
         torch = probed[0]

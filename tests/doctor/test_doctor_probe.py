@@ -14,13 +14,15 @@ import pytest
 
 from gputui.doctor.checks import Status
 from gputui.doctor.render import report_as_dict
-from gputui.doctor.run import run_doctor
+from gputui.doctor.run import nvml_facts, run_doctor
 from gputui.doctor.torch_facts import TorchFacts, facts_from_events, run_probe
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import Error, parse_event
 from gputui.jobs.process import ENGINE, child_env
+from gputui.telemetry.nvml import calls_in_flight
 from tests.doctor.doctor_facts import no_nvml
 from tests.doctor.test_doctor_render import validate_schema
+from tests.fakenvml import FakeNvml
 
 SMALL = ProbeConfig(budget_s=0.6, cpu_copy_mib=8, cpu_matmul_n=256)
 """Small sizes and a short budget: this is about the figures being real, not about speed."""
@@ -151,6 +153,24 @@ def test_doctor_reports_a_timeout_as_a_failed_check() -> None:
     assert report.failed
     # torch never imported, so nothing is known about its build (issue 18)
     assert not [check.name for check in report.checks if "CPU-only" in check.message]
+
+
+def test_a_gpu_that_hangs_makes_nvml_unavailable_to_the_doctor(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """The doctor waits for NVML as the snapshot does; a GPU that has not answered by then
+    fails the driver check rather than passing it with a GPU missing."""
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "1:temperature=600")
+    started = time.monotonic()
+    reading = nvml_facts(timeout_s=1.0)
+    assert time.monotonic() - started < 5
+    assert (reading.status.available, reading.gpus) == (False, ())
+    assert (reading.status.error or "").startswith("NVML did not answer within 1 s;")
+    fake_nvml.release_hangs()  # the sample was told to stop: it ends at its next call
+    deadline = time.monotonic() + 10
+    while calls_in_flight() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls_in_flight() == ()
 
 
 def test_torch_not_installed_is_reported_by_the_real_probe() -> None:
