@@ -20,7 +20,7 @@ from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import Error, parse_event
 from gputui.jobs.process import ENGINE, child_env
 from tests.doctor.doctor_facts import no_nvml
-from tests.doctor.test_doctor_render import validate_schema
+from tests.doctor.test_render import validate_schema
 
 SMALL = ProbeConfig(budget_s=0.6, cpu_copy_mib=8, cpu_matmul_n=256)
 """Small sizes and a short budget: this is about the figures being real, not about speed."""
@@ -30,7 +30,7 @@ SMALL = ProbeConfig(budget_s=0.6, cpu_copy_mib=8, cpu_matmul_n=256)
 def probed() -> TorchFacts:
     """One real run of the probe with small sizes, in this process (torch is imported once
     for the whole test session; ``gputui doctor`` runs the same code in a child, which
-    tests/doctor/test_doctor_cli.py covers)."""
+    tests/doctor/test_cli.py covers)."""
     from gputui.engine.probe import run_probe as probe
 
     lines: list[str] = []

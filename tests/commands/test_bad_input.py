@@ -41,7 +41,7 @@ import gputui.commands.serve
 import gputui.jobs.config
 from gputui.jobs.config import DEFAULT_BATCH_SIZES
 from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
-from tests.test_cli import ROOT
+from tests.commands.test_cli import ROOT
 
 # --- the parser, walked ------------------------------------------------------------------
 
