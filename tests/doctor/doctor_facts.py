@@ -10,7 +10,8 @@ from gputui.doctor.diagnose import DoctorFacts
 from gputui.doctor.mps import PlatformFacts
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.jobs.events import PitfallShown as Pitfall
-from gputui.telemetry.readings import GpuReading, GpuState, NvmlReading, NvmlStatus
+from gputui.telemetry.readings import NvmlReading, NvmlStatus
+from tests.ui.fakes import gpu_reading
 
 LINUX = PlatformFacts("Linux", "x86_64")
 NO_LIBRARY = (
@@ -19,34 +20,10 @@ NO_LIBRARY = (
 )
 
 
-def gpu(index: int, name: str = "NVIDIA H100 80GB HBM3") -> GpuReading:
-    """A GPU as NVML reports it; only index, name and UUID matter to the doctor."""
-    return GpuReading(
-        index=index,
-        name=name,
-        uuid=f"GPU-{index:08x}-0000-4000-8000-00000000a10{index}",
-        bus_id=None,
-        state=GpuState.OK,
-        utilization_percent=None,
-        memory_utilization_percent=None,
-        memory_used_bytes=None,
-        memory_total_bytes=None,
-        temperature_c=None,
-        power_w=None,
-        power_limit_w=None,
-        sm_clock_mhz=None,
-        sm_clock_max_mhz=None,
-        fan_percent=None,
-        pcie_rx_bytes_per_s=None,
-        pcie_tx_bytes_per_s=None,
-        performance_state=None,
-    )
-
-
 def nvml(count: int = 2, cuda: str | None = "12.4", driver: str = "550.54.15") -> NvmlReading:
     """A working NVML with ``count`` H100s and a driver for CUDA ``cuda``."""
     status = NvmlStatus(available=True, driver_version=driver, cuda_driver_version=cuda)
-    return NvmlReading(status, tuple(gpu(i) for i in range(count)), 0.0)
+    return NvmlReading(status, tuple(gpu_reading(i) for i in range(count)), 0.0)
 
 
 def no_nvml(error: str = NO_LIBRARY) -> NvmlReading:

@@ -11,7 +11,7 @@ import asyncio
 import io
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Generic, TypeVar
 
 from rich.console import Console
@@ -124,28 +124,17 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
     return replace(reading, **changes) if changes else reading
 
 
+NOT_READ = {
+    field.name: None
+    for field in fields(GpuReading)
+    if field.name not in {"index", "name", "uuid", "state", "processes"}
+}
+"""Every reading of a GPU, and its bus id, unknown: ``gpu_reading(index, **NOT_READ)``."""
+
+
 def lost_gpu(index: int) -> GpuReading:
     """A GPU that answered GpuIsLost: identity kept, every reading ``None``."""
-    return GpuReading(
-        index=index,
-        name="NVIDIA H100 80GB HBM3",
-        uuid=f"GPU-{index:08d}-0000-0000-0000-000000000000",
-        bus_id=None,
-        state=GpuState.LOST,
-        utilization_percent=None,
-        memory_utilization_percent=None,
-        memory_used_bytes=None,
-        memory_total_bytes=None,
-        temperature_c=None,
-        power_w=None,
-        power_limit_w=None,
-        sm_clock_mhz=None,
-        sm_clock_max_mhz=None,
-        fan_percent=None,
-        pcie_rx_bytes_per_s=None,
-        pcie_tx_bytes_per_s=None,
-        performance_state=None,
-    )
+    return gpu_reading(index, state=GpuState.LOST, processes=(), **NOT_READ)
 
 
 def unsupported_gpu(index: int) -> GpuReading:

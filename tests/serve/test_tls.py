@@ -7,13 +7,11 @@ import http.client
 import shutil
 import ssl
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.serve.served import ROOT, SCRAPE_TIMEOUT_S, Served, serve_env
+from tests.serve.served import SCRAPE_TIMEOUT_S, StartServe, gputui_serve
 
 
 @pytest.fixture(scope="module")
@@ -47,20 +45,11 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return cert, key
 
 
-@pytest.fixture
-def served(fake_nvml_dir: Path) -> Iterator[list[Served]]:
-    started: list[Served] = []
-    yield started
-    for child in started:
-        child.kill()
-
-
 def test_https_serves_the_metrics_to_a_client_that_trusts_the_certificate(
-    fake_nvml_dir: Path, served: list[Served], certificate: tuple[Path, Path]
+    start_serve: StartServe, certificate: tuple[Path, Path]
 ) -> None:
     cert, key = certificate
-    child = Served.start(fake_nvml_dir, "--tls-cert", str(cert), "--tls-key", str(key))
-    served.append(child)
+    child = start_serve("--tls-cert", str(cert), "--tls-key", str(key))
     assert child.first_line.startswith("gputui serve: https://127.0.0.1:")
 
     trusting = ssl.create_default_context(cafile=str(cert))
@@ -80,18 +69,6 @@ def test_https_serves_the_metrics_to_a_client_that_trusts_the_certificate(
     plain.close()
 
     assert child.stop() == (0, "", "")
-
-
-def gputui_serve(*args: str, lib_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", "serve", "--listen", "127.0.0.1:0", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=serve_env(lib_dir),
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(
@@ -130,7 +107,7 @@ def test_unusable_tls_files_are_one_line_and_exit_2(
         "encrypted key": ["--tls-cert", cert, "--tls-key", str(another)],
         "missing": ["--tls-cert", str(tmp_path / "nope.pem"), "--tls-key", key],
     }[case]
-    done = gputui_serve(*args, lib_dir=fake_nvml_dir)
+    done = gputui_serve("--listen", "127.0.0.1:0", *args, lib_dir=fake_nvml_dir)
 
     assert done.returncode == 2
     assert done.stdout == ""

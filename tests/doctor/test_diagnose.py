@@ -13,6 +13,7 @@ from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.wheels import channel_for_driver, install_command, parse_cuda_version
 from gputui.telemetry.nvml import describe_nvml_error
 from tests.doctor.doctor_facts import CPU_TORCH, CUDA_TORCH, facts, no_nvml, nvml
+from tests.ui.fakes import gpu_reading
 
 LIB_RM_VERSION_MISMATCH = 18
 """NVML's return code when the driver's library and kernel module differ."""
@@ -284,9 +285,8 @@ def test_hiding_every_gpu_is_the_cuda_fix_on_a_cuda_build() -> None:
 
 
 def test_mixed_gpus_numbered_by_index_need_pci_bus_order() -> None:
-    from tests.doctor.doctor_facts import gpu
-
-    mixed = replace(nvml(), gpus=(gpu(0, "NVIDIA A100"), gpu(1, "NVIDIA T4")))
+    gpus = (gpu_reading(0, name="NVIDIA A100"), gpu_reading(1, name="NVIDIA T4"))
+    mixed = replace(nvml(), gpus=gpus)
     found = check(diagnose(facts(nvml=mixed, cuda_visible_devices="0,1")), "CUDA_VISIBLE_DEVICES")
     assert found.status is Status.WARN
     assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in found.message

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -18,7 +16,7 @@ import pytest
 from gputui.serve.listen import DEFAULT_PORT, ListenAddress, ListenError, is_loopback, parse_listen
 from gputui.serve.run import ServeError, Stop, serve
 from tests.fakenvml import FakeNvml
-from tests.serve.served import READY_TIMEOUT_S, ROOT, serve_env
+from tests.serve.served import READY_TIMEOUT_S, gputui_serve
 
 # --- --listen ----------------------------------------------------------------------------
 
@@ -236,18 +234,6 @@ def test_loopback_gets_no_warning(in_process: InProcess) -> None:
 
 
 # --- the command line, as users run it ---------------------------------------------------
-
-
-def gputui_serve(*args: str, lib_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", "serve", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=serve_env(lib_dir),
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(

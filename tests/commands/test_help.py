@@ -1,6 +1,6 @@
 """What a new user reads: every command's ``--help`` and the README's usage block.
 
-Walked from the real parser (``tests.test_cli_bad_input.walk``), so a command or flag
+Walked from the real parser (``tests.commands.test_bad_input.walk``), so a command or flag
 added later is held to the same rules at once: a description, two or three examples
 that really run, ranges written one way, no word left unexplained, and the README's
 usage block listing exactly the flags each command has.
@@ -17,14 +17,14 @@ import pytest
 
 from gputui.commands import build_parser
 from gputui.commands.args import chosen_parser
-from tests.test_cli import ROOT, gputui
-from tests.test_cli_bad_input import (
+from tests.commands.test_bad_input import (
     COMMANDS,
     Command,
     flags,
     no_side_effects,  # noqa: F401 (a fixture)
     run_main,
 )
+from tests.commands.test_cli import ROOT, gputui
 
 EXAMPLES_HEADING = "examples:"
 

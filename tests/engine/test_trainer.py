@@ -376,8 +376,8 @@ def test_a_batch_larger_than_the_data_is_refused_before_the_run_folder_is_made(
 def test_the_run_s_device_is_made_current_and_its_peak_reset_as_each_epoch_begins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On CUDA these set the current device and reset the peak (tests/training/test_memory.py,
-    test_training_devices.py); here: the trainer asks for them, for its device, in time."""
+    """On CUDA these set the current device and reset the peak (tests/engine/test_memory.py,
+    test_devices.py); here: the trainer asks for them, for its device, in time."""
     asked: list[tuple[str, torch.device, list[str]]] = []
     events: list[Event] = []
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.doctor.test_doctor_render import commands_in, validate_schema, words
+from tests.doctor.test_render import commands_in, validate_schema, words
 
 CU124 = "https://download.pytorch.org/whl/cu124"
 

@@ -21,7 +21,7 @@ from gputui.jobs.events import Error, parse_event
 from gputui.jobs.process import ENGINE, child_env
 from gputui.telemetry.nvml import calls_in_flight
 from tests.doctor.doctor_facts import no_nvml
-from tests.doctor.test_doctor_render import validate_schema
+from tests.doctor.test_render import validate_schema
 from tests.fakenvml import FakeNvml
 
 SMALL = ProbeConfig(budget_s=0.6, cpu_copy_mib=8, cpu_matmul_n=256)
@@ -32,7 +32,7 @@ SMALL = ProbeConfig(budget_s=0.6, cpu_copy_mib=8, cpu_matmul_n=256)
 def probed() -> TorchFacts:
     """One real run of the probe with small sizes, in this process (torch is imported once
     for the whole test session; ``gputui doctor`` runs the same code in a child, which
-    tests/doctor/test_doctor_cli.py covers)."""
+    tests/doctor/test_cli.py covers)."""
     from gputui.engine.probe import run_probe as probe
 
     lines: list[str] = []

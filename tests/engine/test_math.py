@@ -12,7 +12,7 @@ import torch
 
 from gputui.engine.step import BF16, IEEE_FP32, TF32, set_math, set_tf32
 from gputui.jobs.events import RunStarted
-from tests.training.test_trainer import tiny, train
+from tests.engine.test_trainer import tiny, train
 
 DEFAULTS = ("none", "none", "tf32", "tf32")
 """torch's own: matmuls and cuDNN as a whole inherit (IEEE), its convolutions and RNNs TF32."""

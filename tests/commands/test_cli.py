@@ -24,7 +24,7 @@ from gputui.commands import commands_named
 from gputui.commands.output import encodable
 from tests.pty_run import run_on_a_pty
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def gputui(

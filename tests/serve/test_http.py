@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import psutil
 import pytest
 
 from gputui.serve.metrics import GPU_SERIES
-from tests.serve.served import ROOT, Served, labels_of, promtool, serve_env
+from tests.serve.served import ROOT, StartServe, labels_of, promtool, serve_env
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_MEMORY = 81559 * 1024 * 1024
@@ -41,33 +40,16 @@ NAMED = (
 """The series issue 16 names."""
 
 
-@pytest.fixture
-def served(fake_nvml_dir: Path) -> Iterator[list[Served]]:
-    """Children started by the test; any still running at the end is killed."""
-    started: list[Served] = []
-    yield started
-    for child in started:
-        child.kill()
-
-
-def start(served: list[Served], lib_dir: Path, *args: str, **knobs: str) -> Served:
-    child = Served.start(lib_dir, *args, knobs=knobs)
-    served.append(child)
-    return child
-
-
 def only(samples: list[Any]) -> Any:
     (sample,) = samples
     return sample
 
 
 def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
-    fake_nvml_dir: Path, served: list[Served]
+    start_serve: StartServe,
 ) -> None:
     me = psutil.Process()
-    child = start(
-        served,
-        fake_nvml_dir,
+    child = start_serve(
         "--interval=60",  # one sample each: /metrics and /snapshot show the same reading
         "--processes",
         FAKE_NVML_GPU_COUNT="3",
@@ -143,9 +125,11 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     assert checked.stdout + checked.stderr == b""  # not even a lint warning
 
 
-def test_snapshot_is_what_snapshot_json_prints(fake_nvml_dir: Path, served: list[Served]) -> None:
+def test_snapshot_is_what_snapshot_json_prints(
+    fake_nvml_dir: Path, start_serve: StartServe
+) -> None:
     knobs = {"FAKE_NVML_GPU_COUNT": "2", "FAKE_NVML_PROCESSES": f"1:{os.getpid()}:4096"}
-    child = start(served, fake_nvml_dir, "--processes", **knobs)
+    child = start_serve("--processes", **knobs)
     served_snapshot = child.wait_for_readings()
     answer = child.get("/snapshot")
     printed = subprocess.run(
@@ -164,11 +148,9 @@ def test_snapshot_is_what_snapshot_json_prints(fake_nvml_dir: Path, served: list
     assert served_snapshot["gpus"][1]["processes"][0]["pid"] == os.getpid()
 
 
-def test_without_processes_no_process_is_served(fake_nvml_dir: Path, served: list[Served]) -> None:
+def test_without_processes_no_process_is_served(start_serve: StartServe) -> None:
     # GPU 0 in MIG mode, the process on its MIG device: listed by the device and by the GPU.
-    child = start(
-        served,
-        fake_nvml_dir,
+    child = start_serve(
         FAKE_NVML_PROCESSES=f"0/0:{os.getpid()}:4096,1:{os.getpid()}:4096",
         FAKE_NVML_MIG_MODE="0:1",
         FAKE_NVML_MIG_DEVICES="0:1:0:1024:10240",
@@ -193,10 +175,10 @@ def shape(value: Any) -> Any:
 
 
 def test_a_scrape_while_the_driver_hangs_serves_the_last_reading_at_once(
-    fake_nvml_dir: Path, served: list[Served], tmp_path: Path
+    start_serve: StartServe, tmp_path: Path
 ) -> None:
     hang = tmp_path / "hang"
-    child = start(served, fake_nvml_dir, "--interval", "0.25", FAKE_NVML_HANG_FILE=str(hang))
+    child = start_serve("--interval", "0.25", FAKE_NVML_HANG_FILE=str(hang))
     child.wait_for_readings()
     before = child.metrics()
     hang.touch()  # every NVML device query blocks from now on, until the file goes
@@ -237,12 +219,12 @@ def test_a_scrape_while_the_driver_hangs_serves_the_last_reading_at_once(
 
 
 def test_a_driver_hung_from_the_start_serves_its_gpus_as_hung_within_seconds(
-    fake_nvml_dir: Path, served: list[Served]
+    start_serve: StartServe,
 ) -> None:
     """The first sample never ends: NVML counted two GPUs, read GPU 0, and hangs on GPU 1's
     temperature. Once the readings are overdue (1.25 s at this interval), both endpoints say
     so: every GPU NVML counted, hung (not lost), and the call, with how long it has waited."""
-    child = start(served, fake_nvml_dir, "--interval", "0.25", FAKE_NVML_HANG="1:temperature=600")
+    child = start_serve("--interval", "0.25", FAKE_NVML_HANG="1:temperature=600")
     snapshot = child.wait_for_readings()  # a 503 only until then
     metrics = child.metrics()
     body = child.get("/metrics").body
@@ -272,9 +254,9 @@ def test_a_driver_hung_from_the_start_serves_its_gpus_as_hung_within_seconds(
 
 
 def test_nvml_whose_start_hangs_is_served_as_unavailable_with_the_call(
-    fake_nvml_dir: Path, served: list[Served]
+    start_serve: StartServe,
 ) -> None:
-    child = start(served, fake_nvml_dir, "--interval", "0.25", FAKE_NVML_HANG="init=600")
+    child = start_serve("--interval", "0.25", FAKE_NVML_HANG="init=600")
     snapshot = child.wait_for_readings()
     metrics = child.metrics()
 
@@ -287,11 +269,9 @@ def test_nvml_whose_start_hangs_is_served_as_unavailable_with_the_call(
     assert "gputui_gpu_up" not in metrics
 
 
-def test_a_lost_gpu_reads_up_0_and_keeps_its_identity(
-    fake_nvml_dir: Path, served: list[Served]
-) -> None:
+def test_a_lost_gpu_reads_up_0_and_keeps_its_identity(start_serve: StartServe) -> None:
     # GPU 1 answers its static facts, then is lost within the first sample.
-    child = start(served, fake_nvml_dir, FAKE_NVML_GPU_COUNT="2", FAKE_NVML_LOST="1:8")
+    child = start_serve(FAKE_NVML_GPU_COUNT="2", FAKE_NVML_LOST="1:8")
     snapshot = child.wait_for_readings()
     metrics = child.metrics()
 
@@ -308,8 +288,8 @@ def test_a_lost_gpu_reads_up_0_and_keeps_its_identity(
         assert len(labels_of(metrics[series.name], 0)) == 1, series.name
 
 
-def test_only_get_of_the_two_paths_is_served(fake_nvml_dir: Path, served: list[Served]) -> None:
-    child = start(served, fake_nvml_dir)
+def test_only_get_of_the_two_paths_is_served(start_serve: StartServe) -> None:
+    child = start_serve()
     child.wait_for_readings()
 
     for path in ("/", "/metrics/", "/favicon.ico", "/snapshot.json", "/kill"):
@@ -337,19 +317,19 @@ def test_only_get_of_the_two_paths_is_served(fake_nvml_dir: Path, served: list[S
 @pytest.mark.usefixtures("ctrl_c_reaches_children")
 @pytest.mark.parametrize(("signal_number", "code"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
 def test_sigterm_and_ctrl_c_stop_it_cleanly(
-    fake_nvml_dir: Path, served: list[Served], signal_number: int, code: int
+    start_serve: StartServe, signal_number: int, code: int
 ) -> None:
-    child = start(served, fake_nvml_dir, "--interval", "0.25")
+    child = start_serve("--interval", "0.25")
     child.wait_for_readings()
 
     assert child.stop(signal_number) == (code, "", "")
     assert "127.0.0.1" in child.first_line
 
 
-def test_a_scrape_never_asks_nvml(fake_nvml_dir: Path, served: list[Served]) -> None:
+def test_a_scrape_never_asks_nvml(start_serve: StartServe) -> None:
     # The stand-in's query counter moves each reading: equal readings across many scrapes
     # (at an interval longer than the test) mean the scrapes asked the driver nothing.
-    child = start(served, fake_nvml_dir, "--interval", "60")
+    child = start_serve("--interval", "60")
     child.wait_for_readings()
     first = child.get("/snapshot").body
     for _ in range(20):

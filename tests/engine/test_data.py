@@ -1,7 +1,7 @@
 """The data layer: CIFAR-10 readers, the download, and the synthetic dataset.
 
 Everything runs offline. CIFAR-10 files are written in the real formats (by
-tests/training/cifar_files.py), with 20 records per file instead of 10000; numpy-written
+tests/engine/cifar_files.py), with 20 records per file instead of 10000; numpy-written
 pickles come from
 tests/data/cifar10_pickles; the download is served from a local HTTP server on
 127.0.0.1 in a thread.
@@ -49,7 +49,7 @@ from gputui.engine.download import (
     download_file,
     extract_cifar10,
 )
-from tests.training import cifar_files
+from tests.engine import cifar_files
 
 PER_FILE = 20
 FIXTURES = Path(__file__).parent.parent / "data" / "cifar10_pickles"

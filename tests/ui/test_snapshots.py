@@ -1,6 +1,6 @@
 """SVG snapshots of the monitor at 80x24 and 160x50, fed fixed readings and a fixed history.
 
-Regenerate with ``python -m pytest tests/ui/test_ui_snapshots.py --snapshot-update``
+Regenerate with ``python -m pytest tests/ui/test_snapshots.py --snapshot-update``
 and look at the SVGs in ``__snapshots__`` before committing them.
 
 Determinism: every reading is fixed, the clock is frozen at the readings'

@@ -10,7 +10,7 @@ from gputui.jobs.config import ScaleConfig
 from gputui.jobs.process import ChildProcess
 from gputui.jobs.results import Phase, Session
 from gputui.ui.render.scaling import scaling_body
-from tests.training.test_scale_report import SLOWER, scaling_session
+from tests.jobs.test_scale_report import SLOWER, scaling_session
 
 CONFIGS = [
     ScaleConfig(

@@ -41,7 +41,7 @@ import gputui.commands.serve
 import gputui.jobs.config
 from gputui.jobs.config import DEFAULT_BATCH_SIZES
 from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
-from tests.test_cli import ROOT
+from tests.commands.test_cli import ROOT
 
 # --- the parser, walked ------------------------------------------------------------------
 
@@ -198,10 +198,6 @@ UNKNOWN_FLAGS = ("--nope", "--nope=1", "-Z", "--💥", "--\x1b[2J", "---", "stra
 UNKNOWN_COMMANDS = ("nope", "", "💥", "a\nb", "\udcff", "-", "x" * 5000)
 """Not a subcommand of any command."""
 
-BENCH_BUG = "gputui/training/bench.py (or RunConfig.validate): see the report on issue 7"
-KNOWN_BUGS: dict[tuple[str, str, str], str] = {}
-"""Bad input still accepted, or refused badly: (command, flag, value) -> what goes wrong."""
-
 
 @dataclass(frozen=True)
 class Case:
@@ -211,8 +207,6 @@ class Case:
     """The words after ``gputui``; ``{missing}``, ``{file}``, ``{under_file}`` are paths."""
     names: str | None = None
     """Text the error line must hold (``argument --epochs``), when the parser refuses it."""
-    bug: str | None = None
-    """Why it is expected to fail today (a known bug in a file outside this suite's reach)."""
     id: str = field(default="", compare=False)
     """The test id."""
 
@@ -257,9 +251,8 @@ def flag_cases() -> list[Case]:
             else:  # checked after parsing, by the command itself
                 values = [(v, None) for v in SPECIFIC.get(flag, ())]
             for value, names in values:
-                bug = KNOWN_BUGS.get((command.path[0] if command.path else "", flag, value))
                 argv = (*command.path, *_with_value(flag, value))
-                cases.append(Case(argv, names, bug, id=f"{where} {_short(value)}"))
+                cases.append(Case(argv, names, id=f"{where} {_short(value)}"))
     return cases
 
 
@@ -480,7 +473,6 @@ def test_every_flag_that_takes_a_value_has_specific_bad_values() -> None:
     assert not missing, f"register bad values in SPECIFIC for: {', '.join(missing)}"
     stale = set(SPECIFIC) - set(VALUE_FLAGS)
     assert not stale, f"SPECIFIC names flags no command has: {sorted(stale)}"
-    assert {flag for _, flag, _ in KNOWN_BUGS} <= set(VALUE_FLAGS)
 
 
 def test_the_matrix_covers_every_command_and_flag() -> None:
@@ -491,19 +483,7 @@ def test_the_matrix_covers_every_command_and_flag() -> None:
     assert len(CASES) > 500  # every flag of 7 commands, 10 to 25 values each
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(
-            case,
-            id=case.id,
-            marks=[pytest.mark.xfail(strict=True, reason=f"{case.bug}: {BENCH_BUG}")]
-            if case.bug
-            else [],
-        )
-        for case in CASES
-    ],
-)
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id) for case in CASES])
 def test_bad_input_exits_2_with_one_line(
     case: Case, no_side_effects: list[str], paths: dict[str, str]
 ) -> None:
@@ -706,21 +686,11 @@ VALUES = (
     "-",
     "=",
 )
-KNOWN_BUGGY = {(command, flag) for command, flag, _ in KNOWN_BUGS}
-"""(command, flag) pairs with a known bug: the fuzz leaves them to the strict xfails above
-until ``KNOWN_BUGS`` is emptied, then covers them like every other flag."""
 FUZZ_SETTINGS = settings(
     max_examples=250,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-def touches_a_known_bug(argv: list[str]) -> bool:
-    """Whether ``argv`` names a (command, flag) listed in ``KNOWN_BUGS``."""
-    if not argv:
-        return False
-    return any((argv[0], word.split("=")[0]) in KNOWN_BUGGY for word in argv[1:])
 
 
 def _word(command: Command) -> st.SearchStrategy[str]:
@@ -738,7 +708,7 @@ def _argv(command: Command) -> st.SearchStrategy[list[str]]:
     return st.lists(_word(command), max_size=7).map(lambda rest: [*command.path, *rest])
 
 
-ARGV = st.sampled_from(COMMANDS).flatmap(_argv).filter(lambda argv: not touches_a_known_bug(argv))
+ARGV = st.sampled_from(COMMANDS).flatmap(_argv)
 """A command's words, then a mixture of its flags, any flag, plausible values and junk."""
 
 
@@ -765,7 +735,7 @@ VALUE_ACTIONS = [
     (command, action)
     for command in COMMANDS
     for action in flags(command.parser)
-    if takes_value(action) and (*command.path[:1], action.option_strings[0]) not in KNOWN_BUGGY
+    if takes_value(action)
 ]
 
 

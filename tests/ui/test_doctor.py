@@ -1,8 +1,8 @@
 """The Doctor screen, driven by the pilot and fed a fixed report (no torch is spawned).
 
 Snapshots: regenerate with
-``python -m pytest tests/ui/test_ui_doctor.py --snapshot-update`` and look at the SVGs in
-``__snapshots__/test_ui_doctor`` before committing them.
+``python -m pytest tests/ui/test_doctor.py --snapshot-update`` and look at the SVGs in
+``__snapshots__/test_doctor`` before committing them.
 """
 
 from __future__ import annotations

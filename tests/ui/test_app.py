@@ -92,7 +92,7 @@ async def test_panels_show_the_injected_readings() -> None:
         assert "0 · NVIDIA H100 80GB HBM3 · P0" in text
         assert "GPU processes · 2" in text
         assert "q Quit" in text and "kK Kill" in text  # the footer shows the keys (every one at
-        # 80 columns: tests/ui/test_ui_footer.py; the palette's hint comes back from 90)
+        # 80 columns: tests/ui/test_footer.py; the palette's hint comes back from 90)
         assert app.query_one("#runner").display is False
 
 
@@ -211,7 +211,7 @@ async def test_the_command_palette_opens() -> None:
 
 
 async def test_the_palette_finds_a_failed_runs_detail() -> None:
-    """``e`` is in the palette, as every key is (tests/ui/test_ui_doctor.py checks them all)."""
+    """``e`` is in the palette, as every key is (tests/ui/test_doctor.py checks them all)."""
     app = fake_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await settled(pilot)

@@ -333,7 +333,7 @@ def test_a_corrupt_cifar_batch_is_one_line_naming_it(
     """Issue 18: a damaged pickled batch said ``... (invalid load key, '\\xc9'.)``."""
     import torch
 
-    from tests.training import cifar_files
+    from tests.engine import cifar_files
 
     def batch(count: int) -> tuple[torch.Tensor, torch.Tensor]:
         images = torch.zeros(count, 3, 32, 32, dtype=torch.uint8)

@@ -353,7 +353,7 @@ async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
     """Scripted trainer (pid 40321) that NVML lists on GPU 0."""
     from tests.ui.fakes import ScriptedSampler
     from tests.ui.runner_fakes import gpu_run_events, scripted_setup
-    from tests.ui.test_ui_runner_snapshots import TRAINER_ON_GPU0
+    from tests.ui.test_runner_snapshots import TRAINER_ON_GPU0
 
     app = fake_app(  # NOT RECORDABLE WITHOUT A GPU: a trainer on cuda:0
         nvml=ScriptedSampler(TRAINER_ON_GPU0),
@@ -377,7 +377,7 @@ async def test_the_trainer_is_found_by_its_gpu_s_uuid_and_pid() -> None:
     row on the trainer's GPU, named by UUID in RunStarted, is the trainer's."""
     from tests.ui.fakes import ScriptedSampler
     from tests.ui.runner_fakes import gpu_run_events, scripted_setup
-    from tests.ui.test_ui_runner_snapshots import TRAINER_ON_GPU0
+    from tests.ui.test_runner_snapshots import TRAINER_ON_GPU0
 
     gpu0, gpu1 = TRAINER_ON_GPU0.gpus
     twin = dataclasses.replace(gpu0.processes[0], command="python other.py")

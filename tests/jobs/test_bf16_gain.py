@@ -14,7 +14,7 @@ from gputui.jobs.config import RunConfig
 from gputui.jobs.events import EpochFinished, Finished, RunStarted
 from gputui.jobs.reports import bench_json, render_table
 from gputui.jobs.results import RunRecord, bf16_gain
-from tests.training.test_bench import TINY
+from tests.commands.test_bench import TINY
 
 EPOCH_IMAGES = 50_000
 FP32_EPOCH_S = {"cpu": 34.5, "cuda:0": 2.3, "mps": 9.0}

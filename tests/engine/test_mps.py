@@ -21,8 +21,8 @@ from gputui.engine.model import CNN
 from gputui.engine.step import bf16_autocast, fused_adam_supported, make_optimizer
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Event
-from tests.training.test_trainer import tiny, train
-from tests.training.test_training_devices import error_for, inventory
+from tests.engine.test_devices import error_for, inventory
+from tests.engine.test_trainer import tiny, train
 
 MAC = inventory(system="Darwin", mps_built=True, mps_available=True, cuda_names=())
 """An Apple silicon Mac whose torch can use MPS."""
