@@ -7,13 +7,12 @@ take them; the fleet package is imported in the handlers.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from urllib.parse import urlsplit
 
 from gputui.commands.args import seconds
-from gputui.commands.output import write_out
+from gputui.commands.output import terminal_columns, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
 from gputui.format import one_line
@@ -147,5 +146,5 @@ def run_fleet_snapshot(args: argparse.Namespace) -> int:
     if args.json:
         write_out(render_fleet_json(hosts, now))
     else:
-        write_out(render_fleet_table(hosts, now, width=shutil.get_terminal_size().columns))
+        write_out(render_fleet_table(hosts, now, width=terminal_columns()))
     return EXIT_OK if all(host.up for host in hosts) else EXIT_FAILED

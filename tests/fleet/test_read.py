@@ -3,6 +3,9 @@ back into gputui's readings (dcgm-exporter's documented counters, nvitop-exporte
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from gputui.commands import main
 from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, parse_text, read_samples
 from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
-from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition
+from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition, serving
 
 MIB = 1024**2
 
@@ -126,3 +129,26 @@ def test_the_fleet_flags_belong_after_the_command(capsys: pytest.CaptureFixture[
         "gputui snapshot: error: write the fleet's flags after the command: "
         "gputui snapshot --hosts ... (see 'gputui snapshot --help')\n"
     )
+
+
+@pytest.mark.parametrize(("columns", "cut"), [(None, False), ("60", True)])
+def test_piped_fleet_lines_are_whole_and_a_terminal_s_are_cut_to_it(
+    columns: str | None, cut: bool
+) -> None:
+    """Piped, ``snapshot --hosts`` cut its lines at 80 columns that were not there: ``DOWN:
+    no GPU series gputui can read here (it re…``."""
+    body = b"# TYPE node_load1 gauge\nnode_load1 0.5\n"  # an exporter, but of no GPU
+    with serving(lambda path: ("text/plain; version=0.0.4", body)) as port:
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        env.update({"COLUMNS": columns} if columns else {})
+        done = subprocess.run(
+            [sys.executable, "-m", "gputui", "snapshot", "--hosts", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    (line, *_) = done.stdout.splitlines()
+    assert done.returncode == 1 and "DOWN: " in line
+    assert (len(line) <= 60 and line.endswith("…")) if cut else (len(line) > 80), line
