@@ -9,6 +9,7 @@ import math
 import os
 import stat
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -247,66 +248,81 @@ def niceness(text: str) -> int:
 
 
 def check_data_dir(text: str) -> None:
-    """Refuse a ``--data-dir`` that is not an existing folder, before any child starts.
+    """Make a missing ``--data-dir``, or refuse one that cannot be a folder, before any child
+    starts. An existing one may be read-only (a shared copy of the data set).
 
     Raises:
-        ConfigError: one line naming the flag and what to do (empty, missing, a file, a
-            name too long, ``~user`` with no such user).
+        ConfigError: one line naming the flag and what to do (empty, a file, a name too
+            long, ``~user`` with no such user, a folder that cannot be made).
     """
-    _check_folder(text, "--data-dir", "data dir", "the default cache folder", made=False)
+    _check_folder(text, "--data-dir", "data dir", "the default cache folder", writes=False)
 
 
 def check_runs_dir(text: str) -> None:
-    """Refuse a ``--runs-dir`` that run folders cannot be made in, before any child starts.
-
-    The folder may be missing (the trainer makes it), but then its nearest existing
-    parent must be a folder this user may write to.
+    """Write a file in ``--runs-dir`` (or where it will be made) and remove it, or refuse the
+    folder, before any child starts: a run that trained and then could not be recorded
+    would be lost.
 
     Raises:
         ConfigError: one line naming the flag and what to do.
     """
-    _check_folder(text, "--runs-dir", "runs dir", "the default runs folder", made=True)
+    _check_folder(text, "--runs-dir", "runs dir", "the default runs folder", writes=True)
 
 
-def _check_folder(text: str, flag: str, what: str, default: str, *, made: bool) -> None:
+def _check_folder(text: str, flag: str, what: str, default: str, *, writes: bool) -> None:
+    """Refuse ``text`` as a folder for ``flag`` with one line. Where the job ``writes``, a
+    file is written and removed in it (or in the folder it will be made in): permission
+    bits, a read-only mount or a full disk show up here rather than after the work.
+    Otherwise a missing folder is made."""
     leave_out = f"or leave {flag} out to use {default}"
     if not text.strip():
         raise ConfigError(f"{what} is empty: name a folder, {leave_out}")
     shown = _shown_path(text)
+    if any(ord(character) < 32 or ord(character) == 127 for character in text):
+        raise ConfigError(f"{what} {shown} holds a control character: name a folder, {leave_out}")
     try:
         path = Path(text).expanduser()
         kind = _kind(path)
         nearest, nearest_kind = path, kind
-        if kind is None and made:  # the trainer makes it: what would it be made in?
+        if kind is None:  # made here: what would it be made in?
             nearest = next(p for p in path.absolute().parents if _kind(p) is not None)
             nearest_kind = _kind(nearest)
         writable = os.access(nearest, os.W_OK | os.X_OK)
     except (OSError, RuntimeError, ValueError) as exc:  # a name too long; ~user, no such user
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        name = "a folder" if made else "an existing folder"
         raise ConfigError(
-            f"{what} {shown} cannot be used ({reason.rstrip('.')}): name {name}, {leave_out}"
+            f"{what} {shown} cannot be used ({reason.rstrip('.')}): name a folder, {leave_out}"
         ) from None
     if kind == "file":
         raise ConfigError(f"{what} {shown} is not a folder: name a folder, {leave_out}")
-    if kind is None and not made:
-        raise ConfigError(f"{what} {shown} does not exist: create it, {leave_out}")
-    home = missing_home(path) if made and kind is None else None
+    home = missing_home(path) if kind is None else None
     if home is not None:
         raise ConfigError(
             f"{what} {shown} lies in the home folder {_shown_path(str(home))}, which does not "
             "exist: name a folder outside it"
         )
-    if made and nearest_kind == "file":
+    if nearest_kind == "file":
         raise ConfigError(
             f"{what} {shown} cannot be made inside the file {_shown_path(str(nearest))}: "
             f"name a folder, {leave_out}"
         )
-    if made and not writable:
+    if (writes or kind is None) and not writable:
         where = "" if nearest == path else f" (it would be made in {_shown_path(str(nearest))})"
         raise ConfigError(
             f"{what} {shown} is not writable{where}: name a folder you may write to, {leave_out}"
         )
+    try:
+        if writes:  # in the folder, or where it will be made (made only by the run)
+            with tempfile.TemporaryFile(dir=nearest, prefix=".gputui-check-"):
+                pass
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"{what} {shown} cannot be written to ({reason}): name a folder you may write to, "
+            f"{leave_out}"
+        ) from None
 
 
 def _kind(path: Path) -> str | None:

@@ -135,7 +135,7 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
     "--nice": ("20", "-1", "1.5", "100"),
     "--device": ("", " ", "\t"),  # the rest needs torch: see the real runs below
     "--data-dir": (
-        "{missing}",
+        "/proc/gputui-no-such-dir",  # cannot be made, even by root
         "{file}",
         "{under_file}",  # unreadable even as root: a folder inside a regular file
         "",
@@ -145,7 +145,14 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
         LONG_NAME,
         "~no-such-user-here/cifar",
     ),
-    "--runs-dir": ("{file}", "{under_file}", "", "~no-such-user-here/runs"),
+    "--runs-dir": (
+        "{file}",
+        "{under_file}",
+        "",
+        "~no-such-user-here/runs",
+        "/proc/gputui-runs",
+        "{missing}\nx",
+    ),
     "--tls-cert": ("{missing}", "{under_file}", LONG_NAME),
     "--tls-key": ("{missing}", "{under_file}", LONG_NAME),
     "--hosts": (

@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from gputui.commands import main
-from gputui.jobs.config import RunConfig
+from gputui.commands.args import check_data_dir, check_runs_dir
+from gputui.jobs.config import ConfigError, RunConfig
 from gputui.jobs.reports import bench_json, render_table
 from gputui.jobs.results import RunRecord
 from tests.fakenvml import FakeNvml
@@ -36,7 +37,7 @@ TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--thr
         (["--pipeline", "turbo"], "argument --pipeline: invalid choice"),
         (["--precision", "fp8"], "argument --precision: invalid choice"),
         (["--nice", "20"], "'20' is not a niceness from 0 to 19"),
-        (["--data-dir", "/no/such/dir"], "data dir /no/such/dir does not exist"),
+        (["--data-dir", "/proc/no-such-dir"], "data dir /proc/no-such-dir cannot be written to"),
         (["--data-dir", ""], "data dir is empty: name a folder, or leave --data-dir out"),
         (["--runs-dir", "/dev/null"], "runs dir /dev/null is not a folder"),
         (["--runs-dir", "/dev/null/runs"], "cannot be made inside the file /dev/null"),
@@ -558,3 +559,44 @@ def test_a_runs_dir_in_a_missing_home_folder_is_refused(
         ", which does not exist: name a folder outside it (see 'gputui bench --help')\n"
     )
     assert not home.exists()
+
+
+# --- the folders named on the command line ----------------------------------------------
+
+
+def test_a_data_dir_that_does_not_exist_yet_is_made(tmp_path: Path) -> None:
+    """``--data-dir`` to a new folder was refused; the data set is downloaded into it."""
+    folder = tmp_path / "new" / "cifar"
+    check_data_dir(str(folder))
+    assert folder.is_dir()
+
+
+@pytest.fixture
+def full_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a tmpfs with no inode left: it looks writable (``os.access`` says so, as
+    it does for root everywhere) but no file can be made in it."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=1", "gputui-full", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here: {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.mark.parametrize("inside", ["", "runs"])
+def test_a_runs_dir_no_file_can_be_written_in_is_refused_up_front(
+    full_folder: Path, inside: str
+) -> None:
+    """It trained, then could not record the run; now it is refused before the work."""
+    assert os.access(full_folder, os.W_OK)
+    with pytest.raises(ConfigError, match=r"cannot be written to \(No space left on device\)"):
+        check_runs_dir(str(full_folder / inside))
+    assert not (full_folder / "runs").exists()

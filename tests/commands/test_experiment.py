@@ -29,7 +29,7 @@ TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup
     ("args", "needle"),
     [
         ([], "the following arguments are required: EXPERIMENT"),
-        (["warp-drive"], "argument EXPERIMENT: invalid choice: 'warp-drive'"),
+        (["warp-drive"], "unknown experiment 'warp-drive'; the experiments: batch-sweep,"),
         (["batch-sweep", "--batch-sizes", "0,32"], "'0,32' is not a comma-separated list"),
         (["batch-sweep", "--batch-sizes", "32,,64"], "is not a comma-separated list"),
         (["batch-sweep", "--batch-sizes", "big"], "is not a comma-separated list"),
@@ -41,7 +41,10 @@ TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup
         (["pipelines", "--workers", "-1"], "'-1' is not a whole number of 0 or more"),
         (["batch-sweep", "--dataset", "imagenet"], "argument --dataset: invalid choice"),
         (["batch-sweep", "--nice", "20"], "'20' is not a niceness from 0 to 19"),
-        (["batch-sweep", "--data-dir", "/no/such/dir"], "data dir /no/such/dir does not exist"),
+        (
+            ["batch-sweep", "--data-dir", "/proc/no-such-dir"],
+            "data dir /proc/no-such-dir cannot be written to",
+        ),
         (["batch-sweep", "--device", "cuda0"], "'cuda0' is not a device: write cpu, cuda"),
     ],
 )
