@@ -71,6 +71,7 @@ from gputui.commands.interrupt import AgentWatch, CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import fmt_counted, one_line
+from gputui.jobs.bench.report import ProgressLine, bench_json, render_table
 from gputui.jobs.config import (
     PIPELINES,
     PRECISIONS,
@@ -80,7 +81,6 @@ from gputui.jobs.config import (
 )
 from gputui.jobs.events import DevicesListed, Error, Event, Note
 from gputui.jobs.process import ChildProcess, list_devices
-from gputui.jobs.reports import ProgressLine, bench_json, render_table
 from gputui.jobs.results import RunRecord
 from gputui.jobs.world import World, check_endpoint, world_from_env
 

@@ -36,6 +36,7 @@ from gputui.commands.args import (
 from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.jobs.bench.report import ProgressLine, render_scale, scale_rows, scale_warnings
 from gputui.jobs.config import (
     DISTRIBUTED_DEVICES,
     SCALINGS,
@@ -49,7 +50,6 @@ from gputui.jobs.config import (
 )
 from gputui.jobs.events import Error
 from gputui.jobs.process import ChildProcess, list_devices
-from gputui.jobs.reports import ProgressLine, render_scale, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord
 
 PROG = "gputui scale"

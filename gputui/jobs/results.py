@@ -12,7 +12,7 @@
 - An experiment is an :class:`ExperimentResult`: its rows gathered per device, the
   one-sentence conclusion, and the JSON that ``gputui experiment --json`` prints.
 
-Torch-free and Textual-free; the text and JSON reports are :mod:`gputui.jobs.reports`.
+Torch-free and Textual-free; the text and JSON reports are :mod:`gputui.jobs.bench.report`.
 
 The experiment's JSON (:meth:`ExperimentResult.to_json_dict`)::
 

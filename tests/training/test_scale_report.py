@@ -10,14 +10,14 @@ import dataclasses
 
 import pytest
 
-from gputui.jobs.events import EpochFinished
-from gputui.jobs.reports import (
+from gputui.jobs.bench.report import (
     OVERSUBSCRIBED,
     SUPERLINEAR,
     render_scale,
     scale_rows,
     scale_warnings,
 )
+from gputui.jobs.events import EpochFinished
 from gputui.jobs.results import RunRecord, Session
 from tests.ui.recordings.replay import streams
 from tests.ui.recordings.scenarios import BY_NAME

@@ -462,7 +462,7 @@ def test_running_the_app_never_imports_torch() -> None:
         runner = (
             "gputui.jobs.events",
             "gputui.jobs.process",
-            "gputui.jobs.reports",
+            "gputui.jobs.bench.report",
             "gputui.jobs.results",
             "gputui.ui.runner_",
         )

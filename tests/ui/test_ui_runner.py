@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 
 from gputui.commands import checked_runner_defaults
 from gputui.format import fmt_bytes, fmt_times
+from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import (
     UI_NICE,
     ConfigError,
@@ -25,7 +26,6 @@ from gputui.jobs.config import (
     ui_friendly,
 )
 from gputui.jobs.events import Error, Event, Finished, RunStarted
-from gputui.jobs.reports import render_table
 from gputui.jobs.results import Phase, Session
 from gputui.ui.app import MonitorApp
 from gputui.ui.render.draw import Line

@@ -512,7 +512,7 @@ class RunnerPane(Vertical):
             self._start_next(session)
 
     def _drain_experiment(self, process: JobHandle) -> None:
-        from gputui.jobs.reports import experiment_progress_line
+        from gputui.jobs.bench.report import experiment_progress_line
 
         result = self.experiment
         events = process.drain()

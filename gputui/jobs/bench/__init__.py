@@ -1,0 +1,1 @@
+"""``gputui bench``'s parent side: the report of its runs (:mod:`.report`)."""
