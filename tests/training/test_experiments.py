@@ -21,7 +21,6 @@ from gputui.engine import experiments
 from gputui.engine.experiments import run_experiment
 from gputui.engine.failures import LAUNCH_BLOCKING_HINT
 from gputui.format import fmt_count, fmt_share
-from gputui.jobs.bench.report import render_result
 from gputui.jobs.conclusions import (
     PipelinesSummary,
     SyncStallSummary,
@@ -53,6 +52,7 @@ from gputui.jobs.events import (
     SyncStallRow,
     parse_event,
 )
+from gputui.jobs.experiments.report import render_result
 from gputui.jobs.results import ExperimentResult
 
 
