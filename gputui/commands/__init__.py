@@ -37,13 +37,7 @@ from gputui.commands.fleet import (
 from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import ellipsize
-from gputui.jobs.config import (
-    RUNNER_DEFAULTS_ENV,
-    ConfigError,
-    DeviceQuery,
-    RunConfig,
-    runner_defaults,
-)
+from gputui.jobs.config import ConfigError, DeviceQuery, RunConfig
 
 SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
@@ -246,6 +240,8 @@ def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
     Raises:
         ConfigError: one line naming the variable and what to use.
     """
+    from gputui.ui.widgets.runner.setup import RUNNER_DEFAULTS_ENV, runner_defaults
+
     defaults = runner_defaults(environ)
     if defaults.device == "cpu":
         return defaults

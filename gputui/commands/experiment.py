@@ -14,7 +14,7 @@ Torch-free: the experiment runs in an engine child process (:class:`ChildProcess
 every device in turn (default: cpu and every usable accelerator). Each row is
 shown on standard error as it is measured; the table and the one-sentence
 conclusion, or ``--json`` (schema: :mod:`gputui.jobs.results`),
-go to standard output (:mod:`gputui.jobs.reports`).
+go to standard output (:mod:`gputui.jobs.experiments.report`).
 
 ``--limit N``, for quick runs and tests, loads N training images. Undocumented for users,
 for tests: ``--warmup N`` sets the untimed steps before each measurement (default 2).
@@ -46,7 +46,6 @@ from gputui.commands.args import (
     whole_numbers,
     workers_option,
 )
-from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import one_line
@@ -57,8 +56,9 @@ from gputui.jobs.config import (
     ExperimentConfig,
     sweep_sizes,
 )
+from gputui.jobs.experiments.report import ProgressLines, render_result
+from gputui.jobs.interrupt import CtrlC
 from gputui.jobs.process import ChildProcess
-from gputui.jobs.reports import ProgressLines, render_result
 from gputui.jobs.results import ExperimentResult
 
 PROG = "gputui experiment"

@@ -33,28 +33,26 @@ from gputui.commands.args import (
     usage_error,
     whole_numbers,
 )
-from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.jobs.bench.report import ProgressLine
 from gputui.jobs.config import (
     DISTRIBUTED_DEVICES,
-    SCALINGS,
     WORLD_SIZE_MAX,
     ConfigError,
     DeviceQuery,
     RunConfig,
     ScaleConfig,
     available_cores,
-    scaling_configs,
 )
 from gputui.jobs.events import Error
+from gputui.jobs.interrupt import CtrlC
 from gputui.jobs.process import ChildProcess, list_devices
-from gputui.jobs.reports import ProgressLine, render_scale, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord
+from gputui.jobs.scale.plan import CPU_WORLD_SIZES, SCALINGS, gpu_world_sizes, scaling_configs
+from gputui.jobs.scale.report import render_scale, scale_rows, scale_warnings
 
 PROG = "gputui scale"
-CPU_WORLD_SIZES = (1, 2)
-"""The CPU's default: one rank against two (gloo), the cores shared out between them."""
 
 
 def add_scale_command(commands: Any) -> argparse.ArgumentParser:
@@ -165,7 +163,7 @@ def run_scale(args: argparse.Namespace) -> int:
 
 
 def default_world_sizes(device: str) -> tuple[int, ...] | Error:
-    """1, 2, 4... up to the GPUs torch can use (and that count itself), or 1 and 2 CPU
+    """1, 2, 4... up to the GPUs torch can use (:func:`gpu_world_sizes`), or 1 and 2 CPU
     ranks; an ``Error`` when ``cuda`` is asked for and torch can use none."""
     if device == "cpu":
         return CPU_WORLD_SIZES
@@ -179,12 +177,7 @@ def default_world_sizes(device: str) -> tuple[int, ...] | Error:
             "--device cpu",
             kind="device",
         )
-    sizes = [1]
-    while sizes[-1] * 2 <= gpus:
-        sizes.append(sizes[-1] * 2)
-    if sizes[-1] != gpus:
-        sizes.append(gpus)
-    return tuple(sizes)
+    return gpu_world_sizes(gpus)
 
 
 def _config(args: argparse.Namespace, world_size: int) -> ScaleConfig:

@@ -38,6 +38,7 @@ import gputui.commands.doctor
 import gputui.commands.experiment
 import gputui.commands.scale
 import gputui.commands.serve
+import gputui.jobs.bench.run
 import gputui.jobs.config
 from gputui.jobs.config import DEFAULT_BATCH_SIZES
 from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
@@ -380,7 +381,7 @@ class StubChild:
 
 REAL_HANDLERS = {
     gputui.commands._run_snapshot: "snapshot",
-    gputui.commands.bench.run_bench: "bench: its trainer child is StubChild",
+    gputui.commands.bench.run_bench_command: "bench: its trainer child is StubChild",
     gputui.commands.experiment.run_experiment_command: "experiment: StubChild",
     gputui.commands.scale.run_scale: "scale: StubChild, and a listing of 8 GPUs",
     gputui.commands.doctor.run_doctor_command: "doctor",
@@ -408,7 +409,7 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(gputui.commands, "_run_snapshot", recorder("snapshot"))
     monkeypatch.setattr(gputui.commands.doctor, "run_doctor_command", recorder("doctor"))
     monkeypatch.setattr(gputui.commands.serve, "run_serve_command", recorder("serve"))
-    monkeypatch.setattr(gputui.commands.bench, "ChildProcess", StubChild)
+    monkeypatch.setattr(gputui.jobs.bench.run, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.scale, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.scale, "list_devices", eight_gpus)

@@ -18,8 +18,8 @@ import pytest
 
 from gputui.commands import main
 from gputui.commands.args import check_data_dir, check_runs_dir
+from gputui.jobs.bench.report import bench_json, render_table
 from gputui.jobs.config import ConfigError, RunConfig
-from gputui.jobs.reports import bench_json, render_table
 from gputui.jobs.results import RunRecord
 from tests.fakenvml import FakeNvml
 
@@ -245,7 +245,7 @@ PARENT_PROBE = """
 import json, sys
 from gputui.commands import main
 from gputui.jobs.config import RunConfig
-from gputui.jobs.reports import bench_json, render_table
+from gputui.jobs.bench.report import bench_json, render_table
 from gputui.jobs.results import RunRecord
 code = main(["bench", *sys.argv[1:]])
 print(json.dumps({"code": code, "torch": "torch" in sys.modules}))

@@ -11,8 +11,17 @@ from gputui.doctor.diagnose import diagnose, format_cudnn
 from gputui.doctor.render import render_text
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.wheels import channel_for_driver, install_command, parse_cuda_version
+from gputui.jobs.events import TorchProbed
 from gputui.telemetry.nvml import describe_nvml_error
-from tests.doctor.doctor_facts import CPU_TORCH, CUDA_TORCH, facts, no_nvml, nvml
+from tests.doctor.doctor_facts import (
+    CPU_BUILD,
+    CPU_TORCH,
+    CUDA_TORCH,
+    TWO_GPUS,
+    facts,
+    no_nvml,
+    nvml,
+)
 from tests.ui.fakes import gpu_reading
 
 LIB_RM_VERSION_MISMATCH = 18
@@ -88,7 +97,8 @@ def test_cpu_only_build_with_an_nvidia_driver_fails_with_the_exact_install_comma
 
 
 def test_the_install_command_names_this_interpreter_and_torchvision() -> None:
-    torch = replace(CPU_TORCH, companions=("torchvision",))
+    install = replace(CPU_BUILD, companions={"torchvision": "0.19.0", "torchaudio": None})
+    torch = replace(CPU_TORCH, install=install)
     report = diagnose(facts(torch=torch, python="/srv/env/bin/python", nvml=nvml(cuda="12.8")))
     assert check(report, "torch build").fix == (
         "/srv/env/bin/python -m pip uninstall -y torch torchvision && /srv/env/bin/python -m pip "
@@ -124,16 +134,11 @@ def test_a_working_cuda_build() -> None:
 
 
 def test_a_driver_too_old_for_the_build_fails() -> None:
-    torch = replace(
-        CUDA_TORCH,
-        cuda_available=False,
-        cuda_device_count=0,
-        cuda_init_error=None,
-        cuda_warnings=(
-            "CUDA initialization: The NVIDIA driver on your system is too old "
-            "(found version 11040).",
-        ),
+    too_old = (
+        "CUDA initialization: The NVIDIA driver on your system is too old (found version 11040).",
     )
+    cuda = replace(TWO_GPUS, available=False, device_count=0, warnings=too_old)
+    torch = replace(CUDA_TORCH, cuda=cuda)
     report = diagnose(facts(torch=torch, nvml=nvml(cuda="11.4", driver="470.82.01")))
     versus = check(report, "driver vs build")
     assert versus.status is Status.FAIL
@@ -162,12 +167,8 @@ def test_an_older_minor_version_that_still_runs_is_a_warning() -> None:
     ],
 )
 def test_cuda_init_errors_get_their_remedy(error: str, fix: str) -> None:
-    torch = replace(
-        CUDA_TORCH,
-        cuda_available=False,
-        cuda_device_count=0,
-        cuda_init_error=f"RuntimeError: {error}",
-    )
+    cuda = replace(TWO_GPUS, available=False, device_count=0, init_error=f"RuntimeError: {error}")
+    torch = replace(CUDA_TORCH, cuda=cuda)
     cuda = check(diagnose(facts(torch=torch)), "torch.cuda")
     assert cuda.status is Status.FAIL
     assert error in cuda.message
@@ -175,7 +176,7 @@ def test_cuda_init_errors_get_their_remedy(error: str, fix: str) -> None:
 
 
 def test_cuda_seeing_fewer_gpus_than_nvml_is_a_warning() -> None:
-    torch = replace(CUDA_TORCH, cuda_device_count=1)
+    torch = replace(CUDA_TORCH, cuda=replace(TWO_GPUS, device_count=1))
     assert check(diagnose(facts(torch=torch)), "torch.cuda").status is Status.WARN
 
 
@@ -278,7 +279,7 @@ def test_one_gpu_is_never_all_1_gpus(value: str | None, words: str) -> None:
 
 
 def test_hiding_every_gpu_is_the_cuda_fix_on_a_cuda_build() -> None:
-    torch = replace(CUDA_TORCH, cuda_available=False, cuda_device_count=0)
+    torch = replace(CUDA_TORCH, cuda=replace(TWO_GPUS, available=False, device_count=0))
     cuda = check(diagnose(facts(torch=torch, cuda_visible_devices="")), "torch.cuda")
     assert cuda.status is Status.FAIL
     assert cuda.fix == "`unset CUDA_VISIBLE_DEVICES` (it hides every GPU)"
@@ -298,12 +299,10 @@ def test_mixed_gpus_numbered_by_index_need_pci_bus_order() -> None:
 
 
 def test_torch_not_installed_fails_with_the_install_command_for_the_driver() -> None:
-    torch = TorchFacts(
-        completed=True,
-        imported=False,
-        missing=True,
-        import_error="ModuleNotFoundError: No module named 'torch'",
+    missing = TorchProbed(
+        imported=False, missing=True, import_error="ModuleNotFoundError: No module named 'torch'"
     )
+    torch = TorchFacts(install=missing, completed=True)
     found = check(diagnose(facts(torch=torch)), "torch")
     assert found.status is Status.FAIL
     assert found.message == "torch is not installed."
@@ -314,9 +313,8 @@ def test_torch_not_installed_fails_with_the_install_command_for_the_driver() -> 
 
 
 def test_torch_that_does_not_import_shows_the_error() -> None:
-    torch = TorchFacts(
-        completed=True, imported=False, import_error="OSError: libcudnn.so.9: cannot open"
-    )
+    broken = TorchProbed(imported=False, import_error="OSError: libcudnn.so.9: cannot open")
+    torch = TorchFacts(install=broken, completed=True)
     found = check(diagnose(facts(torch=torch, nvml=no_nvml(), nvidia_smi=None)), "torch")
     assert found.status is Status.FAIL
     assert "OSError: libcudnn.so.9: cannot open" in found.message
@@ -328,7 +326,7 @@ def test_a_probe_that_timed_out_is_a_failed_check_and_keeps_what_it_said() -> No
         CUDA_TORCH,
         completed=False,
         timed_out=True,
-        cuda_available=None,
+        cuda=None,
         failure="the torch probe timed out after 5 s while initialising CUDA",
     )
     report = diagnose(facts(torch=torch))
@@ -363,7 +361,7 @@ def test_pitfalls_show_torch_s_words_and_the_remedy() -> None:
 def test_numpy_missing_is_a_warning_with_its_install_command() -> None:
     torch = replace(
         CPU_TORCH,
-        numpy_installed=False,
+        install=replace(CPU_BUILD, numpy_installed=False),
         pitfalls=(
             replace(
                 CPU_TORCH.pitfalls[1],

@@ -14,7 +14,9 @@ from gputui.doctor.wheels import GpuCode, channels_for_gpu, gpu_code, parse_capa
 from gputui.jobs.events import CudaProbed, parse_event
 from tests.doctor.doctor_facts import (
     CU128_ARCHES,
+    CUDA_BUILD,
     CUDA_TORCH,
+    TWO_GPUS,
     WHEEL_ARCHES,
     cuda_devices,
     facts,
@@ -26,6 +28,8 @@ CU128 = (
     "python -m pip install torch --index-url https://download.pytorch.org/whl/cu128"
 )
 CU124 = CU128.replace("cu128", "cu124")
+WHEEL = replace(TWO_GPUS, arch_list=WHEEL_ARCHES)
+"""CUDA's answer in a cu118 to cu126 wheel."""
 
 
 @pytest.mark.parametrize(
@@ -72,7 +76,7 @@ def gpu_check(**changes: object) -> Check:
 
 
 def test_a_wheel_with_code_for_the_gpus_is_ok() -> None:
-    torch = replace(CUDA_TORCH, cuda_arch_list=WHEEL_ARCHES, devices=cuda_devices())
+    torch = replace(CUDA_TORCH, cuda=WHEEL, devices=cuda_devices())
     found = gpu_check(torch=torch)
     assert found.status is Status.OK
     assert found.message == (
@@ -84,8 +88,8 @@ def test_a_wheel_with_code_for_the_gpus_is_ok() -> None:
 def test_an_h100_with_a_wheel_without_sm_90_fails_with_a_wheel_that_has_it() -> None:
     torch = replace(
         CUDA_TORCH,
-        version="2.4.0+cu124.custom",
-        cuda_arch_list=("sm_80", "sm_86"),
+        install=replace(CUDA_BUILD, version="2.4.0+cu124.custom"),
+        cuda=replace(TWO_GPUS, arch_list=("sm_80", "sm_86")),
         devices=cuda_devices(),
     )
     found = gpu_check(torch=torch)
@@ -102,7 +106,7 @@ def test_an_h100_with_a_wheel_without_sm_90_fails_with_a_wheel_that_has_it() -> 
 def test_blackwell_with_an_old_wheel_fails_with_the_cu128_command() -> None:
     torch = replace(
         CUDA_TORCH,
-        cuda_arch_list=WHEEL_ARCHES,
+        cuda=WHEEL,
         devices=cuda_devices(1, "NVIDIA GeForce RTX 5090", "12.0"),
     )
     found = gpu_check(torch=torch, nvml=nvml(1, cuda="12.8", driver="570.86.10"))
@@ -114,9 +118,7 @@ def test_blackwell_with_an_old_wheel_fails_with_the_cu128_command() -> None:
 
 
 def test_blackwell_on_a_driver_too_old_for_any_wheel_with_its_code_says_to_update() -> None:
-    torch = replace(
-        CUDA_TORCH, cuda_arch_list=WHEEL_ARCHES, devices=cuda_devices(1, "NVIDIA B200", "10.0")
-    )
+    torch = replace(CUDA_TORCH, cuda=WHEEL, devices=cuda_devices(1, "NVIDIA B200", "10.0"))
     found = gpu_check(torch=torch, nvml=nvml(1, cuda="12.4"))
     assert found.status is Status.FAIL
     assert found.fix == (
@@ -128,7 +130,7 @@ def test_blackwell_on_a_driver_too_old_for_any_wheel_with_its_code_says_to_updat
 def test_only_ptx_for_the_gpu_is_a_warning() -> None:
     torch = replace(
         CUDA_TORCH,
-        cuda_arch_list=("sm_80", "compute_80"),
+        cuda=replace(TWO_GPUS, arch_list=("sm_80", "compute_80")),
         devices=cuda_devices(1),
     )
     found = gpu_check(torch=torch)
@@ -140,9 +142,9 @@ def test_only_ptx_for_the_gpu_is_a_warning() -> None:
 def test_a_gpu_no_wheel_has_code_for_says_to_build_torch() -> None:
     torch = replace(
         CUDA_TORCH,
-        cuda_arch_list=WHEEL_ARCHES,
+        install=replace(CUDA_BUILD, platform={"machine": "aarch64"}),
+        cuda=WHEEL,
         devices=cuda_devices(1, "Orin", "8.7"),
-        platform_machine="aarch64",
     )
     found = gpu_check(torch=torch)
     assert found.status is Status.FAIL
@@ -154,7 +156,7 @@ def test_mixed_gpus_fail_on_the_one_without_code() -> None:
         *cuda_devices(1),
         replace(cuda_devices(1, "NVIDIA GeForce RTX 5090", "12.0")[1], device="cuda:1"),
     )
-    torch = replace(CUDA_TORCH, cuda_arch_list=WHEEL_ARCHES, devices=devices)
+    torch = replace(CUDA_TORCH, cuda=WHEEL, devices=devices)
     found = gpu_check(torch=torch, nvml=nvml(2, cuda="12.8"))
     assert found.status is Status.FAIL
     assert found.message.startswith("cuda:1 (NVIDIA GeForce RTX 5090) has compute")
@@ -164,9 +166,14 @@ def test_mixed_gpus_fail_on_the_one_without_code() -> None:
     "torch",
     [
         replace(CUDA_TORCH, devices=cuda_devices()),  # an older engine: no arch list
-        replace(CUDA_TORCH, cuda_arch_list=WHEEL_ARCHES),  # no device was read
-        replace(CUDA_TORCH, cuda_arch_list=WHEEL_ARCHES, hip_version="6.2", devices=cuda_devices()),
-        replace(CUDA_TORCH, cuda_version=None, devices=cuda_devices()),
+        replace(CUDA_TORCH, cuda=WHEEL),  # no device was read
+        replace(
+            CUDA_TORCH,
+            install=replace(CUDA_BUILD, hip_version="6.2"),
+            cuda=WHEEL,
+            devices=cuda_devices(),
+        ),
+        replace(CUDA_TORCH, install=replace(CUDA_BUILD, cuda_version=None), devices=cuda_devices()),
     ],
 )
 def test_nothing_to_check_is_a_skip(torch: object) -> None:
@@ -175,8 +182,9 @@ def test_nothing_to_check_is_a_skip(torch: object) -> None:
 
 def test_the_arch_list_travels_in_cuda_probed_and_old_lines_still_parse() -> None:
     line = CudaProbed(True, 2, arch_list=("sm_80", "sm_90")).to_json()
-    assert facts_from_events([parse_event(line)]).cuda_arch_list == ("sm_80", "sm_90")
+    cuda = facts_from_events([parse_event(line)]).cuda
+    assert cuda is not None and cuda.arch_list == ("sm_80", "sm_90")
     old = '{"v": 1, "type": "probe_cuda", "available": true, "device_count": 2}'
     event = parse_event(old)
     assert isinstance(event, CudaProbed) and event.arch_list == ()
-    assert facts_from_events([event]).cuda_arch_list == ()
+    assert facts_from_events([event]).cuda == event

@@ -9,9 +9,13 @@ import pytest
 from gputui.doctor.checks import Status
 from gputui.doctor.mps import PlatformFacts, check_mps, current_platform
 from gputui.doctor.torch_facts import TorchFacts
+from gputui.jobs.events import MpsProbed, TorchProbed
 
+MAC_BUILD = TorchProbed(imported=True, version="2.5.1", mps_built=True)
 MAC_TORCH = TorchFacts(
-    completed=True, imported=True, version="2.5.1", mps_built=True, mps_available=False
+    install=MAC_BUILD,
+    mps=MpsProbed(available=False),
+    completed=True,
 )
 
 
@@ -22,7 +26,7 @@ MAC_TORCH = TorchFacts(
         (PlatformFacts("Windows", "AMD64"), MAC_TORCH, Status.SKIP, "this is Windows"),
         (
             PlatformFacts("Darwin", "arm64", "14.4.1"),
-            replace(MAC_TORCH, mps_available=True),
+            replace(MAC_TORCH, mps=MpsProbed(available=True)),
             Status.OK,
             "MPS is available (macOS 14.4.1, arm64)",
         ),
@@ -46,7 +50,9 @@ MAC_TORCH = TorchFacts(
         ),
         (
             PlatformFacts("Darwin", "arm64", "14.0"),
-            replace(MAC_TORCH, mps_built=False),
+            replace(
+                MAC_TORCH, install=TorchProbed(imported=True, version="2.5.1", mps_built=False)
+            ),
             Status.WARN,
             "torch 2.5.1 was built without MPS",
         ),
@@ -58,7 +64,7 @@ MAC_TORCH = TorchFacts(
         ),
         (
             PlatformFacts("Darwin", "arm64", "14.0"),
-            TorchFacts(imported=False, missing=True),
+            TorchFacts(install=TorchProbed(imported=False, missing=True)),
             Status.SKIP,
             "torch did not import",
         ),
@@ -74,7 +80,8 @@ def test_mps_reasons(facts: PlatformFacts, torch: TorchFacts, status: Status, wo
 
 
 def test_torch_s_own_warning_says_why() -> None:
-    torch = replace(MAC_TORCH, mps_warnings=("MPS: the current device is not supported",))
+    warned = MpsProbed(available=False, warnings=("MPS: the current device is not supported",))
+    torch = replace(MAC_TORCH, mps=warned)
     found = check_mps(PlatformFacts("Darwin", "arm64", "14.0"), torch)
     assert found.message.endswith("torch warned: MPS: the current device is not supported")
 

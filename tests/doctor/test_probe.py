@@ -17,7 +17,7 @@ from gputui.doctor.render import report_as_dict
 from gputui.doctor.run import nvml_facts, run_doctor
 from gputui.doctor.torch_facts import TorchFacts, facts_from_events, run_probe
 from gputui.jobs.config import ProbeConfig
-from gputui.jobs.events import Error, parse_event
+from gputui.jobs.events import Error, TorchProbed, parse_event
 from gputui.jobs.process import ENGINE, child_env
 from gputui.telemetry.nvml import calls_in_flight
 from tests.doctor.doctor_facts import no_nvml
@@ -44,13 +44,15 @@ def test_the_probe_completes_and_reports_this_torch(probed: TorchFacts) -> None:
     torch = pytest.importorskip("torch")
     assert probed.failure is None
     assert probed.completed and not probed.timed_out
-    assert probed.imported is True
-    assert probed.version == torch.__version__
-    assert probed.cuda_version == torch.version.cuda
-    assert probed.cuda_available is torch.cuda.is_available()
-    assert probed.mps_built is torch.backends.mps.is_built()
+    install, cuda = probed.install, probed.cuda
+    assert install is not None and cuda is not None
+    assert install.imported is True
+    assert install.version == torch.__version__
+    assert install.cuda_version == torch.version.cuda
+    assert cuda.available is torch.cuda.is_available()
+    assert install.mps_built is torch.backends.mps.is_built()
     if torch.version.cuda is None:
-        assert probed.cuda_init_error == "AssertionError: Torch not compiled with CUDA enabled"
+        assert cuda.init_error == "AssertionError: Torch not compiled with CUDA enabled"
 
 
 def test_the_cpu_s_own_bandwidth_and_matmul_figures_are_positive_and_finite(
@@ -177,8 +179,9 @@ def test_torch_not_installed_is_reported_by_the_real_probe() -> None:
     # -S: no site-packages, so no torch; gputui still comes from the child's PYTHONPATH.
     facts = run_probe(python=[sys.executable, "-S"], timeout_s=60)
     assert facts.completed, facts.stderr_tail
-    assert facts.imported is False and facts.missing is True
-    assert facts.import_error == "ModuleNotFoundError: No module named 'torch'"
+    install = facts.install
+    assert install is not None and install.imported is False and install.missing is True
+    assert install.import_error == "ModuleNotFoundError: No module named 'torch'"
 
 
 def test_a_crashing_probe_says_how() -> None:
@@ -231,7 +234,7 @@ def test_parse_skips_noise_and_merges_device_lines() -> None:
         json.dumps({"type": "finished", "epochs_completed": 0, "total_seconds": 1.5}),
     ]
     facts = facts_from_events(parse_event(line) for line in lines)
-    assert facts.completed and facts.version == "2.5.1" and facts.imported is True
+    assert facts.completed and facts.install == TorchProbed(imported=True, version="2.5.1")
     assert facts.elapsed_s == 1.5
     (cpu,) = facts.devices
     assert cpu.copy_bytes_per_s == 5e9

@@ -52,7 +52,7 @@ from gputui.jobs.events import (
     SyncStallRow,
     parse_event,
 )
-from gputui.jobs.reports import render_result
+from gputui.jobs.experiments.report import render_result
 from gputui.jobs.results import ExperimentResult
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from gputui.commands import main
+from gputui.jobs.bench.report import bench_json, render_table
 from gputui.jobs.conclusions import BF16_GAIN_MIN, bf16_clause
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import EpochFinished, Finished, RunStarted
-from gputui.jobs.reports import bench_json, render_table
 from gputui.jobs.results import RunRecord, bf16_gain
 from tests.commands.test_bench import TINY
 

@@ -11,14 +11,14 @@ import dataclasses
 import pytest
 
 from gputui.jobs.events import EpochFinished
-from gputui.jobs.reports import (
+from gputui.jobs.results import RunRecord, Session
+from gputui.jobs.scale.report import (
     OVERSUBSCRIBED,
     SUPERLINEAR,
     render_scale,
     scale_rows,
     scale_warnings,
 )
-from gputui.jobs.results import RunRecord, Session
 from tests.ui.recordings.replay import streams
 from tests.ui.recordings.scenarios import BY_NAME
 

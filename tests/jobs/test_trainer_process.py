@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from gputui.engine.records import EPOCH_COLUMNS, EPOCHS_FILE
-from gputui.jobs.config import RunConfig, ui_friendly, ui_friendly_threads
+from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
     DevicesListed,
     EpochFinished,
@@ -35,6 +35,7 @@ from gputui.jobs.events import (
 )
 from gputui.jobs.folders import EVENTS_FILE
 from gputui.jobs.process import ChildProcess, close_record, list_devices, oom_kills
+from gputui.ui.widgets.runner.setup import ui_friendly, ui_friendly_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_TIMEOUT_S = 60

@@ -461,9 +461,11 @@ def test_running_the_app_never_imports_torch() -> None:
         handled = asyncio.run(asyncio.wait_for(main(), 60))
         runner = (
             "gputui.jobs.events",
+            "gputui.jobs.bench",
+            "gputui.jobs.experiments",
             "gputui.jobs.process",
-            "gputui.jobs.reports",
             "gputui.jobs.results",
+            "gputui.jobs.scale",
             "gputui.ui.runner_",
         )
         print(json.dumps({

@@ -16,22 +16,15 @@ from textual.pilot import Pilot
 
 from gputui.commands import checked_runner_defaults
 from gputui.format import fmt_bytes, fmt_times
-from gputui.jobs.config import (
-    UI_NICE,
-    ConfigError,
-    ExperimentConfig,
-    RunConfig,
-    runner_defaults,
-    ui_friendly,
-)
+from gputui.jobs.bench.report import render_table
+from gputui.jobs.config import ConfigError, ExperimentConfig, RunConfig
 from gputui.jobs.events import Error, Event, Finished, RunStarted
-from gputui.jobs.reports import render_table
 from gputui.jobs.results import Phase, Session
 from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.render.draw import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane
-from gputui.ui.widgets.runner.setup import RunnerSetup
+from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup, runner_defaults, ui_friendly
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.recordings.replay import ReplayedJob, devices, replayed_setup
 

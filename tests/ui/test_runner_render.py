@@ -6,9 +6,9 @@ import io
 
 from rich.console import Console, RenderableType
 
+from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Finished, Memory, Progress
-from gputui.jobs.reports import render_table
 from gputui.jobs.results import ExperimentResult, Phase, RunRecord, Session, speedup
 from gputui.ui.render.runner import (
     experiment_body,

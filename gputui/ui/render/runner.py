@@ -10,7 +10,7 @@ from rich.text import Text
 
 from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
 from gputui.jobs.events import DeviceOption, Error, Memory, Placement, Progress
-from gputui.jobs.reports import render_result
+from gputui.jobs.experiments.report import render_result
 from gputui.jobs.results import (
     ExperimentResult,
     Phase,

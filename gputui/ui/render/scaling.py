@@ -1,7 +1,7 @@
 """The runner's scaling view, drawn from a session: a bar per world size that fills as its
 run trains, then its images/s, speedup, efficiency and all-reduce share.
 
-The figures are the ones ``gputui scale`` prints (:func:`gputui.jobs.reports.scale_rows`).
+The figures are the ones ``gputui scale`` prints (:func:`gputui.jobs.scale.report.scale_rows`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui.format import fmt_count, fmt_counted, fmt_percent, fmt_times
-from gputui.jobs.reports import SUPERLINEAR, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord, Session
+from gputui.jobs.scale.report import SUPERLINEAR, scale_rows, scale_warnings
 from gputui.ui.render.runner import cpu_threads_note
 
 MUTED = "dim"

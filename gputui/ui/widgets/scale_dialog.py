@@ -1,7 +1,7 @@
 """The scaling run's question: which world sizes, and weak or strong scaling.
 
 ``w`` opens it over the monitor; Enter starts the run, Escape leaves it. The answer is
-checked as ``gputui scale`` checks its flags (:func:`gputui.jobs.config.world_sizes_from`),
+checked as ``gputui scale`` checks its flags (:func:`gputui.jobs.scale.plan.world_sizes_from`),
 and a bad one is said under the field without closing the dialog.
 """
 
@@ -15,7 +15,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Select
 
-from gputui.jobs.config import SCALINGS, ConfigError, world_sizes_from
+from gputui.jobs.config import ConfigError
+from gputui.jobs.scale.plan import SCALINGS, world_sizes_from
 
 ScaleChoice = tuple[tuple[int, ...], str]
 """The world sizes, in order, and ``weak`` or ``strong``."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputui.jobs.config import UI_NICE, ExperimentConfig, RunConfig, scaling_configs, sweep_sizes
+from gputui.jobs.config import ExperimentConfig, RunConfig, sweep_sizes
+from gputui.jobs.scale.plan import scaling_configs
+from gputui.ui.widgets.runner.setup import UI_NICE
 
 RECORDED = RunConfig(
     nice=UI_NICE,

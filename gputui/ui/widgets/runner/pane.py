@@ -35,7 +35,6 @@ from gputui.jobs.config import (
     ConfigError,
     ExperimentConfig,
     RunConfig,
-    scaling_configs,
     sweep_sizes,
 )
 from gputui.ui.widgets.runner.setup import JobHandle, RunnerSetup
@@ -379,13 +378,11 @@ class RunnerPane(Vertical):
                 style="red",
             )
             return None
+        from gputui.jobs.scale.plan import CPU_WORLD_SIZES, gpu_world_sizes
+
         if kind == "cpu":
-            return (1, 2), kind
-        gpus = self._usable_gpus()
-        sizes = [1]
-        while sizes[-1] * 2 <= gpus:
-            sizes.append(sizes[-1] * 2)
-        return (*sizes, *(() if sizes[-1] == gpus else (gpus,))), kind
+            return CPU_WORLD_SIZES, kind
+        return gpu_world_sizes(self._usable_gpus()), kind
 
     def start_scaling(self, sizes: tuple[int, ...], scaling: str) -> bool:
         """Train the chosen config at each world size in turn (``gputui scale``'s runs).
@@ -393,6 +390,8 @@ class RunnerPane(Vertical):
         Returns:
             Whether it started.
         """
+
+        from gputui.jobs.scale.plan import scaling_configs
 
         def build() -> list[RunConfig]:
             chosen = self.chosen_config()
@@ -512,7 +511,7 @@ class RunnerPane(Vertical):
             self._start_next(session)
 
     def _drain_experiment(self, process: JobHandle) -> None:
-        from gputui.jobs.reports import experiment_progress_line
+        from gputui.jobs.experiments.report import experiment_progress_line
 
         result = self.experiment
         events = process.drain()
