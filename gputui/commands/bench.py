@@ -78,7 +78,7 @@ from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 
 def add_bench_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``bench`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
-    bench = commands.add_parser(
+    bench: argparse.ArgumentParser = commands.add_parser(
         "bench",
         parents=[job_options()],
         help="train a small CIFAR-10 CNN on each device and compare epoch times",

@@ -137,7 +137,7 @@ description, and its examples (command line, what it does)."""
 
 def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``experiment`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
-    experiment = commands.add_parser(
+    experiment: argparse.ArgumentParser = commands.add_parser(
         "experiment",
         help="measure the tutorials' lessons: batch sizes, reading the loss, pipelines",
         description=(

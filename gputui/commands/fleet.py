@@ -109,7 +109,10 @@ def fleet_timeout(args: argparse.Namespace) -> float:
 
 def targets_of(args: argparse.Namespace, dest_prefix: str = "") -> tuple[Target, ...] | None:
     """The hosts ``--hosts`` or ``--hostfile`` named, if either was given."""
-    return getattr(args, f"{dest_prefix}hosts") or getattr(args, f"{dest_prefix}hostfile")
+    named: tuple[Target, ...] | None = getattr(args, f"{dest_prefix}hosts") or getattr(
+        args, f"{dest_prefix}hostfile"
+    )
+    return named
 
 
 def run_fleet_app(args: argparse.Namespace) -> int:

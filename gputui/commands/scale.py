@@ -57,7 +57,7 @@ PROG = "gputui scale"
 
 def add_scale_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``scale`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
-    scale = commands.add_parser(
+    scale: argparse.ArgumentParser = commands.add_parser(
         "scale",
         parents=[job_options(devices=False)],
         help="train on 1, 2, 4... ranks (torch.distributed) and show how it scales",

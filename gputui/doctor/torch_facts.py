@@ -108,7 +108,7 @@ _FIGURES = tuple(
 
 
 def _device(key: str, entry: dict[str, Any]) -> DeviceReport:
-    figures = {name: _positive(entry.get(name)) for name in _FIGURES}
+    figures: dict[str, Any] = {name: _positive(entry.get(name)) for name in _FIGURES}
     memory = _positive(entry.get("memory_bytes"))
     notes = list(entry["notes"])
     if entry.get("error"):

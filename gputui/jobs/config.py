@@ -125,13 +125,14 @@ class Portable:
         if not isinstance(data, dict):
             raise ConfigError(f"{source} is not a JSON object of {cls.NAME} fields")
         known = {spec.name for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        keys = {key: _RENAMED.get(key, key) for key in data}
+        given: dict[str, Any] = data  # JSON's keys are text
+        keys = {key: _RENAMED.get(key, key) for key in given}
         unknown = [key for key, name in keys.items() if name not in known]
         if unknown and (cls.STRICT if strict is None else strict):
             raise ConfigError(f"{source}: {_unknown_key(unknown[0], known)}")
         return {
             keys[key]: tuple(value) if isinstance(value, list) else value
-            for key, value in data.items()
+            for key, value in given.items()
             if keys[key] in known
         }
 

@@ -50,7 +50,12 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 SCHEMA_VERSION = 1
 """Bumped when a field changes meaning or a required field is added."""
@@ -697,7 +702,7 @@ def parse_event(line: str | bytes) -> Event | None:
         return None
 
 
-def _build(cls: type[Any], data: dict[str, Any]) -> Any:
+def _build(cls: type[T], data: dict[str, Any]) -> T:
     values: dict[str, Any] = {}
     for spec in dataclasses.fields(cls):
         if spec.name not in data:

@@ -235,9 +235,10 @@ def placement_verdict(run: RunRecord, label: str | None = None) -> str | None:
     steps = {row.step_device for row in placement.rows if row.step_device}
     state_bytes = sum(row.state_bytes for row in placement.rows if row.kind == "module")
     param_bytes = sum(row.param_bytes for row in placement.rows if row.kind == "module")
+    devices = ", ".join(sorted(filter(None, where | {device})))
     text = (
         f"{label or run.device} placement: parameters ({fmt_bytes(param_bytes)}), Adam state "
-        f"({fmt_bytes(state_bytes)}) and input batches on {', '.join(sorted(where | {device}))}"
+        f"({fmt_bytes(state_bytes)}) and input batches on {devices}"
     )
     if steps - {device}:
         text += f" (Adam's step counters on {', '.join(sorted(steps))}, as stock Adam keeps them)"
