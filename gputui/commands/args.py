@@ -88,7 +88,7 @@ class OneLineParser(argparse.ArgumentParser):
         else:
             super()._print_message(message, file)
 
-    def parse_args(  # type: ignore[override]
+    def parse_args(  # type: ignore[override]  # one signature for argparse's overloads
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
         """Parse ``args``; a word no parser took is refused by the command it was given to.

@@ -258,7 +258,7 @@ def _cpu_bf16_note(values: dict[str, float | None]) -> str | None:
         values.get("matmul_fp32_tflops"),
         values.get("matmul_bf16_tflops"),
         cpu_bf16(),
-        onednn_on=bool(mkldnn.is_available() and mkldnn.enabled),  # type: ignore[no-untyped-call]
+        onednn_on=bool(mkldnn.is_available() and mkldnn.enabled),  # type: ignore[no-untyped-call]  # torch
         onednn_bf16=onednn_bf16,
         x86=platform.machine().lower() in {"x86_64", "amd64", "i386", "i686"},
     )

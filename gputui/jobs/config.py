@@ -74,6 +74,7 @@ class Portable:
     """What the child that runs it is called, in its errors (``the trainer crashed``)."""
     STRICT: ClassVar[bool] = False
     """Refuse unknown keys (else they are ignored: a newer sender's)."""
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # every config is a dataclass
 
     def validate(self) -> None:
         """Check every field that needs no torch (each config adds its own checks).
@@ -84,11 +85,11 @@ class Portable:
 
     def with_changes(self: C, **changes: Any) -> C:
         """A copy with some fields changed (``dataclasses.replace``)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
         """One line of JSON; :meth:`from_json` reads it back."""
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))  # type: ignore[call-overload]
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls: type[C], text: str) -> C:
@@ -112,7 +113,7 @@ class Portable:
             ConfigError: naming ``source`` when ``text`` is not a JSON object of fields.
         """
         fields = self._fields_in(text, source, strict=True)
-        return dataclasses.replace(self, **fields)  # type: ignore[type-var]
+        return dataclasses.replace(self, **fields)
 
     @classmethod
     def _fields_in(cls, text: str, source: str, *, strict: bool | None = None) -> dict[str, Any]:
@@ -124,7 +125,7 @@ class Portable:
             raise ConfigError(f"{source} is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{source} is not a JSON object of {cls.NAME} fields")
-        known = {spec.name for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        known = {spec.name for spec in dataclasses.fields(cls)}
         given: dict[str, Any] = data  # JSON's keys are text
         keys = {key: _RENAMED.get(key, key) for key in given}
         unknown = [key for key, name in keys.items() if name not in known]

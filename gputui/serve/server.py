@@ -88,7 +88,7 @@ def make_app(latest: Callable[[], Latest], *, interval_s: float, processes: bool
     def get(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO")
         if path == "/metrics":
-            return metrics(environ, start_response)  # type: ignore[no-any-return]
+            return metrics(environ, start_response)  # type: ignore[no-any-return]  # untyped app
         body = snapshot.body(latest())
         if body is None:
             return _reply(
