@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from gputui.format import fmt_counted
+
 DATASETS = ("auto", "cifar10", "synthetic")
 PIPELINES = ("resident", "classic")
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -463,8 +465,8 @@ def check_batch_fits(batch_size: int, images: int) -> None:
     """
     if batch_size > images:
         raise ConfigError(
-            f"batch size {batch_size} is larger than the {images} training images: "
-            f"use a batch size of at most {images}"
+            f"batch size {batch_size:,} is larger than the "
+            f"{fmt_counted(images, 'training image')}: use a batch size of at most {images:,}"
         )
 
 

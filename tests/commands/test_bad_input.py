@@ -659,7 +659,7 @@ def test_bench_turns_the_child_s_config_error_into_one_usage_line(
     no_side_effects: list[str],
 ) -> None:
     """``--batch-size`` above the images loaded: only the child knows; it says kind=config."""
-    message = "batch size 100000 is larger than the 50000 training images: use at most 50000"
+    message = "batch size 100,000 is larger than the 50,000 training images: use at most 50,000"
     StubChild.script = [Error(message=message, kind="config")]
     outcome = run_main(["bench", "--device", "cpu", "--batch-size", "100000"])
     line = assert_one_line_usage_error(outcome, "gputui bench")

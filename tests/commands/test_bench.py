@@ -406,7 +406,7 @@ def test_a_config_only_the_child_can_judge_is_one_line_exit_2_and_no_run_folder(
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err.count("\n") == 1, err
-    assert err.startswith("gputui bench: error: batch size 50001 is larger than the 50000 "), err
+    assert err.startswith("gputui bench: error: batch size 50,001 is larger than the 50,000 "), err
     assert not runs.exists()
 
 
@@ -420,7 +420,7 @@ def test_a_batch_larger_than_the_limit_is_refused_before_a_run_folder_is_made(
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err == (
-        "gputui bench: error: batch size 1000 is larger than the 512 training images: "
+        "gputui bench: error: batch size 1,000 is larger than the 512 training images: "
         "use a batch size of at most 512 (see 'gputui bench --help')\n"
     )
     assert not runs.exists()

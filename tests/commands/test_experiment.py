@@ -70,8 +70,8 @@ def test_a_sweep_larger_than_the_data_is_refused_as_bench_refuses_it(
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err == (
-        "gputui experiment batch-sweep: error: batch size 99999999 is larger than the 50000 "
-        "training images: use a batch size of at most 50000 "
+        "gputui experiment batch-sweep: error: batch size 99,999,999 is larger than the 50,000 "
+        "training images: use a batch size of at most 50,000 "
         "(see 'gputui experiment batch-sweep --help')\n"
     )
 

@@ -369,7 +369,7 @@ def test_a_batch_larger_than_the_data_is_refused_before_the_run_folder_is_made(
     assert code == 2
     error = events[-1]
     assert isinstance(error, Error) and error.kind == "config"
-    assert "larger than the 50000 training images" in error.message
+    assert "larger than the 50,000 training images" in error.message
     assert not Path(config.runs_dir or "").exists()
 
 

@@ -122,7 +122,7 @@ def test_placement_table_shows_groups_state_and_batches() -> None:
     placement = record(GPU).placement
     assert placement is not None
     text = text_of(placement_table(placement), 120)
-    assert "param_groups[0]" in text and "Adam state" in text
+    assert "total (Adam)" in text and "Adam state" in text  # param_groups[0]: conv and fc
     assert "237.7 KiB" in text  # 30,422 params x 2 state tensors x 4 bytes
     assert "inputs on cuda:0 (float32, contiguous)" in text
 

@@ -120,7 +120,7 @@ def render_table(runs: list[RunRecord]) -> str:
         if first.dataset_note:
             lines.append(f"note: {first.dataset_note}")
         lines.append(
-            f"{first.train_images} training / {first.test_images} held-out images, "
+            f"{first.train_images:,} training / {first.test_images:,} held-out images, "
             f"{first.pipeline} pipeline, {' and '.join(precisions)}, batch {first.batch_size}, "
             f"{fmt_counted(first.epochs, 'epoch')}"
             f"{', compiled' if first.compile else ''}"
@@ -179,7 +179,7 @@ def render_table(runs: list[RunRecord]) -> str:
     figures = 3 if several else 2  # the first right-aligned column
     lines += fmt_columns(rows, right=set(range(figures, figures + 6)))
     lines.append("")
-    legend = "warm-up s: epoch 1 (cuDNN autotune, compilation); epoch s, images/s: epochs 2+"
+    legend = f"warm-up s: epoch 1 ({_warm_up_of(runs)}); epoch s, images/s: epochs 2+"
     if single:
         legend += "; * only epoch 1 ran, so these include warm-up"
     names = run_names(runs, with_precision=several)
@@ -194,14 +194,24 @@ def render_table(runs: list[RunRecord]) -> str:
     if stopped:
         lines.append(f"stopped: {'; '.join(stopped)}")
     lines += [verdict for run in runs if (verdict := bf16_verdict(runs, run))]
-    for run, mark in zip(runs, marks, strict=True):
-        verdict = placement_verdict(run, run.device + mark)
-        if verdict:
-            lines.append(verdict)
+    placements = [
+        placement_verdict(run, run.device + mark) for run, mark in zip(runs, marks, strict=True)
+    ]
+    lines += dict.fromkeys(verdict for verdict in placements if verdict)  # each said once
     recorded = [run.run_dir for run in runs if run.run_dir]
     if recorded:
         lines.append(f"run folders: {', '.join(recorded)}")
     return "\n".join(lines)
+
+
+def _warm_up_of(runs: list[RunRecord]) -> str:
+    """What epoch 1 pays for beyond the steady epochs, for these runs' devices and flags."""
+    paid = ["first allocations"]
+    if any(run.device.startswith("cuda") for run in runs):
+        paid.append("cuDNN autotune")
+    if any(run.config.compile for run in runs):
+        paid.append("torch.compile")
+    return ", ".join(paid)
 
 
 def _stopped_after(run: RunRecord, label: str) -> str:

@@ -116,7 +116,7 @@ def render_scale(runs: Sequence[RunRecord], scaling: str, cores: int | None = No
     if first is not None and first.started is not None:
         started = first.started
         lines.append(
-            f"{started.dataset}, {started.train_images} training images, "
+            f"{started.dataset}, {fmt_counted(started.train_images, 'training image')}, "
             f"{fmt_counted(started.epochs, 'epoch')}, {started.device_name}, {started.math}"
         )
         keeps = "per-rank batch" if scaling == "weak" else "global batch"

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
-from gputui.jobs.events import DeviceOption, Error, Memory, Placement, Progress
+from gputui.jobs.events import DeviceOption, Error, Memory, Placement, PlacementRow, Progress
 from gputui.jobs.experiments.report import render_result
 from gputui.jobs.results import (
     ExperimentResult,
@@ -215,9 +215,10 @@ def placement_table(placement: Placement) -> Group:
     Where the pane is narrow (80 columns), the headings wider than their column's values
     (``Adam state``, ``State on``) take two lines: a number is never cut.
     """
+    modules = sum(row.params for row in placement.rows if row.kind == "module")
     rows = [
         (
-            row.group,
+            _group_label(row, modules),
             row.device or NA,
             (row.dtype or NA).removeprefix("torch."),
             fmt_bytes(row.param_bytes + row.buffer_bytes),
@@ -246,6 +247,14 @@ def placement_table(placement: Placement) -> Group:
         f"dataset on {placement.dataset_device}" + (" · pinned" if placement.pinned else ""),
     )
     return Group(table, inputs)
+
+
+def _group_label(row: PlacementRow, module_params: int) -> str:
+    """A row's name; the optimizer's group that holds every module's parameters reads as
+    their total (``param_groups[0]`` beside ``conv`` and ``fc`` read as a third part)."""
+    if row.kind == "param_group" and row.params == module_params:
+        return "total (Adam)"
+    return row.group
 
 
 def memory_line(memory: Memory) -> Text:
