@@ -16,7 +16,8 @@ out.
 Every number is checked against what the reading can be (:data:`RANGES`): one that is not
 (``+Inf``, a negative memory, P-state 1e300) is read as ``None`` and the exposition says so in
 a note. NaN is nvitop-exporter's "not available", read as ``None`` without a note; from the
-others it is noted too. A host may send at most :data:`MAX_SERIES` samples.
+others it is noted too. A host may send at most :data:`MAX_SERIES` samples of the series
+gputui reads (:data:`SERIES_READ`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from gputui.format import one_line
 from gputui.serve.metrics import (
     GPU_HUNG,
     GPU_INFO,
@@ -46,7 +44,8 @@ MAX_SERIES = 200_000
 """The most samples read from one host: a host of 10,000 GPUs sends about 180,000."""
 
 ERROR_MAX = 200
-"""The most characters of the parser's complaint (it quotes the host's line) kept."""
+"""The most characters of the parser's complaint (it quotes the host's line) kept
+(:mod:`gputui.fleet.exposition`)."""
 
 MAX_NOTES = 20
 """The most notes about bad values kept for one host (the last says how many more)."""
@@ -167,30 +166,6 @@ class Notes:
         return (*self._kept, f"and {more} more values refused") if more else tuple(self._kept)
 
 
-def parse_text(text: str, max_series: int = MAX_SERIES) -> list[Sample]:
-    """The samples of a Prometheus text exposition, through prometheus_client's parser.
-
-    Raises:
-        NotAnExporter: when the text does not parse, or holds more than ``max_series``
-            samples (counted before parsing, which costs far more).
-    """
-    count = sum(
-        1 for line in text.split("\n") if line.strip() and not line.lstrip().startswith("#")
-    )
-    if count > max_series:
-        raise NotAnExporter(f"{count} series sent; gputui reads at most {max_series} from one host")
-    try:
-        return [
-            Sample(sample.name, sample.labels, float(sample.value))
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        ]
-    except (ValueError, TypeError, IndexError) as error:
-        raise NotAnExporter(
-            f"not a Prometheus text exposition ({one_line(str(error))[:ERROR_MAX]})"
-        ) from None
-
-
 def read_samples(samples: Iterable[Sample]) -> Exposition:
     """The GPUs ``samples`` describe, recognising their exporter by the series' names.
 
@@ -233,7 +208,7 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
         index = _index(sample.labels.get("gpu"))
         if index is None or sample.name == NVML_AVAILABLE:
             continue
-        gpu = gpus.setdefault(index, _Gpu(index, notes))
+        gpu = gpus.get(index) or gpus.setdefault(index, _Gpu(index, notes))
         gpu.uuid = sample.labels.get("uuid") or gpu.uuid
         if sample.name == GPU_INFO:
             gpu.name = sample.labels.get("name") or gpu.name
@@ -349,6 +324,20 @@ _NVITOP = _Mapping(
 _NVITOP_NAMES = frozenset(_NVITOP.fields)
 
 
+def _mapped_names(mapping: _Mapping) -> set[str]:
+    names = (*mapping.fields, mapping.memory_free, mapping.memory_reserved)
+    return {name for each in names if each for name in (each, f"{each}_total")}
+
+
+SERIES_READ = frozenset(
+    {SAMPLE_AGE, GPU_INFO, GPU_UP, GPU_HUNG, GPU_PROCESS_MEMORY, *_GPUTUI_FIELDS}
+    | _mapped_names(_DCGM)
+    | _mapped_names(_NVITOP)
+)
+"""Every series name :func:`read_samples` reads from a scrape (a counter's with ``_total``
+or without); a host's other series are not parsed (:mod:`gputui.fleet.exposition`)."""
+
+
 def _read_mapped(source: str, samples: list[Sample], mapping: _Mapping) -> Exposition:
     gpus: dict[int, _Gpu] = {}
     notes = Notes()
@@ -359,7 +348,9 @@ def _read_mapped(source: str, samples: list[Sample], mapping: _Mapping) -> Expos
             continue
         name = _counter_name(sample.name, mapping.fields)
         if name in mapping.fields:
-            gpu = gpus.setdefault(index, _Gpu(index, notes, nan_is_unknown=mapping.nan_is_unknown))
+            gpu = gpus.get(index) or gpus.setdefault(
+                index, _Gpu(index, notes, nan_is_unknown=mapping.nan_is_unknown)
+            )
             gpu.uuid = gpu.uuid or sample.labels.get(mapping.uuid) or None
             gpu.name = gpu.name or sample.labels.get(mapping.name, "")
             if mapping.bus_id:
