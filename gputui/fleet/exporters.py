@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 from gputui.serve.metrics import (
     GPU_HUNG,
@@ -59,9 +60,9 @@ class NotAnExporter(ValueError):
     """The text is not an exposition of an exporter gputui can read."""
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One series' value, from a scrape or from a Prometheus query."""
+class Sample(NamedTuple):
+    """One series' value, from a scrape or from a Prometheus query (a named tuple: one is
+    made for each line a host sends, and a tuple is the cheapest to make)."""
 
     name: str
     labels: Mapping[str, str]
@@ -196,38 +197,39 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
     notes = Notes()
     age = 0.0
     for sample in samples:
-        if sample.name == SAMPLE_AGE:
-            if SAMPLE_AGE_RANGE.admits(sample.value):
-                age = sample.value
+        name, labels, value = sample
+        if name == SAMPLE_AGE:
+            if SAMPLE_AGE_RANGE.admits(value):
+                age = value
             else:
                 notes.add(
-                    f"{SAMPLE_AGE} = {sample.value:g}: not {SAMPLE_AGE_RANGE} seconds; "
+                    f"{SAMPLE_AGE} = {value:g}: not {SAMPLE_AGE_RANGE} seconds; "
                     "the readings are dated by the scrape"
                 )
             continue
-        index = _index(sample.labels.get("gpu"))
-        if index is None or sample.name == NVML_AVAILABLE:
+        index = _index(labels.get("gpu"))
+        if index is None or name == NVML_AVAILABLE:
             continue
         gpu = gpus.get(index) or gpus.setdefault(index, _Gpu(index, notes))
-        gpu.uuid = sample.labels.get("uuid") or gpu.uuid
-        if sample.name == GPU_INFO:
-            gpu.name = sample.labels.get("name") or gpu.name
-            gpu.bus_id = sample.labels.get("bus_id") or None
-        elif sample.name in (GPU_UP, GPU_HUNG):
-            if not STATE.admits(sample.value):
-                notes.refuse(f"GPU {index} {sample.name}", sample.value, "0 or 1")
-            elif sample.name == GPU_UP:
-                gpu.up = sample.value == 1
+        gpu.uuid = labels.get("uuid") or gpu.uuid
+        field = _GPUTUI_FIELDS.get(name)
+        if field is not None:  # most series: one reading each
+            gpu.set(field[0], value * field[1], name, value)
+        elif name == GPU_INFO:
+            gpu.name = labels.get("name") or gpu.name
+            gpu.bus_id = labels.get("bus_id") or None
+        elif name in (GPU_UP, GPU_HUNG):
+            if not STATE.admits(value):
+                notes.refuse(f"GPU {index} {name}", value, "0 or 1")
+            elif name == GPU_UP:
+                gpu.up = value == 1
             else:
-                gpu.hung = sample.value == 1
-        elif sample.name == GPU_PROCESS_MEMORY:
+                gpu.hung = value == 1
+        elif name == GPU_PROCESS_MEMORY:
             gpu.processes = gpu.processes or []
             process = _process(sample, index, notes)
             if process is not None:
                 gpu.processes.append(process)
-        elif sample.name in _GPUTUI_FIELDS:
-            name, scale = _GPUTUI_FIELDS[sample.name]
-            gpu.set(name, sample.value * scale, sample.name, sample.value)
     # Without a single process series (served without --processes, or nothing running)
     # the processes are not known from here; with one, a GPU without any has none.
     if any(gpu.processes is not None for gpu in gpus.values()):
@@ -422,13 +424,13 @@ class _Gpu:
             self.notes.refuse(f"GPU {self.index} {series}", sent, allowed, (name, value))
 
     def reading(self) -> GpuReading:
-        def value(name: str) -> float | int | None:
-            found = self.values.get(name)
-            if found is None:
-                return None
-            return round(found) if name in _INTEGER_FIELDS else found
-
-        readings = {name: value(name) for name in _READING_FIELDS}
+        values = self.values
+        readings: dict[str, float | int | None] = {
+            name: values.get(name) for name in _READING_FIELDS
+        }
+        for name in _INTEGER_FIELDS:
+            if name in values:
+                readings[name] = round(values[name])
         state, error = GpuState.OK, None
         if self.hung:
             state, error = GpuState.HUNG, hung_error(self.hung_for_s)
@@ -466,6 +468,12 @@ MAX_PID = 2**32 - 1
 
 def _index(text: str | None, digits: int = 6) -> int | None:
     """A GPU index (or pid) written in ASCII digits, at most ``digits`` of them."""
+    if text in _SMALL_INDEXES:
+        return _SMALL_INDEXES[text]
     if text is None or not 0 < len(text) <= digits or not text.isascii() or not text.isdigit():
         return None
     return int(text)
+
+
+_SMALL_INDEXES = {str(number): number for number in range(1024)}
+"""The indexes most often read, looked up rather than checked and parsed each time."""

@@ -5,8 +5,8 @@ counters, HELP and TYPE lines), and from one scrape to the next it is the same s
 new values. So each line is first told by its metric name and skipped unless
 :data:`~gputui.fleet.exporters.SERIES_READ` holds it. A label set (the ``{...}`` text) is
 parsed by prometheus_client's parser the first time it comes and looked up after, in the same
-answer and in the host's next one (:class:`ExpositionParser` keeps them); the value is read as
-that parser reads it. A line of any other shape goes through the parser whole, so a line is
+answer and in the host's next ones (:class:`ExpositionParser` keeps them); the value is read
+as that parser reads it. A line of any other shape goes through the parser whole, so a line is
 read as the parser reads it, or refused as it refuses it.
 
 Lines are read without their TYPE: a counter's samples keep the name they were written with
@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.fleet.exporters import ERROR_MAX, MAX_SERIES, SERIES_READ, NotAnExporter, Sample
 from gputui.format import one_line
+
+LABELS_KEPT = 10_000
+"""The most label sets kept for a host's next answers; past it they are forgotten."""
 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
@@ -29,14 +33,14 @@ _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 class ExpositionParser:
     """Parses the answers of one host, one after another; not shared between threads.
 
-    The label sets of the last answer are kept for the next, and no others: what is kept is
-    bounded by what the host sends (at most :data:`MAX_SERIES` series).
+    What it keeps for the next answer, the label sets seen, is bounded by
+    :data:`LABELS_KEPT`.
     """
 
     def __init__(self, max_series: int = MAX_SERIES) -> None:
         self._max_series = max_series
-        self._labels: dict[str, Mapping[str, str] | None] = {}
-        """The last answer's label sets, by their text (``{gpu="0",uuid="GPU-..."}``)."""
+        self._labels: dict[str, Mapping[str, str]] = {}
+        """Label sets by their text (``{gpu="0",uuid="GPU-..."}``), each parsed once."""
 
     def parse(self, text: str) -> list[Sample]:
         """The samples of the series gputui reads, in the order they were sent.
@@ -45,24 +49,26 @@ class ExpositionParser:
             NotAnExporter: when one of those lines does not parse, or there are more than
                 ``max_series`` of them (counted before any is parsed whole).
         """
-        before = self._labels
-        known: dict[str, Mapping[str, str] | None] = {}
-        """This answer's label sets by their text; ``None`` until the parser has read the
-        first line that has it."""
+        labels = self._labels
         samples: list[Sample | None] = []
         whole: list[tuple[int, str, str]] = []
-        """Lines for the parser: their place in ``samples``, the line, its label text."""
+        """Lines for the parser: their place in ``samples``, the line, and its label text
+        (empty: not to be kept)."""
         waiting: list[tuple[int, str, str, float]] = []
-        """Lines whose labels the parser is to read on a line above: place, name, label text
-        and value."""
+        """Lines whose label text is on a line above, sent to the parser: place, name,
+        label text and value."""
+        asked: set[str] = set()
+        """Label texts sent to the parser with a line above."""
         for line in text.split("\n"):
             line = line.strip()
+            if not line or line[0] == "#":
+                continue  # no series' name starts with #
             brace = line.find("{")
             if brace < 0:
                 blank = _first_blank(line)
                 name = line if blank < 0 else line[:blank]
                 if name not in SERIES_READ:
-                    continue  # comments and blank lines too
+                    continue
                 value = None if blank < 0 else _plain_value(line[blank + 1 :])
                 if value is None:
                     whole.append((len(samples), line, ""))
@@ -74,22 +80,20 @@ class ExpositionParser:
             end = line.rfind("}")
             key = line[brace : end + 1]
             value = _plain_value(line[end + 1 :]) if end > brace else None
-            if value is None:
-                whole.append((len(samples), line, ""))  # the parser's alone, labels and all
+            if value is None:  # the parser's alone, labels and all
+                whole.append((len(samples), line, ""))
                 samples.append(None)
                 continue
-            if key not in known:
-                known[key] = before.get(key)
-                if known[key] is None:
-                    whole.append((len(samples), line, key))
-                    samples.append(None)
-                    continue
-            labels = known[key]
-            if labels is None:
+            found = labels.get(key)
+            if found is not None:
+                samples.append(Sample(name, found, value))
+            elif key in asked:
                 waiting.append((len(samples), name, key, value))
                 samples.append(None)
             else:
-                samples.append(Sample(name, labels, value))
+                asked.add(key)
+                whole.append((len(samples), line, key))
+                samples.append(None)
         if len(samples) > self._max_series:
             raise NotAnExporter(
                 f"{len(samples)} series sent; gputui reads at most {self._max_series} from one host"
@@ -98,11 +102,12 @@ class ExpositionParser:
         for (slot, _, key), sample in zip(whole, parsed, strict=True):
             samples[slot] = sample
             if key:
-                known[key] = sample.labels
+                labels[key] = sample.labels
         for slot, name, key, value in waiting:
-            samples[slot] = Sample(name, known[key] or _NO_LABELS, value)
-        self._labels = known
-        return samples  # type: ignore[return-value]  # every None was filled
+            samples[slot] = Sample(name, labels[key], value)
+        if len(labels) > LABELS_KEPT:
+            self._labels = {}
+        return cast(list[Sample], samples)  # every None was filled
 
 
 def parse_text(text: str, max_series: int = MAX_SERIES) -> list[Sample]:

@@ -13,7 +13,6 @@ not parsed again, and a new one only as far as gputui reads it
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import queue
 import threading
@@ -45,15 +44,16 @@ PACE_S = 0.02
 class HostScraper:
     """Reads one host, again and again; one read at a time.
 
-    An answer the same as the last (by its digest) is not parsed again: its readings are
+    An answer the same as the last (by its length and hash) is not parsed again: its readings are
     the last ones, taken anew. A new answer is parsed with the label sets of the last.
     """
 
     def __init__(self, target: Target) -> None:
         self.target = target
         self._parser = ExpositionParser()
-        self._last: tuple[bytes, Exposition | str] | None = None
-        """The last answer's digest, and what it said (its readings, or why it had none)."""
+        self._last: tuple[tuple[int, int], Exposition | str] | None = None
+        """The last answer's length and hash (Python's keyed one: a host can make it match
+        only by sending the same), and what it said (its readings, or why it had none)."""
 
     def scrape(
         self,
@@ -76,7 +76,7 @@ class HostScraper:
     def read(self, body: bytes, taken_at: float) -> HostReading:
         """The host's readings from its answer ``body`` (``taken_at``: when it was asked)."""
         name = self.target.name
-        digest = hashlib.blake2b(body, digest_size=16).digest()
+        digest = len(body), hash(body)
         if self._last is not None and self._last[0] == digest:
             exposition = self._last[1]
         else:
@@ -164,9 +164,9 @@ class FleetPoller:
     Host ``n`` of ``N`` is read ``n / N`` of the way into each interval, so the reads come in
     a steady stream rather than all at once, and a few threads read them all; a host still
     being read when its turn comes again is read at its turn after. A read that hangs holds
-    only its own thread (:class:`ReadThreads` starts another). :meth:`latest` returns at once
-    with each host's latest state; a host that stops answering keeps its last readings,
-    marked down with the reason and their age.
+    only its own thread (:class:`ReadThreads` starts another for the others). :meth:`latest`
+    returns at once with each host's latest state; a host that stops answering keeps its
+    last readings, marked down with the reason and their age.
     """
 
     def __init__(
@@ -233,6 +233,7 @@ class FleetPoller:
             now = time.monotonic()
             if now - (began + turn * step_s) > self._interval_s:
                 began = now - turn * step_s
+            self._threads.keep_up()  # reads given at the last turn still wait: one more thread
             while began + turn * step_s <= now:
                 self._start_read(turn % count)
                 turn += 1
@@ -269,44 +270,47 @@ class FleetPoller:
 
 
 class ReadThreads:
-    """Daemon threads that run reads, at most ``most`` of them: one more is started only
-    when a read comes and none is idle, so reads spread over an interval need only a few,
-    and a read that hangs (a host that never answers, a name slow to resolve) holds only
-    its own. Daemons: quitting never waits for a read."""
+    """Daemon threads that run reads one after another, as few as keep up: one to start
+    with, and one more each time :meth:`keep_up` finds a read still waiting, the others
+    busy (a host that never answers, or a name slow to resolve, holds its thread until its
+    deadline). Few threads, few hand-overs of the interpreter between them. Daemons:
+    quitting never waits for a read."""
 
     def __init__(self, most: int, *, name: str) -> None:
         self._most = most
         self._name = name
         self._jobs: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
         self._started = 0
         self._closed = False
 
     def run(self, job: Callable[[], object]) -> None:
-        """Run ``job`` on an idle thread, or on a new one if there is none (and fewer than
-        ``most``; else it waits for one); nothing once closed."""
+        """Run ``job`` on the next thread free; nothing once closed."""
         with self._lock:
             if self._closed:
                 return
-        self._jobs.put(job)
-        if self._idle.acquire(blocking=False):
-            return
+            self._jobs.put(job)
+            if self._started == 0:
+                self._start()
+
+    def keep_up(self) -> None:
+        """Start one more thread (up to ``most``) if a read given before is still waiting."""
         with self._lock:
-            if self._started >= self._most:
-                return
-            self._started += 1
-            number = self._started
-        threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True).start()
+            if not self._closed and not self._jobs.empty() and self._started < self._most:
+                self._start()
 
     def close(self) -> None:
-        """Let every thread end once it is idle (reads already asked for run first)."""
+        """Let every thread end once it is free (reads already given run first)."""
         with self._lock:
             self._closed = True
             for _ in range(self._started):
                 self._jobs.put(None)
 
+    def _start(self) -> None:
+        self._started += 1
+        name = f"{self._name}-{self._started}"
+        threading.Thread(target=self._work, name=name, daemon=True).start()
+
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             job()
-            self._idle.release()
