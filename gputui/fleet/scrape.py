@@ -203,7 +203,8 @@ class FleetPoller:
     def start(self) -> None:
         """Start reading: host ``n`` of ``N`` in ``n / N`` of an interval, then every
         interval."""
-        threading.Thread(target=self._pace, name="gputui-fleet-pace", daemon=True).start()
+        if self._targets:
+            threading.Thread(target=self._pace, name="gputui-fleet-pace", daemon=True).start()
 
     def stop(self) -> None:
         """Stop starting reads (one under way ends at its deadline), and let the threads end."""

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.fleet.exporters import SERIES_READ, NotAnExporter, Sample, read_samples
 from gputui.fleet.exposition import ExpositionParser, parse_text
-from gputui.fleet.scrape import FleetPoller, HostScraper
+from gputui.fleet.scrape import FleetPoller, HostScraper, ReadThreads
 from gputui.fleet.targets import Target, parse_target
 from tests.fleet.hosts import (
     AGE_INF_EXPOSITION,
@@ -186,3 +186,17 @@ def test_the_fleet_view_reads_its_hosts_one_after_another_across_the_interval() 
     assert firsts == sorted(firsts)  # in the order named
     assert firsts[-1] - firsts[0] >= interval_s / 2  # 15/16 of the interval, less a late start
     assert len(threads) < hosts / 2, f"{len(threads)} threads read {hosts} hosts"
+
+
+def test_a_read_that_hangs_gets_another_thread_started_for_the_others() -> None:
+    threads = ReadThreads(3, name="test-read")
+    hung, other = threading.Event(), threading.Event()
+    try:
+        threads.run(hung.wait)
+        threads.run(other.set)
+        assert not other.wait(0.2)  # one thread, busy with the read that hangs
+        threads.keep_up()
+        assert other.wait(10)
+    finally:
+        hung.set()
+        threads.close()
