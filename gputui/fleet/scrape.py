@@ -44,16 +44,16 @@ PACE_S = 0.02
 class HostScraper:
     """Reads one host, again and again; one read at a time.
 
-    An answer the same as the last (by its length and hash) is not parsed again: its readings are
-    the last ones, taken anew. A new answer is parsed with the label sets of the last.
+    An answer the same as the last (by its length and hash) is not parsed again: its readings
+    are the last ones, taken anew. A new answer is parsed with the label sets of the last.
     """
 
     def __init__(self, target: Target) -> None:
         self.target = target
         self._parser = ExpositionParser()
         self._last: tuple[tuple[int, int], Exposition | str] | None = None
-        """The last answer's length and hash (Python's keyed one: a host can make it match
-        only by sending the same), and what it said (its readings, or why it had none)."""
+        """The last answer's length and hash (Python's, keyed anew in each process: a host
+        cannot aim at a match), and what it said (its readings, or why it had none)."""
 
     def scrape(
         self,
@@ -234,7 +234,7 @@ class FleetPoller:
             now = time.monotonic()
             if now - (began + turn * step_s) > self._interval_s:
                 began = now - turn * step_s
-            self._threads.keep_up()  # reads given at the last turn still wait: one more thread
+            self._threads.keep_up()  # one more thread if reads started at the last turn wait
             while began + turn * step_s <= now:
                 self._start_read(turn % count)
                 turn += 1
