@@ -13,7 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from gputui.commands import main
-from gputui.fleet.exporters import GPUTUI, MAX_SERIES, parse_text, read_samples
+from gputui.fleet.exporters import GPUTUI, MAX_SERIES, read_samples
+from gputui.fleet.exposition import parse_text
 from gputui.fleet.hosts import HostReading, HungSince
 from gputui.fleet.prometheus import (
     GPU_SERIES_QUERY,

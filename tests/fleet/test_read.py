@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gputui.commands import main
-from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, parse_text, read_samples
+from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, read_samples
+from gputui.fleet.exposition import parse_text
 from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
 from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition, serving
 
@@ -118,8 +119,8 @@ def test_an_exposition_of_no_gpu_exporter_says_which_it_reads() -> None:
     node_exporter = "# TYPE node_load1 gauge\nnode_load1 0.5\n"
     with pytest.raises(NotAnExporter, match="gputui serve, dcgm-exporter and nvitop-exporter"):
         read_samples(parse_text(node_exporter))
-    with pytest.raises(NotAnExporter, match="not a Prometheus text exposition"):
-        parse_text("<html><body>login</body></html>")
+    with pytest.raises(NotAnExporter, match="gputui serve, dcgm-exporter and nvitop-exporter"):
+        read_samples(parse_text("<html><body>login</body></html>"))  # a login page
 
 
 def test_the_fleet_flags_belong_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
