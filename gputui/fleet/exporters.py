@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from gputui.format import without_noise
 from gputui.serve.metrics import (
     GPU_HUNG,
     GPU_INFO,
@@ -419,13 +420,13 @@ class _Gpu:
         if allowed.high == 100 and 100 < value <= 100 + _PERCENT_SLACK:
             value = 100.0
         if allowed.admits(value):
-            self.values[name] = value
+            self.values[name] = without_noise(value)  # 0.715 * 100 is 71.5, not 71.49999999999999
         elif not (math.isnan(value) and self.nan_is_unknown):
             self.notes.refuse(f"GPU {self.index} {series}", sent, allowed, (name, value))
 
     def reading(self) -> GpuReading:
         values = self.values
-        readings: dict[str, float | int | None] = {
+        readings: dict[str, Any] = {  # GpuReading fields by name
             name: values.get(name) for name in _READING_FIELDS
         }
         for name in _INTEGER_FIELDS:
@@ -448,7 +449,7 @@ class _Gpu:
                 if self.processes is None
                 else tuple(sorted(self.processes, key=lambda p: p.pid))
             ),
-            **readings,  # type: ignore[arg-type]
+            **readings,
         )
 
 

@@ -153,3 +153,18 @@ def test_piped_fleet_lines_are_whole_and_a_terminal_s_are_cut_to_it(
     (line, *_) = done.stdout.splitlines()
     assert done.returncode == 1 and "DOWN: " in line
     assert (len(line) <= 60 and line.endswith("…")) if cut else (len(line) > 80), line
+
+
+def test_gputui_s_ratios_come_back_as_the_percent_sent() -> None:
+    """``0.715`` times 100 is ``71.49999999999999`` in floating point: the fleet's JSON
+    showed such noise."""
+    exposition = (
+        "# TYPE gputui_gpu_utilization_ratio gauge\n"
+        'gputui_gpu_utilization_ratio{gpu="0",uuid="GPU-1"} 0.715\n'
+        "# TYPE gputui_gpu_fan_speed_ratio gauge\n"
+        'gputui_gpu_fan_speed_ratio{gpu="0",uuid="GPU-1"} 0.573\n'
+        "# TYPE gputui_gpu_up gauge\n"
+        'gputui_gpu_up{gpu="0",uuid="GPU-1"} 1\n'
+    )
+    (gpu,) = read_samples(parse_text(exposition)).gpus
+    assert (gpu.utilization_percent, gpu.fan_percent) == (71.5, 57.3)
