@@ -85,6 +85,11 @@ class HostScraper:
                 exposition = read_samples(self._parser.parse(text))
             except NotAnExporter as error:
                 exposition = str(error)
+                if body.lstrip()[:1] in (b"{", b"["):  # gputui serve's /snapshot, say
+                    exposition = (
+                        "this answers JSON, not a Prometheus exposition: give the "
+                        "exporter's /metrics address"
+                    )
             except Exception as error:  # a fault of gputui's own: this host only
                 log.exception("reading the answer of %s failed", name)
                 self._last = None

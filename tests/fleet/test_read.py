@@ -3,6 +3,7 @@ back into gputui's readings (dcgm-exporter's documented counters, nvitop-exporte
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -168,3 +169,21 @@ def test_gputui_s_ratios_come_back_as_the_percent_sent() -> None:
     )
     (gpu,) = read_samples(parse_text(exposition)).gpus
     assert (gpu.utilization_percent, gpu.fan_percent) == (71.5, 57.3)
+
+
+def test_a_json_answer_says_to_give_the_metrics_address() -> None:
+    """``--hosts node1:9922/snapshot`` read "not a Prometheus text exposition ()"."""
+    body = b'{"cpu": {"utilization_percent": 3.0}, "nvml": null}'
+    with serving(lambda path: ("application/json", body)) as port:
+        main_code = main(["snapshot", "--json", "--hosts", f"http://127.0.0.1:{port}/snapshot"])
+    assert main_code == 1
+
+
+def test_a_json_answer_is_named_in_the_host_s_error(capsys: pytest.CaptureFixture[str]) -> None:
+    body = b'{"cpu": {"utilization_percent": 3.0}, "nvml": null}'
+    with serving(lambda path: ("application/json", body)) as port:
+        main(["snapshot", "--json", "--hosts", f"http://127.0.0.1:{port}/snapshot"])
+    (host,) = json.loads(capsys.readouterr().out)["hosts"]
+    assert host["error"] == (
+        "this answers JSON, not a Prometheus exposition: give the exporter's /metrics address"
+    )
