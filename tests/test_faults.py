@@ -40,7 +40,8 @@ the gaps. Fault -> the tests that prove it (``file::test``):
 - Ctrl+C.
     tests/commands/test_bench.py::test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130
     tests/commands/test_experiment.py::test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130
-    tests/test_faults.py::test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly
+    tests/test_faults.py::test_ctrl_c_asks_during_a_run_and_sigint_ends_gputui_cleanly
+    tests/ui/test_keys.py::test_ctrl_c_quits_the_monitor_as_q_does (and the fleet view, beside it)
 - A corrupt or truncated dataset file.
     tests/engine/test_data.py::test_a_truncated_binary_file_is_named (and the corrupt label,
     truncated pickle, corrupt pickle, damaged archive tests beside it)
@@ -567,12 +568,19 @@ def test_sigterm_stops_the_trainer_and_hands_the_terminal_back(tmux: Tmux) -> No
 
 
 @pytest.mark.timeout(150)
-def test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly(tmux: Tmux) -> None:
-    """Ctrl+C in the terminal is a key (the app has the terminal raw): gputui and its run go
-    on, and a notification says how to quit. SIGINT from elsewhere ends gputui cleanly."""
+def test_ctrl_c_asks_during_a_run_and_sigint_ends_gputui_cleanly(tmux: Tmux) -> None:
+    """Ctrl+C in the terminal is a key (the app has the terminal raw): during a run it asks
+    before quitting (issue 32), and gputui and its run go on while it asks and once Escape
+    answers. SIGINT from elsewhere ends gputui cleanly."""
     pid, trainers = start_a_long_run(tmux)
     tmux.send_keys("C-c")
-    tmux.wait_for(r"Press \S+ to quit the app")
+    tmux.wait_for(r"Quit gputui and stop the run\?")
+    assert running(pid) and all(running(trainer.pid) for trainer in trainers)
+    tmux.send_keys("Escape")
+    deadline = time.monotonic() + 10.0
+    while "Quit gputui" in tmux.screen() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "Quit gputui" not in tmux.screen()  # Escape: gputui stays, and the run goes on
     assert running(pid) and all(running(trainer.pid) for trainer in trainers)
     os.kill(pid, signal.SIGINT)
     assert_ended_cleanly(tmux, pid, trainers)

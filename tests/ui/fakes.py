@@ -274,6 +274,7 @@ def fake_app(
     history: History | None = None,
     stale_check_s: float | None = None,
     runner: RunnerSetup | None = None,
+    readonly: bool = False,
 ) -> MonitorApp:
     """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS; the runner
     lists fixed devices and plays scripted runs)."""
@@ -289,6 +290,7 @@ def fake_app(
         history=history,
         stale_check_s=stale_check_s,
         runner=runner if runner is not None else scripted_setup(),
+        readonly=readonly,
     )
 
 

@@ -28,10 +28,13 @@ pytestmark = [
 
 
 def test_train_then_quit_leaves_no_trainer(tmux: Tmux) -> None:
+    """``q`` during the run asks first (issue 32); ``y`` quits and stops the trainer."""
     pid, trainers = start_training(tmux)
     screen = tmux.wait_for(r"cpu\s+1 warm-up")
     assert "NVIDIA H100" in screen
     tmux.send_keys("q")
+    tmux.wait_for(r"Quit gputui and stop the run\?")
+    tmux.send_keys("y")
     assert gone(pid), "gputui did not quit"
     for trainer in trainers:
         assert gone(trainer.pid), f"trainer {trainer.pid} outlived gputui"
@@ -65,7 +68,8 @@ def test_the_first_frame_of_a_long_interval_tells_the_truth(tmux: Tmux) -> None:
 
 
 def test_the_fleet_view_in_a_real_terminal(tmux: Tmux) -> None:
-    """``gputui --hosts`` over loopback: a dcgm-exporter and a dead port; s sorts, q quits."""
+    """``gputui --hosts`` over loopback: a dcgm-exporter and a dead port; s sorts, Ctrl+C
+    quits (a real terminal's Ctrl+C, which Textual alone answers with 'Press ^q')."""
     with static_exporter(DCGM_EXPOSITION.read_text()) as dcgm:
         dead = dead_port()
         pid = tmux.start("--hosts", f"{dead},{dcgm}", "--interval", "0.5")
@@ -74,7 +78,7 @@ def test_the_fleet_view_in_a_real_terminal(tmux: Tmux) -> None:
         assert f"● {dcgm}  dcgm-exporter · 2 GPUs" in screen
         tmux.send_keys("s")
         tmux.wait_for(r"sorted by util")
-        tmux.send_keys("q")
+        tmux.send_keys("C-c")
         assert gone(pid), "gputui did not quit"
 
 

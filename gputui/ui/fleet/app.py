@@ -5,7 +5,8 @@ paced across the interval, or a thread for Prometheus); the app only looks at th
 readings once a second. The view paints through Textual's line API: only the rows on screen
 are turned into strips, so 256 hosts of 8 GPUs cost what one screen costs. ``s`` cycles the
 sort key, ``r`` reverses it, ``/`` filters by text (host, exporter, GPU name, ``down``),
-Escape clears it.
+Escape clears it; ``q`` or Ctrl+C quits, and ``?``, ``h`` or F1 lists every key
+(:mod:`gputui.ui.keys`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,16 @@ from textual.widgets import Footer, Input, Static
 from gputui.fleet.hosts import FleetSource, HostReading
 from gputui.format import for_screen, one_line
 from gputui.ui.colours import TerminalColours
-from gputui.ui.fleet.rows import FleetOrder, Row, fleet_rows, fleet_title, row_line
+from gputui.ui.fleet.rows import (
+    SORT_KEYS,
+    FleetOrder,
+    Row,
+    fleet_rows,
+    fleet_title,
+    row_line,
+)
+from gputui.ui.keys import CTRL_C, HELP, QUIT, skip_if_copying
+from gputui.ui.widgets.keys_help import KeyArea, KeysHelp, key_rows
 from gputui.ui.widgets.lines import LineStyles
 
 HISTORY_LENGTH = 60
@@ -33,6 +43,17 @@ HISTORY_LENGTH = 60
 
 TICK_S = 1.0
 """How often the view looks for new readings (and ages the stale ones)."""
+
+FLEET_KEYS_HELP = {
+    "sort": f"Sort by the next key: {', '.join(SORT_KEYS)}",
+    "reverse": "Reverse the order",
+    "filter": "Show only what holds some text: a host, an exporter, a GPU's name or 'down'; "
+    "Enter applies it",
+    "clear_filter": "Show every host again",
+    "help": "This list of keys",
+    "command_palette": "The command palette: every command by name",
+}
+"""What the help screen says of the fleet view's keys (the rest: their descriptions)."""
 
 
 class FleetView(ScrollView, can_focus=True):
@@ -108,7 +129,9 @@ class FleetApp(TerminalColours):
     #filter.shown { display: block; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
+        QUIT,
+        CTRL_C,
+        HELP,
         Binding("s", "sort", "Sort"),
         Binding("r", "reverse", "Reverse"),
         Binding("slash", "filter", "Filter", key_display="/"),
@@ -161,6 +184,25 @@ class FleetApp(TerminalColours):
             shown.append(copy)
         self._printable = made
         return shown
+
+    async def action_quit(self, ctrl_c: bool = False) -> None:
+        """Quit (``q``, Ctrl+C, ``^q``, the palette); the source stops on the way out.
+
+        Args:
+            ctrl_c: Ctrl+C asked; while text is selected, it copies that instead.
+        """
+        if ctrl_c:
+            skip_if_copying(self.screen)
+        self.exit()
+
+    def action_help(self) -> None:
+        """List every key (:meth:`key_areas`)."""
+        self.push_screen(KeysHelp("gputui fleet: every key", self.key_areas()))
+
+    def key_areas(self) -> list[KeyArea]:
+        """Every key of the fleet view, read from the app's bindings."""
+        bindings = (binding for _, binding in self._bindings)
+        return [("Fleet", key_rows(bindings, self.get_key_display, FLEET_KEYS_HELP))]
 
     def action_sort(self) -> None:
         """Sort by the next key."""

@@ -28,7 +28,10 @@ narrower, the screen shows one of them and ``t`` swaps (``r``/``c`` show the run
 
 The GPU process table sorts (``o``, ``O`` reverses), filters (``/``) and ends the selected
 process (``k`` SIGTERM, ``K`` SIGKILL) once ``y`` confirms, unless the app is read-only
-or the pids are the host's.
+(then the footer does not offer them) or the pids are the host's.
+
+``q`` and Ctrl+C quit (:mod:`gputui.ui.keys`), asking first while a run is going;
+``?``, ``h`` or F1 lists every key (:meth:`MonitorApp.key_areas`).
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ import gc
 import signal
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import Binding, BindingsMap, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
 from textual.geometry import Size
@@ -64,6 +68,7 @@ from gputui.telemetry.polling import (
 )
 from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
 from gputui.ui.colours import TerminalColours
+from gputui.ui.keys import CTRL_C, HELP, QUIT, skip_if_copying
 from gputui.ui.monitor.beat import BeatScheduler
 from gputui.ui.monitor.hangup import (
     HANGUP_EXIT_CODE,
@@ -83,6 +88,7 @@ from gputui.ui.widgets.runner.setup import RunnerSetup
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
     from gputui.doctor.checks import DoctorReport
     from gputui.ui.doctor.screen import DoctorRunner
+    from gputui.ui.widgets.keys_help import KeyArea
 
 Clock = Callable[[], float]
 """Seconds on a monotonic clock."""
@@ -104,7 +110,15 @@ NO_SELECTION = "Select a process first: the arrow keys move through the GPU proc
 SORT_GROUP = Binding.Group("Sort", compact=True)
 """``o`` and ``O``, one entry in the footer."""
 KILL_GROUP = Binding.Group("Kill", compact=True)
-"""``k`` and ``K``, one entry in the footer."""
+"""``k`` and ``K``, one entry in the footer (not in a read-only monitor's)."""
+KEY_AREAS = {"runner_": "Runner", "process_": "GPU processes"}
+"""The help screen's areas, by the prefix of their actions; the rest are the monitor's."""
+MONITOR_KEYS_HELP = {
+    "quit": "Quit; during a run, ask first (y, Enter or Ctrl+C again quits and stops it)",
+    "command_palette": "The command palette: every command by name",
+}
+"""What the help screen says of the keys the palette does not describe (the Doctor's
+name is the Doctor screen's)."""
 FOOTER_FULL_FROM = 96
 """Columns the footer's keys need laid out in full; narrower, it turns compact."""
 FOOTER_PALETTE_FROM = 90
@@ -141,8 +155,10 @@ class MonitorApp(TerminalColours):
     TITLE = "gputui"
     CSS_PATH = Path(__file__).with_name("monitor.tcss")  # absolute: subclasses live elsewhere
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
+        QUIT,
+        CTRL_C,
         Binding("d", "doctor", "Doctor"),
+        HELP,
         # runner pane
         Binding("r", "runner_start", "Train"),
         Binding("c", "runner_compare", "Compare"),
@@ -187,11 +203,17 @@ class MonitorApp(TerminalColours):
             runner: The runner pane's trainers, device list and defaults (default: real).
             doctor: Runs the doctor for the Doctor screen (default: the real one,
                 which spawns the torch probe).
-            readonly: Send no signal to any process (``k`` and ``K`` say so).
+            readonly: Send no signal to any process (``k`` and ``K`` say so, and the
+                footer does not offer them).
         """
         super().__init__()
         self.readonly = readonly
         """Whether ``k`` and ``K`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
+        if readonly:  # this app's own copy of its bindings: k and K stay, to say why not
+            self._bindings = BindingsMap(
+                replace(binding, show=False) if binding.group is KILL_GROUP else binding
+                for _, binding in self._bindings
+            )
         head_start = samplers if isinstance(samplers, HeadStart) else HeadStart.begin(samplers)
         self.samplers = head_start.samplers
         self.doctor: DoctorRunner = doctor or _run_real_doctor
@@ -475,6 +497,76 @@ class MonitorApp(TerminalColours):
 
         self.push_screen(SignalDialog(process, signum), answered)
 
+    # -- quitting and the help ------------------------------------------------------------
+
+    async def action_quit(self, ctrl_c: bool = False) -> None:
+        """Quit (``q``, Ctrl+C, ``^q``, the palette): the trainer and the samplers stop on the
+        way out (:meth:`on_unmount`). While a run is going, ask first (:class:`QuitDialog`);
+        asked already (Ctrl+C again, ``^q``), quit.
+
+        Args:
+            ctrl_c: Ctrl+C asked; while text is selected, it copies that instead.
+        """
+        if ctrl_c:
+            skip_if_copying(self.screen)
+        from gputui.ui.widgets.quit_dialog import QuitDialog
+
+        run = self._run_going()
+        if run is None or isinstance(self.screen, QuitDialog):
+            self.exit()
+            return
+
+        def answered(leave: bool | None) -> None:
+            if leave:
+                self.exit()
+
+        self.push_screen(QuitDialog(run), answered)
+
+    def _run_going(self) -> str | None:
+        """The run quitting would stop, in a few words; None while none is going."""
+        runner = self._runner
+        if not runner.busy:
+            return None
+        if runner.experiment_running:
+            return "an experiment"
+        if runner.session is not None and runner.session.scaling:
+            return "a scaling run"
+        return "a training run"
+
+    def action_help(self) -> None:
+        """List every key, by area (:meth:`key_areas`)."""
+        from gputui.ui.widgets.keys_help import KeysHelp
+
+        self.push_screen(KeysHelp("gputui: every key", self.key_areas()))
+
+    def key_areas(self) -> list[KeyArea]:
+        """Every key of the monitor, read from its bindings: the app's, sorted into areas by
+        their actions (:data:`KEY_AREAS`), and the GPU process table's."""
+        from gputui.ui.doctor.screen import DOCTOR_COMMAND
+        from gputui.ui.widgets.keys_help import action_name, key_rows
+        from gputui.ui.widgets.process_table import ProcessTable
+
+        explain = {action: help_text for _, help_text, action in MONITOR_COMMANDS}
+        explain |= MONITOR_KEYS_HELP | {"doctor": DOCTOR_COMMAND}
+        areas: dict[str, list[Binding]] = {area: [] for area in ("Monitor", *KEY_AREAS.values())}
+        for _, binding in self._bindings:
+            action = action_name(binding)
+            area = next((a for p, a in KEY_AREAS.items() if action.startswith(p)), "Monitor")
+            areas[area].append(binding)
+        areas["GPU processes"].extend(Binding.make_bindings(ProcessTable.BINDINGS))
+        return [
+            (area, key_rows(bindings, self.get_key_display, explain))
+            for area, bindings in areas.items()
+        ]
+
+    def keys_of(self, action: str) -> str:
+        """The keys bound to ``action`` (``process_sort``: ``o``), as the footer shows them."""
+        return ", ".join(
+            self.get_key_display(binding)
+            for _, binding in self._bindings
+            if binding.action == action
+        )
+
     def action_doctor(self) -> None:
         """Open the Doctor screen (not over itself), with the latest NVML reading."""
         from gputui.ui.doctor.screen import DoctorScreen
@@ -492,9 +584,12 @@ class MonitorApp(TerminalColours):
         if isinstance(screen, DoctorScreen):
             yield from screen.system_commands()
             return
-        yield SystemCommand(DOCTOR_COMMAND, f"{DOCTOR_HELP} (d)", self.action_doctor)
+        yield SystemCommand(
+            DOCTOR_COMMAND, f"{DOCTOR_HELP} ({self.keys_of('doctor')})", self.action_doctor
+        )
         for title, help_text, action in MONITOR_COMMANDS:
-            yield SystemCommand(title, help_text, getattr(self, f"action_{action}"))
+            command = getattr(self, f"action_{action}")
+            yield SystemCommand(title, f"{help_text} ({self.keys_of(action)})", command)
 
     def wait_for_samplers(self, timeout_s: float) -> bool:
         """After the app has run: wait up to ``timeout_s`` for the samplers to close.

@@ -30,6 +30,8 @@ class ScaleDialog(ModalScreen[ScaleChoice | None]):
     ScaleDialog > Vertical {
         width: 64; height: auto; padding: 1 2; border: round $accent; background: $panel;
     }
+    ScaleDialog Label { width: 100%; }  /* wrap: a label as wide as its text is cut */
+    ScaleDialog #scale-keys { color: $text-muted; }
     ScaleDialog #scale-error { color: $error; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
@@ -52,11 +54,11 @@ class ScaleDialog(ModalScreen[ScaleChoice | None]):
                 id="scale-mode",
             )
             yield Label(
-                "weak: each rank keeps the batch size; strong: the ranks share it. "
-                "Enter starts, Escape cancels.",
+                "weak: each rank keeps the batch size; strong: the ranks share it.",
                 id="scale-help",
             )
             yield Label("", id="scale-error")
+            yield Label("Enter starts the run · Escape cancels", id="scale-keys")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter: start with these world sizes, or say what is wrong with them."""
