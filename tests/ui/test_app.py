@@ -507,6 +507,19 @@ async def test_head_start_readings_are_painted_before_the_first_frame(
         assert cpu.calls == 1  # the head start's sample, not a second one
 
 
+async def test_a_runner_pane_gone_before_its_build_builds_nothing() -> None:
+    """The app closing while the pane waited to build: ``recompose`` composes nothing on a
+    detached widget, and the build painted widgets it never made (an AttributeError that
+    failed a test now and then under load)."""
+    app = fake_app()
+    async with app.run_test(size=(100, 30)) as pilot:  # narrow: the runner is not shown
+        await settled(pilot)
+        pane = app.runner
+        await pane.remove()
+        await pane.build()
+        assert not pane.built and not pane.children
+
+
 async def test_the_runner_pane_builds_only_once_shown_and_after_the_monitor() -> None:
     app = fake_app()
     async with app.run_test(size=(100, 30)) as pilot:  # narrow: the runner is not shown

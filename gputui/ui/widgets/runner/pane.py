@@ -198,6 +198,8 @@ class RunnerPane(Vertical):
             return
         self._building = True
         await self.recompose()
+        if not hasattr(self, "_controls"):  # the app closed first: recompose composed nothing
+            return
         self.built = True
         self._built.set()
         self._paint()
