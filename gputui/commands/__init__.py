@@ -182,8 +182,8 @@ def _run_app(args: argparse.Namespace) -> int:
         defaults = checked_runner_defaults(os.environ)
     except ConfigError as exc:
         return usage_error("gputui", str(exc))
-    # Start-up allocates a lot and frees little: collecting it cost a tenth of the time to
-    # the first frame. The app turns collection back on once that frame is out.
+    # Start-up allocates a lot and frees little, so collecting it only delays the first
+    # frame. The app turns collection back on once that frame is out.
     gc.disable()
     try:
         from gputui.telemetry.polling import HeadStart  # no Textual: the first readings start now

@@ -1,49 +1,9 @@
 """``gputui bench``: train the tutorials' CNN on each device in turn and compare.
 
-Each device runs in its own engine child process, one after the other, with the same
-configuration (:mod:`gputui.jobs.bench.run`); with several ``--precision``, each
-device runs in each precision in turn, and every bf16 run is compared with fp32 on
-its device: a sentence says what bf16 gained, or why it gained nothing. Progress
-goes to standard error (one rewritten line on a terminal, epoch lines otherwise);
-the result table, or ``--json``, goes to standard output.
-
-Defaults: the devices are ``cpu`` followed by every usable accelerator
-(each ``cuda:N``, then ``mps``), so the first row is the CPU and the speedup
-column reads "times faster than the CPU". The CPU trains with every core
-(``--threads``) at normal priority (``--nice 0``): nothing here needs a spare
-core, unlike the runner pane beside a live UI.
-
-Figures: ``warm-up s`` is epoch 1 (cuDNN autotune, compilation, allocator
-growth); ``epoch s`` and ``images/s`` are the mean of epochs 2 and later (the
-steady state); with ``--epochs 1`` they fall back to epoch 1, marked ``*``.
-Each epoch's clock is read after synchronizing the device. Speedup is the
-first device's epoch seconds over each device's.
-
-``--limit N``, for quick runs and tests, trains on the first N images and measures
-accuracy on the first N held-out images.
-
-Exit codes: 0 when every run finished, 1 when any run failed (the others still
-run) or the data cannot be had (``--dataset cifar10`` not here and not downloadable:
-one line on stderr, and no table), 2 for bad input (one line on stderr; also a config
-only the trainer can judge, such as a batch larger than the data), 130 after Ctrl+C.
-Ctrl+C stops the run in hand after its current step (a second one at once): the table
-or JSON then holds the epochs that finished, and the runs stopped or never begun are
-marked ``stopped``.
-
-Devices: with one ``--device``, the trainer child checks it, and a device it
-refuses is the same one-line usage error, exit 2. With several devices, or none
-named, they are all checked first by a child of their own (the engine's ``devices``
-mode), so a bad second device fails before the first one trains. This process never
-imports torch. With none named, where NVML reports NVIDIA GPUs that the child's torch
-cannot use (a CPU-only build, a driver it does not run on), one line on stderr says
-so and points to ``gputui doctor`` (``--json``: in ``warnings``); an explicit
-``--device cpu`` is taken as meant.
-
-Under torchrun (``RANK``, ``WORLD_SIZE``... set), each ``gputui bench`` is one rank of a
-DistributedDataParallel job (:mod:`gputui.jobs.world`): one ``--device`` (``cuda``
-becomes ``cuda:LOCAL_RANK``, or the rank's one visible GPU), one precision; rank 0
-alone prints the result and writes the run folder, and the others print nothing on
-standard output.
+The flags and the output; the runs are :mod:`gputui.jobs.bench.run`'s, the report
+:mod:`gputui.jobs.bench.report`'s. Under torchrun (``RANK``, ``WORLD_SIZE``... set) the
+command is one rank of a distributed job (:mod:`gputui.jobs.world`), and rank 0 alone
+prints the result.
 """
 
 from __future__ import annotations

@@ -1,29 +1,8 @@
 """``gputui experiment``: the tutorials' lessons, measured on this machine.
 
-::
-
-    gputui experiment batch-sweep [--batch-sizes 32,64,...,2048] [--pageable] [common options]
-    gputui experiment sync-stall  [--batch-size B] [common options]
-    gputui experiment pipelines   [--batch-size B] [--workers N] [common options]
-
-    common options: [--device DEV]... [--steps N] [--budget SECONDS] [--dataset auto|cifar10|
-                    synthetic] [--data-dir PATH] [--no-download] [--limit N] [--threads N]
-                    [--nice N] [--json]
-
-Torch-free: the experiment runs in an engine child process (:class:`ChildProcess`),
-every device in turn (default: cpu and every usable accelerator). Each row is
-shown on standard error as it is measured; the table and the one-sentence
-conclusion, or ``--json`` (schema: :mod:`gputui.jobs.results`),
-go to standard output (:mod:`gputui.jobs.experiments.report`).
-
-``--limit N``, for quick runs and tests, loads N training images. Undocumented for users,
-for tests: ``--warmup N`` sets the untimed steps before each measurement (default 2).
-
-Exit codes: 0 when every device finished, 1 when the data or a device failed or
-nothing at all could be measured ("status": "empty"), 2 for bad input (one line on
-stderr; a batch larger than the data too), 130 after Ctrl+C. Ctrl+C stops the
-measurement in hand (a second one at once): the rows measured so far are printed,
-and the devices stopped or never reached are marked stopped.
+The flags and the output; the experiment runs in an engine child (:class:`ChildProcess`),
+its table is :mod:`gputui.jobs.experiments.report`'s and its JSON
+:meth:`ExperimentResult.to_json_dict`'s.
 """
 
 from __future__ import annotations
@@ -209,6 +188,7 @@ def _common_options() -> argparse.ArgumentParser:
         help="time fewer steps when a measurement would take longer than this many seconds; "
         "above 0 (default: 2)",
     )
+    # For tests, so not in --help: the untimed steps before each measurement.
     common.add_argument("--warmup", type=whole_number(1), default=2, help=argparse.SUPPRESS)
     return common
 

@@ -1,19 +1,8 @@
 """``gputui scale``: the same training at several world sizes on this machine, and how it scales.
 
-Each world size is one engine child (``python -m gputui.engine scale``) that launches
-its ranks with torch's own launcher and trains them with DistributedDataParallel (NCCL
-on CUDA, each rank on ``cuda:RANK``; gloo on the CPU, the cores shared out between the
-ranks). One world size runs after the other, never two at once.
-
-Weak scaling (the default) keeps the per-rank batch (``--batch-size``), so the job's
-batch grows with the ranks; strong scaling keeps the job's batch and splits it. Speedup
-is images/s over the first world size's (the 1-rank run by default), efficiency is the
-speedup over the multiple of ranks, and the all-reduce share is the part of a step
-spent waiting on gradient communication, measured by timing steps with and without
-DDP's all-reduce (``no_sync``) after the last epoch.
-
-Exit codes: 0 when every world size finished, 1 when any failed (the others still run),
-2 for bad input (one line on stderr), 130 after Ctrl+C (what finished is printed).
+The flags and the output; each world size is an engine child of its own (``python -m
+gputui.engine scale``), one after the other. The world sizes are
+:mod:`gputui.jobs.scale.plan`'s, the report :mod:`gputui.jobs.scale.report`'s.
 """
 
 from __future__ import annotations

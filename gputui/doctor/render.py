@@ -1,27 +1,7 @@
 """The doctor's report as plain text (80 columns, or the terminal's if narrower) or as JSON;
 a device's figure rows (:func:`figure_rows`) serve the text and the app's Doctor screen alike.
 
-The JSON schema is a contract for scripts::
-
-    {"checks": [{"name": str, "status": "ok|warn|fail|skip", "message": str,
-                 "fix": str | null}, ...],
-     "devices": [{"device": str, "name": str, "compute_capability": str | null,
-                  "memory_bytes": int | null, "copy_bytes_per_s": float | null,
-                  "h2d_pageable_bytes_per_s": ..., "h2d_pinned_bytes_per_s": ...,
-                  "d2h_pageable_bytes_per_s": ..., "d2h_pinned_bytes_per_s": ...,
-                  "matmul_fp32_tflops": float | null, "matmul_bf16_tflops": float | null,
-                  "notes": [str, ...]}, ...],
-     "facts": {"torch_version": str | null, "torch_build": "cuda|rocm|cpu" | null,
-               "torch_cuda_version": str | null, "cuda_available": bool | null,
-               "cuda_device_count": int | null, "driver_version": str | null,
-               "driver_cuda_version": str | null, "gpu_count": int | null,
-               "nvml_error_code": int | null},
-     "summary": {"ok": int, "warn": int, "fail": int, "skip": int}}
-
-A figure that was not measured, or a fact not gathered, is ``null``, never a guess.
-Bandwidths are bytes per second: ``copy_bytes_per_s`` counts each copied byte twice, read
-and written (as nvbandwidth and STREAM's Copy do); a host/device transfer counts each byte
-once. ``summary`` counts the checks by status.
+The JSON is a contract for scripts: the README shows it, and a test holds the two together.
 """
 
 from __future__ import annotations
@@ -61,7 +41,8 @@ _COMMAND_START = re.compile(r"^(?:python\d?|pip\d?|sudo|export|unset|gputui|/\S+
 
 
 def report_as_dict(report: DoctorReport) -> dict[str, Any]:
-    """The report as plain JSON-ready data (see the module docstring for the schema)."""
+    """The report as plain JSON-ready data: the dataclasses' fields, statuses as words, and
+    the checks counted by status."""
     return {
         "checks": [
             {

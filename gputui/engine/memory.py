@@ -49,9 +49,9 @@ CUDNN_UNDER_PRESSURE = (
     "cudnn_status_not_supported",
 )
 """How cuDNN fails when too little device memory is left for its workspace: no engine
-found, or a status (internal error, not supported) that says nothing of memory. Only a
-GPU shows it (an H200, torch 2.11: a 3x3 convolution with 4 to 8 MiB left free failed
-with ``CUDNN_STATUS_INTERNAL_ERROR``); see :func:`is_out_of_memory`'s ``probing``."""
+found, or a status (internal error, not supported) that says nothing of memory: a
+convolution with a few MiB left free fails with ``CUDNN_STATUS_INTERNAL_ERROR``. Only a GPU
+shows it; see :func:`is_out_of_memory`'s ``probing``."""
 
 
 class SimulatedOutOfMemoryError(OutOfMemoryError):

@@ -289,8 +289,8 @@ def platform_name(platform: str) -> str:
 class MpsSampler:
     """Samples Apple's GPU through the IORegistry, and tells whether PyTorch can use it.
 
-    ``sample()`` blocks for one ``ioreg`` run on macOS (tens of milliseconds), so
-    the app calls it off the event loop. Elsewhere it returns at once.
+    ``sample()`` waits for one ``ioreg`` run on macOS, so the app calls it off the event
+    loop. Elsewhere it returns at once.
     """
 
     def __init__(

@@ -160,9 +160,9 @@ def _mps_sampler() -> Sampler[MpsReading]:
 def import_real_samplers() -> None:
     """Import the real samplers' modules, psutil and the NVML bindings, in this thread.
 
-    Importing cannot hang, unlike a driver call, so it need not wait for a sampler
-    thread. Imported in the sampler threads while the main thread imported Textual, the
-    imports fought over the GIL and the import locks, and the first frame came 60 ms later.
+    Importing cannot hang, unlike a driver call, so it need not wait for a sampler thread;
+    done there while the main thread imports Textual, the two would fight over the GIL and
+    the import locks, and the first frame would come later.
     """
     import gputui.telemetry.apple
     import gputui.telemetry.host

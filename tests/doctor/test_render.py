@@ -15,6 +15,7 @@ from gputui.doctor.torch_facts import TorchFacts
 from gputui.format import fmt_bandwidth, fmt_tflops
 from gputui.telemetry.readings import NvmlReading, NvmlStatus
 from tests.doctor.doctor_facts import facts
+from tests.readme import keys_of, readme_json
 
 CHECK_KEYS = {"name", "status", "message", "fix"}
 DEVICE_KEYS = {
@@ -109,6 +110,16 @@ def test_json_schema() -> None:
     assert build["fix"].endswith("--index-url https://download.pytorch.org/whl/cu124")
     assert data["devices"][1]["matmul_bf16_tflops"] == 612.0
     assert data["devices"][0]["matmul_bf16_tflops"] is None
+
+
+def test_the_readme_shows_the_json_as_it_is() -> None:
+    """Its keys at every depth; its one check, facts and summary are these facts' own."""
+    shown = readme_json("doctor-json")
+    diagnosed = diagnose(facts())
+    real = report_as_dict(DoctorReport(diagnosed.checks, (CPU,), diagnosed.facts))
+    assert keys_of(shown) == keys_of(real)
+    assert all(check in real["checks"] for check in shown["checks"])
+    assert (shown["facts"], shown["summary"]) == (real["facts"], real["summary"])
 
 
 def test_json_carries_the_facts_and_a_summary() -> None:
