@@ -84,7 +84,7 @@ class DoctorScreen(ModalScreen[None]):
     """
 
     CSS_PATH = Path(__file__).with_name("doctor.tcss")
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+    HORIZONTAL_BREAKPOINTS = [  # noqa: RUF012  # Textual's own attribute, which it types
         (0, "-narrow"),
         (WIDE, "-wide"),
         (TWO_UP, "-two-up"),

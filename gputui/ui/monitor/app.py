@@ -492,8 +492,11 @@ class MonitorApp(TerminalColours):
         def answered(send: bool | None) -> None:
             if send:
                 result = signal_process(process, signum, host_pids=host_pids)
-                severity = "information" if result.sent else "error"
-                self.notify(result.message, severity=severity, markup=False)
+                self.notify(
+                    result.message,
+                    severity="information" if result.sent else "error",
+                    markup=False,
+                )
 
         self.push_screen(SignalDialog(process, signum), answered)
 

@@ -39,9 +39,12 @@ def start_watchdog(code: int) -> None:
 
 def input_terminal() -> int | None:
     """The file descriptor of the terminal the app reads its keys from; None if stdin is not one."""
+    stdin = sys.__stdin__
+    if stdin is None:
+        return None
     try:
-        fd = sys.__stdin__.fileno()
-    except (AttributeError, ValueError, OSError):  # no stdin, or a closed or fake one
+        fd = stdin.fileno()
+    except (AttributeError, ValueError, OSError):  # a closed or fake one
         return None
     return fd if os.isatty(fd) else None
 

@@ -349,8 +349,8 @@ def session_body(session: Session | None, width: int, cores: int | None = None) 
     for run in session.runs:
         if run.started is not None and run.started.dataset_note:  # not the data asked for: why
             parts.append(Text(f"note ({run.device}): {run.started.dataset_note}", style=MUTED))
-        for note in run.notes:
-            parts.append(Text(f"note ({run.device}): {note}", style=MUTED))
+        for said in run.notes:
+            parts.append(Text(f"note ({run.device}): {said}", style=MUTED))
     return Group(*parts)
 
 

@@ -35,7 +35,11 @@ SETTINGS = (
 
 
 def _options(values: tuple[object, ...], extra: object) -> list[tuple[str, object]]:
-    chosen = sorted({*values, extra}) if isinstance(extra, int) else list(values)
+    if isinstance(extra, int):  # a number the defaults named, among the numbers offered
+        numbers = sorted({*(v for v in values if isinstance(v, int)), extra})
+        chosen: list[object] = [*numbers]
+    else:
+        chosen = list(values)
     return [(str(value), value) for value in chosen]
 
 
