@@ -1,23 +1,10 @@
 """Turn one host's exposition back into gputui's readings, whichever exporter wrote it.
 
-Three exporters are recognised by their series' names, and their units converted to
-gputui's (bytes, percent, watts, MHz, joules):
-
-- ``gputui serve``: ``gputui_gpu_*``, the inverse of :data:`gputui.serve.metrics.GPU_SERIES`;
-- NVIDIA's dcgm-exporter: ``DCGM_FI_DEV_*`` (its default counters; memory in MiB, energy
-  in mJ), labels ``gpu``, ``UUID``, ``modelName``, ``pci_bus_id``;
-- nvitop-exporter: ``gpu_*_Percentage``, ``gpu_memory_*_MiB``... (prometheus_client appends
-  the unit to the name), labels ``index``, ``uuid``, ``devicename``.
-
-A series an exporter does not have leaves that reading ``None``. Series of MIG instances
-(dcgm-exporter's ``GPU_I_ID``, nvitop-exporter's ``N:M`` indices) are not GPUs and are left
-out.
-
-Every number is checked against what the reading can be (:data:`RANGES`): one that is not
-(``+Inf``, a negative memory, P-state 1e300) is read as ``None`` and the exposition says so in
-a note. NaN is nvitop-exporter's "not available", read as ``None`` without a note; from the
-others it is noted too. A host may send at most :data:`MAX_SERIES` samples of the series
-gputui reads (:data:`SERIES_READ`).
+The exporter is told by its series' names: ``gputui serve`` (``gputui_gpu_*``), NVIDIA's
+dcgm-exporter (``DCGM_FI_DEV_*``) or nvitop-exporter (``gpu_*_Percentage``...); its units
+become gputui's. A series an exporter lacks leaves that reading ``None``; MIG instances are
+left out (they are not GPUs); a value no reading can take (:data:`RANGES`) reads ``None``
+with a note.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """A host's answer in Prometheus's text format, parsed only as far as gputui reads it.
 
-Much of an exporter's answer is series gputui does not read (dcgm-exporter's clocks and error
-counters, HELP and TYPE lines), and from one scrape to the next it is the same series with
-new values. So each line is first told by its metric name and skipped unless
-:data:`~gputui.fleet.exporters.SERIES_READ` holds it. A label set (the ``{...}`` text) is
-parsed by prometheus_client's parser the first time it comes and looked up after, in the same
-answer and in the host's next ones (:class:`ExpositionParser` keeps them); the value is read
-as that parser reads it. A line of any other shape goes through the parser whole, so a line is
-read as the parser reads it, or refused as it refuses it.
-
-Lines are read without their TYPE: a counter's samples keep the name they were written with
-(:func:`~gputui.fleet.exporters.read_samples` takes either).
+Most of an answer is series gputui does not read, and the next answer repeats the same label
+sets with new values. So a line is skipped by its metric name unless
+:data:`~gputui.fleet.exporters.SERIES_READ` holds it, and a label set (the ``{...}`` text)
+goes through prometheus_client's parser once, then is looked up (:class:`ExpositionParser`
+keeps them). A line of any other shape goes through the parser whole: every line is read, or
+refused, as the parser would. TYPE lines are not read, so a counter keeps the name it was
+written with (:func:`~gputui.fleet.exporters.read_samples` takes either).
 """
 
 from __future__ import annotations

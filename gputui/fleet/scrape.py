@@ -1,14 +1,10 @@
-"""Read each host's ``/metrics`` over HTTP: once (``snapshot --hosts``), or every interval.
+"""Read each host's ``/metrics`` over HTTP: once (``snapshot --hosts``), or every interval
+(:class:`FleetPoller`).
 
 A host that is slow, refuses, trickles, or accepts and never answers costs only its own
 thread: the others are read on time, and it is marked down with the reason once its deadline
 passes. The deadline covers the whole exchange (:mod:`gputui.fleet.fetch`); what the host sent
 is parsed after it, so a big exposition is not taken for a host that did not answer.
-
-The fleet view reads its hosts one after another across the interval (:class:`FleetPoller`),
-not all at once, on as few threads as that needs; an answer the same as the host's last is
-not parsed again, and a new one only as far as gputui reads it
-(:mod:`gputui.fleet.exposition`).
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.color import Color
+from textual.geometry import Region
+from textual.strip import Strip
 
 from gputui.fleet.hosts import HostReading
 from gputui.fleet.scrape import FleetPoller, scrape_all
@@ -185,10 +188,73 @@ def recorded() -> list[HostReading]:
     ]
 
 
-def _recorded_app(hosts: list[HostReading]) -> FleetApp:
+def _recorded_app(hosts: list[HostReading], error: str = "no answer within 2 s") -> FleetApp:
+    """The recorded hosts, then ``dgx-d:9400``: ``dgx-a:9400``'s readings, 42 s old, down."""
     stale = dataclasses.replace(hosts[0], host="dgx-d:9400", up=False, taken_at=T0 - 42)
-    stale = stale.failed("no answer within 2 s")
+    stale = stale.failed(error)
     return FleetApp(RecordedFleet([*hosts, stale]), clock=lambda: T0)
+
+
+def _painted(view: FleetView) -> list[Strip]:
+    """The view's lines as Textual paints them (after its own styles)."""
+    return view.render_lines(Region(0, 0, view.size.width, view.size.height))
+
+
+@pytest.mark.parametrize("theme", ["textual-dark", "textual-light"])
+async def test_a_down_hosts_readings_are_greyed_not_brighter(
+    theme: str, recorded: list[HostReading]
+) -> None:
+    """Issue 32, item 8: its GPU rows are drawn in one muted colour, between the background
+    and the live rows' text, as the monitor's stale panels are (``text-opacity: 60%``)."""
+    app = _recorded_app(recorded)
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.theme = theme
+        await pilot.pause()
+        view = app.query_one(FleetView)
+        lines = _painted(view)
+        texts = [strip.text for strip in lines]
+
+        def first_gpu(host: str) -> int:  # dgx-d holds dgx-a's readings: the same GPU 0
+            after = next(y for y, text in enumerate(texts) if text[2:].startswith(host))
+            return next(y for y in range(after, len(texts)) if texts[y].startswith("  0 H100"))
+
+        live, stale = first_gpu("dgx-a:9400"), first_gpu("dgx-d:9400")
+
+        def colours(strip: Strip) -> set[Color]:
+            return {
+                Color.from_rich_color(segment.style.color)
+                for segment in strip
+                if segment.text.strip() and segment.style and segment.style.color
+            }
+
+        background = Color.from_rich_color(view.visual_style.rich_style.bgcolor)
+        text = Color.from_rich_color(view.visual_style.rich_style.color)
+        assert text in colours(lines[live])  # the GPU's name, in the view's text colour
+        (grey,) = colours(lines[stale])  # one colour: no level colours left
+        assert not any(segment.style and segment.style.bold for segment in lines[stale])
+        # Muted: nearer the background than the live text is, yet readable.
+        muted = abs(grey.brightness - background.brightness)
+        assert 0.25 < muted < abs(text.brightness - background.brightness)
+        assert grey == background.blend(text, 0.6)  # the monitor's stale panels' 60%
+
+
+@pytest.mark.parametrize("width", [80, 60])
+async def test_the_age_of_a_down_hosts_readings_is_never_cut(
+    width: int, recorded: list[HostReading]
+) -> None:
+    """Issue 32, item 8: at 80 columns the age came after the reason and was cut to ``rea…``;
+    it has a line of its own, right above the readings it dates."""
+    refused = recorded[2].error
+    assert refused == "connection refused: nothing listens on that port"
+    app = _recorded_app(recorded, error=refused)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await pilot.pause()
+        texts = [strip.text.rstrip() for strip in _painted(app.query_one(FleetView))]
+        host = texts.index(next(t for t in texts if t.startswith("✕ dgx-d:9400  DOWN  ")))
+        assert texts[host + 1] == "  readings below are 42 s old"
+        assert texts[host + 2].startswith("  0 H100")
+        if width >= 80:  # the reason is whole where there is room for it
+            assert texts[host] == f"✕ dgx-d:9400  DOWN  {refused}"
 
 
 def test_fleet_snapshot_80x24(snap_compare: Any, recorded: list[HostReading]) -> None:

@@ -1,12 +1,8 @@
 """The fleet view: one compact line per GPU, grouped by host, for ``gputui --hosts ...``.
 
-The hosts are read off the event loop by a :class:`~gputui.fleet.hosts.FleetSource` (reads
-paced across the interval, or a thread for Prometheus); the app only looks at the latest
-readings once a second. The view paints through Textual's line API: only the rows on screen
-are turned into strips, so 256 hosts of 8 GPUs cost what one screen costs. ``s`` cycles the
-sort key, ``r`` reverses it, ``/`` filters by text (host, exporter, GPU name, ``down``),
-Escape clears it; ``q`` or Ctrl+C quits, and ``?``, ``h`` or F1 lists every key
-(:mod:`gputui.ui.keys`).
+A :class:`~gputui.fleet.hosts.FleetSource` reads the hosts off the event loop; the app looks
+at their latest readings once a second. The view paints through Textual's line API, so only
+the rows on screen become strips, however many hosts there are.
 """
 
 from __future__ import annotations

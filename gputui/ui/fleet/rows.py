@@ -1,8 +1,9 @@
 """The fleet view's rows: hosts filtered and sorted, then a line per host and per GPU.
 
 Pure functions, like :mod:`gputui.ui.render.gpu`: hosts in, :class:`Line` values out. A host
-line says its state (up, with its exporter and GPU count, or DOWN with the reason and the
-age of the readings still shown); each GPU line is the monitor's one-line GPU row.
+line says its state (up, with its exporter and GPU count, or DOWN with the reason); a down
+host's last readings follow greyed, under a line that says how old they are; each GPU line
+is the monitor's one-line GPU row.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from gputui.fleet.hosts import HostReading
 from gputui.fleet.report import notes_summary
@@ -28,6 +29,11 @@ STALE_AFTER_S = 5.0
 """An up host's readings older than this get their age shown."""
 
 INDENT = "  "
+
+STALE = "$foreground 60%"
+"""A down host's last readings: the text colour at the opacity of the monitor's stale panels
+(``text-opacity: 60%``). Not ``$text-muted``: Textual drops the 60% of that variable's value
+(``auto 60%``) when a style names it, which leaves the text brighter than the live rows'."""
 
 History = Mapping[tuple[str, int], Sequence[float | None]]
 """Utilization history by (host, GPU index)."""
@@ -47,8 +53,9 @@ class FleetOrder(RowOrder):
         return replace(self, key=self.following_key())
 
 
-Row = tuple[HostReading, GpuReading | None]
-"""A host's own line (``None``), or one of its GPUs."""
+Row = tuple[HostReading, GpuReading | Literal["age"] | None]
+"""A host's own line (``None``), how old a down host's readings are (``"age"``), or one of
+its GPUs."""
 
 
 def fleet_rows(hosts: Sequence[HostReading], order: FleetOrder) -> list[Row]:
@@ -65,6 +72,8 @@ def fleet_rows(hosts: Sequence[HostReading], order: FleetOrder) -> list[Row]:
     rows: list[Row] = []
     for host, gpus in shown:
         rows.append((host, None))
+        if gpus and not host.up:
+            rows.append((host, "age"))
         rows += [(host, gpu) for gpu in gpus]
     return rows
 
@@ -74,22 +83,23 @@ def row_line(row: Row, history: History, now: float, width: int) -> Line:
     host, gpu = row
     if gpu is None:
         return host_line(host, now).fit(width)
+    if gpu == "age":  # a line of its own: a long reason on the host's line never cuts it
+        age = host.age_s(now)
+        notice = f"readings below are {_age(math.inf if age is None else age)} old"
+        return Line(INDENT, (notice, WARM)).fit(width)
     spark = history.get((host.host, gpu.index), ())
     line = Line(INDENT).extend(gpu_one_line(gpu, spark, width - len(INDENT))).fit(width)
     if not host.up:  # the last readings of a host that stopped answering: greyed out
-        line.parts = [(text, LABEL) for text, _ in line.parts]
+        line.parts = [(text, STALE) for text, _ in line.parts]
     return line
 
 
 def host_line(host: HostReading, now: float) -> Line:
     """``● node1:9922  gputui · 8 GPUs``, or ``✕ node2:9400  DOWN  connection refused ...``."""
-    age = host.age_s(now)
     if not host.up:
         line = Line(("✕ ", HOT), (host.host, f"bold {HOT}"), GAP, ("DOWN", f"bold {HOT}"), GAP)
-        line.add(host.error or "no answer", HOT)
-        if age is not None:
-            line.add(f" · readings below are {_age(age)} old", WARM)
-        return line
+        return line.add(host.error or "no answer", HOT)
+    age = host.age_s(now)
     line = Line(("● ", OK), (host.host, "bold"), GAP)
     line.add(f"{host.source} · {fmt_counted(len(host.gpus), 'GPU')}", LABEL)
     if host.via == "prometheus":
