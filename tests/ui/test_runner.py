@@ -548,3 +548,21 @@ async def test_w_scales_over_world_sizes_with_real_ranks_and_marks_them() -> Non
         text = screen_text(app)
         assert "scaling finished: 1, 2 ranks" in text
         assert "1.00x" in text and "weak scaling: every world size keeps" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("width", [60, 64, 70, 79, 80, 150])
+async def test_the_controls_fit_the_pane_from_60_columns(width: int) -> None:
+    """Issue 32: below 80 columns the buttons ran off the pane's edge (``Expe``); the
+    experiment now goes on a row of its own there, and every control is whole."""
+    app = fake_app(runner=replayed_setup("cpu_run"))
+    async with app.run_test(size=(width, 30)) as pilot:
+        pane = app.runner
+        if width < 150:  # the runner takes the monitor's place
+            await pilot.press("t")
+        await wait_until(pilot, lambda: bool(pane.devices))
+        inside = pane.content_region
+        for widget in pane.query_one("#runner-controls").query("Label, Select, Button"):
+            assert inside.contains_region(widget.region), (widget, widget.region, inside)
+        text = screen_text(app)
+        for label in ("Data synthetic", "Train r", "Compare c", "Stop s", "Experiment x"):
+            assert label in text
