@@ -14,7 +14,7 @@ import psutil
 import pytest
 from textual.pilot import Pilot
 
-from gputui.commands import checked_runner_defaults
+from gputui.commands import checked_runner_setup
 from gputui.format import fmt_bytes, fmt_times
 from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import ConfigError, ExperimentConfig, RunConfig
@@ -24,7 +24,13 @@ from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.render.draw import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane
-from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup, runner_defaults, ui_friendly
+from gputui.ui.widgets.runner.setup import (
+    UI_NICE,
+    RunnerSetup,
+    runner_defaults,
+    runner_setup,
+    ui_friendly,
+)
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.recordings.replay import ReplayedJob, devices, replayed_setup
 
@@ -336,11 +342,11 @@ def test_an_unknown_key_in_the_defaults_is_refused(text: str, message: str) -> N
 def test_the_defaults_device_is_checked_by_a_child_and_spelled_as_torch_does() -> None:
     """``{"device": "cuda:7"}`` silently became cpu once the pane listed the devices."""
     with pytest.raises(ConfigError) as caught:
-        checked_runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cuda:7"}'})
+        checked_runner_setup({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cuda:7"}'})
     assert str(caught.value).startswith("GPUTUI_RUNNER_DEFAULTS: cuda:7: ")
     assert "usable here: cpu" in str(caught.value)
-    checked = checked_runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cpu:0"}'})
-    assert checked.device == "cpu"
+    checked = checked_runner_setup({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cpu:0"}'})
+    assert checked.defaults.device == "cpu" and checked.device_named
 
 
 async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
@@ -566,3 +572,29 @@ async def test_the_controls_fit_the_pane_from_60_columns(width: int) -> None:
         text = screen_text(app)
         for label in ("Data synthetic", "Train r", "Compare c", "Stop s", "Experiment x"):
             assert label in text
+
+
+@pytest.mark.parametrize(
+    ("text", "chosen"),
+    [
+        ('{"device": "cpu"}', "cpu"),
+        ('{"device": "cuda:1"}', "cuda:1"),
+        ('{"epochs": 1}', "cuda:0"),  # no device named: the first accelerator
+        ("", "cuda:0"),
+    ],
+)
+async def test_a_device_the_defaults_name_is_the_one_chosen(text: str, chosen: str) -> None:
+    """Issue 32: ``GPUTUI_RUNNER_DEFAULTS={"device": "cpu"}`` beside two GPUs chose cuda:0."""
+    from tests.ui.runner_fakes import scripted_setup
+
+    setup = runner_setup({"GPUTUI_RUNNER_DEFAULTS": text})
+    assert setup.device_named == ("device" in text)
+    app = fake_app(  # NOT RECORDABLE WITHOUT A GPU: the listing of two H100s
+        runner=dataclasses.replace(
+            scripted_setup(defaults=setup.defaults), device_named=setup.device_named
+        )
+    )
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        assert pane.chosen_config().device == chosen

@@ -159,7 +159,8 @@ class RunnerControls(Vertical):
             devices: The devices listed.
             wanted: The device to choose if usable (the baseline is the CPU if usable).
             accelerator_first: Choose the first usable accelerator when ``wanted`` is the
-                CPU (nothing has run yet: a GPU is what the runner is for).
+                CPU (nothing has run yet, and the CPU was not asked for by name: a GPU is
+                what the runner is for).
         """
         from gputui.ui.render.runner import device_label
 

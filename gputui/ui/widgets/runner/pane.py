@@ -250,7 +250,11 @@ class RunnerPane(Vertical):
         wanted = self.setup.defaults.device
         if self.session is not None:  # a run started before the listing came: show its device
             wanted = self.session.configs[-1].device
-        self._controls.offer_devices(listed.devices, wanted, accelerator_first=self.session is None)
+        self._controls.offer_devices(
+            listed.devices,
+            wanted,
+            accelerator_first=self.session is None and not self.setup.device_named,
+        )
 
     def _watch_trainer(self) -> None:
         pid = self.trainer_pid
