@@ -17,7 +17,7 @@ from typing import Any
 
 from gputui.commands.args import (
     batch_size_option,
-    check_data_dir,
+    check_data_options,
     check_runs_dir,
     epochs_option,
     examples,
@@ -129,8 +129,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         return _bench_rank(args, config, world)
     try:
         refuse_conflicts(args)
-        if args.data_dir is not None:
-            check_data_dir(args.data_dir)
+        check_data_options(args)
         if args.runs_dir is not None:
             check_runs_dir(args.runs_dir)
         base.validate()
@@ -167,8 +166,7 @@ def rank_config(
             "--device (cuda or cpu) and at most one --precision"
         )
     refuse_conflicts(args)
-    if args.data_dir is not None:
-        check_data_dir(args.data_dir)
+    check_data_options(args)
     if args.runs_dir is not None and world.leader:
         check_runs_dir(args.runs_dir)
     config = base.with_changes(device=requested[0], record=base.record and world.leader)
