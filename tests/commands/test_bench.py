@@ -241,6 +241,32 @@ def test_a_run_of_one_epoch_stopped_before_it_says_epoch() -> None:
     assert "stopped: cpu after 0 of 1 epoch" in render_table([run]).splitlines()
 
 
+def recorded_run(name: str) -> RunRecord:
+    """The run of single-job recording ``name`` (tests/ui/recordings), as bench gathers it."""
+    from tests.ui.recordings.replay import stream
+    from tests.ui.recordings.scenarios import BY_NAME
+
+    (config,) = BY_NAME[name].configs
+    run = RunRecord(config)  # type: ignore[arg-type]
+    for event in stream(name):
+        run.absorb(event)
+    return run
+
+
+def test_a_failed_run_is_a_word_in_the_table_and_its_error_a_numbered_line_below() -> None:
+    """Issue 32: a run's error filled its row as one long cell, which set that column's
+    width and so the whole table's; the same error twice is said once."""
+    runs = [recorded_run("cpu_run"), recorded_run("cpu_killed"), recorded_run("cpu_killed")]
+    lines = render_table(runs).splitlines()
+    top = next(index for index, line in enumerate(lines) if line.startswith("device "))
+    header, *rows, below, blank = lines[top : top + 6]
+    assert [row.split()[-2:] for row in rows[1:]] == [["failed", "(1)"]] * 2
+    assert below == "(1) the trainer was killed by SIGKILL (not by the OOM killer)"
+    assert blank == ""
+    assert max(len(line) for line in rows) <= len(header)
+    assert len(header) == len(header.rstrip()) and header.endswith("speedup")
+
+
 PARENT_PROBE = """
 import json, sys
 from gputui.commands import main

@@ -105,7 +105,8 @@ def _speedup(runs: list[RunRecord], run: RunRecord) -> float | None:
 
 def render_table(runs: list[RunRecord]) -> str:
     """The result as text: which dataset ran, one row per device (and precision, when there
-    are several), what bf16 gained over fp32, placement verdicts."""
+    are several), a failed run's error numbered below the table (its row says ``failed
+    (1)``, so the table stays narrow), what bf16 gained over fp32, placement verdicts."""
     lines: list[str] = []
     precisions = list(dict.fromkeys(run.config.precision for run in runs))
     several = len(precisions) > 1
@@ -153,11 +154,14 @@ def render_table(runs: list[RunRecord]) -> str:
         ]
     ]
     marks = run_marks(runs, with_precision=several)
+    errors: dict[str, int] = {}
+    """Each error's message, numbered in the order the runs failed (one said once)."""
     for run, mark in zip(runs, marks, strict=True):
         name = run.started.device_name if run.started is not None else ""
         which = [run.device + mark, name, *([run.config.precision] if several else [])]
         if run.error is not None:
-            rows.append([*which, f"error: {run.error.message}"])
+            number = errors.setdefault(run.error.message, len(errors) + 1)
+            rows.append([*which, f"failed ({number})"])
             continue
         if run.status == "stopped" and not run.epochs:
             began = run.started is not None or run.finished is not None
@@ -178,6 +182,7 @@ def render_table(runs: list[RunRecord]) -> str:
         )
     figures = 3 if several else 2  # the first right-aligned column
     lines += fmt_columns(rows, right=set(range(figures, figures + 6)))
+    lines += [one_line(f"({number}) {message}") for message, number in errors.items()]
     lines.append("")
     legend = f"warm-up s: epoch 1 ({_warm_up_of(runs)}); epoch s, images/s: epochs 2+"
     if single:
