@@ -121,9 +121,10 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
     assert lines[0] == "dataset: synthetic (generated locally)"
     assert lines[1].startswith("128 training / 128 held-out images, resident pipeline, fp32")
     assert lines[2] == "math: IEEE fp32"
-    header = lines[4].split()
-    assert header[:2] == ["device", "name"] and header[-1] == "speedup"
-    rows = [line for line in lines[5:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
+    assert lines[3].startswith("devices: cpu: ")  # the CPU's name, above the table
+    header = lines[5].split()
+    assert header[:2] == ["device", "warm-up"] and header[-1] == "speedup"
+    rows = [line for line in lines[6:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
     assert len(rows) == 2  # the same device twice: the CPU against itself, as the pane can
     assert rows[0].endswith("1.00x")
     assert "* only epoch 1 ran" in out
@@ -255,16 +256,18 @@ def recorded_run(name: str) -> RunRecord:
 
 def test_a_failed_run_is_a_word_in_the_table_and_its_error_a_numbered_line_below() -> None:
     """Issue 32: a run's error filled its row as one long cell, which set that column's
-    width and so the whole table's; the same error twice is said once."""
+    width and so the whole table's (101 columns here); the same error twice is said once,
+    and the devices' names, above the table, keep it within 80 columns."""
     runs = [recorded_run("cpu_run"), recorded_run("cpu_killed"), recorded_run("cpu_killed")]
     lines = render_table(runs).splitlines()
-    top = next(index for index, line in enumerate(lines) if line.startswith("device "))
+    top = lines.index("") + 1
+    assert lines[top - 2] == "devices: cpu: AMD EPYC; cpu: Intel(R) Xeon(R) Processor"
     header, *rows, below, blank = lines[top : top + 6]
+    assert header.split()[:2] == ["device", "warm-up"] and header.endswith("speedup")
     assert [row.split()[-2:] for row in rows[1:]] == [["failed", "(1)"]] * 2
     assert below == "(1) the trainer was killed by SIGKILL (not by the OOM killer)"
     assert blank == ""
-    assert max(len(line) for line in rows) <= len(header)
-    assert len(header) == len(header.rstrip()) and header.endswith("speedup")
+    assert max(len(line) for line in (header, *rows)) <= 80
 
 
 PARENT_PROBE = """
