@@ -598,3 +598,29 @@ async def test_a_device_the_defaults_name_is_the_one_chosen(text: str, chosen: s
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
         assert pane.chosen_config().device == chosen
+
+
+async def test_a_cifar10_run_without_the_download_says_what_to_do_in_the_pane() -> None:
+    """Issue 32: the run's error said "allow the download", which the pane has no control
+    for (downloading was off in ``GPUTUI_RUNNER_DEFAULTS``); it names the pane's own choice."""
+    from tests.ui.recordings.scenarios import CIFAR10_NOT_HERE
+
+    setup = replayed_setup("cifar10_not_here", defaults=CIFAR10_NOT_HERE)
+    app = fake_app(runner=setup)
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        session = await train_once(pilot, pane)
+        error = session.runs[0].error
+        assert error is not None and "allow the download" in error.message  # the engine's words
+        await pilot.press("e")
+        await pilot.pause()
+        left, right = pane.region.x, pane.region.right
+        rows = [row[left:right] for row in screen_text(app).splitlines()]
+        text = " ".join(" ".join(rows).replace("│", " ").split())  # the pane's, lines joined
+        said = (
+            "CIFAR-10 is not in /tmp and downloading is off: choose the synthetic data set "
+            "under Data, or save https://"
+        )
+        assert f"✗ cpu: {said}" in text  # the status line
+        assert text.count(said) == 2  # and the detail
+        assert "allow the download" not in text
