@@ -326,6 +326,31 @@ def test_gpus_this_torch_cannot_use_are_said_in_one_line(
     assert "warning" not in capsys.readouterr().err
 
 
+def test_a_cuda_build_the_driver_cannot_run_is_said_with_the_doctor_s_command(
+    fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32: bench said "`gputui doctor` says why"; where the driver (the stand-in's,
+    for CUDA 12.4) is older than the build's CUDA, it says so with the doctor's command."""
+    import gputui.jobs.bench.run
+    from gputui.doctor.run import python_command
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER
+
+    # NOT RECORDABLE WITHOUT A GPU: the listing of a CUDA 13.0 build beside the stand-in
+    monkeypatch.setattr(
+        gputui.jobs.bench.run, "list_devices", lambda query: CUDA_BUILD_ON_AN_OLD_DRIVER
+    )
+    assert main(["bench", *TINY, "--epochs", "1", "--no-record", "--json"]) == 0
+    out, err = capsys.readouterr()
+    python = python_command()
+    line = (
+        "this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver here is "
+        f"550.54.15 (CUDA 12.4): {python} -m pip uninstall -y torch && {python} -m pip "
+        "install torch --index-url https://download.pytorch.org/whl/cu124"
+    )
+    assert err.startswith(f"gputui bench: warning: {line}\n")
+    assert json.loads(out)["warnings"] == [line]
+
+
 def test_no_warning_without_nvidia_gpus(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

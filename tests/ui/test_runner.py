@@ -624,3 +624,37 @@ async def test_a_cifar10_run_without_the_download_says_what_to_do_in_the_pane() 
         assert f"✗ cpu: {said}" in text  # the status line
         assert text.count(said) == 2  # and the detail
         assert "allow the download" not in text
+
+
+@pytest.mark.parametrize("gpus_usable", [False, True])
+async def test_a_cuda_build_the_driver_cannot_run_is_said_once_the_devices_are_listed(
+    gpus_usable: bool,
+) -> None:
+    """Issue 32: the pane listed ``cuda`` as unusable and no more; where the monitor's NVML
+    reading has a driver (550.54.15, CUDA 12.4) older than the build's CUDA (13.0), it says
+    so in one line with the doctor's command, until a run starts."""
+    from tests.ui.recordings.scenarios import RECORDED
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER, DEVICES, scripted_setup
+
+    usable = dataclasses.replace(DEVICES, cuda_version="13.0")  # the H100s it can use
+    listed = usable if gpus_usable else CUDA_BUILD_ON_AN_OLD_DRIVER
+    app = fake_app(  # NOT RECORDABLE WITHOUT A GPU: a CUDA build's listing
+        runner=scripted_setup(devices=listed, defaults=RECORDED)
+    )
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        said = pane.message.plain if pane.message is not None else None
+        if gpus_usable:
+            assert said is None
+            return
+        assert said is not None and said.startswith(
+            "⚠ this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver "
+            "here is 550.54.15 (CUDA 12.4): "
+        )
+        assert said.endswith(
+            " -m pip install torch --index-url https://download.pytorch.org/whl/cu124"
+        )
+        assert "⚠ this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or" in screen_text(app)
+        await pilot.press("r")  # a run on the CPU: the line has been read
+        assert pane.message is None

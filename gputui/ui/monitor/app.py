@@ -234,7 +234,7 @@ class MonitorApp(TerminalColours):
         self._grace: asyncio.TimerHandle | None = None
         self._terminal: int | None = None
         self._monitor = Monitor(self.history, id="monitor")
-        self._runner = RunnerPane(runner, id="runner")
+        self._runner = RunnerPane(runner, nvml=lambda: self._monitor.nvml, id="runner")
         self._runner_wanted: bool | None = None
         """Whether the user asked for the runner pane or hid it; None until they do."""
         self._hung_up = False
