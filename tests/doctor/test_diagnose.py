@@ -404,9 +404,6 @@ def test_each_cuda_device_is_matched_to_its_nvml_gpu_by_uuid_not_by_index() -> N
     assert "cuda:1  NVIDIA H100 80GB HBM3, NVML's GPU 0" in text
 
 
-CU124 = "pip install torch --index-url https://download.pytorch.org/whl/cu124"
-
-
 def test_a_cuda_build_the_driver_cannot_run_is_one_line_with_the_doctor_s_command() -> None:
     """Issue 32 (for bench and the runner pane): the build's CUDA (13.0) is newer than the
     driver's (12.4), NVML sees GPUs and torch lists none: the line, then the command the
@@ -416,7 +413,7 @@ def test_a_cuda_build_the_driver_cannot_run_is_one_line_with_the_doctor_s_comman
     line = driver_too_old_line(listed, nvml(), python="python", packages=("torch",))
     assert line == (
         "this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver here "
-        f"is 550.54.15 (CUDA 12.4): python -m pip uninstall -y torch && python -m {CU124}"
+        f"is 550.54.15 (CUDA 12.4): {CU124}"
     )
     torch = replace(
         CUDA_TORCH, install=replace(CUDA_BUILD, version="2.13.0+cu130", cuda_version="13.0")
