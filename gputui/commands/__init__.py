@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import dataclasses
 import gc
 import importlib
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from gputui import __version__
 from gputui.commands.args import (
@@ -37,7 +38,10 @@ from gputui.commands.fleet import (
 from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import ellipsize
-from gputui.jobs.config import ConfigError, DeviceQuery, RunConfig
+from gputui.jobs.config import ConfigError, DeviceQuery
+
+if TYPE_CHECKING:  # the runner's module loads only where the app starts
+    from gputui.ui.widgets.runner.setup import RunnerSetup
 
 SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
@@ -179,7 +183,7 @@ def _run_app(args: argparse.Namespace) -> int:
     if targets_of(args, "app_") is not None or args.app_prometheus:
         return run_fleet_app(args)
     try:
-        defaults = checked_runner_defaults(os.environ)
+        runner = checked_runner_setup(os.environ)
     except ConfigError as exc:
         return usage_error("gputui", str(exc))
     # Start-up allocates a lot and frees little, so collecting it only delays the first
@@ -194,7 +198,7 @@ def _run_app(args: argparse.Namespace) -> int:
         return run_app(
             interval=args.interval,
             head_start=head_start,
-            runner_defaults=defaults,
+            runner=runner,
             readonly=readonly,
         )
     finally:
@@ -228,8 +232,9 @@ def readonly_wanted(flag: bool, environ: Mapping[str, str]) -> bool:
     return flag or value == "1"
 
 
-def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
-    """The runner pane's starting config (``GPUTUI_RUNNER_DEFAULTS``), its device checked.
+def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
+    """The runner pane's real setup, its choices starting from ``GPUTUI_RUNNER_DEFAULTS``
+    (:func:`~gputui.ui.widgets.runner.setup.runner_setup`), their device checked.
 
     A device other than the CPU is checked by a child that imports torch (this process
     never does), before the app starts: the wait is paid only when the variable names
@@ -240,11 +245,12 @@ def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
     Raises:
         ConfigError: one line naming the variable and what to use.
     """
-    from gputui.ui.widgets.runner.setup import RUNNER_DEFAULTS_ENV, runner_defaults
+    from gputui.ui.widgets.runner.setup import RUNNER_DEFAULTS_ENV, runner_setup
 
-    defaults = runner_defaults(environ)
+    setup = runner_setup(environ)
+    defaults = setup.defaults
     if defaults.device == "cpu":
-        return defaults
+        return setup
     from gputui.jobs.events import Error
     from gputui.jobs.process import list_devices
 
@@ -252,8 +258,9 @@ def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
     if isinstance(listed, Error):
         if listed.kind in {"config", "device"}:
             raise ConfigError(f"{RUNNER_DEFAULTS_ENV}: {listed.message}")
-        return defaults
-    return defaults.with_changes(device=listed.chosen[0])  # cuda reads cuda:0, as the pane lists
+        return setup
+    checked = defaults.with_changes(device=listed.chosen[0])  # cuda reads cuda:0, as listed
+    return dataclasses.replace(setup, defaults=checked)
 
 
 def not_a_terminal() -> str | None:

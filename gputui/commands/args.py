@@ -247,6 +247,24 @@ def niceness(text: str) -> int:
     return value
 
 
+def check_data_options(args: argparse.Namespace) -> None:
+    """Check the flags :func:`job_options` gives about the data, before any child starts:
+    refuse ``--data-dir`` with ``--dataset synthetic`` (which reads nothing), then check the
+    folder (:func:`check_data_dir`).
+
+    Raises:
+        ConfigError: one line naming the flags and what to do.
+    """
+    if args.data_dir is None:
+        return
+    if args.dataset == "synthetic":
+        raise ConfigError(
+            "--data-dir says where CIFAR-10 is, and --dataset synthetic reads no files: "
+            "leave --data-dir out, or use --dataset cifar10"
+        )
+    check_data_dir(args.data_dir)
+
+
 def check_data_dir(text: str) -> None:
     """Make a missing ``--data-dir``, or refuse one that cannot be a folder, before any child
     starts. An existing one may be read-only (a shared copy of the data set).

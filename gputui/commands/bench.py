@@ -17,7 +17,7 @@ from typing import Any
 
 from gputui.commands.args import (
     batch_size_option,
-    check_data_dir,
+    check_data_options,
     check_runs_dir,
     epochs_option,
     examples,
@@ -30,8 +30,9 @@ from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import one_line
 from gputui.jobs.bench.report import bench_json, render_table
-from gputui.jobs.bench.run import PROG, BenchOutcome, run_bench, run_rank
+from gputui.jobs.bench.run import PROG, BenchOutcome, run_bench, run_rank, unused_gpus_warning
 from gputui.jobs.config import PIPELINES, PRECISIONS, ConfigError, RunConfig
+from gputui.jobs.events import DevicesListed
 from gputui.jobs.world import World, check_endpoint, world_from_env
 from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 
@@ -129,14 +130,13 @@ def run_bench_command(args: argparse.Namespace) -> int:
         return _bench_rank(args, config, world)
     try:
         refuse_conflicts(args)
-        if args.data_dir is not None:
-            check_data_dir(args.data_dir)
+        check_data_options(args)
         if args.runs_dir is not None:
             check_runs_dir(args.runs_dir)
         base.validate()
         for text in requested:
             base.with_changes(device=text).validate()  # an empty one, before any child
-        outcome = run_bench(base, requested, precisions, nvml_gpu_count)
+        outcome = run_bench(base, requested, precisions, unused_gpus)
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
     if outcome.failure is not None:
@@ -167,8 +167,7 @@ def rank_config(
             "--device (cuda or cpu) and at most one --precision"
         )
     refuse_conflicts(args)
-    if args.data_dir is not None:
-        check_data_dir(args.data_dir)
+    check_data_options(args)
     if args.runs_dir is not None and world.leader:
         check_runs_dir(args.runs_dir)
     config = base.with_changes(device=requested[0], record=base.record and world.leader)
@@ -228,7 +227,14 @@ def refuse_conflicts(args: argparse.Namespace) -> None:
         )
 
 
-def nvml_gpu_count(timeout_s: float = NVML_TIMEOUT_S) -> int | None:
-    """How many NVIDIA GPUs NVML reports here; ``None`` when it does not answer in time."""
+def unused_gpus(listed: DevicesListed, timeout_s: float = NVML_TIMEOUT_S) -> str | None:
+    """Why the default devices leave out the NVIDIA GPUs NVML reports, if they do: the
+    doctor's one line and its install command where this torch is a CUDA build the driver
+    cannot run, else :func:`unused_gpus_warning`'s. NVML not answering in time says nothing."""
     reading = sample_nvml(timeout_s)
-    return len(reading.gpus) if reading.status.available else None
+    warning = unused_gpus_warning(listed, len(reading.gpus) if reading.status.available else None)
+    if warning is None:
+        return None
+    from gputui.doctor.run import driver_too_old  # loaded only where GPUs go unused
+
+    return driver_too_old(listed, reading) or warning

@@ -15,7 +15,7 @@ from typing import Any
 
 from gputui.commands.args import (
     batch_size_option,
-    check_data_dir,
+    check_data_options,
     examples,
     job_options,
     job_settings,
@@ -216,8 +216,7 @@ def validated_config(args: argparse.Namespace) -> ExperimentConfig:
     Raises:
         ConfigError: one line naming the bad value and what to use.
     """
-    if args.data_dir is not None:
-        check_data_dir(args.data_dir)
+    check_data_options(args)
     config = config_from_args(args)
     config.validate()
     return config

@@ -14,7 +14,7 @@ from typing import Any
 
 from gputui.commands.args import (
     batch_size_option,
-    check_data_dir,
+    check_data_options,
     epochs_option,
     examples,
     job_options,
@@ -102,8 +102,7 @@ def add_scale_command(commands: Any) -> argparse.ArgumentParser:
 def run_scale(args: argparse.Namespace) -> int:
     """The ``gputui scale`` handler; returns the exit code."""
     try:
-        if args.data_dir is not None:
-            check_data_dir(args.data_dir)
+        check_data_options(args)
         sizes = list(dict.fromkeys(args.world_sizes or ()))
         for size in sizes:
             _config(args, size)  # bad input fails before any child starts

@@ -30,7 +30,7 @@ from gputui.doctor.wheels import (
     parse_cuda_version,
 )
 from gputui.format import fmt_counted
-from gputui.jobs.events import TorchProbed
+from gputui.jobs.events import DevicesListed, TorchProbed
 from gputui.telemetry.readings import NvmlReading
 
 LIBRARY_NOT_FOUND = 12
@@ -129,22 +129,38 @@ def _packages(torch: TorchFacts) -> tuple[str, ...]:
 
 def _cuda_install_fix(facts: DoctorFacts, *, replace: bool = True) -> str:
     """The exact command for a CUDA build this driver runs, or what to do when there is none."""
-    status = facts.nvml.status
-    packages = _packages(facts.torch)
-    channel = _channel(facts)
+    return cuda_install_fix(
+        facts.nvml.status.cuda_driver_version,
+        python=facts.python,
+        packages=_packages(facts.torch),
+        replace=replace,
+    )
+
+
+def cuda_install_fix(
+    driver_cuda: str | None,
+    *,
+    python: str,
+    packages: tuple[str, ...],
+    replace: bool = True,
+) -> str:
+    """The exact command for a CUDA build a driver for CUDA ``driver_cuda`` (NVML's word;
+    ``None``: unknown) runs, or what to do when there is none (:func:`install_command`)."""
+    driver = parse_cuda_version(driver_cuda)
+    channel = channel_for_driver(driver) if driver is not None else None
     if channel is not None:
-        return install_command(channel, python=facts.python, packages=packages, replace=replace)
+        return install_command(channel, python=python, packages=packages, replace=replace)
     oldest = oldest_channel_version()
     fallback = install_command(
-        f"cu{oldest.replace('.', '')}", python=facts.python, packages=packages, replace=replace
+        f"cu{oldest.replace('.', '')}", python=python, packages=packages, replace=replace
     )
-    if status.cuda_driver_version is None:
+    if driver_cuda is None:
         return (
             "run nvidia-smi, read its 'CUDA Version' and pick the newest channel not newer "
             f"than it at https://pytorch.org/get-started/locally/, e.g. `{fallback}`"
         )
     return (
-        f"the driver supports CUDA {status.cuda_driver_version}, older than any CUDA build "
+        f"the driver supports CUDA {driver_cuda}, older than any CUDA build "
         f"of torch: update the NVIDIA driver (CUDA {oldest} or later), then `{fallback}`"
     )
 
@@ -343,6 +359,39 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
         f"The driver supports CUDA {driver_text}, too old for torch {install.version}, "
         f"built for CUDA {install.cuda_version}.",
         fix,
+    )
+
+
+def driver_too_old_line(
+    listed: DevicesListed, nvml: NvmlReading, *, python: str, packages: tuple[str, ...]
+) -> str | None:
+    """One line, for ``gputui bench`` and the runner pane, when this torch is a CUDA build
+    the driver cannot run: what it needs, what is here, and the command for a build that
+    runs (the one :func:`check_driver_vs_build` gives). ``None`` unless NVML sees GPUs, the
+    device listing has no usable CUDA device, and the build's CUDA is newer than the
+    driver's.
+
+    Args:
+        listed: What the engine's device listing said.
+        nvml: An NVML reading (the driver's version and its CUDA version).
+        python: How to name this interpreter in the command.
+        packages: torch and the packages built against it that are installed.
+    """
+    status = nvml.status
+    if not (status.available and nvml.gpus):
+        return None
+    if any(option.usable and option.name.startswith("cuda") for option in listed.devices):
+        return None
+    built = parse_cuda_version(listed.cuda_version)
+    driver = parse_cuda_version(status.cuda_driver_version)
+    if built is None or driver is None or driver >= built:
+        return None
+    cuda = status.cuda_driver_version
+    here = f"{status.driver_version} (CUDA {cuda})" if status.driver_version else f"for CUDA {cuda}"
+    fix = cuda_install_fix(cuda, python=python, packages=packages)
+    return (
+        f"this torch {listed.torch_version} needs a driver for CUDA {listed.cuda_version} or "
+        f"later, and the driver here is {here}: {fix}"
     )
 
 

@@ -8,6 +8,7 @@ both are bounded in time: a hung driver makes a failed check, never a hung docto
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shlex
 import shutil
@@ -16,10 +17,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from gputui.doctor.checks import DoctorReport
-from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose
+from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose, driver_too_old_line
 from gputui.doctor.mps import PlatformFacts, current_platform
 from gputui.doctor.torch_facts import DEFAULT_TIMEOUT_S, TorchFacts, run_probe
 from gputui.jobs.config import ProbeConfig
+from gputui.jobs.events import TORCH_COMPANIONS, DevicesListed
 from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 from gputui.telemetry.readings import NvmlReading, NvmlStatus, nvml_hung
 
@@ -38,6 +40,27 @@ def python_command(
         if found and os.path.abspath(found) == os.path.abspath(executable):
             return name
     return shlex.quote(executable)
+
+
+def torch_packages() -> tuple[str, ...]:
+    """torch and the packages built against it installed beside it here, which an install
+    command must reinstall with it (as the torch probe finds them)."""
+    return ("torch", *(name for name in TORCH_COMPANIONS if _installed(name)))
+
+
+def _installed(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def driver_too_old(listed: DevicesListed, nvml: NvmlReading) -> str | None:
+    """The doctor's line for a CUDA build the driver cannot run (:func:`driver_too_old_line`),
+    its command for this interpreter and the packages installed in it; ``None`` when the
+    facts do not say so."""
+    return driver_too_old_line(listed, nvml, python=python_command(), packages=torch_packages())
 
 
 def nvml_facts(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:

@@ -146,7 +146,10 @@ def _list_devices(query: DeviceQuery, emit: Emit) -> int:
         return EXIT_USAGE
     emit(
         DevicesListed(
-            devices=tuple(device_options()), torch_version=torch.__version__, chosen=chosen
+            devices=tuple(device_options()),
+            torch_version=torch.__version__,
+            chosen=chosen,
+            cuda_version=torch.version.cuda,
         )
     )
     return EXIT_OK

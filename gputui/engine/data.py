@@ -37,6 +37,7 @@ from gputui.engine.download import (
     TextProgressBar,
     fetch_cifar10,
 )
+from gputui.jobs.config import ALLOW_DOWNLOAD
 from gputui.jobs.folders import user_folder
 
 __all__ = [
@@ -351,7 +352,7 @@ def how_to_get_cifar10(home: Path, *, download: bool) -> str:
     if home.is_dir() and not os.access(home, os.W_OK):
         return f"{home} is not writable: {elsewhere}"
     if not download:
-        return f"allow the download, or save {CIFAR10_URL} in {home}"
+        return f"{ALLOW_DOWNLOAD}, or save {CIFAR10_URL} in {home}"
     if not home.is_dir():  # it could not be made
         return elsewhere
     return f"try again, or save {CIFAR10_URL} in {home} yourself"

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from gputui.format import fmt_counted
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import (
+    TORCH_COMPANIONS,
     CudaProbed,
     DeviceProbed,
     Emit,
@@ -417,7 +418,7 @@ def _torch_stage(emit: Emit) -> Any:
         "platform": _platform(),
         "import_warnings": tuple(import_warnings),
         "numpy_installed": importlib.util.find_spec("numpy") is not None,
-        "companions": {name: _package_version(name) for name in ("torchvision", "torchaudio")},
+        "companions": {name: _package_version(name) for name in TORCH_COMPANIONS},
     }
     if failure is not None:
         missing = isinstance(failure, ModuleNotFoundError) and failure.name == "torch"

@@ -37,6 +37,10 @@ DEFAULT_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 """Batch sizes ``batch-sweep`` tries by default."""
 MAX_IMAGES = 50_000
 """Most training images an experiment loads (CIFAR-10's training split)."""
+ALLOW_DOWNLOAD = "allow the download"
+"""What a job's CIFAR-10 error tells a command's user to do when downloading was off
+(``--no-download``); the runner pane, which has no control for it, says its own words in
+their place."""
 MIN_STEPS = 3
 """Fewest timed steps an experiment's measurement takes, however slow (unless ``steps`` is
 smaller)."""

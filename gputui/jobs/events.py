@@ -126,6 +126,9 @@ class DevicesListed(Event, type="devices_listed"):
     chosen: tuple[str, ...] = ()
     """The devices the query asked to check, as torch spells them, or every usable one
     when it named none."""
+    cuda_version: str | None = None
+    """``torch.version.cuda``: the CUDA version this torch was built for; ``None`` for a
+    CPU-only or ROCm build."""
 
 
 # -- a training run (``train`` mode), in order ------------------------------------------
@@ -556,6 +559,10 @@ class ProbeStep(Event, type="probe_step"):
 
     step: str
     """E.g. ``importing torch``, ``initialising CUDA``, ``measuring cuda:0``."""
+
+
+TORCH_COMPANIONS = ("torchvision", "torchaudio")
+"""Packages built against one torch, which are reinstalled with it when installed."""
 
 
 class TorchProbed(Event, type="probe_torch"):

@@ -26,6 +26,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -587,6 +588,31 @@ def test_bench_refuses_flags_that_cannot_both_apply(
     )
     assert message in line
     assert StubChild.started == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--device", "cpu"],
+        ["experiment", "batch-sweep"],
+        ["experiment", "sync-stall"],
+        ["experiment", "pipelines"],
+        ["scale", "--device", "cpu"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_a_data_dir_the_synthetic_set_never_reads_is_refused(
+    argv: list[str], no_side_effects: list[str], tmp_path: Path
+) -> None:
+    """Issue 32: ``--data-dir`` with ``--dataset synthetic`` was taken and silently unused."""
+    data = ["--data-dir", str(tmp_path)]
+    line = assert_one_line_usage_error(
+        run_main([*argv, "--dataset", "synthetic", *data]), prog_of(argv)
+    )
+    assert ": error: --data-dir says where CIFAR-10 is, and --dataset synthetic reads no " in line
+    assert StubChild.started == []
+    run_main([*argv, "--dataset", "cifar10", *data])  # where it applies, it is taken
+    assert getattr(StubChild.started[0], "data_dir", None) == str(tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -121,9 +121,10 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
     assert lines[0] == "dataset: synthetic (generated locally)"
     assert lines[1].startswith("128 training / 128 held-out images, resident pipeline, fp32")
     assert lines[2] == "math: IEEE fp32"
-    header = lines[4].split()
-    assert header[:2] == ["device", "name"] and header[-1] == "speedup"
-    rows = [line for line in lines[5:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
+    assert lines[3].startswith("devices: cpu: ")  # the CPU's name, above the table
+    header = lines[5].split()
+    assert header[:2] == ["device", "warm-up"] and header[-1] == "speedup"
+    rows = [line for line in lines[6:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
     assert len(rows) == 2  # the same device twice: the CPU against itself, as the pane can
     assert rows[0].endswith("1.00x")
     assert "* only epoch 1 ran" in out
@@ -241,6 +242,34 @@ def test_a_run_of_one_epoch_stopped_before_it_says_epoch() -> None:
     assert "stopped: cpu after 0 of 1 epoch" in render_table([run]).splitlines()
 
 
+def recorded_run(name: str) -> RunRecord:
+    """The run of single-job recording ``name`` (tests/ui/recordings), as bench gathers it."""
+    from tests.ui.recordings.replay import stream
+    from tests.ui.recordings.scenarios import BY_NAME
+
+    (config,) = BY_NAME[name].configs
+    run = RunRecord(config)  # type: ignore[arg-type]
+    for event in stream(name):
+        run.absorb(event)
+    return run
+
+
+def test_a_failed_run_is_a_word_in_the_table_and_its_error_a_numbered_line_below() -> None:
+    """Issue 32: a run's error filled its row as one long cell, which set that column's
+    width and so the whole table's (101 columns here); the same error twice is said once,
+    and the devices' names, above the table, keep it within 80 columns."""
+    runs = [recorded_run("cpu_run"), recorded_run("cpu_killed"), recorded_run("cpu_killed")]
+    lines = render_table(runs).splitlines()
+    top = lines.index("") + 1
+    assert lines[top - 2] == "devices: cpu: AMD EPYC; cpu: Intel(R) Xeon(R) Processor"
+    header, *rows, below, blank = lines[top : top + 6]
+    assert header.split()[:2] == ["device", "warm-up"] and header.endswith("speedup")
+    assert [row.split()[-2:] for row in rows[1:]] == [["failed", "(1)"]] * 2
+    assert below == "(1) the trainer was killed by SIGKILL (not by the OOM killer)"
+    assert blank == ""
+    assert max(len(line) for line in (header, *rows)) <= 80
+
+
 PARENT_PROBE = """
 import json, sys
 from gputui.commands import main
@@ -295,6 +324,31 @@ def test_gpus_this_torch_cannot_use_are_said_in_one_line(
     assert err.startswith(line)
     assert main(["bench", "--device", "cpu", *tiny]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_cuda_build_the_driver_cannot_run_is_said_with_the_doctor_s_command(
+    fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32: bench said "`gputui doctor` says why"; where the driver (the stand-in's,
+    for CUDA 12.4) is older than the build's CUDA, it says so with the doctor's command."""
+    import gputui.jobs.bench.run
+    from gputui.doctor.run import python_command
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER
+
+    # NOT RECORDABLE WITHOUT A GPU: the listing of a CUDA 13.0 build beside the stand-in
+    monkeypatch.setattr(
+        gputui.jobs.bench.run, "list_devices", lambda query: CUDA_BUILD_ON_AN_OLD_DRIVER
+    )
+    assert main(["bench", *TINY, "--epochs", "1", "--no-record", "--json"]) == 0
+    out, err = capsys.readouterr()
+    python = python_command()
+    line = (
+        "this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver here is "
+        f"550.54.15 (CUDA 12.4): {python} -m pip uninstall -y torch && {python} -m pip "
+        "install torch --index-url https://download.pytorch.org/whl/cu124"
+    )
+    assert err.startswith(f"gputui bench: warning: {line}\n")
+    assert json.loads(out)["warnings"] == [line]
 
 
 def test_no_warning_without_nvidia_gpus(

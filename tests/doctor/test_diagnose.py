@@ -7,15 +7,17 @@ from dataclasses import replace
 import pytest
 
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
-from gputui.doctor.diagnose import diagnose, format_cudnn
+from gputui.doctor.diagnose import diagnose, driver_too_old_line, format_cudnn
 from gputui.doctor.render import render_text
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.wheels import channel_for_driver, install_command, parse_cuda_version
-from gputui.jobs.events import TorchProbed
+from gputui.jobs.events import DevicesListed, TorchProbed
 from gputui.telemetry.nvml import describe_nvml_error
+from gputui.telemetry.readings import NvmlReading
 from tests.doctor.doctor_facts import (
     CPU_BUILD,
     CPU_TORCH,
+    CUDA_BUILD,
     CUDA_TORCH,
     TWO_GPUS,
     facts,
@@ -400,3 +402,38 @@ def test_each_cuda_device_is_matched_to_its_nvml_gpu_by_uuid_not_by_index() -> N
     text = render_text(report, width=200)
     assert "cuda:0  NVIDIA H100 80GB HBM3, NVML's GPU 1" in text
     assert "cuda:1  NVIDIA H100 80GB HBM3, NVML's GPU 0" in text
+
+
+def test_a_cuda_build_the_driver_cannot_run_is_one_line_with_the_doctor_s_command() -> None:
+    """Issue 32 (for bench and the runner pane): the build's CUDA (13.0) is newer than the
+    driver's (12.4), NVML sees GPUs and torch lists none: the line, then the command the
+    doctor's "driver vs build" check gives."""
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER as listed
+
+    line = driver_too_old_line(listed, nvml(), python="python", packages=("torch",))
+    assert line == (
+        "this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver here "
+        f"is 550.54.15 (CUDA 12.4): {CU124}"
+    )
+    torch = replace(
+        CUDA_TORCH, install=replace(CUDA_BUILD, version="2.13.0+cu130", cuda_version="13.0")
+    )
+    versus = check(diagnose(facts(torch=torch, nvml=nvml())), "driver vs build")
+    assert versus.fix is not None and line.split(": ", 1)[1] in versus.fix
+
+
+def test_the_driver_line_is_said_only_where_the_facts_say_so() -> None:
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER as listed
+    from tests.ui.runner_fakes import DEVICES
+
+    def said(listed: DevicesListed, reading: NvmlReading) -> str | None:
+        return driver_too_old_line(listed, reading, python="python", packages=("torch",))
+
+    assert said(listed, nvml(cuda="13.0")) is None  # the driver runs the build
+    assert said(listed, nvml(count=0)) is None  # no GPU to miss
+    assert said(listed, no_nvml()) is None
+    assert said(listed, nvml(cuda=None)) is None  # the driver's CUDA unknown
+    assert said(replace(listed, cuda_version=None), nvml()) is None  # a CPU-only build
+    assert said(replace(DEVICES, cuda_version="13.0"), nvml()) is None  # it uses the GPUs
+    line = said(listed, nvml(driver=""))
+    assert line is not None and "the driver here is for CUDA 12.4: " in line

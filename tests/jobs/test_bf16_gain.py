@@ -121,7 +121,8 @@ def test_bench_compares_each_bf16_run_with_fp32_on_its_own_device() -> None:
     table = render_table(runs)
     assert "resident pipeline, fp32 and bf16, batch" in table
     assert "math: cpu fp32: IEEE fp32; cpu bf16: bf16 autocast" in table
-    assert table.splitlines()[4].split()[:3] == ["device", "name", "precision"]
+    assert table.splitlines()[3] == "devices: cpu, cuda:0: test device"
+    assert table.splitlines()[5].split()[:2] == ["device", "precision"]
     assert "speedup: over cpu fp32" in table
     assert (
         "On cpu, bf16 trained slower than fp32 (0.80x its speed): this CPU has no AVX512-BF16 "
@@ -138,7 +139,7 @@ def test_without_an_fp32_run_on_its_device_bf16_is_not_judged() -> None:
     runs = [record("cpu", "fp32"), record("cuda:0", "bf16", faster=0.5)]
     assert bf16_gain(runs, runs[1]) is None
     table = render_table(runs)
-    assert "bf16 trained" not in table and "precision" in table.splitlines()[4]
+    assert "bf16 trained" not in table and "precision" in table.splitlines()[5]
 
 
 def test_bench_trains_each_precision_and_judges_bf16_by_what_it_measured(

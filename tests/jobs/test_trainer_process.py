@@ -351,6 +351,9 @@ def test_list_devices_asks_a_child() -> None:
     assert "mps" in names
     unusable = [option for option in listed.devices if not option.usable]
     assert all(option.reason for option in unusable)
+    import torch
+
+    assert listed.cuda_version == torch.version.cuda  # the build's CUDA: None for a CPU build
 
 
 def test_a_bad_device_is_an_error_event_from_the_child(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from textual.pilot import Pilot
 
-from gputui.commands import checked_runner_defaults
+from gputui.commands import checked_runner_setup
 from gputui.format import fmt_bytes, fmt_times
 from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import ConfigError, ExperimentConfig, RunConfig
@@ -24,7 +24,13 @@ from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.render.draw import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane
-from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup, runner_defaults, ui_friendly
+from gputui.ui.widgets.runner.setup import (
+    UI_NICE,
+    RunnerSetup,
+    runner_defaults,
+    runner_setup,
+    ui_friendly,
+)
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.recordings.replay import ReplayedJob, devices, replayed_setup
 
@@ -336,11 +342,11 @@ def test_an_unknown_key_in_the_defaults_is_refused(text: str, message: str) -> N
 def test_the_defaults_device_is_checked_by_a_child_and_spelled_as_torch_does() -> None:
     """``{"device": "cuda:7"}`` silently became cpu once the pane listed the devices."""
     with pytest.raises(ConfigError) as caught:
-        checked_runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cuda:7"}'})
+        checked_runner_setup({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cuda:7"}'})
     assert str(caught.value).startswith("GPUTUI_RUNNER_DEFAULTS: cuda:7: ")
     assert "usable here: cpu" in str(caught.value)
-    checked = checked_runner_defaults({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cpu:0"}'})
-    assert checked.device == "cpu"
+    checked = checked_runner_setup({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cpu:0"}'})
+    assert checked.defaults.device == "cpu" and checked.device_named
 
 
 async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
@@ -548,3 +554,107 @@ async def test_w_scales_over_world_sizes_with_real_ranks_and_marks_them() -> Non
         text = screen_text(app)
         assert "scaling finished: 1, 2 ranks" in text
         assert "1.00x" in text and "weak scaling: every world size keeps" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("width", [60, 64, 70, 79, 80, 150])
+async def test_the_controls_fit_the_pane_from_60_columns(width: int) -> None:
+    """Issue 32: below 80 columns the buttons ran off the pane's edge (``Expe``); the
+    experiment now goes on a row of its own there, and every control is whole."""
+    app = fake_app(runner=replayed_setup("cpu_run"))
+    async with app.run_test(size=(width, 30)) as pilot:
+        pane = app.runner
+        if width < 150:  # the runner takes the monitor's place
+            await pilot.press("t")
+        await wait_until(pilot, lambda: bool(pane.devices))
+        inside = pane.content_region
+        for widget in pane.query_one("#runner-controls").query("Label, Select, Button"):
+            assert inside.contains_region(widget.region), (widget, widget.region, inside)
+        text = screen_text(app)
+        for label in ("Data synthetic", "Train r", "Compare c", "Stop s", "Experiment x"):
+            assert label in text
+
+
+@pytest.mark.parametrize(
+    ("text", "chosen"),
+    [
+        ('{"device": "cpu"}', "cpu"),
+        ('{"device": "cuda:1"}', "cuda:1"),
+        ('{"epochs": 1}', "cuda:0"),  # no device named: the first accelerator
+        ("", "cuda:0"),
+    ],
+)
+async def test_a_device_the_defaults_name_is_the_one_chosen(text: str, chosen: str) -> None:
+    """Issue 32: ``GPUTUI_RUNNER_DEFAULTS={"device": "cpu"}`` beside two GPUs chose cuda:0."""
+    from tests.ui.runner_fakes import scripted_setup
+
+    setup = runner_setup({"GPUTUI_RUNNER_DEFAULTS": text})
+    assert setup.device_named == ("device" in text)
+    app = fake_app(  # NOT RECORDABLE WITHOUT A GPU: the listing of two H100s
+        runner=dataclasses.replace(
+            scripted_setup(defaults=setup.defaults), device_named=setup.device_named
+        )
+    )
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        assert pane.chosen_config().device == chosen
+
+
+async def test_a_cifar10_run_without_the_download_says_what_to_do_in_the_pane() -> None:
+    """Issue 32: the run's error said "allow the download", which the pane has no control
+    for (downloading was off in ``GPUTUI_RUNNER_DEFAULTS``); it names the pane's own choice."""
+    from tests.ui.recordings.scenarios import CIFAR10_NOT_HERE
+
+    setup = replayed_setup("cifar10_not_here", defaults=CIFAR10_NOT_HERE)
+    app = fake_app(runner=setup)
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        session = await train_once(pilot, pane)
+        error = session.runs[0].error
+        assert error is not None and "allow the download" in error.message  # the engine's words
+        await pilot.press("e")
+        await pilot.pause()
+        left, right = pane.region.x, pane.region.right
+        rows = [row[left:right] for row in screen_text(app).splitlines()]
+        text = " ".join(" ".join(rows).replace("│", " ").split())  # the pane's, lines joined
+        said = (
+            "CIFAR-10 is not in /tmp and downloading is off: choose the synthetic data set "
+            "under Data, or save https://"
+        )
+        assert f"✗ cpu: {said}" in text  # the status line
+        assert text.count(said) == 2  # and the detail
+        assert "allow the download" not in text
+
+
+@pytest.mark.parametrize("gpus_usable", [False, True])
+async def test_a_cuda_build_the_driver_cannot_run_is_said_once_the_devices_are_listed(
+    gpus_usable: bool,
+) -> None:
+    """Issue 32: the pane listed ``cuda`` as unusable and no more; where the monitor's NVML
+    reading has a driver (550.54.15, CUDA 12.4) older than the build's CUDA (13.0), it says
+    so in one line with the doctor's command, until a run starts."""
+    from tests.ui.recordings.scenarios import RECORDED
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER, DEVICES, scripted_setup
+
+    usable = dataclasses.replace(DEVICES, cuda_version="13.0")  # the H100s it can use
+    listed = usable if gpus_usable else CUDA_BUILD_ON_AN_OLD_DRIVER
+    app = fake_app(  # NOT RECORDABLE WITHOUT A GPU: a CUDA build's listing
+        runner=scripted_setup(devices=listed, defaults=RECORDED)
+    )
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        said = pane.message.plain if pane.message is not None else None
+        if gpus_usable:
+            assert said is None
+            return
+        assert said is not None and said.startswith(
+            "⚠ this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver "
+            "here is 550.54.15 (CUDA 12.4): "
+        )
+        assert said.endswith(
+            " -m pip install torch --index-url https://download.pytorch.org/whl/cu124"
+        )
+        assert "⚠ this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or" in screen_text(app)
+        await pilot.press("r")  # a run on the CPU: the line has been read
+        assert pane.message is None

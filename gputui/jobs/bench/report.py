@@ -104,8 +104,10 @@ def _speedup(runs: list[RunRecord], run: RunRecord) -> float | None:
 
 
 def render_table(runs: list[RunRecord]) -> str:
-    """The result as text: which dataset ran, one row per device (and precision, when there
-    are several), what bf16 gained over fp32, placement verdicts."""
+    """The result as text: which dataset ran on which devices, one row per device (and
+    precision, when there are several), a failed run's error numbered below the table (its
+    row says ``failed (1)``), what bf16 gained over fp32, placement verdicts. The devices'
+    names are said above the table, so that its rows keep within 80 columns."""
     lines: list[str] = []
     precisions = list(dict.fromkeys(run.config.precision for run in runs))
     several = len(precisions) > 1
@@ -136,13 +138,13 @@ def render_table(runs: list[RunRecord]) -> str:
             lines.append(f"math: {next(iter(maths.values()))}")
         elif maths:
             lines.append("math: " + "; ".join(f"{label}: {m}" for label, m in maths.items()))
+        lines.append(devices_line(runs))
         lines.append("")
     single = any(run.steady is not None and run.steady.includes_warmup for run in runs)
     mark = "*" if single else ""
     rows = [
         [
             "device",
-            "name",
             *(["precision"] if several else []),
             "warm-up s",
             f"epoch s{mark}",
@@ -153,11 +155,13 @@ def render_table(runs: list[RunRecord]) -> str:
         ]
     ]
     marks = run_marks(runs, with_precision=several)
+    errors: dict[str, int] = {}
+    """Each error's message, numbered in the order the runs failed (one said once)."""
     for run, mark in zip(runs, marks, strict=True):
-        name = run.started.device_name if run.started is not None else ""
-        which = [run.device + mark, name, *([run.config.precision] if several else [])]
+        which = [run.device + mark, *([run.config.precision] if several else [])]
         if run.error is not None:
-            rows.append([*which, f"error: {run.error.message}"])
+            number = errors.setdefault(run.error.message, len(errors) + 1)
+            rows.append([*which, f"failed ({number})"])
             continue
         if run.status == "stopped" and not run.epochs:
             began = run.started is not None or run.finished is not None
@@ -176,8 +180,9 @@ def render_table(runs: list[RunRecord]) -> str:
                 fmt_times(_speedup(runs, run), precision=2),
             ]
         )
-    figures = 3 if several else 2  # the first right-aligned column
+    figures = 2 if several else 1  # the first right-aligned column
     lines += fmt_columns(rows, right=set(range(figures, figures + 6)))
+    lines += [one_line(f"({number}) {message}") for message, number in errors.items()]
     lines.append("")
     legend = f"warm-up s: epoch 1 ({_warm_up_of(runs)}); epoch s, images/s: epochs 2+"
     if single:
@@ -202,6 +207,20 @@ def render_table(runs: list[RunRecord]) -> str:
     if recorded:
         lines.append(f"run folders: {', '.join(recorded)}")
     return "\n".join(lines)
+
+
+def devices_line(runs: list[RunRecord]) -> str:
+    """``devices: cpu: AMD EPYC 7763 64-Core Processor; cuda:0, cuda:1: NVIDIA H100 80GB
+    HBM3``: what each device that started is."""
+    named: dict[str, list[str]] = {}
+    for run in runs:
+        if run.started is not None:
+            devices = named.setdefault(run.started.device_name, [])
+            if run.device not in devices:
+                devices.append(run.device)
+    return "devices: " + "; ".join(
+        f"{', '.join(devices)}: {name}" for name, devices in named.items()
+    )
 
 
 def _warm_up_of(runs: list[RunRecord]) -> str:

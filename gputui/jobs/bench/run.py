@@ -61,7 +61,7 @@ def run_bench(
     base: RunConfig,
     requested: Sequence[str],
     precisions: Sequence[str],
-    gpu_count: Callable[[], int | None],
+    unused_gpus: Callable[[DevicesListed], str | None],
 ) -> BenchOutcome:
     """Train ``base`` on each device in each precision, in turn.
 
@@ -71,8 +71,9 @@ def run_bench(
             and every usable accelerator. One is checked by its trainer; several, or
             none, are first checked by a child that lists them.
         precisions: The precisions each device trains in, in order.
-        gpu_count: How many NVIDIA GPUs the driver reports (``None``: unknown); asked
-            only for the default devices, to warn when this torch can use none of them.
+        unused_gpus: The warning, if any, when the driver reports NVIDIA GPUs that this
+            torch (as listed) can use none of (:func:`unused_gpus_warning`); asked only
+            for the default devices.
 
     Raises:
         ConfigError: a device or config the engine refused: bad input, and nothing to show.
@@ -89,7 +90,7 @@ def run_bench(
             return BenchOutcome(failure=listed.message)
         devices = list(requested) or list(listed.chosen)  # each trainer spells its own
         if not requested:  # the default set: say so when it leaves NVIDIA GPUs out
-            warning = unused_gpus_warning(listed, gpu_count())
+            warning = unused_gpus(listed)
             if warning is not None:
                 warnings.append(warning)
                 sys.stderr.write(one_line(f"{PROG}: warning: {warning}") + "\n")

@@ -56,7 +56,6 @@ from textual.message import Message
 from textual.screen import Screen
 
 from gputui.format import exception_line, fmt_percent, for_screen, one_line
-from gputui.jobs.config import RunConfig
 from gputui.telemetry.history import History, record_cpu, record_nvml
 from gputui.telemetry.polling import (
     SOURCES,
@@ -235,7 +234,7 @@ class MonitorApp(TerminalColours):
         self._grace: asyncio.TimerHandle | None = None
         self._terminal: int | None = None
         self._monitor = Monitor(self.history, id="monitor")
-        self._runner = RunnerPane(runner, id="runner")
+        self._runner = RunnerPane(runner, nvml=lambda: self._monitor.nvml, id="runner")
         self._runner_wanted: bool | None = None
         """Whether the user asked for the runner pane or hid it; None until they do."""
         self._hung_up = False
@@ -752,7 +751,7 @@ class MonitorApp(TerminalColours):
 def run_app(
     interval: float,
     head_start: HeadStart | None = None,
-    runner_defaults: RunConfig | None = None,
+    runner: RunnerSetup | None = None,
     *,
     readonly: bool = False,
 ) -> int:
@@ -762,14 +761,13 @@ def run_app(
         interval: Seconds between samples.
         head_start: The real samplers with their first readings under way (started
             before Textual was imported); default: started now.
-        runner_defaults: The config the runner pane starts from (``gputui`` reads it from
-            ``GPUTUI_RUNNER_DEFAULTS`` and checks it first); default: a run beside the monitor.
+        runner: The runner pane's setup (``gputui`` starts its choices from
+            ``GPUTUI_RUNNER_DEFAULTS``, checked first); default: a run beside the monitor.
         readonly: Send no signal to any process (``--readonly``, ``GPUTUI_READONLY=1``).
 
     Returns:
         The process exit code.
     """
-    runner = RunnerSetup() if runner_defaults is None else RunnerSetup(defaults=runner_defaults)
     app = MonitorApp(head_start, interval=interval, runner=runner, readonly=readonly)
     app.run()  # on its way out: the trainer stopped, each sampler stopped and closing
     app.wait_for_samplers(CLOSE_WAIT_S)  # NVML shut down on its thread, with no call in flight

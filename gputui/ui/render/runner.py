@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
+from gputui.jobs.config import ALLOW_DOWNLOAD
 from gputui.jobs.events import DeviceOption, Error, Memory, Placement, PlacementRow, Progress
 from gputui.jobs.experiments.report import render_result
 from gputui.jobs.results import (
@@ -23,6 +24,17 @@ from gputui.jobs.results import (
 MUTED = "dim"
 BAR_CHAR = "█"
 TRACK_CHAR = "·"
+CHOOSE_SYNTHETIC = "choose the synthetic data set under Data"
+"""What the pane says to do where a job's CIFAR-10 error says to allow the download: the
+pane has no control for that (``GPUTUI_RUNNER_DEFAULTS`` turned it off), but it has this."""
+
+
+def error_message(error: Error) -> str:
+    """``error``'s line as the pane says it: a data error's way out in the pane's own
+    controls (:data:`CHOOSE_SYNTHETIC`) rather than a command's."""
+    if error.kind != "data":
+        return error.message
+    return error.message.replace(ALLOW_DOWNLOAD, CHOOSE_SYNTHETIC)
 
 
 def device_label(option: DeviceOption) -> Text:
@@ -73,7 +85,7 @@ def status_line(session: Session | None) -> Text:
             where = fmt_counted(getattr(failed.config, "world_size", 1), "rank")
         return Text.assemble(
             ("✗ ", "bold red"),
-            (f"{where}: {failed.error.message}", "red"),
+            (f"{where}: {error_message(failed.error)}", "red"),
             ("  (e: details)", MUTED),
         )
     if phase is Phase.RUNNING:
@@ -274,7 +286,7 @@ def memory_line(memory: Memory) -> Text:
 
 def error_detail(error: Error) -> Text:
     """The error's one line, then its detail (traceback or stderr tail)."""
-    text = Text(f"{error.message} [{error.kind}]\n", style="bold red")
+    text = Text(f"{error_message(error)} [{error.kind}]\n", style="bold red")
     if error.suggested_batch_size:
         text.append(f"A batch size that fits: {error.suggested_batch_size}\n")
     text.append(error.detail.strip() or "(no detail)", style=MUTED)
@@ -359,7 +371,7 @@ def experiment_status(result: ExperimentResult, running: bool) -> Text:
     if result.error is not None:
         return Text.assemble(
             ("✗ ", "bold red"),
-            (f"{result.experiment}: {result.error.message}", "red"),
+            (f"{result.experiment}: {error_message(result.error)}", "red"),
             ("  (e: details)", MUTED),
         )
     if running:

@@ -13,7 +13,7 @@ from rich.text import Text
 from gputui.format import fmt_count, fmt_counted, fmt_percent, fmt_times
 from gputui.jobs.results import RunRecord, Session
 from gputui.jobs.scale.report import SUPERLINEAR, scale_rows, scale_warnings
-from gputui.ui.render.runner import cpu_threads_note
+from gputui.ui.render.runner import cpu_threads_note, error_message
 
 MUTED = "dim"
 BAR_CHAR = "█"
@@ -47,7 +47,7 @@ def scaling_body(session: Session, width: int, cores: int | None = None) -> Rend
             continue
         run, row = session.runs[index], rows[index]
         if run.error is not None:
-            table.add_row(ranks, Text(f"✗ {run.error.message}", style="red"), "", "", "", "")
+            table.add_row(ranks, Text(f"✗ {error_message(run.error)}", style="red"), "", "", "", "")
             continue
         table.add_row(
             ranks,

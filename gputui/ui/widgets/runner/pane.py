@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
 
     from gputui.jobs.events import DeviceOption, DevicesListed, Error
     from gputui.jobs.results import ExperimentResult, Session
+    from gputui.telemetry.readings import NvmlReading
     from gputui.telemetry.watched import ProcessReading, ProcessSampler
     from gputui.ui.widgets.runner.controls import RunnerControls
     from gputui.ui.widgets.runner.status import RunStatus
@@ -105,15 +106,24 @@ class RunnerPane(Vertical):
     show_detail = var(False, init=False)
     """Whether the error's detail is shown."""
 
-    def __init__(self, setup: RunnerSetup | None = None, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        setup: RunnerSetup | None = None,
+        *,
+        nvml: Callable[[], NvmlReading | None] = lambda: None,
+        id: str | None = None,
+    ) -> None:
         """An idle pane; devices are listed once it is built.
 
         Args:
             setup: Trainers, device list and defaults (default: the real ones).
+            nvml: The monitor's latest NVML reading, if any, read once the devices are
+                listed: whether this torch is a CUDA build the driver cannot run.
             id: The widget id.
         """
         super().__init__(id=id)
         self.setup = setup or RunnerSetup()
+        self._nvml = nvml
         self.devices: tuple[DeviceOption, ...] = ()
         """Devices listed so far (empty until the listing child answers)."""
         self.devices_error: str | None = None
@@ -239,7 +249,8 @@ class RunnerPane(Vertical):
 
     def show_devices(self, listed: DevicesListed | Error) -> None:
         """Offer the devices listed (every candidate, the unusable ones greyed with their
-        reason), or say why they could not be listed."""
+        reason), or say why they could not be listed; where nothing has started yet, say
+        so if this torch is a CUDA build the driver cannot run, with the doctor's fix."""
         from gputui.jobs.events import Error
 
         if isinstance(listed, Error):
@@ -250,7 +261,18 @@ class RunnerPane(Vertical):
         wanted = self.setup.defaults.device
         if self.session is not None:  # a run started before the listing came: show its device
             wanted = self.session.configs[-1].device
-        self._controls.offer_devices(listed.devices, wanted, accelerator_first=self.session is None)
+        self._controls.offer_devices(
+            listed.devices,
+            wanted,
+            accelerator_first=self.session is None and not self.setup.device_named,
+        )
+        nvml = self._nvml()
+        if nvml is not None and self.session is None and self.experiment is None:
+            from gputui.doctor.run import driver_too_old
+
+            line = driver_too_old(listed, nvml)
+            if line is not None:
+                self.message = Text(f"⚠ {line}", style="yellow")
 
     def _watch_trainer(self) -> None:
         pid = self.trainer_pid

@@ -3,11 +3,12 @@
 Production uses the defaults (real children); tests inject scripted ones through
 :class:`RunnerSetup`, so the pane never knows which it drives. A job beside the live
 monitor leaves a core spare and runs at a lower priority (:func:`ui_friendly`);
-``GPUTUI_RUNNER_DEFAULTS`` changes where the pane starts (:func:`runner_defaults`).
+``GPUTUI_RUNNER_DEFAULTS`` changes where the pane starts (:func:`runner_setup`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -109,6 +110,9 @@ class RunnerSetup:
     defaults: RunConfig = field(default_factory=lambda: ui_friendly(RunConfig()))
     """The config the pane's choices start from (a core spare, a lower priority); ``gputui``
     reads it from ``GPUTUI_RUNNER_DEFAULTS`` (:func:`runner_defaults`)."""
+    device_named: bool = False
+    """Whether ``defaults`` names its device on purpose (``GPUTUI_RUNNER_DEFAULTS`` did): the
+    pane then chooses it; else the first usable accelerator, as the runner is for GPUs."""
     drain_interval_s: float = 0.1
     """How often the pane drains the trainer's events."""
     experiment_budget_s: float = 2.0
@@ -118,3 +122,16 @@ class RunnerSetup:
     cores: int = field(default_factory=available_cores)
     """The CPU cores the jobs may use (this process's), against which the views say how
     many threads a CPU run had, and whether ranks are oversubscribed."""
+
+
+def runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
+    """The real runner, its choices starting from :func:`runner_defaults`. A device that
+    ``GPUTUI_RUNNER_DEFAULTS`` names is the one chosen once the devices are listed, the CPU
+    beside a GPU included.
+
+    Raises:
+        ConfigError: as :func:`runner_defaults` does.
+    """
+    defaults = runner_defaults(environ)
+    named = "device" in json.loads(environ.get(RUNNER_DEFAULTS_ENV) or "{}")
+    return RunnerSetup(defaults=defaults, device_named=named)
