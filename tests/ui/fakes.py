@@ -315,6 +315,21 @@ async def settled(pilot: Pilot[object]) -> None:
     await pilot.pause()
 
 
+async def screen_settled(pilot: Pilot[object], timeout_s: float = 5.0) -> None:
+    """Let the app run until two frames 50 ms apart show the same screen."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    shown = screen_text(pilot.app)
+    while True:
+        await pilot.pause(0.05)
+        now = screen_text(pilot.app)
+        if now == shown:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"the screen still changed after {timeout_s}s")
+        shown = now
+
+
 def screen_text(app: App[object]) -> str:
     """What the terminal shows now, as plain text (one line per row)."""
     width, height = app.size

@@ -29,6 +29,7 @@ from tests.ui.fakes import (
     ScriptedSampler,
     cpu_reading,
     fake_app,
+    screen_settled,
     screen_text,
     settled,
     wait_until,
@@ -63,7 +64,7 @@ async def open_doctor(pilot: Pilot[Any]) -> DoctorScreen:
     await wait_until(pilot, lambda: isinstance(pilot.app.screen, DoctorScreen))
     screen = doctor_screen(pilot.app)  # type: ignore[arg-type]
     await wait_until(pilot, lambda: screen.runs >= 1)
-    await pilot.pause()
+    await screen_settled(pilot)  # the report's cards laid out (loaded cores take frames)
     return screen
 
 
