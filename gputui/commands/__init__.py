@@ -25,6 +25,7 @@ from gputui.commands.args import (
     OneLineParser,
     chosen_parser,
     examples,
+    gpu_selection,
     interval_seconds,
     usage_error,
 )
@@ -96,6 +97,13 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
             f"never send a signal: the monitor's k and K (end a GPU process) only say it is "
             f"read-only (as does {READONLY_ENV}=1)"
         ),
+    )
+    parser.add_argument(
+        "--only",
+        type=gpu_selection,
+        metavar="GPUS",
+        help="show only these GPUs, by NVML index (nvidia-smi's numbers) or UUID, e.g. 0,2 "
+        "(default: every GPU)",
     )
     add_fleet_arguments(parser, dest_prefix="app_")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -200,6 +208,7 @@ def _run_app(args: argparse.Namespace) -> int:
             head_start=head_start,
             runner=runner,
             readonly=readonly,
+            only=args.only,
         )
     finally:
         gc.enable()  # in case the app ended before its first frame
@@ -309,6 +318,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         handler = getattr(args, "handler", _run_app)
         prog = chosen_parser(parser, args).prog
+        if args.only is not None and (
+            args.command or targets_of(args, "app_") or args.app_prometheus
+        ):
+            return usage_error(
+                prog, "--only picks this machine's GPUs for the monitor: leave it out here"
+            )
         if args.command and (targets_of(args, "app_") or args.app_prometheus):
             return usage_error(
                 prog,

@@ -19,6 +19,8 @@ from gputui.commands.output import write_out
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
+
+    from gputui.telemetry.selection import GpuSelection
 from gputui.exits import EXIT_USAGE
 from gputui.format import one_line
 from gputui.jobs.config import DATASETS, EPOCHS_MAX, NICE_MAX, ConfigError, closest
@@ -164,6 +166,16 @@ def unrecognized(word: str, parser: argparse.ArgumentParser) -> str:
         if close is not None:
             message += f"; did you mean {shown[close]}?"
     return message
+
+
+def gpu_selection(text: str) -> GpuSelection:
+    """Parse ``--only``: NVML indexes or UUIDs, comma-separated."""
+    from gputui.telemetry.selection import GpuSelection, SelectionError
+
+    try:
+        return GpuSelection.parse(text)
+    except SelectionError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def seconds(least: float, most: float, flag: str, example: float) -> Callable[[str], float]:

@@ -135,7 +135,8 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
     "--workers": ("-1", "0.5", "257", "2147483648"),
     "--threads": ("0", "1.5", "1025", "2147483648"),
     "--nice": ("20", "-1", "1.5", "100"),
-    "--device": ("", " ", "\t"),  # the rest needs torch: see the real runs below
+    "--device": ("", " ", "\t"),
+    "--only": ("", ",", "0,,1", "-1", "x", "GPU-"),  # the rest needs torch: see the real runs below
     "--data-dir": (
         "/proc/gputui-no-such-dir",  # cannot be made, even by root
         "{file}",

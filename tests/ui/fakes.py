@@ -29,6 +29,7 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
 )
+from gputui.telemetry.selection import GpuSelection
 from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.runner_fakes import scripted_setup
@@ -275,6 +276,7 @@ def fake_app(
     stale_check_s: float | None = None,
     runner: RunnerSetup | None = None,
     readonly: bool = False,
+    only: GpuSelection | None = None,
 ) -> MonitorApp:
     """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS; the runner
     lists fixed devices and plays scripted runs)."""
@@ -291,6 +293,7 @@ def fake_app(
         stale_check_s=stale_check_s,
         runner=runner if runner is not None else scripted_setup(),
         readonly=readonly,
+        only=only,
     )
 
 

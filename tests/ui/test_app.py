@@ -18,6 +18,7 @@ from textual.command import CommandPalette
 
 from gputui.telemetry.polling import HeadStart, Samplers
 from gputui.telemetry.readings import GpuProcess, NvmlReading
+from gputui.telemetry.selection import GpuSelection
 from gputui.ui.colours import theme_for, wants_plain
 from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.monitor.layout import GpuMode
@@ -636,3 +637,14 @@ async def test_a_beats_readings_are_polled_together_and_painted_once() -> None:
         await wait_until(pilot, lambda: app.handled["nvml"] >= beats + 10)
         assert app.handled["cpu"] >= beats + 9
         assert app.paints - paints <= app.handled["nvml"] - beats + 1  # was two a beat
+
+
+async def test_only_shows_the_gpus_named() -> None:
+    """``gputui --only 1``, as nvitop's ``--only``: GPU 0 is neither drawn nor counted."""
+    app = fake_app(only=GpuSelection.parse("1"))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settled(pilot)
+        reading = app.monitor.nvml
+        assert reading is not None and [gpu.index for gpu in reading.gpus] == [1]
+        text = screen_text(app)
+        assert "1 GPU" in text and "2 GPUs" not in text

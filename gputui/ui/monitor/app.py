@@ -66,6 +66,7 @@ from gputui.telemetry.polling import (
     stop_sampler,
 )
 from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
+from gputui.telemetry.selection import GpuSelection
 from gputui.ui.colours import TerminalColours
 from gputui.ui.keys import CTRL_C, HELP, QUIT, skip_if_copying
 from gputui.ui.monitor.beat import BeatScheduler
@@ -186,6 +187,7 @@ class MonitorApp(TerminalColours):
         runner: RunnerSetup | None = None,
         doctor: DoctorRunner | None = None,
         readonly: bool = False,
+        only: GpuSelection | None = None,
     ) -> None:
         """Build the app; nothing is sampled until it runs.
 
@@ -204,9 +206,11 @@ class MonitorApp(TerminalColours):
                 which spawns the torch probe).
             readonly: Send no signal to any process (``k`` and ``K`` say so, and the
                 footer does not offer them).
+            only: Show these GPUs alone (``--only``; default: every GPU).
         """
         super().__init__()
         self.readonly = readonly
+        self.only = only
         """Whether ``k`` and ``K`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
         if readonly:  # this app's own copy of its bindings: k and K stay, to say why not
             self._bindings = BindingsMap(
@@ -695,6 +699,8 @@ class MonitorApp(TerminalColours):
                 self.handled["cpu"] += 1
             nvml = pending.get("nvml")
             if isinstance(nvml, NvmlReading):
+                if self.only is not None:
+                    nvml = self.only.of(nvml)
                 self._nvml_taken_at = nvml.taken_at
                 record_nvml(self.history, nvml)
                 self.monitor.show_nvml(nvml)
@@ -754,6 +760,7 @@ def run_app(
     runner: RunnerSetup | None = None,
     *,
     readonly: bool = False,
+    only: GpuSelection | None = None,
 ) -> int:
     """Run the monitor with the real samplers until the user quits.
 
@@ -764,11 +771,12 @@ def run_app(
         runner: The runner pane's setup (``gputui`` starts its choices from
             ``GPUTUI_RUNNER_DEFAULTS``, checked first); default: a run beside the monitor.
         readonly: Send no signal to any process (``--readonly``, ``GPUTUI_READONLY=1``).
+        only: Show these GPUs alone (``--only``).
 
     Returns:
         The process exit code.
     """
-    app = MonitorApp(head_start, interval=interval, runner=runner, readonly=readonly)
+    app = MonitorApp(head_start, interval=interval, runner=runner, readonly=readonly, only=only)
     app.run()  # on its way out: the trainer stopped, each sampler stopped and closing
     app.wait_for_samplers(CLOSE_WAIT_S)  # NVML shut down on its thread, with no call in flight
     return app.return_code or 0  # then gputui.commands.exit_process ends the process
