@@ -59,6 +59,9 @@ def render_fleet_table(hosts: Sequence[HostReading], now: float, width: int | No
     lines = []
     for host in hosts:
         lines.append(host_headline(host, now))
+        age = host.age_s(now)
+        if not host.up and host.gpus and age is not None:  # the last readings, dated
+            lines.append(f"  readings below are {age:.0f} s old")
         rows = [_gpu_cells(gpu) for gpu in host.gpus]
         lines += ["  " + line for line in fmt_columns(rows, right={2, 3, 4, 5})]
     if width is not None:
@@ -78,8 +81,7 @@ def host_headline(host: HostReading, now: float) -> str:
         if host.notes:
             parts.append(notes_summary(host.notes))
         return f"{host.host}  up · {' · '.join(parts)}"
-    stale = "" if age is None else f" (readings below are {age:.0f} s old)"
-    return f"{host.host}  DOWN: {host.error or 'no answer'}{stale}"
+    return f"{host.host}  DOWN: {host.error or 'no answer'}"
 
 
 def notes_summary(notes: Sequence[str]) -> str:
