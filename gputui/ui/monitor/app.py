@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -49,7 +50,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
-from textual.containers import Horizontal
+from textual.driver import Driver
 from textual.events import Resize
 from textual.geometry import Size
 from textual.message import Message
@@ -84,6 +85,7 @@ from gputui.ui.widgets.footer import FittingFooter
 from gputui.ui.widgets.monitor import Monitor
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
+from gputui.ui.widgets.steady import SteadyHorizontal, SteadyScreen
 
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
     from gputui.doctor.checks import DoctorReport
@@ -244,9 +246,26 @@ class MonitorApp(TerminalColours):
         self._hung_up = False
         self._stop_signals = StopSignals()
 
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, but on Linux and macOS one whose input thread sleeps until a key
+        comes (:mod:`gputui.ui.driver`) instead of waking ten times a second."""
+        driver = super().get_driver_class()
+        if sys.platform != "win32":  # (Textual's own choice there is its Windows driver)
+            from textual.drivers.linux_driver import LinuxDriver
+
+            if driver is LinuxDriver:  # not one named by TEXTUAL_DRIVER
+                from gputui.ui.monitor.driver import QuietLinuxDriver
+
+                return QuietLinuxDriver
+        return driver
+
+    def get_default_screen(self) -> Screen[object]:
+        """The monitor's screen (repeats its background while it is unchanged)."""
+        return SteadyScreen(id="_default")
+
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
-        with Horizontal(id="body"):
+        with SteadyHorizontal(id="body"):
             yield self._monitor
             yield self._runner
         yield FittingFooter(FOOTER_FULL_FROM, FOOTER_PALETTE_FROM)
@@ -275,7 +294,7 @@ class MonitorApp(TerminalColours):
                 self._poll(source)
         self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
         self._terminal = None if self.is_headless else input_terminal()
-        self.set_interval(self.stale_check_s, self._check_stale_and_terminal)
+        self._check_stale_later()
         self._stop_signals.install(asyncio.get_running_loop(), self._quit_after_hang_up)
 
     def on_unmount(self) -> None:
@@ -312,8 +331,20 @@ class MonitorApp(TerminalColours):
         self._runner.shutdown()
         self.exit(return_code=code)
 
+    def _check_stale_later(self) -> None:
+        """Check for stale readings and a lost terminal on the next multiple of
+        ``stale_check_s`` from the beats' start: with the beat's timer (:meth:`_later`)
+        when the interval is a multiple of it, so the check does not wake the app again."""
+        now = time.monotonic()
+        step, epoch = self.stale_check_s, self._beat.epoch
+        later = epoch + (round((now - epoch) / step) + 1) * step  # (a timer may come early)
+        self._later(later - now, self._check_stale_and_terminal)
+
     def _check_stale_and_terminal(self) -> None:
-        """The app's one steady timer (each timer's tick costs the event loop about 90 µs)."""
+        """The app's one steady timer, every ``stale_check_s`` until the app closes."""
+        if not self._showing:
+            return
+        self._check_stale_later()
         self._check_stale()
         if self._terminal is not None:
             self._check_terminal(self._terminal)
@@ -642,8 +673,8 @@ class MonitorApp(TerminalColours):
         """Call ``callback`` after ``delay_s`` straight from the event loop.
 
         A Textual timer would cost the loop about 150 µs more a shot (a task, then a
-        message), and the beat and its grace wait come every second. An error still
-        ends the app with its traceback, as it would from a Textual timer.
+        message), and the beat, its grace wait and the stale check come every second. An
+        error still ends the app with its traceback, as it would from a Textual timer.
         """
         return asyncio.get_running_loop().call_later(delay_s, self._guarded, callback)
 

@@ -59,15 +59,25 @@ class Line:
                 self.add(*part)
 
     def add(self, text: str, style: str = "") -> Line:
-        """Append ``text`` in ``style``; returns the line."""
+        """Append ``text`` in ``style`` (joined to the last part when that has the same style,
+        so a line has as few parts, and its strip as few segments, as it can); returns the line."""
         if text:
-            self.parts.append((text, style))
+            parts = self.parts
+            if parts and parts[-1][1] == style:
+                parts[-1] = (parts[-1][0] + text, style)
+            else:
+                parts.append((text, style))
             self.width += len(text) if text.isascii() else cell_len(text)
         return self
 
     def extend(self, other: Line) -> Line:
         """Append every part of ``other``; returns the line."""
-        self.parts.extend(other.parts)
+        parts, more = self.parts, other.parts
+        if parts and more and parts[-1][1] == more[0][1]:
+            parts[-1] = (parts[-1][0] + more[0][0], more[0][1])
+            parts.extend(more[1:])
+        else:
+            parts.extend(more)
         self.width += other.width
         return self
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 from textual.events import Resize
 from textual.widgets import Footer
 
+from gputui.ui.widgets.steady import SteadyRender
 
-class FittingFooter(Footer):
+
+class FittingFooter(Footer, SteadyRender):
     """A footer that turns compact, then drops the palette's hint, as the screen narrows."""
 
     DEFAULT_CSS = """

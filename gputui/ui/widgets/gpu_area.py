@@ -28,6 +28,7 @@ from gputui.ui.render.gpu import (
     stale_tag,
 )
 from gputui.ui.widgets.lines import LinesWidget, set_border_title
+from gputui.ui.widgets.steady import SteadyRender
 
 WAITING = "Waiting for the NVIDIA driver (NVML) to answer…"
 """What the area says until the first NVML reading arrives."""
@@ -101,7 +102,7 @@ class GpuList(LinesWidget):
         return [line for block in self._blocks.values() for line in block]
 
 
-class GpuArea(Vertical):
+class GpuArea(Vertical, SteadyRender):
     """Every NVIDIA GPU, or the sentence that says why there is none (and the fix)."""
 
     mode: reactive[GpuMode] = reactive(GpuMode.MESSAGE, repaint=False)

@@ -20,6 +20,7 @@ from textual.style import Style
 from textual.widget import Widget
 
 from gputui.ui.render.draw import Line
+from gputui.ui.widgets.steady import SteadyRender
 
 
 def set_border_title(widget: Widget, title: str | Content) -> None:
@@ -75,7 +76,7 @@ class LineStyles:
         return rich
 
 
-class LinesWidget(Widget):
+class LinesWidget(SteadyRender):
     """Paints ``build_lines(width)``; :meth:`rebuild` repaints only the lines that changed.
 
     Subclasses keep their reading in an attribute, implement :meth:`build_lines`

@@ -23,6 +23,7 @@ from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
 from gputui.ui.widgets.mps_panel import MpsPanel
 from gputui.ui.widgets.process_table import ProcessTable
+from gputui.ui.widgets.steady import SteadyRender
 
 if TYPE_CHECKING:  # the filter line is built when it is first opened, not at start-up
     from textual.widgets import Input
@@ -35,7 +36,7 @@ TOO_SMALL = "Terminal too small: {rows} needed. Enlarge it, or run `gputui snaps
 """What the monitor says in place of its panels when they do not fit."""
 
 
-class Monitor(Vertical):
+class Monitor(Vertical, SteadyRender):
     """Everything the monitor shows; the app feeds it readings, it decides the layout."""
 
     class LaidOut(Message):

@@ -27,9 +27,10 @@ from gputui.ui.monitor.process_rows import ProcessOrder, ProcessRow, ordered, pr
 from gputui.ui.render.draw import Line
 from gputui.ui.render.processes import ProcessCells, process_table_lines, process_table_title
 from gputui.ui.widgets.lines import LineStyles, set_border_subtitle, set_border_title
+from gputui.ui.widgets.steady import SteadyRender
 
 
-class ProcessTable(ScrollView, can_focus=True):
+class ProcessTable(ScrollView, SteadyRender, can_focus=True):
     """Processes on every GPU: GPU, PID, user, GPU memory, command; one may be selected."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

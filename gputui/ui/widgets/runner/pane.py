@@ -38,6 +38,7 @@ from gputui.jobs.config import (
     sweep_sizes,
 )
 from gputui.ui.widgets.runner.setup import JobHandle, RunnerSetup
+from gputui.ui.widgets.steady import SteadyRender
 
 if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
     from textual.widgets import ContentSwitcher
@@ -63,7 +64,7 @@ def _view_types() -> dict[str, type[RunView]]:
     return {"training": TrainingView, "scaling": ScalingView, "experiment": ExperimentView}
 
 
-class RunnerPane(Vertical):
+class RunnerPane(Vertical, SteadyRender):
     """Device and settings, start/compare/stop, progress, epochs, speedup and placement."""
 
     class TrainerChanged(Message):

@@ -15,6 +15,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 
 if TYPE_CHECKING:  # loaded once the pane is built
+    from textual.timer import Timer, TimerCallback
+
     from gputui.jobs.events import Error
 
 
@@ -32,6 +34,26 @@ class ProgressShown:
     """The line beside the bar."""
 
 
+class RunProgressBar(ProgressBar):
+    """Textual's progress bar without its ETA's once-a-second refresh (it shows no ETA), so
+    an idle runner pane never wakes the monitor between beats."""
+
+    def set_interval(
+        self,
+        interval: float,
+        callback: TimerCallback | None = None,
+        *,
+        name: str | None = None,
+        repeat: int = 0,
+        pause: bool = False,
+    ) -> Timer:
+        """As Textual's; the timer that would call ``update`` (the ETA's) never starts."""
+        eta = callback == self.update
+        return super().set_interval(
+            interval, callback, name=name, repeat=repeat, pause=pause or eta
+        )
+
+
 class RunStatus(Vertical):
     """A status line, a progress bar with its line, and the error's detail on demand."""
 
@@ -45,7 +67,7 @@ class RunStatus(Vertical):
         """Empty until the pane first paints (in the frame they are composed for)."""
         yield Static("", id="runner-status")
         with Horizontal(id="runner-progress-row"):
-            yield ProgressBar(total=None, show_eta=False, id="runner-progress")
+            yield RunProgressBar(total=None, show_eta=False, id="runner-progress")
             yield Static("", id="runner-progress-text")
         yield Static("", id="runner-detail")
 
