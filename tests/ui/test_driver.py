@@ -1,4 +1,4 @@
-"""gputui.ui.driver: the input thread waits for keys without polling, still tells a lone
+"""gputui.ui.monitor.driver: the input thread waits for keys without polling, still tells a lone
 Escape from an escape sequence, and ends as soon as it is told to."""
 
 from __future__ import annotations

@@ -248,7 +248,7 @@ class MonitorApp(TerminalColours):
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver, but on Linux and macOS one whose input thread sleeps until a key
-        comes (:mod:`gputui.ui.driver`) instead of waking ten times a second."""
+        comes (:mod:`gputui.ui.monitor.driver`) instead of waking ten times a second."""
         driver = super().get_driver_class()
         if sys.platform != "win32":  # (Textual's own choice there is its Windows driver)
             from textual.drivers.linux_driver import LinuxDriver
