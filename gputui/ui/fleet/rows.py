@@ -17,7 +17,7 @@ from gputui.fleet.hosts import HostReading
 from gputui.fleet.report import notes_summary
 from gputui.format import fmt_counted
 from gputui.telemetry.readings import GpuReading
-from gputui.ui.render.draw import GAP, HOT, LABEL, OK, WARM, Line
+from gputui.ui.render.draw import GAP, HOT, LABEL, MUTED, OK, WARM, Line
 from gputui.ui.render.gpu import gpu_memory_percent, gpu_one_line
 from gputui.ui.row_order import RowOrder
 
@@ -30,10 +30,8 @@ STALE_AFTER_S = 5.0
 
 INDENT = "  "
 
-STALE = "$foreground 60%"
-"""A down host's last readings: the text colour at the opacity of the monitor's stale panels
-(``text-opacity: 60%``). Not ``$text-muted``: Textual drops the 60% of that variable's value
-(``auto 60%``) when a style names it, which leaves the text brighter than the live rows'."""
+STALE = MUTED
+"""A down host's last readings, at the opacity of the monitor's stale panels."""
 
 History = Mapping[tuple[str, int], Sequence[float | None]]
 """Utilization history by (host, GPU index)."""
