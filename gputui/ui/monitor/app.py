@@ -1,37 +1,14 @@
 """The live monitor: a Textual app fed by samplers that run off the event loop.
 
-Production passes nothing and gets the real samplers; tests inject fakes (and a clock and a
-pre-filled history) to get deterministic screens::
+Each source is sampled on a daemon thread of its own, which posts the reading back; all
+sources poll on one beat (:mod:`gputui.ui.monitor.beat`) and are painted together, once a
+beat. A hung NVML call holds only its own thread: the CPU panel keeps updating, the NVIDIA
+panels are marked stale and name the call, and ``q`` still quits.
 
-    app = MonitorApp(Samplers(cpu=FakeHost(), nvml=FakeNvml(), mps=FakeMps()), interval=60)
-
-Polling follows dolphie: each source is sampled on a daemon thread of its own,
-which posts the reading as a message; the next poll of that source is scheduled
-only when the reading has arrived, so polls never pile up. All sources poll on
-one beat and their readings are painted together, in one batch, so the screen is
-repainted once a beat (only the lines that changed); :mod:`gputui.ui.monitor.beat` keeps that
-schedule, and the app turns it into event-loop timers. A hung NVML call holds only its own
-daemon thread (see :mod:`gputui.telemetry.polling`): the CPU panel keeps updating, the
-NVIDIA panels are marked stale and name the call, and ``q`` still quits.
-
-Quitting goes in one order: the samplers are stopped (a sample in flight ends at its next
-driver call) and closed on their own threads (NVML is shut down there, once no thread is
-inside it), :func:`run_app` waits for them a little, and the command line ends the process
-(``gputui.commands.exit_process``), without unloading NVML under a call still in flight.
-SIGHUP, SIGTERM and a terminal that closed quit the same way, with a watchdog behind
-(:mod:`gputui.ui.monitor.hangup`). The palette's entries are :mod:`gputui.ui.monitor.palette`'s.
-
-Layout: ``#body`` holds ``#monitor`` (CPU, NVIDIA, processes, MPS) and ``#runner``,
-the runner pane (:mod:`gputui.ui.widgets.runner`). Wide, they sit side by side;
-narrower, the screen shows one of them and ``t`` swaps (``r``/``c`` show the runner); see
-:func:`gputui.ui.monitor.layout.plan_panes`. The monitor sizes itself from its own width.
-
-The GPU process table sorts (``o``, ``O`` reverses), filters (``/``) and ends the selected
-process (``k`` SIGTERM, ``K`` SIGKILL) once ``y`` confirms, unless the app is read-only
-(then the footer does not offer them) or the pids are the host's.
-
-``q`` and Ctrl+C quit (:mod:`gputui.ui.keys`), asking first while a run is going;
-``?``, ``h`` or F1 lists every key (:meth:`MonitorApp.key_areas`).
+Quitting stops and closes the samplers on their own threads (NVML is shut down there, with
+no call inside it); the command line then ends the process without unloading NVML under a
+call still in flight. SIGHUP, SIGTERM and a lost terminal quit the same way
+(:mod:`gputui.ui.monitor.hangup`). Tests pass fake samplers, a clock and a history.
 """
 
 from __future__ import annotations
@@ -641,8 +618,8 @@ class MonitorApp(TerminalColours):
     def _poll(self, source: str) -> None:
         """Start one sample of ``source`` on its thread; the reading comes back as a message.
 
-        No Textual worker: a worker costs the event loop about 200 µs a poll (a task,
-        an executor thread and three state messages), a tenth of the monitor's CPU.
+        No Textual worker: each would add a task, an executor thread and three state
+        messages to every poll.
         """
         self._beat.started(source)
         sampler = getattr(self.samplers, source)
@@ -672,9 +649,9 @@ class MonitorApp(TerminalColours):
     def _later(self, delay_s: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
         """Call ``callback`` after ``delay_s`` straight from the event loop.
 
-        A Textual timer would cost the loop about 150 µs more a shot (a task, then a
-        message), and the beat, its grace wait and the stale check come every second. An
-        error still ends the app with its traceback, as it would from a Textual timer.
+        A Textual timer would add a task and a message to each shot, and the beat, its
+        grace wait and the stale check come every second. An error still ends the app with
+        its traceback, as it would from a Textual timer.
         """
         return asyncio.get_running_loop().call_later(delay_s, self._guarded, callback)
 

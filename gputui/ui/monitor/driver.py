@@ -2,10 +2,10 @@
 
 Textual's input thread wakes ten times a second to look for keys and to tell a lone Escape
 from the start of an escape sequence (``ESCDELAY``, 100 ms). In an idle monitor those
-wakes cost about as much CPU as sampling a source. This thread waits in ``select()`` for a
+wakes are a large share of its CPU. This thread waits in ``select()`` for a
 key, or for quitting to wake it through a pipe; only while a key has just come does it poll
 as Textual does, so a lone Escape still arrives ``ESCDELAY`` after it was pressed, and
-keys arrive as soon as they are read, as before.
+keys arrive as soon as they are read.
 """
 
 from __future__ import annotations
