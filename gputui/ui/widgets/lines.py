@@ -10,10 +10,13 @@ until it changes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual.content import Content
 from textual.events import Resize
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.style import Style
@@ -91,6 +94,7 @@ class LinesWidget(SteadyRender):
         self._lines: tuple[Line, ...] = ()
         self._strips: dict[int, Strip] = {}
         self._styles = LineStyles(self)
+        self._width = 0  # the width the lines were built for
         self._unbuilt = False  # a rebuild came before the width was known
 
     def build_lines(self, width: int) -> list[Line]:
@@ -111,10 +115,10 @@ class LinesWidget(SteadyRender):
         self._unbuilt = False
         lines = tuple(self.build_lines(width))
         old = self._lines
-        if len(lines) != len(old):  # a new height too, where the height is auto
-            self._lines = lines
+        if len(lines) != len(old) or width != self._width:  # a new height, where it is auto
+            self._lines, self._width = lines, width
             self._strips.clear()
-            self.refresh(layout=True)
+            self.refresh(layout=len(lines) != len(old))
             return
         pairs = enumerate(zip(lines, old, strict=True))
         changed = [y for y, (new, was) in pairs if new != was]
@@ -124,21 +128,27 @@ class LinesWidget(SteadyRender):
         for y in changed:
             self._strips.pop(y, None)
         # Only the changed lines: the border, title and unchanged lines stay as painted.
-        width = self.size.width
         self.refresh(*(Region(0, y, width, 1) for y in changed))
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """The app's line filters but the one that turns ANSI colours into truecolor: every
+        colour here comes from the theme and the CSS, truecolor wherever that filter is on
+        (a theme of ANSI colours turns it off), so it would only copy each changed line."""
+        return [f for f in super().get_line_filters() if not isinstance(f, ANSIToTruecolor)]
 
     def render_line(self, y: int) -> Strip:
         """Line ``y`` as a strip, from the cache when it has not changed."""
         if self._unbuilt and self.content_size.width > 0:  # the reading came before the layout
             self._unbuilt = False
-            self._lines = tuple(self.build_lines(self.content_size.width))
+            self._width = self.content_size.width
+            self._lines = tuple(self.build_lines(self._width))
             self._strips.clear()
         if self._styles.changed():  # theme or CSS changed: resolve styles again
             self._strips.clear()
         strip = self._strips.get(y)
         if strip is None:
             line = self._lines[y] if y < len(self._lines) else Line()
-            strip = self._strips[y] = self._styles.strip(line, self.size.width)
+            strip = self._strips[y] = self._styles.strip(line, self._width)
         return strip
 
     def on_resize(self, event: Resize) -> None:
