@@ -186,7 +186,7 @@ def monitor_floor_section(quick: bool) -> Section:
         for name, cpu in median.items()
     ]
     ours = median["as is"]
-    met = ours <= 0.4 * nvitop
+    met, met_31 = ours <= 0.4 * nvitop, ours <= 0.6 * nvitop
     body = "\n".join(
         [
             "## Monitor CPU at 160x50, and where it goes",
@@ -198,20 +198,21 @@ def monitor_floor_section(quick: bool) -> Section:
             "each panel replays lines it built before, so the screen changes as much while",
             "gputui's renderers cost nothing. *Screen frozen*: the panels keep their lines, so",
             "nothing is drawn; what is left is sampling, the app's bookkeeping and Textual",
-            "idling (its input thread wakes ten times a second).",
+            "idling.",
             "",
             "| variant | CPU-s/min | of nvitop's | each round |",
             "|---|---|---|---|",
             *rows,
             "",
-            f"Goal (issue 17): gputui at most 0.4x nvitop's CPU at 160x50: {_verdict(met)}.",
+            "Goals: gputui at most 0.6x nvitop's CPU at 160x50 (issue 31): "
+            f"{_verdict(met_31)}; at most 0.4x (issue 17): {_verdict(met)}.",
             "",
             *_footer(result["machine"], load, [_command(argv[:-1])]),
         ]
     )
     headline = (
         f"**Monitor CPU at 160x50**: gputui {ours:.2f} CPU-s/min, {ours / nvitop:.2f}x "
-        f"nvitop's {nvitop:.2f} (goal 0.4x); with the screen frozen "
+        f"nvitop's {nvitop:.2f} (goal 0.6x); with the screen frozen "
         f"{median['screen frozen']:.2f} ({median['screen frozen'] / nvitop:.2f}x)."
     )
     return body, headline
