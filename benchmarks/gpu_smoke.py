@@ -1226,7 +1226,7 @@ def write_reports(
         "device": device,
         "device_name": facts.get("name"),
         "machine": _machine(facts.get("cpu")),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python3", "benchmarks/gpu_smoke.py", *sys.argv[1:]]),
         "counts": counts,
         "ok": counts[FAIL] == 0,

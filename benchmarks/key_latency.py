@@ -105,7 +105,7 @@ def main() -> int:
             time.sleep(2.0)
             busy = measure_phase(term, "cpu training", presses)
         finally:
-            term.close()
+            term.close(b"qy")  # y: q asks first during a run
     result = {
         "machine": machine_description(),
         "phases": [asdict(idle), asdict(busy)],

@@ -53,7 +53,7 @@ def child(mode: str) -> NoReturn:
     from gputui.telemetry.polling import HeadStart
 
     head_start = HeadStart.begin()
-    from gputui.ui.app import run_app
+    from gputui.ui.monitor.app import run_app
     from gputui.ui.widgets.cpu_panel import CpuPanel
     from gputui.ui.widgets.gpu_area import GpuList
 

@@ -344,7 +344,7 @@ def soak(duration_s: float, interval: float, warmup_s: float, sample_s: float) -
             samples.append(_sample(ps, term.started))
         finally:
             stop.set()
-            exit_code = term.close(timeout_s=15.0)
+            exit_code = term.close(b"qy", timeout_s=15.0)  # y: q asks first during a run
             time.sleep(1.0)  # let the trainer's own shutdown finish before looking
             left = _marked(marker)
             for proc in left:  # ours: started by this soak; do not leave them running

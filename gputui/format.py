@@ -27,6 +27,12 @@ _NEXT_UNIT_AT = 999.5
 so a figure never takes four digits before its point, whatever its precision."""
 
 
+def without_noise(value: float) -> float:
+    """``value`` to 12 significant digits: ``71.5 / 100`` gives ``0.715``, not
+    ``0.7149999999999999``, where a figure goes out as text (an exposition, JSON)."""
+    return float(f"{value:.12g}")
+
+
 def fmt_bytes(value: float | None, *, precision: int = 1) -> str:
     """``1536`` -> ``1.5 KiB``; binary units, as nvidia-smi's MiB.
 

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gputui.telemetry.polling import Samplers  # noqa: E402
-from gputui.ui.app import MonitorApp  # noqa: E402
-from gputui.ui.doctor_screen import DoctorScreen  # noqa: E402
+from gputui.ui.doctor.screen import DoctorScreen  # noqa: E402
+from gputui.ui.monitor.app import MonitorApp  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
 from tests.ui.runner_fakes import scripted_setup  # noqa: E402
 

@@ -38,11 +38,11 @@ sys.path.insert(0, str(ROOT))
 
 from textual.widgets import Select  # noqa: E402
 
-from gputui.jobs.config import UI_NICE, RunConfig  # noqa: E402
+from gputui.jobs.config import RunConfig  # noqa: E402
 from gputui.jobs.results import Phase  # noqa: E402
 from gputui.telemetry.polling import Samplers  # noqa: E402
-from gputui.ui.app import MonitorApp  # noqa: E402
-from gputui.ui.widgets.runner.setup import RunnerSetup  # noqa: E402
+from gputui.ui.monitor.app import MonitorApp  # noqa: E402
+from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup  # noqa: E402
 from screenshots.doctor import shoot_doctor  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
 from tests.ui.recordings.scenarios import RECORDED  # noqa: E402

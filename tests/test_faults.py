@@ -6,29 +6,29 @@ the gaps. Fault -> the tests that prove it (``file::test``):
 
 - An NVML call that hangs: the CPU panel keeps updating, the GPU panel shows stale and
   names the call; ``gputui snapshot`` ends at its deadline, naming it too (issue 17).
-    tests/ui/test_ui_app.py::test_a_hung_driver_marks_gpus_stale_while_the_cpu_keeps_updating
-    tests/ui/test_ui_app.py::test_q_quits_even_while_the_driver_hangs
+    tests/ui/test_app.py::test_a_hung_driver_marks_gpus_stale_while_the_cpu_keeps_updating
+    tests/ui/test_app.py::test_q_quits_even_while_the_driver_hangs
     tests/telemetry/test_nvml.py::test_hanging_driver_blocks_only_the_sampling_thread
     tests/test_faults.py::test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating
     tests/test_faults.py::test_a_driver_that_never_starts_is_named_while_the_cpu_keeps_updating
-    tests/test_cli.py::test_snapshot_says_which_call_of_a_wedged_driver_never_returned
+    tests/commands/test_cli.py::test_snapshot_says_which_call_of_a_wedged_driver_never_returned
 - A GPU lost while a run is going.
-    tests/ui/test_ui_app.py::test_a_lost_gpu_says_lost_and_the_others_keep_updating
+    tests/ui/test_app.py::test_a_lost_gpu_says_lost_and_the_others_keep_updating
     tests/telemetry/test_nvml.py::test_lost_gpu_is_marked_lost_while_the_others_keep_updating
     tests/test_faults.py::test_a_gpu_lost_while_a_run_is_going
 - NVML failing to initialise.
-    tests/ui/test_ui_app.py::test_without_nvml_one_sentence_says_why_and_the_rest_works
+    tests/ui/test_app.py::test_without_nvml_one_sentence_says_why_and_the_rest_works
     tests/telemetry/test_nvml.py::test_init_failure_is_one_sentence_with_the_fix
-    tests/test_cli.py::test_snapshot_when_the_driver_fails_to_start
+    tests/commands/test_cli.py::test_snapshot_when_the_driver_fails_to_start
     tests/test_faults.py::test_nvml_failing_to_initialise_is_one_sentence_in_the_app
 - The trainer killed with SIGKILL.
-    tests/training/test_trainer_process.py::test_a_killed_child_becomes_one_error_line
+    tests/jobs/test_trainer_process.py::test_a_killed_child_becomes_one_error_line
     tests/test_faults.py::test_a_trainer_killed_with_sigkill_is_one_line_in_the_app
 - The trainer running out of memory.
-    tests/ui/test_ui_runner.py::test_a_failed_run_shows_one_line_and_the_detail_on_demand
+    tests/ui/test_runner.py::test_a_failed_run_shows_one_line_and_the_detail_on_demand
 - SIGTERM or SIGHUP to gputui: no orphan processes.
-    tests/ui/test_ui_tmux.py::test_hangup_stops_the_trainer
-    tests/training/test_trainer_process.py::test_the_child_and_its_workers_die_when_the_parent_is_killed
+    tests/ui/test_tmux.py::test_hangup_stops_the_trainer
+    tests/jobs/test_trainer_process.py::test_the_child_and_its_workers_die_when_the_parent_is_killed
     tests/test_faults.py::test_sigterm_stops_the_trainer_and_hands_the_terminal_back
     tests/test_faults.py::test_a_stop_signal_ends_gputui_while_its_event_loop_is_blocked
 - The terminal closed with no SIGHUP reaching gputui (it does not control the terminal).
@@ -38,11 +38,12 @@ the gaps. Fault -> the tests that prove it (``file::test``):
     tests/test_faults.py::test_quitting_stops_the_nvml_sample_at_its_next_call_then_shuts_nvml_down
     tests/telemetry/test_nvml.py::test_close_leaves_nvml_running_while_another_thread_is_inside_it
 - Ctrl+C.
-    tests/training/test_bench.py::test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130
-    tests/training/test_experiments_cli.py::test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130
-    tests/test_faults.py::test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly
+    tests/commands/test_bench.py::test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130
+    tests/commands/test_experiment.py::test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130
+    tests/test_faults.py::test_ctrl_c_asks_during_a_run_and_sigint_ends_gputui_cleanly
+    tests/ui/test_keys.py::test_ctrl_c_quits_the_monitor_as_q_does (and the fleet view, beside it)
 - A corrupt or truncated dataset file.
-    tests/training/test_data.py::test_a_truncated_binary_file_is_named (and the corrupt label,
+    tests/engine/test_data.py::test_a_truncated_binary_file_is_named (and the corrupt label,
     truncated pickle, corrupt pickle, damaged archive tests beside it)
     tests/test_faults.py::test_a_truncated_dataset_file_is_one_line_in_the_app
 - A read-only cache folder.
@@ -53,7 +54,7 @@ the gaps. Fault -> the tests that prove it (``file::test``):
     tests/test_faults.py::test_a_storm_of_resizes_ends_in_the_same_screen_as_a_fresh_start
 
 The runs here are real (a tiny CPU run in the trainer's child process, as in
-tests/ui/test_ui_runner.py); NVML is the real bindings on the stand-in library.
+tests/ui/test_runner.py); NVML is the real bindings on the stand-in library.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ from gputui.jobs.process import oom_kills
 from gputui.jobs.results import Phase
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import DriverCall, GpuState, NvmlReading
-from gputui.ui.app import MonitorApp
-from gputui.ui.layout import GpuMode
+from gputui.ui.monitor.app import MonitorApp
+from gputui.ui.monitor.layout import GpuMode
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import WAITING, GpuArea
 from gputui.ui.widgets.runner.pane import RunnerPane
@@ -101,7 +102,7 @@ from tests.ui.fakes import (
     wait_until,
 )
 from tests.ui.recordings.replay import replayed_setup
-from tests.ui.test_ui_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app, train_once
+from tests.ui.test_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app, train_once
 from tests.ui.tmux_session import TINY as TMUX_TINY
 from tests.ui.tmux_session import Tmux, gone, running, start_training, trainers_of
 
@@ -244,7 +245,7 @@ def read_only_cache(offline_data: Path) -> Iterator[Path]:
 async def test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The test_ui_app test's claim, with the real bindings stuck inside the C library."""
+    """The tests/ui/test_app.py test's claim, with the real bindings stuck inside the C library."""
     hang = tmp_path / "hang"
     fake_nvml_env.setenv("FAKE_NVML_HANG_FILE", str(hang))
     clock = FakeClock()
@@ -261,12 +262,13 @@ async def test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating(
             await wait_until(pilot, lambda: fake_nvml.calls_inside() == 1)
             clock.advance(10)
             await wait_until(pilot, lambda: area.has_class("-stale"))
-            assert "stale 10s" in screen_text(app)
+            # The screen follows the widgets a frame later: wait for it, never read it once.
+            await wait_until(pilot, lambda: "stale 10s" in screen_text(app))
             await wait_until(pilot, lambda: area.hang is not None)  # named under the GPUs
             assert re.fullmatch(
                 rf"nvmlDevice\w+ on GPU 0 has not returned for 10 s: {WEDGED}", area.hang or ""
             )
-            assert "has not returned for 10 s" in screen_text(app)
+            await wait_until(pilot, lambda: "has not returned for 10 s" in screen_text(app))
             handled = app.handled["cpu"]
             await wait_until(pilot, lambda: app.handled["cpu"] >= handled + 3)
             assert nvml.begun == 2  # one call stuck, none queued behind it
@@ -275,7 +277,8 @@ async def test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating(
             await wait_until(pilot, lambda: not area.has_class("-stale"))
             reading = app.monitor.nvml
             assert reading is not None and [g.state for g in reading.gpus] == [GpuState.OK] * 2
-            assert area.hang is None and "has not returned" not in screen_text(app)
+            assert area.hang is None
+            await wait_until(pilot, lambda: "has not returned" not in screen_text(app))
     finally:
         hang.unlink(missing_ok=True)
         nvml.gate.set()
@@ -565,12 +568,19 @@ def test_sigterm_stops_the_trainer_and_hands_the_terminal_back(tmux: Tmux) -> No
 
 
 @pytest.mark.timeout(150)
-def test_ctrl_c_says_how_to_quit_and_sigint_ends_gputui_cleanly(tmux: Tmux) -> None:
-    """Ctrl+C in the terminal is a key (the app has the terminal raw): gputui and its run go
-    on, and a notification says how to quit. SIGINT from elsewhere ends gputui cleanly."""
+def test_ctrl_c_asks_during_a_run_and_sigint_ends_gputui_cleanly(tmux: Tmux) -> None:
+    """Ctrl+C in the terminal is a key (the app has the terminal raw): during a run it asks
+    before quitting (issue 32), and gputui and its run go on while it asks and once Escape
+    answers. SIGINT from elsewhere ends gputui cleanly."""
     pid, trainers = start_a_long_run(tmux)
     tmux.send_keys("C-c")
-    tmux.wait_for(r"Press \S+ to quit the app")
+    tmux.wait_for(r"Quit gputui and stop the run\?")
+    assert running(pid) and all(running(trainer.pid) for trainer in trainers)
+    tmux.send_keys("Escape")
+    deadline = time.monotonic() + 10.0
+    while "Quit gputui" in tmux.screen() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "Quit gputui" not in tmux.screen()  # Escape: gputui stays, and the run goes on
     assert running(pid) and all(running(trainer.pid) for trainer in trainers)
     os.kill(pid, signal.SIGINT)
     assert_ended_cleanly(tmux, pid, trainers)

@@ -47,7 +47,7 @@ from gputui.telemetry.readings import (
     Snapshot,
 )
 from gputui.telemetry.snapshot import render_snapshot_table
-from gputui.ui.fleet_app import FleetApp, FleetView
+from gputui.ui.fleet.app import FleetApp, FleetView
 from tests.hostile import (
     BACKWARDS,
     C1_CSI,

@@ -12,18 +12,20 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import dataclasses
 import gc
 import importlib
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from gputui import __version__
 from gputui.commands.args import (
     OneLineParser,
     chosen_parser,
     examples,
+    gpu_selection,
     interval_seconds,
     usage_error,
 )
@@ -37,13 +39,10 @@ from gputui.commands.fleet import (
 from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import ellipsize
-from gputui.jobs.config import (
-    RUNNER_DEFAULTS_ENV,
-    ConfigError,
-    DeviceQuery,
-    RunConfig,
-    runner_defaults,
-)
+from gputui.jobs.config import ConfigError, DeviceQuery
+
+if TYPE_CHECKING:  # the runner's module loads only where the app starts
+    from gputui.ui.widgets.runner.setup import RunnerSetup
 
 SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
@@ -99,6 +98,13 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
             f"read-only (as does {READONLY_ENV}=1)"
         ),
     )
+    parser.add_argument(
+        "--only",
+        type=gpu_selection,
+        metavar="GPUS",
+        help="show only these GPUs, by NVML index (nvidia-smi's numbers) or UUID, e.g. 0,2 "
+        "(default: every GPU)",
+    )
     add_fleet_arguments(parser, dest_prefix="app_")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -132,7 +138,31 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
             getattr(importlib.import_module(module), function)(commands)
         else:
             commands.add_parser(name)  # never parsed: it is not on the command line
+
+    help_ = commands.add_parser(
+        "help",
+        help="print gputui's help, or a command's (as --help does)",
+        description=(
+            "Print the help of gputui, or of the COMMAND named, exactly as --help prints it: "
+            "what it does, every flag with its default, and examples to copy. A misspelt "
+            "command is named with the one it is closest to."
+        ),
+        epilog=examples(
+            ("gputui help", "gputui's own help: its flags and commands"),
+            ("gputui help bench", "the same as gputui bench --help"),
+        ),
+    )
+    help_.add_argument("topic", nargs="?", choices=list(commands.choices), metavar="COMMAND")
+    help_.set_defaults(handler=_run_help)
     return parser
+
+
+def _run_help(args: argparse.Namespace) -> int:
+    """``gputui help [COMMAND]``: the help ``--help`` prints."""
+    parser = build_parser()
+    shown = chosen_parser(parser, argparse.Namespace(command=args.topic))
+    write_out(shown.format_help(), end="")
+    return EXIT_OK
 
 
 def commands_named(argv: Sequence[str]) -> set[str] | None:
@@ -141,7 +171,7 @@ def commands_named(argv: Sequence[str]) -> set[str] | None:
     Any word equal to a subcommand's name counts, even a flag's value: defining a
     subcommand that goes unused costs only time.
     """
-    if any(word in ("-h", "--help") for word in argv):
+    if any(word in ("-h", "--help", "help") for word in argv):
         return None
     return {word for word in argv if word in SUBCOMMANDS}
 
@@ -156,31 +186,40 @@ def _run_app(args: argparse.Namespace) -> int:
         return usage_error(
             "gputui",
             f"gputui needs a terminal, and its {stream} is not one; "
-            "for scripts use `gputui snapshot`",
+            f"for scripts use `gputui snapshot{_fleet_flag(args)}`",
         )
     if targets_of(args, "app_") is not None or args.app_prometheus:
         return run_fleet_app(args)
     try:
-        defaults = checked_runner_defaults(os.environ)
+        runner = checked_runner_setup(os.environ)
     except ConfigError as exc:
         return usage_error("gputui", str(exc))
-    # Start-up allocates a lot and frees little: collecting it cost a tenth of the time to
-    # the first frame. The app turns collection back on once that frame is out.
+    # Start-up allocates a lot and frees little, so collecting it only delays the first
+    # frame. The app turns collection back on once that frame is out.
     gc.disable()
     try:
         from gputui.telemetry.polling import HeadStart  # no Textual: the first readings start now
 
         head_start = HeadStart.begin()
-        from gputui.ui.app import run_app  # Textual loads while they are taken
+        from gputui.ui.monitor.app import run_app  # Textual loads while they are taken
 
         return run_app(
             interval=args.interval,
             head_start=head_start,
-            runner_defaults=defaults,
+            runner=runner,
             readonly=readonly,
+            only=args.only,
         )
     finally:
         gc.enable()  # in case the app ended before its first frame
+
+
+def _fleet_flag(args: argparse.Namespace) -> str:
+    """The fleet flag the monitor was given, as ``snapshot`` takes it (`` --hosts ...``)."""
+    for flag in ("hosts", "hostfile", "prometheus"):
+        if getattr(args, f"app_{flag}", None):
+            return f" --{flag} ..."
+    return ""
 
 
 READONLY_ENV = "GPUTUI_READONLY"
@@ -202,8 +241,9 @@ def readonly_wanted(flag: bool, environ: Mapping[str, str]) -> bool:
     return flag or value == "1"
 
 
-def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
-    """The runner pane's starting config (``GPUTUI_RUNNER_DEFAULTS``), its device checked.
+def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
+    """The runner pane's real setup, its choices starting from ``GPUTUI_RUNNER_DEFAULTS``
+    (:func:`~gputui.ui.widgets.runner.setup.runner_setup`), their device checked.
 
     A device other than the CPU is checked by a child that imports torch (this process
     never does), before the app starts: the wait is paid only when the variable names
@@ -214,9 +254,12 @@ def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
     Raises:
         ConfigError: one line naming the variable and what to use.
     """
-    defaults = runner_defaults(environ)
+    from gputui.ui.widgets.runner.setup import RUNNER_DEFAULTS_ENV, runner_setup
+
+    setup = runner_setup(environ)
+    defaults = setup.defaults
     if defaults.device == "cpu":
-        return defaults
+        return setup
     from gputui.jobs.events import Error
     from gputui.jobs.process import list_devices
 
@@ -224,8 +267,9 @@ def checked_runner_defaults(environ: Mapping[str, str]) -> RunConfig:
     if isinstance(listed, Error):
         if listed.kind in {"config", "device"}:
             raise ConfigError(f"{RUNNER_DEFAULTS_ENV}: {listed.message}")
-        return defaults
-    return defaults.with_changes(device=listed.chosen[0])  # cuda reads cuda:0, as the pane lists
+        return setup
+    checked = defaults.with_changes(device=listed.chosen[0])  # cuda reads cuda:0, as listed
+    return dataclasses.replace(setup, defaults=checked)
 
 
 def not_a_terminal() -> str | None:
@@ -252,13 +296,9 @@ def not_a_terminal() -> str | None:
 def _run_snapshot(args: argparse.Namespace) -> int:
     if targets_of(args) is not None or args.prometheus:
         return run_fleet_snapshot(args)
+    from gputui.telemetry.polling import NVML_TIMEOUT_S
     from gputui.telemetry.readings import nvml_hung
-    from gputui.telemetry.snapshot import (
-        NVML_TIMEOUT_S,
-        render_snapshot_json,
-        render_snapshot_table,
-        take_snapshot,
-    )
+    from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
 
     snapshot = take_snapshot(timeout_s=NVML_TIMEOUT_S if args.timeout is None else args.timeout)
     if args.json:
@@ -278,6 +318,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         handler = getattr(args, "handler", _run_app)
         prog = chosen_parser(parser, args).prog
+        if args.only is not None and (
+            args.command or targets_of(args, "app_") or args.app_prometheus
+        ):
+            return usage_error(
+                prog, "--only picks this machine's GPUs for the monitor: leave it out here"
+            )
         if args.command and (targets_of(args, "app_") or args.app_prometheus):
             return usage_error(
                 prog,

@@ -9,12 +9,18 @@ import math
 import os
 import stat
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gputui.commands.output import write_out
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+    from gputui.telemetry.selection import GpuSelection
 from gputui.exits import EXIT_USAGE
 from gputui.format import one_line
 from gputui.jobs.config import DATASETS, EPOCHS_MAX, NICE_MAX, ConfigError, closest
@@ -76,7 +82,7 @@ class OneLineParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # --help and --version: through the one output helper, so that a failed write
         # is one line and exit 1 rather than ignored (argparse drops the OSError).
         if message and (file is None or file is sys.stdout):
@@ -84,7 +90,7 @@ class OneLineParser(argparse.ArgumentParser):
         else:
             super()._print_message(message, file)
 
-    def parse_args(  # type: ignore[override]
+    def parse_args(  # type: ignore[override]  # one signature for argparse's overloads
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
         """Parse ``args``; a word no parser took is refused by the command it was given to.
@@ -92,11 +98,40 @@ class OneLineParser(argparse.ArgumentParser):
         argparse refuses it from the top parser (``gputui: error: unrecognized
         arguments``), though the words belong to a subcommand.
         """
-        parsed, extras = self.parse_known_args(args, namespace)
+        words = sys.argv[1:] if args is None else list(args)
+        if self._subparsers is not None:  # gputui's own flags, before the command
+            unknown = self._unknown_leading_flag(words)
+            if unknown is not None:  # else argparse skips it, and takes its value as a command
+                self.error(unrecognized(unknown, self))
+        parsed, extras = self.parse_known_args(words, namespace)
         if extras:
             chosen = chosen_parser(self, parsed)
             chosen.error(unrecognized(extras[0], chosen))
         return parsed
+
+    def _unknown_leading_flag(self, words: Sequence[str]) -> str | None:
+        """The first flag before the first positional word that this parser does not know."""
+        at = 0
+        while at < len(words):
+            word = words[at]
+            if word in ("-", "--") or not word.startswith("-"):
+                return None
+            action = self._option_string_actions.get(word.split("=", 1)[0])
+            if action is None:
+                return word
+            at += 1 if "=" in word or action.nargs == 0 else 2
+        return None
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A command that is not one is named, with the one it is closest to."""
+        commands = action.choices
+        is_command = isinstance(action, argparse._SubParsersAction) or action.metavar == "COMMAND"
+        if is_command and commands is not None and value not in commands:
+            close = closest(str(value), commands)
+            noun = str(action.metavar or "command").lower()  # command, experiment
+            hint = f"did you mean {close}?" if close else f"the {noun}s: " + ", ".join(commands)
+            raise argparse.ArgumentError(None, f"unknown {noun} {value!r}; {hint}")
+        super()._check_value(action, value)
 
     def error(self, message: str) -> NoReturn:
         """Exit 2 with ``message`` on one line of standard error (:func:`usage_line`)."""
@@ -110,7 +145,7 @@ def chosen_parser(
     batch-sweep``'s for ``gputui experiment batch-sweep --steps 3``; its ``prog`` names it."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            child = action.choices.get(getattr(namespace, action.dest, None))
+            child = action.choices.get(getattr(namespace, action.dest, None) or "")
             if child is not None:
                 return chosen_parser(child, namespace)
     return parser
@@ -131,6 +166,16 @@ def unrecognized(word: str, parser: argparse.ArgumentParser) -> str:
         if close is not None:
             message += f"; did you mean {shown[close]}?"
     return message
+
+
+def gpu_selection(text: str) -> GpuSelection:
+    """Parse ``--only``: NVML indexes or UUIDs, comma-separated."""
+    from gputui.telemetry.selection import GpuSelection, SelectionError
+
+    try:
+        return GpuSelection.parse(text)
+    except SelectionError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def seconds(least: float, most: float, flag: str, example: float) -> Callable[[str], float]:
@@ -214,67 +259,100 @@ def niceness(text: str) -> int:
     return value
 
 
-def check_data_dir(text: str) -> None:
-    """Refuse a ``--data-dir`` that is not an existing folder, before any child starts.
+def check_data_options(args: argparse.Namespace) -> None:
+    """Check the flags :func:`job_options` gives about the data, before any child starts:
+    refuse ``--data-dir`` with ``--dataset synthetic`` (which reads nothing), then check the
+    folder (:func:`check_data_dir`).
 
     Raises:
-        ConfigError: one line naming the flag and what to do (empty, missing, a file, a
-            name too long, ``~user`` with no such user).
+        ConfigError: one line naming the flags and what to do.
     """
-    _check_folder(text, "--data-dir", "data dir", "the default cache folder", made=False)
+    if args.data_dir is None:
+        return
+    if args.dataset == "synthetic":
+        raise ConfigError(
+            "--data-dir says where CIFAR-10 is, and --dataset synthetic reads no files: "
+            "leave --data-dir out, or use --dataset cifar10"
+        )
+    check_data_dir(args.data_dir)
+
+
+def check_data_dir(text: str) -> None:
+    """Make a missing ``--data-dir``, or refuse one that cannot be a folder, before any child
+    starts. An existing one may be read-only (a shared copy of the data set).
+
+    Raises:
+        ConfigError: one line naming the flag and what to do (empty, a file, a name too
+            long, ``~user`` with no such user, a folder that cannot be made).
+    """
+    _check_folder(text, "--data-dir", "data dir", "the default cache folder", writes=False)
 
 
 def check_runs_dir(text: str) -> None:
-    """Refuse a ``--runs-dir`` that run folders cannot be made in, before any child starts.
-
-    The folder may be missing (the trainer makes it), but then its nearest existing
-    parent must be a folder this user may write to.
+    """Write a file in ``--runs-dir`` (or where it will be made) and remove it, or refuse the
+    folder, before any child starts: a run that trained and then could not be recorded
+    would be lost.
 
     Raises:
         ConfigError: one line naming the flag and what to do.
     """
-    _check_folder(text, "--runs-dir", "runs dir", "the default runs folder", made=True)
+    _check_folder(text, "--runs-dir", "runs dir", "the default runs folder", writes=True)
 
 
-def _check_folder(text: str, flag: str, what: str, default: str, *, made: bool) -> None:
+def _check_folder(text: str, flag: str, what: str, default: str, *, writes: bool) -> None:
+    """Refuse ``text`` as a folder for ``flag`` with one line. Where the job ``writes``, a
+    file is written and removed in it (or in the folder it will be made in): permission
+    bits, a read-only mount or a full disk show up here rather than after the work.
+    Otherwise a missing folder is made."""
     leave_out = f"or leave {flag} out to use {default}"
     if not text.strip():
         raise ConfigError(f"{what} is empty: name a folder, {leave_out}")
     shown = _shown_path(text)
+    if any(ord(character) < 32 or ord(character) == 127 for character in text):
+        raise ConfigError(f"{what} {shown} holds a control character: name a folder, {leave_out}")
     try:
         path = Path(text).expanduser()
         kind = _kind(path)
         nearest, nearest_kind = path, kind
-        if kind is None and made:  # the trainer makes it: what would it be made in?
+        if kind is None:  # made here: what would it be made in?
             nearest = next(p for p in path.absolute().parents if _kind(p) is not None)
             nearest_kind = _kind(nearest)
         writable = os.access(nearest, os.W_OK | os.X_OK)
     except (OSError, RuntimeError, ValueError) as exc:  # a name too long; ~user, no such user
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        name = "a folder" if made else "an existing folder"
         raise ConfigError(
-            f"{what} {shown} cannot be used ({reason.rstrip('.')}): name {name}, {leave_out}"
+            f"{what} {shown} cannot be used ({reason.rstrip('.')}): name a folder, {leave_out}"
         ) from None
     if kind == "file":
         raise ConfigError(f"{what} {shown} is not a folder: name a folder, {leave_out}")
-    if kind is None and not made:
-        raise ConfigError(f"{what} {shown} does not exist: create it, {leave_out}")
-    home = missing_home(path) if made and kind is None else None
+    home = missing_home(path) if kind is None else None
     if home is not None:
         raise ConfigError(
             f"{what} {shown} lies in the home folder {_shown_path(str(home))}, which does not "
             "exist: name a folder outside it"
         )
-    if made and nearest_kind == "file":
+    if nearest_kind == "file":
         raise ConfigError(
             f"{what} {shown} cannot be made inside the file {_shown_path(str(nearest))}: "
             f"name a folder, {leave_out}"
         )
-    if made and not writable:
+    if (writes or kind is None) and not writable:
         where = "" if nearest == path else f" (it would be made in {_shown_path(str(nearest))})"
         raise ConfigError(
             f"{what} {shown} is not writable{where}: name a folder you may write to, {leave_out}"
         )
+    try:
+        if writes:  # in the folder, or where it will be made (made only by the run)
+            with tempfile.TemporaryFile(dir=nearest, prefix=".gputui-check-"):
+                pass
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"{what} {shown} cannot be written to ({reason}): name a folder you may write to, "
+            f"{leave_out}"
+        ) from None
 
 
 def _kind(path: Path) -> str | None:

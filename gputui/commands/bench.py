@@ -1,64 +1,23 @@
 """``gputui bench``: train the tutorials' CNN on each device in turn and compare.
 
-Each device runs in its own engine child process (:class:`ChildProcess`), one
-after the other, with the same configuration; with several ``--precision``, each
-device runs in each precision in turn, and every bf16 run is compared with fp32 on
-its device: a sentence says what bf16 gained, or why it gained nothing. Progress
-goes to standard error (one rewritten line on a terminal, epoch lines otherwise);
-the result table, or ``--json``, goes to standard output.
-
-Defaults: the devices are ``cpu`` followed by every usable accelerator
-(each ``cuda:N``, then ``mps``), so the first row is the CPU and the speedup
-column reads "times faster than the CPU". The CPU trains with every core
-(``--threads``) at normal priority (``--nice 0``): nothing here needs a spare
-core, unlike the runner pane beside a live UI.
-
-Figures: ``warm-up s`` is epoch 1 (cuDNN autotune, compilation, allocator
-growth); ``epoch s`` and ``images/s`` are the mean of epochs 2 and later (the
-steady state); with ``--epochs 1`` they fall back to epoch 1, marked ``*``.
-Each epoch's clock is read after synchronizing the device. Speedup is the
-first device's epoch seconds over each device's.
-
-``--limit N``, for quick runs and tests, trains on the first N images and measures
-accuracy on the first N held-out images.
-
-Exit codes: 0 when every run finished, 1 when any run failed (the others still
-run) or the data cannot be had (``--dataset cifar10`` not here and not downloadable:
-one line on stderr, and no table), 2 for bad input (one line on stderr; also a config
-only the trainer can judge, such as a batch larger than the data), 130 after Ctrl+C.
-Ctrl+C stops the run in hand after its current step (a second one at once): the table
-or JSON then holds the epochs that finished, and the runs stopped or never begun are
-marked ``stopped``.
-
-Devices: with one ``--device``, the trainer child checks it, and a device it
-refuses is the same one-line usage error, exit 2. With several devices, or none
-named, they are all checked first by a child of their own (the engine's ``devices``
-mode), so a bad second device fails before the first one trains. This process never
-imports torch. With none named, where NVML reports NVIDIA GPUs that the child's torch
-cannot use (a CPU-only build, a driver it does not run on), one line on stderr says
-so and points to ``gputui doctor`` (``--json``: in ``warnings``); an explicit
-``--device cpu`` is taken as meant.
-
-Under torchrun (``RANK``, ``WORLD_SIZE``... set), each ``gputui bench`` is one rank of a
-DistributedDataParallel job (:mod:`gputui.jobs.world`): one ``--device`` (``cuda``
-becomes ``cuda:LOCAL_RANK``, or the rank's one visible GPU), one precision; rank 0
-alone prints the result and writes the run folder, and the others print nothing on
-standard output.
+The flags and the output; the runs are :mod:`gputui.jobs.bench.run`'s, the report
+:mod:`gputui.jobs.bench.report`'s. Under torchrun (``RANK``, ``WORLD_SIZE``... set) the
+command is one rank of a distributed job (:mod:`gputui.jobs.world`), and rank 0 alone
+prints the result.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import sys
-from typing import Any, TypeGuard
+from typing import Any
 
 from gputui.commands.args import (
     batch_size_option,
-    check_data_dir,
+    check_data_options,
     check_runs_dir,
     epochs_option,
     examples,
@@ -67,32 +26,20 @@ from gputui.commands.args import (
     usage_error,
     workers_option,
 )
-from gputui.commands.interrupt import AgentWatch, CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from gputui.format import fmt_counted, one_line
-from gputui.jobs.config import (
-    PIPELINES,
-    PRECISIONS,
-    ConfigError,
-    DeviceQuery,
-    RunConfig,
-)
-from gputui.jobs.events import DevicesListed, Error, Event, Note
-from gputui.jobs.process import ChildProcess, list_devices
-from gputui.jobs.reports import ProgressLine, bench_json, render_table
-from gputui.jobs.results import RunRecord
+from gputui.format import one_line
+from gputui.jobs.bench.report import bench_json, render_table
+from gputui.jobs.bench.run import PROG, BenchOutcome, run_bench, run_rank, unused_gpus_warning
+from gputui.jobs.config import PIPELINES, PRECISIONS, ConfigError, RunConfig
+from gputui.jobs.events import DevicesListed
 from gputui.jobs.world import World, check_endpoint, world_from_env
-
-PROG = "gputui bench"
-
-NVML_TIMEOUT_S = 5.0
-"""How long the NVML sample that counts the GPUs may take (a hung driver: no warning)."""
+from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 
 
 def add_bench_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``bench`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
-    bench = commands.add_parser(
+    bench: argparse.ArgumentParser = commands.add_parser(
         "bench",
         parents=[job_options()],
         help="train a small CIFAR-10 CNN on each device and compare epoch times",
@@ -152,11 +99,11 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
         "(default: $XDG_STATE_HOME/gputui/runs or ~/.local/state/gputui/runs)",
     )
     bench.add_argument("--no-record", action="store_true", help="write no run folder")
-    bench.set_defaults(handler=run_bench)
+    bench.set_defaults(handler=run_bench_command)
     return bench
 
 
-def run_bench(args: argparse.Namespace) -> int:
+def run_bench_command(args: argparse.Namespace) -> int:
     """The ``gputui bench`` handler; returns the exit code."""
     precisions = list(dict.fromkeys(args.precisions or ["fp32"]))
     base = RunConfig(
@@ -180,63 +127,29 @@ def run_bench(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
     if world is not None:
-        return run_rank(args, config, world)
+        return _bench_rank(args, config, world)
     try:
         refuse_conflicts(args)
-        if args.data_dir is not None:
-            check_data_dir(args.data_dir)
+        check_data_options(args)
         if args.runs_dir is not None:
             check_runs_dir(args.runs_dir)
         base.validate()
         for text in requested:
             base.with_changes(device=text).validate()  # an empty one, before any child
+        outcome = run_bench(base, requested, precisions, unused_gpus)
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
-    child_checks = len(requested) == 1  # the trainer checks it: no child to list devices
-    warnings: list[str] = []
-    if child_checks:
-        devices = requested
-    else:
-        listed = list_devices(DeviceQuery(check=tuple(dict.fromkeys(requested))))
-        if isinstance(listed, Error) and listed.kind in {"config", "device"}:
-            return usage_error(PROG, listed.message)  # a device that cannot be used: bad input
-        if isinstance(listed, Error):  # torch would not even list them: nothing can run
-            sys.stderr.write(one_line(f"{PROG}: error: {listed.message}") + "\n")
-            return EXIT_FAILED
-        devices = requested or list(listed.chosen)  # each trainer spells its own as torch does
-        if not requested:  # the default set: say so when it leaves NVIDIA GPUs out
-            warning = unused_gpus_warning(listed, nvml_gpu_count())
-            if warning is not None:
-                warnings.append(warning)
-                sys.stderr.write(one_line(f"{PROG}: warning: {warning}") + "\n")
-
-    progress = ProgressLine(sys.stderr)
-    runs: list[RunRecord] = []
-    config = base
-    with CtrlC() as ctrl_c:
-        for device, precision in itertools.product(devices, precisions):
-            wanted = config.with_changes(device=device, precision=precision)
-            if ctrl_c.pressed:  # the runs after the one stopped: stopped before they began
-                runs.append(RunRecord(wanted))
-                continue
-            run = _run_one(wanted, progress, child_checks, ctrl_c)
-            if _is_usage_error(run.error, child_checks):
-                return usage_error(PROG, run.error.message)
-            runs.append(run)
-            if _is_data_error(run.error):
-                break  # the same data fails on every device
-            if run.started is not None:  # every device trains on the data the first one got
-                config = config.with_changes(dataset=run.started.dataset)
-    data_error = next((run.error for run in runs if _is_data_error(run.error)), None)
+    if outcome.failure is not None:
+        sys.stderr.write(one_line(f"{PROG}: error: {outcome.failure}") + "\n")
+        return EXIT_FAILED
+    data_error = outcome.data_error
     if args.json:
-        write_out(json.dumps(bench_json(runs, warnings), indent=2))
+        write_out(json.dumps(bench_json(outcome.runs, outcome.warnings), indent=2))
     elif data_error is None:  # no data, no figures: the one line says it all
-        write_out(render_table(runs))
+        write_out(render_table(outcome.runs))
     if data_error is not None:
         sys.stderr.write(one_line(f"{PROG}: error: {data_error.message}") + "\n")
-    if ctrl_c.pressed:
-        return EXIT_INTERRUPTED
-    return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
+    return _exit_code(outcome)
 
 
 def rank_config(
@@ -254,8 +167,7 @@ def rank_config(
             "--device (cuda or cpu) and at most one --precision"
         )
     refuse_conflicts(args)
-    if args.data_dir is not None:
-        check_data_dir(args.data_dir)
+    check_data_options(args)
     if args.runs_dir is not None and world.leader:
         check_runs_dir(args.runs_dir)
     config = base.with_changes(device=requested[0], record=base.record and world.leader)
@@ -264,22 +176,22 @@ def rank_config(
     return config
 
 
-def run_rank(args: argparse.Namespace, config: RunConfig, world: World) -> int:
+def _bench_rank(args: argparse.Namespace, config: RunConfig, world: World) -> int:
     """``gputui bench`` as one rank: rank 0 alone prints the result (table or JSON); the
     others print nothing on standard output, and a failure as one line on standard error."""
-    progress = ProgressLine(sys.stderr) if world.leader else RankNotes(world.rank)
-    agent = AgentWatch() if AgentWatch.wanted(os.environ) else None
-    with CtrlC() as ctrl_c, agent or contextlib.nullcontext():
-        run = _run_one(config, progress, True, ctrl_c, agent)
-    if agent is not None and agent.gone:  # nobody is left to read the result
+    try:
+        outcome = run_rank(config, world)
+    except ConfigError as exc:
+        return usage_error(PROG, str(exc))
+    if outcome.lost_agent_pid is not None:
         with contextlib.suppress(OSError):  # its standard error may have gone with it
             sys.stderr.write(
-                f"{PROG}: rank {world.rank}: error: its torchrun agent (pid {agent.agent_pid}) "
-                "is gone: the rank stopped rather than train on alone\n"
+                f"{PROG}: rank {world.rank}: error: its torchrun agent (pid "
+                f"{outcome.lost_agent_pid}) is gone: the rank stopped rather than train on "
+                "alone\n"
             )
         return EXIT_FAILED
-    if _is_usage_error(run.error, True):
-        return usage_error(PROG, run.error.message)
+    [run] = outcome.runs
     if not world.leader:
         if run.error is not None:
             sys.stderr.write(one_line(f"{PROG}: rank {world.rank}: error: {run.error.message}"))
@@ -289,25 +201,13 @@ def run_rank(args: argparse.Namespace, config: RunConfig, world: World) -> int:
         write_out(json.dumps(bench_json([run]), indent=2))
     else:
         write_out(render_table([run]))
-    if ctrl_c.pressed:
+    return _exit_code(outcome)
+
+
+def _exit_code(outcome: BenchOutcome) -> int:
+    if outcome.interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_OK if run.status == "ok" else EXIT_FAILED
-
-
-class RankNotes:
-    """What a rank other than 0 shows while it runs: its notes alone, a line each on
-    standard error (rank 0 shows the progress for the job)."""
-
-    def __init__(self, rank: int) -> None:
-        self.rank = rank
-
-    def show(self, config: RunConfig, event: Event) -> None:
-        if isinstance(event, Note):
-            sys.stderr.write(one_line(f"{PROG}: rank {self.rank}: note: {event.message}") + "\n")
-            sys.stderr.flush()
-
-    def end(self) -> None:
-        pass
+    return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
 def refuse_conflicts(args: argparse.Namespace) -> None:
@@ -327,68 +227,14 @@ def refuse_conflicts(args: argparse.Namespace) -> None:
         )
 
 
-def nvml_gpu_count(timeout_s: float = NVML_TIMEOUT_S) -> int | None:
-    """How many NVIDIA GPUs NVML reports here; ``None`` when it does not answer in time."""
-    from gputui.doctor.run import sample_nvml
-
+def unused_gpus(listed: DevicesListed, timeout_s: float = NVML_TIMEOUT_S) -> str | None:
+    """Why the default devices leave out the NVIDIA GPUs NVML reports, if they do: the
+    doctor's one line and its install command where this torch is a CUDA build the driver
+    cannot run, else :func:`unused_gpus_warning`'s. NVML not answering in time says nothing."""
     reading = sample_nvml(timeout_s)
-    return len(reading.gpus) if reading.status.available else None
-
-
-def unused_gpus_warning(listed: DevicesListed, gpu_count: int | None) -> str | None:
-    """One line when NVML reports NVIDIA GPUs but the child's torch chose none of them
-    (a CPU-only build, or a driver it cannot run on); ``None`` otherwise."""
-    if not gpu_count or any(device.startswith("cuda") for device in listed.chosen):
+    warning = unused_gpus_warning(listed, len(reading.gpus) if reading.status.available else None)
+    if warning is None:
         return None
-    them = "it" if gpu_count == 1 else "them"
-    return (
-        f"NVML reports {fmt_counted(gpu_count, 'NVIDIA GPU')}, but this torch "
-        f"{listed.torch_version} cannot use {them}: benching {', '.join(listed.chosen)} "
-        "only; `gputui doctor` says why and how to fix it"
-    )
+    from gputui.doctor.run import driver_too_old  # loaded only where GPUs go unused
 
-
-def _is_usage_error(error: Error | None, child_checks: bool) -> TypeGuard[Error]:
-    """Whether the trainer refused the input (a usage error: exit 2, one line).
-
-    A config it refuses (a batch larger than the data) is bad input on any device.
-    A device it refuses is bad input when the trainer was the one to check the device
-    (``child_checks``: one ``--device``); with several, they were checked first.
-    """
-    if error is None:
-        return False
-    return error.kind == "config" or (child_checks and error.kind == "device")
-
-
-def _is_data_error(error: Error | None) -> TypeGuard[Error]:
-    """Whether the run failed for its data (CIFAR-10 asked for and not to be had): the
-    same on every device, so it is said once, not as a device's failure."""
-    return error is not None and error.kind == "data"
-
-
-def _run_one(
-    config: RunConfig,
-    progress: ProgressLine | RankNotes | None,
-    child_checks: bool,
-    ctrl_c: CtrlC,
-    agent: AgentWatch | None = None,
-) -> RunRecord:
-    """Train one run, showing its progress (``None``: quietly, as a rank other than 0);
-    ``agent``, a rank's launcher, stops it when it goes."""
-    run = RunRecord(config)
-    trainer = ctrl_c.watch(ChildProcess(config).start())
-    if agent is not None:
-        agent.watch(trainer)
-    try:
-        for event in trainer.events():
-            run.absorb(event)
-            if progress is not None and not (
-                isinstance(event, Error)
-                and (_is_usage_error(event, child_checks) or _is_data_error(event))
-            ):
-                progress.show(config, event)  # these errors become the one line instead
-    finally:
-        trainer.stop()
-        if progress is not None:
-            progress.end()
-    return run
+    return driver_too_old(listed, reading) or warning

@@ -20,7 +20,7 @@ TIMEOUT_MAX_S = 3600.0
 
 def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``doctor`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
-    doctor = commands.add_parser(
+    doctor: argparse.ArgumentParser = commands.add_parser(
         "doctor",
         help="say why PyTorch can or cannot use the GPUs here, and how fast each device is",
         description=(

@@ -1,29 +1,8 @@
 """``gputui experiment``: the tutorials' lessons, measured on this machine.
 
-::
-
-    gputui experiment batch-sweep [--batch-sizes 32,64,...,2048] [--pageable] [common options]
-    gputui experiment sync-stall  [--batch-size B] [common options]
-    gputui experiment pipelines   [--batch-size B] [--workers N] [common options]
-
-    common options: [--device DEV]... [--steps N] [--budget SECONDS] [--dataset auto|cifar10|
-                    synthetic] [--data-dir PATH] [--no-download] [--limit N] [--threads N]
-                    [--nice N] [--json]
-
-Torch-free: the experiment runs in an engine child process (:class:`ChildProcess`),
-every device in turn (default: cpu and every usable accelerator). Each row is
-shown on standard error as it is measured; the table and the one-sentence
-conclusion, or ``--json`` (schema: :mod:`gputui.jobs.results`),
-go to standard output (:mod:`gputui.jobs.reports`).
-
-``--limit N``, for quick runs and tests, loads N training images. Undocumented for users,
-for tests: ``--warmup N`` sets the untimed steps before each measurement (default 2).
-
-Exit codes: 0 when every device finished, 1 when the data or a device failed or
-nothing at all could be measured ("status": "empty"), 2 for bad input (one line on
-stderr; a batch larger than the data too), 130 after Ctrl+C. Ctrl+C stops the
-measurement in hand (a second one at once): the rows measured so far are printed,
-and the devices stopped or never reached are marked stopped.
+The flags and the output; the experiment runs in an engine child (:class:`ChildProcess`),
+its table is :mod:`gputui.jobs.experiments.report`'s and its JSON
+:meth:`ExperimentResult.to_json_dict`'s.
 """
 
 from __future__ import annotations
@@ -36,7 +15,7 @@ from typing import Any
 
 from gputui.commands.args import (
     batch_size_option,
-    check_data_dir,
+    check_data_options,
     examples,
     job_options,
     job_settings,
@@ -46,7 +25,6 @@ from gputui.commands.args import (
     whole_numbers,
     workers_option,
 )
-from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import one_line
@@ -57,8 +35,9 @@ from gputui.jobs.config import (
     ExperimentConfig,
     sweep_sizes,
 )
+from gputui.jobs.experiments.report import ProgressLines, render_result
+from gputui.jobs.interrupt import CtrlC
 from gputui.jobs.process import ChildProcess
-from gputui.jobs.reports import ProgressLines, render_result
 from gputui.jobs.results import ExperimentResult
 
 PROG = "gputui experiment"
@@ -137,7 +116,7 @@ description, and its examples (command line, what it does)."""
 
 def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``experiment`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
-    experiment = commands.add_parser(
+    experiment: argparse.ArgumentParser = commands.add_parser(
         "experiment",
         help="measure the tutorials' lessons: batch sizes, reading the loss, pipelines",
         description=(
@@ -209,6 +188,7 @@ def _common_options() -> argparse.ArgumentParser:
         help="time fewer steps when a measurement would take longer than this many seconds; "
         "above 0 (default: 2)",
     )
+    # For tests, so not in --help: the untimed steps before each measurement.
     common.add_argument("--warmup", type=whole_number(1), default=2, help=argparse.SUPPRESS)
     return common
 
@@ -236,8 +216,7 @@ def validated_config(args: argparse.Namespace) -> ExperimentConfig:
     Raises:
         ConfigError: one line naming the bad value and what to use.
     """
-    if args.data_dir is not None:
-        check_data_dir(args.data_dir)
+    check_data_options(args)
     config = config_from_args(args)
     config.validate()
     return config

@@ -7,17 +7,16 @@ take them; the fleet package is imported in the handlers.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from urllib.parse import urlsplit
 
 from gputui.commands.args import seconds
-from gputui.commands.output import write_out
+from gputui.commands.output import terminal_columns, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
 from gputui.format import one_line
-from gputui.telemetry.snapshot import NVML_TIMEOUT_S
+from gputui.telemetry.polling import NVML_TIMEOUT_S
 
 host_timeout_seconds = seconds(1, 60, "--timeout", DEFAULT_TIMEOUT_S)
 """Parse ``--timeout``: how long one host, or this machine's NVIDIA driver, may take."""
@@ -110,12 +109,15 @@ def fleet_timeout(args: argparse.Namespace) -> float:
 
 def targets_of(args: argparse.Namespace, dest_prefix: str = "") -> tuple[Target, ...] | None:
     """The hosts ``--hosts`` or ``--hostfile`` named, if either was given."""
-    return getattr(args, f"{dest_prefix}hosts") or getattr(args, f"{dest_prefix}hostfile")
+    named: tuple[Target, ...] | None = getattr(args, f"{dest_prefix}hosts") or getattr(
+        args, f"{dest_prefix}hostfile"
+    )
+    return named
 
 
 def run_fleet_app(args: argparse.Namespace) -> int:
     """``gputui --hosts ...``, ``--hostfile`` or ``--prometheus``: the fleet view."""
-    from gputui.ui.fleet_app import run_fleet_app as run
+    from gputui.ui.fleet.app import run_fleet_app as run
 
     targets = targets_of(args, "app_")
     if targets is not None:
@@ -147,5 +149,5 @@ def run_fleet_snapshot(args: argparse.Namespace) -> int:
     if args.json:
         write_out(render_fleet_json(hosts, now))
     else:
-        write_out(render_fleet_table(hosts, now, width=shutil.get_terminal_size().columns))
+        write_out(render_fleet_table(hosts, now, width=terminal_columns()))
     return EXIT_OK if all(host.up for host in hosts) else EXIT_FAILED

@@ -33,6 +33,18 @@ def text_width() -> int:
     return min(max(columns, TEXT_WIDTH_MIN), TEXT_WIDTH_MAX)
 
 
+def terminal_columns() -> int | None:
+    """The terminal's width (``COLUMNS`` first), or ``None`` when standard output is not a
+    terminal and ``COLUMNS`` is not set: a pipe or a file gets whole lines."""
+    if "COLUMNS" not in os.environ:
+        try:
+            if sys.stdout is None or not os.isatty(sys.stdout.fileno()):
+                return None
+        except (OSError, ValueError):  # no file descriptor: not a terminal either
+            return None
+    return shutil.get_terminal_size().columns
+
+
 class OutputFailed(Exception):
     """Standard output could not take a command's output; ``str()`` says why, in a few words."""
 

@@ -1,19 +1,8 @@
 """``gputui scale``: the same training at several world sizes on this machine, and how it scales.
 
-Each world size is one engine child (``python -m gputui.engine scale``) that launches
-its ranks with torch's own launcher and trains them with DistributedDataParallel (NCCL
-on CUDA, each rank on ``cuda:RANK``; gloo on the CPU, the cores shared out between the
-ranks). One world size runs after the other, never two at once.
-
-Weak scaling (the default) keeps the per-rank batch (``--batch-size``), so the job's
-batch grows with the ranks; strong scaling keeps the job's batch and splits it. Speedup
-is images/s over the first world size's (the 1-rank run by default), efficiency is the
-speedup over the multiple of ranks, and the all-reduce share is the part of a step
-spent waiting on gradient communication, measured by timing steps with and without
-DDP's all-reduce (``no_sync``) after the last epoch.
-
-Exit codes: 0 when every world size finished, 1 when any failed (the others still run),
-2 for bad input (one line on stderr), 130 after Ctrl+C (what finished is printed).
+The flags and the output; each world size is an engine child of its own (``python -m
+gputui.engine scale``), one after the other. The world sizes are
+:mod:`gputui.jobs.scale.plan`'s, the report :mod:`gputui.jobs.scale.report`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +14,7 @@ from typing import Any
 
 from gputui.commands.args import (
     batch_size_option,
-    check_data_dir,
+    check_data_options,
     epochs_option,
     examples,
     job_options,
@@ -33,33 +22,31 @@ from gputui.commands.args import (
     usage_error,
     whole_numbers,
 )
-from gputui.commands.interrupt import CtrlC
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.jobs.bench.report import ProgressLine
 from gputui.jobs.config import (
     DISTRIBUTED_DEVICES,
-    SCALINGS,
     WORLD_SIZE_MAX,
     ConfigError,
     DeviceQuery,
     RunConfig,
     ScaleConfig,
     available_cores,
-    scaling_configs,
 )
 from gputui.jobs.events import Error
+from gputui.jobs.interrupt import CtrlC
 from gputui.jobs.process import ChildProcess, list_devices
-from gputui.jobs.reports import ProgressLine, render_scale, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord
+from gputui.jobs.scale.plan import CPU_WORLD_SIZES, SCALINGS, gpu_world_sizes, scaling_configs
+from gputui.jobs.scale.report import render_scale, scale_rows, scale_warnings
 
 PROG = "gputui scale"
-CPU_WORLD_SIZES = (1, 2)
-"""The CPU's default: one rank against two (gloo), the cores shared out between them."""
 
 
 def add_scale_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``scale`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
-    scale = commands.add_parser(
+    scale: argparse.ArgumentParser = commands.add_parser(
         "scale",
         parents=[job_options(devices=False)],
         help="train on 1, 2, 4... ranks (torch.distributed) and show how it scales",
@@ -115,8 +102,7 @@ def add_scale_command(commands: Any) -> argparse.ArgumentParser:
 def run_scale(args: argparse.Namespace) -> int:
     """The ``gputui scale`` handler; returns the exit code."""
     try:
-        if args.data_dir is not None:
-            check_data_dir(args.data_dir)
+        check_data_options(args)
         sizes = list(dict.fromkeys(args.world_sizes or ()))
         for size in sizes:
             _config(args, size)  # bad input fails before any child starts
@@ -165,7 +151,7 @@ def run_scale(args: argparse.Namespace) -> int:
 
 
 def default_world_sizes(device: str) -> tuple[int, ...] | Error:
-    """1, 2, 4... up to the GPUs torch can use (and that count itself), or 1 and 2 CPU
+    """1, 2, 4... up to the GPUs torch can use (:func:`gpu_world_sizes`), or 1 and 2 CPU
     ranks; an ``Error`` when ``cuda`` is asked for and torch can use none."""
     if device == "cpu":
         return CPU_WORLD_SIZES
@@ -179,12 +165,7 @@ def default_world_sizes(device: str) -> tuple[int, ...] | Error:
             "--device cpu",
             kind="device",
         )
-    sizes = [1]
-    while sizes[-1] * 2 <= gpus:
-        sizes.append(sizes[-1] * 2)
-    if sizes[-1] != gpus:
-        sizes.append(gpus)
-    return tuple(sizes)
+    return gpu_world_sizes(gpus)
 
 
 def _config(args: argparse.Namespace, world_size: int) -> ScaleConfig:

@@ -42,7 +42,7 @@ def readable_file(text: str) -> str:
 
 def add_serve_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``serve`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
-    serve = commands.add_parser(
+    serve: argparse.ArgumentParser = commands.add_parser(
         "serve",
         help="serve the readings to Prometheus (GET /metrics) and as JSON (GET /snapshot)",
         description=(
@@ -108,6 +108,7 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
 
 def run_serve_command(args: argparse.Namespace) -> int:
     """Serve until stopped; 0 after SIGTERM, 130 after Ctrl+C, 2 if it cannot listen."""
+    from gputui.commands.output import write_out
     from gputui.serve.run import ServeError, serve
     from gputui.serve.tls import TlsError, server_context
 
@@ -124,6 +125,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
             processes=args.processes is not None,
             raw_commands=args.processes == PROCESSES_RAW,
             tls=tls,
+            announce=write_out,
         )
     except (ServeError, TlsError) as error:
         return usage_error("gputui serve", str(error))

@@ -30,6 +30,7 @@ from gputui.doctor.wheels import (
     parse_cuda_version,
 )
 from gputui.format import fmt_counted
+from gputui.jobs.events import DevicesListed, TorchProbed
 from gputui.telemetry.readings import NvmlReading
 
 LIBRARY_NOT_FOUND = 12
@@ -85,16 +86,19 @@ def diagnose(facts: DoctorFacts) -> DoctorReport:
 
 def report_facts(facts: DoctorFacts) -> ReportFacts:
     """The facts a script wants, each ``None`` where it was not gathered."""
-    torch, status = facts.torch, facts.nvml.status
-    build = None
-    if torch.imported is True:
-        build = "rocm" if torch.hip_version else "cuda" if torch.cuda_version else "cpu"
+    cuda, status = facts.torch.cuda, facts.nvml.status
+    install = _imported(facts.torch)
+    version = build = cuda_version = None
+    if install is not None:
+        version = install.version
+        build = "rocm" if install.hip_version else "cuda" if install.cuda_version else "cpu"
+        cuda_version = install.cuda_version if build == "cuda" else None
     return ReportFacts(
-        torch_version=torch.version if torch.imported is True else None,
+        torch_version=version,
         torch_build=build,
-        torch_cuda_version=torch.cuda_version if build == "cuda" else None,
-        cuda_available=torch.cuda_available,
-        cuda_device_count=torch.cuda_device_count,
+        torch_cuda_version=cuda_version,
+        cuda_available=cuda.available if cuda is not None else None,
+        cuda_device_count=cuda.device_count if cuda is not None else None,
         driver_version=status.driver_version,
         driver_cuda_version=status.cuda_driver_version,
         gpu_count=len(facts.nvml.gpus) if status.available else None,
@@ -111,28 +115,52 @@ def _channel(facts: DoctorFacts) -> str | None:
     return channel_for_driver(driver) if driver is not None else None
 
 
+def _imported(torch: TorchFacts) -> TorchProbed | None:
+    """What torch is, once it imported; ``None`` when it did not, or the probe never said."""
+    install = torch.install
+    return install if install is not None and install.imported else None
+
+
 def _packages(torch: TorchFacts) -> tuple[str, ...]:
-    return ("torch", *torch.companions)
+    """torch and the installed packages built against it, which must be reinstalled with it."""
+    companions = torch.install.companions if torch.install is not None else {}
+    return ("torch", *sorted(name for name, version in companions.items() if version))
 
 
 def _cuda_install_fix(facts: DoctorFacts, *, replace: bool = True) -> str:
     """The exact command for a CUDA build this driver runs, or what to do when there is none."""
-    status = facts.nvml.status
-    packages = _packages(facts.torch)
-    channel = _channel(facts)
+    return cuda_install_fix(
+        facts.nvml.status.cuda_driver_version,
+        python=facts.python,
+        packages=_packages(facts.torch),
+        replace=replace,
+    )
+
+
+def cuda_install_fix(
+    driver_cuda: str | None,
+    *,
+    python: str,
+    packages: tuple[str, ...],
+    replace: bool = True,
+) -> str:
+    """The exact command for a CUDA build a driver for CUDA ``driver_cuda`` (NVML's word;
+    ``None``: unknown) runs, or what to do when there is none (:func:`install_command`)."""
+    driver = parse_cuda_version(driver_cuda)
+    channel = channel_for_driver(driver) if driver is not None else None
     if channel is not None:
-        return install_command(channel, python=facts.python, packages=packages, replace=replace)
+        return install_command(channel, python=python, packages=packages, replace=replace)
     oldest = oldest_channel_version()
     fallback = install_command(
-        f"cu{oldest.replace('.', '')}", python=facts.python, packages=packages, replace=replace
+        f"cu{oldest.replace('.', '')}", python=python, packages=packages, replace=replace
     )
-    if status.cuda_driver_version is None:
+    if driver_cuda is None:
         return (
             "run nvidia-smi, read its 'CUDA Version' and pick the newest channel not newer "
             f"than it at https://pytorch.org/get-started/locally/, e.g. `{fallback}`"
         )
     return (
-        f"the driver supports CUDA {status.cuda_driver_version}, older than any CUDA build "
+        f"the driver supports CUDA {driver_cuda}, older than any CUDA build "
         f"of torch: update the NVIDIA driver (CUDA {oldest} or later), then `{fallback}`"
     )
 
@@ -158,16 +186,16 @@ def _no_driver(facts: DoctorFacts) -> bool:
 def _torch_unknown(torch: TorchFacts) -> str:
     """Why a check that needs torch's answers has none (torch did not import, or the
     probe stopped before it said whether it did)."""
-    if torch.imported is None:
+    if torch.install is None:
         return "Unknown: the torch probe stopped before torch imported."
     return "Unknown: torch did not import."
 
 
-def _build_text(torch: TorchFacts) -> str:
-    if torch.hip_version:
-        return f"a ROCm {torch.hip_version} build"
-    if torch.cuda_version:
-        return f"a CUDA {torch.cuda_version} build"
+def _build_text(install: TorchProbed) -> str:
+    if install.hip_version:
+        return f"a ROCm {install.hip_version} build"
+    if install.cuda_version:
+        return f"a CUDA {install.cuda_version} build"
     return "a CPU-only build"
 
 
@@ -183,28 +211,30 @@ def format_cudnn(version: int) -> str:
 
 def check_torch(facts: DoctorFacts) -> Check:
     """torch is installed and imports; its version and build."""
-    torch = facts.torch
+    install = facts.torch.install
     where = f" in {facts.python}" if facts.python != "python" else ""
-    if torch.imported is None:
+    if install is None:
         return Check("torch", Status.SKIP, "Unknown: the torch probe stopped before it said.")
     fix_channel = _channel(facts)
-    if torch.imported is False:
+    if not install.imported:
         if fix_channel is not None:
-            fix = install_command(fix_channel, python=facts.python, replace=not torch.missing)
-        elif torch.missing:
+            fix = install_command(fix_channel, python=facts.python, replace=not install.missing)
+        elif install.missing:
             fix = f"{facts.python} -m pip install torch"
         else:
             fix = f"{facts.python} -m pip install --force-reinstall torch"
-        if torch.missing:
+        if install.missing:
             return Check("torch", Status.FAIL, f"torch is not installed{where}.", fix)
         return Check(
-            "torch", Status.FAIL, f"torch does not import{where}: {torch.import_error}", fix
+            "torch", Status.FAIL, f"torch does not import{where}: {install.import_error}", fix
         )
-    cudnn = f", cuDNN {format_cudnn(torch.cudnn_version)}" if torch.cudnn_version else ""
+    cuda = facts.torch.cuda
+    cudnn_version = cuda.cudnn_version if cuda is not None else None
+    cudnn = f", cuDNN {format_cudnn(cudnn_version)}" if cudnn_version else ""
     return Check(
         "torch",
         Status.OK,
-        f"torch {torch.version} imports{where}: {_build_text(torch)}{cudnn}.",
+        f"torch {install.version} imports{where}: {_build_text(install)}{cudnn}.",
     )
 
 
@@ -263,19 +293,19 @@ def check_driver(facts: DoctorFacts) -> Check:
 
 def check_build(facts: DoctorFacts) -> Check:
     """A CPU-only torch where NVML reports a driver fails, with the install command."""
-    torch = facts.torch
     name = "torch build"
-    if torch.imported is not True:
-        return Check(name, Status.SKIP, _torch_unknown(torch))
-    if torch.hip_version:
-        return Check(name, Status.OK, f"{_build_text(torch).capitalize()} (AMD GPUs are 'cuda').")
-    if torch.cuda_version:
-        return Check(name, Status.OK, f"Built for CUDA {torch.cuda_version}.")
+    install = _imported(facts.torch)
+    if install is None:
+        return Check(name, Status.SKIP, _torch_unknown(facts.torch))
+    if install.hip_version:
+        return Check(name, Status.OK, f"{_build_text(install).capitalize()} (AMD GPUs are 'cuda').")
+    if install.cuda_version:
+        return Check(name, Status.OK, f"Built for CUDA {install.cuda_version}.")
     if facts.nvml.status.available:
         return Check(
             name,
             Status.FAIL if facts.nvml.gpus else Status.WARN,
-            f"torch {torch.version} is a CPU-only build (`torch.version.cuda` is None), "
+            f"torch {install.version} is a CPU-only build (`torch.version.cuda` is None), "
             f"but NVML reports {_driver_text(facts)}.",
             _cuda_install_fix(facts),
         )
@@ -294,11 +324,12 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
     """The driver's CUDA version against the one torch was built with."""
     torch = facts.torch
     name = "driver vs build"
-    built = parse_cuda_version(torch.cuda_version)
-    if torch.imported is not True:
+    install = _imported(torch)
+    if install is None:
         return Check(name, Status.SKIP, _torch_unknown(torch))
-    if built is None or torch.hip_version:
-        return Check(name, Status.SKIP, f"Nothing to compare: torch is {_build_text(torch)}.")
+    built = parse_cuda_version(install.cuda_version)
+    if built is None or install.hip_version:
+        return Check(name, Status.SKIP, f"Nothing to compare: torch is {_build_text(install)}.")
     driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
     if not facts.nvml.status.available or driver is None:
         return Check(name, Status.SKIP, "NVML did not say which CUDA version the driver supports.")
@@ -307,17 +338,17 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
         return Check(
             name,
             Status.OK,
-            f"The driver supports CUDA {driver_text}; torch needs {torch.cuda_version} or newer.",
+            f"The driver supports CUDA {driver_text}; torch needs {install.cuda_version} or newer.",
         )
     fix = (
-        f"update the NVIDIA driver to one for CUDA {torch.cuda_version} or later, or install "
+        f"update the NVIDIA driver to one for CUDA {install.cuda_version} or later, or install "
         f"a build this driver runs: `{_cuda_install_fix(facts)}`"
     )
-    if driver[0] == built[0] and facts.torch.cuda_available:
+    if driver[0] == built[0] and torch.cuda is not None and torch.cuda.available:
         return Check(
             name,
             Status.WARN,
-            f"The driver supports CUDA {driver_text}, older than torch's {torch.cuda_version}; "
+            f"The driver supports CUDA {driver_text}, older than torch's {install.cuda_version}; "
             "it runs through CUDA minor-version compatibility, but kernels JIT-compiled "
             "from PTX can fail.",
             fix,
@@ -325,9 +356,42 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
     return Check(
         name,
         Status.FAIL,
-        f"The driver supports CUDA {driver_text}, too old for torch {torch.version}, "
-        f"built for CUDA {torch.cuda_version}.",
+        f"The driver supports CUDA {driver_text}, too old for torch {install.version}, "
+        f"built for CUDA {install.cuda_version}.",
         fix,
+    )
+
+
+def driver_too_old_line(
+    listed: DevicesListed, nvml: NvmlReading, *, python: str, packages: tuple[str, ...]
+) -> str | None:
+    """One line, for ``gputui bench`` and the runner pane, when this torch is a CUDA build
+    the driver cannot run: what it needs, what is here, and the command for a build that
+    runs (the one :func:`check_driver_vs_build` gives). ``None`` unless NVML sees GPUs, the
+    device listing has no usable CUDA device, and the build's CUDA is newer than the
+    driver's.
+
+    Args:
+        listed: What the engine's device listing said.
+        nvml: An NVML reading (the driver's version and its CUDA version).
+        python: How to name this interpreter in the command.
+        packages: torch and the packages built against it that are installed.
+    """
+    status = nvml.status
+    if not (status.available and nvml.gpus):
+        return None
+    if any(option.usable and option.name.startswith("cuda") for option in listed.devices):
+        return None
+    built = parse_cuda_version(listed.cuda_version)
+    driver = parse_cuda_version(status.cuda_driver_version)
+    if built is None or driver is None or driver >= built:
+        return None
+    cuda = status.cuda_driver_version
+    here = f"{status.driver_version} (CUDA {cuda})" if status.driver_version else f"for CUDA {cuda}"
+    fix = cuda_install_fix(cuda, python=python, packages=packages)
+    return (
+        f"this torch {listed.torch_version} needs a driver for CUDA {listed.cuda_version} or "
+        f"later, and the driver here is {here}: {fix}"
     )
 
 
@@ -437,12 +501,13 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
     """``torch.cuda.is_available()`` and ``device_count()``, with the error when CUDA fails."""
     torch = facts.torch
     name = "torch.cuda"
-    if torch.imported is not True:
+    install, cuda = _imported(torch), torch.cuda
+    if install is None:
         return Check(name, Status.SKIP, _torch_unknown(torch))
-    if torch.cuda_available is None:
+    if cuda is None or cuda.available is None:
         return Check(name, Status.SKIP, "Unknown: the torch probe stopped before asking CUDA.")
-    count = torch.cuda_device_count or 0
-    if torch.cuda_available:
+    count = cuda.device_count or 0
+    if cuda.available:
         names = [f"{d.device} {d.name}" for d in torch.devices if d.device.startswith("cuda:")]
         listed = f": {', '.join(names)}" if names else ""
         message = f"`is_available()` is True, `device_count()` is {count}{listed}."
@@ -457,7 +522,7 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
                 "exclusive mode, or broken",
             )
         return Check(name, Status.OK, message)
-    errors = [*torch.cuda_warnings, *([torch.cuda_init_error] if torch.cuda_init_error else [])]
+    errors = [*cuda.warnings, *([cuda.init_error] if cuda.init_error else [])]
     said = f": {' '.join(errors)}" if errors else "."
     message = f"`is_available()` is False, `device_count()` is {count}{said}"
     if (facts.nvml.status.available and not facts.nvml.gpus) or _no_driver(facts):
@@ -468,16 +533,15 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
             Status.SKIP,
             f"NVML does not answer, so whether there is a GPU is unknown; {message}",
         )
-    return Check(name, Status.FAIL, message, _cuda_fix(facts, visible, " ".join(errors)))
+    return Check(name, Status.FAIL, message, _cuda_fix(facts, install, visible, " ".join(errors)))
 
 
-def _cuda_fix(facts: DoctorFacts, visible: VisibleDevices, error: str) -> str:
-    torch = facts.torch
-    if not torch.cuda_version and not torch.hip_version:
+def _cuda_fix(facts: DoctorFacts, install: TorchProbed, visible: VisibleDevices, error: str) -> str:
+    if not install.cuda_version and not install.hip_version:
         return _cuda_install_fix(facts)
     if visible.hides_all:
         return "`unset CUDA_VISIBLE_DEVICES` (it hides every GPU)"
-    built = parse_cuda_version(torch.cuda_version)
+    built = parse_cuda_version(install.cuda_version)
     driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
     if built is not None and driver is not None and driver < built:
         return f"the driver is too old for this build: `{_cuda_install_fix(facts)}`"
@@ -492,10 +556,11 @@ def check_gpu_code(facts: DoctorFacts) -> Check:
     (``torch.cuda.get_arch_list()``): a GPU it has no code for fails every kernel."""
     torch = facts.torch
     name = "GPU code"
-    if torch.imported is not True:
+    install = _imported(torch)
+    if install is None:
         return Check(name, Status.SKIP, _torch_unknown(torch))
-    if not torch.cuda_version or torch.hip_version:
-        return Check(name, Status.SKIP, f"Nothing to check: torch is {_build_text(torch)}.")
+    if not install.cuda_version or install.hip_version:
+        return Check(name, Status.SKIP, f"Nothing to check: torch is {_build_text(install)}.")
     gpus = [
         (device, capability)
         for device in torch.devices
@@ -504,10 +569,10 @@ def check_gpu_code(facts: DoctorFacts) -> Check:
     ]
     if not gpus:
         return Check(name, Status.SKIP, "No CUDA GPU was read, so there is nothing to check.")
-    arches = torch.cuda_arch_list
+    arches = torch.cuda.arch_list if torch.cuda is not None else ()
     if not arches:
         return Check(name, Status.SKIP, "The probe did not say which GPU code torch carries.")
-    carried = f"torch {torch.version} carries {' '.join(arches)}"
+    carried = f"torch {install.version} carries {' '.join(arches)}"
     verdicts = {device.device: gpu_code(capability, arches) for device, capability in gpus}
     for verdict in (GpuCode.NONE, GpuCode.PTX):
         capability = next((c for d, c in gpus if verdicts[d.device] is verdict), None)
@@ -552,7 +617,10 @@ def _and(items: list[str]) -> str:
 
 def _gpu_code_fix(facts: DoctorFacts, capability: int) -> str:
     """The exact command for a build with code for this GPU that this driver runs."""
-    machine = facts.torch.platform_machine or facts.platform.machine
+    install = facts.torch.install
+    machine = (install.platform.get("machine") if install is not None else None) or (
+        facts.platform.machine
+    )
     channels = channels_for_gpu(capability, machine)
     python, packages = facts.python, _packages(facts.torch)
     if not channels:

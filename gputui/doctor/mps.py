@@ -57,14 +57,15 @@ def check_mps(facts: PlatformFacts, torch: TorchFacts, *, python: str = "python"
 
     Args:
         facts: The platform this doctor runs on.
-        torch: What torch said (``mps_built``/``mps_available`` may be unknown).
+        torch: What torch said (whether MPS is built or available may be unknown).
         python: How to name this interpreter in commands.
     """
     system_name = {"Darwin": "macOS"}.get(facts.system, facts.system or "an unknown system")
     if facts.system != "Darwin":
         return Check(NAME, Status.SKIP, f"MPS exists only on macOS; this is {system_name}.")
     mac = facts.mac_version or "of unknown version"
-    if torch.mps_available:
+    mps, install = torch.mps, torch.install
+    if mps is not None and mps.available:
         return Check(NAME, Status.OK, f"MPS is available (macOS {mac}, {facts.machine}).")
     if facts.translated:
         return Check(
@@ -89,22 +90,22 @@ def check_mps(facts: PlatformFacts, torch: TorchFacts, *, python: str = "python"
             f"macOS {facts.mac_version} is too old: MPS needs macOS 12.3 or later.",
             "update macOS to 12.3 or later (Apple menu > System Settings > Software Update)",
         )
-    if torch.imported is not True:
+    if install is None or not install.imported:
         return Check(NAME, Status.SKIP, "Unknown: torch did not import, so MPS was not asked.")
-    if torch.mps_built is False:
+    if install.mps_built is False:
         return Check(
             NAME,
             Status.WARN,
-            f"torch {torch.version} was built without MPS.",
+            f"torch {install.version} was built without MPS.",
             f"{python} -m pip install --upgrade --force-reinstall torch",
         )
-    if torch.mps_available is None:
+    if mps is None or mps.available is None:
         return Check(NAME, Status.SKIP, "Unknown: the torch probe stopped before asking MPS.")
-    said = f" torch warned: {' '.join(torch.mps_warnings)}" if torch.mps_warnings else ""
+    said = f" torch warned: {' '.join(mps.warnings)}" if mps.warnings else ""
     return Check(
         NAME,
         Status.WARN,
-        f"torch {torch.version} has MPS and this is macOS {mac} on {facts.machine}, "
+        f"torch {install.version} has MPS and this is macOS {mac} on {facts.machine}, "
         f"yet `torch.backends.mps.is_available()` is False.{said}",
         f"update macOS, then torch: `{python} -m pip install --upgrade torch`",
     )

@@ -30,9 +30,10 @@ def pitfall_checks(torch: TorchFacts, *, python: str = "python") -> list[Check]:
         python: How to name this interpreter in commands.
     """
     found = {pitfall.name: pitfall for pitfall in torch.pitfalls}
+    numpy_installed = torch.install.numpy_installed if torch.install is not None else None
     return [
         _mixed(found.get("cross-device")),
-        _numpy(found.get("numpy"), torch.numpy_installed, python),
+        _numpy(found.get("numpy"), numpy_installed, python),
         _device_string(found.get("device-string")),
     ]
 

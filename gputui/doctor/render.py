@@ -1,26 +1,7 @@
-"""The doctor's report as plain text (80 columns, or the terminal's if narrower) or as JSON.
+"""The doctor's report as plain text (80 columns, or the terminal's if narrower) or as JSON;
+a device's figure rows (:func:`figure_rows`) serve the text and the app's Doctor screen alike.
 
-The JSON schema is a contract for scripts::
-
-    {"checks": [{"name": str, "status": "ok|warn|fail|skip", "message": str,
-                 "fix": str | null}, ...],
-     "devices": [{"device": str, "name": str, "compute_capability": str | null,
-                  "memory_bytes": int | null, "copy_bytes_per_s": float | null,
-                  "h2d_pageable_bytes_per_s": ..., "h2d_pinned_bytes_per_s": ...,
-                  "d2h_pageable_bytes_per_s": ..., "d2h_pinned_bytes_per_s": ...,
-                  "matmul_fp32_tflops": float | null, "matmul_bf16_tflops": float | null,
-                  "notes": [str, ...]}, ...],
-     "facts": {"torch_version": str | null, "torch_build": "cuda|rocm|cpu" | null,
-               "torch_cuda_version": str | null, "cuda_available": bool | null,
-               "cuda_device_count": int | null, "driver_version": str | null,
-               "driver_cuda_version": str | null, "gpu_count": int | null,
-               "nvml_error_code": int | null},
-     "summary": {"ok": int, "warn": int, "fail": int, "skip": int}}
-
-A figure that was not measured, or a fact not gathered, is ``null``, never a guess.
-Bandwidths are bytes per second: ``copy_bytes_per_s`` counts each copied byte twice, read
-and written (as nvbandwidth and STREAM's Copy do); a host/device transfer counts each byte
-once. ``summary`` counts the checks by status.
+The JSON is a contract for scripts: the README shows it, and a test holds the two together.
 """
 
 from __future__ import annotations
@@ -60,7 +41,8 @@ _COMMAND_START = re.compile(r"^(?:python\d?|pip\d?|sudo|export|unset|gputui|/\S+
 
 
 def report_as_dict(report: DoctorReport) -> dict[str, Any]:
-    """The report as plain JSON-ready data (see the module docstring for the schema)."""
+    """The report as plain JSON-ready data: the dataclasses' fields, statuses as words, and
+    the checks counted by status."""
     return {
         "checks": [
             {
@@ -217,35 +199,39 @@ def _device_lines(device: DeviceReport, width: int) -> list[str]:
         device.matmul_bf16_tflops,
     )
     if any(figure is not None for figure in figures):
-        rows = fmt_columns(_figure_rows(device), width=width - len(indent))
+        rows = fmt_columns(figure_rows(device, plain=True), width=width - len(indent))
         lines += [indent + row for row in rows]
     for note in device.notes:
         lines += _wrap(note, width, indent + "- ", indent + "  ")
     return lines
 
 
-def copy_figure(device: DeviceReport) -> str:
+def figure_rows(device: DeviceReport, *, plain: bool) -> list[tuple[str, str]]:
+    """A device's measured figures as (label, value) rows; one not measured reads ``n/a``.
+
+    ``plain`` gives the text report's rows: ASCII arrows, commas, a row per matmul
+    precision; otherwise the app's: ``→`` and ``⇄``, ``·``, one matmul row.
+    """
+    arrow, both, comma = ("->", "<->", ",") if plain else ("→", "⇄", " ·")
+    cpu = device.device == "cpu"
+    rows = [("host memcpy" if cpu else "copy on device", _copy_figure(device))]
+    if cpu:
+        rows.append((f"host {both} device", f"{NA} (the CPU is the host)"))
+    else:
+        for source, target, pageable, pinned in (
+            ("host", "device", device.h2d_pageable_bytes_per_s, device.h2d_pinned_bytes_per_s),
+            ("device", "host", device.d2h_pageable_bytes_per_s, device.d2h_pinned_bytes_per_s),
+        ):
+            value = f"pageable {fmt_bandwidth(pageable)}{comma} pinned {fmt_bandwidth(pinned)}"
+            rows.append((f"{source} {arrow} {target}", value))
+    fp32, bf16 = fmt_tflops(device.matmul_fp32_tflops), fmt_tflops(device.matmul_bf16_tflops)
+    if plain:
+        return [*rows, ("matmul fp32", fp32), ("matmul bf16", bf16)]
+    return [*rows, ("matmul", f"fp32 {fp32} · bf16 {bf16}")]
+
+
+def _copy_figure(device: DeviceReport) -> str:
     """The copy within the device's memory, marked as counted: ``3.02 TB/s read + write``."""
     if device.copy_bytes_per_s is None:
         return NA
     return f"{fmt_bandwidth(device.copy_bytes_per_s)} read + write"
-
-
-def _figure_rows(device: DeviceReport) -> list[list[str]]:
-    copy_label = "host memcpy" if device.device == "cpu" else "copy on device"
-    rows = [[copy_label, copy_figure(device)]]
-    if device.device == "cpu":
-        rows.append(["host <-> device", f"{NA} (the CPU is the host)"])
-    else:
-        for direction, pageable, pinned in (
-            ("host -> device", device.h2d_pageable_bytes_per_s, device.h2d_pinned_bytes_per_s),
-            ("device -> host", device.d2h_pageable_bytes_per_s, device.d2h_pinned_bytes_per_s),
-        ):
-            rows.append(
-                [direction, f"pageable {fmt_bandwidth(pageable)}, pinned {fmt_bandwidth(pinned)}"]
-            )
-    return [
-        *rows,
-        ["matmul fp32", fmt_tflops(device.matmul_fp32_tflops)],
-        ["matmul bf16", fmt_tflops(device.matmul_bf16_tflops)],
-    ]

@@ -8,23 +8,22 @@ both are bounded in time: a hung driver makes a failed check, never a hung docto
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shlex
 import shutil
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 from gputui.doctor.checks import DoctorReport
-from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose
+from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose, driver_too_old_line
 from gputui.doctor.mps import PlatformFacts, current_platform
 from gputui.doctor.torch_facts import DEFAULT_TIMEOUT_S, TorchFacts, run_probe
 from gputui.jobs.config import ProbeConfig
-from gputui.telemetry.readings import NvmlReading, NvmlStatus
-
-NVML_TIMEOUT_S = 10.0
-"""How long the NVML sample may take before the driver is reported as not answering."""
+from gputui.jobs.events import TORCH_COMPANIONS, DevicesListed
+from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
+from gputui.telemetry.readings import NvmlReading, NvmlStatus, nvml_hung
 
 
 def python_command(
@@ -43,26 +42,38 @@ def python_command(
     return shlex.quote(executable)
 
 
-def sample_nvml(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:
-    """One NVML sample in a worker thread, given up on after ``timeout_s`` seconds."""
-    from gputui.telemetry.nvml import NvmlSampler
+def torch_packages() -> tuple[str, ...]:
+    """torch and the packages built against it installed beside it here, which an install
+    command must reinstall with it (as the torch probe finds them)."""
+    return ("torch", *(name for name in TORCH_COMPANIONS if _installed(name)))
 
-    result: list[NvmlReading] = []
 
-    def sample() -> None:
-        with NvmlSampler() as sampler:
-            result.append(sampler.sample())
+def _installed(name: str) -> bool:
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
-    worker = threading.Thread(target=sample, name="doctor-nvml", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if result:
-        return result[0]
+
+def driver_too_old(listed: DevicesListed, nvml: NvmlReading) -> str | None:
+    """The doctor's line for a CUDA build the driver cannot run (:func:`driver_too_old_line`),
+    its command for this interpreter and the packages installed in it; ``None`` when the
+    facts do not say so."""
+    return driver_too_old_line(listed, nvml, python=python_command(), packages=torch_packages())
+
+
+def nvml_facts(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:
+    """One NVML sample (:func:`sample_nvml`); a driver that has not answered all of it within
+    ``timeout_s`` seconds reads as NVML unavailable, which fails the driver check."""
+    reading = sample_nvml(timeout_s)
+    if not nvml_hung(reading):
+        return reading
     error = (
         f"NVML did not answer within {timeout_s:g} s; the driver may be hung: "
         "check nvidia-smi and `sudo dmesg | grep -i nvrm`."
     )
-    return NvmlReading(NvmlStatus(available=False, error=error), (), time.monotonic())
+    return NvmlReading(NvmlStatus(available=False, error=error), (), reading.taken_at)
 
 
 def nvml_missing_sentence() -> str:
@@ -123,7 +134,7 @@ def run_doctor(
 
         prober = threading.Thread(target=probe, name="doctor-probe", daemon=True)
         prober.start()
-    reading = nvml if nvml is not None else sample_nvml()
+    reading = nvml if nvml is not None else nvml_facts()
     if prober is not None:
         prober.join()
         torch = probed[0]

@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 from gputui.doctor.checks import DeviceReport
 from gputui.jobs.config import ProbeConfig
@@ -41,8 +42,19 @@ STDERR_TAIL_LINES = 20
 
 @dataclass(frozen=True, slots=True)
 class TorchFacts:
-    """What the probe child reported; ``None`` where it never said."""
+    """What the probe child said, in its own typed events (``None`` where it stopped before
+    it sent one), the devices it measured, and how it ended."""
 
+    install: TorchProbed | None = None
+    """What torch is (version, build, companions), or why it did not import."""
+    cuda: CudaProbed | None = None
+    """What CUDA said: available or not, how many devices, the code this build carries."""
+    mps: MpsProbed | None = None
+    """Whether MPS is available, and why not."""
+    pitfalls: tuple[PitfallShown, ...] = ()
+    """The tutorials' mistakes, with torch's own error text."""
+    devices: tuple[DeviceReport, ...] = ()
+    """Each usable device, with what was measured."""
     completed: bool = False
     """True when the child got to the end."""
     failure: str | None = None
@@ -51,48 +63,6 @@ class TorchFacts:
     """True when it was killed for taking longer than the timeout."""
     last_step: str | None = None
     """The step it started last, e.g. ``initialising CUDA``."""
-    imported: bool | None = None
-    """Whether ``import torch`` worked."""
-    missing: bool = False
-    """True when torch is not installed at all."""
-    import_error: str | None = None
-    """The import's error text."""
-    import_warnings: tuple[str, ...] = ()
-    """Warnings raised while importing torch (e.g. NumPy missing)."""
-    version: str | None = None
-    """``torch.__version__``."""
-    cuda_version: str | None = None
-    """``torch.version.cuda``: the CUDA version torch was built with; ``None`` for CPU-only."""
-    hip_version: str | None = None
-    """``torch.version.hip`` (ROCm builds)."""
-    mps_built: bool | None = None
-    """``torch.backends.mps.is_built()``."""
-    numpy_installed: bool | None = None
-    """Whether NumPy is importable (torch's ``.numpy()`` needs it)."""
-    companions: tuple[str, ...] = ()
-    """Installed packages built against torch that must be reinstalled with it."""
-    cuda_available: bool | None = None
-    """``torch.cuda.is_available()``."""
-    cuda_device_count: int | None = None
-    """``torch.cuda.device_count()``."""
-    cuda_init_error: str | None = None
-    """What ``torch.cuda.init()`` raised when CUDA is not available."""
-    cuda_warnings: tuple[str, ...] = ()
-    """Warnings from asking CUDA (``CUDA initialization: ...``)."""
-    cudnn_version: int | None = None
-    """``torch.backends.cudnn.version()``."""
-    cuda_arch_list: tuple[str, ...] = ()
-    """``torch.cuda.get_arch_list()`` (``sm_90``, ``compute_90``); empty when not known."""
-    mps_available: bool | None = None
-    """``torch.backends.mps.is_available()``."""
-    mps_warnings: tuple[str, ...] = ()
-    """Warnings from asking MPS (they say why it is not available)."""
-    platform_machine: str | None = None
-    """``platform.machine()`` in the child: ``arm64``, ``x86_64``..."""
-    pitfalls: tuple[PitfallShown, ...] = ()
-    """The tutorials' mistakes, with torch's own error text."""
-    devices: tuple[DeviceReport, ...] = ()
-    """Each usable device, with what was measured."""
     stderr_tail: str = ""
     """The last lines the child wrote to stderr."""
     elapsed_s: float | None = None
@@ -100,63 +70,36 @@ class TorchFacts:
 
 
 def facts_from_events(events: Iterable[Event | None]) -> TorchFacts:
-    """Fold the probe's events into :class:`TorchFacts`.
-
-    Values of the wrong type are dropped (``None``), so a confused child cannot break
-    the report; ``None`` items (lines that were not events) and other events are skipped.
-    """
-    facts: dict[str, object] = {}
-    devices: dict[str, dict[str, object]] = {}
+    """Fold the probe's events into :class:`TorchFacts`; ``None`` items (lines that were
+    not events) and other events are skipped, and a device's parts are merged."""
+    facts: dict[str, Any] = {}
+    devices: dict[str, dict[str, Any]] = {}
     pitfalls: list[PitfallShown] = []
     for event in events:
         if isinstance(event, ProbeStep):
-            facts["last_step"] = _text(event.step)
+            facts["last_step"] = event.step
         elif isinstance(event, TorchProbed):
-            platform = event.platform if isinstance(event.platform, dict) else {}
-            companions = event.companions if isinstance(event.companions, dict) else {}
-            facts.update(
-                imported=_flag(event.imported),
-                missing=event.missing is True,
-                import_error=_text(event.import_error),
-                import_warnings=_texts(event.import_warnings),
-                version=_text(event.version),
-                cuda_version=_text(event.cuda_version),
-                hip_version=_text(event.hip_version),
-                mps_built=_flag(event.mps_built),
-                numpy_installed=_flag(event.numpy_installed),
-                companions=tuple(sorted(name for name, version in companions.items() if version)),
-                platform_machine=_text(platform.get("machine")),
-            )
+            facts["install"] = event
         elif isinstance(event, CudaProbed):
-            count, cudnn = event.device_count, event.cudnn_version
-            facts.update(
-                cuda_available=_flag(event.available),
-                cuda_device_count=count if _whole(count) and count >= 0 else None,  # type: ignore[operator]
-                cuda_init_error=_text(event.init_error),
-                cuda_warnings=_texts(event.warnings),
-                cudnn_version=cudnn if _whole(cudnn) else None,
-                cuda_arch_list=_texts(event.arch_list),
-            )
+            facts["cuda"] = event
         elif isinstance(event, MpsProbed):
-            facts["mps_available"] = _flag(event.available)
-            facts["mps_warnings"] = _texts(event.warnings)
+            facts["mps"] = event
         elif isinstance(event, PitfallShown):
             pitfalls.append(event)
         elif isinstance(event, DeviceProbed):
-            merged = devices.setdefault(str(event.device), {"notes": ()})
+            merged = devices.setdefault(event.device, {"notes": ()})
             for name in ("name", "compute_capability", "memory_bytes", "uuid", "error"):
                 if getattr(event, name) is not None:
                     merged[name] = getattr(event, name)
-            if isinstance(event.figures, dict):
-                merged.update(event.figures)
-            merged["notes"] = (*merged["notes"], *_texts(event.notes))  # type: ignore[misc]
+            merged.update(event.figures)
+            merged["notes"] = (*merged["notes"], *event.notes)
         elif isinstance(event, Finished):
             facts["completed"] = True
             facts["elapsed_s"] = event.total_seconds
     device_reports = tuple(
         _device(key, entry) for key, entry in devices.items() if "name" in entry or "error" in entry
     )
-    return TorchFacts(**facts, pitfalls=tuple(pitfalls), devices=device_reports)  # type: ignore[arg-type]
+    return TorchFacts(**facts, pitfalls=tuple(pitfalls), devices=device_reports)
 
 
 _FIGURES = tuple(
@@ -164,45 +107,26 @@ _FIGURES = tuple(
 )
 
 
-def _device(key: str, entry: dict[str, object]) -> DeviceReport:
-    figures = {name: _positive(entry.get(name)) for name in _FIGURES}
+def _device(key: str, entry: dict[str, Any]) -> DeviceReport:
+    figures: dict[str, Any] = {name: _positive(entry.get(name)) for name in _FIGURES}
     memory = _positive(entry.get("memory_bytes"))
-    notes = list(entry.get("notes", ()))  # type: ignore[call-overload]
+    notes = list(entry["notes"])
     if entry.get("error"):
         notes.append(f"could not be read: {entry['error']}")
     return DeviceReport(
         device=key,
-        name=str(entry.get("name") or key),
-        compute_capability=_text(entry.get("compute_capability")),
+        name=entry.get("name") or key,
+        compute_capability=entry.get("compute_capability") or None,
         memory_bytes=int(memory) if memory is not None else None,
-        uuid=_text(entry.get("uuid")),
+        uuid=entry.get("uuid") or None,
         notes=tuple(notes),
         **figures,
     )
 
 
-def _positive(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and value > 0 else None
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _flag(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _texts(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple):
-        return ()
-    return tuple(item for item in value if isinstance(item, str) and item)
+def _positive(value: float | None) -> float | None:
+    """A figure worth showing: measured, finite and above zero."""
+    return float(value) if value is not None and math.isfinite(value) and value > 0 else None
 
 
 def run_probe(
@@ -229,10 +153,8 @@ def run_probe(
     config = config or ProbeConfig()
 
     def time_limit_for(event: Event) -> float | None:
-        if isinstance(event, CudaProbed) and event.available is True:
-            count = event.device_count
-            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-                return config.time_limit_s(timeout_s, count)
+        if isinstance(event, CudaProbed) and event.available and event.device_count:
+            return config.time_limit_s(timeout_s, event.device_count)
         return None
 
     outcome = run_to_end(

@@ -1,20 +1,9 @@
-"""The engine's child process: ``python -m gputui.engine MODE [options] [CONFIG_JSON]``.
+"""The engine's child process: ``python -m gputui.engine MODE [--parent-pid PID]
+[--watch-stdin] CONFIG_JSON``, one mode per config type (:data:`CONFIGS`).
 
-Modes, each with its config (:mod:`gputui.jobs.config`)::
-
-    train       RunConfig: one training run (one rank of a job, under torchrun)
-    scale       ScaleConfig: one training run on N ranks (torch.distributed, gloo or NCCL)
-    experiment  ExperimentConfig: one experiment on each device
-    probe       ProbeConfig: the doctor's torch facts and measurements
-    devices     DeviceQuery: every candidate device, usable or not, and why
-
-Options: ``--parent-pid PID`` (die with that parent) and ``--watch-stdin`` (die when
-standard input reaches EOF); see :mod:`gputui.engine.lifecycle`.
-
-Events go to standard output as JSON lines (:mod:`gputui.jobs.events`); anything
-else printed (by torch, a library, a stray ``print``) goes to standard error, so
-the event stream stays clean. Whatever happens, the last event says how the job
-ended: a crash becomes an ``Error`` with its traceback.
+Events go to the real standard output, a JSON line each; anything else printed goes to
+standard error, so the stream stays clean. Whatever happens, the last event says how the
+job ended: a crash becomes an ``Error`` with its traceback.
 """
 
 from __future__ import annotations
@@ -24,6 +13,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from gputui.engine.lifecycle import (
     EventStream,
@@ -137,7 +127,7 @@ def _usage(stream: EventStream, message: str) -> int:
     return EXIT_USAGE
 
 
-def _import_torch():  # type: ignore[no-untyped-def]  # torch's module
+def _import_torch() -> ModuleType:
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy
     import torch
 
@@ -156,7 +146,10 @@ def _list_devices(query: DeviceQuery, emit: Emit) -> int:
         return EXIT_USAGE
     emit(
         DevicesListed(
-            devices=tuple(device_options()), torch_version=torch.__version__, chosen=chosen
+            devices=tuple(device_options()),
+            torch_version=torch.__version__,
+            chosen=chosen,
+            cuda_version=torch.version.cuda,
         )
     )
     return EXIT_OK

@@ -174,7 +174,10 @@ def _numpy_function(module: str, name: str) -> Callable[..., Any]:
     """
     for package in ("numpy._core", "numpy.core"):
         try:
-            return getattr(importlib.import_module(f"{package}.{module}"), name)
+            found: Callable[..., Any] = getattr(
+                importlib.import_module(f"{package}.{module}"), name
+            )
+            return found
         except (ImportError, AttributeError):
             continue
     raise ImportError(f"this numpy has no {module}.{name}")

@@ -1,22 +1,8 @@
 """The trainer's data: CIFAR-10 when it is here or asked for, else a synthetic stand-in.
 
-``load_dataset`` is the entry point. Whatever it returns says which dataset it is
-and where it came from (``Dataset.name``, ``Dataset.source``), and ``Dataset.note``
-says, in one line, when the dataset is not the one asked for (a failed download).
-
-- ``"auto"`` (the default) uses CIFAR-10 if it is already here and the synthetic
-  set otherwise. It never touches the network, so it is fast and works offline.
-- ``"cifar10"`` uses CIFAR-10, downloading the binary distribution into the data
-  folder if it is not here. Asked for by name, it is required: when it cannot be had
-  (not here with downloading off, a failed download, a folder that cannot be written)
-  :class:`DatasetError` says, in one line, why and how to get it. Never the synthetic set.
-- ``"synthetic"`` generates the synthetic set (see :mod:`gputui.engine.synthetic`).
-
-CIFAR-10 is looked for, in each searched folder, as the binary distribution's
-``cifar-10-batches-bin`` (what gputui downloads), as torchvision's
-``cifar-10-batches-py`` (what the tutorials download to ./data), or as the folder
-itself holding either's files. The folders searched are ``data_dir`` alone when it
-is given, else gputui's cache folder and then ./data.
+:func:`load_dataset` is the entry point. ``auto`` never touches the network; ``cifar10``,
+asked for by name, is CIFAR-10 or a one-line :class:`DatasetError`, never the synthetic set.
+Whatever it returns says which dataset it is and where it came from.
 """
 
 from __future__ import annotations
@@ -51,6 +37,7 @@ from gputui.engine.download import (
     TextProgressBar,
     fetch_cifar10,
 )
+from gputui.jobs.config import ALLOW_DOWNLOAD
 from gputui.jobs.folders import user_folder
 
 __all__ = [
@@ -169,6 +156,10 @@ class Cifar10Location:
 def find_cifar10(dirs: Sequence[Path]) -> Cifar10Location | None:
     """The first CIFAR-10 folder in ``dirs``, or ``None``; nothing is read yet.
 
+    In each folder: the binary distribution's ``cifar-10-batches-bin`` (what gputui
+    downloads), torchvision's ``cifar-10-batches-py`` (the tutorials' ./data), or either's
+    files in the folder itself.
+
     A folder counts as soon as it is there, so that a damaged one is reported
     (when it is read) rather than silently passed over.
     """
@@ -274,7 +265,9 @@ def load_dataset(
     """Load the dataset to train on.
 
     Args:
-        kind: ``"auto"``, ``"cifar10"`` or ``"synthetic"`` (see the module's doc).
+        kind: ``"auto"``: CIFAR-10 if it is already here, else the synthetic set;
+            ``"cifar10"``: CIFAR-10, downloaded if need be; ``"synthetic"``: the synthetic
+            set (:mod:`gputui.engine.synthetic`).
         data_dir: the folder to search and download into instead of the cache folder
             and ./data; it must exist.
         download: whether ``"cifar10"`` may download the archive when it is not here.
@@ -359,7 +352,7 @@ def how_to_get_cifar10(home: Path, *, download: bool) -> str:
     if home.is_dir() and not os.access(home, os.W_OK):
         return f"{home} is not writable: {elsewhere}"
     if not download:
-        return f"allow the download, or save {CIFAR10_URL} in {home}"
+        return f"{ALLOW_DOWNLOAD}, or save {CIFAR10_URL} in {home}"
     if not home.is_dir():  # it could not be made
         return elsewhere
     return f"try again, or save {CIFAR10_URL} in {home} yourself"

@@ -1,41 +1,18 @@
-"""The experiments themselves, on any device: the engine's ``experiment`` mode.
+"""The engine's ``experiment`` mode: batch-sweep, sync-stall or pipelines on each device in
+turn, each with a fresh seed 001 CNN and the trainer's own step (:mod:`gputui.engine.step`).
 
-:func:`run_experiment` validates the devices, loads the data once, then runs the
-experiment on each device in turn with a fresh copy of seed 001's CNN and the
-trainer's own step (:mod:`gputui.engine.step`: the same Adam, cross-entropy, fp32),
-emitting one row per measurement as it ends. It never raises for a failed run: it
-ends with ``Finished`` or ``Error``.
-
-Timing rules, the same for every measurement: ``warmup_steps`` untimed steps
-first (cuDNN autotune, allocator growth, DataLoader workers starting), the device
-synchronized before every clock read, and at most ``steps`` timed steps: fewer
-when the last warm-up step says they would overrun ``budget_s``, and none begun
-once ``budget_s`` has passed (after ``MIN_STEPS``), so a busy machine cannot
-stretch a measurement far. ``sync-stall`` gives the budget to both modes together.
-
-- ``batch-sweep``: each step is timed in two phases. The data phase gets the
-  batch where the model reads it: on an accelerator, ``.to(device)`` of a
-  normalised float32 host batch (pinned on CUDA unless ``pin_memory`` is off), as
-  seed 001's loop does with each DataLoader batch; on the CPU nothing is copied,
-  so it is the host's batch preparation (gather uint8 images, convert and
-  normalise), the work a DataLoader does. The device is synchronized between the
-  phases, so copy and compute never overlap here.
-- ``sync-stall``: batches come from resident data (no copies), so the only host
-  read is the one measured: ``loss.item()`` every step against the loss summed
-  on the device and read once. Each mode has its own warm-up steps (each loads kernels
-  of its own), then the modes alternate over ``ROUNDS`` rounds.
-- ``pipelines``: the trainer's own ``ClassicPipeline`` (DataLoader workers,
-  ``.to(device)`` per batch) and ``ResidentPipeline`` (the uint8 dataset on the
-  device), each timed over whole steps, batch fetching included, in ``ROUNDS`` rounds
-  whose spread is the noise, as sync-stall's is.
+Every measurement is timed alike: ``warmup_steps`` untimed steps, the device synchronized
+before every clock read, then at most ``steps`` timed steps: fewer when the warm-up says
+they would overrun ``budget_s``, and none begun past it (after ``MIN_STEPS``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -300,11 +277,16 @@ class _DeviceRun:
     # -- batch-sweep ----------------------------------------------------------------------
 
     def _batch_sweep(self) -> None:
+        """Time each batch size's steps in two phases, synchronized between them so that copy
+        and compute never overlap: the data phase gets the batch where the model reads it (an
+        accelerator: ``.to(device)`` of a normalised host batch, as seed 001's loop does; the
+        CPU copies nothing, so: preparing the batch, a DataLoader's work), then the step. A
+        batch that runs out of memory ends the sweep: the larger ones are skipped."""
         step = self._step()
         sizes = self.config.sizes
         for index, size in enumerate(sizes):
             self._check_stop()
-            row = unless_out_of_memory(lambda size=size: self._sweep_one(step, size), self.device)
+            row = unless_out_of_memory(functools.partial(self._sweep_one, step, size), self.device)
             if row is None:
                 self._row(_sweep_failure(self.device, size, OUT_OF_MEMORY))
                 for larger in sizes[index + 1 :]:
@@ -381,6 +363,9 @@ class _DeviceRun:
     # -- sync-stall -----------------------------------------------------------------------
 
     def _sync_stall(self) -> None:
+        """``loss.item()`` every step against the loss summed on the device and read once, on
+        resident batches (no copies: the only host read is the one measured); the two modes
+        alternate over ``ROUNDS`` rounds and share the budget."""
         size = self.config.batch_size
         rows = unless_out_of_memory(lambda: self._sync_stall_rows(size), self.device)
         if rows is None:
@@ -450,11 +435,13 @@ class _DeviceRun:
     # -- pipelines ------------------------------------------------------------------------
 
     def _pipelines(self) -> None:
+        """The trainer's classic pipeline against its resident one, each timed over whole
+        steps, batches fetched included, in ``ROUNDS`` rounds whose spread is the noise."""
         step = self._step()
         for name in ("classic", "resident"):
             self._check_stop()
             row = unless_out_of_memory(
-                lambda name=name: self._pipeline_row(name, step), self.device
+                functools.partial(self._pipeline_row, name, step), self.device
             )
             if row is None:
                 row = PipelineRow(
@@ -520,7 +507,7 @@ class _DeviceRun:
         )
 
 
-def _endless(epoch: Callable[[], Iterator[Batch]]) -> Iterator[Batch]:
+def _endless(epoch: Callable[[], Iterator[Batch]]) -> Generator[Batch]:
     """Batches from one epoch after another."""
     while True:
         yield from epoch()

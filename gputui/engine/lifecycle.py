@@ -1,23 +1,7 @@
 """What keeps an engine child safe beside a UI, whatever its job: the event stream on a
-private copy of standard output, death with the parent, stop signals, priority, and the
-allocator setting that CPU training needs.
-
-- ``SIGTERM``, ``SIGHUP`` and ``SIGINT`` ask the job to stop after the current
-  step (it ends with ``Finished(stopped=True)``); a second one exits at once.
-- With ``--parent-pid``, Linux's ``PR_SET_PDEATHSIG`` kills this process when
-  the thread that started it dies; with ``--watch-stdin``, a watchdog thread
-  kills this process group (DataLoader workers too) when standard input reaches
-  EOF (the parent is gone, however it died) or the parent pid changes.
-- Before torch loads, :func:`keep_freed_memory` tells glibc's allocator to keep
-  freed blocks of up to 32 MiB instead of returning them to the kernel: each
-  CPU training step frees and reallocates the same few megabytes of
-  activations, and without this every step page-faults them back in.
-- :func:`exit_now` ends the process with ``os._exit`` once every event is
-  written: tearing down torch's modules at interpreter exit does nothing for a
-  process that is about to go.
-
-Nothing here imports torch: each mode imports it when it runs (the probe to report
-an import that fails).
+private copy of standard output, death with the parent, stop signals (the first stops after
+the current step, a second exits at once), priority, and the allocator setting that CPU
+training needs. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -96,7 +80,8 @@ def keep_freed_memory() -> bool:
 
 
 def exit_now(code: int) -> None:
-    """Flush standard output and error, then end the process without interpreter teardown."""
+    """Flush standard output and error, then end the process without interpreter teardown
+    (tearing torch down does nothing for a process that is about to go)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

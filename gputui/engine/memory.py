@@ -11,7 +11,7 @@ import gc
 import resource
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
@@ -22,9 +22,12 @@ Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """One optimizer step on ``(images, labels)``; returns the detached loss."""
 T = TypeVar("T")
 
-OutOfMemoryError: type[RuntimeError] = getattr(torch, "OutOfMemoryError", None) or getattr(
-    torch.cuda, "OutOfMemoryError", RuntimeError
-)
+if TYPE_CHECKING:
+    OutOfMemoryError = torch.OutOfMemoryError
+else:
+    OutOfMemoryError = getattr(torch, "OutOfMemoryError", None) or getattr(
+        torch.cuda, "OutOfMemoryError", RuntimeError
+    )
 """torch's out-of-memory error: ``torch.OutOfMemoryError`` from torch 2.5, before that
 ``torch.cuda.OutOfMemoryError`` (pyproject admits torch 2.1, and many GPU images ship
 2.1 to 2.4)."""
@@ -46,9 +49,9 @@ CUDNN_UNDER_PRESSURE = (
     "cudnn_status_not_supported",
 )
 """How cuDNN fails when too little device memory is left for its workspace: no engine
-found, or a status (internal error, not supported) that says nothing of memory. Only a
-GPU shows it (an H200, torch 2.11: a 3x3 convolution with 4 to 8 MiB left free failed
-with ``CUDNN_STATUS_INTERNAL_ERROR``); see :func:`is_out_of_memory`'s ``probing``."""
+found, or a status (internal error, not supported) that says nothing of memory: a
+convolution with a few MiB left free fails with ``CUDNN_STATUS_INTERNAL_ERROR``. Only a GPU
+shows it; see :func:`is_out_of_memory`'s ``probing``."""
 
 
 class SimulatedOutOfMemoryError(OutOfMemoryError):

@@ -1,27 +1,15 @@
-"""The doctor's probe, the engine's ``probe`` mode: what torch sees here, and how fast
-each device is.
+"""The engine's ``probe`` mode, for the doctor: what torch sees here, and how fast each
+device is.
 
-It emits, in order (:mod:`gputui.jobs.events`)::
-
-    TorchProbed     version, build (CUDA/HIP/MPS), numpy, platform; or the import error
-    CudaProbed      is_available(), device_count(), the init error and warnings, cuDNN
-    MpsProbed       is_available()
-    PitfallShown    one per pitfall: the real error torch raises for a tutorial mistake
-    DeviceProbed    per usable device: identity first, then its measured figures
-    Finished
-
-A ``ProbeStep`` goes out before each part that can hang (importing torch,
-initialising CUDA, measuring a device), so a parent that has to kill a hung probe
-can say where it hung, and keeps everything sent before (:mod:`gputui.doctor.torch_facts`).
-
-torch is imported here, not at the module's top, so that an import that fails is
-reported. Every measurement warms up, synchronizes before reading the clock, and
-times a loop of a share of ``budget_s``, but never shorter than ``MIN_LOOP_S`` nor fewer
-than ``MIN_REPS`` calls; a figure that cannot be taken is ``None`` with a note.
+A ``ProbeStep`` goes out before each part that can hang (importing torch, initialising
+CUDA, measuring a device), so that a parent that kills a hung probe can say where it hung
+(:mod:`gputui.doctor.torch_facts`). torch is imported inside, so that a failed import is
+reported rather than raised.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import math
@@ -36,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from gputui.format import fmt_counted
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import (
+    TORCH_COMPANIONS,
     CudaProbed,
     DeviceProbed,
     Emit,
@@ -56,9 +45,8 @@ MEASUREMENTS_PER_DEVICE = {"cpu": 3, "cuda": 7, "mps": 7}
 """Timed loops per device type: copy and two matmuls, plus four transfers off the CPU."""
 
 MIN_LOOP_S = 0.1
-"""Shortest timed loop. Reading the clock and the one synchronize at the loop's end cost
-tens of microseconds, a few hundredths of a percent of this; a split budget alone gives
-8 GPUs about 0.05 s a loop, two 8192-square fp32 matmuls on an H100."""
+"""Shortest timed loop, however many devices split the budget: long enough that reading the
+clock and the one synchronize at the loop's end are lost in it."""
 
 MIN_REPS = 5
 """Fewest calls a timed loop averages, so that one call that runs long (a clock still
@@ -67,7 +55,7 @@ ramping up, another process's burst) is a fifth of the figure at most, not half 
 SLOW_LOOP_MAX_S = 2.0
 """A call so slow that ``MIN_REPS`` of them would take longer than this (and longer than
 the loop's share) is timed fewer times: a call that long is timed precisely on its own,
-and the probe must stay quick (a CPU without fast bf16 takes about 2 s per matmul)."""
+and the probe must stay quick (a bf16 matmul on a CPU without fast bf16 is that slow)."""
 
 MAX_REPS = 100_000
 """Most calls a timed loop makes (a call of nothing, on a coarse clock)."""
@@ -186,7 +174,7 @@ def _matmul(figures: _Figures, device: torch.device, n: int) -> None:
             figures.values[key] = None
             figures.notes.append(f"{label}: {error_text(error)}")
             continue
-        figures.rate(key, label, 2.0 * n**3 / 1e12, lambda a=a, b=b, c=c: torch.mm(a, b, out=c))
+        figures.rate(key, label, 2.0 * n**3 / 1e12, functools.partial(torch.mm, a, b, out=c))
         del a, b, c
     figures.notes.append(f"matmul: {n}x{n}; fp32 is IEEE fp32 (TF32 off), bf16 sums in fp32")
 
@@ -257,7 +245,7 @@ def _cpu_bf16_note(values: dict[str, float | None]) -> str | None:
         values.get("matmul_fp32_tflops"),
         values.get("matmul_bf16_tflops"),
         cpu_bf16(),
-        onednn_on=bool(mkldnn.is_available() and mkldnn.enabled),
+        onednn_on=bool(mkldnn.is_available() and mkldnn.enabled),  # type: ignore[no-untyped-call]  # torch
         onednn_bf16=onednn_bf16,
         x86=platform.machine().lower() in {"x86_64", "amd64", "i386", "i686"},
     )
@@ -430,7 +418,7 @@ def _torch_stage(emit: Emit) -> Any:
         "platform": _platform(),
         "import_warnings": tuple(import_warnings),
         "numpy_installed": importlib.util.find_spec("numpy") is not None,
-        "companions": {name: _package_version(name) for name in ("torchvision", "torchaudio")},
+        "companions": {name: _package_version(name) for name in TORCH_COMPANIONS},
     }
     if failure is not None:
         missing = isinstance(failure, ModuleNotFoundError) and failure.name == "torch"
@@ -534,7 +522,8 @@ def pitfalls(accelerator: str | None) -> list[PitfallShown]:
 
 
 def run_probe(config: ProbeConfig, emit: Emit) -> None:
-    """Probe torch and the devices, emitting each part as it is known; ends with ``Finished``."""
+    """Probe torch and the devices, emitting each part as it is known, in the order
+    :mod:`gputui.jobs.events` gives; ends with ``Finished``."""
     started = time.perf_counter()
     torch = _torch_stage(emit)
     if torch is None:
@@ -552,7 +541,7 @@ def run_probe(config: ProbeConfig, emit: Emit) -> None:
         emit(pitfall)
 
     devices: list[tuple[str, Callable[[], DeviceProbed]]] = [("cpu", _cpu_identity)]
-    devices += [(f"cuda:{i}", lambda i=i: _cuda_identity(i)) for i in range(cuda_count)]
+    devices += [(f"cuda:{i}", functools.partial(_cuda_identity, i)) for i in range(cuda_count)]
     if mps_available:
         devices.append(("mps", _mps_identity))
     loops = sum(MEASUREMENTS_PER_DEVICE[name.split(":")[0]] for name, _ in devices)

@@ -48,12 +48,12 @@ _POLL_S = 0.05
 def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) -> int:
     """Train ``config.world_size`` ranks together; returns 0, 1 (failed) or 2 (usage error)."""
     import torch.multiprocessing as mp
-    from torch.multiprocessing.spawn import ProcessException
+    from torch.multiprocessing.spawn import ProcessException, start_processes
 
     ranks = config.world_size
     run = rank_config(config)
     mailbox: Any = mp.get_context("spawn").Queue()
-    context = mp.start_processes(
+    context = start_processes(  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         _rank_main,
         args=(run.to_json(), mailbox, os.getpid(), _free_port(), ranks),
         nprocs=ranks,

@@ -1,22 +1,10 @@
-"""One training run, start to end, reported as events.
+"""One training run, start to end, reported as events: the engine's ``train`` mode.
 
-:func:`run_training` validates the config and the device, loads the data, trains
-seed 001's CNN with Adam and cross-entropy, and emits the events of
-:mod:`gputui.jobs.events`. It never raises for a failed run: the run ends
-with one ``Finished`` or ``Error`` event, and the return value is an exit code.
-
-Timing: each epoch's clock starts and stops after synchronizing the device, so
-an epoch's seconds are the device's real work, evaluation excluded. Epoch 1 is
-the warm-up epoch (cuDNN autotune, ``torch.compile``, allocator growth) and is
-flagged ``warmup``; steady-state figures are epochs 2 and later. Copying the
-dataset to the device is timed on its own (``DataReady``), outside every epoch.
-
-Inside an epoch the host never waits for the device, except for a progress read
-(one ``.item()``) when at least ``progress_interval_s`` of wall time has passed.
-
-On the CPU Adam runs ``foreach`` (the default's numbers, in fewer ops), and the
-child process keeps freed activations in the heap instead of page-faulting them
-back in every step (:func:`gputui.engine.lifecycle.keep_freed_memory`).
+:func:`run_training` never raises for a failed run: it ends with one ``Finished`` or
+``Error``. An epoch's clock is read with the device synchronized, evaluation outside it;
+epoch 1 is flagged ``warmup`` (the rule: :func:`gputui.jobs.results.steady_figures`).
+Within an epoch the host waits for the device only to read the progress, at most once per
+``progress_interval_s``.
 """
 
 from __future__ import annotations
@@ -278,7 +266,7 @@ class _Run:
             )
         torch.manual_seed(config.seed)  # every rank starts from the same weights
         data = load_dataset(
-            config.dataset,
+            config.dataset,  # type: ignore[arg-type]  # validated: one of DATASETS
             Path(config.data_dir).expanduser() if config.data_dir else None,
             download=config.download,
             progress=download_reporter(self.emit),
@@ -291,10 +279,9 @@ class _Run:
         bf16 = config.precision == "bf16"
         math = set_math(config.precision, device)
         cpu_fast_bf16 = cpu_bf16().fast
-        # fp32 stays NCHW, even on the CPU. channels_last there makes the pools faster but
-        # oneDNN's convolutions of these thin layers (3 to 16 channels) slower; whole epochs
-        # measured the same (10.3 s either way, 2 cores, 2026-11-22). bf16's AMX/AVX512-BF16
-        # kernels do want NHWC.
+        # fp32 stays NCHW, even on the CPU: channels_last makes the pools faster there but
+        # oneDNN's convolutions of these thin layers (3 to 16 channels) slower, and whole
+        # epochs come out even. bf16's AMX/AVX512-BF16 kernels do want NHWC.
         channels_last = bf16 and device.type == "cpu" and cpu_fast_bf16
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         if bf16 and device.type == "cpu" and not cpu_fast_bf16:
@@ -302,7 +289,7 @@ class _Run:
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True
 
-        model = CNN().to(device=device, memory_format=self.memory_format)
+        model = CNN().to(device=device, memory_format=self.memory_format)  # type: ignore[call-overload]  # torch's overloads omit memory_format
         optimizer = make_optimizer(model, device)
         self.ddp = distributed.wrap(model, device) if self.world is not None else None
         trained = self.ddp if self.ddp is not None else model

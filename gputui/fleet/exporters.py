@@ -1,22 +1,10 @@
 """Turn one host's exposition back into gputui's readings, whichever exporter wrote it.
 
-Three exporters are recognised by their series' names, and their units converted to
-gputui's (bytes, percent, watts, MHz, joules):
-
-- ``gputui serve``: ``gputui_gpu_*``, the inverse of :data:`gputui.serve.metrics.GPU_SERIES`;
-- NVIDIA's dcgm-exporter: ``DCGM_FI_DEV_*`` (its default counters; memory in MiB, energy
-  in mJ), labels ``gpu``, ``UUID``, ``modelName``, ``pci_bus_id``;
-- nvitop-exporter: ``gpu_*_Percentage``, ``gpu_memory_*_MiB``... (prometheus_client appends
-  the unit to the name), labels ``index``, ``uuid``, ``devicename``.
-
-A series an exporter does not have leaves that reading ``None``. Series of MIG instances
-(dcgm-exporter's ``GPU_I_ID``, nvitop-exporter's ``N:M`` indices) are not GPUs and are left
-out.
-
-Every number is checked against what the reading can be (:data:`RANGES`): one that is not
-(``+Inf``, a negative memory, P-state 1e300) is read as ``None`` and the exposition says so in
-a note. NaN is nvitop-exporter's "not available", read as ``None`` without a note; from the
-others it is noted too. A host may send at most :data:`MAX_SERIES` samples.
+The exporter is told by its series' names: ``gputui serve`` (``gputui_gpu_*``), NVIDIA's
+dcgm-exporter (``DCGM_FI_DEV_*``) or nvitop-exporter (``gpu_*_Percentage``...); its units
+become gputui's. A series an exporter lacks leaves that reading ``None``; MIG instances are
+left out (they are not GPUs); a value no reading can take (:data:`RANGES`) reads ``None``
+with a note.
 """
 
 from __future__ import annotations
@@ -24,10 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from gputui.format import one_line
+from gputui.format import without_noise
 from gputui.serve.metrics import (
     GPU_HUNG,
     GPU_INFO,
@@ -46,7 +33,8 @@ MAX_SERIES = 200_000
 """The most samples read from one host: a host of 10,000 GPUs sends about 180,000."""
 
 ERROR_MAX = 200
-"""The most characters of the parser's complaint (it quotes the host's line) kept."""
+"""The most characters of the parser's complaint (it quotes the host's line) kept
+(:mod:`gputui.fleet.exposition`)."""
 
 MAX_NOTES = 20
 """The most notes about bad values kept for one host (the last says how many more)."""
@@ -60,9 +48,9 @@ class NotAnExporter(ValueError):
     """The text is not an exposition of an exporter gputui can read."""
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One series' value, from a scrape or from a Prometheus query."""
+class Sample(NamedTuple):
+    """One series' value, from a scrape or from a Prometheus query (a named tuple: one is
+    made for each line a host sends, and a tuple is the cheapest to make)."""
 
     name: str
     labels: Mapping[str, str]
@@ -167,30 +155,6 @@ class Notes:
         return (*self._kept, f"and {more} more values refused") if more else tuple(self._kept)
 
 
-def parse_text(text: str, max_series: int = MAX_SERIES) -> list[Sample]:
-    """The samples of a Prometheus text exposition, through prometheus_client's parser.
-
-    Raises:
-        NotAnExporter: when the text does not parse, or holds more than ``max_series``
-            samples (counted before parsing, which costs far more).
-    """
-    count = sum(
-        1 for line in text.split("\n") if line.strip() and not line.lstrip().startswith("#")
-    )
-    if count > max_series:
-        raise NotAnExporter(f"{count} series sent; gputui reads at most {max_series} from one host")
-    try:
-        return [
-            Sample(sample.name, sample.labels, float(sample.value))
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        ]
-    except (ValueError, TypeError, IndexError) as error:
-        raise NotAnExporter(
-            f"not a Prometheus text exposition ({one_line(str(error))[:ERROR_MAX]})"
-        ) from None
-
-
 def read_samples(samples: Iterable[Sample]) -> Exposition:
     """The GPUs ``samples`` describe, recognising their exporter by the series' names.
 
@@ -221,38 +185,39 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
     notes = Notes()
     age = 0.0
     for sample in samples:
-        if sample.name == SAMPLE_AGE:
-            if SAMPLE_AGE_RANGE.admits(sample.value):
-                age = sample.value
+        name, labels, value = sample
+        if name == SAMPLE_AGE:
+            if SAMPLE_AGE_RANGE.admits(value):
+                age = value
             else:
                 notes.add(
-                    f"{SAMPLE_AGE} = {sample.value:g}: not {SAMPLE_AGE_RANGE} seconds; "
+                    f"{SAMPLE_AGE} = {value:g}: not {SAMPLE_AGE_RANGE} seconds; "
                     "the readings are dated by the scrape"
                 )
             continue
-        index = _index(sample.labels.get("gpu"))
-        if index is None or sample.name == NVML_AVAILABLE:
+        index = _index(labels.get("gpu"))
+        if index is None or name == NVML_AVAILABLE:
             continue
-        gpu = gpus.setdefault(index, _Gpu(index, notes))
-        gpu.uuid = sample.labels.get("uuid") or gpu.uuid
-        if sample.name == GPU_INFO:
-            gpu.name = sample.labels.get("name") or gpu.name
-            gpu.bus_id = sample.labels.get("bus_id") or None
-        elif sample.name in (GPU_UP, GPU_HUNG):
-            if not STATE.admits(sample.value):
-                notes.refuse(f"GPU {index} {sample.name}", sample.value, "0 or 1")
-            elif sample.name == GPU_UP:
-                gpu.up = sample.value == 1
+        gpu = gpus.get(index) or gpus.setdefault(index, _Gpu(index, notes))
+        gpu.uuid = labels.get("uuid") or gpu.uuid
+        field = _GPUTUI_FIELDS.get(name)
+        if field is not None:  # most series: one reading each
+            gpu.set(field[0], value * field[1], name, value)
+        elif name == GPU_INFO:
+            gpu.name = labels.get("name") or gpu.name
+            gpu.bus_id = labels.get("bus_id") or None
+        elif name in (GPU_UP, GPU_HUNG):
+            if not STATE.admits(value):
+                notes.refuse(f"GPU {index} {name}", value, "0 or 1")
+            elif name == GPU_UP:
+                gpu.up = value == 1
             else:
-                gpu.hung = sample.value == 1
-        elif sample.name == GPU_PROCESS_MEMORY:
+                gpu.hung = value == 1
+        elif name == GPU_PROCESS_MEMORY:
             gpu.processes = gpu.processes or []
             process = _process(sample, index, notes)
             if process is not None:
                 gpu.processes.append(process)
-        elif sample.name in _GPUTUI_FIELDS:
-            name, scale = _GPUTUI_FIELDS[sample.name]
-            gpu.set(name, sample.value * scale, sample.name, sample.value)
     # Without a single process series (served without --processes, or nothing running)
     # the processes are not known from here; with one, a GPU without any has none.
     if any(gpu.processes is not None for gpu in gpus.values()):
@@ -349,6 +314,20 @@ _NVITOP = _Mapping(
 _NVITOP_NAMES = frozenset(_NVITOP.fields)
 
 
+def _mapped_names(mapping: _Mapping) -> set[str]:
+    names = (*mapping.fields, mapping.memory_free, mapping.memory_reserved)
+    return {name for each in names if each for name in (each, f"{each}_total")}
+
+
+SERIES_READ = frozenset(
+    {SAMPLE_AGE, GPU_INFO, GPU_UP, GPU_HUNG, GPU_PROCESS_MEMORY, *_GPUTUI_FIELDS}
+    | _mapped_names(_DCGM)
+    | _mapped_names(_NVITOP)
+)
+"""Every series name :func:`read_samples` reads from a scrape (a counter's with ``_total``
+or without); a host's other series are not parsed (:mod:`gputui.fleet.exposition`)."""
+
+
 def _read_mapped(source: str, samples: list[Sample], mapping: _Mapping) -> Exposition:
     gpus: dict[int, _Gpu] = {}
     notes = Notes()
@@ -359,7 +338,9 @@ def _read_mapped(source: str, samples: list[Sample], mapping: _Mapping) -> Expos
             continue
         name = _counter_name(sample.name, mapping.fields)
         if name in mapping.fields:
-            gpu = gpus.setdefault(index, _Gpu(index, notes, nan_is_unknown=mapping.nan_is_unknown))
+            gpu = gpus.get(index) or gpus.setdefault(
+                index, _Gpu(index, notes, nan_is_unknown=mapping.nan_is_unknown)
+            )
             gpu.uuid = gpu.uuid or sample.labels.get(mapping.uuid) or None
             gpu.name = gpu.name or sample.labels.get(mapping.name, "")
             if mapping.bus_id:
@@ -426,18 +407,18 @@ class _Gpu:
         if allowed.high == 100 and 100 < value <= 100 + _PERCENT_SLACK:
             value = 100.0
         if allowed.admits(value):
-            self.values[name] = value
+            self.values[name] = without_noise(value)  # 0.715 * 100 is 71.5, not 71.49999999999999
         elif not (math.isnan(value) and self.nan_is_unknown):
             self.notes.refuse(f"GPU {self.index} {series}", sent, allowed, (name, value))
 
     def reading(self) -> GpuReading:
-        def value(name: str) -> float | int | None:
-            found = self.values.get(name)
-            if found is None:
-                return None
-            return round(found) if name in _INTEGER_FIELDS else found
-
-        readings = {name: value(name) for name in _READING_FIELDS}
+        values = self.values
+        readings: dict[str, Any] = {  # GpuReading fields by name
+            name: values.get(name) for name in _READING_FIELDS
+        }
+        for name in _INTEGER_FIELDS:
+            if name in values:
+                readings[name] = round(values[name])
         state, error = GpuState.OK, None
         if self.hung:
             state, error = GpuState.HUNG, hung_error(self.hung_for_s)
@@ -455,7 +436,7 @@ class _Gpu:
                 if self.processes is None
                 else tuple(sorted(self.processes, key=lambda p: p.pid))
             ),
-            **readings,  # type: ignore[arg-type]
+            **readings,
         )
 
 
@@ -475,6 +456,12 @@ MAX_PID = 2**32 - 1
 
 def _index(text: str | None, digits: int = 6) -> int | None:
     """A GPU index (or pid) written in ASCII digits, at most ``digits`` of them."""
+    if text in _SMALL_INDEXES:
+        return _SMALL_INDEXES[text]
     if text is None or not 0 < len(text) <= digits or not text.isascii() or not text.isdigit():
         return None
     return int(text)
+
+
+_SMALL_INDEXES = {str(number): number for number in range(1024)}
+"""The indexes most often read, looked up rather than checked and parsed each time."""

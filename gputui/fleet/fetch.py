@@ -81,7 +81,7 @@ def fetch(
         connection.connect()  # for https the handshake too, as a whole within the timeout
         raw = connection.sock
         assert raw is not None
-        connection.sock = _DeadlineSocket(raw, deadline, received)  # type: ignore[assignment]
+        connection.sock = _DeadlineSocket(raw, deadline, received)
         connection.request("GET", _path(url), headers={"User-Agent": "gputui", **(headers or {})})
         response = connection.getresponse()
         if response.status != 200:
@@ -177,7 +177,7 @@ class _DeadlineReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]  # only memoryviews
         self._sock.settimeout(self._deadline.left_s())
         count = self._sock.recv_into(buffer)
         self._received[0] += count

@@ -52,15 +52,20 @@ def render_fleet_json(hosts: Sequence[HostReading], now: float) -> str:
     return json.dumps(fleet_as_dict(hosts, now), indent=2, allow_nan=False)
 
 
-def render_fleet_table(hosts: Sequence[HostReading], now: float, width: int = 80) -> str:
-    """One header line a host and one line a GPU, cut to ``width`` columns; text from the
-    hosts (names, labels, errors) is printable (:func:`for_screen`)."""
+def render_fleet_table(hosts: Sequence[HostReading], now: float, width: int | None = 80) -> str:
+    """One header line a host and one line a GPU, cut to ``width`` columns (``None``: whole
+    lines); text from the hosts (names, labels, errors) is printable (:func:`for_screen`)."""
     hosts = for_screen(list(hosts))
     lines = []
     for host in hosts:
-        lines.append(ellipsize(host_headline(host, now), width))
+        lines.append(host_headline(host, now))
+        age = host.age_s(now)
+        if not host.up and host.gpus and age is not None:  # the last readings, dated
+            lines.append(f"  readings below are {age:.0f} s old")
         rows = [_gpu_cells(gpu) for gpu in host.gpus]
-        lines += [ellipsize("  " + line, width) for line in fmt_columns(rows, right={2, 3, 4, 5})]
+        lines += ["  " + line for line in fmt_columns(rows, right={2, 3, 4, 5})]
+    if width is not None:
+        lines = [ellipsize(line, width) for line in lines]
     up = sum(host.up for host in hosts)
     lines.append(f"{up} of {fmt_counted(len(hosts), 'host')} answered")
     return "\n".join(lines)
@@ -76,8 +81,7 @@ def host_headline(host: HostReading, now: float) -> str:
         if host.notes:
             parts.append(notes_summary(host.notes))
         return f"{host.host}  up · {' · '.join(parts)}"
-    stale = "" if age is None else f" (readings below are {age:.0f} s old)"
-    return f"{host.host}  DOWN: {host.error or 'no answer'}{stale}"
+    return f"{host.host}  DOWN: {host.error or 'no answer'}"
 
 
 def notes_summary(notes: Sequence[str]) -> str:

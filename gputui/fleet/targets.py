@@ -18,7 +18,7 @@ DEFAULT_TIMEOUT_S = 2.0
 """How long one host may take to answer before it is marked down."""
 
 MAX_HOSTS = 1024
-"""The most hosts one view reads (each host has a thread of its own)."""
+"""The most hosts one view reads (each may hold a thread while its read lasts)."""
 
 _HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 

@@ -8,7 +8,7 @@ since whether a device is usable needs torch.
 
 Defaults are a headless command's: every core, normal priority. The runner pane
 beside a live monitor asks for fewer threads and a lower priority itself
-(:func:`ui_friendly`).
+(:func:`gputui.ui.widgets.runner.setup.ui_friendly`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import dataclasses
 import difflib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
+
+from gputui.format import fmt_counted
 
 DATASETS = ("auto", "cifar10", "synthetic")
 PIPELINES = ("resident", "classic")
@@ -35,20 +37,17 @@ DEFAULT_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 """Batch sizes ``batch-sweep`` tries by default."""
 MAX_IMAGES = 50_000
 """Most training images an experiment loads (CIFAR-10's training split)."""
+ALLOW_DOWNLOAD = "allow the download"
+"""What a job's CIFAR-10 error tells a command's user to do when downloading was off
+(``--no-download``); the runner pane, which has no control for it, says its own words in
+their place."""
 MIN_STEPS = 3
 """Fewest timed steps an experiment's measurement takes, however slow (unless ``steps`` is
 smaller)."""
-UI_NICE = 10
-"""Niceness of a job started beside the live monitor, so the screen stays responsive."""
-RUNNER_DEFAULTS_ENV = "GPUTUI_RUNNER_DEFAULTS"
-"""Environment variable: a JSON object of :class:`RunConfig` fields the runner pane starts
-from (e.g. ``{"dataset": "synthetic", "limit": 256, "epochs": 1, "threads": 1}``)."""
-
 _RENAMED = {"num_workers": "workers"}
-"""Config keys that had another name once, still read (:data:`RUNNER_DEFAULTS_ENV`)."""
+"""Config keys that had another name once, still read (``GPUTUI_RUNNER_DEFAULTS``)."""
 
 C = TypeVar("C", bound="Portable")
-J = TypeVar("J", bound="JobConfig")
 
 
 class ConfigError(ValueError):
@@ -70,11 +69,6 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def ui_friendly_threads() -> int:
-    """Threads for CPU work beside a live UI: every core but one, at least 1."""
-    return max(1, available_cores() - 1)
-
-
 class Portable:
     """A frozen config dataclass that travels to the child as one line of JSON."""
 
@@ -86,6 +80,7 @@ class Portable:
     """What the child that runs it is called, in its errors (``the trainer crashed``)."""
     STRICT: ClassVar[bool] = False
     """Refuse unknown keys (else they are ignored: a newer sender's)."""
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # every config is a dataclass
 
     def validate(self) -> None:
         """Check every field that needs no torch (each config adds its own checks).
@@ -96,11 +91,11 @@ class Portable:
 
     def with_changes(self: C, **changes: Any) -> C:
         """A copy with some fields changed (``dataclasses.replace``)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
         """One line of JSON; :meth:`from_json` reads it back."""
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))  # type: ignore[call-overload]
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls: type[C], text: str) -> C:
@@ -124,7 +119,7 @@ class Portable:
             ConfigError: naming ``source`` when ``text`` is not a JSON object of fields.
         """
         fields = self._fields_in(text, source, strict=True)
-        return dataclasses.replace(self, **fields)  # type: ignore[type-var]
+        return dataclasses.replace(self, **fields)
 
     @classmethod
     def _fields_in(cls, text: str, source: str, *, strict: bool | None = None) -> dict[str, Any]:
@@ -136,14 +131,15 @@ class Portable:
             raise ConfigError(f"{source} is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{source} is not a JSON object of {cls.NAME} fields")
-        known = {spec.name for spec in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        keys = {key: _RENAMED.get(key, key) for key in data}
+        known = {spec.name for spec in dataclasses.fields(cls)}
+        given: dict[str, Any] = data  # JSON's keys are text
+        keys = {key: _RENAMED.get(key, key) for key in given}
         unknown = [key for key, name in keys.items() if name not in known]
         if unknown and (cls.STRICT if strict is None else strict):
             raise ConfigError(f"{source}: {_unknown_key(unknown[0], known)}")
         return {
             keys[key]: tuple(value) if isinstance(value, list) else value
-            for key, value in data.items()
+            for key, value in given.items()
             if keys[key] in known
         }
 
@@ -296,61 +292,6 @@ DISTRIBUTED_DEVICES = ("cpu", "cuda")
 """What a distributed job's ``--device`` may say: each rank picks its own index."""
 WORLD_SIZE_MAX = 64
 """The most ranks ``gputui scale`` starts on one machine."""
-SCALINGS = ("weak", "strong")
-"""Weak scaling keeps the per-rank batch; strong keeps the global batch."""
-
-
-def world_sizes_from(text: str) -> tuple[int, ...]:
-    """``"1,2,4"`` as world sizes, in order, each once.
-
-    Raises:
-        ConfigError: one line when ``text`` is not a list of whole numbers of 1 to
-            :data:`WORLD_SIZE_MAX`.
-    """
-    try:
-        sizes = tuple(int(part) for part in text.replace(" ", "").split(","))
-    except ValueError:
-        sizes = ()
-    if not sizes or min(sizes) < 1 or max(sizes) > WORLD_SIZE_MAX:
-        raise ConfigError(
-            f"world sizes {text.strip()!r} are not whole numbers of 1 to {WORLD_SIZE_MAX}, "
-            "comma-separated, e.g. 1,2,4"
-        )
-    return tuple(sorted(set(sizes)))
-
-
-def scaling_configs(
-    base: RunConfig, sizes: tuple[int, ...], scaling: str, cores: int | None = None
-) -> list[ScaleConfig]:
-    """One :class:`ScaleConfig` per world size, from ``base`` (its device's kind, its batch:
-    per rank in weak scaling, shared out in strong). On the CPU the threads ``base`` may use
-    (every core, by default) are shared out between the ranks.
-
-    Raises:
-        ConfigError: one line, e.g. a strong-scaling batch the ranks cannot share evenly.
-    """
-    _one_of("scaling", scaling, SCALINGS)
-    kind = base.device.strip().lower().split(":")[0]
-    configs = []
-    for size in sizes:
-        per_rank = base.batch_size
-        if scaling == "strong":
-            per_rank, left = divmod(base.batch_size, size)
-            if left or not per_rank:
-                raise ConfigError(
-                    f"strong scaling splits the batch of {base.batch_size} between the ranks, "
-                    f"and {size} ranks cannot share it evenly: use world sizes that divide "
-                    "the batch size"
-                )
-        threads = base.threads
-        if kind == "cpu":
-            threads = max(1, (base.threads or cores or available_cores()) // size)
-        fields = {spec.name: getattr(base, spec.name) for spec in dataclasses.fields(RunConfig)}
-        fields |= {"device": kind, "batch_size": per_rank, "threads": threads, "record": False}
-        config = ScaleConfig(**fields, world_size=size)
-        config.validate()
-        configs.append(config)
-    return configs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -528,8 +469,8 @@ def check_batch_fits(batch_size: int, images: int) -> None:
     """
     if batch_size > images:
         raise ConfigError(
-            f"batch size {batch_size} is larger than the {images} training images: "
-            f"use a batch size of at most {images}"
+            f"batch size {batch_size:,} is larger than the "
+            f"{fmt_counted(images, 'training image')}: use a batch size of at most {images:,}"
         )
 
 
@@ -539,31 +480,6 @@ def sweep_sizes(limit: int | None) -> tuple[int, ...]:
     if limit is None:
         return DEFAULT_BATCH_SIZES
     return tuple(size for size in DEFAULT_BATCH_SIZES if size <= limit) or (limit,)
-
-
-def ui_friendly(config: J) -> J:
-    """``config`` as a job beside the live monitor runs it: a core spare, lower priority."""
-    return config.with_changes(threads=ui_friendly_threads(), nice=UI_NICE)
-
-
-def runner_defaults(environ: Mapping[str, str]) -> RunConfig:
-    """The runner pane's starting config: a run beside the monitor (:func:`ui_friendly`),
-    changed by ``GPUTUI_RUNNER_DEFAULTS``. Its device is checked for shape only: whether it
-    is here needs torch (``gputui`` asks a child before the app starts).
-
-    Raises:
-        ConfigError: naming the variable, when it is not a JSON object of known, valid fields.
-    """
-    config = ui_friendly(RunConfig())
-    text = environ.get(RUNNER_DEFAULTS_ENV)
-    if not text:
-        return config
-    config = config.changed_by_json(text, RUNNER_DEFAULTS_ENV)
-    try:
-        config.validate()
-    except ConfigError as exc:
-        raise ConfigError(f"{RUNNER_DEFAULTS_ENV}: {exc}") from None
-    return config
 
 
 def steps_within(estimate_s: float, steps: int, budget_s: float) -> int:

@@ -1,46 +1,11 @@
-"""The one protocol between the engine's child process and its parent: typed events,
-one JSON object per line.
+"""The one protocol between the engine's child process and its parent: typed events, one
+JSON object per line, ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}``.
 
-Torch-free: the commands, the doctor and the UI read the stream with this module.
-
-Every line is ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}``. Each
-event class names its type, ``class Note(Event, type="note")``, and is registered by
-defining it (:meth:`Event.__init_subclass__`); :func:`parse_event` is the one reader. A reader
-built for this version tolerates what a newer engine may send: unknown event types
-and unknown fields are skipped, and so is any line that is not an event at all (a
-stray print, a half-written line).
-
-Order of a training run (``train`` mode)::
-
-    DataProgress*            only while CIFAR-10 downloads
-    RunStarted
-    WorldJoined?             one rank of a distributed job (rank 0 alone reports)
-    DataReady                the training data is where the pipeline reads it
-    Placement Memory         after the first optimizer step (Adam's state exists)
-    (Progress* EpochFinished Memory)  per epoch
-    StepTimes?               a distributed job: steps timed with and without all-reduce
-    Finished
-
-An experiment (``experiment`` mode)::
-
-    ExperimentStarted
-    (ExperimentDevice (BatchSweepRow | SyncStallRow | PipelineRow)* DeviceFailed?)  per device
-    ExperimentConcluded
-    Finished                 stopped=True after a stop
-
-The doctor's probe (``probe`` mode), a ``ProbeStep`` before each part that can hang::
-
-    TorchProbed CudaProbed MpsProbed PitfallShown* DeviceProbed* Finished
-
-Listing the devices (``devices`` mode): ``DevicesListed``.
-
-One world size of ``gputui scale`` (``scale`` mode): ``RanksStarted``, then rank 0's
-events of a training run.
-
-A job that fails ends with ``Error`` instead of its last event; ``Note`` may come
-at any time (``RecordingStopped`` is one: a full disk ended the run folder).
-:class:`gputui.jobs.process.ChildProcess` guarantees that the stream
-it hands on ends with exactly one ``Finished``, ``Error`` or ``DevicesListed``.
+``class Note(Event, type="note")`` defines and registers an event type; :func:`parse_event`
+is the one reader, and skips what it does not know (a newer engine's types and fields, a
+line that is no event). Each mode's order is written above its events. A stream ends with
+exactly one ``Finished``, ``Error`` (a failed job) or ``DevicesListed``; a ``Note`` may come
+at any time.
 """
 
 from __future__ import annotations
@@ -50,7 +15,12 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 SCHEMA_VERSION = 1
 """Bumped when a field changes meaning or a required field is added."""
@@ -129,6 +99,9 @@ class PlacementRow:
     """Device(s) of Adam's ``step`` counters (a scalar each; stock Adam keeps them on the CPU)."""
 
 
+# -- listing the devices (``devices`` mode): DevicesListed alone -------------------------
+
+
 @dataclass(frozen=True)
 class DeviceOption:
     """One device a run could ask for, and whether it can be used here."""
@@ -153,6 +126,23 @@ class DevicesListed(Event, type="devices_listed"):
     chosen: tuple[str, ...] = ()
     """The devices the query asked to check, as torch spells them, or every usable one
     when it named none."""
+    cuda_version: str | None = None
+    """``torch.version.cuda``: the CUDA version this torch was built for; ``None`` for a
+    CPU-only or ROCm build."""
+
+
+# -- a training run (``train`` mode), in order ------------------------------------------
+#
+#   DataProgress*                     only while CIFAR-10 downloads
+#   RunStarted
+#   WorldJoined?                      one rank of a distributed job (rank 0 alone reports)
+#   DataReady                         the training data is where the pipeline reads it
+#   Placement Memory                  after the first optimizer step (Adam's state exists)
+#   (Progress* EpochFinished Memory)  per epoch
+#   StepTimes?                        a distributed job
+#   Finished
+#
+# One world size of ``gputui scale`` (``scale`` mode): RanksStarted, then rank 0's events.
 
 
 class DataProgress(Event, type="data_progress"):
@@ -276,7 +266,7 @@ class EpochFinished(Event, type="epoch_finished"):
     accuracy: float | None
     """Fraction of held-out images classified right (``None`` without a held-out split)."""
     warmup: bool
-    """True for epoch 1: it includes cuDNN autotune, compilation and allocator warm-up."""
+    """True for epoch 1, the warm-up (:func:`gputui.jobs.results.steady_figures`)."""
     eval_seconds: float
     """Time the accuracy took."""
     images: int
@@ -404,7 +394,12 @@ class StepTimes(Event, type="step_times"):
     ``1 - local_step_ms_p50 / step_ms_p50``, at least 0."""
 
 
-# -- experiments ---------------------------------------------------------------------
+# -- an experiment (``experiment`` mode), in order ---------------------------------------
+#
+#   ExperimentStarted
+#   (ExperimentDevice (BatchSweepRow | SyncStallRow | PipelineRow)* DeviceFailed?)  per device
+#   ExperimentConcluded                                                   not after a stop
+#   Finished
 
 
 class ExperimentStarted(Event, type="experiment_started"):
@@ -554,7 +549,9 @@ Row = BatchSweepRow | SyncStallRow | PipelineRow
 """A result row of any experiment."""
 
 
-# -- the doctor's probe -------------------------------------------------------------------
+# -- the doctor's probe (``probe`` mode), in order, a ProbeStep before each part that can hang
+#
+#   TorchProbed CudaProbed MpsProbed PitfallShown* DeviceProbed* Finished
 
 
 class ProbeStep(Event, type="probe_step"):
@@ -562,6 +559,10 @@ class ProbeStep(Event, type="probe_step"):
 
     step: str
     """E.g. ``importing torch``, ``initialising CUDA``, ``measuring cuda:0``."""
+
+
+TORCH_COMPANIONS = ("torchvision", "torchaudio")
+"""Packages built against one torch, which are reinstalled with it when installed."""
 
 
 class TorchProbed(Event, type="probe_torch"):
@@ -697,7 +698,7 @@ def parse_event(line: str | bytes) -> Event | None:
         return None
 
 
-def _build(cls: type[Any], data: dict[str, Any]) -> Any:
+def _build(cls: type[T], data: dict[str, Any]) -> T:
     values: dict[str, Any] = {}
     for spec in dataclasses.fields(cls):
         if spec.name not in data:

@@ -1,38 +1,10 @@
-"""The parent's handle on the engine's child process: start it, read its events, stop it.
+"""The parent's handle on the engine's child process (``python -m gputui.engine MODE``):
+start it, read its events, stop it.
 
-Torch-free: the commands, the doctor, the telemetry and the UI run every torch job
-through this one class; torch is imported only in the child, ``python -m
-gputui.engine MODE`` (:mod:`gputui.engine`). The mode comes from the config
-(``train``, ``experiment``, ``probe``) or is ``devices``.
-
-Typical use, from a UI thread worker::
-
-    trainer = ChildProcess(RunConfig(device="cuda:0", epochs=3)).start()
-    for event in trainer.events():      # blocks; ends after Finished or Error
-        post(event)
-    ...
-    trainer.stop()                      # from anywhere, any time, idempotent
-
-Guarantees:
-
-- The stream ends with exactly one ``Finished`` or ``Error`` (or, for
-  :func:`list_devices`, ``DevicesListed``). A child that crashes, is killed or
-  exits without a result becomes an ``Error`` with a one-line message and the
-  stderr tail as detail; a stopped child that could not say so becomes
-  ``Finished(stopped=True)``. Nothing here raises for a failed job.
-- A killed child is said to be killed by its signal; a SIGKILL is put down to memory only
-  when the kernel's out-of-memory killer struck while the child ran (``/proc/vmstat``).
-- The event that stands in for a trainer's end is also written at the end of its run
-  folder's ``events.jsonl``, so that the record ends with how the run ended.
-- Lines that are not events, and events of unknown types, are skipped and counted.
-- ``stop()`` sends SIGTERM (the run ends after its current step), then SIGKILLs
-  the child's whole process group after ``grace_s``. When the child exits, for
-  any reason, its process group is SIGKILLed too, so no DataLoader worker is left.
-- If this process dies, the child dies: it watches its standard input for EOF
-  and, on Linux, gets ``PR_SET_PDEATHSIG``. The child is started from a thread
-  of this module that lives exactly as long as the child, because the kernel
-  ties the death signal to the starting thread. Live children are also killed
-  at interpreter exit.
+Nothing here raises for a failed job. Whatever the child does (crash, get killed, exit
+without a word), its stream ends with exactly one ``Finished`` or ``Error`` (for
+:func:`list_devices`, ``DevicesListed``); and when the child ends, or this process does,
+the child's whole process group (DataLoader workers too) goes with it.
 """
 
 from __future__ import annotations
@@ -82,7 +54,9 @@ _live: weakref.WeakSet[ChildProcess] = weakref.WeakSet()
 
 
 class ChildProcess:
-    """One engine child process and the events it streams."""
+    """One engine child process and the events it streams: ``ChildProcess(config).start()``,
+    then :meth:`events` (blocks until the last one), and :meth:`stop` from any thread, at
+    any time, as often as wanted."""
 
     def __init__(
         self,
@@ -263,7 +237,11 @@ class ChildProcess:
     # -- the owner thread -------------------------------------------------------------------
 
     def _own(self) -> None:
-        """Start the child, wait for it, clean up its group, close the stream."""
+        """Start the child, wait for it, clean up its group, close the stream.
+
+        The owner thread lives exactly as long as the child because Linux ties the child's
+        ``PR_SET_PDEATHSIG`` to the thread that started it, not to this process.
+        """
         self._oom_kills_before = oom_kills()
         try:
             proc = subprocess.Popen(
@@ -539,6 +517,7 @@ def _signal_name(number: int) -> str:
 
 @atexit.register
 def _kill_live_children() -> None:
+    """At interpreter exit, kill every child still running, with its group."""
     for child in list(_live):
         if child.pid is not None and child.running:
             _kill_group(child.pid)

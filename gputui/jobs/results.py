@@ -1,55 +1,8 @@
 """The one results model: what a job's events add up to, for the commands and the UI alike.
 
-- A training run is a :class:`RunRecord`, fed its events as they arrive. Its
-  steady-state figures follow one rule (:func:`steady_figures`): the mean of the
-  epochs after the warm-up epoch; a run that ended with only its warm-up epoch
-  falls back to that epoch, marked as including warm-up. :func:`speedup` compares
-  two runs by that rule, epoch by epoch, and while the second is still in an epoch.
-- A :class:`Session` is what one press of start (one run) or compare (two runs, one
-  after the other) asks for in the runner pane; ``gputui bench`` keeps a list of
-  runs, one per device and precision, compares each with the first, and each bf16
-  run with fp32 on its device (:func:`bf16_gain`).
-- An experiment is an :class:`ExperimentResult`: its rows gathered per device, the
-  one-sentence conclusion, and the JSON that ``gputui experiment --json`` prints.
-
-Torch-free and Textual-free; the text and JSON reports are :mod:`gputui.jobs.reports`.
-
-The experiment's JSON (:meth:`ExperimentResult.to_json_dict`)::
-
-    {
-      "experiment": "batch-sweep",          # or "sync-stall", "pipelines"
-      "status": "ok",                       # "ok", "stopped", "error" or "empty" (no figures)
-      "error": null,                        # or {"message", "kind", "detail"}
-      "settings": {"devices", "batch_sizes", "steps", "warmup_steps", "budget_s",
-                   "dataset", "dataset_source", "dataset_note", "images", "threads",
-                   "workers", "torch_version"},   # null when it never started
-      "device_results": [
-        {"device": "cpu", "device_name": "...", "status": "ok",   # "error", "stopped"
-         "error": null,                      # one line when the device failed
-         "data_phase": "...",                # batch-sweep: what the data share measures
-         "pinned": false,
-         "rows": [ ... ],                    # the experiment's rows, fields below
-         "summary": { ... }}                 # per experiment, below; null when incomplete
-      ],                                    # a device the run stopped before: no rows
-      "conclusion": "On cpu, ..."           # one sentence; null when it did not finish
-    }
-
-Rows (``error`` is null, or why the row has no figures, e.g. "out of memory"):
-
-- batch-sweep: ``batch_size, steps, images_per_second, data_ms, compute_ms,
-  data_share`` (0 to 1); summary ``{"best_batch_size", "best_images_per_second"}``.
-- sync-stall: ``mode`` (``every_step`` or ``once``), ``batch_size, steps, rounds,
-  ms_per_step, images_per_second, spread_ms``; summary ``{"every_step_ms",
-  "once_ms", "cost_ms", "slowdown", "noise_ms", "verdict"}``, ``verdict`` one of
-  ``slower``, ``no_difference``, ``faster``.
-- sync-stall's ``verdict`` may also be ``too_noisy``: a difference of 2% or more that
-  the rounds' spread covers.
-- pipelines: ``pipeline`` (``classic`` or ``resident``), ``batch_size, steps,
-  ms_per_step, images_per_second, workers, pinned, setup_s, rounds, spread_ms``; summary
-  ``{"resident_over_classic", "noise_ms", "verdict"}``, ``verdict`` one of
-  ``resident_faster``, ``classic_faster``, ``no_difference``, ``too_noisy``.
-
-Every row also carries its ``device``.
+A training run is a :class:`RunRecord`, a runner-pane session a :class:`Session`, an
+experiment an :class:`ExperimentResult` (its JSON is shown in the README). Every figure of
+a run follows the warm-up rule of :func:`steady_figures`. Torch-free and Textual-free.
 """
 
 from __future__ import annotations
@@ -101,13 +54,17 @@ class EpochFigures:
 
 
 def steady_figures(epochs: Sequence[EpochFinished], *, ended: bool) -> EpochFigures | None:
-    """The one steady-epoch rule: the mean of the epochs after the warm-up epoch.
+    """The warm-up rule, the one every report, speedup and view of a run follows.
+
+    Epoch 1 is the warm-up (cuDNN autotune, ``torch.compile``, the allocator growing), so it
+    is shown apart, and a run's figures are the mean of the epochs after it. A run that
+    ended with only its warm-up epoch falls back to that one, marked ``includes_warmup``
+    (and a speedup then compares warm-up with warm-up).
 
     Args:
         epochs: The run's finished epochs, in order.
-        ended: Whether the run ended: then, with only its warm-up epoch finished, that
-            epoch counts (marked ``includes_warmup``); while it runs, ``None`` until a
-            steady epoch finished.
+        ended: Whether the run ended; while it runs, ``None`` until an epoch after the
+            warm-up finished.
     """
     counted = [epoch for epoch in epochs if not epoch.warmup]
     includes_warmup = not counted
@@ -456,7 +413,7 @@ class DeviceResult:
     """Why the device stopped early, if it did."""
 
     def summary(self, experiment: str) -> dict[str, Any] | None:
-        """The experiment's per-device figures (see the module doc); ``None`` if incomplete."""
+        """The experiment's per-device figures (fields in the README); ``None`` if incomplete."""
         if experiment == "batch-sweep":
             ok = [r for r in self.rows if isinstance(r, BatchSweepRow) and r.images_per_second]
             if not ok:
@@ -551,7 +508,7 @@ class ExperimentResult:
         return [device for device in planned if device not in self.devices]
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The result as the documented JSON object (see the module doc)."""
+        """The result as the JSON object the README shows (a test holds the two together)."""
         settings = None
         if self.started is not None:
             settings = {

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gputui.format import for_screen, one_line
+from gputui.format import for_screen, one_line, without_noise
 from gputui.serve.sampling import Latest
 from gputui.telemetry.nvml import is_stale
 from gputui.telemetry.readings import (
@@ -82,7 +82,7 @@ class GpuSeries:
         reading = getattr(gpu, self.field)
         if reading is None:
             return None
-        return float(reading) * self.times / self.per
+        return without_noise(float(reading) * self.times / self.per)
 
 
 GPU_SERIES = (
@@ -132,6 +132,21 @@ GPU_SERIES = (
     ),
 )
 """Every per-GPU reading series, in the order they are exposed."""
+FAMILY_NAMES = (
+    NVML_AVAILABLE,
+    GPU_UP,
+    GPU_HUNG,
+    GPU_INFO,
+    *(series.name for series in GPU_SERIES),
+    NVML_HUNG,
+    GPU_PROCESS_MEMORY,
+    GPU_PROCESS_SM,
+    CPU_UTILIZATION,
+    MEMORY_USED,
+    MEMORY_TOTAL,
+    SAMPLE_AGE,
+)
+"""Every family the exporter serves (a counter's without its ``_total``)."""
 
 
 def metric_families(
@@ -159,7 +174,7 @@ def metric_families(
         "Seconds since the oldest of the readings served was taken (since the start, "
         "before the first).",
     )
-    age.add_metric([], latest.age_s(now))
+    age.add_metric([], without_noise(latest.age_s(now)))
     families.append(age)
     return families
 
@@ -207,7 +222,7 @@ def _gpu_families(
             "holds the readings back.",
             labels=("call",),
         )
-        call.add_metric([hang.status.hung_call], hang.status.hung_seconds or 0.0)
+        call.add_metric([hang.status.hung_call], without_noise(hang.status.hung_seconds or 0.0))
         families.append(call)
     if processes:
         families += _process_families(gpus)
@@ -224,7 +239,7 @@ def _served_gpus(last: NvmlReading | None, hang: NvmlReading | None) -> tuple[Gp
     return gpus + tuple(gpu for gpu in hang.gpus if gpu.index not in known)
 
 
-def _family(series: GpuSeries) -> Metric:
+def _family(series: GpuSeries) -> CounterMetricFamily | GaugeMetricFamily:
     if series.counter:
         return CounterMetricFamily(series.name, series.help, labels=GPU_LABELS)
     return GaugeMetricFamily(series.name, series.help, labels=GPU_LABELS)
@@ -256,7 +271,7 @@ def _process_families(gpus: Iterable[GpuReading]) -> list[Metric]:
             if process.gpu_memory_bytes is not None:
                 memory.add_metric(labels, float(process.gpu_memory_bytes))
             if process.sm_utilization_percent is not None:
-                sm.add_metric(labels, process.sm_utilization_percent / 100)
+                sm.add_metric(labels, without_noise(process.sm_utilization_percent / 100))
     return [memory, sm]
 
 
@@ -264,7 +279,7 @@ def _host_families(cpu: CpuReading) -> list[Metric]:
     utilization = GaugeMetricFamily(
         CPU_UTILIZATION, "Share of the host's CPU time in use, all cores (0 to 1)."
     )
-    utilization.add_metric([], cpu.utilization_percent / 100)
+    utilization.add_metric([], without_noise(cpu.utilization_percent / 100))
     used = GaugeMetricFamily(MEMORY_USED, "Host memory in use (total minus available).")
     used.add_metric([], float(cpu.memory_used_bytes))
     total = GaugeMetricFamily(MEMORY_TOTAL, "Host memory installed.")
@@ -295,6 +310,13 @@ class LatestCollector(Collector):
         self._interval_s = interval_s
         self._processes = processes
         self._clock = clock
+
+    def describe(self) -> Iterator[Metric]:
+        """Every family :meth:`collect` may yield, without samples: the registry learns
+        their names, so that ``/metrics?name[]=...`` selects among them."""
+        counters = {series.name for series in GPU_SERIES if series.counter}
+        for name in FAMILY_NAMES:
+            yield (CounterMetricFamily if name in counters else GaugeMetricFamily)(name, "")
 
     def collect(self) -> Iterator[Metric]:
         """The series for this scrape."""

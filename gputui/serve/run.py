@@ -51,12 +51,12 @@ def serve(
     tls: ssl.SSLContext | None = None,
     samplers: Samplers | None = None,
     stop: Stop | None = None,
-    out: TextIO = sys.stdout,
+    announce: Callable[[str], None] | None = None,
     err: TextIO = sys.stderr,
 ) -> int:
     """Serve ``/metrics`` and ``/snapshot`` on ``address`` until SIGTERM, Ctrl+C or ``stop``.
 
-    Prints one line on ``out`` once listening (with the port the system chose, for port 0),
+    Announces one line once listening (with the port the system chose, for port 0),
     and one warning line on ``err`` when the address is reachable from other machines.
 
     Args:
@@ -68,7 +68,8 @@ def serve(
         tls: Serve HTTPS with this context.
         samplers: The sources (default: the real ones, built on their threads).
         stop: Stops serving when called (signals call it too, from the main thread).
-        out: Where the listening line goes.
+        announce: Writes the listening line (default: to standard output); what it raises
+            (a full disk) stops serving and is raised again.
         err: Where the warning goes.
 
     Returns:
@@ -105,11 +106,10 @@ def serve(
         poller.start()
         serving.start()
         scheme = "https" if tls is not None else "http"
-        out.write(
+        (announce or _print)(
             f"gputui serve: {scheme}://{shown}/metrics and /snapshot, sampling every "
-            f"{interval_s:g} s (Ctrl+C stops)\n"
+            f"{interval_s:g} s (Ctrl+C stops)"
         )
-        out.flush()
         while not stop.event.wait(WAKE_S):
             pass
     except KeyboardInterrupt:  # Ctrl+C before our handler was in place, or with none
@@ -121,6 +121,10 @@ def serve(
         server.server_close()
         poller.close()  # then the samplers, NVML's shutdown last
     return stop.code
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
 
 
 def _processes_shown(raw_commands: bool) -> str:

@@ -179,7 +179,7 @@ class Poller:
         with self._lock:
             self._busy.discard(source)
             if error is None:
-                self._latest = replace(self._latest, **{source: reading})
+                self._latest = replace(self._latest, **{source: reading})  # type: ignore[arg-type]  # source names one of its fields
                 return
             first = source not in self._failed
             self._failed.add(source)

@@ -3,7 +3,8 @@
 ``/metrics`` is prometheus_client's own WSGI app (content negotiation, gzip, ``name[]``
 filters) over a :class:`~gputui.serve.metrics.LatestCollector`; ``/snapshot`` is exactly
 what ``gputui snapshot --json`` prints, from the same latest readings. Every other path is
-404 and every other method 405: nothing can be changed through the endpoint. Connections
+404, ``HEAD`` answers as ``GET`` without the body (health checks), and every other method
+is 405: nothing can be changed through the endpoint. Connections
 are bounded in number and in time (:mod:`gputui.serve.connections`), and the answers do not
 say which server or Python wrote them.
 """
@@ -72,15 +73,22 @@ def make_app(latest: Callable[[], Latest], *, interval_s: float, processes: bool
             return _reply(
                 start_response, "404 Not Found", "gputui serves GET /metrics and GET /snapshot.\n"
             )
-        if environ.get("REQUEST_METHOD") != "GET":
+        method = environ.get("REQUEST_METHOD")
+        if method == "HEAD":
+            return _headers_only(get, environ, start_response)
+        if method != "GET":
             return _reply(
                 start_response,
                 "405 Method Not Allowed",
                 f"{path} is read-only: use GET.\n",
-                [("Allow", "GET")],
+                [("Allow", "GET, HEAD")],
             )
+        return get(environ, start_response)
+
+    def get(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO")
         if path == "/metrics":
-            return metrics(environ, start_response)  # type: ignore[no-any-return]
+            return metrics(environ, start_response)  # type: ignore[no-any-return]  # untyped app
         body = snapshot.body(latest())
         if body is None:
             return _reply(
@@ -123,6 +131,26 @@ def _without_processes(gpu: GpuReading) -> GpuReading:
     if mig_devices is not None:
         mig_devices = tuple(replace(device, processes=None) for device in mig_devices)
     return replace(gpu, processes=None, mig_devices=mig_devices)
+
+
+def _headers_only(
+    get: Callable[[dict[str, Any], StartResponse], Iterable[bytes]],
+    environ: dict[str, Any],
+    start_response: StartResponse,
+) -> list[bytes]:
+    """``HEAD``: what ``get`` answers, its status and headers with the body's length, no body."""
+    answered: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def keep(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        answered.append((status, headers))
+        return lambda data: None
+
+    body = b"".join(get({**environ, "REQUEST_METHOD": "GET"}, keep))
+    status, headers = answered[0]
+    if not any(name.lower() == "content-length" for name, _ in headers):
+        headers = [*headers, ("Content-Length", str(len(body)))]
+    start_response(status, headers)
+    return []
 
 
 def _reply(
@@ -191,7 +219,7 @@ class _AnonymousHandler(ServerHandler):
     """wsgiref's response writer, without the ``Server`` header (it named the exact
     Python version)."""
 
-    server_software = None
+    server_software = None  # type: ignore[assignment]  # None: wsgiref sends no Server header
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -215,10 +243,16 @@ class _QuietHandler(WSGIRequestHandler):
         assert isinstance(server, _Server)
         server.connections.answering(self.request)
         handler = _AnonymousHandler(
-            self.rfile, self.wfile, self.get_stderr(), self.get_environ(), multithread=False
+            self.rfile,
+            self.wfile,  # type: ignore[arg-type]  # a socket file, as wsgiref passes it
+            self.get_stderr(),
+            self.get_environ(),
+            multithread=False,
         )
         handler.request_handler = self  # type: ignore[attr-defined]  # as wsgiref does
-        handler.run(server.get_app())
+        app = server.get_app()
+        assert app is not None  # set by make_server
+        handler.run(app)
 
     def send_response(self, code: int, message: str | None = None) -> None:
         """Start an error page as ``BaseHTTPRequestHandler`` does, without ``Server``."""
@@ -253,7 +287,7 @@ def open_server(
         address.host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     server_class = type("_FamilyServer", (_Server,), {"address_family": family})
-    server = make_server(
+    server: WSGIServer = make_server(
         str(sockaddr[0]), address.port, app, server_class=server_class, handler_class=_QuietHandler
     )
     assert isinstance(server, _Server)

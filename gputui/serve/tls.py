@@ -23,16 +23,31 @@ def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context.load_cert_chain(certfile=cert_file, keyfile=key_file)
+        # No password: an encrypted key fails here rather than waiting on a hidden prompt.
+        context.load_cert_chain(certfile=cert_file, keyfile=key_file, password=b"")
     except ssl.SSLError as error:
-        reason = error.reason or str(error)
-        raise TlsError(
-            f"--tls-cert and --tls-key cannot be used together ({reason}): give a PEM "
-            "certificate and the PEM private key it was made with"
-        ) from None
+        raise TlsError(_which_failed(cert_file, error)) from None
     except OSError as error:
         raise TlsError(
             f"--tls-cert or --tls-key cannot be read ({error.strerror or error}): "
             "give readable PEM files"
         ) from None
     return context
+
+
+def _which_failed(cert_file: str, error: ssl.SSLError) -> str:
+    """Why ``load_cert_chain`` refused the pair, naming the file at fault. OpenSSL says only
+    "PEM lib" for either file, so the certificate is loaded alone to tell them apart."""
+    if error.reason in {"KEY_VALUES_MISMATCH", "NO_CERTIFICATE_ASSIGNED"}:  # another key, type
+        return (
+            "the --tls-key does not match the --tls-cert: give the PEM private key the "
+            "certificate was made with"
+        )
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=cert_file)
+    except ssl.SSLError:
+        return "--tls-cert holds no PEM certificate that can be loaded: give a PEM certificate"
+    return (
+        "--tls-key holds no PEM private key that can be loaded: give the unencrypted PEM "
+        "private key the certificate was made with"
+    )

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from gputui.format import exception_line
 from gputui.telemetry.readings import MpsReading
@@ -113,7 +113,7 @@ def _text(value: object) -> str | None:
     return (value.strip() or None) if isinstance(value, str) else None
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     # ioreg's numbers fit in 64 bits; a plist can still hold a bigger <integer>, or an inf or
     # nan <real>, which are no reading (and which float() or int() would raise on).
     if isinstance(value, bool):
@@ -289,8 +289,8 @@ def platform_name(platform: str) -> str:
 class MpsSampler:
     """Samples Apple's GPU through the IORegistry, and tells whether PyTorch can use it.
 
-    ``sample()`` blocks for one ``ioreg`` run on macOS (tens of milliseconds), so
-    the app calls it off the event loop. Elsewhere it returns at once.
+    ``sample()`` waits for one ``ioreg`` run on macOS, so the app calls it off the event
+    loop. Elsewhere it returns at once.
     """
 
     def __init__(

@@ -11,8 +11,8 @@ a GPU and exactly one local process maps that GPU's node, they are the same proc
 seen from two pid namespaces. Anything less certain (two processes on the GPU, two local
 processes mapping it, a host pid matched to two local ones) stays unmatched.
 
-No Textual, no torch: the sampler calls this, on a slow schedule (reading every local
-process's memory map costs a few milliseconds).
+No Textual, no torch: the sampler calls this on a slow schedule, since it reads every local
+process's memory map.
 """
 
 from __future__ import annotations

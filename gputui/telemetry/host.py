@@ -2,8 +2,7 @@
 
 Static facts (core counts, model name, maximum frequency) are read once, when the
 sampler is built; each ``sample()`` reads only what changes, a handful of small
-``/proc`` files on Linux, so sampling every second costs well under a
-millisecond.
+``/proc`` files on Linux.
 """
 
 from __future__ import annotations

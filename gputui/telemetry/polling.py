@@ -1,4 +1,5 @@
-"""Samplers as the app sees them, and the thread that calls a sampler that may hang.
+"""Samplers as the app sees them, the thread that calls a sampler that may hang, and one
+NVML sample that is not waited for past a deadline (:func:`sample_nvml`, for the commands).
 
 No Textual here: this is the plain-Python half of polling. Each source has a
 :class:`SamplerThread`, a daemon thread that takes one sample at a time and hands
@@ -16,9 +17,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
+
+if TYPE_CHECKING:
+    from gputui.telemetry.nvml import NvmlSampler
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -156,9 +160,9 @@ def _mps_sampler() -> Sampler[MpsReading]:
 def import_real_samplers() -> None:
     """Import the real samplers' modules, psutil and the NVML bindings, in this thread.
 
-    Importing cannot hang, unlike a driver call, so it need not wait for a sampler
-    thread. Imported in the sampler threads while the main thread imported Textual, the
-    imports fought over the GIL and the import locks, and the first frame came 60 ms later.
+    Importing cannot hang, unlike a driver call, so it need not wait for a sampler thread;
+    done there while the main thread imports Textual, the two would fight over the GIL and
+    the import locks, and the first frame would come later.
     """
     import gputui.telemetry.apple
     import gputui.telemetry.host
@@ -328,3 +332,45 @@ class SamplerThread:
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             job.run()
+
+
+NVML_TIMEOUT_S = 5.0
+"""How long one NVML sample outside the monitor (``gputui snapshot``, ``doctor``, ``bench``)
+waits for the driver before it reports what did not answer."""
+
+
+def sample_nvml(
+    timeout_s: float = NVML_TIMEOUT_S, *, sampler: NvmlSampler | None = None
+) -> NvmlReading:
+    """One NVML sample on a sampler thread of its own, waited for at most ``timeout_s``.
+
+    Past it, what the sampler can say of the sample (:meth:`NvmlSampler.hung_reading`): the
+    GPUs it has read are kept, the others are ``hung`` with the call that has not returned.
+    That call is left to its thread, and the sample stops there should the driver answer.
+
+    Args:
+        timeout_s: How long to wait for the sample.
+        sampler: The sampler (default: a new one on the system's library, closed once it
+            has answered).
+    """
+    own = sampler is None
+    if sampler is None:
+        from gputui.telemetry.nvml import NvmlSampler
+
+        sampler = NvmlSampler()
+    answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
+    thread = SamplerThread("gputui-nvml")
+    thread.sample(sampler.sample, lambda value, error: answer.put((value, error)))
+    thread.close()  # the thread ends once the sample has, if ever
+    try:
+        value, error = answer.get(timeout=max(timeout_s, 0.0))
+    except queue.Empty:
+        reading = sampler.hung_reading()
+        sampler.stop()
+        return reading
+    if error is not None:
+        raise error
+    if own:
+        sampler.close()
+    assert isinstance(value, NvmlReading)
+    return value

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import queue
 import time
 from collections.abc import Iterator
 from enum import Enum
@@ -31,7 +30,7 @@ from gputui.format import (
     for_screen,
     wrap_text,
 )
-from gputui.telemetry.polling import SamplerThread
+from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 from gputui.telemetry.readings import (
     CpuReading,
     GpuProcess,
@@ -61,9 +60,6 @@ TORCH_WAIT_S = 15.0
 WIDTH = 80
 """The widest the table gets (a narrower terminal gets a narrower table)."""
 
-NVML_TIMEOUT_S = 5.0
-"""How long a snapshot waits for the NVIDIA driver before it reports what did not answer."""
-
 
 def take_snapshot(
     *,
@@ -85,7 +81,7 @@ def take_snapshot(
             MPS samples are taken inside that window.
         torch_wait_s: How long to wait for PyTorch's answer about MPS (macOS only).
         timeout_s: How long after the start the NVML sample may end; past it the GPUs it
-            has read are kept and the others are ``hung`` (see :func:`_nvml_by_deadline`).
+            has read are kept and the others are ``hung`` (see :func:`sample_nvml`).
     """
     started = time.monotonic()
     if host is None:
@@ -96,58 +92,13 @@ def take_snapshot(
         from gputui.telemetry.apple import MpsSampler
 
         mps = MpsSampler()  # on macOS this starts asking PyTorch in the background
-    own_nvml = nvml is None
-    if nvml is None:
-        from gputui.telemetry.nvml import NvmlSampler
-
-        nvml = NvmlSampler()
-    nvml_sample = _start_sample(nvml)
+    nvml_reading = sample_nvml(timeout_s - (time.monotonic() - started), sampler=nvml)
     mps.wait_for_torch(torch_wait_s)
     mps_reading = mps.sample()
-    nvml_reading = _nvml_by_deadline(nvml, nvml_sample, started + timeout_s, close=own_nvml)
     remaining = cpu_window_s - (time.monotonic() - started)
     if remaining > 0:
         time.sleep(remaining)
     return Snapshot(cpu=host.sample(), nvml=nvml_reading, mps=mps_reading)
-
-
-_Answer = queue.SimpleQueue[tuple[object, "BaseException | None"]]
-
-
-def _start_sample(nvml: NvmlSampler) -> _Answer:
-    """Start one NVML sample on a sampler thread of its own; its answer comes on the queue."""
-    answer: _Answer = queue.SimpleQueue()
-    thread = SamplerThread("gputui-nvml")
-    thread.sample(nvml.sample, lambda value, error: answer.put((value, error)))
-    thread.close()  # the thread ends once the sample has, if ever
-    return answer
-
-
-def _nvml_by_deadline(
-    nvml: NvmlSampler, answer: _Answer, deadline: float, *, close: bool
-) -> NvmlReading:
-    """The NVML sample's reading if it comes by ``deadline`` (``time.monotonic()``), else
-    what the sampler can say of it (:meth:`NvmlSampler.hung_reading`): the call that hangs
-    is left to its thread, and the sample stops there should the driver ever answer.
-
-    Args:
-        nvml: The sampler the sample runs on.
-        answer: Where its answer comes (:func:`_start_sample`).
-        deadline: When to stop waiting.
-        close: Close the sampler once it has answered (it was made for this snapshot).
-    """
-    try:
-        value, error = answer.get(timeout=max(deadline - time.monotonic(), 0.0))
-    except queue.Empty:
-        reading = nvml.hung_reading()
-        nvml.stop()
-        return reading
-    if error is not None:
-        raise error
-    if close:
-        nvml.close()
-    assert isinstance(value, NvmlReading)
-    return value
 
 
 # --- JSON -------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """How a table's rows are shown: a sort key, its direction, and a filter (pure: no widgets).
 
-The process table (:mod:`gputui.ui.process_rows`) and the fleet view
-(:mod:`gputui.ui.fleet_rows`) each subclass :class:`RowOrder` with their own keys and
+The process table (:mod:`gputui.ui.monitor.process_rows`) and the fleet view
+(:mod:`gputui.ui.fleet.rows`) each subclass :class:`RowOrder` with their own keys and
 default; what a key means, and how rows are sorted by it, stays with each table.
 """
 

@@ -9,8 +9,10 @@ from gputui.doctor.checks import DeviceReport
 from gputui.doctor.diagnose import DoctorFacts
 from gputui.doctor.mps import PlatformFacts
 from gputui.doctor.torch_facts import TorchFacts
+from gputui.jobs.events import CudaProbed, MpsProbed, TorchProbed
 from gputui.jobs.events import PitfallShown as Pitfall
-from gputui.telemetry.readings import GpuReading, GpuState, NvmlReading, NvmlStatus
+from gputui.telemetry.readings import NvmlReading, NvmlStatus
+from tests.ui.fakes import gpu_reading
 
 LINUX = PlatformFacts("Linux", "x86_64")
 NO_LIBRARY = (
@@ -19,34 +21,10 @@ NO_LIBRARY = (
 )
 
 
-def gpu(index: int, name: str = "NVIDIA H100 80GB HBM3") -> GpuReading:
-    """A GPU as NVML reports it; only index, name and UUID matter to the doctor."""
-    return GpuReading(
-        index=index,
-        name=name,
-        uuid=f"GPU-{index:08x}-0000-4000-8000-00000000a10{index}",
-        bus_id=None,
-        state=GpuState.OK,
-        utilization_percent=None,
-        memory_utilization_percent=None,
-        memory_used_bytes=None,
-        memory_total_bytes=None,
-        temperature_c=None,
-        power_w=None,
-        power_limit_w=None,
-        sm_clock_mhz=None,
-        sm_clock_max_mhz=None,
-        fan_percent=None,
-        pcie_rx_bytes_per_s=None,
-        pcie_tx_bytes_per_s=None,
-        performance_state=None,
-    )
-
-
 def nvml(count: int = 2, cuda: str | None = "12.4", driver: str = "550.54.15") -> NvmlReading:
     """A working NVML with ``count`` H100s and a driver for CUDA ``cuda``."""
     status = NvmlStatus(available=True, driver_version=driver, cuda_driver_version=cuda)
-    return NvmlReading(status, tuple(gpu(i) for i in range(count)), 0.0)
+    return NvmlReading(status, tuple(gpu_reading(i) for i in range(count)), 0.0)
 
 
 def no_nvml(error: str = NO_LIBRARY) -> NvmlReading:
@@ -60,30 +38,29 @@ PITFALLS = (
     Pitfall("device-string", "cuda0", "RuntimeError: Invalid device string: 'cuda0'"),
 )
 
-CPU_TORCH = TorchFacts(
-    completed=True,
-    imported=True,
-    version="2.13.0+cpu",
-    mps_built=False,
-    numpy_installed=True,
-    cuda_available=False,
-    cuda_device_count=0,
-    cuda_init_error="AssertionError: Torch not compiled with CUDA enabled",
-    mps_available=False,
-    pitfalls=PITFALLS,
-)
+CPU_BUILD = TorchProbed(imported=True, version="2.13.0+cpu", mps_built=False, numpy_installed=True)
 """A CPU-only build, as on this machine (with NumPy)."""
-
-CUDA_TORCH = replace(
-    CPU_TORCH,
-    version="2.4.0+cu124",
-    cuda_version="12.4",
-    cuda_available=True,
-    cuda_device_count=2,
-    cuda_init_error=None,
-    cudnn_version=90100,
+NO_CUDA = CudaProbed(
+    available=False,
+    device_count=0,
+    init_error="AssertionError: Torch not compiled with CUDA enabled",
 )
-"""A CUDA 12.4 build that works."""
+"""What CUDA says in a CPU-only build."""
+CPU_TORCH = TorchFacts(
+    install=CPU_BUILD,
+    cuda=NO_CUDA,
+    mps=MpsProbed(available=False),
+    pitfalls=PITFALLS,
+    completed=True,
+)
+"""The probe of a CPU-only build."""
+
+CUDA_BUILD = replace(CPU_BUILD, version="2.4.0+cu124", cuda_version="12.4")
+"""A CUDA 12.4 build."""
+TWO_GPUS = CudaProbed(available=True, device_count=2, cudnn_version=90100)
+"""What CUDA says of two GPUs it can use (no arch list: an older engine's)."""
+CUDA_TORCH = replace(CPU_TORCH, install=CUDA_BUILD, cuda=TWO_GPUS)
+"""The probe of a CUDA 12.4 build that works."""
 
 
 WHEEL_ARCHES = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,24 @@ class Served:
         if self.process.poll() is None:
             self.process.kill()
             self.process.communicate()
+
+
+StartServe = Callable[..., Served]
+"""Starts ``gputui serve --listen 127.0.0.1:0 ARGS`` on the stand-in library, ``FAKE_NVML_*``
+knobs as keywords: ``start_serve(*args, **knobs)`` (the fixture)."""
+
+
+def gputui_serve(*args: str, lib_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``gputui serve ARGS`` run to its end: for the input that ends it at once."""
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", "serve", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=serve_env(lib_dir),
+        timeout=60,
+        check=False,
+    )
 
 
 def prometheus_tool(name: str = "promtool") -> str:

@@ -18,15 +18,14 @@ import psutil
 import pytest
 
 from gputui.telemetry.nvml import (
-    PCIE_BUDGET_S,
-    PCIE_TTL_S,
     NvmlSampler,
-    _CallsInFlight,
     calls_in_flight,
     describe_nvml_error,
     format_cuda_version,
     is_stale,
 )
+from gputui.telemetry.nvml.calls import _CallsInFlight
+from gputui.telemetry.nvml.queries import PCIE_BUDGET_S, PCIE_TTL_S
 from gputui.telemetry.readings import DriverCall, GpuReading, GpuState, NvmlReading, nvml_hung
 from tests.fakenvml import LIBRARY_NAME, FakeNvml
 

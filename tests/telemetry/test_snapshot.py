@@ -16,7 +16,6 @@ from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import (
     CpuReading,
     GpuProcess,
-    GpuReading,
     GpuState,
     MpsReading,
     NvmlReading,
@@ -32,6 +31,7 @@ from gputui.telemetry.snapshot import (
     take_snapshot,
 )
 from tests.fakenvml import FakeNvml
+from tests.ui.fakes import gpu_reading, lost_gpu
 
 GPU_KEYS = {
     "index",
@@ -82,25 +82,17 @@ CPU = CpuReading(
     taken_at=1.0,
 )
 
-GPU = GpuReading(
-    index=0,
-    name="NVIDIA H100 80GB HBM3",
+GPU = gpu_reading(
+    0,
     uuid="GPU-6f1c2a9e-3b7d-4c5e-9a1f-2d8e7b6c5a40",
-    bus_id="00000000:17:00.0",
-    state=GpuState.OK,
     utilization_percent=87.0,
     memory_utilization_percent=41.0,
     memory_used_bytes=60 * 2**30,
-    memory_total_bytes=80 * 2**30,
     temperature_c=66.0,
     power_w=512.25,
-    power_limit_w=700.0,
     sm_clock_mhz=1755.0,
-    sm_clock_max_mhz=1980.0,
-    fan_percent=None,
     pcie_rx_bytes_per_s=3.5 * 2**30,
     pcie_tx_bytes_per_s=None,
-    performance_state=0,
     processes=(
         GpuProcess(
             pid=4242,
@@ -113,17 +105,7 @@ GPU = GpuReading(
     ),
 )
 
-LOST = dataclasses.replace(
-    GPU,
-    index=1,
-    state=GpuState.LOST,
-    **{
-        field.name: None
-        for field in dataclasses.fields(GpuReading)
-        if field.name.endswith(("_percent", "_bytes", "_c", "_w", "_mhz", "_s", "_state"))
-    },
-    processes=(),
-)
+LOST = lost_gpu(1)
 
 NVML = NvmlReading(
     status=NvmlStatus(available=True, driver_version="550.54.15", cuda_driver_version="12.4"),

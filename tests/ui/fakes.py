@@ -11,7 +11,7 @@ import asyncio
 import io
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Generic, TypeVar
 
 from rich.console import Console
@@ -29,7 +29,8 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
 )
-from gputui.ui.app import MonitorApp
+from gputui.telemetry.selection import GpuSelection
+from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.runner_fakes import scripted_setup
 
@@ -124,28 +125,17 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
     return replace(reading, **changes) if changes else reading
 
 
+NOT_READ = {
+    field.name: None
+    for field in fields(GpuReading)
+    if field.name not in {"index", "name", "uuid", "state", "processes"}
+}
+"""Every reading of a GPU, and its bus id, unknown: ``gpu_reading(index, **NOT_READ)``."""
+
+
 def lost_gpu(index: int) -> GpuReading:
     """A GPU that answered GpuIsLost: identity kept, every reading ``None``."""
-    return GpuReading(
-        index=index,
-        name="NVIDIA H100 80GB HBM3",
-        uuid=f"GPU-{index:08d}-0000-0000-0000-000000000000",
-        bus_id=None,
-        state=GpuState.LOST,
-        utilization_percent=None,
-        memory_utilization_percent=None,
-        memory_used_bytes=None,
-        memory_total_bytes=None,
-        temperature_c=None,
-        power_w=None,
-        power_limit_w=None,
-        sm_clock_mhz=None,
-        sm_clock_max_mhz=None,
-        fan_percent=None,
-        pcie_rx_bytes_per_s=None,
-        pcie_tx_bytes_per_s=None,
-        performance_state=None,
-    )
+    return gpu_reading(index, state=GpuState.LOST, processes=(), **NOT_READ)
 
 
 def unsupported_gpu(index: int) -> GpuReading:
@@ -285,6 +275,8 @@ def fake_app(
     history: History | None = None,
     stale_check_s: float | None = None,
     runner: RunnerSetup | None = None,
+    readonly: bool = False,
+    only: GpuSelection | None = None,
 ) -> MonitorApp:
     """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS; the runner
     lists fixed devices and plays scripted runs)."""
@@ -300,6 +292,8 @@ def fake_app(
         history=history,
         stale_check_s=stale_check_s,
         runner=runner if runner is not None else scripted_setup(),
+        readonly=readonly,
+        only=only,
     )
 
 
@@ -322,6 +316,21 @@ async def settled(pilot: Pilot[object]) -> None:
     assert isinstance(app, MonitorApp)
     await wait_until(pilot, lambda: all(count >= 1 for count in app.handled.values()))
     await pilot.pause()
+
+
+async def screen_settled(pilot: Pilot[object], timeout_s: float = 5.0) -> None:
+    """Let the app run until two frames 50 ms apart show the same screen."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    shown = screen_text(pilot.app)
+    while True:
+        await pilot.pause(0.05)
+        now = screen_text(pilot.app)
+        if now == shown:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"the screen still changed after {timeout_s}s")
+        shown = now
 
 
 def screen_text(app: App[object]) -> str:

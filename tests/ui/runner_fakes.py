@@ -43,6 +43,26 @@ DEVICES = DevicesListed(
 )
 """A box with two H100s (as the stand-in NVML library shows), and MPS unusable."""
 
+# NOT RECORDABLE WITHOUT A GPU: a CUDA 13.0 build of torch on a box whose driver is for 12.4.
+CUDA_BUILD_ON_AN_OLD_DRIVER = DevicesListed(
+    devices=(
+        DeviceOption("cpu", True, "AMD EPYC 7763 64-Core Processor"),
+        DeviceOption(
+            "cuda",
+            False,
+            "NVIDIA GPU (CUDA)",
+            reason="torch was built for CUDA 13.0 but sees no GPU; check the driver with "
+            "nvidia-smi or gputui doctor",
+        ),
+        DeviceOption("mps", False, "Apple GPU (MPS)", reason="MPS needs Apple silicon and macOS"),
+    ),
+    torch_version="2.13.0+cu130",
+    chosen=("cpu",),
+    cuda_version="13.0",
+)
+"""A torch built for CUDA 13.0 that can use none of the stand-in's H100s, whose driver
+(550.54.15) is for CUDA 12.4."""
+
 GPU_IMAGES_PER_S = 21_800.0
 """Made-up steady throughput (images/s) of the typed GPU runs."""
 

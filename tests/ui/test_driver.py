@@ -1,4 +1,4 @@
-"""gputui.ui.driver: the input thread waits for keys without polling, still tells a lone
+"""gputui.ui.monitor.driver: the input thread waits for keys without polling, still tells a lone
 Escape from an escape sequence, and ends as soon as it is told to."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from textual import constants, events
 from textual.app import App
 from textual.message import Message
 
-from gputui.ui.driver import POLL_S, QuietLinuxDriver
+from gputui.ui.monitor.driver import POLL_S, QuietLinuxDriver
 from tests.ui.fakes import fake_app
 
 

@@ -19,7 +19,11 @@ from gputui.format import (
     fmt_percent,
 )
 
-LABEL = "$text-muted"
+MUTED = "$foreground 60%"
+"""Text that stays in the background: ``$text-muted``'s look. Not ``$text-muted`` itself:
+Textual drops the 60% of its value (``auto 60%``) when a style string names it, which
+drew these full white."""
+LABEL = MUTED
 """Style of a label in front of a value."""
 OK = "$success"
 """A level comfortably inside its range."""
@@ -31,7 +35,7 @@ UTIL_SPARK = "$accent"
 """Sparkline of GPU utilization."""
 MEMORY_SPARK = "$secondary"
 """Sparkline of GPU memory in use."""
-TRACK = "$text-muted"
+TRACK = MUTED
 """The unfilled part of a bar."""
 RULE = "$panel-lighten-2"
 """The rule a card's title sits on (the colour of the panels' borders)."""

@@ -9,8 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
-from gputui.jobs.events import DeviceOption, Error, Memory, Placement, Progress
-from gputui.jobs.reports import render_result
+from gputui.jobs.config import ALLOW_DOWNLOAD
+from gputui.jobs.events import DeviceOption, Error, Memory, Placement, PlacementRow, Progress
+from gputui.jobs.experiments.report import render_result
 from gputui.jobs.results import (
     ExperimentResult,
     Phase,
@@ -23,6 +24,17 @@ from gputui.jobs.results import (
 MUTED = "dim"
 BAR_CHAR = "█"
 TRACK_CHAR = "·"
+CHOOSE_SYNTHETIC = "choose the synthetic data set under Data"
+"""What the pane says to do where a job's CIFAR-10 error says to allow the download: the
+pane has no control for that (``GPUTUI_RUNNER_DEFAULTS`` turned it off), but it has this."""
+
+
+def error_message(error: Error) -> str:
+    """``error``'s line as the pane says it: a data error's way out in the pane's own
+    controls (:data:`CHOOSE_SYNTHETIC`) rather than a command's."""
+    if error.kind != "data":
+        return error.message
+    return error.message.replace(ALLOW_DOWNLOAD, CHOOSE_SYNTHETIC)
 
 
 def device_label(option: DeviceOption) -> Text:
@@ -73,7 +85,7 @@ def status_line(session: Session | None) -> Text:
             where = fmt_counted(getattr(failed.config, "world_size", 1), "rank")
         return Text.assemble(
             ("✗ ", "bold red"),
-            (f"{where}: {failed.error.message}", "red"),
+            (f"{where}: {error_message(failed.error)}", "red"),
             ("  (e: details)", MUTED),
         )
     if phase is Phase.RUNNING:
@@ -215,9 +227,10 @@ def placement_table(placement: Placement) -> Group:
     Where the pane is narrow (80 columns), the headings wider than their column's values
     (``Adam state``, ``State on``) take two lines: a number is never cut.
     """
+    modules = sum(row.params for row in placement.rows if row.kind == "module")
     rows = [
         (
-            row.group,
+            _group_label(row, modules),
             row.device or NA,
             (row.dtype or NA).removeprefix("torch."),
             fmt_bytes(row.param_bytes + row.buffer_bytes),
@@ -248,6 +261,14 @@ def placement_table(placement: Placement) -> Group:
     return Group(table, inputs)
 
 
+def _group_label(row: PlacementRow, module_params: int) -> str:
+    """A row's name; the optimizer's group that holds every module's parameters reads as
+    their total (``param_groups[0]`` beside ``conv`` and ``fc`` read as a third part)."""
+    if row.kind == "param_group" and row.params == module_params:
+        return "total (Adam)"
+    return row.group
+
+
 def memory_line(memory: Memory) -> Text:
     """The trainer's memory on its device, each figure ``n/a`` where the device has none."""
     parts: list[str] = []
@@ -265,7 +286,7 @@ def memory_line(memory: Memory) -> Text:
 
 def error_detail(error: Error) -> Text:
     """The error's one line, then its detail (traceback or stderr tail)."""
-    text = Text(f"{error.message} [{error.kind}]\n", style="bold red")
+    text = Text(f"{error_message(error)} [{error.kind}]\n", style="bold red")
     if error.suggested_batch_size:
         text.append(f"A batch size that fits: {error.suggested_batch_size}\n")
     text.append(error.detail.strip() or "(no detail)", style=MUTED)
@@ -340,8 +361,8 @@ def session_body(session: Session | None, width: int, cores: int | None = None) 
     for run in session.runs:
         if run.started is not None and run.started.dataset_note:  # not the data asked for: why
             parts.append(Text(f"note ({run.device}): {run.started.dataset_note}", style=MUTED))
-        for note in run.notes:
-            parts.append(Text(f"note ({run.device}): {note}", style=MUTED))
+        for said in run.notes:
+            parts.append(Text(f"note ({run.device}): {said}", style=MUTED))
     return Group(*parts)
 
 
@@ -350,7 +371,7 @@ def experiment_status(result: ExperimentResult, running: bool) -> Text:
     if result.error is not None:
         return Text.assemble(
             ("✗ ", "bold red"),
-            (f"{result.experiment}: {result.error.message}", "red"),
+            (f"{result.experiment}: {error_message(result.error)}", "red"),
             ("  (e: details)", MUTED),
         )
     if running:

@@ -1,7 +1,7 @@
 """The runner's scaling view, drawn from a session: a bar per world size that fills as its
 run trains, then its images/s, speedup, efficiency and all-reduce share.
 
-The figures are the ones ``gputui scale`` prints (:func:`gputui.jobs.reports.scale_rows`).
+The figures are the ones ``gputui scale`` prints (:func:`gputui.jobs.scale.report.scale_rows`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui.format import fmt_count, fmt_counted, fmt_percent, fmt_times
-from gputui.jobs.reports import SUPERLINEAR, scale_rows, scale_warnings
 from gputui.jobs.results import RunRecord, Session
-from gputui.ui.render.runner import cpu_threads_note
+from gputui.jobs.scale.report import SUPERLINEAR, scale_rows, scale_warnings
+from gputui.ui.render.runner import cpu_threads_note, error_message
 
 MUTED = "dim"
 BAR_CHAR = "█"
@@ -47,7 +47,7 @@ def scaling_body(session: Session, width: int, cores: int | None = None) -> Rend
             continue
         run, row = session.runs[index], rows[index]
         if run.error is not None:
-            table.add_row(ranks, Text(f"✗ {run.error.message}", style="red"), "", "", "", "")
+            table.add_row(ranks, Text(f"✗ {error_message(run.error)}", style="red"), "", "", "", "")
             continue
         table.add_row(
             ranks,

@@ -1,1 +1,2 @@
-"""The monitor's widgets: thin wrappers that paint what ``gputui.ui.render`` draws."""
+"""The apps' widgets: the monitor's panels and dialogs, the runner pane (:mod:`.runner`) and
+the Doctor screen's report (:mod:`.doctor_report`); thin wrappers around what they draw."""

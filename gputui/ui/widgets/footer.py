@@ -27,8 +27,8 @@ class FittingFooter(Footer, SteadyRender):
 
     def __init__(self, full_from: int, compact_with_palette_from: int) -> None:
         """Fit a footer whose keys need ``full_from`` columns laid out in full, and
-        ``compact_with_palette_from`` compact with the palette's hint (measured: the
-        tests hold that every key shows at 80, between the steps, and above)."""
+        ``compact_with_palette_from`` compact with the palette's hint (the tests hold
+        that every key shows at 80 columns, between the steps, and above)."""
         super().__init__()
         self._full_from = full_from
         self._compact_with_palette_from = compact_with_palette_from

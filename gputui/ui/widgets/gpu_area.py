@@ -17,7 +17,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from gputui.telemetry.readings import GpuReading
-from gputui.ui.layout import CARD_GUTTER, CARD_HEIGHT, GpuMode
+from gputui.ui.monitor.layout import CARD_GUTTER, CARD_HEIGHT, GpuMode
 from gputui.ui.render.draw import WARM, Line
 from gputui.ui.render.gpu import (
     gpu_card,

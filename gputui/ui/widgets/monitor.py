@@ -18,7 +18,7 @@ from textual.widgets import Static
 from gputui.format import fmt_counted
 from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
 from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
-from gputui.ui.layout import GpuMode, MonitorLayout, plan_layout
+from gputui.ui.monitor.layout import GpuMode, MonitorLayout, plan_layout
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
 from gputui.ui.widgets.mps_panel import MpsPanel

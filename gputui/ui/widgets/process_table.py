@@ -2,13 +2,12 @@
 
 Textual's Line API (a ``ScrollView`` with ``render_line``): the rows scroll under the
 heading when there are more than fit, by wheel, or as the selection moves (arrow keys,
-Page Up/Down, Home/End once the table has focus, or a click). A DataTable did this before,
-at a cost of about 60 ms at every start (its import, and a style for each of its dozen
-component classes) for a table of five columns.
+Page Up/Down, Home/End once the table has focus, or a click). Not a DataTable: its import
+and component styles would cost the monitor's start more than the table is worth.
 
 Nothing is selected until a key or a click selects a row; the selection follows its
 process (GPU, pid and kind) through new readings and new orders, and is dropped when that
-process leaves the table. Sorting and filtering are :mod:`gputui.ui.process_rows`'.
+process leaves the table. Sorting and filtering are :mod:`gputui.ui.monitor.process_rows`'.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputui.telemetry.readings import GpuReading
-from gputui.ui.process_rows import ProcessOrder, ProcessRow, ordered, process_rows
+from gputui.ui.monitor.process_rows import ProcessOrder, ProcessRow, ordered, process_rows
 from gputui.ui.render.draw import Line
 from gputui.ui.render.processes import ProcessCells, process_table_lines, process_table_title
 from gputui.ui.widgets.lines import LineStyles, set_border_subtitle, set_border_title

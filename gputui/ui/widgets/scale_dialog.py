@@ -1,7 +1,7 @@
 """The scaling run's question: which world sizes, and weak or strong scaling.
 
 ``w`` opens it over the monitor; Enter starts the run, Escape leaves it. The answer is
-checked as ``gputui scale`` checks its flags (:func:`gputui.jobs.config.world_sizes_from`),
+checked as ``gputui scale`` checks its flags (:func:`gputui.jobs.scale.plan.world_sizes_from`),
 and a bad one is said under the field without closing the dialog.
 """
 
@@ -15,7 +15,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Select
 
-from gputui.jobs.config import SCALINGS, ConfigError, world_sizes_from
+from gputui.jobs.config import ConfigError
+from gputui.jobs.scale.plan import SCALINGS, world_sizes_from
 
 ScaleChoice = tuple[tuple[int, ...], str]
 """The world sizes, in order, and ``weak`` or ``strong``."""
@@ -29,6 +30,8 @@ class ScaleDialog(ModalScreen[ScaleChoice | None]):
     ScaleDialog > Vertical {
         width: 64; height: auto; padding: 1 2; border: round $accent; background: $panel;
     }
+    ScaleDialog Label { width: 100%; }  /* wrap: a label as wide as its text is cut */
+    ScaleDialog #scale-keys { color: $text-muted; }
     ScaleDialog #scale-error { color: $error; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
@@ -51,11 +54,11 @@ class ScaleDialog(ModalScreen[ScaleChoice | None]):
                 id="scale-mode",
             )
             yield Label(
-                "weak: each rank keeps the batch size; strong: the ranks share it. "
-                "Enter starts, Escape cancels.",
+                "weak: each rank keeps the batch size; strong: the ranks share it.",
                 id="scale-help",
             )
             yield Label("", id="scale-error")
+            yield Label("Enter starts the run · Escape cancels", id="scale-keys")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter: start with these world sizes, or say what is wrong with them."""

@@ -6,7 +6,7 @@
 Each fixture is a CIFAR-10 batch dict pickled by Python 3 and numpy at one protocol:
 2 (bytes go through ``_codecs.encode``), 4 (BINBYTES) and 5 (numpy's ``_frombuffer``
 with an in-band buffer), plus one with bytes keys, int64 labels and a Fortran-order
-array. ``tests/training/test_data.py`` rebuilds the expected values with
+array. ``tests/engine/test_data.py`` rebuilds the expected values with
 :func:`expected_batch`'s formula.
 """
 

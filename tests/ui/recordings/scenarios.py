@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputui.jobs.config import UI_NICE, ExperimentConfig, RunConfig, scaling_configs, sweep_sizes
+from gputui.jobs.config import ExperimentConfig, RunConfig, sweep_sizes
+from gputui.jobs.scale.plan import scaling_configs
+from gputui.ui.widgets.runner.setup import UI_NICE
 
 RECORDED = RunConfig(
     nice=UI_NICE,
@@ -60,9 +62,13 @@ class Scenario:
     """The jobs, in the order the pane starts them (a comparison: baseline first)."""
     ending: str = "finish"
     """``finish`` (run to the end), ``stop`` (stopped once epoch 1 has finished, as ``s``
-    does) or ``kill`` (SIGKILLed once epoch 1 has finished, as the kernel's OOM killer
-    does): how the last job ends."""
+    does), ``kill`` (SIGKILLed once epoch 1 has finished, as the kernel's OOM killer
+    does) or ``data`` (it fails for its data before it starts): how the last job ends."""
 
+
+CIFAR10_NOT_HERE = RECORDED.with_changes(dataset="cifar10", data_dir="/tmp", download=False)
+"""CIFAR-10 asked for by name, from a folder every machine has and none holds it in, with
+downloading off (``GPUTUI_RUNNER_DEFAULTS``'s ``"download": false``): the run fails at once."""
 
 DEVICES = "devices"
 """The recording of this machine's device listing (one ``DevicesListed``)."""
@@ -75,6 +81,7 @@ SCENARIOS = (
     Scenario("cpu_killed", (RECORDED,), ending="kill"),
     Scenario("cpu_scaling", tuple(scaling_configs(RECORDED, (1, 2), "weak"))),
     Scenario("sync_stall_cpu", (experiment_config("sync-stall"),)),
+    Scenario("cifar10_not_here", (CIFAR10_NOT_HERE,), ending="data"),
 )
 """Every stream this machine can record; what needs a GPU is typed in runner_fakes.py."""
 

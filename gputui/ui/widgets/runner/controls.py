@@ -35,7 +35,11 @@ SETTINGS = (
 
 
 def _options(values: tuple[object, ...], extra: object) -> list[tuple[str, object]]:
-    chosen = sorted({*values, extra}) if isinstance(extra, int) else list(values)
+    if isinstance(extra, int):  # a number the defaults named, among the numbers offered
+        numbers = sorted({*(v for v in values if isinstance(v, int)), extra})
+        chosen: list[object] = [*numbers]
+    else:
+        chosen = list(values)
     return [(str(value), value) for value in chosen]
 
 
@@ -64,7 +68,8 @@ class RunnerControls(Vertical):
         self.defaults = defaults
 
     def compose(self) -> ComposeResult:
-        """A row per group of choices, then the buttons and the experiment to run."""
+        """A row per group of choices, then the buttons and the experiment to run (on a row
+        of their own where the pane is narrow)."""
         defaults = self.defaults
         with Horizontal(classes="runner-row"):
             yield Label("Device ")
@@ -91,20 +96,29 @@ class RunnerControls(Vertical):
                     yield Label(label)
                     yield _choice(_options(values, value), value, f"runner-{name}")
         with Horizontal(id="runner-buttons"):
-            yield Button("Train r", id="runner-start", compact=True, action="app.runner_start")
-            yield Button(
-                "Compare c", id="runner-compare", compact=True, action="app.runner_compare"
-            )
-            yield Button("Stop s", id="runner-stop", compact=True, action="app.runner_stop")
-            yield _choice(
-                [(name, name) for name in EXPERIMENTS], EXPERIMENTS[0], "runner-experiment"
-            )
-            yield Button(
-                "Experiment x",
-                id="runner-run-experiment",
-                compact=True,
-                action="app.runner_experiment",
-            )
+            with Horizontal(classes="runner-button-group"):
+                yield Button("Train r", id="runner-start", compact=True, action="app.runner_start")
+                yield Button(
+                    "Compare c", id="runner-compare", compact=True, action="app.runner_compare"
+                )
+                yield Button("Stop s", id="runner-stop", compact=True, action="app.runner_stop")
+            with Horizontal(classes="runner-button-group"):
+                yield _choice(
+                    [(name, name) for name in EXPERIMENTS], EXPERIMENTS[0], "runner-experiment"
+                )
+                yield Button(
+                    "Experiment x",
+                    id="runner-run-experiment",
+                    compact=True,
+                    action="app.runner_experiment",
+                )
+
+    def on_resize(self) -> None:
+        """Put the experiment on a row of its own below the buttons when one row is too
+        narrow for both (``-narrow``), rather than cut it off at the pane's edge."""
+        groups = self.query(".runner-button-group")
+        needed = sum(group.outer_size.width for group in groups)
+        self.set_class(needed > self.size.width, "-narrow")
 
     def watch_busy(self, busy: bool) -> None:
         """Enable the buttons that can act now."""
@@ -149,7 +163,8 @@ class RunnerControls(Vertical):
             devices: The devices listed.
             wanted: The device to choose if usable (the baseline is the CPU if usable).
             accelerator_first: Choose the first usable accelerator when ``wanted`` is the
-                CPU (nothing has run yet: a GPU is what the runner is for).
+                CPU (nothing has run yet, and the CPU was not asked for by name: a GPU is
+                what the runner is for).
         """
         from gputui.ui.render.runner import device_label
 

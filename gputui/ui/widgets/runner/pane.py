@@ -35,7 +35,6 @@ from gputui.jobs.config import (
     ConfigError,
     ExperimentConfig,
     RunConfig,
-    scaling_configs,
     sweep_sizes,
 )
 from gputui.ui.widgets.runner.setup import JobHandle, RunnerSetup
@@ -46,6 +45,7 @@ if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
 
     from gputui.jobs.events import DeviceOption, DevicesListed, Error
     from gputui.jobs.results import ExperimentResult, Session
+    from gputui.telemetry.readings import NvmlReading
     from gputui.telemetry.watched import ProcessReading, ProcessSampler
     from gputui.ui.widgets.runner.controls import RunnerControls
     from gputui.ui.widgets.runner.status import RunStatus
@@ -107,15 +107,24 @@ class RunnerPane(Vertical, SteadyRender):
     show_detail = var(False, init=False)
     """Whether the error's detail is shown."""
 
-    def __init__(self, setup: RunnerSetup | None = None, *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        setup: RunnerSetup | None = None,
+        *,
+        nvml: Callable[[], NvmlReading | None] = lambda: None,
+        id: str | None = None,
+    ) -> None:
         """An idle pane; devices are listed once it is built.
 
         Args:
             setup: Trainers, device list and defaults (default: the real ones).
+            nvml: The monitor's latest NVML reading, if any, read once the devices are
+                listed: whether this torch is a CUDA build the driver cannot run.
             id: The widget id.
         """
         super().__init__(id=id)
         self.setup = setup or RunnerSetup()
+        self._nvml = nvml
         self.devices: tuple[DeviceOption, ...] = ()
         """Devices listed so far (empty until the listing child answers)."""
         self.devices_error: str | None = None
@@ -200,6 +209,8 @@ class RunnerPane(Vertical, SteadyRender):
             return
         self._building = True
         await self.recompose()
+        if not hasattr(self, "_controls"):  # the app closed first: recompose composed nothing
+            return
         self.built = True
         self._built.set()
         self._paint()
@@ -239,7 +250,8 @@ class RunnerPane(Vertical, SteadyRender):
 
     def show_devices(self, listed: DevicesListed | Error) -> None:
         """Offer the devices listed (every candidate, the unusable ones greyed with their
-        reason), or say why they could not be listed."""
+        reason), or say why they could not be listed; where nothing has started yet, say
+        so if this torch is a CUDA build the driver cannot run, with the doctor's fix."""
         from gputui.jobs.events import Error
 
         if isinstance(listed, Error):
@@ -250,7 +262,18 @@ class RunnerPane(Vertical, SteadyRender):
         wanted = self.setup.defaults.device
         if self.session is not None:  # a run started before the listing came: show its device
             wanted = self.session.configs[-1].device
-        self._controls.offer_devices(listed.devices, wanted, accelerator_first=self.session is None)
+        self._controls.offer_devices(
+            listed.devices,
+            wanted,
+            accelerator_first=self.session is None and not self.setup.device_named,
+        )
+        nvml = self._nvml()
+        if nvml is not None and self.session is None and self.experiment is None:
+            from gputui.doctor.run import driver_too_old
+
+            line = driver_too_old(listed, nvml)
+            if line is not None:
+                self.message = Text(f"⚠ {line}", style="yellow")
 
     def _watch_trainer(self) -> None:
         pid = self.trainer_pid
@@ -380,13 +403,11 @@ class RunnerPane(Vertical, SteadyRender):
                 style="red",
             )
             return None
+        from gputui.jobs.scale.plan import CPU_WORLD_SIZES, gpu_world_sizes
+
         if kind == "cpu":
-            return (1, 2), kind
-        gpus = self._usable_gpus()
-        sizes = [1]
-        while sizes[-1] * 2 <= gpus:
-            sizes.append(sizes[-1] * 2)
-        return (*sizes, *(() if sizes[-1] == gpus else (gpus,))), kind
+            return CPU_WORLD_SIZES, kind
+        return gpu_world_sizes(self._usable_gpus()), kind
 
     def start_scaling(self, sizes: tuple[int, ...], scaling: str) -> bool:
         """Train the chosen config at each world size in turn (``gputui scale``'s runs).
@@ -394,6 +415,8 @@ class RunnerPane(Vertical, SteadyRender):
         Returns:
             Whether it started.
         """
+
+        from gputui.jobs.scale.plan import scaling_configs
 
         def build() -> list[RunConfig]:
             chosen = self.chosen_config()
@@ -513,7 +536,7 @@ class RunnerPane(Vertical, SteadyRender):
             self._start_next(session)
 
     def _drain_experiment(self, process: JobHandle) -> None:
-        from gputui.jobs.reports import experiment_progress_line
+        from gputui.jobs.experiments.report import experiment_progress_line
 
         result = self.experiment
         events = process.drain()

@@ -1,0 +1,2 @@
+"""``gputui experiment``'s parent side, shared with the runner pane: the report
+(:mod:`.report`)."""

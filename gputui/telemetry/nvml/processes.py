@@ -1,0 +1,239 @@
+"""The processes NVML lists on a GPU, and who runs each: psutil's user and command line, or,
+in a pid namespace of our own, those of the local process a host pid is proven to be."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psutil
+
+from gputui.telemetry.commandline import command_line
+from gputui.telemetry.devnodes import match_host_pids, node_mappers
+from gputui.telemetry.nvml.queries import Queries, TrackedGpu
+from gputui.telemetry.readings import GpuProcess, GpuReading
+
+MATCH_TTL_S = 5.0
+"""How often, in a pid namespace of our own, the local processes' memory maps are read
+again to match NVML's host pids (:mod:`gputui.telemetry.devnodes`)."""
+PROCESS_SAMPLES_WINDOW_US = 1_000_000
+"""How far before the newest per-process utilization sample the next ask starts (µs): the
+driver samples a busy process every so often, so asking only for what is newer than the last
+answer would read a busy process as 0 % whenever a sample falls between two asks."""
+_VALUE_NOT_AVAILABLE = 2**64 - 1
+
+_INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+"""The inode of the host's (initial) pid namespace, PROC_PID_INIT_INO in the Linux kernel."""
+
+
+def in_own_pid_namespace(path: str = "/proc/self/ns/pid") -> bool:
+    """Whether this process runs in a pid namespace other than the host's (Linux).
+
+    NVML always reports the host's pids; in a container without ``--pid=host`` a local
+    process with the same number is another process. ``False`` where it cannot be told.
+    """
+    try:
+        return os.stat(path).st_ino != _INITIAL_PID_NAMESPACE
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """Who runs a process, cached until the PID is reused."""
+
+    create_time: float | None
+    user: str | None
+    command: str | None
+
+
+_UNKNOWN = _Identity(None, None, None)
+"""A process psutil cannot see (or a host pid: not ours to look up)."""
+
+
+class ProcessAttribution:
+    """Lists a GPU's processes and says who runs each, caching what psutil said per (pid,
+    start time); not thread-safe (the sampler's lock holds)."""
+
+    def __init__(self, *, raw_commands: bool) -> None:
+        """Start with nothing known.
+
+        Args:
+            raw_commands: Keep the secrets in processes' command lines
+                (:mod:`gputui.telemetry.commandline` redacts them otherwise).
+        """
+        self.host_pids = False
+        """Whether NVML's pids are the host's, not ours (a pid namespace of our own)."""
+        self._raw_commands = raw_commands
+        self._identities: dict[int, _Identity] = {}
+        self._matched_at: float | None = None
+        self._local_pids: dict[int, int] = {}  # host pid -> local pid (in a pid namespace)
+
+    def read(self, queries: Queries, gpu: TrackedGpu) -> tuple[GpuProcess, ...] | None:
+        """Compute, then graphics processes (a PID in both is listed once, as compute), each
+        with its SM utilization; ``None`` when NVML could not list the compute processes
+        (unknown, not none)."""
+        compute = queries.ask(gpu, "compute_processes")
+        if compute is None:
+            return None
+        listed = _listed(compute, queries.ask(gpu, "graphics_processes") or ())
+        return self._processes(listed, _read_process_sm(queries, gpu) if listed else None)
+
+    def of_mig(self, infos: Any) -> tuple[GpuProcess, ...]:
+        """A MIG device's processes from NVML's infos (no SM utilization per process there)."""
+        return self._processes(_listed(infos, ()), None)
+
+    def match_local(
+        self, readings: tuple[GpuReading, ...], gpus: Sequence[TrackedGpu], now: float
+    ) -> tuple[GpuReading, ...]:
+        """In a pid namespace of our own: each host pid proven to be a local process
+        (:mod:`gputui.telemetry.devnodes`) gets that process's pid, user and command.
+
+        Args:
+            readings: This sample's readings.
+            gpus: The GPUs as the sampler keeps them (their device nodes' numbers).
+            now: The sampler's clock.
+        """
+        if self._matched_at is None or now - self._matched_at >= MATCH_TTL_S:
+            self._matched_at = now
+            minors = {gpu.index: gpu.minor for gpu in gpus if gpu.minor is not None}
+            listed = {
+                minors[reading.index]: [process.pid for process in reading.processes]
+                for reading in readings
+                if reading.index in minors and reading.processes is not None
+            }
+            mappers = node_mappers(exclude=(os.getpid(),)) if listed else {}
+            self._local_pids = match_host_pids(listed, mappers)
+        if not self._local_pids:
+            return readings
+        return tuple(self._with_local(reading) for reading in readings)
+
+    def forget(self, readings: Sequence[GpuReading]) -> None:
+        """Drop cached identities of processes no GPU lists any more."""
+        if not self._identities:
+            return
+        alive = {
+            process.local_pid or process.pid
+            for reading in readings
+            for process in reading.processes or ()
+        }
+        for pid in self._identities.keys() - alive:
+            del self._identities[pid]
+
+    def _processes(
+        self, listed: dict[int, tuple[str, Any]], sm: dict[int, float | None] | None
+    ) -> tuple[GpuProcess, ...]:
+        """The processes NVML listed (``_listed``), each joined with what psutil knows of it
+        and its SM utilization (``None`` for all where ``sm`` is)."""
+        found = []
+        for pid, (kind, used) in listed.items():
+            identity = self._identify(pid)
+            memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
+            found.append(
+                GpuProcess(
+                    pid,
+                    identity.user,
+                    identity.command,
+                    memory,
+                    kind,
+                    create_time=identity.create_time,
+                    local_pid=None if self.host_pids else pid,
+                    sm_utilization_percent=None if sm is None else sm.get(pid, 0.0),
+                )
+            )
+        return tuple(found)
+
+    def _with_local(self, gpu: GpuReading) -> GpuReading:
+        if not gpu.processes:
+            return gpu
+        processes = []
+        for process in gpu.processes:
+            local = self._local_pids.get(process.pid)
+            if local is not None:
+                identity = self._look_up(local)
+                process = replace(
+                    process,
+                    user=identity.user,
+                    command=identity.command,
+                    create_time=identity.create_time,
+                    local_pid=local if identity.create_time is not None else None,
+                )
+            processes.append(process)
+        return replace(gpu, processes=tuple(processes))
+
+    def _identify(self, pid: int) -> _Identity:
+        """Start time, user and command of ``pid``, cached per (pid, create time); ``None``
+        where hidden, and always ``None`` for a host pid seen from a pid namespace of our own
+        (the local process with that number is another one)."""
+        if self.host_pids:
+            return _UNKNOWN
+        return self._look_up(pid)
+
+    def _look_up(self, pid: int) -> _Identity:
+        """Start time, user and command of the local process ``pid``, cached."""
+        try:
+            process = psutil.Process(pid)
+            created = process.create_time()
+        except (psutil.Error, ValueError, OSError):
+            return _UNKNOWN
+        cached = self._identities.get(pid)
+        if cached is not None and cached.create_time == created:
+            return cached
+        identity = _Identity(created, _username(process), _command(process, raw=self._raw_commands))
+        self._identities[pid] = identity
+        return identity
+
+
+def _read_process_sm(queries: Queries, gpu: TrackedGpu) -> dict[int, float | None] | None:
+    """Each sampled process's SM utilization (its newest sample), from one ask for the
+    samples since ``gpu.process_samples_since_us``; ``None`` when NVML does not say.
+
+    A process with no sample in the window ran no kernel in it: the caller reads it as 0.
+    """
+    samples = queries.ask(gpu, "process_utilization", gpu.process_samples_since_us, not_found=())
+    if samples is None:
+        return None
+    newest: dict[int, Any] = {}
+    for sample in samples:
+        pid = int(sample.pid)
+        if pid not in newest or sample.timeStamp >= newest[pid].timeStamp:
+            newest[pid] = sample
+    if newest:
+        latest = max(int(sample.timeStamp) for sample in newest.values())
+        gpu.process_samples_since_us = max(latest - PROCESS_SAMPLES_WINDOW_US, 0)
+    return {
+        pid: float(sample.smUtil) if 0 <= sample.smUtil <= 100 else None
+        for pid, sample in newest.items()
+    }
+
+
+def _listed(compute: Any, graphics: Any) -> dict[int, tuple[str, Any]]:
+    """NVML's process infos by pid, with their kind and memory (the driver's figure): compute
+    first, so a pid in both lists is listed once, as compute."""
+    listed: dict[int, tuple[str, Any]] = {}
+    for kind, infos in (("compute", compute), ("graphics", graphics)):
+        for info in infos:
+            listed.setdefault(int(info.pid), (kind, info.usedGpuMemory))
+    return listed
+
+
+def _username(process: psutil.Process) -> str | None:
+    try:
+        return process.username()
+    except (psutil.Error, OSError, KeyError):
+        return None
+
+
+def _command(process: psutil.Process, *, raw: bool) -> str | None:
+    try:
+        argv = process.cmdline()
+    except (psutil.Error, OSError):
+        argv = []
+    if argv:
+        return command_line(argv, raw=raw)
+    try:
+        return process.name() or None
+    except (psutil.Error, OSError):
+        return None

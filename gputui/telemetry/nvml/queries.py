@@ -1,0 +1,525 @@
+"""One GPU's readings: what the sampler keeps of it, how each field is asked, and NVML's
+answers made a :class:`~gputui.telemetry.readings.GpuReading`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from types import ModuleType
+from typing import Any
+
+from gputui.telemetry.nvml.calls import (
+    FUNCTION_NOT_FOUND,
+    GPU_IS_LOST,
+    LOST_ERROR,
+    NOT_FOUND,
+    NOT_SUPPORTED,
+    GpuLost,
+)
+from gputui.telemetry.nvml.mig import MigDevice, read_mig_devices
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, MigDeviceReading
+
+log = logging.getLogger(__name__)
+
+
+HEALTH_TTL_S = 10.0
+"""Seconds ECC errors, pending row remaps, the MIG mode and the MIG devices (their ids and
+processes; not their memory, read every sample) are trusted (they change rarely)."""
+POWER_LIMIT_TTL_S = 30.0
+"""Seconds a power limit is trusted before it is asked again (an admin may change it)."""
+PCIE_TTL_S = 1.0
+"""Seconds a GPU's PCIe throughput is shown before it is asked again."""
+PCIE_BUDGET_S = 0.03
+"""Driver time one sample may start spending on PCIe throughput (see :func:`refresh_pcie`)."""
+
+_ECC_UNCORRECTED = 1  # NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+_ECC_VOLATILE = 0  # NVML_VOLATILE_ECC: since the driver was loaded
+THROTTLE_WORDS = (
+    (0x1, "idle"),
+    (0x2, "application clocks"),
+    (0x4, "power cap"),
+    (0x8, "HW slowdown"),
+    (0x10, "sync boost"),
+    (0x20, "thermal"),
+    (0x40, "HW thermal"),
+    (0x80, "HW power brake"),
+    (0x100, "display clocks"),
+)
+"""NVML's clock event (throttle) reasons, bit by bit, in the words the monitor shows."""
+_CLOCK_SM = 1
+_TEMPERATURE_GPU = 0
+_PCIE_TX_BYTES = 0
+_PCIE_RX_BYTES = 1
+_PSTATE_UNKNOWN = 32
+_PCIE_UNIT_BYTES = 1024
+"""NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
+
+
+@dataclass(slots=True)
+class TrackedGpu:
+    """What the sampler remembers about one GPU between samples."""
+
+    index: int
+    """NVML index."""
+    handle: Any
+    """The NVML device handle; ``None`` when even the handle could not be had."""
+    name: str = "Unknown NVIDIA GPU"
+    """Product name (read once)."""
+    uuid: str | None = None
+    """UUID (read once)."""
+    bus_id: str | None = None
+    """PCI bus id (read once)."""
+    sm_clock_max_mhz: float | None = None
+    """Maximum SM clock (read once)."""
+    minor: int | None = None
+    """Its device node's number, ``/dev/nvidiaN`` (read once, in a pid namespace only)."""
+    static_read: bool = False
+    """True once the static facts above were read."""
+    power_limit_w: float | None = None
+    """Enforced power limit, refreshed every ``POWER_LIMIT_TTL_S``."""
+    power_limit_read_at: float | None = None
+    """When the power limit was last asked."""
+    pcie_tx: Any = None
+    """PCIe transmit throughput as NVML last answered it (KB/s)."""
+    pcie_rx: Any = None
+    """PCIe receive throughput as NVML last answered it (KB/s)."""
+    pcie_read_at: float | None = None
+    """When the PCIe throughput was last asked."""
+    unsupported: set[str] = field(default_factory=set)
+    """Fields this GPU answered NotSupported for (or that no library function serves)."""
+    lost_at: float | None = None
+    """When it last answered GpuIsLost, or its handle was refused; ``None`` while it answers."""
+    handle_error: str | None = None
+    """Why NVML refused the handle (other than GpuIsLost), as a sentence; ``None`` once had."""
+    ecc_uncorrected: int | None = None
+    """Uncorrected volatile ECC errors, refreshed every ``HEALTH_TTL_S``."""
+    remapped_pending: bool | None = None
+    """Whether a row remap is pending, refreshed every ``HEALTH_TTL_S``."""
+    mig_mode: bool | None = None
+    """Whether MIG is enabled, refreshed every ``HEALTH_TTL_S``."""
+    mig_devices: list[MigDevice] | None = None
+    """In MIG mode, its MIG devices, refreshed every ``HEALTH_TTL_S``; ``None`` out of it."""
+    health_read_at: float | None = None
+    """When those were last asked."""
+    process_samples_since_us: int = 0
+    """The ``lastSeenTimeStamp`` the next per-process utilization ask gives (µs, the driver's
+    clock): ``PROCESS_SAMPLES_WINDOW_US`` before the newest sample answered; 0 (all the driver
+    holds) at first."""
+    energy_counter_mj: int | None = None
+    """The energy counter's last answer (mJ); ``None`` before the first."""
+    energy_since_start_mj: int = 0
+    """What the counter has grown by since the first answer (mJ)."""
+
+
+Query = Callable[..., Any]
+
+
+def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
+    """For each field, the NVML symbols that can answer it, preferred first, and how to ask."""
+    memory: list[tuple[str, Query]] = []
+    if hasattr(nv, "nvmlMemory_v2"):
+        memory.append(
+            (
+                "nvmlDeviceGetMemoryInfo_v2",
+                lambda h: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2),
+            )
+        )
+    memory.append(("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo))
+    return {
+        "name": (("nvmlDeviceGetName", nv.nvmlDeviceGetName),),
+        "uuid": (("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID),),
+        "minor": (("nvmlDeviceGetMinorNumber", nv.nvmlDeviceGetMinorNumber),),
+        "bus_id": (("nvmlDeviceGetPciInfo_v3", nv.nvmlDeviceGetPciInfo_v3),),
+        "sm_clock_max": (
+            ("nvmlDeviceGetMaxClockInfo", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, _CLOCK_SM)),
+        ),
+        "power_limit": (
+            ("nvmlDeviceGetEnforcedPowerLimit", nv.nvmlDeviceGetEnforcedPowerLimit),
+            ("nvmlDeviceGetPowerManagementLimit", nv.nvmlDeviceGetPowerManagementLimit),
+        ),
+        "utilization": (("nvmlDeviceGetUtilizationRates", nv.nvmlDeviceGetUtilizationRates),),
+        "memory": tuple(memory),
+        "temperature": (
+            (
+                "nvmlDeviceGetTemperature",
+                lambda h: nv.nvmlDeviceGetTemperature(h, _TEMPERATURE_GPU),
+            ),
+        ),
+        "power": (("nvmlDeviceGetPowerUsage", nv.nvmlDeviceGetPowerUsage),),
+        "energy": (
+            ("nvmlDeviceGetTotalEnergyConsumption", nv.nvmlDeviceGetTotalEnergyConsumption),
+        ),
+        "sm_clock": (
+            ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_SM)),
+        ),
+        "fan": (("nvmlDeviceGetFanSpeed", nv.nvmlDeviceGetFanSpeed),),
+        "pcie_tx": (
+            (
+                "nvmlDeviceGetPcieThroughput",
+                lambda h: nv.nvmlDeviceGetPcieThroughput(h, _PCIE_TX_BYTES),
+            ),
+        ),
+        "pcie_rx": (
+            (
+                "nvmlDeviceGetPcieThroughput",
+                lambda h: nv.nvmlDeviceGetPcieThroughput(h, _PCIE_RX_BYTES),
+            ),
+        ),
+        "performance_state": (("nvmlDeviceGetPerformanceState", nv.nvmlDeviceGetPerformanceState),),
+        "clock_events": (
+            (
+                "nvmlDeviceGetCurrentClocksEventReasons",
+                nv.nvmlDeviceGetCurrentClocksEventReasons,
+            ),
+            (
+                "nvmlDeviceGetCurrentClocksThrottleReasons",
+                nv.nvmlDeviceGetCurrentClocksThrottleReasons,
+            ),
+        ),
+        "ecc_uncorrected": (
+            (
+                "nvmlDeviceGetTotalEccErrors",
+                lambda h: nv.nvmlDeviceGetTotalEccErrors(h, _ECC_UNCORRECTED, _ECC_VOLATILE),
+            ),
+        ),
+        "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
+        "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
+        # A GPU's MIG devices, each asked through its own handle (the argument after the GPU's).
+        "mig_device_count": (
+            ("nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount),
+        ),
+        "mig_device": (
+            ("nvmlDeviceGetMigDeviceHandleByIndex", nv.nvmlDeviceGetMigDeviceHandleByIndex),
+        ),
+        "mig_gpu_instance_id": (
+            ("nvmlDeviceGetGpuInstanceId", lambda _, mig: nv.nvmlDeviceGetGpuInstanceId(mig)),
+        ),
+        "mig_compute_instance_id": (
+            (
+                "nvmlDeviceGetComputeInstanceId",
+                lambda _, mig: nv.nvmlDeviceGetComputeInstanceId(mig),
+            ),
+        ),
+        "mig_memory": tuple((symbol, _through_mig(query)) for symbol, query in memory),
+        "mig_processes": (
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                lambda _, mig: nv.nvmlDeviceGetComputeRunningProcesses_v3(mig),
+            ),
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+                lambda _, mig: nv.nvmlDeviceGetComputeRunningProcesses_v2(mig),
+            ),
+        ),
+        "process_utilization": (
+            (
+                "nvmlDeviceGetProcessUtilization",
+                lambda h, since_us: nv.nvmlDeviceGetProcessUtilization(h, since_us),
+            ),
+        ),
+        "compute_processes": (
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                nv.nvmlDeviceGetComputeRunningProcesses_v3,
+            ),
+            (
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+                nv.nvmlDeviceGetComputeRunningProcesses_v2,
+            ),
+        ),
+        "graphics_processes": (
+            (
+                "nvmlDeviceGetGraphicsRunningProcesses_v3",
+                nv.nvmlDeviceGetGraphicsRunningProcesses_v3,
+            ),
+            (
+                "nvmlDeviceGetGraphicsRunningProcesses_v2",
+                nv.nvmlDeviceGetGraphicsRunningProcesses_v2,
+            ),
+        ),
+    }
+
+
+def _through_mig(query: Query) -> Query:
+    """``query`` of a GPU asked of one of its MIG devices (given after the GPU's handle)."""
+    return lambda _, mig: query(mig)
+
+
+def text(value: Any) -> str:
+    """NVML strings arrive as ``str`` from current bindings and ``bytes`` from old ones."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def throttle_words(mask: Any) -> tuple[str, ...] | None:
+    """NVML's clock event reasons as words, in NVML's order; ``None`` when not answered."""
+    if mask is None:
+        return None
+    return tuple(word for bit, word in THROTTLE_WORDS if int(mask) & bit)
+
+
+def energy_since_start(gpu: TrackedGpu, millijoules: Any) -> float | None:
+    """The energy ``gpu`` used since its counter was first read, in joules, counting this
+    answer; ``None`` when the counter was not answered this time (the next answer counts on
+    from the last one). A counter that goes backwards started again (a driver reload): it
+    counts on from its new value, and the energy used in between is not guessed."""
+    if millijoules is None:
+        return None
+    counter = int(millijoules)
+    last = gpu.energy_counter_mj
+    if last is not None and counter >= last:
+        gpu.energy_since_start_mj += counter - last
+    gpu.energy_counter_mj = counter
+    return gpu.energy_since_start_mj / 1000.0
+
+
+def not_ok(gpu: TrackedGpu) -> GpuReading:
+    """The reading of a GPU that cannot be asked: its identity, its state and why."""
+    if gpu.handle_error is not None:
+        return gpu_reading(gpu, GpuState.UNREACHABLE, error=gpu.handle_error)
+    return gpu_reading(gpu, GpuState.LOST, error=LOST_ERROR.replace("INDEX", str(gpu.index)))
+
+
+def gpu_reading(
+    gpu: TrackedGpu,
+    state: GpuState,
+    *,
+    utilization: Any = None,
+    memory: Any = None,
+    temperature: Any = None,
+    milliwatts: Any = None,
+    millijoules: Any = None,
+    sm_clock: Any = None,
+    fan: Any = None,
+    pcie_tx: Any = None,
+    pcie_rx: Any = None,
+    pstate: Any = None,
+    processes: tuple[GpuProcess, ...] | None = None,
+    power_limit_w: float | None = None,
+    sm_clock_max_mhz: float | None = None,
+    clock_events: Any = None,
+    mig_devices: tuple[MigDeviceReading, ...] | None = None,
+    error: str | None = None,
+) -> GpuReading:
+    """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
+
+    A lost GPU is read with no answers at all, so its identity is all it shows.
+
+    Args:
+        gpu: The GPU, with its identity (index, name, UUID, bus id).
+        state: Whether it still answers.
+        utilization: ``nvmlDeviceGetUtilizationRates`` (``.gpu`` and ``.memory``, percent).
+        memory: ``nvmlDeviceGetMemoryInfo`` (``.used`` and ``.total``, bytes).
+        temperature: Core temperature in °C.
+        milliwatts: Power draw in mW.
+        millijoules: Energy used since the driver was loaded, in mJ.
+        sm_clock: Current SM clock in MHz.
+        fan: Fan speed in percent.
+        pcie_tx: PCIe transmit throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
+        pcie_rx: PCIe receive throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
+        pstate: Performance state, ``_PSTATE_UNKNOWN`` when the driver does not know.
+        processes: The processes using the GPU; ``None`` when they could not be listed.
+        power_limit_w: The cached power limit.
+        sm_clock_max_mhz: The cached maximum SM clock.
+        clock_events: The clock event (throttle) reasons, NVML's bit mask.
+        mig_devices: In MIG mode, its MIG devices.
+        error: Why a GPU that is not ``ok`` cannot be read.
+    """
+    return GpuReading(
+        index=gpu.index,
+        name=gpu.name,
+        uuid=gpu.uuid,
+        bus_id=gpu.bus_id,
+        state=state,
+        utilization_percent=float(utilization.gpu) if utilization is not None else None,
+        memory_utilization_percent=float(utilization.memory) if utilization is not None else None,
+        memory_used_bytes=int(memory.used) if memory is not None else None,
+        memory_total_bytes=int(memory.total) if memory is not None else None,
+        temperature_c=float(temperature) if temperature is not None else None,
+        power_w=milliwatts / 1000.0 if milliwatts is not None else None,
+        power_limit_w=power_limit_w,
+        sm_clock_mhz=float(sm_clock) if sm_clock is not None else None,
+        sm_clock_max_mhz=sm_clock_max_mhz,
+        fan_percent=float(fan) if fan is not None else None,
+        pcie_rx_bytes_per_s=float(pcie_rx * _PCIE_UNIT_BYTES) if pcie_rx is not None else None,
+        pcie_tx_bytes_per_s=float(pcie_tx * _PCIE_UNIT_BYTES) if pcie_tx is not None else None,
+        performance_state=(
+            int(pstate) if pstate is not None and pstate != _PSTATE_UNKNOWN else None
+        ),
+        processes=processes,
+        energy_j=millijoules / 1000.0 if millijoules is not None else None,
+        energy_joules=energy_since_start(gpu, millijoules),
+        error=error,
+        throttle_reasons=throttle_words(clock_events),
+        ecc_uncorrected_errors=gpu.ecc_uncorrected if state is GpuState.OK else None,
+        remapped_rows_pending=gpu.remapped_pending if state is GpuState.OK else None,
+        mig_mode=gpu.mig_mode if state is GpuState.OK else None,
+        mig_devices=mig_devices,
+    )
+
+
+Call = Callable[..., Any]
+"""Makes one driver call, recorded while in flight: ``call(function, gpu_index, query, *args)``
+(``NvmlSampler._call``)."""
+
+
+class Queries:
+    """Asks NVML one field of one GPU, or one question of the system, through the sampler's
+    recorded calls; what NVML does not serve is asked once and never again."""
+
+    def __init__(self, nv: ModuleType, call: Call, log_once: Callable[..., None]) -> None:
+        """Build the queries of the bindings ``nv``.
+
+        Args:
+            nv: The ``pynvml`` module.
+            call: Makes each driver call (the sampler's, so each is recorded).
+            log_once: Logs ``(key, message, *args)`` at debug level, once per key.
+        """
+        self._nv = nv
+        self._queries = device_queries(nv)
+        self._call = call
+        self._log_once = log_once
+        self._missing_symbols: set[str] = set()
+
+    def ask(self, gpu: TrackedGpu, field_name: str, *args: Any, not_found: Any = None) -> Any:
+        """Ask one field of one GPU; ``None`` when NVML does not answer it.
+
+        NotSupported (this GPU) and FunctionNotFound (this library, every GPU) are
+        remembered and never asked again; any other error costs only this sample.
+
+        Args:
+            gpu: The GPU.
+            field_name: A key of :func:`device_queries`.
+            args: What the query takes after the handle.
+            not_found: What NotFound answers, where it is an answer (no samples since a
+                time) rather than an error; ``None`` makes it an error as any other.
+
+        Raises:
+            GpuLost: The GPU answered GpuIsLost.
+        """
+        if field_name in gpu.unsupported:
+            return None
+        for symbol, query in self._queries[field_name]:
+            if symbol in self._missing_symbols:
+                continue
+            try:
+                return self._call(symbol, gpu.index, query, gpu.handle, *args)
+            except self._nv.NVMLError as err:
+                code = err.value
+                if code == GPU_IS_LOST:
+                    raise GpuLost from None
+                if code == NOT_FOUND and not_found is not None:
+                    return not_found
+                if code == FUNCTION_NOT_FOUND:
+                    self._missing_symbols.add(symbol)
+                    log.debug("NVML has no %s (driver older than the bindings)", symbol)
+                    continue
+                if code == NOT_SUPPORTED:
+                    gpu.unsupported.add(field_name)
+                    log.debug("GPU %d does not support %s; showing n/a", gpu.index, field_name)
+                    return None
+                self._log_once(
+                    (gpu.index, field_name, code),
+                    "GPU %d: %s failed (%s); n/a for this sample",
+                    gpu.index,
+                    field_name,
+                    err,
+                )
+                return None
+        gpu.unsupported.add(field_name)  # no function in this library serves it
+        return None
+
+    def ask_system(self, symbol: str, query: Callable[[], Any]) -> Any:
+        """Ask a system-wide question; ``None`` (logged once) when NVML will not say."""
+        if symbol in self._missing_symbols:
+            return None
+        try:
+            return self._call(symbol, None, query)
+        except self._nv.NVMLError as err:
+            if err.value == FUNCTION_NOT_FOUND:
+                self._missing_symbols.add(symbol)
+            self._log_once(("system", symbol, err.value), "NVML %s failed: %s", symbol, err)
+            return None
+
+
+def read_static(queries: Queries, gpu: TrackedGpu, *, minor: bool) -> None:
+    """Read the facts that do not change while the driver runs (the device node's number
+    too, with ``minor``)."""
+    name = queries.ask(gpu, "name")
+    if name is not None:
+        gpu.name = text(name)
+    uuid = queries.ask(gpu, "uuid")
+    gpu.uuid = text(uuid) if uuid is not None else None
+    pci = queries.ask(gpu, "bus_id")
+    gpu.bus_id = text(pci.busId) if pci is not None else None
+    clock = queries.ask(gpu, "sm_clock_max")
+    gpu.sm_clock_max_mhz = float(clock) if clock is not None else None
+    if minor:
+        number = queries.ask(gpu, "minor")
+        gpu.minor = int(number) if number is not None else None
+    gpu.static_read = True
+
+
+def read_health(
+    queries: Queries, gpu: TrackedGpu, mig_processes: Callable[[Any], tuple[GpuProcess, ...]]
+) -> None:
+    """ECC errors, a pending row remap, the MIG mode and MIG devices: asked every
+    ``HEALTH_TTL_S``.
+
+    Args:
+        queries: Asks the GPU.
+        gpu: The GPU.
+        mig_processes: A MIG device's processes from NVML's process infos for it.
+    """
+    errors = queries.ask(gpu, "ecc_uncorrected")
+    gpu.ecc_uncorrected = int(errors) if errors is not None else None
+    rows = queries.ask(gpu, "remapped_rows")  # (correctable, uncorrectable, pending, failed)
+    gpu.remapped_pending = bool(rows[2]) if rows is not None else None
+    mig = queries.ask(gpu, "mig_mode")  # (current, pending)
+    gpu.mig_mode = bool(mig[0]) if mig is not None else None
+    gpu.mig_devices = (
+        read_mig_devices(partial(queries.ask, gpu), mig_processes) if gpu.mig_mode else None
+    )
+
+
+def refresh_pcie(
+    queries: Queries, gpus: Sequence[TrackedGpu], now: float, lost_retry_s: float
+) -> None:
+    """Ask the PCIe throughput of the GPUs whose figures are older than ``PCIE_TTL_S``,
+    stalest first, while this sample has spent less than ``PCIE_BUDGET_S`` on it.
+
+    A real driver measures PCIe over a window and answers each call after about
+    20 ms: asking both directions of every GPU at every sample would take 8 GPUs
+    about 320 ms, past a 0.25 s interval. So the GPUs take turns (about one a sample
+    on a real driver, all of them where the calls are quick), and a figure is at most
+    about ``max(PCIE_TTL_S, GPUs x interval)`` old, as nvitop's 2 s refresh shows it.
+
+    Args:
+        queries: Asks the GPUs.
+        gpus: Every GPU; those lost less than ``lost_retry_s`` ago are left alone.
+        now: The sampler's clock.
+        lost_retry_s: Seconds between attempts to read a lost GPU.
+    """
+    stale = [
+        gpu
+        for gpu in gpus
+        if gpu.handle is not None
+        and (gpu.lost_at is None or now - gpu.lost_at >= lost_retry_s)
+        and (gpu.pcie_read_at is None or now - gpu.pcie_read_at >= PCIE_TTL_S)
+    ]
+    stale.sort(key=lambda gpu: -1.0 if gpu.pcie_read_at is None else gpu.pcie_read_at)
+    spent = 0.0
+    for gpu in stale:
+        if spent >= PCIE_BUDGET_S:
+            return
+        started = time.perf_counter()
+        try:
+            gpu.pcie_tx = queries.ask(gpu, "pcie_tx")
+            gpu.pcie_rx = queries.ask(gpu, "pcie_rx")
+        except GpuLost:
+            gpu.pcie_tx = gpu.pcie_rx = None
+            gpu.lost_at = now  # read as lost below, as any other query would make it
+        gpu.pcie_read_at = now
+        spent += time.perf_counter() - started

@@ -1,0 +1,1 @@
+"""The fleet view, ``gputui --hosts``: the app (:mod:`.app`) and its rows (:mod:`.rows`)."""

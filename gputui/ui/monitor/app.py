@@ -1,0 +1,790 @@
+"""The live monitor: a Textual app fed by samplers that run off the event loop.
+
+Each source is sampled on a daemon thread of its own, which posts the reading back; all
+sources poll on one beat (:mod:`gputui.ui.monitor.beat`) and are painted together, once a
+beat. A hung NVML call holds only its own thread: the CPU panel keeps updating, the NVIDIA
+panels are marked stale and name the call, and ``q`` still quits.
+
+Quitting stops and closes the samplers on their own threads (NVML is shut down there, with
+no call inside it); the command line then ends the process without unloading NVML under a
+call still in flight. SIGHUP, SIGTERM and a lost terminal quit the same way
+(:mod:`gputui.ui.monitor.hangup`). Tests pass fake samplers, a clock and a history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding, BindingsMap, BindingType
+from textual.driver import Driver
+from textual.events import Resize
+from textual.geometry import Size
+from textual.message import Message
+from textual.screen import Screen
+
+from gputui.format import exception_line, fmt_percent, for_screen, one_line
+from gputui.telemetry.history import History, record_cpu, record_nvml
+from gputui.telemetry.polling import (
+    SOURCES,
+    HeadStart,
+    Samplers,
+    close_sampler,
+    pending_call,
+    stop_sampler,
+)
+from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
+from gputui.telemetry.selection import GpuSelection
+from gputui.ui.colours import TerminalColours
+from gputui.ui.keys import CTRL_C, HELP, QUIT, skip_if_copying
+from gputui.ui.monitor.beat import BeatScheduler
+from gputui.ui.monitor.hangup import (
+    HANGUP_EXIT_CODE,
+    StopSignals,
+    input_terminal,
+    start_watchdog,
+    terminal_gone,
+)
+from gputui.ui.monitor.layout import plan_panes
+from gputui.ui.monitor.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
+from gputui.ui.monitor.palette import MONITOR_COMMANDS
+from gputui.ui.widgets.footer import FittingFooter
+from gputui.ui.widgets.monitor import Monitor
+from gputui.ui.widgets.runner.pane import RunnerPane
+from gputui.ui.widgets.runner.setup import RunnerSetup
+from gputui.ui.widgets.steady import SteadyHorizontal, SteadyScreen
+
+if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
+    from gputui.doctor.checks import DoctorReport
+    from gputui.ui.doctor.screen import DoctorRunner
+    from gputui.ui.widgets.keys_help import KeyArea
+
+Clock = Callable[[], float]
+"""Seconds on a monotonic clock."""
+
+CLOSE_WAIT_S = 0.5
+"""How long quitting waits for the samplers to shut down (NVML) before leaving them."""
+
+BEAT_GRACE_S = 0.2
+"""Longest the readings of one beat wait for each other before they are painted
+(a quarter of the interval when that is shorter)."""
+
+_MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled}
+
+
+READONLY_REFUSAL = "Read-only (--readonly or GPUTUI_READONLY=1): gputui sends no signals."
+"""What ``k`` and ``K`` say in a read-only monitor."""
+NO_SELECTION = "Select a process first: the arrow keys move through the GPU process table."
+"""What ``k`` and ``K`` say while no process is selected."""
+SORT_GROUP = Binding.Group("Sort", compact=True)
+"""``o`` and ``O``, one entry in the footer."""
+KILL_GROUP = Binding.Group("Kill", compact=True)
+"""``k`` and ``K``, one entry in the footer (not in a read-only monitor's)."""
+KEY_AREAS = {"runner_": "Runner", "process_": "GPU processes"}
+"""The help screen's areas, by the prefix of their actions; the rest are the monitor's."""
+MONITOR_KEYS_HELP = {
+    "quit": "Quit; during a run, ask first (y, Enter or Ctrl+C again quits and stops it)",
+    "command_palette": "The command palette: every command by name",
+}
+"""What the help screen says of the keys the palette does not describe (the Doctor's
+name is the Doctor screen's)."""
+FOOTER_FULL_FROM = 96
+"""Columns the footer's keys need laid out in full; narrower, it turns compact."""
+FOOTER_PALETTE_FROM = 90
+"""Columns the compact footer needs with the palette's hint; narrower, it drops the hint."""
+
+
+def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
+    """The Doctor screen's default runner (imported when the screen first runs it)."""
+    from gputui.ui.doctor.screen import run_real_doctor
+
+    return run_real_doctor(nvml)
+
+
+def nvml_is_stale(taken_at: float, now: float, interval: float) -> bool:
+    """Whether NVIDIA readings taken at ``taken_at`` are stale at ``now`` (the sampler's rule)."""
+    from gputui.telemetry.nvml import is_stale
+
+    return is_stale(taken_at, now, interval)
+
+
+def nvml_hang(call: DriverCall | None, now: float, interval: float) -> str | None:
+    """The sentence naming the NVML call in flight once it is as old as stale readings are,
+    with what to check; ``None`` while there is none, or it is younger."""
+    from gputui.telemetry.nvml import describe_hung_call, is_stale
+
+    if call is None or not is_stale(call.started_at, now, interval):
+        return None
+    return describe_hung_call(call, now)
+
+
+class MonitorApp(TerminalColours):
+    """gputui's live monitor."""
+
+    TITLE = "gputui"
+    CSS_PATH = Path(__file__).with_name("monitor.tcss")  # absolute: subclasses live elsewhere
+    BINDINGS: ClassVar[list[BindingType]] = [
+        QUIT,
+        CTRL_C,
+        Binding("d", "doctor", "Doctor"),
+        HELP,
+        # runner pane
+        Binding("r", "runner_start", "Train"),
+        Binding("c", "runner_compare", "Compare"),
+        Binding("s", "runner_stop", "Stop"),
+        Binding("x", "runner_experiment", "Experiment", show=False),  # its button shows x
+        Binding("w", "runner_scale", "Scale", show=False),
+        Binding("t", "runner_toggle", "Runner"),
+        Binding("e", "runner_detail", "Error detail", show=False),
+        # GPU process table
+        Binding("o", "process_sort", "Sort", group=SORT_GROUP),
+        Binding("O", "process_reverse", "Reverse", group=SORT_GROUP),
+        Binding("slash", "process_filter", "Filter", key_display="/"),
+        Binding("escape", "process_clear_filter", "Clear filter", show=False),
+        Binding("k", "process_terminate", "Terminate", group=KILL_GROUP),
+        Binding("K", "process_kill", "Kill", group=KILL_GROUP),
+    ]
+
+    def __init__(
+        self,
+        samplers: Samplers | HeadStart | None = None,
+        *,
+        interval: float = 1.0,
+        clock: Clock = time.monotonic,
+        history: History | None = None,
+        stale_check_s: float | None = None,
+        runner: RunnerSetup | None = None,
+        doctor: DoctorRunner | None = None,
+        readonly: bool = False,
+        only: GpuSelection | None = None,
+    ) -> None:
+        """Build the app; nothing is sampled until it runs.
+
+        Args:
+            samplers: Where readings come from, or a :class:`HeadStart` whose first
+                readings are already under way (default: the real host, NVML and MPS
+                samplers, built lazily in their threads). Tests pass fakes, and a clock
+                and a pre-filled history, for deterministic screens.
+            interval: Seconds between the start of one poll of a source and the next.
+            clock: Gives "now" for staleness; compare with readings' ``taken_at``.
+            history: Holds the GPU sparklines' values (default: five minutes' worth).
+            stale_check_s: How often to check for stale NVIDIA readings, and that the
+                terminal is still there (default: ``interval``, at most once a second).
+            runner: The runner pane's trainers, device list and defaults (default: real).
+            doctor: Runs the doctor for the Doctor screen (default: the real one,
+                which spawns the torch probe).
+            readonly: Send no signal to any process (``k`` and ``K`` say so, and the
+                footer does not offer them).
+            only: Show these GPUs alone (``--only``; default: every GPU).
+        """
+        super().__init__()
+        self.readonly = readonly
+        self.only = only
+        """Whether ``k`` and ``K`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
+        if readonly:  # this app's own copy of its bindings: k and K stay, to say why not
+            self._bindings = BindingsMap(
+                replace(binding, show=False) if binding.group is KILL_GROUP else binding
+                for _, binding in self._bindings
+            )
+        head_start = samplers if isinstance(samplers, HeadStart) else HeadStart.begin(samplers)
+        self.samplers = head_start.samplers
+        self.doctor: DoctorRunner = doctor or _run_real_doctor
+        """Runs the doctor (blocking; the Doctor screen calls it in a thread)."""
+        self.interval = interval
+        self.clock = clock
+        self.history = history if history is not None else History.for_window(interval)
+        self.stale_check_s = stale_check_s or min(interval, 1.0)
+        self.handled: dict[str, int] = dict.fromkeys(SOURCES, 0)
+        """Readings painted per source (tests wait on it)."""
+        self.paints = 0
+        """Batches of readings painted (one a beat once every source has answered)."""
+        self.failures: dict[str, str] = {}
+        """The last error of each source whose sampler raised."""
+        self._threads = head_start.threads
+        self._started_at = clock()
+        self._beat = BeatScheduler(interval, time.monotonic())
+        self._nvml_taken_at: float | None = None
+        self._grace: asyncio.TimerHandle | None = None
+        self._terminal: int | None = None
+        self._monitor = Monitor(self.history, id="monitor")
+        self._runner = RunnerPane(runner, nvml=lambda: self._monitor.nvml, id="runner")
+        self._runner_wanted: bool | None = None
+        """Whether the user asked for the runner pane or hid it; None until they do."""
+        self._hung_up = False
+        self._stop_signals = StopSignals()
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver, but on Linux and macOS one whose input thread sleeps until a key
+        comes (:mod:`gputui.ui.monitor.driver`) instead of waking ten times a second."""
+        driver = super().get_driver_class()
+        if sys.platform != "win32":  # (Textual's own choice there is its Windows driver)
+            from textual.drivers.linux_driver import LinuxDriver
+
+            if driver is LinuxDriver:  # not one named by TEXTUAL_DRIVER
+                from gputui.ui.monitor.driver import QuietLinuxDriver
+
+                return QuietLinuxDriver
+        return driver
+
+    def get_default_screen(self) -> Screen[object]:
+        """The monitor's screen (repeats its background while it is unchanged)."""
+        return SteadyScreen(id="_default")
+
+    def compose(self) -> ComposeResult:
+        """Monitor and runner side by side, footer below."""
+        with SteadyHorizontal(id="body"):
+            yield self._monitor
+            yield self._runner
+        yield FittingFooter(FOOTER_FULL_FROM, FOOTER_PALETTE_FROM)
+
+    @property
+    def monitor(self) -> Monitor:
+        """The monitor column (held directly: ``query_one`` would search the active
+        screen, which is the command palette while it is open)."""
+        return self._monitor
+
+    @property
+    def _showing(self) -> bool:
+        """False once the app is closing and its widgets are going away."""
+        return self._monitor.is_attached
+
+    def on_mount(self) -> None:
+        """Start polling every source; the first frame does not wait for them."""
+        self.follow_terminal_colours()
+        self._beat.restart(time.monotonic())
+        self._lay_out_runner()
+        for source in SOURCES:
+            taken, reading = self._threads[source].prefetched()
+            if taken:  # the head start's reading is in: paint it into the first frame
+                self._arrived(source, for_screen(reading))  # as _sampled makes the others
+            else:
+                self._poll(source)
+        self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
+        self._terminal = None if self.is_headless else input_terminal()
+        self._check_stale_later()
+        self._stop_signals.install(asyncio.get_running_loop(), self._quit_after_hang_up)
+
+    def on_unmount(self) -> None:
+        """Stop each sampler (a sample in flight ends at its next driver call), then close it
+        on its own thread once that sample has ended, and let the threads end."""
+        self._runner.shutdown()
+        self._stop_signals.restore()
+        for source, thread in self._threads.items():
+            sampler = getattr(self.samplers, source)
+            stop_sampler(sampler)
+            thread.close(partial(close_sampler, sampler))
+
+    # -- runner pane ------------------------------------------------------------------------
+
+    @property
+    def runner(self) -> RunnerPane:
+        """The runner pane."""
+        return self._runner
+
+    def _hang_up(self, code: int = HANGUP_EXIT_CODE) -> None:
+        """The terminal is gone (or the process was told to stop): stop the trainer, then quit.
+
+        The terminal may be gone, so a graceful exit may block on it; a daemon watchdog ends
+        the process with ``code`` after ``HANGUP_EXIT_S`` if the exit has not finished then.
+        """
+        start_watchdog(code)
+        self._quit_after_hang_up(code)
+
+    def _quit_after_hang_up(self, code: int) -> None:
+        """Stop the trainer and quit with ``code``, once (SIGHUP, SIGTERM, a lost terminal)."""
+        if self._hung_up:
+            return
+        self._hung_up = True
+        self._runner.shutdown()
+        self.exit(return_code=code)
+
+    def _check_stale_later(self) -> None:
+        """Check for stale readings and a lost terminal on the next multiple of
+        ``stale_check_s`` from the beats' start: with the beat's timer (:meth:`_later`)
+        when the interval is a multiple of it, so the check does not wake the app again."""
+        now = time.monotonic()
+        step, epoch = self.stale_check_s, self._beat.epoch
+        later = epoch + (round((now - epoch) / step) + 1) * step  # (a timer may come early)
+        self._later(later - now, self._check_stale_and_terminal)
+
+    def _check_stale_and_terminal(self) -> None:
+        """The app's one steady timer, every ``stale_check_s`` until the app closes."""
+        if not self._showing:
+            return
+        self._check_stale_later()
+        self._check_stale()
+        if self._terminal is not None:
+            self._check_terminal(self._terminal)
+
+    def _check_terminal(self, fd: int) -> None:
+        """Quit as after SIGHUP once the terminal is gone, even though no SIGHUP came."""
+        if not self._hung_up and terminal_gone(fd):
+            self._hang_up()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The runner's and the process table's keys work only on the monitor's own screen
+        (not the doctor's, nor over a dialog); Escape clears the process filter only while
+        there is one."""
+        if action.startswith(("runner_", "process_")) and self.screen is not self.screen_stack[0]:
+            return False
+        if action == "process_clear_filter" and not self.monitor.filtering:
+            return False
+        return super().check_action(action, parameters)
+
+    def on_resize(self, event: Resize) -> None:
+        """A new terminal size: the runner goes beside the monitor, or in its place.
+
+        The event's size, not ``self.size``: this handler runs before Textual's own
+        (``App._on_resize``), which is what records the new size.
+        """
+        self._lay_out_runner(event.size.width)
+
+    def _lay_out_runner(self, width: int | None = None) -> None:
+        """Show the monitor and/or the runner for ``width`` (default: the app's) and the
+        user's choice (:func:`plan_panes`).
+
+        Sets ``display`` on the two widgets only: toggling a class on the screen would
+        restyle every widget (a tenth of a second at 160x50).
+        """
+        panes = plan_panes(self.size.width if width is None else width, self._runner_wanted)
+        if self._runner.display != panes.runner:
+            self._runner.display = panes.runner
+        if self._monitor.display != panes.monitor:
+            self._monitor.display = panes.monitor
+
+    def _expected_monitor_size(self) -> Size:
+        """The monitor's size once laid out: the screen less the footer, halved when the
+        runner sits beside it (both are ``1fr`` wide)."""
+        width, height = self.size
+        if self._runner.display and self._monitor.display:
+            width //= 2
+        return Size(width, max(height - 1, 0))
+
+    async def _show_runner(self) -> None:
+        """Make sure the runner is on screen (on a narrow screen, in place of the monitor),
+        with its widgets built."""
+        if not self._runner.display:
+            self._runner_wanted = True
+            self._lay_out_runner()
+        await self._runner.build()
+
+    def on_monitor_laid_out(self) -> None:
+        """The monitor has its first layout: once that frame is out, the runner may build."""
+        self.call_after_refresh(self._first_frame_out)
+
+    def _first_frame_out(self) -> None:
+        self._runner.allow_build()
+        if not gc.isenabled():  # the command line turned collection off for start-up
+            gc.collect()  # start-up's garbage (about 5,000 objects), once the frame is out
+            gc.freeze()  # what is left lives as long as the app: never scan it again
+            gc.enable()
+
+    def on_runner_pane_trainer_changed(self, message: RunnerPane.TrainerChanged) -> None:
+        """A trainer started or ended: highlight it in the GPU process table."""
+        self.monitor.process_table.highlight(message.pid, message.gpu_uuid, message.ranks)
+        if message.pid is None:
+            self.monitor.cpu_panel.border_subtitle = None
+
+    def on_runner_pane_trainer_sampled(self, message: RunnerPane.TrainerSampled) -> None:
+        """The trainer's CPU use: shown under the CPU panel."""
+        reading = message.reading
+        if not reading.alive or self._runner.trainer_pid != reading.pid:
+            return
+        cpu = fmt_percent(reading.cpu_percent)
+        self.monitor.cpu_panel.border_subtitle = f"trainer pid {reading.pid} · CPU {cpu}"
+
+    async def action_runner_start(self) -> None:
+        """Train the chosen configuration."""
+        await self._show_runner()
+        self._runner.start()
+
+    async def action_runner_compare(self) -> None:
+        """Train the chosen configuration on the baseline device, then on the chosen one."""
+        await self._show_runner()
+        self._runner.start(compare=True)
+
+    async def action_runner_experiment(self) -> None:
+        """Run the chosen experiment (batch-sweep, sync-stall, pipelines) in the runner pane."""
+        await self._show_runner()
+        self._runner.start_experiment()
+
+    async def action_runner_scale(self) -> None:
+        """Ask for world sizes, then train on each in turn (torch.distributed)."""
+        await self._show_runner()
+        offered = self._runner.world_sizes()
+        if offered is None:
+            return
+        from gputui.ui.widgets.scale_dialog import ScaleDialog
+
+        sizes, device = offered
+
+        def chosen(answer: tuple[tuple[int, ...], str] | None) -> None:
+            if answer is not None:
+                self._runner.start_scaling(*answer)
+
+        self.push_screen(ScaleDialog(sizes, device), chosen)
+
+    def action_runner_stop(self) -> None:
+        """Stop the run."""
+        self._runner.stop()
+
+    def action_runner_toggle(self) -> None:
+        """Narrow screens: swap the monitor and the runner. Wide: show or hide the runner."""
+        self._runner_wanted = not self._runner.display
+        self._runner.allow_build()  # asked for: build it even if the monitor never laid out
+        self._lay_out_runner()
+
+    def action_runner_detail(self) -> None:
+        """Show or hide the failed run's detail."""
+        self._runner.toggle_detail()
+
+    # -- GPU process table ------------------------------------------------------------------
+
+    def action_process_sort(self) -> None:
+        """Sort the GPU processes by the next key."""
+        table = self.monitor.process_table
+        table.set_order(table.order.next_key())
+
+    def action_process_reverse(self) -> None:
+        """Turn the GPU processes' order round."""
+        table = self.monitor.process_table
+        table.set_order(table.order.reversed())
+
+    async def action_process_filter(self) -> None:
+        """Open the filter line under the GPU process table."""
+        await self.monitor.open_filter()
+
+    def action_process_clear_filter(self) -> None:
+        """Close the filter line and show every GPU process again."""
+        self.monitor.close_filter()
+
+    def action_process_terminate(self) -> None:
+        """Ask, then send SIGTERM to the selected GPU process."""
+        self._ask_to_signal(signal.SIGTERM)
+
+    def action_process_kill(self) -> None:
+        """Ask, then send SIGKILL to the selected GPU process."""
+        self._ask_to_signal(signal.SIGKILL)
+
+    def _ask_to_signal(self, signum: signal.Signals) -> None:
+        """Ask whether to send ``signum`` to the selected process; send it on ``y``.
+
+        Refused at once, in one line, when the app is read-only, when the pids are the
+        host's, when no process is selected, or when its start time is unknown (so its pid
+        cannot be checked). The answer is one line too: sent, or why not.
+        """
+        from gputui.telemetry.signals import HOST_PIDS_REFUSAL, refusal, signal_process
+
+        table = self.monitor.process_table
+        row, host_pids = table.selected, table.host_pids
+        if self.readonly:
+            refused: str | None = READONLY_REFUSAL
+        elif row is None:
+            refused = HOST_PIDS_REFUSAL if host_pids else NO_SELECTION
+        else:
+            refused = refusal(row.process, host_pids=host_pids)
+        if refused is not None or row is None:  # (row is None only where refused is set)
+            self.notify(refused or NO_SELECTION, severity="warning", markup=False)
+            return
+        from gputui.ui.widgets.signal_dialog import SignalDialog  # loaded when first asked
+
+        process = row.process
+
+        def answered(send: bool | None) -> None:
+            if send:
+                result = signal_process(process, signum, host_pids=host_pids)
+                self.notify(
+                    result.message,
+                    severity="information" if result.sent else "error",
+                    markup=False,
+                )
+
+        self.push_screen(SignalDialog(process, signum), answered)
+
+    # -- quitting and the help ------------------------------------------------------------
+
+    async def action_quit(self, ctrl_c: bool = False) -> None:
+        """Quit (``q``, Ctrl+C, ``^q``, the palette): the trainer and the samplers stop on the
+        way out (:meth:`on_unmount`). While a run is going, ask first (:class:`QuitDialog`);
+        asked already (Ctrl+C again, ``^q``), quit.
+
+        Args:
+            ctrl_c: Ctrl+C asked; while text is selected, it copies that instead.
+        """
+        if ctrl_c:
+            skip_if_copying(self.screen)
+        from gputui.ui.widgets.quit_dialog import QuitDialog
+
+        run = self._run_going()
+        if run is None or isinstance(self.screen, QuitDialog):
+            self.exit()
+            return
+
+        def answered(leave: bool | None) -> None:
+            if leave:
+                self.exit()
+
+        self.push_screen(QuitDialog(run), answered)
+
+    def _run_going(self) -> str | None:
+        """The run quitting would stop, in a few words; None while none is going."""
+        runner = self._runner
+        if not runner.busy:
+            return None
+        if runner.experiment_running:
+            return "an experiment"
+        if runner.session is not None and runner.session.scaling:
+            return "a scaling run"
+        return "a training run"
+
+    def action_help(self) -> None:
+        """List every key, by area (:meth:`key_areas`)."""
+        from gputui.ui.widgets.keys_help import KeysHelp
+
+        self.push_screen(KeysHelp("gputui: every key", self.key_areas()))
+
+    def key_areas(self) -> list[KeyArea]:
+        """Every key of the monitor, read from its bindings: the app's, sorted into areas by
+        their actions (:data:`KEY_AREAS`), and the GPU process table's."""
+        from gputui.ui.doctor.screen import DOCTOR_COMMAND
+        from gputui.ui.widgets.keys_help import action_name, key_rows
+        from gputui.ui.widgets.process_table import ProcessTable
+
+        explain = {action: help_text for _, help_text, action in MONITOR_COMMANDS}
+        explain |= MONITOR_KEYS_HELP | {"doctor": DOCTOR_COMMAND}
+        areas: dict[str, list[Binding]] = {area: [] for area in ("Monitor", *KEY_AREAS.values())}
+        for _, binding in self._bindings:
+            action = action_name(binding)
+            area = next((a for p, a in KEY_AREAS.items() if action.startswith(p)), "Monitor")
+            areas[area].append(binding)
+        areas["GPU processes"].extend(Binding.make_bindings(ProcessTable.BINDINGS))
+        return [
+            (area, key_rows(bindings, self.get_key_display, explain))
+            for area, bindings in areas.items()
+        ]
+
+    def keys_of(self, action: str) -> str:
+        """The keys bound to ``action`` (``process_sort``: ``o``), as the footer shows them."""
+        return ", ".join(
+            self.get_key_display(binding)
+            for _, binding in self._bindings
+            if binding.action == action
+        )
+
+    def action_doctor(self) -> None:
+        """Open the Doctor screen (not over itself), with the latest NVML reading."""
+        from gputui.ui.doctor.screen import DoctorScreen
+
+        if not isinstance(self.screen, DoctorScreen):
+            self.push_screen(DoctorScreen(self.doctor, lambda: self.monitor.nvml))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The palette's commands: Textual's (Quit among them), then the screen's own: on the
+        Doctor screen its keys, on the monitor the Doctor's, the runner's and the process
+        table's. Every key in the footer is here (a test holds it)."""
+        yield from super().get_system_commands(screen)
+        from gputui.ui.doctor.screen import DOCTOR_COMMAND, DOCTOR_HELP, DoctorScreen
+
+        if isinstance(screen, DoctorScreen):
+            yield from screen.system_commands()
+            return
+        yield SystemCommand(
+            DOCTOR_COMMAND, f"{DOCTOR_HELP} ({self.keys_of('doctor')})", self.action_doctor
+        )
+        for title, help_text, action in MONITOR_COMMANDS:
+            command = getattr(self, f"action_{action}")
+            yield SystemCommand(title, f"{help_text} ({self.keys_of(action)})", command)
+
+    def wait_for_samplers(self, timeout_s: float) -> bool:
+        """After the app has run: wait up to ``timeout_s`` for the samplers to close.
+
+        A sampler stuck in a driver call is left behind (its thread is a daemon).
+        """
+        deadline = time.monotonic() + timeout_s
+        return all(
+            thread.join(max(deadline - time.monotonic(), 0.0)) for thread in self._threads.values()
+        )
+
+    def _poll(self, source: str) -> None:
+        """Start one sample of ``source`` on its thread; the reading comes back as a message.
+
+        No Textual worker: each would add a task, an executor thread and three state
+        messages to every poll.
+        """
+        self._beat.started(source)
+        sampler = getattr(self.samplers, source)
+        self._threads[source].sample(sampler.sample, partial(self._sampled, source))
+
+    def _sampled(self, source: str, reading: object, error: BaseException | None) -> None:
+        """Post a sample's reading, or its failure, to the app (on the sampler's thread).
+
+        Every reading enters the app here (the head start's first one aside, see
+        :meth:`on_mount`), its text made printable on the sampler's thread
+        (:func:`for_screen`: a process's command line cannot write to the terminal).
+        """
+        if error is None:
+            message: Message = _MESSAGES[source](for_screen(reading))
+        else:
+            message = SamplerFailed(source, one_line(exception_line(error)))
+        with contextlib.suppress(RuntimeError):  # the app has closed its event loop
+            self.post_message(message)
+
+    def _poll_again(self, source: str) -> None:
+        """Schedule the next poll of ``source`` on the app's beat, now that this one is done
+        (:class:`BeatScheduler`); the first source due on a beat starts its one timer."""
+        delay = self._beat.schedule(source, time.monotonic())
+        if delay is not None:
+            self._later(delay, self._on_beat)
+
+    def _later(self, delay_s: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        """Call ``callback`` after ``delay_s`` straight from the event loop.
+
+        A Textual timer would add a task and a message to each shot, and the beat, its
+        grace wait and the stale check come every second. An error still ends the app with
+        its traceback, as it would from a Textual timer.
+        """
+        return asyncio.get_running_loop().call_later(delay_s, self._guarded, callback)
+
+    def _guarded(self, callback: Callable[[], object]) -> None:
+        try:
+            callback()
+        except Exception as error:  # as Textual treats an error in a timer's callback
+            self._handle_exception(error)
+
+    def _on_beat(self) -> None:
+        """Poll every source due on a beat that has come, all at once.
+
+        All of them are in flight before any reading can arrive, so ``_arrived`` waits
+        for the last one and the beat is painted once (separate timers painted each
+        source's reading in a frame of its own). Once the app is closing, nothing
+        is polled (its beats are the event loop's timers, not the app's).
+        """
+        if not self._showing:
+            return
+        for source in self._beat.due(time.monotonic()):
+            self._poll(source)
+
+    def _arrived(self, source: str, reading: object) -> None:
+        """Keep a reading until the beat's other readings are in, then paint them together.
+
+        Painting waits at most ``BEAT_GRACE_S`` for a source still in flight, so a
+        hung NVML call delays the CPU panel by that much (a fraction of a second),
+        never more. Until every source has been painted once, readings are painted
+        as they come: the first frame fills in without waiting.
+        """
+        self._beat.arrived(source, reading)
+        if source != "mps" or getattr(reading, "supported_platform", True):
+            self._poll_again(source)  # MPS cannot appear where it does not exist
+        if not self._beat.in_flight or not all(self.handled.values()):
+            self._paint()
+        elif self._grace is None:
+            self._grace = self._later(min(BEAT_GRACE_S, self.interval / 4), self._paint)
+
+    def _paint(self) -> None:
+        """Record and paint every reading that arrived this beat, in one batch."""
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+        pending = self._beat.take()
+        if not self._showing:
+            return
+        self.paints += 1
+        with self.batch_update():
+            cpu = pending.get("cpu")
+            if isinstance(cpu, CpuReading):
+                record_cpu(self.history, cpu)
+                self.monitor.show_cpu(cpu)
+                self.handled["cpu"] += 1
+            nvml = pending.get("nvml")
+            if isinstance(nvml, NvmlReading):
+                if self.only is not None:
+                    nvml = self.only.of(nvml)
+                self._nvml_taken_at = nvml.taken_at
+                record_nvml(self.history, nvml)
+                self.monitor.show_nvml(nvml)
+                self._check_stale()
+                self.handled["nvml"] += 1
+            mps = pending.get("mps")
+            if isinstance(mps, MpsReading):
+                self.monitor.show_mps(mps)
+                self.handled["mps"] += 1
+
+    def on_cpu_sampled(self, message: CpuSampled) -> None:
+        """A host reading arrived."""
+        self._arrived("cpu", message.reading)
+
+    def on_nvml_sampled(self, message: NvmlSampled) -> None:
+        """An NVIDIA reading arrived."""
+        self._arrived("nvml", message.reading)
+
+    def on_mps_sampled(self, message: MpsSampled) -> None:
+        """An MPS reading arrived."""
+        self._arrived("mps", message.reading)
+
+    def on_sampler_failed(self, message: SamplerFailed) -> None:
+        """A sampler raised: say so once, keep the last readings, and poll again."""
+        self._beat.failed(message.source)
+        self._poll_again(message.source)
+        if self._beat.pending and not self._beat.in_flight:
+            self._paint()
+        if not self._showing:
+            return
+        if message.source not in self.failures:
+            self.notify(
+                f"The {message.source} sampler failed ({message.error}); retrying.",
+                severity="error",
+                timeout=10,
+                markup=False,
+            )
+        self.failures[message.source] = message.error
+        self.log.error(f"{message.source} sampler failed: {message.error}")
+
+    def _check_stale(self) -> None:
+        """Mark the NVIDIA panels stale while NVML has not answered for too long, and name
+        the call it is stuck in once that call is as old."""
+        if not self._showing:
+            return
+        now = self.clock()
+        since = self._nvml_taken_at if self._nvml_taken_at is not None else self._started_at
+        stale = nvml_is_stale(since, now, self.interval)
+        self.monitor.set_nvml_stale(now - since if stale else None)
+        hang = nvml_hang(pending_call(self.samplers.nvml), now, self.interval)
+        self.monitor.set_nvml_hang(hang)
+
+
+def run_app(
+    interval: float,
+    head_start: HeadStart | None = None,
+    runner: RunnerSetup | None = None,
+    *,
+    readonly: bool = False,
+    only: GpuSelection | None = None,
+) -> int:
+    """Run the monitor with the real samplers until the user quits.
+
+    Args:
+        interval: Seconds between samples.
+        head_start: The real samplers with their first readings under way (started
+            before Textual was imported); default: started now.
+        runner: The runner pane's setup (``gputui`` starts its choices from
+            ``GPUTUI_RUNNER_DEFAULTS``, checked first); default: a run beside the monitor.
+        readonly: Send no signal to any process (``--readonly``, ``GPUTUI_READONLY=1``).
+        only: Show these GPUs alone (``--only``).
+
+    Returns:
+        The process exit code.
+    """
+    app = MonitorApp(head_start, interval=interval, runner=runner, readonly=readonly, only=only)
+    app.run()  # on its way out: the trainer stopped, each sampler stopped and closing
+    app.wait_for_samplers(CLOSE_WAIT_S)  # NVML shut down on its thread, with no call in flight
+    return app.return_code or 0  # then gputui.commands.exit_process ends the process

@@ -1,0 +1,656 @@
+"""``gputui bench``: bad input exits 2 with one line; real CPU runs give the table and JSON."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gputui.commands import main
+from gputui.commands.args import check_data_dir, check_runs_dir
+from gputui.jobs.bench.report import bench_json, render_table
+from gputui.jobs.config import ConfigError, RunConfig
+from gputui.jobs.results import RunRecord
+from tests.fakenvml import FakeNvml
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--threads", "1"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--batch-size", "0"], "argument --batch-size: '0' is not a whole number of 1 or more"),
+        (["--batch-size", "many"], "'many' is not a whole number of 1 or more"),
+        (["--epochs", "0"], "argument --epochs: '0' is not a whole number of 1 or more"),
+        (["--dataset", "imagenet"], "argument --dataset: invalid choice: 'imagenet'"),
+        (["--pipeline", "turbo"], "argument --pipeline: invalid choice"),
+        (["--precision", "fp8"], "argument --precision: invalid choice"),
+        (["--nice", "20"], "'20' is not a niceness from 0 to 19"),
+        (["--data-dir", "/proc/no-such-dir"], "data dir /proc/no-such-dir cannot be written to"),
+        (["--data-dir", ""], "data dir is empty: name a folder, or leave --data-dir out"),
+        (["--runs-dir", "/dev/null"], "runs dir /dev/null is not a folder"),
+        (["--runs-dir", "/dev/null/runs"], "cannot be made inside the file /dev/null"),
+        (
+            ["--threads", "1025"],
+            "--threads: '1025' is not a whole number of 1 or more and at most 1024",
+        ),
+        (
+            ["--workers", "257"],
+            "--workers: '257' is not a whole number of 0 or more and at most 256",
+        ),
+        (["--device", "cuda0"], "'cuda0' is not a device: write cpu, cuda, cuda:N or mps"),
+        (["--device", "gpu"], "'gpu' is not a device"),
+        (["--device", "cpu", "--device", "cuda:7"], "cuda:7:"),
+        (["--device", "mps"], "mps:"),
+    ],
+)
+def test_bad_values_exit_2_with_one_line(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if "--device" in args and args[-1] in {"cuda:7", "mps"}:
+        from gputui.engine.devices import usable_devices
+
+        if args[-1] in usable_devices():
+            pytest.skip(f"{args[-1]} is usable here")
+    with pytest.raises(SystemExit) as caught:
+        raise SystemExit(main(["bench", *args]))
+    assert caught.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err, err
+    assert "Traceback" not in err
+
+
+def test_json_reports_every_epoch_and_the_placement(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["bench", "--device", "cpu", *TINY, "--runs-dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out)
+    assert list(result) == ["runs", "warnings"]
+    assert result["warnings"] == []  # one device named: nothing left out to warn of
+    [run] = result["runs"]
+    assert (run["device"], run["dataset"], run["status"], run["error"]) == (
+        "cpu",
+        "synthetic",
+        "ok",
+        None,
+    )
+    assert (run["pipeline"], run["precision"], run["batch_size"]) == ("resident", "fp32", 32)
+    assert run["math"] == "IEEE fp32"  # which math ran, not only which was asked for
+    assert (run["train_images"], run["test_images"]) == (128, 128)
+    assert [e["epoch"] for e in run["epochs"]] == [1, 2]
+    for epoch in run["epochs"]:
+        assert set(epoch) >= {"epoch", "seconds", "images_per_second", "loss", "accuracy"}
+        assert epoch["seconds"] > 0 and epoch["images_per_second"] > 0
+        assert epoch["loss"] > 0 and 0 <= epoch["accuracy"] <= 1
+    assert run["warmup_seconds"] == run["epochs"][0]["seconds"]
+    assert run["epoch_seconds"] == run["epochs"][1]["seconds"]  # steady state: epoch 2
+    assert run["speedup"] == 1.0
+    assert run["num_threads"] >= 1
+    groups = [row["group"] for row in run["placement"]]
+    assert groups == ["conv", "fc", "param_groups[0]"]
+    for row in run["placement"]:
+        assert row["device"] == row["state_device"] == "cpu"
+        assert row["param_bytes"] > 0 and row["state_bytes"] == 2 * row["param_bytes"]
+    assert run["inputs"]["device"] == run["inputs"]["dataset_device"] == "cpu"
+    assert Path(run["run_dir"]).parent == tmp_path
+    assert "cpu: epoch 2/2" in err  # progress went to stderr
+
+
+def test_the_table_says_which_dataset_ran_and_the_speedup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    code = main(["bench", "--device", "cpu", "--device", "cpu", "--epochs", "1", *TINY])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "dataset: synthetic (generated locally)"
+    assert lines[1].startswith("128 training / 128 held-out images, resident pipeline, fp32")
+    assert lines[2] == "math: IEEE fp32"
+    assert lines[3].startswith("devices: cpu: ")  # the CPU's name, above the table
+    header = lines[5].split()
+    assert header[:2] == ["device", "warm-up"] and header[-1] == "speedup"
+    rows = [line for line in lines[6:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
+    assert len(rows) == 2  # the same device twice: the CPU against itself, as the pane can
+    assert rows[0].endswith("1.00x")
+    assert "* only epoch 1 ran" in out
+    assert (
+        "cpu placement: parameters (118.8 KiB), Adam state (237.7 KiB) and input batches on cpu"
+    ) in out
+    assert "run folders: " in out
+
+
+@pytest.mark.parametrize("devices", [["cpu:0"], ["cpu:0", "cpu"]])
+def test_cpu_0_is_the_cpu_as_torch_accepts_it(
+    devices: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--device cpu:0`` was refused as "not a device", though torch takes it (one device:
+    the trainer checks it; several: a listing child checks them first)."""
+    flags = [word for device in devices for word in ("--device", device)]
+    code = main(["bench", *flags, *TINY, "--epochs", "1", "--no-record", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert {run["device"] for run in json.loads(out)["runs"]} == {"cpu"}
+
+
+def test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130(
+    tmp_path: Path, ctrl_c_reaches_children: None
+) -> None:
+    """Ctrl+C threw the finished epochs away: exit 130, nothing printed, no run folder named."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bench = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gputui",
+            "bench",
+            "--device",
+            "cpu",
+            "--dataset",
+            "synthetic",
+            "--limit",
+            "2000",
+            "--batch-size",
+            "50",
+            "--epochs",
+            "50",
+            "--threads",
+            "1",
+            "--runs-dir",
+            str(tmp_path),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert bench.stderr is not None
+        line = bench.stderr.readline()  # "cpu: <name>; synthetic ..." once the run started
+        assert line.startswith("cpu: "), line
+        children = psutil.Process(bench.pid).children(recursive=True)
+        assert children
+        while not line.startswith("cpu: epoch 1/50 "):  # the first epoch finished
+            line = bench.stderr.readline()
+            assert line, "bench ended before its first epoch"
+        bench.send_signal(signal.SIGINT)
+        out, err = bench.communicate(timeout=30)
+        assert bench.returncode == 130
+        assert "Traceback" not in err
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive
+    finally:
+        bench.kill()
+        bench.wait()
+    [run] = json.loads(out)["runs"]
+    assert run["status"] == "stopped" and run["error"] is None
+    assert 1 <= len(run["epochs"]) < 50
+    assert run["warmup_seconds"] == run["epochs"][0]["seconds"] > 0
+    run_dir = Path(run["run_dir"])
+    assert run_dir.parent == tmp_path
+    last = json.loads((run_dir / "events.jsonl").read_text().splitlines()[-1])
+    assert (last["type"], last["stopped"]) == ("finished", True)
+
+
+def stopped_after_one_epoch(config: RunConfig) -> RunRecord:
+    """A real CPU run of ``config`` that was asked to stop once its first epoch finished."""
+    from gputui.engine.trainer import run_training
+
+    run = RunRecord(config)
+    assert run_training(config, run.absorb, should_stop=lambda: len(run.epochs) >= 1) == 0
+    return run
+
+
+def test_a_stopped_run_and_the_runs_never_begun_are_marked_stopped() -> None:
+    config = RunConfig(
+        device="cpu", dataset="synthetic", limit=64, batch_size=32, epochs=3, threads=1
+    )
+    stopped = stopped_after_one_epoch(config.with_changes(record=False))
+    never_begun = RunRecord(config.with_changes(device="cuda:0"))
+    table = render_table([stopped, never_begun])
+    assert "stopped: cpu after 1 of 3 epochs; cuda:0 not run" in table.splitlines()
+    row = next(line for line in table.splitlines() if line.startswith("cuda:0"))
+    assert row.split() == ["cuda:0", "not", "run"]
+    runs = bench_json([stopped, never_begun])["runs"]
+    assert [run["status"] for run in runs] == ["stopped", "stopped"]
+    assert [len(run["epochs"]) for run in runs] == [1, 0]
+
+
+def test_a_run_of_one_epoch_stopped_before_it_says_epoch() -> None:
+    from tests.ui.recordings.replay import before_epoch, stream
+    from tests.ui.recordings.scenarios import BY_NAME
+
+    (config,) = BY_NAME["cpu_one_epoch"].configs
+    run = RunRecord(config)  # type: ignore[arg-type]
+    for event in before_epoch(stream("cpu_one_epoch"), 1):  # the recorded run, as it began
+        run.absorb(event)
+    assert "stopped: cpu after 0 of 1 epoch" in render_table([run]).splitlines()
+
+
+def recorded_run(name: str) -> RunRecord:
+    """The run of single-job recording ``name`` (tests/ui/recordings), as bench gathers it."""
+    from tests.ui.recordings.replay import stream
+    from tests.ui.recordings.scenarios import BY_NAME
+
+    (config,) = BY_NAME[name].configs
+    run = RunRecord(config)  # type: ignore[arg-type]
+    for event in stream(name):
+        run.absorb(event)
+    return run
+
+
+def test_a_failed_run_is_a_word_in_the_table_and_its_error_a_numbered_line_below() -> None:
+    """Issue 32: a run's error filled its row as one long cell, which set that column's
+    width and so the whole table's (101 columns here); the same error twice is said once,
+    and the devices' names, above the table, keep it within 80 columns."""
+    runs = [recorded_run("cpu_run"), recorded_run("cpu_killed"), recorded_run("cpu_killed")]
+    lines = render_table(runs).splitlines()
+    top = lines.index("") + 1
+    assert lines[top - 2] == "devices: cpu: AMD EPYC; cpu: Intel(R) Xeon(R) Processor"
+    header, *rows, below, blank = lines[top : top + 6]
+    assert header.split()[:2] == ["device", "warm-up"] and header.endswith("speedup")
+    assert [row.split()[-2:] for row in rows[1:]] == [["failed", "(1)"]] * 2
+    assert below == "(1) the trainer was killed by SIGKILL (not by the OOM killer)"
+    assert blank == ""
+    assert max(len(line) for line in (header, *rows)) <= 80
+
+
+PARENT_PROBE = """
+import json, sys
+from gputui.commands import main
+from gputui.jobs.config import RunConfig
+from gputui.jobs.bench.report import bench_json, render_table
+from gputui.jobs.results import RunRecord
+code = main(["bench", *sys.argv[1:]])
+print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
+"""
+
+
+def bench_in_a_fresh_process(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[dict[str, object], str]:
+    """Run ``gputui bench ARGS`` in a new interpreter; its exit code, whether it loaded torch."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", PARENT_PROBE, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+GPUS_UNUSED = (
+    "gputui bench: warning: NVML reports 2 NVIDIA GPUs, but this torch {} cannot use them: "
+    "benching cpu only; `gputui doctor` says why and how to fix it\n"
+)
+"""The line for the stand-in's two GPUs beside this machine's CPU-only torch."""
+
+
+def test_gpus_this_torch_cannot_use_are_said_in_one_line(
+    fake_nvml: FakeNvml, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: with NVIDIA GPUs here and a CPU-only torch, bench benched the CPU alone
+    and said nothing. The default devices now say so; ``--device cpu`` is taken as meant."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this torch can use a GPU")
+    tiny = [*TINY, "--epochs", "1", "--no-record"]
+    assert main(["bench", *tiny]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(GPUS_UNUSED.format(torch.__version__))
+    assert "NVML reports" not in out  # the table is as before
+    assert main(["bench", *tiny, "--json"]) == 0
+    out, err = capsys.readouterr()
+    line = GPUS_UNUSED.format(torch.__version__)
+    assert json.loads(out)["warnings"] == [line.removeprefix("gputui bench: warning: ").strip()]
+    assert err.startswith(line)
+    assert main(["bench", "--device", "cpu", *tiny]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_cuda_build_the_driver_cannot_run_is_said_with_the_doctor_s_command(
+    fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32: bench said "`gputui doctor` says why"; where the driver (the stand-in's,
+    for CUDA 12.4) is older than the build's CUDA, it says so with the doctor's command."""
+    import gputui.jobs.bench.run
+    from gputui.doctor.run import python_command
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER
+
+    # NOT RECORDABLE WITHOUT A GPU: the listing of a CUDA 13.0 build beside the stand-in
+    monkeypatch.setattr(
+        gputui.jobs.bench.run, "list_devices", lambda query: CUDA_BUILD_ON_AN_OLD_DRIVER
+    )
+    assert main(["bench", *TINY, "--epochs", "1", "--no-record", "--json"]) == 0
+    out, err = capsys.readouterr()
+    python = python_command()
+    line = (
+        "this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver here is "
+        f"550.54.15 (CUDA 12.4): {python} -m pip uninstall -y torch && {python} -m pip "
+        "install torch --index-url https://download.pytorch.org/whl/cu124"
+    )
+    assert err.startswith(f"gputui bench: warning: {line}\n")
+    assert json.loads(out)["warnings"] == [line]
+
+
+def test_no_warning_without_nvidia_gpus(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "0")
+    assert main(["bench", *TINY, "--epochs", "1", "--no-record", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["warnings"] == []
+    assert "warning" not in err
+
+
+def test_one_device_trains_without_torch_in_the_bench_process() -> None:
+    result, err = bench_in_a_fresh_process("--device", "cpu", *TINY, "--epochs", "1", "--no-record")
+    assert result == {"code": 0, "torch": False}, err
+
+
+def test_the_default_devices_and_the_gpu_count_need_no_torch_in_the_bench_process(
+    fake_nvml_dir: Path,
+) -> None:
+    """The warning learns what torch sees from the device listing's child, and what NVML
+    sees from the stand-in library, found on the library path as on a real machine."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this torch can use a GPU")
+    env = {"LD_LIBRARY_PATH": str(fake_nvml_dir)}
+    result, err = bench_in_a_fresh_process(*TINY, "--epochs", "1", "--no-record", env=env)
+    assert result == {"code": 0, "torch": False}, err
+    assert "warning: NVML reports 2 NVIDIA GPUs, but this torch " in err
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_corrupt_cifar_batch_is_one_line_naming_it(
+    damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: a damaged pickled batch said ``... (invalid load key, '\\xc9'.)``."""
+    import torch
+
+    from tests.engine import cifar_files
+
+    def batch(count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        images = torch.zeros(count, 3, 32, 32, dtype=torch.uint8)
+        return images, torch.zeros(count, dtype=torch.long)
+
+    folder = tmp_path / "cifar-10-batches-py"
+    cifar_files.write_pickled_batches(folder, batch(100), batch(20))
+    victim = folder / "data_batch_1"
+    whole = victim.read_bytes()
+    garbage = bytes(range(256)) * 40
+    victim.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else garbage)
+    data = ["--dataset", "cifar10", "--data-dir", str(tmp_path), "--limit", "64"]
+    tiny = ["--batch-size", "32", "--threads", "1", "--epochs", "1", "--no-record"]
+    code = main(["bench", "--device", "cpu", *data, *tiny])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"gputui bench: error: corrupt CIFAR-10 batch file {victim} (truncated or damaged): "
+        "delete it and fetch it again\n"
+    )
+
+
+def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: ``--dataset cifar10`` without the data trained on the synthetic set and
+    exited 0. Asked for by name, it is required; the line says how to get it."""
+    data = ["--dataset", "cifar10", "--no-download", "--data-dir", str(tmp_path)]
+    tiny = ["--limit", "64", "--batch-size", "32", "--threads", "1", "--epochs", "1"]
+    code = main(["bench", "--device", "cpu", "--device", "cpu", *data, *tiny, "--no-record"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""  # no table of nothing
+    assert err == (
+        f"gputui bench: error: CIFAR-10 is not in {tmp_path} and downloading is off: allow "
+        f"the download, or save https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz in "
+        f"{tmp_path}\n"
+    )
+    code = main(["bench", "--device", "cpu", *data, *tiny, "--no-record", "--json"])
+    out, json_err = capsys.readouterr()
+    assert code == 1 and json_err == err
+    [run] = json.loads(out)["runs"]
+    assert (run["status"], run["dataset"], run["error"]["kind"]) == ("error", None, "data")
+
+
+def test_one_bad_device_is_refused_by_the_child_as_one_line_and_exit_2() -> None:
+    result, err = bench_in_a_fresh_process("--device", "cuda0", *TINY)
+    assert result == {"code": 2, "torch": False}
+    assert err.count("\n") == 1, err
+    assert err.startswith("gputui bench: error: 'cuda0' is not a device: write cpu, cuda")
+    assert "did you mean cuda:0?" in err and "usable here: cpu" in err
+
+
+def test_several_devices_are_checked_before_any_trains(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "--device", "cpu", "--device", "gpu", *TINY])
+    assert code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "'gpu' is not a device" in err, err
+
+
+def test_a_config_only_the_child_can_judge_is_one_line_exit_2_and_no_run_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch larger than the data (no --limit: only the real child knows how many images
+    there are) says kind=config; bench exits 2, and the child made no run folder."""
+    runs = tmp_path / "runs"
+    args = ["--dataset", "synthetic", "--batch-size", "50001", "--threads", "1"]
+    code = main(["bench", "--device", "cpu", *args, "--runs-dir", str(runs)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith("gputui bench: error: batch size 50,001 is larger than the 50,000 "), err
+    assert not runs.exists()
+
+
+def test_a_batch_larger_than_the_limit_is_refused_before_a_run_folder_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench --runs-dir X --limit 512 --batch-size 1000`` exited 2 and wrote X/..."""
+    runs = tmp_path / "runs"
+    args = ["--dataset", "synthetic", "--limit", "512", "--batch-size", "1000", "--threads", "1"]
+    code = main(["bench", "--device", "cpu", *args, "--runs-dir", str(runs)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == (
+        "gputui bench: error: batch size 1,000 is larger than the 512 training images: "
+        "use a batch size of at most 512 (see 'gputui bench --help')\n"
+    )
+    assert not runs.exists()
+
+
+def test_an_empty_device_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--device", " "]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "gputui bench: error: device is empty: use cpu, cuda, cuda:N or mps "
+        "(see 'gputui bench --help')\n"
+    )
+
+
+def test_results_that_cannot_be_written_are_one_line_and_exit_1() -> None:
+    """``bench --json >/dev/full`` trained, then ended in an OSError traceback."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = ["bench", "--device", "cpu", *TINY, "--epochs", "1", "--no-record", "--json"]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "gputui", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "gputui bench: error: cannot write to standard output: No space left on device"
+    )
+
+
+PAGE = 4096
+"""A tmpfs page: the unit its size is counted in."""
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, free_pages: int) -> Iterator[list[str]]:
+    """``folder`` on a real file system with ``free_pages`` pages left; gives the prefix
+    of a command that is to run on it. Where this process may mount (root with
+    CAP_SYS_ADMIN), a 64 KiB tmpfs filled up to that (the kernel's ENOSPC); elsewhere
+    ``prlimit --fsize`` lets the command write files of ``free_pages`` KiB at most (its
+    EFBIG). Either way the kernel refuses the write that does not fit."""
+    folder.mkdir(parents=True)
+    mount = shutil.which("mount")
+    command = [mount or "mount", "-t", "tmpfs", "-o", "size=64k", "gputui-test", str(folder)]
+    if mount is None or subprocess.run(command, capture_output=True).returncode != 0:
+        yield ["prlimit", f"--fsize={free_pages * 1024}"]
+        return
+    try:
+        (folder / "filler").write_bytes(b"x" * (16 - free_pages) * PAGE)
+        yield []
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.fixture
+def one_page_left(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    """A runs folder with room for a run folder's CSV header and not much more."""
+    runs = tmp_path / "runs"
+    with small_disk(runs, 1) as prefix:
+        yield runs, prefix
+
+
+def test_a_runs_folder_that_fills_up_is_removed_and_the_run_goes_on(
+    one_page_left: tuple[Path, list[str]],
+) -> None:
+    """Issue 26: a full disk under the runs folder crashed bench (an OSError in the trainer)
+    and left a half-written run folder. The run goes on unrecorded, with a note, as one in
+    a missing home folder does."""
+    runs, prefix = one_page_left
+    before = sorted(runs.iterdir())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = ["bench", "--device", "cpu", *TINY, "--epochs", "1", "--runs-dir", str(runs)]
+    command = [*prefix, sys.executable, "-m", "gputui", *argv]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    [note] = [line for line in done.stderr.splitlines() if "recording" in line]
+    found = re.fullmatch(
+        r"cpu: note: stopped recording this run: \[Errno (28|27)\] [^;]+; its folder (.+) was "
+        r"removed",
+        note,
+    )
+    assert found is not None, note
+    assert Path(found.group(2)).parent == runs
+    assert sorted(runs.iterdir()) == before  # no run folder is left, whole or half
+    assert "cpu " in done.stdout and "run folders:" not in done.stdout
+
+
+def test_a_full_disk_leaves_no_half_made_run_folder(tmp_path: Path) -> None:
+    """The disk full from the start: the folder the recorder made is removed again."""
+    runs = tmp_path / "runs"
+    make = (
+        "import sys; from pathlib import Path; from gputui.engine.records import RunRecorder\n"
+        "try:\n    RunRecorder.create(Path(sys.argv[1]), 'cpu')\n"
+        "except OSError as exc:\n    print(exc.errno)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with small_disk(runs, 0) as prefix:
+        before = sorted(runs.iterdir())
+        command = [*prefix, sys.executable, "-c", make, str(runs)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        assert done.stdout.strip() in {"28", "27"}, done.stderr  # ENOSPC, EFBIG
+        assert sorted(runs.iterdir()) == before
+
+
+def test_a_missing_home_folder_is_never_made(tmp_path: Path) -> None:
+    """``HOME=/nonexistent`` (as root) made ``/nonexistent/.local/state/gputui/runs/...``."""
+    home = tmp_path / "nonexistent"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update({"HOME": str(home), "PYTHONPATH": str(ROOT)})
+    argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", *TINY, "--epochs", "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    note = f"cpu: note: not recording this run: the home folder {home} does not exist"
+    assert note in done.stderr.splitlines()
+    assert "run folders:" not in done.stdout
+    assert not home.exists()
+
+
+def test_a_runs_dir_in_a_missing_home_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "nonexistent"
+    monkeypatch.setenv("HOME", str(home))
+    assert main(["bench", "--device", "cpu", *TINY, "--runs-dir", "~/runs"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("gputui bench: error: runs dir ~/runs lies in the home folder /")
+    assert err.endswith(
+        ", which does not exist: name a folder outside it (see 'gputui bench --help')\n"
+    )
+    assert not home.exists()
+
+
+# --- the folders named on the command line ----------------------------------------------
+
+
+def test_a_data_dir_that_does_not_exist_yet_is_made(tmp_path: Path) -> None:
+    """``--data-dir`` to a new folder was refused; the data set is downloaded into it."""
+    folder = tmp_path / "new" / "cifar"
+    check_data_dir(str(folder))
+    assert folder.is_dir()
+
+
+@pytest.fixture
+def full_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a tmpfs with no inode left: it looks writable (``os.access`` says so, as
+    it does for root everywhere) but no file can be made in it."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=1", "gputui-full", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here: {done.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.mark.parametrize("inside", ["", "runs"])
+def test_a_runs_dir_no_file_can_be_written_in_is_refused_up_front(
+    full_folder: Path, inside: str
+) -> None:
+    """It trained, then could not record the run; now it is refused before the work."""
+    assert os.access(full_folder, os.W_OK)
+    with pytest.raises(ConfigError, match=r"cannot be written to \(No space left on device\)"):
+        check_runs_dir(str(full_folder / inside))
+    assert not (full_folder / "runs").exists()

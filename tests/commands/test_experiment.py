@@ -1,0 +1,252 @@
+"""``gputui experiment``: bad input exits 2 with one line; real CPU runs through the child."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import psutil
+import pytest
+
+import gputui.commands.experiment
+from gputui.commands import main
+from gputui.engine.experiments import run_experiment
+from gputui.jobs.conclusions import conclude
+from gputui.jobs.config import ExperimentConfig
+from gputui.jobs.events import BatchSweepRow, Event
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup", "1"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ([], "the following arguments are required: EXPERIMENT"),
+        (["warp-drive"], "unknown experiment 'warp-drive'; the experiments: batch-sweep,"),
+        (["batch-sweep", "--batch-sizes", "0,32"], "'0,32' is not a comma-separated list"),
+        (["batch-sweep", "--batch-sizes", "32,,64"], "is not a comma-separated list"),
+        (["batch-sweep", "--batch-sizes", "big"], "is not a comma-separated list"),
+        (["sync-stall", "--batch-size", "0"], "'0' is not a whole number of 1 or more"),
+        (["sync-stall", "--batch-sizes", "32"], "unrecognized argument --batch-sizes; did you"),
+        (["pipelines", "--steps", "0"], "argument --steps: '0' is not a whole number"),
+        (["pipelines", "--budget", "0"], "'0' is not a number of seconds above 0"),
+        (["pipelines", "--budget", "nan"], "'nan' is not a number of seconds above 0"),
+        (["pipelines", "--workers", "-1"], "'-1' is not a whole number of 0 or more"),
+        (["batch-sweep", "--dataset", "imagenet"], "argument --dataset: invalid choice"),
+        (["batch-sweep", "--nice", "20"], "'20' is not a niceness from 0 to 19"),
+        (
+            ["batch-sweep", "--data-dir", "/proc/no-such-dir"],
+            "data dir /proc/no-such-dir cannot be written to",
+        ),
+        (["batch-sweep", "--device", "cuda0"], "'cuda0' is not a device: write cpu, cuda"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        raise SystemExit(main(["experiment", *args]))
+    assert caught.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err, err
+    assert err.startswith("gputui") and "Traceback" not in err
+
+
+def test_a_sweep_larger_than_the_data_is_refused_as_bench_refuses_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``batch-sweep --batch-sizes 99999999`` exited 0 with "status": "ok" and no figures;
+    bench refuses the same batch. No --limit: the child refuses it once it knows the data."""
+    sizes = ["--batch-sizes", "32,99999999"]
+    code = main(["experiment", "batch-sweep", *TINY, *sizes, "--json"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == (
+        "gputui experiment batch-sweep: error: batch size 99,999,999 is larger than the 50,000 "
+        "training images: use a batch size of at most 50,000 "
+        "(see 'gputui experiment batch-sweep --help')\n"
+    )
+
+
+class ReplayedChild:
+    """Stands in for the experiment's child process: says what ``script`` holds."""
+
+    script: ClassVar[list[Event]] = []
+    """Events of a real run of the engine (:func:`run_experiment`, in this process)."""
+
+    def __init__(self, config: ExperimentConfig) -> None:
+        self.config = config
+
+    def start(self) -> ReplayedChild:
+        return self
+
+    def events(self) -> Iterator[Event]:
+        return iter(ReplayedChild.script)
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
+def test_a_sweep_with_no_figures_is_empty_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every batch out of memory: "status": "ok" and exit 0 said all had gone well."""
+    config = ExperimentConfig(
+        experiment="batch-sweep",
+        devices=("cpu",),
+        batch_sizes=(8, 16),
+        steps=1,
+        warmup_steps=1,
+        dataset="synthetic",
+        limit=32,
+        threads=1,
+        simulate_oom_from_batch=1,  # a test hook: no flag sets it, so the engine runs here
+    )
+    script: list[Event] = []
+    assert run_experiment(config, script.append) == 0  # a batch that does not fit is a row
+    monkeypatch.setattr(ReplayedChild, "script", script)
+    monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", ReplayedChild)
+
+    code = main(["experiment", "batch-sweep", *TINY, "--batch-sizes", "8,16", "--json"])
+    out, _ = capsys.readouterr()
+    result = json.loads(out)
+    assert (code, result["status"]) == (1, "empty")
+    [device] = result["device_results"]
+    assert [row["error"] for row in device["rows"]] == [
+        "out of memory",
+        "skipped: batch 8 ran out of memory",
+    ]
+
+
+def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 18: ``--dataset cifar10`` without the data ran on the synthetic set, exit 0."""
+    data = ["--dataset", "cifar10", "--no-download", "--data-dir", str(tmp_path)]
+    code = main(["experiment", "sync-stall", "--device", "cpu", *data, "--limit", "512"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(
+        "gputui experiment sync-stall: error: "
+        f"CIFAR-10 is not in {tmp_path} and downloading is off: allow the download, or save https://"
+    )
+
+
+def test_json_holds_the_rows_the_summary_and_the_sentence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sizes = ["--batch-sizes", "16,8", "--steps", "2", "--limit", "32"]
+    code = main(["experiment", "batch-sweep", *TINY, *sizes, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out)
+    assert list(result) == [
+        "experiment",
+        "status",
+        "error",
+        "settings",
+        "device_results",
+        "conclusion",
+    ]
+    assert (result["experiment"], result["status"], result["error"]) == ("batch-sweep", "ok", None)
+    settings = result["settings"]
+    assert settings["devices"] == ["cpu"] and settings["batch_sizes"] == [8, 16]
+    assert (settings["dataset"], settings["images"], settings["threads"]) == ("synthetic", 32, 1)
+    [device] = result["device_results"]
+    assert (device["device"], device["status"], device["error"]) == ("cpu", "ok", None)
+    assert "copies nothing" in device["data_phase"] and device["pinned"] is False
+    for row in device["rows"]:
+        assert set(row) == {
+            "device",
+            "batch_size",
+            "steps",
+            "images_per_second",
+            "data_ms",
+            "compute_ms",
+            "data_share",
+            "error",
+        }
+        assert 0 < row["data_share"] < 1 and row["images_per_second"] > 0
+    assert [row["batch_size"] for row in device["rows"]] == [8, 16]
+    best = max(device["rows"], key=lambda row: row["images_per_second"])
+    assert device["summary"] == {
+        "best_batch_size": best["batch_size"],
+        "best_images_per_second": best["images_per_second"],
+    }
+    rows = [BatchSweepRow(**row) for row in device["rows"]]
+    assert result["conclusion"] == conclude("batch-sweep", {"cpu": rows})
+    assert "cpu: batch 8: " in err  # rows are shown as they arrive
+
+
+def test_the_table_has_a_row_per_pipeline_and_ends_with_the_sentence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(
+        ["experiment", "pipelines", *TINY, "--batch-size", "16", "--steps", "3", "--workers", "1"]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("pipelines: synthetic data (generated locally), ")
+    header = lines.index(next(line for line in lines if line.startswith("device ")))
+    assert lines[header].split() == [
+        "device",
+        "pipeline",
+        "batch",
+        "steps",
+        "ms/step",
+        "images/s",
+        "spread",
+        "ms",
+        "setup",
+        "s",
+        "workers",
+    ]
+    classic, resident = (lines[header + 1].split(), lines[header + 2].split())
+    assert classic[:3] == ["cpu", "classic", "16"] and classic[-1] == "1"
+    assert resident[:3] == ["cpu", "resident", "16"] and resident[-1] == "0"
+    assert lines[-1].startswith("On cpu, ") and lines[-1].endswith(".")
+
+
+def test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130(
+    ctrl_c_reaches_children: None,
+) -> None:
+    """Ctrl+C threw the measured rows away: exit 130 and nothing printed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "gputui", "experiment", "batch-sweep", *TINY]
+    command += ["--batch-sizes", "16,2048", "--steps", "50", "--budget", "1000", "--limit", "2048"]
+    experiment = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert experiment.stderr is not None
+        line = experiment.stderr.readline()  # "batch-sweep: synthetic data ..." once it started
+        assert line.startswith("batch-sweep: "), line
+        children = psutil.Process(experiment.pid).children(recursive=True)
+        assert children
+        while not line.startswith("cpu: batch 16: "):  # the first row was measured
+            line = experiment.stderr.readline()
+            assert line, "the experiment ended before its first row"
+        experiment.send_signal(signal.SIGINT)  # during batch 2048's 50 steps
+        out, err = experiment.communicate(timeout=30)
+        assert experiment.returncode == 130
+        assert "Traceback" not in err
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert not alive
+    finally:
+        experiment.kill()
+        experiment.wait()
+    lines = out.splitlines()
+    rows = [line.split() for line in lines if line.split()[:1] == ["cpu"]]
+    assert [row[1] for row in rows] == ["16"]
+    assert lines[-1] == "stopped: cpu after 1 row"

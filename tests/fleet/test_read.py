@@ -1,0 +1,189 @@
+"""Reading a fleet: the hosts as the user names them, and each exporter's exposition turned
+back into gputui's readings (dcgm-exporter's documented counters, nvitop-exporter's names)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputui.commands import main
+from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, read_samples
+from gputui.fleet.exposition import parse_text
+from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
+from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition, serving
+
+MIB = 1024**2
+
+
+@pytest.mark.parametrize(
+    ("entry", "url"),
+    [
+        ("node1:9400", "http://node1:9400/metrics"),
+        ("node1", "http://node1:9922/metrics"),
+        ("10.0.0.7:9922", "http://10.0.0.7:9922/metrics"),
+        ("[::1]:9400", "http://[::1]:9400/metrics"),
+        ("[fe80::1]", "http://[fe80::1]:9922/metrics"),
+        ("https://gpu-7.example.org:9400", "https://gpu-7.example.org:9400/metrics"),
+        ("http://node1:8000/custom/metrics", "http://node1:8000/custom/metrics"),
+    ],
+)
+def test_a_host_is_read_as_users_write_it(entry: str, url: str) -> None:
+    target = parse_target(entry)
+    assert (target.name, target.url) == (entry, url)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("node1:0", "port must be a number from 1 to 65535"),
+        ("node1:99999", "port must be a number from 1 to 65535"),
+        ("node1:http", "port must be a number from 1 to 65535"),
+        ("::1:9400", "IPv6 host in brackets"),
+        ("[node1]:9400", "not an IPv6 address"),
+        ("no de:9400", "not a host name or address"),
+        ("ftp://node1", "only http:// and https://"),
+        ("node1:9400,,node2:9400", "an empty host"),
+        ("node1:9400,node1:9400", "named twice"),
+        (" , ", "no hosts given"),
+    ],
+)
+def test_a_bad_host_says_what_to_write(text: str, said: str) -> None:
+    with pytest.raises(TargetError, match=said):
+        parse_hosts(text)
+
+
+def test_the_host_file_skips_comments_and_blank_lines(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# rack 1\nnode1:9400\n\n  node2  # the spare\n[::1]:9922\n")
+    assert [target.name for target in read_hostfile(str(hostfile))] == [
+        "node1:9400",
+        "node2",
+        "[::1]:9922",
+    ]
+
+
+def test_a_bad_host_file_names_its_line(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1:9400\n# fine\nnode2:port\n")
+    with pytest.raises(TargetError, match=r"hosts line 3: 'node2:port': the port must"):
+        read_hostfile(str(hostfile))
+    hostfile.write_text("# only comments\n\n")
+    with pytest.raises(TargetError, match="names no host"):
+        read_hostfile(str(hostfile))
+    with pytest.raises(TargetError, match=r"cannot read the host file .*No such file"):
+        read_hostfile(str(tmp_path / "missing"))
+
+
+def test_dcgm_exporter_is_read_in_gputui_units() -> None:
+    exposition = read_samples(parse_text(DCGM_EXPOSITION.read_text()))
+    assert exposition.source == DCGM
+    first, second = exposition.gpus
+    assert (first.index, first.name, first.uuid, first.bus_id) == (
+        0,
+        "NVIDIA H100 80GB HBM3",
+        "GPU-5f0c2a36-1d7e-4b9f-8a43-0d1b2c3e4f50",
+        "00000000:18:00.0",
+    )
+    assert first.utilization_percent == 87
+    assert first.memory_utilization_percent == 41
+    assert first.memory_used_bytes == 41088 * MIB
+    assert first.memory_total_bytes == (41088 + 40471) * MIB  # used plus free
+    assert first.temperature_c == 61
+    assert first.power_w == pytest.approx(512.34)
+    assert first.energy_j == pytest.approx(123456789.012)  # from mJ
+    assert first.sm_clock_mhz == 1980
+    assert first.power_limit_w is None  # not among dcgm-exporter's default counters
+    assert first.fan_percent is None
+    # GPU 1's MIG instance (GPU_I_ID) reads 99 % and comes first; the GPU itself reads 3 %.
+    assert (second.index, second.utilization_percent) == (1, 3)
+
+
+def test_nvitop_exporter_is_read_in_gputui_units() -> None:
+    exposition = read_samples(parse_text(nvitop_exposition()))
+    assert exposition.source == NVITOP
+    (gpu,) = exposition.gpus  # the MIG device "0:1" is not a GPU of its own
+    assert (gpu.index, gpu.name) == (0, "NVIDIA A100-SXM4-40GB")
+    assert gpu.uuid == "GPU-11111111-2222-3333-4444-555555555555"
+    assert gpu.utilization_percent == 55
+    assert (gpu.memory_used_bytes, gpu.memory_total_bytes) == (10240 * MIB, 40960 * MIB)
+    assert (gpu.power_w, gpu.power_limit_w) == (250.5, 400)
+    assert gpu.pcie_rx_bytes_per_s == 200 * MIB
+    assert gpu.fan_percent is None  # NaN: nvitop-exporter's "not available"
+
+
+def test_an_exposition_of_no_gpu_exporter_says_which_it_reads() -> None:
+    node_exporter = "# TYPE node_load1 gauge\nnode_load1 0.5\n"
+    with pytest.raises(NotAnExporter, match="gputui serve, dcgm-exporter and nvitop-exporter"):
+        read_samples(parse_text(node_exporter))
+    with pytest.raises(NotAnExporter, match="gputui serve, dcgm-exporter and nvitop-exporter"):
+        read_samples(parse_text("<html><body>login</body></html>"))  # a login page
+
+
+def test_the_fleet_flags_belong_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--hosts", "node1", "snapshot"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "gputui snapshot: error: write the fleet's flags after the command: "
+        "gputui snapshot --hosts ... (see 'gputui snapshot --help')\n"
+    )
+
+
+@pytest.mark.parametrize(("columns", "cut"), [(None, False), ("60", True)])
+def test_piped_fleet_lines_are_whole_and_a_terminal_s_are_cut_to_it(
+    columns: str | None, cut: bool
+) -> None:
+    """Piped, ``snapshot --hosts`` cut its lines at 80 columns that were not there: ``DOWN:
+    no GPU series gputui can read here (it re…``."""
+    body = b"# TYPE node_load1 gauge\nnode_load1 0.5\n"  # an exporter, but of no GPU
+    with serving(lambda path: ("text/plain; version=0.0.4", body)) as port:
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        env.update({"COLUMNS": columns} if columns else {})
+        done = subprocess.run(
+            [sys.executable, "-m", "gputui", "snapshot", "--hosts", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    (line, *_) = done.stdout.splitlines()
+    assert done.returncode == 1 and "DOWN: " in line
+    assert (len(line) <= 60 and line.endswith("…")) if cut else (len(line) > 80), line
+
+
+def test_gputui_s_ratios_come_back_as_the_percent_sent() -> None:
+    """``0.715`` times 100 is ``71.49999999999999`` in floating point: the fleet's JSON
+    showed such noise."""
+    exposition = (
+        "# TYPE gputui_gpu_utilization_ratio gauge\n"
+        'gputui_gpu_utilization_ratio{gpu="0",uuid="GPU-1"} 0.715\n'
+        "# TYPE gputui_gpu_fan_speed_ratio gauge\n"
+        'gputui_gpu_fan_speed_ratio{gpu="0",uuid="GPU-1"} 0.573\n'
+        "# TYPE gputui_gpu_up gauge\n"
+        'gputui_gpu_up{gpu="0",uuid="GPU-1"} 1\n'
+    )
+    (gpu,) = read_samples(parse_text(exposition)).gpus
+    assert (gpu.utilization_percent, gpu.fan_percent) == (71.5, 57.3)
+
+
+def test_a_json_answer_says_to_give_the_metrics_address() -> None:
+    """``--hosts node1:9922/snapshot`` read "not a Prometheus text exposition ()"."""
+    body = b'{"cpu": {"utilization_percent": 3.0}, "nvml": null}'
+    with serving(lambda path: ("application/json", body)) as port:
+        main_code = main(["snapshot", "--json", "--hosts", f"http://127.0.0.1:{port}/snapshot"])
+    assert main_code == 1
+
+
+def test_a_json_answer_is_named_in_the_host_s_error(capsys: pytest.CaptureFixture[str]) -> None:
+    body = b'{"cpu": {"utilization_percent": 3.0}, "nvml": null}'
+    with serving(lambda path: ("application/json", body)) as port:
+        main(["snapshot", "--json", "--hosts", f"http://127.0.0.1:{port}/snapshot"])
+    (host,) = json.loads(capsys.readouterr().out)["hosts"]
+    assert host["error"] == (
+        "this answers JSON, not a Prometheus exposition: give the exporter's /metrics address"
+    )

@@ -1,0 +1,260 @@
+"""``--listen``, and ``serve()`` in this process: bind errors, the warning, and a clean stop."""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from gputui.serve.listen import DEFAULT_PORT, ListenAddress, ListenError, is_loopback, parse_listen
+from gputui.serve.run import ServeError, Stop, serve
+from tests.fakenvml import FakeNvml
+from tests.serve.served import READY_TIMEOUT_S, gputui_serve
+
+# --- --listen ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port"),
+    [
+        ("127.0.0.1:9922", "127.0.0.1", 9922),
+        ("0.0.0.0:0", "0.0.0.0", 0),
+        ("[::1]:65535", "::1", 65535),
+        ("[::]:9922", "::", 9922),
+        ("localhost:8080", "localhost", 8080),
+        ("gpu-07.lab.example:9922", "gpu-07.lab.example", 9922),
+    ],
+)
+def test_listen_addresses(text: str, host: str, port: int) -> None:
+    address = parse_listen(text)
+    assert (address.host, address.port) == (host, port)
+    assert str(address) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "9922",
+        "127.0.0.1",
+        "127.0.0.1:",
+        ":9922",
+        "127.0.0.1:65536",
+        "127.0.0.1:-1",
+        "127.0.0.1:+1",
+        "127.0.0.1:٩٩",  # digits, but not ASCII ones
+        "::1:9922",
+        "[::1]",
+        "[::1]9922",
+        "[127.0.0.1]:9922",
+        "999.0.0.1:9922",
+        "127.1:9922",
+        "host name:9922",
+        "-host:9922",
+        "host_name:9922",
+        "a" * 300 + ":9922",
+        "\x1b[2J:9922",
+    ],
+)
+def test_bad_listen_addresses_say_what_to_write(text: str) -> None:
+    with pytest.raises(ListenError) as caught:
+        parse_listen(text)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "--listen" in message
+    assert len(message) < 200
+
+
+def test_the_default_port_clashes_with_no_well_known_exporter() -> None:
+    assert DEFAULT_PORT not in (9090, 9100, 9400, 9835, 8000)
+
+
+def test_loopback_addresses() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("127.8.9.10") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("::")
+    assert not is_loopback("192.0.2.1")
+    assert not is_loopback("not an address")
+
+
+# --- serve() in this process -------------------------------------------------------------
+
+
+@dataclass
+class InProcess:
+    """``serve()`` on a thread of this test, stopped through a :class:`Stop`."""
+
+    stop: Stop = field(default_factory=Stop)
+    out: io.StringIO = field(default_factory=io.StringIO)
+    err: io.StringIO = field(default_factory=io.StringIO)
+    code: list[int] = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+    def start(self, address: str = "127.0.0.1:0", interval_s: float = 60.0) -> InProcess:
+        def run() -> None:
+            self.code.append(
+                serve(
+                    parse_listen(address),
+                    interval_s=interval_s,
+                    processes=False,
+                    stop=self.stop,
+                    announce=lambda line: self.out.write(line + "\n"),
+                    err=self.err,
+                )
+            )
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while "/metrics" not in self.out.getvalue():
+            assert self.thread.is_alive() and time.monotonic() < deadline, self.err.getvalue()
+            time.sleep(0.01)
+        return self
+
+    @property
+    def port(self) -> int:
+        return int(self.out.getvalue().split("/metrics")[0].rsplit(":", 1)[1])
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        url = f"http://127.0.0.1:{self.port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def wait_for_readings(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while self.get("/snapshot")[0] != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+
+    def finish(self, code: int = 0) -> int:
+        self.stop(code)
+        assert self.thread is not None
+        self.thread.join(READY_TIMEOUT_S)
+        assert not self.thread.is_alive()
+        return self.code[0]
+
+
+@pytest.fixture
+def in_process(fake_nvml: FakeNvml) -> Iterator[InProcess]:
+    made = InProcess()
+    yield made
+    made.stop(0)
+    if made.thread is not None:
+        made.thread.join(READY_TIMEOUT_S)
+
+
+def test_scrapes_ask_nvml_nothing_and_stopping_shuts_nvml_down(
+    fake_nvml: FakeNvml, in_process: InProcess
+) -> None:
+    in_process.start(interval_s=60)
+    in_process.wait_for_readings()
+    queries = fake_nvml.device_queries(0)
+    for _ in range(20):
+        assert in_process.get("/metrics")[0] == 200
+        assert in_process.get("/snapshot")[0] == 200
+
+    assert fake_nvml.device_queries(0) == queries  # the scrapes asked the driver nothing
+    assert fake_nvml.calls("nvmlShutdown") == 0
+    assert in_process.finish(0) == 0
+    assert fake_nvml.calls("nvmlShutdown") == 1
+    assert in_process.err.getvalue() == ""
+
+
+def test_nvml_is_shut_down_only_after_a_hung_sample_returns(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, tmp_path: Path, in_process: InProcess
+) -> None:
+    hang = tmp_path / "hang"
+    fake_nvml_env.setenv("FAKE_NVML_HANG_FILE", str(hang))
+    in_process.start(interval_s=0.25)
+    in_process.wait_for_readings()
+    entered = fake_nvml.calls("nvmlDeviceGetUtilizationRates", 0)
+    hang.touch()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while fake_nvml.calls("nvmlDeviceGetUtilizationRates", 0) == entered:  # a sample is stuck
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+    assert in_process.finish(130) == 130  # serving stops although the sampler cannot
+    assert fake_nvml.calls("nvmlShutdown") == 0  # not under the hung call
+    hang.unlink()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while fake_nvml.calls("nvmlShutdown") == 0:  # the sample returns, then NVML shuts down
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    queries = fake_nvml.device_queries(0)
+    time.sleep(0.6)  # over two intervals: no sample is started after the stop
+    assert fake_nvml.device_queries(0) == queries
+
+
+def test_a_port_in_use_is_one_line_that_says_what_to_do(fake_nvml: FakeNvml) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ServeError) as caught:
+            serve(ListenAddress("127.0.0.1", port), interval_s=1, processes=False, stop=Stop())
+    assert str(caught.value) == (
+        f"cannot listen on 127.0.0.1:{port}: another program uses that port; "
+        "choose another with --listen HOST:PORT"
+    )
+
+
+def test_an_address_of_another_machine_is_one_line(fake_nvml: FakeNvml) -> None:
+    with pytest.raises(ServeError) as caught:  # TEST-NET-1: never this machine's
+        serve(ListenAddress("192.0.2.1", 0), interval_s=1, processes=False, stop=Stop())
+    assert "192.0.2.1 is not an address of this machine" in str(caught.value)
+
+
+def test_every_interface_gets_a_one_line_warning(in_process: InProcess) -> None:
+    in_process.start("0.0.0.0:0")
+    assert in_process.get("/metrics")[0] == 200  # over loopback only
+
+    warning = in_process.err.getvalue()
+    assert warning.count("\n") == 1
+    assert warning.startswith(f"gputui serve: warning: 0.0.0.0:{in_process.port} is reachable")
+    assert "127.0.0.1" in warning
+    assert in_process.finish() == 0
+
+
+def test_loopback_gets_no_warning(in_process: InProcess) -> None:
+    in_process.start("127.0.0.1:0")
+    assert in_process.finish() == 0
+    assert in_process.err.getvalue() == ""
+    assert in_process.out.getvalue().startswith("gputui serve: http://127.0.0.1:")
+
+
+# --- the command line, as users run it ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("listen", "names"),
+    [
+        ("nowhere", "argument --listen: 'nowhere' is not HOST:PORT"),
+        ("127.0.0.1:99999", "the port must be a whole number from 0 to 65535"),
+        ("::1:9922", "write an IPv6 address in brackets"),
+        ("192.0.2.1:0", "192.0.2.1 is not an address of this machine"),
+        ("{taken}", "another program uses that port"),
+    ],
+)
+def test_a_bad_listen_is_one_line_and_exit_2(fake_nvml_dir: Path, listen: str, names: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = listen.replace("{taken}", f"127.0.0.1:{taken.getsockname()[1]}")
+        done = gputui_serve("--listen", listen, lib_dir=fake_nvml_dir)
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("gputui")
+    assert names in done.stderr
