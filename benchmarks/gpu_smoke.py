@@ -1152,14 +1152,14 @@ def child_steps(device_name: str, limit: int, batch: int, steps: int) -> dict[st
     from gputui.engine.model import CNN
     from gputui.engine.pipelines import ResidentPipeline
     from gputui.engine.step import make_optimizer, make_step, set_math
-    from gputui.jobs.config import available_cores
+    from gputui.jobs.config import default_threads
 
     device = torch.device(device_name)
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True  # as the trainer sets it
-    else:  # as the engine sets it for CPU work: every core it may run on
-        torch.set_num_threads(available_cores())
+    else:  # as the engine sets it for CPU work
+        torch.set_num_threads(default_threads())
     torch.manual_seed(0)
     data = load_dataset("synthetic", limit=limit or None, download=False)
     math = set_math("fp32", device)

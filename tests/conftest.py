@@ -30,6 +30,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for name in ("COLUMNS", "LINES"):
         os.environ.pop(name, None)
 
+# Training in tests takes one thread unless told (the engine reads OMP_NUM_THREADS as torch
+# does): the suite runs in parallel already, and torch's threads that wait for each other on
+# oversubscribed cores ran the GPU smoke rehearsal's benches 15 times slower.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 FakeNvmlBuilder = Callable[[Sequence[str]], Path]
 """Builds the stand-in library with the given symbols omitted; returns its folder."""
 

@@ -420,7 +420,8 @@ def job_options(*, devices: bool = True) -> argparse.ArgumentParser:
         "--threads",
         type=whole_number(1, THREADS_MAX),
         metavar="N",
-        help=f"CPU threads the training may use, 1 to {THREADS_MAX} (default: every core)",
+        help=f"CPU threads the training may use, 1 to {THREADS_MAX} (default: "
+        "$OMP_NUM_THREADS where set, else every core)",
     )
     common.add_argument(
         "--nice",

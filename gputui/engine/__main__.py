@@ -34,7 +34,7 @@ from gputui.jobs.config import (
     ProbeConfig,
     RunConfig,
     ScaleConfig,
-    available_cores,
+    default_threads,
 )
 from gputui.jobs.events import Emit, Error
 
@@ -111,7 +111,7 @@ def _main(args: list[str], stream: EventStream) -> int:
     torch = _import_torch()
     if not isinstance(config, RunConfig) or config.device.strip().startswith("cpu"):
         # A GPU run keeps torch's own host threads unless told; CPU work takes what it asks.
-        torch.set_num_threads(config.threads or available_cores())
+        torch.set_num_threads(config.threads or default_threads())
     elif config.threads is not None:
         torch.set_num_threads(config.threads)
     run: Callable[..., int]

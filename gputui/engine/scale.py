@@ -28,7 +28,7 @@ from gputui.engine.lifecycle import (
     lower_priority,
 )
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from gputui.jobs.config import RunConfig, ScaleConfig, available_cores
+from gputui.jobs.config import RunConfig, ScaleConfig, default_threads
 from gputui.jobs.events import (
     TERMINAL_TYPES,
     Emit,
@@ -101,7 +101,7 @@ def rank_config(config: ScaleConfig) -> RunConfig:
     out between the ranks unless ``threads`` says otherwise."""
     fields = {spec.name: getattr(config, spec.name) for spec in dataclasses.fields(RunConfig)}
     if fields["threads"] is None and config.device.strip().lower() == "cpu":
-        fields["threads"] = max(1, available_cores() // config.world_size)
+        fields["threads"] = max(1, default_threads() // config.world_size)
     return RunConfig(**fields)
 
 

@@ -69,6 +69,15 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def default_threads() -> int:
+    """Threads CPU training takes unless told: ``OMP_NUM_THREADS`` where it is set to a
+    count (as torch itself reads it), else every core this process may run on."""
+    told = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if told.isdigit() and int(told) > 0:
+        return int(told)
+    return available_cores()
+
+
 class Portable:
     """A frozen config dataclass that travels to the child as one line of JSON."""
 

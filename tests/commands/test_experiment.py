@@ -18,7 +18,7 @@ import gputui.commands.experiment
 from gputui.commands import main
 from gputui.engine.experiments import run_experiment
 from gputui.jobs.conclusions import conclude
-from gputui.jobs.config import ExperimentConfig
+from gputui.jobs.config import ExperimentConfig, available_cores, default_threads
 from gputui.jobs.events import BatchSweepRow, Event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,3 +250,20 @@ def test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130(
     rows = [line.split() for line in lines if line.split()[:1] == ["cpu"]]
     assert [row[1] for row in rows] == ["16"]
     assert lines[-1] == "stopped: cpu after 1 row"
+
+
+@pytest.mark.parametrize(("told", "threads"), [("3", 3), ("0", None), ("4,2", None)])
+def test_the_threads_default_to_omp_num_threads_where_it_is_a_count(
+    told: str,
+    threads: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", told)
+    assert default_threads() == (threads or available_cores())
+    if threads is None:
+        return
+    untold = ["--device", "cpu", "--dataset", "synthetic", "--warmup", "1"]  # TINY less --threads
+    sizes = ["--batch-sizes", "8", "--steps", "1", "--limit", "16"]
+    assert main(["experiment", "batch-sweep", *untold, *sizes, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["threads"] == threads

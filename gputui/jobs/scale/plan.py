@@ -12,7 +12,7 @@ from gputui.jobs.config import (
     ConfigError,
     RunConfig,
     ScaleConfig,
-    available_cores,
+    default_threads,
 )
 
 SCALINGS = ("weak", "strong")
@@ -76,7 +76,7 @@ def scaling_configs(
                 )
         threads = base.threads
         if kind == "cpu":
-            threads = max(1, (base.threads or cores or available_cores()) // size)
+            threads = max(1, (base.threads or cores or default_threads()) // size)
         fields = {spec.name: getattr(base, spec.name) for spec in dataclasses.fields(RunConfig)}
         fields |= {"device": kind, "batch_size": per_rank, "threads": threads, "record": False}
         config = ScaleConfig(**fields, world_size=size)
