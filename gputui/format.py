@@ -385,3 +385,16 @@ def fmt_link_rate(bytes_per_s: float | None) -> str:
     if "." in number and len(number) > 4:  # 314.7 -> 315
         number = f"{float(number):.0f}"
     return f"{number} {unit}"
+
+
+def fmt_pcie_link(
+    gen: int | None, gen_max: int | None, width: int | None, width_max: int | None
+) -> str:
+    """A PCIe link now and at most, as the monitor and the snapshot both show it:
+    ``(1, 5, 16, 16)`` -> ``Gen1/5 x16/16``; ``Gen4 x16`` without the maximums; ``n/a`` for
+    a part not known, and alone where neither is."""
+    if gen is None and width is None:
+        return NA
+    generation = NA if gen is None else "Gen" + fmt_with_limit(gen, gen_max, "")
+    lanes = NA if width is None else "x" + fmt_with_limit(width, width_max, "")
+    return f"{generation} {lanes}"

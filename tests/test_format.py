@@ -14,6 +14,7 @@ from gputui.format import (
     fmt_counted,
     fmt_energy,
     fmt_link_rate,
+    fmt_pcie_link,
     fmt_rate,
     fmt_used_total,
     for_screen,
@@ -173,3 +174,18 @@ def test_for_screen_returns_clean_readings_as_they_are() -> None:
     clean = _Outer("GPU 0", _Inner("H100", GpuState.OK, 1), (), {"a": "b"}, [])
     assert for_screen(clean) is clean
     assert for_screen("plain") == "plain" and for_screen(None) is None
+
+
+@pytest.mark.parametrize(
+    ("link", "shown"),
+    [
+        ((1, 5, 16, 16), "Gen1/5 x16/16"),  # an idle GPU's link, dropped to Gen1
+        ((4, None, 8, None), "Gen4 x8"),
+        ((None, 5, 16, 16), "n/a x16/16"),
+        ((None, 5, None, 16), "n/a"),
+    ],
+)
+def test_a_pcie_link_reads_now_and_at_most(
+    link: tuple[int | None, int | None, int | None, int | None], shown: str
+) -> None:
+    assert fmt_pcie_link(*link) == shown

@@ -105,9 +105,15 @@ RANGES: Mapping[str, Range] = {
     "energy_j": Range(0, 1e14),
     "sm_clock_mhz": Range(0, 10_000),
     "sm_clock_max_mhz": Range(0, 10_000),
+    "memory_clock_mhz": Range(0, 100_000),
+    "memory_clock_max_mhz": Range(0, 100_000),
     "fan_percent": Range(0, 200),  # NVML: "may exceed 100% in certain cases"
     "pcie_rx_bytes_per_s": Range(0, 1e12),
     "pcie_tx_bytes_per_s": Range(0, 1e12),
+    "pcie_link_gen": Range(0, 16, integer=True),
+    "pcie_link_gen_max": Range(0, 16, integer=True),
+    "pcie_link_width_lanes": Range(0, 64, integer=True),
+    "pcie_link_width_max_lanes": Range(0, 64, integer=True),
     "performance_state": Range(0, 15, integer=True),
 }
 """What each reading an exporter gives can be, in gputui's units."""
@@ -281,6 +287,11 @@ _DCGM = _Mapping(
         "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3),
         "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
+        "DCGM_FI_DEV_MEM_CLOCK": ("memory_clock_mhz", 1.0),
+        "DCGM_FI_DEV_PCIE_LINK_GEN": ("pcie_link_gen", 1.0),
+        "DCGM_FI_DEV_PCIE_MAX_LINK_GEN": ("pcie_link_gen_max", 1.0),
+        "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("pcie_link_width_lanes", 1.0),
+        "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH": ("pcie_link_width_max_lanes", 1.0),
         "DCGM_FI_DEV_FAN_SPEED": ("fan_percent", 1.0),
     },
     index="gpu",
@@ -302,6 +313,7 @@ _NVITOP = _Mapping(
         "gpu_power_usage_W": ("power_w", 1.0),
         "gpu_power_limit_W": ("power_limit_w", 1.0),
         "gpu_clock_sm_MHz": ("sm_clock_mhz", 1.0),
+        "gpu_clock_memory_MHz": ("memory_clock_mhz", 1.0),
         "gpu_fan_speed_Percentage": ("fan_percent", 1.0),
         "gpu_pcie_rx_throughput_MiBps": ("pcie_rx_bytes_per_s", MIB),
         "gpu_pcie_tx_throughput_MiBps": ("pcie_tx_bytes_per_s", MIB),
@@ -371,8 +383,20 @@ def _counter_name(name: str, known: Mapping[str, object]) -> str:
 
 # --- Building the readings -----------------------------------------------------------------
 
-_INTEGER_FIELDS = frozenset({"memory_used_bytes", "memory_total_bytes", "performance_state"})
-_IDENTITY = frozenset({"index", "name", "uuid", "bus_id", "state", "error", "processes"})
+_INTEGER_FIELDS = frozenset(
+    {
+        "memory_used_bytes",
+        "memory_total_bytes",
+        "performance_state",
+        "pcie_link_gen",
+        "pcie_link_gen_max",
+        "pcie_link_width_lanes",
+        "pcie_link_width_max_lanes",
+    }
+)
+_IDENTITY = frozenset(
+    {"index", "name", "uuid", "bus_id", "state", "error", "error_brief", "processes"}
+)
 _READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name not in _IDENTITY)
 """The readings an exporter may give (everything but the GPU's identity and processes)."""
 

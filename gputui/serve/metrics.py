@@ -114,6 +114,15 @@ GPU_SERIES = (
         "gputui_gpu_sm_clock_max_hertz", "Maximum SM clock.", "sm_clock_max_mhz", times=10**6
     ),
     GpuSeries(
+        "gputui_gpu_memory_clock_hertz", "Current memory clock.", "memory_clock_mhz", times=10**6
+    ),
+    GpuSeries(
+        "gputui_gpu_memory_clock_max_hertz",
+        "Maximum memory clock.",
+        "memory_clock_max_mhz",
+        times=10**6,
+    ),
+    GpuSeries(
         "gputui_gpu_fan_speed_ratio",
         "Fan speed as a share of its maximum (0 to 1).",
         "fan_percent",
@@ -124,6 +133,24 @@ GPU_SERIES = (
     ),
     GpuSeries(
         "gputui_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput.", "pcie_tx_bytes_per_s"
+    ),
+    GpuSeries(
+        "gputui_gpu_pcie_link_gen",
+        "Current PCIe link generation (an idle GPU drops it to save power).",
+        "pcie_link_gen",
+    ),
+    GpuSeries(
+        "gputui_gpu_pcie_link_gen_max",
+        "Highest PCIe link generation the GPU and its slot both support.",
+        "pcie_link_gen_max",
+    ),
+    GpuSeries(
+        "gputui_gpu_pcie_link_width_lanes", "Current PCIe link width.", "pcie_link_width_lanes"
+    ),
+    GpuSeries(
+        "gputui_gpu_pcie_link_width_max_lanes",
+        "Widest PCIe link the GPU and its slot both support.",
+        "pcie_link_width_max_lanes",
     ),
     GpuSeries(
         "gputui_gpu_performance_state",

@@ -167,6 +167,9 @@ class GpuReading:
     not answered."""
     error: str | None = None
     """Why a GPU that is not ``ok`` cannot be read, and what to do, in one sentence."""
+    error_brief: str | None = None
+    """``error`` in a few words (at most ``ERROR_BRIEF_MAX`` characters), for a line too short
+    for the sentence; ``None`` where there is none."""
     throttle_reasons: tuple[str, ...] | None = None
     """Why the clocks are held down now, in words (``power cap``, ``thermal``...; empty: they
     are not); ``None`` when NVML does not say."""
@@ -179,6 +182,23 @@ class GpuReading:
     mig_devices: tuple[MigDeviceReading, ...] | None = None
     """In MIG mode, its MIG devices (empty: none made yet); ``None`` out of MIG mode, or
     where NVML does not list them."""
+    memory_clock_mhz: float | None = None
+    """Current memory clock."""
+    memory_clock_max_mhz: float | None = None
+    """Maximum memory clock."""
+    pcie_link_gen: int | None = None
+    """Current PCIe link generation (an idle GPU drops it to save power)."""
+    pcie_link_gen_max: int | None = None
+    """Highest PCIe link generation the GPU and its slot both support."""
+    pcie_link_width_lanes: int | None = None
+    """Current PCIe link width, in lanes."""
+    pcie_link_width_max_lanes: int | None = None
+    """Widest PCIe link the GPU and its slot both support, in lanes."""
+
+
+ERROR_BRIEF_MAX = 50
+"""The most characters of a GPU's ``error_brief``: it fits beside ``UNREACHABLE`` on one line
+of an 80-column monitor."""
 
 
 def shown_pid(process: GpuProcess) -> int:

@@ -22,6 +22,7 @@ from gputui.format import (
     fmt_cores,
     fmt_counted,
     fmt_ghz,
+    fmt_pcie_link,
     fmt_percent,
     fmt_rate,
     fmt_unit,
@@ -160,8 +161,14 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "fan_percent",
         "sm_clock_mhz",
         "sm_clock_max_mhz",
+        "memory_clock_mhz",
+        "memory_clock_max_mhz",
         "pcie_rx_bytes_per_s",
         "pcie_tx_bytes_per_s",
+        "pcie_link_gen",
+        "pcie_link_gen_max",
+        "pcie_link_width_lanes",
+        "pcie_link_width_max_lanes",
         "performance_state",
         "throttle_reasons",
         "ecc_uncorrected_errors",
@@ -349,6 +356,14 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
     lines += _indented(_INDENT * 2, fmt_columns(rows, width=room))
     clock = fmt_unit(gpu.sm_clock_mhz, "")
     clock += f" / {fmt_unit(gpu.sm_clock_max_mhz, ' MHz')}"
+    memory_clock = fmt_unit(gpu.memory_clock_mhz, "")
+    memory_clock += f" / {fmt_unit(gpu.memory_clock_max_mhz, ' MHz')}"
+    link = fmt_pcie_link(
+        gpu.pcie_link_gen,
+        gpu.pcie_link_gen_max,
+        gpu.pcie_link_width_lanes,
+        gpu.pcie_link_width_max_lanes,
+    )
     power = f"{fmt_unit(gpu.power_w, ' W')} / {fmt_unit(gpu.power_limit_w, ' W')}"
     pstate = NA if gpu.performance_state is None else f"P{gpu.performance_state}"
     pairs = [
@@ -362,6 +377,8 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
         ["P-state", pstate],
         ["PCIe rx", fmt_rate(gpu.pcie_rx_bytes_per_s)],
         ["PCIe tx", fmt_rate(gpu.pcie_tx_bytes_per_s)],
+        ["mem clock", memory_clock],
+        ["PCIe link", link],
     ]
     readings = fmt_columns([pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)])
     if max(len(line) for line in readings) > room:  # narrow: one reading a line

@@ -179,6 +179,10 @@ typedef struct {
     X(nvmlDeviceGetMaxClockInfo)                 \
     X(nvmlDeviceGetFanSpeed)                     \
     X(nvmlDeviceGetPcieThroughput)               \
+    X(nvmlDeviceGetCurrPcieLinkGeneration)       \
+    X(nvmlDeviceGetMaxPcieLinkGeneration)        \
+    X(nvmlDeviceGetCurrPcieLinkWidth)            \
+    X(nvmlDeviceGetMaxPcieLinkWidth)             \
     X(nvmlDeviceGetPerformanceState)             \
     X(nvmlDeviceGetComputeRunningProcesses_v3)   \
     X(nvmlDeviceGetComputeRunningProcesses_v2)   \
@@ -208,11 +212,15 @@ typedef struct {
 enum { FAKE_NVML_FUNCTIONS(AS_ENUM) FN_COUNT };
 static const char *const FUNCTION_NAMES[FN_COUNT] = {FAKE_NVML_FUNCTIONS(AS_STRING)};
 
-/* Field names accepted by FAKE_NVML_UNSUPPORTED / FAKE_NVML_FAIL, and the functions they cover.
-   Any exported function name is accepted too. */
+/* Error slots past the functions': one clock type of the clock functions, so that a GPU can
+   refuse its memory clock and still answer its SM clock (FAKE_NVML_UNSUPPORTED and _FAIL). */
+enum { SLOT_MEM_CLOCK = FN_COUNT, SLOT_MAX_MEM_CLOCK, SLOT_COUNT };
+
+/* Field names accepted by FAKE_NVML_UNSUPPORTED / FAKE_NVML_FAIL, and the functions (or error
+   slots) they cover. Any exported function name is accepted too. */
 typedef struct {
     const char *field;
-    int functions[4]; /* terminated by -1 */
+    int functions[5]; /* terminated by -1 */
 } field_t;
 
 static const field_t FIELDS[] = {
@@ -231,6 +239,11 @@ static const field_t FIELDS[] = {
     {"max_clock", {FN_nvmlDeviceGetMaxClockInfo, -1}},
     {"fan", {FN_nvmlDeviceGetFanSpeed, -1}},
     {"pcie", {FN_nvmlDeviceGetPcieThroughput, -1}},
+    {"pcie_link",
+     {FN_nvmlDeviceGetCurrPcieLinkGeneration, FN_nvmlDeviceGetMaxPcieLinkGeneration,
+      FN_nvmlDeviceGetCurrPcieLinkWidth, FN_nvmlDeviceGetMaxPcieLinkWidth, -1}},
+    /* The memory clock alone, current and maximum (not for FAKE_NVML_HANG: no call of its own). */
+    {"mem_clock", {SLOT_MEM_CLOCK, SLOT_MAX_MEM_CLOCK, -1}},
     {"pstate", {FN_nvmlDeviceGetPerformanceState, -1}},
     {"processes",
      {FN_nvmlDeviceGetComputeRunningProcesses_v3, FN_nvmlDeviceGetComputeRunningProcesses_v2, -1}},
@@ -350,7 +363,7 @@ static unsigned long long g_release;                 /* bumped by fake_nvml_rele
 static long long g_inside;                           /* calls sleeping inside the library now */
 static int g_crash_on_teardown; /* FAKE_NVML_CRASH_ON_TEARDOWN: teardown under a call crashes */
 static unsigned long long g_pcie_delay_ms; /* FAKE_NVML_PCIE_DELAY_MS: a real driver's ~20 ms window */
-static int g_errors[FAKE_MAX_GPUS + 1][FN_COUNT];
+static int g_errors[FAKE_MAX_GPUS + 1][SLOT_COUNT];
 static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
 static fake_process_t g_processes[FAKE_MAX_PROCESSES];
 static unsigned int g_process_count;
@@ -467,6 +480,9 @@ static int field_functions(const char *field, int extended, int *fns) {
     for (size_t i = 0; i < FIELD_COUNT; i++) {
         if (strcmp(FIELDS[i].field, field) == 0) {
             for (const int *fn = FIELDS[i].functions; *fn >= 0; fn++) {
+                if (extended && *fn >= FN_COUNT) {
+                    return 0; /* an error slot: nothing to hang */
+                }
                 fns[n++] = *fn;
             }
             return n;
@@ -1037,6 +1053,9 @@ static nvmlReturn_t copy_string(char *out, unsigned int length, const char *valu
 #define H100_SM_CLOCK_IDLE 345u
 #define H100_MEM_CLOCK 2619u
 #define H100_VIDEO_CLOCK_MAX 1755u
+#define H100_PCIE_GEN_MAX 5u   /* an SXM5 H100's host link: PCIe Gen5 x16 */
+#define H100_PCIE_WIDTH_MAX 16u
+#define PCIE_GEN_IDLE 1u       /* the link drops to Gen1 while the GPU idles, to save power */
 #define ENERGY_START_MJ 1000000000ULL /* 1 MJ */
 #define ENERGY_PER_QUERY_MJ 20000ULL  /* 20 J */
 
@@ -1497,6 +1516,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsign
         *mhz = sm_clock_at(device, tick);
         return NVML_SUCCESS;
     case NVML_CLOCK_MEM:
+        if (g_errors[device->index][SLOT_MEM_CLOCK] != NVML_SUCCESS) {
+            return g_errors[device->index][SLOT_MEM_CLOCK];
+        }
         *mhz = H100_MEM_CLOCK;
         return NVML_SUCCESS;
     case NVML_CLOCK_VIDEO:
@@ -1520,6 +1542,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type, uns
         *mhz = H100_SM_CLOCK_MAX;
         return NVML_SUCCESS;
     case NVML_CLOCK_MEM:
+        if (g_errors[device->index][SLOT_MAX_MEM_CLOCK] != NVML_SUCCESS) {
+            return g_errors[device->index][SLOT_MAX_MEM_CLOCK];
+        }
         *mhz = H100_MEM_CLOCK;
         return NVML_SUCCESS;
     case NVML_CLOCK_VIDEO:
@@ -1564,6 +1589,58 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter
     default:
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+}
+#endif
+
+/* The current link: the full generation while the GPU works (P0), Gen1 while it idles. */
+static nvmlReturn_t pcie_link_value(nvmlDevice_t device, unsigned long long tick, int generation,
+                                    unsigned int *value) {
+    if (value == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (!generation) {
+        *value = H100_PCIE_WIDTH_MAX;
+    } else {
+        *value = utilization_at(device, tick) >= 10u ? H100_PCIE_GEN_MAX : PCIE_GEN_IDLE;
+    }
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetCurrPcieLinkGeneration
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetCurrPcieLinkGeneration, device, &tick);
+    return pcie_link_value(device, tick, 1, gen);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetCurrPcieLinkWidth
+EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *width) {
+    unsigned long long tick = 0;
+    DEVICE_ENTER(nvmlDeviceGetCurrPcieLinkWidth, device, &tick);
+    return pcie_link_value(device, tick, 0, width);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMaxPcieLinkGeneration
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen) {
+    DEVICE_ENTER(nvmlDeviceGetMaxPcieLinkGeneration, device, NULL);
+    if (gen == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *gen = H100_PCIE_GEN_MAX;
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetMaxPcieLinkWidth
+EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *width) {
+    DEVICE_ENTER(nvmlDeviceGetMaxPcieLinkWidth, device, NULL);
+    if (width == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *width = H100_PCIE_WIDTH_MAX;
+    return NVML_SUCCESS;
 }
 #endif
 

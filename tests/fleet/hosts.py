@@ -307,6 +307,7 @@ def nvitop_exposition() -> str:
         ("gpu_memory_used", "MiB", 10240.0),
         ("gpu_memory_free", "MiB", 30720.0),
         ("gpu_clock_sm", "MHz", 1410.0),
+        ("gpu_clock_memory", "MHz", 1215.0),
         ("gpu_power_usage", "W", 250.5),
         ("gpu_power_limit", "W", 400.0),
         ("gpu_temperature", "C", 48.0),

@@ -57,10 +57,10 @@ def test_only_the_series_read_are_parsed() -> None:
     text = DCGM_EXPOSITION.read_text()
     assert {sample.name for sample in parse_text(text)} <= SERIES_READ
     # A broken line of a series gputui does not read costs nothing; one it reads is refused.
-    broken = 'DCGM_FI_DEV_MEM_CLOCK{gpu="0",UUID="GPU-x" 2619\n'
+    broken = 'DCGM_FI_DEV_MEMORY_TEMP{gpu="0",UUID="GPU-x" 45\n'
     assert read_samples(parse_text(text + broken)) == read_samples(parse_text(text))
     with pytest.raises(NotAnExporter, match="not a Prometheus text exposition"):
-        parse_text(text + broken.replace("MEM_CLOCK", "GPU_UTIL"))
+        parse_text(text + broken.replace("MEMORY_TEMP", "GPU_UTIL"))
 
 
 _LABELS = '{gpu="0",uuid="GPU-a"}'

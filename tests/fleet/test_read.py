@@ -97,7 +97,9 @@ def test_dcgm_exporter_is_read_in_gputui_units() -> None:
     assert first.power_w == pytest.approx(512.34)
     assert first.energy_j == pytest.approx(123456789.012)  # from mJ
     assert first.sm_clock_mhz == 1980
+    assert first.memory_clock_mhz == 2619
     assert first.power_limit_w is None  # not among dcgm-exporter's default counters
+    assert first.pcie_link_gen is None  # nor is the PCIe link
     assert first.fan_percent is None
     # GPU 1's MIG instance (GPU_I_ID) reads 99 % and comes first; the GPU itself reads 3 %.
     assert (second.index, second.utilization_percent) == (1, 3)
@@ -113,6 +115,7 @@ def test_nvitop_exporter_is_read_in_gputui_units() -> None:
     assert (gpu.memory_used_bytes, gpu.memory_total_bytes) == (10240 * MIB, 40960 * MIB)
     assert (gpu.power_w, gpu.power_limit_w) == (250.5, 400)
     assert gpu.pcie_rx_bytes_per_s == 200 * MIB
+    assert gpu.memory_clock_mhz == 1215
     assert gpu.fan_percent is None  # NaN: nvitop-exporter's "not available"
 
 
@@ -169,6 +172,71 @@ def test_gputui_s_ratios_come_back_as_the_percent_sent() -> None:
     )
     (gpu,) = read_samples(parse_text(exposition)).gpus
     assert (gpu.utilization_percent, gpu.fan_percent) == (71.5, 57.3)
+
+
+@pytest.mark.parametrize(
+    ("names", "source"),
+    [
+        (
+            (
+                "gputui_gpu_memory_clock_hertz",
+                "gputui_gpu_memory_clock_max_hertz",
+                "gputui_gpu_pcie_link_gen",
+                "gputui_gpu_pcie_link_gen_max",
+                "gputui_gpu_pcie_link_width_lanes",
+                "gputui_gpu_pcie_link_width_max_lanes",
+            ),
+            "gputui",
+        ),
+        (
+            (
+                "DCGM_FI_DEV_MEM_CLOCK",
+                None,
+                "DCGM_FI_DEV_PCIE_LINK_GEN",
+                "DCGM_FI_DEV_PCIE_MAX_LINK_GEN",
+                "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+                "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH",
+            ),
+            DCGM,
+        ),
+    ],
+)
+def test_the_memory_clock_and_pcie_link_come_back_range_checked(
+    names: tuple[str | None, ...], source: str
+) -> None:
+    """Whole generations and lanes read back as ``int``; half a generation, or a width no
+    link has, reads n/a with a note."""
+    hertz = 10**6 if source == "gputui" else 1
+    sent = [2619 * hertz, 2619 * hertz, 4, 5, 16, 16]
+    bad = [-1, 2619 * hertz, 2.5, 5, 16, 1024]
+
+    def exposition(values: list[float]) -> str:
+        lines = [
+            f'{name}{{gpu="0",uuid="GPU-1",UUID="GPU-1"}} {value}'
+            for name, value in zip(names, values, strict=True)
+            if name is not None
+        ]
+        return "\n".join(lines) + "\n"
+
+    read = read_samples(parse_text(exposition(sent)))
+    (gpu,) = read.gpus
+    assert read.source == source and read.notes == ()
+    assert gpu.memory_clock_mhz == 2619
+    assert gpu.memory_clock_max_mhz == (2619 if source == "gputui" else None)
+    link = (gpu.pcie_link_gen, gpu.pcie_link_gen_max)
+    assert (*link, gpu.pcie_link_width_lanes, gpu.pcie_link_width_max_lanes) == (4, 5, 16, 16)
+    assert all(type(value) is int for value in link)
+
+    refused = read_samples(parse_text(exposition(bad)))
+    (gpu,) = refused.gpus
+    assert (gpu.memory_clock_mhz, gpu.pcie_link_gen, gpu.pcie_link_width_max_lanes) == (
+        None,
+        None,
+        None,
+    )
+    assert (gpu.pcie_link_gen_max, gpu.pcie_link_width_lanes) == (5, 16)
+    assert len(refused.notes) == 3
+    assert any("not a whole number from 0 to 16" in note for note in refused.notes)
 
 
 def test_a_json_answer_says_to_give_the_metrics_address() -> None:

@@ -53,7 +53,7 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
         "--interval=60",  # one sample each: /metrics and /snapshot show the same reading
         "--processes",
         FAKE_NVML_GPU_COUNT="3",
-        FAKE_NVML_UNSUPPORTED="2:fan",
+        FAKE_NVML_UNSUPPORTED="2:fan,2:mem_clock,2:pcie_link",
         FAKE_NVML_PROCESSES=f"0:{me.pid}:1073741824",
         FAKE_NVML_PROCESS_UTILIZATION=f"0:{me.pid}:42",
     )
@@ -89,7 +89,7 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     first = gpus[0]
     value = {
         name: only(labels_of(metrics[name], 0)).value
-        for name in NAMED
+        for name in {*NAMED, *(series.name for series in GPU_SERIES)}
         if name.startswith("gputui_gpu_") and name not in ("gputui_gpu_process_memory_bytes",)
     }
     assert value["gputui_gpu_memory_total_bytes"] == H100_MEMORY
@@ -100,6 +100,15 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     assert first["fan_percent"] is not None
     assert gpus[2]["fan_percent"] is None
     assert labels_of(metrics["gputui_gpu_fan_speed_ratio"], 2) == []
+    assert value["gputui_gpu_memory_clock_hertz"] == 2619e6
+    assert value["gputui_gpu_memory_clock_max_hertz"] == 2619e6
+    assert value["gputui_gpu_pcie_link_gen"] in (1, 5)  # Gen1 while idle
+    assert value["gputui_gpu_pcie_link_gen_max"] == 5
+    assert value["gputui_gpu_pcie_link_width_lanes"] == 16
+    assert value["gputui_gpu_pcie_link_width_max_lanes"] == 16
+    for name in ("gputui_gpu_memory_clock_hertz", "gputui_gpu_pcie_link_width_max_lanes"):
+        assert labels_of(metrics[name], 2) == []  # NotSupported: left out, not 0
+    assert gpus[2]["memory_clock_mhz"] is None and gpus[2]["pcie_link_gen"] is None
 
     process = only(metrics["gputui_gpu_process_memory_bytes"])
     assert process.value == 1073741824

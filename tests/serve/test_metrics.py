@@ -120,7 +120,13 @@ def test_every_gpu_series_carries_the_reading_in_base_units() -> None:
         "gputui_gpu_energy_joules_total": 123456.789,
         "gputui_gpu_sm_clock_hertz": 1755e6,
         "gputui_gpu_sm_clock_max_hertz": 1980e6,
+        "gputui_gpu_memory_clock_hertz": 2619e6,
+        "gputui_gpu_memory_clock_max_hertz": 2619e6,
         "gputui_gpu_pcie_rx_bytes_per_second": 3.5 * 2**30,
+        "gputui_gpu_pcie_link_gen": 5.0,
+        "gputui_gpu_pcie_link_gen_max": 5.0,
+        "gputui_gpu_pcie_link_width_lanes": 16.0,
+        "gputui_gpu_pcie_link_width_max_lanes": 16.0,
         "gputui_gpu_performance_state": 0.0,
     }
     for name, value in expected.items():

@@ -24,9 +24,23 @@ from gputui.telemetry.nvml import (
     format_cuda_version,
     is_stale,
 )
-from gputui.telemetry.nvml.calls import _CallsInFlight
+from gputui.telemetry.nvml.calls import (
+    GPU_IS_LOST,
+    NO_PERMISSION,
+    RESET_REQUIRED,
+    UNKNOWN,
+    _CallsInFlight,
+    describe_handle_error,
+)
 from gputui.telemetry.nvml.queries import PCIE_BUDGET_S, PCIE_TTL_S
-from gputui.telemetry.readings import DriverCall, GpuReading, GpuState, NvmlReading, nvml_hung
+from gputui.telemetry.readings import (
+    ERROR_BRIEF_MAX,
+    DriverCall,
+    GpuReading,
+    GpuState,
+    NvmlReading,
+    nvml_hung,
+)
 from tests.fakenvml import LIBRARY_NAME, FakeNvml
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -50,6 +64,20 @@ LIVE_FIELDS = (
     "pcie_rx_bytes_per_s",
     "pcie_tx_bytes_per_s",
     "performance_state",
+    "memory_clock_mhz",
+    "memory_clock_max_mhz",
+    "pcie_link_gen",
+    "pcie_link_gen_max",
+    "pcie_link_width_lanes",
+    "pcie_link_width_max_lanes",
+)
+MEMORY_CLOCK_AND_LINK = (
+    "memory_clock_mhz",
+    "memory_clock_max_mhz",
+    "pcie_link_gen",
+    "pcie_link_gen_max",
+    "pcie_link_width_lanes",
+    "pcie_link_width_max_lanes",
 )
 
 
@@ -108,6 +136,10 @@ def test_two_simulated_h100s_answer_every_field(sampler: NvmlSampler) -> None:
     assert 0 < first.memory_used_bytes < H100_MEMORY  # type: ignore[operator]
     assert first.power_limit_w == 700.0
     assert first.sm_clock_max_mhz == 1980.0
+    assert (first.memory_clock_mhz, first.memory_clock_max_mhz) == (2619.0, 2619.0)
+    assert first.pcie_link_gen in (1, 5)  # Gen1 while idle
+    assert (first.pcie_link_gen_max, first.pcie_link_width_lanes) == (5, 16)
+    assert first.pcie_link_width_max_lanes == 16
     assert 0.0 <= first.utilization_percent <= 100.0  # type: ignore[operator]
     assert first.pcie_tx_bytes_per_s % 1024 == 0  # type: ignore[operator]  # from KB/s
     assert first.processes == ()
@@ -157,7 +189,7 @@ def test_energy_since_start_is_the_counter_s_increase_from_the_first_reading(
 def test_energy_since_start_counts_on_across_a_counter_that_starts_again(
     fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
 ) -> None:
-    fake_nvml_env.setenv("FAKE_NVML_ENERGY_RESET", "0:30")  # a driver reload after 30 queries
+    fake_nvml_env.setenv("FAKE_NVML_ENERGY_RESET", "0:60")  # a driver reload after 60 queries
     readings = [sampler.sample() for _ in range(8)]
 
     counter = [gpu(r, 0).energy_j for r in readings]
@@ -204,10 +236,12 @@ def test_static_facts_are_asked_once(
             "nvmlDeviceGetName",
             "nvmlDeviceGetUUID",
             "nvmlDeviceGetPciInfo_v3",
-            "nvmlDeviceGetMaxClockInfo",
+            "nvmlDeviceGetMaxPcieLinkGeneration",
+            "nvmlDeviceGetMaxPcieLinkWidth",
             "nvmlDeviceGetEnforcedPowerLimit",
         ):
             assert fake_nvml.calls(static, index) == 1, static
+        assert fake_nvml.calls("nvmlDeviceGetMaxClockInfo", index) == 2  # SM and memory
         assert fake_nvml.calls("nvmlDeviceGetUtilizationRates", index) == 5
         assert fake_nvml.calls("nvmlDeviceGetMemoryInfo_v2", index) == 5
         assert fake_nvml.calls("nvmlDeviceGetMemoryInfo", index) == 0
@@ -258,6 +292,50 @@ def test_unsupported_fields_are_none_and_asked_once_quietly(
     fan_logs = [r for r in caplog.records if "fan" in r.getMessage()]
     assert len(fan_logs) == 2  # once per GPU
     assert all(r.levelno == logging.DEBUG and r.exc_info is None for r in caplog.records)
+
+
+def test_a_gpu_without_a_memory_clock_or_pcie_link_reads_none_and_is_asked_once(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """GPU 1 answers NotSupported for its memory clock (but not its SM clock) and its link."""
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "1:mem_clock,1:pcie_link")
+    readings = []
+    for _ in range(3):
+        readings.append(sampler.sample())
+        clock.now += PCIE_TTL_S  # the link is asked again, where it answers
+
+    for reading in readings:
+        supported, unsupported = gpu(reading, 0), gpu(reading, 1)
+        assert all(getattr(supported, name) is not None for name in MEMORY_CLOCK_AND_LINK)
+        assert all(getattr(unsupported, name) is None for name in MEMORY_CLOCK_AND_LINK)
+        assert unsupported.sm_clock_mhz is not None and unsupported.sm_clock_max_mhz == 1980.0
+    link = ("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth")
+    assert [fake_nvml.calls(name, 0) for name in link] == [3, 3]
+    assert [fake_nvml.calls(name, 1) for name in link] == [1, 1]  # NotSupported: asked once
+    # Every sample asks GPU 0's SM and memory clocks; GPU 1's memory clock only once.
+    assert fake_nvml.calls("nvmlDeviceGetClockInfo", 0) == 6
+    assert fake_nvml.calls("nvmlDeviceGetClockInfo", 1) == 3 + 1
+    assert fake_nvml.calls("nvmlDeviceGetMaxClockInfo", 1) == 2
+
+
+def test_a_driver_without_the_pcie_link_functions_reads_none(
+    load_nvml: Callable[..., FakeNvml], clock: FakeClock
+) -> None:
+    fake = load_nvml(
+        omit=[
+            "nvmlDeviceGetCurrPcieLinkGeneration",
+            "nvmlDeviceGetMaxPcieLinkGeneration",
+            "nvmlDeviceGetCurrPcieLinkWidth",
+            "nvmlDeviceGetMaxPcieLinkWidth",
+        ]
+    )
+    with NvmlSampler(clock=clock) as sampler:
+        reading = sampler.sample()
+    for g in reading.gpus:
+        assert g.state is GpuState.OK and g.memory_clock_mhz == 2619.0
+        assert (g.pcie_link_gen, g.pcie_link_gen_max) == (None, None)
+        assert (g.pcie_link_width_lanes, g.pcie_link_width_max_lanes) == (None, None)
+    assert fake.calls("nvmlDeviceGetPcieThroughput") == 4  # the throughput still answers
 
 
 def test_missing_function_is_none_without_noise(
@@ -319,8 +397,8 @@ def test_lost_gpu_is_marked_lost_while_the_others_keep_updating(
     sampler: NvmlSampler,
     clock: FakeClock,
 ) -> None:
-    # A first sample asks a GPU about 20 questions; GPU 1 dies during the second.
-    fake_nvml_env.setenv("FAKE_NVML_LOST", "1:24")
+    # A first sample asks a GPU about 27 questions; GPU 1 dies during the second.
+    fake_nvml_env.setenv("FAKE_NVML_LOST", "1:30")
     first = sampler.sample()
     assert gpu(first, 1).state is GpuState.OK
     known = gpu(first, 1)
@@ -730,6 +808,9 @@ def test_pcie_throughput_is_asked_again_once_it_is_older_than_its_ttl(
     clock.now += PCIE_TTL_S / 2
     sampler.sample()
     assert _pcie_calls(fake_nvml, 2) == [4, 4]
+    # The link's generation and width ride along with the throughput.
+    for name in ("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth"):
+        assert [fake_nvml.calls(name, index) for index in (0, 1)] == [2, 2]
 
 
 def test_gpus_take_turns_when_the_driver_takes_20_ms_a_pcie_call(
@@ -791,6 +872,8 @@ def test_a_gpu_whose_handle_is_refused_is_shown_unreachable_with_the_fix(
     assert refused.error is not None and "no permission" in refused.error
     assert unknown.error is not None and "Unknown Error" in unknown.error
     assert "nvidia-smi -r -i 2" in unknown.error  # the fix, for this GPU
+    assert refused.error_brief == "no permission on /dev/nvidia*: ask an admin"
+    assert unknown.error_brief is not None and "`nvidia-smi -r -i 2`" in unknown.error_brief
     assert_one_sentence(refused.error.split("; ")[0] + ".")
     assert all(getattr(refused, name) is None for name in LIVE_FIELDS)
     assert gpu(reading, 0).error is None
@@ -808,6 +891,13 @@ def test_a_gpu_whose_handle_is_refused_is_shown_unreachable_with_the_fix(
     assert back.name == H100 and back.utilization_percent is not None
 
 
+@pytest.mark.parametrize("code", [NO_PERMISSION, RESET_REQUIRED, UNKNOWN, GPU_IS_LOST, 42])
+def test_each_handle_error_has_its_few_words_within_their_limit(code: int) -> None:
+    sentence, brief = describe_handle_error(63, code, "Some Error")
+    assert len(brief) <= ERROR_BRIEF_MAX < len(sentence)
+    assert "INDEX" not in brief and ("63" in brief) == ("63" in sentence)
+
+
 def test_a_gpu_lost_from_the_start_is_asked_again(
     fake_nvml: FakeNvml,
     fake_nvml_env: pytest.MonkeyPatch,
@@ -818,6 +908,7 @@ def test_a_gpu_lost_from_the_start_is_asked_again(
     lost = gpu(sampler.sample(), 0)
     assert lost.state is GpuState.LOST
     assert lost.error is not None and "nvidia-smi -r -i 0" in lost.error
+    assert lost.error_brief is not None and "`nvidia-smi -r -i 0`" in lost.error_brief
     fake_nvml_env.delenv("FAKE_NVML_FAIL")
     assert fake_nvml.lib.nvmlInit_v2() == 0
     clock.now += 31.0

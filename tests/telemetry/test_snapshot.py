@@ -49,8 +49,14 @@ GPU_KEYS = {
     "energy_joules",
     "fan_percent",
     "sm_clock_mhz",
+    "memory_clock_mhz",
+    "memory_clock_max_mhz",
     "pcie_rx_bytes_per_s",
     "pcie_tx_bytes_per_s",
+    "pcie_link_gen",
+    "pcie_link_gen_max",
+    "pcie_link_width_lanes",
+    "pcie_link_width_max_lanes",
     "processes",
 }
 PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes", "sm_utilization_percent"}
@@ -278,6 +284,18 @@ def test_table_aligns_gpu_readings_in_columns() -> None:
     assert power.split()[-1] == "n/a"  # no fan on this board
     assert "1755 / 1980 MHz" in _line(lines, "SM clock")
     assert _line(lines, "PCIe rx").endswith("PCIe tx      n/a")
+    memory_clock = _line(lines, "mem clock")
+    assert memory_clock.split()[2:] == [
+        "2619",
+        "/",
+        "2619",
+        "MHz",
+        "PCIe",
+        "link",
+        "Gen5/5",
+        "x16/16",
+    ]
+    assert memory_clock.index("PCIe link") == power.index("fan")
 
 
 def test_table_marks_a_lost_gpu_and_keeps_the_others() -> None:
@@ -407,6 +425,33 @@ def test_json_health_read_through_the_stand_in(
             ],
         }
     ]
+
+
+def test_memory_clock_and_pcie_link_read_through_the_stand_in(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """GPU 1 answers NotSupported for its memory clock and its PCIe link: null, and n/a."""
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "1:mem_clock,1:pcie_link")
+    with NvmlSampler(fake_nvml.path) as nvml:
+        snapshot = take_snapshot(
+            host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
+        )
+    first, second = json.loads(render_snapshot_json(snapshot))["gpus"]
+    keys = [
+        "memory_clock_mhz",
+        "memory_clock_max_mhz",
+        "pcie_link_gen_max",
+        "pcie_link_width_lanes",
+        "pcie_link_width_max_lanes",
+    ]
+    assert [first[key] for key in keys] == [2619.0, 2619.0, 5, 16, 16]
+    assert first["pcie_link_gen"] in (1, 5)  # Gen1 while idle
+    assert all(second[key] is None for key in [*keys, "pcie_link_gen"])
+    assert second["sm_clock_mhz"] is not None
+    lines = _lines(snapshot)
+    first_clock, second_clock = (line for line in lines if "mem clock" in line)
+    assert "2619 / 2619 MHz" in first_clock and "x16/16" in first_clock
+    assert second_clock.split() == ["mem", "clock", "n/a", "/", "n/a", "PCIe", "link", "n/a"]
 
 
 def test_processes_nvml_cannot_list_are_n_a_not_none() -> None:

@@ -107,6 +107,12 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
         pcie_rx_bytes_per_s=(2.1e9, 5.5e8, 0.0, 1.2e9, 9.0e9, 3.0e7, 7.7e8, 0.0)[index % 8],
         pcie_tx_bytes_per_s=(3.3e8, 1.1e8, 0.0, 2.0e8, 1.5e9, 1.0e6, 9.9e7, 0.0)[index % 8],
         performance_state=0 if utilization > 5 else 8,
+        memory_clock_mhz=2619.0,
+        memory_clock_max_mhz=2619.0,
+        pcie_link_gen=5 if utilization > 5 else 1,  # an idle GPU's link drops to Gen1
+        pcie_link_gen_max=5,
+        pcie_link_width_lanes=16,
+        pcie_link_width_max_lanes=16,
         energy_joules=(1.234e6, 6.8e5, 1.42e5, 9.1e5, 1.4e6, 3.2e5, 7.8e5, 1.38e5)[index % 8],
         processes=(
             ()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from textual.command import CommandPalette
 
+from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.polling import HeadStart, Samplers
 from gputui.telemetry.readings import GpuProcess, NvmlReading
 from gputui.telemetry.selection import GpuSelection
@@ -123,6 +124,40 @@ async def test_a_lost_gpu_says_lost_and_the_others_keep_updating() -> None:
         assert "1 · NVIDIA H100 80GB HBM3 · LOST" in screen_text(app)
         assert " 13% " in card_text(app, 0)
         assert len(app.query_one(ProcessTable).shown) == 1
+
+
+@pytest.mark.parametrize(
+    ("count", "mode"), [(2, GpuMode.CARDS), (4, GpuMode.TWO_LINE), (8, GpuMode.ONE_LINE)]
+)
+@pytest.mark.usefixtures("fake_nvml")
+async def test_at_80x24_a_lost_and_an_unreachable_gpu_read_their_fix_whole(
+    fake_nvml_env: pytest.MonkeyPatch, count: int, mode: GpuMode
+) -> None:
+    """On the stand-in NVML: GPU 0 fell off the bus, GPU 1 may not be opened. A card holds
+    the whole sentence; two lines or one line a GPU hold the fix in a few words, never cut."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", str(count))
+    fake_nvml_env.setenv("FAKE_NVML_FAIL", "0:handle=GPU_IS_LOST,1:handle=NO_PERMISSION")
+    samplers = Samplers(
+        cpu=ScriptedSampler(cpu_reading()),  # type: ignore[arg-type]
+        nvml=NvmlSampler(),
+        mps=ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
+    )
+    app = MonitorApp(samplers, interval=60.0, runner=scripted_setup())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        assert app.query_one(GpuArea).mode is mode
+        lost, refused = (" ".join(card_text(app, index).split()) for index in (0, 1))
+        screen = screen_text(app)
+    # What follows the state's word (the name before it may be cut: NVML never named GPU 1).
+    lost, refused = lost.rsplit(" LOST ", 1)[1], refused.rsplit(" UNREACHABLE ", 1)[1]
+    if mode is GpuMode.CARDS:
+        assert lost.startswith("The driver reports GpuIsLost") and lost.endswith(" or reboot.")
+        assert refused.startswith("gputui may not open this GPU (no permission")
+        assert refused.endswith("check the device's group.")
+    else:
+        assert lost == "see `dmesg`, then `nvidia-smi -r -i 0` or reboot"
+        assert refused == "no permission on /dev/nvidia*: ask an admin"
+        assert f"LOST  {lost}" in screen and f"UNREACHABLE  {refused}" in screen
 
 
 async def test_without_nvml_one_sentence_says_why_and_the_rest_works() -> None:

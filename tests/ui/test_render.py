@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.format import fmt_link_rate
+from gputui.telemetry.nvml.calls import UNKNOWN, describe_handle_error
 from gputui.telemetry.readings import (
     GpuProcess,
     GpuState,
@@ -226,9 +227,9 @@ def test_card_lines_show_every_reading() -> None:
     assert lines[1].startswith("MEM ") and lines[1].endswith("61.2/80.0 GiB")
     assert "71°C" in lines[2]
     assert "pwr 612/700 W" in lines[2]
-    assert "sm 1980/1980 MHz" in lines[2]
+    assert "sm 1980/1980 MHz  mem 2619/2619 MHz" in lines[2]
     assert "fan n/a" in lines[2]  # passively cooled: no fan reading
-    assert "PCIe rx 2.0 GiB/s tx 315 MiB/s" in lines[3]
+    assert "PCIe rx 2.0 GiB/s tx 315 MiB/s    Gen5/5 x16/16" in lines[3]
     assert "mem bw 46%" in lines[3]
     assert lines[3].rstrip().endswith("energy 1.23 MJ")  # since the monitor started
 
@@ -278,11 +279,32 @@ def test_energy_is_shown_where_room_allows_and_n_a_where_unknown() -> None:
     assert "energy n/a" in unknown
 
 
+@pytest.mark.parametrize("width", [76, 56])
+def test_a_card_shows_the_memory_clock_and_pcie_link_whole(width: int) -> None:
+    """At 80 and 160 columns (the runner beside) a card is 76 cells; two columns of cards
+    are at least 56 each: a column that does not fit is dropped whole, never cut."""
+    idle = replace(gpu_reading(0), memory_clock_mhz=10501.0, memory_clock_max_mhz=10501.0)
+    idle = replace(idle, pcie_link_gen=1, pcie_link_gen_max=4)  # a GeForce's GDDR6X, idle
+    lines = [line.plain for line in gpu_card_lines(idle, HISTORY, HISTORY, width)]
+    assert not any(line.rstrip().endswith("…") for line in lines)
+    assert "Gen1/4 x16/16" in lines[3]
+    assert ("mem 10501/10501 MHz" in lines[2]) == (width == 76)
+
+
+def test_two_lines_a_gpu_show_the_memory_clock_and_link_where_room_allows() -> None:
+    wide = gpu_two_lines(gpu_reading(0), HISTORY, HISTORY, 156)[1].plain
+    assert "mem 2619 MHz" in wide and "Gen5/5 x16/16" in wide and "P0" in wide
+    narrow = gpu_two_lines(gpu_reading(0), HISTORY, HISTORY, 76)[1].plain
+    assert "mem" not in narrow.split() and "Gen" not in narrow and "fan n/a" in narrow
+
+
 def test_unsupported_fields_read_na_everywhere() -> None:
     gpu = unsupported_gpu(2)
     card = " ".join(line.plain for line in gpu_card_lines(gpu, (), (), 77))
-    for text in ("GPU", "n/a", "pwr n/a", "sm n/a", "fan n/a", "PCIe n/a", "mem bw n/a"):
+    for text in ("GPU", "n/a", "pwr n/a", "sm n/a", "mem n/a", "fan n/a", "PCIe n/a", "mem bw n/a"):
         assert text in card
+    link = gpu_card_lines(gpu, (), (), 77)[3].plain.split()[:3]
+    assert link == ["PCIe", "n/a", "n/a"]  # the throughput, then the link
     assert "n/a" in gpu_one_line(gpu, (), 76).plain
     assert "n/a" in gpu_two_lines(gpu, (), (), 96)[1].plain
 
@@ -377,6 +399,22 @@ UNREACHABLE_ERROR = (
     "NVML answers Unknown Error for this GPU (often a GPU in a bad state); check `dmesg` for "
     "Xid errors, then reset it (`nvidia-smi -r -i 1`) or reboot."
 )
+
+
+def test_where_the_sentence_does_not_fit_its_few_words_do() -> None:
+    """At 80 columns (76 cells inside) four GPUs take two lines each and eight one line:
+    the fix reads whole in its few words; a card has room for the whole sentence."""
+    sentence, brief = describe_handle_error(1, UNKNOWN, "Unknown Error")
+    gpu = replace(lost_gpu(1), state=GpuState.UNREACHABLE, error=sentence, error_brief=brief)
+    two = [line.plain for line in gpu_two_lines(gpu, [], [], 76)]
+    assert two[0].split(maxsplit=2)[2] == f"UNREACHABLE  {brief}".ljust(76 - 11)
+    assert two[1].strip() == ""
+    one = gpu_one_line(gpu, [], 76).plain
+    assert one.endswith(f"UNREACHABLE  {brief}".ljust(76 - 8)) and "…" not in one
+    card = [line.plain for line in gpu_card_lines(gpu, [], [], 76)]
+    assert " ".join(" ".join(card).split()) == f"UNREACHABLE {sentence}"
+    lost = lost_gpu(1)  # no few words: the sentence, cut
+    assert gpu_one_line(lost, [], 76).plain.endswith("…")
 
 
 def test_an_unreachable_gpu_says_why_and_the_fix_in_every_layout() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from gputui.telemetry.nvml.calls import UNKNOWN, describe_handle_error
 from gputui.telemetry.readings import GpuProcess, GpuState, MigDeviceReading
 from gputui.ui.monitor.app import MonitorApp
 from tests.ui.fakes import (
@@ -79,10 +80,8 @@ def test_stale_gpus_80x24(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=SMALL, run_before=settled)
 
 
-UNREACHABLE_ERROR = (
-    "NVML answers Unknown Error for this GPU (often a GPU in a bad state); check `dmesg` for "
-    "Xid errors, then reset it (`nvidia-smi -r -i 2`) or reboot."
-)
+UNREACHABLE_ERROR, UNREACHABLE_BRIEF = describe_handle_error(2, UNKNOWN, "Unknown Error")
+"""What the sampler says of GPU 2 when NVML answers Unknown Error for its handle."""
 
 
 def unhealthy_app() -> MonitorApp:
@@ -98,7 +97,12 @@ def unhealthy_app() -> MonitorApp:
     )
     throttled = replace(throttled, mig_devices=devices)
     failing = replace(gpu_reading(3), ecc_uncorrected_errors=3, remapped_rows_pending=True)
-    unreachable = replace(lost_gpu(2), state=GpuState.UNREACHABLE, error=UNREACHABLE_ERROR)
+    unreachable = replace(
+        lost_gpu(2),
+        state=GpuState.UNREACHABLE,
+        error=UNREACHABLE_ERROR,
+        error_brief=UNREACHABLE_BRIEF,
+    )
     reading = nvml_reading([healthy, throttled, unreachable, failing])
     return fake_app(nvml=ScriptedSampler(reading), history=seeded_history(4))
 

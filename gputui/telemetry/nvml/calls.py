@@ -51,19 +51,25 @@ LOST_ERROR = (
     "The driver reports GpuIsLost: the GPU fell off the bus. Check `dmesg` for Xid errors, "
     "then reset it (`nvidia-smi -r -i INDEX`) or reboot."
 )
-_HANDLE_ERRORS: dict[int, str] = {
+LOST_BRIEF = "see `dmesg`, then `nvidia-smi -r -i INDEX` or reboot"
+"""``LOST_ERROR`` in a few words (a reading's ``error_brief``)."""
+_HANDLE_ERRORS: dict[int, tuple[str, str]] = {
     NO_PERMISSION: (
         "gputui may not open this GPU (no permission on its /dev/nvidia device); "
-        "ask an administrator, or check the device's group."
+        "ask an administrator, or check the device's group.",
+        "no permission on /dev/nvidia*: ask an admin",
     ),
     RESET_REQUIRED: (
-        "The driver says this GPU requires a reset: `nvidia-smi -r -i INDEX`, or reboot."
+        "The driver says this GPU requires a reset: `nvidia-smi -r -i INDEX`, or reboot.",
+        "needs a reset: `nvidia-smi -r -i INDEX` or reboot",
     ),
     UNKNOWN: (
         "NVML answers Unknown Error for this GPU (often a GPU in a bad state); check `dmesg` "
-        "for Xid errors, then reset it (`nvidia-smi -r -i INDEX`) or reboot."
+        "for Xid errors, then reset it (`nvidia-smi -r -i INDEX`) or reboot.",
+        "Unknown Error: see `dmesg`, `nvidia-smi -r -i INDEX`",
     ),
 }
+"""The sentence for each handle error NVML gives, and its few words."""
 
 
 class GpuLost(Exception):
@@ -74,16 +80,18 @@ class Stopped(Exception):
     """The sampler was stopped (or the process is ending): no more driver calls."""
 
 
-def describe_handle_error(index: int, code: int | None, detail: str) -> str:
-    """One sentence saying why GPU ``index``'s handle could not be had, and the fix."""
+def describe_handle_error(index: int, code: int | None, detail: str) -> tuple[str, str]:
+    """Why GPU ``index``'s handle could not be had, and the fix: one sentence, and the same
+    in a few words (a reading's ``error`` and ``error_brief``)."""
     if code == GPU_IS_LOST:
-        sentence = LOST_ERROR
+        sentence, brief = LOST_ERROR, LOST_BRIEF
     else:
-        sentence = _HANDLE_ERRORS.get(code or 0) or (
+        sentence, brief = _HANDLE_ERRORS.get(code or 0) or (
             f"NVML cannot open this GPU ({detail}); run `nvidia-smi -i INDEX` to see what the "
-            "driver reports, then reset it or reboot."
+            "driver reports, then reset it or reboot.",
+            "cannot open it: run `nvidia-smi -i INDEX`",
         )
-    return sentence.replace("INDEX", str(index))
+    return sentence.replace("INDEX", str(index)), brief.replace("INDEX", str(index))
 
 
 def describe_nvml_error(code: int | None, detail: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from gputui.telemetry.nvml.calls import (
     FUNCTION_NOT_FOUND,
     GPU_IS_LOST,
+    LOST_BRIEF,
     LOST_ERROR,
     NOT_FOUND,
     NOT_SUPPORTED,
@@ -31,9 +32,9 @@ processes; not their memory, read every sample) are trusted (they change rarely)
 POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is asked again (an admin may change it)."""
 PCIE_TTL_S = 1.0
-"""Seconds a GPU's PCIe throughput is shown before it is asked again."""
+"""Seconds a GPU's PCIe throughput and link are shown before they are asked again."""
 PCIE_BUDGET_S = 0.03
-"""Driver time one sample may start spending on PCIe throughput (see :func:`refresh_pcie`)."""
+"""Driver time one sample may start spending on PCIe figures (see :func:`refresh_pcie`)."""
 
 _ECC_UNCORRECTED = 1  # NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 _ECC_VOLATILE = 0  # NVML_VOLATILE_ECC: since the driver was loaded
@@ -50,6 +51,7 @@ THROTTLE_WORDS = (
 )
 """NVML's clock event (throttle) reasons, bit by bit, in the words the monitor shows."""
 _CLOCK_SM = 1
+_CLOCK_MEM = 2
 _TEMPERATURE_GPU = 0
 _PCIE_TX_BYTES = 0
 _PCIE_RX_BYTES = 1
@@ -74,6 +76,12 @@ class TrackedGpu:
     """PCI bus id (read once)."""
     sm_clock_max_mhz: float | None = None
     """Maximum SM clock (read once)."""
+    memory_clock_max_mhz: float | None = None
+    """Maximum memory clock (read once)."""
+    pcie_link_gen_max: int | None = None
+    """Highest PCIe link generation of the GPU and its slot (read once)."""
+    pcie_link_width_max: int | None = None
+    """Widest PCIe link of the GPU and its slot, in lanes (read once)."""
     minor: int | None = None
     """Its device node's number, ``/dev/nvidiaN`` (read once, in a pid namespace only)."""
     static_read: bool = False
@@ -86,14 +94,20 @@ class TrackedGpu:
     """PCIe transmit throughput as NVML last answered it (KB/s)."""
     pcie_rx: Any = None
     """PCIe receive throughput as NVML last answered it (KB/s)."""
+    pcie_link_gen: int | None = None
+    """The PCIe link's generation as NVML last answered it (with the throughput)."""
+    pcie_link_width: int | None = None
+    """The PCIe link's width in lanes as NVML last answered it (with the throughput)."""
     pcie_read_at: float | None = None
-    """When the PCIe throughput was last asked."""
+    """When the PCIe throughput and link were last asked."""
     unsupported: set[str] = field(default_factory=set)
     """Fields this GPU answered NotSupported for (or that no library function serves)."""
     lost_at: float | None = None
     """When it last answered GpuIsLost, or its handle was refused; ``None`` while it answers."""
     handle_error: str | None = None
     """Why NVML refused the handle (other than GpuIsLost), as a sentence; ``None`` once had."""
+    handle_error_brief: str | None = None
+    """``handle_error`` in a few words."""
     ecc_uncorrected: int | None = None
     """Uncorrected volatile ECC errors, refreshed every ``HEALTH_TTL_S``."""
     remapped_pending: bool | None = None
@@ -136,6 +150,15 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
         "sm_clock_max": (
             ("nvmlDeviceGetMaxClockInfo", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, _CLOCK_SM)),
         ),
+        "memory_clock_max": (
+            ("nvmlDeviceGetMaxClockInfo", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, _CLOCK_MEM)),
+        ),
+        "pcie_link_gen_max": (
+            ("nvmlDeviceGetMaxPcieLinkGeneration", nv.nvmlDeviceGetMaxPcieLinkGeneration),
+        ),
+        "pcie_link_width_max": (
+            ("nvmlDeviceGetMaxPcieLinkWidth", nv.nvmlDeviceGetMaxPcieLinkWidth),
+        ),
         "power_limit": (
             ("nvmlDeviceGetEnforcedPowerLimit", nv.nvmlDeviceGetEnforcedPowerLimit),
             ("nvmlDeviceGetPowerManagementLimit", nv.nvmlDeviceGetPowerManagementLimit),
@@ -155,6 +178,9 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
         "sm_clock": (
             ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_SM)),
         ),
+        "memory_clock": (
+            ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_MEM)),
+        ),
         "fan": (("nvmlDeviceGetFanSpeed", nv.nvmlDeviceGetFanSpeed),),
         "pcie_tx": (
             (
@@ -168,6 +194,10 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
                 lambda h: nv.nvmlDeviceGetPcieThroughput(h, _PCIE_RX_BYTES),
             ),
         ),
+        "pcie_link_gen": (
+            ("nvmlDeviceGetCurrPcieLinkGeneration", nv.nvmlDeviceGetCurrPcieLinkGeneration),
+        ),
+        "pcie_link_width": (("nvmlDeviceGetCurrPcieLinkWidth", nv.nvmlDeviceGetCurrPcieLinkWidth),),
         "performance_state": (("nvmlDeviceGetPerformanceState", nv.nvmlDeviceGetPerformanceState),),
         "clock_events": (
             (
@@ -278,8 +308,16 @@ def energy_since_start(gpu: TrackedGpu, millijoules: Any) -> float | None:
 def not_ok(gpu: TrackedGpu) -> GpuReading:
     """The reading of a GPU that cannot be asked: its identity, its state and why."""
     if gpu.handle_error is not None:
-        return gpu_reading(gpu, GpuState.UNREACHABLE, error=gpu.handle_error)
-    return gpu_reading(gpu, GpuState.LOST, error=LOST_ERROR.replace("INDEX", str(gpu.index)))
+        return gpu_reading(
+            gpu, GpuState.UNREACHABLE, error=gpu.handle_error, error_brief=gpu.handle_error_brief
+        )
+    index = str(gpu.index)
+    return gpu_reading(
+        gpu,
+        GpuState.LOST,
+        error=LOST_ERROR.replace("INDEX", index),
+        error_brief=LOST_BRIEF.replace("INDEX", index),
+    )
 
 
 def gpu_reading(
@@ -292,6 +330,7 @@ def gpu_reading(
     milliwatts: Any = None,
     millijoules: Any = None,
     sm_clock: Any = None,
+    memory_clock: Any = None,
     fan: Any = None,
     pcie_tx: Any = None,
     pcie_rx: Any = None,
@@ -302,10 +341,12 @@ def gpu_reading(
     clock_events: Any = None,
     mig_devices: tuple[MigDeviceReading, ...] | None = None,
     error: str | None = None,
+    error_brief: str | None = None,
 ) -> GpuReading:
     """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
 
-    A lost GPU is read with no answers at all, so its identity is all it shows.
+    A lost GPU is read with no answers at all, so its identity is all it shows (what ``gpu``
+    keeps between samples is read only of a GPU that is ``ok``).
 
     Args:
         gpu: The GPU, with its identity (index, name, UUID, bus id).
@@ -316,6 +357,7 @@ def gpu_reading(
         milliwatts: Power draw in mW.
         millijoules: Energy used since the driver was loaded, in mJ.
         sm_clock: Current SM clock in MHz.
+        memory_clock: Current memory clock in MHz.
         fan: Fan speed in percent.
         pcie_tx: PCIe transmit throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
         pcie_rx: PCIe receive throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
@@ -326,7 +368,9 @@ def gpu_reading(
         clock_events: The clock event (throttle) reasons, NVML's bit mask.
         mig_devices: In MIG mode, its MIG devices.
         error: Why a GPU that is not ``ok`` cannot be read.
+        error_brief: ``error`` in a few words.
     """
+    ok = state is GpuState.OK
     return GpuReading(
         index=gpu.index,
         name=gpu.name,
@@ -352,11 +396,18 @@ def gpu_reading(
         energy_j=millijoules / 1000.0 if millijoules is not None else None,
         energy_joules=energy_since_start(gpu, millijoules),
         error=error,
+        error_brief=error_brief,
         throttle_reasons=throttle_words(clock_events),
-        ecc_uncorrected_errors=gpu.ecc_uncorrected if state is GpuState.OK else None,
-        remapped_rows_pending=gpu.remapped_pending if state is GpuState.OK else None,
-        mig_mode=gpu.mig_mode if state is GpuState.OK else None,
+        ecc_uncorrected_errors=gpu.ecc_uncorrected if ok else None,
+        remapped_rows_pending=gpu.remapped_pending if ok else None,
+        mig_mode=gpu.mig_mode if ok else None,
         mig_devices=mig_devices,
+        memory_clock_mhz=float(memory_clock) if memory_clock is not None else None,
+        memory_clock_max_mhz=gpu.memory_clock_max_mhz if ok else None,
+        pcie_link_gen=gpu.pcie_link_gen if ok else None,
+        pcie_link_gen_max=gpu.pcie_link_gen_max if ok else None,
+        pcie_link_width_lanes=gpu.pcie_link_width if ok else None,
+        pcie_link_width_max_lanes=gpu.pcie_link_width_max if ok else None,
     )
 
 
@@ -456,10 +507,19 @@ def read_static(queries: Queries, gpu: TrackedGpu, *, minor: bool) -> None:
     gpu.bus_id = text(pci.busId) if pci is not None else None
     clock = queries.ask(gpu, "sm_clock_max")
     gpu.sm_clock_max_mhz = float(clock) if clock is not None else None
+    clock = queries.ask(gpu, "memory_clock_max")
+    gpu.memory_clock_max_mhz = float(clock) if clock is not None else None
+    gpu.pcie_link_gen_max = _whole(queries.ask(gpu, "pcie_link_gen_max"))
+    gpu.pcie_link_width_max = _whole(queries.ask(gpu, "pcie_link_width_max"))
     if minor:
         number = queries.ask(gpu, "minor")
         gpu.minor = int(number) if number is not None else None
     gpu.static_read = True
+
+
+def _whole(value: Any) -> int | None:
+    """NVML's unsigned answer as an ``int``; ``None`` when not answered."""
+    return int(value) if value is not None else None
 
 
 def read_health(
@@ -487,14 +547,16 @@ def read_health(
 def refresh_pcie(
     queries: Queries, gpus: Sequence[TrackedGpu], now: float, lost_retry_s: float
 ) -> None:
-    """Ask the PCIe throughput of the GPUs whose figures are older than ``PCIE_TTL_S``,
-    stalest first, while this sample has spent less than ``PCIE_BUDGET_S`` on it.
+    """Ask the PCIe throughput and link (generation and width) of the GPUs whose figures are
+    older than ``PCIE_TTL_S``, stalest first, while this sample has spent less than
+    ``PCIE_BUDGET_S`` on them.
 
     A real driver measures PCIe over a window and answers each call after about
     20 ms: asking both directions of every GPU at every sample would take 8 GPUs
     about 320 ms, past a 0.25 s interval. So the GPUs take turns (about one a sample
     on a real driver, all of them where the calls are quick), and a figure is at most
     about ``max(PCIE_TTL_S, GPUs x interval)`` old, as nvitop's 2 s refresh shows it.
+    The link answers at once and changes only with the GPU's power state: it rides along.
 
     Args:
         queries: Asks the GPUs.
@@ -518,8 +580,10 @@ def refresh_pcie(
         try:
             gpu.pcie_tx = queries.ask(gpu, "pcie_tx")
             gpu.pcie_rx = queries.ask(gpu, "pcie_rx")
+            gpu.pcie_link_gen = _whole(queries.ask(gpu, "pcie_link_gen"))
+            gpu.pcie_link_width = _whole(queries.ask(gpu, "pcie_link_width"))
         except GpuLost:
-            gpu.pcie_tx = gpu.pcie_rx = None
+            gpu.pcie_tx = gpu.pcie_rx = gpu.pcie_link_gen = gpu.pcie_link_width = None
             gpu.lost_at = now  # read as lost below, as any other query would make it
         gpu.pcie_read_at = now
         spent += time.perf_counter() - started

@@ -83,8 +83,9 @@ class NvmlSampler:
     """Samples every NVIDIA GPU through NVML; blocking, so run it off the event loop.
 
     NVML starts on the first :meth:`sample`; device handles and static facts (name,
-    UUID, bus id, maximum SM clock) are fetched once, the power limit every
-    ``POWER_LIMIT_TTL_S`` seconds and the PCIe throughput in turns (:func:`refresh_pcie`),
+    UUID, bus id, maximum SM and memory clocks, the PCIe link's maximum) are fetched once,
+    the power limit every ``POWER_LIMIT_TTL_S`` seconds and the PCIe throughput and link in
+    turns (:func:`refresh_pcie`),
     so a steady sample asks only what changes, and quickly. Samples
     are serialised by a lock; :meth:`close` shuts NVML down.
 
@@ -367,15 +368,17 @@ class NvmlSampler:
         except self._nv.NVMLError as err:
             gpu.lost_at = now
             if err.value == GPU_IS_LOST:
-                gpu.handle_error = None
+                gpu.handle_error = gpu.handle_error_brief = None
                 self._log_once(("handle", gpu.index, err.value), "GPU %d is lost", gpu.index)
             else:
-                gpu.handle_error = describe_handle_error(gpu.index, err.value, str(err))
+                gpu.handle_error, gpu.handle_error_brief = describe_handle_error(
+                    gpu.index, err.value, str(err)
+                )
                 self._log_once(
                     ("handle", gpu.index, err.value), "GPU %d: no handle (%s)", gpu.index, err
                 )
             return False
-        gpu.handle_error = None
+        gpu.handle_error = gpu.handle_error_brief = None
         gpu.lost_at = None
         return True
 
@@ -460,6 +463,7 @@ class NvmlSampler:
             milliwatts=ask(gpu, "power"),
             millijoules=ask(gpu, "energy"),
             sm_clock=ask(gpu, "sm_clock"),
+            memory_clock=ask(gpu, "memory_clock"),
             fan=ask(gpu, "fan"),
             pcie_tx=gpu.pcie_tx,
             pcie_rx=gpu.pcie_rx,

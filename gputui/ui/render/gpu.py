@@ -13,6 +13,7 @@ from gputui.format import (
     fmt_counted,
     fmt_energy,
     fmt_link_rate,
+    fmt_pcie_link,
     fmt_percent,
     fmt_unit,
     fmt_used_total,
@@ -100,8 +101,11 @@ STAT_COLUMNS: dict[str, StatColumn] = {
     "power_draw": StatColumn("", 6),
     "sm": StatColumn("sm", 13),
     "sm_now": StatColumn("", 8),
+    "mem_clock": StatColumn("mem", 15),
+    "mem_clock_now": StatColumn("mem", 9),
     "fan": StatColumn("fan", 4),
     "pcie": StatColumn("PCIe", 27),
+    "link": StatColumn("", 13),
     "membw": StatColumn("mem bw", 4),
     "pstate": StatColumn("", 3),
     "energy": StatColumn("energy", 7),
@@ -122,6 +126,9 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
         return Line(fmt_with_limit(gpu.sm_clock_mhz, gpu.sm_clock_max_mhz, " MHz"))
     if key == "sm_now":
         return Line(fmt_with_limit(gpu.sm_clock_mhz, None, " MHz"))
+    if key in ("mem_clock", "mem_clock_now"):
+        limit = gpu.memory_clock_max_mhz if key == "mem_clock" else None
+        return Line(fmt_with_limit(gpu.memory_clock_mhz, limit, " MHz"))
     if key == "fan":
         return Line(fmt_percent(gpu.fan_percent))
     if key == "pcie":
@@ -132,6 +139,15 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
             fmt_link_rate(gpu.pcie_rx_bytes_per_s),
             (" tx ", LABEL),
             fmt_link_rate(gpu.pcie_tx_bytes_per_s),
+        )
+    if key == "link":
+        return Line(
+            fmt_pcie_link(
+                gpu.pcie_link_gen,
+                gpu.pcie_link_gen_max,
+                gpu.pcie_link_width_lanes,
+                gpu.pcie_link_width_max_lanes,
+            )
         )
     if key == "membw":
         return Line(fmt_percent(gpu.memory_utilization_percent))
@@ -212,25 +228,40 @@ def _known_sum(values: Iterable[int | None]) -> int | None:
 
 
 def problem_line(gpu: GpuReading, width: int) -> Line:
-    """``LOST  the driver reports GpuIsLost...`` (or ``UNREACHABLE  why...``), cropped."""
-    word = STATE_WORDS.get(gpu.state, "LOST")
-    return Line((word, f"bold {HOT}"), GAP, (gpu.error or LOST_HINT, LABEL)).fit(width)
+    """``LOST  see `dmesg`, then ...`` (or ``UNREACHABLE  why...``): ``problem_lines`` on one
+    line."""
+    return problem_lines(gpu, width, 1)[0]
 
 
 def problem_lines(gpu: GpuReading, width: int, height: int) -> list[Line]:
-    """``problem_line`` wrapped over ``height`` lines, so that the fix is read whole."""
+    """``LOST  the driver reports GpuIsLost...`` (or ``UNREACHABLE  why...``) wrapped over
+    ``height`` lines, so that the fix is read whole: the sentence where it fits, else its few
+    words (``error_brief``), else the sentence cropped."""
     word = STATE_WORDS.get(gpu.state, "LOST")
-    words = (gpu.error or LOST_HINT).split()
+    sentence = gpu.error or LOST_HINT
+    lines, whole = _wrapped_problem(word, sentence, width, height)
+    if not whole and gpu.error_brief:
+        brief, whole = _wrapped_problem(word, gpu.error_brief, width, height)
+        if whole:
+            lines = brief
+    return lines
+
+
+def _wrapped_problem(word: str, text: str, width: int, height: int) -> tuple[list[Line], bool]:
+    """``word`` then ``text`` wrapped under itself over ``height`` lines of ``width`` cells,
+    and whether it all fitted (else the last line is cropped)."""
+    indent = len(word) + len(GAP)
     lines = [Line((word, f"bold {HOT}"), GAP)]
-    for text in words:
+    for part in text.split():
         line = lines[-1]
-        gap = 0 if line.width == len(word) + len(GAP) else 1
-        if line.width + gap + cell_len(text) > width and len(lines) < height:
-            lines.append(Line(" " * (len(word) + len(GAP))))
+        gap = 0 if line.width == indent else 1
+        if line.width + gap + cell_len(part) > width and len(lines) < height:
+            lines.append(Line(" " * indent))
             line, gap = lines[-1], 0
-        line.add(" " * gap + text, LABEL)
+        line.add(" " * gap + part, LABEL)
+    whole = lines[-1].width <= width
     lines += [Line() for _ in range(height - len(lines))]
-    return [line.fit(width) for line in lines[:height]]
+    return [line.fit(width) for line in lines[:height]], whole
 
 
 CARD_LINES = 4
@@ -247,10 +278,10 @@ def gpu_card_lines(
 ) -> list[Line]:
     """A GPU card's four lines under its title.
 
-    Utilization and memory gauges with sparklines; temperature, power, SM clock
-    and fan; PCIe throughput, memory bandwidth use and, where room allows, the energy
-    used since the monitor started. In MIG mode the last line shows the MIG devices
-    instead (``mig_line``), where NVML lists them.
+    Utilization and memory gauges with sparklines; temperature, power, SM and memory
+    clocks and fan; PCIe throughput and link, memory bandwidth use and, where room allows,
+    the energy used since the monitor started. In MIG mode the last line shows the MIG
+    devices instead (``mig_line``), where NVML lists them.
     """
     if gpu.state is not GpuState.OK:
         return problem_lines(gpu, width, CARD_LINES)
@@ -264,11 +295,11 @@ def gpu_card_lines(
             spark_style=MEMORY_SPARK,
             detail=memory_detail(gpu),
         ),
-        stat_cells(gpu, ("temp", "power", "sm", "fan"), width).fit(width),
+        stat_cells(gpu, ("temp", "power", "sm", "mem_clock", "fan"), width).fit(width),
         (
             mig_line(gpu.mig_devices, width)
             if gpu.mig_mode and gpu.mig_devices is not None
-            else stat_cells(gpu, ("pcie", "membw", "energy"), width).fit(width)
+            else stat_cells(gpu, ("pcie", "link", "membw", "energy"), width).fit(width)
         ),
     ]
 
@@ -339,7 +370,7 @@ def gpu_two_lines(
         )
     )
     second = Line(" " * (name_width + 1)).extend(Line(memory_detail(gpu)).fit(13)).add(GAP)
-    keys = ("temp", "power", "sm", "fan", "pcie", "pstate")
+    keys = ("temp", "power", "sm", "fan", "pcie", "pstate", "mem_clock_now", "link")
     second.extend(stat_cells(gpu, keys, room - 13 - len(GAP)))
     return [first.fit(width), second.fit(width)]
 
