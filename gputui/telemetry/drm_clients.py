@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import logging
 import os
-import pwd
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gputui.telemetry.commandline import command_line
@@ -49,7 +48,11 @@ log = logging.getLogger(__name__)
 PROCFS_ENV = "GPUTUI_PROCFS"
 """Names the procfs to read instead of ``/proc`` (a host's, mounted in a container; a test's)."""
 RESCAN_EVERY = 10
-"""Sweeps between two listings of a process's fds (sooner when its fd count changes)."""
+"""Sweeps between two listings of a process's fds where the procfs does not count them
+(Linux before 6.2): how late a process that opens a GPU long after it started may show."""
+RESCAN_EVERY_COUNTED = 60
+"""The same where it counts them: a new count lists them at once, so this only finds an fd
+closed and a DRM node opened in its place between two sweeps."""
 FDINFO_LIMIT = 64 * 1024
 """The most read of one fdinfo (a DRM client's is under 2 KiB)."""
 
@@ -59,7 +62,6 @@ ClientKey = tuple[str, int]
 _DRM_NODE = re.compile(r"(?:^|/)dev/dri/(?:renderD|card)\d+\Z")
 """An fd's link target that is a DRM node (the suffix, so that a test tree's own works)."""
 _PCI_BUS_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
-_KEY_NAME = re.compile(r"[^\s:]+")
 _DEVICE_REGION = re.compile(r"(?:vram|local)\d*")
 """Regions of the GPU's own memory: amdgpu's ``vram``, xe's ``vram0``, i915's ``local0``."""
 _UNMAPPED_REGIONS = {"amdgpu": frozenset({"cpu"}), "xe": frozenset({"system"})}
@@ -67,9 +69,25 @@ _UNMAPPED_REGIONS = {"amdgpu": frozenset({"cpu"}), "xe": frozenset({"system"})}
 _GRAPHICS_ENGINES = frozenset({"gfx", "render", "rcs"})
 _COMPUTE_ENGINES = frozenset({"compute", "ccs"})
 
-_NANOSECONDS = {"": 1, "ns": 1}
-_PLAIN = {"": 1}
+_IDENTITY_LINE = re.compile(r"^[ \t]*drm-(driver|pdev|client-id):[ \t]*(.*?)[ \t]*$", re.M)
+_COUNTER_LINE = re.compile(
+    r"^[ \t]*drm-(engine-capacity|engine|total-cycles|cycles|resident|memory|total)-"
+    r"([^:\s]+):[ \t]*(\d+)(?:[ \t]+(\S+))?[ \t]*$",
+    re.M,
+)
+"""A counter's line: its kind, name, number and unit (alternatives longest first, so that
+``drm-engine-capacity-vcs`` is no engine and ``drm-total-cycles-rcs`` no memory region)."""
 _BYTES = {"": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+_COUNTER_UNITS = {
+    "engine-capacity": {"": 1},
+    "engine": {"": 1, "ns": 1},
+    "total-cycles": {"": 1},
+    "cycles": {"": 1},
+    "resident": _BYTES,
+    "memory": _BYTES,
+    "total": _BYTES,
+}
+"""Each kind of counter's units, and what each is in base units (ns, cycles, bytes)."""
 
 try:
     _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -106,64 +124,31 @@ def parse_fdinfo(text: str) -> DrmClient | None:
     driver: str | None = None
     pci_bus_id: str | None = None
     client_id: int | None = None
-    engine_ns: dict[str, int] = {}
-    cycles: dict[str, int] = {}
-    total_cycles: dict[str, int] = {}
-    capacity: dict[str, int] = {}
-    resident: dict[str, int] = {}
-    total: dict[str, int] = {}
-    counters = (  # longest prefix first: drm-engine-capacity- is not an engine
-        ("drm-engine-capacity-", capacity, _PLAIN),
-        ("drm-engine-", engine_ns, _NANOSECONDS),
-        ("drm-total-cycles-", total_cycles, _PLAIN),
-        ("drm-cycles-", cycles, _PLAIN),
-        ("drm-resident-", resident, _BYTES),
-        ("drm-memory-", resident, _BYTES),
-        ("drm-total-", total, _BYTES),
-    )
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        key = key.strip()
-        if not sep or not key.startswith("drm-"):
-            continue
-        value = value.strip()
-        if key == "drm-driver":
+    for key, value in _IDENTITY_LINE.findall(text):
+        if key == "driver":
             driver = value or driver
-        elif key == "drm-pdev":
+        elif key == "pdev":
             value = value.lower()
             pci_bus_id = value if _PCI_BUS_ID.fullmatch(value) else pci_bus_id
-        elif key == "drm-client-id":
-            number = _number(value, _PLAIN)
-            client_id = number if number is not None else client_id
-        else:
-            for prefix, found, units in counters:
-                if key.startswith(prefix):
-                    name = key[len(prefix) :]
-                    number = _number(value, units)
-                    if number is not None and _KEY_NAME.fullmatch(name):
-                        found[name] = number
-                    break
+        elif value.isascii() and value.isdigit():
+            client_id = int(value)
     if driver is None or pci_bus_id is None or client_id is None:
         return None
+    counters: dict[str, dict[str, int]] = {kind: {} for kind in _COUNTER_UNITS}
+    for kind, name, digits, unit in _COUNTER_LINE.findall(text):
+        scale = _COUNTER_UNITS[kind].get(unit)
+        if scale is not None and digits.isascii():
+            counters[kind][name] = int(digits) * scale
     return DrmClient(
         driver,
         pci_bus_id,
         client_id,
-        engine_ns,
-        cycles,
-        total_cycles,
-        {name: count for name, count in capacity.items() if count > 0},
-        {**total, **resident},
+        counters["engine"],
+        counters["cycles"],
+        counters["total-cycles"],
+        {name: count for name, count in counters["engine-capacity"].items() if count > 0},
+        {**counters["total"], **counters["memory"], **counters["resident"]},
     )
-
-
-def _number(value: str, units: Mapping[str, int]) -> int | None:
-    """``123``, ``123 ns``, ``456 KiB``: the number in base units; ``None`` when it is not."""
-    parts = value.split()
-    if not 1 <= len(parts) <= 2 or not (parts[0].isascii() and parts[0].isdigit()):
-        return None
-    scale = units.get(parts[1] if len(parts) == 2 else "")
-    return None if scale is None else int(parts[0]) * scale
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,14 +211,17 @@ def _boot_time(procfs: str) -> float | None:
 
 
 def _user(status: str | None) -> str | None:
+    """The name of the real uid in ``/proc/PID/status``, else the uid (psutil's rule)."""
     for line in (status or "").splitlines():
         if line.startswith("Uid:"):
             fields = line.split()
             if len(fields) < 2 or not fields[1].isdigit():
                 return None
             try:
+                import pwd  # not on Windows, where no procfs is read
+
                 return pwd.getpwuid(int(fields[1])).pw_name
-            except KeyError:
+            except (ImportError, KeyError):
                 return fields[1]
     return None
 
@@ -280,13 +268,17 @@ class _Process:
     inode: int
     """The inode of ``/proc/PID``: a process that takes a pid over gets a new one."""
     fd_count: int | None = None
-    """The fd count at the last listing (``stat`` of ``/proc/PID/fd``; 0 before Linux 6.2)."""
+    """The fd count at the last listing, where the procfs counts fds."""
     next_scan: int = 0
-    """The sweep at which its fds are listed again."""
+    """The sweep at which its fds are listed again (0: never listed yet)."""
+    scan_gap: int = 1
+    """Sweeps from its next listing to the one after: doubles up to ``rescan_every``."""
     drm_fds: tuple[str, ...] = ()
     """Its fds on a DRM node at the last listing."""
     identity: ProcessIdentity | None = None
     """Read once it holds a client."""
+    noted: set[str] = field(default_factory=set)
+    """Its DRM fds whose fdinfo is no client, said once in the debug log."""
 
 
 @dataclass(slots=True)
@@ -306,12 +298,19 @@ class DrmClientSampler:
     The sweep lists the procfs once, and reads fdinfo only of fds whose link target is a
     DRM node. What it learns of each process is kept per pid and process start (the
     inode of ``/proc/PID``, which a process that takes a pid over does not share, and
-    which the listing gives without opening anything): its fds are listed again only when
-    their count changes (the size of ``/proc/PID/fd``, on Linux 6.2 and later) or every
-    ``rescan_every`` sweeps, spread over the sweeps by pid. So a steady sweep opens the
-    DRM fds' fdinfo and about one process in ``rescan_every``'s fd folder; a process that
-    opens a GPU long after it started shows at once on Linux 6.2 and later, and within
-    ``rescan_every`` sweeps before.
+    which the listing gives without opening anything). Its fds are listed again:
+
+    - when their count changes: on Linux 6.2 and later the size of ``/proc/PID/fd`` is
+      the count, one ``stat`` a sweep and no open; a procfs without it skips the ``stat``;
+    - 1, 2, 4... sweeps after the last listing, up to the rescan period, for a process
+      that started since the first sweep: a job opens its GPU in its first seconds;
+    - every rescan period (``RESCAN_EVERY``, or ``RESCAN_EVERY_COUNTED`` where the procfs
+      counts fds), spread over the sweeps by pid.
+
+    So a steady sweep opens the procfs, the DRM fds' fdinfo (a text several fds show is
+    parsed once) and about one process in the period's fd folder; listing a process's fds
+    costs a ``readlink`` per fd, which is what the period keeps rare on a box of busy
+    daemons.
 
     A process that exits mid-sweep, an fdinfo another user's process hides, garbage in a
     file: passed over, never raised. Not thread-safe: use one sampler from one thread.
@@ -321,7 +320,7 @@ class DrmClientSampler:
         self,
         procfs: Path | None = None,
         *,
-        rescan_every: int = RESCAN_EVERY,
+        rescan_every: int | None = None,
         raw_commands: bool = False,
         clock_ns: Callable[[], int] = time.monotonic_ns,
     ) -> None:
@@ -329,15 +328,19 @@ class DrmClientSampler:
 
         Args:
             procfs: The proc file system to read; ``GPUTUI_PROCFS``, else ``/proc``.
-            rescan_every: Sweeps between two listings of a process's fds.
+            rescan_every: Sweeps between two listings of a process's fds (default:
+                ``RESCAN_EVERY_COUNTED`` where the procfs counts fds, else ``RESCAN_EVERY``).
             raw_commands: Keep the secrets in processes' command lines.
             clock_ns: Times each client's reading (``time.monotonic_ns``; a test's clock).
         """
         self._root = os.fspath(procfs if procfs is not None else default_procfs())
-        self._rescan_every = max(1, rescan_every)
+        self._rescan_asked = rescan_every
+        self._rescan_every = RESCAN_EVERY
+        self._counts_fds: bool | None = None  # probed at the first sweep
         self._raw_commands = raw_commands
         self._clock_ns = clock_ns
         self._sweep = 0
+        self._listed_before = False
         self._processes: dict[int, _Process] = {}
         self._counters: dict[ClientKey, _Counters] = {}
         self._same_pid_namespace: bool | None = None
@@ -351,8 +354,13 @@ class DrmClientSampler:
         listed = _scan_dir(self._root)
         if listed is None:
             return {}
+        if self._counts_fds is None:
+            self._counts_fds = _fd_folder_size(f"{self._root}/self/fd") > 0
+            default = RESCAN_EVERY_COUNTED if self._counts_fds else RESCAN_EVERY
+            self._rescan_every = max(1, self._rescan_asked or default)
         clients: dict[ClientKey, tuple[DrmClient, int]] = {}  # with when it was read
         holders: dict[ClientKey, set[int]] = {}
+        parsed: dict[str, DrmClient | None] = {}  # this sweep's texts: dup'd fds show one
         processes: dict[int, _Process] = {}
         for name, inode in listed:
             if not name.isdigit():
@@ -363,7 +371,7 @@ class DrmClientSampler:
                 known = _Process(inode)
             processes[pid] = known
             for fd in self._drm_fds(pid, known):
-                client = self._read_client(pid, fd, known)
+                client = self._read_client(pid, fd, known, parsed)
                 if client is None:
                     continue
                 key = (client.pci_bus_id, client.client_id)
@@ -371,22 +379,24 @@ class DrmClientSampler:
                 if key not in clients:
                     clients[key] = (client, self._clock_ns())
         self._processes = processes
+        self._listed_before = True
         return self._readings(clients, holders)
 
     def _drm_fds(self, pid: int, known: _Process) -> tuple[str, ...]:
         """The process's fds on a DRM node: as last listed, or listed again when due."""
-        fd_dir = f"{self._root}/{pid}/fd"
-        try:
-            count: int | None = os.stat(fd_dir).st_size
-        except OSError:
+        count = _fd_folder_size(f"{self._root}/{pid}/fd") if self._counts_fds else None
+        if count == -1:
             return ()  # gone, or not a process
         if self._sweep < known.next_scan and count == known.fd_count:
             return known.drm_fds
-        first = known.next_scan == 0
+        fd_dir = f"{self._root}/{pid}/fd"
+        if known.next_scan == 0 and not self._listed_before:  # there before the sampler
+            known.next_scan = self._sweep + 1 + pid % self._rescan_every
+            known.scan_gap = self._rescan_every
+        else:
+            known.next_scan = self._sweep + known.scan_gap
+            known.scan_gap = min(2 * known.scan_gap, self._rescan_every)
         known.fd_count = count
-        known.next_scan = self._sweep + (
-            1 + pid % self._rescan_every if first else self._rescan_every
-        )
         known.drm_fds = tuple(
             name
             for name, _ in _scan_dir(fd_dir) or ()
@@ -394,15 +404,20 @@ class DrmClientSampler:
         )
         return known.drm_fds
 
-    def _read_client(self, pid: int, fd: str, known: _Process) -> DrmClient | None:
+    def _read_client(
+        self, pid: int, fd: str, known: _Process, parsed: dict[str, DrmClient | None]
+    ) -> DrmClient | None:
         if not _DRM_NODE.search(_link(f"{self._root}/{pid}/fd/{fd}")):
             known.next_scan = self._sweep + 1  # closed, or another file now: list again
             return None
         text = _read_text(f"{self._root}/{pid}/fdinfo/{fd}")
         if text is None:
             return None  # exited, or another user's
-        client = parse_fdinfo(text)
-        if client is None:
+        if text not in parsed:
+            parsed[text] = parse_fdinfo(text)
+        client = parsed[text]
+        if client is None and fd not in known.noted:
+            known.noted.add(fd)
             log.debug("%s/%d/fdinfo/%s is no DRM client usage record", self._root, pid, fd)
         return client
 
@@ -465,6 +480,15 @@ class DrmClientSampler:
         if self._same_pid_namespace is None:
             self._same_pid_namespace = _link(f"{self._root}/self") == str(os.getpid())
         return self._same_pid_namespace
+
+
+def _fd_folder_size(path: str) -> int:
+    """The size of an fd folder, which is its fd count on Linux 6.2 and later (0 before);
+    -1 when it is gone."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
 
 
 def _link(path: str) -> str:
@@ -559,6 +583,7 @@ def _kind(clients: Iterable[DrmClient]) -> str:
 __all__ = [
     "PROCFS_ENV",
     "RESCAN_EVERY",
+    "RESCAN_EVERY_COUNTED",
     "DrmClient",
     "DrmClientSampler",
     "ProcessIdentity",
