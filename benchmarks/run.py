@@ -9,8 +9,9 @@
 Sections: monitor (gputui against nvitop and glances), trainer (against seed 001's
 loop), latency (key-to-screen latency, idle and during CPU training), soak (an
 hour at --interval 0.25 with training in a loop), serve-scrape and serve-cpu (the
-exporter, alone and against nvitop-exporter), fleet (the fleet view, 256 hosts) and
-scale (1 against 2 gloo ranks, and the estimate for 8 GPUs).
+exporter, alone and against nvitop-exporter), fleet (the fleet view, 256 hosts),
+scale (1 against 2 gloo ranks, and the estimate for 8 GPUs) and drm-clients (the sweep
+for processes on AMD and Intel GPUs against the NVML sampler).
 Each is written between markers in BENCHMARKS.md, with the command that produced it
 and the machine it ran on, so sections can be refreshed one at a time. Each also
 carries a one-line headline (an HTML comment); README.md quotes every section's
@@ -674,6 +675,68 @@ def scale_section(quick: bool) -> Section:
     return body, headline
 
 
+def drm_clients_section(quick: bool) -> Section:
+    rounds, samples = ("1", "100") if quick else ("3", "300")
+    load = _load()
+    argv = [sys.executable, "benchmarks/drm_clients.py", "--rounds", rounds]
+    argv += ["--samples", samples, "--json"]
+    result = _run_json(argv)
+    medians, opens = result["median_ms_per_sample"], result["opens_per_sample"]
+    tree, live = medians["drm, 200-process tree"], medians["drm, live /proc"]
+    nvml = medians["nvml, 8 stand-in GPUs"]
+    rows = [
+        f"| {name} | {ms:.3f} | {ms / nvml:.2f}x | "
+        + ", ".join(f"{value:.3f}" for value in result["ms_per_sample"][name])
+        + f" | {f'{opens[name]:.0f}' if name in opens else 'not counted'} |"
+        for name, ms in medians.items()
+    ]
+    ratio = result["ratio_drm_over_nvml"]
+    body = "\n".join(
+        [
+            "## Processes on AMD and Intel GPUs: the DRM client sweep against NVML",
+            "",
+            "CPU per sample of `DrmClientSampler` (gputui/telemetry/drm_clients.py) and of "
+            "`NvmlSampler`, in one process, taking turns "
+            f"({result['rounds']} rounds of {result['samples']} samples after 20 warm-up "
+            f"samples; medians). The tree: {result['processes']} processes, "
+            f"{result['gpus']} of them on an AMD GPU each (one client on two fds), the others "
+            "with 10 fds on sockets, pipes and files; a tree does not count fds in its folders' "
+            f"sizes, so each process's fds are listed every {result['rescan_every']} sweeps, "
+            "as on Linux before 6.2. Live /proc: this machine's "
+            f"{result['live_processes']} processes (200 sleeping ones started for it), no GPU; "
+            "it counts fds, so a sweep `stat`s every fd folder and lists one again when its "
+            f"count changes, else every {result['rescan_every_counted']} sweeps. NVML: the "
+            f"stand-in library, {result['gpus']} GPUs with a process each. Opens: files and "
+            "folders a steady sweep opens. *No fd cache* lists every process's fds every sweep; "
+            "*no rescan* never lists them again, so the difference from the tree's figure is "
+            "what the periodic rescan costs (a `readlink` per fd of one process in "
+            f"{result['rescan_every']}).",
+            "",
+            "| sampler | ms CPU per sample | of NVML's | each round | opens |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            "Goal (issue 28): the AMD and Intel readers at most the NVML reader's CPU per sample "
+            f"for the same GPUs, with 200 processes. This sweep alone, on the tree: {ratio:.2f}x "
+            f"the stand-in's, {_verdict(ratio <= 1)} against it. The stand-in answers from "
+            "memory where a driver's NVML calls go through the kernel, so it is the least NVML "
+            "costs; no GPU of any vendor was measured here, and the AMD and Intel sysfs readers "
+            f"are not in this figure. The tree's first sweep, which lists every process's fds, "
+            f"took {result['first_sweep_ms']:.1f} ms.",
+            "",
+            *_footer(result["machine"], load, [_command(argv[:-1])]),
+        ]
+    )
+    headline = (
+        f"**DRM client sweep** (processes on AMD and Intel GPUs; 200 processes, 8 GPUs): "
+        f"{tree:.2f} ms CPU per sample, {ratio:.2f}x the NVML sampler on 8 stand-in GPUs; "
+        f"{live:.2f} ms on this machine's /proc ({result['live_processes']} processes); "
+        f"{opens['drm, 200-process tree']:.0f} opens a sweep "
+        f"({opens['drm, tree, no fd cache']:.0f} without its fd cache)."
+    )
+    return body, headline
+
+
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "monitor": monitor_section,
     "monitor-floor": monitor_floor_section,
@@ -685,6 +748,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "serve-cpu": serve_cpu_section,
     "fleet": fleet_section,
     "scale": scale_section,
+    "drm-clients": drm_clients_section,
 }
 
 

@@ -1,0 +1,593 @@
+"""The processes on AMD and Intel GPUs, from the DRM client usage statistics in fdinfo.
+
+Each open file of a DRM card or render node (``/dev/dri/card*``, ``/dev/dri/renderD*``)
+is a client of one GPU, and ``/proc/PID/fdinfo/FD`` describes it in the keys of the
+kernel's Documentation/gpu/drm-usage-stats.rst: ``drm-driver``, ``drm-pdev`` (its PCI bus
+id), ``drm-client-id``, the busy time of each engine (``drm-engine-<name>``, ns, or xe's
+busy ``drm-cycles-<name>`` against ``drm-total-cycles-<name>``, over
+``drm-engine-capacity-<name>`` engines of that class) and its memory per region
+(``drm-resident-<region>``, its older alias ``drm-memory-<region>`` that amdgpu prints,
+``drm-total-<region>``). The readings:
+
+- **Each client once**: a client is known by (``drm-pdev``, ``drm-client-id``), however
+  many fds show it (``dup``, or inherited by a forked child); it is counted for the
+  earliest-started process holding it.
+- **Engine busy** (``sm_utilization_percent``): each engine's busy time between two
+  samples over the wall time between them (xe: busy cycles over total cycles), divided
+  by the engine's capacity; a process's figure is its busiest engine, its clients on the
+  GPU added up, at most 100. ``None`` on a client's first sample, and for a client that
+  reports no engine at all (amdgpu prints only engines that ran, and does not count the
+  compute queues ROCm runs through ``/dev/kfd``: a ROCm process reads ``n/a``, not 0).
+- **Memory** (``gpu_memory_bytes``): per region, the resident figure
+  (``drm-resident-``/``drm-memory-``), else the total (``drm-total-``). VRAM is preferred:
+  where a client reports device memory (``vram``, ``vram0``, i915's ``local0``...) its
+  figure is that memory alone; elsewhere (integrated GPUs) it is the system memory the GPU
+  maps (every region but the one TTM keeps unmapped: amdgpu's ``cpu``, xe's ``system``).
+- **Kind**: ``graphics`` for a process whose clients ran only a graphics engine (``gfx``,
+  ``render``, ``rcs``), else ``compute``.
+
+Clients without ``drm-pdev`` (platform GPUs, not on PCI) are passed over. No Textual, no
+torch; Linux only (elsewhere there is no fdinfo, and a sample is empty).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gputui.telemetry.commandline import command_line
+from gputui.telemetry.readings import GpuProcess
+
+log = logging.getLogger(__name__)
+
+PROCFS_ENV = "GPUTUI_PROCFS"
+"""Names the procfs to read instead of ``/proc`` (a host's, mounted in a container; a test's)."""
+RESCAN_EVERY = 10
+"""Sweeps between two listings of a process's fds where the procfs does not count them
+(Linux before 6.2): how late a process that opens a GPU long after it started may show."""
+RESCAN_EVERY_COUNTED = 60
+"""The same where it counts them: a new count lists them at once, so this only finds an fd
+closed and a DRM node opened in its place between two sweeps."""
+FDINFO_LIMIT = 64 * 1024
+"""The most read of one fdinfo (a DRM client's is under 2 KiB)."""
+
+ClientKey = tuple[str, int]
+"""A client as the kernel counts it: (PCI bus id, ``drm-client-id``)."""
+
+_DRM_NODE = re.compile(r"(?:^|/)dev/dri/(?:renderD|card)\d+\Z")
+"""An fd's link target that is a DRM node (the suffix, so that a test tree's own works)."""
+_PCI_BUS_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_DEVICE_REGION = re.compile(r"(?:vram|local)\d*")
+"""Regions of the GPU's own memory: amdgpu's ``vram``, xe's ``vram0``, i915's ``local0``."""
+_UNMAPPED_REGIONS = {"amdgpu": frozenset({"cpu"}), "xe": frozenset({"system"})}
+"""Per driver, the system memory regions the GPU has no mapping for (TTM's system placement)."""
+_GRAPHICS_ENGINES = frozenset({"gfx", "render", "rcs"})
+_COMPUTE_ENGINES = frozenset({"compute", "ccs"})
+
+_IDENTITY_LINE = re.compile(r"^[ \t]*drm-(driver|pdev|client-id):[ \t]*(.*?)[ \t]*$", re.M)
+_COUNTER_LINE = re.compile(
+    r"^[ \t]*drm-(engine-capacity|engine|total-cycles|cycles|resident|memory|total)-"
+    r"([^:\s]+):[ \t]*(\d+)(?:[ \t]+(\S+))?[ \t]*$",
+    re.M,
+)
+"""A counter's line: its kind, name, number and unit (alternatives longest first, so that
+``drm-engine-capacity-vcs`` is no engine and ``drm-total-cycles-rcs`` no memory region)."""
+_BYTES = {"": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+_COUNTER_UNITS = {
+    "engine-capacity": {"": 1},
+    "engine": {"": 1, "ns": 1},
+    "total-cycles": {"": 1},
+    "cycles": {"": 1},
+    "resident": _BYTES,
+    "memory": _BYTES,
+    "total": _BYTES,
+}
+"""Each kind of counter's units, and what each is in base units (ns, cycles, bytes)."""
+
+try:
+    _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+except (AttributeError, ValueError, OSError):
+    _CLOCK_TICKS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class DrmClient:
+    """One DRM client, as its fdinfo describes it."""
+
+    driver: str
+    """``drm-driver``: ``amdgpu``, ``i915``, ``xe``..."""
+    pci_bus_id: str
+    """``drm-pdev``, lowercase: ``0000:03:00.0``."""
+    client_id: int
+    """``drm-client-id``."""
+    engine_ns: dict[str, int]
+    """``drm-engine-<name>``: busy nanoseconds per engine, since the client opened."""
+    cycles: dict[str, int]
+    """``drm-cycles-<name>``: busy GPU cycles per engine class (xe)."""
+    total_cycles: dict[str, int]
+    """``drm-total-cycles-<name>``: the GPU's cycle count, the base of ``cycles``."""
+    capacity: dict[str, int]
+    """``drm-engine-capacity-<name>``: engines of that class (1 where not told)."""
+    memory_bytes: dict[str, int]
+    """Per region, the resident size (``drm-resident-``/``drm-memory-``), else the total."""
+
+
+def parse_fdinfo(text: str) -> DrmClient | None:
+    """The DRM client an fdinfo describes; ``None`` when it is not one (no ``drm-driver``,
+    ``drm-pdev`` or ``drm-client-id``). Lines that are not ``key: value`` in the
+    documented form are skipped."""
+    driver: str | None = None
+    pci_bus_id: str | None = None
+    client_id: int | None = None
+    for key, value in _IDENTITY_LINE.findall(text):
+        if key == "driver":
+            driver = value or driver
+        elif key == "pdev":
+            value = value.lower()
+            pci_bus_id = value if _PCI_BUS_ID.fullmatch(value) else pci_bus_id
+        elif value.isascii() and value.isdigit():
+            client_id = int(value)
+    if driver is None or pci_bus_id is None or client_id is None:
+        return None
+    counters: dict[str, dict[str, int]] = {kind: {} for kind in _COUNTER_UNITS}
+    for kind, name, digits, unit in _COUNTER_LINE.findall(text):
+        scale = _COUNTER_UNITS[kind].get(unit)
+        if scale is not None and digits.isascii():
+            counters[kind][name] = int(digits) * scale
+    return DrmClient(
+        driver,
+        pci_bus_id,
+        client_id,
+        counters["engine"],
+        counters["cycles"],
+        counters["total-cycles"],
+        {name: count for name, count in counters["engine-capacity"].items() if count > 0},
+        {**counters["total"], **counters["memory"], **counters["resident"]},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    """Who runs a process, read from a procfs as psutil reads it (so that the start time
+    matches what ``gputui.telemetry.signals`` checks before a signal)."""
+
+    create_time: float | None
+    """Start, seconds since the epoch: ``stat``'s start ticks over the clock rate, plus
+    the boot time (psutil's ``create_time``)."""
+    user: str | None
+    """The real uid's name, or the uid itself where it has none (psutil's ``username``)."""
+    command: str | None
+    """The command line, secrets redacted (:mod:`gputui.telemetry.commandline`), else its
+    name (``comm``)."""
+
+
+def read_process_identity(
+    procfs: str | os.PathLike[str], pid: int, *, raw_commands: bool = False
+) -> ProcessIdentity | None:
+    """The start time, user and command of process ``pid`` in ``procfs``; ``None`` when it
+    has gone (no ``stat``). A part that cannot be read is ``None``.
+
+    Args:
+        procfs: The proc file system (``/proc``).
+        pid: The process.
+        raw_commands: Keep the secrets in its command line.
+    """
+    base = f"{os.fspath(procfs)}/{pid}"
+    stat = _read_text(f"{base}/stat")
+    if stat is None:
+        return None
+    create_time = None
+    start = _start_ticks(stat)
+    boot = _boot_time(os.fspath(procfs)) if start is not None else None
+    if start is not None and boot is not None:
+        create_time = float(start) / _CLOCK_TICKS + boot  # psutil's arithmetic, exactly
+    return ProcessIdentity(
+        create_time, _user(_read_text(f"{base}/status")), _command(base, raw=raw_commands)
+    )
+
+
+def _start_ticks(stat: str) -> int | None:
+    """Field 22 of ``/proc/PID/stat`` (clock ticks after boot); the name in field 2 may
+    hold spaces and parentheses, so fields are counted from its last ``)``."""
+    fields = stat.rpartition(")")[2].split()
+    if len(fields) > 19 and fields[19].isdigit():
+        return int(fields[19])
+    return None
+
+
+def _boot_time(procfs: str) -> float | None:
+    for line in (_read_text(f"{procfs}/stat") or "").splitlines():
+        if line.startswith("btime"):
+            try:
+                return float(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def _user(status: str | None) -> str | None:
+    """The name of the real uid in ``/proc/PID/status``, else the uid (psutil's rule)."""
+    for line in (status or "").splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()
+            if len(fields) < 2 or not fields[1].isdigit():
+                return None
+            try:
+                import pwd  # not on Windows, where no procfs is read
+
+                return pwd.getpwuid(int(fields[1])).pw_name
+            except (ImportError, KeyError):
+                return fields[1]
+    return None
+
+
+def _command(base: str, *, raw: bool) -> str | None:
+    argv = (_read_text(f"{base}/cmdline") or "").split("\0")
+    while argv and not argv[-1]:
+        argv.pop()
+    if argv:
+        return command_line(argv, raw=raw)
+    return (_read_text(f"{base}/comm") or "").strip() or None
+
+
+def _read_text(path: str) -> str | None:
+    """The file's text (its first ``FDINFO_LIMIT`` bytes); ``None`` when it cannot be read
+    (gone, another user's, not a file). Every file the sampler opens, it opens here."""
+    try:
+        with open(path, "rb", buffering=0) as file:
+            data = file.read(FDINFO_LIMIT)
+    except OSError:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _scan_dir(path: str) -> list[tuple[str, int]] | None:
+    """A directory's entries and their inode numbers; ``None`` when it cannot be listed.
+    Every directory the sampler lists, it lists here."""
+    try:
+        with os.scandir(path) as entries:
+            return [(entry.name, entry.inode()) for entry in entries]
+    except OSError:
+        return None
+
+
+def default_procfs() -> Path:
+    """``GPUTUI_PROCFS`` where set, else ``/proc``."""
+    return Path(os.environ.get(PROCFS_ENV) or "/proc")
+
+
+@dataclass(slots=True)
+class _Process:
+    """What the sweep keeps of one process between sweeps."""
+
+    inode: int
+    """The inode of ``/proc/PID``: a process that takes a pid over gets a new one."""
+    fd_count: int | None = None
+    """The fd count at the last listing, where the procfs counts fds."""
+    next_scan: int = 0
+    """The sweep at which its fds are listed again (0: never listed yet)."""
+    scan_gap: int = 1
+    """Sweeps from its next listing to the one after: doubles up to ``rescan_every``."""
+    drm_fds: tuple[str, ...] = ()
+    """Its fds on a DRM node at the last listing."""
+    identity: ProcessIdentity | None = None
+    """Read once it holds a client."""
+    noted: set[str] = field(default_factory=set)
+    """Its DRM fds whose fdinfo is no client, said once in the debug log."""
+
+
+@dataclass(slots=True)
+class _Counters:
+    """A client's counters at its last reading: the largest yet seen of each, as the spec
+    asks of a counter that reads lower for a while."""
+
+    read_at_ns: int
+    engine_ns: dict[str, int]
+    cycles: dict[str, int]
+    total_cycles: dict[str, int]
+
+
+class DrmClientSampler:
+    """Sweeps a procfs for DRM clients and reads them as each GPU's processes.
+
+    The sweep lists the procfs once, and reads fdinfo only of fds whose link target is a
+    DRM node. What it learns of each process is kept per pid and process start (the
+    inode of ``/proc/PID``, which a process that takes a pid over does not share, and
+    which the listing gives without opening anything). Its fds are listed again:
+
+    - when their count changes: on Linux 6.2 and later the size of ``/proc/PID/fd`` is
+      the count, one ``stat`` a sweep and no open; a procfs without it skips the ``stat``;
+    - 1, 2, 4... sweeps after the last listing, up to the rescan period, for a process
+      that started since the first sweep: a job opens its GPU in its first seconds;
+    - every rescan period (``RESCAN_EVERY``, or ``RESCAN_EVERY_COUNTED`` where the procfs
+      counts fds), spread over the sweeps by pid.
+
+    So a steady sweep opens the procfs, the DRM fds' fdinfo (a text several fds show is
+    parsed once) and about one process in the period's fd folder; listing a process's fds
+    costs a ``readlink`` per fd, which is what the period keeps rare on a box of busy
+    daemons.
+
+    A process that exits mid-sweep, an fdinfo another user's process hides, garbage in a
+    file: passed over, never raised. Not thread-safe: use one sampler from one thread.
+    """
+
+    def __init__(
+        self,
+        procfs: Path | None = None,
+        *,
+        rescan_every: int | None = None,
+        raw_commands: bool = False,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        """Prepare a sampler; nothing is read until the first sample.
+
+        Args:
+            procfs: The proc file system to read; ``GPUTUI_PROCFS``, else ``/proc``.
+            rescan_every: Sweeps between two listings of a process's fds (default:
+                ``RESCAN_EVERY_COUNTED`` where the procfs counts fds, else ``RESCAN_EVERY``).
+            raw_commands: Keep the secrets in processes' command lines.
+            clock_ns: Times each client's reading (``time.monotonic_ns``; a test's clock).
+        """
+        self._root = os.fspath(procfs if procfs is not None else default_procfs())
+        self._rescan_asked = rescan_every
+        self._rescan_every = RESCAN_EVERY
+        self._counts_fds: bool | None = None  # probed at the first sweep
+        self._raw_commands = raw_commands
+        self._clock_ns = clock_ns
+        self._sweep = 0
+        self._listed_before = False
+        self._processes: dict[int, _Process] = {}
+        self._counters: dict[ClientKey, _Counters] = {}
+        self._same_pid_namespace: bool | None = None
+
+    def sample(self) -> dict[str, tuple[GpuProcess, ...]]:
+        """One sweep: each GPU's PCI bus id (lowercase) and the processes using it, by pid.
+
+        Engine busy is ``None`` on a client's first sample; a GPU no process uses is absent.
+        """
+        self._sweep += 1
+        listed = _scan_dir(self._root)
+        if listed is None:
+            return {}
+        if self._counts_fds is None:
+            self._counts_fds = _fd_folder_size(f"{self._root}/self/fd") > 0
+            default = RESCAN_EVERY_COUNTED if self._counts_fds else RESCAN_EVERY
+            self._rescan_every = max(1, self._rescan_asked or default)
+        clients: dict[ClientKey, tuple[DrmClient, int]] = {}  # with when it was read
+        holders: dict[ClientKey, set[int]] = {}
+        parsed: dict[str, DrmClient | None] = {}  # this sweep's texts: dup'd fds show one
+        processes: dict[int, _Process] = {}
+        for name, inode in listed:
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            known = self._processes.get(pid)
+            if known is None or known.inode != inode:
+                known = _Process(inode)
+            processes[pid] = known
+            for fd in self._drm_fds(pid, known):
+                client = self._read_client(pid, fd, known, parsed)
+                if client is None:
+                    continue
+                key = (client.pci_bus_id, client.client_id)
+                holders.setdefault(key, set()).add(pid)
+                if key not in clients:
+                    clients[key] = (client, self._clock_ns())
+        self._processes = processes
+        self._listed_before = True
+        return self._readings(clients, holders)
+
+    def _drm_fds(self, pid: int, known: _Process) -> tuple[str, ...]:
+        """The process's fds on a DRM node: as last listed, or listed again when due."""
+        count = _fd_folder_size(f"{self._root}/{pid}/fd") if self._counts_fds else None
+        if count == -1:
+            return ()  # gone, or not a process
+        if self._sweep < known.next_scan and count == known.fd_count:
+            return known.drm_fds
+        fd_dir = f"{self._root}/{pid}/fd"
+        if known.next_scan == 0 and not self._listed_before:  # there before the sampler
+            known.next_scan = self._sweep + 1 + pid % self._rescan_every
+            known.scan_gap = self._rescan_every
+        else:
+            known.next_scan = self._sweep + known.scan_gap
+            known.scan_gap = min(2 * known.scan_gap, self._rescan_every)
+        known.fd_count = count
+        known.drm_fds = tuple(
+            name
+            for name, _ in _scan_dir(fd_dir) or ()
+            if name.isdigit() and _DRM_NODE.search(_link(f"{fd_dir}/{name}"))
+        )
+        return known.drm_fds
+
+    def _read_client(
+        self, pid: int, fd: str, known: _Process, parsed: dict[str, DrmClient | None]
+    ) -> DrmClient | None:
+        if not _DRM_NODE.search(_link(f"{self._root}/{pid}/fd/{fd}")):
+            known.next_scan = self._sweep + 1  # closed, or another file now: list again
+            return None
+        text = _read_text(f"{self._root}/{pid}/fdinfo/{fd}")
+        if text is None:
+            return None  # exited, or another user's
+        if text not in parsed:
+            parsed[text] = parse_fdinfo(text)
+        client = parsed[text]
+        if client is None and fd not in known.noted:
+            known.noted.add(fd)
+            log.debug("%s/%d/fdinfo/%s is no DRM client usage record", self._root, pid, fd)
+        return client
+
+    def _readings(
+        self,
+        clients: Mapping[ClientKey, tuple[DrmClient, int]],
+        holders: Mapping[ClientKey, set[int]],
+    ) -> dict[str, tuple[GpuProcess, ...]]:
+        """Each client counted for one process, and each process's clients on a GPU added up."""
+        owned: dict[tuple[str, int], list[tuple[DrmClient, dict[str, float] | None]]] = {}
+        identities: dict[int, ProcessIdentity] = {}
+        counters: dict[ClientKey, _Counters] = {}
+        for key, (client, read_at_ns) in clients.items():
+            shares, counters[key] = _engine_shares(self._counters.get(key), client, read_at_ns)
+            owner = self._owner(holders[key])
+            if owner is not None:
+                pid, identities[pid] = owner
+                owned.setdefault((client.pci_bus_id, pid), []).append((client, shares))
+        self._counters = counters
+        local = self._local_pids()
+        found: dict[str, list[GpuProcess]] = {}
+        for (bus_id, pid), its_clients in sorted(owned.items()):
+            identity = identities[pid]
+            found.setdefault(bus_id, []).append(
+                GpuProcess(
+                    pid,
+                    identity.user,
+                    identity.command,
+                    _memory(client for client, _ in its_clients),
+                    _kind(client for client, _ in its_clients),
+                    create_time=identity.create_time,
+                    local_pid=pid if local else None,
+                    sm_utilization_percent=_busy_percent(shares for _, shares in its_clients),
+                )
+            )
+        return {bus_id: tuple(processes) for bus_id, processes in found.items()}
+
+    def _owner(self, pids: set[int]) -> tuple[int, ProcessIdentity] | None:
+        """The earliest-started of the processes holding a client (the one that opened it,
+        before it forked), and who runs it; ``None`` when every one has gone."""
+        candidates = []
+        for pid in pids:
+            known = self._processes[pid]
+            if known.identity is None:
+                known.identity = read_process_identity(
+                    self._root, pid, raw_commands=self._raw_commands
+                )
+            if known.identity is not None:
+                started = known.identity.create_time
+                candidates.append((started if started is not None else float("inf"), pid))
+        if not candidates:
+            return None
+        pid = min(candidates)[1]
+        identity = self._processes[pid].identity
+        return None if identity is None else (pid, identity)
+
+    def _local_pids(self) -> bool:
+        """Whether the procfs is this pid namespace's (its ``self`` is this process), so
+        that its pids are the ones to signal."""
+        if self._same_pid_namespace is None:
+            self._same_pid_namespace = _link(f"{self._root}/self") == str(os.getpid())
+        return self._same_pid_namespace
+
+
+def _fd_folder_size(path: str) -> int:
+    """The size of an fd folder, which is its fd count on Linux 6.2 and later (0 before);
+    -1 when it is gone."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def _engine_shares(
+    before: _Counters | None, client: DrmClient, read_at_ns: int
+) -> tuple[dict[str, float] | None, _Counters]:
+    """The share of each engine the client kept busy since ``before`` (``None`` with no
+    ``before``), and its counters for the next sample.
+
+    A counter that reads lower than before counts as not having moved, and the larger
+    value is kept (the spec's rule). An engine ``before`` lacks starts from 0: amdgpu
+    prints an engine only once it has run.
+    """
+    after = _Counters(
+        read_at_ns,
+        _kept_larger(before.engine_ns if before else {}, client.engine_ns),
+        _kept_larger(before.cycles if before else {}, client.cycles),
+        _kept_larger(before.total_cycles if before else {}, client.total_cycles),
+    )
+    if before is None:
+        return None, after
+    shares: dict[str, float] = {}
+    for name, busy in client.cycles.items():
+        total, total_before = client.total_cycles.get(name), before.total_cycles.get(name)
+        if total is None or total_before is None or total <= total_before:
+            continue
+        moved = max(0, busy - before.cycles.get(name, 0))
+        shares[name] = moved / (total - total_before) / client.capacity.get(name, 1)
+    wall_ns = read_at_ns - before.read_at_ns
+    if wall_ns > 0:
+        for name, busy in client.engine_ns.items():
+            if name not in shares:
+                moved = max(0, busy - before.engine_ns.get(name, 0))
+                shares[name] = moved / wall_ns / client.capacity.get(name, 1)
+    return shares, after
+
+
+def _kept_larger(before: Mapping[str, int], now: Mapping[str, int]) -> dict[str, int]:
+    return {name: max(value, before.get(name, 0)) for name, value in now.items()}
+
+
+def _busy_percent(each_client: Iterable[dict[str, float] | None]) -> float | None:
+    """The busiest engine's share, the clients' shares of it added up, 0-100; ``None``
+    when no client's is known."""
+    engines: dict[str, float] = {}
+    known = False
+    for shares in each_client:
+        if shares:
+            known = True
+            for name, share in shares.items():
+                engines[name] = engines.get(name, 0.0) + share
+    if not known:
+        return None
+    return min(100.0, max(0.0, 100.0 * max(engines.values())))
+
+
+def _memory(clients: Iterable[DrmClient]) -> int | None:
+    """The clients' memory on the GPU added up (see the module); ``None`` when none says."""
+    known = [size for size in map(_client_memory, clients) if size is not None]
+    return sum(known) if known else None
+
+
+def _client_memory(client: DrmClient) -> int | None:
+    regions = client.memory_bytes
+    if not regions:
+        return None
+    device = [size for region, size in regions.items() if _DEVICE_REGION.fullmatch(region)]
+    if device:
+        return sum(device)
+    unmapped = _UNMAPPED_REGIONS.get(client.driver, frozenset())
+    return sum(size for region, size in regions.items() if region not in unmapped)
+
+
+def _kind(clients: Iterable[DrmClient]) -> str:
+    """``graphics`` when the clients ran a graphics engine and never a compute one."""
+    ran = {
+        name
+        for client in clients
+        for counts in (client.engine_ns, client.cycles)
+        for name, value in counts.items()
+        if value > 0
+    }
+    return "graphics" if ran & _GRAPHICS_ENGINES and not ran & _COMPUTE_ENGINES else "compute"
+
+
+__all__ = [
+    "PROCFS_ENV",
+    "RESCAN_EVERY",
+    "RESCAN_EVERY_COUNTED",
+    "DrmClient",
+    "DrmClientSampler",
+    "ProcessIdentity",
+    "default_procfs",
+    "parse_fdinfo",
+    "read_process_identity",
+]
