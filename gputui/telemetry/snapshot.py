@@ -24,7 +24,6 @@ from gputui.format import (
     fmt_elapsed,
     fmt_ghz,
     fmt_percent,
-    fmt_process_kind,
     fmt_rate,
     fmt_unit,
     fmt_used_total,
@@ -390,14 +389,14 @@ each command goes on a line of its own under its row."""
 
 
 def _process_lines(processes: list[tuple[int, GpuProcess]], width: int) -> list[str]:
-    """The processes' table; no CPU % (one sample has no previous one to measure from)."""
-    heading = ["GPU", "PID", "TYPE", "USER", "GPU MEMORY", "HOST MEMORY", "ELAPSED"]
-    right = {0, 1, 4, 5, 6}
+    """The processes' table; no CPU % (one sample has no previous one to measure from), and
+    the kind in JSON alone (the command needs the room more)."""
+    heading = ["GPU", "PID", "USER", "GPU MEMORY", "HOST MEMORY", "ELAPSED"]
+    right = {0, 1, 3, 4, 5}
     rows = [
         [
             str(index),
             str(shown_pid(process)),
-            fmt_process_kind(process.kind),
             ellipsize(process.user or NA, 12),
             fmt_bytes(process.gpu_memory_bytes),
             fmt_bytes(process.rss_bytes),

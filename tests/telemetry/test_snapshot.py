@@ -308,14 +308,14 @@ def test_table_lists_processes_with_long_commands_cut() -> None:
     lines = _lines(SNAPSHOT)
     header = _line(lines, "GPU   PID")
     assert " ".join(header.split()) == (
-        "GPU PID TYPE USER GPU MEMORY HOST MEMORY ELAPSED COMMAND"
+        "GPU PID USER GPU MEMORY HOST MEMORY ELAPSED COMMAND"
     )  # no CPU %: one sample has none
     alice = _line(lines, "0  4242")
-    assert alice.split()[:9] == ["0", "4242", "C", "alice", "58.0", "GiB", "6.0", "GiB", "1:06:40"]
+    assert alice.split()[:8] == ["0", "4242", "alice", "58.0", "GiB", "6.0", "GiB", "1:06:40"]
     assert alice.endswith("…")
     assert len(alice) == WIDTH
     unknown = _line(lines, "0    77")
-    assert unknown.split()[2:] == ["C", *["n/a"] * 5]
+    assert unknown.split()[2:] == ["n/a"] * 5
 
 
 def test_table_without_nvml_is_one_sentence_wrapped() -> None:
