@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from gputui.telemetry.readings import GpuProcess
 from gputui.ui.monitor.process_rows import SORT_KEYS, ProcessOrder, matches, ordered, process_rows
-from gputui.ui.render.processes import SELECTED_STYLE, TRAINER_STYLE, process_table_lines
+from gputui.ui.render.processes import (
+    PROCESS_COLUMNS,
+    SELECTED_STYLE,
+    TRAINER_STYLE,
+    process_table_lines,
+)
 from tests.ui.fakes import GiB, gpu_reading
 
 PROCESSES = {
@@ -88,6 +93,10 @@ def test_o_cycles_the_keys_and_each_has_its_natural_direction() -> None:
         ("command", [150, 300, 100, 200]),  # any case: Jupyter, python serve, python train
         ("type", [300, 150, 100, 200]),  # compute, compute+graphics, graphics
     ]
+
+
+def test_every_column_is_a_sort_key_and_each_key_a_column() -> None:
+    assert sorted(SORT_KEYS) == sorted(column.key for column in PROCESS_COLUMNS)
 
 
 def test_reverse_turns_the_order_round_but_unknown_values_stay_last() -> None:
