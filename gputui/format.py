@@ -303,6 +303,27 @@ def fmt_ms(value: float | None) -> str:
     return f"{value:.1f}" if size < 100 else f"{value:.0f}"
 
 
+def fmt_elapsed(seconds: float | None) -> str:
+    """Time since a process started, as ``ps -o etime`` writes it: ``7:05``, ``3:07:05``,
+    ``2-03:07:05`` (days, hours, minutes, seconds)."""
+    if seconds is None:
+        return NA
+    minutes, secs = divmod(int(max(seconds, 0)), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+_PROCESS_KINDS = {"compute": "C", "graphics": "G", "compute+graphics": "C+G"}
+
+
+def fmt_process_kind(kind: str) -> str:
+    """A GPU process's kind as nvitop writes it: ``C`` (compute), ``G`` (graphics), ``C+G``."""
+    return _PROCESS_KINDS.get(kind, kind)
+
+
 def fmt_count(value: float | None) -> str:
     """A count or a rate with thousands separators: ``12,345``."""
     return NA if value is None else f"{value:,.0f}"

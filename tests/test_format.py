@@ -12,9 +12,11 @@ from gputui.format import (
     fmt_bytes,
     fmt_columns,
     fmt_counted,
+    fmt_elapsed,
     fmt_energy,
     fmt_link_rate,
     fmt_pcie_link,
+    fmt_process_kind,
     fmt_rate,
     fmt_used_total,
     for_screen,
@@ -74,6 +76,26 @@ def test_rates_never_read_four_digits() -> None:
             assert float(number) < 1000, number
             number = fmt_rate(mantissa * 1024**exponent).split()[0]
             assert float(number) < 1000, number
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0.4, "0:00"),
+        (65.9, "1:05"),  # whole seconds, as ps writes them
+        (3 * 3600 + 7 * 60 + 5, "3:07:05"),
+        (2 * 86400 + 3 * 3600 + 7 * 60 + 5, "2-03:07:05"),
+        (-3.0, "0:00"),  # a start time a little ahead of this clock
+        (None, "n/a"),
+    ],
+)
+def test_elapsed_time_reads_as_ps_etime(seconds: float | None, shown: str) -> None:
+    assert fmt_elapsed(seconds) == shown
+
+
+def test_process_kinds_read_as_nvitop_writes_them() -> None:
+    kinds = ("compute", "graphics", "compute+graphics", "other")
+    assert [fmt_process_kind(kind) for kind in kinds] == ["C", "G", "C+G", "other"]
 
 
 def test_used_total_in_the_totals_unit() -> None:

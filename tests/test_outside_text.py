@@ -167,7 +167,7 @@ def test_the_monitor_on_a_real_terminal_never_writes_the_crafted_text_raw(
         [sys.executable, "-m", "gputui"],
         env=env,
         cwd=ROOT,
-        size=(250, 50),  # the process table beside the runner, its command column long enough
+        size=(300, 50),  # the process table beside the runner, its command column long enough
         timeout_s=60,
         until=lambda shown: "evil -c import time" in shown_text(shown),
     )

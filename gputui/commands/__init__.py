@@ -94,7 +94,7 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
         "--readonly",
         action="store_true",
         help=(
-            f"never send a signal: the monitor's k and K (end a GPU process) only say it is "
+            f"never send a signal: the monitor's k, K and i (signal a GPU process) only say it is "
             f"read-only (as does {READONLY_ENV}=1)"
         ),
     )

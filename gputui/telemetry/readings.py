@@ -83,7 +83,7 @@ class GpuProcess:
     gpu_memory_bytes: int | None
     """GPU memory the process uses; ``None`` when the driver does not say."""
     kind: str = "compute"
-    """``"compute"`` or ``"graphics"``."""
+    """``"compute"``, ``"graphics"``, or ``"compute+graphics"`` where NVML lists it as both."""
     create_time: float | None = None
     """When the process started (psutil's ``create_time``, seconds since the epoch), read with
     its user and command; ``None`` where unknown. A signal goes only to a process that still
@@ -95,6 +95,13 @@ class GpuProcess:
     sm_utilization_percent: float | None = None
     """Share of the GPU's SMs the process kept busy in NVML's latest samples, 0-100 (0 when
     NVML has no recent sample of it: it ran no kernel); ``None`` where NVML does not say."""
+    cpu_percent: float | None = None
+    """Host CPU it used since the previous reading, percent of one core (over 100 on several
+    cores); ``None`` on its first reading, or where psutil cannot see it."""
+    rss_bytes: int | None = None
+    """Host memory it holds (resident set size); ``None`` where psutil cannot see it."""
+    elapsed_s: float | None = None
+    """Seconds since it started (``create_time``) at this reading; ``None`` where unknown."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from gputui.format import (
     fmt_columns,
     fmt_cores,
     fmt_counted,
+    fmt_elapsed,
     fmt_ghz,
     fmt_pcie_link,
     fmt_percent,
@@ -193,6 +194,9 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "gpu_memory_bytes",
         "sm_utilization_percent",
         "kind",
+        "cpu_percent",
+        "rss_bytes",
+        "elapsed_s",
     ),
     NvmlStatus: (
         "available",
@@ -402,18 +406,23 @@ each command goes on a line of its own under its row."""
 
 
 def _process_lines(processes: list[tuple[int, GpuProcess]], width: int) -> list[str]:
-    heading = ["GPU", "PID", "USER", "GPU MEMORY"]
+    """The processes' table; no CPU % (one sample has no previous one to measure from), and
+    the kind in JSON alone (the command needs the room more)."""
+    heading = ["GPU", "PID", "USER", "GPU MEMORY", "HOST MEMORY", "ELAPSED"]
+    right = {0, 1, 3, 4, 5}
     rows = [
         [
             str(index),
             str(shown_pid(process)),
             ellipsize(process.user or NA, 12),
             fmt_bytes(process.gpu_memory_bytes),
+            fmt_bytes(process.rss_bytes),
+            fmt_elapsed(process.elapsed_s),
         ]
         for index, process in processes
     ]
     commands = [process.command or NA for _, process in processes]
-    table = fmt_columns([heading, *rows], right={0, 1, 3})
+    table = fmt_columns([heading, *rows], right=right)
     lines = [_INDENT + "processes"]
     room = width - len(_INDENT * 2) - max(len(line) for line in table) - 2
     if room >= COMMAND_ROOM_MIN:
@@ -422,7 +431,7 @@ def _process_lines(processes: list[tuple[int, GpuProcess]], width: int) -> list[
             *([*row, cmd] for row, cmd in zip(rows, commands, strict=True)),
         ]
         return lines + [
-            ellipsize(_INDENT * 2 + line, width) for line in fmt_columns(full, right={0, 1, 3})
+            ellipsize(_INDENT * 2 + line, width) for line in fmt_columns(full, right=right)
         ]
     lines += _indented(_INDENT * 2, table[:1])
     for line, command in zip(table[1:], commands, strict=True):

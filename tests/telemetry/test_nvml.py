@@ -660,12 +660,37 @@ def test_processes_are_joined_with_psutil(
             2048,
         )
         assert ghost.create_time is None
-        # GPU 1: this process is in both lists (shown once, as compute) with no memory
-        # figure; PID 1 is a graphics process whose owner psutil can tell.
+        # GPU 1: this process is in both lists (shown once, as compute+graphics, with the
+        # compute list's memory: none); PID 1 is a graphics process whose owner psutil can tell.
         both, init = gpu(reading, 1).processes
-        assert (both.pid, both.kind, both.gpu_memory_bytes) == (me.pid, "compute", None)
+        assert (both.pid, both.kind, both.gpu_memory_bytes) == (me.pid, "compute+graphics", None)
         assert (init.pid, init.kind, init.gpu_memory_bytes) == (1, "graphics", 4096)
         assert init.user == _username_or_none(1)
+
+
+def test_processes_have_their_host_cpu_memory_and_elapsed_time(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    """Read from the psutil object cached per (pid, start time): CPU % is unknown on the
+    first reading (nothing to measure from) and known on the next, on every GPU that lists
+    the process (read once a sample: a second call would measure a few microseconds)."""
+    me = psutil.Process()
+    gone = next(pid for pid in range(4_000_000, 4_100_000) if not psutil.pid_exists(pid))
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0:{me.pid}:1024,0:{gone}:2048,1:{me.pid}:1024")
+    readings = []
+    for _ in range(3):
+        before = time.time()
+        readings.append(sampler.sample())
+        after = time.time()
+        (mine, ghost), (also_mine,) = (gpu(readings[-1], i).processes for i in (0, 1))
+        assert also_mine == mine
+        assert mine.elapsed_s is not None
+        assert before - me.create_time() <= mine.elapsed_s <= after - me.create_time()
+        assert mine.rss_bytes is not None and 0 < mine.rss_bytes < me.memory_info().vms
+        assert (ghost.cpu_percent, ghost.rss_bytes, ghost.elapsed_s) == (None, None, None)
+    cpu = [gpu(reading, 0).processes[0].cpu_percent for reading in readings]  # type: ignore[index]
+    assert cpu[0] is None and cpu[1] is not None and cpu[2] is not None
+    assert cpu[1] >= 0 and cpu[2] >= 0
 
 
 def test_each_process_has_its_sm_utilization_from_one_ask_per_gpu_and_sample(
@@ -1091,6 +1116,7 @@ def test_in_a_pid_namespace_nvml_pids_are_the_host_s_and_not_joined(
     assert data["nvml"]["host_pids"] is True
     (process,) = data["gpus"][0]["processes"]
     assert (process["pid"], process["user"], process["command"]) == (1, None, None)
+    assert (process["rss_bytes"], process["elapsed_s"]) == (None, None)  # n/a, not pid 1's here
     outside = json.loads(
         subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout
     )
@@ -1170,8 +1196,10 @@ def test_in_a_pid_namespace_the_one_local_process_mapping_a_gpu_is_matched(
     assert matched["local_pid"] not in (None, 4242)
     assert matched["user"] == "root"
     assert "/dev/nvidia0" in matched["command"] and "mmap" in matched["command"]
+    assert matched["rss_bytes"] > 0 and matched["elapsed_s"] >= 0  # the local process's
     (unproven,) = data["gpus"][1]["processes"]
     assert (unproven["pid"], unproven["local_pid"], unproven["command"]) == (4343, None, None)
+    assert (unproven["rss_bytes"], unproven["elapsed_s"]) == (None, None)
 
 
 def test_the_hang_knob_holds_a_call_inside_the_library_until_released(

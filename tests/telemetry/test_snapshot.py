@@ -59,7 +59,16 @@ GPU_KEYS = {
     "pcie_link_width_max_lanes",
     "processes",
 }
-PROCESS_KEYS = {"pid", "user", "command", "gpu_memory_bytes", "sm_utilization_percent"}
+PROCESS_KEYS = {
+    "pid",
+    "user",
+    "command",
+    "gpu_memory_bytes",
+    "sm_utilization_percent",
+    "cpu_percent",
+    "rss_bytes",
+    "elapsed_s",
+}
 NVML_KEYS = {
     "available",
     "driver_version",
@@ -106,6 +115,9 @@ GPU = gpu_reading(
             command="python train.py --model resnet152 --batch-size 512 --epochs 90 "
             "--data /datasets/imagenet/train --workers 16",
             gpu_memory_bytes=58 * 2**30,
+            cpu_percent=97.5,
+            rss_bytes=6 * 2**30,
+            elapsed_s=4000.0,
         ),
         GpuProcess(pid=77, user=None, command=None, gpu_memory_bytes=None),
     ),
@@ -173,6 +185,9 @@ def test_json_carries_the_values() -> None:
         "gpu_memory_bytes": 58 * 2**30,
         "sm_utilization_percent": None,
         "kind": "compute",
+        "cpu_percent": 97.5,
+        "rss_bytes": 6 * 2**30,
+        "elapsed_s": 4000.0,
     }
     assert lost["state"] == "lost"
     assert lost["index"] == 1
@@ -202,6 +217,9 @@ def test_json_unsupported_readings_are_null() -> None:
         "gpu_memory_bytes": None,
         "sm_utilization_percent": None,
         "kind": "compute",
+        "cpu_percent": None,
+        "rss_bytes": None,
+        "elapsed_s": None,
     }
     for key in GPU_KEYS - {"index", "name", "uuid", "state", "processes"}:
         assert lost[key] is None, key
@@ -307,14 +325,15 @@ def test_table_marks_a_lost_gpu_and_keeps_the_others() -> None:
 def test_table_lists_processes_with_long_commands_cut() -> None:
     lines = _lines(SNAPSHOT)
     header = _line(lines, "GPU   PID")
-    assert header.split() == ["GPU", "PID", "USER", "GPU", "MEMORY", "COMMAND"]
+    assert " ".join(header.split()) == (
+        "GPU PID USER GPU MEMORY HOST MEMORY ELAPSED COMMAND"
+    )  # no CPU %: one sample has none
     alice = _line(lines, "0  4242")
-    assert "alice" in alice
-    assert "58.0 GiB" in alice
+    assert alice.split()[:8] == ["0", "4242", "alice", "58.0", "GiB", "6.0", "GiB", "1:06:40"]
     assert alice.endswith("…")
     assert len(alice) == WIDTH
     unknown = _line(lines, "0    77")
-    assert unknown.split()[2:] == ["n/a", "n/a", "n/a"]
+    assert unknown.split()[2:] == ["n/a"] * 5
 
 
 def test_table_without_nvml_is_one_sentence_wrapped() -> None:
@@ -421,6 +440,9 @@ def test_json_health_read_through_the_stand_in(
                     "gpu_memory_bytes": 2048,
                     "sm_utilization_percent": None,  # NVML has none per process in MIG mode
                     "kind": "compute",
+                    "cpu_percent": None,  # not read for a MIG device's processes
+                    "rss_bytes": None,
+                    "elapsed_s": None,
                 }
             ],
         }

@@ -124,6 +124,9 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
                     command=f"python train.py --model vit-h/14 --shard {index} [run 7]",
                     gpu_memory_bytes=int((used - 0.5) * GiB),
                     sm_utilization_percent=utilization,  # the GPU's only process
+                    cpu_percent=(101.0, 99.0, 12.0, 100.0, 104.0, 35.0, 98.0, 3.0)[index % 8],
+                    rss_bytes=int((7.5 + index % 8) * GiB),
+                    elapsed_s=3 * 3600 + 25 * 60 + 61 * index,
                 ),
             )
         ),

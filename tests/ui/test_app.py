@@ -12,6 +12,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.command import CommandPalette
@@ -87,13 +88,16 @@ async def test_panels_show_the_injected_readings() -> None:
         table = app.query_one(ProcessTable)
         assert len(table.shown) == 2
         assert table.shown["0:41000:compute"][-1].endswith("--shard 0 [run 7]")
-        assert table.lines[1].plain.endswith(" 92%  python train.py --model vit-h/14 --shard …")
+        # at 80 columns the host memory and type columns give way to the command
+        assert table.lines[1].plain == (
+            "   0  41000  ada   60.7 GiB   92%   101%  3:25:00  python train.py --model …"
+        )
         assert MPS_ON_LINUX.message in app.query_one(MpsPanel).lines[0].plain
         text = screen_text(app)
         assert "CPU · AMD EPYC 7763 64-Core Processor" in text
         assert "0 · NVIDIA H100 80GB HBM3 · P0" in text
         assert "GPU processes · 2" in text
-        assert "q Quit" in text and "kK Kill" in text  # the footer shows the keys (every one at
+        assert "q Quit" in text and "kKi Kill" in text  # the footer shows the keys (every one at
         # 80 columns: tests/ui/test_footer.py; the palette's hint comes back from 90)
         assert app.query_one("#runner").display is False
 
@@ -320,9 +324,11 @@ async def test_the_process_table_rebuilds_only_when_its_rows_change(
         table = app.query_one(ProcessTable)
         builds: list[int] = []
 
-        def spy(rows: list[tuple[str, ...]], width: int, *marked: str | None) -> list[Line]:
+        def spy(
+            rows: list[tuple[str, ...]], width: int, *marked: str | None, **order: Any
+        ) -> list[Line]:
             builds.append(len(rows))
-            return process_table_lines(rows, width, *marked)  # type: ignore[arg-type]
+            return process_table_lines(rows, width, *marked, **order)  # type: ignore[arg-type]
 
         monkeypatch.setattr(process_table_module, "process_table_lines", spy)
         await wait_until(pilot, lambda: app.handled["nvml"] >= 3)
@@ -333,10 +339,10 @@ async def test_the_process_table_rebuilds_only_when_its_rows_change(
         assert builds == [2]  # built once, when the rows changed
         assert set(table.shown) == {"0:41000:compute", "0:777:compute"}
         heading, *rows = (line.plain.rstrip() for line in table.lines)
-        assert heading == "GPU    PID  User   GPU mem  SM %  Command"
+        assert heading == "GPU▲    PID  User   GPU mem  SM %  CPU %  Elapsed  Command"
         assert rows == [  # by GPU, then PID; right-aligned numbers, n/a for what is unknown
-            "  0    777  n/a        n/a   n/a  n/a",
-            "  0  41000  ada   12.0 GiB   n/a  python train.py --model vit-h/14 --shard …",
+            "   0    777  n/a        n/a   n/a    n/a      n/a  n/a",
+            "   0  41000  ada   12.0 GiB   n/a    n/a      n/a  python train.py --model …",
         ]
 
 
@@ -366,7 +372,7 @@ async def test_the_process_table_scrolls_its_rows_under_a_pinned_heading() -> No
         await wait_until(pilot, lambda: table.scroll_y == table.max_scroll_y)
         assert selected() == "worker 29"
         view = [table.render_line(y).text.rstrip() for y in range(shown)]
-        assert view[0].startswith("GPU    PID")  # the heading stays on top
+        assert view[0].startswith("GPU▲    PID")  # the heading stays on top
         assert view[-1].endswith("worker 29")  # the last row, under it
         assert view[1].endswith(f"worker {30 - shown + 1}")
         await pilot.press("pageup")  # a page up: the view scrolls just enough to show it

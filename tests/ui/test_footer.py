@@ -17,7 +17,7 @@ FOOTER_ITEMS = (
     "t Runner",
     "oO Sort",
     "/ Filter",
-    "kK Kill",
+    "kKi Kill",
 )
 """What the monitor's footer shows, key then description (a group: its keys, its label)."""
 

@@ -211,6 +211,10 @@ async def test_the_help_lists_every_key_of_the_monitor_and_the_process_table() -
                 area = next((a for p, a in KEY_AREAS.items() if action.startswith(p)), "Monitor")
             key = app.get_key_display(binding)
             assert key in shown[area], f"{binding.key} ({binding.action}) not in {area}: {shown}"
+        processes = dict(dict(help_screen.areas)["GPU processes"])
+        assert (
+            processes["i"] == "Send SIGINT (as Ctrl+C) to the selected GPU process, once y confirms"
+        )
 
 
 async def test_the_help_lists_every_key_of_the_fleet_view() -> None:
@@ -247,11 +251,11 @@ async def test_a_read_only_footer_offers_no_kill_keys_and_k_still_says_why() -> 
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
         footer = footer_line(app)
-        assert "Kill" not in footer and "kK" not in footer, footer
+        assert "Kill" not in footer and "kK" not in footer and "Interrupt" not in footer, footer
         assert "q Quit" in footer and "/ Filter" in footer
-        await pilot.press("k")
-        await wait_until(pilot, lambda: len(app._notifications) == 1)
-        assert [notice.message for notice in app._notifications] == [READONLY_REFUSAL]
+        await pilot.press("k", "i")
+        await wait_until(pilot, lambda: len(app._notifications) == 2)
+        assert [notice.message for notice in app._notifications] == [READONLY_REFUSAL] * 2
 
 
 # -- the w dialog -------------------------------------------------------------------------

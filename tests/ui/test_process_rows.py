@@ -4,16 +4,52 @@ from __future__ import annotations
 
 from gputui.telemetry.readings import GpuProcess
 from gputui.ui.monitor.process_rows import SORT_KEYS, ProcessOrder, matches, ordered, process_rows
-from gputui.ui.render.processes import SELECTED_STYLE, TRAINER_STYLE, process_table_lines
+from gputui.ui.render.processes import (
+    PROCESS_COLUMNS,
+    SELECTED_STYLE,
+    TRAINER_STYLE,
+    process_table_lines,
+)
 from tests.ui.fakes import GiB, gpu_reading
 
 PROCESSES = {
     0: (
-        GpuProcess(300, "bob", "python serve.py", 2 * GiB, sm_utilization_percent=12.0),
-        GpuProcess(100, "ada", "python train.py", 8 * GiB, sm_utilization_percent=3.0),
-        GpuProcess(200, None, None, None),  # psutil could not see it, NVML has no SM %
+        GpuProcess(
+            300,
+            "bob",
+            "python serve.py",
+            2 * GiB,
+            sm_utilization_percent=12.0,
+            cpu_percent=250.0,
+            rss_bytes=3 * GiB,
+            elapsed_s=7200.0,
+        ),
+        GpuProcess(
+            100,
+            "ada",
+            "python train.py",
+            8 * GiB,
+            "compute+graphics",
+            sm_utilization_percent=3.0,
+            cpu_percent=95.0,
+            rss_bytes=12 * GiB,
+            elapsed_s=90_000.0,
+        ),
+        # psutil could not see it, NVML has no SM %
+        GpuProcess(200, None, None, None, "graphics"),
     ),
-    1: (GpuProcess(150, "cy", "Jupyter kernel", 4 * GiB, sm_utilization_percent=97.0),),
+    1: (
+        GpuProcess(
+            150,
+            "cy",
+            "Jupyter kernel",
+            4 * GiB,
+            sm_utilization_percent=97.0,
+            cpu_percent=3.0,
+            rss_bytes=GiB,
+            elapsed_s=100_000.0,
+        ),
+    ),
 }
 ROWS = process_rows([gpu_reading(i, processes=p) for i, p in PROCESSES.items()])
 
@@ -23,9 +59,15 @@ def pids(order: ProcessOrder) -> list[int]:
 
 
 def test_rows_are_keyed_by_gpu_pid_and_kind() -> None:
-    assert list(ROWS) == ["0:300:compute", "0:100:compute", "0:200:compute", "1:150:compute"]
-    assert ROWS["0:100:compute"].cells == ("0", "100", "ada", "8.0 GiB", "3%", "python train.py")
-    assert ROWS["0:200:compute"].cells[4] == "n/a"
+    assert list(ROWS) == [
+        "0:300:compute",
+        "0:100:compute+graphics",
+        "0:200:graphics",
+        "1:150:compute",
+    ]
+    cells = ("0", "100", "C+G", "ada", "8.0 GiB", "3%", "95%", "12.0 GiB", "1-01:00:00")
+    assert ROWS["0:100:compute+graphics"].cells == (*cells, "python train.py")
+    assert ROWS["0:200:graphics"].cells[2:] == ("G", *["n/a"] * 7)
 
 
 def test_the_default_order_is_by_gpu_then_pid() -> None:
@@ -43,10 +85,18 @@ def test_o_cycles_the_keys_and_each_has_its_natural_direction() -> None:
         ("gpu", [100, 200, 300, 150]),
         ("memory", [100, 150, 300, 200]),  # largest first; unknown memory last
         ("sm", [150, 300, 100, 200]),  # the busiest first; unknown SM % last
+        ("cpu", [300, 100, 150, 200]),  # the busiest on the host first
+        ("host_memory", [100, 300, 150, 200]),  # the largest resident set first
+        ("elapsed", [150, 100, 300, 200]),  # the oldest first
         ("pid", [100, 150, 200, 300]),
         ("user", [100, 300, 150, 200]),  # ada, bob, cy; unknown user last
         ("command", [150, 300, 100, 200]),  # any case: Jupyter, python serve, python train
+        ("type", [300, 150, 100, 200]),  # compute, compute+graphics, graphics
     ]
+
+
+def test_every_column_is_a_sort_key_and_each_key_a_column() -> None:
+    assert sorted(SORT_KEYS) == sorted(column.key for column in PROCESS_COLUMNS)
 
 
 def test_reverse_turns_the_order_round_but_unknown_values_stay_last() -> None:
@@ -65,17 +115,13 @@ def test_the_filter_keeps_rows_holding_the_text_in_any_cell_and_any_case() -> No
     assert pids(ProcessOrder("memory", filter="python")) == [100, 300]
     assert pids(ProcessOrder(filter="nothing like it")) == []
     assert matches(ROWS["1:150:compute"], "jupyter")
+    assert pids(ProcessOrder(filter="c+g")) == [100]
 
 
-def test_the_subtitle_says_the_order_and_filter_unless_they_are_the_defaults() -> None:
+def test_the_subtitle_says_the_filter_only_the_sort_is_in_the_heading() -> None:
     assert ProcessOrder().describe(4, 4) is None
-    assert ProcessOrder("memory").describe(4, 4) == "sort GPU mem ▼"
-    assert ProcessOrder("memory", reverse=True).describe(4, 4) == "sort GPU mem ▲"
-    assert ProcessOrder(reverse=True).describe(4, 4) == "sort GPU ▼"
-    assert ProcessOrder("sm").describe(4, 4) == "sort SM % ▼"
-    assert ProcessOrder("pid", filter="py\n").describe(2, 4) == (
-        "sort PID ▲ · filter 'py\\n': 2 of 4"
-    )
+    assert ProcessOrder("memory", reverse=True).describe(4, 4) is None
+    assert ProcessOrder("pid", filter="py\n").describe(2, 4) == "filter 'py\\n': 2 of 4"
 
 
 def test_the_selected_row_is_drawn_as_a_cursor_even_on_the_trainer() -> None:

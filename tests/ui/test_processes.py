@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 import psutil
@@ -21,7 +22,7 @@ from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import GpuProcess
 from gputui.telemetry.signals import HOST_PIDS_REFUSAL
 from gputui.ui.monitor.app import NO_SELECTION, READONLY_REFUSAL, MonitorApp
-from gputui.ui.monitor.process_rows import ProcessOrder
+from gputui.ui.monitor.process_rows import SORT_KEYS, ProcessOrder
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.signal_dialog import SignalDialog
 from tests.fakenvml import FakeNvml
@@ -45,11 +46,12 @@ Sleepers = Callable[..., subprocess.Popen[bytes]]
 
 @pytest.fixture
 def sleepers() -> Iterator[Sleepers]:
-    """Starts ``sleep SECONDS`` children; any still running afterwards are killed."""
+    """Starts ``sleep SECONDS`` children (or ``command``); any still running afterwards are
+    killed."""
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(seconds: int = 600) -> subprocess.Popen[bytes]:
-        child = subprocess.Popen(["sleep", str(seconds)])
+    def start(seconds: int = 600, command: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+        child = subprocess.Popen(command or ["sleep", str(seconds)], stdout=subprocess.PIPE)
         started.append(child)
         return child
 
@@ -98,6 +100,19 @@ async def select_pid(pilot: Pilot[object], app: MonitorApp, pid: int) -> None:
     raise AssertionError(f"pid {pid} is not in the table: {pids(app)}")
 
 
+def heading(app: MonitorApp) -> str:
+    """The process table's heading, as drawn."""
+    return table_of(app).lines[0].plain
+
+
+def started_python(sleepers: Sleepers, setup: str = "") -> subprocess.Popen[bytes]:
+    """A Python child that runs ``setup`` then sleeps, once it says it has run it."""
+    code = f"import time\n{setup}\nprint('ready', flush=True)\ntime.sleep(600)"
+    child = sleepers(command=[sys.executable, "-c", code])
+    assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    return child
+
+
 def exit_signal(child: subprocess.Popen[bytes]) -> int:
     return -child.wait(timeout=10)
 
@@ -115,24 +130,61 @@ async def test_o_cycles_the_sort_and_O_reverses_it(
         await settled(pilot)
         await wait_until(pilot, lambda: len(table_of(app).shown) == 3)
         by_gpu = [*sorted([big.pid, middle.pid]), small.pid]
-        assert pids(app) == by_gpu and table_of(app).border_subtitle is None
+        assert pids(app) == by_gpu and heading(app).startswith("GPU▲ ")
         await pilot.press("o")  # GPU memory, largest first
         await wait_until(pilot, lambda: pids(app) == [big.pid, middle.pid, small.pid])
-        assert table_of(app).border_subtitle == "sort GPU mem ▼"
-        assert "sort GPU mem ▼" in screen_text(app)
+        assert "  GPU mem▼  " in heading(app) and "GPU mem▼" in screen_text(app)
+        assert table_of(app).border_subtitle is None  # the sort is in the heading alone
         await pilot.press("O")
         await wait_until(pilot, lambda: pids(app) == [small.pid, middle.pid, big.pid])
         assert table_of(app).order == ProcessOrder("memory", reverse=True)
+        assert "  GPU mem▲  " in heading(app) and "▼" not in heading(app)
         await pilot.press("o")  # SM %, the busiest first (the big one ran no kernel: 0 %)
         await wait_until(pilot, lambda: pids(app) == [small.pid, middle.pid, big.pid])
-        assert "sort SM % ▼" in screen_text(app)
+        assert "SM %▼" in screen_text(app)
         assert " 90% " in screen_text(app)
-        await pilot.press("o")  # by pid
-        await wait_until(pilot, lambda: pids(app) == sorted(by_gpu))
-        for _ in range(3):  # user, command, then back to GPU
+        for _ in range(len(SORT_KEYS) - 2):  # the other keys, then back to GPU
             await pilot.press("o")
         await wait_until(pilot, lambda: table_of(app).order == ProcessOrder())
-        assert pids(app) == by_gpu
+        assert pids(app) == by_gpu and heading(app).startswith("GPU▲ ")
+
+
+async def test_o_sorts_by_host_cpu_host_memory_elapsed_time_and_type(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sleepers: Sleepers
+) -> None:
+    """Real processes on GPU 1: the oldest, one holding 96 MiB, and one spinning on a
+    core; on GPU 0 a newer graphics process, first in the default order. Each new column
+    puts its own process on top (a busy core, then the most memory, then the oldest)."""
+    oldest = started_python(sleepers)  # started a Python's start-up before the others
+    hog = started_python(sleepers, "held = b'x' * (96 << 20)")  # every byte written: resident
+    spinner = sleepers(command=["sh", "-c", "while :; do :; done"])
+    newest = sleepers()
+    started = {child.pid: psutil.Process(child.pid).create_time() for child in (oldest, hog)}
+    assert started[oldest.pid] < started[hog.pid]  # psutil's start times are 10 ms apart
+    fake_nvml_env.setenv("FAKE_NVML_GRAPHICS_PROCESSES", f"0:{newest.pid}:{GiB},1:{hog.pid}:{GiB}")
+    listed = f"1:{oldest.pid}:{GiB},1:{hog.pid}:{GiB},1:{spinner.pid}:{GiB}"
+    app = nvml_app(fake_nvml_env, listed)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settled(pilot)
+        await wait_until(pilot, lambda: len(table_of(app).shown) == 4)
+        assert pids(app)[0] == newest.pid
+        for _ in range(SORT_KEYS.index("cpu")):
+            await pilot.press("o")
+        await wait_until(pilot, lambda: pids(app)[0] == spinner.pid)
+        assert "  CPU %▼  " in heading(app) and "CPU %▼" in screen_text(app)
+        await pilot.press("o")
+        await wait_until(pilot, lambda: pids(app)[0] == hog.pid)
+        assert "  Host mem▼  " in heading(app)
+        await pilot.press("o")
+        await wait_until(pilot, lambda: pids(app)[0] == oldest.pid)
+        assert "  Elapsed▼  " in heading(app)
+        for _ in range(SORT_KEYS.index("type") - SORT_KEYS.index("elapsed")):
+            await pilot.press("o")
+        compute = sorted([oldest.pid, spinner.pid])  # then C+G, then G
+        await wait_until(pilot, lambda: pids(app) == [*compute, hog.pid, newest.pid])
+        assert "  Type▲  " in heading(app)
+        cells = table_of(app).shown
+        assert [row[2] for row in cells.values()] == ["C", "C", "C+G", "G"]
 
 
 async def test_slash_filters_enter_selects_the_first_match_and_escape_clears(
@@ -169,8 +221,10 @@ async def test_slash_filters_enter_selects_the_first_match_and_escape_clears(
         await wait_until(pilot, lambda: len(pids(app)) == 3 and not field.display)
 
 
-@pytest.mark.parametrize(("key", "signum"), [("k", signal.SIGTERM), ("K", signal.SIGKILL)])
-async def test_k_and_K_ask_then_y_sends_the_signal(
+@pytest.mark.parametrize(
+    ("key", "signum"), [("k", signal.SIGTERM), ("K", signal.SIGKILL), ("i", signal.SIGINT)]
+)
+async def test_k_K_and_i_ask_then_y_sends_the_signal(
     fake_nvml: FakeNvml,
     fake_nvml_env: pytest.MonkeyPatch,
     sleepers: Sleepers,
@@ -204,7 +258,7 @@ async def test_n_or_escape_leaves_the_process_running(
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, target.pid)
-        for key, cancel in (("k", "n"), ("K", "escape")):
+        for key, cancel in (("k", "n"), ("K", "escape"), ("i", "n")):
             await pilot.press(key)
             await wait_until(pilot, lambda: isinstance(app.screen, SignalDialog))
             await pilot.press(cancel)
@@ -269,9 +323,9 @@ async def test_host_pids_are_refused_with_the_reason(sleepers: Sleepers) -> None
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, target.pid)
-        for key in ("k", "K"):
+        for key in ("k", "K", "i"):
             await pilot.press(key)
-        await wait_until(pilot, lambda: notices(app) == [HOST_PIDS_REFUSAL] * 2)
+        await wait_until(pilot, lambda: notices(app) == [HOST_PIDS_REFUSAL] * 3)
         assert not isinstance(app.screen, SignalDialog) and target.poll() is None
 
 
@@ -283,9 +337,9 @@ async def test_a_read_only_app_refuses_with_a_message(
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, target.pid)
-        for key in ("k", "K"):
+        for key in ("k", "K", "i"):
             await pilot.press(key)
-        await wait_until(pilot, lambda: notices(app) == [READONLY_REFUSAL] * 2)
+        await wait_until(pilot, lambda: notices(app) == [READONLY_REFUSAL] * 3)
         assert not isinstance(app.screen, SignalDialog) and target.poll() is None
 
 

@@ -348,11 +348,12 @@ def test_stat_columns_depend_on_width_not_values() -> None:
 
 def test_process_cells_are_plain_strings_with_na() -> None:
     process = GpuProcess(pid=7, user=None, command=None, gpu_memory_bytes=None)
-    assert process_cells(3, process) == ("3", "7", "n/a", "n/a", "n/a", "n/a")
+    assert process_cells(3, process) == ("3", "7", "C", *["n/a"] * 7)
     long = GpuProcess(pid=8, user="ada", command="x" * 500, gpu_memory_bytes=2 * GiB)
-    cells = process_cells(0, replace(long, sm_utilization_percent=87.4))
-    assert cells[3:5] == ("2.0 GiB", "87%")
-    assert len(cells[5]) == 200 and cells[5].endswith("…")
+    used = dict(cpu_percent=412.6, rss_bytes=GiB // 2, elapsed_s=3 * 3600 + 7 * 60 + 5.9)
+    cells = process_cells(0, replace(long, sm_utilization_percent=87.4, kind="graphics", **used))
+    assert cells[2:9] == ("G", "ada", "2.0 GiB", "87%", "413%", "512.0 MiB", "3:07:05")
+    assert len(cells[9]) == 200 and cells[9].endswith("…")
 
 
 def test_mps_line() -> None:
@@ -380,19 +381,58 @@ def test_mps_line() -> None:
 @given(width=st.integers(min_value=1, max_value=120))
 def test_process_table_lines_are_exactly_the_width_with_columns_aligned(width: int) -> None:
     rows = [
-        ("0", "7", "ada", "1.0 GiB", "87%", "python train.py"),
-        ("10", "41000", "n/a", "n/a", "n/a", "a very long command " * 10),
+        ("0", "7", "C", "ada", "1.0 GiB", "87%", "99%", "2.0 GiB", "1:02:03", "python train.py"),
+        ("10", "41000", "C+G", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "a long command " * 10),
     ]
     lines = process_table_lines(rows, width, marked_pid="41000")
     assert [line.width for line in lines] == [width] * 3
-    if width >= 51:
+    if width >= 89:  # every column, and 24 cells for the command
         heading, first, second = (line.plain for line in lines)
-        assert heading.startswith("GPU    PID  User  GPU mem  SM %  Command")
-        assert first.startswith("  0      7  ada   1.0 GiB   87%  python train.py")
-        assert second.startswith(" 10  41000  n/a       n/a   n/a  a very long")
+        assert heading.startswith(
+            "GPU    PID  Type  User  GPU mem  SM %  CPU %  Host mem  Elapsed  Command"
+        )
+        assert first.startswith(
+            "  0      7  C     ada   1.0 GiB   87%    99%   2.0 GiB  1:02:03  python train.py"
+        )
+        assert second.startswith(
+            " 10  41000  C+G   n/a       n/a   n/a    n/a       n/a      n/a  a long"
+        )
         assert second.endswith("…")
     assert {style for _, style in lines[2].parts} == {"bold reverse"}  # the trainer's row
     assert "bold reverse" not in {style for _, style in lines[1].parts}
+
+
+def test_the_sort_column_is_marked_in_the_heading() -> None:
+    row = ("0", "7", "C", "ada", "1.0 GiB", "87%", "99%", "2.0 GiB", "1:02:03", "python train.py")
+    heading = process_table_lines([row], 120, sort_key="memory", descending=True)[0].plain
+    assert heading.startswith("GPU  PID  Type  User  GPU mem▼  SM %") and "▲" not in heading
+    heading = process_table_lines([row], 120, sort_key="gpu")[0].plain
+    assert heading.startswith("GPU▲  PID  Type") and "▼" not in heading
+    assert "▲" not in process_table_lines([row], 120)[0].plain  # no sort key: no mark
+
+
+@pytest.mark.parametrize(
+    ("width", "sort_key", "headings"),
+    [
+        (88, "gpu", "GPU▲ PID Type User GPU mem SM % CPU % Host mem Elapsed Command"),
+        (87, "gpu", "GPU▲ PID User GPU mem SM % CPU % Host mem Elapsed Command"),
+        (80, "gpu", "GPU▲ PID User GPU mem SM % CPU % Elapsed Command"),
+        (80, "host_memory", "GPU PID User GPU mem SM % CPU % Host mem▼ Command"),
+        (60, "gpu", "GPU▲ PID User GPU mem SM % Command"),
+        (40, "type", "GPU PID Type▲ GPU mem Command"),
+    ],
+)
+def test_a_narrow_table_leaves_the_least_wanted_columns_out_but_the_sort_column(
+    width: int, sort_key: str, headings: str
+) -> None:
+    row = ("0", "7", "C", "ada", "1.0 GiB", "87%", "99%", "2.0 GiB", "1:02:03", "python train.py")
+    descending = sort_key == "host_memory"
+    lines = process_table_lines([row], width, sort_key=sort_key, descending=descending)
+    heading, line = (line.plain for line in lines)
+    assert " ".join(heading.split()) == headings
+    assert len(heading) == len(line) == width
+    assert line.rstrip().endswith("python train.py") or width == 40
+    assert heading.index("Command") == line.index("python")
 
 
 UNREACHABLE_ERROR = (

@@ -118,11 +118,14 @@ def test_unhealthy_gpus_160x50(snap_compare: Any) -> None:
 def processes_app() -> MonitorApp:
     """Two GPUs with three processes between them."""
     started = 1_700_000_000.0  # a start time, so k and K may ask
+    train = GpuProcess(41000, "ada", "python train.py --model vit-h/14", 40 * GiB, "compute")
+    serve = GpuProcess(41007, "bob", "python serve.py --port 8000", 12 * GiB, "compute+graphics")
     jobs = (
-        GpuProcess(41000, "ada", "python train.py --model vit-h/14", 40 * GiB, create_time=started),
-        GpuProcess(41007, "bob", "python serve.py --port 8000", 12 * GiB, create_time=started),
+        replace(train, create_time=started, cpu_percent=312.0, rss_bytes=21 * GiB, elapsed_s=9e4),
+        replace(serve, create_time=started, cpu_percent=4.0, rss_bytes=3 * GiB, elapsed_s=4321),
     )
-    notebook = (GpuProcess(5150, "cy", "jupyter kernel", 6 * GiB, create_time=started),)
+    kernel = GpuProcess(5150, "cy", "jupyter kernel", 6 * GiB, create_time=started)
+    notebook = (replace(kernel, cpu_percent=0.0, rss_bytes=GiB // 2, elapsed_s=600),)
     reading = nvml_reading([gpu_reading(0, processes=jobs), gpu_reading(1, processes=notebook)])
     return fake_app(nvml=ScriptedSampler(reading), history=seeded_history(2))
 

@@ -1,9 +1,11 @@
 """The processes NVML lists on a GPU, and who runs each: psutil's user and command line, or,
-in a pid namespace of our own, those of the local process a host pid is proven to be."""
+in a pid namespace of our own, those of the local process a host pid is proven to be; with
+the host CPU and memory each uses, and how long ago it started."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,13 +42,17 @@ def in_own_pid_namespace(path: str = "/proc/self/ns/pid") -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Identity:
-    """Who runs a process, cached until the PID is reused."""
+    """Who runs a process, cached until the PID is reused, with the psutil object whose
+    ``cpu_percent`` counts from its previous call."""
 
     create_time: float | None
     user: str | None
     command: str | None
+    process: psutil.Process | None = None
+    cpu_counting: bool = False
+    """Whether ``cpu_percent`` was called once already (its first answer means nothing)."""
 
 
 _UNKNOWN = _Identity(None, None, None)
@@ -109,6 +115,35 @@ class ProcessAttribution:
         if not self._local_pids:
             return readings
         return tuple(self._with_local(reading) for reading in readings)
+
+    def with_host_use(self, readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
+        """Each process with the host CPU and memory it uses and the time since it started,
+        read once per process however many GPUs list it (a second ``cpu_percent`` call
+        within the same sample would measure nothing)."""
+        now = time.time()
+        used: dict[int, tuple[float | None, int | None]] = {}
+        with_use = []
+        for reading in readings:
+            if reading.processes:
+                processes = tuple(self._with_use(p, used, now) for p in reading.processes)
+                reading = replace(reading, processes=processes)
+            with_use.append(reading)
+        return tuple(with_use)
+
+    def _with_use(
+        self, process: GpuProcess, used: dict[int, tuple[float | None, int | None]], now: float
+    ) -> GpuProcess:
+        """``process`` with its host use (``used`` holds this sample's, by local pid); none
+        for a host pid, nor where the cached process is not the one shown."""
+        pid = process.local_pid
+        if pid is not None and pid not in used:
+            cached = self._identities.get(pid, _UNKNOWN)
+            shown = cached.create_time is not None and cached.create_time == process.create_time
+            used[pid] = _host_use(cached) if shown else (None, None)
+        cpu, rss = (None, None) if pid is None else used[pid]
+        started = process.create_time
+        elapsed = None if started is None else max(now - started, 0.0)
+        return replace(process, cpu_percent=cpu, rss_bytes=rss, elapsed_s=elapsed)
 
     def forget(self, readings: Sequence[GpuReading]) -> None:
         """Drop cached identities of processes no GPU lists any more."""
@@ -181,7 +216,8 @@ class ProcessAttribution:
         cached = self._identities.get(pid)
         if cached is not None and cached.create_time == created:
             return cached
-        identity = _Identity(created, _username(process), _command(process, raw=self._raw_commands))
+        command = _command(process, raw=self._raw_commands)
+        identity = _Identity(created, _username(process), command, process)
         self._identities[pid] = identity
         return identity
 
@@ -209,13 +245,32 @@ def _read_process_sm(queries: Queries, gpu: TrackedGpu) -> dict[int, float | Non
     }
 
 
+def _host_use(identity: _Identity) -> tuple[float | None, int | None]:
+    """The process's CPU percent since the previous call (``None`` on the first) and its
+    resident memory; ``None`` for both where psutil cannot see it (gone, hidden)."""
+    process = identity.process
+    if process is None:
+        return None, None
+    try:
+        with process.oneshot():
+            cpu = process.cpu_percent()
+            rss = int(process.memory_info().rss)
+    except (psutil.Error, OSError):
+        return None, None
+    first = not identity.cpu_counting
+    identity.cpu_counting = True
+    return (None if first else cpu), rss
+
+
 def _listed(compute: Any, graphics: Any) -> dict[int, tuple[str, Any]]:
-    """NVML's process infos by pid, with their kind and memory (the driver's figure): compute
-    first, so a pid in both lists is listed once, as compute."""
+    """NVML's process infos by pid, with their kind and memory (the driver's figure): a pid
+    in both lists is listed once, as ``compute+graphics`` with its compute memory."""
     listed: dict[int, tuple[str, Any]] = {}
-    for kind, infos in (("compute", compute), ("graphics", graphics)):
-        for info in infos:
-            listed.setdefault(int(info.pid), (kind, info.usedGpuMemory))
+    for info in compute:
+        listed.setdefault(int(info.pid), ("compute", info.usedGpuMemory))
+    for info in graphics:
+        kind, used = listed.get(int(info.pid), ("graphics", info.usedGpuMemory))
+        listed[int(info.pid)] = ("compute+graphics" if kind == "compute" else kind, used)
     return listed
 
 

@@ -183,6 +183,7 @@ class NvmlSampler:
         gpus = tuple(self._progress)
         if self._status.host_pids:
             gpus = self._processes.match_local(gpus, self._gpus, now)
+        gpus = self._processes.with_host_use(gpus)
         self._processes.forget(gpus)
         return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
 

@@ -83,13 +83,13 @@ _MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled}
 
 
 READONLY_REFUSAL = "Read-only (--readonly or GPUTUI_READONLY=1): gputui sends no signals."
-"""What ``k`` and ``K`` say in a read-only monitor."""
+"""What ``k``, ``K`` and ``i`` say in a read-only monitor."""
 NO_SELECTION = "Select a process first: the arrow keys move through the GPU process table."
-"""What ``k`` and ``K`` say while no process is selected."""
+"""What ``k``, ``K`` and ``i`` say while no process is selected."""
 SORT_GROUP = Binding.Group("Sort", compact=True)
 """``o`` and ``O``, one entry in the footer."""
 KILL_GROUP = Binding.Group("Kill", compact=True)
-"""``k`` and ``K``, one entry in the footer (not in a read-only monitor's)."""
+"""``k``, ``K`` and ``i``, one entry in the footer (not in a read-only monitor's)."""
 KEY_AREAS = {"runner_": "Runner", "process_": "GPU processes"}
 """The help screen's areas, by the prefix of their actions; the rest are the monitor's."""
 MONITOR_KEYS_HELP = {
@@ -153,6 +153,7 @@ class MonitorApp(TerminalColours):
         Binding("escape", "process_clear_filter", "Clear filter", show=False),
         Binding("k", "process_terminate", "Terminate", group=KILL_GROUP),
         Binding("K", "process_kill", "Kill", group=KILL_GROUP),
+        Binding("i", "process_interrupt", "Interrupt", group=KILL_GROUP),
     ]
 
     def __init__(
@@ -183,15 +184,15 @@ class MonitorApp(TerminalColours):
             runner: The runner pane's trainers, device list and defaults (default: real).
             doctor: Runs the doctor for the Doctor screen (default: the real one,
                 which spawns the torch probe).
-            readonly: Send no signal to any process (``k`` and ``K`` say so, and the
-                footer does not offer them).
+            readonly: Send no signal to any process (``k``, ``K`` and ``i`` say so, and
+                the footer does not offer them).
             only: Show these GPUs alone (``--only``; default: every GPU).
         """
         super().__init__()
         self.readonly = readonly
         self.only = only
-        """Whether ``k`` and ``K`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
-        if readonly:  # this app's own copy of its bindings: k and K stay, to say why not
+        """Whether ``k``, ``K`` and ``i`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
+        if readonly:  # this app's own copy of its bindings: the keys stay, to say why not
             self._bindings = BindingsMap(
                 replace(binding, show=False) if binding.group is KILL_GROUP else binding
                 for _, binding in self._bindings
@@ -475,6 +476,10 @@ class MonitorApp(TerminalColours):
     def action_process_kill(self) -> None:
         """Ask, then send SIGKILL to the selected GPU process."""
         self._ask_to_signal(signal.SIGKILL)
+
+    def action_process_interrupt(self) -> None:
+        """Ask, then send SIGINT to the selected GPU process (as Ctrl+C in its terminal)."""
+        self._ask_to_signal(signal.SIGINT)
 
     def _ask_to_signal(self, signum: signal.Signals) -> None:
         """Ask whether to send ``signum`` to the selected process; send it on ``y``.

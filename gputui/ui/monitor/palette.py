@@ -23,7 +23,8 @@ MONITOR_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Error detail", "Show or hide a failed run's detail", "runner_detail"),
     (
         "Sort processes",
-        "Sort the GPU processes by the next key: GPU, GPU memory, SM %, PID, user, command",
+        "Sort the GPU processes by the next column (marked ▲ or ▼ in its heading): GPU, "
+        "GPU memory, SM %, CPU %, host memory, elapsed, PID, user, command, type",
         "process_sort",
     ),
     ("Reverse process order", "Turn the GPU processes' order round", "process_reverse"),
@@ -42,6 +43,11 @@ MONITOR_COMMANDS: tuple[tuple[str, str, str], ...] = (
         "Kill process",
         "Send SIGKILL to the selected GPU process, once y confirms",
         "process_kill",
+    ),
+    (
+        "Interrupt process",
+        "Send SIGINT (as Ctrl+C) to the selected GPU process, once y confirms",
+        "process_interrupt",
     ),
 )
 """Title, help and the app's action (``action_<name>``), in the palette's order (the

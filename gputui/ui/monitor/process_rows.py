@@ -1,7 +1,7 @@
 """The process table's rows: which match the filter, and in what order (pure: no widgets).
 
-``o`` cycles the sort key (:data:`SORT_KEYS`: GPU, GPU memory, SM %, PID, user, command),
-``O`` reverses it, ``/`` filters by text (any cell: GPU, pid, user, memory, SM %, command).
+``o`` cycles the sort key (:data:`SORT_KEYS`), ``O`` reverses it, ``/`` filters by text
+(any cell, those a narrow table leaves out included).
 """
 
 from __future__ import annotations
@@ -15,20 +15,23 @@ from gputui.telemetry.readings import GpuProcess, GpuReading, shown_pid
 from gputui.ui.render.processes import ProcessCells, process_cells
 from gputui.ui.row_order import RowOrder
 
-SORT_KEYS = ("gpu", "memory", "sm", "pid", "user", "command")
-"""What ``o`` cycles through, the default (GPU, then pid) first."""
-SORT_LABELS = {
-    "gpu": "GPU",
-    "memory": "GPU mem",
-    "sm": "SM %",
-    "pid": "PID",
-    "user": "user",
-    "command": "command",
-}
-"""How the table's subtitle names each key."""
-LARGEST_FIRST = frozenset({"memory", "sm"})
-"""Keys whose natural order is largest first (the biggest user of GPU memory, or of its SMs,
-on top)."""
+SORT_KEYS = (
+    "gpu",
+    "memory",
+    "sm",
+    "cpu",
+    "host_memory",
+    "elapsed",
+    "pid",
+    "user",
+    "command",
+    "type",
+)
+"""What ``o`` cycles through, the default (GPU, then pid) first; each a column's key
+(:data:`gputui.ui.render.processes.PROCESS_COLUMNS`)."""
+LARGEST_FIRST = frozenset({"memory", "sm", "cpu", "host_memory", "elapsed"})
+"""Keys whose natural order is largest first (the biggest user of GPU memory, of its SMs,
+of the host's CPU or memory, the oldest process, on top)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,7 @@ class ProcessRow:
     process: GpuProcess
     """The process, with what the reading knew of it (its ``create_time`` among it)."""
     cells: ProcessCells
-    """The row's text: GPU, PID, user, GPU memory, SM %, command."""
+    """The row's text, a cell per column of the table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +67,10 @@ class ProcessOrder(RowOrder):
         return (self.key in LARGEST_FIRST) != self.reverse
 
     def describe(self, shown: int, total: int) -> str | None:
-        """``sort GPU mem ▼ · filter 'py': 2 of 5``; ``None`` for the default order unfiltered."""
-        parts = []
-        if (self.key, self.reverse) != (SORT_KEYS[0], False):
-            parts.append(f"sort {SORT_LABELS[self.key]} {'▼' if self.descending else '▲'}")
-        if self.filter:
-            parts.append(f"filter '{one_line(self.filter)}': {shown} of {total}")
-        return " · ".join(parts) or None
+        """``filter 'py': 2 of 5``; ``None`` unfiltered (the sort is marked in the heading)."""
+        if not self.filter:
+            return None
+        return f"filter '{one_line(self.filter)}': {shown} of {total}"
 
 
 def process_rows(gpus: Sequence[GpuReading]) -> dict[str, ProcessRow]:
@@ -102,8 +102,16 @@ def _value(row: ProcessRow, key: str) -> float | str | None:
         return process.gpu_memory_bytes
     if key == "sm":
         return process.sm_utilization_percent
+    if key == "cpu":
+        return process.cpu_percent
+    if key == "host_memory":
+        return process.rss_bytes
+    if key == "elapsed":
+        return process.elapsed_s
     if key == "pid":
         return shown_pid(process)
+    if key == "type":
+        return process.kind
     text = process.user if key == "user" else process.command
     return None if text is None else text.casefold()
 

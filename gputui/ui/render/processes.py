@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import NamedTuple
 
 from rich.cells import cell_len
 
@@ -11,7 +12,9 @@ from gputui.format import (
     ellipsize,
     fmt_bytes,
     fmt_counted,
+    fmt_elapsed,
     fmt_percent,
+    fmt_process_kind,
 )
 from gputui.telemetry.readings import (
     GpuProcess,
@@ -25,34 +28,60 @@ from gputui.ui.render.draw import (
     Line,
 )
 
-ProcessCells = tuple[str, str, str, str, str, str]
-"""GPU, PID, user, GPU memory, SM %, command: a process table row, as plain strings."""
+
+class ProcessColumn(NamedTuple):
+    """A column of the process table."""
+
+    key: str
+    """Its sort key (:data:`gputui.ui.monitor.process_rows.SORT_KEYS`)."""
+    heading: str
+    """Its heading; the sort column's gets ``▲`` or ``▼`` after it."""
+    right: bool
+    """Whether its values are right-aligned."""
+
+
+PROCESS_COLUMNS = (
+    ProcessColumn("gpu", "GPU", True),
+    ProcessColumn("pid", "PID", True),
+    ProcessColumn("type", "Type", False),
+    ProcessColumn("user", "User", False),
+    ProcessColumn("memory", "GPU mem", True),
+    ProcessColumn("sm", "SM %", True),
+    ProcessColumn("cpu", "CPU %", True),
+    ProcessColumn("host_memory", "Host mem", True),
+    ProcessColumn("elapsed", "Elapsed", True),
+    ProcessColumn("command", "Command", False),
+)
+"""The process table's columns, in order; the command is last and takes what is left."""
+DROPPED_FIRST = ("type", "host_memory", "elapsed", "cpu", "sm", "user")
+"""The columns a narrow table leaves out, least important first, until the command has
+``COMMAND_ROOM`` cells (the sort column is kept)."""
+COMMAND_ROOM = 24
+"""Cells the command column gets before any other column is left out for it."""
+
+ProcessCells = tuple[str, ...]
+"""A process table row as plain strings, a cell per column of :data:`PROCESS_COLUMNS`."""
 
 COMMAND_MAX = 200
 """Characters of a command line the process table keeps."""
 
 
 def process_cells(gpu_index: int, process: GpuProcess) -> ProcessCells:
-    """The process table's cells as plain strings: GPU, PID, user, GPU memory, SM %, command."""
+    """The process table's cells as plain strings, in :data:`PROCESS_COLUMNS`' order."""
     return (
         str(gpu_index),
         str(shown_pid(process)),
+        fmt_process_kind(process.kind),
         process.user or NA,
         fmt_bytes(process.gpu_memory_bytes),
         fmt_percent(process.sm_utilization_percent),
+        fmt_percent(process.cpu_percent),
+        fmt_bytes(process.rss_bytes),
+        fmt_elapsed(process.elapsed_s),
         ellipsize(process.command or NA, COMMAND_MAX),
     )
 
 
-PROCESS_COLUMNS: tuple[tuple[str, bool], ...] = (
-    ("GPU", True),
-    ("PID", True),
-    ("User", False),
-    ("GPU mem", True),
-    ("SM %", True),
-    ("Command", False),
-)
-"""The process table's columns: heading, and whether values are right-aligned."""
 PROCESS_HEADING = f"bold {LABEL}"
 """Style of the process table's heading."""
 TRAINER_STYLE = "bold reverse"
@@ -83,11 +112,15 @@ def process_table_lines(
     marked_gpu: str | None = None,
     ranks: Collection[str] = (),
     selected: int | None = None,
+    *,
+    sort_key: str | None = None,
+    descending: bool = False,
 ) -> list[Line]:
     """The process table: its heading, then a line a row, each exactly ``width`` cells.
 
     Every column but the last is as wide as its widest value (or heading), so the
-    columns line up; the command takes what is left and is cropped with ``…``.
+    columns line up; the command takes what is left and is cropped with ``…``. Where
+    it would get less than ``COMMAND_ROOM``, columns are left out (:data:`DROPPED_FIRST`).
 
     Args:
         rows: The rows, in order.
@@ -96,24 +129,33 @@ def process_table_lines(
         marked_gpu: The GPU (index) that row must be on; ``None``: any GPU.
         ranks: The PIDs of a scaling run's other ranks, marked on whatever GPU they are.
         selected: The index of the selected row in ``rows``, drawn in ``SELECTED_STYLE``.
+        sort_key: The column the rows are sorted by, marked in its heading; ``None``: none.
+        descending: Whether that sort puts the largest first (``▼``; else ``▲``).
     """
-    widths = [
-        max([len(heading), *(cell_len(row[column]) for row in rows)])
-        for column, (heading, _) in enumerate(PROCESS_COLUMNS[:-1])
-    ]
+    arrow = "▼" if descending else "▲"
+    headings = [c.heading + (arrow if c.key == sort_key else "") for c in PROCESS_COLUMNS]
+    widths = {
+        column: max([cell_len(headings[column]), *(cell_len(row[column]) for row in rows)])
+        for column in range(len(PROCESS_COLUMNS) - 1)
+    }
+    keys = [c.key for c in PROCESS_COLUMNS]
+    for key in DROPPED_FIRST:
+        if width - sum(size + len(GAP) for size in widths.values()) >= COMMAND_ROOM:
+            break
+        if key != sort_key:
+            del widths[keys.index(key)]
 
     def line(cells: Sequence[str], style: str) -> Line:
         out = Line()
-        # every column but the command, which is last (``widths`` has one fewer)
-        for text, cell_width, (_, right) in zip(cells, widths, PROCESS_COLUMNS, strict=False):
+        for column, cell_width in widths.items():  # every column shown but the command
+            text = cells[column]
             pad = " " * (cell_width - cell_len(text))
+            right = PROCESS_COLUMNS[column].right
             out.add(pad + text if right else text + pad, style).add(GAP, style)
         out.add(cells[-1], style)
         if out.width < width:
             return out.add(" " * (width - out.width), style)
         return out.fit(width)
-
-    headings = [heading for heading, _ in PROCESS_COLUMNS]
 
     def style(index: int, row: ProcessCells) -> str:
         if index == selected:

@@ -7,7 +7,8 @@ and component styles would cost the monitor's start more than the table is worth
 
 Nothing is selected until a key or a click selects a row; the selection follows its
 process (GPU, pid and kind) through new readings and new orders, and is dropped when that
-process leaves the table. Sorting and filtering are :mod:`gputui.ui.monitor.process_rows`'.
+process leaves the table. Sorting and filtering are :mod:`gputui.ui.monitor.process_rows`';
+the sort column is marked in the heading, the filter in the bottom border.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from gputui.ui.widgets.steady import SteadyRender
 
 
 class ProcessTable(ScrollView, SteadyRender, can_focus=True):
-    """Processes on every GPU: GPU, PID, user, GPU memory, command; one may be selected."""
+    """Processes on every GPU, a row each (the columns of
+    :data:`gputui.ui.render.processes.PROCESS_COLUMNS`); one may be selected."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "select_step(-1)", "Previous process", show=False),
@@ -182,7 +184,17 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
         self._width = width
         ranks = {str(rank) for rank in self.rank_pids}
         cells = [row.cells for row in self._shown]
-        return process_table_lines(cells, width, marked, gpu, ranks, self._selected_index())
+        selected, order = self._selected_index(), self._order
+        return process_table_lines(
+            cells,
+            width,
+            marked,
+            gpu,
+            ranks,
+            selected,
+            sort_key=order.key,
+            descending=order.descending,
+        )
 
     def _rebuild(self) -> None:
         """Order the rows, drop a selection whose process has gone, and build the lines for

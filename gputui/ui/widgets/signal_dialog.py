@@ -1,4 +1,5 @@
-"""The question before a signal: ``k`` (SIGTERM) or ``K`` (SIGKILL) on the selected process.
+"""The question before a signal: ``k`` (SIGTERM), ``K`` (SIGKILL) or ``i`` (SIGINT) on the
+selected process.
 
 It names the process as the table showed it (pid, user, command); ``y`` sends, ``n`` or
 Escape leaves it running. The signal itself is :func:`gputui.telemetry.signals.signal_process`'s,
@@ -22,6 +23,7 @@ from gputui.telemetry.readings import GpuProcess, shown_pid
 EFFECTS = {
     signal.SIGTERM: "SIGTERM asks the process to end; it may clean up first.",
     signal.SIGKILL: "SIGKILL ends the process at once; it cannot clean up.",
+    signal.SIGINT: "SIGINT interrupts the process, as Ctrl+C in its terminal would.",
 }
 """What each signal does, in a few words."""
 
