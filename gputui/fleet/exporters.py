@@ -25,7 +25,7 @@ from gputui.serve.metrics import (
     SAMPLE_AGE,
 )
 from gputui.telemetry.nvml import WEDGED
-from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
 
 MIB = 1024**2
 
@@ -372,7 +372,7 @@ def _counter_name(name: str, known: Mapping[str, object]) -> str:
 # --- Building the readings -----------------------------------------------------------------
 
 _INTEGER_FIELDS = frozenset({"memory_used_bytes", "memory_total_bytes", "performance_state"})
-_IDENTITY = frozenset({"index", "name", "uuid", "bus_id", "state", "error", "processes"})
+_IDENTITY = frozenset({"index", "vendor", "name", "uuid", "bus_id", "state", "error", "processes"})
 _READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name not in _IDENTITY)
 """The readings an exporter may give (everything but the GPU's identity and processes)."""
 
@@ -384,6 +384,8 @@ class _Gpu:
     index: int
     notes: Notes
     """Where refused values are noted (the host's, shared by its GPUs)."""
+    vendor: Vendor = Vendor.NVIDIA
+    """Whose GPU (dcgm-exporter and nvitop-exporter read NVIDIA's alone)."""
     nan_is_unknown: bool = False
     """NaN reads as ``None`` without a note (see ``_Mapping``)."""
     name: str = ""
@@ -426,6 +428,7 @@ class _Gpu:
             state = GpuState.LOST
         return GpuReading(
             index=self.index,
+            vendor=self.vendor,
             name=self.name or f"GPU {self.index}",
             uuid=self.uuid,
             bus_id=self.bus_id,

@@ -28,6 +28,7 @@ from gputui.telemetry.readings import (
     MpsReading,
     NvmlReading,
     NvmlStatus,
+    Vendor,
 )
 from gputui.telemetry.selection import GpuSelection
 from gputui.ui.monitor.app import MonitorApp
@@ -90,6 +91,7 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
     used = (61.2, 20.5, 0.6, 44.0, 79.1, 8.0, 33.3, 0.0)[index % 8]
     reading = GpuReading(
         index=index,
+        vendor=Vendor.NVIDIA,
         name="NVIDIA H100 80GB HBM3",
         uuid=f"GPU-{index:08d}-0000-0000-0000-000000000000",
         bus_id=f"00000000:{0x17 + index:02X}:00.0",
@@ -128,7 +130,7 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
 NOT_READ = {
     field.name: None
     for field in fields(GpuReading)
-    if field.name not in {"index", "name", "uuid", "state", "processes"}
+    if field.name not in {"index", "vendor", "name", "uuid", "state", "processes"}
 }
 """Every reading of a GPU, and its bus id, unknown: ``gpu_reading(index, **NOT_READ)``."""
 
