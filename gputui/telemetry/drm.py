@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gputui.telemetry.amdgpu import AmdgpuCard
+from gputui.telemetry.intel import IntelCard
 from gputui.telemetry.pci_names import PciNames
 from gputui.telemetry.readings import DrmReading, GpuProcess, GpuReading, GpuState, Vendor
 from gputui.telemetry.sysfs import (
@@ -121,7 +122,7 @@ class DrmSampler:
     def _reader(self, card: DrmCard, index: int) -> CardReader:
         if card.vendor is Vendor.AMD:
             return AmdgpuCard(card, index, self._files, self._names)
-        raise ValueError(f"no reader for {card.driver}")
+        return IntelCard(card, index, self._files, self._names)
 
 
 def _order(item: tuple[str, CardReader]) -> tuple[int, int]:

@@ -302,3 +302,107 @@ def names(folder: Path) -> PciNames:
     write(folder / "amdgpu.ids", AMDGPU_IDS)
     write(folder / "pci.ids", PCI_IDS)
     return PciNames([folder / "amdgpu.ids"], [folder / "pci.ids"])
+
+
+# --- Intel ------------------------------------------------------------------------------
+
+
+def arc_b580(bus_id: str = "0000:03:00.0") -> Card:
+    """An Intel Arc B580 (Battlemage, device e20b) on xe: a render GT and a media GT in tile
+    0, each with its frequencies and idle counter, 12 GiB of VRAM, PCIe 4.0 x8, and hwmon's
+    card and package channels (190 W board power and 2670 MHz graphics clock, Intel's B580
+    specifications)."""
+    return Card(
+        bus_id,
+        "xe",
+        "8086:E20B",
+        device={
+            "tile0/physical_vram_size_bytes": f"{12 * GiB}\n",
+            "tile0/gt0/freq0/cur_freq": "2670\n",
+            "tile0/gt0/freq0/act_freq": "2670\n",
+            "tile0/gt0/freq0/min_freq": "400\n",
+            "tile0/gt0/freq0/max_freq": "2850\n",
+            "tile0/gt0/freq0/rp0_freq": "2850\n",
+            "tile0/gt0/freq0/rpn_freq": "400\n",
+            "tile0/gt0/gtidle/name": "gt0-rc\n",
+            "tile0/gt0/gtidle/idle_status": "gt-c0\n",
+            "tile0/gt0/gtidle/idle_residency_ms": "523110\n",
+            "tile0/gt1/freq0/cur_freq": "1300\n",
+            "tile0/gt1/freq0/max_freq": "2400\n",
+            "tile0/gt1/gtidle/name": "gt1-mc\n",
+            "tile0/gt1/gtidle/idle_status": "gt-c6\n",
+            "tile0/gt1/gtidle/idle_residency_ms": "1811022\n",
+            "current_link_speed": "16.0 GT/s PCIe\n",
+            "current_link_width": "8\n",
+            "max_link_speed": "16.0 GT/s PCIe\n",
+            "max_link_width": "8\n",
+        },
+        hwmon={
+            "name": "xe\n",
+            "energy1_input": "3419000000\n",
+            "energy1_label": "card\n",
+            "energy2_input": "2877000000\n",
+            "energy2_label": "pkg\n",
+            "power1_max": "190000000\n",
+            "power1_rated_max": "190000000\n",
+            "power1_label": "card\n",
+            "power2_max": "150000000\n",
+            "power2_label": "pkg\n",
+            "temp2_input": "58000\n",
+            "temp2_label": "pkg\n",
+            "temp3_input": "62000\n",
+            "temp3_label": "vram\n",
+            "fan1_input": "1320\n",
+            "in1_input": "870\n",
+        },
+    )
+
+
+def flex_170(bus_id: str = "0000:4d:00.0") -> Card:
+    """An Intel Data Center GPU Flex 170 (ATS-M, device 56c0) on i915: the card node's
+    ``gt_*_freq_mhz`` and GT 0's ``rc6_residency_ms``; i915's hwmon gives energy and the
+    150 W limit, and no temperature; upstream i915 says nothing of VRAM (Intel's Flex 170
+    specifications: 2.05 GHz, 150 W, PCIe 4.0 x16)."""
+    return Card(
+        bus_id,
+        "i915",
+        "8086:56C0",
+        revision="0x08",
+        node={
+            "gt_cur_freq_mhz": "2050\n",
+            "gt_act_freq_mhz": "2050\n",
+            "gt_min_freq_mhz": "300\n",
+            "gt_max_freq_mhz": "2050\n",
+            "gt_boost_freq_mhz": "2050\n",
+            "gt_RP0_freq_mhz": "2050\n",
+            "gt_RPn_freq_mhz": "300\n",
+            "gt/gt0/rc6_enable": "1\n",
+            "gt/gt0/rc6_residency_ms": "1802211\n",
+            "gt/gt0/rps_cur_freq_mhz": "2050\n",
+            "power/rc6_residency_ms": "1802211\n",
+        },
+        device={
+            "current_link_speed": "16.0 GT/s PCIe\n",
+            "current_link_width": "16\n",
+            "max_link_speed": "16.0 GT/s PCIe\n",
+            "max_link_width": "16\n",
+        },
+        hwmon={
+            "name": "i915\n",
+            "energy1_input": "9127441000\n",
+            "power1_max": "150000000\n",
+            "power1_rated_max": "150000000\n",
+            "power1_crit": "400000000\n",
+            "in0_input": "750\n",
+        },
+    )
+
+
+def intel_box(root: Path) -> Path:
+    """An Arc B580 on xe and a Flex 170 on i915."""
+    return build(root, [arc_b580(), flex_170()])
+
+
+def add_to(path: Path, amount: int) -> None:
+    """Add ``amount`` to the counter in ``path``, as time passes."""
+    path.write_text(f"{int(path.read_text()) + amount}\n")
