@@ -385,3 +385,9 @@ def fmt_link_rate(bytes_per_s: float | None) -> str:
     if "." in number and len(number) > 4:  # 314.7 -> 315
         number = f"{float(number):.0f}"
     return f"{number} {unit}"
+
+
+def fmt_pcie_link(generation: int | None, width: int | None) -> str:
+    """A PCIe link as it runs: ``Gen4 x16``; ``Gen4``, ``x16`` or ``n/a`` for what is unknown."""
+    parts = [f"Gen{generation}" if generation else "", f"x{width}" if width else ""]
+    return " ".join(part for part in parts if part) or NA

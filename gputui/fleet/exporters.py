@@ -181,7 +181,7 @@ _GPUTUI_FIELDS = {series.name: (series.field, series.per / series.times) for ser
 
 
 def _read_gputui(samples: list[Sample]) -> Exposition:
-    gpus: dict[int, _Gpu] = {}
+    gpus: dict[tuple[Vendor, int], _Gpu] = {}
     notes = Notes()
     age = 0.0
     for sample in samples:
@@ -198,7 +198,12 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
         index = _index(labels.get("gpu"))
         if index is None or name == NVML_AVAILABLE:
             continue
-        gpu = gpus.get(index) or gpus.setdefault(index, _Gpu(index, notes))
+        vendor = _VENDORS.get(labels.get("vendor") or "nvidia")  # no label: an older gputui
+        if vendor is None:
+            continue
+        gpu = gpus.get((vendor, index)) or gpus.setdefault(
+            (vendor, index), _Gpu(index, notes, vendor=vendor)
+        )
         gpu.uuid = labels.get("uuid") or gpu.uuid
         field = _GPUTUI_FIELDS.get(name)
         if field is not None:  # most series: one reading each
@@ -225,7 +230,16 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
             gpu.processes = gpu.processes or []
     for gpu in gpus.values():
         gpu.hung_for_s = age
-    return Exposition(GPUTUI, _readings(gpus), sample_age_s=age, notes=notes.as_tuple())
+    readings = tuple(gpus[key].reading() for key in sorted(gpus, key=_vendor_order))
+    return Exposition(GPUTUI, readings, sample_age_s=age, notes=notes.as_tuple())
+
+
+_VENDORS = {vendor.value: vendor for vendor in Vendor}
+
+
+def _vendor_order(key: tuple[Vendor, int]) -> tuple[int, int]:
+    """NVIDIA's GPUs first, then each vendor's as the exporter lists them."""
+    return (list(Vendor).index(key[0]), key[1])
 
 
 def _process(sample: Sample, index: int, notes: Notes) -> GpuProcess | None:

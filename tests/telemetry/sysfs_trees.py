@@ -406,3 +406,20 @@ def intel_box(root: Path) -> Path:
 def add_to(path: Path, amount: int) -> None:
     """Add ``amount`` to the counter in ``path``, as time passes."""
     path.write_text(f"{int(path.read_text()) + amount}\n")
+
+
+def every_kind_box(root: Path) -> Path:
+    """Every card above on one box (a test's box, not a real one): the BMC's display, eight
+    MI300X, a Radeon RX 7900 XTX, a Radeon 780M APU, a Flex 170 on i915 and an Arc B580 on
+    xe."""
+    return build(
+        root,
+        [
+            aspeed_bmc(),
+            *(mi300x(i) for i in range(8)),
+            radeon_rx_7900_xtx(),
+            radeon_780m(),
+            flex_170(),
+            arc_b580("0000:e3:00.0"),
+        ],
+    )

@@ -19,7 +19,7 @@ from textual.app import App
 from textual.pilot import Pilot
 
 from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
-from gputui.telemetry.polling import Samplers
+from gputui.telemetry.polling import NoDrmGpus, Samplers
 from gputui.telemetry.readings import (
     CpuReading,
     GpuProcess,
@@ -272,6 +272,7 @@ def fake_app(
     cpu: object | None = None,
     nvml: object | None = None,
     mps: object | None = None,
+    drm: object | None = None,
     interval: float = 60.0,
     clock: Callable[[], float] | None = None,
     history: History | None = None,
@@ -280,12 +281,13 @@ def fake_app(
     readonly: bool = False,
     only: GpuSelection | None = None,
 ) -> MonitorApp:
-    """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS; the runner
-    lists fixed devices and plays scripted runs)."""
+    """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS, no AMD or
+    Intel GPU; the runner lists fixed devices and plays scripted runs)."""
     samplers = Samplers(
         cpu=cpu if cpu is not None else ScriptedSampler(cpu_reading()),  # type: ignore[arg-type]
         nvml=nvml if nvml is not None else ScriptedSampler(h100s(2)),  # type: ignore[arg-type]
         mps=mps if mps is not None else ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
+        drm=drm if drm is not None else NoDrmGpus(),  # type: ignore[arg-type]
     )
     return MonitorApp(
         samplers,

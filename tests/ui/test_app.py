@@ -499,7 +499,7 @@ async def test_head_start_readings_are_painted_before_the_first_frame(
     time.sleep(0.1)
     app = MonitorApp(head_start, interval=60.0, clock=FakeClock(), runner=scripted_setup())
     async with app.run_test(size=size) as pilot:
-        assert app.handled == {"cpu": 1, "nvml": 1, "mps": 1}  # in on_mount, no poll awaited
+        assert app.handled == {"cpu": 1, "nvml": 1, "mps": 1, "drm": 1}  # in on_mount, no poll
         planned = app.monitor.layout_plan  # planned for the expected size, before any layout
         assert planned is not None and planned.gpu_mode is not GpuMode.MESSAGE
         await pilot.pause()
