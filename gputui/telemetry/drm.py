@@ -85,7 +85,10 @@ class DrmSampler:
             reader = self._readers.get(card.bus_id)
             if reader is None or reader.card != card:  # new, or back under a new node
                 index = reader.identity.index if reader else self._next_index(card.vendor)
-                self._readers[card.bus_id] = self._reader(card, index)
+                try:
+                    self._readers[card.bus_id] = self._reader(card, index)
+                except DeviceGone:  # gone as it came: lost if it was known, else not yet seen
+                    listed.discard(card.bus_id)
         processes = self._processes()
         readings = []
         for bus_id, reader in sorted(self._readers.items(), key=_order):

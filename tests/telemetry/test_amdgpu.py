@@ -307,3 +307,20 @@ def test_a_card_back_after_it_was_lost_is_read_again_at_its_index(tmp_path: Path
     (tmp_path / "away").rename(device)
     gpus = sampler.sample().gpus
     assert [(gpu.index, gpu.state) for gpu in gpus] == [(0, GpuState.OK), (1, GpuState.OK)]
+
+
+def test_a_card_gone_while_it_is_first_read_is_not_an_error(
+    tmp_path: Path, on_open: list[OpenHook]
+) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_780m(), radeon_rx_7900_xtx()])
+
+    def enodev(path: str) -> None:
+        if path.endswith("product_name") and "0000:03:00.0" in os.path.realpath(path):
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV), path)
+
+    on_open.append(enodev)
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    assert [gpu.bus_id for gpu in sampler.sample().gpus] == ["0000:c4:00.0"]
+    on_open.clear()
+    gpus = sampler.sample().gpus  # it answers now: a GPU like any other
+    assert [(gpu.bus_id, gpu.index) for gpu in gpus] == [("0000:c4:00.0", 0), ("0000:03:00.0", 1)]
