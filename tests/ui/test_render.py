@@ -326,9 +326,9 @@ def test_stat_columns_depend_on_width_not_values() -> None:
 
 def test_process_cells_are_plain_strings_with_na() -> None:
     process = GpuProcess(pid=7, user=None, command=None, gpu_memory_bytes=None)
-    assert process_cells(3, process) == ("3", "7", "n/a", "n/a", "n/a", "n/a")
+    assert process_cells("3", process) == ("3", "7", "n/a", "n/a", "n/a", "n/a")
     long = GpuProcess(pid=8, user="ada", command="x" * 500, gpu_memory_bytes=2 * GiB)
-    cells = process_cells(0, replace(long, sm_utilization_percent=87.4))
+    cells = process_cells("0", replace(long, sm_utilization_percent=87.4))
     assert cells[3:5] == ("2.0 GiB", "87%")
     assert len(cells[5]) == 200 and cells[5].endswith("…")
 
