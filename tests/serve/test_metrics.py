@@ -13,6 +13,7 @@ from gputui.serve.metrics import COMMAND_LABEL_MAX, GPU_SERIES, LatestCollector,
 from gputui.serve.sampling import Latest
 from gputui.telemetry.readings import (
     CpuReading,
+    DrmReading,
     GpuProcess,
     GpuState,
     MpsReading,
@@ -85,7 +86,9 @@ NVML = NvmlReading(
 
 MPS = MpsReading(supported_platform=False, message="Not a Mac.", taken_at=NOW - 0.75)
 
-LATEST = Latest(started_at=NOW - 60, cpu=CPU, nvml=NVML, mps=MPS)
+LATEST = Latest(
+    started_at=NOW - 60, cpu=CPU, nvml=NVML, mps=MPS, drm=DrmReading(gpus=(), taken_at=NOW - 0.1)
+)
 
 
 def scrape(latest: Latest, *, now: float = NOW, processes: bool = True) -> dict[str, list[Sample]]:
@@ -108,7 +111,7 @@ def values(samples: list[Sample], **labels: str) -> list[float]:
 def test_every_gpu_series_carries_the_reading_in_base_units() -> None:
     found = scrape(LATEST)
 
-    labels = {"gpu": "0", "uuid": GPU.uuid}
+    labels = {"gpu": "0", "uuid": GPU.uuid, "vendor": "nvidia"}
     expected = {
         "gputui_gpu_utilization_ratio": 0.87,
         "gputui_gpu_memory_utilization_ratio": 0.41,
@@ -157,6 +160,7 @@ def test_a_lost_gpu_says_so_and_keeps_its_identity() -> None:
     assert info.labels == {
         "gpu": "1",
         "uuid": "",
+        "vendor": "nvidia",
         "name": "NVIDIA H100 80GB HBM3",
         "bus_id": "00000000:17:00.0",
         "driver": "550.54.15",
