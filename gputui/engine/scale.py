@@ -65,6 +65,7 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
     epochs = 0
     stopping = False
     done = False
+    first_failed: int | None = None
     while not done:
         for rank, event in _received(mailbox):
             if isinstance(event, TERMINAL_TYPES):
@@ -79,7 +80,8 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
                     process.terminate()
         try:
             done = context.join(timeout=_POLL_S)
-        except ProcessException:  # a rank failed; torch has ended the others
+        except ProcessException as failed:  # a rank failed; torch has ended the others
+            first_failed = failed.error_index
             done = True
     for process in context.processes:
         process.join()
@@ -89,7 +91,7 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
         elif rank == 0:
             emit(event)
     exit_codes = [process.exitcode for process in context.processes]
-    last = job_end(ends, exit_codes, stopped=stopping, epochs=epochs)
+    last = job_end(ends, exit_codes, stopped=stopping, epochs=epochs, first_failed=first_failed)
     emit(last)
     if isinstance(last, Finished):
         return EXIT_OK
@@ -106,14 +108,21 @@ def rank_config(config: ScaleConfig) -> RunConfig:
 
 
 def job_end(
-    ends: dict[int, Event], exit_codes: Sequence[int | None], *, stopped: bool, epochs: int
+    ends: dict[int, Event],
+    exit_codes: Sequence[int | None],
+    *,
+    stopped: bool,
+    epochs: int,
+    first_failed: int | None = None,
 ) -> Finished | Error:
     """The job's last event, from how each rank ended.
 
     A stopped job ends as rank 0 said (or stopped, when it could not say). A job where
     every rank exited 0 ends with rank 0's ``Finished``. Otherwise the first cause is
     named: a rank killed by a signal, else a rank's own error (not one that only lost a
-    peer), else a rank that exited without saying why, else rank 0's error.
+    peer), else a rank that exited without saying why, else rank 0's error. Among ranks
+    killed by a signal, ``first_failed`` (the one torch saw fail first) comes first: torch
+    kills the others with SIGKILL when they do not end in time.
     """
     first = ends.get(0)
     if stopped:
@@ -123,7 +132,8 @@ def job_end(
     if all(code == 0 for code in exit_codes) and isinstance(first, Finished):
         return first
     ranks = len(exit_codes)
-    for rank, code in enumerate(exit_codes):
+    for rank in sorted(range(ranks), key=lambda rank: rank != first_failed):
+        code = exit_codes[rank]
         if code is not None and code < 0:
             return Error(
                 message=f"rank {rank} of {ranks} was killed by {_signal_name(-code)}; "

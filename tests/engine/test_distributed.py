@@ -31,6 +31,7 @@ import torch.multiprocessing as mp
 from gputui.commands import main
 from gputui.engine.distributed import rank_device, rank_device_index
 from gputui.engine.lifecycle import exit_now
+from gputui.engine.scale import job_end
 from gputui.jobs.config import ConfigError, ScaleConfig
 from gputui.jobs.events import (
     EpochFinished,
@@ -503,3 +504,11 @@ def test_ctrl_c_under_torchrun_ends_every_rank_and_prints_what_finished() -> Non
     time.sleep(0.5)
     left = [pid for pid in job if psutil.pid_exists(pid)]
     assert not [pid for pid in left if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_of_two_ranks_killed_the_one_that_failed_first_is_named() -> None:
+    """A rank killed while torch ends the job (SIGKILL, once it outlived its SIGTERM) is not
+    the cause: under load rank 0 was named for rank 1's kill."""
+    end = job_end({}, [-9, -9], stopped=False, epochs=0, first_failed=1)
+    assert isinstance(end, Error)
+    assert end.message == "rank 1 of 2 was killed by SIGKILL; the other ranks were ended"

@@ -113,8 +113,11 @@ def started_python(sleepers: Sleepers, setup: str = "") -> subprocess.Popen[byte
     return child
 
 
-def exit_signal(child: subprocess.Popen[bytes]) -> int:
-    return -child.wait(timeout=10)
+async def exit_signal(pilot: Pilot[object], child: subprocess.Popen[bytes]) -> int:
+    """The signal that ended ``child``, waited for while the app runs (a blocking wait held
+    the event loop before the app had sent it)."""
+    await wait_until(pilot, lambda: child.poll() is not None)
+    return -child.wait()
 
 
 async def test_o_cycles_the_sort_and_O_reverses_it(
@@ -244,7 +247,7 @@ async def test_k_K_and_i_ask_then_y_sends_the_signal(
         assert f"Send {signum.name} to pid {target.pid}?" in text
         assert f"user     {user}" in text and "command  sleep 599" in text
         await pilot.press("y")
-        assert exit_signal(target) == signum
+        assert await exit_signal(pilot, target) == signum
         await wait_until(pilot, lambda: not isinstance(app.screen, SignalDialog))
         assert notices(app) == [f"Sent {signum.name} to pid {target.pid} ({user}: sleep 599)."]
         assert bystander.poll() is None
