@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gputui.telemetry.amdgpu import AmdgpuCard
+from gputui.telemetry.drm_clients import DrmClientSampler
 from gputui.telemetry.intel import IntelCard
 from gputui.telemetry.pci_names import PciNames
 from gputui.telemetry.readings import DrmReading, GpuProcess, GpuReading, GpuState, Vendor
@@ -59,6 +60,7 @@ class DrmSampler:
         self,
         sysfs: Path | None = None,
         *,
+        procfs: Path | None = None,
         names: PciNames | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -66,6 +68,8 @@ class DrmSampler:
 
         Args:
             sysfs: The sysfs root (default: :func:`sysfs_root`).
+            procfs: The procfs root whose DRM clients are the cards' processes (default:
+                :func:`procfs_root`).
             names: Names the cards whose driver gives no product name (default: the
                 system's ``amdgpu.ids`` and ``pci.ids``).
             clock: Dates the samples; Intel's utilization and power come from two samples'
@@ -76,6 +80,9 @@ class DrmSampler:
         self._files = SysfsFiles()
         self._cards = CardList(sysfs if sysfs is not None else sysfs_root(), self._files)
         self._readers: dict[str, CardReader] = {}
+        self._procfs = procfs
+        self._clients: DrmClientSampler | None = None
+        """Made with the first card: a box without AMD or Intel GPUs sweeps no fdinfo."""
 
     def sample(self) -> DrmReading:
         """Read every card once; never raises for what a card's files hold."""
@@ -114,10 +121,14 @@ class DrmSampler:
         return reading
 
     def _processes(self) -> Mapping[str, tuple[GpuProcess, ...]]:
-        """Each GPU's processes by PCI bus id (lowercase, ``0000:03:00.0``); a GPU missing
-        here has them ``None`` (n/a). The one place the DRM clients of ``/proc/*/fdinfo``
-        join the cards; until they are read, none is known."""
-        return {}
+        """Each GPU's processes by PCI bus id (lowercase, ``0000:03:00.0``), from the DRM
+        clients of ``/proc/*/fdinfo``; a GPU no process uses has none."""
+        if not self._readers:
+            return {}
+        if self._clients is None:
+            self._clients = DrmClientSampler(self._procfs)
+        found = self._clients.sample()
+        return {bus_id: found.get(bus_id, ()) for bus_id in self._readers}
 
     def _next_index(self, vendor: Vendor) -> int:
         return sum(reader.identity.vendor is vendor for reader in self._readers.values())

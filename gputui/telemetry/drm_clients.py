@@ -42,11 +42,10 @@ from pathlib import Path
 
 from gputui.telemetry.commandline import command_line
 from gputui.telemetry.readings import GpuProcess
+from gputui.telemetry.sysfs import procfs_root
 
 log = logging.getLogger(__name__)
 
-PROCFS_ENV = "GPUTUI_PROCFS"
-"""Names the procfs to read instead of ``/proc`` (a host's, mounted in a container; a test's)."""
 RESCAN_EVERY = 10
 """Sweeps between two listings of a process's fds where the procfs does not count them
 (Linux before 6.2): how late a process that opens a GPU long after it started may show."""
@@ -256,11 +255,6 @@ def _scan_dir(path: str) -> list[tuple[str, int]] | None:
         return None
 
 
-def default_procfs() -> Path:
-    """``GPUTUI_PROCFS`` where set, else ``/proc``."""
-    return Path(os.environ.get(PROCFS_ENV) or "/proc")
-
-
 @dataclass(slots=True)
 class _Process:
     """What the sweep keeps of one process between sweeps."""
@@ -333,7 +327,7 @@ class DrmClientSampler:
             raw_commands: Keep the secrets in processes' command lines.
             clock_ns: Times each client's reading (``time.monotonic_ns``; a test's clock).
         """
-        self._root = os.fspath(procfs if procfs is not None else default_procfs())
+        self._root = os.fspath(procfs if procfs is not None else procfs_root())
         self._rescan_asked = rescan_every
         self._rescan_every = RESCAN_EVERY
         self._counts_fds: bool | None = None  # probed at the first sweep
@@ -581,13 +575,11 @@ def _kind(clients: Iterable[DrmClient]) -> str:
 
 
 __all__ = [
-    "PROCFS_ENV",
     "RESCAN_EVERY",
     "RESCAN_EVERY_COUNTED",
     "DrmClient",
     "DrmClientSampler",
     "ProcessIdentity",
-    "default_procfs",
     "parse_fdinfo",
     "read_process_identity",
 ]

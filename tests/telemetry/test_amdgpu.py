@@ -68,7 +68,7 @@ def test_eight_mi300x_read_as_the_files_say(tmp_path: Path) -> None:
         assert (gpu.pcie_link_gen_max, gpu.pcie_link_width_max_lanes) == (5, 16)
         assert gpu.fan_percent is None  # passively cooled
         assert gpu.pcie_rx_bytes_per_s is None and gpu.performance_state is None
-        assert gpu.processes is None  # not known yet: n/a, never "none"
+        assert gpu.processes == ()  # no DRM client of this machine's on these cards
         assert gpu.ecc_uncorrected_errors == (2 if i == 4 else 0)
     assert health_problems(gpus[4]) == ["2 uncorrected ECC errors"]
     assert health_problems(gpus[0]) == []

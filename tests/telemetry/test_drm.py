@@ -19,6 +19,7 @@ from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import Snapshot
 from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.telemetry.sysfs import SYSFS_ENV
+from tests.fakeprocfs import FakeProcfs, amdgpu_6_11
 from tests.telemetry.sysfs_trees import (
     MI300X_BUS_IDS,
     MI300X_BUSY,
@@ -100,8 +101,7 @@ def test_snapshot_table_has_a_section_per_vendor(fake_nvml_dir: Path, tmp_path: 
     assert "    health  2 uncorrected ECC errors" in lines
     assert any("GFX clock" in line and "2100 MHz" in line for line in lines)
     assert any("PCIe link" in line and "Gen5 x16" in line for line in lines)
-    assert any(line.startswith("  processes    n/a on GPU amd0, amd1,") for line in lines)
-    assert "amd7 (not" in text  # wrapped: "(not read yet)"
+    assert "  processes    none" in lines  # the procfs's DRM clients: none on these cards
 
 
 def test_a_lost_card_reads_lost_in_the_table(tmp_path: Path) -> None:
@@ -123,3 +123,22 @@ def test_the_real_samplers_read_the_cards_under_gputui_sysfs(
     assert [gpu.bus_id for gpu in reading.gpus] == list(MI300X_BUS_IDS)
     monkeypatch.setenv(SYSFS_ENV, str(tmp_path / "nothing"))
     assert Samplers.real().drm.sample().gpus == ()
+
+
+def test_each_card_lists_the_processes_whose_drm_clients_are_on_it(tmp_path: Path) -> None:
+    """The cards under GPUTUI_SYSFS joined with the DRM clients under GPUTUI_PROCFS by PCI
+    bus id: a process on amd1 is amd1's alone, and a card nobody uses lists none."""
+    procfs = FakeProcfs(tmp_path)
+    procfs.process(4242, ("python3", "train.py"))
+    procfs.drm_fd(4242, 5, "renderD129", amdgpu_6_11(7, MI300X_BUS_IDS[1], vram_kib=4 << 20))
+    sampler = DrmSampler(
+        mi300x_box(tmp_path / "sys"), procfs=procfs.root, names=names(tmp_path / "ids")
+    )
+    gpus = {gpu.bus_id: gpu for gpu in sampler.sample().gpus}
+    [process] = gpus[MI300X_BUS_IDS[1]].processes or ()
+    assert (process.pid, process.command, process.gpu_memory_bytes) == (
+        4242,
+        "python3 train.py",
+        4 << 30,
+    )
+    assert gpus[MI300X_BUS_IDS[0]].processes == ()

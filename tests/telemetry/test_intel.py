@@ -68,7 +68,7 @@ def test_an_arc_on_xe_and_a_flex_on_i915(tmp_path: Path) -> None:
     assert flex.temperature_c is None  # i915's hwmon has no temperature
     assert (arc.pcie_link_gen, arc.pcie_link_width_lanes) == (4, 8)
     assert (flex.pcie_link_gen_max, flex.pcie_link_width_max_lanes) == (4, 16)
-    assert all(gpu.state is GpuState.OK and gpu.processes is None for gpu in (arc, flex))
+    assert all(gpu.state is GpuState.OK and gpu.processes == () for gpu in (arc, flex))
     # the first sample has no second to tell rates by
     assert [(gpu.utilization_percent, gpu.power_w) for gpu in first] == [(None, None)] * 2
     assert first[0].energy_joules == 0.0 and first[0].sm_clock_mhz == 2670.0

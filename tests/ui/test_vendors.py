@@ -28,6 +28,7 @@ from gputui.ui.render.gpu import area_title, nvml_title
 from gputui.ui.render.processes import process_table_title
 from gputui.ui.widgets.gpu_area import GpuArea
 from tests.fakenvml import FakeNvml
+from tests.fakeprocfs import FakeProcfs, amdgpu_6_11
 from tests.telemetry.sysfs_trees import build, mi300x_box, names, radeon_780m, radeon_rx_7900_xtx
 from tests.ui.fakes import (
     MPS_ON_LINUX,
@@ -48,10 +49,20 @@ SMALL = (80, 24)
 LARGE = (160, 50)
 
 
-def workstation(tmp_path: Path) -> DrmSampler:
-    """A Radeon RX 7900 XTX and the Radeon 780M of the box's APU, read from sysfs."""
+TRAINER_PID = 4194301
+"""A pid no process of this machine has (pid_max is 4194304): the fake procfs's trainer."""
+
+
+def workstation(tmp_path: Path, *, trainer: bool = False) -> DrmSampler:
+    """A Radeon RX 7900 XTX and the Radeon 780M of the box's APU, read from sysfs; with
+    ``trainer``, a process holding 6 GiB of the 7900 XTX's VRAM in its fake procfs."""
     sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx(), radeon_780m()])
-    return DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    procfs = FakeProcfs(tmp_path)
+    if trainer:
+        procfs.process(TRAINER_PID, ("python3", "train.py"))
+        fdinfo = amdgpu_6_11(3, "0000:03:00.0", vram_kib=6 << 20)
+        procfs.drm_fd(TRAINER_PID, 7, "renderD128", fdinfo)
+    return DrmSampler(sysfs, procfs=procfs.root, names=names(tmp_path / "ids"))
 
 
 def real_app(
@@ -78,7 +89,7 @@ async def test_a_mixed_box_shows_every_gpu_each_vendor_counted(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "2")
-    app = real_app(workstation(tmp_path))
+    app = real_app(workstation(tmp_path, trainer=True))
     async with app.run_test(size=LARGE) as pilot:
         await settled(pilot)
         area = area_of(app)
@@ -93,7 +104,10 @@ async def test_a_mixed_box_shows_every_gpu_each_vendor_counted(
         assert "amd1 · AMD Radeon 780M" in gpus.gpu_text("amd1")
         table = app.monitor.process_table
         assert table.border_title is not None
-        assert "n/a on GPU amd0, amd1" in str(table.border_title)
+        assert str(table.border_title) == "GPU processes · 1"
+        [cells] = table.shown.values()
+        assert (cells[0], cells[1], cells[4]) == ("amd0", str(TRAINER_PID), "6.0 GiB")
+        assert cells[-1] == "python3 train.py"
         assert app.history.series(util_metric("amd0"))[-1] == 97.0
         assert app.history.series(util_metric(0))[-1] is not None  # NVIDIA's keep their names
 
@@ -149,7 +163,8 @@ def test_a_mixed_box_80x24(snap_compare: Any, tmp_path: Path) -> None:
 
 
 def test_the_area_title_counts_each_vendor(tmp_path: Path) -> None:
-    amd = DrmSampler(mi300x_box(tmp_path / "sys"), names=names(tmp_path / "ids")).sample().gpus
+    read = DrmSampler(mi300x_box(tmp_path / "sys"), names=names(tmp_path / "ids")).sample()
+    amd = tuple(dataclasses.replace(gpu, processes=None) for gpu in read.gpus)  # not listed
     nvidia = h100s(2).gpus
     assert area_title("550.54.15", "12.4", nvidia) == nvml_title("550.54.15", "12.4", 2, nvidia)
     assert area_title(None, None, amd) == "AMD · 8 GPUs"
