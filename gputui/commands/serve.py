@@ -108,8 +108,8 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
         "--print-rules",
         action="store_true",
         help="print Prometheus alerting rules (YAML) over these series and exit, serving "
-        "nothing: a GPU down, ECC errors, a pending row remap, a slowdown, stale readings, "
-        "an idle GPU whose memory is held",
+        "nothing: a GPU, NVML or the exporter down, ECC errors, a pending row remap, a "
+        "slowdown, stale readings, an idle GPU whose memory is held",
     )
     printed.add_argument(
         "--print-dashboard",

@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputui.serve.metrics import (
+    GPU_INFO,
     GPU_LABELS,
     GPU_PROCESS_MEMORY,
     GPU_THROTTLED,
     GPU_UP,
+    NVML_AVAILABLE,
     SAMPLE_AGE,
 )
 
@@ -78,6 +80,19 @@ ALERT_RULES = (
         "needs a reset), cannot open it, or its calls hang (gputui_gpu_hung is 1). Run "
         "`gputui snapshot` or `nvidia-smi` on the host for the reason, and look for Xid "
         "errors in `dmesg`.",
+    ),
+    AlertRule(
+        "GputuiNvmlUnavailable",
+        f"{NVML_AVAILABLE} == 0 and on ({', '.join(SCRAPE_LABELS)}) "
+        f"present_over_time({GPU_INFO}[1d])",
+        "2m",
+        "critical",
+        "NVML does not answer on {{ $labels.instance }}: none of its GPUs can be read",
+        "NVML has not answered on {{ $labels.instance }} for 2 minutes, though the host had "
+        "GPUs in the last day, so none of them is watched, and CUDA work there likely fails "
+        "too: the driver is not loaded, or its library and kernel module differ after a "
+        "driver update (reboot, or reload the driver). `gputui doctor` or `nvidia-smi` there "
+        "says which.",
     ),
     AlertRule(
         "GputuiExporterDown",

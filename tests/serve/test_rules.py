@@ -67,6 +67,16 @@ CASES = {
         ],
         [("0m", []), ("2m", [Fired(gpu(1, uuid=""))]), ("5m", [Fired(gpu(0)), Fired(gpu(1, ""))])],
     ),
+    "GputuiNvmlUnavailable": Case(
+        [
+            ("gputui_nvml_available", HOST, "1 1 0 0 0 0"),  # gone at 2m, with its GPUs
+            ("gputui_gpu_info", gpu(0, name="NVIDIA H100 80GB HBM3"), "1 1 stale"),
+            ("gputui_nvml_available", host(2), "0 0 0 0 0 0"),  # never had a GPU
+            ("gputui_nvml_available", host(3), "1 1 1 1 1 1"),
+            ("gputui_gpu_info", {**host(3), "gpu": "0"}, "1 1 1 1 1 1"),
+        ],
+        [("3m", []), ("5m", [Fired(HOST)])],
+    ),
     "GputuiExporterDown": Case(
         [
             ("up", HOST, "1 1 1 0 0 0 0 0 0"),  # down from 3m
@@ -206,11 +216,14 @@ def test_the_alert_fires_on_its_series_and_not_on_the_others(
 
 
 def test_each_alert_says_where_and_what_to_do() -> None:
+    """The host in every summary and description; the GPU too where the alert is a GPU's."""
     for rule in ALERT_RULES:
-        assert "{{ $labels.instance }}" in rule.summary, rule.name
-        assert "{{ $labels.instance }}" in rule.description, rule.name
-        if "gpu" in rule.expr and "sample_age" not in rule.expr:
-            assert "{{ $labels.gpu }}" in rule.summary, rule.name
+        about_a_gpu = any(
+            "gpu" in one.labels for _, fired in CASES[rule.name].checks for one in fired
+        )
+        for text in (rule.summary, rule.description):
+            assert "{{ $labels.instance }}" in text, rule.name
+            assert ("{{ $labels.gpu }}" in text) == about_a_gpu, rule.name
         assert rule.severity in ("critical", "warning"), rule.name
         assert rule.description.endswith((".", ".)")), rule.name
 
