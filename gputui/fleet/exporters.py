@@ -25,7 +25,7 @@ from gputui.serve.metrics import (
     SAMPLE_AGE,
 )
 from gputui.telemetry.nvml import WEDGED
-from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
 
 MIB = 1024**2
 
@@ -189,7 +189,7 @@ _GPUTUI_FIELDS = {series.name: (series.field, series.per / series.times) for ser
 
 
 def _read_gputui(samples: list[Sample]) -> Exposition:
-    gpus: dict[int, _Gpu] = {}
+    gpus: dict[tuple[Vendor, int], _Gpu] = {}
     notes = Notes()
     age = 0.0
     for sample in samples:
@@ -206,7 +206,12 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
         index = _index(labels.get("gpu"))
         if index is None or name == NVML_AVAILABLE:
             continue
-        gpu = gpus.get(index) or gpus.setdefault(index, _Gpu(index, notes))
+        vendor = _VENDORS.get(labels.get("vendor") or "nvidia")  # no label: an older gputui
+        if vendor is None:
+            continue
+        gpu = gpus.get((vendor, index)) or gpus.setdefault(
+            (vendor, index), _Gpu(index, notes, vendor=vendor)
+        )
         gpu.uuid = labels.get("uuid") or gpu.uuid
         field = _GPUTUI_FIELDS.get(name)
         if field is not None:  # most series: one reading each
@@ -233,7 +238,16 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
             gpu.processes = gpu.processes or []
     for gpu in gpus.values():
         gpu.hung_for_s = age
-    return Exposition(GPUTUI, _readings(gpus), sample_age_s=age, notes=notes.as_tuple())
+    readings = tuple(gpus[key].reading() for key in sorted(gpus, key=_vendor_order))
+    return Exposition(GPUTUI, readings, sample_age_s=age, notes=notes.as_tuple())
+
+
+_VENDORS = {vendor.value: vendor for vendor in Vendor}
+
+
+def _vendor_order(key: tuple[Vendor, int]) -> tuple[int, int]:
+    """NVIDIA's GPUs first, then each vendor's as the exporter lists them."""
+    return (list(Vendor).index(key[0]), key[1])
 
 
 def _process(sample: Sample, index: int, notes: Notes) -> GpuProcess | None:
@@ -399,7 +413,7 @@ _INTEGER_FIELDS = frozenset(
 )
 _BOOLEAN_FIELDS = frozenset({"remapped_rows_pending"})
 _IDENTITY = frozenset(
-    {"index", "name", "uuid", "bus_id", "state", "error", "error_brief", "processes"}
+    {"index", "vendor", "name", "uuid", "bus_id", "state", "error", "error_brief", "processes"}
 )
 _READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name not in _IDENTITY)
 """The readings an exporter may give (everything but the GPU's identity and processes)."""
@@ -412,6 +426,8 @@ class _Gpu:
     index: int
     notes: Notes
     """Where refused values are noted (the host's, shared by its GPUs)."""
+    vendor: Vendor = Vendor.NVIDIA
+    """Whose GPU (dcgm-exporter and nvitop-exporter read NVIDIA's alone)."""
     nan_is_unknown: bool = False
     """NaN reads as ``None`` without a note (see ``_Mapping``)."""
     name: str = ""
@@ -457,6 +473,7 @@ class _Gpu:
             state = GpuState.LOST
         return GpuReading(
             index=self.index,
+            vendor=self.vendor,
             name=self.name or f"GPU {self.index}",
             uuid=self.uuid,
             bus_id=self.bus_id,

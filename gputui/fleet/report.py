@@ -24,7 +24,7 @@ from gputui.format import (
     fmt_used_total,
     for_screen,
 )
-from gputui.telemetry.readings import GpuReading, GpuState
+from gputui.telemetry.readings import GpuReading, GpuState, gpu_label
 from gputui.telemetry.snapshot import gpu_as_dict
 
 
@@ -92,11 +92,11 @@ def notes_summary(notes: Sequence[str]) -> str:
 
 def _gpu_cells(gpu: GpuReading) -> list[str]:
     if gpu.state is GpuState.LOST:
-        return [str(gpu.index), gpu.name, "lost"]
+        return [gpu_label(gpu), gpu.name, "lost"]
     if gpu.state is not GpuState.OK:  # hung, unreachable: why, after the empty columns
-        return [str(gpu.index), gpu.name, gpu.state.value, "", "", "", gpu.error or ""]
+        return [gpu_label(gpu), gpu.name, gpu.state.value, "", "", "", gpu.error or ""]
     return [
-        str(gpu.index),
+        gpu_label(gpu),
         gpu.name,
         fmt_percent(gpu.utilization_percent),
         fmt_used_total(gpu.memory_used_bytes, gpu.memory_total_bytes),

@@ -2,7 +2,8 @@
 
 Every name follows Prometheus's rules (``promtool check metrics``): the ``gputui_`` prefix,
 base units in the name, ratios 0..1 as ``_ratio``, ``_total`` on counters, ``_info`` for
-metadata. Every GPU series has the labels ``gpu`` (the NVML index) and ``uuid``; a label's
+metadata. Every GPU series has the labels ``gpu`` (the NVML index; AMD's and Intel's index
+among that vendor's cards), ``uuid`` and ``vendor`` (``nvidia``, ``amd``, ``intel``); a label's
 text (a GPU's name, a process's user and command line) is made printable by
 :func:`gputui.format.one_line`. A reading that is ``None`` (not supported, or a lost GPU)
 leaves its series out for that GPU rather than reading 0; a lost GPU keeps
@@ -34,11 +35,12 @@ from gputui.telemetry.readings import (
     GpuReading,
     GpuState,
     NvmlReading,
-    NvmlStatus,
+    Vendor,
 )
 
-GPU_LABELS = ("gpu", "uuid")
-"""The labels of every GPU series: the NVML index, and the UUID (empty when unknown)."""
+GPU_LABELS = ("gpu", "uuid", "vendor")
+"""The labels of every GPU series: the index (NVML's on NVIDIA, the vendor's own on AMD and
+Intel), the UUID (empty when unknown) and the vendor."""
 
 INFO_LABELS = (*GPU_LABELS, "name", "bus_id", "driver")
 """``gputui_gpu_info``'s labels."""
@@ -216,11 +218,8 @@ def metric_families(
         processes: Whether to expose the per-process series (GPU memory, SM utilization).
     """
     families: list[Metric] = []
-    nvml = latest.hang or latest.nvml
-    if nvml is not None:
-        families += _gpu_families(
-            latest, nvml.status, now, interval_s=interval_s, processes=processes
-        )
+    if (latest.hang or latest.nvml or latest.drm) is not None:
+        families += _gpu_families(latest, now, interval_s=interval_s, processes=processes)
     if latest.cpu is not None:
         families += _host_families(latest.cpu)
     age = GaugeMetricFamily(
@@ -234,15 +233,20 @@ def metric_families(
 
 
 def _gpu_families(
-    latest: Latest, status: NvmlStatus, now: float, *, interval_s: float, processes: bool
+    latest: Latest, now: float, *, interval_s: float, processes: bool
 ) -> list[Metric]:
-    last, hang = latest.nvml, latest.hang
-    available = GaugeMetricFamily(
-        NVML_AVAILABLE, "1 when NVML answers, 0 when it cannot start or its start hangs."
-    )
-    available.add_metric([], 1.0 if status.available else 0.0)
-    driver = one_line(status.driver_version or "")
-    stale = last is None or is_stale(last.taken_at, now, interval_s)
+    last, hang, drm = latest.nvml, latest.hang, latest.drm
+    nvml = hang or last
+    families: list[Metric] = []
+    if nvml is not None:
+        available = GaugeMetricFamily(
+            NVML_AVAILABLE, "1 when NVML answers, 0 when it cannot start or its start hangs."
+        )
+        available.add_metric([], 1.0 if nvml.status.available else 0.0)
+        families.append(available)
+    driver = one_line(nvml.status.driver_version or "") if nvml is not None else ""
+    nvml_stale = last is None or is_stale(last.taken_at, now, interval_s)
+    drm_stale = drm is None or is_stale(drm.taken_at, now, interval_s)
     hung = {gpu.index for gpu in hang.gpus if gpu.state is GpuState.HUNG} if hang else set()
     up = GaugeMetricFamily(
         GPU_UP,
@@ -263,20 +267,24 @@ def _gpu_families(
         labels=(*GPU_LABELS, "reason"),
     )
     # Label values end up on screens (a curl, a fleet, a dashboard): printable text only.
-    gpus = for_screen(_served_gpus(last, hang))
+    gpus = for_screen(_served_gpus(last, hang) + (drm.gpus if drm is not None else ()))
     for gpu in gpus:
-        labels = [str(gpu.index), gpu.uuid or ""]
-        answers = gpu.state is GpuState.OK and not stale and gpu.index not in hung
-        up.add_metric(labels, 1.0 if answers else 0.0)
-        hung_gpu.add_metric(labels, 1.0 if gpu.index in hung else 0.0)
-        info.add_metric([*labels, gpu.name, gpu.bus_id or "", driver], 1.0)
+        labels = _labels(gpu)
+        nvidia = gpu.vendor is Vendor.NVIDIA
+        is_hung = nvidia and gpu.index in hung
+        stale = nvml_stale if nvidia else drm_stale
+        up.add_metric(
+            labels, 1.0 if gpu.state is GpuState.OK and not stale and not is_hung else 0.0
+        )
+        hung_gpu.add_metric(labels, 1.0 if is_hung else 0.0)
+        info.add_metric([*labels, gpu.name, gpu.bus_id or "", driver if nvidia else ""], 1.0)
         for series, family in zip(GPU_SERIES, readings, strict=True):
             value = series.value(gpu)
             if value is not None:
                 family.add_metric(labels, value)
         for reason, value in _throttles(gpu):
             throttled.add_metric([*labels, reason], value)
-    families: list[Metric] = [available, up, hung_gpu, info, *readings, throttled]
+    families += [up, hung_gpu, info, *readings, throttled]
     if hang is not None and hang.status.hung_call is not None:
         call = GaugeMetricFamily(
             NVML_HUNG,
@@ -289,6 +297,11 @@ def _gpu_families(
     if processes:
         families += _process_families(gpus)
     return families
+
+
+def _labels(gpu: GpuReading) -> list[str]:
+    """The labels of a GPU's series (:data:`GPU_LABELS`)."""
+    return [str(gpu.index), gpu.uuid or "", gpu.vendor.value]
 
 
 def _throttles(gpu: GpuReading) -> list[tuple[str, float]]:
@@ -332,8 +345,7 @@ def _process_families(gpus: Iterable[GpuReading]) -> list[Metric]:
             if len(command) > COMMAND_LABEL_MAX:
                 command = command[: COMMAND_LABEL_MAX - 3] + "..."
             labels = [
-                str(gpu.index),
-                gpu.uuid or "",
+                *_labels(gpu),
                 str(process.pid),
                 process.user or "",
                 command,

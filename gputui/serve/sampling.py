@@ -1,11 +1,12 @@
 """The readings ``gputui serve`` serves: taken on threads of their own, read without waiting.
 
-Each source (host, NVML, MPS) is sampled on its own :class:`~gputui.telemetry.polling.SamplerThread`
-at a fixed pace. A source whose last sample has not answered yet (a hung driver call) is not
-asked again until it does, so samples never queue up behind it and the other sources keep
-their pace. A scrape reads :meth:`Poller.latest`: it never waits for a sample. Once an NVML
-call has held the readings back until they are stale, it also says what NVML is stuck in
-(:attr:`Latest.hang`), as the monitor does.
+Each source (host, NVML, MPS, AMD and Intel) is sampled on its own
+:class:`~gputui.telemetry.polling.SamplerThread` at a fixed pace. A source whose last sample
+has not answered yet (a hung driver call) is not asked again until it does, so samples never
+queue up behind it and the other sources keep their pace. A scrape reads
+:meth:`Poller.latest`: it never waits for a sample. Once an NVML call has held the readings
+back until they are stale, it also says what NVML is stuck in (:attr:`Latest.hang`), as the
+monitor does.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from gputui.telemetry.polling import (
     hung_reading,
     pending_call,
 )
-from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading, Snapshot
+from gputui.telemetry.readings import (
+    CpuReading,
+    DrmReading,
+    MpsReading,
+    NvmlReading,
+    Snapshot,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,8 @@ class Latest:
     """Every NVIDIA GPU."""
     mps: MpsReading | None = None
     """Apple MPS."""
+    drm: DrmReading | None = None
+    """Every AMD and Intel GPU."""
     hang: NvmlReading | None = None
     """While an NVML call holds the readings back past staleness: every GPU NVML counted,
     ``hung`` (those known lost or unreachable stay so), and the call in the status
@@ -60,7 +69,7 @@ class Latest:
         """
         taken = [
             self.started_at if reading is None else reading.taken_at
-            for reading in (self.cpu, self.nvml, self.mps)
+            for reading in (self.cpu, self.nvml, self.mps, self.drm)
         ]
         return max(0.0, now - min(taken))
 
@@ -68,9 +77,9 @@ class Latest:
         """The readings as ``gputui snapshot`` has them (NVML's as :attr:`hang` says, while
         it hangs); ``None`` until every source answered or NVML is known to hang."""
         nvml = self.hang or self.nvml
-        if self.cpu is None or nvml is None or self.mps is None:
+        if self.cpu is None or nvml is None or self.mps is None or self.drm is None:
             return None
-        return Snapshot(cpu=self.cpu, nvml=nvml, mps=self.mps)
+        return Snapshot(cpu=self.cpu, nvml=nvml, mps=self.mps, drm=self.drm)
 
 
 class Poller:

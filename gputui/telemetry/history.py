@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from gputui.format import percent_of
-from gputui.telemetry.readings import CpuReading, NvmlReading
+from gputui.telemetry.readings import CpuReading, GpuReading, gpu_label
 
 DEFAULT_WINDOW_S = 300.0
 """How far back sparklines look: five minutes."""
@@ -147,14 +147,14 @@ CPU_METRIC = "cpu.util"
 """History name of the host's total utilization."""
 
 
-def util_metric(index: int) -> str:
-    """History name of GPU ``index``'s utilization."""
-    return f"gpu{index}.util"
+def util_metric(label: int | str) -> str:
+    """History name of a GPU's utilization, by its label (:func:`gpu_label`: ``0``, ``amd0``)."""
+    return f"gpu{label}.util"
 
 
-def memory_metric(index: int) -> str:
-    """History name of GPU ``index``'s memory in use (percent)."""
-    return f"gpu{index}.memory"
+def memory_metric(label: int | str) -> str:
+    """History name of a GPU's memory in use (percent), by its label."""
+    return f"gpu{label}.memory"
 
 
 def record_cpu(history: History, reading: CpuReading) -> None:
@@ -162,9 +162,10 @@ def record_cpu(history: History, reading: CpuReading) -> None:
     history.append(CPU_METRIC, reading.utilization_percent)
 
 
-def record_nvml(history: History, reading: NvmlReading) -> None:
+def record_gpus(history: History, gpus: Iterable[GpuReading]) -> None:
     """Append each GPU's utilization and memory to ``history`` (a lost GPU records gaps)."""
-    for gpu in reading.gpus:
-        history.append(util_metric(gpu.index), gpu.utilization_percent)
+    for gpu in gpus:
+        label = gpu_label(gpu)
+        history.append(util_metric(label), gpu.utilization_percent)
         memory = percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
-        history.append(memory_metric(gpu.index), memory)
+        history.append(memory_metric(label), memory)

@@ -14,12 +14,19 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
+from gputui.telemetry.readings import (
+    CpuReading,
+    DriverCall,
+    DrmReading,
+    MpsReading,
+    NvmlReading,
+)
 
 if TYPE_CHECKING:
     from gputui.telemetry.nvml import NvmlSampler
@@ -36,9 +43,18 @@ class Sampler(Protocol[R_co]):
         ...
 
 
+class NoDrmGpus:
+    """A box with no AMD or Intel GPU: the AMD and Intel source of samplers a test builds
+    for NVIDIA alone."""
+
+    def sample(self) -> DrmReading:
+        """No GPU, now."""
+        return DrmReading(gpus=(), taken_at=time.monotonic())
+
+
 @dataclass(frozen=True, slots=True)
 class Samplers:
-    """The three sources the monitor polls; production uses :meth:`real`, tests inject fakes."""
+    """The sources the monitor polls; production uses :meth:`real`, tests inject fakes."""
 
     cpu: Sampler[CpuReading]
     """The host: CPUs, memory, gputui's own footprint."""
@@ -46,6 +62,8 @@ class Samplers:
     """Every NVIDIA GPU (may hang on a bad driver)."""
     mps: Sampler[MpsReading]
     """Apple MPS."""
+    drm: Sampler[DrmReading] = field(default_factory=NoDrmGpus)
+    """Every AMD and Intel GPU, from sysfs."""
 
     @classmethod
     def real(cls, *, raw_commands: bool = False) -> Samplers:
@@ -53,6 +71,7 @@ class Samplers:
 
         Building them imports psutil and the NVML bindings and may initialise NVML
         (which can hang): none of that runs on the event loop or delays the first frame.
+        AMD and Intel GPUs are read under ``GPUTUI_SYSFS`` (default ``/sys``).
 
         Args:
             raw_commands: Keep the secrets in processes' command lines (redacted otherwise).
@@ -61,6 +80,7 @@ class Samplers:
             cpu=LazySampler(_host_sampler),
             nvml=LazySampler(partial(_nvml_sampler, raw_commands=raw_commands)),
             mps=LazySampler(_mps_sampler),
+            drm=LazySampler(_drm_sampler),
         )
 
 
@@ -157,6 +177,12 @@ def _mps_sampler() -> Sampler[MpsReading]:
     return MpsSampler()
 
 
+def _drm_sampler() -> Sampler[DrmReading]:
+    from gputui.telemetry.drm import DrmSampler
+
+    return DrmSampler()
+
+
 def import_real_samplers() -> None:
     """Import the real samplers' modules, psutil and the NVML bindings, in this thread.
 
@@ -165,6 +191,7 @@ def import_real_samplers() -> None:
     the import locks, and the first frame would come later.
     """
     import gputui.telemetry.apple
+    import gputui.telemetry.drm
     import gputui.telemetry.host
     import gputui.telemetry.nvml  # noqa: F401
 
@@ -172,7 +199,7 @@ def import_real_samplers() -> None:
         import pynvml  # noqa: F401
 
 
-SOURCES = ("cpu", "nvml", "mps")
+SOURCES = ("cpu", "nvml", "mps", "drm")
 """The sources the app polls, by their name in :class:`Samplers`."""
 
 

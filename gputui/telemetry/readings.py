@@ -47,6 +47,25 @@ class CpuReading:
     """``time.monotonic()`` when the sample was taken."""
 
 
+class Vendor(str, Enum):
+    """Who made a GPU, as gputui reads it: through NVML (``nvidia``), the kernel's amdgpu
+    driver (``amd``), its i915 or xe driver (``intel``), or Metal (``apple``)."""
+
+    NVIDIA = "nvidia"
+    AMD = "amd"
+    INTEL = "intel"
+    APPLE = "apple"
+
+
+VENDOR_NAMES = {
+    Vendor.NVIDIA: "NVIDIA",
+    Vendor.AMD: "AMD",
+    Vendor.INTEL: "Intel",
+    Vendor.APPLE: "Apple",
+}
+"""Each vendor as people write it."""
+
+
 class GpuState(str, Enum):
     """Whether a GPU still answers: ``lost`` once it answered GpuIsLost, ``unreachable`` when
     NVML would not even give its handle (no permission, "requires reset", Unknown Error),
@@ -124,16 +143,20 @@ class MigDeviceReading:
 
 @dataclass(frozen=True, slots=True)
 class GpuReading:
-    """One sample of one NVIDIA GPU."""
+    """One sample of one GPU."""
 
     index: int
-    """NVML index."""
+    """NVML index on NVIDIA; on AMD and Intel, the card's place among that vendor's cards in
+    PCI bus order (see :func:`gpu_label`)."""
+    vendor: Vendor
+    """Whose GPU it is, and so which driver gave the readings."""
     name: str
-    """Product name, e.g. ``NVIDIA H100 80GB HBM3``."""
+    """Product name, e.g. ``NVIDIA H100 80GB HBM3``, ``AMD Instinct MI300X``."""
     uuid: str | None
-    """``GPU-...`` UUID."""
+    """``GPU-...`` UUID on NVIDIA; AMD's ``unique_id`` (a serial number in hex)."""
     bus_id: str | None
-    """PCI bus id, e.g. ``00000000:17:00.0``."""
+    """PCI bus id as the driver writes it: ``00000000:17:00.0`` (NVML), ``0000:03:00.0``
+    (the kernel's, for AMD and Intel)."""
     state: GpuState
     """``ok``, or why the GPU cannot be read (``lost``, ``unreachable``, ``hung``: then every
     reading is ``None``)."""
@@ -189,6 +212,10 @@ class GpuReading:
     mig_devices: tuple[MigDeviceReading, ...] | None = None
     """In MIG mode, its MIG devices (empty: none made yet); ``None`` out of MIG mode, or
     where NVML does not list them."""
+    junction_temperature_c: float | None = None
+    """The hottest point of the die (AMD's ``junction``)."""
+    memory_temperature_c: float | None = None
+    """Device memory's temperature."""
     memory_clock_mhz: float | None = None
     """Current memory clock."""
     memory_clock_max_mhz: float | None = None
@@ -206,6 +233,15 @@ class GpuReading:
 ERROR_BRIEF_MAX = 50
 """The most characters of a GPU's ``error_brief``: it fits beside ``UNREACHABLE`` on one line
 of an 80-column monitor."""
+
+
+def gpu_label(gpu: GpuReading) -> str:
+    """A GPU's short name where several vendors' GPUs are listed together: its NVML index on
+    NVIDIA (``0``, as ``nvidia-smi`` and ``--only`` number it), else the vendor and its index
+    among that vendor's cards (``amd0``, ``intel1``)."""
+    if gpu.vendor is Vendor.NVIDIA:
+        return str(gpu.index)
+    return f"{gpu.vendor.value}{gpu.index}"
 
 
 def shown_pid(process: GpuProcess) -> int:
@@ -302,6 +338,21 @@ class MpsReading:
 
 
 @dataclass(frozen=True, slots=True)
+class DrmReading:
+    """One sample of every AMD and Intel GPU, read in sysfs from the kernel's amdgpu, i915
+    and xe drivers."""
+
+    gpus: tuple[GpuReading, ...]
+    """One reading per GPU: AMD's, then Intel's, each vendor's in index order."""
+    taken_at: float
+    """``time.monotonic()`` when the sample finished."""
+
+
+NO_DRM_GPUS = DrmReading(gpus=(), taken_at=0.0)
+"""A box with no AMD or Intel GPU."""
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the monitor shows, at one moment."""
 
@@ -311,6 +362,13 @@ class Snapshot:
     """Every NVIDIA GPU."""
     mps: MpsReading
     """Apple MPS."""
+    drm: DrmReading = NO_DRM_GPUS
+    """Every AMD and Intel GPU."""
+
+    @property
+    def gpus(self) -> tuple[GpuReading, ...]:
+        """Every GPU: NVIDIA's, then AMD's and Intel's."""
+        return self.nvml.gpus + self.drm.gpus
 
 
 def nvml_hung(reading: NvmlReading) -> bool:

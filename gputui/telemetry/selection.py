@@ -1,11 +1,15 @@
-"""``--only``: the GPUs the monitor shows, by NVML index or UUID, as nvitop's ``--only``."""
+"""``--only``: the GPUs the monitor shows, by NVML index or UUID, as nvitop's ``--only``
+(NVIDIA's alone: the AMD and Intel GPUs are not shown beside them)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TypeVar
 
-from gputui.telemetry.readings import GpuReading, NvmlReading
+from gputui.telemetry.readings import DrmReading, GpuReading, NvmlReading, Vendor
+
+ReadingT = TypeVar("ReadingT", NvmlReading, DrmReading)
 
 UUID_PREFIXES = ("GPU-", "MIG-")
 
@@ -44,11 +48,13 @@ class GpuSelection:
         return cls(frozenset(indexes), tuple(uuids))
 
     def keeps(self, gpu: GpuReading) -> bool:
-        """Whether ``gpu`` is one of these."""
+        """Whether ``gpu`` is one of these (NVIDIA GPUs alone are named so)."""
+        if gpu.vendor is not Vendor.NVIDIA:
+            return False
         return gpu.index in self.indexes or any(
             gpu.uuid is not None and gpu.uuid.startswith(uuid) for uuid in self.uuids
         )
 
-    def of(self, reading: NvmlReading) -> NvmlReading:
+    def of(self, reading: ReadingT) -> ReadingT:
         """``reading`` with only these GPUs (the rest are not shown, nor counted)."""
         return dataclasses.replace(reading, gpus=tuple(g for g in reading.gpus if self.keeps(g)))

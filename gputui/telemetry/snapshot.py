@@ -1,7 +1,8 @@
 """``gputui snapshot``: every reading once, as a plain-text table or as JSON.
 
-The JSON schema is a contract for scripts: top-level ``cpu``, ``gpus``, ``nvml``
-and ``mps``; a reading that is not supported is ``null``.
+The JSON schema is a contract for scripts: top-level ``cpu``, ``gpus`` (NVIDIA's, then AMD's
+and Intel's, each with its ``vendor``), ``nvml`` and ``mps``; a reading that is not supported
+is ``null``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from gputui.format import (
 )
 from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 from gputui.telemetry.readings import (
+    VENDOR_NAMES,
     CpuReading,
+    DrmReading,
     GpuProcess,
     GpuReading,
     GpuState,
@@ -43,6 +46,8 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
     Snapshot,
+    Vendor,
+    gpu_label,
     health_problems,
     shown_pid,
     unmatched_host_pids,
@@ -50,6 +55,7 @@ from gputui.telemetry.readings import (
 
 if TYPE_CHECKING:
     from gputui.telemetry.apple import MpsSampler
+    from gputui.telemetry.drm import DrmSampler
     from gputui.telemetry.host import HostSampler
     from gputui.telemetry.nvml import NvmlSampler
 
@@ -68,19 +74,22 @@ def take_snapshot(
     host: HostSampler | None = None,
     nvml: NvmlSampler | None = None,
     mps: MpsSampler | None = None,
+    drm: DrmSampler | None = None,
     cpu_window_s: float = CPU_WINDOW_S,
     torch_wait_s: float = TORCH_WAIT_S,
     timeout_s: float = NVML_TIMEOUT_S,
 ) -> Snapshot:
-    """Sample the host, every NVIDIA GPU and Apple MPS once. Never raises for missing hardware,
-    nor waits for a driver that does not answer.
+    """Sample the host, every NVIDIA, AMD and Intel GPU and Apple MPS once. Never raises for
+    missing hardware, nor waits for a driver that does not answer.
 
     Args:
         host: The host sampler (default: a new one, primed now).
         nvml: The NVML sampler (default: a new one on the system's library, closed after).
         mps: The MPS sampler (default: a new one for this platform).
-        cpu_window_s: Host utilization covers at least this long; the NVML and
-            MPS samples are taken inside that window.
+        drm: The AMD and Intel sampler (default: a new one under ``GPUTUI_SYSFS``, primed
+            now: Intel's utilization and power are rates between two samples).
+        cpu_window_s: Host utilization (and Intel's rates) cover at least this long; the
+            NVML and MPS samples are taken inside that window.
         torch_wait_s: How long to wait for PyTorch's answer about MPS (macOS only).
         timeout_s: How long after the start the NVML sample may end; past it the GPUs it
             has read are kept and the others are ``hung`` (see :func:`sample_nvml`).
@@ -94,13 +103,18 @@ def take_snapshot(
         from gputui.telemetry.apple import MpsSampler
 
         mps = MpsSampler()  # on macOS this starts asking PyTorch in the background
+    if drm is None:
+        from gputui.telemetry.drm import DrmSampler
+
+        drm = DrmSampler()
+    drm.sample()  # the window's start, for the counters' rates
     nvml_reading = sample_nvml(timeout_s - (time.monotonic() - started), sampler=nvml)
     mps.wait_for_torch(torch_wait_s)
     mps_reading = mps.sample()
     remaining = cpu_window_s - (time.monotonic() - started)
     if remaining > 0:
         time.sleep(remaining)
-    return Snapshot(cpu=host.sample(), nvml=nvml_reading, mps=mps_reading)
+    return Snapshot(cpu=host.sample(), nvml=nvml_reading, mps=mps_reading, drm=drm.sample())
 
 
 # --- JSON -------------------------------------------------------------------------------
@@ -110,7 +124,7 @@ def snapshot_as_dict(snapshot: Snapshot) -> dict[str, Any]:
     """The snapshot as plain JSON-ready data; see the module docstring for the schema."""
     return {
         "cpu": _reading_as_dict(snapshot.cpu),
-        "gpus": [gpu_as_dict(gpu) for gpu in snapshot.nvml.gpus],
+        "gpus": [gpu_as_dict(gpu) for gpu in snapshot.gpus],
         "nvml": _reading_as_dict(snapshot.nvml.status),
         "mps": _reading_as_dict(snapshot.mps),
     }
@@ -145,6 +159,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
     ),
     GpuReading: (
         "index",
+        "vendor",
         "name",
         "uuid",
         "bus_id",
@@ -155,6 +170,8 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "memory_used_bytes",
         "memory_total_bytes",
         "temperature_c",
+        "junction_temperature_c",
+        "memory_temperature_c",
         "power_w",
         "power_limit_w",
         "energy_j",
@@ -251,9 +268,10 @@ def render_snapshot_table(snapshot: Snapshot, width: int = WIDTH) -> str:
     sections = [
         _cpu_section(snapshot.cpu, width),
         _nvml_section(snapshot.nvml, width),
+        *(_drm_section(snapshot.drm, vendor, width) for vendor in (Vendor.AMD, Vendor.INTEL)),
         _mps_section(snapshot.mps, width),
     ]
-    lines = [line for section in sections for line in [*section, ""]][:-1]
+    lines = [line for section in sections if section for line in [*section, ""]][:-1]
     return "\n".join(_fitted(lines, width))
 
 
@@ -313,37 +331,68 @@ def _nvml_section(nvml: NvmlReading, width: int) -> list[str]:
     summary = [
         f"driver {status.driver_version or NA}",
         f"CUDA {status.cuda_driver_version or NA}",
-        fmt_counted(len(nvml.gpus), "GPU"),
+        *_counts(nvml.gpus),
+    ]
+    lines = _summary_line("NVIDIA  ", summary, width)
+    return lines + _gpus_lines(nvml.gpus, width, host_pids=status.host_pids)
+
+
+def _drm_section(drm: DrmReading, vendor: Vendor, width: int) -> list[str]:
+    """One vendor's GPUs read from sysfs; nothing where there are none."""
+    gpus = tuple(gpu for gpu in drm.gpus if gpu.vendor is vendor)
+    if not gpus:
+        return []
+    lead = VENDOR_NAMES[vendor].ljust(8)
+    return _summary_line(lead, _counts(gpus), width) + _gpus_lines(gpus, width)
+
+
+def _counts(gpus: tuple[GpuReading, ...]) -> list[str]:
+    """``8 GPUs``, then how many are in each state but ``ok`` (``1 lost``)."""
+    return [
+        fmt_counted(len(gpus), "GPU"),
         *(
             f"{found} {state.value}"
             for state in GpuState
-            if state is not GpuState.OK and (found := sum(gpu.state is state for gpu in nvml.gpus))
+            if state is not GpuState.OK and (found := sum(gpu.state is state for gpu in gpus))
         ),
     ]
-    bound = ", ".join(part.replace(" ", NO_BREAK) for part in summary)  # wrapped between parts
-    lines = [line.replace(NO_BREAK, " ") for line in _wrapped("NVIDIA  ", bound, width)]
-    for gpu in nvml.gpus:
+
+
+def _summary_line(lead: str, parts: list[str], width: int) -> list[str]:
+    bound = ", ".join(part.replace(" ", NO_BREAK) for part in parts)  # wrapped between parts
+    return [line.replace(NO_BREAK, " ") for line in _wrapped(lead, bound, width)]
+
+
+def _gpus_lines(gpus: tuple[GpuReading, ...], width: int, *, host_pids: bool = False) -> list[str]:
+    """Each GPU's lines, then the processes on them."""
+    lines = []
+    for gpu in gpus:
         lines.append("")
         lines += _gpu_lines(gpu, width)
-    processes = [(gpu.index, process) for gpu in nvml.gpus for process in gpu.processes or ()]
-    unknown = [str(gpu.index) for gpu in nvml.gpus if gpu.processes is None]
+    processes = [(gpu_label(gpu), process) for gpu in gpus for process in gpu.processes or ()]
+    unknown = [gpu_label(gpu) for gpu in gpus if gpu.processes is None]
     lines.append("")
     hosts = unmatched_host_pids(process for _, process in processes)
-    if hosts and status.host_pids:
+    if hosts and host_pids:
         note = f"{fmt_counted(hosts, 'host pid')}: gputui runs in its own pid namespace"
         lines += _wrapped(_INDENT + "processes    ", note, width)
     if processes:
         lines += _process_lines(processes, width)
-    elif nvml.gpus and not unknown:
+    elif gpus and not unknown:
         lines.append(_INDENT + "processes    none")
     if unknown:
-        why = f"n/a on GPU {', '.join(unknown)} (NVML cannot list them)"
+        why = "NVML cannot list them" if gpus[0].vendor is Vendor.NVIDIA else "not read yet"
+        why = f"n/a on GPU {', '.join(unknown)} ({why})"
         lines += _wrapped(_INDENT + "processes    ", why, width)
     return lines
 
 
+CLOCK_WORDS = {Vendor.NVIDIA: "SM clock", Vendor.AMD: "GFX clock", Vendor.INTEL: "GT clock"}
+"""What each vendor calls the clock of its compute engines."""
+
+
 def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
-    header = f"GPU {gpu.index}  {gpu.name}"
+    header = f"GPU {gpu_label(gpu)}  {gpu.name}"
     if gpu.state is not GpuState.OK:
         return [
             *_wrapped(_INDENT, f"{header}  {gpu.state.value}", width),
@@ -377,13 +426,18 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
         ["temperature", fmt_unit(gpu.temperature_c, "°C")],
         ["power", power],
         ["fan", fmt_percent(gpu.fan_percent)],
-        ["SM clock", clock],
+        [CLOCK_WORDS.get(gpu.vendor, "clock"), clock],
         ["P-state", pstate],
         ["PCIe rx", fmt_rate(gpu.pcie_rx_bytes_per_s)],
         ["PCIe tx", fmt_rate(gpu.pcie_tx_bytes_per_s)],
         ["mem clock", memory_clock],
         ["PCIe link", link],
     ]
+    if gpu.junction_temperature_c is not None or gpu.memory_temperature_c is not None:
+        pairs += [  # what amdgpu's hwmon gives (NVML's are not read)
+            ["junction", fmt_unit(gpu.junction_temperature_c, "°C")],
+            ["mem temp", fmt_unit(gpu.memory_temperature_c, "°C")],
+        ]
     readings = fmt_columns([pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)])
     if max(len(line) for line in readings) > room:  # narrow: one reading a line
         readings = fmt_columns(pairs, width=room)
@@ -405,21 +459,21 @@ COMMAND_ROOM_MIN = 16
 each command goes on a line of its own under its row."""
 
 
-def _process_lines(processes: list[tuple[int, GpuProcess]], width: int) -> list[str]:
+def _process_lines(processes: list[tuple[str, GpuProcess]], width: int) -> list[str]:
     """The processes' table; no CPU % (one sample has no previous one to measure from), and
     the kind in JSON alone (the command needs the room more)."""
     heading = ["GPU", "PID", "USER", "GPU MEMORY", "HOST MEMORY", "ELAPSED"]
     right = {0, 1, 3, 4, 5}
     rows = [
         [
-            str(index),
+            label,
             str(shown_pid(process)),
             ellipsize(process.user or NA, 12),
             fmt_bytes(process.gpu_memory_bytes),
             fmt_bytes(process.rss_bytes),
             fmt_elapsed(process.elapsed_s),
         ]
-        for index, process in processes
+        for label, process in processes
     ]
     commands = [process.command or NA for _, process in processes]
     table = fmt_columns([heading, *rows], right=right)

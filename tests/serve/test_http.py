@@ -66,7 +66,7 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     gpus = snapshot["gpus"]
     assert len(gpus) == 3
     for gpu in gpus:
-        labels = {"gpu": str(gpu["index"]), "uuid": gpu["uuid"]}
+        labels = {"gpu": str(gpu["index"]), "uuid": gpu["uuid"], "vendor": "nvidia"}
         assert gpu["uuid"].startswith("GPU-")
         info = only(labels_of(metrics["gputui_gpu_info"], gpu["index"]))
         assert info.labels == {

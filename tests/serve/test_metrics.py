@@ -13,6 +13,7 @@ from gputui.serve.metrics import COMMAND_LABEL_MAX, GPU_SERIES, LatestCollector,
 from gputui.serve.sampling import Latest
 from gputui.telemetry.readings import (
     CpuReading,
+    DrmReading,
     GpuProcess,
     GpuState,
     MpsReading,
@@ -89,7 +90,9 @@ NVML = NvmlReading(
 
 MPS = MpsReading(supported_platform=False, message="Not a Mac.", taken_at=NOW - 0.75)
 
-LATEST = Latest(started_at=NOW - 60, cpu=CPU, nvml=NVML, mps=MPS)
+LATEST = Latest(
+    started_at=NOW - 60, cpu=CPU, nvml=NVML, mps=MPS, drm=DrmReading(gpus=(), taken_at=NOW - 0.1)
+)
 
 
 def scrape(latest: Latest, *, now: float = NOW, processes: bool = True) -> dict[str, list[Sample]]:
@@ -112,7 +115,7 @@ def values(samples: list[Sample], **labels: str) -> list[float]:
 def test_every_gpu_series_carries_the_reading_in_base_units() -> None:
     found = scrape(LATEST)
 
-    labels = {"gpu": "0", "uuid": GPU.uuid}
+    labels = {"gpu": "0", "uuid": GPU.uuid, "vendor": "nvidia"}
     expected = {
         "gputui_gpu_utilization_ratio": 0.87,
         "gputui_gpu_memory_utilization_ratio": 0.41,
@@ -174,7 +177,7 @@ def test_every_throttle_reason_reads_1_while_it_holds_the_clocks_and_0_otherwise
     ]
     first = [s for s in found if s.labels["gpu"] == "0"]
     assert [s.labels for s in first] == [
-        {"gpu": "0", "uuid": GPU.uuid, "reason": r} for r in reasons
+        {"gpu": "0", "uuid": GPU.uuid, "vendor": "nvidia", "reason": r} for r in reasons
     ]
     assert [s.labels["reason"] for s in first if s.value == 1] == ["power_cap", "hw_slowdown"]
     assert values(found, gpu="2") == [0.0] * len(reasons)
@@ -191,6 +194,7 @@ def test_a_lost_gpu_says_so_and_keeps_its_identity() -> None:
     assert info.labels == {
         "gpu": "1",
         "uuid": "",
+        "vendor": "nvidia",
         "name": "NVIDIA H100 80GB HBM3",
         "bus_id": "00000000:17:00.0",
         "driver": "550.54.15",

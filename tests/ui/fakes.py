@@ -19,7 +19,7 @@ from textual.app import App
 from textual.pilot import Pilot
 
 from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
-from gputui.telemetry.polling import Samplers
+from gputui.telemetry.polling import NoDrmGpus, Samplers
 from gputui.telemetry.readings import (
     CpuReading,
     GpuProcess,
@@ -28,6 +28,7 @@ from gputui.telemetry.readings import (
     MpsReading,
     NvmlReading,
     NvmlStatus,
+    Vendor,
 )
 from gputui.telemetry.selection import GpuSelection
 from gputui.ui.monitor.app import MonitorApp
@@ -90,6 +91,7 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
     used = (61.2, 20.5, 0.6, 44.0, 79.1, 8.0, 33.3, 0.0)[index % 8]
     reading = GpuReading(
         index=index,
+        vendor=Vendor.NVIDIA,
         name="NVIDIA H100 80GB HBM3",
         uuid=f"GPU-{index:08d}-0000-0000-0000-000000000000",
         bus_id=f"00000000:{0x17 + index:02X}:00.0",
@@ -137,7 +139,7 @@ def gpu_reading(index: int, **changes: object) -> GpuReading:
 NOT_READ = {
     field.name: None
     for field in fields(GpuReading)
-    if field.name not in {"index", "name", "uuid", "state", "processes"}
+    if field.name not in {"index", "vendor", "name", "uuid", "state", "processes"}
 }
 """Every reading of a GPU, and its bus id, unknown: ``gpu_reading(index, **NOT_READ)``."""
 
@@ -279,6 +281,7 @@ def fake_app(
     cpu: object | None = None,
     nvml: object | None = None,
     mps: object | None = None,
+    drm: object | None = None,
     interval: float = 60.0,
     clock: Callable[[], float] | None = None,
     history: History | None = None,
@@ -287,12 +290,13 @@ def fake_app(
     readonly: bool = False,
     only: GpuSelection | None = None,
 ) -> MonitorApp:
-    """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS; the runner
-    lists fixed devices and plays scripted runs)."""
+    """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS, no AMD or
+    Intel GPU; the runner lists fixed devices and plays scripted runs)."""
     samplers = Samplers(
         cpu=cpu if cpu is not None else ScriptedSampler(cpu_reading()),  # type: ignore[arg-type]
         nvml=nvml if nvml is not None else ScriptedSampler(h100s(2)),  # type: ignore[arg-type]
         mps=mps if mps is not None else ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
+        drm=drm if drm is not None else NoDrmGpus(),  # type: ignore[arg-type]
     )
     return MonitorApp(
         samplers,
@@ -307,9 +311,10 @@ def fake_app(
 
 
 async def wait_until(
-    pilot: Pilot[object], condition: Callable[[], bool], timeout_s: float = 5.0
+    pilot: Pilot[object], condition: Callable[[], bool], timeout_s: float = 20.0
 ) -> None:
-    """Let the app run until ``condition()`` holds; fail after ``timeout_s``."""
+    """Let the app run until ``condition()`` holds; fail after ``timeout_s`` (a backstop:
+    on two loaded cores a pane's build has taken more than 5 s)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while not condition():

@@ -236,15 +236,15 @@ def test_a_prefetched_error_goes_to_the_first_sample_s_reply() -> None:
 def test_head_start_prefetches_every_source_on_its_own_thread() -> None:
     cpu, nvml, mps = (ScriptedSampler(r) for r in (cpu_reading(7.0), h100s(1), MPS_ON_LINUX))
     head_start = HeadStart.begin(Samplers(cpu=cpu, nvml=nvml, mps=mps))  # type: ignore[arg-type]
-    assert set(head_start.threads) == {"cpu", "nvml", "mps"}
+    assert set(head_start.threads) == {"cpu", "nvml", "mps", "drm"}
     replies = {source: Replies() for source in head_start.threads}
     head_start.threads["cpu"].sample(cpu.sample, replies["cpu"])
     head_start.threads["nvml"].sample(nvml.sample, replies["nvml"])
     assert replies["cpu"].next()[0].utilization_percent == 7.0  # type: ignore[attr-defined]
     assert len(replies["nvml"].next()[0].gpus) == 1  # type: ignore[attr-defined]
     assert (cpu.calls, nvml.calls) == (1, 1)
-    threads = {head_start.threads[s]._thread for s in ("cpu", "nvml", "mps")}
-    assert len(threads) == 3
+    threads = {head_start.threads[s]._thread for s in ("cpu", "nvml", "mps", "drm")}
+    assert len(threads) == 4
     for thread in head_start.threads.values():
         thread.close()
 
@@ -257,7 +257,8 @@ from gputui.telemetry import polling
 
 seen = []
 polling.SamplerThread.prefetch = lambda self, function: seen.append(
-    {"psutil", "pynvml", "gputui.telemetry.nvml", "gputui.telemetry.host"} <= set(sys.modules)
+    {"psutil", "pynvml", "gputui.telemetry.nvml", "gputui.telemetry.host", "gputui.telemetry.drm"}
+    <= set(sys.modules)
 )
 assert "pynvml" not in sys.modules and "psutil" not in sys.modules
 polling.HeadStart.begin()
@@ -266,4 +267,4 @@ print(seen)
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
-    assert result.stdout.strip() == "[True, True, True]"
+    assert result.stdout.strip() == "[True, True, True, True]"

@@ -348,10 +348,10 @@ def test_stat_columns_depend_on_width_not_values() -> None:
 
 def test_process_cells_are_plain_strings_with_na() -> None:
     process = GpuProcess(pid=7, user=None, command=None, gpu_memory_bytes=None)
-    assert process_cells(3, process) == ("3", "7", "C", *["n/a"] * 7)
+    assert process_cells("3", process) == ("3", "7", "C", *["n/a"] * 7)
     long = GpuProcess(pid=8, user="ada", command="x" * 500, gpu_memory_bytes=2 * GiB)
     used = dict(cpu_percent=412.6, rss_bytes=GiB // 2, elapsed_s=3 * 3600 + 7 * 60 + 5.9)
-    cells = process_cells(0, replace(long, sm_utilization_percent=87.4, kind="graphics", **used))
+    cells = process_cells("0", replace(long, sm_utilization_percent=87.4, kind="graphics", **used))
     assert cells[2:9] == ("G", "ada", "2.0 GiB", "87%", "413%", "512.0 MiB", "3:07:05")
     assert len(cells[9]) == 200 and cells[9].endswith("…")
 

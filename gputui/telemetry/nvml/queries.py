@@ -21,7 +21,13 @@ from gputui.telemetry.nvml.calls import (
     GpuLost,
 )
 from gputui.telemetry.nvml.mig import MigDevice, read_mig_devices
-from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, MigDeviceReading
+from gputui.telemetry.readings import (
+    GpuProcess,
+    GpuReading,
+    GpuState,
+    MigDeviceReading,
+    Vendor,
+)
 
 log = logging.getLogger(__name__)
 
@@ -373,6 +379,7 @@ def gpu_reading(
     ok = state is GpuState.OK
     return GpuReading(
         index=gpu.index,
+        vendor=Vendor.NVIDIA,
         name=gpu.name,
         uuid=gpu.uuid,
         bus_id=gpu.bus_id,

@@ -21,6 +21,7 @@ from textual.widgets import Footer, Input, Static
 
 from gputui.fleet.hosts import FleetSource, HostReading
 from gputui.format import for_screen, one_line
+from gputui.telemetry.readings import gpu_label
 from gputui.ui.colours import TerminalColours
 from gputui.ui.fleet.rows import (
     SORT_KEYS,
@@ -63,7 +64,7 @@ class FleetView(ScrollView, can_focus=True):
         super().__init__(id="fleet")
         self._clock = clock
         self._rows: list[Row] = []
-        self._history: dict[tuple[str, int], deque[float | None]] = {}
+        self._history: dict[tuple[str, str], deque[float | None]] = {}
         self._seen: dict[str, float | None] = {}
         self._strips: dict[int, Strip] = {}
         self._styles = LineStyles(self)
@@ -85,7 +86,7 @@ class FleetView(ScrollView, can_focus=True):
                 self._seen[host.host] = host.taken_at
                 for gpu in host.gpus:
                     spark = self._history.setdefault(
-                        (host.host, gpu.index), deque(maxlen=HISTORY_LENGTH)
+                        (host.host, gpu_label(gpu)), deque(maxlen=HISTORY_LENGTH)
                     )
                     spark.append(gpu.utilization_percent)
         self._rows = fleet_rows(hosts, order)

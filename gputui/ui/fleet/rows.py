@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 from gputui.fleet.hosts import HostReading
 from gputui.fleet.report import notes_summary
 from gputui.format import fmt_counted
-from gputui.telemetry.readings import GpuReading
+from gputui.telemetry.readings import GpuReading, gpu_label
 from gputui.ui.render.draw import GAP, HOT, LABEL, MUTED, OK, WARM, Line
 from gputui.ui.render.gpu import gpu_memory_percent, gpu_one_line
 from gputui.ui.row_order import RowOrder
@@ -33,8 +33,8 @@ INDENT = "  "
 STALE = MUTED
 """A down host's last readings, at the opacity of the monitor's stale panels."""
 
-History = Mapping[tuple[str, int], Sequence[float | None]]
-"""Utilization history by (host, GPU index)."""
+History = Mapping[tuple[str, str], Sequence[float | None]]
+"""Utilization history by host and GPU (its :func:`gpu_label`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ def row_line(row: Row, history: History, now: float, width: int) -> Line:
         age = host.age_s(now)
         notice = f"readings below are {_age(math.inf if age is None else age)} old"
         return Line(INDENT, (notice, WARM)).fit(width)
-    spark = history.get((host.host, gpu.index), ())
+    spark = history.get((host.host, gpu_label(gpu)), ())
     line = Line(INDENT).extend(gpu_one_line(gpu, spark, width - len(INDENT))).fit(width)
     if not host.up:  # the last readings of a host that stopped answering: greyed out
         line.parts = [(text, STALE) for text, _ in line.parts]

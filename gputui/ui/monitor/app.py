@@ -34,7 +34,7 @@ from textual.message import Message
 from textual.screen import Screen
 
 from gputui.format import exception_line, fmt_percent, for_screen, one_line
-from gputui.telemetry.history import History, record_cpu, record_nvml
+from gputui.telemetry.history import History, record_cpu, record_gpus
 from gputui.telemetry.polling import (
     SOURCES,
     HeadStart,
@@ -43,7 +43,13 @@ from gputui.telemetry.polling import (
     pending_call,
     stop_sampler,
 )
-from gputui.telemetry.readings import CpuReading, DriverCall, MpsReading, NvmlReading
+from gputui.telemetry.readings import (
+    CpuReading,
+    DriverCall,
+    DrmReading,
+    MpsReading,
+    NvmlReading,
+)
 from gputui.telemetry.selection import GpuSelection
 from gputui.ui.colours import TerminalColours
 from gputui.ui.keys import CTRL_C, HELP, QUIT, skip_if_copying
@@ -56,7 +62,13 @@ from gputui.ui.monitor.hangup import (
     terminal_gone,
 )
 from gputui.ui.monitor.layout import plan_panes
-from gputui.ui.monitor.messages import CpuSampled, MpsSampled, NvmlSampled, SamplerFailed
+from gputui.ui.monitor.messages import (
+    CpuSampled,
+    DrmSampled,
+    MpsSampled,
+    NvmlSampled,
+    SamplerFailed,
+)
 from gputui.ui.monitor.palette import MONITOR_COMMANDS
 from gputui.ui.widgets.footer import FittingFooter
 from gputui.ui.widgets.monitor import Monitor
@@ -79,7 +91,7 @@ BEAT_GRACE_S = 0.2
 """Longest the readings of one beat wait for each other before they are painted
 (a quarter of the interval when that is shorter)."""
 
-_MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled}
+_MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled, "drm": DrmSampled}
 
 
 READONLY_REFUSAL = "Read-only (--readonly or GPUTUI_READONLY=1): gputui sends no signals."
@@ -711,14 +723,22 @@ class MonitorApp(TerminalColours):
                 self.monitor.show_cpu(cpu)
                 self.handled["cpu"] += 1
             nvml = pending.get("nvml")
-            if isinstance(nvml, NvmlReading):
-                if self.only is not None:
-                    nvml = self.only.of(nvml)
+            drm = pending.get("drm")
+            nvml = nvml if isinstance(nvml, NvmlReading) else None
+            drm = drm if isinstance(drm, DrmReading) else None
+            if self.only is not None:
+                nvml, drm = nvml and self.only.of(nvml), drm and self.only.of(drm)
+            for reading in (nvml, drm):
+                if reading is not None:
+                    record_gpus(self.history, reading.gpus)
+            if nvml is not None or drm is not None:
+                self.monitor.show_gpus(nvml, drm)  # one paint of the GPU area for both
+            if nvml is not None:
                 self._nvml_taken_at = nvml.taken_at
-                record_nvml(self.history, nvml)
-                self.monitor.show_nvml(nvml)
                 self._check_stale()
                 self.handled["nvml"] += 1
+            if drm is not None:
+                self.handled["drm"] += 1
             mps = pending.get("mps")
             if isinstance(mps, MpsReading):
                 self.monitor.show_mps(mps)
@@ -735,6 +755,10 @@ class MonitorApp(TerminalColours):
     def on_mps_sampled(self, message: MpsSampled) -> None:
         """An MPS reading arrived."""
         self._arrived("mps", message.reading)
+
+    def on_drm_sampled(self, message: DrmSampled) -> None:
+        """An AMD and Intel reading arrived."""
+        self._arrived("drm", message.reading)
 
     def on_sampler_failed(self, message: SamplerFailed) -> None:
         """A sampler raised: say so once, keep the last readings, and poll again."""

@@ -11,9 +11,9 @@ from typing import Generic, TypeVar
 
 from textual.message import Message
 
-from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.telemetry.readings import CpuReading, DrmReading, MpsReading, NvmlReading
 
-ReadingT = TypeVar("ReadingT", CpuReading, NvmlReading, MpsReading)
+ReadingT = TypeVar("ReadingT", CpuReading, NvmlReading, MpsReading, DrmReading)
 
 
 @dataclass
@@ -40,11 +40,15 @@ class MpsSampled(Sampled[MpsReading]):
     """The MPS sampler returned a reading."""
 
 
+class DrmSampled(Sampled[DrmReading]):
+    """The AMD and Intel sampler returned a reading."""
+
+
 @dataclass
 class SamplerFailed(Message):
     """A sampler raised (they should not); the app logs it and polls again."""
 
     source: str
-    """``cpu``, ``nvml`` or ``mps``."""
+    """``cpu``, ``nvml``, ``mps`` or ``drm``."""
     error: str
     """The exception, in one line."""

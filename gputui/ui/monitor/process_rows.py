@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from gputui.format import one_line
-from gputui.telemetry.readings import GpuProcess, GpuReading, shown_pid
+from gputui.telemetry.readings import GpuProcess, GpuReading, gpu_label, shown_pid
 from gputui.ui.render.processes import ProcessCells, process_cells
 from gputui.ui.row_order import RowOrder
 
@@ -41,7 +41,7 @@ class ProcessRow:
     key: str
     """``gpu:pid:kind``: the row's identity across readings (the selection follows it)."""
     gpu: int
-    """The GPU's NVML index."""
+    """The GPU's place in the monitor's list (NVIDIA's by index, then AMD's and Intel's)."""
     process: GpuProcess
     """The process, with what the reading knew of it (its ``create_time`` among it)."""
     cells: ProcessCells
@@ -77,12 +77,12 @@ def process_rows(gpus: Sequence[GpuReading]) -> dict[str, ProcessRow]:
     """Every process on every GPU, by row key."""
     rows = (
         ProcessRow(
-            f"{gpu.index}:{process.pid}:{process.kind}",
-            gpu.index,
+            f"{gpu_label(gpu)}:{process.pid}:{process.kind}",
+            place,
             process,
-            process_cells(gpu.index, process),
+            process_cells(gpu_label(gpu), process),
         )
-        for gpu in gpus
+        for place, gpu in enumerate(gpus)
         for process in gpu.processes or ()
     )
     return {row.key: row for row in rows}

@@ -1,5 +1,5 @@
-"""The NVIDIA GPU panels' lines: a card per GPU, two lines or one line a GPU where room
-is short, titles, health problems and staleness."""
+"""The GPU panels' lines: a card per GPU, two lines or one line a GPU where room is short,
+titles, health problems and staleness."""
 
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ from gputui.format import (
     percent_of,
 )
 from gputui.telemetry.readings import (
+    VENDOR_NAMES,
     GpuReading,
     GpuState,
     MigDeviceReading,
+    Vendor,
+    gpu_label,
     health_problems,
 )
 from gputui.ui.render.draw import (
@@ -44,9 +47,24 @@ LOST_HINT = "the driver reports GpuIsLost; check dmesg for Xid errors, then rese
 """What a lost GPU's panel says after LOST."""
 
 
+BRANDS = (
+    "NVIDIA GeForce ",
+    "NVIDIA ",
+    "GeForce ",
+    "AMD Instinct ",
+    "AMD Radeon ",
+    "AMD ",
+    "Intel Data Center GPU ",
+    "Intel Arc ",
+    "Intel ",
+)
+"""What :func:`short_name` leaves out, the longest of each brand's first."""
+
+
 def short_name(name: str) -> str:
-    """The name without the brand: ``NVIDIA GeForce RTX 4090`` -> ``RTX 4090``."""
-    for prefix in ("NVIDIA GeForce ", "NVIDIA ", "GeForce "):
+    """The name without the brand: ``NVIDIA GeForce RTX 4090`` -> ``RTX 4090``, ``AMD
+    Instinct MI300X OAM`` -> ``MI300X OAM``."""
+    for prefix in BRANDS:
         if name.startswith(prefix):
             return name[len(prefix) :]
     return name
@@ -61,13 +79,14 @@ STATE_WORDS = {
 
 
 def gpu_title(gpu: GpuReading) -> str:
-    """``0 · NVIDIA H100 80GB HBM3 · P0`` (``LOST`` or ``UNREACHABLE`` for such a GPU; no
-    performance state where the GPU does not report one, rather than a bare ``· n/a``)."""
+    """``0 · NVIDIA H100 80GB HBM3 · P0``, ``amd0 · AMD Instinct MI300X OAM`` (``LOST`` or
+    ``UNREACHABLE`` for such a GPU; no performance state where the GPU does not report one,
+    rather than a bare ``· n/a``)."""
     state = STATE_WORDS.get(gpu.state)
     if state is None and gpu.performance_state is not None:
         state = fmt_pstate(gpu.performance_state)
     mig = " · MIG" if gpu.mig_mode else ""
-    return f"{gpu.index} · {gpu.name}" + (f" · {state}" if state else "") + mig
+    return f"{gpu_label(gpu)} · {gpu.name}" + (f" · {state}" if state else "") + mig
 
 
 def fmt_pstate(state: int | None) -> str:
@@ -133,7 +152,7 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
         return Line(fmt_percent(gpu.fan_percent))
     if key == "pcie":
         if gpu.pcie_rx_bytes_per_s is None and gpu.pcie_tx_bytes_per_s is None:
-            return Line(NA)
+            return Line(fmt_pcie_link(gpu.pcie_link_gen, None, gpu.pcie_link_width_lanes, None))
         return Line(
             ("rx ", LABEL),
             fmt_link_rate(gpu.pcie_rx_bytes_per_s),
@@ -337,12 +356,14 @@ def side_by_side(blocks: Sequence[Sequence[Line]], width: int) -> list[Line]:
 
 
 def gpu_name_cell(gpu: GpuReading, width: int) -> Line:
-    """``0 H100 80GB HBM3`` fitted to ``width`` cells (first word only if need be), index bold."""
-    name = short_name(gpu.name)
-    if cell_len(name) + 2 > width:
-        name = name.split(" ")[0]
+    """``0 H100 80GB HBM3`` fitted to ``width`` cells (its first word with a digit only, if
+    need be), the label (:func:`gpu_label`) bold."""
+    label, name = gpu_label(gpu), short_name(gpu.name)
+    if len(label) + 1 + cell_len(name) > width:  # the model's number alone: RX 7900 XTX -> 7900
+        words = name.split(" ")
+        name = next((word for word in words if any(c.isdigit() for c in word)), words[0])
     index_style = f"bold reverse {HOT}" if health_problems(gpu) else "bold"
-    return Line((f"{gpu.index}", index_style), " ", name).fit(width)
+    return Line((label, index_style), " ", name).fit(width)
 
 
 def gpu_two_lines(
@@ -414,6 +435,25 @@ def nvml_title(
     if cuda:
         parts.append(f"CUDA {cuda}")
     return " · ".join(parts)
+
+
+def area_title(driver: str | None, cuda: str | None, gpus: Sequence[GpuReading]) -> str:
+    """:func:`nvml_title` for NVIDIA's GPUs alone; else each vendor counted: ``AMD · 8 GPUs``,
+    ``GPUs · 2 NVIDIA, 8 AMD, 1 lost · driver 550.54.15 · CUDA 12.4``."""
+    vendors = [vendor for vendor in Vendor if any(gpu.vendor is vendor for gpu in gpus)]
+    if vendors in ([], [Vendor.NVIDIA]):
+        return nvml_title(driver, cuda, len(gpus), gpus)
+    if len(vendors) == 1:
+        parts = [VENDOR_NAMES[vendors[0]], fmt_counted(len(gpus), "GPU")]
+    else:
+        counts = (f"{sum(g.vendor is v for g in gpus)} {VENDOR_NAMES[v]}" for v in vendors)
+        parts = ["GPUs", ", ".join(counts)]
+    for state, word in STATE_WORDS.items():
+        if found := sum(gpu.state is state for gpu in gpus):
+            parts[1] += f", {found} {word.lower()}"
+    if Vendor.NVIDIA in vendors:
+        parts += [f"driver {driver}" if driver else "", f"CUDA {cuda}" if cuda else ""]
+    return " · ".join(part for part in parts if part)
 
 
 def stale_tag(age_s: float) -> str:

@@ -19,6 +19,7 @@ from gputui.format import (
 from gputui.telemetry.readings import (
     GpuProcess,
     GpuReading,
+    gpu_label,
     shown_pid,
     unmatched_host_pids,
 )
@@ -64,12 +65,15 @@ ProcessCells = tuple[str, ...]
 
 COMMAND_MAX = 200
 """Characters of a command line the process table keeps."""
+UNKNOWN_NAMED = 3
+"""Most GPUs whose processes are unknown that the title names; past it, it counts them."""
 
 
-def process_cells(gpu_index: int, process: GpuProcess) -> ProcessCells:
-    """The process table's cells as plain strings, in :data:`PROCESS_COLUMNS`' order."""
+def process_cells(gpu: str, process: GpuProcess) -> ProcessCells:
+    """The process table's cells as plain strings, in :data:`PROCESS_COLUMNS`' order; the GPU
+    is its label (:func:`gpu_label`)."""
     return (
-        str(gpu_index),
+        gpu,
         str(shown_pid(process)),
         fmt_process_kind(process.kind),
         process.user or NA,
@@ -91,13 +95,15 @@ SELECTED_STYLE = "bold $block-cursor-foreground on $block-cursor-background"
 
 
 def process_table_title(count: int, gpus: Sequence[GpuReading], host_pids: bool = False) -> str:
-    """``GPU processes · 3``, ``· none``, or ``· n/a`` where NVML could not list them (never
+    """``GPU processes · 3``, ``· none``, or ``· n/a`` where they could not be listed (never
     "none" beside a GPU whose processes are unknown)."""
-    unknown = [str(gpu.index) for gpu in gpus if gpu.processes is None]
+    unknown = [gpu_label(gpu) for gpu in gpus if gpu.processes is None]
     if unknown and len(unknown) == len(gpus):
         return "GPU processes · n/a"
     shown = f"{count}" if count else ("none" if not unknown else "0")
-    if unknown:
+    if len(unknown) > UNKNOWN_NAMED:
+        shown += f" · n/a on {len(unknown)} GPUs"
+    elif unknown:
         shown += f" · n/a on GPU {', '.join(unknown)}"
     hosts = unmatched_host_pids(process for gpu in gpus for process in gpu.processes or ())
     if host_pids and count and hosts:
@@ -126,7 +132,7 @@ def process_table_lines(
         rows: The rows, in order.
         width: Cells available.
         marked_pid: The PID whose row is drawn in ``TRAINER_STYLE`` (the runner's trainer).
-        marked_gpu: The GPU (index) that row must be on; ``None``: any GPU.
+        marked_gpu: The GPU (its label) that row must be on; ``None``: any GPU.
         ranks: The PIDs of a scaling run's other ranks, marked on whatever GPU they are.
         selected: The index of the selected row in ``rows``, drawn in ``SELECTED_STYLE``.
         sort_key: The column the rows are sorted by, marked in its heading; ``None``: none.

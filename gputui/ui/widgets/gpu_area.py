@@ -1,4 +1,4 @@
-"""The NVIDIA area: every GPU, or one sentence when there is none to show.
+"""The GPU area: every GPU (NVIDIA's, AMD's, Intel's), or one sentence when there is none.
 
 All GPUs are drawn by one widget, ``GpuList``, in the form the layout picks (a grid
 of cards, two lines a GPU, or one line a GPU): eight GPUs cost one widget's repaint
@@ -16,14 +16,14 @@ from textual.geometry import Size
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from gputui.telemetry.readings import GpuReading
+from gputui.telemetry.readings import GpuReading, gpu_label
 from gputui.ui.monitor.layout import CARD_GUTTER, CARD_HEIGHT, GpuMode
 from gputui.ui.render.draw import WARM, Line
 from gputui.ui.render.gpu import (
+    area_title,
     gpu_card,
     gpu_one_line,
     gpu_two_lines,
-    nvml_title,
     side_by_side,
     stale_tag,
 )
@@ -52,7 +52,7 @@ class GpuList(LinesWidget):
         super().__init__(id=id)
         self.gpus: Sequence[GpuReading] = ()
         self.histories: Histories = ()
-        self._blocks: dict[int, list[Line]] = {}
+        self._blocks: dict[str, list[Line]] = {}
 
     def show(self, gpus: Sequence[GpuReading], histories: Histories) -> None:
         """Paint new readings; only the lines that changed are repainted."""
@@ -75,18 +75,20 @@ class GpuList(LinesWidget):
         """A new number of columns: lay the cards out again."""
         self.rebuild()
 
-    def gpu_text(self, index: int) -> str:
-        """The plain text drawn for GPU ``index`` (its card, or its line or two)."""
-        return "\n".join(line.plain for line in self._blocks.get(index, []))
+    def gpu_text(self, label: int | str) -> str:
+        """The plain text drawn for a GPU (its card, or its line or two), by its label
+        (:func:`gpu_label`: an NVIDIA GPU's index, ``amd0``)."""
+        return "\n".join(line.plain for line in self._blocks.get(str(label), []))
 
     def build_lines(self, width: int) -> list[Line]:
-        """The lines of the current form, in GPU index order."""
+        """The lines of the current form, in the GPUs' order."""
         pairs = list(zip(self.gpus, self.histories, strict=True))
         if self.form is GpuMode.CARDS:
             columns = max(self.columns, 1)
             card_width = (width - CARD_GUTTER * (columns - 1)) // columns
             self._blocks = {
-                gpu.index: gpu_card(gpu, util, memory, card_width) for gpu, (util, memory) in pairs
+                gpu_label(gpu): gpu_card(gpu, util, memory, card_width)
+                for gpu, (util, memory) in pairs
             }
             blocks = list(self._blocks.values())
             lines: list[Line] = []
@@ -95,15 +97,18 @@ class GpuList(LinesWidget):
             return lines
         if self.form is GpuMode.TWO_LINE:
             self._blocks = {
-                gpu.index: gpu_two_lines(gpu, util, memory, width) for gpu, (util, memory) in pairs
+                gpu_label(gpu): gpu_two_lines(gpu, util, memory, width)
+                for gpu, (util, memory) in pairs
             }
         else:
-            self._blocks = {gpu.index: [gpu_one_line(gpu, util, width)] for gpu, (util, _) in pairs}
+            self._blocks = {
+                gpu_label(gpu): [gpu_one_line(gpu, util, width)] for gpu, (util, _) in pairs
+            }
         return [line for block in self._blocks.values() for line in block]
 
 
 class GpuArea(Vertical, SteadyRender):
-    """Every NVIDIA GPU, or the sentence that says why there is none (and the fix)."""
+    """Every GPU, or the sentence that says why there is none (and the fix)."""
 
     mode: reactive[GpuMode] = reactive(GpuMode.MESSAGE, repaint=False)
     """How the GPUs are drawn; ``message`` shows the sentence instead."""
@@ -189,12 +194,12 @@ class GpuArea(Vertical, SteadyRender):
         """Paint every GPU.
 
         Args:
-            gpus: One reading per GPU, in index order.
+            gpus: One reading per GPU: NVIDIA's in index order, then AMD's and Intel's.
             histories: Utilization and memory history per GPU, in the same order.
             driver: NVIDIA driver version.
             cuda: CUDA driver version.
         """
-        self._title = Content(nvml_title(driver, cuda, len(gpus), gpus))
+        self._title = Content(area_title(driver, cuda, gpus))
         self._update_title()
         self._gpus, self._histories = gpus, histories
         if self.mode is not GpuMode.MESSAGE:

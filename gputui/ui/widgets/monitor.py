@@ -1,4 +1,4 @@
-"""The monitor column: CPU panel, NVIDIA area, process table and MPS line, laid out to fit.
+"""The monitor column: CPU panel, GPU area, process table and MPS line, laid out to fit.
 
 Under the process table, a filter line opens on ``/`` (the app's key): Enter applies
 the text and selects the first matching row, Escape clears it.
@@ -17,7 +17,14 @@ from textual.widgets import Static
 
 from gputui.format import fmt_counted
 from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
-from gputui.telemetry.readings import CpuReading, MpsReading, NvmlReading
+from gputui.telemetry.readings import (
+    CpuReading,
+    DrmReading,
+    GpuReading,
+    MpsReading,
+    NvmlReading,
+    gpu_label,
+)
 from gputui.ui.monitor.layout import GpuMode, MonitorLayout, plan_layout
 from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
@@ -52,6 +59,11 @@ class Monitor(Vertical, SteadyRender):
         super().__init__(id=id)
         self.history = history
         self.nvml: NvmlReading | None = None
+        """The latest NVIDIA reading (the runner and the Doctor read it)."""
+        self.drm: DrmReading | None = None
+        """The latest AMD and Intel reading."""
+        self.gpus: tuple[GpuReading, ...] = ()
+        """Every GPU shown: NVIDIA's (while NVML answers), then AMD's and Intel's."""
         self.cores = 0
         self.layout_plan: MonitorLayout | None = None
         self._laid_out = False
@@ -84,34 +96,39 @@ class Monitor(Vertical, SteadyRender):
             self.cores = reading.logical_cores
             self.apply_layout()
 
-    def show_nvml(self, reading: NvmlReading) -> None:
-        """Paint an NVML reading (its values are already recorded in the history)."""
-        before = self._gpu_shape(self.nvml)
-        self.nvml = reading
+    def show_gpus(self, nvml: NvmlReading | None = None, drm: DrmReading | None = None) -> None:
+        """Paint the latest NVIDIA and AMD and Intel readings (a ``None`` one keeps the last);
+        their values are already recorded in the history."""
+        before = self._gpu_shape()
+        self.nvml = nvml or self.nvml
+        self.drm = drm or self.drm
+        nvml = self.nvml
+        nvidia = nvml.gpus if nvml is not None and nvml.status.available else ()
+        self.gpus = nvidia + (self.drm.gpus if self.drm is not None else ())
         area = self.gpu_area
-        table = self.process_table
-        status = reading.status
-        if not status.available:
-            area.show_message(status.error or UNAVAILABLE, title="NVIDIA · unavailable")
-        elif not reading.gpus:
-            area.show_message(NO_GPU, title=area_title_no_gpu(status.driver_version))
-        else:
+        if self.gpus:
             histories = [
                 (
-                    self.history.series(util_metric(gpu.index)),
-                    self.history.series(memory_metric(gpu.index)),
+                    self.history.series(util_metric(gpu_label(gpu))),
+                    self.history.series(memory_metric(gpu_label(gpu))),
                 )
-                for gpu in reading.gpus
+                for gpu in self.gpus
             ]
+            status = nvml.status if nvml is not None else None
             area.show_gpus(
-                reading.gpus,
+                self.gpus,
                 histories,
-                driver=status.driver_version,
-                cuda=status.cuda_driver_version,
+                driver=status.driver_version if status else None,
+                cuda=status.cuda_driver_version if status else None,
             )
+        elif nvml is not None and not nvml.status.available:
+            area.show_message(nvml.status.error or UNAVAILABLE, title="NVIDIA · unavailable")
+        elif nvml is not None:
+            area.show_message(NO_GPU, title=area_title_no_gpu(nvml.status.driver_version))
         self._show_panels()
-        table.show(reading.gpus, host_pids=status.host_pids)
-        if self._gpu_shape(reading) != before:
+        host_pids = nvml is not None and nvml.status.host_pids
+        self.process_table.show(self.gpus, host_pids=host_pids)
+        if self._gpu_shape() != before:
             self.apply_layout()
 
     @property
@@ -178,8 +195,7 @@ class Monitor(Vertical, SteadyRender):
         width, height = size or self.size
         if not width or not height:
             return
-        nvml = self.nvml
-        gpu_count = len(nvml.gpus) if nvml and nvml.status.available and nvml.gpus else None
+        gpu_count = len(self.gpus) or None
         area = self.gpu_area
         plan = plan_layout(
             width,
@@ -206,10 +222,11 @@ class Monitor(Vertical, SteadyRender):
         self._show_panels()
 
     def _show_panels(self) -> None:
-        """The panels while they fit (the process table only while NVML answers), else
-        the too-small notice alone: a GPU area cut off would vanish without a word."""
+        """The panels while they fit (the process table only while there are GPUs, or NVML
+        answers), else the too-small notice alone: a GPU area cut off would vanish without
+        a word."""
         fits = self.layout_plan is None or self.layout_plan.fits
-        available = self.nvml is None or self.nvml.status.available
+        available = self.nvml is None or self.nvml.status.available or bool(self.gpus)
         for widget, shown in (
             (self.cpu_panel, fits),
             (self.gpu_area, fits),
@@ -222,11 +239,12 @@ class Monitor(Vertical, SteadyRender):
         if self.process_filter is not None and not self.process_table.display:
             self.process_filter.display = False  # no filter line under a hidden table
 
-    @staticmethod
-    def _gpu_shape(reading: NvmlReading | None) -> tuple[bool, int, str]:
+    def _gpu_shape(self) -> tuple[bool, int, str]:
+        """What the layout depends on: whether NVML answers, the GPUs, NVML's error."""
+        reading = self.nvml
         if reading is None:
-            return (False, -1, "")
-        return (reading.status.available, len(reading.gpus), reading.status.error or "")
+            return (False, len(self.gpus) or -1, "")
+        return (reading.status.available, len(self.gpus), reading.status.error or "")
 
 
 def area_title_no_gpu(driver: str | None) -> str:

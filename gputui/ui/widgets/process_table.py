@@ -22,7 +22,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputui.telemetry.readings import GpuReading
+from gputui.telemetry.readings import GpuReading, gpu_label
 from gputui.ui.monitor.process_rows import ProcessOrder, ProcessRow, ordered, process_rows
 from gputui.ui.render.draw import Line
 from gputui.ui.render.processes import ProcessCells, process_table_lines, process_table_title
@@ -170,7 +170,7 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
         """
         wanted = process_rows(gpus)
         self.host_pids = host_pids
-        self._gpu_by_uuid = {gpu.uuid: str(gpu.index) for gpu in gpus if gpu.uuid}
+        self._gpu_by_uuid = {gpu.uuid: gpu_label(gpu) for gpu in gpus if gpu.uuid}
         set_border_title(self, process_table_title(len(wanted), gpus, host_pids))
         if wanted != self._rows:
             self._rows = wanted

@@ -1,0 +1,254 @@
+"""AMD GPUs under the kernel's amdgpu driver, read from the files its documentation describes
+(Documentation/gpu/amdgpu/driver-misc.rst and thermal.rst) in the PCI device's folder and its
+hwmon.
+
+What never changes (the name, ``unique_id``, installed VRAM, the link's maxima, which files
+and sensors the card has) is read once; a sample reads a dozen small files. The power cap
+and the RAS error counts are trusted for a while, as NVML's are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from gputui.telemetry.pci_names import PciNames
+from gputui.telemetry.readings import GpuReading, GpuState, Vendor
+from gputui.telemetry.sysfs import (
+    CardIdentity,
+    DrmCard,
+    SysfsFiles,
+    first_present,
+    hwmon_dir,
+    labelled_inputs,
+    link_generation,
+    link_width,
+)
+
+POWER_CAP_TTL_S = 30.0
+"""Seconds a power cap is trusted before it is read again (an admin may change it)."""
+RAS_TTL_S = 10.0
+"""Seconds the RAS error counts are trusted (they change rarely, and there are many files)."""
+PWM_MAX = 255
+"""``pwm1`` runs from 0 to 255 (hwmon's sysfs interface)."""
+
+_DPM_LINE = re.compile(r"\s*\w+:\s*(\d+)\s*mhz\s*(\*)?\s*", re.IGNORECASE)
+_UNCORRECTED = re.compile(r"^ue:\s*(\d+)\s*$", re.MULTILINE)
+
+
+def parse_dpm(text: str | None) -> tuple[float | None, float | None]:
+    """The current and highest clock of a ``pp_dpm_sclk`` or ``pp_dpm_mclk`` table, in MHz.
+
+    Each line is a level (``1: 2100Mhz *``); the current one is marked ``*``. A table with a
+    line that is not a level (a truncated file's last) is not trusted: both are ``None``; so
+    is the current clock where no level is marked.
+    """
+    current: float | None = None
+    highest: float | None = None
+    for line in (text or "").splitlines():
+        match = _DPM_LINE.fullmatch(line)
+        if match is None:
+            return None, None
+        mhz = float(match[1])
+        highest = mhz if highest is None else max(highest, mhz)
+        if match[2]:
+            current = mhz
+    return current, highest
+
+
+class AmdgpuCard:
+    """One AMD GPU: its static facts read when it is found, its readings each sample."""
+
+    def __init__(self, card: DrmCard, index: int, files: SysfsFiles, names: PciNames) -> None:
+        """Read what does not change and find which files the card has.
+
+        Args:
+            card: The card's DRM node.
+            index: Its place among the AMD cards.
+            files: Reads the files (notes what is n/a).
+            names: Names a card whose board does not (no ``product_name``).
+        """
+        device = card.device
+        self.card = card
+        self._files = files
+        product = files.text(device / "product_name", quiet=True)
+        if not product and card.pci_id is not None:
+            revision = files.integer(device / "revision")
+            product = names.name(Vendor.AMD, *card.pci_id, revision)
+        serial = files.text(device / "unique_id", quiet=True)
+        self.identity = CardIdentity(
+            index, Vendor.AMD, product or "AMD GPU", serial or None, card.bus_id
+        )
+        self._vram_total = files.integer(device / "mem_info_vram_total")
+        self._link_max = (
+            link_generation(files.text(device / "max_link_speed", quiet=True)),
+            link_width(files.integer(device / "max_link_width")),
+        )
+        self._device_files: dict[str, Path] = {}
+        for name in (
+            "gpu_busy_percent",
+            "mem_busy_percent",
+            "mem_info_vram_used",
+            "pp_dpm_sclk",
+            "pp_dpm_mclk",
+            "current_link_speed",
+            "current_link_width",
+        ):
+            if files.exists(device / name):
+                self._device_files[name] = device / name
+            else:
+                files.note(device / name, "missing")  # once: the sample does not look again
+        hwmon = hwmon_dir(device)
+        temperatures = labelled_inputs(hwmon, "temp", files) if hwmon else {}
+        self._edge = temperatures.get("edge")
+        self._junction = temperatures.get("junction")
+        self._memory_temperature = temperatures.get("mem")
+        self._power: Path | None = None
+        self._power_cap: Path | None = None
+        self._pwm: Path | None = None
+        self._fan: tuple[Path, Path] | None = None
+        if hwmon is not None:
+            self._power = first_present([hwmon / "power1_average", hwmon / "power1_input"], files)
+            self._power_cap = first_present([hwmon / "power1_cap"], files)
+            self._pwm = first_present([hwmon / "pwm1"], files)
+            if files.exists(hwmon / "fan1_input") and files.exists(hwmon / "fan1_max"):
+                self._fan = (hwmon / "fan1_input", hwmon / "fan1_max")
+        self._ras = _ras_files(device)
+        self._power_cap_w: tuple[float, float | None] | None = None  # (read at, watts)
+        self._ras_errors: tuple[float, int | None] | None = None  # (read at, count)
+
+    def read(self, now: float) -> GpuReading:
+        """One sample of the card.
+
+        Args:
+            now: The sampler's clock, for what is trusted a while.
+
+        Raises:
+            DeviceGone: the driver says the card is gone.
+        """
+        junction = self._celsius(self._junction)
+        edge = self._celsius(self._edge) if self._edge else junction  # MI300: no edge sensor
+        sclk, sclk_max = self._dpm("pp_dpm_sclk")
+        mclk, mclk_max = self._dpm("pp_dpm_mclk")
+        identity = self.identity
+        return GpuReading(
+            index=identity.index,
+            vendor=Vendor.AMD,
+            name=identity.name,
+            uuid=identity.uuid,
+            bus_id=identity.bus_id,
+            state=GpuState.OK,
+            utilization_percent=self._percent("gpu_busy_percent"),
+            memory_utilization_percent=self._percent("mem_busy_percent"),
+            memory_used_bytes=self._integer("mem_info_vram_used"),
+            memory_total_bytes=self._vram_total,
+            temperature_c=edge,
+            junction_temperature_c=junction,
+            memory_temperature_c=self._celsius(self._memory_temperature),
+            power_w=self._watts(self._power),
+            power_limit_w=self._cap_w(now),
+            sm_clock_mhz=sclk,
+            sm_clock_max_mhz=sclk_max,
+            memory_clock_mhz=mclk,
+            memory_clock_max_mhz=mclk_max,
+            fan_percent=self._fan_percent(),
+            pcie_rx_bytes_per_s=None,  # amdgpu's pcie_bw takes a second to answer
+            pcie_tx_bytes_per_s=None,
+            pcie_link_gen=self._link_generation(),
+            pcie_link_width_lanes=link_width(self._integer("current_link_width")),
+            pcie_link_gen_max=self._link_max[0],
+            pcie_link_width_max_lanes=self._link_max[1],
+            performance_state=None,
+            processes=None,
+            ecc_uncorrected_errors=self._uncorrected(now),
+        )
+
+    def _dpm(self, name: str) -> tuple[float | None, float | None]:
+        text = self._text(name)
+        current, highest = parse_dpm(text)
+        if text is not None and highest is None:
+            self._files.note(self._device_files[name], "not a table of clock levels")
+        elif text is not None and current is None:
+            self._files.note(self._device_files[name], "no level marked current")
+        return current, highest
+
+    def _link_generation(self) -> int | None:
+        text = self._text("current_link_speed")
+        generation = link_generation(text)
+        if generation is None and text is not None and text != "Unknown":
+            self._files.note(self._device_files["current_link_speed"], "not a link speed")
+        return generation
+
+    def _text(self, name: str) -> str | None:
+        path = self._device_files.get(name)
+        return None if path is None else self._files.text(path)
+
+    def _integer(self, name: str) -> int | None:
+        path = self._device_files.get(name)
+        return None if path is None else self._files.integer(path)
+
+    def _percent(self, name: str) -> float | None:
+        value = self._integer(name)
+        if value is not None and not 0 <= value <= 100:
+            self._files.note(self._device_files[name], f"{value} is not a percentage")
+            return None
+        return None if value is None else float(value)
+
+    def _celsius(self, path: Path | None) -> float | None:
+        millidegrees = None if path is None else self._files.integer(path)
+        if millidegrees is None or path is None:
+            return None
+        if not -50_000 <= millidegrees <= 200_000:
+            self._files.note(path, f"{millidegrees} m°C is no temperature")
+            return None
+        return millidegrees / 1000
+
+    def _watts(self, path: Path | None) -> float | None:
+        microwatts = None if path is None else self._files.integer(path)
+        return None if microwatts is None or microwatts < 0 else microwatts / 1e6
+
+    def _cap_w(self, now: float) -> float | None:
+        cached = self._power_cap_w
+        if cached is None or now - cached[0] >= POWER_CAP_TTL_S:
+            cap = self._watts(self._power_cap)
+            cached = self._power_cap_w = (now, cap if cap else None)  # 0: no cap
+        return cached[1]
+
+    def _fan_percent(self) -> float | None:
+        if self._pwm is not None:
+            pwm = self._files.integer(self._pwm)
+            if pwm is not None and 0 <= pwm <= PWM_MAX:
+                return round(pwm * 100 / PWM_MAX, 1)
+            if pwm is not None:
+                self._files.note(self._pwm, f"{pwm} is not 0 to {PWM_MAX}")
+            return None
+        if self._fan is not None:
+            rpm, top = (self._files.integer(path) for path in self._fan)
+            if rpm is not None and top and rpm >= 0:
+                return round(rpm * 100 / top, 1)
+        return None
+
+    def _uncorrected(self, now: float) -> int | None:
+        """Uncorrectable errors summed over the RAS blocks (``ue:`` of each
+        ``ras/*_err_count``); ``None`` without RAS."""
+        cached = self._ras_errors
+        if cached is None or now - cached[0] >= RAS_TTL_S:
+            counts = []
+            for path in self._ras:
+                match = _UNCORRECTED.search(self._files.text(path) or "")
+                if match:
+                    counts.append(int(match[1]))
+                else:
+                    self._files.note(path, "no 'ue:' count")
+            cached = self._ras_errors = (now, sum(counts) if counts else None)
+        return cached[1]
+
+
+def _ras_files(device: Path) -> list[Path]:
+    """The card's ``ras/<block>_err_count`` files (none without RAS: consumer cards)."""
+    try:
+        names = os.listdir(device / "ras")
+    except OSError:
+        return []
+    return [device / "ras" / name for name in sorted(names) if name.endswith("_err_count")]

@@ -1,0 +1,133 @@
+"""Every AMD and Intel GPU, read from sysfs: the sampler beside NVML's.
+
+Each sample lists ``class/drm`` (one directory read), reads each card it knows with its own
+reader (:mod:`gputui.telemetry.amdgpu`, :mod:`gputui.telemetry.intel`) and builds a reader
+for a card it has not seen. A card keeps its index for as long as the sampler lives; one
+that goes away, or that its driver says is gone mid-read, is kept as ``lost`` with the
+reason, as NVML's lost GPUs are.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol
+
+from gputui.telemetry.amdgpu import AmdgpuCard
+from gputui.telemetry.intel import IntelCard
+from gputui.telemetry.pci_names import PciNames
+from gputui.telemetry.readings import DrmReading, GpuProcess, GpuReading, GpuState, Vendor
+from gputui.telemetry.sysfs import (
+    CardIdentity,
+    CardList,
+    DeviceGone,
+    DrmCard,
+    SysfsFiles,
+    sysfs_root,
+)
+
+GONE = (
+    "its card is gone from /sys/class/drm (unplugged, its driver unloaded, or it fell off "
+    "the bus); check `dmesg`"
+)
+"""Why a card that was read before is lost: no longer listed, or its folder went away while
+it was read."""
+DRIVER_SAYS_GONE = "the {driver} driver says the device is gone ({why}); check `dmesg`"
+"""Why a card is lost whose driver answered ENODEV."""
+
+_VENDOR_ORDER = {Vendor.AMD: 0, Vendor.INTEL: 1}
+
+
+class CardReader(Protocol):
+    """Reads one card each sample (``AmdgpuCard``, ``IntelCard``)."""
+
+    card: DrmCard
+    identity: CardIdentity
+
+    def read(self, now: float) -> GpuReading:
+        """One sample of the card (raises ``DeviceGone`` when the driver says it is gone)."""
+        ...
+
+
+class DrmSampler:
+    """Samples every AMD and Intel GPU under a sysfs root (``GPUTUI_SYSFS``, else ``/sys``)."""
+
+    def __init__(
+        self,
+        sysfs: Path | None = None,
+        *,
+        names: PciNames | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Find nothing yet: the first sample lists the cards.
+
+        Args:
+            sysfs: The sysfs root (default: :func:`sysfs_root`).
+            names: Names the cards whose driver gives no product name (default: the
+                system's ``amdgpu.ids`` and ``pci.ids``).
+            clock: Dates the samples; Intel's utilization and power come from two samples'
+                counters over this clock's time between them.
+        """
+        self._names = names if names is not None else PciNames()
+        self._clock = clock
+        self._files = SysfsFiles()
+        self._cards = CardList(sysfs if sysfs is not None else sysfs_root(), self._files)
+        self._readers: dict[str, CardReader] = {}
+
+    def sample(self) -> DrmReading:
+        """Read every card once; never raises for what a card's files hold."""
+        cards = self._cards.cards()
+        listed = {card.bus_id for card in cards}
+        for card in cards:
+            reader = self._readers.get(card.bus_id)
+            if reader is None or reader.card != card:  # new, or back under a new node
+                index = reader.identity.index if reader else self._next_index(card.vendor)
+                try:
+                    self._readers[card.bus_id] = self._reader(card, index)
+                except DeviceGone:  # gone as it came: lost if it was known, else not yet seen
+                    listed.discard(card.bus_id)
+        processes = self._processes()
+        readings = []
+        for bus_id, reader in sorted(self._readers.items(), key=_order):
+            if bus_id not in listed:
+                readings.append(reader.identity.lost(GONE))
+                continue
+            reading = self._read(reader)
+            if reading.state is GpuState.OK:
+                reading = replace(reading, processes=processes.get(bus_id))
+            readings.append(reading)
+        return DrmReading(gpus=tuple(readings), taken_at=self._clock())
+
+    def _read(self, reader: CardReader) -> GpuReading:
+        """The card's reading, or its identity, ``lost`` and why when it went away."""
+        files, card = self._files, reader.card
+        files.missing = 0
+        try:
+            reading = reader.read(self._clock())
+        except DeviceGone as gone:
+            return reader.identity.lost(DRIVER_SAYS_GONE.format(driver=card.driver, why=gone))
+        if files.missing and not os.path.isdir(card.device):
+            return reader.identity.lost(GONE)
+        return reading
+
+    def _processes(self) -> Mapping[str, tuple[GpuProcess, ...]]:
+        """Each GPU's processes by PCI bus id (lowercase, ``0000:03:00.0``); a GPU missing
+        here has them ``None`` (n/a). The one place the DRM clients of ``/proc/*/fdinfo``
+        join the cards; until they are read, none is known."""
+        return {}
+
+    def _next_index(self, vendor: Vendor) -> int:
+        return sum(reader.identity.vendor is vendor for reader in self._readers.values())
+
+    def _reader(self, card: DrmCard, index: int) -> CardReader:
+        if card.vendor is Vendor.AMD:
+            return AmdgpuCard(card, index, self._files, self._names)
+        return IntelCard(card, index, self._files, self._names)
+
+
+def _order(item: tuple[str, CardReader]) -> tuple[int, int]:
+    identity = item[1].identity
+    return (_VENDOR_ORDER.get(identity.vendor, 9), identity.index)

@@ -1,0 +1,261 @@
+"""Intel GPUs under the kernel's i915 and xe drivers, read from sysfs and hwmon.
+
+Neither driver says how busy a GPU is, nor how much power it draws: both give counters, the
+time each GT spent idle in RC6 (i915's ``rc6_residency_ms``, xe's
+``gtidle/idle_residency_ms``) and the energy used (hwmon's ``energy1_input``), so
+utilization and power come from two samples' difference (none from the first). The GT
+frequencies are i915's ``gt_cur_freq_mhz``/``gt_max_freq_mhz`` and xe's
+``tile*/gt*/freq0/cur_freq``/``max_freq``; xe gives each tile's VRAM size, i915 none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gputui.telemetry.pci_names import PciNames
+from gputui.telemetry.readings import GpuReading, GpuState, Vendor
+from gputui.telemetry.sysfs import (
+    CardIdentity,
+    DrmCard,
+    SysfsFiles,
+    first_present,
+    hwmon_dir,
+    labelled_inputs,
+    link_generation,
+    link_width,
+    subfolders,
+)
+
+POWER_LIMIT_TTL_S = 30.0
+"""Seconds a power limit is trusted before it is read again (an admin may change it)."""
+
+
+@dataclass
+class _Counter:
+    """A counter read each sample, and its last value and time, for the rate between two."""
+
+    path: Path
+    last: tuple[float, int] | None = None  # (when, value)
+
+    def rate(self, files: SysfsFiles, now: float) -> tuple[int | None, float | None]:
+        """The counter now, and its increase per second since the last sample (``None`` on
+        the first, or when it went backwards: a driver reload started it again)."""
+        value = files.integer(self.path)
+        if value is None:
+            return None, None
+        last, self.last = self.last, (now, value)
+        if last is None or now <= last[0] or value < last[1]:
+            return value, None
+        return value, (value - last[1]) / (now - last[0])
+
+
+@dataclass
+class _Gt:
+    """One GT (a graphics or media engine group): its clock and its idle counter."""
+
+    clock: Path | None
+    """The requested frequency, MHz."""
+    clock_max_mhz: float | None
+    """Its highest frequency, read once."""
+    idle: _Counter | None
+    """Milliseconds spent idle (RC6) since the driver was loaded."""
+
+
+class IntelCard:
+    """One Intel GPU: its static facts read when it is found, its readings each sample."""
+
+    def __init__(self, card: DrmCard, index: int, files: SysfsFiles, names: PciNames) -> None:
+        """Read what does not change and find which files the card has.
+
+        Args:
+            card: The card's DRM node.
+            index: Its place among the Intel cards.
+            files: Reads the files (notes what is n/a).
+            names: Names the card from its PCI ids (neither driver gives a product name).
+        """
+        device = card.device
+        self.card = card
+        self._files = files
+        name = names.name(Vendor.INTEL, *card.pci_id, None) if card.pci_id else "Intel GPU"
+        self.identity = CardIdentity(index, Vendor.INTEL, name, None, card.bus_id)
+        if card.driver == "xe":
+            self._gts = list(_xe_gts(device, files))
+            sizes = [
+                files.integer(path)
+                for tile in subfolders(device, "tile")
+                if (
+                    path := first_present(
+                        [
+                            tile / "physical_vram_size_bytes",
+                            tile / "memory" / "physical_vram_size_bytes",
+                        ],
+                        files,
+                    )
+                )
+            ]
+            self._vram_total = sum(s for s in sizes if s) or None
+            self._vram_free: Path | None = None
+        else:
+            self._gts = list(_i915_gts(card.path, files))
+            total = first_present([card.path / "lmem_total_bytes"], files)
+            self._vram_total = files.integer(total) if total else None
+            self._vram_free = first_present([card.path / "lmem_avail_bytes"], files)
+        if not self._gts:
+            files.note(device, "no GT frequencies or idle counters found")
+        hwmon = hwmon_dir(device)
+        energies = labelled_inputs(hwmon, "energy", files) if hwmon else {}
+        energy = energies.get("card") or energies.get("energy1") or energies.get("pkg")
+        self._energy = _Counter(energy) if energy else None
+        self._energy_counter_uj: int | None = None
+        self._energy_since_start_uj = 0
+        temperatures = labelled_inputs(hwmon, "temp", files) if hwmon else {}
+        self._temperature = temperatures.get("pkg") or temperatures.get("temp1")
+        self._memory_temperature = temperatures.get("vram")
+        self._power_max = first_present([hwmon / "power1_max"], files) if hwmon else None
+        self._power_limit_w: tuple[float, float | None] | None = None  # (read at, watts)
+        self._link = {
+            name: device / name
+            for name in ("current_link_speed", "current_link_width")
+            if files.exists(device / name)
+        }
+        self._link_max = (
+            link_generation(files.text(device / "max_link_speed", quiet=True)),
+            link_width(files.integer(device / "max_link_width")),
+        )
+
+    def read(self, now: float) -> GpuReading:
+        """One sample of the card.
+
+        Args:
+            now: The sampler's clock: utilization and power are rates over it.
+
+        Raises:
+            DeviceGone: the driver says the card is gone.
+        """
+        files = self._files
+        busy = [self._busy(gt, now) for gt in self._gts if gt.idle is not None]
+        known = [share for share in busy if share is not None]
+        if len(known) < len(busy):
+            known = []  # the busiest GT may be the one not known
+        first = self._gts[0] if self._gts else None
+        clock = files.integer(first.clock) if first and first.clock else None
+        energy_uj, power_uw = self._energy.rate(files, now) if self._energy else (None, None)
+        identity = self.identity
+        return GpuReading(
+            index=identity.index,
+            vendor=Vendor.INTEL,
+            name=identity.name,
+            uuid=None,
+            bus_id=identity.bus_id,
+            state=GpuState.OK,
+            utilization_percent=max(known) if known else None,  # the busier GT's
+            memory_utilization_percent=None,
+            memory_used_bytes=self._vram_used(),
+            memory_total_bytes=self._vram_total,
+            temperature_c=self._celsius(self._temperature),
+            memory_temperature_c=self._celsius(self._memory_temperature),
+            power_w=None if power_uw is None else round(power_uw / 1e6, 3),
+            power_limit_w=self._limit_w(now),
+            energy_j=None if energy_uj is None else energy_uj / 1e6,
+            energy_joules=self._energy_since_start(energy_uj),
+            sm_clock_mhz=None if clock is None else float(clock),
+            sm_clock_max_mhz=first.clock_max_mhz if first else None,
+            fan_percent=None,  # hwmon gives RPM, with no maximum to share it of
+            pcie_rx_bytes_per_s=None,
+            pcie_tx_bytes_per_s=None,
+            pcie_link_gen=self._link_generation(),
+            pcie_link_width_lanes=self._link_width(),
+            pcie_link_gen_max=self._link_max[0],
+            pcie_link_width_max_lanes=self._link_max[1],
+            performance_state=None,
+            processes=None,
+        )
+
+    def _busy(self, gt: _Gt, now: float) -> float | None:
+        """The share of the time since the last sample the GT was not idle, percent."""
+        if gt.idle is None:
+            return None
+        _, idle_ms_per_s = gt.idle.rate(self._files, now)
+        if idle_ms_per_s is None:
+            return None
+        return round(min(max(100.0 - idle_ms_per_s / 10.0, 0.0), 100.0), 1)
+
+    def _energy_since_start(self, counter: int | None) -> float | None:
+        """Joules used since the first sample, as NVML's are counted: a counter that goes
+        backwards started again, and counts on from its new value."""
+        if counter is None:
+            return None
+        last = self._energy_counter_uj
+        if last is not None and counter >= last:
+            self._energy_since_start_uj += counter - last
+        self._energy_counter_uj = counter
+        return self._energy_since_start_uj / 1e6
+
+    def _vram_used(self) -> int | None:
+        if self._vram_free is None or self._vram_total is None:
+            return None
+        free = self._files.integer(self._vram_free)
+        return None if free is None or free > self._vram_total else self._vram_total - free
+
+    def _celsius(self, path: Path | None) -> float | None:
+        millidegrees = None if path is None else self._files.integer(path)
+        if millidegrees is None or path is None:
+            return None
+        if not -50_000 <= millidegrees <= 200_000:
+            self._files.note(path, f"{millidegrees} m°C is no temperature")
+            return None
+        return millidegrees / 1000
+
+    def _limit_w(self, now: float) -> float | None:
+        cached = self._power_limit_w
+        if cached is None or now - cached[0] >= POWER_LIMIT_TTL_S:
+            microwatts = self._files.integer(self._power_max) if self._power_max else None
+            watts = microwatts / 1e6 if microwatts else None  # 0: the limit is off
+            cached = self._power_limit_w = (now, watts)
+        return cached[1]
+
+    def _link_generation(self) -> int | None:
+        path = self._link.get("current_link_speed")
+        return link_generation(self._files.text(path)) if path else None
+
+    def _link_width(self) -> int | None:
+        path = self._link.get("current_link_width")
+        return link_width(self._files.integer(path)) if path else None
+
+
+def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:
+    """xe's GTs: ``tile<N>/gt<M>``, each with ``freq0/`` and ``gtidle/``."""
+    gts = []
+    for tile in subfolders(device, "tile"):
+        for gt in subfolders(tile, "gt"):
+            freq, idle = gt / "freq0", gt / "gtidle" / "idle_residency_ms"
+            top = first_present([freq / "max_freq", freq / "rp0_freq"], files)
+            gts.append(
+                _Gt(
+                    clock=first_present([freq / "cur_freq"], files),
+                    clock_max_mhz=_mhz(files, top),
+                    idle=_Counter(idle) if files.exists(idle) else None,
+                )
+            )
+    return gts
+
+
+def _i915_gts(node: Path, files: SysfsFiles) -> list[_Gt]:
+    """i915's GTs: the card's ``gt_cur_freq_mhz``/``gt_max_freq_mhz`` are GT 0's; each
+    ``gt/gt<N>`` has its own ``rc6_residency_ms`` (an older kernel: ``power/`` has GT 0's)."""
+    top = first_present([node / "gt_max_freq_mhz", node / "gt_RP0_freq_mhz"], files)
+    clock = first_present([node / "gt_cur_freq_mhz"], files)
+    idles = [gt / "rc6_residency_ms" for gt in subfolders(node / "gt", "gt")]
+    idles = [path for path in idles if files.exists(path)]
+    if not idles and files.exists(node / "power" / "rc6_residency_ms"):
+        idles = [node / "power" / "rc6_residency_ms"]
+    if not clock and not idles:
+        return []
+    first = _Gt(clock, _mhz(files, top), _Counter(idles[0]) if idles else None)
+    return [first, *(_Gt(None, None, _Counter(path)) for path in idles[1:])]
+
+
+def _mhz(files: SysfsFiles, path: Path | None) -> float | None:
+    value = files.integer(path) if path else None
+    return float(value) if value else None

@@ -1,0 +1,308 @@
+"""GPUs in sysfs: where the roots are, which DRM cards are GPUs, and reading their files so
+that a missing, unreadable or garbled file is ``None`` and a debug note, never an exception.
+
+The roots follow node_exporter's ``--path.sysfs`` and ``--path.procfs``: ``GPUTUI_SYSFS``
+and ``GPUTUI_PROCFS`` point them elsewhere (a host's ``/sys`` mounted in a container, a test
+tree). A GPU is a ``card<N>`` under ``class/drm`` whose PCI device is bound to a driver
+gputui reads (amdgpu, i915, xe); render nodes (``renderD128``) and connectors
+(``card0-DP-1``) are not GPUs, and two nodes of one PCI device are one GPU.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gputui.telemetry.readings import GpuReading, GpuState, Vendor
+
+log = logging.getLogger(__name__)
+
+SYSFS_ENV = "GPUTUI_SYSFS"
+"""Names the sysfs root (default ``/sys``)."""
+PROCFS_ENV = "GPUTUI_PROCFS"
+"""Names the procfs root (default ``/proc``)."""
+
+DRIVERS = {"amdgpu": Vendor.AMD, "i915": Vendor.INTEL, "xe": Vendor.INTEL}
+"""The kernel drivers whose GPUs gputui reads from sysfs (NVIDIA's are NVML's)."""
+
+READ_MAX = 65536
+"""Bytes read of one file: sysfs gives a page at most (``gpu_metrics`` a few kB)."""
+
+GONE_ERRNOS = frozenset({errno.ENODEV, errno.ENXIO, errno.ESHUTDOWN})
+"""What a driver answers for a device that was unplugged or fell off the bus."""
+
+_CARD = re.compile(r"card\d+")
+_LINK_SPEED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*GT/s")
+_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+"""PCIe generation by link speed in GT/s."""
+
+
+def sysfs_root() -> Path:
+    """``GPUTUI_SYSFS``, else ``/sys``."""
+    return Path(os.environ.get(SYSFS_ENV) or "/sys")
+
+
+def procfs_root() -> Path:
+    """``GPUTUI_PROCFS``, else ``/proc``."""
+    return Path(os.environ.get(PROCFS_ENV) or "/proc")
+
+
+class DeviceGone(Exception):
+    """The driver says the device is gone (ENODEV): unplugged, or fallen off the bus."""
+
+
+@dataclass(frozen=True, slots=True)
+class DrmCard:
+    """One GPU's DRM card node, as its ``device/uevent`` describes the PCI device."""
+
+    path: Path
+    """``<sysfs>/class/drm/cardN``."""
+    bus_id: str
+    """The PCI device, lowercase as the kernel writes it: ``0000:03:00.0``."""
+    driver: str
+    """``amdgpu``, ``i915`` or ``xe``."""
+    vendor: Vendor
+    """Whose GPU."""
+    pci_id: tuple[int, int] | None
+    """PCI vendor and device id (``0x1002, 0x74a1``), when the uevent gives them."""
+
+    @property
+    def device(self) -> Path:
+        """The PCI device's folder (``cardN/device``), where most files are."""
+        return self.path / "device"
+
+
+class CardList:
+    """The GPUs under ``<sysfs>/class/drm``, listed each sample: a node's ``uevent`` is read
+    when the node is new or its link points elsewhere (a driver bound again)."""
+
+    def __init__(self, sysfs: Path, files: SysfsFiles) -> None:
+        """List ``sysfs``'s cards with ``files``."""
+        self._drm = sysfs / "class" / "drm"
+        self._files = files
+        self._known: dict[str, tuple[str | None, DrmCard | None]] = {}
+
+    def cards(self) -> list[DrmCard]:
+        """Every GPU gputui reads, one per PCI device, in bus id order."""
+        try:
+            names = [entry for entry in os.listdir(self._drm) if _CARD.fullmatch(entry)]
+        except OSError:
+            return []  # no DRM at all (a container without /sys/class/drm, a VM)
+        known, self._known = self._known, {}
+        found: dict[str, DrmCard] = {}
+        for name in sorted(names, key=lambda n: int(n[4:])):
+            path = self._drm / name
+            try:
+                target: str | None = os.readlink(path)
+            except OSError:
+                target = None  # not a link (a copied tree): read its uevent each time
+            if target is not None and name in known and known[name][0] == target:
+                card = known[name][1]
+            else:
+                card = _card(path, self._files)
+            self._known[name] = (target, card)
+            if card is not None and card.bus_id not in found:
+                found[card.bus_id] = card
+        return [found[bus_id] for bus_id in sorted(found)]
+
+
+def _card(path: Path, files: SysfsFiles) -> DrmCard | None:
+    """The card at ``path`` if its device is a PCI GPU bound to a driver gputui reads."""
+    try:
+        uevent = files.text(path / "device" / "uevent", quiet=True)
+    except DeviceGone:
+        return None
+    if uevent is None:
+        return None
+    fields = dict(line.partition("=")[::2] for line in uevent.splitlines() if "=" in line)
+    driver = fields.get("DRIVER", "")
+    slot = fields.get("PCI_SLOT_NAME", "").strip().lower()
+    if driver not in DRIVERS or not slot:
+        return None
+    vendor_id, _, device_id = fields.get("PCI_ID", "").partition(":")
+    pci_id = None
+    if _is_hex(vendor_id) and _is_hex(device_id):
+        pci_id = (int(vendor_id, 16), int(device_id, 16))
+    return DrmCard(path, slot, driver, DRIVERS[driver], pci_id)
+
+
+def _is_hex(text: str) -> bool:
+    return 0 < len(text) <= 4 and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+class SysfsFiles:
+    """Reads small files, turning every failure into ``None`` and one debug note per file
+    and reason (a file that fails each sample is noted once)."""
+
+    def __init__(self) -> None:
+        self._noted: set[tuple[Path, str]] = set()
+        self.missing = 0
+        """Files not found since :meth:`count_missing` last began (a card going away)."""
+
+    def note(self, path: Path, why: str) -> None:
+        """Say once, at debug level, that ``path`` read as n/a and why."""
+        if (path, why) not in self._noted:
+            self._noted.add((path, why))
+            log.debug("%s: %s; showing n/a", path, why)
+
+    def text(self, path: Path, *, quiet: bool = False) -> str | None:
+        """The file's text, stripped; ``None`` (noted unless ``quiet``) when it cannot be read
+        or is not text.
+
+        Raises:
+            DeviceGone: the driver answered that the device is gone.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            self.missing += 1
+            if not quiet:
+                self.note(path, "missing")
+            return None
+        except OSError as error:
+            self._failed(path, error, quiet)
+            return None
+        try:
+            data = os.read(fd, READ_MAX)
+        except OSError as error:
+            self._failed(path, error, quiet)
+            return None
+        finally:
+            os.close(fd)
+        try:
+            return data.decode("ascii").strip()
+        except UnicodeDecodeError:
+            if not quiet:
+                self.note(path, "not text")
+            return None
+
+    def _failed(self, path: Path, error: OSError, quiet: bool) -> None:
+        """Note a read that failed, unless the device is gone (then raise ``DeviceGone``)."""
+        if error.errno in GONE_ERRNOS:
+            raise DeviceGone(f"{path.name}: {os.strerror(error.errno or 0)}") from error
+        if not quiet:
+            self.note(path, os.strerror(error.errno) if error.errno else str(error))
+
+    def integer(self, path: Path) -> int | None:
+        """The file's whole number (decimal, or ``0x`` hex); ``None`` (noted) otherwise."""
+        text = self.text(path)
+        if text is None:
+            return None
+        try:
+            return int(text, 0) if text.startswith("0x") else int(text)
+        except ValueError:
+            self.note(path, f"not a whole number: {text[:40]!r}")
+            return None
+
+    def exists(self, path: Path) -> bool:
+        """Whether ``path`` is there (checked once, when a card is first read)."""
+        return os.path.exists(path)
+
+
+def hwmon_dir(device: Path) -> Path | None:
+    """The device's hwmon folder (``device/hwmon/hwmonN``), if it has one."""
+    try:
+        names = sorted(n for n in os.listdir(device / "hwmon") if n.startswith("hwmon"))
+    except OSError:
+        return None
+    return device / "hwmon" / names[0] if names else None
+
+
+def labelled_inputs(hwmon: Path, kind: str, files: SysfsFiles) -> dict[str, Path]:
+    """Each ``<kind>N_input`` of ``hwmon`` by its label (``temp2_label`` is ``junction``);
+    one without a label goes by its own name (``temp1``)."""
+    try:
+        names = sorted(os.listdir(hwmon))
+    except OSError:
+        return {}
+    inputs: dict[str, Path] = {}
+    for name in names:
+        match = re.fullmatch(rf"({kind}\d+)_input", name)
+        if match:
+            label = files.text(hwmon / f"{match[1]}_label", quiet=True)
+            inputs.setdefault(label or match[1], hwmon / name)
+    return inputs
+
+
+def link_generation(text: str | None) -> int | None:
+    """The PCIe generation of a ``current_link_speed`` (``16.0 GT/s PCIe``: 4); ``None`` for
+    ``Unknown`` or anything else."""
+    match = _LINK_SPEED.match(text or "")
+    return _GENERATIONS.get(float(match[1])) if match else None
+
+
+def link_width(value: int | None) -> int | None:
+    """A link width that is one: a port with no link reads 0."""
+    return value if value is not None and 0 < value <= 32 else None
+
+
+def first_present(paths: Iterable[Path], files: SysfsFiles) -> Path | None:
+    """The first of ``paths`` that exists."""
+    return next((path for path in paths if files.exists(path)), None)
+
+
+def subfolders(folder: Path, prefix: str) -> Iterator[Path]:
+    """``folder``'s subfolders named ``<prefix><number>``, in number order."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    pattern = re.compile(rf"{re.escape(prefix)}(\d+)")
+    numbered = sorted((int(m[1]), name) for name in names if (m := pattern.fullmatch(name)))
+    for _, name in numbered:
+        yield folder / name
+
+
+@dataclass
+class CardIdentity:
+    """What a card is, read once: kept when it can no longer be read."""
+
+    index: int
+    """Its place among its vendor's cards."""
+    vendor: Vendor
+    """Whose GPU."""
+    name: str
+    """Product name."""
+    uuid: str | None
+    """A serial number, where the driver gives one."""
+    bus_id: str
+    """PCI bus id."""
+
+    def lost(self, error: str) -> GpuReading:
+        """Its reading once it cannot be read: its identity, ``lost``, and why."""
+        return GpuReading(
+            index=self.index,
+            vendor=self.vendor,
+            name=self.name,
+            uuid=self.uuid,
+            bus_id=self.bus_id,
+            state=GpuState.LOST,
+            error=error,
+            processes=None,
+            **_NOT_READ,
+        )
+
+
+_NOT_READ: dict[str, None] = {
+    name: None
+    for name in (
+        "utilization_percent",
+        "memory_utilization_percent",
+        "memory_used_bytes",
+        "memory_total_bytes",
+        "temperature_c",
+        "power_w",
+        "power_limit_w",
+        "sm_clock_mhz",
+        "sm_clock_max_mhz",
+        "fan_percent",
+        "pcie_rx_bytes_per_s",
+        "pcie_tx_bytes_per_s",
+        "performance_state",
+    )
+}

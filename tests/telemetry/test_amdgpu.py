@@ -1,0 +1,326 @@
+"""AMD GPUs read through the real sampler from fake sysfs trees (tests/telemetry/sysfs_trees.py):
+eight MI300X, a Radeon desktop card, an APU; files missing, truncated or garbled; cards that
+go away."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gputui.telemetry.amdgpu import parse_dpm
+from gputui.telemetry.drm import GONE, DrmSampler
+from gputui.telemetry.pci_names import PciNames
+from gputui.telemetry.readings import GpuReading, GpuState, Vendor, gpu_label, health_problems
+from tests.telemetry.sysfs_trees import (
+    MI300X_BUS_IDS,
+    MI300X_BUSY,
+    MI300X_JUNCTION_C,
+    MI300X_POWER_W,
+    MI300X_SCLK,
+    MI300X_VRAM,
+    MI300X_VRAM_USED,
+    aspeed_bmc,
+    build,
+    mi300x_box,
+    names,
+    nvidia_card,
+    radeon_780m,
+    radeon_rx_7900_xtx,
+)
+
+
+def sample(sysfs: Path, tmp_path: Path) -> tuple[GpuReading, ...]:
+    return DrmSampler(sysfs, names=names(tmp_path / "ids")).sample().gpus
+
+
+def device_of(sysfs: Path, bus_id: str) -> Path:
+    return sysfs / "devices" / "pci0000:00" / bus_id
+
+
+def test_eight_mi300x_read_as_the_files_say(tmp_path: Path) -> None:
+    gpus = sample(mi300x_box(tmp_path / "sys"), tmp_path)
+    assert [gpu.index for gpu in gpus] == list(range(8))  # the BMC's display is no GPU
+    assert [gpu.bus_id for gpu in gpus] == list(MI300X_BUS_IDS)
+    assert [gpu_label(gpu) for gpu in gpus] == [f"amd{i}" for i in range(8)]
+    for i, gpu in enumerate(gpus):
+        assert gpu.vendor is Vendor.AMD and gpu.state is GpuState.OK
+        assert gpu.name == "AMD Instinct MI300X OAM"
+        assert gpu.uuid == f"{0x5C2F71A9D3E84B60 + 0x1111 * i:016x}"
+        assert gpu.utilization_percent == MI300X_BUSY[i]
+        assert gpu.memory_utilization_percent == MI300X_BUSY[i] * 2 // 5
+        assert (gpu.memory_used_bytes, gpu.memory_total_bytes) == (
+            MI300X_VRAM_USED[i],
+            MI300X_VRAM,
+        )
+        # no edge sensor on MI300X: the core temperature is the junction's
+        assert gpu.temperature_c == gpu.junction_temperature_c == MI300X_JUNCTION_C[i]
+        assert gpu.memory_temperature_c == MI300X_JUNCTION_C[i] - 6
+        assert (gpu.power_w, gpu.power_limit_w) == (MI300X_POWER_W[i], 750.0)
+        assert (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz) == (MI300X_SCLK[i], 2100.0)
+        assert (gpu.memory_clock_mhz, gpu.memory_clock_max_mhz) == (1300.0, 1300.0)
+        assert (gpu.pcie_link_gen, gpu.pcie_link_width_lanes) == (5, 16)
+        assert (gpu.pcie_link_gen_max, gpu.pcie_link_width_max_lanes) == (5, 16)
+        assert gpu.fan_percent is None  # passively cooled
+        assert gpu.pcie_rx_bytes_per_s is None and gpu.performance_state is None
+        assert gpu.processes is None  # not known yet: n/a, never "none"
+        assert gpu.ecc_uncorrected_errors == (2 if i == 4 else 0)
+    assert health_problems(gpus[4]) == ["2 uncorrected ECC errors"]
+    assert health_problems(gpus[0]) == []
+
+
+def test_a_radeon_desktop_card_named_from_libdrms_table(tmp_path: Path) -> None:
+    (gpu,) = sample(build(tmp_path / "sys", [radeon_rx_7900_xtx()]), tmp_path)
+    assert (gpu.name, gpu.uuid, gpu.bus_id) == (
+        "AMD Radeon RX 7900 XTX",
+        "8f3b2c6a1d5e7f09",
+        "0000:03:00.0",
+    )
+    assert (gpu.utilization_percent, gpu.memory_utilization_percent) == (97.0, 34.0)
+    assert (gpu.memory_used_bytes, gpu.memory_total_bytes) == (18340888576, 25753026560)
+    assert (gpu.temperature_c, gpu.junction_temperature_c, gpu.memory_temperature_c) == (
+        62.0,
+        79.0,
+        70.0,
+    )
+    assert (gpu.power_w, gpu.power_limit_w) == (312.0, 339.0)  # power1_average
+    assert gpu.fan_percent == 40.0  # pwm1 102 of 255
+    assert (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz) == (2371.0, 2526.0)
+    assert (gpu.memory_clock_mhz, gpu.memory_clock_max_mhz) == (1249.0, 1249.0)
+    assert (gpu.pcie_link_gen, gpu.pcie_link_width_lanes) == (4, 16)
+    assert gpu.ecc_uncorrected_errors is None  # no RAS on a desktop card
+
+
+def test_an_apu_beside_a_discrete_card(tmp_path: Path) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_780m(), radeon_rx_7900_xtx()])
+    discrete, apu = sample(sysfs, tmp_path)  # in bus order: 03:00.0, then c4:00.0
+    assert (discrete.index, apu.index) == (0, 1)
+    assert apu.name == "AMD Radeon 780M"
+    assert apu.memory_utilization_percent is None  # no mem_busy_percent on an APU
+    assert (apu.memory_used_bytes, apu.memory_total_bytes) == (293601280, 536870912)
+    assert (apu.temperature_c, apu.junction_temperature_c) == (46.0, None)
+    assert (apu.power_w, apu.power_limit_w, apu.fan_percent) == (8.047, None, None)
+    assert (apu.sm_clock_mhz, apu.sm_clock_max_mhz) == (800.0, 2700.0)
+    assert (apu.memory_clock_mhz, apu.memory_clock_max_mhz) == (800.0, 1400.0)
+    # "Unknown" speed, width 0 now and 255 at most: no link to tell of
+    assert (apu.pcie_link_gen, apu.pcie_link_width_lanes) == (None, None)
+    assert (apu.pcie_link_gen_max, apu.pcie_link_width_max_lanes) == (None, None)
+
+
+def test_only_gpu_cards_count_once_each(tmp_path: Path) -> None:
+    """Render nodes and connectors are not GPUs, nor are the BMC's display and an NVIDIA
+    card (NVML reads it); a second card node of one PCI device is the same GPU."""
+    sysfs = build(tmp_path / "sys", [aspeed_bmc(), nvidia_card(), radeon_rx_7900_xtx()])
+    drm = sysfs / "class" / "drm"
+    assert {"card2", "renderD130", "card2-DP-1"} <= set(os.listdir(drm))
+    os.symlink(os.readlink(drm / "card2"), drm / "card7")
+    (gpu,) = sample(sysfs, tmp_path)
+    assert (gpu.name, gpu.bus_id) == ("AMD Radeon RX 7900 XTX", "0000:03:00.0")
+
+
+def test_no_drm_at_all_is_no_gpu(tmp_path: Path) -> None:
+    assert DrmSampler(tmp_path / "empty").sample().gpus == ()
+
+
+@pytest.mark.parametrize(
+    ("amdgpu_ids", "pci_ids", "name"),
+    [
+        (True, True, "AMD Radeon RX 7900 XTX"),
+        (False, True, "AMD Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M"),
+        (False, False, "AMD GPU 1002:744c"),
+    ],
+)
+def test_a_card_without_a_board_name_is_named_by_its_pci_ids(
+    tmp_path: Path, amdgpu_ids: bool, pci_ids: bool, name: str
+) -> None:
+    ids = tmp_path / "ids"
+    names(ids)
+    tables = PciNames(
+        [ids / "amdgpu.ids"] if amdgpu_ids else [], [ids / "pci.ids"] if pci_ids else []
+    )
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    (gpu,) = DrmSampler(sysfs, names=tables).sample().gpus
+    assert gpu.name == name
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "field"),
+    [
+        ("gpu_busy_percent", None, "utilization_percent"),  # a driver without it
+        ("gpu_busy_percent", "", "utilization_percent"),
+        ("gpu_busy_percent", "busy\n", "utilization_percent"),
+        ("gpu_busy_percent", "250\n", "utilization_percent"),
+        ("mem_info_vram_used", "\xff\xfe\n", "memory_used_bytes"),
+        ("mem_info_vram_used", "1.5e9\n", "memory_used_bytes"),
+        ("pp_dpm_sclk", "0: 500Mhz\n1: 21", "sm_clock_mhz"),  # truncated mid-table
+        ("pp_dpm_sclk", "0: 500Mhz\n1: 2526Mhz\n", "sm_clock_mhz"),  # no level marked
+        ("pp_dpm_mclk", "garbage", "memory_clock_max_mhz"),
+        ("hwmon/hwmon2/temp1_input", "-\n", "temperature_c"),
+        ("hwmon/hwmon2/temp2_input", "511000000\n", "junction_temperature_c"),
+        ("hwmon/hwmon2/power1_average", "N/A\n", "power_w"),
+        ("hwmon/hwmon2/pwm1", "300\n", "fan_percent"),
+        ("current_link_speed", "fast\n", "pcie_link_gen"),
+    ],
+)
+def test_a_missing_or_garbled_file_is_na_and_a_debug_note(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    path: str,
+    text: str | None,
+    field: str,
+) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    device = device_of(sysfs, "0000:03:00.0")
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    (before,) = sampler.sample().gpus
+    assert getattr(before, field) is not None
+    if text is None:
+        (device / path).unlink()
+    else:
+        (device / path).write_bytes(text.encode("latin-1"))
+    with caplog.at_level(logging.DEBUG, logger="gputui.telemetry"):
+        if text is None:
+            sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))  # never had it
+        (gpu,) = sampler.sample().gpus
+        sampler.sample()
+    assert gpu.state is GpuState.OK and getattr(gpu, field) is None
+    others = ("utilization_percent", "memory_total_bytes", "power_limit_w", "fan_percent")
+    assert all(getattr(gpu, other) is not None for other in others if other != field)
+    notes = [r.getMessage() for r in caplog.records if path.split("/")[-1] in r.getMessage()]
+    assert len(notes) == 1, notes  # once, not every sample
+
+
+def test_parse_dpm_reads_each_kernels_spelling() -> None:
+    assert parse_dpm("0: 500Mhz \n1: 2371Mhz *\n2: 2526Mhz \n") == (2371.0, 2526.0)
+    assert parse_dpm("S: 19Mhz *\n0: 500Mhz\n1: 2100Mhz\n") == (19.0, 2100.0)  # deep sleep
+    assert parse_dpm("0: 96MHz\n1: 1249MHz *") == (1249.0, 1249.0)
+    assert parse_dpm("") == (None, None)
+    assert parse_dpm(None) == (None, None)
+
+
+OpenHook = Callable[[str], None]
+
+
+@pytest.fixture
+def on_open(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[OpenHook]]:
+    """Hooks run on each file the readers open (its path), before it is opened: as a card
+    that goes away while it is read."""
+    hooks: list[OpenHook] = []
+    real_open = os.open
+
+    def hooked(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
+        for hook in hooks:
+            hook(os.fspath(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr("gputui.telemetry.sysfs.os.open", hooked)
+    yield hooks
+
+
+def test_a_card_gone_from_sysfs_is_kept_lost_at_its_index(tmp_path: Path) -> None:
+    sysfs = mi300x_box(tmp_path / "sys")
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    shutil.rmtree(device_of(sysfs, MI300X_BUS_IDS[3]))  # the class/drm links now dangle
+    gpus = sampler.sample().gpus
+    assert len(gpus) == 8
+    lost = gpus[3]
+    assert (lost.index, lost.state, lost.error) == (3, GpuState.LOST, GONE)
+    assert (lost.name, lost.bus_id, lost.uuid) == (
+        gpus[2].name,
+        MI300X_BUS_IDS[3],
+        f"{0x5C2F71A9D3E84B60 + 0x3333:016x}",
+    )
+    assert lost.utilization_percent is None and lost.processes is None
+    assert [gpu.state for gpu in gpus].count(GpuState.OK) == 7
+    assert [gpu.index for gpu in gpus] == list(range(8))
+
+
+def test_a_card_that_vanishes_mid_read_is_lost_with_why(
+    tmp_path: Path, on_open: list[OpenHook]
+) -> None:
+    sysfs = mi300x_box(tmp_path / "sys")
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    device = device_of(sysfs, MI300X_BUS_IDS[5])
+
+    def unplug(path: str) -> None:
+        if path.endswith("pp_dpm_sclk") and MI300X_BUS_IDS[5] in os.path.realpath(path):
+            shutil.rmtree(device)
+
+    on_open.append(unplug)
+    gpus = sampler.sample().gpus
+    assert (gpus[5].state, gpus[5].error) == (GpuState.LOST, GONE)
+    assert all(gpu.state is GpuState.OK for i, gpu in enumerate(gpus) if i != 5)
+
+
+def test_a_driver_that_says_enodev_loses_the_card_until_it_answers(
+    tmp_path: Path, on_open: list[OpenHook]
+) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    failing = [True]
+
+    def enodev(path: str) -> None:
+        if failing[0] and path.endswith("gpu_busy_percent"):
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV), path)
+
+    on_open.append(enodev)
+    (gpu,) = sampler.sample().gpus
+    assert gpu.state is GpuState.LOST and gpu.name == "AMD Radeon RX 7900 XTX"
+    assert gpu.error == (
+        "the amdgpu driver says the device is gone (gpu_busy_percent: No such device); "
+        "check `dmesg`"
+    )
+    failing[0] = False
+    (gpu,) = sampler.sample().gpus
+    assert (gpu.state, gpu.utilization_percent) == (GpuState.OK, 97.0)
+
+
+def test_a_sample_reads_few_files_and_the_static_ones_once(
+    tmp_path: Path, on_open: list[OpenHook]
+) -> None:
+    sysfs = mi300x_box(tmp_path / "sys")
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    opened: list[str] = []
+    on_open.append(opened.append)
+    sampler.sample()
+    names_opened = [os.path.basename(path) for path in opened]
+    assert len(opened) <= 10 * 8  # ten files a card: no uevent, no RAS (trusted 10 s)
+    static = {"product_name", "unique_id", "mem_info_vram_total", "max_link_speed", "uevent"}
+    assert not static & set(names_opened)
+
+
+def test_a_card_back_after_it_was_lost_is_read_again_at_its_index(tmp_path: Path) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_780m(), radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    device = device_of(sysfs, "0000:03:00.0")
+    device.rename(tmp_path / "away")
+    assert [gpu.state for gpu in sampler.sample().gpus] == [GpuState.LOST, GpuState.OK]
+    (tmp_path / "away").rename(device)
+    gpus = sampler.sample().gpus
+    assert [(gpu.index, gpu.state) for gpu in gpus] == [(0, GpuState.OK), (1, GpuState.OK)]
+
+
+def test_a_card_gone_while_it_is_first_read_is_not_an_error(
+    tmp_path: Path, on_open: list[OpenHook]
+) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_780m(), radeon_rx_7900_xtx()])
+
+    def enodev(path: str) -> None:
+        if path.endswith("product_name") and "0000:03:00.0" in os.path.realpath(path):
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV), path)
+
+    on_open.append(enodev)
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    assert [gpu.bus_id for gpu in sampler.sample().gpus] == ["0000:c4:00.0"]
+    on_open.clear()
+    gpus = sampler.sample().gpus  # it answers now: a GPU like any other
+    assert [(gpu.bus_id, gpu.index) for gpu in gpus] == [("0000:c4:00.0", 0), ("0000:03:00.0", 1)]
