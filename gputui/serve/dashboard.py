@@ -56,9 +56,10 @@ class Panel:
     """The axis' top, where the reading has one (a ratio's 1)."""
 
 
-def _gpu_query(metric: str, legend: str = "", *, matchers: str = GPUS) -> Query:
-    """One series per GPU: ``metric`` on the chosen GPUs, named ``GPU n`` and ``legend``."""
-    return Query(f"{metric}{{{matchers}}}", f"GPU {{{{gpu}}}} {legend}".rstrip())
+def _gpu_query(metric: str, legend: str = "") -> Query:
+    """One series per GPU: ``metric`` on the chosen GPUs, named by vendor and index (``nvidia
+    0``, ``amd 0``) and ``legend``."""
+    return Query(f"{metric}{{{GPUS}}}", f"{{{{vendor}}}} {{{{gpu}}}} {legend}".rstrip())
 
 
 PANELS = (

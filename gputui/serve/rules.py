@@ -35,8 +35,8 @@ STALE_AFTER_S = 120
 """Readings older than this are stale: two of the longest ``--interval`` (60 s)."""
 
 _GPU = (
-    "GPU {{ $labels.gpu }}{{ if $labels.uuid }} ({{ $labels.uuid }}){{ end }} "
-    "on {{ $labels.instance }}"
+    "GPU {{ $labels.gpu }} ({{ $labels.vendor }}{{ if $labels.uuid }}, {{ $labels.uuid }}"
+    "{{ end }}) on {{ $labels.instance }}"
 )
 """How a description names the GPU an alert is about."""
 
@@ -84,12 +84,12 @@ ALERT_RULES = (
     AlertRule(
         "GputuiNvmlUnavailable",
         f"{NVML_AVAILABLE} == 0 and on ({', '.join(SCRAPE_LABELS)}) "
-        f"present_over_time({GPU_INFO}[1d])",
+        f'present_over_time({GPU_INFO}{{vendor="nvidia"}}[1d])',
         "2m",
         "critical",
         "NVML does not answer on {{ $labels.instance }}: none of its GPUs can be read",
         "NVML has not answered on {{ $labels.instance }} for 2 minutes, though the host had "
-        "GPUs in the last day, so none of them is watched, and CUDA work there likely fails "
+        "NVIDIA GPUs in the last day, so none of them is watched, and CUDA work there likely fails "
         "too: the driver is not loaded, or its library and kernel module differ after a "
         "driver update (reboot, or reload the driver). `gputui doctor` or `nvidia-smi` there "
         "says which.",

@@ -28,8 +28,9 @@ GiB = 2**30
 
 
 def gpu(index: int, uuid: str | None = None, **labels: str) -> dict[str, str]:
-    """The labels of one GPU's series on ``HOST`` (an empty ``uuid``: not known)."""
-    return {**HOST, "gpu": str(index), "uuid": f"GPU-{index}" if uuid is None else uuid, **labels}
+    """The labels of one NVIDIA GPU's series on ``HOST`` (an empty ``uuid``: not known)."""
+    uuid = f"GPU-{index}" if uuid is None else uuid
+    return {**HOST, "gpu": str(index), "uuid": uuid, "vendor": "nvidia", **labels}
 
 
 def series(name: str, labels: dict[str, str]) -> str:
@@ -71,9 +72,10 @@ CASES = {
         [
             ("gputui_nvml_available", HOST, "1 1 0 0 0 0"),  # gone at 2m, with its GPUs
             ("gputui_gpu_info", gpu(0, name="NVIDIA H100 80GB HBM3"), "1 1 stale"),
-            ("gputui_nvml_available", host(2), "0 0 0 0 0 0"),  # never had a GPU
+            ("gputui_nvml_available", host(2), "0 0 0 0 0 0"),  # never had an NVIDIA GPU
+            ("gputui_gpu_info", {**host(2), "gpu": "0", "vendor": "amd"}, "1 1 1 1 1 1"),
             ("gputui_nvml_available", host(3), "1 1 1 1 1 1"),
-            ("gputui_gpu_info", {**host(3), "gpu": "0"}, "1 1 1 1 1 1"),
+            ("gputui_gpu_info", {**host(3), "gpu": "0", "vendor": "nvidia"}, "1 1 1 1 1 1"),
         ],
         [("3m", []), ("5m", [Fired(HOST)])],
     ),
@@ -136,13 +138,13 @@ CASES = {
 
 RULES = {rule.name: rule for rule in ALERT_RULES}
 
-UUID_IF_KNOWN = "{{ if $labels.uuid }} ({{ $labels.uuid }}){{ end }}"
+UUID_IF_KNOWN = "{{ if $labels.uuid }}, {{ $labels.uuid }}{{ end }}"
 
 
 def render(template: str, labels: dict[str, str], value: str) -> str:
     """An annotation as Prometheus fills it in, for the few template forms the rules use."""
     uuid = labels.get("uuid", "")
-    text = template.replace(UUID_IF_KNOWN, f" ({uuid})" if uuid else "")
+    text = template.replace(UUID_IF_KNOWN, f", {uuid}" if uuid else "")
     text = re.sub(r"\{\{ \$value(?: \| \w+)? \}\}", value, text)
     text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda found: labels.get(found[1], ""), text)
     assert "{{" not in text, f"a template form render() does not know: {text}"
