@@ -1,5 +1,5 @@
 """``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes[=raw]] [--tls-cert
-FILE --tls-key FILE]``.
+FILE --tls-key FILE]`` and ``gputui serve --print-rules | --print-dashboard``.
 
 Exit status: 0 after SIGTERM, 130 after Ctrl+C, 2 for a usage error (an address that
 cannot be listened on included). The server is imported in the handler.
@@ -50,25 +50,26 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
             "threads of their own, and serve the latest readings over HTTP until stopped: GET "
             "/metrics in Prometheus's text format, GET /snapshot as `gputui snapshot --json` "
             "prints it. A scrape never waits for the driver; gputui_sample_age_seconds says "
-            "how old the readings are. Read-only. Prints the address it listens on. Exit "
-            "status: 0 after SIGTERM, 130 after Ctrl+C, 2 for a usage error."
+            "how old the readings are. Read-only. Prints the address it listens on. "
+            "--print-rules and --print-dashboard print Prometheus alerting rules or a Grafana "
+            "dashboard over these series instead, and exit 0. Exit status: 0 after SIGTERM, "
+            "130 after Ctrl+C, 2 for a usage error."
         ),
         epilog=examples(
             ("gputui serve", "serve this machine only, on http://127.0.0.1:9922"),
             (
-                "gputui serve --listen 0.0.0.0:9922 --interval 5",
-                "listen on every network, sampling every 5 seconds",
+                "gputui serve --listen 0.0.0.0:9922 --interval 5 --processes",
+                "listen on every network, sampling every 5 seconds,\nwith each GPU's processes",
             ),
             (
-                "gputui serve --listen 127.0.0.1:0 --processes",
-                "any free port, with each GPU's processes",
+                "gputui serve --print-rules",
+                "print alerting rules for Prometheus, serving nothing",
             ),
         ),
     )
     serve.add_argument(
         "--listen",
         type=listen_address,
-        default=parse_listen(DEFAULT_LISTEN),
         metavar="HOST:PORT",
         help=f"address to serve on, [IPv6]:PORT for IPv6, port 0 for any free port "
         f"(default: {DEFAULT_LISTEN}, this machine only)",
@@ -102,13 +103,49 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="the PEM private key of --tls-cert",
     )
+    printed = serve.add_mutually_exclusive_group()
+    printed.add_argument(
+        "--print-rules",
+        action="store_true",
+        help="print Prometheus alerting rules (YAML) over these series and exit, serving "
+        "nothing: a GPU, NVML or the exporter down, ECC errors, a pending row remap, a "
+        "slowdown, stale readings, an idle GPU whose memory is held",
+    )
+    printed.add_argument(
+        "--print-dashboard",
+        action="store_true",
+        help="print a Grafana dashboard (JSON) over these series and exit, serving nothing: "
+        "a row per host, a panel per reading",
+    )
     serve.set_defaults(handler=run_serve_command)
     return serve
 
 
+SERVING_FLAGS = {
+    "listen": "--listen",
+    "serve_interval": "--interval",
+    "processes": "--processes",
+    "tls_cert": "--tls-cert",
+    "tls_key": "--tls-key",
+}
+"""The flags that only shape a running server, by ``dest``."""
+
+
 def run_serve_command(args: argparse.Namespace) -> int:
-    """Serve until stopped; 0 after SIGTERM, 130 after Ctrl+C, 2 if it cannot listen."""
+    """Serve until stopped; 0 after SIGTERM, 130 after Ctrl+C, 2 if it cannot listen.
+    ``--print-rules`` and ``--print-dashboard`` print and return 0."""
     from gputui.commands.output import write_out
+
+    if args.print_rules or args.print_dashboard:
+        printing = "--print-rules" if args.print_rules else "--print-dashboard"
+        serving = [flag for dest, flag in SERVING_FLAGS.items() if getattr(args, dest) is not None]
+        if serving:
+            return usage_error(
+                "gputui serve",
+                f"{printing} prints and exits, serving nothing: leave out {serving[0]}",
+            )
+        write_out(_printed(rules=args.print_rules), end="")
+        return 0
     from gputui.serve.run import ServeError, serve
     from gputui.serve.tls import TlsError, server_context
 
@@ -120,7 +157,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
     try:
         tls = None if args.tls_cert is None else server_context(args.tls_cert, args.tls_key)
         return serve(
-            args.listen,
+            parse_listen(DEFAULT_LISTEN) if args.listen is None else args.listen,
             interval_s=interval,
             processes=args.processes is not None,
             raw_commands=args.processes == PROCESSES_RAW,
@@ -129,3 +166,14 @@ def run_serve_command(args: argparse.Namespace) -> int:
         )
     except (ServeError, TlsError) as error:
         return usage_error("gputui serve", str(error))
+
+
+def _printed(*, rules: bool) -> str:
+    """The alerting rules (YAML) or the Grafana dashboard (JSON), as printed."""
+    if rules:
+        from gputui.serve.rules import rules_yaml
+
+        return rules_yaml()
+    from gputui.serve.dashboard import dashboard_json
+
+    return dashboard_json()

@@ -115,6 +115,8 @@ RANGES: Mapping[str, Range] = {
     "pcie_link_width_lanes": Range(0, 64, integer=True),
     "pcie_link_width_max_lanes": Range(0, 64, integer=True),
     "performance_state": Range(0, 15, integer=True),
+    "ecc_uncorrected_errors": Range(0, 2**53, integer=True),
+    "remapped_rows_pending": Range(0, 1, integer=True),
 }
 """What each reading an exporter gives can be, in gputui's units."""
 
@@ -406,8 +408,10 @@ _INTEGER_FIELDS = frozenset(
         "pcie_link_gen_max",
         "pcie_link_width_lanes",
         "pcie_link_width_max_lanes",
+        "ecc_uncorrected_errors",
     }
 )
+_BOOLEAN_FIELDS = frozenset({"remapped_rows_pending"})
 _IDENTITY = frozenset(
     {"index", "vendor", "name", "uuid", "bus_id", "state", "error", "error_brief", "processes"}
 )
@@ -459,6 +463,9 @@ class _Gpu:
         for name in _INTEGER_FIELDS:
             if name in values:
                 readings[name] = round(values[name])
+        for name in _BOOLEAN_FIELDS:
+            if name in values:
+                readings[name] = values[name] == 1
         state, error = GpuState.OK, None
         if self.hung:
             state, error = GpuState.HUNG, hung_error(self.hung_for_s)

@@ -28,7 +28,9 @@ from prometheus_client.registry import Collector
 from gputui.format import for_screen, one_line, without_noise
 from gputui.serve.sampling import Latest
 from gputui.telemetry.nvml import is_stale
+from gputui.telemetry.nvml.queries import THROTTLE_WORDS
 from gputui.telemetry.readings import (
+    BENIGN_THROTTLES,
     CpuReading,
     GpuReading,
     GpuState,
@@ -60,6 +62,19 @@ MEMORY_TOTAL = "gputui_memory_total_bytes"
 NVML_AVAILABLE = "gputui_nvml_available"
 NVML_HUNG = "gputui_nvml_hung_seconds"
 SAMPLE_AGE = "gputui_sample_age_seconds"
+GPU_THROTTLED = "gputui_gpu_throttled"
+
+
+def throttle_reason(word: str) -> str:
+    """``gputui_gpu_throttled``'s ``reason`` label for one of the monitor's throttle words
+    (``HW slowdown``: ``hw_slowdown``)."""
+    return word.lower().replace(" ", "_")
+
+
+THROTTLE_REASONS = tuple(throttle_reason(word) for _, word in THROTTLE_WORDS)
+"""Every reason NVML gives, as ``gputui_gpu_throttled`` labels them."""
+BENIGN_THROTTLE_REASONS = tuple(sorted(throttle_reason(word) for word in BENIGN_THROTTLES))
+"""The reasons that are no problem (an idle GPU runs slow on purpose)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +174,17 @@ GPU_SERIES = (
         "Performance state, 0 (P0, fastest) to 15.",
         "performance_state",
     ),
+    GpuSeries(
+        "gputui_gpu_ecc_uncorrected_errors_total",
+        "Uncorrected ECC errors since the driver was loaded.",
+        "ecc_uncorrected_errors",
+        counter=True,
+    ),
+    GpuSeries(
+        "gputui_gpu_remapped_rows_pending",
+        "1 while a memory row remap waits for a GPU reset, 0 otherwise.",
+        "remapped_rows_pending",
+    ),
 )
 """Every per-GPU reading series, in the order they are exposed."""
 FAMILY_NAMES = (
@@ -167,6 +193,7 @@ FAMILY_NAMES = (
     GPU_HUNG,
     GPU_INFO,
     *(series.name for series in GPU_SERIES),
+    GPU_THROTTLED,
     NVML_HUNG,
     GPU_PROCESS_MEMORY,
     GPU_PROCESS_SM,
@@ -233,6 +260,12 @@ def _gpu_families(
     )
     info = GaugeMetricFamily(GPU_INFO, "The GPU's identity; always 1.", labels=INFO_LABELS)
     readings = [_family(series) for series in GPU_SERIES]
+    throttled = GaugeMetricFamily(
+        GPU_THROTTLED,
+        "1 while the clocks are held down for `reason`, 0 otherwise (every reason, where the "
+        "driver says).",
+        labels=(*GPU_LABELS, "reason"),
+    )
     # Label values end up on screens (a curl, a fleet, a dashboard): printable text only.
     gpus = for_screen(_served_gpus(last, hang) + (drm.gpus if drm is not None else ()))
     for gpu in gpus:
@@ -249,7 +282,9 @@ def _gpu_families(
             value = series.value(gpu)
             if value is not None:
                 family.add_metric(labels, value)
-    families += [up, hung_gpu, info, *readings]
+        for reason, value in _throttles(gpu):
+            throttled.add_metric([*labels, reason], value)
+    families += [up, hung_gpu, info, *readings, throttled]
     if hang is not None and hang.status.hung_call is not None:
         call = GaugeMetricFamily(
             NVML_HUNG,
@@ -267,6 +302,15 @@ def _gpu_families(
 def _labels(gpu: GpuReading) -> list[str]:
     """The labels of a GPU's series (:data:`GPU_LABELS`)."""
     return [str(gpu.index), gpu.uuid or "", gpu.vendor.value]
+
+
+def _throttles(gpu: GpuReading) -> list[tuple[str, float]]:
+    """Each throttle reason's label and 1 or 0; none where the driver does not say."""
+    if gpu.throttle_reasons is None:
+        return []
+    active = {throttle_reason(word) for word in gpu.throttle_reasons}
+    known = [(reason, 1.0 if reason in active else 0.0) for reason in THROTTLE_REASONS]
+    return known + [(reason, 1.0) for reason in sorted(active.difference(THROTTLE_REASONS))]
 
 
 def _served_gpus(last: NvmlReading | None, hang: NvmlReading | None) -> tuple[GpuReading, ...]:

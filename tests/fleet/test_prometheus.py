@@ -7,8 +7,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -17,22 +15,21 @@ import pytest
 
 from gputui.fleet.prometheus import PrometheusPoller
 from tests.fleet.hosts import dead_port
-from tests.serve.served import ROOT, Served, prometheus_tool, serve_env
+from tests.serve.served import (
+    ROOT,
+    Served,
+    prometheus_query,
+    prometheus_scraping,
+    serve_env,
+)
 
 WAIT_S = 60.0
-
-
-def _query(base: str, query: str) -> list[dict[str, object]]:
-    address = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
-    with urllib.request.urlopen(address, timeout=5) as answer:  # loopback only
-        return json.loads(answer.read())["data"]["result"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture
 def prometheus(fake_nvml_dir: Path, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
     """A Prometheus scraping two exporters and a dead port each second: its URL and the
     targets (the exporters first)."""
-    binary = prometheus_tool("prometheus")
     with ExitStack() as stack:
         servers = [
             Served.start(fake_nvml_dir, "--interval", "0.5", knobs={"FAKE_NVML_GPU_COUNT": n})
@@ -41,31 +38,12 @@ def prometheus(fake_nvml_dir: Path, tmp_path: Path) -> Iterator[tuple[str, list[
         for server in servers:
             stack.callback(server.kill)
         targets = [f"127.0.0.1:{server.port}" for server in servers] + [dead_port()]
-        config = tmp_path / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-            "scrape_configs:\n  - job_name: gpus\n    static_configs:\n"
-            f"      - targets: {json.dumps(targets)}\n"
-        )
-        listen = dead_port()
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
-                f"--web.listen-address={listen}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp_path / "prometheus.log").open("w"),
-        )
-        stack.callback(lambda: (process.kill(), process.wait()))
-        base = f"http://{listen}"
+        base = stack.enter_context(prometheus_scraping(targets, tmp_path))
         deadline = time.monotonic() + WAIT_S
         while True:  # every target scraped once, and the exporters' GPU series stored
-            assert process.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
             try:
-                scraped = len(_query(base, "up")) == 3
-                gpus = len(_query(base, "gputui_gpu_info"))
+                scraped = len(prometheus_query(base, "up")) == 3
+                gpus = len(prometheus_query(base, "gputui_gpu_info"))
             except OSError:
                 scraped, gpus = False, 0
             if scraped and gpus == 4:

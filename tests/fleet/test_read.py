@@ -15,6 +15,7 @@ from gputui.commands import main
 from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, read_samples
 from gputui.fleet.exposition import parse_text
 from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
+from gputui.telemetry.readings import health_problems
 from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition, serving
 
 MIB = 1024**2
@@ -237,6 +238,28 @@ def test_the_memory_clock_and_pcie_link_come_back_range_checked(
     assert (gpu.pcie_link_gen_max, gpu.pcie_link_width_lanes) == (5, 16)
     assert len(refused.notes) == 3
     assert any("not a whole number from 0 to 16" in note for note in refused.notes)
+
+
+def test_ecc_errors_and_a_pending_remap_come_back_as_health_problems() -> None:
+    """The fleet shows them loudly, as the monitor does; 0.5 of a flag is refused."""
+    exposition = (
+        "# TYPE gputui_gpu_ecc_uncorrected_errors counter\n"
+        'gputui_gpu_ecc_uncorrected_errors_total{gpu="0",uuid="GPU-0"} 3\n'
+        'gputui_gpu_ecc_uncorrected_errors_total{gpu="1",uuid="GPU-1"} 0\n'
+        "# TYPE gputui_gpu_remapped_rows_pending gauge\n"
+        'gputui_gpu_remapped_rows_pending{gpu="0",uuid="GPU-0"} 1\n'
+        'gputui_gpu_remapped_rows_pending{gpu="1",uuid="GPU-1"} 0.5\n'
+    )
+    read = read_samples(parse_text(exposition))
+    first, second = read.gpus
+    assert (first.ecc_uncorrected_errors, first.remapped_rows_pending) == (3, True)
+    assert type(first.ecc_uncorrected_errors) is int
+    assert health_problems(first) == [
+        "3 uncorrected ECC errors",
+        "row remap pending: reset the GPU",
+    ]
+    assert (second.ecc_uncorrected_errors, second.remapped_rows_pending) == (0, None)
+    assert len(read.notes) == 1 and "not a whole number from 0 to 1" in read.notes[0]
 
 
 def test_a_json_answer_says_to_give_the_metrics_address() -> None:

@@ -11,11 +11,15 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,6 +188,50 @@ def prometheus_tool(name: str = "promtool") -> str:
 def promtool() -> str:
     """The path of ``promtool``."""
     return prometheus_tool("promtool")
+
+
+@contextmanager
+def prometheus_scraping(targets: list[str], folder: Path) -> Iterator[str]:
+    """A real Prometheus server (Debian's package) on loopback scraping ``targets`` each
+    second, its data and log in ``folder``: its URL. It is killed at the end, and must not
+    have ended before."""
+    binary = prometheus_tool("prometheus")
+    config = folder / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: gpus\n    static_configs:\n"
+        f"      - targets: {json.dumps(targets)}\n"
+    )
+    probe = socket.socket()  # a free port: bound, then closed
+    probe.bind(("127.0.0.1", 0))
+    listen = f"127.0.0.1:{probe.getsockname()[1]}"
+    probe.close()
+    log = folder / "prometheus.log"
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address={listen}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
+    try:
+        yield f"http://{listen}"
+    finally:
+        ended = process.poll()
+        process.kill()
+        process.wait()
+        assert ended is None, f"prometheus ended ({ended}): {log.read_text()[-2000:]}"
+
+
+def prometheus_query(base: str, query: str) -> list[dict[str, Any]]:
+    """The series an instant query of the Prometheus at ``base`` returns (``OSError`` while
+    it does not answer yet)."""
+    address = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
+    with urllib.request.urlopen(address, timeout=5) as answer:  # loopback only
+        return json.loads(answer.read())["data"]["result"]  # type: ignore[no-any-return]
 
 
 def labels_of(samples: list[Sample], gpu: int) -> list[Sample]:

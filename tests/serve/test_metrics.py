@@ -67,6 +67,9 @@ GPU = gpu_reading(
         ),
     ),
     energy_j=123456.789,
+    ecc_uncorrected_errors=2,
+    remapped_rows_pending=True,
+    throttle_reasons=("power cap", "HW slowdown"),
 )
 
 LOST = dataclasses.replace(
@@ -75,6 +78,7 @@ LOST = dataclasses.replace(
     uuid=None,
     state=GpuState.LOST,
     **{series.field: None for series in GPU_SERIES},
+    throttle_reasons=None,
     processes=(),
 )
 
@@ -131,6 +135,8 @@ def test_every_gpu_series_carries_the_reading_in_base_units() -> None:
         "gputui_gpu_pcie_link_width_lanes": 16.0,
         "gputui_gpu_pcie_link_width_max_lanes": 16.0,
         "gputui_gpu_performance_state": 0.0,
+        "gputui_gpu_ecc_uncorrected_errors_total": 2.0,
+        "gputui_gpu_remapped_rows_pending": 1.0,
     }
     for name, value in expected.items():
         (sample,) = [s for s in found[name] if s.labels.get("gpu") == "0"]
@@ -149,6 +155,34 @@ def test_a_reading_that_is_not_known_is_left_out_not_zero() -> None:
     assert values(found["gputui_gpu_pcie_rx_bytes_per_second"], gpu="1") == []
     for series in GPU_SERIES:
         assert values(found.get(series.name, []), gpu="1") == [], series.name
+
+
+def test_every_throttle_reason_reads_1_while_it_holds_the_clocks_and_0_otherwise() -> None:
+    idle = dataclasses.replace(GPU, index=2, throttle_reasons=())
+    unsaid = dataclasses.replace(GPU, index=3, throttle_reasons=None)
+    new = dataclasses.replace(GPU, index=4, throttle_reasons=("Some new reason",))
+    nvml = dataclasses.replace(NVML, gpus=(GPU, LOST, idle, unsaid, new))
+    found = scrape(dataclasses.replace(LATEST, nvml=nvml))["gputui_gpu_throttled"]
+
+    reasons = [
+        "idle",
+        "application_clocks",
+        "power_cap",
+        "hw_slowdown",
+        "sync_boost",
+        "thermal",
+        "hw_thermal",
+        "hw_power_brake",
+        "display_clocks",
+    ]
+    first = [s for s in found if s.labels["gpu"] == "0"]
+    assert [s.labels for s in first] == [
+        {"gpu": "0", "uuid": GPU.uuid, "vendor": "nvidia", "reason": r} for r in reasons
+    ]
+    assert [s.labels["reason"] for s in first if s.value == 1] == ["power_cap", "hw_slowdown"]
+    assert values(found, gpu="2") == [0.0] * len(reasons)
+    assert values(found, gpu="1") == [] and values(found, gpu="3") == []  # not known: left out
+    assert values(found, gpu="4", reason="some_new_reason") == [1.0]
 
 
 def test_a_lost_gpu_says_so_and_keeps_its_identity() -> None:
@@ -242,7 +276,7 @@ def test_the_series_can_be_read_back_into_readings() -> None:
         for sample in found.get(series.name, []):
             reading = GPU if sample.labels["gpu"] == "0" else LOST
             assert sample.value * series.per / series.times == pytest.approx(
-                getattr(reading, series.field)
+                float(getattr(reading, series.field))  # a flag reads 1 or 0
             ), series.name
 
 

@@ -258,3 +258,28 @@ def test_a_bad_listen_is_one_line_and_exit_2(fake_nvml_dir: Path, listen: str, n
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("gputui")
     assert names in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (
+            ["--print-rules", "--print-dashboard"],
+            "argument --print-dashboard: not allowed with argument --print-rules",
+        ),
+        (["--print-rules", "--listen", "127.0.0.1:9922"], "--print-rules prints and exits"),
+        (["--print-dashboard", "--processes"], "leave out --processes"),
+        (["--interval", "5", "--print-rules"], "leave out --interval"),
+        (["--print-rules", "--tls-cert", __file__, "--tls-key", __file__], "leave out --tls-cert"),
+    ],
+)
+def test_printing_with_a_flag_of_the_server_is_one_line_and_exit_2(
+    args: list[str], names: str
+) -> None:
+    """``--print-rules`` and ``--print-dashboard`` print and exit: a flag that shapes the
+    server would do nothing, so it is refused rather than ignored."""
+    done = gputui_serve(*args, lib_dir=Path("/nonexistent"))
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("gputui serve: error: ")
+    assert names in done.stderr
