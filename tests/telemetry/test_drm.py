@@ -18,7 +18,7 @@ from gputui.telemetry.drm import DrmSampler
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import Snapshot
 from gputui.telemetry.snapshot import render_snapshot_table
-from gputui.telemetry.sysfs import SYSFS_ENV
+from gputui.telemetry.sysfs import PROCFS_ENV, SYSFS_ENV
 from tests.fakeprocfs import FakeProcfs, amdgpu_6_11
 from tests.telemetry.sysfs_trees import (
     MI300X_BUS_IDS,
@@ -40,7 +40,7 @@ def snapshot(*args: str, lib_dir: Path, sysfs: Path, gpus: int = 2) -> str:
         LD_LIBRARY_PATH=str(lib_dir),
         FAKE_NVML_GPU_COUNT=str(gpus),
         PYTHONPATH=str(ROOT),
-        **{SYSFS_ENV: str(sysfs)},
+        **{SYSFS_ENV: str(sysfs), PROCFS_ENV: str(FakeProcfs(sysfs.parent / "box").root)},
     )
     done = subprocess.run(
         [sys.executable, "-m", "gputui", "snapshot", *args],
@@ -80,7 +80,7 @@ def test_snapshot_json_lists_every_vendors_gpus(fake_nvml_dir: Path, tmp_path: P
     for gpu in amd + intel:
         assert gpu["state"] == "ok"
         assert gpu["name"].startswith(("AMD", "Intel"))  # the board's, or from the PCI ids
-        assert gpu["processes"] is None  # not read: n/a, never []
+        assert gpu["processes"] == []  # no DRM client in the (empty) procfs
         assert gpu["sm_clock_mhz"] > 0 and gpu["sm_clock_max_mhz"] >= gpu["sm_clock_mhz"]
         assert gpu["pcie_link_gen"] in (None, 4, 5)
     assert all(gpu["memory_total_bytes"] > 0 for gpu in amd)
@@ -100,7 +100,7 @@ def test_snapshot_table_has_a_section_per_vendor(fake_nvml_dir: Path, tmp_path: 
     assert "  GPU amd4  AMD Instinct MI300X OAM" in lines
     assert "    health  2 uncorrected ECC errors" in lines
     assert any("GFX clock" in line and "2100 MHz" in line for line in lines)
-    assert any("PCIe link" in line and "Gen5 x16" in line for line in lines)
+    assert any("PCIe link" in line and "Gen5/5 x16/16" in line for line in lines)
     assert "  processes    none" in lines  # the procfs's DRM clients: none on these cards
 
 
