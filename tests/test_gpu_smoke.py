@@ -43,6 +43,8 @@ CHECKS = [
     "scale",
 ]
 """The rehearsal's checks in order (CUDA adds a compiled TF32 bench before scale)."""
+pytestmark = pytest.mark.long_module  # the rehearsal: minutes on two shared cores
+
 GPU_RUN = REPO / "benchmarks" / "gpu_runs" / "2026-11-26-h200-first" / "raw"
 """The suite's first GPU run's JSON, as it came back from an H200."""
 

@@ -49,7 +49,7 @@ from gputui.jobs.world import World, world_from_env
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"device": "cpu", "dataset": "synthetic", "record": False, "threads": 1}
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.long_module]
 
 
 def _free_port() -> int:

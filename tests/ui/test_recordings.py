@@ -33,7 +33,7 @@ from tests.ui.recordings.replay import (
 )
 from tests.ui.recordings.scenarios import BY_NAME, RECORDED, SCENARIOS, Scenario
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.long_module]
 
 
 def kinds(events: Sequence[Event]) -> list[str]:

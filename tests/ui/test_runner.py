@@ -34,7 +34,7 @@ from gputui.ui.widgets.runner.setup import (
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.recordings.replay import ReplayedJob, devices, replayed_setup
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.long_module]
 
 TINY = RunConfig(
     nice=UI_NICE,
