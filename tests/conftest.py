@@ -36,7 +36,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files marked ``long_module`` first (the rest keep their order): xdist hands the
     files out in this order, and a file of minutes handed out last would end the run
