@@ -1,5 +1,5 @@
-"""``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes[=raw]] [--tls-cert
-FILE --tls-key FILE]``.
+"""``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes[=raw]] [--jobs]
+[--tls-cert FILE --tls-key FILE]``.
 
 Exit status: 0 after SIGTERM, 130 after Ctrl+C, 2 for a usage error (an address that
 cannot be listened on included). The server is imported in the handler.
@@ -60,8 +60,8 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
                 "listen on every network, sampling every 5 seconds",
             ),
             (
-                "gputui serve --listen 127.0.0.1:0 --processes",
-                "any free port, with each GPU's processes",
+                "gputui serve --listen 127.0.0.1:0 --processes --jobs",
+                "any free port, with the processes and each job's use",
             ),
         ),
     )
@@ -89,6 +89,12 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
         help="also serve the processes on each GPU: pid, user, command line and memory; "
         f"{PROCESSES_REDACTED} (the default) shows the values of --password=, token= and the "
         f"like and URLs' credentials in command lines as ***, {PROCESSES_RAW} as they are",
+    )
+    serve.add_argument(
+        "--jobs",
+        action="store_true",
+        help="also serve the GPU memory and SM use of each container, Kubernetes pod and "
+        "Slurm job, its processes' added up (labels kind and name; no pid, no command line)",
     )
     serve.add_argument(
         "--tls-cert",
@@ -123,6 +129,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
             args.listen,
             interval_s=interval,
             processes=args.processes is not None,
+            jobs=args.jobs,
             raw_commands=args.processes == PROCESSES_RAW,
             tls=tls,
             announce=write_out,
