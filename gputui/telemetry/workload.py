@@ -15,13 +15,13 @@ systemd unit.
   ``/libpod_parent/libpod-<id>`` with cgroupfs; nerdctl (containerd): ``nerdctl-<id>.scope``.
 - Slurm: ``/slurm/uid_<uid>/job_<id>/step_<step>`` on v1 (``slurm_<node>`` where one host
   runs several slurmd), ``/system.slice/slurmstepd.scope/job_<id>/step_<step>`` on v2
-  (``<node>_slurmstepd.scope`` likewise).
+  (``<node>_slurmstepd.scope`` likewise; cgroup.conf's ``CgroupSlice`` for another slice).
 - systemd: the innermost ``.service`` or ``.scope``.
 
 A pod or a Slurm job is named only where its cgroup sits where the kubelet or slurmstepd
-puts it, at the root, which only root can create: a user's delegated cgroups
-(``user@UID.service``, where rootless Podman's containers live) can name a container, not
-pass for a pod or a job.
+puts it, at the root or in slices of it, which only root can create: a user's delegated
+cgroups (under ``user@UID.service``, where rootless Podman's containers live) can name a
+container, not pass for a pod or a job.
 
 Names come from files, never from a runtime's socket (a call that can hang). They are read
 under the procfs's ``1/root``, the host's root as its init sees it, so that a container given
@@ -72,10 +72,10 @@ _KUBEPODS = frozenset({"kubepods", "kubepods.slice"})
 _POD = re.compile(r"(?:kubepods-(?:[a-z]+-)?pod([0-9a-f_]{32,36})\.slice|pod([0-9a-f-]{32,36}))\Z")
 """A pod's cgroup (the UID: 36 characters, or a static pod's 32-digit hash)."""
 _SLURM = re.compile(
-    r"/(?:slurm(?:_[^/]+)?/uid_\d+|(?:system\.slice/)?(?:[^/]+_)?slurmstepd\.scope)"
+    r"/(?:slurm(?:_[^/]+)?/uid_\d+|(?:[^/]+\.slice/)*(?:[^/]+_)?slurmstepd\.scope)"
     r"/job_(\d+)(?:/step_(\w+))?(?:/|\Z)"
 )
-"""A Slurm job's cgroup from the root: v1's, then v2's."""
+"""A Slurm job's cgroup from the root: v1's, then v2's (in slices alone: none a user owns)."""
 _UNIT = re.compile(r"[A-Za-z0-9:_.@\\-]+\.(?:service|scope)\Z")
 """A systemd unit that holds processes, in the characters systemd allows in a unit's name."""
 

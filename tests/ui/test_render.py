@@ -374,7 +374,7 @@ POD_UID = "1a2b3c4d-5e6f-4a1b-8c9d-0e1f2a3b4c5d"
         (Workload(unit="ollama.service"), "ollama.service"),
         (
             Workload(container="a-very-long-container-name-indeed-it-is"),
-            "a-very-long-container-name-inde…",
+            "a-very-long-container-n…",
         ),
     ],
 )
@@ -483,13 +483,15 @@ def test_a_narrow_table_leaves_the_least_wanted_columns_out_but_the_sort_column(
 @pytest.mark.parametrize(
     ("width", "sort_key", "headings"),
     [
-        (120, "gpu", "GPU▲ PID Type User Job GPU mem SM % CPU % Host mem Elapsed Command"),
-        (99, "gpu", "GPU▲ PID Type User GPU mem SM % CPU % Host mem Elapsed Command"),
-        (99, "job", "GPU PID User Job▲ GPU mem SM % CPU % Host mem Elapsed Command"),
-        (120, "job", "GPU PID Type User Job▲ GPU mem SM % CPU % Host mem Elapsed Command"),
+        (102, "gpu", "GPU▲ PID Type User Job GPU mem SM % CPU % Host mem Elapsed Command"),
+        (101, "gpu", "GPU▲ PID User Job GPU mem SM % CPU % Host mem Elapsed Command"),
+        (95, "gpu", "GPU▲ PID User Job GPU mem SM % CPU % Elapsed Command"),
+        (85, "gpu", "GPU▲ PID User Job GPU mem SM % CPU % Command"),
+        (76, "gpu", "GPU▲ PID User GPU mem SM % CPU % Command"),
+        (70, "job", "GPU PID User Job▲ GPU mem SM % Command"),
     ],
 )
-def test_the_job_column_shows_where_a_row_has_one_and_is_the_first_to_give_way(
+def test_the_job_column_shows_where_a_row_has_one_and_gives_way_after_the_host_columns(
     width: int, sort_key: str, headings: str
 ) -> None:
     job = (*ROW[:4], "ml/trainer-0", *ROW[5:])

@@ -55,7 +55,7 @@ PROCESS_COLUMNS = (
     ProcessColumn("command", "Command", False),
 )
 """The process table's columns, in order; the command is last and takes what is left."""
-DROPPED_FIRST = ("job", "type", "host_memory", "elapsed", "cpu", "sm", "user")
+DROPPED_FIRST = ("type", "host_memory", "elapsed", "job", "cpu", "sm", "user")
 """The columns a narrow table leaves out, least important first, until the command has
 ``COMMAND_ROOM`` cells (the sort column is kept)."""
 SHOWN_WHEN_KNOWN = ("job",)
@@ -69,7 +69,7 @@ ProcessCells = tuple[str, ...]
 
 COMMAND_MAX = 200
 """Characters of a command line the process table keeps."""
-JOB_MAX = 32
+JOB_MAX = 24
 """Characters of a job's name the process table keeps."""
 POD_UID_SHOWN = 8
 """Characters of a pod's UID shown where its name is not known."""
