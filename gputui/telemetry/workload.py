@@ -91,33 +91,47 @@ def parse_cgroup(text: str) -> Workload:
     fields: dict[str, str | None] = {}
     for path in _paths(text):
         parts = [part for part in path.split("/") if part]
-        at = len(parts)
-        if "container_id" not in fields:
-            for index, part in enumerate(parts):
-                match = _CONTAINER.match(part)
-                if match is not None:
-                    prefix, cid = match.groups()
-                    after_docker = index > 0 and parts[index - 1] == "docker"
-                    runtime = _RUNTIMES[prefix] if prefix else ("docker" if after_docker else None)
-                    fields.update(container=cid[:SHORT_ID], container_id=cid, runtime=runtime)
-                    at = index + 1
-                    break
-        if "pod_uid" not in fields and parts and parts[0] in _KUBEPODS:
-            for part in parts[1:]:
-                match = _POD.match(part)
-                if match is not None:
-                    uid = (match[1] or match[2]).replace("_", "-")
-                    fields.update(pod=uid, pod_uid=uid)
-                    break
-        if "slurm_job" not in fields:
-            match = _SLURM.match(path)
-            if match is not None:
-                fields.update(slurm_job=match[1], slurm_step=match[2])
-        if "unit" not in fields:  # the innermost, the container's own cgroups apart
-            unit = next((part for part in reversed(parts[:at]) if _UNIT.match(part)), None)
-            if unit is not None:
-                fields["unit"] = unit
+        container = _container(parts)
+        if container is not None and "container_id" not in fields:
+            cid, runtime, _ = container
+            fields.update(container=cid[:SHORT_ID], container_id=cid, runtime=runtime)
+        uid = _pod_uid(parts)
+        if uid is not None and "pod_uid" not in fields:
+            fields.update(pod=uid, pod_uid=uid)
+        slurm = _SLURM.match(path)
+        if slurm is not None and "slurm_job" not in fields:
+            fields.update(slurm_job=slurm[1], slurm_step=slurm[2])
+        # the innermost unit, the cgroups a container makes inside its own apart
+        outside = parts if container is None else parts[: container[2] + 1]
+        unit = next((part for part in reversed(outside) if _UNIT.match(part)), None)
+        if unit is not None and "unit" not in fields:
+            fields["unit"] = unit
     return Workload(**fields) if fields else NO_WORKLOAD
+
+
+def _container(parts: list[str]) -> tuple[str, str | None, int] | None:
+    """The first container in a cgroup path's parts: its id, its runtime, and its part's
+    index."""
+    for index, part in enumerate(parts):
+        match = _CONTAINER.match(part)
+        if match is not None:
+            prefix, cid = match.groups()
+            if prefix:
+                return cid, _RUNTIMES[prefix], index
+            return cid, "docker" if index and parts[index - 1] == "docker" else None, index
+    return None
+
+
+def _pod_uid(parts: list[str]) -> str | None:
+    """The UID of the pod a cgroup path is in, where the path starts where the kubelet's
+    pods are."""
+    if not parts or parts[0] not in _KUBEPODS:
+        return None
+    for part in parts[1:]:
+        match = _POD.match(part)
+        if match is not None:
+            return (match[1] or match[2]).replace("_", "-")
+    return None
 
 
 def _paths(text: str) -> list[str]:
