@@ -206,6 +206,23 @@ class FakeProcfs:
         if fdinfo is not None:
             self.fdinfo(pid, fd, fdinfo)
 
+    def cgroup(self, pid: int, text: str) -> None:
+        """The process's ``cgroup`` file: ``0::PATH`` on cgroup v2, ``ID:CONTROLLERS:PATH`` a
+        hierarchy on v1 (cgroups(7), "/proc/pid/cgroup")."""
+        (self.root / str(pid) / "cgroup").write_text(text)
+
+    @property
+    def host(self) -> Path:
+        """The host's root as the tree's init sees it (``proc/1/root``)."""
+        return self.root / "1" / "root"
+
+    def host_file(self, path: str, text: str) -> Path:
+        """A file of the host's root (``proc/1/root/PATH``)."""
+        file = self.host / path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(text)
+        return file
+
     def standard_fds(self, pid: int) -> None:
         """stdin, stdout and stderr: /dev/null and two sockets."""
         self.other_fd(pid, 0, str(self.dev / "null"))
@@ -215,3 +232,46 @@ class FakeProcfs:
 
 def started(ticks: int) -> float:
     return float(ticks) / TICKS + BTIME
+
+
+# ---------------------------------------------------------------- jobs: containers, pods, Slurm
+
+DOCKER_ID = "4b1f0c2d9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c"
+"""A Docker container's id (64 hex digits, as ``docker inspect`` gives it)."""
+CONTAINERD_ID = "9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c"
+"""A Kubernetes container's id under containerd."""
+POD_UID = "7c1e4a52-93d0-4f6b-8a2e-5b3c9d1f0e47"
+"""That container's pod's UID."""
+IN_DOCKER, IN_POD, IN_SLURM = 4242, 4343, 4444
+"""The pids of :func:`jobs_tree`'s processes."""
+
+
+def jobs_tree(base: Path) -> FakeProcfs:
+    """A procfs with a GPU process in each kind of job, on cgroup v2, their names where the
+    host's files give them:
+
+    - ``IN_DOCKER`` in Docker container ``trainer`` (systemd cgroup driver:
+      ``/system.slice/docker-<id>.scope``, Docker's "Runtime metrics" page), its name in
+      ``/var/lib/docker/containers/<id>/config.v2.json``;
+    - ``IN_POD`` in container ``resnet`` of pod ``ml/resnet-0`` (the kubelet's systemd
+      driver: ``kubepods-burstable-pod<uid, its - as _>.slice``, containerd's
+      ``cri-containerd-<id>.scope``), named by the kubelet's log link
+      ``/var/log/containers/<pod>_<namespace>_<container>-<id>.log``;
+    - ``IN_SLURM`` in step 0 of Slurm job 1234 (Slurm's cgroup/v2 plugin:
+      ``/system.slice/slurmstepd.scope/job_<id>/step_<step>/user/task_<n>``).
+    """
+    proc = FakeProcfs(base)
+    for pid in (IN_DOCKER, IN_POD, IN_SLURM):
+        proc.process(pid)
+    proc.cgroup(IN_DOCKER, f"0::/system.slice/docker-{DOCKER_ID}.scope\n")
+    proc.host_file(f"var/lib/docker/containers/{DOCKER_ID}/config.v2.json", '{"Name": "/trainer"}')
+    pod = f"kubepods-burstable-pod{POD_UID.replace('-', '_')}.slice"
+    container = f"cri-containerd-{CONTAINERD_ID}.scope"
+    proc.cgroup(IN_POD, f"0::/kubepods.slice/kubepods-burstable.slice/{pod}/{container}\n")
+    log = proc.host_file(f"var/log/pods/ml_resnet-0_{POD_UID}/resnet/0.log", "")
+    (proc.host / "var" / "log" / "containers").mkdir()
+    (
+        proc.host / "var" / "log" / "containers" / f"resnet-0_ml_resnet-{CONTAINERD_ID}.log"
+    ).symlink_to(log)
+    proc.cgroup(IN_SLURM, "0::/system.slice/slurmstepd.scope/job_1234/step_0/user/task_0\n")
+    return proc

@@ -1,5 +1,5 @@
-"""``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes[=raw]] [--tls-cert
-FILE --tls-key FILE]`` and ``gputui serve --print-rules | --print-dashboard``.
+"""``gputui serve [--listen HOST:PORT] [--interval SECONDS] [--processes[=raw]] [--jobs]
+[--tls-cert FILE --tls-key FILE]`` and ``gputui serve --print-rules | --print-dashboard``.
 
 Exit status: 0 after SIGTERM, 130 after Ctrl+C, 2 for a usage error (an address that
 cannot be listened on included). The server is imported in the handler.
@@ -92,6 +92,12 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
         f"like and URLs' credentials in command lines as ***, {PROCESSES_RAW} as they are",
     )
     serve.add_argument(
+        "--jobs",
+        action="store_true",
+        help="also serve the GPU memory and SM use of each container, Kubernetes pod and "
+        "Slurm job, its processes' added up (labels kind and name; no pid, no command line)",
+    )
+    serve.add_argument(
         "--tls-cert",
         type=readable_file,
         metavar="FILE",
@@ -160,6 +166,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
             parse_listen(DEFAULT_LISTEN) if args.listen is None else args.listen,
             interval_s=interval,
             processes=args.processes is not None,
+            jobs=args.jobs,
             raw_commands=args.processes == PROCESSES_RAW,
             tls=tls,
             announce=write_out,

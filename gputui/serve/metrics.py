@@ -3,8 +3,9 @@
 Every name follows Prometheus's rules (``promtool check metrics``): the ``gputui_`` prefix,
 base units in the name, ratios 0..1 as ``_ratio``, ``_total`` on counters, ``_info`` for
 metadata. Every GPU series has the labels ``gpu`` (the NVML index; AMD's and Intel's index
-among that vendor's cards), ``uuid`` and ``vendor`` (``nvidia``, ``amd``, ``intel``); a label's
-text (a GPU's name, a process's user and command line) is made printable by
+among that vendor's cards), ``uuid`` and ``vendor`` (``nvidia``, ``amd``, ``intel``); the
+per-job series, ``kind`` and ``name`` instead. A label's text (a GPU's name, a process's user,
+command line, container or pod) is made printable by
 :func:`gputui.format.one_line`. A reading that is ``None`` (not supported, or a lost GPU)
 leaves its series out for that GPU rather than reading 0; a lost GPU keeps
 ``gputui_gpu_info`` and reads ``gputui_gpu_up 0``. A GPU whose driver calls hang reads
@@ -45,8 +46,14 @@ Intel), the UUID (empty when unknown) and the vendor."""
 INFO_LABELS = (*GPU_LABELS, "name", "bus_id", "driver")
 """``gputui_gpu_info``'s labels."""
 
-PROCESS_LABELS = (*GPU_LABELS, "pid", "user", "command", "kind")
+WORKLOAD_LABELS = ("container", "pod", "namespace", "slurm_job", "unit")
+"""What a process runs in (:class:`~gputui.telemetry.readings.Workload`), each empty where
+unknown."""
+PROCESS_LABELS = (*GPU_LABELS, "pid", "user", "command", "kind", *WORKLOAD_LABELS)
 """The labels of the per-process series (``user`` and ``command`` empty when hidden)."""
+JOB_LABELS = ("kind", "name")
+"""The labels of the per-job series: ``container``, ``pod`` or ``slurm_job``, and its name
+(a pod's ``namespace/name``, or its UID)."""
 
 COMMAND_LABEL_MAX = 256
 """Longest command line a process label carries; a longer one is cut, ending in ``...``."""
@@ -56,6 +63,8 @@ GPU_HUNG = "gputui_gpu_hung"
 GPU_INFO = "gputui_gpu_info"
 GPU_PROCESS_MEMORY = "gputui_gpu_process_memory_bytes"
 GPU_PROCESS_SM = "gputui_gpu_process_sm_utilization_ratio"
+JOB_MEMORY = "gputui_job_gpu_memory_bytes"
+JOB_SM = "gputui_job_sm_busy_gpus"
 CPU_UTILIZATION = "gputui_cpu_utilization_ratio"
 MEMORY_USED = "gputui_memory_used_bytes"
 MEMORY_TOTAL = "gputui_memory_total_bytes"
@@ -197,6 +206,8 @@ FAMILY_NAMES = (
     NVML_HUNG,
     GPU_PROCESS_MEMORY,
     GPU_PROCESS_SM,
+    JOB_MEMORY,
+    JOB_SM,
     CPU_UTILIZATION,
     MEMORY_USED,
     MEMORY_TOTAL,
@@ -206,7 +217,7 @@ FAMILY_NAMES = (
 
 
 def metric_families(
-    latest: Latest, now: float, *, interval_s: float, processes: bool
+    latest: Latest, now: float, *, interval_s: float, processes: bool, jobs: bool = False
 ) -> list[Metric]:
     """The series for one scrape.
 
@@ -216,10 +227,14 @@ def metric_families(
         interval_s: The sampling interval: an NVML reading older than two intervals (and
             at least one interval plus a second) marks every GPU ``gputui_gpu_up 0``.
         processes: Whether to expose the per-process series (GPU memory, SM utilization).
+        jobs: Whether to expose the per-job series (the processes' GPU memory and SM
+            utilization summed per container, pod and Slurm job).
     """
     families: list[Metric] = []
     if (latest.hang or latest.nvml or latest.drm) is not None:
-        families += _gpu_families(latest, now, interval_s=interval_s, processes=processes)
+        families += _gpu_families(
+            latest, now, interval_s=interval_s, processes=processes, jobs=jobs
+        )
     if latest.cpu is not None:
         families += _host_families(latest.cpu)
     age = GaugeMetricFamily(
@@ -233,7 +248,7 @@ def metric_families(
 
 
 def _gpu_families(
-    latest: Latest, now: float, *, interval_s: float, processes: bool
+    latest: Latest, now: float, *, interval_s: float, processes: bool, jobs: bool
 ) -> list[Metric]:
     last, hang, drm = latest.nvml, latest.hang, latest.drm
     nvml = hang or last
@@ -296,6 +311,8 @@ def _gpu_families(
         families.append(call)
     if processes:
         families += _process_families(gpus)
+    if jobs:
+        families += _job_families(gpus)
     return families
 
 
@@ -350,12 +367,47 @@ def _process_families(gpus: Iterable[GpuReading]) -> list[Metric]:
                 process.user or "",
                 command,
                 process.kind,
+                *(getattr(process.workload, label) or "" for label in WORKLOAD_LABELS),
             ]
             if process.gpu_memory_bytes is not None:
                 memory.add_metric(labels, float(process.gpu_memory_bytes))
             if process.sm_utilization_percent is not None:
                 sm.add_metric(labels, without_noise(process.sm_utilization_percent / 100))
     return [memory, sm]
+
+
+def _job_families(gpus: Iterable[GpuReading]) -> list[Metric]:
+    """The GPU memory and SM utilization of each container, pod and Slurm job: its
+    processes' on every GPU, added up (a process counted under its Slurm job, else its pod,
+    else its container; one in none of them is left out)."""
+    memory: dict[tuple[str, str], float] = {}
+    sm: dict[tuple[str, str], float] = {}
+    for gpu in gpus:
+        for process in gpu.processes or ():
+            job = process.workload.job
+            if job is None:
+                continue
+            if process.gpu_memory_bytes is not None:
+                memory[job] = memory.get(job, 0.0) + process.gpu_memory_bytes
+            if process.sm_utilization_percent is not None:
+                sm[job] = sm.get(job, 0.0) + process.sm_utilization_percent / 100
+    memory_family = GaugeMetricFamily(
+        JOB_MEMORY,
+        "GPU memory the processes of a container, pod or Slurm job use, on every GPU.",
+        labels=JOB_LABELS,
+    )
+    sm_family = GaugeMetricFamily(
+        JOB_SM,
+        "GPUs' worth of SMs the processes of a container, pod or Slurm job kept busy in the "
+        "driver's latest samples: their shares added up over the GPUs (1.5: one GPU's SMs "
+        "all busy and another's half).",
+        labels=JOB_LABELS,
+    )
+    for job, value in sorted(memory.items()):
+        memory_family.add_metric(list(job), value)
+    for job, value in sorted(sm.items()):
+        sm_family.add_metric(list(job), without_noise(value))
+    return [memory_family, sm_family]
 
 
 def _host_families(cpu: CpuReading) -> list[Metric]:
@@ -379,6 +431,7 @@ class LatestCollector(Collector):
         *,
         interval_s: float,
         processes: bool,
+        jobs: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Serve what ``latest`` returns at each scrape.
@@ -387,11 +440,13 @@ class LatestCollector(Collector):
             latest: Returns the latest readings at once (``Poller.latest``).
             interval_s: The sampling interval (see :func:`metric_families`).
             processes: Whether to expose the processes on each GPU.
+            jobs: Whether to expose each container's, pod's and Slurm job's use.
             clock: The clock the readings' ``taken_at`` use.
         """
         self._latest = latest
         self._interval_s = interval_s
         self._processes = processes
+        self._jobs = jobs
         self._clock = clock
 
     def describe(self) -> Iterator[Metric]:
@@ -407,6 +462,7 @@ class LatestCollector(Collector):
         # later, so a GPU that reads down for a hang also reads hung.
         now = self._clock()
         latest = self._latest()
-        return iter(
-            metric_families(latest, now, interval_s=self._interval_s, processes=self._processes)
+        families = metric_families(
+            latest, now, interval_s=self._interval_s, processes=self._processes, jobs=self._jobs
         )
+        return iter(families)

@@ -47,6 +47,7 @@ def serve(
     *,
     interval_s: float,
     processes: bool,
+    jobs: bool = False,
     raw_commands: bool = False,
     tls: ssl.SSLContext | None = None,
     samplers: Samplers | None = None,
@@ -63,6 +64,7 @@ def serve(
         address: Where to listen.
         interval_s: Seconds between samples.
         processes: Whether to serve the processes on each GPU.
+        jobs: Whether to serve each container's, pod's and Slurm job's use of the GPUs.
         raw_commands: Serve their command lines with the secrets in them (redacted otherwise;
             for the real samplers, which this builds).
         tls: Serve HTTPS with this context.
@@ -83,7 +85,7 @@ def serve(
         samplers = Samplers.real(raw_commands=raw_commands)
     stop = stop if stop is not None else Stop()
     poller = Poller(samplers, interval_s)
-    app = make_app(poller.latest, interval_s=interval_s, processes=processes)
+    app = make_app(poller.latest, interval_s=interval_s, processes=processes, jobs=jobs)
     try:
         server = open_server(address, app, tls)
     except OSError as error:

@@ -53,7 +53,9 @@ StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
-def make_app(latest: Callable[[], Latest], *, interval_s: float, processes: bool) -> WsgiApp:
+def make_app(
+    latest: Callable[[], Latest], *, interval_s: float, processes: bool, jobs: bool = False
+) -> WsgiApp:
     """The WSGI app serving ``/metrics`` and ``/snapshot`` from what ``latest`` returns.
 
     Args:
@@ -61,9 +63,11 @@ def make_app(latest: Callable[[], Latest], *, interval_s: float, processes: bool
         interval_s: The sampling interval (readings older than two are stale).
         processes: Whether the processes on each GPU are shown (metrics and snapshot);
             without it ``/snapshot`` lists none, as their command lines may hold secrets.
+        jobs: Whether ``/metrics`` shows each container's, pod's and Slurm job's use.
     """
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(LatestCollector(latest, interval_s=interval_s, processes=processes))
+    collector = LatestCollector(latest, interval_s=interval_s, processes=processes, jobs=jobs)
+    registry.register(collector)
     metrics = make_wsgi_app(registry)
     snapshot = _SnapshotBody(processes=processes)
 

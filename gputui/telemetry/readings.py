@@ -90,6 +90,50 @@ class DriverCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Workload:
+    """What a process runs in, as its cgroup names it (:mod:`gputui.telemetry.workload`);
+    each field ``None`` where unknown."""
+
+    container: str | None = None
+    """The container's name where the runtime's files say it, else its id's first 12
+    characters (as ``docker ps`` shows it)."""
+    container_id: str | None = None
+    """The container's full id (64 hex digits)."""
+    runtime: str | None = None
+    """``docker``, ``containerd``, ``cri-o`` or ``podman``; ``None`` where the cgroup does not
+    tell (a bare id under a cgroupfs-driven pod)."""
+    pod: str | None = None
+    """The Kubernetes pod's name where the kubelet's files say it, else its UID."""
+    pod_uid: str | None = None
+    """The pod's UID."""
+    namespace: str | None = None
+    """The pod's namespace, where the kubelet's files say it."""
+    slurm_job: str | None = None
+    """The Slurm job id, e.g. ``1234``."""
+    slurm_step: str | None = None
+    """The Slurm step within it: ``0``, ``1``..., ``batch``, ``extern``, ``interactive``."""
+    unit: str | None = None
+    """The innermost systemd unit: ``foo.service``, ``user@1000.service``, ``session-3.scope``."""
+
+    @property
+    def job(self) -> tuple[str, str] | None:
+        """What the process is counted under, ``(kind, name)``: its Slurm job
+        (``slurm_job``, the id), else its pod (``pod``, ``namespace/name`` or the UID), else
+        its container (``container``); ``None`` in none of them."""
+        if self.slurm_job is not None:
+            return "slurm_job", self.slurm_job
+        if self.pod is not None:
+            return "pod", self.pod if self.namespace is None else f"{self.namespace}/{self.pod}"
+        if self.container is not None:
+            return "container", self.container
+        return None
+
+
+NO_WORKLOAD = Workload()
+"""A process whose cgroup names nothing, or could not be read."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     """A process holding memory on a GPU, joined with what psutil knows of it."""
 
@@ -121,6 +165,8 @@ class GpuProcess:
     """Host memory it holds (resident set size); ``None`` where psutil cannot see it."""
     elapsed_s: float | None = None
     """Seconds since it started (``create_time``) at this reading; ``None`` where unknown."""
+    workload: Workload = NO_WORKLOAD
+    """The container, pod, Slurm job and systemd unit it runs in, each ``None`` where unknown."""
 
 
 @dataclass(frozen=True, slots=True)

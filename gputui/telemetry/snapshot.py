@@ -47,6 +47,7 @@ from gputui.telemetry.readings import (
     NvmlStatus,
     Snapshot,
     Vendor,
+    Workload,
     gpu_label,
     health_problems,
     shown_pid,
@@ -214,6 +215,18 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "cpu_percent",
         "rss_bytes",
         "elapsed_s",
+        "workload",
+    ),
+    Workload: (
+        "container",
+        "container_id",
+        "runtime",
+        "pod",
+        "pod_uid",
+        "namespace",
+        "slurm_job",
+        "slurm_step",
+        "unit",
     ),
     NvmlStatus: (
         "available",
@@ -235,11 +248,20 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
     ),
 }
 """The schema: each reading's keys in the order they are written; a key is its attribute's name."""
+_FLATTENED = frozenset({"workload"})
+"""Keys whose reading's keys are written in its place (a process's ``container``, ``pod``...)."""
 
 
 def _reading_as_dict(reading: object) -> dict[str, Any]:
     """One reading as JSON-ready data, with the keys ``_JSON_KEYS`` names for its type."""
-    return {key: _json_value(getattr(reading, key)) for key in _JSON_KEYS[type(reading)]}
+    data: dict[str, Any] = {}
+    for key in _JSON_KEYS[type(reading)]:
+        value = _json_value(getattr(reading, key))
+        if key in _FLATTENED:
+            data.update(value)
+        else:
+            data[key] = value
+    return data
 
 
 def _json_value(value: Any) -> Any:

@@ -22,6 +22,15 @@ import pytest
 from gputui import __version__
 from gputui.commands import commands_named
 from gputui.commands.output import encodable
+from tests.fakeprocfs import (
+    CONTAINERD_ID,
+    DOCKER_ID,
+    IN_DOCKER,
+    IN_POD,
+    IN_SLURM,
+    POD_UID,
+    jobs_tree,
+)
 from tests.pty_run import run_on_a_pty
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -370,6 +379,52 @@ def test_snapshot_says_which_call_of_a_wedged_driver_never_returned(
     done = gputui("snapshot", lib_dir=fake_nvml_dir, knobs=knobs)
     assert (done.returncode, done.stderr) == (1, "")
     assert f"NVIDIA  {call} has not returned for " in done.stdout
+
+
+def test_snapshot_json_names_each_processs_container_pod_and_slurm_job(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
+    """Read from a fake procfs (``GPUTUI_PROCFS``) laid out as Docker, the kubelet with
+    containerd, and Slurm lay out their cgroups (tests/fakeprocfs.py)."""
+    knobs = {
+        "GPUTUI_PROCFS": str(jobs_tree(tmp_path).root),
+        "FAKE_NVML_PROCESSES": f"0:{IN_DOCKER}:1024,0:{IN_POD}:2048,1:{IN_SLURM}:4096",
+    }
+    data = snapshot_json(fake_nvml_dir, knobs)
+    keys = ("container", "container_id", "runtime", "pod", "pod_uid", "namespace")
+    found = {
+        process["pid"]: {key: process[key] for key in (*keys, "slurm_job", "slurm_step", "unit")}
+        for gpu in data["gpus"]
+        for process in gpu["processes"]
+    }
+    assert found == {
+        IN_DOCKER: {
+            **dict.fromkeys(keys),
+            "container": "trainer",
+            "container_id": DOCKER_ID,
+            "runtime": "docker",
+            "slurm_job": None,
+            "slurm_step": None,
+            "unit": f"docker-{DOCKER_ID}.scope",
+        },
+        IN_POD: {
+            "container": "resnet",
+            "container_id": CONTAINERD_ID,
+            "runtime": "containerd",
+            "pod": "resnet-0",
+            "pod_uid": POD_UID,
+            "namespace": "ml",
+            "slurm_job": None,
+            "slurm_step": None,
+            "unit": f"cri-containerd-{CONTAINERD_ID}.scope",
+        },
+        IN_SLURM: {
+            **dict.fromkeys(keys),
+            "slurm_job": "1234",
+            "slurm_step": "0",
+            "unit": "slurmstepd.scope",
+        },
+    }
 
 
 def test_snapshot_help_says_which_timeout_default_applies() -> None:

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from gputui.serve.metrics import GPU_SERIES
+from tests.fakeprocfs import DOCKER_ID, IN_DOCKER, IN_POD, IN_SLURM, jobs_tree
 from tests.serve.served import ROOT, StartServe, labels_of, promtool, serve_env
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -132,6 +133,72 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     checked = subprocess.run([promtool(), "check", "metrics"], input=body, capture_output=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout + checked.stderr == b""  # not even a lint warning
+
+
+def test_metrics_name_each_processs_job_and_sum_each_jobs_use(
+    start_serve: StartServe, tmp_path: Path
+) -> None:
+    """Processes in a Docker container, a pod (on two GPUs) and a Slurm job, read from a
+    fake procfs (``GPUTUI_PROCFS``, tests/fakeprocfs.py): their labels with --processes,
+    their sums with --jobs, and promtool accepts both."""
+    child = start_serve(
+        "--interval=60",
+        "--processes",
+        "--jobs",
+        GPUTUI_PROCFS=str(jobs_tree(tmp_path).root),
+        FAKE_NVML_PROCESSES=f"0:{IN_DOCKER}:1024,0:{IN_POD}:2048,1:{IN_POD}:4096,1:{IN_SLURM}:8192",
+        FAKE_NVML_PROCESS_UTILIZATION=f"0:{IN_POD}:40,1:{IN_POD}:30,1:{IN_SLURM}:90",
+    )
+    snapshot = child.wait_for_readings()
+    metrics = child.metrics()
+    body = child.get("/metrics").body
+
+    jobs = {
+        (gpu["index"], process["pid"]): (process["container"], process["pod"], process["slurm_job"])
+        for gpu in snapshot["gpus"]
+        for process in gpu["processes"]
+    }
+    assert jobs == {
+        (0, IN_DOCKER): ("trainer", None, None),
+        (0, IN_POD): ("resnet", "resnet-0", None),
+        (1, IN_POD): ("resnet", "resnet-0", None),
+        (1, IN_SLURM): (None, None, "1234"),
+    }
+    labels = {
+        (s.labels["gpu"], int(s.labels["pid"])): s.labels
+        for s in metrics["gputui_gpu_process_memory_bytes"]
+    }
+    workload = ("container", "pod", "namespace", "slurm_job", "unit")
+    assert {key: labels["0", IN_DOCKER][key] for key in workload} == {
+        "container": "trainer",
+        "pod": "",
+        "namespace": "",
+        "slurm_job": "",
+        "unit": f"docker-{DOCKER_ID}.scope",
+    }
+    assert {key: labels["1", IN_POD][key] for key in ("container", "pod", "namespace")} == {
+        "container": "resnet",
+        "pod": "resnet-0",
+        "namespace": "ml",
+    }
+    assert labels["1", IN_SLURM]["slurm_job"] == "1234"
+
+    def by_job(name: str) -> dict[tuple[str, str], float]:
+        return {(s.labels["kind"], s.labels["name"]): s.value for s in metrics[name]}
+
+    assert by_job("gputui_job_gpu_memory_bytes") == {
+        ("container", "trainer"): 1024,
+        ("pod", "ml/resnet-0"): 2048 + 4096,
+        ("slurm_job", "1234"): 8192,
+    }
+    assert by_job("gputui_job_sm_busy_gpus") == {
+        ("container", "trainer"): 0.0,  # no kernel ran
+        ("pod", "ml/resnet-0"): 0.7,
+        ("slurm_job", "1234"): 0.9,
+    }
+    checked = subprocess.run([promtool(), "check", "metrics"], input=body, capture_output=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout + checked.stderr == b""
 
 
 def test_snapshot_is_what_snapshot_json_prints(

@@ -19,6 +19,7 @@ from gputui.telemetry.readings import (
     MpsReading,
     NvmlReading,
     NvmlStatus,
+    Workload,
 )
 from tests.ui.fakes import gpu_reading
 
@@ -95,12 +96,15 @@ LATEST = Latest(
 )
 
 
-def scrape(latest: Latest, *, now: float = NOW, processes: bool = True) -> dict[str, list[Sample]]:
+def scrape(
+    latest: Latest, *, now: float = NOW, processes: bool = True, jobs: bool = False
+) -> dict[str, list[Sample]]:
     """The exposition prometheus_client writes, parsed back: each series' samples."""
     registry = CollectorRegistry()
-    registry.register(
-        LatestCollector(lambda: latest, interval_s=1.0, processes=processes, clock=lambda: now)
+    collector = LatestCollector(
+        lambda: latest, interval_s=1.0, processes=processes, jobs=jobs, clock=lambda: now
     )
+    registry.register(collector)
     found: dict[str, list[Sample]] = {}
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
         for sample in family.samples:
@@ -237,6 +241,79 @@ def test_process_sm_utilization_is_a_ratio_left_out_where_unknown() -> None:
 
     assert [(s.labels["pid"], s.value) for s in samples] == [("4242", 0.87), ("78", 0.0)]
     assert samples[1].labels["command"] == "hidden"  # its memory is unknown, its SM % is not
+
+
+IN_POD = Workload(container="resnet", pod="resnet-0", pod_uid="0f1e", namespace="ml")
+IN_JOB = Workload(slurm_job="1234", slurm_step="0", unit="slurmstepd.scope")
+JOBS = dataclasses.replace(
+    NVML,
+    gpus=(
+        gpu_reading(
+            0,
+            processes=(
+                GpuProcess(1, "ada", "a", 2**30, sm_utilization_percent=40.0, workload=IN_POD),
+                GpuProcess(2, "ada", "b", 2**20, sm_utilization_percent=None, workload=IN_POD),
+                GpuProcess(3, "bob", "c", 2**31, sm_utilization_percent=90.0, workload=IN_JOB),
+                GpuProcess(4, "cy", "d", 2**29, sm_utilization_percent=5.0),  # in no job
+            ),
+        ),
+        gpu_reading(
+            1,
+            processes=(
+                GpuProcess(1, "ada", "a", 2**30, sm_utilization_percent=30.0, workload=IN_POD),
+                GpuProcess(
+                    5,
+                    "dee",
+                    "e",
+                    None,
+                    sm_utilization_percent=12.5,
+                    workload=Workload(container="web\x1b[2J", unit="docker-x.scope"),
+                ),
+            ),
+        ),
+    ),
+)
+"""A pod's processes on two GPUs, a Slurm job's, one in no job, and a container whose name
+holds an escape sequence."""
+
+
+def test_processes_carry_what_they_run_in_as_labels() -> None:
+    latest = dataclasses.replace(LATEST, nvml=JOBS)
+    samples = scrape(latest)["gputui_gpu_process_memory_bytes"]
+    labels = {s.labels["pid"]: s.labels for s in samples}
+    workload = ("container", "pod", "namespace", "slurm_job", "unit")
+    assert {key: labels["1"][key] for key in workload} == {
+        "container": "resnet",
+        "pod": "resnet-0",
+        "namespace": "ml",
+        "slurm_job": "",
+        "unit": "",
+    }
+    assert {key: labels["3"][key] for key in workload} == {
+        **dict.fromkeys(workload, ""),
+        "slurm_job": "1234",
+        "unit": "slurmstepd.scope",
+    }
+    assert all(labels["4"][key] == "" for key in workload)
+
+
+def test_jobs_only_when_asked_each_summed_over_its_processes_and_gpus() -> None:
+    latest = dataclasses.replace(LATEST, nvml=JOBS)
+    assert not {name for name in scrape(latest) if name.startswith("gputui_job_")}
+    found = scrape(latest, processes=False, jobs=True)
+    assert "gputui_gpu_process_memory_bytes" not in found  # no pid, no command line
+
+    memory = {
+        (s.labels["kind"], s.labels["name"]): s.value for s in found["gputui_job_gpu_memory_bytes"]
+    }
+    # the container's memory is not known: left out, not 0
+    assert memory == {("pod", "ml/resnet-0"): 2 * 2**30 + 2**20, ("slurm_job", "1234"): 2**31}
+    busy = {(s.labels["kind"], s.labels["name"]): s.value for s in found["gputui_job_sm_busy_gpus"]}
+    assert busy == {
+        ("pod", "ml/resnet-0"): 0.7,  # 40 % of GPU 0 and 30 % of GPU 1
+        ("slurm_job", "1234"): 0.9,
+        ("container", "web\\x1b[2J"): 0.125,  # printable, as every label's text
+    }
 
 
 def test_host_series_and_the_sample_age() -> None:

@@ -21,6 +21,7 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
     Snapshot,
+    Workload,
     nvml_hung,
 )
 from gputui.telemetry.snapshot import (
@@ -59,6 +60,18 @@ GPU_KEYS = {
     "pcie_link_width_max_lanes",
     "processes",
 }
+WORKLOAD_KEYS = {
+    "container": None,
+    "container_id": None,
+    "runtime": None,
+    "pod": None,
+    "pod_uid": None,
+    "namespace": None,
+    "slurm_job": None,
+    "slurm_step": None,
+    "unit": None,
+}
+"""A process's workload keys, as written for one that runs in nothing known."""
 PROCESS_KEYS = {
     "pid",
     "user",
@@ -68,6 +81,7 @@ PROCESS_KEYS = {
     "cpu_percent",
     "rss_bytes",
     "elapsed_s",
+    *WORKLOAD_KEYS,
 }
 NVML_KEYS = {
     "available",
@@ -118,6 +132,7 @@ GPU = gpu_reading(
             cpu_percent=97.5,
             rss_bytes=6 * 2**30,
             elapsed_s=4000.0,
+            workload=Workload(slurm_job="1234", slurm_step="batch", unit="slurmstepd.scope"),
         ),
         GpuProcess(pid=77, user=None, command=None, gpu_memory_bytes=None),
     ),
@@ -188,6 +203,10 @@ def test_json_carries_the_values() -> None:
         "cpu_percent": 97.5,
         "rss_bytes": 6 * 2**30,
         "elapsed_s": 4000.0,
+        **WORKLOAD_KEYS,
+        "slurm_job": "1234",
+        "slurm_step": "batch",
+        "unit": "slurmstepd.scope",
     }
     assert lost["state"] == "lost"
     assert lost["index"] == 1
@@ -220,6 +239,7 @@ def test_json_unsupported_readings_are_null() -> None:
         "cpu_percent": None,
         "rss_bytes": None,
         "elapsed_s": None,
+        **WORKLOAD_KEYS,
     }
     for key in GPU_KEYS - {"index", "name", "uuid", "state", "processes"}:
         assert lost[key] is None, key
@@ -443,6 +463,7 @@ def test_json_health_read_through_the_stand_in(
                     "cpu_percent": None,  # not read for a MIG device's processes
                     "rss_bytes": None,
                     "elapsed_s": None,
+                    **WORKLOAD_KEYS,
                 }
             ],
         }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputui.telemetry.readings import GpuProcess
+from gputui.telemetry.readings import GpuProcess, Workload
 from gputui.ui.monitor.process_rows import SORT_KEYS, ProcessOrder, matches, ordered, process_rows
 from gputui.ui.render.processes import (
     PROCESS_COLUMNS,
@@ -23,6 +23,7 @@ PROCESSES = {
             cpu_percent=250.0,
             rss_bytes=3 * GiB,
             elapsed_s=7200.0,
+            workload=Workload(container="serve", pod="trainer", namespace="ml", pod_uid="u1"),
         ),
         GpuProcess(
             100,
@@ -34,6 +35,7 @@ PROCESSES = {
             cpu_percent=95.0,
             rss_bytes=12 * GiB,
             elapsed_s=90_000.0,
+            workload=Workload(container="web", container_id="0" * 64, unit="docker-0.scope"),
         ),
         # psutil could not see it, NVML has no SM %
         GpuProcess(200, None, None, None, "graphics"),
@@ -48,6 +50,7 @@ PROCESSES = {
             cpu_percent=3.0,
             rss_bytes=GiB,
             elapsed_s=100_000.0,
+            workload=Workload(slurm_job="42", slurm_step="0", unit="slurmstepd.scope"),
         ),
     ),
 }
@@ -65,9 +68,11 @@ def test_rows_are_keyed_by_gpu_pid_and_kind() -> None:
         "0:200:graphics",
         "1:150:compute",
     ]
-    cells = ("0", "100", "C+G", "ada", "8.0 GiB", "3%", "95%", "12.0 GiB", "1-01:00:00")
+    cells = ("0", "100", "C+G", "ada", "web", "8.0 GiB", "3%", "95%", "12.0 GiB", "1-01:00:00")
     assert ROWS["0:100:compute+graphics"].cells == (*cells, "python train.py")
-    assert ROWS["0:200:graphics"].cells[2:] == ("G", *["n/a"] * 7)
+    assert ROWS["0:200:graphics"].cells[2:] == ("G", *["n/a"] * 8)
+    assert ROWS["0:300:compute"].cells[4] == "ml/trainer"  # the pod, not its container
+    assert ROWS["1:150:compute"].cells[4] == "slurm 42.0"
 
 
 def test_the_default_order_is_by_gpu_then_pid() -> None:
@@ -90,6 +95,7 @@ def test_o_cycles_the_keys_and_each_has_its_natural_direction() -> None:
         ("elapsed", [150, 100, 300, 200]),  # the oldest first
         ("pid", [100, 150, 200, 300]),
         ("user", [100, 300, 150, 200]),  # ada, bob, cy; unknown user last
+        ("job", [300, 150, 100, 200]),  # ml/trainer, slurm 42.0, web; none last
         ("command", [150, 300, 100, 200]),  # any case: Jupyter, python serve, python train
         ("type", [300, 150, 100, 200]),  # compute, compute+graphics, graphics
     ]
@@ -116,6 +122,8 @@ def test_the_filter_keeps_rows_holding_the_text_in_any_cell_and_any_case() -> No
     assert pids(ProcessOrder(filter="nothing like it")) == []
     assert matches(ROWS["1:150:compute"], "jupyter")
     assert pids(ProcessOrder(filter="c+g")) == [100]
+    assert pids(ProcessOrder(filter="SLURM 42")) == [150]  # the job column too
+    assert pids(ProcessOrder(filter="ml/")) == [300]
 
 
 def test_the_subtitle_says_the_filter_only_the_sort_is_in_the_heading() -> None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import psutil
 import pytest
@@ -26,6 +27,7 @@ from gputui.ui.monitor.process_rows import SORT_KEYS, ProcessOrder
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.signal_dialog import SignalDialog
 from tests.fakenvml import FakeNvml
+from tests.fakeprocfs import IN_DOCKER, IN_POD, IN_SLURM, jobs_tree
 from tests.ui.fakes import (
     MPS_ON_LINUX,
     NO_DRIVER,
@@ -188,6 +190,31 @@ async def test_o_sorts_by_host_cpu_host_memory_elapsed_time_and_type(
         assert "  Type▲  " in heading(app)
         cells = table_of(app).shown
         assert [row[2] for row in cells.values()] == ["C", "C", "C+G", "G"]
+
+
+async def test_the_job_column_names_each_container_pod_and_slurm_job(
+    tmp_path: Path, fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """Three processes in a fake procfs (``GPUTUI_PROCFS``): one in a Docker container, one
+    in a pod's container, one in a Slurm job's step; each named, sorted by ``o`` and found by
+    ``/``."""
+    fake_nvml_env.setenv("GPUTUI_PROCFS", str(jobs_tree(tmp_path).root))
+    listed = f"0:{IN_DOCKER}:{GiB},0:{IN_POD}:{2 * GiB},1:{IN_SLURM}:{3 * GiB}"
+    app = nvml_app(fake_nvml_env, listed)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settled(pilot)
+        await wait_until(pilot, lambda: len(table_of(app).shown) == 3)
+        jobs = {int(cells[1]): cells[4] for cells in table_of(app).shown.values()}
+        assert jobs == {IN_DOCKER: "trainer", IN_POD: "ml/resnet-0", IN_SLURM: "slurm 1234.0"}
+        assert "  Job  " in heading(app)
+        shown = screen_text(app)
+        assert all(job in shown for job in jobs.values())
+        for _ in range(SORT_KEYS.index("job")):
+            await pilot.press("o")
+        await wait_until(pilot, lambda: pids(app) == [IN_POD, IN_SLURM, IN_DOCKER])
+        assert "  Job▲  " in heading(app)
+        await pilot.press("slash", *"SLURM 1234", "enter")
+        await wait_until(pilot, lambda: pids(app) == [IN_SLURM])
 
 
 async def test_slash_filters_enter_selects_the_first_match_and_escape_clears(

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.format import fmt_link_rate
+from gputui.format import NA, fmt_link_rate
 from gputui.telemetry.nvml.calls import UNKNOWN, describe_handle_error
 from gputui.telemetry.readings import (
     GpuProcess,
@@ -16,6 +16,7 @@ from gputui.telemetry.readings import (
     MigDeviceReading,
     MpsReading,
     Snapshot,
+    Workload,
 )
 from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.ui.render.cpu import (
@@ -348,12 +349,40 @@ def test_stat_columns_depend_on_width_not_values() -> None:
 
 def test_process_cells_are_plain_strings_with_na() -> None:
     process = GpuProcess(pid=7, user=None, command=None, gpu_memory_bytes=None)
-    assert process_cells("3", process) == ("3", "7", "C", *["n/a"] * 7)
+    assert process_cells("3", process) == ("3", "7", "C", *["n/a"] * 8)
     long = GpuProcess(pid=8, user="ada", command="x" * 500, gpu_memory_bytes=2 * GiB)
     used = dict(cpu_percent=412.6, rss_bytes=GiB // 2, elapsed_s=3 * 3600 + 7 * 60 + 5.9)
     cells = process_cells("0", replace(long, sm_utilization_percent=87.4, kind="graphics", **used))
-    assert cells[2:9] == ("G", "ada", "2.0 GiB", "87%", "413%", "512.0 MiB", "3:07:05")
-    assert len(cells[9]) == 200 and cells[9].endswith("…")
+    assert cells[2:10] == ("G", "ada", "n/a", "2.0 GiB", "87%", "413%", "512.0 MiB", "3:07:05")
+    assert len(cells[10]) == 200 and cells[10].endswith("…")
+
+
+POD_UID = "1a2b3c4d-5e6f-4a1b-8c9d-0e1f2a3b4c5d"
+
+
+@pytest.mark.parametrize(
+    ("workload", "shown"),
+    [
+        (
+            Workload(slurm_job="1234", slurm_step="batch", unit="slurmstepd.scope"),
+            "slurm 1234.batch",
+        ),
+        (Workload(slurm_job="1234"), "slurm 1234"),
+        (Workload(pod="trainer-0", pod_uid="0f1e", namespace="ml", container="c"), "ml/trainer-0"),
+        (Workload(pod=POD_UID, pod_uid=POD_UID, container="0123456789ab"), "pod 1a2b3c4d"),
+        (Workload(container="web", container_id="f" * 64, unit="docker-f.scope"), "web"),
+        (Workload(unit="ollama.service"), "ollama.service"),
+        (
+            Workload(container="a-very-long-container-name-indeed-it-is"),
+            "a-very-long-container-n…",
+        ),
+    ],
+)
+def test_the_job_cell_names_the_slurm_job_else_the_pod_else_the_container_else_the_unit(
+    workload: Workload, shown: str
+) -> None:
+    cells = process_cells("0", GpuProcess(7, "ada", "python", GiB, workload=workload))
+    assert cells[4] == shown
 
 
 def test_mps_line() -> None:
@@ -381,8 +410,20 @@ def test_mps_line() -> None:
 @given(width=st.integers(min_value=1, max_value=120))
 def test_process_table_lines_are_exactly_the_width_with_columns_aligned(width: int) -> None:
     rows = [
-        ("0", "7", "C", "ada", "1.0 GiB", "87%", "99%", "2.0 GiB", "1:02:03", "python train.py"),
-        ("10", "41000", "C+G", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "a long command " * 10),
+        (
+            "0",
+            "7",
+            "C",
+            "ada",
+            NA,
+            "1.0 GiB",
+            "87%",
+            "99%",
+            "2.0 GiB",
+            "1:02:03",
+            "python train.py",
+        ),
+        ("10", "41000", "C+G", NA, NA, NA, NA, NA, NA, NA, "a long command " * 10),
     ]
     lines = process_table_lines(rows, width, marked_pid="41000")
     assert [line.width for line in lines] == [width] * 3
@@ -402,8 +443,12 @@ def test_process_table_lines_are_exactly_the_width_with_columns_aligned(width: i
     assert "bold reverse" not in {style for _, style in lines[1].parts}
 
 
+ROW = ("0", "7", "C", "ada", NA, "1.0 GiB", "87%", "99%", "2.0 GiB", "1:02:03", "python train.py")
+"""A process table row whose job is not known."""
+
+
 def test_the_sort_column_is_marked_in_the_heading() -> None:
-    row = ("0", "7", "C", "ada", "1.0 GiB", "87%", "99%", "2.0 GiB", "1:02:03", "python train.py")
+    row = ROW
     heading = process_table_lines([row], 120, sort_key="memory", descending=True)[0].plain
     assert heading.startswith("GPU  PID  Type  User  GPU mem▼  SM %") and "▲" not in heading
     heading = process_table_lines([row], 120, sort_key="gpu")[0].plain
@@ -425,7 +470,7 @@ def test_the_sort_column_is_marked_in_the_heading() -> None:
 def test_a_narrow_table_leaves_the_least_wanted_columns_out_but_the_sort_column(
     width: int, sort_key: str, headings: str
 ) -> None:
-    row = ("0", "7", "C", "ada", "1.0 GiB", "87%", "99%", "2.0 GiB", "1:02:03", "python train.py")
+    row = ROW
     descending = sort_key == "host_memory"
     lines = process_table_lines([row], width, sort_key=sort_key, descending=descending)
     heading, line = (line.plain for line in lines)
@@ -433,6 +478,30 @@ def test_a_narrow_table_leaves_the_least_wanted_columns_out_but_the_sort_column(
     assert len(heading) == len(line) == width
     assert line.rstrip().endswith("python train.py") or width == 40
     assert heading.index("Command") == line.index("python")
+
+
+@pytest.mark.parametrize(
+    ("width", "sort_key", "headings"),
+    [
+        (102, "gpu", "GPU▲ PID Type User Job GPU mem SM % CPU % Host mem Elapsed Command"),
+        (101, "gpu", "GPU▲ PID User Job GPU mem SM % CPU % Host mem Elapsed Command"),
+        (95, "gpu", "GPU▲ PID User Job GPU mem SM % CPU % Elapsed Command"),
+        (85, "gpu", "GPU▲ PID User Job GPU mem SM % CPU % Command"),
+        (76, "gpu", "GPU▲ PID User GPU mem SM % CPU % Command"),
+        (70, "job", "GPU PID User Job▲ GPU mem SM % Command"),
+    ],
+)
+def test_the_job_column_shows_where_a_row_has_one_and_gives_way_after_the_host_columns(
+    width: int, sort_key: str, headings: str
+) -> None:
+    job = (*ROW[:4], "ml/trainer-0", *ROW[5:])
+    heading = process_table_lines([ROW, job], width, sort_key=sort_key)[0].plain
+    assert " ".join(heading.split()) == headings
+
+
+def test_the_job_column_is_left_out_where_no_row_has_one_unless_sorted_by_it() -> None:
+    assert " Job " not in process_table_lines([ROW], 200)[0].plain
+    assert " Job▲ " in process_table_lines([ROW], 200, sort_key="job")[0].plain
 
 
 UNREACHABLE_ERROR = (

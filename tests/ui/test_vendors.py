@@ -25,7 +25,7 @@ from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import GpuState
 from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.render.gpu import area_title, nvml_title
-from gputui.ui.render.processes import process_table_title
+from gputui.ui.render.processes import PROCESS_COLUMNS, process_table_title
 from gputui.ui.widgets.gpu_area import GpuArea
 from tests.fakenvml import FakeNvml
 from tests.fakeprocfs import FakeProcfs, amdgpu_6_11
@@ -106,8 +106,9 @@ async def test_a_mixed_box_shows_every_gpu_each_vendor_counted(
         assert table.border_title is not None
         assert str(table.border_title) == "GPU processes · 1"
         [cells] = table.shown.values()
-        assert (cells[0], cells[1], cells[4]) == ("amd0", str(TRAINER_PID), "6.0 GiB")
-        assert cells[-1] == "python3 train.py"
+        row = {column.key: cell for column, cell in zip(PROCESS_COLUMNS, cells, strict=True)}
+        assert (row["gpu"], row["pid"], row["memory"]) == ("amd0", str(TRAINER_PID), "6.0 GiB")
+        assert row["command"] == "python3 train.py"
         assert app.history.series(util_metric("amd0"))[-1] == 97.0
         assert app.history.series(util_metric(0))[-1] is not None  # NVIDIA's keep their names
 

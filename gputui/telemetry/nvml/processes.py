@@ -1,6 +1,7 @@
 """The processes NVML lists on a GPU, and who runs each: psutil's user and command line, or,
 in a pid namespace of our own, those of the local process a host pid is proven to be; with
-the host CPU and memory each uses, and how long ago it started."""
+the host CPU and memory each uses, how long ago it started, and the container, pod, Slurm job
+and systemd unit it runs in (:mod:`gputui.telemetry.workload`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import psutil
 from gputui.telemetry.commandline import command_line
 from gputui.telemetry.devnodes import match_host_pids, node_mappers
 from gputui.telemetry.nvml.queries import Queries, TrackedGpu
-from gputui.telemetry.readings import GpuProcess, GpuReading
+from gputui.telemetry.readings import NO_WORKLOAD, GpuProcess, GpuReading
+from gputui.telemetry.workload import WorkloadReader
 
 MATCH_TTL_S = 5.0
 """How often, in a pid namespace of our own, the local processes' memory maps are read
@@ -76,6 +78,7 @@ class ProcessAttribution:
         self._identities: dict[int, _Identity] = {}
         self._matched_at: float | None = None
         self._local_pids: dict[int, int] = {}  # host pid -> local pid (in a pid namespace)
+        self._workloads = WorkloadReader()
 
     def read(self, queries: Queries, gpu: TrackedGpu) -> tuple[GpuProcess, ...] | None:
         """Compute, then graphics processes (a PID in both is listed once, as compute), each
@@ -129,6 +132,44 @@ class ProcessAttribution:
                 reading = replace(reading, processes=processes)
             with_use.append(reading)
         return tuple(with_use)
+
+    def with_workloads(self, readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
+        """Each process, its MIG devices' too, with what it runs in, read once per process
+        and kept until no GPU lists it."""
+        read: set[int] = set()
+
+        def attributed(processes: tuple[GpuProcess, ...]) -> tuple[GpuProcess, ...]:
+            return tuple(self._with_workload(process, read) for process in processes)
+
+        with_workloads = []
+        for reading in readings:
+            if reading.processes:
+                reading = replace(reading, processes=attributed(reading.processes))
+            if reading.mig_devices:
+                devices = tuple(
+                    replace(device, processes=attributed(device.processes))
+                    if device.processes
+                    else device
+                    for device in reading.mig_devices
+                )
+                reading = replace(reading, mig_devices=devices)
+            with_workloads.append(reading)
+        self._workloads.forget(read)
+        return tuple(with_workloads)
+
+    def _with_workload(self, process: GpuProcess, read: set[int]) -> GpuProcess:
+        """``process`` with what it runs in, its pid added to ``read``. NVML's pid is the
+        host's: it is read as it is where the procfs is ours (no pid namespace of our own) or
+        named as the host's (``GPUTUI_PROCFS``); else the local process it is proven to be,
+        if any."""
+        named = self._workloads.host_procfs
+        pid = process.local_pid if self.host_pids and not named else process.pid
+        if pid is None:
+            return process
+        read.add(pid)
+        created = process.create_time if pid == process.local_pid else None
+        workload = self._workloads.read(pid, created)
+        return process if workload is NO_WORKLOAD else replace(process, workload=workload)
 
     def _with_use(
         self, process: GpuProcess, used: dict[int, tuple[float | None, int | None]], now: float

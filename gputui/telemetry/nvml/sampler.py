@@ -184,6 +184,7 @@ class NvmlSampler:
         if self._status.host_pids:
             gpus = self._processes.match_local(gpus, self._gpus, now)
         gpus = self._processes.with_host_use(gpus)
+        gpus = self._processes.with_workloads(gpus)
         self._processes.forget(gpus)
         return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
 

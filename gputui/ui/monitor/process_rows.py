@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from gputui.format import one_line
+from gputui.format import NA, one_line
 from gputui.telemetry.readings import GpuProcess, GpuReading, gpu_label, shown_pid
-from gputui.ui.render.processes import ProcessCells, process_cells
+from gputui.ui.render.processes import ProcessCells, fmt_job, process_cells
 from gputui.ui.row_order import RowOrder
 
 SORT_KEYS = (
@@ -24,6 +24,7 @@ SORT_KEYS = (
     "elapsed",
     "pid",
     "user",
+    "job",
     "command",
     "type",
 )
@@ -112,6 +113,9 @@ def _value(row: ProcessRow, key: str) -> float | str | None:
         return shown_pid(process)
     if key == "type":
         return process.kind
+    if key == "job":
+        job = fmt_job(process.workload)
+        return None if job == NA else job.casefold()
     text = process.user if key == "user" else process.command
     return None if text is None else text.casefold()
 

@@ -19,6 +19,7 @@ from gputui.format import (
 from gputui.telemetry.readings import (
     GpuProcess,
     GpuReading,
+    Workload,
     gpu_label,
     shown_pid,
     unmatched_host_pids,
@@ -46,6 +47,7 @@ PROCESS_COLUMNS = (
     ProcessColumn("pid", "PID", True),
     ProcessColumn("type", "Type", False),
     ProcessColumn("user", "User", False),
+    ProcessColumn("job", "Job", False),
     ProcessColumn("memory", "GPU mem", True),
     ProcessColumn("sm", "SM %", True),
     ProcessColumn("cpu", "CPU %", True),
@@ -54,9 +56,12 @@ PROCESS_COLUMNS = (
     ProcessColumn("command", "Command", False),
 )
 """The process table's columns, in order; the command is last and takes what is left."""
-DROPPED_FIRST = ("type", "host_memory", "elapsed", "cpu", "sm", "user")
+DROPPED_FIRST = ("type", "host_memory", "elapsed", "job", "cpu", "sm", "user")
 """The columns a narrow table leaves out, least important first, until the command has
 ``COMMAND_ROOM`` cells (the sort column is kept)."""
+SHOWN_WHEN_KNOWN = ("job",)
+"""Columns left out where no row knows their value (and the rows are not sorted by them): a
+box without containers, pods or Slurm jobs keeps its table as it was."""
 COMMAND_ROOM = 24
 """Cells the command column gets before any other column is left out for it."""
 
@@ -67,6 +72,10 @@ COMMAND_MAX = 200
 """Characters of a command line the process table keeps."""
 UNKNOWN_NAMED = 3
 """Most GPUs whose processes are unknown that the title names; past it, it counts them."""
+JOB_MAX = 24
+"""Characters of a job's name the process table keeps."""
+POD_UID_SHOWN = 8
+"""Characters of a pod's UID shown where its name is not known."""
 
 
 def process_cells(gpu: str, process: GpuProcess) -> ProcessCells:
@@ -77,6 +86,7 @@ def process_cells(gpu: str, process: GpuProcess) -> ProcessCells:
         str(shown_pid(process)),
         fmt_process_kind(process.kind),
         process.user or NA,
+        ellipsize(fmt_job(process.workload), JOB_MAX),
         fmt_bytes(process.gpu_memory_bytes),
         fmt_percent(process.sm_utilization_percent),
         fmt_percent(process.cpu_percent),
@@ -84,6 +94,22 @@ def process_cells(gpu: str, process: GpuProcess) -> ProcessCells:
         fmt_elapsed(process.elapsed_s),
         ellipsize(process.command or NA, COMMAND_MAX),
     )
+
+
+def fmt_job(workload: Workload) -> str:
+    """What a process runs in, in a few words: ``slurm 1234.0``, a pod's ``namespace/name``
+    (``pod`` and its UID's first characters where its name is not known), a container's name
+    or short id, else its systemd unit; ``n/a`` where none is known."""
+    job = workload.job
+    if job is None:
+        return workload.unit or NA
+    kind, name = job
+    if kind == "slurm_job":
+        step = workload.slurm_step
+        return f"slurm {name}" if step is None else f"slurm {name}.{step}"
+    if kind == "pod" and workload.pod == workload.pod_uid:
+        return f"pod {name[:POD_UID_SHOWN]}"
+    return name
 
 
 PROCESS_HEADING = f"bold {LABEL}"
@@ -145,11 +171,15 @@ def process_table_lines(
         for column in range(len(PROCESS_COLUMNS) - 1)
     }
     keys = [c.key for c in PROCESS_COLUMNS]
+    for key in SHOWN_WHEN_KNOWN:
+        column = keys.index(key)
+        if key != sort_key and all(row[column] == NA for row in rows):
+            del widths[column]
     for key in DROPPED_FIRST:
         if width - sum(size + len(GAP) for size in widths.values()) >= COMMAND_ROOM:
             break
         if key != sort_key:
-            del widths[keys.index(key)]
+            widths.pop(keys.index(key), None)
 
     def line(cells: Sequence[str], style: str) -> Line:
         out = Line()
