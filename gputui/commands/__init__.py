@@ -147,8 +147,8 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
         type=recorded_time,
         metavar="TIME",
         help="with --from, the frame to print: the last at or before TIME, given as seconds "
-        "since the recording started (90), a date and time (2026-11-26T03:00:00, this "
-        "machine's time zone unless given) or end (default: end)",
+        "since the recording started (90), a date and time in ISO 8601 as `date -Iseconds` "
+        "prints them (in this machine's time zone unless they name one) or end (default: end)",
     )
     snapshot.set_defaults(handler=_run_snapshot)
 

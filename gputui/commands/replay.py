@@ -109,7 +109,9 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
             ("gputui replay --summary night.ndjson.zst --json", "the same, as JSON"),
         ),
     )
-    replay.add_argument("file", type=recording_file, metavar="FILE", help="the recording")
+    replay.add_argument(
+        "file", nargs="?", type=recording_file, metavar="FILE", help="the recording to read"
+    )
     replay.add_argument(
         "--summary", action="store_true", help="print each GPU's figures over the recording"
     )
@@ -125,6 +127,8 @@ def run_replay_command(args: argparse.Namespace) -> int:
     from gputui.recording.summary import summarise
 
     prog = "gputui replay"
+    if args.file is None:
+        return usage_error(prog, "name the recording: gputui replay --summary FILE")
     if not args.summary:
         return usage_error(
             prog,
