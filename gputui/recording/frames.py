@@ -161,7 +161,12 @@ def changes(old: Any, new: Any) -> Any:
     only where it changed. Anything else is its new value, an object among them wrapped as
     ``{"=": VALUE}``, as is an object that lost members.
     """
-    if isinstance(old, dict) and isinstance(new, dict) and old.keys() <= new.keys():
+    if (
+        isinstance(old, dict)
+        and isinstance(new, dict)
+        and old.keys() <= new.keys()
+        and REPLACE not in new  # a member named like the marker: the object goes whole
+    ):
         return {
             key: changes(old[key], value) if key in old else _whole_value(value)
             for key, value in new.items()

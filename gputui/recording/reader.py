@@ -32,6 +32,8 @@ from gputui.recording.frames import (
 
 CHUNK = 1 << 16
 """Bytes read from a file at a time."""
+STEP = 1 << 10
+"""Compressed bytes decoded at a time: what damaged data costs of the lines before it."""
 HEADER_MAX = 1 << 16
 """The longest first line read while looking for a header: a file without a newline that
 soon is not a recording."""
@@ -118,8 +120,8 @@ class _Part:
                 decoder = Decoder(codec)
                 text = b""
                 while first and b"\n" not in text and len(text) < HEADER_MAX:
-                    text += decoder.decode(first)
-                    first = file.read(CHUNK)
+                    text += decoder.decode(first[:STEP])
+                    first = first[STEP:] or file.read(CHUNK)
         except CodecMissing as error:
             raise RecordingError(f"{path} is compressed with zstd: {error}") from None
         except CorruptData as error:
@@ -148,15 +150,17 @@ class _Part:
             with open(self.path, "rb") as file:
                 file.seek(offset)
                 while chunk := file.read(CHUNK):
-                    try:
-                        pending += decoder.decode(chunk)
-                    except CorruptData as error:
-                        report(Problem(self.path, line, f"the compressed data is damaged: {error}"))
-                        return
-                    *whole, pending = pending.split(b"\n")
-                    for raw in whole:
-                        yield line, raw, True
-                        line += 1
+                    for start in range(0, len(chunk), STEP):
+                        try:
+                            pending += decoder.decode(chunk[start : start + STEP])
+                        except CorruptData as error:
+                            damaged = f"the compressed data is damaged: {error}"
+                            report(Problem(self.path, line, damaged))
+                            return
+                        *whole, pending = pending.split(b"\n")
+                        for raw in whole:
+                            yield line, raw, True
+                            line += 1
         except OSError as error:
             report(Problem(self.path, line, f"cannot be read: {error.strerror or error}"))
             return
