@@ -164,9 +164,9 @@ def _process_lines(processes: tuple[ProcessUse, ...], width: int) -> list[str]:
         return [_INDENT + "processes"] + [
             ellipsize(lead + line, width) for line in fmt_columns(full, right=right)
         ]
-    lines = [_INDENT + "processes", lead + table[0]]
+    lines = [_INDENT + "processes", ellipsize(lead + table[0], width)]
     for line, command in zip(table[1:], commands, strict=True):
-        lines += [lead + line, ellipsize(lead + _INDENT + command, width)]
+        lines += [ellipsize(lead + line, width), ellipsize(lead + _INDENT + command, width)]
     return lines
 
 
