@@ -16,7 +16,7 @@ from gputui.recording.summary import spread, summarise
 from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.readings import GpuState
 from gputui.telemetry.snapshot import snapshot_as_dict
-from tests.recording.made import GiB, STARTED, header, snapshot
+from tests.recording.made import STARTED, GiB, header, snapshot
 
 FRAMES = 24
 LOST_FROM = 15
@@ -120,7 +120,10 @@ def test_a_process_s_use_is_that_of_the_frames_it_is_listed_in(
         )
         assert use.peak_memory_bytes == max(p["gpu_memory_bytes"] for p in processes) == 9 * GiB
         assert use.time_s == pytest.approx(sum(weight(i) for i in listed))
-        sm = sum(weight(i) * p["sm_utilization_percent"] / 100 for i, p in zip(listed, processes))
+        sm = sum(
+            weight(i) * p["sm_utilization_percent"] / 100
+            for i, p in zip(listed, processes, strict=True)
+        )
         assert use.sm_seconds == pytest.approx(sm)
         assert (use.first_t, use.last_t) == (frame_time(3), frame_time(8))
 
