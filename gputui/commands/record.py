@@ -170,7 +170,7 @@ def run_record_command(args: argparse.Namespace) -> int:
     if codec == ZSTD and zstandard() is None:
         return usage_error(
             prog,
-            f"{ellipsize(str(path), 60)} asks for zstd, which needs the zstandard module "
+            f"{path} asks for zstd, which needs the zstandard module "
             f"({ZSTD_INSTALL}); or name the file .ndjson.gz",
         )
     interval = args.record_interval if args.record_interval is not None else args.interval
@@ -185,4 +185,4 @@ def run_record_command(args: argparse.Namespace) -> int:
             err=sys.stderr,
         )
     except OSError as error:
-        return usage_error(prog, f"cannot write {ellipsize(str(path), 60)}: {error.strerror}")
+        return usage_error(prog, f"cannot write {path}: {error.strerror}")

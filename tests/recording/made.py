@@ -22,6 +22,8 @@ from gputui.telemetry.readings import (
 from gputui.telemetry.snapshot import snapshot_as_dict
 
 GiB = 1024**3
+HIDE_ZSTANDARD = "import sys; sys.modules['zstandard'] = None\n"
+"""Run first in a child: ``import zstandard`` fails there, as where it is not installed."""
 STARTED = 1_795_000_000.0
 """When the recordings made here started (2026-11-18, UTC)."""
 

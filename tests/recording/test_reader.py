@@ -16,7 +16,7 @@ import pytest
 from gputui.recording.codec import CODECS, GZIP, PLAIN, ZSTD
 from gputui.recording.frames import index_path, part_path
 from gputui.recording.reader import Recording, RecordingError
-from tests.recording.made import decoded_lines, header, plain_lines, write
+from tests.recording.made import HIDE_ZSTANDARD, decoded_lines, header, plain_lines, write
 
 SUFFIX = {ZSTD: ".ndjson.zst", GZIP: ".ndjson.gz", PLAIN: ".ndjson"}
 
@@ -249,10 +249,6 @@ def test_a_newer_version_part_ends_the_recording_there(tmp_path: Path) -> None:
     problem = recording.problem
     assert problem is not None and problem.path == second and problem.line == 1
     assert "newer than this gputui reads" in problem.message
-
-
-HIDE_ZSTANDARD = "import sys; sys.modules['zstandard'] = None\n"
-"""Run first in a child: ``import zstandard`` fails there, as where it is not installed."""
 
 
 def test_without_zstandard_a_zstd_recording_is_refused_in_one_line(tmp_path: Path) -> None:
