@@ -301,19 +301,29 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
     """``value`` (JSON) as a field of type ``hint`` holds it; ``ValueError`` when it cannot."""
     origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
-        for arm in typing.get_args(hint):
+        arms = typing.get_args(hint)
+        if value is None and type(None) in arms:
+            return None
+        others = [arm for arm in arms if arm is not type(None)]
+        if len(others) == 1:  # the usual ``X | None``: X's own error says more
+            return _typed(others[0], value, where)
+        for arm in others:
             try:
                 return _typed(arm, value, where)
             except ValueError:
                 continue
-        raise ValueError(f"{where} is {value!r}")
-    if origin is tuple:
+    elif origin is tuple:
         args = typing.get_args(hint)
-        if not isinstance(value, list) or (args[-1] is not Ellipsis and len(value) != len(args)):
+        if not isinstance(value, list):
+            raise ValueError(f"{where} is not a list")
+        if args[-1] is not Ellipsis and len(value) != len(args):
             raise ValueError(f"{where} is not a list of {len(args)}")
         arms = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
-        return tuple(_typed(arm, item, where) for arm, item in zip(arms, value, strict=True))
-    if hint is type(None):
+        return tuple(
+            _typed(arm, item, f"{where}[{at}]")
+            for at, (arm, item) in enumerate(zip(arms, value, strict=True))
+        )
+    elif hint is type(None):
         if value is None:
             return None
     elif hint is float:
@@ -329,7 +339,7 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
             pass
     elif hint in _JSON_KEYS:
         return _reading_from(hint, value, where)
-    raise ValueError(f"{where} is {value!r}")
+    raise ValueError(f"{where} is {ellipsize(repr(value), 40)}")
 
 
 # --- Table ------------------------------------------------------------------------------
