@@ -318,10 +318,10 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
             raise ValueError(f"{where} is not a list")
         if args[-1] is not Ellipsis and len(value) != len(args):
             raise ValueError(f"{where} is not a list of {len(args)}")
-        arms = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
+        kinds = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
         return tuple(
-            _typed(arm, item, f"{where}[{at}]")
-            for at, (arm, item) in enumerate(zip(arms, value, strict=True))
+            _typed(kind, item, f"{where}[{at}]")
+            for at, (kind, item) in enumerate(zip(kinds, value, strict=True))
         )
     elif hint is type(None):
         if value is None:
