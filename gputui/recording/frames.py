@@ -144,13 +144,20 @@ def encode_line(value: Mapping[str, Any]) -> bytes:
 
 def rounded(value: Any) -> Any:
     """``value`` (JSON-ready data) with every float to :data:`DECIMALS` places."""
-    if isinstance(value, float):
+    kind = type(value)
+    if kind is float:
         return round(value, DECIMALS) if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: rounded(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [rounded(item) for item in value]
+    if kind is dict:
+        return {
+            key: rounded(item) if type(item) in _ROUNDED else item for key, item in value.items()
+        }
+    if kind is list:
+        return [rounded(item) if type(item) in _ROUNDED else item for item in value]
     return value
+
+
+_ROUNDED = frozenset({float, dict, list})
+"""The types :func:`rounded` looks into or changes; the others (ints, text...) are kept."""
 
 
 def changes(old: Any, new: Any) -> Any:
@@ -168,7 +175,9 @@ def changes(old: Any, new: Any) -> Any:
         and REPLACE not in new  # a member named like the marker: the object goes whole
     ):
         return {
-            key: changes(old[key], value) if key in old else _whole_value(value)
+            key: changes(old[key], value)
+            if key in old and type(value) in _NESTED
+            else (_whole_value(value))
             for key, value in new.items()
             if key not in old or old[key] != value
         }
@@ -217,6 +226,10 @@ def changed(old: Any, change: Any) -> Any:
             items[int(key)] = changed(items[int(key)], item)
         return items
     raise FormatError("a change to an object or list where the value is neither")
+
+
+_NESTED = frozenset({dict, list})
+"""The types whose change may be smaller than their new value."""
 
 
 def _whole_value(value: Any) -> Any:
