@@ -9,7 +9,9 @@ import math
 import random
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -267,3 +269,22 @@ def test_without_zstandard_a_zstd_recording_is_refused_in_one_line(tmp_path: Pat
         f"{path} is compressed with zstd: zstd needs the zstandard module: pip install "
         "zstandard (or gputui[zstd])\n"
     )
+
+
+def test_the_readme_s_reader_reads_what_gputui_writes(tmp_path: Path) -> None:
+    """The format as README.md describes it for other tools: its few lines of Python, given
+    the lines of a recording, make the frames gputui's reader makes."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("#### The recording format", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(textwrap.dedent(code), namespace)
+    path = tmp_path / "box.ndjson.gz"
+    written = write(path, 25, codec=GZIP, full_every=7)
+    frames, full = [], None
+    for line in decoded_lines(path)[1:]:
+        if line:
+            value = json.loads(line)
+            full = value.get("full", full)
+            frames.append(full if "full" in value else namespace["changed"](full, value["delta"]))
+    assert frames == written
