@@ -117,15 +117,17 @@ def record(
                 taken = (snapshot.cpu.taken_at, snapshot.nvml.taken_at, snapshot.mps.taken_at)
                 if taken != last_taken:
                     last_taken = taken
-                    writer.write(max(taken) - started, snapshot_as_dict(snapshot))
+                    try:
+                        writer.write(max(taken) - started, snapshot_as_dict(snapshot))
+                    except OSError as error:  # a full disk: what reached the file stays
+                        failed = error
+                        break
             now = clock()
             if end is not None and now >= end:
                 stop(EXIT_OK)
             look += interval_s * max(1, int((now - look) // interval_s) + 1)
     except KeyboardInterrupt:  # Ctrl+C before our handler was in place
         stop(EXIT_INTERRUPTED)
-    except OSError as error:
-        failed = error
     finally:
         restore()
         poller.close()
