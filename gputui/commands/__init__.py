@@ -27,6 +27,8 @@ from gputui.commands.args import (
     examples,
     gpu_selection,
     interval_seconds,
+    recorded_time,
+    recording_file,
     usage_error,
 )
 from gputui.commands.fleet import (
@@ -37,7 +39,6 @@ from gputui.commands.fleet import (
     targets_of,
 )
 from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
-from gputui.commands.replay import recorded_time, recording_file
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import ellipsize
 from gputui.jobs.config import ConfigError, DeviceQuery
