@@ -140,7 +140,7 @@ def record(
             writer.abandon()
     if failed is not None:
         line = (
-            f"gputui record: stopped: cannot write {writer.parts[-1]}: "
+            f"gputui record: stopped: cannot write {failed.filename or writer.parts[-1]}: "
             f"{_reason(failed)}; the {fmt_counted(writer.frames, 'frame')} written before "
             f"{'are' if writer.frames != 1 else 'is'} kept"
             + ("" if writer.last_t is None else f" (up to +{fmt_offset(writer.last_t)})")
