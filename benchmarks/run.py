@@ -10,8 +10,9 @@ Sections: monitor (gputui against nvitop and glances), trainer (against seed 001
 loop), latency (key-to-screen latency, idle and during CPU training), soak (an
 hour at --interval 0.25 with training in a loop), serve-scrape and serve-cpu (the
 exporter, alone and against nvitop-exporter), fleet (the fleet view, 256 hosts),
-scale (1 against 2 gloo ranks, and the estimate for 8 GPUs) and drm-clients (the sweep
-for processes on AMD and Intel GPUs against the NVML sampler).
+scale (1 against 2 gloo ranks, and the estimate for 8 GPUs), drm-clients (the sweep
+for processes on AMD and Intel GPUs against the NVML sampler) and recording (`gputui
+record`'s CPU, a day's size and the time to seek in it).
 Each is written between markers in BENCHMARKS.md, with the command that produced it
 and the machine it ran on, so sections can be refreshed one at a time. Each also
 carries a one-line headline (an HTML comment); README.md quotes every section's
@@ -737,6 +738,75 @@ def drm_clients_section(quick: bool) -> Section:
     return body, headline
 
 
+def recording_section(quick: bool) -> Section:
+    hours, window, rounds = ("1", "10", "1") if quick else ("24", "30", "3")
+    load = _load()
+    argv = [sys.executable, "benchmarks/recording.py", "--hours", hours]
+    argv += ["--window", window, "--rounds", rounds, "--json"]
+    result = _run_json(argv)
+    per_frame, over = result["cpu_ms_per_frame"], result["recording_over_sampling"]
+    processes, day, seeks = result["process_cpu_s_per_min"], result["day"], result["seek"]
+    size = day["mib_per_gpu_hour"]
+    process_ratio = processes["recorder"] / processes["monitor"]
+    worst = max(over.values())
+    slowest = max(s["open_and_end_s"] for s in seeks.values())
+    rows = [
+        f"| {codec} | {per_frame[codec]:.3f} ms ({over[codec]:.2f}x) | {size[codec]:.3f} MiB "
+        f"| {day['bytes'][codec] / 2**20:.1f} MiB | {seeks[codec]['open_and_end_s'] * 1000:.0f} ms "
+        f"| {seeks[codec]['command_s']:.2f} s | {seeks[codec]['without_index_s']:.2f} s "
+        f"| {seeks[codec]['summary_s']:.0f} s |"
+        for codec in over
+    ]
+    body = "\n".join(
+        [
+            "## Recording: its CPU, its size, and seeking in a day of it",
+            "",
+            f"CPU per frame, in one process taking turns ({result['rounds']} rounds of "
+            f"{result['frames']} frames, medians): sampling the host and {result['gpus']} "
+            "stand-in GPUs with a process each (`HostSampler`, `NvmlSampler`) took "
+            f"{per_frame['sampling']:.3f} ms; recording each frame (the snapshot as JSON "
+            "data, what changed since the last whole frame, compressed and written) the "
+            "figure in the table, and its share of the sampling. Whole processes, one after "
+            f"the other, {result['window_s']:g} s each after 5 s of settling: `gputui record "
+            f"--interval 1` used {processes['recorder']:.2f} CPU-s/min, the monitor (`gputui "
+            f"--interval 1`, 120x40 pty) {processes['monitor']:.2f}, {process_ratio:.2f}x.",
+            "",
+            f"Size: {day['hours']:g} hours of an 8-GPU box at 1 s ({day['frames']:,} frames) "
+            "written frame by frame through the real writer without waiting "
+            f"({day['write_s']:.0f} s for both files): jobs of 2 to 6 hours on each GPU with "
+            "gaps of minutes, readings that move every second (utilization, power, clocks, "
+            f"PCIe, energy), a host of {result['host_cpus']} logical CPUs, each process's CPU, "
+            "memory and elapsed time (benchmarks/recording.py, seeded). Seek: "
+            "`Recording.open` then the last frame, in one process (median of 5); the whole "
+            "`gputui snapshot --from FILE --json` command, start-up included (median of 3); "
+            "the same without the index file, once; and reading every frame for "
+            "`gputui replay --summary`, once.",
+            "",
+            "| codec | recording CPU per frame | per GPU-hour | the day | open and seek to "
+            "the end | whole command | without index | summary of the day |",
+            "|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            f"Goals (issue 29): recording at most a quarter of the sampling's CPU: "
+            f"{worst:.2f}x, {_verdict(worst <= 0.25)} (the whole recorder process "
+            f"{process_ratio:.2f}x the monitor's); under 1 MiB per GPU-hour at 1 s: "
+            f"{max(size.values()):.2f} MiB, {_verdict(max(size.values()) < 1)}; opening a "
+            f"day's recording and seeking to its end under 1 s: {slowest * 1000:.0f} ms, "
+            f"{_verdict(slowest < 1)}. The stand-in answers from memory where a driver's "
+            "calls go through the kernel, so the sampling here is the least it costs, and "
+            "recording's share on a real box is smaller.",
+            "",
+            *_footer(result["machine"], load, [_command(argv[:-1])]),
+        ]
+    )
+    headline = (
+        f"**Recording** (8 GPUs at 1 s): {worst:.2f}x the sampling's CPU (the recorder "
+        f"process {process_ratio:.2f}x the monitor's); {max(size.values()):.2f} MiB per "
+        f"GPU-hour; a day's recording opened and sought to its end in {slowest * 1000:.0f} ms."
+    )
+    return body, headline
+
+
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "monitor": monitor_section,
     "monitor-floor": monitor_floor_section,
@@ -749,6 +819,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "fleet": fleet_section,
     "scale": scale_section,
     "drm-clients": drm_clients_section,
+    "recording": recording_section,
 }
 
 

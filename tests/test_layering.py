@@ -36,6 +36,7 @@ HEADLESS = (
     + _modules("gputui.doctor")
     + _modules("gputui.serve")
     + _modules("gputui.fleet")
+    + _modules("gputui.recording")
     + _modules("gputui.jobs")
     + _modules("gputui.engine")
     + _modules("gputui.commands")

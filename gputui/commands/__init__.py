@@ -27,6 +27,8 @@ from gputui.commands.args import (
     examples,
     gpu_selection,
     interval_seconds,
+    recorded_time,
+    recording_file,
     usage_error,
 )
 from gputui.commands.fleet import (
@@ -50,6 +52,8 @@ SUBCOMMANDS = {
     "scale": ("gputui.commands.scale", "add_scale_command"),
     "doctor": ("gputui.commands.doctor", "add_doctor_command"),
     "serve": ("gputui.commands.serve", "add_serve_command"),
+    "record": ("gputui.commands.record", "add_record_command"),
+    "replay": ("gputui.commands.replay", "add_replay_command"),
 }
 """The subcommands defined in their own modules (torch-free; the engines load in the
 handlers): the module, and its function that adds the subcommand to the parser."""
@@ -131,6 +135,22 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
     )
     snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_snapshot_fleet_arguments(snapshot)
+    snapshot.add_argument(
+        "--from",
+        dest="from_file",
+        type=recording_file,
+        metavar="FILE",
+        help="print a frame of a recording that gputui record wrote instead of this machine's "
+        "readings (JSON: with its time under recorded)",
+    )
+    snapshot.add_argument(
+        "--at",
+        type=recorded_time,
+        metavar="TIME",
+        help="with --from, the frame to print: the last at or before TIME, given as seconds "
+        "since the recording started (90), a date and time in ISO 8601 as `date -Iseconds` "
+        "prints them (in this machine's time zone unless they name one) or end (default: end)",
+    )
     snapshot.set_defaults(handler=_run_snapshot)
 
     for name, (module, function) in SUBCOMMANDS.items():
@@ -294,6 +314,16 @@ def not_a_terminal() -> str | None:
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
+    if args.from_file is not None:
+        if targets_of(args) is not None or args.prometheus or args.timeout is not None:
+            return usage_error(
+                "gputui snapshot", "--from reads a recording: leave out the hosts and --timeout"
+            )
+        from gputui.commands.replay import run_snapshot_from
+
+        return run_snapshot_from(args)
+    if args.at is not None:
+        return usage_error("gputui snapshot", "--at picks a frame of a recording: add --from FILE")
     if targets_of(args) is not None or args.prometheus:
         return run_fleet_snapshot(args)
     from gputui.telemetry.polling import NVML_TIMEOUT_S

@@ -1,10 +1,12 @@
 """What the subcommands share: the one-line parser, the types of their number flags, the
-checks of their folder flags, and the flags every job takes (:func:`job_options`).
+checks of their folder flags, the flags every job takes (:func:`job_options`), and how a
+recording and a time in it are named (``snapshot --from``, ``replay``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 import os
 import stat
@@ -12,6 +14,7 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
 
     from gputui.telemetry.selection import GpuSelection
 from gputui.exits import EXIT_USAGE
-from gputui.format import one_line
+from gputui.format import ellipsize, one_line
 from gputui.jobs.config import DATASETS, EPOCHS_MAX, NICE_MAX, ConfigError, closest
 from gputui.jobs.folders import missing_home
 
@@ -499,3 +502,69 @@ def usage_error(prog: str, message: str) -> int:
     if sys.stderr is not None:  # started with standard error closed: the exit code says it
         sys.stderr.write(usage_line(prog, message) + "\n")
     return EXIT_USAGE
+
+
+# --- recordings ---------------------------------------------------------------------------
+
+NAME_MAX = 255
+"""The longest name of one file or folder in a path (Linux's, macOS's)."""
+
+
+def recording_file(text: str) -> Path:
+    """Parse a recording's file name; whether it is one is checked once the command runs."""
+    if not text or "\x00" in text or any(len(part) > NAME_MAX for part in text.split(os.sep)):
+        raise argparse.ArgumentTypeError(f"{ellipsize(text, 60)!a} is not a file name")
+    return Path(text)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedTime:
+    """A time in a recording, as ``--at`` gives it."""
+
+    seconds: float | None = None
+    """Seconds since the recording started."""
+    wall: dt.datetime | None = None
+    """A date and time (with its time zone)."""
+
+    def since_start(self, started_unix: float) -> float:
+        """Seconds since the recording started; ``math.inf`` for ``end``."""
+        if self.seconds is not None:
+            return self.seconds
+        if self.wall is not None:
+            return self.wall.timestamp() - started_unix
+        return math.inf
+
+    def __str__(self) -> str:
+        if self.seconds is not None:
+            return f"{self.seconds:g} s"
+        return "end" if self.wall is None else self.wall.isoformat()
+
+
+END = RecordedTime()
+"""``--at end``: the last frame."""
+
+
+def recorded_time(text: str) -> RecordedTime:
+    """Parse ``--at``: seconds since the recording started, a date and time as ISO 8601
+    writes it (without a zone: this machine's), or ``end``."""
+    if text == "end":
+        return END
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = None
+    if seconds is not None:
+        if math.isfinite(seconds) and seconds >= 0 and text.strip() == text:
+            return RecordedTime(seconds=seconds)
+    elif len(text) <= 40:
+        try:
+            wall = dt.datetime.fromisoformat(text)
+        except ValueError:
+            pass
+        else:
+            return RecordedTime(wall=wall if wall.tzinfo else wall.astimezone())
+    raise argparse.ArgumentTypeError(
+        f"{ellipsize(text, 40)!r} is not a time in the recording: write seconds since it "
+        "started (90), a date and time (2026-11-26T03:00:00, this machine's time zone unless "
+        "given) or end"
+    )

@@ -7,12 +7,15 @@ is ``null``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
+import types
+import typing
 from collections.abc import Iterator
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gputui.format import (
     NA,
@@ -275,6 +278,107 @@ def _json_value(value: Any) -> Any:
     if type(value) in _JSON_KEYS:
         return _reading_as_dict(value)
     return value
+
+
+def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
+    """The snapshot that :func:`snapshot_as_dict` wrote (a recorded frame), read back.
+
+    Every value is checked against its reading's field type. A key an older gputui did not
+    write takes its field's default; what JSON leaves out (``taken_at``, a process's
+    ``create_time``, a GPU's ``error_brief``) takes its default too, ``taken_at`` given here.
+
+    Raises:
+        ValueError: a key is missing or a value is of the wrong kind; says which.
+    """
+    if not isinstance(data, dict):
+        raise ValueError("the readings are not an object")
+    missing = {"cpu", "gpus", "nvml", "mps"} - data.keys()
+    if missing:
+        raise ValueError(f"the readings have no {sorted(missing)[0]!r}")
+    status = _reading_from(NvmlStatus, data["nvml"], "nvml")
+    gpus = _typed(tuple[GpuReading, ...], data["gpus"], "gpus")
+    return Snapshot(
+        cpu=_reading_from(CpuReading, data["cpu"], "cpu", taken_at=taken_at),
+        nvml=NvmlReading(status=status, gpus=gpus, taken_at=taken_at),
+        mps=_reading_from(MpsReading, data["mps"], "mps", taken_at=taken_at),
+    )
+
+
+_Reading = TypeVar("_Reading")
+
+
+def _reading_from(kind: type[_Reading], data: Any, where: str, **extra: object) -> _Reading:
+    """A reading of ``kind`` from its JSON object, each key checked by its field's type."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not an object")
+    hints, required = _fields_of(kind)
+    values: dict[str, object] = {}
+    for key in _JSON_KEYS[kind]:
+        if key in data:
+            values[key] = _typed(hints[key], data[key], f"{where}.{key}")
+        elif key in required:
+            raise ValueError(f"{where} has no {key!r}")
+    return kind(**values, **extra)
+
+
+_FIELDS_OF: dict[type, tuple[dict[str, Any], frozenset[str]]] = {}
+
+
+def _fields_of(kind: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """A reading's field types, and the fields without a default (worked out once a type)."""
+    if kind not in _FIELDS_OF:
+        required = frozenset(
+            field.name
+            for field in dataclasses.fields(kind)
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        )
+        _FIELDS_OF[kind] = (typing.get_type_hints(kind), required)
+    return _FIELDS_OF[kind]
+
+
+def _typed(hint: Any, value: Any, where: str) -> Any:
+    """``value`` (JSON) as a field of type ``hint`` holds it; ``ValueError`` when it cannot."""
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        arms = typing.get_args(hint)
+        if value is None and type(None) in arms:
+            return None
+        others = [arm for arm in arms if arm is not type(None)]
+        if len(others) == 1:  # the usual ``X | None``: X's own error says more
+            return _typed(others[0], value, where)
+        for arm in others:
+            try:
+                return _typed(arm, value, where)
+            except ValueError:
+                continue
+    elif origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise ValueError(f"{where} is not a list")
+        if args[-1] is not Ellipsis and len(value) != len(args):
+            raise ValueError(f"{where} is not a list of {len(args)}")
+        kinds = [args[0]] * len(value) if args[-1] is Ellipsis else list(args)
+        return tuple(
+            _typed(kind, item, f"{where}[{at}]")
+            for at, (kind, item) in enumerate(zip(kinds, value, strict=True))
+        )
+    elif hint is type(None):
+        if value is None:
+            return None
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint in (int, str, bool):
+        if type(value) is hint:
+            return value
+    elif isinstance(hint, type) and issubclass(hint, Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            pass
+    elif hint in _JSON_KEYS:
+        return _reading_from(hint, value, where)
+    raise ValueError(f"{where} is {ellipsize(repr(value), 40)}")
 
 
 # --- Table ------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ import gputui.commands
 import gputui.commands.bench
 import gputui.commands.doctor
 import gputui.commands.experiment
+import gputui.commands.record
+import gputui.commands.replay
 import gputui.commands.scale
 import gputui.commands.serve
 import gputui.jobs.bench.run
@@ -176,6 +178,19 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
     ),
     "--hostfile": ("{missing}", "{file}", "{under_file}", "", LONG_NAME),
     "--prometheus": ("", "prom:9090", "ftp://prom:9090", "http://", "http://:9090"),
+    "--output": (
+        "",
+        "{file}",  # exists: a recording never writes over a file
+        "{under_file}",
+        "{missing}/night.ndjson.zst",
+        "/",
+        LONG_NAME,
+        "night\x00.ndjson",
+    ),
+    "--duration": ("0", "0s", "-1m", "1x", "m", "1.5.2h", "10 m", "367d", "1e3"),
+    "--max-size": ("0", "1K", "4095", "10X", "M", "1.5.2M", "-1M", "1 M", "1e9"),
+    "--from": ("", "night\x00.ndjson", LONG_NAME),
+    "--at": ("-0.5", " 90", "2026-13-01T00:00:00", "yesterday", "end ", "END", "1:30"),
     "--listen": (
         "127.0.0.1",
         "127.0.0.1:",
@@ -192,9 +207,9 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
 }
 """Each value flag's own bad values: boundaries, out of range, paths that cannot be used."""
 
-WORDS = frozenset({"--hosts"})
-"""Value flags whose values are names, not numbers: ``inf`` or ``nan`` may name a host, so
-they get only their own bad values."""
+WORDS = frozenset({"--hosts", "--output", "--from"})
+"""Value flags whose values are names, not numbers: ``inf`` or ``nan`` may name a host or a
+file, so they get only their own bad values."""
 
 CHOICE_BAD = ("", " ", "nope", "💥", "\udcff", "a\nb", "\x1b[31m", "x" * 5000)
 """Bad for every flag with choices (plus each flag's first choice upper-cased and padded)."""
@@ -271,8 +286,13 @@ def command_cases() -> list[Case]:
     cases: list[Case] = []
     for command in COMMANDS:
         own = {s for a in command.parser._actions for s in a.option_strings}
+        takes_a_word = any(  # ``replay FILE``: any one word is a file name
+            not a.option_strings and not isinstance(a, argparse._SubParsersAction)
+            for a in command.parser._actions
+        )
         for word in UNKNOWN_FLAGS:
-            cases.append(Case((*command.path, word), id=f"{command.name} {_short(word)}"))
+            words = (word, word) if word == "stray" and takes_a_word else (word,)
+            cases.append(Case((*command.path, *words), id=f"{command.name} {_short(word)}"))
         sub = subcommands(command.parser)
         foreign = next(flag for flag in VALUE_FLAGS if flag not in own)  # another command's
         names = None if sub is not None and sub.required else "unrecognized argument "
@@ -388,6 +408,8 @@ REAL_HANDLERS = {
     gputui.commands.scale.run_scale: "scale: StubChild, and a listing of 8 GPUs",
     gputui.commands.doctor.run_doctor_command: "doctor",
     gputui.commands.serve.run_serve_command: "serve",
+    gputui.commands.record.run_record_command: "record",
+    gputui.commands.replay.run_replay_command: "replay",
     gputui.commands._run_help: "help: prints help only",
 }
 """Every subcommand handler and how ``no_side_effects`` keeps it from doing anything."""
@@ -411,6 +433,8 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(gputui.commands, "_run_snapshot", recorder("snapshot"))
     monkeypatch.setattr(gputui.commands.doctor, "run_doctor_command", recorder("doctor"))
     monkeypatch.setattr(gputui.commands.serve, "run_serve_command", recorder("serve"))
+    monkeypatch.setattr(gputui.commands.record, "run_record_command", recorder("record"))
+    monkeypatch.setattr(gputui.commands.replay, "run_replay_command", recorder("replay"))
     monkeypatch.setattr(gputui.jobs.bench.run, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.scale, "ChildProcess", StubChild)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from gputui.commands.args import check_data_dir, check_runs_dir
 from gputui.jobs.bench.report import bench_json, render_table
 from gputui.jobs.config import ConfigError, RunConfig
 from gputui.jobs.results import RunRecord
+from tests.disks import small_disk
 from tests.fakenvml import FakeNvml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -508,30 +507,6 @@ def test_results_that_cannot_be_written_are_one_line_and_exit_1() -> None:
     assert done.stderr.splitlines()[-1] == (
         "gputui bench: error: cannot write to standard output: No space left on device"
     )
-
-
-PAGE = 4096
-"""A tmpfs page: the unit its size is counted in."""
-
-
-@contextlib.contextmanager
-def small_disk(folder: Path, free_pages: int) -> Iterator[list[str]]:
-    """``folder`` on a real file system with ``free_pages`` pages left; gives the prefix
-    of a command that is to run on it. Where this process may mount (root with
-    CAP_SYS_ADMIN), a 64 KiB tmpfs filled up to that (the kernel's ENOSPC); elsewhere
-    ``prlimit --fsize`` lets the command write files of ``free_pages`` KiB at most (its
-    EFBIG). Either way the kernel refuses the write that does not fit."""
-    folder.mkdir(parents=True)
-    mount = shutil.which("mount")
-    command = [mount or "mount", "-t", "tmpfs", "-o", "size=64k", "gputui-test", str(folder)]
-    if mount is None or subprocess.run(command, capture_output=True).returncode != 0:
-        yield ["prlimit", f"--fsize={free_pages * 1024}"]
-        return
-    try:
-        (folder / "filler").write_bytes(b"x" * (16 - free_pages) * PAGE)
-        yield []
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
 
 
 @pytest.fixture

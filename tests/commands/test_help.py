@@ -254,7 +254,8 @@ def readme_usage() -> dict[str, set[str]]:
             after = words[len(path) : len(path) + 1]
             assert not after or after[0][0] in "-[", f"no such command: {line}"
         if command is not None:
-            listed.setdefault(command, set()).update(re.findall(r"--[a-z][a-z0-9-]*", line))
+            named = re.findall(r"(?<![\w-])--?[a-z][a-z0-9-]*", line)  # --output, -o
+            listed.setdefault(command, set()).update(named)
     return listed
 
 

@@ -358,6 +358,7 @@ static int g_init_refcount;
 static char g_driver_version[80];
 static int g_cuda_version;
 static char g_hang_file[4096];
+static char g_processes_file[4096]; /* FAKE_NVML_PROCESSES_FILE: compute processes, read each call */
 static double g_hang_s[FAKE_MAX_GPUS + 1][FN_COUNT]; /* FAKE_NVML_HANG: seconds each call sleeps */
 static unsigned long long g_release;                 /* bumped by fake_nvml_release_hangs() */
 static long long g_inside;                           /* calls sleeping inside the library now */
@@ -659,15 +660,47 @@ static int parse_per_gpu(const char *variable, size_t offset) {
     return 1;
 }
 
+static int parse_process_list(const char *variable, char *buffer, int graphics);
+
 /* "GPU:PID:BYTES,..." where BYTES may be "na" (NVML_VALUE_NOT_AVAILABLE) and GPU may be
    "GPU/MIG": a process on that GPU's MIG device MIG (an index of FAKE_NVML_MIG_DEVICES). */
 static int parse_processes(const char *variable, int graphics) {
     char buffer[8192];
-    char *save = NULL;
     int listed = list_in(variable, buffer, sizeof(buffer));
     if (listed <= 0) {
         return listed == 0;
     }
+    return parse_process_list(variable, buffer, graphics);
+}
+
+/* FAKE_NVML_PROCESSES_FILE: the compute processes are what the file lists now, in the format
+   of FAKE_NVML_PROCESSES (a missing or empty file lists none), so that a test can start and
+   end them while a sampler runs. 0 for a line that does not parse (said on stderr). */
+static int reload_processes_file(void) {
+    char buffer[8192];
+    size_t length = 0;
+    unsigned int kept = 0;
+    FILE *file = fopen(g_processes_file, "r");
+    if (file != NULL) {
+        length = fread(buffer, 1, sizeof(buffer) - 1, file);
+        fclose(file);
+    }
+    buffer[length] = '\0';
+    while (length > 0 && (buffer[length - 1] == '\n' || buffer[length - 1] == ' ')) {
+        buffer[--length] = '\0';
+    }
+    for (unsigned int i = 0; i < g_process_count; i++) {
+        if (g_processes[i].graphics) {
+            g_processes[kept++] = g_processes[i];
+        }
+    }
+    g_process_count = kept;
+    return length == 0 || parse_process_list("FAKE_NVML_PROCESSES_FILE", buffer, 0);
+}
+
+/* The comma list in `buffer` (changed in place) of processes, as parse_processes reads it. */
+static int parse_process_list(const char *variable, char *buffer, int graphics) {
+    char *save = NULL;
     for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         unsigned long long gpu, pid, bytes, mig = 0;
         char *first = strchr(item, ':');
@@ -865,6 +898,8 @@ static nvmlReturn_t load_config(void) {
 
     value = getenv("FAKE_NVML_HANG_FILE");
     snprintf(g_hang_file, sizeof(g_hang_file), "%s", value ? value : "");
+    value = getenv("FAKE_NVML_PROCESSES_FILE");
+    snprintf(g_processes_file, sizeof(g_processes_file), "%s", value ? value : "");
 
     g_pcie_delay_ms = 0;
     value = getenv("FAKE_NVML_PCIE_DELAY_MS");
@@ -1675,6 +1710,9 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, int graphics, unsigne
     unsigned int found = 0;
     if (count == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (!graphics && g_processes_file[0] != '\0' && !reload_processes_file()) {
+        return NVML_ERROR_UNKNOWN;
     }
     for (unsigned int i = 0; i < g_process_count; i++) {
         found += runs_on(i, device, graphics);

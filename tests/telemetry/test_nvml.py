@@ -668,6 +668,30 @@ def test_processes_are_joined_with_psutil(
         assert init.user == _username_or_none(1)
 
 
+def test_processes_that_come_and_go_are_listed_as_the_stand_in_s_file_says(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, tmp_path: Path
+) -> None:
+    """FAKE_NVML_PROCESSES_FILE, read at each listing (the recorder's tests start and end
+    processes with it); graphics processes stay as FAKE_NVML_GRAPHICS_PROCESSES says."""
+    listed = tmp_path / "processes"
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES_FILE", str(listed))
+    fake_nvml_env.setenv("FAKE_NVML_GRAPHICS_PROCESSES", "1:1:4096")
+    pids = []
+    for text in ("", "0:4242:1024\n", "0:4242:1024,0:4343:2048,1:77:5", "1:77:5"):
+        listed.write_text(text)
+        reading = sampler.sample()
+        pids.append([[p.pid for p in gpu(reading, i).processes or ()] for i in (0, 1)])
+    listed.unlink()
+    pids.append([[p.pid for p in gpu(sampler.sample(), i).processes or ()] for i in (0, 1)])
+    assert pids == [
+        [[], [1]],
+        [[4242], [1]],
+        [[4242, 4343], [77, 1]],
+        [[], [77, 1]],
+        [[], [1]],  # no file: none
+    ]
+
+
 def test_processes_have_their_host_cpu_memory_and_elapsed_time(
     fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
 ) -> None:

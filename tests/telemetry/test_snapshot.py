@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 import psutil
 import pytest
@@ -29,6 +32,7 @@ from gputui.telemetry.snapshot import (
     render_snapshot_json,
     render_snapshot_table,
     snapshot_as_dict,
+    snapshot_from_dict,
     take_snapshot,
 )
 from tests.fakenvml import FakeNvml
@@ -533,3 +537,65 @@ def test_take_snapshot_ends_at_its_deadline_with_the_gpus_that_answered(
     nvml.close()  # waits for the sample to end
     assert fake_nvml.calls("nvmlDeviceGetPowerUsage", 1) == 0
     assert fake_nvml.calls("nvmlShutdown") == 1
+
+
+# --- read back from JSON (a recorded frame) --------------------------------------------
+
+
+def test_json_reads_back_into_the_same_readings(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """Processes, MIG devices, throttle reasons and a lost GPU included: the readings a
+    recording gives back draw the same table and write the same JSON."""
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0:{os.getpid()}:1024,1/0:4343:2048")
+    fake_nvml_env.setenv("FAKE_NVML_PROCESS_UTILIZATION", f"0:{os.getpid()}:64")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_MODE", "1:1")
+    fake_nvml_env.setenv("FAKE_NVML_MIG_DEVICES", "1:5:0:1024:9856")
+    fake_nvml_env.setenv("FAKE_NVML_CLOCK_EVENTS", "0:0x24")
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_LOST", "2:0")
+    with NvmlSampler(fake_nvml.path) as nvml:
+        snapshot = take_snapshot(
+            host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
+        )
+    data = json.loads(render_snapshot_json(snapshot))
+    back = snapshot_from_dict(data, taken_at=12.5)
+    assert snapshot_as_dict(back) == data
+    assert render_snapshot_table(back) == render_snapshot_table(snapshot)
+    assert back.cpu.taken_at == back.nvml.taken_at == back.mps.taken_at == 12.5
+    assert back.nvml.gpus[2].state is GpuState.LOST
+    assert back.nvml.gpus[0].throttle_reasons == ("power cap", "thermal")
+
+
+def test_json_of_an_older_gputui_reads_with_the_defaults_of_what_it_lacks() -> None:
+    data = snapshot_as_dict(SNAPSHOT)
+    del data["gpus"][0]["pcie_link_gen"], data["gpus"][0]["processes"][0]["elapsed_s"]
+    back = snapshot_from_dict(data)
+    assert back.nvml.gpus[0].pcie_link_gen is None
+    assert back.nvml.gpus[0].processes[0].elapsed_s is None
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            lambda d: d["gpus"][0].update(utilization_percent="high"),
+            "gpus[0].utilization_percent is 'high'",
+        ),
+        (lambda d: d["gpus"][0].update(state="melted"), "gpus[0].state is 'melted'"),
+        (lambda d: d["gpus"][0].update(index=True), "gpus[0].index is True"),
+        (lambda d: d["gpus"][0].update(processes="none"), "gpus[0].processes is not a list"),
+        (lambda d: d["gpus"][0]["processes"][0].pop("pid"), "gpus[0].processes[0] has no 'pid'"),
+        (lambda d: d["cpu"].update(load_average=[1.0, 2.0]), "cpu.load_average is not a list of 3"),
+        (lambda d: d.pop("mps"), "the readings have no 'mps'"),
+        (lambda d: d.update(gpus={}), "gpus is not a list"),
+        (lambda d: d.update(nvml=[]), "nvml is not an object"),
+    ],
+)
+def test_json_that_does_not_fit_the_readings_says_where(
+    change: Callable[[dict[str, Any]], object], said: str
+) -> None:
+    data = snapshot_as_dict(SNAPSHOT)
+    change(data)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        snapshot_from_dict(data)

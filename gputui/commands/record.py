@@ -1,0 +1,188 @@
+"""``gputui record [--output FILE] [--interval SECONDS] [--duration D] [--max-size SIZE]``.
+
+Exit status: 0 after the duration or SIGTERM, 130 after Ctrl+C, 1 when a write failed (a
+full disk: what was written is kept), 2 for a usage error. The recorder is imported in the
+handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import errno
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from gputui.commands.args import examples, interval_seconds, usage_error
+from gputui.format import ellipsize
+
+DURATION_MAX_S = 366 * 86400.0
+"""The longest ``--duration``: a year."""
+SIZE_MIN = 4096
+"""The smallest ``--max-size``: a few frames of a big machine."""
+_UNITS_S = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+_UNITS_B = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|min|h|d)?", re.IGNORECASE)
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)(?:([kmgt])(?:i?b)?|b)?", re.IGNORECASE)
+
+
+def duration(text: str) -> float:
+    """Parse ``--duration``: seconds, or a number with ``s``, ``m`` (or ``min``), ``h`` or ``d``."""
+    found = _DURATION.fullmatch(text)
+    seconds = float(found.group(1)) * _UNITS_S[(found.group(2) or "").lower()] if found else 0.0
+    if not 0 < seconds <= DURATION_MAX_S:
+        raise argparse.ArgumentTypeError(
+            f"{ellipsize(text, 40)!r} is not a duration from 1 s to 366 d: write 90 (seconds), "
+            "30m, 8h or 2d"
+        )
+    return seconds
+
+
+def size(text: str) -> int:
+    """Parse ``--max-size``: bytes, or a number with ``K``, ``M``, ``G`` or ``T`` (binary
+    units: ``100M`` is 100 MiB)."""
+    found = _SIZE.fullmatch(text)
+    count = 0
+    if found and len(text) < 32:
+        count = int(float(found.group(1)) * _UNITS_B[(found.group(2) or "").lower()])
+    if count < SIZE_MIN:
+        raise argparse.ArgumentTypeError(
+            f"{ellipsize(text, 40)!r} is not a size of 4K or more: write 100M, 2G or 4096 (bytes)"
+        )
+    return count
+
+
+def new_file(text: str) -> Path:
+    """Parse ``--output``: a file that does not exist yet, in a folder that does."""
+    shown = ellipsize(text, 60)
+    path = Path(text)
+    try:
+        if not text or text.endswith(os.sep):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a file name")
+        path.lstat()
+    except FileNotFoundError:
+        folder = path.parent
+        if not folder.is_dir():
+            raise argparse.ArgumentTypeError(f"the folder of {shown!r} does not exist") from None
+        if not os.access(folder, os.W_OK):
+            raise argparse.ArgumentTypeError(f"the folder of {shown!r} cannot be written") from None
+        return path
+    except ValueError:  # a NUL in it
+        raise argparse.ArgumentTypeError(f"{shown!a} is not a file name") from None
+    except OSError as error:
+        reason = "the name is too long" if error.errno == errno.ENAMETOOLONG else error.strerror
+        raise argparse.ArgumentTypeError(f"{shown!r} cannot be used: {reason}") from None
+    raise argparse.ArgumentTypeError(
+        f"{shown!r} exists: name a new file (a recording never writes over one)"
+    )
+
+
+def default_file(now: dt.datetime, host: str, codec: str) -> Path:
+    """Where a recording goes without ``--output``: ``gputui-HOST-20261126-030000.ndjson.zst``
+    in the current folder."""
+    suffix = {"zstd": ".ndjson.zst", "gzip": ".ndjson.gz"}.get(codec, ".ndjson")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
+    return Path(f"gputui-{name}-{now:%Y%m%d-%H%M%S}{suffix}")
+
+
+def add_record_command(commands: Any) -> argparse.ArgumentParser:
+    """Add ``record`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
+    from gputui.recording.codec import ZSTD_INSTALL
+
+    record: argparse.ArgumentParser = commands.add_parser(
+        "record",
+        help="record this machine's readings to a file, to replay later anywhere",
+        description=(
+            "Record what the monitor reads (the host, every GPU with its health and "
+            "processes, MPS) every --interval seconds into a file, one frame a line in the "
+            "JSON of `gputui snapshot --json`, each frame only what changed since the last "
+            "whole one, with an index beside the file for seeking. The name says the "
+            f"compression: .zst for zstd (needs the zstandard module: {ZSTD_INSTALL}), .gz "
+            "for gzip, .ndjson for none; any other name gets zstd where it is installed, "
+            "else gzip. Command lines have their secrets redacted. A recorder killed at any "
+            "moment leaves a file that replays up to its last whole frame. Read it back with "
+            "`gputui replay --summary FILE` or `gputui snapshot --from FILE --at TIME`. Exit "
+            "status: 0 after --duration or SIGTERM, 130 after Ctrl+C, 1 when a write failed "
+            "(a full disk: what was written is kept), 2 for a usage error."
+        ),
+        epilog=examples(
+            ("gputui record", "record until Ctrl+C, into gputui-HOST-DATE.ndjson.zst"),
+            (
+                "gputui record --output night.ndjson.gz --duration 8h",
+                "eight hours into a gzip file",
+            ),
+            (
+                "gputui record --interval 5 --max-size 100M",
+                "every 5 s, a new file each 100 MiB",
+            ),
+        ),
+    )
+    record.add_argument(
+        "--output",
+        "-o",
+        type=new_file,
+        metavar="FILE",
+        help="the file to write, which must not exist; later files take its name with .1, "
+        ".2... before the suffixes (default: gputui-HOST-DATE-TIME.ndjson.zst here, .gz "
+        "without zstandard)",
+    )
+    record.add_argument(
+        "--interval",
+        dest="record_interval",
+        type=interval_seconds,
+        metavar="SECONDS",
+        help="seconds between samples, 0.25 to 60 (default: gputui's --interval, 1)",
+    )
+    record.add_argument(
+        "--duration",
+        type=duration,
+        metavar="D",
+        help="stop after this long: seconds, or 30m, 8h, 2d (default: until Ctrl+C or SIGTERM)",
+    )
+    record.add_argument(
+        "--max-size",
+        type=size,
+        metavar="SIZE",
+        help="start a new file once one reaches SIZE bytes, or 100M, 2G (binary units; at "
+        "least 4K); every file is kept (default: one file)",
+    )
+    record.set_defaults(handler=run_record_command)
+    return record
+
+
+def run_record_command(args: argparse.Namespace) -> int:
+    """Record until stopped; see the module docstring for the exit status."""
+    from gputui.commands.output import write_out
+    from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, default_codec, zstandard
+    from gputui.recording.recorder import record
+
+    prog = "gputui record"
+    path = args.output
+    if path is None:
+        path = default_file(dt.datetime.now(), socket.gethostname(), default_codec())
+        if path.exists():
+            return usage_error(prog, f"{path} exists: name a new file with --output")
+    codec = codec_for_name(path)
+    if codec == ZSTD and zstandard() is None:
+        return usage_error(
+            prog,
+            f"{path} asks for zstd, which needs the zstandard module "
+            f"({ZSTD_INSTALL}); or name the file .ndjson.gz",
+        )
+    interval = args.record_interval if args.record_interval is not None else args.interval
+    try:
+        return record(
+            path,
+            interval_s=interval,
+            codec=codec,
+            duration_s=args.duration,
+            max_size=args.max_size,
+            announce=write_out,
+            err=sys.stderr,
+        )
+    except OSError as error:
+        return usage_error(prog, f"cannot write {path}: {error.strerror}")

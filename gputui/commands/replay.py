@@ -1,0 +1,170 @@
+"""``gputui replay --summary FILE [--json]``, and ``gputui snapshot --from FILE [--at TIME]``.
+
+Exit status: 0 when the recording read to its end (a last line cut short by a recorder that
+was killed included), 1 when a damaged line stopped the reading (what came before it is still
+printed), 2 for a usage error: a file that is not a recording, or of a newer format, included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gputui.commands.args import END, examples, recording_file, usage_error
+from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from gputui.format import one_line
+
+if TYPE_CHECKING:
+    from gputui.recording.reader import Problem, Recording
+
+
+def add_replay_command(commands: Any) -> argparse.ArgumentParser:
+    """Add ``replay`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
+    replay: argparse.ArgumentParser = commands.add_parser(
+        "replay",
+        help="sum up a recording made by gputui record",
+        description=(
+            "Read a recording that `gputui record` wrote and, with --summary, print for each "
+            "GPU the time it was recorded, its utilization and memory (mean, p95 and max), "
+            "the energy it used, how long it was throttled and whether it stopped answering, "
+            "and the processes that used it with their peak memory and time on it, as text or "
+            "JSON. A recording of several files (--max-size) is read from FILE on. The monitor "
+            "driven by a recording is not built yet; `gputui snapshot --from FILE --at TIME` "
+            "prints one frame. Exit status: 0 when the file read to its end, 1 when a damaged "
+            "line stopped it (the figures cover the frames before), 2 for a usage error or a "
+            "file that is not a recording."
+        ),
+        epilog=examples(
+            ("gputui replay --summary night.ndjson.zst", "each GPU's night, summed up"),
+            ("gputui replay --summary night.ndjson.zst --json", "the same, as JSON"),
+        ),
+    )
+    replay.add_argument(
+        "file", nargs="?", type=recording_file, metavar="FILE", help="the recording to read"
+    )
+    replay.add_argument(
+        "--summary", action="store_true", help="print each GPU's figures over the recording"
+    )
+    replay.add_argument("--json", action="store_true", help="print JSON instead of text")
+    replay.set_defaults(handler=run_replay_command)
+    return replay
+
+
+def run_replay_command(args: argparse.Namespace) -> int:
+    """Print the summary; see the module docstring for the exit status."""
+    from gputui.commands.output import text_width, write_out
+    from gputui.recording.render import render_summary_json, render_summary_text
+    from gputui.recording.summary import summarise
+
+    prog = "gputui replay"
+    if args.file is None:
+        return usage_error(prog, "name the recording: gputui replay --summary FILE")
+    if not args.summary:
+        return usage_error(
+            prog,
+            "the monitor driven by a recording is not built yet: add --summary for its "
+            "figures, or print a frame with gputui snapshot --from FILE --at TIME",
+        )
+    recording = _opened(prog, args.file)
+    if recording is None:
+        return EXIT_USAGE
+    summary = summarise(recording)
+    if args.json:
+        write_out(render_summary_json(summary))
+    else:
+        write_out(render_summary_text(summary, text_width()))
+    return _said(prog, recording.problem, "the figures cover the frames before it")
+
+
+def run_snapshot_from(args: argparse.Namespace) -> int:
+    """``gputui snapshot --from FILE [--at TIME] [--json]``: one recorded frame."""
+    from gputui.commands.output import text_width, write_out
+    from gputui.recording.render import recorded_at
+    from gputui.telemetry.snapshot import render_snapshot_table, snapshot_from_dict
+
+    prog = "gputui snapshot"
+    recording = _opened(prog, args.from_file)
+    if recording is None:
+        return EXIT_USAGE
+    header = recording.header
+    at = args.at or END
+    t = at.since_start(header.started_unix)
+    frame = recording.at(t)
+    slack = header.interval_s
+    if frame is None:
+        if recording.problem is not None:
+            return _said(prog, recording.problem, "no frame comes before it")
+        first = next(recording.frames(), None)
+        if first is None:
+            return _failed(prog, f"{args.from_file} holds no frame yet")
+        if first.t - t > slack:
+            return usage_error(
+                prog, f"{at} is before the recording's first frame, {recorded_at(header, first.t)}"
+            )
+        frame = first
+    if math.isfinite(t) and t - frame.t > 2 * slack and recording.problem is None:
+        last = recording.at(math.inf)
+        if last is not None and last.t == frame.t:
+            return usage_error(
+                prog, f"{at} is after the recording's last frame, {recorded_at(header, last.t)}"
+            )
+    try:
+        snapshot = snapshot_from_dict(frame.readings, taken_at=frame.t)
+    except ValueError as error:
+        path = recording.paths[frame.part - header.part]
+        return _failed(prog, f"{path}: line {frame.line}: not a frame: {error}")
+    when = recorded_at(header, frame.t)
+    if args.json:
+        data: dict[str, Any] = dict(frame.readings)
+        data["recorded"] = {
+            "host": header.host,
+            "at": _iso(header.started_unix + frame.t),
+            "t": frame.t,
+        }
+        write_out(json.dumps(data, indent=2, allow_nan=False))
+    else:
+        title = one_line(f"Recorded on {header.host}, {when}")
+        write_out(title + "\n\n" + render_snapshot_table(snapshot, text_width()))
+    return _said(prog, recording.problem, f"the frame shown is the last before it, {when}")
+
+
+def _opened(prog: str, path: Path) -> Recording | None:
+    """The recording, or ``None`` after one usage line saying why it cannot be read."""
+    from gputui.recording.reader import Recording, RecordingError
+
+    try:
+        return Recording.open(path)
+    except RecordingError as error:
+        usage_error(prog, str(error))
+        return None
+
+
+def _said(prog: str, problem: Problem | None, after: str) -> int:
+    """Say on standard error where reading stopped early, if it did: 0 for a last line cut
+    short (a recorder killed mid-write), 1 for a damaged one."""
+    if problem is None:
+        return EXIT_OK
+    if problem.cut:
+        _line(f"{prog}: note: {problem}")
+        return EXIT_OK
+    _line(f"{prog}: warning: {problem}; {after}")
+    return EXIT_FAILED
+
+
+def _failed(prog: str, message: str) -> int:
+    _line(f"{prog}: error: {message}")
+    return EXIT_FAILED
+
+
+def _line(text: str) -> None:
+    if sys.stderr is not None:
+        sys.stderr.write(one_line(text) + "\n")
+
+
+def _iso(unix: float) -> str:
+    return dt.datetime.fromtimestamp(unix, dt.UTC).isoformat()

@@ -1,0 +1,404 @@
+"""Opens a recording, checks it, reads its frames back whole, and seeks to a time through
+its index.
+
+A file that is not a recording, or one of a newer format, is refused at :meth:`Recording.open`
+with one line (:class:`RecordingError`). A damaged or cut-short line met later ends the
+frames there: what came before it is read as usual, and :attr:`Recording.problem` says where
+and what (:class:`Problem`), in one line.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gputui.recording.codec import CodecMissing, CorruptData, Decoder, sniffed
+from gputui.recording.frames import (
+    FORMAT_VERSION,
+    HEADER_KEY,
+    INDEX_KEY,
+    FormatError,
+    Header,
+    changed,
+    first_part_path,
+    index_path,
+    part_path,
+)
+
+CHUNK = 1 << 16
+"""Bytes read from a file at a time."""
+STEP = 1 << 10
+"""Compressed bytes decoded at a time: what damaged data costs of the lines before it."""
+HEADER_MAX = 1 << 16
+"""The longest first line read while looking for a header: a file without a newline that
+soon is not a recording."""
+
+
+class RecordingError(Exception):
+    """The file cannot be read as a recording at all; ``str()`` is one line that names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Where reading stopped early, and why."""
+
+    path: Path
+    """The file."""
+    line: int
+    """The line (1 is the header), counted in the decompressed text."""
+    message: str
+    """What is wrong, in a few words."""
+    cut: bool = False
+    """True for a last line the file ends inside (a recorder stopped mid-write); False for
+    a damaged one."""
+
+    def __str__(self) -> str:
+        return f"{self.path}: line {self.line}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame of a recording, whole."""
+
+    t: float
+    """Seconds since the recording started (its header's ``started_unix``)."""
+    readings: Mapping[str, Any]
+    """The readings, as ``gputui snapshot --json`` writes them (shared with other frames:
+    not to be changed)."""
+    part: int
+    """The file of the recording it is in."""
+    line: int
+    """Its line in that file."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    """Where a whole frame starts: its time, its block's byte offset and its line."""
+
+    t: float
+    offset: int
+    line: int
+
+
+class _StaleIndex(Exception):
+    """The index names a place where no whole frame starts: read from the file's start."""
+
+
+Report = Callable[[Problem], None]
+
+
+@dataclass
+class _Part:
+    """One file of a recording, its header read."""
+
+    path: Path
+    header: Header
+    codec: str
+    size: int
+    _index: list[IndexEntry] | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, path: Path) -> _Part:
+        """Read and check the header.
+
+        Raises:
+            RecordingError: not a recording, a newer format, or unreadable.
+        """
+        try:
+            with open(path, "rb") as file:
+                size = file.seek(0, 2)
+                file.seek(0)
+                first = file.read(CHUNK)
+                if not first:
+                    raise RecordingError(f"{path} is empty: not a gputui recording")
+                codec = sniffed(first)
+                decoder = Decoder(codec)
+                text = b""
+                while first and b"\n" not in text and len(text) < HEADER_MAX:
+                    text += decoder.decode(first[:STEP])
+                    first = first[STEP:] or file.read(CHUNK)
+        except CodecMissing as error:
+            raise RecordingError(f"{path} is compressed with zstd: {error}") from None
+        except CorruptData as error:
+            raise RecordingError(
+                f"{path}: line 1: not a gputui recording (its compressed data is damaged: {error})"
+            ) from None
+        except (OSError, ValueError) as error:  # ValueError: a name with a NUL in it
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise RecordingError(f"cannot read {path}: {reason}") from None
+        line = text.split(b"\n", 1)[0]
+        return cls(path, _header(path, line), codec, size)
+
+    def index(self) -> list[IndexEntry]:
+        """The index's entries that can be trusted (none where it is missing), read once."""
+        if self._index is None:
+            self._index = _read_index(index_path(self.path), self.header, self.size)
+        return self._index
+
+    def lines(self, entry: IndexEntry | None, report: Report) -> Iterator[tuple[int, bytes, bool]]:
+        """Each line from the block ``entry`` names (the start: ``None``) to the end:
+        ``(line, bytes, whole)``, ``whole`` False for a last line without its newline."""
+        line, offset = (1, 0) if entry is None else (entry.line, entry.offset)
+        decoder = Decoder(self.codec)
+        pending = b""
+        try:
+            with open(self.path, "rb") as file:
+                file.seek(offset)
+                while chunk := file.read(CHUNK):
+                    for start in range(0, len(chunk), STEP):
+                        try:
+                            pending += decoder.decode(chunk[start : start + STEP])
+                        except CorruptData as error:
+                            damaged = f"the compressed data is damaged: {error}"
+                            report(Problem(self.path, line, damaged))
+                            return
+                        *whole, pending = pending.split(b"\n")
+                        for raw in whole:
+                            yield line, raw, True
+                            line += 1
+        except OSError as error:
+            report(Problem(self.path, line, f"cannot be read: {error.strerror or error}"))
+            return
+        if pending:
+            yield line, pending, False
+
+
+def _header(path: Path, line: bytes) -> Header:
+    """The header a first line holds.
+
+    Raises:
+        RecordingError: it is not one, or one of a newer format.
+    """
+    not_one = f"{path}: line 1: not a gputui recording (its first line is not a recording's header)"
+    try:
+        value = json.loads(line)
+    except ValueError:
+        raise RecordingError(not_one) from None
+    if not isinstance(value, dict) or type(value.get(HEADER_KEY)) is not int:
+        raise RecordingError(not_one)
+    version = value[HEADER_KEY]
+    if version > FORMAT_VERSION:
+        raise RecordingError(
+            f"{path}: line 1: a recording of format version {version}, newer than this gputui "
+            f"reads ({FORMAT_VERSION}): upgrade gputui to read it"
+        )
+    if version < 1:
+        raise RecordingError(not_one)
+    try:
+        return Header.from_dict(value)
+    except FormatError as error:
+        raise RecordingError(f"{path}: line 1: a damaged header: {error}") from None
+
+
+def _read_index(path: Path, header: Header, size: int) -> list[IndexEntry]:
+    """The entries of an index that belongs to ``header``'s file, up to the first that does
+    not fit (a recorder stopped mid-line, a stale file); none where it is missing."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except (OSError, ValueError):
+        return []
+    entries: list[IndexEntry] = []
+    try:
+        first = json.loads(lines[0])
+        if not (
+            isinstance(first, dict)
+            and first.get(INDEX_KEY) == header.version
+            and first.get("recording") == header.recording
+            and first.get("part") == header.part
+        ):
+            return []
+        for raw in lines[1:]:
+            value = json.loads(raw)
+            t, offset, line = value["t"], value["offset"], value["line"]
+            if type(offset) is not int or type(line) is not int or type(t) not in (int, float):
+                break
+            if not 0 < offset < size or (
+                entries and (t < entries[-1].t or line <= entries[-1].line)
+            ):
+                break
+            entries.append(IndexEntry(float(t), offset, line))
+    except (ValueError, TypeError, KeyError):  # a line cut short, or not an entry
+        pass
+    return entries
+
+
+class Recording:
+    """A recording: its files (parts) in order, read as one.
+
+    Example::
+
+        recording = Recording.open(Path("box.ndjson.zst"))
+        for frame in recording.frames():
+            ...
+        last = recording.at(math.inf)
+        if recording.problem is not None:
+            print(recording.problem)  # one line: the file, the line, what is wrong
+    """
+
+    def __init__(self, parts: list[_Part], later_problem: Problem | None) -> None:
+        self._parts = parts
+        self._later_problem = later_problem
+        self.problem: Problem | None = None
+        """Where the last read stopped early, and why; ``None`` while nothing stopped it."""
+
+    @property
+    def header(self) -> Header:
+        """The header of the file opened."""
+        return self._parts[0].header
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """The files read, in order: the one opened and the parts after it."""
+        return tuple(part.path for part in self._parts)
+
+    @classmethod
+    def open(cls, path: Path) -> Recording:
+        """Open the recording whose file (or part) is ``path``, with the parts after it.
+
+        Raises:
+            RecordingError: ``path`` cannot be read, is not a recording, or is of a newer
+                format; one line.
+        """
+        first = _Part.open(path)
+        parts = [first]
+        base = first_part_path(path, first.header.part)
+        problem = None
+        while base is not None:
+            later = part_path(base, parts[-1].header.part + 1)
+            if not later.is_file():
+                break
+            try:
+                part = _Part.open(later)
+            except RecordingError as error:
+                problem = Problem(later, 1, str(error).removeprefix(f"{later}: line 1: "))
+                break
+            if part.header.recording != first.header.recording:
+                break  # another recording's, under the same name
+            parts.append(part)
+        return cls(parts, problem)
+
+    def frames(self) -> Iterator[Frame]:
+        """Every frame, whole, in order, across the parts; ends early at a damaged or
+        cut-short line (then :attr:`problem` says where)."""
+        self.problem = None
+        for part in self._parts:
+            yield from self._frames(part, None)
+            if self.problem is not None:
+                return
+        self._report(self._later_problem)
+
+    def at(self, t: float) -> Frame | None:
+        """The last frame at or before ``t`` seconds (``math.inf``: the last frame), reading
+        only from the index's nearest whole frame; ``None`` before the first frame."""
+        self.problem = None
+        part = self._parts[0]
+        for later in self._parts[1:]:
+            first = self._first_t(later)
+            if first is None or first > t:
+                break
+            part = later
+        entries = part.index()
+        at = bisect.bisect_right([entry.t for entry in entries], t) - 1
+        try:
+            return self._last_until(part, entries[at] if at >= 0 else None, t)
+        except _StaleIndex:
+            self.problem = None
+            return self._last_until(part, None, t)
+
+    def _last_until(self, part: _Part, entry: IndexEntry | None, t: float) -> Frame | None:
+        found = None
+        for frame in self._frames(part, entry):
+            if frame.t > t:
+                break
+            found = frame
+        is_last = part is self._parts[-1]
+        if found is not None and math.isinf(t) and is_last and self.problem is None:
+            self._report(self._later_problem)
+        return found
+
+    def _first_t(self, part: _Part) -> float | None:
+        entries = part.index()
+        if entries:
+            return entries[0].t
+        return next((frame.t for frame in self._frames(part, None)), None)
+
+    def _report(self, problem: Problem | None) -> None:
+        if self.problem is None:
+            self.problem = problem
+
+    def _frames(self, part: _Part, entry: IndexEntry | None) -> Iterator[Frame]:
+        """The frames of one part from ``entry`` (the start: ``None``) to its end.
+
+        Raises:
+            _StaleIndex: ``entry`` names no whole frame at its time.
+        """
+        full: Any = None
+        last_t = -math.inf
+        problems: list[Problem] = []
+        for number, raw, whole in part.lines(entry, problems.append):
+            if number == 1:
+                continue  # the header
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = _NOT_JSON
+            if entry is not None and number == entry.line and not _starts(value, entry):
+                raise _StaleIndex
+            if value is _NOT_JSON:
+                message = "not JSON: the line is damaged" if whole else _CUT
+                self._report(Problem(part.path, number, message, cut=not whole))
+                return
+            try:
+                t = _frame_time(value, last_t)
+                if "full" in value:
+                    full = _readings(value["full"])
+                    readings = full
+                elif "delta" in value:
+                    if full is None:
+                        raise FormatError("a change before any whole frame")
+                    readings = _readings(changed(full, value["delta"]))
+                else:
+                    continue  # a kind of line this version does not know: skipped
+            except FormatError as error:
+                self._report(Problem(part.path, number, f"not a frame: {error}"))
+                return
+            last_t = t
+            yield Frame(t, readings, part.header.part, number)
+        if problems:
+            if entry is not None and problems[0].line == entry.line:
+                raise _StaleIndex  # nothing decodes where the index points
+            self._report(problems[0])
+
+
+_NOT_JSON = object()
+"""A line that did not parse."""
+
+
+def _starts(value: Any, entry: IndexEntry) -> bool:
+    """Whether a line is the whole frame an index entry names."""
+    return isinstance(value, dict) and "full" in value and value.get("t") == entry.t
+
+
+_CUT = "cut short: the file ends inside it (its recorder stopped while writing it)"
+
+
+def _frame_time(value: Any, last_t: float) -> float:
+    if not isinstance(value, dict):
+        raise FormatError("the line is not an object")
+    t = value.get("t")
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t) or t < 0:
+        raise FormatError(f"its time is {t!r}")
+    if t < last_t:
+        raise FormatError(f"its time {t} is before the frame above's, {last_t}")
+    return float(t)
+
+
+def _readings(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or not isinstance(value.get("gpus"), list):
+        raise FormatError("the readings are not an object with a list of GPUs")
+    return value

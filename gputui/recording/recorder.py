@@ -1,0 +1,185 @@
+"""``gputui record`` from start to stop: sample this machine as the monitor does, write each
+new reading as a frame, and stop after ``--duration``, on SIGTERM or Ctrl+C, or at the first
+write that fails (a full disk), keeping what was written.
+
+The sources are sampled by the exporter's :class:`~gputui.serve.sampling.Poller` (each on a
+thread of its own, a hung driver call holding back only its own source); the recorder looks
+half an interval after each sample started and writes the readings if any source has a new
+one, so a frame is never written twice and a slow sample is written a look later.
+"""
+
+from __future__ import annotations
+
+import errno
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from gputui import __version__
+from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.format import fmt_bytes, fmt_counted, one_line
+from gputui.recording.frames import FORMAT_VERSION, FULL_EVERY, Header
+from gputui.recording.render import fmt_offset
+from gputui.recording.writer import RecordingWriter
+from gputui.serve.sampling import Poller
+from gputui.telemetry.polling import Samplers, import_real_samplers
+from gputui.telemetry.snapshot import snapshot_as_dict
+
+
+@dataclass
+class Stop:
+    """Set by a signal, ``--duration`` or a caller (a test) to stop recording, with the exit
+    code."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    """Set once recording should stop."""
+    code: int = EXIT_OK
+    """The exit code: 0 for SIGTERM and the duration's end, 130 for Ctrl+C."""
+
+    def __call__(self, code: int) -> None:
+        """Stop with ``code`` (the first call wins)."""
+        if not self.event.is_set():
+            self.code = code
+            self.event.set()
+
+
+def record(
+    path: Path,
+    *,
+    interval_s: float,
+    codec: str,
+    duration_s: float | None = None,
+    max_size: int | None = None,
+    samplers: Samplers | None = None,
+    stop: Stop | None = None,
+    announce: Callable[[str], None] = print,
+    err: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Record this machine's readings into ``path`` until stopped.
+
+    Args:
+        path: The recording's first file; it must not exist.
+        interval_s: Seconds between samples.
+        codec: ``zstd``, ``gzip`` or ``none``.
+        duration_s: Stop after this long; ``None``: only when told.
+        max_size: Start a new file once one reaches this many bytes.
+        samplers: The sources (default: the real ones, command lines' secrets redacted).
+        stop: Stops the recording when called (SIGTERM and SIGINT call it too).
+        announce: Writes the line saying where it records, and the last one saying what.
+        err: Where the line saying why the recording stopped early goes (standard error).
+        clock: Monotonic clock, the samplers' (readings' ``taken_at`` are on it).
+
+    Returns:
+        0 when the duration ended or after SIGTERM, 130 after Ctrl+C, 1 when a write failed.
+
+    Raises:
+        OSError: ``path`` cannot be made (it exists, its folder is gone...).
+    """
+    if samplers is None:
+        import_real_samplers()
+        samplers = Samplers.real()
+    stop = stop if stop is not None else Stop()
+    started = clock()
+    header = Header(
+        version=FORMAT_VERSION,
+        recording=uuid.uuid4().hex,
+        part=0,
+        host=socket.gethostname(),
+        gputui_version=__version__,
+        interval_s=interval_s,
+        full_every=FULL_EVERY,
+        started_unix=time.time(),
+    )
+    writer = RecordingWriter(path, header, codec=codec, max_size=max_size)
+    poller = Poller(samplers, interval_s, clock=clock)
+    restore = _on_signals(stop)
+    failed = None
+    try:
+        poller.start()
+        until = "" if duration_s is None else f" for {_seconds(duration_s)}"
+        announce(
+            f"gputui record: recording this machine every {interval_s:g} s{until} into {path} "
+            f"({codec}; Ctrl+C stops)"
+        )
+        last_taken: tuple[float, ...] = ()
+        look = started + interval_s / 2
+        end = None if duration_s is None else started + duration_s
+        while not stop.event.wait(max(0.0, look - clock())):
+            snapshot = poller.latest().snapshot()
+            if snapshot is not None:
+                taken = (snapshot.cpu.taken_at, snapshot.nvml.taken_at, snapshot.mps.taken_at)
+                if taken != last_taken:
+                    last_taken = taken
+                    try:
+                        writer.write(max(taken) - started, snapshot_as_dict(snapshot))
+                    except OSError as error:  # a full disk: what reached the file stays
+                        failed = error
+                        break
+            now = clock()
+            if end is not None and now >= end:
+                stop(EXIT_OK)
+            look += interval_s * max(1, int((now - look) // interval_s) + 1)
+    except KeyboardInterrupt:  # Ctrl+C before our handler was in place
+        stop(EXIT_INTERRUPTED)
+    finally:
+        restore()
+        poller.close()
+        try:
+            if failed is None:
+                writer.close()
+        except OSError as error:
+            failed = error
+        if failed is not None:
+            writer.abandon()
+    if failed is not None:
+        line = (
+            f"gputui record: stopped: cannot write {failed.filename or writer.parts[-1]}: "
+            f"{_reason(failed)}; the {fmt_counted(writer.frames, 'frame')} written before "
+            f"{'are' if writer.frames != 1 else 'is'} kept"
+            + ("" if writer.last_t is None else f" (up to +{fmt_offset(writer.last_t)})")
+        )
+        if err is not None:
+            err.write(one_line(line) + "\n")
+            err.flush()
+        return EXIT_FAILED
+    files = "" if len(writer.parts) == 1 else f", {len(writer.parts)} files"
+    announce(
+        f"gputui record: {fmt_counted(writer.frames, 'frame')} in {path} "
+        f"({fmt_bytes(writer.size)}{files})"
+    )
+    return stop.code
+
+
+def _reason(error: OSError) -> str:
+    if error.errno == errno.EFBIG:
+        return "the file may not grow any larger (File too large)"
+    return error.strerror or str(error)
+
+
+def _seconds(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size:g} {unit}"
+    return f"{seconds:g} s"
+
+
+def _on_signals(stop: Stop) -> Callable[[], None]:
+    """Route SIGTERM (exit 0) and SIGINT (exit 130) to ``stop``; returns how to undo it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # only the main thread may set handlers; a caller stops us then
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: stop(EXIT_OK))}
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # `gputui record &`
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, lambda *_: stop(EXIT_INTERRUPTED))
+
+    def restore() -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore

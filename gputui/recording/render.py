@@ -1,0 +1,240 @@
+"""A recording's summary as text and as JSON (``gputui replay --summary [--json]``), and the
+line that says when a frame was recorded (``gputui snapshot --from``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from gputui.format import (
+    NA,
+    ellipsize,
+    fmt_bytes,
+    fmt_columns,
+    fmt_counted,
+    fmt_energy,
+    fmt_percent,
+    for_screen,
+    without_noise,
+    wrap_text,
+)
+from gputui.recording.frames import Header
+from gputui.recording.summary import GpuSummary, ProcessUse, Spread, Summary
+
+_INDENT = "  "
+COMMAND_ROOM_MIN = 16
+"""Fewest cells the process table's command gets beside the rest; with less it goes on a
+line of its own under its row."""
+
+
+def recorded_at(header: Header, t: float) -> str:
+    """When a frame was taken, as a reader wants it: the wall time in UTC and the time since
+    the recording started: ``2026-11-26 03:00:12 UTC (+0:00:12)``."""
+    return f"{_utc(header.started_unix + t)} (+{fmt_offset(t)})"
+
+
+def fmt_offset(seconds: float) -> str:
+    """Time since the recording started, in whole seconds: ``0:00:12``, ``26:03:07`` (the
+    hours run on past a day)."""
+    whole = int(max(seconds, 0.0))
+    minutes, secs = divmod(whole, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def fmt_duration(seconds: float) -> str:
+    """A length of time: ``4.2 s`` (tenths under 10 s), ``45 s``, ``12:05`` (minutes and
+    seconds), ``3:07:05`` (hours)."""
+    if seconds < 9.95:
+        return f"{max(seconds, 0.0):.1f} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _utc(unix: float) -> str:
+    return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# --- Text --------------------------------------------------------------------------------
+
+
+def render_summary_text(summary: Summary, width: int = 80) -> str:
+    """The summary as lines of at most ``width``; text from the recording (names, commands,
+    users) made printable first."""
+    summary = for_screen(summary)
+    lines = wrap_text(_headline(summary), width, "", _INDENT)
+    if not summary.gpus:
+        lines += ["", "No GPU in this recording."]
+    for gpu in summary.gpus:
+        lines += ["", *_gpu_lines(gpu, width)]
+    return "\n".join(lines)
+
+
+def _headline(summary: Summary) -> str:
+    if summary.first_t is None or summary.last_t is None:
+        return f"{summary.host}: no frames (started {_utc(summary.started_unix)})"
+    first = _utc(summary.started_unix + summary.first_t)
+    last = _utc(summary.started_unix + summary.last_t)
+    if first[:10] == last[:10]:  # the same day: its date once
+        last = last[11:]
+    span = fmt_duration(summary.last_t - summary.first_t)
+    every = f"every {summary.interval_s:g} s, {fmt_counted(summary.frames, 'frame')}"
+    return f"{summary.host}: {first.removesuffix(' UTC')} to {last} ({span}), {every}"
+
+
+def _gpu_lines(gpu: GpuSummary, width: int) -> list[str]:
+    span = f"+{fmt_offset(gpu.first_t)} to +{fmt_offset(gpu.last_t)}"
+    title = f"GPU {gpu.index}  {gpu.name or NA}  {span}"
+    rows = [
+        ["utilization", _spread(gpu.utilization_percent, fmt_percent)],
+        ["memory", _spread(gpu.memory_used_bytes, fmt_bytes) + _of(gpu.memory_total_bytes)],
+        ["energy", _energy(gpu)],
+        ["throttled", _throttled(gpu)],
+    ]
+    if gpu.state_changes:
+        rows.append(["state", _states(gpu)])
+    room = width - len(_INDENT)
+    lines = wrap_text(title, width, "", _INDENT * 2)
+    lines += [_INDENT + line for line in fmt_columns(rows, width=room)]
+    if gpu.processes:
+        lines += _process_lines(gpu.processes, width)
+    else:
+        lines.append(_INDENT + "processes    none seen")
+    return lines
+
+
+def _spread(values: Spread, fmt: Any) -> str:
+    if values.mean is None:
+        return NA
+    return f"mean {fmt(values.mean)}, p95 {fmt(values.p95)}, max {fmt(values.max)}"
+
+
+def _of(total: int | None) -> str:
+    return "" if total is None else f", of {fmt_bytes(total)}"
+
+
+def _energy(gpu: GpuSummary) -> str:
+    if gpu.energy_j is None:
+        return NA
+    text = f"{fmt_energy(gpu.energy_j)} ({gpu.energy_j / 3.6e6:.3g} kWh)"
+    return text if gpu.energy_from == "counter" else f"{text}, from power x time"
+
+
+def _throttled(gpu: GpuSummary) -> str:
+    if not gpu.throttled_s:
+        return "never"
+    reasons = ", ".join(f"{why} {fmt_duration(s)}" for why, s in gpu.throttle_reasons_s.items())
+    return f"{fmt_duration(gpu.throttled_s)} ({reasons})"
+
+
+def _states(gpu: GpuSummary) -> str:
+    changes = ", ".join(f"{state} at +{fmt_offset(t)}" for t, state in gpu.state_changes)
+    if gpu.unanswered_s:
+        changes += f"; not answering for {fmt_duration(gpu.unanswered_s)}"
+    return changes
+
+
+def _process_lines(processes: tuple[ProcessUse, ...], width: int) -> list[str]:
+    heading = ["PID", "USER", "PEAK MEMORY", "TIME", "SM TIME"]
+    rows = [
+        [
+            str(use.local_pid if use.local_pid is not None else use.pid),
+            ellipsize(use.user or NA, 12),
+            fmt_bytes(use.peak_memory_bytes),
+            fmt_duration(use.time_s),
+            NA if use.sm_seconds is None else fmt_duration(use.sm_seconds),
+        ]
+        for use in processes
+    ]
+    commands = [use.command or NA for use in processes]
+    right = {0, 2, 3, 4}
+    table = fmt_columns([heading, *rows], right=right)
+    lead = _INDENT * 2
+    room = width - len(lead) - max(len(line) for line in table) - 2
+    if room >= COMMAND_ROOM_MIN:
+        full = [
+            [*heading, "COMMAND"],
+            *([*row, cmd] for row, cmd in zip(rows, commands, strict=True)),
+        ]
+        return [_INDENT + "processes"] + [
+            ellipsize(lead + line, width) for line in fmt_columns(full, right=right)
+        ]
+    lines = [_INDENT + "processes", ellipsize(lead + table[0], width)]
+    for line, command in zip(table[1:], commands, strict=True):
+        lines += [ellipsize(lead + line, width), ellipsize(lead + _INDENT + command, width)]
+    return lines
+
+
+# --- JSON --------------------------------------------------------------------------------
+
+
+def summary_as_dict(summary: Summary) -> dict[str, Any]:
+    """The summary as JSON-ready data (README: ``gputui replay --summary --json``)."""
+    span = None
+    if summary.first_t is not None and summary.last_t is not None:
+        span = summary.last_t - summary.first_t
+    return {
+        "host": summary.host,
+        "started_at": dt.datetime.fromtimestamp(summary.started_unix, dt.UTC).isoformat(),
+        "interval_s": summary.interval_s,
+        "frames": summary.frames,
+        "first_t": summary.first_t,
+        "last_t": summary.last_t,
+        "span_s": _clean(span),
+        "files": list(summary.files),
+        "problem": summary.problem,
+        "gpus": [_gpu_as_dict(gpu) for gpu in summary.gpus],
+    }
+
+
+def render_summary_json(summary: Summary) -> str:
+    """The summary as indented JSON text."""
+    return json.dumps(summary_as_dict(summary), indent=2, allow_nan=False)
+
+
+def _gpu_as_dict(gpu: GpuSummary) -> dict[str, Any]:
+    return {
+        "index": gpu.index,
+        "name": gpu.name,
+        "uuid": gpu.uuid,
+        "first_t": gpu.first_t,
+        "last_t": gpu.last_t,
+        "frames": gpu.frames,
+        "utilization_percent": _spread_as_dict(gpu.utilization_percent),
+        "memory_used_bytes": _spread_as_dict(gpu.memory_used_bytes),
+        "memory_total_bytes": gpu.memory_total_bytes,
+        "energy_j": _clean(gpu.energy_j),
+        "energy_from": gpu.energy_from,
+        "throttled_s": _clean(gpu.throttled_s),
+        "throttle_reasons_s": {why: _clean(s) for why, s in gpu.throttle_reasons_s.items()},
+        "unanswered_s": _clean(gpu.unanswered_s),
+        "state_changes": [{"t": t, "state": state} for t, state in gpu.state_changes],
+        "processes": [
+            {
+                "pid": use.pid,
+                "local_pid": use.local_pid,
+                "user": use.user,
+                "command": use.command,
+                "peak_memory_bytes": use.peak_memory_bytes,
+                "time_s": _clean(use.time_s),
+                "sm_seconds": _clean(use.sm_seconds),
+                "first_t": use.first_t,
+                "last_t": use.last_t,
+            }
+            for use in gpu.processes
+        ],
+    }
+
+
+def _spread_as_dict(values: Spread) -> dict[str, float | None]:
+    return {"mean": _clean(values.mean), "p95": values.p95, "max": values.max}
+
+
+def _clean(value: float | None) -> float | None:
+    """A sum or mean without the float noise in its last digits."""
+    return None if value is None else without_noise(value)

@@ -1,0 +1,339 @@
+"""A recording summed up per GPU: its time span, utilization and memory (mean, p95, max),
+the energy it used, the time it was throttled, and the processes that used it.
+
+Each frame counts for the time until the next one, at most ``GAP_INTERVALS`` intervals (a
+longer gap is time without readings, not time in the state read last); the last frame counts
+for none. Means and percentiles are over the frames, p95 by nearest rank.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.recording.reader import Frame, Recording
+from gputui.telemetry.readings import BENIGN_THROTTLES
+
+GAP_INTERVALS = 2.0
+"""The most a frame counts for, in recording intervals."""
+START_TOLERANCE_S = 2.0
+"""A pid listed again whose start (frame time less its elapsed time) is within this of one
+seen before is the same process; further off, the pid was reused."""
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """A reading over the frames; ``None`` where no frame had it."""
+
+    mean: float | None
+    p95: float | None
+    max: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUse:
+    """One process's use of one GPU over the recording."""
+
+    pid: int
+    """Its pid, as NVML gave it (the host's)."""
+    local_pid: int | None
+    """Its pid where gputui ran, where known (``snapshot --json``'s ``local_pid``)."""
+    user: str | None
+    """Its user, as last read."""
+    command: str | None
+    """Its command line, as last read."""
+    peak_memory_bytes: int | None
+    """The most GPU memory it held in a frame; ``None`` where NVML never said."""
+    time_s: float
+    """Time it was on the GPU: the frames it was listed in."""
+    sm_seconds: float | None
+    """Its share of the GPU's SMs over that time, in seconds of the whole GPU; ``None``
+    where NVML never gave its share."""
+    first_t: float
+    """The first frame it was listed in."""
+    last_t: float
+    """The last frame it was listed in."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSummary:
+    """One GPU over the recording."""
+
+    index: int
+    """NVML index."""
+    name: str | None
+    """Product name, as last read."""
+    uuid: str | None
+    """UUID, as last read."""
+    first_t: float
+    """The first frame it is in."""
+    last_t: float
+    """The last frame it is in."""
+    frames: int
+    """Frames it is in."""
+    utilization_percent: Spread
+    """Utilization, over the frames it answered in."""
+    memory_used_bytes: Spread
+    """Memory in use, over the frames it answered in."""
+    memory_total_bytes: int | None
+    """Its memory, as last read."""
+    energy_j: float | None
+    """Energy used over the recording."""
+    energy_from: str | None
+    """``counter`` (the driver's energy counter's increase), ``power`` (power draw times
+    time, where there is no counter), ``None`` (neither was read)."""
+    throttled_s: float
+    """Time its clocks were held down for a reason that is a problem (power cap, thermal...;
+    not idle)."""
+    throttle_reasons_s: Mapping[str, float]
+    """That time by reason (a frame with two reasons counts for both)."""
+    unanswered_s: float
+    """Time it did not answer (lost, unreachable, hung)."""
+    state_changes: tuple[tuple[float, str], ...]
+    """Each time its state changed, and to what (``lost``, ``ok``...), the first frame's
+    state included where it is not ``ok``."""
+    processes: tuple[ProcessUse, ...]
+    """The processes that used it, the longest first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A recording summed up."""
+
+    host: str
+    """The recorded machine."""
+    started_unix: float
+    """When the recording started (seconds since the epoch); times below count from it."""
+    interval_s: float
+    """Seconds between samples."""
+    frames: int
+    """Frames read."""
+    first_t: float | None
+    """The first frame's time; ``None`` without frames."""
+    last_t: float | None
+    """The last frame's time."""
+    gpus: tuple[GpuSummary, ...]
+    """Every GPU seen, by index."""
+    problem: str | None
+    """Where reading stopped early, and why (the figures cover what came before)."""
+    files: tuple[str, ...] = ()
+    """The files read."""
+
+
+def summarise(recording: Recording) -> Summary:
+    """Read every frame of ``recording`` and sum it up."""
+    header = recording.header
+    cap = GAP_INTERVALS * header.interval_s
+    tallies: dict[int, _GpuTally] = {}
+    count, first_t, previous = 0, None, None
+    for frame in recording.frames():
+        if previous is not None:
+            _tally(tallies, previous, min(max(frame.t - previous.t, 0.0), cap))
+        else:
+            first_t = frame.t
+        previous = frame
+        count += 1
+    if previous is not None:
+        _tally(tallies, previous, 0.0)
+    return Summary(
+        host=header.host,
+        started_unix=header.started_unix,
+        interval_s=header.interval_s,
+        frames=count,
+        first_t=first_t,
+        last_t=None if previous is None else previous.t,
+        gpus=tuple(tallies[index].summary() for index in sorted(tallies)),
+        problem=None if recording.problem is None else str(recording.problem),
+        files=tuple(str(path) for path in recording.paths),
+    )
+
+
+def _tally(tallies: dict[int, _GpuTally], frame: Frame, weight: float) -> None:
+    for gpu in frame.readings.get("gpus") or ():
+        if isinstance(gpu, dict) and type(gpu.get("index")) is int:
+            tally = tallies.setdefault(gpu["index"], _GpuTally(gpu["index"], frame.t))
+            tally.add(gpu, frame.t, weight)
+
+
+@dataclass
+class _ProcessTally:
+    pid: int
+    start: float | None
+    first_t: float
+    last_t: float
+    local_pid: int | None = None
+    user: str | None = None
+    command: str | None = None
+    peak_memory_bytes: int | None = None
+    time_s: float = 0.0
+    sm_seconds: float | None = None
+
+    def add(self, process: Mapping[str, Any], t: float, weight: float) -> None:
+        self.last_t = t
+        self.time_s += weight
+        self.local_pid = _whole(process.get("local_pid")) or self.local_pid
+        self.user = _text(process.get("user")) or self.user
+        self.command = _text(process.get("command")) or self.command
+        memory = _whole(process.get("gpu_memory_bytes"))
+        if memory is not None and (
+            self.peak_memory_bytes is None or memory > self.peak_memory_bytes
+        ):
+            self.peak_memory_bytes = memory
+        sm = _number(process.get("sm_utilization_percent"))
+        if sm is not None:
+            self.sm_seconds = (self.sm_seconds or 0.0) + weight * sm / 100
+
+    def use(self) -> ProcessUse:
+        return ProcessUse(
+            pid=self.pid,
+            local_pid=self.local_pid,
+            user=self.user,
+            command=self.command,
+            peak_memory_bytes=self.peak_memory_bytes,
+            time_s=self.time_s,
+            sm_seconds=self.sm_seconds,
+            first_t=self.first_t,
+            last_t=self.last_t,
+        )
+
+
+@dataclass
+class _GpuTally:
+    index: int
+    first_t: float
+    last_t: float = 0.0
+    frames: int = 0
+    name: str | None = None
+    uuid: str | None = None
+    memory_total_bytes: int | None = None
+    utilization: array[float] = field(default_factory=lambda: array("d"))
+    memory: array[float] = field(default_factory=lambda: array("d"))
+    energy_counter_j: float | None = None
+    counted_j: float = 0.0
+    counter_reads: int = 0
+    power_j: float = 0.0
+    power_reads: int = 0
+    throttled_s: float = 0.0
+    reasons_s: dict[str, float] = field(default_factory=dict)
+    unanswered_s: float = 0.0
+    state: str = "ok"
+    state_changes: list[tuple[float, str]] = field(default_factory=list)
+    processes: dict[int, list[_ProcessTally]] = field(default_factory=dict)
+
+    def add(self, gpu: Mapping[str, Any], t: float, weight: float) -> None:
+        self.frames += 1
+        self.last_t = t
+        self.name = _text(gpu.get("name")) or self.name
+        self.uuid = _text(gpu.get("uuid")) or self.uuid
+        self.memory_total_bytes = _whole(gpu.get("memory_total_bytes")) or self.memory_total_bytes
+        state = _text(gpu.get("state")) or "ok"
+        if state != self.state or (self.frames == 1 and state != "ok"):
+            self.state_changes.append((t, state))
+            self.state = state
+        if state != "ok":
+            self.unanswered_s += weight
+            return
+        for values, key in (
+            (self.utilization, "utilization_percent"),
+            (self.memory, "memory_used_bytes"),
+        ):
+            value = _number(gpu.get(key))
+            if value is not None:
+                values.append(value)
+        self._energy(gpu, weight)
+        reasons = gpu.get("throttle_reasons")
+        held = (
+            {r for r in reasons if isinstance(r, str)} - BENIGN_THROTTLES
+            if isinstance(reasons, list)
+            else set()
+        )
+        if held:
+            self.throttled_s += weight
+            for reason in held:
+                self.reasons_s[reason] = self.reasons_s.get(reason, 0.0) + weight
+        for process in gpu.get("processes") or ():
+            if isinstance(process, dict) and type(process.get("pid")) is int:
+                self._process(process, t).add(process, t, weight)
+
+    def _energy(self, gpu: Mapping[str, Any], weight: float) -> None:
+        counter = _number(gpu.get("energy_joules"))
+        if counter is not None:
+            if self.energy_counter_j is not None:
+                self.counted_j += max(counter - self.energy_counter_j, 0.0)
+            self.energy_counter_j = counter
+            self.counter_reads += 1
+        power = _number(gpu.get("power_w"))
+        if power is not None:
+            self.power_j += power * weight
+            self.power_reads += 1
+
+    def _process(self, process: Mapping[str, Any], t: float) -> _ProcessTally:
+        pid = process["pid"]
+        elapsed = _number(process.get("elapsed_s"))
+        start = None if elapsed is None else t - elapsed
+        for known in self.processes.get(pid, ()):
+            if (
+                start is None
+                or known.start is None
+                or abs(known.start - start) <= START_TOLERANCE_S
+            ):
+                return known
+        tally = _ProcessTally(pid, start, first_t=t, last_t=t)
+        self.processes.setdefault(pid, []).append(tally)
+        return tally
+
+    def summary(self) -> GpuSummary:
+        if self.counter_reads:
+            energy, source = self.counted_j, "counter"
+        elif self.power_reads:
+            energy, source = self.power_j, "power"
+        else:
+            energy, source = None, None
+        processes = sorted(
+            (tally.use() for tallies in self.processes.values() for tally in tallies),
+            key=lambda use: (-use.time_s, use.first_t, use.pid),
+        )
+        return GpuSummary(
+            index=self.index,
+            name=self.name,
+            uuid=self.uuid,
+            first_t=self.first_t,
+            last_t=self.last_t,
+            frames=self.frames,
+            utilization_percent=spread(self.utilization),
+            memory_used_bytes=spread(self.memory),
+            memory_total_bytes=self.memory_total_bytes,
+            energy_j=energy,
+            energy_from=source,
+            throttled_s=self.throttled_s,
+            throttle_reasons_s=dict(sorted(self.reasons_s.items(), key=lambda item: -item[1])),
+            unanswered_s=self.unanswered_s,
+            state_changes=tuple(self.state_changes),
+            processes=tuple(processes),
+        )
+
+
+def spread(values: Iterable[float]) -> Spread:
+    """Mean, p95 (nearest rank) and max of ``values``; ``None`` each without values."""
+    ordered = sorted(values)
+    if not ordered:
+        return Spread(None, None, None)
+    p95 = ordered[max(math.ceil(0.95 * len(ordered)) - 1, 0)]
+    return Spread(math.fsum(ordered) / len(ordered), p95, ordered[-1])
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _whole(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

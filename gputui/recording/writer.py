@@ -1,0 +1,158 @@
+"""Writes a recording: a header line, then a frame a line, each file with its index beside it,
+rotated to a new file (a part) once it reaches a size.
+
+Every frame goes to the kernel as it is written (no buffer in this process), so a recorder
+killed at any moment leaves every frame it had written; what a full disk cut short is the
+reader's to drop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gputui.recording.codec import Encoder
+from gputui.recording.frames import (
+    FORMAT_VERSION,
+    INDEX_KEY,
+    Header,
+    changes,
+    encode_line,
+    index_path,
+    part_path,
+    rounded,
+)
+
+
+class RecordingWriter:
+    """Writes the frames of one recording, rotating its files at ``max_size`` bytes.
+
+    Example::
+
+        writer = RecordingWriter(Path("box.ndjson.zst"), header, codec="zstd")
+        writer.write(0.21, snapshot_as_dict(snapshot))  # every sample
+        writer.close()
+
+    Every method may raise ``OSError`` (a full disk: ``ENOSPC``); then :meth:`abandon`
+    closes the files, keeping what reached them.
+    """
+
+    def __init__(
+        self, path: Path, header: Header, *, codec: str, max_size: int | None = None
+    ) -> None:
+        """Create the first file (it must not exist yet) and write its header.
+
+        Args:
+            path: The first file; later parts are named by :func:`part_path`.
+            header: The first part's header (later parts get their number in it).
+            codec: ``zstd``, ``gzip`` or ``none`` (:mod:`gputui.recording.codec`).
+            max_size: Start a new part once a file reaches this many bytes (after the frame
+                that took it there); ``None``: never.
+
+        Raises:
+            OSError: the file exists or cannot be made.
+            CodecMissing: zstd without the module.
+        """
+        self.path = path
+        """The first file."""
+        self.parts: list[Path] = []
+        """Every file written so far, the first first."""
+        self.frames = 0
+        """Frames written, in every part."""
+        self.size = 0
+        """Bytes written to the recording's files (not their indexes)."""
+        self.last_t: float | None = None
+        """The latest frame's time."""
+        self._header = header
+        self._codec = codec
+        self._max_size = max_size
+        self._encoder = Encoder(codec)
+        self._fd: int | None = None
+        self._index_fd: int | None = None
+        self._part_size = 0
+        self._line = 0
+        self._since_full = 0
+        self._full: Any = None
+        self._open_part()
+
+    def write(self, t: float, readings: dict[str, Any]) -> None:
+        """Write one frame: the readings (``snapshot --json``'s data) at ``t`` seconds after
+        the header's start; a whole one every ``full_every`` frames and at the start of a
+        part, else what changed since the last whole one."""
+        if self._fd is None:
+            self._open_part()
+        t = round(t, 3)
+        readings = rounded(readings)
+        if self._full is None or self._since_full >= self._header.full_every:
+            out = self._encoder.end_block()
+            offset = self._part_size + len(out)
+            self._full, self._since_full = readings, 0
+            out += self._encoder.frame(encode_line({"t": t, "full": readings}))
+            self._emit(out)
+            self._line += 1
+            entry = {"t": t, "offset": offset, "line": self._line}
+            self._index(encode_line(entry))
+        else:
+            delta = changes(self._full, readings)
+            self._emit(self._encoder.frame(encode_line({"t": t, "delta": delta})))
+            self._line += 1
+        self._since_full += 1
+        self.frames += 1
+        self.last_t = t
+        if self._max_size is not None and self._part_size >= self._max_size:
+            self._close_part()
+
+    def close(self) -> None:
+        """End the open block and close the files."""
+        if self._fd is not None:
+            self._close_part()
+
+    def abandon(self) -> None:
+        """Close the files without writing more (after a failed write)."""
+        for fd in (self._fd, self._index_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fd = self._index_fd = None
+
+    def _open_part(self) -> None:
+        part = len(self.parts)
+        path = part_path(self.path, part)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+        self._fd = os.open(path, flags | os.O_EXCL, 0o644)
+        self.parts.append(path)
+        self._index_fd = os.open(index_path(path), flags | os.O_TRUNC, 0o644)
+        header = replace(self._header, part=part)
+        self._part_size, self._line, self._full = 0, 1, None
+        self._emit(self._encoder.frame(encode_line(header.as_dict())) + self._encoder.end_block())
+        index = {INDEX_KEY: FORMAT_VERSION, "recording": header.recording, "part": part}
+        self._index(encode_line(index))
+
+    def _close_part(self) -> None:
+        self._emit(self._encoder.end_block())
+        fd, index_fd = self._fd, self._index_fd
+        self._fd = self._index_fd = None
+        for each in (fd, index_fd):
+            if each is not None:
+                os.close(each)
+
+    def _emit(self, data: bytes) -> None:
+        assert self._fd is not None
+        _write_all(self._fd, data)
+        self._part_size += len(data)
+        self.size += len(data)
+
+    def _index(self, line: bytes) -> None:
+        assert self._index_fd is not None
+        _write_all(self._index_fd, line)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data``: a short write is followed by another, which raises what
+    stopped the first (ENOSPC)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -1,0 +1,232 @@
+"""``gputui record`` as a real process on the stand-in NVML: readings that change, a GPU lost
+while it records, processes that come and go; killed with SIGKILL at random moments; stopped
+by a full disk. Each recording is then read back, and summed up by ``gputui replay``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputui.recording.reader import Frame, Recording, RecordingError
+from gputui.telemetry.snapshot import snapshot_from_dict
+from tests.commands.test_cli import ROOT
+from tests.disks import small_disk
+
+INTERVAL = "0.25"
+WAIT_S = 60.0
+"""The longest a test waits for the recorder to write what it waits for (a deadline against a
+hang, not a timing: on a quiet machine each wait takes a few intervals)."""
+
+
+def recorder(
+    output: Path, lib_dir: Path, knobs: dict[str, str], *args: str, prefix: tuple[str, ...] = ()
+) -> subprocess.Popen[str]:
+    """``gputui record --output OUTPUT --interval 0.25 ARGS`` on the stand-in, started."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
+    env.update(knobs, LD_LIBRARY_PATH=str(lib_dir), PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "gputui", "record", "--output", str(output)]
+    return subprocess.Popen(
+        [*prefix, *command, "--interval", INTERVAL, *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def frames_of(path: Path) -> list[Frame]:
+    """The frames written so far (none before the header is)."""
+    try:
+        return list(Recording.open(path).frames())
+    except RecordingError:
+        return []
+
+
+def wait_for(
+    path: Path, process: subprocess.Popen[str], done: Callable[[list[Frame]], bool]
+) -> list[Frame]:
+    """Read the recording again and again until ``done`` says so of its frames."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        frames = frames_of(path)
+        if done(frames):
+            return frames
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    process.kill()
+    pytest.fail(
+        f"the recorder never wrote it: {len(frames_of(path))} frames, {process.communicate()}"
+    )
+
+
+def pids_on(frame: Frame, gpu: int) -> list[int]:
+    return [p["pid"] for p in frame.readings["gpus"][gpu]["processes"] or ()]
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` at once: the stand-in never reads half of it."""
+    path.with_suffix(".new").write_text(text)
+    path.with_suffix(".new").replace(path)
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process for the stand-in to list on a GPU (psutil reads its user and command)."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_a_recording_replays_what_was_read(
+    fake_nvml_dir: Path, tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    path = tmp_path / "box.ndjson"
+    listed = tmp_path / "processes"
+    knobs = {
+        "FAKE_NVML_GPU_COUNT": "2",
+        "FAKE_NVML_PROCESSES_FILE": str(listed),
+        "FAKE_NVML_PROCESS_UTILIZATION": f"0:{sleeper.pid}:40",
+        "FAKE_NVML_CLOCK_EVENTS": "0:0x4",  # GPU 0 held at its power cap
+        "FAKE_NVML_LOST": "1:400",  # GPU 1 lost after 400 of its queries
+    }
+    process = recorder(path, fake_nvml_dir, knobs)
+    wait_for(path, process, lambda frames: len(frames) >= 3)
+    replace_file(listed, f"0:{sleeper.pid}:1073741824")
+    came = wait_for(path, process, lambda frames: bool(frames) and pids_on(frames[-1], 0) != [])
+    replace_file(listed, "")
+    wait_for(path, process, lambda frames: pids_on(frames[-1], 0) == [])
+    wait_for(path, process, lambda frames: frames[-1].readings["gpus"][1]["state"] == "lost")
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=WAIT_S)
+    assert (process.returncode, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == (
+        f"gputui record: recording this machine every 0.25 s into {path} (none; Ctrl+C stops)"
+    )
+    assert re.fullmatch(rf"gputui record: \d+ frames in {re.escape(str(path))} \(.+\)", lines[1])
+
+    recording = Recording.open(path)
+    frames = list(recording.frames())
+    assert recording.problem is None
+    assert len(frames) >= len(came) + 2
+    times = [frame.t for frame in frames]
+    assert times == sorted(times) and len(set(times)) == len(times)  # no frame written twice
+    utilization = {frame.readings["gpus"][0]["utilization_percent"] for frame in frames}
+    assert len(utilization) > 1  # the readings changed, and the frames with them
+    for frame in frames:
+        snapshot_from_dict(frame.readings)  # each frame reads back into the monitor's readings
+    on_gpu = [frame for frame in frames if sleeper.pid in pids_on(frame, 0)]
+    assert on_gpu and on_gpu[0].readings["gpus"][0]["processes"][0]["command"].startswith(
+        sys.executable
+    )
+    lost = next(frame.t for frame in frames if frame.readings["gpus"][1]["state"] == "lost")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui", "replay", "--summary", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    summary = json.loads(done.stdout)
+    assert summary["frames"] == len(frames)
+    first, second = summary["gpus"]
+    [use] = first["processes"]
+    assert (use["pid"], use["first_t"], use["last_t"]) == (
+        sleeper.pid,
+        on_gpu[0].t,
+        on_gpu[-1].t,
+    )
+    assert use["peak_memory_bytes"] == 1073741824
+    assert use["time_s"] == pytest.approx(on_gpu[-1].t - on_gpu[0].t + 0.25, abs=0.3)
+    assert first["throttle_reasons_s"].keys() == {"power cap"}
+    assert first["throttled_s"] == pytest.approx(frames[-1].t - frames[0].t, abs=0.01)
+    assert second["state_changes"] == [{"t": lost, "state": "lost"}]
+    values = [f.readings["gpus"][0]["utilization_percent"] for f in frames]
+    assert first["utilization_percent"]["max"] == max(values)
+    assert first["utilization_percent"]["mean"] == pytest.approx(sum(values) / len(values))
+    counter = [f.readings["gpus"][0]["energy_joules"] for f in frames]
+    assert first["energy_j"] == pytest.approx(counter[-1] - counter[0])
+
+
+@pytest.mark.parametrize("suffix", [".ndjson.zst", ".ndjson.gz"])
+def test_a_recorder_killed_at_any_moment_leaves_a_recording_that_replays(
+    fake_nvml_dir: Path, tmp_path: Path, suffix: str
+) -> None:
+    """SIGKILL after a random number of frames and a random part of an interval more
+    (seeded), three times: every frame written before reads back whole, and replays."""
+    chance = random.Random(f"29{suffix}")
+    knobs = {"FAKE_NVML_GPU_COUNT": "8", "FAKE_NVML_PROCESSES": f"0:{os.getpid()}:1073741824"}
+    for round_ in range(3):
+        path = tmp_path / f"killed-{round_}{suffix}"
+        at_least = chance.randint(1, 8)
+        process = recorder(path, fake_nvml_dir, knobs)
+        wait_for(path, process, lambda frames, n=at_least: len(frames) >= n)
+        time.sleep(chance.uniform(0.0, 0.25))
+        process.kill()
+        process.communicate()
+        recording = Recording.open(path)
+        frames = list(recording.frames())
+        assert len(frames) >= at_least
+        problem = recording.problem
+        assert problem is None or problem.cut, problem
+        for frame in frames:
+            assert len(snapshot_from_dict(frame.readings).nvml.gpus) == 8
+        last = recording.at(math.inf)
+        assert last is not None and last.readings == frames[-1].readings
+        for command in (["replay", "--summary"], ["snapshot", "--json", "--from"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "gputui", *command, str(path)],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                timeout=WAIT_S,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            assert "Traceback" not in done.stderr
+        shown: dict[str, Any] = json.loads(done.stdout)
+        assert shown.pop("recorded")["t"] == frames[-1].t
+        assert shown == frames[-1].readings
+
+
+def test_a_full_disk_stops_the_recording_with_one_line_and_keeps_it(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "disk"
+    with small_disk(folder, 4) as prefix:
+        path = folder / "box.ndjson"
+        process = recorder(path, fake_nvml_dir, {"FAKE_NVML_GPU_COUNT": "2"}, prefix=tuple(prefix))
+        out, err = process.communicate(timeout=WAIT_S * 2)
+        assert process.returncode == 1, err
+        [line] = err.splitlines()
+        said = re.fullmatch(
+            rf"gputui record: stopped: cannot write {re.escape(str(path))}: (No space left on "
+            r"device|the file may not grow any larger \(File too large\)); the (\d+) frames? "
+            r"written before (are|is) kept \(up to \+0:00:\d\d\)",
+            line,
+        )
+        assert said is not None, line
+        recording = Recording.open(path)
+        frames = list(recording.frames())
+        assert len(frames) == int(said.group(2)) > 0
+        assert recording.problem is None or recording.problem.cut
+        assert "frames in" not in out  # no line claims it ended as it should
