@@ -41,6 +41,7 @@ import gputui.commands.scale
 import gputui.commands.serve
 import gputui.jobs.bench.run
 import gputui.jobs.config
+from gputui.device import CPU, Device
 from gputui.jobs.config import DEFAULT_BATCH_SIZES
 from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
 from tests.commands.test_cli import ROOT
@@ -420,11 +421,11 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def eight_gpus(query: object = None) -> DevicesListed:
     """Stands in for the engine's device listing on a machine of 8 usable GPUs."""
-    cuda = [DeviceOption(f"cuda:{i}", True, "NVIDIA H100 80GB HBM3") for i in range(8)]
+    cuda = [DeviceOption(Device("cuda", i), True, "NVIDIA H100 80GB HBM3") for i in range(8)]
     return DevicesListed(
-        devices=(DeviceOption("cpu", True, "a CPU"), *cuda),
+        devices=(DeviceOption(CPU, True, "a CPU"), *cuda),
         torch_version="2.13.0",
-        chosen=("cpu",),
+        chosen=(CPU,),
     )
 
 

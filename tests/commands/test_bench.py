@@ -18,6 +18,7 @@ import pytest
 
 from gputui.commands import main
 from gputui.commands.args import check_data_dir, check_runs_dir
+from gputui.device import CPU, Device
 from gputui.jobs.bench.report import bench_json, render_table
 from gputui.jobs.config import ConfigError, RunConfig
 from gputui.jobs.results import RunRecord
@@ -218,10 +219,10 @@ def stopped_after_one_epoch(config: RunConfig) -> RunRecord:
 
 def test_a_stopped_run_and_the_runs_never_begun_are_marked_stopped() -> None:
     config = RunConfig(
-        device="cpu", dataset="synthetic", limit=64, batch_size=32, epochs=3, threads=1
+        device=CPU, dataset="synthetic", limit=64, batch_size=32, epochs=3, threads=1
     )
     stopped = stopped_after_one_epoch(config.with_changes(record=False))
-    never_begun = RunRecord(config.with_changes(device="cuda:0"))
+    never_begun = RunRecord(config.with_changes(device=Device("cuda", 0)))
     table = render_table([stopped, never_begun])
     assert "stopped: cpu after 1 of 3 epochs; cuda:0 not run" in table.splitlines()
     row = next(line for line in table.splitlines() if line.startswith("cuda:0"))

@@ -16,6 +16,7 @@ import pytest
 
 import gputui.commands.experiment
 from gputui.commands import main
+from gputui.device import CPU
 from gputui.engine.experiments import run_experiment
 from gputui.jobs.conclusions import conclude
 from gputui.jobs.config import ExperimentConfig
@@ -101,7 +102,7 @@ def test_a_sweep_with_no_figures_is_empty_and_exit_1(
     """Every batch out of memory: "status": "ok" and exit 0 said all had gone well."""
     config = ExperimentConfig(
         experiment="batch-sweep",
-        devices=("cpu",),
+        devices=(CPU,),
         batch_sizes=(8, 16),
         steps=1,
         warmup_steps=1,

@@ -17,6 +17,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gputui.device import CPU, Device
 from gputui.engine import experiments
 from gputui.engine.experiments import run_experiment
 from gputui.engine.failures import LAUNCH_BLOCKING_HINT
@@ -112,7 +113,7 @@ def test_batch_sweep_sentence_reports_a_batch_that_ran_out_of_memory() -> None:
     rows = [
         sweep_row("cuda:0", 32, 0.2, 1000),
         sweep_row("cuda:0", 64, 0.1, 2000),
-        BatchSweepRow("cuda:0", 128, 0, None, None, None, None, "out of memory"),
+        BatchSweepRow(Device("cuda", 0), 128, 0, None, None, None, None, "out of memory"),
     ]
     text = batch_sweep_clause("cuda:0", rows)
     assert text.endswith("; batch 128 did not run (out of memory)")
@@ -272,11 +273,11 @@ def test_every_event_type_round_trips_through_a_json_line() -> None:
             "2.x",
             42,
         ),
-        ExperimentDevice("cpu", "A CPU", "preparing", False),
+        ExperimentDevice(CPU, "A CPU", "preparing", False),
         sweep_row("cpu", 8, 0.1, 100.0),
         stall_row("cpu", "once", 1.0, 0.1),
         pipe_row("cpu", "classic", 100.0),
-        DeviceFailed("cpu", "cpu failed: boom", "Traceback..."),
+        DeviceFailed(CPU, "cpu failed: boom", "Traceback..."),
         ExperimentConcluded("batch-sweep", "On cpu, ..."),
         Finished(epochs_completed=0, stopped=True),
         Note("hello"),
@@ -310,7 +311,7 @@ def test_a_newer_child_s_extra_fields_are_ignored() -> None:
 
 
 def test_the_config_round_trips_and_refuses_bad_values_in_one_line() -> None:
-    config = ExperimentConfig(experiment="batch-sweep", devices=("cpu",), batch_sizes=(64, 8, 8))
+    config = ExperimentConfig(experiment="batch-sweep", devices=(CPU,), batch_sizes=(64, 8, 8))
     again = ExperimentConfig.from_json(config.to_json())
     assert again == config and again.sizes == (8, 64)
     for bad in (
@@ -358,7 +359,7 @@ def one_thread() -> Iterator[None]:
 def tiny(experiment: str, **changes: object) -> ExperimentConfig:
     base = ExperimentConfig(
         experiment=experiment,
-        devices=("cpu",),
+        devices=(CPU,),
         batch_sizes=(16, 8, 32, 8),
         batch_size=16,
         steps=3,
@@ -508,7 +509,7 @@ def test_a_stopped_experiment_marks_the_device_in_hand_and_those_never_reached()
     result = ExperimentResult("batch-sweep")
     for event in events:
         if isinstance(event, ExperimentStarted):
-            event = dataclasses.replace(event, devices=("cpu", "cuda:0"))
+            event = dataclasses.replace(event, devices=(CPU, Device("cuda", 0)))
         result.absorb(event)
     data = result.to_json_dict()
     assert data["status"] == "stopped"
@@ -566,7 +567,7 @@ def test_a_broken_device_fails_alone_and_the_next_device_still_measures(
     for name in ("set_device", "get_device_name", "empty_cache"):  # every CUDA call it makes
         monkeypatch.setattr(torch.cuda, name, broken(name))
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
-    code, events, result = run(tiny("sync-stall", devices=("cuda:0", "cpu")))
+    code, events, result = run(tiny("sync-stall", devices=(Device("cuda", 0), CPU)))
     assert code == 1
     names = [type(e).__name__ for e in events]
     assert names == [

@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.utils._foreach_utils as foreach_utils
 
+from gputui.device import Device
 from gputui.engine import devices, trainer
 from gputui.engine.devices import DeviceError, check_precision, cpu_model_name, parse_device
 from gputui.engine.model import CNN
@@ -135,7 +136,9 @@ def test_the_trainer_refuses_it_before_loading_anything(
     mac_version(monkeypatch, "13.2")
     monkeypatch.setattr(trainer, "parse_device", lambda _text: "mps")  # as on such a Mac
     events: list[Event] = []
-    config = RunConfig(device="mps", precision="bf16", dataset="synthetic", limit=64, batch_size=32)
+    config = RunConfig(
+        device=Device("mps"), precision="bf16", dataset="synthetic", limit=64, batch_size=32
+    )
     code = trainer.run_training(config.with_changes(runs_dir=str(tmp_path)), events.append)
     assert code == 2
     [error] = events

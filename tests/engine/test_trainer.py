@@ -12,6 +12,7 @@ import psutil
 import pytest
 import torch
 
+from gputui.device import CPU
 from gputui.engine import trainer
 from gputui.engine.data import load_dataset
 from gputui.engine.devices import cpu_bf16
@@ -50,7 +51,7 @@ def one_thread() -> Iterator[None]:
 def tiny(tmp_path: Path, **changes: object) -> RunConfig:
     """Two epochs of 8 steps of 32 images, accuracy on 128 held-out images."""
     base = RunConfig(
-        device="cpu",
+        device=CPU,
         epochs=2,
         batch_size=32,
         dataset="synthetic",

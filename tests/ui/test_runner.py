@@ -15,6 +15,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gputui.commands import checked_runner_setup
+from gputui.device import CPU, Device
 from gputui.format import fmt_bytes, fmt_times
 from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import ConfigError, ExperimentConfig, RunConfig
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.timeout(120)
 
 TINY = RunConfig(
     nice=UI_NICE,
-    device="cpu",
+    device=CPU,
     epochs=2,
     batch_size=32,
     dataset="synthetic",
@@ -259,7 +260,7 @@ async def test_stop_ends_a_real_run() -> None:
 
 
 async def test_an_unusable_device_is_refused_with_its_reason() -> None:
-    app = real_app(TINY.with_changes(device="cuda"))
+    app = real_app(TINY.with_changes(device=Device("cuda")))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
