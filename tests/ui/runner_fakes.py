@@ -51,7 +51,7 @@ CUDA_BUILD_ON_AN_OLD_DRIVER = DevicesListed(
     devices=(
         DeviceOption(CPU, True, "AMD EPYC 7763 64-Core Processor"),
         DeviceOption(
-            "cuda",
+            Device("cuda"),
             False,
             "NVIDIA GPU (CUDA)",
             reason="torch was built for CUDA 13.0 but sees no GPU; check the driver with "
@@ -217,7 +217,7 @@ def scripted_setup(
     cpu: list[Replay] = []  # read once a CPU run starts: most tests never start one
 
     def build(config: RunConfig) -> ScriptedTrainer | ReplayedJob:
-        if config.device == "cpu":
+        if config.device.kind == "cpu":
             if not cpu:
                 cpu.append(Replay(BY_NAME["cpu_run"]))
             return cpu[0].job(config)

@@ -39,7 +39,7 @@ def record(config: RunConfig) -> RunRecord:
     """A finished run of ``config``: recorded on the CPU (``cpu_run``, or ``cpu_one_epoch``),
     typed on a GPU."""
     run = RunRecord(config)
-    if config.device == "cpu":
+    if config.device.kind == "cpu":
         events = stream("cpu_run" if config.epochs == CPU.epochs else "cpu_one_epoch")
     else:
         events = gpu_run_events(config)
