@@ -72,7 +72,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # gputui's torch-free parts, and this file's --child runs
@@ -1280,8 +1280,15 @@ def _machine(cpu: str | None) -> str:
 # ---------------------------------------------------------------------------
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error in one line (exit 2), as gputui's own commands give it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gpu_smoke.py", description="gputui's checks on a real device, in order."
     )
     parser.add_argument(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gputui.device import CPU
+from gputui.device import CPU, Device
 from gputui.doctor.checks import DeviceReport
 from gputui.doctor.diagnose import DoctorFacts
 from gputui.doctor.mps import PlatformFacts
@@ -78,7 +78,7 @@ def cuda_devices(
 ) -> tuple[DeviceReport, ...]:
     """The CPU and ``count`` CUDA devices of one kind, as the probe reports them."""
     gpus = tuple(
-        DeviceReport(device=f"cuda:{i}", name=name, compute_capability=capability)
+        DeviceReport(device=Device("cuda", i), name=name, compute_capability=capability)
         for i in range(count)
     )
     return (DeviceReport(device=CPU, name="CPU"), *gpus)
