@@ -136,8 +136,8 @@ def check_device(device: Device, inventory: DeviceInventory | None = None) -> De
         return indexed
     count = len(inv.names(device.kind))
     if indexed.index >= count:
-        kind = device.kind
-        have = f"1 GPU, {kind}:0" if count == 1 else f"{count} GPUs, {kind}:0 to {kind}:{count - 1}"
+        first, last = Device(device.kind, 0), Device(device.kind, count - 1)
+        have = f"1 GPU, {first}" if count == 1 else f"{count} GPUs, {first} to {last}"
         raise DeviceError(
             f"{device}: there is no GPU {indexed.index}; torch sees {have} ({usable})"
         )

@@ -3,10 +3,9 @@ JSON object per line, ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}
 
 ``class Note(Event, type="note")`` defines and registers an event type; :func:`parse_event`
 is the one reader (a device travels as its text, and is parsed there), and skips what it
-does not know (a newer engine's types and fields, a
-line that is no event). Each mode's order is written above its events. A stream ends with
-exactly one ``Finished``, ``Error`` (a failed job) or ``DevicesListed``; a ``Note`` may come
-at any time.
+does not know (a newer engine's types and fields, a line that is no event). Each mode's
+order is written above its events. A stream ends with exactly one ``Finished``, ``Error``
+(a failed job) or ``DevicesListed``; a ``Note`` may come at any time.
 """
 
 from __future__ import annotations

@@ -580,6 +580,7 @@ async def test_the_controls_fit_the_pane_from_60_columns(width: int) -> None:
     [
         ('{"device": "cpu"}', "cpu"),
         ('{"device": "cuda:1"}', "cuda:1"),
+        ('{"device": "cuda"}', "cuda:0"),  # the user's cuda is the first GPU, as listed
         ('{"epochs": 1}', "cuda:0"),  # no device named: the first accelerator
         ("", "cuda:0"),
     ],

@@ -175,8 +175,8 @@ class RunnerControls(Vertical):
         for name, prefer in (("device", wanted), ("baseline", CPU)):
             select = self.query_one(f"#runner-{name}", Select)
             select.set_options(options)
-            choice = prefer.indexed() if prefer.indexed() in usable else None
-            choice = choice or (usable[0] if usable else None)
+            indexed = prefer.indexed()
+            choice = indexed if indexed in usable else (usable[0] if usable else None)
             if name == "device" and prefer == CPU and accelerator_first:
                 accelerators = [device for device in usable if device != CPU]
                 choice = accelerators[0] if accelerators else choice
