@@ -42,8 +42,8 @@ The checks, the most telling first (a first GPU run must not lose them to a hang
 
 Every torch call runs in a child process (gputui's own commands, or this script run
 again with ``--child``), so the parent never holds a CUDA context of its own and the
-process check sees only the run's. ``--device cuda`` is resolved once to ``cuda:0``, the
-spelling every command and child is given.
+process check sees only the run's. ``--device cuda`` is given its index once, ``cuda:0``,
+as every command and child is given it (gputui's :class:`~gputui.device.Device`).
 
 On the CPU the rehearsal proves each check's plumbing and logic, and judges what does not
 depend on timing (status, math, placement, accuracy, the out-of-memory); epoch spreads,
@@ -62,7 +62,6 @@ import datetime as dt
 import json
 import os
 import platform
-import re
 import signal
 import statistics
 import subprocess
@@ -73,10 +72,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # gputui's torch-free parts, and this file's --child runs
+
+from gputui.device import Device, DeviceError  # noqa: E402  # found through the path above
+
 GIB = 1 << 30
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 EXPERIMENTS = ("batch-sweep", "sync-stall", "pipelines")
@@ -213,20 +215,20 @@ def arch_runs(capability: str, arch_list: Sequence[str]) -> tuple[bool, str]:
     return False, f"this wheel has no code for compute capability {capability} ({listed})"
 
 
-def placement_problems(run: Mapping[str, Any], device: str) -> list[str]:
+def placement_problems(run: Mapping[str, Any], device: Device) -> list[str]:
     """Every place a bench run put something off ``device`` (the dataset: where its pipeline
     keeps it)."""
     problems = []
     for row in run.get("placement") or []:
         for key in ("device", "state_device", "step_device", "buffer_device"):
             value = row.get(key)
-            if value is not None and not same_device(value, device):
+            if value is not None and not same_device(value, str(device)):
                 problems.append(f"{row['group']} {key} {value}")
     inputs = run.get("inputs") or {}
     for key in ("device", "labels_device"):
-        if not same_device(inputs.get(key), device):
+        if not same_device(inputs.get(key), str(device)):
             problems.append(f"inputs {key} {inputs.get(key)}")
-    dataset_on = device if run.get("pipeline") == "resident" else "cpu"
+    dataset_on = str(device) if run.get("pipeline") == "resident" else "cpu"
     if not same_device(inputs.get("dataset_device"), dataset_on):
         problems.append(f"dataset on {inputs.get('dataset_device')}, not {dataset_on}")
     if not run.get("placement"):
@@ -235,11 +237,14 @@ def placement_problems(run: Mapping[str, Any], device: str) -> list[str]:
 
 
 def same_device(a: str | None, b: str | None) -> bool:
-    """``cuda`` is ``cuda:0`` and ``mps`` is ``mps:0`` (torch names a tensor's device
-    with its index)."""
+    """Whether two devices, as a result writes them, are one: ``cuda`` is ``cuda:0`` and
+    ``mps`` is ``mps:0`` (torch names a tensor's device with its index)."""
 
-    def indexed(name: str | None) -> str | None:
-        return name if name is None or ":" in name or name == "cpu" else f"{name}:0"
+    def indexed(name: str | None) -> Device | str | None:
+        try:
+            return Device.parse(name).indexed() if name is not None else None
+        except DeviceError:  # not one device (``cpu, cuda:0``): only itself
+            return name
 
     return indexed(a) == indexed(b)
 
@@ -254,7 +259,7 @@ def expected_math(precision: str, kind: str) -> str:
 
 
 def bench_verdict(
-    run: Mapping[str, Any], device: str, precision: str, tolerance: float | None
+    run: Mapping[str, Any], device: Device, precision: str, tolerance: float | None
 ) -> Check:
     """One bench run's check: it ended, steady epochs agree, the math and placement are
     right, and it learned."""
@@ -283,9 +288,9 @@ def bench_verdict(
                 f"steady epochs differ by ±{figures['steady_spread']:.1%} "
                 f"(more than ±{tolerance:.0%})"
             )
-    kind = device.split(":")[0]
-    if not str(run.get("math") or "").startswith(expected_math(precision, kind)):
-        problems.append(f"math {run.get('math')!r}, expected {expected_math(precision, kind)}")
+    math = expected_math(precision, device.kind)
+    if not str(run.get("math") or "").startswith(math):
+        problems.append(f"math {run.get('math')!r}, expected {math}")
     problems += placement_problems(run, device)
     if accuracy is None or accuracy <= LEARNED:
         problems.append(f"accuracy {accuracy} is no better than {LEARNED:.0%}")
@@ -305,9 +310,11 @@ def _judged(tolerance: float | None) -> str:
     return " (not judged: a shared CPU)" if tolerance is None else f" (at most ±{tolerance:.0%})"
 
 
-def doctor_verdict(report: Mapping[str, Any], exit_code: int, device: str, expect: Expect) -> Check:
+def doctor_verdict(
+    report: Mapping[str, Any], exit_code: int, device: Device, expect: Expect
+) -> Check:
     """The doctor's check: exit 0, pinned faster than pageable, figures in range."""
-    ours = [d for d in report.get("devices", []) if d.get("device") == device]
+    ours = [d for d in report.get("devices", []) if d.get("device") == str(device)]
     failed = [c["name"] for c in report.get("checks", []) if c.get("status") == "fail"]
     problems = []
     if exit_code != 0:
@@ -315,7 +322,7 @@ def doctor_verdict(report: Mapping[str, Any], exit_code: int, device: str, expec
     if not ours:
         return Check("doctor", FAIL, "; ".join([*problems, f"no report for {device}"]))
     figures = doctor_figures(ours[0])
-    if device != "cpu" and not device.startswith("mps"):
+    if device.kind not in ("cpu", "mps"):
         for way in ("h2d", "d2h"):
             pinned, pageable = figures.get(f"{way}_pinned_gbs"), figures.get(f"{way}_pageable_gbs")
             if pinned is None or pageable is None or pinned <= pageable:
@@ -631,12 +638,12 @@ def _tail(text: str, lines: int = 3) -> str:
 class Suite:
     """The checks for one device, the most telling figures first, within a deadline."""
 
-    def __init__(self, device: str, runner: Runner, out: Path | None) -> None:
-        self.kind, _, index = device.partition(":")
-        self.device = f"cuda:{index or 0}" if self.kind == "cuda" else self.kind
-        """The device resolved once, as every command and child is given it and as bench
-        names it in its results: ``cuda`` is ``cuda:0`` (torch's ``set_device`` refuses a
-        CUDA device without an index)."""
+    def __init__(self, device: Device, runner: Runner, out: Path | None) -> None:
+        self.device = device.indexed()
+        """The device given its index once, as every command and child is given it and as
+        bench names it in its results: ``cuda`` is ``cuda:0`` (torch's ``set_device``
+        refuses a CUDA device without an index)."""
+        self.kind = self.device.kind
         self.runner = runner
         self.out = out
         self.settings = Settings.for_kind(self.kind)
@@ -712,7 +719,7 @@ class Suite:
 
     # -- 1 ------------------------------------------------------------------
     def imports(self) -> Iterator[Check]:
-        code, facts, stderr = self.runner.child("facts", self.device)
+        code, facts, stderr = self.runner.child("facts", str(self.device))
         if code != 0 or not isinstance(facts, dict):
             yield Check("imports", FAIL, f"exit {code}: {stderr}")
             return
@@ -770,7 +777,7 @@ class Suite:
     def _bench_args(self, epochs: int | None = None, batch: int | None = None) -> list[str]:
         s = self.settings
         batch = batch or s.batch_size
-        args = ["bench", "--device", self.device, "--dataset", "synthetic", "--json"]
+        args = ["bench", "--device", str(self.device), "--dataset", "synthetic", "--json"]
         args += ["--no-record", "--epochs", str(epochs or s.epochs), "--batch-size", str(batch)]
         return args + (["--limit", str(max(s.limit, batch))] if s.limit else [])
 
@@ -783,7 +790,7 @@ class Suite:
         s = self.settings
         code, timed, stderr = self.runner.child(
             "steps",
-            self.device,
+            str(self.device),
             str(s.quick_limit or s.limit or 0),
             str(s.batch_size),
             str(s.timed_steps),
@@ -850,7 +857,8 @@ class Suite:
     # -- 7 ------------------------------------------------------------------
     def experiment(self, name: str) -> Iterator[Check]:
         s = self.settings
-        args = ["experiment", name, "--device", self.device, "--dataset", "synthetic", "--json"]
+        args = ["experiment", name, "--device", str(self.device), "--dataset", "synthetic"]
+        args += ["--json"]
         args += ["--limit", str(s.limit)] if s.limit else []
         args += ["--budget", str(s.budget_s)] if s.budget_s else []
         args += ["--batch-sizes", s.sweep] if s.sweep and name == "batch-sweep" else []
@@ -1078,10 +1086,10 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 @contextlib.contextmanager
-def holding_memory(runner: Runner, device: str, keep_bytes: int) -> Iterator[int | None]:
+def holding_memory(runner: Runner, device: Device, keep_bytes: int) -> Iterator[int | None]:
     """Another process holding all but ``keep_bytes`` of the GPU's free memory; yields
     how many bytes it holds (``None`` if it could not)."""
-    holder = runner.start_child("hold", device, str(keep_bytes))
+    holder = runner.start_child("hold", str(device), str(keep_bytes))
     try:
         assert holder.stdout is not None
         line = holder.stdout.readline()
@@ -1099,7 +1107,7 @@ def holding_memory(runner: Runner, device: str, keep_bytes: int) -> Iterator[int
 # Children: the only code here that imports torch
 
 
-def child_facts(device: str) -> dict[str, Any]:
+def child_facts(device: Device) -> dict[str, Any]:
     import importlib.metadata as metadata
 
     import torch
@@ -1121,12 +1129,12 @@ def child_facts(device: str) -> dict[str, Any]:
         "textual": _textual(),
         "name": None,
     }
-    kind = device.split(":")[0]
+    kind = device.kind
     try:
         if kind == "cuda":
             from gputui.engine.devices import cuda_uuid
 
-            index = int(device.split(":")[1]) if ":" in device else 0
+            index = device.indexed().index or 0
             props = torch.cuda.get_device_properties(index)
             facts.update(
                 cudnn=torch.backends.cudnn.version(),
@@ -1138,6 +1146,10 @@ def child_facts(device: str) -> dict[str, Any]:
             )
         elif kind == "mps":
             facts.update(name="Apple GPU (MPS)", available=torch.backends.mps.is_available())
+        elif kind == "xpu":
+            from gputui.engine.devices import device_name, torch_device
+
+            facts.update(name=device_name(torch_device(device.indexed())))
         else:
             facts.update(name=cpu_model_name(), threads=torch.get_num_threads())
         facts["cpu"] = cpu_model_name()
@@ -1155,21 +1167,21 @@ def _textual() -> str | None:
     return getattr(textual, "__version__", "present")
 
 
-def child_steps(device_name: str, limit: int, batch: int, steps: int) -> dict[str, Any]:
+def child_steps(named: Device, limit: int, batch: int, steps: int) -> dict[str, Any]:
     """``steps`` of bench's resident fp32 training, timed with CUDA events on CUDA and a
     synchronized clock elsewhere, after a warm-up epoch's worth of steps."""
     import torch
 
     from gputui.engine.data import load_dataset
-    from gputui.engine.devices import synchronize
+    from gputui.engine.devices import make_current, synchronize, torch_device
     from gputui.engine.model import CNN
     from gputui.engine.pipelines import ResidentPipeline
     from gputui.engine.step import make_optimizer, make_step, set_math
     from gputui.jobs.config import default_threads
 
-    device = torch.device(device_name)
+    device = torch_device(named.indexed())
+    make_current(device)
     if device.type == "cuda":
-        torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True  # as the trainer sets it
     else:  # as the engine sets it for CPU work
         torch.set_num_threads(default_threads())
@@ -1213,12 +1225,14 @@ def child_steps(device_name: str, limit: int, batch: int, steps: int) -> dict[st
     }
 
 
-def child_hold(device_name: str, keep_bytes: int) -> None:
+def child_hold(named: Device, keep_bytes: int) -> None:
     """Hold all but ``keep_bytes`` of the GPU's free memory until stdin closes."""
     import torch
 
-    device = torch.device(device_name)
-    torch.cuda.set_device(device)
+    from gputui.engine.devices import make_current, torch_device
+
+    device = torch_device(named.indexed())
+    make_current(device)
     free, _total = torch.cuda.mem_get_info(device)
     held = torch.empty(max(free - keep_bytes, 0), dtype=torch.uint8, device=device)
     print(json.dumps({"held_bytes": held.numel()}), flush=True)
@@ -1230,13 +1244,13 @@ def child_hold(device_name: str, keep_bytes: int) -> None:
 
 
 def write_reports(
-    out: Path, device: str, checks: Sequence[Check], facts: Mapping[str, Any]
+    out: Path, device: Device, checks: Sequence[Check], facts: Mapping[str, Any]
 ) -> None:
     """``gpu_smoke.json`` and ``gpu_smoke.md`` in ``out``: every check, with its figures."""
     out.mkdir(parents=True, exist_ok=True)
     counts = {status: sum(c.status == status for c in checks) for status in (PASS, FAIL, SKIP)}
     report = {
-        "device": device,
+        "device": str(device),
         "device_name": facts.get("name"),
         "machine": _machine(facts.get("cpu")),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -1279,11 +1293,23 @@ def _machine(cpu: str | None) -> str:
 # ---------------------------------------------------------------------------
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error in one line (exit 2), as gputui's own commands give it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gpu_smoke.py", description="gputui's checks on a real device, in order."
     )
-    parser.add_argument("--device", default="cuda", help="cuda, cuda:N, mps or cpu (default: cuda)")
+    parser.add_argument(
+        "--device",
+        type=_device,
+        default="cuda",
+        help="cuda, cuda:N, mps, xpu, xpu:N or cpu (default: cuda)",
+    )
     parser.add_argument("--out", type=Path, help="folder for gpu_smoke.md and gpu_smoke.json")
     parser.add_argument("--timeout", type=float, default=900, help="seconds each command may take")
     parser.add_argument(
@@ -1293,10 +1319,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="seconds the whole suite may take; checks not run by then are SKIP (default: 540)",
     )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if not args.child and not re.fullmatch(r"cpu|mps|cuda(:\d+)?", args.device):
-        parser.error(f"--device {args.device!r}: use cuda, cuda:N, mps or cpu")
-    return args
+    return parser.parse_args(argv)
+
+
+def _device(text: str) -> Device:
+    """``--device``: a device that is not one is a usage error (exit 2), in one line."""
+    try:
+        return Device.parse(text)
+    except DeviceError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1332,12 +1363,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _child(argv: Sequence[str]) -> int:
     mode, *rest = argv
     if mode == "facts":
-        print(json.dumps(child_facts(rest[0])))
+        print(json.dumps(child_facts(Device.parse(rest[0]))))
     elif mode == "steps":
         device, limit, batch, steps = rest
-        print(json.dumps(child_steps(device, int(limit), int(batch), int(steps))))
+        print(json.dumps(child_steps(Device.parse(device), int(limit), int(batch), int(steps))))
     elif mode == "hold":
-        child_hold(rest[0], int(rest[1]))
+        child_hold(Device.parse(rest[0]), int(rest[1]))
     else:
         raise SystemExit(f"unknown child mode {mode!r}")
     return 0

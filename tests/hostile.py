@@ -16,6 +16,8 @@ from dataclasses import fields, is_dataclass, replace
 from enum import Enum
 from typing import Any, TypeVar
 
+from gputui.device import Device
+
 TITLE = "\x1b]0;pwned\x07"
 """OSC 0: sets the terminal's title."""
 CLIPBOARD = "\x1b]52;c;cHduZWQ=\x07"
@@ -97,6 +99,8 @@ def crafted(value: T) -> T:
 
 def _crafted(value: Any) -> Any:
     if isinstance(value, Enum) or value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, Device):  # parsed: no outside text can be in one
         return value
     if isinstance(value, str):
         return CRAFTED + value

@@ -21,6 +21,7 @@ import pytest
 
 from benchmarks import gpu_smoke
 from benchmarks.gpu_smoke import FAIL, PASS, SKIP
+from gputui.device import CPU, Device
 
 REPO = Path(__file__).resolve().parent.parent
 SMOKE = [sys.executable, "benchmarks/gpu_smoke.py"]
@@ -45,6 +46,7 @@ CHECKS = [
 """The rehearsal's checks in order (CUDA adds a compiled TF32 bench before scale)."""
 pytestmark = pytest.mark.long_module  # the rehearsal: minutes on two shared cores
 
+CUDA_0 = Device("cuda", 0)
 GPU_RUN = REPO / "benchmarks" / "gpu_runs" / "2026-11-26-h200-first" / "raw"
 """The suite's first GPU run's JSON, as it came back from an H200."""
 
@@ -120,12 +122,12 @@ def test_a_bench_run_fails_for_each_thing_wrong_with_it(rehearsal):
     steady = [e for e in run["epochs"] if not e["warmup"]]
     for epoch in steady:  # a quiet machine's epochs: the recorded ones are a shared CPU's
         epoch["seconds"] = steady[0]["seconds"]
-    assert gpu_smoke.bench_verdict(run, "cpu", "fp32", 0.10).status == PASS
+    assert gpu_smoke.bench_verdict(run, CPU, "fp32", 0.10).status == PASS
 
     def verdict(change, tolerance: float | None = 0.10, precision: str = "fp32") -> str:
         changed = copy.deepcopy(run)
         change(changed)
-        return gpu_smoke.bench_verdict(changed, "cpu", precision, tolerance).detail
+        return gpu_smoke.bench_verdict(changed, CPU, precision, tolerance).detail
 
     def slow_last_epoch(r):
         r["epochs"][-1]["seconds"] *= 2
@@ -147,15 +149,15 @@ def test_a_bench_run_fails_for_each_thing_wrong_with_it(rehearsal):
     assert failed == "status error: boom"
     bare = copy.deepcopy(run)  # item 7: --compile where no compiler is installed
     bare.update(status="error", error={"kind": "toolchain", "message": "no C compiler"})
-    skipped = gpu_smoke.bench_verdict(bare, "cpu", "fp32", 0.10)
+    skipped = gpu_smoke.bench_verdict(bare, CPU, "fp32", 0.10)
     assert (skipped.status, skipped.detail) == (SKIP, "not run here: no C compiler")
 
 
 def test_a_doctor_report_fails_when_pinned_is_not_faster_or_a_figure_is_absurd(rehearsal):
     _, out = rehearsal
     report = _raw(out, "doctor.json")
-    assert gpu_smoke.doctor_verdict(report, 0, "cpu", gpu_smoke.CPU).status == PASS
-    assert "exit 1" in gpu_smoke.doctor_verdict(report, 1, "cpu", gpu_smoke.CPU).detail
+    assert gpu_smoke.doctor_verdict(report, 0, CPU, gpu_smoke.CPU).status == PASS
+    assert "exit 1" in gpu_smoke.doctor_verdict(report, 1, CPU, gpu_smoke.CPU).detail
 
     gpu = copy.deepcopy(report)
     cuda = dict(gpu["devices"][0], device="cuda:0")
@@ -170,16 +172,16 @@ def test_a_doctor_report_fails_when_pinned_is_not_faster_or_a_figure_is_absurd(r
         matmul_bf16_tflops=600.0,
     )
     gpu["devices"].append(cuda)
-    assert gpu_smoke.doctor_verdict(gpu, 0, "cuda:0", gpu_smoke.H100).status == PASS
+    assert gpu_smoke.doctor_verdict(gpu, 0, CUDA_0, gpu_smoke.H100).status == PASS
     cuda["d2h_pinned_bytes_per_s"] = 15 * GB
     assert "D2H pinned 15.0 GB/s not above pageable 20.0" in (
-        gpu_smoke.doctor_verdict(gpu, 0, "cuda:0", gpu_smoke.H100).detail
+        gpu_smoke.doctor_verdict(gpu, 0, CUDA_0, gpu_smoke.H100).detail
     )
     cuda["d2h_pinned_bytes_per_s"] = 50 * GB
     cuda["matmul_bf16_tflops"] = 0.001  # a unit slip, or the math fell back to fp32
-    detail = gpu_smoke.doctor_verdict(gpu, 0, "cuda:0", gpu_smoke.H100).detail
+    detail = gpu_smoke.doctor_verdict(gpu, 0, CUDA_0, gpu_smoke.H100).detail
     assert detail.startswith("matmul_bf16_tflops 0.001 outside 150.0..1000.0")
-    missing = gpu_smoke.doctor_verdict(gpu, 0, "cuda:1", gpu_smoke.H100)
+    missing = gpu_smoke.doctor_verdict(gpu, 0, Device("cuda", 1), gpu_smoke.H100)
     assert "no report for cuda:1" in missing.detail
 
 
@@ -253,6 +255,7 @@ def test_arch_list_against_capability(capability, arch_list, runs):
 def test_devices_and_expectations():
     assert gpu_smoke.same_device("cuda", "cuda:0") and gpu_smoke.same_device("mps:0", "mps")
     assert not gpu_smoke.same_device("cuda:1", "cuda:0")
+    assert not gpu_smoke.same_device("cpu, cuda:0", "cpu")  # a mixed placement is not one
     assert gpu_smoke.expectations("cuda", "NVIDIA H100 80GB HBM3") is gpu_smoke.H100
     assert gpu_smoke.expectations("cuda", "NVIDIA H200") is gpu_smoke.H200
     assert gpu_smoke.expectations("cuda", "Tesla T4") is gpu_smoke.GENERIC_GPU
@@ -267,7 +270,11 @@ def test_a_bad_device_is_a_usage_error():
         text=True,
     )
     assert done.returncode == 2
-    assert "--device 'gpu0': use cuda, cuda:N, mps or cpu" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert (
+        "argument --device: 'gpu0' is not a device: use cpu, cuda, cuda:N, mps, xpu or xpu:N; "
+        "did you mean cuda:0?"
+    ) in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -430,7 +437,7 @@ def test_every_child_and_command_gets_the_device_the_suite_resolves():
     from torch.cuda._utils import _get_device_index
 
     runner = RecordingRunner()
-    suite = gpu_smoke.Suite("cuda", runner, None)
+    suite = gpu_smoke.Suite(Device("cuda"), runner, None)
     suite.bench_runs["bench resident fp32"] = {"status": "ok", "images_per_second": 1.0}
     for names, step in suite.steps():
         if names != ("nvml",):  # NVML's check needs a driver before it starts anything
@@ -553,8 +560,8 @@ def test_the_h200_runs_bench_results_pass_as_judged_now(run):
         result = json.loads((raw / name).read_text())["runs"][0]
         precision = name.split("_")[2].removesuffix(".json")
         tolerance = gpu_smoke.H200.epoch_tolerance
-        check = gpu_smoke.bench_verdict(result, "cuda:0", precision, tolerance)
+        check = gpu_smoke.bench_verdict(result, CUDA_0, precision, tolerance)
         assert check.status == PASS, (name, check.detail)
         result["epochs"][-1]["seconds"] *= 2  # recompiled, or a restarted pipeline
-        check = gpu_smoke.bench_verdict(result, "cuda:0", precision, tolerance)
+        check = gpu_smoke.bench_verdict(result, CUDA_0, precision, tolerance)
         assert "steady epochs differ" in check.detail, name

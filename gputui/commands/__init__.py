@@ -278,7 +278,7 @@ def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
 
     setup = runner_setup(environ)
     defaults = setup.defaults
-    if defaults.device == "cpu":
+    if defaults.device.kind == "cpu":
         return setup
     from gputui.jobs.events import Error
     from gputui.jobs.process import list_devices

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
     from gputui.telemetry.selection import GpuSelection
+from gputui.device import Device, DeviceError
 from gputui.exits import EXIT_USAGE
 from gputui.format import ellipsize, one_line
 from gputui.jobs.config import DATASETS, EPOCHS_MAX, NICE_MAX, ConfigError, closest
@@ -178,6 +179,14 @@ def gpu_selection(text: str) -> GpuSelection:
     try:
         return GpuSelection.parse(text)
     except SelectionError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def parse_device(text: str) -> Device:
+    """Parse ``--device``; a device that is not one is a usage error, in one line."""
+    try:
+        return Device.parse(text)
+    except DeviceError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
@@ -388,9 +397,11 @@ def job_options(*, devices: bool = True) -> argparse.ArgumentParser:
             "--device",
             dest="devices",
             action="append",
+            type=parse_device,
             metavar="DEV",
-            help="cpu, cuda (the first NVIDIA GPU), cuda:N (GPU N, counted from 0) or mps (an "
-            "Apple GPU); repeat for several (default: cpu and every usable accelerator)",
+            help="cpu, cuda (the first NVIDIA GPU, or AMD GPU under a ROCm build of torch), "
+            "cuda:N (GPU N, counted from 0), mps (an Apple GPU) or xpu, xpu:N (an Intel GPU); "
+            "repeat for several (default: cpu and every usable accelerator)",
         )
     common.add_argument(
         "--dataset",

@@ -27,6 +27,7 @@ from gputui.commands.args import (
     workers_option,
 )
 from gputui.commands.output import write_out
+from gputui.device import Device
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import one_line
 from gputui.jobs.bench.report import bench_json, render_table
@@ -118,7 +119,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         runs_dir=args.runs_dir,
     )
     # A device named twice trains twice: the CPU against itself, as the runner pane can.
-    requested = [text.strip() for text in args.devices or ()]
+    requested: list[Device] = list(args.devices or ())
     try:
         world = world_from_env(os.environ)
         if world is not None:
@@ -134,8 +135,6 @@ def run_bench_command(args: argparse.Namespace) -> int:
         if args.runs_dir is not None:
             check_runs_dir(args.runs_dir)
         base.validate()
-        for text in requested:
-            base.with_changes(device=text).validate()  # an empty one, before any child
         outcome = run_bench(base, requested, precisions, unused_gpus)
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
@@ -153,7 +152,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
 
 
 def rank_config(
-    args: argparse.Namespace, base: RunConfig, requested: list[str], world: World
+    args: argparse.Namespace, base: RunConfig, requested: list[Device], world: World
 ) -> RunConfig:
     """What this rank of a job torchrun started trains: one device kind, one precision, and
     a run folder only on rank 0.

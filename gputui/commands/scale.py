@@ -19,14 +19,16 @@ from gputui.commands.args import (
     examples,
     job_options,
     job_settings,
+    parse_device,
     usage_error,
     whole_numbers,
 )
 from gputui.commands.output import write_out
+from gputui.device import CPU, Device
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.jobs.bench.report import ProgressLine
 from gputui.jobs.config import (
-    DISTRIBUTED_DEVICES,
+    DISTRIBUTED_KINDS,
     WORLD_SIZE_MAX,
     ConfigError,
     DeviceQuery,
@@ -74,8 +76,9 @@ def add_scale_command(commands: Any) -> argparse.ArgumentParser:
     )
     scale.add_argument(
         "--device",
-        choices=DISTRIBUTED_DEVICES,
-        default="cpu",
+        type=parse_device,
+        default=CPU,
+        metavar="{" + ",".join(DISTRIBUTED_KINDS) + "}",
         help="cuda: rank N trains on cuda:N (NCCL); cpu: every rank on the CPU (gloo) "
         "(default: cpu)",
     )
@@ -104,8 +107,8 @@ def run_scale(args: argparse.Namespace) -> int:
     try:
         check_data_options(args)
         sizes = list(dict.fromkeys(args.world_sizes or ()))
-        for size in sizes:
-            _config(args, size)  # bad input fails before any child starts
+        for size in sizes or [1]:
+            _config(args, size)  # bad input (mps: no backend) fails before any child starts
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
     if not sizes:
@@ -113,8 +116,8 @@ def run_scale(args: argparse.Namespace) -> int:
         if isinstance(found, Error):
             return usage_error(PROG, found.message)
         sizes = list(found)
-    elif args.device == "cuda":
-        found = default_world_sizes("cuda")
+    elif args.device.kind == "cuda":
+        found = default_world_sizes(args.device)
         if isinstance(found, Error):
             return usage_error(PROG, found.message)
         if max(sizes) > max(found):
@@ -150,15 +153,15 @@ def run_scale(args: argparse.Namespace) -> int:
     return EXIT_OK if all(run.status == "ok" for run in runs) else EXIT_FAILED
 
 
-def default_world_sizes(device: str) -> tuple[int, ...] | Error:
+def default_world_sizes(device: Device) -> tuple[int, ...] | Error:
     """1, 2, 4... up to the GPUs torch can use (:func:`gpu_world_sizes`), or 1 and 2 CPU
     ranks; an ``Error`` when ``cuda`` is asked for and torch can use none."""
-    if device == "cpu":
+    if device.kind == "cpu":
         return CPU_WORLD_SIZES
     listed = list_devices(DeviceQuery())
     if isinstance(listed, Error):
         return listed
-    gpus = sum(1 for option in listed.devices if option.usable and option.name.startswith("cuda:"))
+    gpus = sum(1 for option in listed.devices if option.usable and option.name.kind == "cuda")
     if not gpus:
         return Error(
             message="torch can use no CUDA device here: `gputui doctor` says why, or use "

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from gputui.device import Device
+
 
 class Status(str, Enum):
     """How a check came out."""
@@ -48,8 +50,8 @@ class DeviceReport:
     once. TFLOP/s counts ``2 * n**3`` floating-point operations per ``n x n`` matmul.
     """
 
-    device: str
-    """torch's device string: ``cpu``, ``cuda:N`` or ``mps``."""
+    device: Device
+    """``cpu``, ``cuda:N`` or ``mps``."""
     name: str
     """The processor's name, e.g. ``NVIDIA H100 80GB HBM3``."""
     compute_capability: str | None = None
@@ -86,7 +88,7 @@ class ReportFacts:
     torch_version: str | None = None
     """``torch.__version__``; ``None`` when torch did not import (or the probe stopped first)."""
     torch_build: str | None = None
-    """``cuda``, ``rocm`` or ``cpu``; ``None`` when torch did not import."""
+    """``cuda``, ``rocm``, ``xpu`` or ``cpu``; ``None`` when torch did not import."""
     torch_cuda_version: str | None = None
     """The CUDA version torch was built with (``torch.version.cuda``); ``None`` for other builds."""
     cuda_available: bool | None = None

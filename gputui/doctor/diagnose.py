@@ -12,6 +12,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from gputui.device import Device
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, ReportFacts, Status
 from gputui.doctor.mps import PlatformFacts, check_mps
 from gputui.doctor.pitfalls import pitfall_checks
@@ -91,7 +92,7 @@ def report_facts(facts: DoctorFacts) -> ReportFacts:
     version = build = cuda_version = None
     if install is not None:
         version = install.version
-        build = "rocm" if install.hip_version else "cuda" if install.cuda_version else "cpu"
+        build = install.build
         cuda_version = install.cuda_version if build == "cuda" else None
     return ReportFacts(
         torch_version=version,
@@ -380,7 +381,7 @@ def driver_too_old_line(
     status = nvml.status
     if not (status.available and nvml.gpus):
         return None
-    if any(option.usable and option.name.startswith("cuda") for option in listed.devices):
+    if any(option.usable and option.name.kind == "cuda" for option in listed.devices):
         return None
     built = parse_cuda_version(listed.cuda_version)
     driver = parse_cuda_version(status.cuda_driver_version)
@@ -444,7 +445,8 @@ def check_visible_devices(facts: DoctorFacts, visible: VisibleDevices) -> Check:
     if visible.visible is None or count is None:
         return Check(name, Status.SKIP, f"{shown}; NVML is unavailable, so it cannot be checked.")
     mapping = ", ".join(
-        f"cuda:{n} is {_gpu_label(facts, index)}" for n, index in enumerate(visible.visible)
+        f"{Device('cuda', n)} is {_gpu_label(facts, index)}"
+        for n, index in enumerate(visible.visible)
     )
     order_note = _order_note(facts, visible)
     hidden = [i for i in range(count) if i not in visible.visible]
@@ -508,7 +510,7 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
         return Check(name, Status.SKIP, "Unknown: the torch probe stopped before asking CUDA.")
     count = cuda.device_count or 0
     if cuda.available:
-        names = [f"{d.device} {d.name}" for d in torch.devices if d.device.startswith("cuda:")]
+        names = [f"{d.device} {d.name}" for d in torch.devices if d.device.kind == "cuda"]
         listed = f": {', '.join(names)}" if names else ""
         message = f"`is_available()` is True, `device_count()` is {count}{listed}."
         expected = len(visible.visible) if visible.visible is not None else None
@@ -564,7 +566,7 @@ def check_gpu_code(facts: DoctorFacts) -> Check:
     gpus = [
         (device, capability)
         for device in torch.devices
-        if device.device.startswith("cuda:")
+        if device.device.kind == "cuda"
         and (capability := parse_capability(device.compute_capability)) is not None
     ]
     if not gpus:
@@ -606,7 +608,7 @@ def _gpus_text(gpus: list[tuple[DeviceReport, int]], *, capability: bool = False
     kinds: dict[str, list[str]] = {}
     for device, code in gpus:
         kind = f"{device.name}, {format_capability(code)}" if capability else device.name
-        kinds.setdefault(kind, []).append(device.device)
+        kinds.setdefault(kind, []).append(str(device.device))
     return " and ".join(f"{_and(devices)} ({kind})" for kind, devices in kinds.items())
 
 

@@ -12,6 +12,7 @@ import re
 import textwrap
 from typing import Any
 
+from gputui.device import plain
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.format import (
     NA,
@@ -53,9 +54,7 @@ def report_as_dict(report: DoctorReport) -> dict[str, Any]:
             }
             for check in report.checks
         ],
-        "devices": [
-            {**dataclasses.asdict(device), "notes": list(device.notes)} for device in report.devices
-        ],
+        "devices": [{**plain(device), "notes": list(device.notes)} for device in report.devices],
         "facts": dataclasses.asdict(report.facts),
         "summary": {status.value: count for status, count in report.counts().items()},
     }
@@ -187,7 +186,7 @@ def _device_lines(device: DeviceReport, width: int) -> list[str]:
         facts.append(f"compute {device.compute_capability}")
     if device.memory_bytes is not None:
         facts.append(f"memory {fmt_bytes(device.memory_bytes)}")
-    indent = "  " + " " * max(len(device.device), 6) + "  "
+    indent = "  " + " " * max(len(str(device.device)), 6) + "  "
     lines = _wrap(", ".join(facts), width, f"  {device.device:<6}  ", indent)
     figures = (
         device.copy_bytes_per_s,
@@ -213,7 +212,7 @@ def figure_rows(device: DeviceReport, *, plain: bool) -> list[tuple[str, str]]:
     precision; otherwise the app's: ``→`` and ``⇄``, ``·``, one matmul row.
     """
     arrow, both, comma = ("->", "<->", ",") if plain else ("→", "⇄", " ·")
-    cpu = device.device == "cpu"
+    cpu = device.device.kind == "cpu"
     rows = [("host memcpy" if cpu else "copy on device", _copy_figure(device))]
     if cpu:
         rows.append((f"host {both} device", f"{NA} (the CPU is the host)"))

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from gputui.device import Device
 from gputui.doctor.checks import DeviceReport
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import (
@@ -73,7 +74,7 @@ def facts_from_events(events: Iterable[Event | None]) -> TorchFacts:
     """Fold the probe's events into :class:`TorchFacts`; ``None`` items (lines that were
     not events) and other events are skipped, and a device's parts are merged."""
     facts: dict[str, Any] = {}
-    devices: dict[str, dict[str, Any]] = {}
+    devices: dict[Device, dict[str, Any]] = {}
     pitfalls: list[PitfallShown] = []
     for event in events:
         if isinstance(event, ProbeStep):
@@ -107,7 +108,7 @@ _FIGURES = tuple(
 )
 
 
-def _device(key: str, entry: dict[str, Any]) -> DeviceReport:
+def _device(key: Device, entry: dict[str, Any]) -> DeviceReport:
     figures: dict[str, Any] = {name: _positive(entry.get(name)) for name in _FIGURES}
     memory = _positive(entry.get("memory_bytes"))
     notes = list(entry["notes"])
@@ -115,7 +116,7 @@ def _device(key: str, entry: dict[str, Any]) -> DeviceReport:
         notes.append(f"could not be read: {entry['error']}")
     return DeviceReport(
         device=key,
-        name=entry.get("name") or key,
+        name=entry.get("name") or str(key),
         compute_capability=entry.get("compute_capability") or None,
         memory_bytes=int(memory) if memory is not None else None,
         uuid=entry.get("uuid") or None,

@@ -109,7 +109,7 @@ def _main(args: list[str], stream: EventStream) -> int:
 
         return run_scale(config, stream.emit, stop.is_set)
     torch = _import_torch()
-    if not isinstance(config, RunConfig) or config.device.strip().startswith("cpu"):
+    if not isinstance(config, RunConfig) or config.device.kind == "cpu":
         # A GPU run keeps torch's own host threads unless told; CPU work takes what it asks.
         torch.set_num_threads(config.threads or default_threads())
     elif config.threads is not None:
@@ -136,7 +136,8 @@ def _import_torch() -> ModuleType:
 
 def _list_devices(query: DeviceQuery, emit: Emit) -> int:
     torch = _import_torch()
-    from gputui.engine.devices import DeviceError, chosen_devices, device_options
+    from gputui.device import DeviceError
+    from gputui.engine.devices import chosen_devices, device_options, torch_build
     from gputui.jobs.events import DevicesListed
 
     try:
@@ -150,6 +151,7 @@ def _list_devices(query: DeviceQuery, emit: Emit) -> int:
             torch_version=torch.__version__,
             chosen=chosen,
             cuda_version=torch.version.cuda,
+            torch_build=torch_build(),
         )
     )
     return EXIT_OK

@@ -1,13 +1,15 @@
-"""Device strings as the tutorials write them, checked against what torch can use here.
+"""Whether a :class:`~gputui.device.Device` is usable here, what it is called, and the few
+calls that differ by its kind (synchronize, memory, the current device).
 
-``parse_device`` turns ``cpu``, ``cuda``, ``cuda:N``, ``mps`` (and ``cpu:0``, ``mps:0``, as
-torch writes them) into a canonical device string, or raises :class:`DeviceError` with one
-line that names what *is* usable. ``usable_devices`` is the tutorials' ``try_all_gpus`` with
-the CPU and MPS included; ``device_options`` lists every candidate with a reason when it
-cannot be used (for the runner pane, through the engine's ``devices`` mode).
+``check_device`` gives a usable device its index (``cuda`` reads ``cuda:0``), or raises
+:class:`~gputui.device.DeviceError` with one line that names what *is* usable.
+``usable_devices`` is the tutorials' ``try_all_gpus`` with the CPU, MPS and XPU included;
+``device_options`` lists every candidate with a reason when it cannot be used (for the
+runner pane, through the engine's ``devices`` mode).
 
 The checks read a :class:`DeviceInventory`, a plain record of what torch
-reports, so the rules are tested for machines that are not this one.
+reports, so the rules are tested for machines that are not this one. torch's ``xpu``
+module (Intel GPUs) is reached through ``getattr``, for the builds that lack it.
 """
 
 from __future__ import annotations
@@ -19,23 +21,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from gputui.device import CPU, Device, DeviceError, Kind
 from gputui.jobs.events import DeviceOption
 from gputui.system import read_sysctl
 
-_DEVICE_RE = re.compile(r"^(cpu|cuda|mps)(?::(\d+))?$")
-_SPELLINGS = "cpu, cuda, cuda:N or mps"
 MPS_BF16_MACOS = 14
 """The first macOS (Sonoma) on which MPS runs bf16."""
 MPS_BF16_TORCH = (2, 6)
 """The first torch whose autocast runs bf16 on MPS (2.5's turns itself off: fp32 in truth)."""
 SYSCTL_TIMEOUT_S = 5.0
-
-
-class DeviceError(ValueError):
-    """A device that cannot be used; ``str()`` is one line naming what is usable."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +56,23 @@ class DeviceInventory:
     """``platform.system()``: ``Linux``, ``Darwin``, ``Windows``."""
     cpu_name: str
     """The CPU's model name."""
+    hip_version: str | None = None
+    """``torch.version.hip``: set on a ROCm build, whose ``cuda`` devices are AMD GPUs."""
+    xpu_built: bool = False
+    """Whether torch was built for Intel GPUs (``xpu``)."""
+    xpu_names: tuple[str, ...] = ()
+    """Name of each visible XPU device, by index; empty when none is usable."""
 
-    def usable(self) -> list[str]:
-        """Every usable device string: ``cpu``, then each ``cuda:N``, then ``mps``."""
-        found = ["cpu"] + [f"cuda:{i}" for i in range(len(self.cuda_names))]
-        return [*found, "mps"] if self.mps_available else found
+    def usable(self) -> list[Device]:
+        """Every usable device: ``cpu``, then each ``cuda:N``, each ``xpu:N``, then ``mps``."""
+        found = [CPU]
+        found += [Device("cuda", i) for i in range(len(self.cuda_names))]
+        found += [Device("xpu", i) for i in range(len(self.xpu_names))]
+        return [*found, Device("mps")] if self.mps_available else found
+
+    def names(self, kind: str) -> tuple[str, ...]:
+        """The GPUs of a numbered kind (``cuda``, ``xpu``) torch can use, by index."""
+        return self.xpu_names if kind == "xpu" else self.cuda_names
 
 
 def current_inventory() -> DeviceInventory:
@@ -72,6 +82,10 @@ def current_inventory() -> DeviceInventory:
     names: tuple[str, ...] = ()
     if cuda_version and torch.cuda.is_available():
         names = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    xpu = _xpu()
+    xpu_names: tuple[str, ...] = ()
+    if xpu is not None and xpu.is_available():
+        xpu_names = tuple(xpu.get_device_name(i) for i in range(xpu.device_count()))
     return DeviceInventory(
         torch_version=torch.__version__,
         cuda_built=cuda_version is not None,
@@ -81,89 +95,111 @@ def current_inventory() -> DeviceInventory:
         mps_available=torch.backends.mps.is_available(),
         system=platform.system(),
         cpu_name=cpu_model_name(),
+        hip_version=hip,
+        xpu_built=torch_build() == "xpu",
+        xpu_names=xpu_names,
     )
 
 
-def parse_device(text: str, inventory: DeviceInventory | None = None) -> str:
-    """Check a device string and return its canonical form.
+def torch_build() -> str:
+    """What this torch was built for: ``rocm`` (AMD GPUs, as ``cuda``), ``cuda``, ``xpu``
+    (Intel GPUs) or ``cpu``."""
+    if getattr(torch.version, "hip", None):
+        return "rocm"
+    if torch.version.cuda:
+        return "cuda"
+    if getattr(torch.version, "xpu", None) or getattr(torch._C, "_has_xpu", False):
+        return "xpu"
+    return "cpu"
+
+
+def check_device(device: Device, inventory: DeviceInventory | None = None) -> Device:
+    """Check that ``device`` can be used here, and give it its index.
 
     Args:
-        text: ``cpu``, ``cpu:0``, ``cuda``, ``cuda:N``, ``mps`` or ``mps:0``.
+        device: The device asked for.
         inventory: What is usable; read from torch when ``None``.
 
     Returns:
-        ``cpu`` (for ``cpu:0`` too), ``cuda:N`` (plain ``cuda`` reads ``cuda:0``) or ``mps``
-        (for ``mps:0`` too).
+        ``device``, a plain ``cuda`` or ``xpu`` as its first GPU (``cuda:0``).
 
     Raises:
         DeviceError: one line naming the problem and the usable devices.
     """
     inv = inventory or current_inventory()
-    usable = f"usable here: {', '.join(inv.usable())}"
-    spelled = text.strip()
-    match = _DEVICE_RE.match(spelled)
-    if match is None:
-        raise DeviceError(
-            f"{text!r} is not a device: write {_SPELLINGS}{_hint(spelled)} ({usable})"
-        )
-    kind, index_text = match.group(1), match.group(2)
-    if kind == "cpu":
-        if index_text is not None and int(index_text) != 0:
-            raise DeviceError(f"{spelled}: the CPU is one device, cpu (or cpu:0) ({usable})")
-        return "cpu"  # cpu:0, as torch accepts it, is the same one
-    if kind == "mps":
-        reason = _mps_unusable_reason(inv)
-        if reason:
-            raise DeviceError(f"{spelled}: {reason} ({usable})")
-        if index_text is not None and int(index_text) != 0:
-            raise DeviceError(f"{spelled}: a Mac has one GPU, mps (or mps:0) ({usable})")
-        return "mps"  # mps:0, as torch names a tensor's device, is the same one
-    reason = _cuda_unusable_reason(inv)
+    usable = f"usable here: {', '.join(map(str, inv.usable()))}"
+    reason = _unusable_reason(device.kind, inv)
     if reason:
-        raise DeviceError(f"{spelled}: {reason} ({usable})")
-    index = int(index_text) if index_text is not None else 0
-    count = len(inv.cuda_names)
-    if index >= count:
-        have = "1 GPU, cuda:0" if count == 1 else f"{count} GPUs, cuda:0 to cuda:{count - 1}"
-        raise DeviceError(f"{spelled}: there is no GPU {index}; torch sees {have} ({usable})")
-    return f"cuda:{index}"
+        raise DeviceError(f"{device}: {reason} ({usable})")
+    indexed = device.indexed()
+    if indexed.index is None:  # the CPU, MPS: one device each
+        return indexed
+    count = len(inv.names(device.kind))
+    if indexed.index >= count:
+        first, last = Device(device.kind, 0), Device(device.kind, count - 1)
+        have = f"1 GPU, {first}" if count == 1 else f"{count} GPUs, {first} to {last}"
+        raise DeviceError(
+            f"{device}: there is no GPU {indexed.index}; torch sees {have} ({usable})"
+        )
+    return indexed
 
 
-def usable_devices(inventory: DeviceInventory | None = None) -> list[str]:
+def usable_devices(inventory: DeviceInventory | None = None) -> list[Device]:
     """Every usable device, like the tutorials' ``try_all_gpus`` but with the CPU and MPS.
 
     Returns:
-        ``["cpu", "cuda:0", ..., "mps"]``, whichever of them are usable; ``cpu`` always.
+        ``[cpu, cuda:0, ..., xpu:0, ..., mps]``, whichever of them are usable; ``cpu`` always.
     """
     return (inventory or current_inventory()).usable()
 
 
-def chosen_devices(requested: Sequence[str]) -> tuple[str, ...]:
-    """The devices a job runs on, spelled as torch does, each once: ``requested``, or
-    every usable device when none is.
+def chosen_devices(requested: Sequence[Device]) -> tuple[Device, ...]:
+    """The devices a job runs on, indexed, each once: ``requested``, or every usable device
+    when none is.
 
     Raises:
         DeviceError: for the first device that cannot be used, in one line.
     """
-    return tuple(dict.fromkeys(parse_device(text) for text in requested or usable_devices()))
+    return tuple(dict.fromkeys(check_device(device) for device in requested or usable_devices()))
 
 
 def device_options(inventory: DeviceInventory | None = None) -> list[DeviceOption]:
     """Every candidate device, usable or not, with the reason when not.
 
     Returns:
-        ``cpu``; each ``cuda:N`` (or one ``cuda`` with its reason); ``mps``.
+        ``cpu``; each ``cuda:N`` (or one ``cuda`` with its reason); on an XPU build each
+        ``xpu:N`` (or one ``xpu`` with its reason); ``mps``.
     """
     inv = inventory or current_inventory()
-    options = [DeviceOption("cpu", True, inv.cpu_name)]
-    cuda_reason = _cuda_unusable_reason(inv)
-    if cuda_reason:
-        options.append(DeviceOption("cuda", False, "NVIDIA GPU (CUDA)", cuda_reason))
-    else:
-        options += [DeviceOption(f"cuda:{i}", True, name) for i, name in enumerate(inv.cuda_names)]
+    options = [DeviceOption(CPU, True, inv.cpu_name)]
+    gpus: list[tuple[Kind, str]] = [("cuda", _cuda_description(inv))]
+    if inv.xpu_built:
+        gpus.append(("xpu", "Intel GPU (XPU)"))
+    for kind, description in gpus:
+        reason = _unusable_reason(kind, inv)
+        if reason:
+            options.append(DeviceOption(Device(kind), False, description, reason))
+        else:
+            options += [
+                DeviceOption(Device(kind, i), True, name) for i, name in enumerate(inv.names(kind))
+            ]
     mps_reason = _mps_unusable_reason(inv)
-    options.append(DeviceOption("mps", mps_reason is None, "Apple GPU (MPS)", mps_reason))
+    options.append(DeviceOption(Device("mps"), mps_reason is None, "Apple GPU (MPS)", mps_reason))
     return options
+
+
+def _cuda_description(inv: DeviceInventory) -> str:
+    return "AMD GPU (ROCm)" if inv.hip_version else "NVIDIA GPU (CUDA)"
+
+
+def _unusable_reason(kind: str, inv: DeviceInventory) -> str | None:
+    if kind == "cuda":
+        return _cuda_unusable_reason(inv)
+    if kind == "xpu":
+        return _xpu_unusable_reason(inv)
+    if kind == "mps":
+        return _mps_unusable_reason(inv)
+    return None
 
 
 def _cuda_unusable_reason(inv: DeviceInventory) -> str | None:
@@ -172,11 +208,27 @@ def _cuda_unusable_reason(inv: DeviceInventory) -> str | None:
             f"this torch {inv.torch_version} was built without CUDA; install a CUDA build "
             "of torch, as gputui doctor explains"
         )
+    if not inv.cuda_names and inv.hip_version:
+        return (
+            f"torch was built for ROCm (HIP {inv.hip_version}) but sees no GPU; check the "
+            "driver with rocm-smi or gputui doctor"
+        )
     if not inv.cuda_names:
         return (
             f"torch was built for CUDA {inv.cuda_version} but sees no GPU; check the driver "
             "with nvidia-smi or gputui doctor"
         )
+    return None
+
+
+def _xpu_unusable_reason(inv: DeviceInventory) -> str | None:
+    if not inv.xpu_built:
+        return (
+            f"this torch {inv.torch_version} was built without XPU; install an XPU build "
+            "of torch for an Intel GPU"
+        )
+    if not inv.xpu_names:
+        return "torch was built for XPU but sees no Intel GPU; check the GPU's driver"
     return None
 
 
@@ -190,20 +242,23 @@ def _mps_unusable_reason(inv: DeviceInventory) -> str | None:
     return None
 
 
-def _hint(text: str) -> str:
-    lowered = text.lower()
-    numbered = re.match(r"^(?:cuda|gpu)(\d+)$", lowered)
-    if numbered:
-        return f"; did you mean cuda:{numbered.group(1)}?"
-    if lowered in {"gpu", "nvidia"}:
-        return "; an NVIDIA GPU is cuda"
-    if _DEVICE_RE.match(lowered) and lowered != text:
-        return f"; did you mean {lowered}?"
-    return ""
+def torch_device(device: Device) -> torch.device:
+    """``device`` as torch takes it."""
+    return torch.device(str(device))
+
+
+def device_of(device: torch.device) -> Device:
+    """The :class:`~gputui.device.Device` torch names ``device`` (``mps:0`` reads ``mps``)."""
+    return Device.parse(str(device))
+
+
+def _xpu() -> Any:
+    """``torch.xpu``, or ``None`` in a torch without it."""
+    return getattr(torch, "xpu", None)
 
 
 def make_current(device: torch.device) -> None:
-    """Make ``device`` the process's current CUDA device (other devices have no such thing).
+    """Make ``device`` the process's current GPU (the CPU and MPS have no such thing).
 
     Tensors placed with an explicit ``cuda:N`` land there anyway, but what uses the current
     device does not: cuBLAS and cuDNN handles, streams and events made without a device,
@@ -211,9 +266,13 @@ def make_current(device: torch.device) -> None:
     """
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    elif device.type == "xpu":
+        _xpu().set_device(device)
 
 
-def check_precision(device: str, precision: str, inventory: DeviceInventory | None = None) -> None:
+def check_precision(
+    device: Device, precision: str, inventory: DeviceInventory | None = None
+) -> None:
     """Refuse, before any training, a precision ``device`` cannot run.
 
     MPS runs bf16 only on macOS 14 (Sonoma) or later (before it, torch fails mid-run) and
@@ -221,14 +280,14 @@ def check_precision(device: str, precision: str, inventory: DeviceInventory | No
     says bf16).
 
     Args:
-        device: A canonical device (:func:`parse_device`).
+        device: The device (:func:`check_device`'s).
         precision: ``fp32``, ``tf32`` or ``bf16``.
         inventory: What this torch is; read from torch when ``None``.
 
     Raises:
         DeviceError: one line that says what to use instead.
     """
-    if precision != "bf16" or device != "mps":
+    if precision != "bf16" or device.kind != "mps":
         return
     release = platform.mac_ver()[0]
     numbers = re.match(r"(\d+)", release)
@@ -251,14 +310,62 @@ def synchronize(device: torch.device) -> None:
     """Wait until ``device`` has finished its queued work; the CPU has none to wait for."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    elif device.type == "xpu":
+        _xpu().synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
+
+
+def empty_cache(device: torch.device) -> None:
+    """Hand the caching allocator's unused memory on ``device`` back (the CPU has none)."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "xpu":
+        _xpu().empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start ``device``'s peak allocated memory afresh: the trainer calls it as each epoch
+    begins. Only a GPU's allocator keeps a peak that can be reset; the CPU's (the process's
+    peak resident set) cannot be, and MPS keeps none."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    elif device.type == "xpu":
+        _xpu().reset_peak_memory_stats(device)
+
+
+@dataclass(frozen=True)
+class AllocatorMemory:
+    """What a GPU's caching allocator holds for this process."""
+
+    allocated_bytes: int
+    """Bytes held by tensors."""
+    reserved_bytes: int
+    """Bytes reserved by the allocator (tensors and its cache)."""
+    peak_bytes: int
+    """The most held by tensors since the last :func:`reset_peak_memory`."""
+
+
+def allocator_memory(device: torch.device) -> AllocatorMemory | None:
+    """The caching allocator's figures on a CUDA (ROCm) or XPU device; ``None`` elsewhere."""
+    module = torch.cuda if device.type == "cuda" else _xpu() if device.type == "xpu" else None
+    if module is None:
+        return None
+    return AllocatorMemory(
+        allocated_bytes=int(module.memory_allocated(device)),
+        reserved_bytes=int(module.memory_reserved(device)),
+        peak_bytes=int(module.max_memory_allocated(device)),
+    )
 
 
 def device_name(device: torch.device) -> str:
     """What ``device`` is: the GPU's name, ``Apple GPU (MPS)``, or the CPU's model name."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
+    if device.type == "xpu":
+        return str(_xpu().get_device_name(device))
     if device.type == "mps":
         return "Apple GPU (MPS)"
     return cpu_model_name()

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.distributed as dist
 
+from gputui.device import CPU, Device
 from gputui.engine.devices import synchronize
 from gputui.engine.pipelines import Batch
 from gputui.jobs.config import ConfigError
@@ -37,15 +38,15 @@ class JoinError(Exception):
     """A rank could not join its job: the message says why and what to check."""
 
 
-def rank_device(world: World, device: str) -> tuple[torch.device, str | None]:
+def rank_device(world: World, device: Device) -> tuple[Device, str | None]:
     """The device this rank trains on (``cuda`` becomes :func:`rank_device_index`'s
     ``cuda:N``, anything else ``cpu``), and a note when it is not ``cuda:LOCAL_RANK``.
 
     Raises:
         ConfigError: when this node shows the rank neither its GPU nor exactly one.
     """
-    if device.strip().lower() != "cuda":
-        return torch.device("cpu"), None
+    if device.kind != "cuda":
+        return CPU, None
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     index = rank_device_index(world.local_rank, count)
     if index is None:
@@ -55,8 +56,8 @@ def rank_device(world: World, device: str) -> tuple[torch.device, str | None]:
             "ranks per node (--nproc-per-node)"
         )
     if index == world.local_rank:
-        return torch.device("cuda", index), None
-    return torch.device("cuda", index), (
+        return Device("cuda", index), None
+    return Device("cuda", index), (
         f"local rank {world.local_rank} sees one CUDA device (its launcher shows each rank "
         f"only its own GPU, as CUDA_VISIBLE_DEVICES per rank does): it trains on cuda:{index}"
     )

@@ -18,13 +18,16 @@ from pathlib import Path
 
 import torch
 
+from gputui.device import Device, DeviceError
 from gputui.engine.data import Dataset, DatasetError, load_dataset, normalize
 from gputui.engine.devices import (
-    DeviceError,
     chosen_devices,
     device_name,
+    device_of,
     make_current,
     synchronize,
+    torch_build,
+    torch_device,
 )
 from gputui.engine.download import download_reporter
 from gputui.engine.failures import failure_line
@@ -125,14 +128,15 @@ def run_experiment(
             workers=config.workers,
             torch_version=torch.__version__,
             pid=os.getpid(),
+            torch_build=torch_build(),
         )
     )
-    rows: dict[str, list[Row]] = {}
+    rows: dict[Device, list[Row]] = {}
     failed = False
     try:
-        for text in devices:
-            rows[text] = []
-            run = _DeviceRun(config, torch.device(text), data, emit, rows[text], should_stop)
+        for device in devices:
+            rows[device] = []
+            run = _DeviceRun(config, torch_device(device), data, emit, rows[device], should_stop)
             failure = run.run_and_release()
             if failure is not None:
                 failed = True
@@ -148,7 +152,7 @@ def run_experiment(
 def _device_failed(device: torch.device, exc: BaseException, while_: str = "") -> DeviceFailed:
     during = f" while {while_}" if while_ else ""
     return DeviceFailed(
-        device=str(device),
+        device=device_of(device),
         message=f"{device} failed{during}: {failure_line(exc)}",
         detail="".join(traceback.format_exception(exc)),
     )
@@ -227,7 +231,7 @@ class _DeviceRun:
             phase = f"copying each batch to {self.device} with .to() from {memory} host memory"
         self.emit(
             ExperimentDevice(
-                device=str(self.device),
+                device=device_of(self.device),
                 device_name=device_name(self.device),
                 data_phase=phase,
                 pinned=sweep and self.pinned,
@@ -319,7 +323,7 @@ class _DeviceRun:
             compute_s += done - fetched
         total = data_s + compute_s
         return BatchSweepRow(
-            device=str(self.device),
+            device=device_of(self.device),
             batch_size=size,
             steps=steps,
             images_per_second=size * steps / total if total > 0 else None,
@@ -370,7 +374,9 @@ class _DeviceRun:
         rows = unless_out_of_memory(lambda: self._sync_stall_rows(size), self.device)
         if rows is None:
             rows = [
-                SyncStallRow(str(self.device), mode, size, 0, 0, None, None, None, OUT_OF_MEMORY)
+                SyncStallRow(
+                    device_of(self.device), mode, size, 0, 0, None, None, None, OUT_OF_MEMORY
+                )
                 for mode in ("every_step", "once")
             ]
         for row in rows:
@@ -403,7 +409,7 @@ class _DeviceRun:
             per_step = [1000 * s / per_round for s in seconds[mode]]
             rows.append(
                 SyncStallRow(
-                    device=str(self.device),
+                    device=device_of(self.device),
                     mode=mode,
                     batch_size=size,
                     steps=steps,
@@ -445,7 +451,7 @@ class _DeviceRun:
             )
             if row is None:
                 row = PipelineRow(
-                    device=str(self.device),
+                    device=device_of(self.device),
                     pipeline=name,
                     batch_size=self.config.batch_size,
                     steps=0,
@@ -493,7 +499,7 @@ class _DeviceRun:
         finally:
             batches.close()  # ends the DataLoader's workers now, not at garbage collection
         return PipelineRow(
-            device=str(self.device),
+            device=device_of(self.device),
             pipeline=name,
             batch_size=size,
             steps=steps,
@@ -514,7 +520,7 @@ def _endless(epoch: Callable[[], Iterator[Batch]]) -> Generator[Batch]:
 
 
 def _sweep_failure(device: torch.device, size: int, reason: str) -> BatchSweepRow:
-    return BatchSweepRow(str(device), size, 0, None, None, None, None, reason)
+    return BatchSweepRow(device_of(device), size, 0, None, None, None, None, reason)
 
 
 def _since(started: float) -> float:

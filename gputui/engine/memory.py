@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
-from gputui.engine.devices import synchronize
+from gputui.engine.devices import allocator_memory, device_of, empty_cache, synchronize
 from gputui.jobs.events import Memory
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -37,11 +37,14 @@ ALLOCATION_FAILURES = (
     "can't allocate memory",
     "cublas_status_alloc_failed",
     "cudnn_status_alloc_failed",
+    "hipblas_status_alloc_failed",
+    "out_of_device_memory",
     "not enough workspace",
 )
 """How a failed allocation reads when it is not an ``OutOfMemoryError``: the host
-allocator's, MPS's, and cuBLAS's or cuDNN's own (their workspace is allocated inside
-the library, which reports a status, not torch's error)."""
+allocator's, MPS's, cuBLAS's, cuDNN's or hipBLAS's own (their workspace is allocated
+inside the library, which reports a status, not torch's error), and Intel's Level Zero
+runtime's (``UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY``)."""
 CUDNN_UNDER_PRESSURE = (
     "unable to find an engine",
     "cudnn_status_internal_error",
@@ -136,30 +139,23 @@ def release_memory(device: torch.device) -> None:
     sticky: every later call returns them): a caller that must go on catches it.
     """
     gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    elif device.type == "mps":
-        torch.mps.empty_cache()
-
-
-def reset_peak_memory(device: torch.device) -> None:
-    """Start ``device``'s peak figure afresh: the trainer calls it as each epoch begins.
-
-    Only CUDA keeps a peak that can be reset; the CPU's (the process's peak resident set)
-    cannot be, so :func:`memory_reading` labels it as the process's.
-    """
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    empty_cache(device)
 
 
 def memory_reading(device: torch.device) -> Memory:
-    """The trainer's memory on ``device``; what a device cannot say is ``None``."""
+    """The trainer's memory on ``device``; what a device cannot say is ``None``.
+
+    A GPU's peak is the epoch's: the trainer resets it as each epoch begins
+    (:func:`gputui.engine.devices.reset_peak_memory`). The CPU's, the process's peak
+    resident set, cannot be reset, and is labelled as the process's.
+    """
     allocated = reserved = peak = driver = scope = None
-    if device.type == "cuda":
-        allocated = torch.cuda.memory_allocated(device)
-        reserved = torch.cuda.memory_reserved(device)
-        peak = torch.cuda.max_memory_allocated(device)
-        scope = "epoch"  # reset as each epoch begins (reset_peak_memory)
+    allocator = allocator_memory(device)
+    if allocator is not None:
+        allocated = allocator.allocated_bytes
+        reserved = allocator.reserved_bytes
+        peak = allocator.peak_bytes
+        scope = "epoch"
     elif device.type == "mps":
         allocated = torch.mps.current_allocated_memory()
         driver = torch.mps.driver_allocated_memory()
@@ -167,7 +163,7 @@ def memory_reading(device: torch.device) -> Memory:
         peak = _peak_rss()
         scope = "process"
     return Memory(
-        device=str(device),
+        device=device_of(device),
         allocated_bytes=allocated,
         reserved_bytes=reserved,
         peak_bytes=peak,

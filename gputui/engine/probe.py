@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from gputui.device import CPU, Device, Kind
 from gputui.format import fmt_counted
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import (
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
 
     from gputui.engine.devices import CpuBf16
 
-MEASUREMENTS_PER_DEVICE = {"cpu": 3, "cuda": 7, "mps": 7}
-"""Timed loops per device type: copy and two matmuls, plus four transfers off the CPU."""
+MEASUREMENTS_PER_DEVICE: dict[Kind, int] = {"cpu": 3, "cuda": 7, "mps": 7, "xpu": 7}
+"""Timed loops per kind of device: copy and two matmuls, plus four transfers off the CPU."""
 
 MIN_LOOP_S = 0.1
 """Shortest timed loop, however many devices split the budget: long enough that reading the
@@ -264,21 +265,19 @@ def _pinned(nbytes: int) -> tuple[torch.Tensor | None, str | None]:
 def measure_device(
     device: torch.device, config: ProbeConfig, loop_s: float
 ) -> tuple[dict[str, float | None], list[str]]:
-    """Bandwidth and matmul figures of one device; the same code for CPU, CUDA and MPS.
+    """Bandwidth and matmul figures of one device; the same code for the CPU and every GPU.
 
     Args:
-        device: ``cpu``, ``cuda:N`` or ``mps``.
+        device: ``cpu``, ``cuda:N``, ``xpu:N`` or ``mps``.
         config: Sizes (``*_copy_mib``, ``*_matmul_n``).
         loop_s: Seconds for each timed loop.
 
     Returns:
         The :class:`~gputui.doctor.checks.DeviceReport` figure fields, and the notes.
     """
-    import torch
+    from gputui.engine.devices import empty_cache, synchronize
 
-    from gputui.engine.devices import synchronize
-
-    kind = "gpu" if device.type == "cuda" else device.type
+    kind = "gpu" if device.type in ("cuda", "xpu") else device.type
     figures = _Figures(lambda: synchronize(device), loop_s)
     _copies(figures, device, int(getattr(config, f"{kind}_copy_mib")) << 20)
     _matmul(figures, device, int(getattr(config, f"{kind}_matmul_n")))
@@ -286,8 +285,7 @@ def measure_device(
         note = _cpu_bf16_note(figures.values)
         if note is not None:
             figures.notes.append(note)
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    empty_cache(device)
     return figures.values, figures.notes
 
 
@@ -345,7 +343,7 @@ def _cpu_identity() -> DeviceProbed:
     except (AttributeError, RuntimeError):
         capability = "unknown"
     return DeviceProbed(
-        device="cpu",
+        device=CPU,
         name=cpu_model_name(),
         memory_bytes=psutil.virtual_memory().total,
         notes=(
@@ -361,7 +359,7 @@ def _cuda_identity(index: int) -> DeviceProbed:
 
     props = torch.cuda.get_device_properties(index)
     return DeviceProbed(
-        device=f"cuda:{index}",
+        device=Device("cuda", index),
         name=props.name,
         uuid=cuda_uuid(index),
         compute_capability=f"{props.major}.{props.minor}",
@@ -381,7 +379,7 @@ def _mps_identity() -> DeviceProbed:
             memory = None
     chip = read_sysctl("machdep.cpu.brand_string", timeout_s=2.0) or None
     return DeviceProbed(
-        device="mps",
+        device=Device("mps"),
         name=f"{chip} GPU (MPS)" if chip else "Apple GPU (MPS)",
         memory_bytes=memory,
         notes=("memory: what Metal recommends as the most to use (shared with the CPU)",),
@@ -426,6 +424,8 @@ def _torch_stage(emit: Emit) -> Any:
             TorchProbed(imported=False, missing=missing, import_error=error_text(failure), **facts)
         )
         return None
+    from gputui.engine.devices import torch_build
+
     mps = getattr(torch.backends, "mps", None)
     emit(
         TorchProbed(
@@ -433,6 +433,7 @@ def _torch_stage(emit: Emit) -> Any:
             version=torch.__version__,
             cuda_version=torch.version.cuda,
             hip_version=getattr(torch.version, "hip", None),
+            build=torch_build(),
             mps_built=bool(mps is not None and mps.is_built()),
             **facts,
         )
@@ -540,26 +541,28 @@ def run_probe(config: ProbeConfig, emit: Emit) -> None:
     for pitfall in pitfalls(accelerator):
         emit(pitfall)
 
-    devices: list[tuple[str, Callable[[], DeviceProbed]]] = [("cpu", _cpu_identity)]
-    devices += [(f"cuda:{i}", functools.partial(_cuda_identity, i)) for i in range(cuda_count)]
+    devices: list[tuple[Device, Callable[[], DeviceProbed]]] = [(CPU, _cpu_identity)]
+    devices += [
+        (Device("cuda", i), functools.partial(_cuda_identity, i)) for i in range(cuda_count)
+    ]
     if mps_available:
-        devices.append(("mps", _mps_identity))
-    loops = sum(MEASUREMENTS_PER_DEVICE[name.split(":")[0]] for name, _ in devices)
+        devices.append((Device("mps"), _mps_identity))
+    loops = sum(MEASUREMENTS_PER_DEVICE[device.kind] for device, _ in devices)
     loop_s = loop_seconds(float(config.budget_s), loops)
-    for name, identity in devices:
-        emit(ProbeStep(f"reading {name}"))
+    for device, identity in devices:
+        emit(ProbeStep(f"reading {device}"))
         try:
             emit(identity())
         except Exception as error:
-            emit(DeviceProbed(device=name, error=error_text(error)))
+            emit(DeviceProbed(device=device, error=error_text(error)))
             continue
         if not config.measure:
-            emit(DeviceProbed(device=name, notes=("not measured (quick)",)))
+            emit(DeviceProbed(device=device, notes=("not measured (quick)",)))
             continue
-        emit(ProbeStep(f"measuring {name}"))
+        emit(ProbeStep(f"measuring {device}"))
         try:
-            figures, notes = measure_device(torch.device(name), config, loop_s)
+            figures, notes = measure_device(torch.device(str(device)), config, loop_s)
         except Exception as error:
             figures, notes = {}, [f"measurement failed: {error_text(error)}"]
-        emit(DeviceProbed(device=name, figures=figures, notes=tuple(notes)))
+        emit(DeviceProbed(device=device, figures=figures, notes=tuple(notes)))
     emit(Finished(epochs_completed=0, total_seconds=time.perf_counter() - started))

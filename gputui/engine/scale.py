@@ -102,7 +102,7 @@ def rank_config(config: ScaleConfig) -> RunConfig:
     """What each rank trains: the config without its world size, the machine's cores shared
     out between the ranks unless ``threads`` says otherwise."""
     fields = {spec.name: getattr(config, spec.name) for spec in dataclasses.fields(RunConfig)}
-    if fields["threads"] is None and config.device.strip().lower() == "cpu":
+    if fields["threads"] is None and config.device.kind == "cpu":
         fields["threads"] = max(1, default_threads() // config.world_size)
     return RunConfig(**fields)
 

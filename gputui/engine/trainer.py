@@ -18,17 +18,21 @@ from pathlib import Path
 
 import torch
 
+from gputui.device import Device, DeviceError
 from gputui.engine import distributed
 from gputui.engine.data import Dataset, DatasetError, load_dataset
 from gputui.engine.devices import (
-    DeviceError,
+    check_device,
     check_precision,
     cpu_bf16,
     cuda_uuid,
     device_name,
+    device_of,
     make_current,
-    parse_device,
+    reset_peak_memory,
     synchronize,
+    torch_build,
+    torch_device,
 )
 from gputui.engine.download import download_reporter
 from gputui.engine.failures import failure_line
@@ -39,7 +43,6 @@ from gputui.engine.memory import (
     memory_reading,
     probe_batch_size,
     release_memory,
-    reset_peak_memory,
     unless_out_of_memory,
 )
 from gputui.engine.model import CNN
@@ -93,22 +96,22 @@ def run_training(
     try:
         config.validate()
         world = world_from_env(os.environ)  # one rank of a job torchrun (or scale) started
+        device: Device
         if world is not None:
             config.check_distributed()
-            rank_device, device_note = distributed.rank_device(world, config.device)
-            device_text = str(rank_device)
+            device, device_note = distributed.rank_device(world, config.device)
         else:
-            device_text = parse_device(config.device)
-        check_precision(device_text, config.precision)
+            device = check_device(config.device)
+        check_precision(device, config.precision)
     except (ConfigError, DeviceError) as exc:
         kind = "config" if isinstance(exc, ConfigError) else "device"
         emit(Error(message=str(exc), kind=kind))
         return EXIT_USAGE
-    missing = missing_for_compile(torch.device(device_text).type) if config.compile else None
+    missing = missing_for_compile(device.kind) if config.compile else None
     if missing is not None:  # before the data loads or the model compiles: a cheap check
         emit(Error(message=missing, kind=TOOLCHAIN))
         return EXIT_FAILED
-    run = _Run(config, torch.device(device_text), emit, should_stop, started, world)
+    run = _Run(config, torch_device(device), emit, should_stop, started, world)
     if device_note is not None:
         run.emit(Note(device_note))
     try:
@@ -305,7 +308,7 @@ class _Run:
         pipeline = self.pipeline = self._pipeline(data, device)
         self.emit(
             RunStarted(
-                device=str(device),
+                device=device_of(device),
                 device_name=device_name(device),
                 torch_version=torch.__version__,
                 dataset=data.name,
@@ -328,13 +331,14 @@ class _Run:
                 nice=os.nice(0),
                 pid=os.getpid(),
                 run_dir=self.run_dir,
+                torch_build=torch_build(),
             )
         )
         if self.world is not None:
             self.emit(distributed.joined(self.world, config.batch_size, backend, init_seconds))
         self.emit(
             DataReady(
-                device=pipeline.dataset_device,
+                device=Device.parse(pipeline.dataset_device),
                 seconds=pipeline.load_seconds,
                 nbytes=pipeline.nbytes,
             )

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from gputui.device import Device
 from gputui.format import fmt_count, fmt_ms, fmt_share, fmt_signed_share, fmt_times
 from gputui.jobs.events import BatchSweepRow, PipelineRow, Row, SyncStallRow
 
@@ -33,7 +34,7 @@ BF16_GAIN_MIN = 1.1
 one device differ by a few percent run to run)."""
 
 
-def conclude(experiment: str, rows_by_device: Mapping[str, Sequence[Row]]) -> str:
+def conclude(experiment: str, rows_by_device: Mapping[Device, Sequence[Row]]) -> str:
     """The experiment's one-sentence result.
 
     Args:
@@ -73,7 +74,7 @@ def sentence(clauses: Sequence[str]) -> str:
 # -- batch-sweep ----------------------------------------------------------------------------
 
 
-def batch_sweep_clause(device: str, rows: Sequence[BatchSweepRow]) -> str:
+def batch_sweep_clause(device: Device, rows: Sequence[BatchSweepRow]) -> str:
     """What share of each step went to data, smallest batch against largest, and the best batch.
 
     On an accelerator the data phase is the ``.to(device)`` copy; on the CPU nothing
@@ -89,7 +90,7 @@ def batch_sweep_clause(device: str, rows: Sequence[BatchSweepRow]) -> str:
         return f"on {device}, no batch size could be measured{why}"
     what = (
         "preparing each batch on the host (a CPU copies nothing)"
-        if _is_cpu(device)
+        if device.kind == "cpu"
         else "copying each batch to the device"
     )
     first, last = ok[0], ok[-1]
@@ -170,7 +171,7 @@ def sync_stall_summary(rows: Sequence[SyncStallRow]) -> SyncStallSummary | None:
     return SyncStallSummary(every.ms_per_step, once.ms_per_step, cost, slowdown, noise, verdict)
 
 
-def sync_stall_clause(device: str, rows: Sequence[SyncStallRow]) -> str:
+def sync_stall_clause(device: Device, rows: Sequence[SyncStallRow]) -> str:
     """The cost per step of ``loss.item()`` every step, or that there was none to measure."""
     summary = sync_stall_summary(rows)
     if summary is None:
@@ -198,7 +199,7 @@ def sync_stall_clause(device: str, rows: Sequence[SyncStallRow]) -> str:
             f"on {device}, reading the loss every step made no measurable difference ({pair}, "
             f"{fmt_signed_share(summary.slowdown)})"
         )
-    if _is_cpu(device):
+    if device.kind == "cpu":
         text += (
             ": a CPU finishes each step before the next starts, so the read has nothing to "
             "wait for; the stall is a GPU's, which runs behind the host"
@@ -244,7 +245,7 @@ def pipelines_summary(rows: Sequence[PipelineRow]) -> PipelinesSummary | None:
     return PipelinesSummary(ratio, noise, verdict)
 
 
-def pipelines_clause(device: str, rows: Sequence[PipelineRow]) -> str:
+def pipelines_clause(device: Device, rows: Sequence[PipelineRow]) -> str:
     """Which pipeline was faster on one device, and by how much."""
     by_name = {r.pipeline: r.images_per_second for r in rows if r.error is None}
     classic, resident = by_name.get("classic"), by_name.get("resident")
@@ -276,15 +277,15 @@ def pipelines_clause(device: str, rows: Sequence[PipelineRow]) -> str:
     return f"on {device}, resident data and the DataLoader ran at about the same speed ({pair})"
 
 
-def speedup_clauses(pipelines: Mapping[str, Sequence[PipelineRow]]) -> list[str]:
+def speedup_clauses(pipelines: Mapping[Device, Sequence[PipelineRow]]) -> list[str]:
     """Each accelerator's speedup over the CPU with each pipeline: the tutorial's small speedup.
 
     With no CPU measured, an accelerator whose DataLoader lagged gets the reason;
     with no accelerator, the clause says what would show it.
     """
     rates = {device: _rates(rows) for device, rows in pipelines.items()}
-    accelerators = [d for d in rates if not _is_cpu(d)]
-    cpu_classic, cpu_resident = next((rates[d] for d in rates if _is_cpu(d)), (None, None))
+    accelerators = [d for d in rates if d.kind != "cpu"]
+    cpu_classic, cpu_resident = next((rates[d] for d in rates if d.kind == "cpu"), (None, None))
     clauses = []
     for device in accelerators:
         classic, resident = rates[device]
@@ -316,7 +317,7 @@ def speedup_clauses(pipelines: Mapping[str, Sequence[PipelineRow]]) -> list[str]
 # -- bf16 against fp32 (gputui bench) ------------------------------------------------------
 
 
-def bf16_clause(device: str, speedup: float, *, cpu_fast_bf16: bool | None = None) -> str:
+def bf16_clause(device: Device, speedup: float, *, cpu_fast_bf16: bool | None = None) -> str:
     """bf16 against fp32 on one device, from the measured speedup; when bf16 gained nothing,
     why not, in that device's terms.
 
@@ -334,8 +335,8 @@ def bf16_clause(device: str, speedup: float, *, cpu_fast_bf16: bool | None = Non
     )
 
 
-def _no_bf16_gain(device: str, cpu_fast_bf16: bool | None) -> str:
-    kind = device.split(":")[0]
+def _no_bf16_gain(device: Device, cpu_fast_bf16: bool | None) -> str:
+    kind = device.kind
     if kind == "cpu" and cpu_fast_bf16 is False:
         return "this CPU has no AVX512-BF16 or AMX, so its bf16 math is fp32 math plus conversions"
     if kind == "cpu":
@@ -350,10 +351,6 @@ def _no_bf16_gain(device: str, cpu_fast_bf16: bool | None) -> str:
 def _rates(rows: Sequence[PipelineRow]) -> tuple[float | None, float | None]:
     by_name = {r.pipeline: r.images_per_second for r in rows if r.error is None}
     return by_name.get("classic"), by_name.get("resident")
-
-
-def _is_cpu(device: str) -> bool:
-    return device.split(":")[0] == "cpu"
 
 
 def _only(rows: Sequence[Row], kind: type[RowT]) -> list[RowT]:

@@ -3,8 +3,9 @@
 Torch-free on purpose: the commands and the UI build and validate a config in
 their own process, then hand it to the child (:mod:`gputui.engine`) as JSON.
 Every config shares :class:`JobConfig`'s fields (data, threads, workers,
-priority, seed) under one name each; devices are checked only for shape here,
-since whether a device is usable needs torch.
+priority, seed) under one name each; a device is a :class:`~gputui.device.Device`, its
+text parsed once where it comes in (a flag, the JSON), since whether it is usable needs
+torch.
 
 Defaults are a headless command's: every core, normal priority. The runner pane
 beside a live monitor asks for fewer threads and a lower priority itself
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from gputui.device import CPU, Device, DeviceError, Kind, parsed_fields, plain
 from gputui.format import fmt_counted
 
 DATASETS = ("auto", "cifar10", "synthetic")
@@ -103,8 +105,8 @@ class Portable:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
-        """One line of JSON; :meth:`from_json` reads it back."""
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+        """One line of JSON (devices as their text); :meth:`from_json` reads it back."""
+        return json.dumps(plain(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls: type[C], text: str) -> C:
@@ -132,8 +134,9 @@ class Portable:
 
     @classmethod
     def _fields_in(cls, text: str, source: str, *, strict: bool | None = None) -> dict[str, Any]:
-        """The config fields a JSON object sets; lists become tuples, and unknown keys are
-        ignored (a newer sender's) unless ``strict`` (default: the config's ``STRICT``)."""
+        """The config fields a JSON object sets; lists become tuples, devices are parsed, and
+        unknown keys are ignored (a newer sender's) unless ``strict`` (default: the config's
+        ``STRICT``)."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -146,11 +149,15 @@ class Portable:
         unknown = [key for key, name in keys.items() if name not in known]
         if unknown and (cls.STRICT if strict is None else strict):
             raise ConfigError(f"{source}: {_unknown_key(unknown[0], known)}")
-        return {
+        fields = {
             keys[key]: tuple(value) if isinstance(value, list) else value
             for key, value in given.items()
             if keys[key] in known
         }
+        try:
+            return parsed_fields(cls, fields)
+        except DeviceError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
 
 
 def _unknown_key(key: str, known: set[str]) -> str:
@@ -223,8 +230,9 @@ class RunConfig(JobConfig):
     NAME: ClassVar[str] = "run config"
     WHAT: ClassVar[str] = "trainer"
 
-    device: str = "cpu"
-    """Device as the tutorials write it: ``cpu``, ``cuda``, ``cuda:N`` or ``mps``."""
+    device: Device = CPU
+    """Where it trains; a plain ``cuda`` (or ``xpu``) is the first GPU, or in a distributed
+    job each rank's own."""
     epochs: int = 2
     """Epochs to train; epoch 1 is the warm-up epoch."""
     batch_size: int = 256
@@ -255,8 +263,6 @@ class RunConfig(JobConfig):
         Raises:
             ConfigError: with a one-line message naming the bad value and what to use.
         """
-        if not isinstance(self.device, str) or not self.device.strip():
-            raise ConfigError("device is empty: use cpu, cuda, cuda:N or mps")
         _whole_number("epochs", self.epochs, 1, EPOCHS_MAX)
         _whole_number("batch size", self.batch_size, 1)
         super().validate()
@@ -274,7 +280,7 @@ class RunConfig(JobConfig):
 
     def check_distributed(self) -> None:
         """What one rank of a distributed job needs besides: the resident pipeline (each
-        rank keeps its own copy and takes its slice of every step) and a device by type
+        rank keeps its own copy and takes its slice of every step) and a device by kind
         (``cuda`` becomes ``cuda:LOCAL_RANK``; gloo serves the CPU; MPS has no backend).
 
         Raises:
@@ -285,20 +291,22 @@ class RunConfig(JobConfig):
                 "a distributed job trains with the resident pipeline only: "
                 "leave out --pipeline classic"
             )
-        device = self.device.strip().lower()
-        if device.startswith("mps"):
+        kind = self.device.kind
+        if kind not in DISTRIBUTED_KINDS:
             raise ConfigError(
-                "torch.distributed has no backend for mps: use --device cpu (gloo) or cuda (NCCL)"
+                f"torch.distributed has no backend for {kind}: use --device cpu (gloo) or cuda "
+                "(NCCL)"
             )
-        if device not in DISTRIBUTED_DEVICES:
+        if self.device.index is not None:
             raise ConfigError(
-                f"device {self.device!r} in a distributed job: use --device cuda (each rank "
-                "takes cuda:LOCAL_RANK) or --device cpu"
+                f"device {self.device} in a distributed job: use --device {kind} (each rank "
+                f"takes {kind}:LOCAL_RANK)"
             )
 
 
-DISTRIBUTED_DEVICES = ("cpu", "cuda")
-"""What a distributed job's ``--device`` may say: each rank picks its own index."""
+DISTRIBUTED_KINDS: tuple[Kind, ...] = ("cpu", "cuda")
+"""The devices a distributed job's ``--device`` may name, by kind alone: each rank picks
+its own index."""
 WORLD_SIZE_MAX = 64
 """The most ranks ``gputui scale`` starts on one machine."""
 
@@ -339,8 +347,8 @@ class ExperimentConfig(JobConfig):
 
     experiment: str
     """``batch-sweep``, ``sync-stall`` or ``pipelines``."""
-    devices: tuple[str, ...] = ()
-    """Devices as the tutorials write them; empty: cpu and every usable accelerator."""
+    devices: tuple[Device, ...] = ()
+    """The devices, in order; empty: cpu and every usable accelerator."""
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
     """Batch sizes for ``batch-sweep`` (run smallest first; duplicates run once)."""
     batch_size: int = 256
@@ -367,7 +375,6 @@ class ExperimentConfig(JobConfig):
             raise ConfigError(
                 f"unknown experiment {self.experiment!r}: choose {', '.join(EXPERIMENTS)}"
             )
-        _no_empty_device(self.devices)
         if not self.batch_sizes:
             raise ConfigError("no batch sizes given: list some, e.g. 32,64,128")
         for size in self.batch_sizes:
@@ -455,17 +462,9 @@ class DeviceQuery(Portable):
     WHAT: ClassVar[str] = "device listing"
     STRICT: ClassVar[bool] = True
 
-    check: tuple[str, ...] = ()
-    """Devices to check and spell as torch does (``cuda`` reads ``cuda:0``); empty: every
+    check: tuple[Device, ...] = ()
+    """Devices to check and give their index (``cuda`` reads ``cuda:0``); empty: every
     usable device is chosen."""
-
-    def validate(self) -> None:
-        """Check that no device is empty.
-
-        Raises:
-            ConfigError: one line that says what to use.
-        """
-        _no_empty_device(self.check)
 
 
 def check_batch_fits(batch_size: int, images: int) -> None:
@@ -537,12 +536,6 @@ def _whole_number(name: str, value: object, least: int, most: int | None = None)
 def _seconds_above_zero(name: str, value: object) -> None:
     if isinstance(value, bool) or not (isinstance(value, int | float) and 0 < value < float("inf")):
         raise ConfigError(f"{name} must be a number of seconds above 0, got {value!r}")
-
-
-def _no_empty_device(devices: tuple[str, ...]) -> None:
-    for device in devices:
-        if not isinstance(device, str) or not device.strip():
-            raise ConfigError("a device is empty: use cpu, cuda, cuda:N or mps")
 
 
 def _one_of(name: str, value: object, choices: tuple[str, ...]) -> None:

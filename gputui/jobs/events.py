@@ -2,10 +2,10 @@
 JSON object per line, ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}``.
 
 ``class Note(Event, type="note")`` defines and registers an event type; :func:`parse_event`
-is the one reader, and skips what it does not know (a newer engine's types and fields, a
-line that is no event). Each mode's order is written above its events. A stream ends with
-exactly one ``Finished``, ``Error`` (a failed job) or ``DevicesListed``; a ``Note`` may come
-at any time.
+is the one reader (a device travels as its text, and is parsed there), and skips what it
+does not know (a newer engine's types and fields, a line that is no event). Each mode's
+order is written above its events. A stream ends with exactly one ``Finished``, ``Error``
+(a failed job) or ``DevicesListed``; a ``Note`` may come at any time.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
+
+from gputui.device import Device, parsed_fields, plain
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -52,7 +54,7 @@ class Event:
 
     def to_json(self) -> str:
         """This event as one line of JSON (no newline)."""
-        body = {"v": SCHEMA_VERSION, "type": self.TYPE, **dataclasses.asdict(self)}
+        body = {"v": SCHEMA_VERSION, "type": self.TYPE, **plain(self)}
         return json.dumps(body, separators=(",", ":"))  # a diverged loss is NaN: kept
 
     @staticmethod
@@ -106,8 +108,8 @@ class PlacementRow:
 class DeviceOption:
     """One device a run could ask for, and whether it can be used here."""
 
-    name: str
-    """Device string, e.g. ``cpu``, ``cuda:0``, ``mps`` (``cuda`` when none is usable)."""
+    name: Device
+    """E.g. ``cpu``, ``cuda:0``, ``mps`` (a plain ``cuda`` when none is usable)."""
     usable: bool
     """Whether a run on it can start."""
     description: str
@@ -123,12 +125,15 @@ class DevicesListed(Event, type="devices_listed"):
     """Every candidate: cpu, each CUDA device (or ``cuda`` with its reason), ``mps``."""
     torch_version: str
     """``torch.__version__`` in the child."""
-    chosen: tuple[str, ...] = ()
-    """The devices the query asked to check, as torch spells them, or every usable one
-    when it named none."""
+    chosen: tuple[Device, ...] = ()
+    """The devices the query asked to check, indexed (``cuda`` reads ``cuda:0``), or every
+    usable one when it named none."""
     cuda_version: str | None = None
     """``torch.version.cuda``: the CUDA version this torch was built for; ``None`` for a
     CPU-only or ROCm build."""
+    torch_build: str = ""
+    """What this torch was built for: ``cuda``, ``rocm``, ``xpu`` or ``cpu`` (empty from an
+    engine that predates it)."""
 
 
 # -- a training run (``train`` mode), in order ------------------------------------------
@@ -157,8 +162,8 @@ class DataProgress(Event, type="data_progress"):
 class RunStarted(Event, type="run_started"):
     """The run is configured: device, dataset, pipeline and precision are settled."""
 
-    device: str
-    """Canonical device string (``cuda`` reads ``cuda:0``)."""
+    device: Device
+    """The device, indexed (``cuda`` reads ``cuda:0``)."""
     device_name: str
     """What the device is: GPU name or CPU model."""
     torch_version: str
@@ -205,12 +210,15 @@ class RunStarted(Event, type="run_started"):
     gpu_uuid: str | None = None
     """The CUDA device's UUID as NVML spells it (``GPU-...``), to find its GPU and process
     by UUID and pid; ``None`` off CUDA."""
+    torch_build: str = ""
+    """What this torch was built for: ``cuda``, ``rocm`` (an AMD GPU answers to ``cuda``),
+    ``xpu`` or ``cpu`` (empty from an engine that predates it)."""
 
 
 class DataReady(Event, type="data_ready"):
     """The training data is where the pipeline reads batches from; not part of any epoch."""
 
-    device: str
+    device: Device
     """Where the dataset lives: the device (resident) or ``cpu`` (classic)."""
     seconds: float
     """Time to put it there, device synchronized."""
@@ -276,7 +284,7 @@ class EpochFinished(Event, type="epoch_finished"):
 class Memory(Event, type="memory"):
     """The trainer's memory after an epoch; a field a device cannot report is ``None``."""
 
-    device: str
+    device: Device
     """Device the figures describe."""
     allocated_bytes: int | None
     """Bytes held by tensors (CUDA allocated, MPS current)."""
@@ -407,8 +415,8 @@ class ExperimentStarted(Event, type="experiment_started"):
 
     experiment: str
     """``batch-sweep``, ``sync-stall`` or ``pipelines``."""
-    devices: tuple[str, ...]
-    """Canonical devices, in the order they run."""
+    devices: tuple[Device, ...]
+    """The devices, indexed, in the order they run."""
     batch_sizes: tuple[int, ...]
     """Batch sizes measured (one for ``sync-stall`` and ``pipelines``)."""
     steps: int
@@ -433,13 +441,16 @@ class ExperimentStarted(Event, type="experiment_started"):
     """``torch.__version__`` in the child."""
     pid: int
     """The child's process id."""
+    torch_build: str = ""
+    """What this torch was built for: ``cuda``, ``rocm``, ``xpu`` or ``cpu`` (empty from an
+    engine that predates it)."""
 
 
 class ExperimentDevice(Event, type="experiment_device"):
     """One device's measurements begin."""
 
-    device: str
-    """Canonical device string."""
+    device: Device
+    """The device, indexed."""
     device_name: str
     """GPU name or CPU model."""
     data_phase: str | None
@@ -451,8 +462,8 @@ class ExperimentDevice(Event, type="experiment_device"):
 class BatchSweepRow(Event, type="batch_sweep_row"):
     """``batch-sweep``: one batch size on one device."""
 
-    device: str
-    """Canonical device string."""
+    device: Device
+    """The device, indexed."""
     batch_size: int
     """Images per step."""
     steps: int
@@ -473,8 +484,8 @@ class BatchSweepRow(Event, type="batch_sweep_row"):
 class SyncStallRow(Event, type="sync_stall_row"):
     """``sync-stall``: one way of reading the loss on one device."""
 
-    device: str
-    """Canonical device string."""
+    device: Device
+    """The device, indexed."""
     mode: str
     """``every_step`` (``loss.item()`` each step, as ``add_scalar`` does) or ``once``
     (summed on the device, read at the end)."""
@@ -497,8 +508,8 @@ class SyncStallRow(Event, type="sync_stall_row"):
 class PipelineRow(Event, type="pipeline_row"):
     """``pipelines``: one way of feeding batches on one device."""
 
-    device: str
-    """Canonical device string."""
+    device: Device
+    """The device, indexed."""
     pipeline: str
     """``classic`` (DataLoader workers, ``.to(device)`` per batch) or ``resident``
     (the uint8 dataset on the device, batches cut and normalised there)."""
@@ -528,8 +539,8 @@ class PipelineRow(Event, type="pipeline_row"):
 class DeviceFailed(Event, type="experiment_device_failed"):
     """A device's measurements stopped with an error; the other devices still run."""
 
-    device: str
-    """Canonical device string."""
+    device: Device
+    """The device, indexed."""
     message: str
     """One line that says what happened."""
     detail: str = ""
@@ -582,6 +593,8 @@ class TorchProbed(Event, type="probe_torch"):
     """``torch.version.cuda``: the CUDA version torch was built with; ``None`` for CPU-only."""
     hip_version: str | None = None
     """``torch.version.hip`` (ROCm builds)."""
+    build: str | None = None
+    """What this torch was built for: ``cuda``, ``rocm``, ``xpu`` or ``cpu``."""
     mps_built: bool | None = None
     """``torch.backends.mps.is_built()``."""
     numpy_installed: bool | None = None
@@ -639,8 +652,8 @@ class DeviceProbed(Event, type="probe_device"):
     Several may come for one device; a reader merges them by ``device``.
     """
 
-    device: str
-    """``cpu``, ``cuda:N`` or ``mps``."""
+    device: Device
+    """``cpu``, ``cuda:N``, ``xpu:N`` or ``mps``."""
     name: str | None = None
     """What it is, e.g. ``NVIDIA H100 80GB HBM3``."""
     compute_capability: str | None = None
@@ -712,7 +725,7 @@ def _build(cls: type[T], data: dict[str, Any]) -> T:
         elif isinstance(value, list):  # JSON has no tuples
             value = tuple(value)
         values[spec.name] = value
-    return cls(**values)
+    return cls(**parsed_fields(cls, values))
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from gputui.device import Device, plain
 from gputui.jobs.conclusions import pipelines_summary, sync_stall_summary
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
@@ -132,8 +133,8 @@ class RunRecord:
     """Why the run folder was removed part-way (a full disk), if it was."""
 
     @property
-    def device(self) -> str:
-        """The device the run trains on (the trainer's canonical name once known)."""
+    def device(self) -> Device:
+        """The device the run trains on (indexed, as the trainer names it, once known)."""
         return self.started.device if self.started is not None else self.config.device
 
     @property
@@ -223,7 +224,8 @@ def run_marks(runs: Sequence[RunRecord], *, with_precision: bool = False) -> lis
     with ``with_precision``): `` (baseline)`` after the first run, the one every speedup is
     over, when a later run has its name; `` (run N)`` after later runs that share one."""
     names = [
-        f"{run.device} {run.config.precision}" if with_precision else run.device for run in runs
+        f"{run.device} {run.config.precision}" if with_precision else str(run.device)
+        for run in runs
     ]
     later = names[1:]
     marks = []
@@ -240,7 +242,7 @@ def run_names(runs: Sequence[RunRecord], *, with_precision: bool = False) -> lis
     where two would read alike (the CPU compared with itself: ``cpu (baseline)``, ``cpu``)."""
     marks = run_marks(runs, with_precision=with_precision)
     return [
-        (f"{run.device} {run.config.precision}" if with_precision else run.device) + mark
+        (f"{run.device} {run.config.precision}" if with_precision else str(run.device)) + mark
         for run, mark in zip(runs, marks, strict=True)
     ]
 
@@ -403,8 +405,8 @@ SCHEMA_FIELDS_SKIPPED = ("pid",)
 class DeviceResult:
     """One device's part of an experiment."""
 
-    device: str
-    """Canonical device string."""
+    device: Device
+    """The device, indexed."""
     info: ExperimentDevice | None = None
     """The device's announcement (name, what the data phase is)."""
     rows: list[Row] = field(default_factory=list)
@@ -438,7 +440,7 @@ class ExperimentResult:
     """The experiment asked for."""
     started: ExperimentStarted | None = None
     """The start event: devices, data, steps."""
-    devices: dict[str, DeviceResult] = field(default_factory=dict)
+    devices: dict[Device, DeviceResult] = field(default_factory=dict)
     """Each device's result, in the order they ran."""
     conclusion: str | None = None
     """The one-sentence result, once the experiment finished."""
@@ -486,7 +488,7 @@ class ExperimentResult:
         measured = any(row.error is None for d in self.devices.values() for row in d.rows)
         return "ok" if measured else "empty"
 
-    def device_status(self, device: str) -> str:
+    def device_status(self, device: Device) -> str:
         """``ok``, ``error`` or ``stopped`` (the device in hand when the run stopped, and
         those it never reached)."""
         result = self.devices.get(device)
@@ -500,7 +502,7 @@ class ExperimentResult:
         return "ok" if result is not None and device != in_hand else "stopped"
 
     @property
-    def unreached(self) -> list[str]:
+    def unreached(self) -> list[Device]:
         """The devices the experiment was to run on but never began (it stopped first)."""
         if self.status != "stopped" or self.started is None:
             return []
@@ -513,7 +515,7 @@ class ExperimentResult:
         if self.started is not None:
             settings = {
                 key: list(value) if isinstance(value, tuple) else value
-                for key, value in dataclasses.asdict(self.started).items()
+                for key, value in plain(self.started).items()
                 if key not in {"experiment", *SCHEMA_FIELDS_SKIPPED}
             }
         error = None
@@ -530,13 +532,13 @@ class ExperimentResult:
             "settings": settings,
             "device_results": [
                 {
-                    "device": result.device,
+                    "device": str(result.device),
                     "device_name": result.info.device_name if result.info else None,
                     "status": self.device_status(result.device),
                     "error": result.failure.message if result.failure else None,
                     "data_phase": result.info.data_phase if result.info else None,
                     "pinned": result.info.pinned if result.info else False,
-                    "rows": [dataclasses.asdict(row) for row in result.rows],
+                    "rows": [plain(row) for row in result.rows],
                     "summary": result.summary(self.experiment),
                 }
                 for result in [*self.devices.values(), *map(DeviceResult, self.unreached)]
@@ -544,7 +546,7 @@ class ExperimentResult:
             "conclusion": self.conclusion,
         }
 
-    def _device(self, device: str) -> DeviceResult:
+    def _device(self, device: Device) -> DeviceResult:
         if device not in self.devices:
             self.devices[device] = DeviceResult(device)
         return self.devices[device]

@@ -43,6 +43,7 @@ import gputui.commands.scale
 import gputui.commands.serve
 import gputui.jobs.bench.run
 import gputui.jobs.config
+from gputui.device import CPU, Device
 from gputui.jobs.config import DEFAULT_BATCH_SIZES
 from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
 from tests.commands.test_cli import ROOT
@@ -444,11 +445,11 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def eight_gpus(query: object = None) -> DevicesListed:
     """Stands in for the engine's device listing on a machine of 8 usable GPUs."""
-    cuda = [DeviceOption(f"cuda:{i}", True, "NVIDIA H100 80GB HBM3") for i in range(8)]
+    cuda = [DeviceOption(Device("cuda", i), True, "NVIDIA H100 80GB HBM3") for i in range(8)]
     return DevicesListed(
-        devices=(DeviceOption("cpu", True, "a CPU"), *cuda),
+        devices=(DeviceOption(CPU, True, "a CPU"), *cuda),
         torch_version="2.13.0",
-        chosen=("cpu",),
+        chosen=(CPU,),
     )
 
 
@@ -689,11 +690,11 @@ def test_an_experiment_s_device_error_from_its_child_is_one_usage_line(
 ) -> None:
     """The child refuses the device (it needs torch to judge it): exit 2, one printable line."""
     StubChild.script = [
-        Error(message="'cuda:\x1b1\n' is not a device\n(usable: cpu)", kind="device")
+        Error(message="cuda:7: there is no GPU 7\x1b[0m\n(usable: cpu)", kind="device")
     ]
-    outcome = run_main(["experiment", "sync-stall", "--device", "cuda:\x1b1\n"])
+    outcome = run_main(["experiment", "sync-stall", "--device", "cuda:7"])
     line = assert_one_line_usage_error(outcome, "gputui experiment sync-stall")
-    assert line.startswith("gputui experiment sync-stall: error: 'cuda:\\x1b1\\n' is not a dev")
+    assert line.startswith("gputui experiment sync-stall: error: cuda:7: there is no GPU 7\\x1b")
 
 
 def test_an_experiment_that_crashes_says_so_once(no_side_effects: list[str]) -> None:
@@ -871,18 +872,19 @@ def test_a_real_usage_error_is_one_printable_line() -> None:
 TINY = ["--dataset", "synthetic", "--limit", "64", "--batch-size", "32", "--threads", "1"]
 
 
-def test_a_device_only_the_child_can_check_is_refused_in_one_line() -> None:
-    """One ``--device``: the child judges it with torch; still exit 2 and one line."""
+def test_a_device_that_is_not_one_is_refused_in_one_printable_line() -> None:
+    """Refused by the device's own parse, before any child: exit 2 and one line."""
     assert_real_usage_errors(
         {
-            "gputui bench: error: 'cu\\nda💥' is not a device": [
+            "gputui bench: error: argument --device: 'cu\\nda💥' is not a device": [
                 "bench",
                 "--device",
                 "cu\nda💥",
                 *TINY,
                 "--no-record",
             ],
-            "gputui experiment sync-stall: error: 'cuda:\\x1b1' is not a device": [
+            "gputui experiment sync-stall: error: argument --device: 'cuda:\\x1b1' is not a "
+            "device": [
                 "experiment",
                 "sync-stall",
                 "--device",

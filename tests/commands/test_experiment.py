@@ -16,6 +16,7 @@ import pytest
 
 import gputui.commands.experiment
 from gputui.commands import main
+from gputui.device import CPU, parsed_fields
 from gputui.engine.experiments import run_experiment
 from gputui.jobs.conclusions import conclude
 from gputui.jobs.config import ExperimentConfig, available_cores, default_threads
@@ -45,7 +46,10 @@ TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup
             ["batch-sweep", "--data-dir", "/proc/no-such-dir"],
             "data dir /proc/no-such-dir cannot be written to",
         ),
-        (["batch-sweep", "--device", "cuda0"], "'cuda0' is not a device: write cpu, cuda"),
+        (
+            ["batch-sweep", "--device", "cuda0"],
+            "argument --device: 'cuda0' is not a device: use cpu, cuda",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(
@@ -101,7 +105,7 @@ def test_a_sweep_with_no_figures_is_empty_and_exit_1(
     """Every batch out of memory: "status": "ok" and exit 0 said all had gone well."""
     config = ExperimentConfig(
         experiment="batch-sweep",
-        devices=("cpu",),
+        devices=(CPU,),
         batch_sizes=(8, 16),
         steps=1,
         warmup_steps=1,
@@ -183,8 +187,8 @@ def test_json_holds_the_rows_the_summary_and_the_sentence(
         "best_batch_size": best["batch_size"],
         "best_images_per_second": best["images_per_second"],
     }
-    rows = [BatchSweepRow(**row) for row in device["rows"]]
-    assert result["conclusion"] == conclude("batch-sweep", {"cpu": rows})
+    rows = [BatchSweepRow(**parsed_fields(BatchSweepRow, row)) for row in device["rows"]]
+    assert result["conclusion"] == conclude("batch-sweep", {CPU: rows})
     assert "cpu: batch 8: " in err  # rows are shown as they arrive
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gputui.device import CPU, Device
 from gputui.doctor.checks import DeviceReport
 from gputui.doctor.diagnose import DoctorFacts
 from gputui.doctor.mps import PlatformFacts
@@ -38,7 +39,9 @@ PITFALLS = (
     Pitfall("device-string", "cuda0", "RuntimeError: Invalid device string: 'cuda0'"),
 )
 
-CPU_BUILD = TorchProbed(imported=True, version="2.13.0+cpu", mps_built=False, numpy_installed=True)
+CPU_BUILD = TorchProbed(
+    imported=True, version="2.13.0+cpu", build="cpu", mps_built=False, numpy_installed=True
+)
 """A CPU-only build, as on this machine (with NumPy)."""
 NO_CUDA = CudaProbed(
     available=False,
@@ -55,7 +58,7 @@ CPU_TORCH = TorchFacts(
 )
 """The probe of a CPU-only build."""
 
-CUDA_BUILD = replace(CPU_BUILD, version="2.4.0+cu124", cuda_version="12.4")
+CUDA_BUILD = replace(CPU_BUILD, version="2.4.0+cu124", cuda_version="12.4", build="cuda")
 """A CUDA 12.4 build."""
 TWO_GPUS = CudaProbed(available=True, device_count=2, cudnn_version=90100)
 """What CUDA says of two GPUs it can use (no arch list: an older engine's)."""
@@ -75,10 +78,10 @@ def cuda_devices(
 ) -> tuple[DeviceReport, ...]:
     """The CPU and ``count`` CUDA devices of one kind, as the probe reports them."""
     gpus = tuple(
-        DeviceReport(device=f"cuda:{i}", name=name, compute_capability=capability)
+        DeviceReport(device=Device("cuda", i), name=name, compute_capability=capability)
         for i in range(count)
     )
-    return (DeviceReport(device="cpu", name="CPU"), *gpus)
+    return (DeviceReport(device=CPU, name="CPU"), *gpus)
 
 
 def facts(**changes: Any) -> DoctorFacts:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from gputui.device import CPU, Device
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.doctor.diagnose import diagnose, driver_too_old_line, format_cudnn
 from gputui.doctor.render import render_text
@@ -392,10 +393,12 @@ def test_each_cuda_device_is_matched_to_its_nvml_gpu_by_uuid_not_by_index() -> N
     reading = nvml()
     gpu0, gpu1 = (gpu.uuid for gpu in reading.gpus)
     devices = (
-        DeviceReport(device="cpu", name="CPU"),
-        DeviceReport(device="cuda:0", name="NVIDIA H100 80GB HBM3", uuid=gpu1),
-        DeviceReport(device="cuda:1", name="NVIDIA H100 80GB HBM3", uuid=gpu0),
-        DeviceReport(device="cuda:2", name="NVIDIA H100 80GB HBM3", uuid="GPU-not-in-nvml"),
+        DeviceReport(device=CPU, name="CPU"),
+        DeviceReport(device=Device("cuda", 0), name="NVIDIA H100 80GB HBM3", uuid=gpu1),
+        DeviceReport(device=Device("cuda", 1), name="NVIDIA H100 80GB HBM3", uuid=gpu0),
+        DeviceReport(
+            device=Device("cuda", 2), name="NVIDIA H100 80GB HBM3", uuid="GPU-not-in-nvml"
+        ),
     )
     report = diagnose(facts(torch=replace(CUDA_TORCH, devices=devices), nvml=reading))
     assert [device.nvml_index for device in report.devices] == [None, 1, 0, None]

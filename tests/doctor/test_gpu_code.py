@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from gputui.device import Device
 from gputui.doctor.checks import Check, Status
 from gputui.doctor.diagnose import diagnose
 from gputui.doctor.torch_facts import facts_from_events
@@ -154,7 +155,7 @@ def test_a_gpu_no_wheel_has_code_for_says_to_build_torch() -> None:
 def test_mixed_gpus_fail_on_the_one_without_code() -> None:
     devices = (
         *cuda_devices(1),
-        replace(cuda_devices(1, "NVIDIA GeForce RTX 5090", "12.0")[1], device="cuda:1"),
+        replace(cuda_devices(1, "NVIDIA GeForce RTX 5090", "12.0")[1], device=Device("cuda", 1)),
     )
     torch = replace(CUDA_TORCH, cuda=WHEEL, devices=devices)
     found = gpu_check(torch=torch, nvml=nvml(2, cuda="12.8"))

@@ -12,6 +12,7 @@ import time
 import psutil
 import pytest
 
+from gputui.device import CPU
 from gputui.doctor.checks import Status
 from gputui.doctor.render import report_as_dict
 from gputui.doctor.run import nvml_facts, run_doctor
@@ -59,7 +60,7 @@ def test_the_cpu_s_own_bandwidth_and_matmul_figures_are_positive_and_finite(
     probed: TorchFacts,
 ) -> None:
     cpu = probed.devices[0]
-    assert cpu.device == "cpu"
+    assert cpu.device == CPU
     assert cpu.memory_bytes == psutil.virtual_memory().total
     for figure in (cpu.copy_bytes_per_s, cpu.matmul_fp32_tflops, cpu.matmul_bf16_tflops):
         assert figure is not None and math.isfinite(figure) and figure > 0, cpu
@@ -113,7 +114,7 @@ def test_quick_identifies_the_devices_and_measures_nothing() -> None:
 def test_the_report_on_this_machine(probed: TorchFacts) -> None:
     report = run_doctor(torch=probed, nvml=no_nvml(), which=lambda _: None, environ={})
     validate_schema(report_as_dict(report))
-    assert report.devices[0].device == "cpu"
+    assert report.devices[0].device == CPU
     assert report.check("torch").status is Status.OK  # type: ignore[union-attr]
     assert not report.failed
 

@@ -8,6 +8,7 @@ import shlex
 
 import pytest
 
+from gputui.device import Device
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.doctor.diagnose import diagnose
 from gputui.doctor.render import is_command, render_json, render_text, report_as_dict
@@ -49,7 +50,7 @@ FACT_TYPES: dict[str, type] = {
 """Each fact's type in the JSON (any may be null)."""
 
 GPU = DeviceReport(
-    device="cuda:0",
+    device=Device("cuda", 0),
     name="NVIDIA H100 80GB HBM3",
     compute_capability="9.0",
     memory_bytes=85_520_809_984,
@@ -63,7 +64,7 @@ GPU = DeviceReport(
     notes=("transfers: 256 MiB each way",),
 )
 CPU = DeviceReport(
-    device="cpu",
+    device=Device("cpu"),
     name="Intel(R) Xeon(R)",
     memory_bytes=2**34,
     copy_bytes_per_s=5e9,

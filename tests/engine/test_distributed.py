@@ -29,6 +29,7 @@ import torch
 import torch.multiprocessing as mp
 
 from gputui.commands import main
+from gputui.device import CPU, Device
 from gputui.engine.distributed import rank_device, rank_device_index
 from gputui.engine.lifecycle import exit_now
 from gputui.engine.scale import job_end
@@ -47,7 +48,7 @@ from gputui.jobs.process import ChildProcess, child_env
 from gputui.jobs.world import World, world_from_env
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = {"device": "cpu", "dataset": "synthetic", "record": False, "threads": 1}
+TINY = {"device": CPU, "dataset": "synthetic", "record": False, "threads": 1}
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.long_module]
 
@@ -225,15 +226,15 @@ def test_a_rank_shown_only_its_own_gpu_trains_on_it_and_says_so(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     first, second = (World(rank, rank, 2, 2, "127.0.0.1", 29500) for rank in (0, 1))
-    assert rank_device(first, "cuda") == (torch.device("cuda", 0), None)
-    assert rank_device(second, "cuda") == (
-        torch.device("cuda", 0),
+    assert rank_device(first, Device("cuda")) == (Device("cuda", 0), None)
+    assert rank_device(second, Device("cuda")) == (
+        Device("cuda", 0),
         "local rank 1 sees one CUDA device (its launcher shows each rank only its own GPU, "
         "as CUDA_VISIBLE_DEVICES per rank does): it trains on cuda:0",
     )
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.raises(ConfigError, match="rank 2 is local rank 2, but this node has 2 usable"):
-        rank_device(World(2, 2, 4, 4, "127.0.0.1", 29500), "cuda")
+        rank_device(World(2, 2, 4, 4, "127.0.0.1", 29500), Device("cuda"))
 
 
 def test_bench_with_world_size_alone_is_a_usage_error() -> None:

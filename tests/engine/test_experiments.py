@@ -17,6 +17,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gputui.device import CPU, Device
 from gputui.engine import experiments
 from gputui.engine.experiments import run_experiment
 from gputui.engine.failures import LAUNCH_BLOCKING_HINT
@@ -55,21 +56,36 @@ from gputui.jobs.events import (
 from gputui.jobs.experiments.report import render_result
 from gputui.jobs.results import ExperimentResult
 
+GPU, MPS = Device("cuda", 0), Device("mps")
+
 
 def sweep_row(device: str, batch: int, share: float, ips: float) -> BatchSweepRow:
     compute = 10.0
     data = compute * share / (1 - share)
-    return BatchSweepRow(device, batch, 5, ips, data, compute, share)
+    return BatchSweepRow(Device.parse(device), batch, 5, ips, data, compute, share)
 
 
 def stall_row(device: str, mode: str, ms_per_step: float, spread: float) -> SyncStallRow:
-    return SyncStallRow(device, mode, 256, 30, 3, ms_per_step, 256_000 / ms_per_step, spread)
+    return SyncStallRow(
+        Device.parse(device), mode, 256, 30, 3, ms_per_step, 256_000 / ms_per_step, spread
+    )
 
 
 def pipe_row(device: str, pipeline: str, ips: float, spread: float | None = None) -> PipelineRow:
     workers = 2 if pipeline == "classic" else 0
     return PipelineRow(
-        device, pipeline, 256, 20, 256_000 / ips, ips, workers, False, 0.0, None, 3, spread
+        Device.parse(device),
+        pipeline,
+        256,
+        20,
+        256_000 / ips,
+        ips,
+        workers,
+        False,
+        0.0,
+        None,
+        3,
+        spread,
     )
 
 
@@ -78,7 +94,7 @@ def pipe_row(device: str, pipeline: str, ips: float, spread: float | None = None
 
 def test_batch_sweep_sentence_says_falling_when_the_share_falls() -> None:
     rows = [sweep_row("cuda:0", 64, 0.41, 20_000), sweep_row("cuda:0", 1024, 0.06, 95_000)]
-    assert conclude("batch-sweep", {"cuda:0": rows}) == (
+    assert conclude("batch-sweep", {GPU: rows}) == (
         "On cuda:0, copying each batch to the device took 41% of each step at batch 64, "
         "falling to 6.0% at batch 1024; throughput was highest at batch 1024 "
         "(95,000 images/s, against 20,000 at batch 64)."
@@ -91,7 +107,7 @@ def test_batch_sweep_sentence_says_rising_when_the_share_rises() -> None:
         sweep_row("cuda:0", 32, 0.05, 50_000),
         sweep_row("cuda:0", 256, 0.12, 45_000),
     ]
-    text = conclude("batch-sweep", {"cuda:0": rows})
+    text = conclude("batch-sweep", {GPU: rows})
     assert "took 5.0% of each step at batch 32, rising to 30% at batch 1024" in text
     assert "throughput was highest at batch 32 (50,000 images/s, against 40,000 at batch 1024)" in (
         text
@@ -101,7 +117,7 @@ def test_batch_sweep_sentence_says_rising_when_the_share_rises() -> None:
 
 def test_batch_sweep_sentence_names_no_trend_for_a_small_change_and_says_what_cpu_data_is() -> None:
     rows = [sweep_row("cpu", 32, 0.028, 2_600), sweep_row("cpu", 2048, 0.016, 2_650)]
-    text = conclude("batch-sweep", {"cpu": rows})
+    text = conclude("batch-sweep", {CPU: rows})
     assert text == (
         "On cpu, preparing each batch on the host (a CPU copies nothing) took 2.8% of each step "
         "at batch 32 and 1.6% at batch 2048; throughput stayed between 2,600 and 2,650 images/s."
@@ -112,11 +128,11 @@ def test_batch_sweep_sentence_reports_a_batch_that_ran_out_of_memory() -> None:
     rows = [
         sweep_row("cuda:0", 32, 0.2, 1000),
         sweep_row("cuda:0", 64, 0.1, 2000),
-        BatchSweepRow("cuda:0", 128, 0, None, None, None, None, "out of memory"),
+        BatchSweepRow(Device("cuda", 0), 128, 0, None, None, None, None, "out of memory"),
     ]
-    text = batch_sweep_clause("cuda:0", rows)
+    text = batch_sweep_clause(GPU, rows)
     assert text.endswith("; batch 128 did not run (out of memory)")
-    only_failed = batch_sweep_clause("cuda:0", rows[2:])
+    only_failed = batch_sweep_clause(GPU, rows[2:])
     assert only_failed == "on cuda:0, no batch size could be measured (out of memory)"
 
 
@@ -129,7 +145,7 @@ def test_batch_sweep_sentence_reports_a_batch_that_ran_out_of_memory() -> None:
 )
 def test_batch_sweep_sentence_agrees_with_its_numbers(figures: list[tuple[float, float]]) -> None:
     rows = [sweep_row("cuda:0", 2**i, share, ips) for i, (share, ips) in enumerate(figures)]
-    text = batch_sweep_clause("cuda:0", rows)
+    text = batch_sweep_clause(GPU, rows)
     first, last = rows[0], rows[-1]
     assert f"took {fmt_share(first.data_share or 0)} of each step at batch 1" in text
     assert f"{fmt_share(last.data_share or 0)} at batch {last.batch_size};" in text
@@ -153,7 +169,7 @@ def test_batch_sweep_sentence_agrees_with_its_numbers(figures: list[tuple[float,
 def test_sync_stall_sentence_gives_the_cost_when_the_read_stalls() -> None:
     rows = [stall_row("cuda:0", "every_step", 1.5, 0.05), stall_row("cuda:0", "once", 1.0, 0.04)]
     assert sync_stall_summary(rows) == SyncStallSummary(1.5, 1.0, 0.5, 0.5, 0.05, "slower")
-    assert conclude("sync-stall", {"cuda:0": rows}) == (
+    assert conclude("sync-stall", {GPU: rows}) == (
         "On cuda:0, reading the loss every step (loss.item(), as add_scalar does) cost 0.50 ms "
         "per step, 50% slower than reading it once (1.50 vs 1.00 ms per step)."
     )
@@ -163,14 +179,14 @@ def test_sync_stall_sentence_calls_a_cpu_difference_within_noise_none() -> None:
     rows = [stall_row("cpu", "every_step", 90.1, 3.3), stall_row("cpu", "once", 89.3, 7.4)]
     summary = sync_stall_summary(rows)
     assert summary is not None and summary.verdict == "no_difference"
-    text = sync_stall_clause("cpu", rows)
+    text = sync_stall_clause(CPU, rows)
     assert text.startswith(
         "on cpu, reading the loss every step made no measurable difference "
         "(90.1 vs 89.3 ms per step, +0.9%): a CPU finishes each step"
     )
     # Beyond the noise but under 2%: still no measurable difference, and no cost claimed.
     tight = [stall_row("cpu", "every_step", 90.9, 0.1), stall_row("cpu", "once", 90.0, 0.1)]
-    assert "no measurable difference" in sync_stall_clause("cpu", tight)
+    assert "no measurable difference" in sync_stall_clause(CPU, tight)
 
 
 def test_sync_stall_sentence_says_when_the_rounds_spread_too_widely_to_tell() -> None:
@@ -179,7 +195,7 @@ def test_sync_stall_sentence_says_when_the_rounds_spread_too_widely_to_tell() ->
     rows = [stall_row("cpu", "every_step", 325.0, 410.0), stall_row("cpu", "once", 74.8, 30.0)]
     summary = sync_stall_summary(rows)
     assert summary is not None and summary.verdict == "too_noisy"
-    text = sync_stall_clause("cpu", rows)
+    text = sync_stall_clause(CPU, rows)
     assert text.startswith(
         "on cpu, the rounds varied too much to tell what reading the loss every step cost "
         "(325 vs 74.8 ms per step, +334%, but one way's rounds differed by up to 410 ms): "
@@ -188,17 +204,17 @@ def test_sync_stall_sentence_says_when_the_rounds_spread_too_widely_to_tell() ->
     assert "no measurable difference" not in text
     # The same figures with tight rounds: a cost, claimed.
     tight = [dataclasses.replace(row, spread_ms=1.0) for row in rows]
-    assert sync_stall_clause("cpu", tight).startswith(
+    assert sync_stall_clause(CPU, tight).startswith(
         "on cpu, reading the loss every step (loss.item(), as add_scalar does) cost 250 ms"
     )
 
 
 def test_sync_stall_sentence_never_calls_a_faster_per_step_read_a_cost() -> None:
     rows = [stall_row("mps", "every_step", 8.0, 0.1), stall_row("mps", "once", 10.0, 0.1)]
-    text = sync_stall_clause("mps", rows)
+    text = sync_stall_clause(MPS, rows)
     assert text == "on mps, reading the loss every step was not slower (8.00 vs 10.0 ms per step)"
     failed = [dataclasses.replace(rows[0], ms_per_step=None, error="out of memory")]
-    assert "could not both be measured (out of memory)" in sync_stall_clause("mps", failed)
+    assert "could not both be measured (out of memory)" in sync_stall_clause(MPS, failed)
 
 
 # -- pipelines' sentence --------------------------------------------------------------------
@@ -206,16 +222,16 @@ def test_sync_stall_sentence_never_calls_a_faster_per_step_read_a_cost() -> None
 
 def test_pipelines_sentence_in_both_directions() -> None:
     fast = [pipe_row("cuda:0", "classic", 10_000), pipe_row("cuda:0", "resident", 40_000)]
-    assert pipelines_clause("cuda:0", fast) == (
+    assert pipelines_clause(GPU, fast) == (
         "on cuda:0, resident data trained 4.0x as fast as the DataLoader "
         "(40,000 vs 10,000 images/s)"
     )
     slow = [pipe_row("cpu", "classic", 3_000), pipe_row("cpu", "resident", 2_000)]
-    assert pipelines_clause("cpu", slow) == (
+    assert pipelines_clause(CPU, slow) == (
         "on cpu, the DataLoader trained 1.5x as fast as resident data (3,000 vs 2,000 images/s)"
     )
     same = [pipe_row("cpu", "classic", 2_306), pipe_row("cpu", "resident", 2_463)]
-    assert "about the same speed (2,463 vs 2,306 images/s)" in pipelines_clause("cpu", same)
+    assert "about the same speed (2,463 vs 2,306 images/s)" in pipelines_clause(CPU, same)
 
 
 def test_pipelines_sentence_says_when_the_rounds_spread_too_widely_to_tell() -> None:
@@ -224,28 +240,28 @@ def test_pipelines_sentence_says_when_the_rounds_spread_too_widely_to_tell() -> 
     rows = [pipe_row("cpu", "classic", 10_000, 20.0), pipe_row("cpu", "resident", 20_000, 1.0)]
     summary = pipelines_summary(rows)
     assert summary == PipelinesSummary(2.0, 20.0, "too_noisy")
-    assert pipelines_clause("cpu", rows) == (
+    assert pipelines_clause(CPU, rows) == (
         "on cpu, the rounds varied too much to tell which pipeline was faster (resident data "
         "20,000 vs the DataLoader 10,000 images/s, but one pipeline's rounds differed by up to "
         "20.0 ms per step)"
     )
     tight = [dataclasses.replace(row, spread_ms=1.0) for row in rows]
     assert pipelines_summary(tight) == PipelinesSummary(2.0, 1.0, "resident_faster")
-    assert pipelines_clause("cpu", tight).startswith("on cpu, resident data trained 2.0x")
+    assert pipelines_clause(CPU, tight).startswith("on cpu, resident data trained 2.0x")
 
 
 def test_pipelines_sentence_explains_the_small_gpu_speedup_from_the_numbers() -> None:
     cpu = [pipe_row("cpu", "classic", 2_000), pipe_row("cpu", "resident", 2_500)]
     gpu = [pipe_row("cuda:0", "classic", 4_000), pipe_row("cuda:0", "resident", 50_000)]
-    text = conclude("pipelines", {"cpu": cpu, "cuda:0": gpu})
+    text = conclude("pipelines", {CPU: cpu, GPU: gpu})
     assert text.endswith(
         "; cuda:0 was 2.0x as fast as the CPU with the DataLoader and 20.0x with resident "
         "data, which is why the tutorial's GPU speedup looks small."
     )
     level = [pipe_row("cuda:0", "classic", 20_000), pipe_row("cuda:0", "resident", 25_000)]
-    text = conclude("pipelines", {"cpu": cpu, "cuda:0": level})
+    text = conclude("pipelines", {CPU: cpu, GPU: level})
     assert "10.0x with resident data." in text and "why" not in text
-    assert conclude("pipelines", {"cpu": cpu}).endswith(
+    assert conclude("pipelines", {CPU: cpu}).endswith(
         "add a GPU (--device cuda) to see why the tutorial's GPU speedup looks small."
     )
     assert conclude("pipelines", {}) == "No measurement finished."
@@ -258,7 +274,7 @@ def test_every_event_type_round_trips_through_a_json_line() -> None:
     events: list[Event] = [
         ExperimentStarted(
             "batch-sweep",
-            ("cpu",),
+            (CPU,),
             (8, 16),
             3,
             1,
@@ -272,11 +288,11 @@ def test_every_event_type_round_trips_through_a_json_line() -> None:
             "2.x",
             42,
         ),
-        ExperimentDevice("cpu", "A CPU", "preparing", False),
+        ExperimentDevice(CPU, "A CPU", "preparing", False),
         sweep_row("cpu", 8, 0.1, 100.0),
         stall_row("cpu", "once", 1.0, 0.1),
         pipe_row("cpu", "classic", 100.0),
-        DeviceFailed("cpu", "cpu failed: boom", "Traceback..."),
+        DeviceFailed(CPU, "cpu failed: boom", "Traceback..."),
         ExperimentConcluded("batch-sweep", "On cpu, ..."),
         Finished(epochs_completed=0, stopped=True),
         Note("hello"),
@@ -310,7 +326,7 @@ def test_a_newer_child_s_extra_fields_are_ignored() -> None:
 
 
 def test_the_config_round_trips_and_refuses_bad_values_in_one_line() -> None:
-    config = ExperimentConfig(experiment="batch-sweep", devices=("cpu",), batch_sizes=(64, 8, 8))
+    config = ExperimentConfig(experiment="batch-sweep", devices=(CPU,), batch_sizes=(64, 8, 8))
     again = ExperimentConfig.from_json(config.to_json())
     assert again == config and again.sizes == (8, 64)
     for bad in (
@@ -325,11 +341,12 @@ def test_the_config_round_trips_and_refuses_bad_values_in_one_line() -> None:
         {"data_dir": "/no/such/dir"},
         {"threads": 0},
         {"nice": 20},
-        {"devices": ("",)},
     ):
         with pytest.raises(ConfigError) as caught:
             config.with_changes(**bad).validate()
         assert "\n" not in str(caught.value)
+    with pytest.raises(ConfigError, match=r"^experiment config: the device is empty"):
+        ExperimentConfig.from_json('{"experiment": "sync-stall", "devices": [""]}')
 
 
 def test_steps_shrink_to_the_budget_but_never_below_the_minimum() -> None:
@@ -358,7 +375,7 @@ def one_thread() -> Iterator[None]:
 def tiny(experiment: str, **changes: object) -> ExperimentConfig:
     base = ExperimentConfig(
         experiment=experiment,
-        devices=("cpu",),
+        devices=(CPU,),
         batch_sizes=(16, 8, 32, 8),
         batch_size=16,
         steps=3,
@@ -409,7 +426,7 @@ def test_batch_sweep_measures_each_batch_size_with_sane_figures() -> None:
         assert row.images_per_second == pytest.approx(row.batch_size * row.steps / seconds)
     concluded = events[-2]
     assert isinstance(concluded, ExperimentConcluded)
-    assert concluded.conclusion == conclude("batch-sweep", {"cpu": rows})
+    assert concluded.conclusion == conclude("batch-sweep", {CPU: rows})
     assert f"took {fmt_share(rows[0].data_share or 0)} of each step at batch 8" in (
         concluded.conclusion
     )
@@ -429,7 +446,7 @@ def test_sync_stall_times_both_ways_over_the_same_steps() -> None:
     summary = result.to_json_dict()["device_results"][0]["summary"]
     assert summary["cost_ms"] == pytest.approx(rows[0].ms_per_step - rows[1].ms_per_step)
     assert summary["verdict"] in {"slower", "no_difference", "too_noisy", "faster"}
-    assert result.conclusion == conclude("sync-stall", {"cpu": rows})
+    assert result.conclusion == conclude("sync-stall", {CPU: rows})
 
 
 def test_sync_stall_warms_up_both_ways_of_reading_the_loss_before_timing_either(
@@ -508,7 +525,7 @@ def test_a_stopped_experiment_marks_the_device_in_hand_and_those_never_reached()
     result = ExperimentResult("batch-sweep")
     for event in events:
         if isinstance(event, ExperimentStarted):
-            event = dataclasses.replace(event, devices=("cpu", "cuda:0"))
+            event = dataclasses.replace(event, devices=(CPU, Device("cuda", 0)))
         result.absorb(event)
     data = result.to_json_dict()
     assert data["status"] == "stopped"
@@ -522,13 +539,13 @@ def test_a_stopped_experiment_marks_the_device_in_hand_and_those_never_reached()
 @pytest.mark.parametrize(
     ("changes", "kind", "needle"),
     [
-        ({"devices": ("cuda0",)}, "device", "'cuda0' is not a device"),
-        ({"devices": ("cpu", "gpu")}, "device", "'gpu' is not a device"),
+        ({"devices": (Device("cuda", 99),)}, "device", "cuda:99: "),
+        ({"devices": (CPU, Device("xpu", 99))}, "device", "xpu:99: "),
         ({"batch_size": 65}, "config", "batch size 65 is larger than the 64 training images"),
         ({"steps": 0}, "config", "steps must be a whole number of at least 1"),
     ],
 )
-def test_bad_devices_and_values_end_in_one_error_line(
+def test_unusable_devices_and_bad_values_end_in_one_error_line(
     changes: dict[str, object], kind: str, needle: str
 ) -> None:
     events: list[Event] = []
@@ -562,11 +579,11 @@ def test_a_broken_device_fails_alone_and_the_next_device_still_measures(
 
         return call
 
-    monkeypatch.setattr(experiments, "chosen_devices", lambda _requested: ("cuda:0", "cpu"))
+    monkeypatch.setattr(experiments, "chosen_devices", lambda _requested: (GPU, CPU))
     for name in ("set_device", "get_device_name", "empty_cache"):  # every CUDA call it makes
         monkeypatch.setattr(torch.cuda, name, broken(name))
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
-    code, events, result = run(tiny("sync-stall", devices=("cuda:0", "cpu")))
+    code, events, result = run(tiny("sync-stall", devices=(Device("cuda", 0), CPU)))
     assert code == 1
     names = [type(e).__name__ for e in events]
     assert names == [
@@ -580,11 +597,11 @@ def test_a_broken_device_fails_alone_and_the_next_device_still_measures(
     ]
     assert calls == ["set_device(cuda:0)", "empty_cache()"]  # made current first, then freed
     failed = events[1]
-    assert isinstance(failed, DeviceFailed) and failed.device == "cuda:0"
+    assert isinstance(failed, DeviceFailed) and failed.device == GPU
     assert failed.message == f"cuda:0 failed: RuntimeError: {STICKY}; {LAUNCH_BLOCKING_HINT}"
     rows = [e for e in events if isinstance(e, SyncStallRow)]
-    assert {r.device for r in rows} == {"cpu"} and all(r.error is None for r in rows)
-    assert result.conclusion == conclude("sync-stall", {"cpu": rows})
+    assert {r.device for r in rows} == {CPU} and all(r.error is None for r in rows)
+    assert result.conclusion == conclude("sync-stall", {CPU: rows})
 
 
 def test_a_device_whose_cleanup_raises_is_failed_and_keeps_its_rows(

@@ -10,12 +10,13 @@ import sys
 import pytest
 import torch
 
+from gputui.device import Device
+from gputui.engine.devices import reset_peak_memory
 from gputui.engine.memory import (
     OutOfMemoryError,
     is_out_of_memory,
     memory_reading,
     probe_batch_size,
-    reset_peak_memory,
 )
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, parse_event
@@ -41,6 +42,10 @@ that lacks ``torch.OutOfMemoryError``."""
         RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
         RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
         RuntimeError("FIND was unable to find an engine: not enough workspace for any algorithm"),
+        RuntimeError("HIP error: HIPBLAS_STATUS_ALLOC_FAILED when calling `hipblasCreate`"),
+        RuntimeError(
+            "level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)"
+        ),
     ],
 )
 def test_every_way_an_allocation_fails_is_out_of_memory(error: BaseException) -> None:
@@ -127,15 +132,15 @@ def test_the_engine_runs_and_detects_oom_on_a_torch_without_torch_out_of_memory_
     json.loads(done.stdout.splitlines()[0])  # the stream is JSON lines from its first line
 
 
-def test_only_cuda_s_peak_is_reset_and_for_the_run_s_own_device(
+def test_only_a_gpu_s_peak_is_reset_and_for_the_run_s_own_device(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     reset: list[torch.device] = []
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset.append)
-    reset_peak_memory(torch.device("cuda:1"))
-    reset_peak_memory(torch.device("cpu"))
-    reset_peak_memory(torch.device("mps"))
-    assert reset == [torch.device("cuda:1")]
+    monkeypatch.setattr(torch.xpu, "reset_peak_memory_stats", reset.append)
+    for device in ("cuda:1", "cpu", "mps", "xpu:0"):
+        reset_peak_memory(torch.device(device))
+    assert reset == [torch.device("cuda:1"), torch.device("xpu:0")]
 
 
 def test_the_peak_says_what_it_spans(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,7 +158,11 @@ def test_the_peak_says_what_it_spans(monkeypatch: pytest.MonkeyPatch) -> None:
 
         monkeypatch.setattr(torch.cuda, name, figure)
     cuda = memory_reading(torch.device("cuda:1"))
-    assert (cuda.device, cuda.allocated_bytes, cuda.reserved_bytes) == ("cuda:1", 2**20, 4 * 2**20)
+    assert (cuda.device, cuda.allocated_bytes, cuda.reserved_bytes) == (
+        Device("cuda", 1),
+        2**20,
+        4 * 2**20,
+    )
     assert (cuda.peak_bytes, cuda.peak_scope) == (3 * 2**20, "epoch")
     assert {device for _, device in asked} == {torch.device("cuda:1")}
     cpu = memory_reading(torch.device("cpu"))

@@ -15,8 +15,9 @@ import pytest
 import torch
 import torch.utils._foreach_utils as foreach_utils
 
+from gputui.device import CPU, Device, DeviceError
 from gputui.engine import devices, trainer
-from gputui.engine.devices import DeviceError, check_precision, cpu_model_name, parse_device
+from gputui.engine.devices import check_device, check_precision, cpu_model_name
 from gputui.engine.model import CNN
 from gputui.engine.step import bf16_autocast, fused_adam_supported, make_optimizer
 from gputui.jobs.config import RunConfig
@@ -26,6 +27,7 @@ from tests.engine.test_trainer import tiny, train
 
 MAC = inventory(system="Darwin", mps_built=True, mps_available=True, cuda_names=())
 """An Apple silicon Mac whose torch can use MPS."""
+MPS = Device("mps")
 
 # -- fused Adam ---------------------------------------------------------------------------------
 
@@ -92,12 +94,12 @@ def mac_version(monkeypatch: pytest.MonkeyPatch, release: str) -> None:
 def test_bf16_on_mps_before_sonoma_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     mac_version(monkeypatch, "13.6.1")
     with pytest.raises(DeviceError) as caught:
-        check_precision("mps", "bf16")
+        check_precision(MPS, "bf16")
     assert str(caught.value) == (
         "bf16 on MPS needs macOS 14 or later; this is macOS 13.6.1: use --precision fp32"
     )
-    check_precision("mps", "fp32")  # fp32 runs anywhere
-    check_precision("cpu", "bf16")  # and bf16 elsewhere is not MPS's
+    check_precision(MPS, "fp32")  # fp32 runs anywhere
+    check_precision(CPU, "bf16")  # and bf16 elsewhere is not MPS's
 
 
 @pytest.mark.parametrize("release", ["14.0", "15.3.2", ""])  # "" when macOS does not say
@@ -105,7 +107,7 @@ def test_bf16_on_mps_from_sonoma_on_is_let_through(
     monkeypatch: pytest.MonkeyPatch, release: str
 ) -> None:
     mac_version(monkeypatch, release)
-    check_precision("mps", "bf16")
+    check_precision(MPS, "bf16")
 
 
 def test_bf16_on_mps_before_torch_2_6_is_refused_in_one_line(
@@ -113,12 +115,12 @@ def test_bf16_on_mps_before_torch_2_6_is_refused_in_one_line(
 ) -> None:
     mac_version(monkeypatch, "15.3.2")
     with pytest.raises(DeviceError) as caught:  # 2.5's autocast would quietly run fp32
-        check_precision("mps", "bf16", replace(MAC, torch_version="2.5.1"))
+        check_precision(MPS, "bf16", replace(MAC, torch_version="2.5.1"))
     assert str(caught.value) == (
         "bf16 on MPS needs torch 2.6 or later; this is torch 2.5.1: upgrade torch to 2.6 or "
         "later, or use --precision fp32"
     )
-    check_precision("mps", "fp32", replace(MAC, torch_version="2.2.2"))  # Intel Macs' last
+    check_precision(MPS, "fp32", replace(MAC, torch_version="2.2.2"))  # Intel Macs' last
 
 
 @pytest.mark.parametrize("version", ["2.6.0", "2.10.0", "2.13.0.dev20260101"])
@@ -126,16 +128,16 @@ def test_bf16_on_mps_from_torch_2_6_on_is_let_through(
     monkeypatch: pytest.MonkeyPatch, version: str
 ) -> None:
     mac_version(monkeypatch, "15.3.2")
-    check_precision("mps", "bf16", replace(MAC, torch_version=version))
+    check_precision(MPS, "bf16", replace(MAC, torch_version=version))
 
 
 def test_the_trainer_refuses_it_before_loading_anything(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     mac_version(monkeypatch, "13.2")
-    monkeypatch.setattr(trainer, "parse_device", lambda _text: "mps")  # as on such a Mac
+    monkeypatch.setattr(trainer, "check_device", lambda _device: MPS)  # as on such a Mac
     events: list[Event] = []
-    config = RunConfig(device="mps", precision="bf16", dataset="synthetic", limit=64, batch_size=32)
+    config = RunConfig(device=MPS, precision="bf16", dataset="synthetic", limit=64, batch_size=32)
     code = trainer.run_training(config.with_changes(runs_dir=str(tmp_path)), events.append)
     assert code == 2
     [error] = events
@@ -148,8 +150,8 @@ def test_the_trainer_refuses_it_before_loading_anything(
 
 
 def test_mps_0_is_mps_and_no_other_index_is() -> None:
-    assert parse_device("mps:0", MAC) == "mps"
-    assert parse_device(" mps ", MAC) == "mps"
+    assert check_device(Device.parse("mps:0"), MAC) == MPS
+    assert check_device(Device.parse(" mps "), MAC) == MPS
     assert error_for("mps:1", MAC).startswith("mps:1: a Mac has one GPU, mps (or mps:0)")
     assert "MPS needs Apple silicon and macOS; this is Linux" in error_for(
         "mps:0", inventory(cuda_names=())
@@ -158,7 +160,8 @@ def test_mps_0_is_mps_and_no_other_index_is() -> None:
 
 def test_every_spelling_of_the_mac_s_gpu_is_chosen_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(devices, "current_inventory", lambda: MAC)
-    assert devices.chosen_devices(("mps:0", "mps", "cpu")) == ("mps", "cpu")
+    asked = (Device.parse("mps:0"), MPS, CPU)
+    assert devices.chosen_devices(asked) == (MPS, CPU)
 
 
 # -- the Apple CPU's name -----------------------------------------------------------------------

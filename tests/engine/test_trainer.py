@@ -12,9 +12,10 @@ import psutil
 import pytest
 import torch
 
+from gputui.device import CPU, Device
 from gputui.engine import trainer
 from gputui.engine.data import load_dataset
-from gputui.engine.devices import cpu_bf16
+from gputui.engine.devices import cpu_bf16, torch_build
 from gputui.engine.failures import LAUNCH_BLOCKING_HINT
 from gputui.engine.model import CNN
 from gputui.engine.pipelines import ClassicPipeline
@@ -50,7 +51,7 @@ def one_thread() -> Iterator[None]:
 def tiny(tmp_path: Path, **changes: object) -> RunConfig:
     """Two epochs of 8 steps of 32 images, accuracy on 128 held-out images."""
     base = RunConfig(
-        device="cpu",
+        device=CPU,
         epochs=2,
         batch_size=32,
         dataset="synthetic",
@@ -103,7 +104,7 @@ def test_a_run_streams_its_events_in_order(
     started = events[0]
     assert isinstance(started, RunStarted)
     assert (started.device, started.dataset, started.pipeline, started.precision) == (
-        "cpu",
+        CPU,
         "synthetic",
         "resident",
         "fp32",
@@ -111,6 +112,7 @@ def test_a_run_streams_its_events_in_order(
     assert (started.train_images, started.test_images, started.steps_per_epoch) == (256, 128, 8)
     assert started.torch_version == torch.__version__
     assert started.device_name and started.pid > 0
+    assert started.torch_build == torch_build()  # the result says which build ran
     assert not started.channels_last and started.num_workers == 0
 
 
@@ -140,11 +142,11 @@ def test_epoch_timing_and_accuracy_are_sane(
         assert e.accuracy is not None and 0 <= e.accuracy <= 1
         assert e.accuracy * 128 == pytest.approx(round(e.accuracy * 128))
     ready = next(e for e in events if isinstance(e, DataReady))
-    assert ready.device == "cpu" and ready.seconds >= 0
+    assert ready.device == CPU and ready.seconds >= 0
     assert ready.nbytes == (256 + 128) * (3 * 32 * 32 + 8)
     memory = [e for e in events if isinstance(e, Memory)]
     assert all(
-        m.device == "cpu" and (m.rss_bytes or 0) > 0 and (m.peak_bytes or 0) > 0 for m in memory
+        m.device == CPU and (m.rss_bytes or 0) > 0 and (m.peak_bytes or 0) > 0 for m in memory
     )
     assert all(m.allocated_bytes is None and m.reserved_bytes is None for m in memory)
     finished = events[-1]
@@ -456,8 +458,8 @@ def test_a_device_that_breaks_after_running_out_of_memory_still_reports_the_oom(
 @pytest.mark.parametrize(
     ("changes", "kind", "needle"),
     [
-        ({"device": "cuda0"}, "device", "did you mean cuda:0?"),
-        ({"device": "mps"}, "device", "usable here: cpu"),
+        ({"device": Device("cuda", 99)}, "device", "usable here: cpu"),
+        ({"device": Device("mps")}, "device", "usable here: cpu"),
         ({"batch_size": 0}, "config", "batch size"),
         ({"batch_size": 300}, "config", "larger than the 256 training images"),
     ],

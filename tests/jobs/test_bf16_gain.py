@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gputui.commands import main
+from gputui.device import Device
 from gputui.jobs.bench.report import bench_json, render_table
 from gputui.jobs.conclusions import BF16_GAIN_MIN, bf16_clause
 from gputui.jobs.config import RunConfig
@@ -28,7 +29,7 @@ def record(device: str, precision: str, faster: float = 1.0, cpu_bf16: bool = Fa
     which no real run would hit exactly; a bf16 run on a CPU without fast bf16, on a GPU or
     on MPS cannot be recorded on this machine at all.
     """
-    config = RunConfig(device=device, precision=precision, epochs=3)
+    config = RunConfig(device=Device.parse(device), precision=precision, epochs=3)
     run = RunRecord(config)
     seconds = FP32_EPOCH_S[device] / faster
     math = "bf16 autocast, IEEE fp32 elsewhere" if precision == "bf16" else "IEEE fp32"
@@ -87,21 +88,25 @@ def _started(config: RunConfig, math: str, cpu_bf16: bool) -> RunStarted:
     ],
 )
 def test_no_gain_says_why_in_the_device_s_terms(device: str, reason: str) -> None:
-    same = bf16_clause(device, 1.03, cpu_fast_bf16=False)
+    same = bf16_clause(Device.parse(device), 1.03, cpu_fast_bf16=False)
     assert same.startswith(f"on {device}, bf16 trained no faster than fp32 (1.03x its speed): ")
     assert reason in same
-    slower = bf16_clause(device, 0.7, cpu_fast_bf16=False)
+    slower = bf16_clause(Device.parse(device), 0.7, cpu_fast_bf16=False)
     assert slower.startswith(f"on {device}, bf16 trained slower than fp32 (0.70x its speed): ")
     assert reason in slower
 
 
 def test_a_gain_is_given_without_excuses() -> None:
-    assert bf16_clause("cuda:0", 1.8) == "on cuda:0, bf16 trained 1.80x as fast as fp32"
-    assert bf16_clause("cpu", BF16_GAIN_MIN, cpu_fast_bf16=True).endswith("as fast as fp32")
+    assert (
+        bf16_clause(Device.parse("cuda:0"), 1.8) == "on cuda:0, bf16 trained 1.80x as fast as fp32"
+    )
+    assert bf16_clause(Device.parse("cpu"), BF16_GAIN_MIN, cpu_fast_bf16=True).endswith(
+        "as fast as fp32"
+    )
 
 
 def test_a_cpu_with_bf16_units_that_gained_nothing_blames_the_model_s_size() -> None:
-    text = bf16_clause("cpu", 1.0, cpu_fast_bf16=True)
+    text = bf16_clause(Device.parse("cpu"), 1.0, cpu_fast_bf16=True)
     assert "AVX512" not in text and "too small for bf16 math to repay autocast's casts" in text
 
 
@@ -155,5 +160,5 @@ def test_bench_trains_each_precision_and_judges_bf16_by_what_it_measured(
     gain = bf16["bf16_over_fp32"]
     assert gain["speedup"] == pytest.approx(fp32["epoch_seconds"] / bf16["epoch_seconds"])
     cpu_fast = "no AVX512-BF16 or AMX" in " ".join(bf16["notes"])
-    expected = bf16_clause("cpu", gain["speedup"], cpu_fast_bf16=not cpu_fast)
+    expected = bf16_clause(Device.parse("cpu"), gain["speedup"], cpu_fast_bf16=not cpu_fast)
     assert gain["verdict"] == expected[0].upper() + expected[1:] + "."

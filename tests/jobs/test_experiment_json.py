@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gputui.device import CPU
 from gputui.jobs.conclusions import PipelinesSummary, SyncStallSummary
 from gputui.jobs.events import (
     BatchSweepRow,
@@ -24,14 +25,14 @@ from gputui.jobs.results import ExperimentResult
 from tests.readme import README, keys_of, readme_json
 
 ROWS: dict[str, list[Event]] = {
-    "batch-sweep": [BatchSweepRow("cpu", 32, 20, 9000.0, 0.4, 3.2, 0.11)],
+    "batch-sweep": [BatchSweepRow(CPU, 32, 20, 9000.0, 0.4, 3.2, 0.11)],
     "sync-stall": [
-        SyncStallRow("cpu", "every_step", 256, 60, 3, 33.4, 7665.0, 0.8),
-        SyncStallRow("cpu", "once", 256, 60, 3, 33.1, 7734.0, 0.6),
+        SyncStallRow(CPU, "every_step", 256, 60, 3, 33.4, 7665.0, 0.8),
+        SyncStallRow(CPU, "once", 256, 60, 3, 33.1, 7734.0, 0.6),
     ],
     "pipelines": [
-        PipelineRow("cpu", "classic", 256, 60, 41.0, 6244.0, 2, False, None, None, 3, 1.2),
-        PipelineRow("cpu", "resident", 256, 60, 33.0, 7757.0, 0, False, 0.2, None, 3, 0.7),
+        PipelineRow(CPU, "classic", 256, 60, 41.0, 6244.0, 2, False, None, None, 3, 1.2),
+        PipelineRow(CPU, "resident", 256, 60, 33.0, 7757.0, 0, False, 0.2, None, 3, 0.7),
     ],
 }
 """A device's complete rows for each experiment."""
@@ -41,7 +42,7 @@ def result_json(experiment: str) -> dict[str, Any]:
     """What ``gputui experiment EXPERIMENT --json`` prints for a run on the CPU."""
     started = ExperimentStarted(
         experiment=experiment,
-        devices=("cpu",),
+        devices=(CPU,),
         batch_sizes=(256,),
         steps=200,
         warmup_steps=2,
@@ -55,7 +56,7 @@ def result_json(experiment: str) -> dict[str, Any]:
         torch_version="2.13.0+cpu",
         pid=4242,
     )
-    device = ExperimentDevice("cpu", "Intel(R) Xeon(R) Processor", None, False)
+    device = ExperimentDevice(CPU, "Intel(R) Xeon(R) Processor", None, False)
     result = ExperimentResult(experiment)
     for event in [started, device, *ROWS[experiment], ExperimentConcluded(experiment, "On cpu.")]:
         result.absorb(event)

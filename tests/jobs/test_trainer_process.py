@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gputui.device import CPU, Device
 from gputui.engine.records import EPOCH_COLUMNS, EPOCHS_FILE
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
@@ -45,7 +46,7 @@ def config(tmp_path: Path, **changes: object) -> RunConfig:
     """A tiny run, as the runner pane asks for it beside the monitor."""
     base = ui_friendly(
         RunConfig(
-            device="cpu",
+            device=CPU,
             epochs=2,
             batch_size=32,
             dataset="synthetic",
@@ -346,7 +347,7 @@ def test_a_missing_interpreter_becomes_an_error(tmp_path: Path) -> None:
 def test_list_devices_asks_a_child() -> None:
     listed = list_devices()
     assert isinstance(listed, DevicesListed), listed
-    names = [option.name for option in listed.devices]
+    names = [str(option.name) for option in listed.devices]
     assert names[0] == "cpu" and listed.devices[0].usable
     assert "mps" in names
     unusable = [option for option in listed.devices if not option.usable]
@@ -356,8 +357,8 @@ def test_list_devices_asks_a_child() -> None:
     assert listed.cuda_version == torch.version.cuda  # the build's CUDA: None for a CPU build
 
 
-def test_a_bad_device_is_an_error_event_from_the_child(tmp_path: Path) -> None:
-    trainer = ChildProcess(config(tmp_path, device="cuda0")).start()
+def test_an_unusable_device_is_an_error_event_from_the_child(tmp_path: Path) -> None:
+    trainer = ChildProcess(config(tmp_path, device=Device("cuda", 99))).start()
     events = list(trainer.events(EVENT_TIMEOUT_S))
     assert len(events) == 1 and isinstance(events[0], Error)
     assert events[0].kind == "device" and "usable here: cpu" in events[0].message

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+from gputui.device import CPU, Device
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.telemetry.readings import NvmlReading
 from tests.ui.fakes import GiB
@@ -47,7 +48,7 @@ REPORT = DoctorReport(
     ),
     devices=(
         DeviceReport(
-            device="cpu",
+            device=CPU,
             name="AMD EPYC 7763 64-Core Processor",
             memory_bytes=int(125.7 * GiB),
             copy_bytes_per_s=9.66e9,
@@ -56,7 +57,7 @@ REPORT = DoctorReport(
             notes=("torch CPU kernels: AVX2, 16 threads", "bf16 matmul: not measured in time"),
         ),
         DeviceReport(
-            device="cuda:0",
+            device=Device("cuda", 0),
             name="NVIDIA H100 80GB HBM3",
             compute_capability="9.0",
             memory_bytes=80 * GiB,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gputui.device import CPU, Device
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
     DataReady,
@@ -34,10 +35,12 @@ MiB = 1024**2
 # NOT RECORDABLE WITHOUT A GPU: a listing with two H100s, as the stand-in NVML library shows.
 DEVICES = DevicesListed(
     devices=(
-        DeviceOption("cpu", True, "AMD EPYC 7763 64-Core Processor"),
-        DeviceOption("cuda:0", True, "NVIDIA H100 80GB HBM3"),
-        DeviceOption("cuda:1", True, "NVIDIA H100 80GB HBM3"),
-        DeviceOption("mps", False, "Apple MPS", reason="MPS exists only on Apple silicon Macs"),
+        DeviceOption(CPU, True, "AMD EPYC 7763 64-Core Processor"),
+        DeviceOption(Device("cuda", 0), True, "NVIDIA H100 80GB HBM3"),
+        DeviceOption(Device("cuda", 1), True, "NVIDIA H100 80GB HBM3"),
+        DeviceOption(
+            Device("mps"), False, "Apple MPS", reason="MPS exists only on Apple silicon Macs"
+        ),
     ),
     torch_version="2.13.0",
 )
@@ -46,18 +49,20 @@ DEVICES = DevicesListed(
 # NOT RECORDABLE WITHOUT A GPU: a CUDA 13.0 build of torch on a box whose driver is for 12.4.
 CUDA_BUILD_ON_AN_OLD_DRIVER = DevicesListed(
     devices=(
-        DeviceOption("cpu", True, "AMD EPYC 7763 64-Core Processor"),
+        DeviceOption(CPU, True, "AMD EPYC 7763 64-Core Processor"),
         DeviceOption(
-            "cuda",
+            Device("cuda"),
             False,
             "NVIDIA GPU (CUDA)",
             reason="torch was built for CUDA 13.0 but sees no GPU; check the driver with "
             "nvidia-smi or gputui doctor",
         ),
-        DeviceOption("mps", False, "Apple GPU (MPS)", reason="MPS needs Apple silicon and macOS"),
+        DeviceOption(
+            Device("mps"), False, "Apple GPU (MPS)", reason="MPS needs Apple silicon and macOS"
+        ),
     ),
     torch_version="2.13.0+cu130",
-    chosen=("cpu",),
+    chosen=(CPU,),
     cuda_version="13.0",
 )
 """A torch built for CUDA 13.0 that can use none of the stand-in's H100s, whose driver
@@ -85,8 +90,8 @@ def gpu_run_events(
         upto_epoch: Stop after this many epochs without finishing (a run in flight).
         progress_step: Then add a Progress at this step of the next epoch.
     """
-    assert config.device.startswith("cuda"), f"{config.device}: record it (tests/ui/recordings)"
-    device = "cuda:0" if config.device == "cuda" else config.device
+    assert config.device.kind == "cuda", f"{config.device}: record it (tests/ui/recordings)"
+    device = config.device.indexed()
     images = config.limit or 50_000
     steps = images // config.batch_size
     events: list[Event] = [
@@ -119,15 +124,15 @@ def gpu_run_events(
         DataReady(device=device, seconds=0.21, nbytes=images * 3 * 32 * 32),
         Placement(
             rows=(
-                _row("conv", "module", device, 11_608),
-                _row("fc", "module", device, 18_814),
-                _row("param_groups[0]", "param_group", device, 30_422),
+                _row("conv", "module", str(device), 11_608),
+                _row("fc", "module", str(device), 18_814),
+                _row("param_groups[0]", "param_group", str(device), 30_422),
             ),
-            inputs_device=device,
+            inputs_device=str(device),
             inputs_dtype="float32",
             inputs_memory_format="contiguous",
-            labels_device=device,
-            dataset_device=device,
+            labels_device=str(device),
+            dataset_device=str(device),
             pinned=False,
         ),
     ]
@@ -212,7 +217,7 @@ def scripted_setup(
     cpu: list[Replay] = []  # read once a CPU run starts: most tests never start one
 
     def build(config: RunConfig) -> ScriptedTrainer | ReplayedJob:
-        if config.device == "cpu":
+        if config.device.kind == "cpu":
             if not cpu:
                 cpu.append(Replay(BY_NAME["cpu_run"]))
             return cpu[0].job(config)

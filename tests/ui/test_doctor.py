@@ -95,7 +95,7 @@ async def test_d_shows_the_report_escape_returns_to_the_monitor_and_q_quits() ->
         assert doctor.calls == [app.monitor.nvml]  # the app's reading: NVML is not opened again
 
         cards = list(screen.query(DeviceCard))
-        assert [card.device.device for card in cards] == ["cpu", "cuda:0"]
+        assert [str(card.device.device) for card in cards] == ["cpu", "cuda:0"]
         assert "cuda:0  NVIDIA H100 80GB HBM3" in text
         assert "copy on device   2.90 TB/s read + write" in text
         assert "host memcpy      9.66 GB/s read + write" in text

@@ -88,7 +88,7 @@ def test_each_recording_is_its_scenario_s_jobs_each_ending_once(scenario: Scenar
 
 def test_the_device_listing_is_this_machine_s() -> None:
     listed = devices()
-    assert [option.name for option in listed.devices] == ["cpu", "cuda", "mps"]
+    assert [str(option.name) for option in listed.devices] == ["cpu", "cuda", "mps"]
     assert [option.usable for option in listed.devices] == [True, False, False]
 
 

@@ -15,6 +15,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gputui.commands import checked_runner_setup
+from gputui.device import CPU, Device
 from gputui.format import fmt_bytes, fmt_times
 from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import ConfigError, ExperimentConfig, RunConfig
@@ -38,7 +39,7 @@ pytestmark = [pytest.mark.timeout(120), pytest.mark.long_module]
 
 TINY = RunConfig(
     nice=UI_NICE,
-    device="cpu",
+    device=CPU,
     epochs=2,
     batch_size=32,
     dataset="synthetic",
@@ -101,7 +102,7 @@ async def test_compare_cpu_with_cpu_shows_real_epochs_and_forms_a_speedup() -> N
         )
         session = pane.session
         assert session is not None and session.phase is Phase.FINISHED, session.runs[-1].error
-        assert [run.device for run in session.runs] == ["cpu", "cpu"]
+        assert [run.device for run in session.runs] == [CPU, CPU]
         for run in session.runs:
             assert [epoch.epoch for epoch in run.epochs] == [1, 2]
             assert run.epochs[0].warmup and not run.epochs[1].warmup
@@ -259,14 +260,14 @@ async def test_stop_ends_a_real_run() -> None:
 
 
 async def test_an_unusable_device_is_refused_with_its_reason() -> None:
-    app = real_app(TINY.with_changes(device="cuda"))
+    app = real_app(TINY.with_changes(device=Device("cuda")))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
-        pane.query_one("#runner-device").value = "cuda"  # type: ignore[attr-defined]
+        pane.query_one("#runner-device").value = Device("cuda")  # type: ignore[attr-defined]
         await pilot.press("r")
         assert pane.session is None and pane.trainer is None
-        cuda = next(option for option in devices().devices if option.name == "cuda")
+        cuda = next(option for option in devices().devices if option.name == Device("cuda"))
         assert pane.message is not None
         assert pane.message.plain == f"✗ cuda is unusable: {cuda.reason}"
         assert "cuda is unusable: this torch 2.13.0+cpu was built without CUDA" in screen_text(app)
@@ -346,7 +347,7 @@ def test_the_defaults_device_is_checked_by_a_child_and_spelled_as_torch_does() -
     assert str(caught.value).startswith("GPUTUI_RUNNER_DEFAULTS: cuda:7: ")
     assert "usable here: cpu" in str(caught.value)
     checked = checked_runner_setup({"GPUTUI_RUNNER_DEFAULTS": '{"device": "cpu:0"}'})
-    assert checked.defaults.device == "cpu" and checked.device_named
+    assert checked.defaults.device == CPU and checked.device_named
 
 
 async def test_the_trainer_is_highlighted_in_the_gpu_process_table() -> None:
@@ -424,7 +425,7 @@ async def test_a_real_experiment_shows_its_table_and_sentence() -> None:
         result = pane.experiment
         assert result is not None and result.error is None, result.error
         assert result.conclusion and result.conclusion.startswith("On cpu")
-        rows = result.devices["cpu"].rows
+        rows = result.devices[CPU].rows
         assert {row.mode for row in rows} == {"every_step", "once"}  # type: ignore[attr-defined]
         await pilot.pause()
         text = screen_text(app)
@@ -579,6 +580,7 @@ async def test_the_controls_fit_the_pane_from_60_columns(width: int) -> None:
     [
         ('{"device": "cpu"}', "cpu"),
         ('{"device": "cuda:1"}', "cuda:1"),
+        ('{"device": "cuda"}', "cuda:0"),  # the user's cuda is the first GPU, as listed
         ('{"epochs": 1}', "cuda:0"),  # no device named: the first accelerator
         ("", "cuda:0"),
     ],
@@ -597,7 +599,7 @@ async def test_a_device_the_defaults_name_is_the_one_chosen(text: str, chosen: s
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
-        assert pane.chosen_config().device == chosen
+        assert str(pane.chosen_config().device) == chosen
 
 
 async def test_a_cifar10_run_without_the_download_says_what_to_do_in_the_pane() -> None:

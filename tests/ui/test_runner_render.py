@@ -6,6 +6,7 @@ import io
 
 from rich.console import Console, RenderableType
 
+from gputui.device import Device
 from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Finished, Memory, Progress
@@ -24,7 +25,7 @@ from tests.ui.recordings.scenarios import RECORDED
 from tests.ui.runner_fakes import gpu_run_events
 
 CPU = RECORDED
-GPU = RECORDED.with_changes(device="cuda:0")
+GPU = RECORDED.with_changes(device=Device("cuda", 0))
 """NOT RECORDABLE WITHOUT A GPU: its runs are typed (tests/ui/runner_fakes.py)."""
 
 
@@ -38,7 +39,7 @@ def record(config: RunConfig) -> RunRecord:
     """A finished run of ``config``: recorded on the CPU (``cpu_run``, or ``cpu_one_epoch``),
     typed on a GPU."""
     run = RunRecord(config)
-    if config.device == "cpu":
+    if config.device.kind == "cpu":
         events = stream("cpu_run" if config.epochs == CPU.epochs else "cpu_one_epoch")
     else:
         events = gpu_run_events(config)
@@ -128,14 +129,14 @@ def test_placement_table_shows_groups_state_and_batches() -> None:
 
 
 def test_memory_line_leaves_out_what_the_device_cannot_report() -> None:
-    line = text_of(memory_line(Memory("cpu", None, None, 900 * 2**20, None, 800 * 2**20)))
+    line = text_of(memory_line(Memory(Device("cpu"), None, None, 900 * 2**20, None, 800 * 2**20)))
     assert "allocated" not in line and "peak 900.0 MiB" in line and "RSS 800.0 MiB" in line
 
 
 def test_memory_line_says_what_the_peak_spans() -> None:
-    cpu = Memory("cpu", None, None, 900 * 2**20, None, 800 * 2**20, "process")
+    cpu = Memory(Device("cpu"), None, None, 900 * 2**20, None, 800 * 2**20, "process")
     assert "process peak 900.0 MiB" in text_of(memory_line(cpu))
-    gpu = Memory("cuda:0", 2**20, 2**21, 3 * 2**20, None, 800 * 2**20, "epoch")
+    gpu = Memory(Device("cuda", 0), 2**20, 2**21, 3 * 2**20, None, 800 * 2**20, "epoch")
     assert "epoch peak 3.0 MiB" in text_of(memory_line(gpu))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
+from gputui.device import CPU
 from gputui.jobs.config import ScaleConfig
 from gputui.jobs.process import ChildProcess
 from gputui.jobs.results import Phase, Session
@@ -14,7 +15,7 @@ from tests.jobs.test_scale_report import SLOWER, scaling_session
 
 CONFIGS = [
     ScaleConfig(
-        device="cpu",
+        device=CPU,
         dataset="synthetic",
         limit=1024,
         test_limit=256,

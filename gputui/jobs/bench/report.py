@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, TextIO
 
+from gputui.device import Device, plain
 from gputui.format import (
     fmt_bytes,
     fmt_columns,
@@ -51,7 +52,7 @@ class ProgressLine:
 
     def show(self, config: RunConfig, event: Event, label: str | None = None) -> None:
         """Show what ``event`` says about the run on ``config.device`` (or ``label``)."""
-        device = label or config.device
+        device = label or str(config.device)
         if isinstance(event, DataProgress) and self.tty:
             total = f"/{fmt_bytes(event.total_bytes)}" if event.total_bytes else ""
             self._rewrite(f"downloading CIFAR-10: {fmt_bytes(event.done_bytes)}{total}")
@@ -158,7 +159,7 @@ def render_table(runs: list[RunRecord]) -> str:
     errors: dict[str, int] = {}
     """Each error's message, numbered in the order the runs failed (one said once)."""
     for run, mark in zip(runs, marks, strict=True):
-        which = [run.device + mark, *([run.config.precision] if several else [])]
+        which = [f"{run.device}{mark}", *([run.config.precision] if several else [])]
         if run.error is not None:
             number = errors.setdefault(run.error.message, len(errors) + 1)
             rows.append([*which, f"failed ({number})"])
@@ -200,7 +201,7 @@ def render_table(runs: list[RunRecord]) -> str:
         lines.append(f"stopped: {'; '.join(stopped)}")
     lines += [verdict for run in runs if (verdict := bf16_verdict(runs, run))]
     placements = [
-        placement_verdict(run, run.device + mark) for run, mark in zip(runs, marks, strict=True)
+        placement_verdict(run, f"{run.device}{mark}") for run, mark in zip(runs, marks, strict=True)
     ]
     lines += dict.fromkeys(verdict for verdict in placements if verdict)  # each said once
     recorded = [run.run_dir for run in runs if run.run_dir]
@@ -212,21 +213,21 @@ def render_table(runs: list[RunRecord]) -> str:
 def devices_line(runs: list[RunRecord]) -> str:
     """``devices: cpu: AMD EPYC 7763 64-Core Processor; cuda:0, cuda:1: NVIDIA H100 80GB
     HBM3``: what each device that started is."""
-    named: dict[str, list[str]] = {}
+    named: dict[str, list[Device]] = {}
     for run in runs:
         if run.started is not None:
             devices = named.setdefault(run.started.device_name, [])
             if run.device not in devices:
                 devices.append(run.device)
     return "devices: " + "; ".join(
-        f"{', '.join(devices)}: {name}" for name, devices in named.items()
+        f"{', '.join(map(str, devices))}: {name}" for name, devices in named.items()
     )
 
 
 def _warm_up_of(runs: list[RunRecord]) -> str:
     """What epoch 1 pays for beyond the steady epochs, for these runs' devices and flags."""
     paid = ["first allocations"]
-    if any(run.device.startswith("cuda") for run in runs):
+    if any(run.device.kind == "cuda" for run in runs):
         paid.append("cuDNN autotune")
     if any(run.config.compile for run in runs):
         paid.append("torch.compile")
@@ -288,6 +289,7 @@ _STARTED_FIELDS = (
     "channels_last",
     "num_threads",
     "torch_version",
+    "torch_build",
 )
 """What ``bench --json`` repeats of each run's ``RunStarted`` (``None`` before it came)."""
 
@@ -301,7 +303,7 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
         steady = run.steady
         out.append(
             {
-                "device": run.device,
+                "device": str(run.device),
                 "device_name": started.device_name if started else None,
                 "status": run.status,
                 "error": asdict(run.error) if run.error else None,
@@ -326,7 +328,7 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
                 ],
                 "placement": [asdict(row) for row in run.placement.rows] if run.placement else [],
                 "inputs": _inputs(run.placement),
-                "memory": asdict(run.memory) if run.memory else None,
+                "memory": plain(run.memory) if run.memory else None,
                 "notes": run.notes,
                 "run_dir": run.run_dir,
                 "world": asdict(run.world) if run.world else None,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
+from gputui.device import Device
 from gputui.format import fmt_counted, one_line
 from gputui.jobs.bench.report import ProgressLine
 from gputui.jobs.config import ConfigError, DeviceQuery, RunConfig
@@ -59,7 +60,7 @@ class BenchOutcome:
 
 def run_bench(
     base: RunConfig,
-    requested: Sequence[str],
+    requested: Sequence[Device],
     precisions: Sequence[str],
     unused_gpus: Callable[[DevicesListed], str | None],
 ) -> BenchOutcome:
@@ -152,12 +153,12 @@ class RankNotes:
 def unused_gpus_warning(listed: DevicesListed, gpu_count: int | None) -> str | None:
     """One line when NVML reports NVIDIA GPUs but the child's torch chose none of them
     (a CPU-only build, or a driver it cannot run on); ``None`` otherwise."""
-    if not gpu_count or any(device.startswith("cuda") for device in listed.chosen):
+    if not gpu_count or any(device.kind == "cuda" for device in listed.chosen):
         return None
     them = "it" if gpu_count == 1 else "them"
     return (
         f"NVML reports {fmt_counted(gpu_count, 'NVIDIA GPU')}, but this torch "
-        f"{listed.torch_version} cannot use {them}: benching {', '.join(listed.chosen)} "
+        f"{listed.torch_version} cannot use {them}: benching {', '.join(map(str, listed.chosen))} "
         "only; `gputui doctor` says why and how to fix it"
     )
 

@@ -63,7 +63,7 @@ def experiment_progress_line(event: Event) -> str | None:
         return (
             f"{event.experiment}: {event.dataset} data ({event.images:,} images), "
             f"{fmt_counted(event.threads, 'thread')}, "
-            f"devices {', '.join(event.devices)}"
+            f"devices {', '.join(map(str, event.devices))}"
         )
     if isinstance(event, ExperimentDevice):
         return f"{event.device}: {event.device_name}"
@@ -167,7 +167,7 @@ def _table(result: ExperimentResult) -> list[str]:
 def _cells(row: Row) -> list[str]:
     """One table row: what was measured, then the figures (or why there are none)."""
     if isinstance(row, BatchSweepRow):
-        what = [row.device, str(row.batch_size)]
+        what = [str(row.device), str(row.batch_size)]
         figures = [
             fmt_count(row.images_per_second),
             fmt_ms(row.data_ms),
@@ -176,10 +176,10 @@ def _cells(row: Row) -> list[str]:
         ]
     elif isinstance(row, SyncStallRow):
         how = "every step" if row.mode == "every_step" else "once"
-        what = [row.device, how, str(row.batch_size)]
+        what = [str(row.device), how, str(row.batch_size)]
         figures = [fmt_ms(row.ms_per_step), fmt_count(row.images_per_second), fmt_ms(row.spread_ms)]
     else:
-        what = [row.device, row.pipeline, str(row.batch_size)]
+        what = [str(row.device), row.pipeline, str(row.batch_size)]
         figures = [
             fmt_ms(row.ms_per_step),
             fmt_count(row.images_per_second),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gputui.device import Device
 from gputui.jobs.config import (
     WORLD_SIZE_MAX,
     ConfigError,
@@ -62,7 +63,7 @@ def scaling_configs(
     """
     if scaling not in SCALINGS:
         raise ConfigError(f"scaling {scaling!r} is not one of {', '.join(SCALINGS)}")
-    kind = base.device.strip().lower().split(":")[0]
+    device = Device(base.device.kind)
     configs = []
     for size in sizes:
         per_rank = base.batch_size
@@ -75,10 +76,10 @@ def scaling_configs(
                     "the batch size"
                 )
         threads = base.threads
-        if kind == "cpu":
+        if device.kind == "cpu":
             threads = max(1, (base.threads or cores or default_threads()) // size)
         fields = {spec.name: getattr(base, spec.name) for spec in dataclasses.fields(RunConfig)}
-        fields |= {"device": kind, "batch_size": per_rank, "threads": threads, "record": False}
+        fields |= {"device": device, "batch_size": per_rank, "threads": threads, "record": False}
         config = ScaleConfig(**fields, world_size=size)
         config.validate()
         configs.append(config)

@@ -77,7 +77,7 @@ def _oversubscribed(run: RunRecord, ranks: int, threads: int | None, cores: int)
     rank, and on the CPU each rank's torch threads."""
     nodes = run.world.nodes if run.world is not None else 1
     here = -(-ranks // max(nodes, 1))
-    on_cpu = run.device.strip().lower().startswith("cpu")
+    on_cpu = run.device.kind == "cpu"
     return here * ((threads or 1) if on_cpu else 1) > cores
 
 

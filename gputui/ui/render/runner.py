@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from gputui.device import Device
 from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
 from gputui.jobs.config import ALLOW_DOWNLOAD
 from gputui.jobs.events import DeviceOption, Error, Memory, Placement, PlacementRow, Progress
@@ -44,7 +45,7 @@ def device_label(option: DeviceOption) -> Text:
     return Text(f"{option.name} · unusable: {option.reason or 'unknown reason'}", style=MUTED)
 
 
-def progress_line(progress: Progress | None, epochs: int, device: str) -> Text:
+def progress_line(progress: Progress | None, epochs: int, device: Device) -> Text:
     """``epoch 2/3 · step 40/196 · 18,204 img/s · loss 1.234``."""
     if progress is None:
         return Text(f"{device} · starting (torch import, data)…", style=MUTED)
@@ -80,7 +81,7 @@ def status_line(session: Session | None) -> Text:
     if phase is Phase.FAILED:
         failed = next(run for run in session.runs if run.error is not None)
         assert failed.error is not None
-        where = failed.device
+        where = str(failed.device)
         if session.scaling is not None:
             where = fmt_counted(getattr(failed.config, "world_size", 1), "rank")
         return Text.assemble(
@@ -319,7 +320,7 @@ def session_threads_note(session: Session, cores: int | None) -> Text:
     threads = [
         run.started.num_threads
         for run in session.runs
-        if run.started is not None and run.device.split(":")[0] == "cpu"
+        if run.started is not None and run.device.kind == "cpu"
     ]
     return cpu_threads_note(
         min(threads, default=None),
@@ -421,7 +422,7 @@ def experiment_body(
     against ``cores`` (:func:`cpu_threads_note`), then a chart."""
     parts: list[RenderableType] = [Text(render_result(result))]
     started = result.started
-    on_cpu = started is not None and any(d.split(":")[0] == "cpu" for d in started.devices)
+    on_cpu = started is not None and any(d.kind == "cpu" for d in started.devices)
     note = cpu_threads_note(
         started.threads if started is not None and on_cpu else None,
         cores,

@@ -98,7 +98,7 @@ def _threads_note(session: Session, cores: int | None) -> Text:
     """On the CPU, whether the first world size had fewer threads, all ranks together, than
     ``gputui scale`` gives it (the runner keeps a core for the monitor)."""
     first = session.runs[0] if session.runs else None
-    if first is None or first.started is None or first.device.split(":")[0] != "cpu":
+    if first is None or first.started is None or first.device.kind != "cpu":
         return Text()
     ranks = int(getattr(first.config, "world_size", 1))
     return cpu_threads_note(

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputui.device import CPU
 from gputui.jobs.config import ExperimentConfig, RunConfig, sweep_sizes
 from gputui.jobs.scale.plan import scaling_configs
 from gputui.ui.widgets.runner.setup import UI_NICE
 
 RECORDED = RunConfig(
     nice=UI_NICE,
-    device="cpu",
+    device=CPU,
     epochs=3,
     batch_size=64,
     dataset="synthetic",
@@ -45,7 +46,7 @@ def experiment_config(experiment: str, defaults: RunConfig = RECORDED) -> Experi
     return ExperimentConfig(
         **defaults.job_settings(),
         experiment=experiment,
-        devices=("cpu",),
+        devices=(CPU,),
         batch_size=defaults.batch_size,
         batch_sizes=sweep_sizes(defaults.limit),
         budget_s=EXPERIMENT_BUDGET_S,

@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.widgets import Button, Label, Select
 
+from gputui.device import CPU, Device
 from gputui.jobs.config import DATASETS, EXPERIMENTS, PIPELINES, PRECISIONS, RunConfig
 
 if TYPE_CHECKING:  # loaded once the devices are listed
@@ -134,16 +135,16 @@ class RunnerControls(Vertical):
         return self.query_one(f"#runner-{name}", Select).value
 
     @property
-    def device(self) -> str:
+    def device(self) -> Device:
         """The chosen device (the default one until the devices are listed)."""
-        device = str(self._value("device"))
-        return self.defaults.device if device == LISTING else device
+        device = self._value("device")
+        return device if isinstance(device, Device) else self.defaults.device
 
     @property
-    def baseline(self) -> str:
+    def baseline(self) -> Device:
         """The device to compare against (the CPU until the devices are listed)."""
-        baseline = str(self._value("baseline"))
-        return "cpu" if baseline == LISTING else baseline
+        baseline = self._value("baseline")
+        return baseline if isinstance(baseline, Device) else CPU
 
     @property
     def experiment(self) -> str:
@@ -155,13 +156,14 @@ class RunnerControls(Vertical):
         return {field: self._value(name) for name, field in SETTINGS}
 
     def offer_devices(
-        self, devices: tuple[DeviceOption, ...], wanted: str, *, accelerator_first: bool
+        self, devices: tuple[DeviceOption, ...], wanted: Device, *, accelerator_first: bool
     ) -> None:
         """Offer every candidate device, the unusable ones greyed with their reason.
 
         Args:
             devices: The devices listed.
-            wanted: The device to choose if usable (the baseline is the CPU if usable).
+            wanted: The device to choose if usable (a plain ``cuda``: ``cuda:0``); the
+                baseline is the CPU if usable.
             accelerator_first: Choose the first usable accelerator when ``wanted`` is the
                 CPU (nothing has run yet, and the CPU was not asked for by name: a GPU is
                 what the runner is for).
@@ -170,12 +172,13 @@ class RunnerControls(Vertical):
 
         options = [(device_label(option), option.name) for option in devices]
         usable = [option.name for option in devices if option.usable]
-        for name, prefer in (("device", wanted), ("baseline", "cpu")):
+        for name, prefer in (("device", wanted), ("baseline", CPU)):
             select = self.query_one(f"#runner-{name}", Select)
             select.set_options(options)
-            choice = prefer if prefer in usable else (usable[0] if usable else None)
-            if name == "device" and prefer == "cpu" and accelerator_first:
-                accelerators = [device for device in usable if device != "cpu"]
+            indexed = prefer.indexed()
+            choice = indexed if indexed in usable else (usable[0] if usable else None)
+            if name == "device" and prefer == CPU and accelerator_first:
+                accelerators = [device for device in usable if device != CPU]
                 choice = accelerators[0] if accelerators else choice
             if choice is not None:
                 select.value = choice

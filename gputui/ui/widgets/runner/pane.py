@@ -31,7 +31,7 @@ from textual.message import Message
 from textual.reactive import var
 
 from gputui.jobs.config import (
-    DISTRIBUTED_DEVICES,
+    DISTRIBUTED_KINDS,
     ConfigError,
     ExperimentConfig,
     RunConfig,
@@ -43,6 +43,7 @@ from gputui.ui.widgets.steady import SteadyRender
 if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
     from textual.widgets import ContentSwitcher
 
+    from gputui.device import Device
     from gputui.jobs.events import DeviceOption, DevicesListed, Error
     from gputui.jobs.results import ExperimentResult, Session
     from gputui.telemetry.readings import NvmlReading
@@ -306,7 +307,7 @@ class RunnerPane(Vertical, SteadyRender):
 
     # -- choices ----------------------------------------------------------------------------
 
-    def chosen_config(self, device: str | None = None) -> RunConfig:
+    def chosen_config(self, device: Device | None = None) -> RunConfig:
         """The config the choices describe (on ``device`` when given).
 
         Raises:
@@ -331,7 +332,7 @@ class RunnerPane(Vertical, SteadyRender):
 
     def _usable_gpus(self) -> int:
         """How many CUDA GPUs torch can use here (as listed)."""
-        return sum(1 for d in self.devices if d.usable and d.name.startswith("cuda:"))
+        return sum(1 for d in self.devices if d.usable and d.name.kind == "cuda")
 
     def _from_choices(self, build: Callable[[], T]) -> T | None:
         """What ``build`` makes of the choices; ``None`` after saying why not (a run is in
@@ -396,8 +397,8 @@ class RunnerPane(Vertical, SteadyRender):
         """The world sizes to offer for the chosen device, and its kind (``cpu``: 1 and 2
         ranks; ``cuda``: 1, 2, 4... up to every usable GPU); ``None``, after saying why,
         where no distributed backend serves it (MPS)."""
-        kind = self._controls.device.split(":")[0]
-        if kind not in DISTRIBUTED_DEVICES:
+        kind = self._controls.device.kind
+        if kind not in DISTRIBUTED_KINDS:
             self.message = Text(
                 f"✗ torch.distributed has no backend for {kind}: choose cpu or a CUDA GPU",
                 style="red",
@@ -421,7 +422,7 @@ class RunnerPane(Vertical, SteadyRender):
         def build() -> list[RunConfig]:
             chosen = self.chosen_config()
             gpus = self._usable_gpus()
-            if chosen.device.startswith("cuda") and max(sizes) > gpus:
+            if chosen.device.kind == "cuda" and max(sizes) > gpus:
                 raise ConfigError(
                     f"{max(sizes)} ranks need {max(sizes)} GPUs and torch sees {gpus} here"
                 )

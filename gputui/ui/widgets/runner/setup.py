@@ -45,8 +45,8 @@ def ui_friendly(config: J) -> J:
 
 def runner_defaults(environ: Mapping[str, str]) -> RunConfig:
     """The runner pane's starting config: a run beside the monitor (:func:`ui_friendly`),
-    changed by ``GPUTUI_RUNNER_DEFAULTS``. Its device is checked for shape only: whether it
-    is here needs torch (``gputui`` asks a child before the app starts).
+    changed by ``GPUTUI_RUNNER_DEFAULTS``. Its device is parsed here; whether it is here
+    needs torch (``gputui`` asks a child before the app starts).
 
     Raises:
         ConfigError: naming the variable, when it is not a JSON object of known, valid fields.
