@@ -274,6 +274,10 @@ class GpuReading:
     """Current PCIe link width, in lanes."""
     pcie_link_width_max_lanes: int | None = None
     """Widest PCIe link the GPU and its slot both support, in lanes."""
+    encoder_utilization_percent: float | None = None
+    """Share of time the video encoder was busy, 0-100."""
+    decoder_utilization_percent: float | None = None
+    """Share of time the video decoder was busy, 0-100."""
 
 
 ERROR_BRIEF_MAX = 50

@@ -250,6 +250,8 @@ static const field_t FIELDS[] = {
     {"graphics_processes",
      {FN_nvmlDeviceGetGraphicsRunningProcesses_v3, FN_nvmlDeviceGetGraphicsRunningProcesses_v2, -1}},
     {"process_utilization", {FN_nvmlDeviceGetProcessUtilization, -1}},
+    {"encoder", {FN_nvmlDeviceGetEncoderUtilization, -1}},
+    {"decoder", {FN_nvmlDeviceGetDecoderUtilization, -1}},
     {"mig_devices", {FN_nvmlDeviceGetMaxMigDeviceCount, FN_nvmlDeviceGetMigDeviceHandleByIndex, -1}},
     /* System-wide: a GPU prefix is ignored. */
     {"count", {FN_nvmlDeviceGetCount, FN_nvmlDeviceGetCount_v2, -1}},
@@ -330,6 +332,8 @@ typedef struct fake_gpu {
     unsigned long long remapped_pending; /* FAKE_NVML_REMAPPED_PENDING: 1 when a remap waits */
     unsigned long long mig_mode;       /* FAKE_NVML_MIG_MODE: 1 when MIG is enabled */
     unsigned long long energy_reset;   /* FAKE_NVML_ENERGY_RESET: the counter restarts after it */
+    unsigned long long encoder;        /* FAKE_NVML_ENCODER_UTILIZATION: percent */
+    unsigned long long decoder;        /* FAKE_NVML_DECODER_UTILIZATION: percent */
     unsigned int mig_count;            /* FAKE_NVML_MIG_DEVICES: MIG devices on this GPU */
     /* A MIG device (an entry of g_migs) answers as its GPU (index) but for these: */
     int is_mig;
@@ -884,6 +888,8 @@ static nvmlReturn_t load_config(void) {
         !parse_per_gpu("FAKE_NVML_REMAPPED_PENDING", offsetof(fake_gpu_t, remapped_pending)) ||
         !parse_per_gpu("FAKE_NVML_MIG_MODE", offsetof(fake_gpu_t, mig_mode)) ||
         !parse_per_gpu("FAKE_NVML_ENERGY_RESET", offsetof(fake_gpu_t, energy_reset)) ||
+        !parse_per_gpu("FAKE_NVML_ENCODER_UTILIZATION", offsetof(fake_gpu_t, encoder)) ||
+        !parse_per_gpu("FAKE_NVML_DECODER_UTILIZATION", offsetof(fake_gpu_t, decoder)) ||
         !parse_mig_devices()) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -1830,7 +1836,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, unsigned int *
 EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *util,
                                                     unsigned int *period_us) {
     DEVICE_ENTER(nvmlDeviceGetEncoderUtilization, device, NULL);
-    if (set_uint(util, 0u) != NVML_SUCCESS) {
+    if (set_uint(util, (unsigned int)device->encoder) != NVML_SUCCESS) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     return set_uint(period_us, 167000u);
@@ -1841,7 +1847,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigne
 EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *util,
                                                     unsigned int *period_us) {
     DEVICE_ENTER(nvmlDeviceGetDecoderUtilization, device, NULL);
-    if (set_uint(util, 0u) != NVML_SUCCESS) {
+    if (set_uint(util, (unsigned int)device->decoder) != NVML_SUCCESS) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     return set_uint(period_us, 167000u);

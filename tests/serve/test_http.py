@@ -54,9 +54,11 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
         "--interval=60",  # one sample each: /metrics and /snapshot show the same reading
         "--processes",
         FAKE_NVML_GPU_COUNT="3",
-        FAKE_NVML_UNSUPPORTED="2:fan,2:mem_clock,2:pcie_link",
+        FAKE_NVML_UNSUPPORTED="2:fan,2:mem_clock,2:pcie_link,2:encoder,2:decoder",
         FAKE_NVML_PROCESSES=f"0:{me.pid}:1073741824",
         FAKE_NVML_PROCESS_UTILIZATION=f"0:{me.pid}:42",
+        FAKE_NVML_ENCODER_UTILIZATION="0:12",
+        FAKE_NVML_DECODER_UTILIZATION="0:40",
     )
     snapshot = child.wait_for_readings()
     metrics = child.metrics()
@@ -110,6 +112,12 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     for name in ("gputui_gpu_memory_clock_hertz", "gputui_gpu_pcie_link_width_max_lanes"):
         assert labels_of(metrics[name], 2) == []  # NotSupported: left out, not 0
     assert gpus[2]["memory_clock_mhz"] is None and gpus[2]["pcie_link_gen"] is None
+    engines = ("gputui_gpu_encoder_utilization_ratio", "gputui_gpu_decoder_utilization_ratio")
+    assert [value[name] for name in engines] == [0.12, 0.4]
+    assert [only(labels_of(metrics[name], 1)).value for name in engines] == [0, 0]
+    assert [labels_of(metrics[name], 2) for name in engines] == [[], []]
+    for name in engines:
+        assert f"# HELP {name} Share of time the video ".encode() in body
 
     process = only(metrics["gputui_gpu_process_memory_bytes"])
     assert process.value == 1073741824

@@ -39,6 +39,9 @@ POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is asked again (an admin may change it)."""
 PCIE_TTL_S = 1.0
 """Seconds a GPU's PCIe throughput and link are shown before they are asked again."""
+MEDIA_TTL_S = 1.0
+"""Seconds a GPU's video encoder and decoder utilization are shown before they are asked
+again (the driver averages them over its own sampling period, near a second)."""
 PCIE_BUDGET_S = 0.03
 """Driver time one sample may start spending on PCIe figures (see :func:`refresh_pcie`)."""
 
@@ -106,6 +109,12 @@ class TrackedGpu:
     """The PCIe link's width in lanes as NVML last answered it (with the throughput)."""
     pcie_read_at: float | None = None
     """When the PCIe throughput and link were last asked."""
+    encoder_percent: float | None = None
+    """Video encoder utilization, refreshed every ``MEDIA_TTL_S``."""
+    decoder_percent: float | None = None
+    """Video decoder utilization, refreshed every ``MEDIA_TTL_S``."""
+    media_read_at: float | None = None
+    """When the encoder and decoder utilization were last asked."""
     unsupported: set[str] = field(default_factory=set)
     """Fields this GPU answered NotSupported for (or that no library function serves)."""
     lost_at: float | None = None
@@ -188,6 +197,9 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
             ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_MEM)),
         ),
         "fan": (("nvmlDeviceGetFanSpeed", nv.nvmlDeviceGetFanSpeed),),
+        # Each answers [utilization %, sampling period µs].
+        "encoder": (("nvmlDeviceGetEncoderUtilization", nv.nvmlDeviceGetEncoderUtilization),),
+        "decoder": (("nvmlDeviceGetDecoderUtilization", nv.nvmlDeviceGetDecoderUtilization),),
         "pcie_tx": (
             (
                 "nvmlDeviceGetPcieThroughput",
@@ -415,6 +427,8 @@ def gpu_reading(
         pcie_link_gen_max=gpu.pcie_link_gen_max if ok else None,
         pcie_link_width_lanes=gpu.pcie_link_width if ok else None,
         pcie_link_width_max_lanes=gpu.pcie_link_width_max if ok else None,
+        encoder_utilization_percent=gpu.encoder_percent if ok else None,
+        decoder_utilization_percent=gpu.decoder_percent if ok else None,
     )
 
 
@@ -549,6 +563,14 @@ def read_health(
     gpu.mig_devices = (
         read_mig_devices(partial(queries.ask, gpu), mig_processes) if gpu.mig_mode else None
     )
+
+
+def read_media(queries: Queries, gpu: TrackedGpu) -> None:
+    """The video encoder's and decoder's utilization: asked every ``MEDIA_TTL_S``."""
+    encoder = queries.ask(gpu, "encoder")
+    gpu.encoder_percent = float(encoder[0]) if encoder is not None else None
+    decoder = queries.ask(gpu, "decoder")
+    gpu.decoder_percent = float(decoder[0]) if decoder is not None else None
 
 
 def refresh_pcie(
