@@ -116,6 +116,7 @@ RANGES: Mapping[str, Range] = {
     "pcie_link_width_max_lanes": Range(0, 64, integer=True),
     "encoder_utilization_percent": Range(0, 100),
     "decoder_utilization_percent": Range(0, 100),
+    "nvlink_links_active": Range(0, 64, integer=True),
     "performance_state": Range(0, 15, integer=True),
     "ecc_uncorrected_errors": Range(0, 2**53, integer=True),
     "remapped_rows_pending": Range(0, 1, integer=True),
@@ -413,6 +414,7 @@ _INTEGER_FIELDS = frozenset(
         "pcie_link_width_lanes",
         "pcie_link_width_max_lanes",
         "ecc_uncorrected_errors",
+        "nvlink_links_active",
     }
 )
 _BOOLEAN_FIELDS = frozenset({"remapped_rows_pending"})

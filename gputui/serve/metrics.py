@@ -191,6 +191,11 @@ GPU_SERIES = (
         per=100,
     ),
     GpuSeries(
+        "gputui_gpu_nvlink_links_active",
+        "NVLink links that are up (left out for a GPU without NVLink).",
+        "nvlink_links_active",
+    ),
+    GpuSeries(
         "gputui_gpu_performance_state",
         "Performance state, 0 (P0, fastest) to 15.",
         "performance_state",

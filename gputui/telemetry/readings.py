@@ -278,6 +278,8 @@ class GpuReading:
     """Share of time the video encoder was busy, 0-100."""
     decoder_utilization_percent: float | None = None
     """Share of time the video decoder was busy, 0-100."""
+    nvlink_links_active: int | None = None
+    """NVLink links that are up (0: every link is down); ``None`` without NVLink."""
 
 
 ERROR_BRIEF_MAX = 50

@@ -260,7 +260,7 @@ def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
     assert third["processes"] == []
 
 
-def test_snapshot_json_gives_the_video_engines_and_null_where_not_supported(
+def test_snapshot_json_gives_nvlink_and_the_video_engines_and_null_where_not_supported(
     fake_nvml_dir: Path,
 ) -> None:
     data = snapshot_json(
@@ -270,8 +270,11 @@ def test_snapshot_json_gives_the_video_engines_and_null_where_not_supported(
             "FAKE_NVML_ENCODER_UTILIZATION": "0:12",
             "FAKE_NVML_DECODER_UTILIZATION": "0:40",
             "FAKE_NVML_UNSUPPORTED": "2:encoder,2:decoder",
+            "FAKE_NVML_NVLINKS": "0:18,1:18",
+            "FAKE_NVML_NVLINKS_DOWN": "1:0x3ffff",
         },
     )
+    assert [gpu["nvlink_links_active"] for gpu in data["gpus"]] == [18, 0, None]
     engines = [
         (gpu["encoder_utilization_percent"], gpu["decoder_utilization_percent"])
         for gpu in data["gpus"]

@@ -201,6 +201,7 @@ typedef struct {
     X(nvmlDeviceGetCurrentClocksEventReasons)    \
     X(nvmlDeviceGetCurrentClocksThrottleReasons) \
     X(nvmlDeviceGetRemappedRows)                 \
+    X(nvmlDeviceGetNvLinkState)                  \
     X(nvmlDeviceGetProcessUtilization)          \
     X(nvmlDeviceGetMaxMigDeviceCount)            \
     X(nvmlDeviceGetMigDeviceHandleByIndex)       \
@@ -252,6 +253,7 @@ static const field_t FIELDS[] = {
     {"process_utilization", {FN_nvmlDeviceGetProcessUtilization, -1}},
     {"encoder", {FN_nvmlDeviceGetEncoderUtilization, -1}},
     {"decoder", {FN_nvmlDeviceGetDecoderUtilization, -1}},
+    {"nvlink", {FN_nvmlDeviceGetNvLinkState, -1}},
     {"mig_devices", {FN_nvmlDeviceGetMaxMigDeviceCount, FN_nvmlDeviceGetMigDeviceHandleByIndex, -1}},
     /* System-wide: a GPU prefix is ignored. */
     {"count", {FN_nvmlDeviceGetCount, FN_nvmlDeviceGetCount_v2, -1}},
@@ -334,6 +336,8 @@ typedef struct fake_gpu {
     unsigned long long energy_reset;   /* FAKE_NVML_ENERGY_RESET: the counter restarts after it */
     unsigned long long encoder;        /* FAKE_NVML_ENCODER_UTILIZATION: percent */
     unsigned long long decoder;        /* FAKE_NVML_DECODER_UTILIZATION: percent */
+    unsigned long long nvlinks;        /* FAKE_NVML_NVLINKS: links it has (0: no NVLink) */
+    unsigned long long nvlinks_down;   /* FAKE_NVML_NVLINKS_DOWN: bit mask of links down */
     unsigned int mig_count;            /* FAKE_NVML_MIG_DEVICES: MIG devices on this GPU */
     /* A MIG device (an entry of g_migs) answers as its GPU (index) but for these: */
     int is_mig;
@@ -890,6 +894,8 @@ static nvmlReturn_t load_config(void) {
         !parse_per_gpu("FAKE_NVML_ENERGY_RESET", offsetof(fake_gpu_t, energy_reset)) ||
         !parse_per_gpu("FAKE_NVML_ENCODER_UTILIZATION", offsetof(fake_gpu_t, encoder)) ||
         !parse_per_gpu("FAKE_NVML_DECODER_UTILIZATION", offsetof(fake_gpu_t, decoder)) ||
+        !parse_per_gpu("FAKE_NVML_NVLINKS", offsetof(fake_gpu_t, nvlinks)) ||
+        !parse_per_gpu("FAKE_NVML_NVLINKS_DOWN", offsetof(fake_gpu_t, nvlinks_down)) ||
         !parse_mig_devices()) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -1957,6 +1963,23 @@ EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
     }
     *reasons = device->clock_events;
     return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetNvLinkState
+/* As a driver answers: InvalidArgument past NVML_NVLINK_MAX_LINKS (18 here), NotSupported for
+   a link the GPU does not have (every link of a PCIe card), else NVML_FEATURE_ENABLED (1)
+   while the link is up and NVML_FEATURE_DISABLED (0) while it is down. */
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                             unsigned int *is_active) {
+    DEVICE_ENTER(nvmlDeviceGetNvLinkState, device, NULL);
+    if (link >= 18u) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (link >= device->nvlinks) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return set_uint(is_active, (device->nvlinks_down >> link) & 1u ? 0u : 1u);
 }
 #endif
 

@@ -59,6 +59,8 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
         FAKE_NVML_PROCESS_UTILIZATION=f"0:{me.pid}:42",
         FAKE_NVML_ENCODER_UTILIZATION="0:12",
         FAKE_NVML_DECODER_UTILIZATION="0:40",
+        FAKE_NVML_NVLINKS="0:18,1:18",
+        FAKE_NVML_NVLINKS_DOWN="0:0x1",
     )
     snapshot = child.wait_for_readings()
     metrics = child.metrics()
@@ -118,6 +120,10 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     assert [labels_of(metrics[name], 2) for name in engines] == [[], []]
     for name in engines:
         assert f"# HELP {name} Share of time the video ".encode() in body
+    links = "gputui_gpu_nvlink_links_active"
+    assert [only(labels_of(metrics[links], i)).value for i in (0, 1)] == [17, 18]
+    assert labels_of(metrics[links], 2) == []  # a PCIe card: left out, not 0
+    assert f"# HELP {links} NVLink links that are up".encode() in body
 
     process = only(metrics["gputui_gpu_process_memory_bytes"])
     assert process.value == 1073741824
@@ -355,7 +361,7 @@ def test_nvml_whose_start_hangs_is_served_as_unavailable_with_the_call(
 
 def test_a_lost_gpu_reads_up_0_and_keeps_its_identity(start_serve: StartServe) -> None:
     # GPU 1 answers its static facts, then is lost within the first sample.
-    child = start_serve(FAKE_NVML_GPU_COUNT="2", FAKE_NVML_LOST="1:8")
+    child = start_serve(FAKE_NVML_GPU_COUNT="2", FAKE_NVML_LOST="1:8", FAKE_NVML_NVLINKS="0:18")
     snapshot = child.wait_for_readings()
     metrics = child.metrics()
 

@@ -32,7 +32,7 @@ from gputui.telemetry.nvml.calls import (
     _CallsInFlight,
     describe_handle_error,
 )
-from gputui.telemetry.nvml.queries import MEDIA_TTL_S, PCIE_BUDGET_S, PCIE_TTL_S
+from gputui.telemetry.nvml.queries import HEALTH_TTL_S, MEDIA_TTL_S, PCIE_BUDGET_S, PCIE_TTL_S
 from gputui.telemetry.readings import (
     ERROR_BRIEF_MAX,
     DriverCall,
@@ -855,6 +855,28 @@ def test_a_driver_without_the_video_engine_functions_reads_none(
     for g in reading.gpus:
         assert g.state is GpuState.OK and g.memory_clock_mhz == 2619.0
         assert (g.encoder_utilization_percent, g.decoder_utilization_percent) == (None, None)
+
+
+def test_nvlink_counts_the_links_up_rarely_and_a_gpu_without_nvlink_reads_none(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """GPU 0 has 18 links, two of them down; GPU 1 has 4 (NotSupported after them); GPU 2 is a
+    PCIe card (NotSupported for link 0: asked once, never again)."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS", "0:18,1:4")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS_DOWN", "0:0x20001")
+    first = sampler.sample()
+    clock.now += HEALTH_TTL_S / 2
+    sampler.sample()
+    calls = [fake_nvml.calls("nvmlDeviceGetNvLinkState", index) for index in range(3)]
+    assert calls == [19, 5, 1]  # to the first link past the last (18: InvalidArgument)
+    clock.now += HEALTH_TTL_S / 2
+    last = sampler.sample()
+    calls = [fake_nvml.calls("nvmlDeviceGetNvLinkState", index) for index in range(3)]
+    assert calls == [38, 10, 1]
+    for reading in (first, last):
+        assert [gpu(reading, i).nvlink_links_active for i in range(3)] == [16, 4, None]
+        assert gpu(reading, 2).state is GpuState.OK
 
 
 def _pcie_calls(fake: FakeNvml, gpus: int) -> list[int]:
