@@ -114,6 +114,9 @@ RANGES: Mapping[str, Range] = {
     "pcie_link_gen_max": Range(0, 16, integer=True),
     "pcie_link_width_lanes": Range(0, 64, integer=True),
     "pcie_link_width_max_lanes": Range(0, 64, integer=True),
+    "encoder_utilization_percent": Range(0, 100),
+    "decoder_utilization_percent": Range(0, 100),
+    "nvlink_links_active": Range(0, 64, integer=True),
     "performance_state": Range(0, 15, integer=True),
     "ecc_uncorrected_errors": Range(0, 2**53, integer=True),
     "remapped_rows_pending": Range(0, 1, integer=True),
@@ -309,6 +312,8 @@ _DCGM = _Mapping(
         "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("pcie_link_width_lanes", 1.0),
         "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH": ("pcie_link_width_max_lanes", 1.0),
         "DCGM_FI_DEV_FAN_SPEED": ("fan_percent", 1.0),
+        "DCGM_FI_DEV_ENC_UTIL": ("encoder_utilization_percent", 1.0),
+        "DCGM_FI_DEV_DEC_UTIL": ("decoder_utilization_percent", 1.0),
     },
     index="gpu",
     uuid="UUID",
@@ -409,6 +414,7 @@ _INTEGER_FIELDS = frozenset(
         "pcie_link_width_lanes",
         "pcie_link_width_max_lanes",
         "ecc_uncorrected_errors",
+        "nvlink_links_active",
     }
 )
 _BOOLEAN_FIELDS = frozenset({"remapped_rows_pending"})

@@ -179,6 +179,23 @@ GPU_SERIES = (
         "pcie_link_width_max_lanes",
     ),
     GpuSeries(
+        "gputui_gpu_encoder_utilization_ratio",
+        "Share of time the video encoder was busy (0 to 1).",
+        "encoder_utilization_percent",
+        per=100,
+    ),
+    GpuSeries(
+        "gputui_gpu_decoder_utilization_ratio",
+        "Share of time the video decoder was busy (0 to 1).",
+        "decoder_utilization_percent",
+        per=100,
+    ),
+    GpuSeries(
+        "gputui_gpu_nvlink_links_active",
+        "NVLink links that are up (left out for a GPU without NVLink).",
+        "nvlink_links_active",
+    ),
+    GpuSeries(
         "gputui_gpu_performance_state",
         "Performance state, 0 (P0, fastest) to 15.",
         "performance_state",

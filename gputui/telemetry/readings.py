@@ -274,6 +274,12 @@ class GpuReading:
     """Current PCIe link width, in lanes."""
     pcie_link_width_max_lanes: int | None = None
     """Widest PCIe link the GPU and its slot both support, in lanes."""
+    encoder_utilization_percent: float | None = None
+    """Share of time the video encoder was busy, 0-100."""
+    decoder_utilization_percent: float | None = None
+    """Share of time the video decoder was busy, 0-100."""
+    nvlink_links_active: int | None = None
+    """NVLink links that are up (0: every link is down); ``None`` without NVLink."""
 
 
 ERROR_BRIEF_MAX = 50

@@ -191,6 +191,9 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "pcie_link_gen_max",
         "pcie_link_width_lanes",
         "pcie_link_width_max_lanes",
+        "encoder_utilization_percent",
+        "decoder_utilization_percent",
+        "nvlink_links_active",
         "performance_state",
         "throttle_reasons",
         "ecc_uncorrected_errors",
@@ -564,6 +567,13 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
             ["junction", fmt_unit(gpu.junction_temperature_c, "°C")],
             ["mem temp", fmt_unit(gpu.memory_temperature_c, "°C")],
         ]
+    if gpu.encoder_utilization_percent or gpu.decoder_utilization_percent:
+        pairs += [  # the video engines, only while one is busy (as the card shows them)
+            ["encoder", fmt_percent(gpu.encoder_utilization_percent)],
+            ["decoder", fmt_percent(gpu.decoder_utilization_percent)],
+        ]
+    if gpu.nvlink_links_active is not None:
+        pairs += [["NVLink", f"{gpu.nvlink_links_active} up"], ["", ""]]
     readings = fmt_columns([pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)])
     if max(len(line) for line in readings) > room:  # narrow: one reading a line
         readings = fmt_columns(pairs, width=room)

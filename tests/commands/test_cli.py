@@ -260,6 +260,28 @@ def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
     assert third["processes"] == []
 
 
+def test_snapshot_json_gives_nvlink_and_the_video_engines_and_null_where_not_supported(
+    fake_nvml_dir: Path,
+) -> None:
+    data = snapshot_json(
+        fake_nvml_dir,
+        {
+            "FAKE_NVML_GPU_COUNT": "3",
+            "FAKE_NVML_ENCODER_UTILIZATION": "0:12",
+            "FAKE_NVML_DECODER_UTILIZATION": "0:40",
+            "FAKE_NVML_UNSUPPORTED": "2:encoder,2:decoder",
+            "FAKE_NVML_NVLINKS": "0:18,1:18",
+            "FAKE_NVML_NVLINKS_DOWN": "1:0x3ffff",
+        },
+    )
+    assert [gpu["nvlink_links_active"] for gpu in data["gpus"]] == [18, 0, None]
+    engines = [
+        (gpu["encoder_utilization_percent"], gpu["decoder_utilization_percent"])
+        for gpu in data["gpus"]
+    ]
+    assert engines == [(12, 40), (0, 0), (None, None)]
+
+
 def test_snapshot_table_reads_every_gpu(fake_nvml_dir: Path) -> None:
     done = gputui(
         "snapshot",

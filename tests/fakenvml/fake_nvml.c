@@ -201,6 +201,7 @@ typedef struct {
     X(nvmlDeviceGetCurrentClocksEventReasons)    \
     X(nvmlDeviceGetCurrentClocksThrottleReasons) \
     X(nvmlDeviceGetRemappedRows)                 \
+    X(nvmlDeviceGetNvLinkState)                  \
     X(nvmlDeviceGetProcessUtilization)          \
     X(nvmlDeviceGetMaxMigDeviceCount)            \
     X(nvmlDeviceGetMigDeviceHandleByIndex)       \
@@ -250,6 +251,9 @@ static const field_t FIELDS[] = {
     {"graphics_processes",
      {FN_nvmlDeviceGetGraphicsRunningProcesses_v3, FN_nvmlDeviceGetGraphicsRunningProcesses_v2, -1}},
     {"process_utilization", {FN_nvmlDeviceGetProcessUtilization, -1}},
+    {"encoder", {FN_nvmlDeviceGetEncoderUtilization, -1}},
+    {"decoder", {FN_nvmlDeviceGetDecoderUtilization, -1}},
+    {"nvlink", {FN_nvmlDeviceGetNvLinkState, -1}},
     {"mig_devices", {FN_nvmlDeviceGetMaxMigDeviceCount, FN_nvmlDeviceGetMigDeviceHandleByIndex, -1}},
     /* System-wide: a GPU prefix is ignored. */
     {"count", {FN_nvmlDeviceGetCount, FN_nvmlDeviceGetCount_v2, -1}},
@@ -330,6 +334,10 @@ typedef struct fake_gpu {
     unsigned long long remapped_pending; /* FAKE_NVML_REMAPPED_PENDING: 1 when a remap waits */
     unsigned long long mig_mode;       /* FAKE_NVML_MIG_MODE: 1 when MIG is enabled */
     unsigned long long energy_reset;   /* FAKE_NVML_ENERGY_RESET: the counter restarts after it */
+    unsigned long long encoder;        /* FAKE_NVML_ENCODER_UTILIZATION: percent */
+    unsigned long long decoder;        /* FAKE_NVML_DECODER_UTILIZATION: percent */
+    unsigned long long nvlinks;        /* FAKE_NVML_NVLINKS: links it has (0: no NVLink) */
+    unsigned long long nvlinks_down;   /* FAKE_NVML_NVLINKS_DOWN: bit mask of links down */
     unsigned int mig_count;            /* FAKE_NVML_MIG_DEVICES: MIG devices on this GPU */
     /* A MIG device (an entry of g_migs) answers as its GPU (index) but for these: */
     int is_mig;
@@ -919,6 +927,10 @@ static nvmlReturn_t load_config(void) {
         !parse_per_gpu("FAKE_NVML_REMAPPED_PENDING", offsetof(fake_gpu_t, remapped_pending)) ||
         !parse_per_gpu("FAKE_NVML_MIG_MODE", offsetof(fake_gpu_t, mig_mode)) ||
         !parse_per_gpu("FAKE_NVML_ENERGY_RESET", offsetof(fake_gpu_t, energy_reset)) ||
+        !parse_per_gpu("FAKE_NVML_ENCODER_UTILIZATION", offsetof(fake_gpu_t, encoder)) ||
+        !parse_per_gpu("FAKE_NVML_DECODER_UTILIZATION", offsetof(fake_gpu_t, decoder)) ||
+        !parse_per_gpu("FAKE_NVML_NVLINKS", offsetof(fake_gpu_t, nvlinks)) ||
+        !parse_per_gpu("FAKE_NVML_NVLINKS_DOWN", offsetof(fake_gpu_t, nvlinks_down)) ||
         !parse_mig_devices()) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -1868,7 +1880,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, unsigned int *
 EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *util,
                                                     unsigned int *period_us) {
     DEVICE_ENTER(nvmlDeviceGetEncoderUtilization, device, NULL);
-    if (set_uint(util, 0u) != NVML_SUCCESS) {
+    if (set_uint(util, (unsigned int)device->encoder) != NVML_SUCCESS) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     return set_uint(period_us, 167000u);
@@ -1879,7 +1891,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigne
 EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *util,
                                                     unsigned int *period_us) {
     DEVICE_ENTER(nvmlDeviceGetDecoderUtilization, device, NULL);
-    if (set_uint(util, 0u) != NVML_SUCCESS) {
+    if (set_uint(util, (unsigned int)device->decoder) != NVML_SUCCESS) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     return set_uint(period_us, 167000u);
@@ -1989,6 +2001,23 @@ EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
     }
     *reasons = device->clock_events;
     return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetNvLinkState
+/* As a driver answers: InvalidArgument past NVML_NVLINK_MAX_LINKS (18 here), NotSupported for
+   a link the GPU does not have (every link of a PCIe card), else NVML_FEATURE_ENABLED (1)
+   while the link is up and NVML_FEATURE_DISABLED (0) while it is down. */
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                             unsigned int *is_active) {
+    DEVICE_ENTER(nvmlDeviceGetNvLinkState, device, NULL);
+    if (link >= 18u) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (link >= device->nvlinks) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return set_uint(is_active, (device->nvlinks_down >> link) & 1u ? 0u : 1u);
 }
 #endif
 

@@ -54,9 +54,13 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
         "--interval=60",  # one sample each: /metrics and /snapshot show the same reading
         "--processes",
         FAKE_NVML_GPU_COUNT="3",
-        FAKE_NVML_UNSUPPORTED="2:fan,2:mem_clock,2:pcie_link",
+        FAKE_NVML_UNSUPPORTED="2:fan,2:mem_clock,2:pcie_link,2:encoder,2:decoder",
         FAKE_NVML_PROCESSES=f"0:{me.pid}:1073741824",
         FAKE_NVML_PROCESS_UTILIZATION=f"0:{me.pid}:42",
+        FAKE_NVML_ENCODER_UTILIZATION="0:12",
+        FAKE_NVML_DECODER_UTILIZATION="0:40",
+        FAKE_NVML_NVLINKS="0:18,1:18",
+        FAKE_NVML_NVLINKS_DOWN="0:0x1",
     )
     snapshot = child.wait_for_readings()
     metrics = child.metrics()
@@ -110,6 +114,16 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     for name in ("gputui_gpu_memory_clock_hertz", "gputui_gpu_pcie_link_width_max_lanes"):
         assert labels_of(metrics[name], 2) == []  # NotSupported: left out, not 0
     assert gpus[2]["memory_clock_mhz"] is None and gpus[2]["pcie_link_gen"] is None
+    engines = ("gputui_gpu_encoder_utilization_ratio", "gputui_gpu_decoder_utilization_ratio")
+    assert [value[name] for name in engines] == [0.12, 0.4]
+    assert [only(labels_of(metrics[name], 1)).value for name in engines] == [0, 0]
+    assert [labels_of(metrics[name], 2) for name in engines] == [[], []]
+    for name in engines:
+        assert f"# HELP {name} Share of time the video ".encode() in body
+    links = "gputui_gpu_nvlink_links_active"
+    assert [only(labels_of(metrics[links], i)).value for i in (0, 1)] == [17, 18]
+    assert labels_of(metrics[links], 2) == []  # a PCIe card: left out, not 0
+    assert f"# HELP {links} NVLink links that are up".encode() in body
 
     process = only(metrics["gputui_gpu_process_memory_bytes"])
     assert process.value == 1073741824
@@ -347,7 +361,7 @@ def test_nvml_whose_start_hangs_is_served_as_unavailable_with_the_call(
 
 def test_a_lost_gpu_reads_up_0_and_keeps_its_identity(start_serve: StartServe) -> None:
     # GPU 1 answers its static facts, then is lost within the first sample.
-    child = start_serve(FAKE_NVML_GPU_COUNT="2", FAKE_NVML_LOST="1:8")
+    child = start_serve(FAKE_NVML_GPU_COUNT="2", FAKE_NVML_LOST="1:8", FAKE_NVML_NVLINKS="0:18")
     snapshot = child.wait_for_readings()
     metrics = child.metrics()
 

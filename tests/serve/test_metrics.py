@@ -54,6 +54,9 @@ GPU = gpu_reading(
     sm_clock_mhz=1755.0,
     pcie_rx_bytes_per_s=3.5 * 2**30,
     pcie_tx_bytes_per_s=None,
+    encoder_utilization_percent=12.0,
+    decoder_utilization_percent=0.0,
+    nvlink_links_active=18,
     processes=(
         GpuProcess(
             pid=4242,
@@ -141,6 +144,9 @@ def test_every_gpu_series_carries_the_reading_in_base_units() -> None:
         "gputui_gpu_performance_state": 0.0,
         "gputui_gpu_ecc_uncorrected_errors_total": 2.0,
         "gputui_gpu_remapped_rows_pending": 1.0,
+        "gputui_gpu_encoder_utilization_ratio": 0.12,
+        "gputui_gpu_decoder_utilization_ratio": 0.0,
+        "gputui_gpu_nvlink_links_active": 18.0,
     }
     for name, value in expected.items():
         (sample,) = [s for s in found[name] if s.labels.get("gpu") == "0"]

@@ -32,7 +32,7 @@ from gputui.telemetry.nvml.calls import (
     _CallsInFlight,
     describe_handle_error,
 )
-from gputui.telemetry.nvml.queries import PCIE_BUDGET_S, PCIE_TTL_S
+from gputui.telemetry.nvml.queries import HEALTH_TTL_S, MEDIA_TTL_S, PCIE_BUDGET_S, PCIE_TTL_S
 from gputui.telemetry.readings import (
     ERROR_BRIEF_MAX,
     DriverCall,
@@ -840,6 +840,67 @@ def test_unknown_init_error_keeps_the_bindings_words() -> None:
     sentence = describe_nvml_error(999, "Unknown Error")
     assert "Unknown Error" in sentence
     assert_one_sentence(sentence)
+
+
+MEDIA_CALLS = ("nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization")
+
+
+def test_video_engines_are_read_every_media_ttl_and_not_supported_reads_none(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """GPU 0 encodes and decodes; GPU 1 has no video engines (NotSupported): None, asked once."""
+    fake_nvml_env.setenv("FAKE_NVML_ENCODER_UTILIZATION", "0:12")
+    fake_nvml_env.setenv("FAKE_NVML_DECODER_UTILIZATION", "0:40")
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "1:encoder,1:decoder")
+    readings = [sampler.sample()]
+    clock.now += MEDIA_TTL_S / 2
+    readings.append(sampler.sample())
+    assert [fake_nvml.calls(name, 0) for name in MEDIA_CALLS] == [1, 1]  # not every sample
+    clock.now += MEDIA_TTL_S / 2
+    readings.append(sampler.sample())
+    assert [fake_nvml.calls(name, 0) for name in MEDIA_CALLS] == [2, 2]
+    assert [fake_nvml.calls(name, 1) for name in MEDIA_CALLS] == [1, 1]
+    for reading in readings:
+        busy, without = gpu(reading, 0), gpu(reading, 1)
+        assert (busy.encoder_utilization_percent, busy.decoder_utilization_percent) == (12, 40)
+        assert without.state is GpuState.OK and without.utilization_percent is not None
+        assert (without.encoder_utilization_percent, without.decoder_utilization_percent) == (
+            None,
+            None,
+        )
+
+
+def test_a_driver_without_the_video_engine_functions_reads_none(
+    load_nvml: Callable[..., FakeNvml], clock: FakeClock
+) -> None:
+    load_nvml(omit=list(MEDIA_CALLS))
+    with NvmlSampler(clock=clock) as sampler:
+        reading = sampler.sample()
+    for g in reading.gpus:
+        assert g.state is GpuState.OK and g.memory_clock_mhz == 2619.0
+        assert (g.encoder_utilization_percent, g.decoder_utilization_percent) == (None, None)
+
+
+def test_nvlink_counts_the_links_up_rarely_and_a_gpu_without_nvlink_reads_none(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """GPU 0 has 18 links, two of them down; GPU 1 has 4 (NotSupported after them); GPU 2 is a
+    PCIe card (NotSupported for link 0: asked once, never again)."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS", "0:18,1:4")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS_DOWN", "0:0x20001")
+    first = sampler.sample()
+    clock.now += HEALTH_TTL_S / 2
+    sampler.sample()
+    calls = [fake_nvml.calls("nvmlDeviceGetNvLinkState", index) for index in range(3)]
+    assert calls == [19, 5, 1]  # to the first link past the last (18: InvalidArgument)
+    clock.now += HEALTH_TTL_S / 2
+    last = sampler.sample()
+    calls = [fake_nvml.calls("nvmlDeviceGetNvLinkState", index) for index in range(3)]
+    assert calls == [38, 10, 1]
+    for reading in (first, last):
+        assert [gpu(reading, i).nvlink_links_active for i in range(3)] == [16, 4, None]
+        assert gpu(reading, 2).state is GpuState.OK
 
 
 def _pcie_calls(fake: FakeNvml, gpus: int) -> list[int]:

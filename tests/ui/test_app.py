@@ -164,6 +164,34 @@ async def test_at_80x24_a_lost_and_an_unreachable_gpu_read_their_fix_whole(
         assert f"LOST  {lost}" in screen and f"UNREACHABLE  {refused}" in screen
 
 
+@pytest.mark.usefixtures("fake_nvml")
+async def test_a_card_shows_its_nvlinks_and_its_video_engines_only_while_they_are_busy(
+    fake_nvml_env: pytest.MonkeyPatch,
+) -> None:
+    """On the stand-in NVML: GPU 0 encodes and decodes and has 18 NVLink links, one down;
+    GPU 1's video engines are idle (0%) and it has no NVLink; GPU 2 has neither (NotSupported)."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_ENCODER_UTILIZATION", "0:12")
+    fake_nvml_env.setenv("FAKE_NVML_DECODER_UTILIZATION", "0:40")
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "2:encoder,2:decoder")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS", "0:18")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS_DOWN", "0:0x2")
+    samplers = Samplers(
+        cpu=ScriptedSampler(cpu_reading()),  # type: ignore[arg-type]
+        nvml=NvmlSampler(),
+        mps=ScriptedSampler(MPS_ON_LINUX),  # type: ignore[arg-type]
+    )
+    app = MonitorApp(samplers, interval=60.0, runner=scripted_setup())
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settled(pilot)
+        assert app.query_one(GpuArea).mode is GpuMode.CARDS
+        busy, idle, without = (" ".join(card_text(app, index).split()) for index in (0, 1, 2))
+    assert "NVLink 17 enc 12% dec 40%" in busy
+    for text in (idle, without):
+        assert "PCIe" in text and "n/a" not in text
+        assert "enc" not in text and "dec " not in text and "NVLink" not in text
+
+
 async def test_without_nvml_one_sentence_says_why_and_the_rest_works() -> None:
     app = fake_app(nvml=ScriptedSampler(nvml_reading(status=NO_DRIVER)))
     async with app.run_test(size=(80, 24)) as pilot:

@@ -9,6 +9,7 @@ import threading
 
 from gputui.telemetry.readings import DriverCall
 
+INVALID_ARGUMENT = 2
 NO_PERMISSION = 4
 NOT_SUPPORTED = 3
 NOT_FOUND = 6

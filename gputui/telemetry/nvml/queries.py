@@ -14,6 +14,7 @@ from typing import Any
 from gputui.telemetry.nvml.calls import (
     FUNCTION_NOT_FOUND,
     GPU_IS_LOST,
+    INVALID_ARGUMENT,
     LOST_BRIEF,
     LOST_ERROR,
     NOT_FOUND,
@@ -33,12 +34,16 @@ log = logging.getLogger(__name__)
 
 
 HEALTH_TTL_S = 10.0
-"""Seconds ECC errors, pending row remaps, the MIG mode and the MIG devices (their ids and
-processes; not their memory, read every sample) are trusted (they change rarely)."""
+"""Seconds ECC errors, pending row remaps, the NVLink links that are up, the MIG mode and the
+MIG devices (their ids and processes; not their memory, read every sample) are trusted (they
+change rarely)."""
 POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is asked again (an admin may change it)."""
 PCIE_TTL_S = 1.0
 """Seconds a GPU's PCIe throughput and link are shown before they are asked again."""
+MEDIA_TTL_S = 1.0
+"""Seconds a GPU's video encoder and decoder utilization are shown before they are asked
+again (the driver averages them over its own sampling period, near a second)."""
 PCIE_BUDGET_S = 0.03
 """Driver time one sample may start spending on PCIe figures (see :func:`refresh_pcie`)."""
 
@@ -63,6 +68,11 @@ _PCIE_TX_BYTES = 0
 _PCIE_RX_BYTES = 1
 _PSTATE_UNKNOWN = 32
 _PCIE_UNIT_BYTES = 1024
+_NVLINK_UP = 1  # NVML_FEATURE_ENABLED
+_NVLINK_MAX_LINKS = 18
+"""NVML_NVLINK_MAX_LINKS where the bindings do not say it."""
+_PAST_END = -1
+"""What asking a link past a GPU's last answers (see :meth:`Queries.ask`'s ``past_end``)."""
 """NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
 
 
@@ -106,6 +116,14 @@ class TrackedGpu:
     """The PCIe link's width in lanes as NVML last answered it (with the throughput)."""
     pcie_read_at: float | None = None
     """When the PCIe throughput and link were last asked."""
+    encoder_percent: float | None = None
+    """Video encoder utilization, refreshed every ``MEDIA_TTL_S``."""
+    decoder_percent: float | None = None
+    """Video decoder utilization, refreshed every ``MEDIA_TTL_S``."""
+    media_read_at: float | None = None
+    """When the encoder and decoder utilization were last asked."""
+    nvlink_active: int | None = None
+    """NVLink links that are up, refreshed every ``HEALTH_TTL_S``; ``None`` without NVLink."""
     unsupported: set[str] = field(default_factory=set)
     """Fields this GPU answered NotSupported for (or that no library function serves)."""
     lost_at: float | None = None
@@ -188,6 +206,9 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
             ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_MEM)),
         ),
         "fan": (("nvmlDeviceGetFanSpeed", nv.nvmlDeviceGetFanSpeed),),
+        # Each answers [utilization %, sampling period µs].
+        "encoder": (("nvmlDeviceGetEncoderUtilization", nv.nvmlDeviceGetEncoderUtilization),),
+        "decoder": (("nvmlDeviceGetDecoderUtilization", nv.nvmlDeviceGetDecoderUtilization),),
         "pcie_tx": (
             (
                 "nvmlDeviceGetPcieThroughput",
@@ -223,6 +244,7 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
         ),
         "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
         "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
+        "nvlink_state": (("nvmlDeviceGetNvLinkState", nv.nvmlDeviceGetNvLinkState),),
         # A GPU's MIG devices, each asked through its own handle (the argument after the GPU's).
         "mig_device_count": (
             ("nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount),
@@ -415,6 +437,9 @@ def gpu_reading(
         pcie_link_gen_max=gpu.pcie_link_gen_max if ok else None,
         pcie_link_width_lanes=gpu.pcie_link_width if ok else None,
         pcie_link_width_max_lanes=gpu.pcie_link_width_max if ok else None,
+        encoder_utilization_percent=gpu.encoder_percent if ok else None,
+        decoder_utilization_percent=gpu.decoder_percent if ok else None,
+        nvlink_links_active=gpu.nvlink_active if ok else None,
     )
 
 
@@ -440,8 +465,17 @@ class Queries:
         self._call = call
         self._log_once = log_once
         self._missing_symbols: set[str] = set()
+        self.nvlink_max_links = int(getattr(nv, "NVML_NVLINK_MAX_LINKS", _NVLINK_MAX_LINKS))
+        """How many NVLink links a GPU may have, as the bindings count them."""
 
-    def ask(self, gpu: TrackedGpu, field_name: str, *args: Any, not_found: Any = None) -> Any:
+    def ask(
+        self,
+        gpu: TrackedGpu,
+        field_name: str,
+        *args: Any,
+        not_found: Any = None,
+        past_end: Any = None,
+    ) -> Any:
         """Ask one field of one GPU; ``None`` when NVML does not answer it.
 
         NotSupported (this GPU) and FunctionNotFound (this library, every GPU) are
@@ -453,6 +487,9 @@ class Queries:
             args: What the query takes after the handle.
             not_found: What NotFound answers, where it is an answer (no samples since a
                 time) rather than an error; ``None`` makes it an error as any other.
+            past_end: What NotSupported and InvalidArgument answer, where they say that an
+                item is past the GPU's last (an NVLink link it does not have) rather than
+                that the GPU lacks the field; ``None`` makes them errors as usual.
 
         Raises:
             GpuLost: The GPU answered GpuIsLost.
@@ -470,6 +507,8 @@ class Queries:
                     raise GpuLost from None
                 if code == NOT_FOUND and not_found is not None:
                     return not_found
+                if code in (NOT_SUPPORTED, INVALID_ARGUMENT) and past_end is not None:
+                    return past_end
                 if code == FUNCTION_NOT_FOUND:
                     self._missing_symbols.add(symbol)
                     log.debug("NVML has no %s (driver older than the bindings)", symbol)
@@ -532,8 +571,8 @@ def _whole(value: Any) -> int | None:
 def read_health(
     queries: Queries, gpu: TrackedGpu, mig_processes: Callable[[Any], tuple[GpuProcess, ...]]
 ) -> None:
-    """ECC errors, a pending row remap, the MIG mode and MIG devices: asked every
-    ``HEALTH_TTL_S``.
+    """ECC errors, a pending row remap, the NVLink links that are up, the MIG mode and MIG
+    devices: asked every ``HEALTH_TTL_S``.
 
     Args:
         queries: Asks the GPU.
@@ -544,11 +583,35 @@ def read_health(
     gpu.ecc_uncorrected = int(errors) if errors is not None else None
     rows = queries.ask(gpu, "remapped_rows")  # (correctable, uncorrectable, pending, failed)
     gpu.remapped_pending = bool(rows[2]) if rows is not None else None
+    gpu.nvlink_active = _nvlink_links_up(queries, gpu)
     mig = queries.ask(gpu, "mig_mode")  # (current, pending)
     gpu.mig_mode = bool(mig[0]) if mig is not None else None
     gpu.mig_devices = (
         read_mig_devices(partial(queries.ask, gpu), mig_processes) if gpu.mig_mode else None
     )
+
+
+def _nvlink_links_up(queries: Queries, gpu: TrackedGpu) -> int | None:
+    """How many of ``gpu``'s NVLink links are up, asked link by link until one past its last
+    (NotSupported or InvalidArgument); ``None`` without NVLink (NotSupported for link 0:
+    never asked again) or when a link's state could not be read this time."""
+    up = 0
+    for link in range(queries.nvlink_max_links):
+        state = queries.ask(gpu, "nvlink_state", link, past_end=_PAST_END if link else None)
+        if state is None:
+            return None
+        if state == _PAST_END:
+            break
+        up += state == _NVLINK_UP
+    return up
+
+
+def read_media(queries: Queries, gpu: TrackedGpu) -> None:
+    """The video encoder's and decoder's utilization: asked every ``MEDIA_TTL_S``."""
+    encoder = queries.ask(gpu, "encoder")
+    gpu.encoder_percent = float(encoder[0]) if encoder is not None else None
+    decoder = queries.ask(gpu, "decoder")
+    gpu.decoder_percent = float(decoder[0]) if decoder is not None else None
 
 
 def refresh_pcie(

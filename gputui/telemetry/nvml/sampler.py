@@ -31,12 +31,14 @@ from gputui.telemetry.nvml.mig import read_mig_memory
 from gputui.telemetry.nvml.processes import ProcessAttribution, in_own_pid_namespace
 from gputui.telemetry.nvml.queries import (
     HEALTH_TTL_S,
+    MEDIA_TTL_S,
     POWER_LIMIT_TTL_S,
     Queries,
     TrackedGpu,
     gpu_reading,
     not_ok,
     read_health,
+    read_media,
     read_static,
     refresh_pcie,
     text,
@@ -84,8 +86,8 @@ class NvmlSampler:
 
     NVML starts on the first :meth:`sample`; device handles and static facts (name,
     UUID, bus id, maximum SM and memory clocks, the PCIe link's maximum) are fetched once,
-    the power limit every ``POWER_LIMIT_TTL_S`` seconds and the PCIe throughput and link in
-    turns (:func:`refresh_pcie`),
+    the power limit every ``POWER_LIMIT_TTL_S`` seconds, the video encoder and decoder every
+    ``MEDIA_TTL_S`` and the PCIe throughput and link in turns (:func:`refresh_pcie`),
     so a steady sample asks only what changes, and quickly. Samples
     are serialised by a lock; :meth:`close` shuts NVML down.
 
@@ -455,6 +457,9 @@ class NvmlSampler:
         if gpu.health_read_at is None or now - gpu.health_read_at >= HEALTH_TTL_S:
             read_health(queries, gpu, self._processes.of_mig)
             gpu.health_read_at = now
+        if gpu.media_read_at is None or now - gpu.media_read_at >= MEDIA_TTL_S:
+            read_media(queries, gpu)
+            gpu.media_read_at = now
 
         return gpu_reading(
             gpu,

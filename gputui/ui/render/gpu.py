@@ -177,6 +177,26 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
     raise KeyError(key)
 
 
+def extra_cells(gpu: GpuReading) -> Line:
+    """``NVLink 18  enc 12% dec 40%``: the NVLink links that are up, where the GPU has NVLink,
+    and the video encoder's and decoder's utilization, each only while it is busy (empty when
+    there is none of these: most GPUs never use their video engines)."""
+    nvlink = (
+        [Line(("NVLink ", LABEL), str(gpu.nvlink_links_active))]
+        if gpu.nvlink_links_active is not None
+        else []
+    )
+    engines = [
+        Line((f"{label} ", LABEL), fmt_percent(percent))
+        for label, percent in (
+            ("enc", gpu.encoder_utilization_percent),
+            ("dec", gpu.decoder_utilization_percent),
+        )
+        if percent
+    ]
+    return join([*nvlink, *([join(engines, " ")] if engines else [])], GAP)
+
+
 def stat_cell_width(key: str) -> int:
     """Cells one stat takes, label included."""
     column = STAT_COLUMNS[key]
@@ -299,8 +319,9 @@ def gpu_card_lines(
 
     Utilization and memory gauges with sparklines; temperature, power, SM and memory
     clocks and fan; PCIe throughput and link, memory bandwidth use and, where room allows,
-    the energy used since the monitor started. In MIG mode the last line shows the MIG
-    devices instead (``mig_line``), where NVML lists them.
+    the energy used since the monitor started, then NVLink and the video engines while busy
+    (:func:`link_line`). In MIG mode the last line shows the MIG devices instead
+    (``mig_line``), where NVML lists them.
     """
     if gpu.state is not GpuState.OK:
         return problem_lines(gpu, width, CARD_LINES)
@@ -318,9 +339,21 @@ def gpu_card_lines(
         (
             mig_line(gpu.mig_devices, width)
             if gpu.mig_mode and gpu.mig_devices is not None
-            else stat_cells(gpu, ("pcie", "link", "membw", "energy"), width).fit(width)
+            else link_line(gpu, width)
         ),
     ]
+
+
+def link_line(gpu: GpuReading, width: int) -> Line:
+    """A card's PCIe throughput and link, memory bandwidth use and energy, then the
+    NVLink links that are up and the video engines while busy (:func:`extra_cells`; the
+    columns that no longer fit give way)."""
+    keys = ("pcie", "link", "membw", "energy")
+    extra = extra_cells(gpu)
+    if not extra.width:
+        return stat_cells(gpu, keys, width).fit(width)
+    line = stat_cells(gpu, keys, width - len(GAP) - extra.width)
+    return line.add(GAP if line.width else "").extend(extra).fit(width)
 
 
 def card_title_line(gpu: GpuReading, width: int) -> Line:
