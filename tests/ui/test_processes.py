@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -160,12 +161,15 @@ async def test_o_sorts_by_host_cpu_host_memory_elapsed_time_and_type(
     """Real processes on GPU 1: the oldest, one holding 96 MiB, and one spinning on a
     core; on GPU 0 a newer graphics process, first in the default order. Each new column
     puts its own process on top (a busy core, then the most memory, then the oldest)."""
-    oldest = started_python(sleepers)  # started a Python's start-up before the others
+    oldest = started_python(sleepers)
+    # Start times count 10 ms ticks, and a Python's start-up here can take less than one:
+    # the others start 5 ticks later, so that the oldest is older than each of them.
+    time.sleep(0.05)
     hog = started_python(sleepers, "held = b'x' * (96 << 20)")  # every byte written: resident
     spinner = sleepers(command=["sh", "-c", "while :; do :; done"])
     newest = sleepers()
     started = {child.pid: psutil.Process(child.pid).create_time() for child in (oldest, hog)}
-    assert started[oldest.pid] < started[hog.pid]  # psutil's start times are 10 ms apart
+    assert started[oldest.pid] < started[hog.pid]
     fake_nvml_env.setenv("FAKE_NVML_GRAPHICS_PROCESSES", f"0:{newest.pid}:{GiB},1:{hog.pid}:{GiB}")
     listed = f"1:{oldest.pid}:{GiB},1:{hog.pid}:{GiB},1:{spinner.pid}:{GiB}"
     app = nvml_app(fake_nvml_env, listed)
