@@ -25,8 +25,16 @@ Where each fdinfo's form comes from (the builders follow them line for line):
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 BTIME = 1_764_000_000
 """The fake box's boot time (``btime`` in its ``/proc/stat``)."""
@@ -275,3 +283,45 @@ def jobs_tree(base: Path) -> FakeProcfs:
     ).symlink_to(log)
     proc.cgroup(IN_SLURM, "0::/system.slice/slurmstepd.scope/job_1234/step_0/user/task_0\n")
     return proc
+
+
+# ---------------------------------------------------------------- as a user who owns nothing
+
+
+def as_another_user(read: Callable[[], T]) -> T:
+    """``read()``'s JSON-able result as a user who owns nothing in the tree: root reads any
+    file, so as root it runs in a forked child that has given root up (uid 65534)."""
+    if os.geteuid() != 0:
+        return read()
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child)
+        status = 1
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write_end, json.dumps(read()).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answer:
+        data = answer.read()
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    result: T = json.loads(data)
+    return result
+
+
+@contextmanager
+def readable_folder() -> Iterator[Path]:
+    """A folder another user may read (pytest's are its owner's alone), removed after."""
+    base = Path(tempfile.mkdtemp(prefix="gputui-procfs-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        for folder, _, _ in os.walk(base):
+            os.chmod(folder, 0o755)
+        shutil.rmtree(base)

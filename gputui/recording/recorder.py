@@ -11,13 +11,10 @@ one, so a frame is never written twice and a slow sample is written a look later
 from __future__ import annotations
 
 import errno
-import signal
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -28,25 +25,9 @@ from gputui.recording.frames import FORMAT_VERSION, FULL_EVERY, Header
 from gputui.recording.render import fmt_offset
 from gputui.recording.writer import RecordingWriter
 from gputui.serve.sampling import Poller
+from gputui.serve.stop import Stop, stop_on_signals
 from gputui.telemetry.polling import Samplers, import_real_samplers
 from gputui.telemetry.snapshot import snapshot_as_dict
-
-
-@dataclass
-class Stop:
-    """Set by a signal, ``--duration`` or a caller (a test) to stop recording, with the exit
-    code."""
-
-    event: threading.Event = field(default_factory=threading.Event)
-    """Set once recording should stop."""
-    code: int = EXIT_OK
-    """The exit code: 0 for SIGTERM and the duration's end, 130 for Ctrl+C."""
-
-    def __call__(self, code: int) -> None:
-        """Stop with ``code`` (the first call wins)."""
-        if not self.event.is_set():
-            self.code = code
-            self.event.set()
 
 
 def record(
@@ -99,7 +80,7 @@ def record(
     )
     writer = RecordingWriter(path, header, codec=codec, max_size=max_size)
     poller = Poller(samplers, interval_s, clock=clock)
-    restore = _on_signals(stop)
+    restore = stop_on_signals(stop)
     failed = None
     try:
         poller.start()
@@ -168,18 +149,3 @@ def _seconds(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{seconds // size:g} {unit}"
     return f"{seconds:g} s"
-
-
-def _on_signals(stop: Stop) -> Callable[[], None]:
-    """Route SIGTERM (exit 0) and SIGINT (exit 130) to ``stop``; returns how to undo it."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None  # only the main thread may set handlers; a caller stops us then
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: stop(EXIT_OK))}
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # `gputui record &`
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, lambda *_: stop(EXIT_INTERRUPTED))
-
-    def restore() -> None:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-    return restore

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import errno
-import signal
 import socket
 import ssl
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TextIO
 
-from gputui.exits import EXIT_INTERRUPTED, EXIT_OK
+from gputui.exits import EXIT_INTERRUPTED
 from gputui.serve.listen import ListenAddress, is_loopback
 from gputui.serve.sampling import Poller
 from gputui.serve.server import bound_address, make_app, open_server
+from gputui.serve.stop import Stop, stop_on_signals
 from gputui.telemetry.polling import Samplers, import_real_samplers
 
 WAKE_S = 0.5
@@ -24,22 +23,6 @@ WAKE_S = 0.5
 
 class ServeError(Exception):
     """``gputui serve`` cannot start; the message is one line that says what to do."""
-
-
-@dataclass
-class Stop:
-    """Set by a signal (or by a caller, e.g. a test) to stop serving, with the exit code."""
-
-    event: threading.Event = field(default_factory=threading.Event)
-    """Set once serving should stop."""
-    code: int = EXIT_OK
-    """The exit code: 0 for SIGTERM, 130 for Ctrl+C."""
-
-    def __call__(self, code: int) -> None:
-        """Stop with ``code`` (the first call wins)."""
-        if not self.event.is_set():
-            self.code = code
-            self.event.set()
 
 
 def serve(
@@ -100,7 +83,7 @@ def serve(
             + f"; listen on 127.0.0.1:{port} to keep it to this machine\n"
         )
         err.flush()
-    restore = _on_signals(stop)
+    restore = stop_on_signals(stop)
     serving = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": WAKE_S}, name="gputui-serve-http"
     )
@@ -134,21 +117,6 @@ def _processes_shown(raw_commands: bool) -> str:
     if raw_commands:
         return " and the command lines of their processes, secrets included"
     return " and the command lines of their processes (secrets in them redacted)"
-
-
-def _on_signals(stop: Stop) -> Callable[[], None]:
-    """Route SIGTERM (exit 0) and SIGINT (exit 130) to ``stop``; returns how to undo it."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None  # only the main thread may set handlers; a caller stops us then
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: stop(EXIT_OK))}
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # `gputui serve &` ignores Ctrl+C
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, lambda *_: stop(EXIT_INTERRUPTED))
-
-    def restore() -> None:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-    return restore
 
 
 def _bind_failure(address: ListenAddress, error: OSError) -> str:

@@ -7,13 +7,11 @@ the engine counters; and what a sweep opens, on 200 processes and on this machin
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +38,9 @@ from tests.fakeprocfs import (
     FakeProcfs,
     amdgpu_6_8,
     amdgpu_6_11,
+    as_another_user,
     i915,
+    readable_folder,
     started,
     xe,
 )
@@ -353,38 +353,13 @@ def _sample_pids_as_another_user(root: Path) -> dict[str, list[int]]:
         found = DrmClientSampler(root).sample()
         return {bus: [p.pid for p in processes] for bus, processes in found.items()}
 
-    if os.geteuid() != 0:
-        return pids()
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover (the child)
-        status = 1
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(write_end, json.dumps(pids()).encode())
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as answer:
-        data = answer.read()
-    _, status = os.waitpid(child, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    result: dict[str, list[int]] = json.loads(data)
-    return result
+    return as_another_user(pids)
 
 
 @pytest.fixture
 def readable_base() -> Iterator[Path]:
-    """A folder another user may read (pytest's are its owner's alone)."""
-    base = Path(tempfile.mkdtemp(prefix="gputui-drm-"))
-    base.chmod(0o755)
-    yield base
-    for folder, _, _ in os.walk(base):
-        os.chmod(folder, 0o755)
-    shutil.rmtree(base)
+    with readable_folder() as base:
+        yield base
 
 
 def test_another_users_process_is_passed_over(readable_base: Path) -> None:

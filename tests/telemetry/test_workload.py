@@ -7,9 +7,7 @@ from), with the host's files that name them. The machine's own cgroups are never
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +25,9 @@ from tests.fakeprocfs import (
     IN_SLURM,
     POD_UID,
     FakeProcfs,
+    as_another_user,
     jobs_tree,
+    readable_folder,
 )
 
 ID = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -272,38 +272,13 @@ def _read_as_another_user(root: Path, pids: tuple[int, ...]) -> list[dict[str, s
             {f: getattr(reader.read(pid), f) for f in ("container", "pod", "unit")} for pid in pids
         ]
 
-    if os.geteuid() != 0:
-        return read()
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover (the child)
-        status = 1
-        try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            os.write(write_end, json.dumps(read()).encode())
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as answer:
-        data = answer.read()
-    _, status = os.waitpid(child, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    found: list[dict[str, str | None]] = json.loads(data)
-    return found
+    return as_another_user(read)
 
 
 @pytest.fixture
 def readable_base() -> Iterator[Path]:
-    """A folder another user may read (pytest's are its owner's alone)."""
-    base = Path(tempfile.mkdtemp(prefix="gputui-workload-"))
-    base.chmod(0o755)
-    yield base
-    for folder, _, _ in os.walk(base):
-        os.chmod(folder, 0o755)
-    shutil.rmtree(base)
+    with readable_folder() as base:
+        yield base
 
 
 def test_files_another_user_may_not_read_are_none(readable_base: Path) -> None:
