@@ -562,7 +562,7 @@ Row = BatchSweepRow | SyncStallRow | PipelineRow
 
 # -- the doctor's probe (``probe`` mode), in order, a ProbeStep before each part that can hang
 #
-#   TorchProbed CudaProbed MpsProbed PitfallShown* DeviceProbed* Finished
+#   TorchProbed CudaProbed MpsProbed XpuProbed PitfallShown* DeviceProbed* Finished
 
 
 class ProbeStep(Event, type="probe_step"):
@@ -630,6 +630,17 @@ class MpsProbed(Event, type="probe_mps"):
     """``torch.backends.mps.is_available()``."""
     warnings: tuple[str, ...] = ()
     """Warnings from asking MPS."""
+
+
+class XpuProbed(Event, type="probe_xpu"):
+    """What ``torch.xpu`` says of Intel GPUs: available or not, how many, and why not."""
+
+    available: bool | None
+    """``torch.xpu.is_available()``; False in a torch without ``torch.xpu``."""
+    device_count: int | None = None
+    """``torch.xpu.device_count()``."""
+    error: str | None = None
+    """What asking raised, in torch's words."""
 
 
 class PitfallShown(Event, type="probe_pitfall"):
