@@ -210,6 +210,9 @@ class RunStarted(Event, type="run_started"):
     gpu_uuid: str | None = None
     """The CUDA device's UUID as NVML spells it (``GPU-...``), to find its GPU and process
     by UUID and pid; ``None`` off CUDA."""
+    gpu_bus_id: str | None = None
+    """The GPU's PCI bus id as sysfs writes it (``0000:03:00.0``), to find an AMD or Intel
+    GPU, whose UUID torch and the driver spell differently; ``None`` off a GPU, or unknown."""
     torch_build: str = ""
     """What this torch was built for: ``cuda``, ``rocm`` (an AMD GPU answers to ``cuda``),
     ``xpu`` or ``cpu`` (empty from an engine that predates it)."""

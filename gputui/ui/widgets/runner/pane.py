@@ -72,7 +72,11 @@ class RunnerPane(Vertical, SteadyRender):
         """The trainer process changed (started, or ended: ``pid`` is ``None``)."""
 
         def __init__(
-            self, pid: int | None, gpu_uuid: str | None = None, ranks: tuple[int, ...] = ()
+            self,
+            pid: int | None,
+            gpu_uuid: str | None = None,
+            ranks: tuple[int, ...] = (),
+            gpu_bus_id: str | None = None,
         ) -> None:
             """Carry the trainer's pid and its GPU."""
             super().__init__()
@@ -80,6 +84,8 @@ class RunnerPane(Vertical, SteadyRender):
             """The trainer's process id, ``None`` when none runs."""
             self.gpu_uuid = gpu_uuid
             """The UUID of the GPU it trains on (``None``: not a CUDA device, or unknown)."""
+            self.gpu_bus_id = gpu_bus_id
+            """The PCI bus id of the GPU it trains on (``None``: not a GPU, or unknown)."""
             self.ranks = ranks
             """A scaling run's rank processes (rank 0 is ``pid``); empty otherwise."""
 
@@ -522,9 +528,11 @@ class RunnerPane(Vertical, SteadyRender):
             run.absorb(event)
             self.events_seen += 1
             if isinstance(event, RunStarted | RanksStarted):
-                pid = run.started.pid if run.started is not None else None
-                gpu = run.started.gpu_uuid if run.started is not None else None
-                self.post_message(self.TrainerChanged(pid, gpu, run.rank_pids))
+                started = run.started
+                pid = started.pid if started is not None else None
+                gpu = started.gpu_uuid if started is not None else None
+                bus = started.gpu_bus_id if started is not None else None
+                self.post_message(self.TrainerChanged(pid, gpu, run.rank_pids, bus))
         if not run.ended:
             self.mutate_reactive(RunnerPane.session)
             return
