@@ -52,6 +52,9 @@ class DevNode:
     """Its group's name (or number), e.g. ``render``."""
     openable: bool
     """Whether this user may open it for reading and writing (ACLs included)."""
+    bus_id: str | None = None
+    """A render node's GPU (its PCI bus id, from sysfs); ``None`` for ``/dev/kfd``, or
+    unknown."""
 
     def describe(self) -> str:
         """``/dev/kfd (crw-rw---- root:render)``."""
@@ -111,17 +114,24 @@ def drm_facts(
         render = sorted(p for p in (dev / "dri").iterdir() if p.name.startswith("renderD"))
     except OSError:
         render = []
+    nodes = (dev_node(path, _bus_id(root / "class" / "drm" / path.name)) for path in render)
     return DrmFacts(
         cards=cards,
         kfd=dev_node(dev / "kfd"),
-        render_nodes=tuple(node for path in render if (node := dev_node(path)) is not None),
+        render_nodes=tuple(node for node in nodes if node is not None),
         user=user or current_user(),
         variables={name: env[name] for name in ROCM_VARIABLES if name in env},
     )
 
 
-def dev_node(path: Path) -> DevNode | None:
-    """The node at ``path``; ``None`` when there is none."""
+def _bus_id(node: Path) -> str | None:
+    """The PCI bus id of a DRM node's device (``class/drm/renderD128/device``'s target)."""
+    target = os.path.realpath(node / "device")
+    return os.path.basename(target) if os.path.isdir(target) else None
+
+
+def dev_node(path: Path, bus_id: str | None = None) -> DevNode | None:
+    """The node at ``path`` (of the GPU at ``bus_id``); ``None`` when there is none."""
     try:
         info = os.stat(path)
     except OSError:
@@ -132,6 +142,7 @@ def dev_node(path: Path) -> DevNode | None:
         owner=_user_name(info.st_uid),
         group=_group_name(info.st_gid),
         openable=os.access(path, os.R_OK | os.W_OK),
+        bus_id=bus_id,
     )
 
 
@@ -342,8 +353,12 @@ def xpu_check(drm: DrmFacts, *, available: bool | None, count: int, names: list[
 
 
 def _access_check(name: str, drm: DrmFacts, message: str, build: str) -> Check | None:
-    """A failed check when this user cannot open a node the build needs; ``None`` if it can."""
-    nodes = drm.render_nodes if build == "XPU" else (*filter(None, [drm.kfd]), *drm.render_nodes)
+    """A failed check when this user cannot open a node the build needs (``/dev/kfd`` for
+    ROCm, the render nodes of the vendor's GPUs); ``None`` if it can."""
+    vendor = Vendor.INTEL if build == "XPU" else Vendor.AMD
+    ours = {card.bus_id for card in drm.of(vendor)}
+    render = [node for node in drm.render_nodes if node.bus_id is None or node.bus_id in ours]
+    nodes = render if build == "XPU" else [*filter(None, [drm.kfd]), *render]
     closed = [node for node in nodes if not node.openable]
     if not closed:
         return None

@@ -16,7 +16,14 @@ from gputui.doctor.rocm_xpu import DevNode, DrmFacts, UserFacts, dev_node, drm_f
 from gputui.doctor.run import run_doctor
 from gputui.jobs.events import CudaProbed, XpuProbed
 from tests.doctor.doctor_facts import CPU_BUILD, CPU_TORCH, facts, no_nvml
-from tests.telemetry.sysfs_trees import build, intel_box, mi300x, radeon_780m
+from tests.telemetry.sysfs_trees import (
+    arc_b580,
+    build,
+    intel_box,
+    mi300x,
+    radeon_780m,
+    radeon_rx_7900_xtx,
+)
 
 ROCM = (
     "python -m pip uninstall -y torch && "
@@ -262,3 +269,17 @@ def test_a_node_says_its_mode_owner_and_group(tmp_path: Path) -> None:
     gathered = drm_facts(sysfs=tmp_path / "sys", dev=tmp_path, environ={"HIP_VISIBLE_DEVICES": "1"})
     assert [Path(n.path).name for n in gathered.render_nodes] == ["renderD128", "renderD129"]
     assert gathered.variables == {"HIP_VISIBLE_DEVICES": "1"}
+
+
+def test_a_render_node_knows_its_gpu_and_only_the_build_s_own_count(tmp_path: Path) -> None:
+    """An AMD card and an Intel one: the Intel card's closed render node is no ROCm matter."""
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx(), arc_b580("0000:08:00.0")])
+    drm = drm_facts(sysfs=sysfs, dev=dev_tree(tmp_path / "dev"), environ={}, user=ALICE)
+    assert [node.bus_id for node in drm.render_nodes] == ["0000:03:00.0", "0000:08:00.0"]
+    amd, intel = drm.render_nodes
+    closed = replace(drm, render_nodes=(amd, replace(intel, openable=False)))
+    found = check(rocm(closed), "torch.cuda")
+    assert found.fix is not None and found.fix.startswith("`rocminfo`")
+    fix = check(xpu(closed, XpuProbed(available=False, device_count=0)), "torch.xpu").fix
+    # the tree's nodes are root's group here: udev's usual groups are named instead
+    assert fix == "`sudo usermod -aG render,video alice`, then log out and back in"
