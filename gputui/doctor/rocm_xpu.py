@@ -281,6 +281,7 @@ def rocm_cuda_check(drm: DrmFacts, message: str, *, available: bool, count: int)
     name = "torch.cuda"
     amd = drm.of(Vendor.AMD)
     hidden = hiding(drm)
+    message = _ended(message)
     if available:
         some = [h for h in hidden if h.shown]
         if some and count < len(amd):
@@ -335,7 +336,7 @@ def xpu_check(drm: DrmFacts, *, available: bool | None, count: int, names: list[
     if available is None:
         return Check(name, Status.SKIP, "Unknown: the torch probe stopped before asking XPU.")
     listed = f": {', '.join(names)}" if names else ""
-    message = f"`is_available()` is {available}, `device_count()` is {count}{listed}."
+    message = _ended(f"`is_available()` is {available}, `device_count()` is {count}{listed}")
     if available and count:
         return Check(name, Status.OK, message)
     intel = drm.of(Vendor.INTEL)
@@ -350,6 +351,11 @@ def xpu_check(drm: DrmFacts, *, available: bool | None, count: int, names: list[
         f"{message} There {'is' if len(intel) == 1 else 'are'} {_gpus(intel, 'Intel')}.",
         INTEL_RUNTIME,
     )
+
+
+def _ended(message: str) -> str:
+    """``message`` ending as a sentence, so that another can follow (torch's errors may not)."""
+    return message if message.endswith((".", "!", "?")) else f"{message}."
 
 
 def _access_check(name: str, drm: DrmFacts, message: str, build: str) -> Check | None:

@@ -174,6 +174,9 @@ def test_a_user_outside_the_render_group_is_told_to_join_it(tmp_path: Path) -> N
     )
     found = check(rocm(drm), "torch.cuda")
     assert found.status is Status.FAIL
+    assert found.message.startswith(
+        "`is_available()` is False, `device_count()` is 0: RuntimeError: No HIP GPUs. You"
+    )
     assert (
         "You (alice) cannot open /dev/kfd (crw-rw---- root:render), "
         "/dev/dri/renderD128 (crw-rw---- root:video), which ROCm needs." in found.message
