@@ -79,8 +79,8 @@ def add_scale_command(commands: Any) -> argparse.ArgumentParser:
         type=parse_device,
         default=CPU,
         metavar="{" + ",".join(DISTRIBUTED_KINDS) + "}",
-        help="cuda: rank N trains on cuda:N (NCCL); cpu: every rank on the CPU (gloo) "
-        "(default: cpu)",
+        help="cuda: rank N trains on cuda:N (NCCL; RCCL on a ROCm build, for AMD GPUs); xpu: "
+        "rank N on xpu:N (XCCL, Intel GPUs); cpu: every rank on the CPU (gloo) (default: cpu)",
     )
     scale.add_argument(
         "--world-sizes",
@@ -116,7 +116,7 @@ def run_scale(args: argparse.Namespace) -> int:
         if isinstance(found, Error):
             return usage_error(PROG, found.message)
         sizes = list(found)
-    elif args.device.kind == "cuda":
+    elif args.device.kind in ("cuda", "xpu"):
         found = default_world_sizes(args.device)
         if isinstance(found, Error):
             return usage_error(PROG, found.message)
@@ -154,18 +154,19 @@ def run_scale(args: argparse.Namespace) -> int:
 
 
 def default_world_sizes(device: Device) -> tuple[int, ...] | Error:
-    """1, 2, 4... up to the GPUs torch can use (:func:`gpu_world_sizes`), or 1 and 2 CPU
-    ranks; an ``Error`` when ``cuda`` is asked for and torch can use none."""
+    """1, 2, 4... up to the GPUs of ``device``'s kind torch can use (:func:`gpu_world_sizes`),
+    or 1 and 2 CPU ranks; an ``Error`` when a GPU is asked for and torch can use none."""
     if device.kind == "cpu":
         return CPU_WORLD_SIZES
     listed = list_devices(DeviceQuery())
     if isinstance(listed, Error):
         return listed
-    gpus = sum(1 for option in listed.devices if option.usable and option.name.kind == "cuda")
+    kind = device.kind
+    gpus = sum(1 for option in listed.devices if option.usable and option.name.kind == kind)
     if not gpus:
         return Error(
-            message="torch can use no CUDA device here: `gputui doctor` says why, or use "
-            "--device cpu",
+            message=f"torch can use no {kind.upper()} device here: `gputui doctor` says why, "
+            "or use --device cpu",
             kind="device",
         )
     return gpu_world_sizes(gpus)

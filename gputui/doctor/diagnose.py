@@ -16,6 +16,7 @@ from gputui.device import Device
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, ReportFacts, Status
 from gputui.doctor.mps import PlatformFacts, check_mps
 from gputui.doctor.pitfalls import pitfall_checks
+from gputui.doctor.rocm_xpu import DrmFacts, cpu_build_check, rocm_cuda_check, xpu_check
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.visible import VisibleDevices, parse_visible_devices
 from gputui.doctor.wheels import (
@@ -59,6 +60,8 @@ class DoctorFacts:
     nvml_missing_error: str | None = None
     """The sentence NVML's status carries when there is no driver library at all; with
     ``None`` no NVML failure is read as "no driver here"."""
+    drm: DrmFacts = dataclasses.field(default_factory=DrmFacts)
+    """AMD and Intel GPUs here, and what a ROCm or XPU build needs to reach them."""
 
 
 def diagnose(facts: DoctorFacts) -> DoctorReport:
@@ -76,6 +79,7 @@ def diagnose(facts: DoctorFacts) -> DoctorReport:
         check_driver_vs_build(facts),
         check_visible_devices(facts, visible),
         check_cuda(facts, visible),
+        *([check_xpu(facts)] if _xpu_build(facts.torch) else []),
         check_gpu_code(facts),
         check_mps(facts.platform, facts.torch, python=facts.python),
         *pitfall_checks(facts.torch, python=facts.python),
@@ -195,6 +199,8 @@ def _torch_unknown(torch: TorchFacts) -> str:
 def _build_text(install: TorchProbed) -> str:
     if install.hip_version:
         return f"a ROCm {install.hip_version} build"
+    if install.build == "xpu":
+        return "an XPU build"
     if install.cuda_version:
         return f"a CUDA {install.cuda_version} build"
     return "a CPU-only build"
@@ -293,15 +299,18 @@ def check_driver(facts: DoctorFacts) -> Check:
 
 
 def check_build(facts: DoctorFacts) -> Check:
-    """A CPU-only torch where NVML reports a driver fails, with the install command."""
+    """A CPU-only torch where NVML reports a driver, or beside AMD or Intel GPUs, gets the
+    install command."""
     name = "torch build"
     install = _imported(facts.torch)
     if install is None:
         return Check(name, Status.SKIP, _torch_unknown(facts.torch))
     if install.hip_version:
-        return Check(name, Status.OK, f"{_build_text(install).capitalize()} (AMD GPUs are 'cuda').")
+        return Check(name, Status.OK, f"A{_build_text(install)[1:]} (AMD GPUs are 'cuda').")
     if install.cuda_version:
         return Check(name, Status.OK, f"Built for CUDA {install.cuda_version}.")
+    if install.build == "xpu":
+        return Check(name, Status.OK, "An XPU build (Intel GPUs are 'xpu').")
     if facts.nvml.status.available:
         return Check(
             name,
@@ -312,6 +321,11 @@ def check_build(facts: DoctorFacts) -> Check:
         )
     if facts.platform.system == "Darwin":
         return Check(name, Status.OK, "A macOS build: no CUDA there; Apple GPUs use MPS.")
+    other = cpu_build_check(
+        facts.drm, install.version, python=facts.python, packages=_packages(facts.torch)
+    )
+    if other is not None:
+        return other
     if _no_driver(facts):
         return Check(name, Status.OK, "A CPU-only build, and no NVIDIA driver here to miss.")
     return Check(
@@ -513,6 +527,8 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
         names = [f"{d.device} {d.name}" for d in torch.devices if d.device.kind == "cuda"]
         listed = f": {', '.join(names)}" if names else ""
         message = f"`is_available()` is True, `device_count()` is {count}{listed}."
+        if install.hip_version:
+            return rocm_cuda_check(facts.drm, message, available=True, count=count)
         expected = len(visible.visible) if visible.visible is not None else None
         if expected is not None and expected != count:
             return Check(
@@ -527,6 +543,8 @@ def check_cuda(facts: DoctorFacts, visible: VisibleDevices) -> Check:
     errors = [*cuda.warnings, *([cuda.init_error] if cuda.init_error else [])]
     said = f": {' '.join(errors)}" if errors else "."
     message = f"`is_available()` is False, `device_count()` is {count}{said}"
+    if install.hip_version:
+        return rocm_cuda_check(facts.drm, message, available=False, count=count)
     if (facts.nvml.status.available and not facts.nvml.gpus) or _no_driver(facts):
         return Check(name, Status.SKIP, f"No NVIDIA GPU to use here; {message}")
     if not facts.nvml.status.available:
@@ -601,6 +619,23 @@ def check_gpu_code(facts: DoctorFacts) -> Check:
             fix,
         )
     return Check(name, Status.OK, f"{carried}: code for {_gpus_text(gpus, capability=True)}.")
+
+
+def _xpu_build(torch: TorchFacts) -> bool:
+    install = _imported(torch)
+    return install is not None and install.build == "xpu"
+
+
+def check_xpu(facts: DoctorFacts) -> Check:
+    """``torch.xpu.is_available()`` and ``device_count()`` on an XPU build."""
+    xpu = facts.torch.xpu
+    names = [f"{d.device} {d.name}" for d in facts.torch.devices if d.device.kind == "xpu"]
+    return xpu_check(
+        facts.drm,
+        available=xpu.available if xpu is not None else None,
+        count=(xpu.device_count or 0) if xpu is not None else 0,
+        names=names,
+    )
 
 
 def _gpus_text(gpus: list[tuple[DeviceReport, int]], *, capability: bool = False) -> str:

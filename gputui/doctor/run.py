@@ -1,8 +1,8 @@
 """Gather this machine's facts and diagnose them: ``gputui doctor``'s engine.
 
-Every source is injectable (environment, platform, NVML reading, ``which``, the
-torch facts or the probe command), so the whole path runs in tests on a machine
-with no GPU. The torch probe child and the NVML sample run at the same time, and
+Every source is injectable (environment, platform, NVML reading, ``which``, the AMD and
+Intel GPUs, the torch facts or the probe command), so the whole path runs in tests on a
+machine with no GPU. The torch probe child and the NVML sample run at the same time, and
 both are bounded in time: a hung driver makes a failed check, never a hung doctor.
 """
 
@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gputui.doctor.checks import DoctorReport
 from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose, driver_too_old_line
 from gputui.doctor.mps import PlatformFacts, current_platform
+from gputui.doctor.rocm_xpu import DrmFacts, drm_facts
 from gputui.doctor.torch_facts import DEFAULT_TIMEOUT_S, TorchFacts, run_probe
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import TORCH_COMPANIONS, DevicesListed
@@ -95,6 +96,7 @@ def run_doctor(
     probe_config: ProbeConfig | None = None,
     probe_python: str | Sequence[str] | None = None,
     python: str | None = None,
+    drm: DrmFacts | None = None,
 ) -> DoctorReport:
     """Diagnose this machine (or the one the injected facts describe).
 
@@ -111,6 +113,7 @@ def run_doctor(
         probe_python: The probe child's interpreter, alone or with its flags (default:
             this one).
         python: How to name this interpreter in install commands (default: worked out).
+        drm: The AMD and Intel GPUs and their device nodes (default: read here).
 
     Returns:
         The report; ``report.failed`` says whether any check failed.
@@ -148,5 +151,6 @@ def run_doctor(
         platform=platform_facts or current_platform(),
         python=python or python_command(which=which),
         nvml_missing_error=nvml_missing_sentence(),
+        drm=drm or drm_facts(environ=env),
     )
     return diagnose(facts)

@@ -5,8 +5,8 @@ the one :class:`~gputui.jobs.process.ChildProcess`; :func:`facts_from_events` fo
 its events into :class:`TorchFacts`. :func:`run_probe` never raises and never hangs:
 a child that does not finish within its time limit (a hung CUDA init) is killed with
 its whole process group, and the facts keep whatever it said before, plus the step
-it was on. The limit is ``timeout_s`` until the child says how many CUDA devices it
-will measure, then grows by :attr:`ProbeConfig.TIMEOUT_PER_GPU_S` for each
+it was on. The limit is ``timeout_s`` until the child says how many CUDA (or XPU) devices
+it will measure, then grows by :attr:`ProbeConfig.TIMEOUT_PER_GPU_S` for each
 (:meth:`ProbeConfig.time_limit_s`), so a hung CUDA init is still caught early.
 """
 
@@ -32,6 +32,7 @@ from gputui.jobs.events import (
     PitfallShown,
     ProbeStep,
     TorchProbed,
+    XpuProbed,
 )
 from gputui.jobs.process import run_to_end
 
@@ -52,6 +53,8 @@ class TorchFacts:
     """What CUDA said: available or not, how many devices, the code this build carries."""
     mps: MpsProbed | None = None
     """Whether MPS is available, and why not."""
+    xpu: XpuProbed | None = None
+    """What ``torch.xpu`` said: available or not, how many Intel GPUs."""
     pitfalls: tuple[PitfallShown, ...] = ()
     """The tutorials' mistakes, with torch's own error text."""
     devices: tuple[DeviceReport, ...] = ()
@@ -85,6 +88,8 @@ def facts_from_events(events: Iterable[Event | None]) -> TorchFacts:
             facts["cuda"] = event
         elif isinstance(event, MpsProbed):
             facts["mps"] = event
+        elif isinstance(event, XpuProbed):
+            facts["xpu"] = event
         elif isinstance(event, PitfallShown):
             pitfalls.append(event)
         elif isinstance(event, DeviceProbed):
@@ -154,7 +159,7 @@ def run_probe(
     config = config or ProbeConfig()
 
     def time_limit_for(event: Event) -> float | None:
-        if isinstance(event, CudaProbed) and event.available and event.device_count:
+        if isinstance(event, CudaProbed | XpuProbed) and event.available and event.device_count:
             return config.time_limit_s(timeout_s, event.device_count)
         return None
 

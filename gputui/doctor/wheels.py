@@ -1,4 +1,5 @@
-"""Which CUDA build of torch to install for a given NVIDIA driver and GPU.
+"""Which build of torch to install: CUDA for a given NVIDIA driver and GPU, ROCm for AMD
+GPUs, XPU for Intel GPUs.
 
 PyTorch publishes CUDA wheels on one index per CUDA version ("channel"),
 ``https://download.pytorch.org/whl/cuXYZ``. A driver runs a build whose CUDA
@@ -9,6 +10,9 @@ A build runs on a GPU only if it carries code for the GPU's compute capability
 (``torch.cuda.get_arch_list()``): compiled code (``sm_80``) runs on GPUs of the same
 major version and an equal or later minor one (8.0, 8.6, 8.9); PTX (``compute_80``)
 is compiled by the driver at first use for any GPU of that capability or later.
+
+ROCm and XPU builds carry their own runtime (HIP, SYCL) and need only the kernel driver
+(amdgpu; i915 or xe, with Intel's Level Zero runtime), so one channel each serves.
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ CHANNELS: tuple[tuple[tuple[int, int], str], ...] = (
 Older torch releases are only on the older channels (torch 2.6 is the last on
 cu124, 2.5 the last on cu121), so an old driver gets a working but older torch.
 """
+
+
+ROCM_CHANNEL = "rocm7.2"
+"""The ROCm channel of the newest torch: AMD GPUs, through torch's ``cuda`` device."""
+XPU_CHANNEL = "xpu"
+"""The channel of torch's XPU builds: Intel GPUs, as ``xpu:N``."""
 
 
 def parse_cuda_version(text: str | None) -> tuple[int, int] | None:
@@ -66,10 +76,10 @@ def install_command(
     packages: tuple[str, ...] = ("torch",),
     replace: bool = True,
 ) -> str:
-    """The exact command that installs a CUDA build from ``channel``.
+    """The exact command that installs a build from ``channel``.
 
     Args:
-        channel: e.g. ``cu124``.
+        channel: e.g. ``cu124``, :data:`ROCM_CHANNEL` or :data:`XPU_CHANNEL`.
         python: The interpreter to install into (``python``, or a full path).
         packages: What to install: ``torch``, and ``torchvision``/``torchaudio`` when
             they are installed (they are built against one torch and must match it).

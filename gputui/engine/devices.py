@@ -27,6 +27,7 @@ import torch
 
 from gputui.device import CPU, Device, DeviceError, Kind
 from gputui.jobs.events import DeviceOption
+from gputui.pci import intel_uuid_bus_id, pci_bus_id, uuid_bytes
 from gputui.system import read_sysctl
 
 MPS_BF16_MACOS = 14
@@ -383,6 +384,30 @@ def cuda_uuid(index: int) -> str | None:
         return None
     text = str(uuid)
     return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+
+
+def gpu_bus_id(device: torch.device) -> str | None:
+    """The GPU's PCI bus id as sysfs writes it (``0000:03:00.0``); ``None`` off a GPU, or
+    where this torch does not say.
+
+    A CUDA or ROCm build gives the PCI domain, bus and device in the device's properties;
+    an XPU build gives the Level Zero UUID, which holds them for Intel's GPUs.
+    """
+    try:
+        if device.type == "cuda":
+            props = torch.cuda.get_device_properties(device.index or 0)
+            domain, bus, slot = (
+                getattr(props, f"pci_{n}_id", None) for n in ("domain", "bus", "device")
+            )
+            if isinstance(domain, int) and isinstance(bus, int) and isinstance(slot, int):
+                return pci_bus_id(domain, bus, slot)
+        elif device.type == "xpu":
+            uuid = getattr(_xpu().get_device_properties(device.index or 0), "uuid", None)
+            raw = uuid_bytes(uuid)
+            return intel_uuid_bus_id(raw) if raw is not None else None
+    except Exception:  # a build whose properties lack them, or a device gone
+        return None
+    return None
 
 
 @cache

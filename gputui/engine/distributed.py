@@ -1,7 +1,8 @@
 """One rank of a distributed job: join the process group, shard the data, reduce the figures.
 
 torch.distributed does the work (the rendezvous, DistributedDataParallel's gradient
-all-reduce, gloo on the CPU, NCCL on CUDA); this module only wires the trainer to it.
+all-reduce, gloo on the CPU, NCCL on CUDA (RCCL on a ROCm build), XCCL on Intel GPUs); this
+module only wires the trainer to it.
 
 Every rank keeps the whole dataset on its device and takes its slice of each global
 batch (:class:`gputui.engine.pipelines.Shard`); held-out accuracy and the epoch's loss
@@ -39,28 +40,40 @@ class JoinError(Exception):
 
 
 def rank_device(world: World, device: Device) -> tuple[Device, str | None]:
-    """The device this rank trains on (``cuda`` becomes :func:`rank_device_index`'s
-    ``cuda:N``, anything else ``cpu``), and a note when it is not ``cuda:LOCAL_RANK``.
+    """The device this rank trains on (``cuda`` or ``xpu`` becomes :func:`rank_device_index`'s
+    ``cuda:N`` or ``xpu:N``, anything else ``cpu``), and a note when it is not the
+    ``LOCAL_RANK``-th.
 
     Raises:
-        ConfigError: when this node shows the rank neither its GPU nor exactly one.
+        ConfigError: when this node shows the rank neither its GPU nor exactly one, or when
+            torch has no backend for the device (:func:`backend_for`).
     """
-    if device.kind != "cuda":
+    if device.kind not in ("cuda", "xpu"):
         return CPU, None
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend_for(device.kind, xccl_available=xccl_available())
+    module = torch.cuda if device.kind == "cuda" else getattr(torch, "xpu", None)
+    count = module.device_count() if module is not None and module.is_available() else 0
     index = rank_device_index(world.local_rank, count)
+    name = "CUDA" if device.kind == "cuda" else "XPU"
     if index is None:
         raise ConfigError(
             f"rank {world.rank} is local rank {world.local_rank}, but this node has "
-            f"{count} usable CUDA device{'s' if count != 1 else ''}: start at most {count} "
+            f"{count} usable {name} device{'s' if count != 1 else ''}: start at most {count} "
             "ranks per node (--nproc-per-node)"
         )
     if index == world.local_rank:
-        return Device("cuda", index), None
-    return Device("cuda", index), (
-        f"local rank {world.local_rank} sees one CUDA device (its launcher shows each rank "
-        f"only its own GPU, as CUDA_VISIBLE_DEVICES per rank does): it trains on cuda:{index}"
+        return Device(device.kind, index), None
+    return Device(device.kind, index), (
+        f"local rank {world.local_rank} sees one {name} device (its launcher shows each rank "
+        f"only its own GPU, as CUDA_VISIBLE_DEVICES per rank does): it trains on "
+        f"{device.kind}:{index}"
     )
+
+
+def xccl_available() -> bool:
+    """``torch.distributed.is_xccl_available()``; False in a torch without it."""
+    available = getattr(dist, "is_xccl_available", None)
+    return bool(available is not None and available())
 
 
 def rank_device_index(local_rank: int, device_count: int) -> int | None:
@@ -91,7 +104,7 @@ def join(
     ``notice_after_s`` tells ``notify`` once what it waits for (a wrong endpoint and a
     late rank 0 look alike until the timeout; the user may know which it is).
     """
-    backend = backend_for(device.type)
+    backend = backend_for(device.type, xccl_available=xccl_available())
     started = time.perf_counter()
     notice = None
     if notify is not None:
@@ -176,7 +189,7 @@ def lost_peer(exc: BaseException) -> bool:
 def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.parallel.DistributedDataParallel:
     """``model`` in DDP: rank 0's weights are broadcast to every rank, and each backward
     pass averages the gradients over the ranks (in buckets, overlapped with the pass)."""
-    device_ids = [device.index] if device.type == "cuda" else None
+    device_ids = [device.index] if device.type in ("cuda", "xpu") else None
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 

@@ -34,6 +34,7 @@ from gputui.jobs.events import (
     PitfallShown,
     ProbeStep,
     TorchProbed,
+    XpuProbed,
 )
 from gputui.system import read_sysctl
 
@@ -367,6 +368,17 @@ def _cuda_identity(index: int) -> DeviceProbed:
     )
 
 
+def _xpu_identity(index: int) -> DeviceProbed:
+    import torch
+
+    props = torch.xpu.get_device_properties(index)
+    return DeviceProbed(
+        device=Device("xpu", index),
+        name=str(props.name),
+        memory_bytes=int(props.total_memory),
+    )
+
+
 def _mps_identity() -> DeviceProbed:
     import torch
 
@@ -478,6 +490,24 @@ def _mps_stage(torch: Any, emit: Emit) -> bool:
     return available
 
 
+def _xpu_stage(torch: Any, emit: Emit) -> int:
+    """Ask ``torch.xpu`` (Intel GPUs), where this torch has it; emit what it says. Returns how
+    many XPU devices are usable."""
+    xpu = getattr(torch, "xpu", None)
+    if xpu is None:
+        emit(XpuProbed(available=False))
+        return 0
+    emit(ProbeStep("initialising XPU"))
+    try:
+        available = bool(xpu.is_available())
+        count = int(xpu.device_count()) if available else 0
+    except Exception as error:
+        emit(XpuProbed(available=False, error=error_text(error)))
+        return 0
+    emit(XpuProbed(available, count))
+    return count
+
+
 def _attempt(action: Callable[[], object]) -> str | None:
     """Run a mistake on purpose; return torch's error text (``None`` if it did not raise)."""
     try:
@@ -491,7 +521,7 @@ def pitfalls(accelerator: str | None) -> list[PitfallShown]:
     """The tutorials' three mistakes, made for real; each with torch's own error text.
 
     Args:
-        accelerator: A usable GPU (``cuda:0`` or ``mps``) to make them on; ``None``
+        accelerator: A usable GPU (``cuda:0``, ``xpu:0`` or ``mps``) to make them on; ``None``
             on a CPU-only machine, where the first two use torch's ``meta`` device,
             the only other device every build has (it fails the same kind of device check).
 
@@ -532,12 +562,15 @@ def run_probe(config: ProbeConfig, emit: Emit) -> None:
         return
     cuda_count = _cuda_stage(torch, emit)
     mps_available = _mps_stage(torch, emit)
+    xpu_count = _xpu_stage(torch, emit)
     if config.torch_only:
         emit(Finished(epochs_completed=0, total_seconds=time.perf_counter() - started))
         return
 
     emit(ProbeStep("showing the pitfalls"))
-    accelerator = "cuda:0" if cuda_count else ("mps" if mps_available else None)
+    accelerator = (
+        "cuda:0" if cuda_count else "xpu:0" if xpu_count else "mps" if mps_available else None
+    )
     for pitfall in pitfalls(accelerator):
         emit(pitfall)
 
@@ -545,6 +578,7 @@ def run_probe(config: ProbeConfig, emit: Emit) -> None:
     devices += [
         (Device("cuda", i), functools.partial(_cuda_identity, i)) for i in range(cuda_count)
     ]
+    devices += [(Device("xpu", i), functools.partial(_xpu_identity, i)) for i in range(xpu_count)]
     if mps_available:
         devices.append((Device("mps"), _mps_identity))
     loops = sum(MEASUREMENTS_PER_DEVICE[device.kind] for device, _ in devices)

@@ -28,7 +28,7 @@ from gputui.engine.lifecycle import (
     lower_priority,
 )
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from gputui.jobs.config import RunConfig, ScaleConfig, default_threads
+from gputui.jobs.config import ConfigError, RunConfig, ScaleConfig, default_threads
 from gputui.jobs.events import (
     TERMINAL_TYPES,
     Emit,
@@ -39,7 +39,7 @@ from gputui.jobs.events import (
     RanksStarted,
     parse_event,
 )
-from gputui.jobs.world import World
+from gputui.jobs.world import World, backend_for
 
 LOOPBACK = "127.0.0.1"
 _POLL_S = 0.05
@@ -50,6 +50,13 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException, start_processes
 
+    from gputui.engine.distributed import xccl_available
+
+    try:  # refused here, once, rather than by every rank it would start
+        backend_for(config.device.kind, xccl_available=xccl_available())
+    except ConfigError as exc:
+        emit(Error(message=str(exc), kind="config"))
+        return EXIT_USAGE
     ranks = config.world_size
     run = rank_config(config)
     mailbox: Any = mp.get_context("spawn").Queue()

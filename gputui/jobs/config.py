@@ -281,7 +281,8 @@ class RunConfig(JobConfig):
     def check_distributed(self) -> None:
         """What one rank of a distributed job needs besides: the resident pipeline (each
         rank keeps its own copy and takes its slice of every step) and a device by kind
-        (``cuda`` becomes ``cuda:LOCAL_RANK``; gloo serves the CPU; MPS has no backend).
+        (``cuda`` becomes ``cuda:LOCAL_RANK``, ``xpu`` ``xpu:LOCAL_RANK``; gloo serves the
+        CPU; MPS has no backend).
 
         Raises:
             ConfigError: one line naming what to use instead.
@@ -294,8 +295,8 @@ class RunConfig(JobConfig):
         kind = self.device.kind
         if kind not in DISTRIBUTED_KINDS:
             raise ConfigError(
-                f"torch.distributed has no backend for {kind}: use --device cpu (gloo) or cuda "
-                "(NCCL)"
+                f"torch.distributed has no backend for {kind}: use --device cpu (gloo), cuda "
+                "(NCCL; RCCL on ROCm) or xpu (XCCL)"
             )
         if self.device.index is not None:
             raise ConfigError(
@@ -304,7 +305,7 @@ class RunConfig(JobConfig):
             )
 
 
-DISTRIBUTED_KINDS: tuple[Kind, ...] = ("cpu", "cuda")
+DISTRIBUTED_KINDS: tuple[Kind, ...] = ("cpu", "cuda", "xpu")
 """The devices a distributed job's ``--device`` may name, by kind alone: each rank picks
 its own index."""
 WORLD_SIZE_MAX = 64

@@ -210,6 +210,9 @@ class RunStarted(Event, type="run_started"):
     gpu_uuid: str | None = None
     """The CUDA device's UUID as NVML spells it (``GPU-...``), to find its GPU and process
     by UUID and pid; ``None`` off CUDA."""
+    gpu_bus_id: str | None = None
+    """The GPU's PCI bus id as sysfs writes it (``0000:03:00.0``), to find an AMD or Intel
+    GPU, whose UUID torch and the driver spell differently; ``None`` off a GPU, or unknown."""
     torch_build: str = ""
     """What this torch was built for: ``cuda``, ``rocm`` (an AMD GPU answers to ``cuda``),
     ``xpu`` or ``cpu`` (empty from an engine that predates it)."""
@@ -562,7 +565,7 @@ Row = BatchSweepRow | SyncStallRow | PipelineRow
 
 # -- the doctor's probe (``probe`` mode), in order, a ProbeStep before each part that can hang
 #
-#   TorchProbed CudaProbed MpsProbed PitfallShown* DeviceProbed* Finished
+#   TorchProbed CudaProbed MpsProbed XpuProbed PitfallShown* DeviceProbed* Finished
 
 
 class ProbeStep(Event, type="probe_step"):
@@ -630,6 +633,17 @@ class MpsProbed(Event, type="probe_mps"):
     """``torch.backends.mps.is_available()``."""
     warnings: tuple[str, ...] = ()
     """Warnings from asking MPS."""
+
+
+class XpuProbed(Event, type="probe_xpu"):
+    """What ``torch.xpu`` says of Intel GPUs: available or not, how many, and why not."""
+
+    available: bool | None
+    """``torch.xpu.is_available()``; False in a torch without ``torch.xpu``."""
+    device_count: int | None = None
+    """``torch.xpu.device_count()``."""
+    error: str | None = None
+    """What asking raised, in torch's words."""
 
 
 class PitfallShown(Event, type="probe_pitfall"):

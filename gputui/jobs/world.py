@@ -143,9 +143,32 @@ def check_endpoint(world: World, environ: Mapping[str, str]) -> None:
             ) from None
 
 
-def backend_for(device_type: str) -> str:
-    """torch.distributed's backend for a device type: NCCL for CUDA, gloo for the CPU."""
+def backend_for(device_type: str, *, xccl_available: bool = True) -> str:
+    """torch.distributed's backend for a device type: ``nccl`` for CUDA (on a ROCm build it
+    is RCCL, AMD's NCCL, under NCCL's name), ``xccl`` for Intel GPUs, ``gloo`` for the CPU.
+
+    Args:
+        device_type: ``cpu``, ``cuda`` or ``xpu``.
+        xccl_available: ``torch.distributed.is_xccl_available()`` (False in a torch that
+            lacks it or predates it).
+
+    Raises:
+        ConfigError: for ``xpu`` when this torch has no XCCL, in one line.
+    """
+    if device_type == "xpu":
+        if not xccl_available:
+            raise ConfigError(
+                "this torch has no XCCL (torch.distributed.is_xccl_available() is False), the "
+                "backend that joins ranks on Intel GPUs: install a recent XPU build of torch, "
+                "or use --device cpu"
+            )
+        return "xccl"
     return "nccl" if device_type == "cuda" else "gloo"
+
+
+def backend_text(backend: str, torch_build: str) -> str:
+    """The backend as the report names it: ``nccl (RCCL)`` on a ROCm build, else itself."""
+    return f"{backend} (RCCL)" if backend == "nccl" and torch_build == "rocm" else backend
 
 
 def _number(environ: Mapping[str, str], name: str, least: int, most: int | None = None) -> int:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -18,7 +19,7 @@ from gputui.doctor.render import report_as_dict
 from gputui.doctor.run import nvml_facts, run_doctor
 from gputui.doctor.torch_facts import TorchFacts, facts_from_events, run_probe
 from gputui.jobs.config import ProbeConfig
-from gputui.jobs.events import Error, TorchProbed, parse_event
+from gputui.jobs.events import Error, TorchProbed, XpuProbed, parse_event
 from gputui.jobs.process import ENGINE, child_env
 from gputui.telemetry.nvml import calls_in_flight
 from tests.doctor.doctor_facts import no_nvml
@@ -54,6 +55,48 @@ def test_the_probe_completes_and_reports_this_torch(probed: TorchFacts) -> None:
     assert install.mps_built is torch.backends.mps.is_built()
     if torch.version.cuda is None:
         assert cuda.init_error == "AssertionError: Torch not compiled with CUDA enabled"
+    assert probed.xpu is not None
+    assert probed.xpu.available is torch.xpu.is_available()
+    xpus = [device.device for device in probed.devices if device.device.kind == "xpu"]
+    assert len(xpus) == (torch.xpu.device_count() if torch.xpu.is_available() else 0)
+
+
+class _Xpu:
+    """``torch.xpu`` of an XPU build with ``count`` GPUs (this machine's torch has none)."""
+
+    def __init__(self, count: int, error: Exception | None = None) -> None:
+        self.count, self.error = count, error
+
+    def is_available(self) -> bool:
+        if self.error is not None:
+            raise self.error
+        return self.count > 0
+
+    def device_count(self) -> int:
+        return self.count
+
+
+@pytest.mark.parametrize(
+    ("torch", "expected"),
+    [
+        (SimpleNamespace(xpu=_Xpu(2)), XpuProbed(available=True, device_count=2)),
+        (SimpleNamespace(xpu=_Xpu(0)), XpuProbed(available=False, device_count=0)),
+        (SimpleNamespace(), XpuProbed(available=False)),
+        (
+            SimpleNamespace(xpu=_Xpu(1, RuntimeError("level zero"))),
+            XpuProbed(available=False, error="RuntimeError: level zero"),
+        ),
+    ],
+)
+def test_the_xpu_stage_asks_torch_xpu_where_the_build_has_it(
+    torch: SimpleNamespace, expected: XpuProbed
+) -> None:
+    from gputui.engine.probe import _xpu_stage
+
+    said: list[object] = []
+    count = _xpu_stage(torch, said.append)
+    assert said[-1] == expected
+    assert count == (expected.device_count or 0)
 
 
 def test_the_cpu_s_own_bandwidth_and_matmul_figures_are_positive_and_finite(

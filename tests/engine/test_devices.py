@@ -300,3 +300,19 @@ def test_the_build_is_named_from_torch_s_versions(monkeypatch: pytest.MonkeyPatc
         monkeypatch.setattr(devices.torch, "version", SimpleNamespace(**versions))
         monkeypatch.setattr(devices.torch._C, "_has_xpu", False, raising=False)
         assert torch_build() == build, versions
+
+
+def test_a_gpu_s_bus_id_comes_from_its_properties(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA and ROCm builds give the PCI numbers; XPU builds the Level Zero UUID, which holds
+    them for Intel GPUs. This torch has neither GPU: its properties are stood in for."""
+    gpu_bus_id = devices.gpu_bus_id
+    assert gpu_bus_id(torch.device("cpu")) is None
+    mi300x = SimpleNamespace(pci_domain_id=0, pci_bus_id=0x0C, pci_device_id=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: mi300x)
+    assert gpu_bus_id(torch.device("cuda", 0)) == "0000:0c:00.0"
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: object())
+    assert gpu_bus_id(torch.device("cuda", 0)) is None  # an older torch: no PCI numbers
+    uuid = [0x86, 0x80, 0x0B, 0xE2, 0, 0, 0, 0, 0x03, 0, 0, 0, 0, 0, 0, 0]  # an Arc B580
+    arc = SimpleNamespace(uuid=uuid)
+    monkeypatch.setattr(torch.xpu, "get_device_properties", lambda index: arc)
+    assert gpu_bus_id(torch.device("xpu", 0)) == "0000:03:00.0"

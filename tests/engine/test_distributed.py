@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 import pytest
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from gputui.commands import main
@@ -33,6 +34,7 @@ from gputui.device import CPU, Device
 from gputui.engine.distributed import rank_device, rank_device_index
 from gputui.engine.lifecycle import exit_now
 from gputui.engine.scale import job_end
+from gputui.exits import EXIT_USAGE
 from gputui.jobs.config import ConfigError, ScaleConfig
 from gputui.jobs.events import (
     EpochFinished,
@@ -235,6 +237,42 @@ def test_a_rank_shown_only_its_own_gpu_trains_on_it_and_says_so(
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     with pytest.raises(ConfigError, match="rank 2 is local rank 2, but this node has 2 usable"):
         rank_device(World(2, 2, 4, 4, "127.0.0.1", 29500), Device("cuda"))
+
+
+def test_an_xpu_rank_trains_on_its_local_rank_where_torch_has_xccl(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(torch.xpu, "is_available", lambda: True)
+    monkeypatch.setattr(torch.xpu, "device_count", lambda: 2)
+    monkeypatch.setattr(dist, "is_xccl_available", lambda: True, raising=False)
+    second = World(1, 1, 2, 2, "127.0.0.1", 29500)
+    assert rank_device(second, Device("xpu")) == (Device("xpu", 1), None)
+    monkeypatch.delattr(dist, "is_xccl_available")  # a torch that predates XCCL
+    with pytest.raises(ConfigError, match=r"^this torch has no XCCL"):
+        rank_device(second, Device("xpu"))
+
+
+def test_scale_on_xpu_without_xccl_is_refused_before_any_rank_starts() -> None:
+    from gputui.engine.scale import run_scale
+
+    assert not dist.is_xccl_available()  # this machine's CPU-only torch
+    said: list[Event] = []
+    config = ScaleConfig(**{**TINY, "device": Device("xpu")}, world_size=2)
+    assert run_scale(config, said.append, lambda: False) == EXIT_USAGE
+    assert [type(event) for event in said] == [Error]
+    assert isinstance(said[0], Error) and said[0].kind == "config"
+    assert said[0].message.startswith("this torch has no XCCL")
+
+
+def test_scale_on_xpu_where_torch_sees_no_intel_gpu_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["scale", "--device", "xpu", "--world-sizes", "1,2"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == (
+        "gputui scale: error: torch can use no XPU device here: `gputui doctor` says why, "
+        "or use --device cpu (see 'gputui scale --help')\n"
+    )
 
 
 def test_bench_with_world_size_alone_is_a_usage_error() -> None:

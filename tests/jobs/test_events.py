@@ -45,6 +45,7 @@ from gputui.jobs.events import (
     SyncStallRow,
     TorchProbed,
     WorldJoined,
+    XpuProbed,
     parse_event,
 )
 
@@ -178,6 +179,7 @@ SAMPLES: list[Event] = [
     ),
     CudaProbed(available=False, device_count=0, init_error="AssertionError: no CUDA"),
     MpsProbed(available=False, warnings=("MPS needs macOS",)),
+    XpuProbed(available=True, device_count=2),
     PitfallShown(name="numpy", shown_on="meta", error="TypeError: no", cpu_error=None),
     DeviceProbed(
         device=CPU,

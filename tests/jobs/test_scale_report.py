@@ -95,3 +95,18 @@ def test_without_the_core_count_only_the_figures_are_judged() -> None:
     rows = scale_rows(scaling_runs(first_slower=SLOWER), "weak")
     assert [row["warnings"] for row in rows] == [[], [SUPERLINEAR]]
     assert {row["cores"] for row in rows} == {None}
+
+
+def test_nccl_on_a_rocm_build_reads_rccl_in_the_table() -> None:
+    """The recorded gloo runs, as if run over NCCL by a ROCm build's trainer."""
+    runs = scaling_runs()
+    for run in runs:
+        assert run.started is not None and run.world is not None
+        run.started = dataclasses.replace(run.started, torch_build="rocm")
+        run.world = dataclasses.replace(run.world, backend="nccl")
+    rows = [line.split() for line in render_scale(runs, "weak").splitlines()]
+    assert [row[:3] for row in rows if row[:1] in (["1"], ["2"])] == [
+        ["1", "nccl", "(RCCL)"],
+        ["2", "nccl", "(RCCL)"],
+    ]
+    assert [row["backend"] for row in scale_rows(runs, "weak")] == ["nccl", "nccl"]

@@ -175,3 +175,48 @@ def test_the_area_title_counts_each_vendor(tmp_path: Path) -> None:
     )
     assert process_table_title(0, nvidia + amd) == "GPU processes · 0 · n/a on 8 GPUs"
     assert process_table_title(0, nvidia + amd[:2]) == "GPU processes · 0 · n/a on GPU amd0, amd1"
+
+
+async def test_the_trainer_is_marked_on_its_amd_gpu_found_by_bus_id(tmp_path: Path) -> None:
+    """A ROCm trainer holds a render node of every AMD GPU (the HIP runtime opens them all),
+    so its pid is listed on both cards: only the row on the GPU whose bus id RunStarted
+    names (torch's pci_domain_id/pci_bus_id/pci_device_id) is the trainer's. AMD's UUIDs
+    are no help: torch's and the driver's ``unique_id`` differ."""
+    from gputui.jobs.config import RunConfig
+    from gputui.jobs.events import Event, RunStarted, parse_event
+    from tests.ui.runner_fakes import gpu_run_events
+
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx(), radeon_780m()])
+    procfs = FakeProcfs(tmp_path)
+    procfs.process(TRAINER_PID, ("python3", "train.py"))
+    procfs.drm_fd(TRAINER_PID, 7, "renderD128", amdgpu_6_11(3, "0000:03:00.0", vram_kib=4096))
+    procfs.drm_fd(TRAINER_PID, 8, "renderD129", amdgpu_6_11(4, "0000:c4:00.0", vram_kib=6 << 20))
+    drm = DrmSampler(sysfs, procfs=procfs.root, names=names(tmp_path / "ids"))
+
+    def on_the_apu(config: RunConfig) -> list[Event]:  # NOT RECORDABLE WITHOUT AN AMD GPU
+        events = gpu_run_events(config, pid=TRAINER_PID, upto_epoch=1)
+        return [
+            parse_event(  # through the wire, as the trainer's child sends it
+                dataclasses.replace(
+                    event,
+                    device_name="AMD Radeon 780M",
+                    torch_build="rocm",
+                    gpu_uuid=None,
+                    gpu_bus_id="0000:c4:00.0",
+                ).to_json()
+            )
+            or event
+            if isinstance(event, RunStarted)
+            else event
+            for event in events
+        ]
+
+    no_nvml = ScriptedSampler(nvml_reading(status=NO_DRIVER))
+    app = fake_app(nvml=no_nvml, drm=drm, runner=scripted_setup(on_the_apu))
+    async with app.run_test(size=LARGE) as pilot:
+        table = app.monitor.process_table
+        await wait_until(pilot, lambda: bool(app.runner.devices) and len(table.shown) == 2)
+        await pilot.press("r")
+        await wait_until(pilot, lambda: table.trainer_bus_id == "0000:c4:00.0")
+        marked = [line.plain.split()[:2] for line in table.lines[1:] if line.styled()]
+        assert marked == [["amd1", str(TRAINER_PID)]]

@@ -36,6 +36,7 @@ from gputui.jobs.events import (
     WorldJoined,
 )
 from gputui.jobs.results import RunRecord, bf16_gain, run_marks, run_names, speedup
+from gputui.jobs.world import backend_text
 
 
 class ProgressLine:
@@ -129,7 +130,7 @@ def render_table(runs: list[RunRecord]) -> str:
             f"{', compiled' if first.compile else ''}"
         )
         if first_world := next((run.world for run in runs if run.world), None):
-            lines.append(world_line(first_world))
+            lines.append(world_line(first_world, first.torch_build))
         maths = {
             label: run.started.math
             for run, label in zip(runs, run_names(runs, with_precision=several), strict=True)
@@ -338,12 +339,13 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
     return {"runs": out, "warnings": list(warnings)}
 
 
-def world_line(world: WorldJoined) -> str:
-    """``world: 2 ranks on 1 node (gloo), batch 64 per rank, 128 in all; ...``."""
+def world_line(world: WorldJoined, torch_build: str = "") -> str:
+    """``world: 2 ranks on 1 node (gloo), batch 64 per rank, 128 in all; ...``; NCCL on a
+    ROCm build (``torch_build``) is named RCCL."""
     return (
         f"world: {fmt_counted(world.world_size, 'rank')} on {fmt_counted(world.nodes, 'node')} "
-        f"({world.backend}), batch {world.per_rank_batch} per rank, {world.global_batch} in "
-        "all; images/s are the whole job's"
+        f"({backend_text(world.backend, torch_build)}), batch {world.per_rank_batch} per rank, "
+        f"{world.global_batch} in all; images/s are the whole job's"
     )
 
 

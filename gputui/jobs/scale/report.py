@@ -12,6 +12,7 @@ from typing import Any
 
 from gputui.format import fmt_columns, fmt_counted, fmt_fraction, fmt_number, fmt_times
 from gputui.jobs.results import RunRecord
+from gputui.jobs.world import backend_text
 
 SUPERLINEAR = "efficiency_over_100"
 """A scale row's warning: more speedup than the ranks added can give (noise, not scaling)."""
@@ -139,7 +140,8 @@ def render_scale(runs: Sequence[RunRecord], scaling: str, cores: int | None = No
     ]
     table = scale_rows(runs, scaling, cores)
     for run, row in zip(runs, table, strict=True):
-        which = [str(row["world_size"]), row["backend"] or ""]
+        build = run.started.torch_build if run.started is not None else ""
+        which = [str(row["world_size"]), backend_text(row["backend"] or "", build)]
         if run.error is not None:
             rows.append([*which, f"error: {run.error.message}"])
             continue

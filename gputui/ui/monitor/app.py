@@ -404,7 +404,9 @@ class MonitorApp(TerminalColours):
 
     def on_runner_pane_trainer_changed(self, message: RunnerPane.TrainerChanged) -> None:
         """A trainer started or ended: highlight it in the GPU process table."""
-        self.monitor.process_table.highlight(message.pid, message.gpu_uuid, message.ranks)
+        self.monitor.process_table.highlight(
+            message.pid, message.gpu_uuid, message.ranks, message.gpu_bus_id
+        )
         if message.pid is None:
             self.monitor.cpu_panel.border_subtitle = None
 

@@ -22,6 +22,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from gputui.pci import canonical_bus_id
 from gputui.telemetry.readings import GpuReading, gpu_label
 from gputui.ui.monitor.process_rows import ProcessOrder, ProcessRow, ordered, process_rows
 from gputui.ui.render.draw import Line
@@ -60,9 +61,13 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
         """The runner's trainer process, highlighted when it is on a GPU."""
         self.trainer_gpu: str | None = None
         """The UUID of the GPU the trainer trains on (``None``: match its pid on any GPU)."""
+        self.trainer_bus_id: str | None = None
+        """The PCI bus id of that GPU: how an AMD or Intel GPU is found, whose UUID torch
+        and the driver spell differently."""
         self.rank_pids: tuple[int, ...] = ()
         """A scaling run's ranks, each marked on whatever GPU it trains on."""
         self._gpu_by_uuid: dict[str, str] = {}
+        self._gpu_by_bus_id: dict[str, str] = {}
         set_border_title(self, "GPU processes")
 
     @property
@@ -151,14 +156,21 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
         return tuple(self._lines)
 
     def highlight(
-        self, pid: int | None, gpu_uuid: str | None = None, ranks: tuple[int, ...] = ()
+        self,
+        pid: int | None,
+        gpu_uuid: str | None = None,
+        ranks: tuple[int, ...] = (),
+        gpu_bus_id: str | None = None,
     ) -> None:
         """Highlight the runner's trainer: process ``pid`` (``None``: none) on the GPU with
-        ``gpu_uuid`` (``None``: on any GPU), and a scaling run's ``ranks`` on theirs.
-        Matching the GPU too keeps another process that shares the pid (another
-        container's) from being marked."""
-        if (pid, gpu_uuid, ranks) != (self.trainer_pid, self.trainer_gpu, self.rank_pids):
-            self.trainer_pid, self.trainer_gpu, self.rank_pids = pid, gpu_uuid, ranks
+        ``gpu_uuid``, else the one at ``gpu_bus_id`` (both ``None``: on any GPU), and a
+        scaling run's ``ranks`` on theirs. Matching the GPU too keeps another process that
+        shares the pid (another container's), or the trainer's own handle on another GPU
+        (ROCm opens every GPU's render node), from being marked."""
+        bus_id = canonical_bus_id(gpu_bus_id)
+        wanted = (pid, gpu_uuid, bus_id, ranks)
+        if wanted != (self.trainer_pid, self.trainer_gpu, self.trainer_bus_id, self.rank_pids):
+            self.trainer_pid, self.trainer_gpu, self.trainer_bus_id, self.rank_pids = wanted
             self._rebuild()
 
     def show(self, gpus: Sequence[GpuReading], *, host_pids: bool = False) -> None:
@@ -171,6 +183,9 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
         wanted = process_rows(gpus)
         self.host_pids = host_pids
         self._gpu_by_uuid = {gpu.uuid: gpu_label(gpu) for gpu in gpus if gpu.uuid}
+        self._gpu_by_bus_id = {
+            bus_id: gpu_label(gpu) for gpu in gpus if (bus_id := canonical_bus_id(gpu.bus_id))
+        }
         set_border_title(self, process_table_title(len(wanted), gpus, host_pids))
         if wanted != self._rows:
             self._rows = wanted
@@ -179,8 +194,11 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
     def _build(self, width: int) -> list[Line]:
         """The table's lines for ``width`` cells (remembered as the width built for)."""
         marked = "" if self.trainer_pid is None else str(self.trainer_pid)
-        # An unknown UUID (none from NVML, a MIG instance's) falls back to the pid on any GPU.
-        gpu = None if self.trainer_gpu is None else self._gpu_by_uuid.get(self.trainer_gpu)
+        # An unknown GPU (no UUID or bus id the readings know, a MIG instance's) falls back to
+        # the pid on any GPU.
+        gpu = self._gpu_by_uuid.get(self.trainer_gpu or "") or self._gpu_by_bus_id.get(
+            self.trainer_bus_id or ""
+        )
         self._width = width
         ranks = {str(rank) for rank in self.rank_pids}
         cells = [row.cells for row in self._shown]

@@ -72,7 +72,11 @@ class RunnerPane(Vertical, SteadyRender):
         """The trainer process changed (started, or ended: ``pid`` is ``None``)."""
 
         def __init__(
-            self, pid: int | None, gpu_uuid: str | None = None, ranks: tuple[int, ...] = ()
+            self,
+            pid: int | None,
+            gpu_uuid: str | None = None,
+            ranks: tuple[int, ...] = (),
+            gpu_bus_id: str | None = None,
         ) -> None:
             """Carry the trainer's pid and its GPU."""
             super().__init__()
@@ -80,6 +84,8 @@ class RunnerPane(Vertical, SteadyRender):
             """The trainer's process id, ``None`` when none runs."""
             self.gpu_uuid = gpu_uuid
             """The UUID of the GPU it trains on (``None``: not a CUDA device, or unknown)."""
+            self.gpu_bus_id = gpu_bus_id
+            """The PCI bus id of the GPU it trains on (``None``: not a GPU, or unknown)."""
             self.ranks = ranks
             """A scaling run's rank processes (rank 0 is ``pid``); empty otherwise."""
 
@@ -330,9 +336,9 @@ class RunnerPane(Vertical, SteadyRender):
         """
         return self.chosen_config(self._controls.baseline)
 
-    def _usable_gpus(self) -> int:
-        """How many CUDA GPUs torch can use here (as listed)."""
-        return sum(1 for d in self.devices if d.usable and d.name.kind == "cuda")
+    def _usable_gpus(self, kind: str) -> int:
+        """How many GPUs of ``kind`` (``cuda``, ``xpu``) torch can use here (as listed)."""
+        return sum(1 for d in self.devices if d.usable and d.name.kind == kind)
 
     def _from_choices(self, build: Callable[[], T]) -> T | None:
         """What ``build`` makes of the choices; ``None`` after saying why not (a run is in
@@ -395,12 +401,12 @@ class RunnerPane(Vertical, SteadyRender):
 
     def world_sizes(self) -> tuple[tuple[int, ...], str] | None:
         """The world sizes to offer for the chosen device, and its kind (``cpu``: 1 and 2
-        ranks; ``cuda``: 1, 2, 4... up to every usable GPU); ``None``, after saying why,
-        where no distributed backend serves it (MPS)."""
+        ranks; ``cuda``, ``xpu``: 1, 2, 4... up to every usable GPU of the kind); ``None``,
+        after saying why, where no distributed backend serves it (MPS)."""
         kind = self._controls.device.kind
         if kind not in DISTRIBUTED_KINDS:
             self.message = Text(
-                f"✗ torch.distributed has no backend for {kind}: choose cpu or a CUDA GPU",
+                f"✗ torch.distributed has no backend for {kind}: choose cpu, a CUDA or an XPU GPU",
                 style="red",
             )
             return None
@@ -408,7 +414,7 @@ class RunnerPane(Vertical, SteadyRender):
 
         if kind == "cpu":
             return CPU_WORLD_SIZES, kind
-        return gpu_world_sizes(self._usable_gpus()), kind
+        return gpu_world_sizes(self._usable_gpus(kind)), kind
 
     def start_scaling(self, sizes: tuple[int, ...], scaling: str) -> bool:
         """Train the chosen config at each world size in turn (``gputui scale``'s runs).
@@ -421,8 +427,8 @@ class RunnerPane(Vertical, SteadyRender):
 
         def build() -> list[RunConfig]:
             chosen = self.chosen_config()
-            gpus = self._usable_gpus()
-            if chosen.device.kind == "cuda" and max(sizes) > gpus:
+            gpus = self._usable_gpus(chosen.device.kind)
+            if chosen.device.kind in ("cuda", "xpu") and max(sizes) > gpus:
                 raise ConfigError(
                     f"{max(sizes)} ranks need {max(sizes)} GPUs and torch sees {gpus} here"
                 )
@@ -522,9 +528,11 @@ class RunnerPane(Vertical, SteadyRender):
             run.absorb(event)
             self.events_seen += 1
             if isinstance(event, RunStarted | RanksStarted):
-                pid = run.started.pid if run.started is not None else None
-                gpu = run.started.gpu_uuid if run.started is not None else None
-                self.post_message(self.TrainerChanged(pid, gpu, run.rank_pids))
+                started = run.started
+                pid = started.pid if started is not None else None
+                gpu = started.gpu_uuid if started is not None else None
+                bus = started.gpu_bus_id if started is not None else None
+                self.post_message(self.TrainerChanged(pid, gpu, run.rank_pids, bus))
         if not run.ended:
             self.mutate_reactive(RunnerPane.session)
             return
