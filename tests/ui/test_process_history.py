@@ -302,3 +302,33 @@ def test_the_process_screen_80x24(snap_compare: Any, utc: None) -> None:
 
 def test_the_process_screen_160x50(snap_compare: Any, utc: None) -> None:
     assert snap_compare(snapshot_app(), terminal_size=LARGE, run_before=open_snapshot_screen)
+
+
+async def test_the_runner_s_trainer_says_so_and_names_its_run() -> None:
+    """NOT RECORDABLE WITHOUT A GPU: the scripted trainer (pid 40321) that NVML lists."""
+    from tests.ui.runner_fakes import gpu_run_events
+    from tests.ui.test_runner_snapshots import TRAINER_ON_GPU0
+
+    app = fake_app(
+        nvml=ScriptedSampler(TRAINER_ON_GPU0),
+        runner=scripted_setup(lambda config: gpu_run_events(config, upto_epoch=1)),
+        interval=0.1,
+    )
+    async with app.run_test(size=LARGE) as pilot:
+        pane, table = app.runner, app.monitor.process_table
+        await wait_until(pilot, lambda: bool(pane.devices) and bool(table.shown))
+        await pilot.press("r")
+        await wait_until(pilot, lambda: table.trainer_pid == 40_321)
+        await open_history(pilot, app, 40_321)
+        runner_line = "Runner the trainer it started: ▶ training on cuda:0 · synthetic"
+        assert runner_line in screen_text(app)
+        pane.stop()
+        await wait_until(pilot, lambda: table.trainer_pid is None)
+        painted = app.handled["nvml"]
+        await wait_until(pilot, lambda: app.handled["nvml"] > painted + 1)  # drawn again since
+        assert runner_line in screen_text(app)  # what it was is kept once the run ended
+    other = fake_app(nvml=ScriptedSampler(TRAINER_ON_GPU0))
+    async with other.run_test(size=LARGE) as pilot:
+        await settled(pilot)
+        await open_history(pilot, other, 40_321)
+        assert "Runner " not in screen_text(other)  # no run: not the trainer

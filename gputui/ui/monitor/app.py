@@ -508,18 +508,21 @@ class MonitorApp(TerminalColours):
         self.push_screen(screen, closed)
 
     def _trainer_note(self, track: ProcessTrack) -> str | None:
-        """The runner's status line where ``track`` is its trainer (or one of its ranks)
-        now; ``None`` otherwise."""
+        """The runner's status line while ``track`` is its trainer (or one of its ranks)
+        and its run goes on; ``None`` otherwise (the screen keeps what it last said)."""
+        from gputui.jobs.results import Phase
         from gputui.telemetry.readings import shown_pid
 
-        table, process = self.monitor.process_table, track.process
-        if process is None or table.trainer_pid is None:
+        table, process, session = self.monitor.process_table, track.process, self._runner.session
+        if process is None or table.trainer_pid is None or session is None:
             return None
         if shown_pid(process) not in (table.trainer_pid, *table.rank_pids):
             return None
+        if session.phase is not Phase.RUNNING:
+            return None
         from gputui.ui.render.runner import status_line
 
-        return status_line(self._runner.session).plain
+        return status_line(session).plain
 
     def action_process_terminate(self) -> None:
         """Ask, then send SIGTERM to the selected GPU process."""
