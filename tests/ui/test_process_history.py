@@ -191,7 +191,7 @@ async def test_the_history_keeps_a_bounded_number_of_processes_and_samples() -> 
     nvml = SettableSampler(reading_of(taken_at=T0))
     bounded = ProcessHistory(4, max_processes=3)
     app = fake_app(nvml=nvml, interval=0.05)
-    app.process_history = bounded
+    app.process_history = bounded  # (fake_app passes none)
     async with app.run_test(size=SMALL) as pilot:
         await settled(pilot)
         for beat in range(1, 11):  # a new process each beat beside one that stays

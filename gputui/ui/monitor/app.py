@@ -196,7 +196,7 @@ class MonitorApp(TerminalColours):
             clock: Gives "now" for staleness; compare with readings' ``taken_at``.
             history: Holds the GPU sparklines' values (default: five minutes' worth).
             process_history: Holds each GPU process's history, for its screen (default:
-                as long as ``history``'s window).
+                as many samples as ``history`` keeps).
             stale_check_s: How often to check for stale NVIDIA readings, and that the
                 terminal is still there (default: ``interval``, at most once a second).
             runner: The runner pane's trainers, device list and defaults (default: real).
@@ -222,7 +222,10 @@ class MonitorApp(TerminalColours):
         self.interval = interval
         self.clock = clock
         self.history = history if history is not None else History.for_window(interval)
-        self.process_history = process_history or ProcessHistory.for_window(interval)
+        if process_history is None:  # as far back as the sparklines
+            window_s = self.history.maxlen * interval
+            process_history = ProcessHistory(self.history.maxlen, keep_ended_s=window_s)
+        self.process_history = process_history
         """Each GPU process's memory and SM % over time, fed the readings the table gets."""
         self._process_screen: ProcessScreen | None = None
         self.stale_check_s = stale_check_s or min(interval, 1.0)
