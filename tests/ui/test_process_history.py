@@ -21,6 +21,7 @@ from gputui.telemetry.polling import Samplers
 from gputui.telemetry.process_history import ProcessHistory, ProcessTrack
 from gputui.telemetry.readings import GpuProcess, GpuReading, Workload
 from gputui.ui.monitor.app import NO_SELECTION, MonitorApp
+from gputui.ui.render.process_history import chart
 from gputui.ui.widgets.process_screen import ProcessScreen
 from tests.fakenvml import FakeNvml
 from tests.fakeprocfs import amdgpu_6_11
@@ -332,3 +333,10 @@ async def test_the_runner_s_trainer_says_so_and_names_its_run() -> None:
         await settled(pilot)
         await open_history(pilot, other, 40_321)
         assert "Runner " not in screen_text(other)  # no run: not the trainer
+
+
+def test_a_chart_stacks_eighths_newest_on_the_right() -> None:
+    lines = chart([0.0, 50.0, 100.0, None], 100.0, 6, 2, "$accent")
+    assert [line.plain for line in lines] == ["    █ ", "   ██ "]
+    assert [line.plain for line in chart([0.1, 300.0], 100.0, 2, 2, "")] == [" █", "▁█"]
+    assert chart([1.0], 0.0, 3, 1, "")[0].plain == "  ▁"  # nothing to scale to: a floor

@@ -22,7 +22,6 @@ from gputui.format import (
 from gputui.telemetry.process_history import ProcessTrack
 from gputui.telemetry.readings import GpuProcess, Workload, shown_pid
 from gputui.ui.render.draw import HOT, LABEL, MEMORY_SPARK, MUTED, OK, UTIL_SPARK, Line
-from gputui.ui.render.processes import fmt_job
 
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
 COMMAND_ROWS = 3
@@ -54,7 +53,7 @@ def fmt_workload(workload: Workload) -> str:
         parts.append(f"container {workload.container}{runtime}")
     if workload.unit is not None:
         parts.append(f"unit {workload.unit}")
-    return " · ".join(parts) if parts else fmt_job(workload)
+    return " · ".join(parts) or NA
 
 
 def fmt_started(process: GpuProcess | None) -> str:
@@ -103,69 +102,79 @@ def _field(label: str, value: str, style: str = "") -> Line:
 def process_screen_lines(
     track: ProcessTrack, width: int, height: int, *, trainer: str | None = None
 ) -> list[Line]:
-    """Everything the process screen shows, for ``width`` by ``height`` cells.
+    """Everything the process screen shows, for ``width`` by ``height`` cells: who the
+    process is, then its GPU memory and SM % charts, which take the lines left.
 
     Args:
         track: The process's history.
         width: Cells a line has.
-        height: Lines there are room for; the charts take what the text leaves.
+        height: Lines there are room for.
         trainer: Where the process is the trainer the runner pane started, what that run
             is (the runner's own status line); ``None`` otherwise.
 
     Returns:
         At most ``height`` lines, each at most ``width`` cells wide.
     """
+    head = [*_identity_lines(track, width, trainer), Line()]
+    rows = max((height - len(head) - 3) // 2, 1)  # less the charts' headings and the axis
+    lines = [*head, *_chart_lines(track, width, rows)]
+    return [line.fit(width) if line.width > width else line for line in lines[:height]]
+
+
+def _identity_lines(track: ProcessTrack, width: int, trainer: str | None) -> list[Line]:
+    """User and GPUs, start time, job, the runner's run, command, and whether it runs."""
     process = track.process
     user = for_screen(process.user) if process is not None and process.user else NA
-    gpus = ", ".join(track.gpus) or NA
-    samples = list(track.samples)
-    head = [
-        _field("User", user).add("   ").extend(_field("GPUs", gpus)),
+    lines = [
+        _field("User", user).add("   ").extend(_field("GPUs", ", ".join(track.gpus) or NA)),
         _field("Started", fmt_started(process)),
         _field("Job", fmt_workload(process.workload) if process is not None else NA),
     ]
     if trainer is not None:
-        head.append(_field("Runner", f"the trainer it started: {for_screen(trainer)}", OK))
+        lines.append(_field("Runner", f"the trainer it started: {for_screen(trainer)}", OK))
     command = for_screen(process.command) if process is not None and process.command else NA
     wrapped = wrap_text(command, width, "Command ", "        ")
     if len(wrapped) > COMMAND_ROWS:
         wrapped = [*wrapped[: COMMAND_ROWS - 1], wrapped[COMMAND_ROWS - 1] + " …"]
     for number, text in enumerate(wrapped):
         label = "Command" if number == 0 else ""
-        head.append(Line((label, LABEL), text[len(label) :]))
-    seen = fmt_counted(len(samples), "sample")
+        lines.append(Line((label, LABEL), text[len(label) :]))
+    seen = fmt_counted(len(track.samples), "sample")
     if track.first_t is not None and track.last_t is not None:
         seen = f"seen for {fmt_elapsed(track.last_t - track.first_t)} ({seen})"
     if track.ended:
         gone = "no GPU lists it any more; its history is kept · "
-        head.append(Line(("■ ended: ", HOT), (gone + seen, MUTED)))
+        lines.append(Line(("■ ended: ", HOT), (gone + seen, MUTED)))
     else:
-        head.append(Line(("▶ running · ", OK), (seen, MUTED)))
+        lines.append(Line(("▶ running · ", OK), (seen, MUTED)))
+    return lines
 
+
+def _chart_lines(track: ProcessTrack, width: int, rows: int) -> list[Line]:
+    """GPU memory (scaled to its peak) and SM % (to 100), ``rows`` each, with their figures,
+    over one time axis."""
+    samples = list(track.samples)
+    latest = samples[-1] if samples else None
     memory = [s.gpu_memory_bytes for s in samples]
     sm = [s.sm_utilization_percent for s in samples]
-    peak = track.peak_memory_bytes
-    latest = samples[-1] if samples else None
     known_sm = [value for value in sm if value is not None]
-    memory_head = Line(("GPU memory", "bold")).add("  ")
+    peak = track.peak_memory_bytes
+    memory_head = Line(("GPU memory", "bold"), "  ")
     memory_head.extend(_field("now", fmt_bytes(latest.gpu_memory_bytes if latest else None)))
     memory_head.add("  ").extend(_field("peak", fmt_bytes(peak)))
-    sm_head = Line(("SM %", "bold")).add("  ")
+    sm_head = Line(("SM %", "bold"), "  ")
     sm_head.extend(_field("now", fmt_percent(latest.sm_utilization_percent if latest else None)))
-    sm_head.add("  ").extend(
-        _field("mean", fmt_percent(sum(known_sm) / len(known_sm) if known_sm else None))
-    )
+    mean = sum(known_sm) / len(known_sm) if known_sm else None
+    sm_head.add("  ").extend(_field("mean", fmt_percent(mean)))
     sm_head.add("  ").extend(_field("peak", fmt_percent(max(known_sm) if known_sm else None)))
-
     shown = samples[-width:] if width > 0 else []
     span = shown[-1].t - shown[0].t if len(shown) > 1 else 0.0
-    right = "ended" if track.ended else "now"
-    left = f"-{fmt_elapsed(span)}"
+    left, right = f"-{fmt_elapsed(span)}", "ended" if track.ended else "now"
     axis = Line((left, MUTED), " " * max(width - len(left) - len(right), 1), (right, MUTED))
-
-    room = height - len(head) - 1 - 2 - 1  # a blank line, the charts' headings, the axis
-    rows = max(room // 2, 1)
-    lines = [*head, Line()]
-    lines += [memory_head, *chart(memory, float(peak or 0), width, rows, MEMORY_SPARK)]
-    lines += [sm_head, *chart(sm, 100.0, width, rows, UTIL_SPARK), axis]
-    return [line.fit(width) if line.width > width else line for line in lines[:height]]
+    return [
+        memory_head,
+        *chart(memory, float(peak or 0), width, rows, MEMORY_SPARK),
+        sm_head,
+        *chart(sm, 100.0, width, rows, UTIL_SPARK),
+        axis,
+    ]
