@@ -45,6 +45,7 @@ from gputui.telemetry.readings import (
     MpsReading,
     NvmlStatus,
     Snapshot,
+    Workload,
 )
 from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.ui.fleet.app import FleetApp, FleetView
@@ -432,6 +433,27 @@ def test_every_text_report_shows_every_crafted_field_visibly(width: int) -> None
         assert_shown_visibly(render_snapshot_table(snapshot, width))
     assert_shown_visibly(render_fleet_table(crafted_hosts(), T0, width))
     assert_shown_visibly(render_doctor_text(crafted_report(), width))
+
+
+@pytest.mark.parametrize("width", [80, 40])
+def test_the_process_screen_shows_every_crafted_field_visibly(width: int) -> None:
+    """Fed raw readings (as a replay would feed it), not the monitor's sanitised ones."""
+    from gputui.telemetry.process_history import ProcessHistory
+    from gputui.ui.render.process_history import process_screen_lines, process_title
+
+    workload = Workload(
+        container="c", runtime="docker", pod="p", namespace="n", slurm_job="1", unit="u"
+    )
+    gpu = gpu_reading(0)
+    process = replace((gpu.processes or ())[0], workload=workload, create_time=1.0e9)
+    history = ProcessHistory(10)
+    history.record(T0, [crafted(replace(gpu, processes=(process,)))])
+    [key] = history
+    track = history.get(key)
+    assert track is not None
+    lines = process_screen_lines(track, width, 40, trainer=CRAFTED + "run")
+    assert_shown_visibly("\n".join(line.plain for line in lines))
+    assert_shown_visibly(process_title(track))
 
 
 def test_every_metrics_label_from_a_crafted_reading_is_printable() -> None:

@@ -1,4 +1,5 @@
-"""``gputui record [--output FILE] [--interval SECONDS] [--duration D] [--max-size SIZE]``.
+"""``gputui record [--output FILE] [--interval SECONDS] [--duration D] [--max-size SIZE]
+[--keep N]``.
 
 Exit status: 0 after the duration or SIGTERM, 130 after Ctrl+C, 1 when a write failed (a
 full disk: what was written is kept), 2 for a usage error. The recorder is imported in the
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gputui.commands.args import examples, interval_seconds, usage_error
+from gputui.commands.args import examples, interval_seconds, usage_error, whole_number
 from gputui.format import ellipsize
 
 DURATION_MAX_S = 366 * 86400.0
@@ -116,8 +117,8 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
                 "eight hours into a gzip file",
             ),
             (
-                "gputui record --interval 5 --max-size 100M",
-                "every 5 s, a new file each 100 MiB",
+                "gputui record --interval 5 --max-size 100M --keep 10",
+                "every 5 s, a new file each 100 MiB, the newest 10 kept",
             ),
         ),
     )
@@ -148,7 +149,15 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
         type=size,
         metavar="SIZE",
         help="start a new file once one reaches SIZE bytes, or 100M, 2G (binary units; at "
-        "least 4K); every file is kept (default: one file)",
+        "least 4K); every file is kept unless --keep says (default: one file)",
+    )
+    record.add_argument(
+        "--keep",
+        type=whole_number(1),
+        metavar="N",
+        help="with --max-size: keep the newest N files, deleting the oldest (with its index) "
+        "as a new one starts; replay and snapshot --from read from the oldest left, by the "
+        "first file's name (default: keep every file)",
     )
     record.set_defaults(handler=run_record_command)
     return record
@@ -161,6 +170,8 @@ def run_record_command(args: argparse.Namespace) -> int:
     from gputui.recording.recorder import record
 
     prog = "gputui record"
+    if args.keep is not None and args.max_size is None:
+        return usage_error(prog, "--keep needs --max-size: without it there is only one file")
     path = args.output
     if path is None:
         path = default_file(dt.datetime.now(), socket.gethostname(), default_codec())
@@ -181,6 +192,7 @@ def run_record_command(args: argparse.Namespace) -> int:
             codec=codec,
             duration_s=args.duration,
             max_size=args.max_size,
+            keep=args.keep,
             announce=write_out,
             err=sys.stderr,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,6 +47,26 @@ def part_path(path: Path, part: int) -> Path:
     suffixes = _PART_SUFFIXES.search(name)
     cut = suffixes.start() if suffixes is not None and suffixes.start() > 0 else len(name)
     return path.with_name(f"{name[:cut]}.{part}{name[cut:]}")
+
+
+def oldest_part_path(path: Path) -> Path | None:
+    """The earliest later part left of the recording whose first file is ``path``: where
+    ``record --keep`` deleted the first parts, the one to read from; ``None`` where none is
+    (or the folder cannot be read)."""
+    name = path.name
+    suffixes = _PART_SUFFIXES.search(name)
+    cut = suffixes.start() if suffixes is not None and suffixes.start() > 0 else len(name)
+    numbered = re.compile(re.escape(name[:cut]) + r"\.([1-9][0-9]{0,17})" + re.escape(name[cut:]))
+    try:
+        with os.scandir(path.parent) as entries:
+            parts = [
+                int(found.group(1))
+                for entry in entries
+                if (found := numbered.fullmatch(entry.name)) is not None and entry.is_file()
+            ]
+    except (OSError, ValueError):
+        return None
+    return part_path(path, min(parts)) if parts else None
 
 
 def index_path(path: Path) -> Path:

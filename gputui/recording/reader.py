@@ -27,6 +27,7 @@ from gputui.recording.frames import (
     changed,
     first_part_path,
     index_path,
+    oldest_part_path,
     part_path,
 )
 
@@ -258,12 +259,15 @@ class Recording:
 
     @classmethod
     def open(cls, path: Path) -> Recording:
-        """Open the recording whose file (or part) is ``path``, with the parts after it.
+        """Open the recording whose file (or part) is ``path``, with the parts after it;
+        where ``path`` is a first file that is gone, from the earliest part left.
 
         Raises:
             RecordingError: ``path`` cannot be read, is not a recording, or is of a newer
                 format; one line.
         """
+        if not path.exists():  # its first parts may have been deleted (record --keep)
+            path = oldest_part_path(path) or path
         first = _Part.open(path)
         parts = [first]
         base = first_part_path(path, first.header.part)

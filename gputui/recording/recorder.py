@@ -37,6 +37,7 @@ def record(
     codec: str,
     duration_s: float | None = None,
     max_size: int | None = None,
+    keep: int | None = None,
     samplers: Samplers | None = None,
     stop: Stop | None = None,
     announce: Callable[[str], None] = print,
@@ -51,6 +52,7 @@ def record(
         codec: ``zstd``, ``gzip`` or ``none``.
         duration_s: Stop after this long; ``None``: only when told.
         max_size: Start a new file once one reaches this many bytes.
+        keep: Keep this many files at most, deleting the oldest; ``None``: every one.
         samplers: The sources (default: the real ones, command lines' secrets redacted).
         stop: Stops the recording when called (SIGTERM and SIGINT call it too).
         announce: Writes the line saying where it records, and the last one saying what.
@@ -78,7 +80,7 @@ def record(
         full_every=FULL_EVERY,
         started_unix=time.time(),
     )
-    writer = RecordingWriter(path, header, codec=codec, max_size=max_size)
+    writer = RecordingWriter(path, header, codec=codec, max_size=max_size, keep=keep)
     poller = Poller(samplers, interval_s, clock=clock)
     restore = stop_on_signals(stop)
     failed = None
@@ -131,6 +133,8 @@ def record(
             err.flush()
         return EXIT_FAILED
     files = "" if len(writer.parts) == 1 else f", {len(writer.parts)} files"
+    if writer.deleted:
+        files += f", the oldest {writer.deleted} deleted (--keep {keep})"
     announce(
         f"gputui record: {fmt_counted(writer.frames, 'frame')} in {path} "
         f"({fmt_bytes(writer.size)}{files})"

@@ -41,7 +41,13 @@ class RecordingWriter:
     """
 
     def __init__(
-        self, path: Path, header: Header, *, codec: str, max_size: int | None = None
+        self,
+        path: Path,
+        header: Header,
+        *,
+        codec: str,
+        max_size: int | None = None,
+        keep: int | None = None,
     ) -> None:
         """Create the first file (it must not exist yet) and write its header.
 
@@ -51,15 +57,23 @@ class RecordingWriter:
             codec: ``zstd``, ``gzip`` or ``none`` (:mod:`gputui.recording.codec`).
             max_size: Start a new part once a file reaches this many bytes (after the frame
                 that took it there); ``None``: never.
+            keep: Keep this many parts at most: before a new part starts, the oldest are
+                deleted with their indexes (the reader starts at the earliest left);
+                ``None``: keep every part.
 
         Raises:
             OSError: the file exists or cannot be made.
             CodecMissing: zstd without the module.
+            ValueError: ``keep`` below 1.
         """
+        if keep is not None and keep < 1:
+            raise ValueError("keep at least one part")
         self.path = path
         """The first file."""
         self.parts: list[Path] = []
-        """Every file written so far, the first first."""
+        """Every file written so far, the first first (deleted ones too)."""
+        self.deleted = 0
+        """How many of the first ``parts`` were deleted (``keep``)."""
         self.frames = 0
         """Frames written, in every part."""
         self.size = 0
@@ -69,6 +83,7 @@ class RecordingWriter:
         self._header = header
         self._codec = codec
         self._max_size = max_size
+        self._keep = keep
         self._encoder = Encoder(codec)
         self._fd: int | None = None
         self._index_fd: int | None = None
@@ -119,6 +134,7 @@ class RecordingWriter:
         self._fd = self._index_fd = None
 
     def _open_part(self) -> None:
+        self._delete_oldest()
         part = len(self.parts)
         path = part_path(self.path, part)
         flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
@@ -130,6 +146,18 @@ class RecordingWriter:
         self._emit(self._encoder.frame(encode_line(header.as_dict())) + self._encoder.end_block())
         index = {INDEX_KEY: FORMAT_VERSION, "recording": header.recording, "part": part}
         self._index(encode_line(index))
+
+    def _delete_oldest(self) -> None:
+        """Delete the oldest parts until, with the part about to start, ``keep`` are left;
+        each file before its index (a reader never opens an index without its file)."""
+        if self._keep is None:
+            return
+        while len(self.parts) - self.deleted >= self._keep:
+            oldest = self.parts[self.deleted]
+            for each in (oldest, index_path(oldest)):
+                with contextlib.suppress(FileNotFoundError):
+                    each.unlink()
+            self.deleted += 1
 
     def _close_part(self) -> None:
         self._emit(self._encoder.end_block())

@@ -125,12 +125,15 @@ def write(
     *,
     codec: str = "none",
     max_size: int | None = None,
+    keep: int | None = None,
     full_every: int = 10,
     gpus: int = 2,
 ) -> list[dict[str, Any]]:
     """Write a recording of ``frames`` frames, one a second from t=0.5; returns each frame's
     readings as a reader should read them back."""
-    writer = RecordingWriter(path, header(full_every=full_every), codec=codec, max_size=max_size)
+    writer = RecordingWriter(
+        path, header(full_every=full_every), codec=codec, max_size=max_size, keep=keep
+    )
     written = []
     for frame in range(frames):
         data = readings(frame, gpus)

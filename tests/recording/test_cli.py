@@ -189,6 +189,33 @@ def test_a_rotated_recording_is_summed_up_whole(
     assert summary["frames"] == 40 and summary["files"][2] == str(part_path(path, 2))
 
 
+def test_what_keep_left_is_summed_up_and_shown_by_the_first_file_s_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "box.ndjson"
+    write(path, 40, max_size=8192, keep=2)
+    assert not path.exists() and not part_path(path, 1).exists()
+    code, out, err = run(capsys, "replay", "--summary", str(path), "--json")
+    assert (code, err) == (0, "")
+    summary = json.loads(out)
+    left = sorted(p for p in tmp_path.iterdir() if not p.name.endswith(".idx"))
+    assert len(left) == 2 and summary["files"] == [str(p) for p in left]
+    assert 0 < summary["frames"] < 40
+    code, out, err = run(capsys, "snapshot", "--from", str(path), "--at", "end", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["recorded"]["t"] == 39.5
+
+
+def test_keep_without_max_size_is_one_usage_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "box.ndjson"
+    code, _, err = run(capsys, "record", "--output", str(path), "--keep", "3")
+    assert code == 2
+    assert one_usage_line(err) == "--keep needs --max-size: without it there is only one file"
+    assert not path.exists()
+
+
 def test_record_refuses_zstd_without_the_module(tmp_path: Path) -> None:
     code = HIDE_ZSTANDARD + "from gputui.commands import main\nraise SystemExit(main(sys.argv[1:]))"
     path = tmp_path / "box.ndjson.zst"

@@ -123,6 +123,40 @@ def test_rotated_files_read_as_one_recording(tmp_path: Path, codec: str) -> None
 
 
 @pytest.mark.parametrize("codec", CODECS)
+def test_kept_parts_read_as_the_rest_of_the_recording(tmp_path: Path, codec: str) -> None:
+    """``record --keep 2``: the oldest parts and their indexes are deleted as new ones start;
+    the first file's name still opens what is left, seeking through the indexes left."""
+    path = tmp_path / f"box{SUFFIX[codec]}"
+    size = 8192 if codec == PLAIN else 2048
+    (tmp_path / "all").mkdir()
+    write(tmp_path / "all" / path.name, 40, codec=codec, max_size=size)
+    parts = len(Recording.open(tmp_path / "all" / path.name).paths)
+    assert parts >= 4  # the same recording with every part kept
+    written = write(path, 40, codec=codec, max_size=size, keep=2)
+    left = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
+    kept = [part_path(path, parts - 2), part_path(path, parts - 1)]
+    assert left == sorted([*(p.name for p in kept), *(index_path(p).name for p in kept)])
+    recording = Recording.open(path)  # its first file is gone
+    assert recording.paths == tuple(kept)
+    frames = list(recording.frames())
+    assert recording.problem is None
+    assert [frame.readings for frame in frames] == written[40 - len(frames) :]
+    assert {frame.part for frame in frames} == {parts - 2, parts - 1}
+    assert recording.at(0.5) is None  # before the first frame left
+    for frame in (frames[0], frames[len(frames) // 2], frames[-1]):
+        found = recording.at(frame.t)
+        assert found is not None and found.readings == frame.readings
+    last = recording.at(math.inf)
+    assert last is not None and last.t == 39.5
+
+
+def test_a_missing_recording_without_parts_left_is_still_one_line(tmp_path: Path) -> None:
+    with pytest.raises(RecordingError) as raised:
+        Recording.open(tmp_path / "gone.ndjson")
+    assert str(raised.value) == f"cannot read {tmp_path / 'gone.ndjson'}: No such file or directory"
+
+
+@pytest.mark.parametrize("codec", CODECS)
 def test_a_file_cut_anywhere_reads_up_to_its_last_whole_frame(tmp_path: Path, codec: str) -> None:
     """As a recorder killed at any moment, or stopped by a full disk, leaves it: every cut
     reads a prefix of the frames, without an exception; only a line cut inside is noted."""

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from gputui.recording.frames import index_path, part_path
 from gputui.recording.reader import Frame, Recording, RecordingError
 from gputui.telemetry.snapshot import snapshot_from_dict
 from tests.commands.test_cli import ROOT
@@ -230,3 +231,40 @@ def test_a_full_disk_stops_the_recording_with_one_line_and_keeps_it(
         assert len(frames) == int(said.group(2)) > 0
         assert recording.problem is None or recording.problem.cut
         assert "frames in" not in out  # no line claims it ended as it should
+
+
+def test_keep_leaves_the_newest_files_and_replay_reads_them(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
+    """``--max-size 4K --keep 2``: never more than two files on disk while it records, the
+    oldest deleted with its index; the first file's name still replays what is left."""
+    path = tmp_path / "box.ndjson"
+    process = recorder(
+        path, fake_nvml_dir, {"FAKE_NVML_GPU_COUNT": "2"}, "--max-size", "4K", "--keep", "2"
+    )
+
+    def files() -> list[Path]:
+        return sorted(p for p in tmp_path.iterdir() if p.name.startswith("box."))
+
+    most = 0
+    deadline = time.monotonic() + WAIT_S
+    while not part_path(path, 4).exists():
+        most = max(most, len([p for p in files() if not p.name.endswith(".idx")]))
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"no fifth file: {files()}"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=WAIT_S)
+    assert (process.returncode, err) == (0, "")
+    assert most <= 2
+    recording = Recording.open(path)
+    numbers = [int(p.name.split(".")[1]) for p in recording.paths]
+    assert len(numbers) == 2 and numbers[1] == numbers[0] + 1 and numbers[0] >= 3
+    data = [*recording.paths, *(index_path(p) for p in recording.paths)]
+    assert files() == sorted(data)  # the others, and their indexes, are gone
+    frames = list(recording.frames())
+    assert frames and recording.problem is None
+    deleted = numbers[0]
+    assert out.splitlines()[-1].endswith(
+        f", {numbers[1] + 1} files, the oldest {deleted} deleted (--keep 2))"
+    )

@@ -43,6 +43,7 @@ from gputui.telemetry.polling import (
     pending_call,
     stop_sampler,
 )
+from gputui.telemetry.process_history import ProcessHistory, ProcessTrack
 from gputui.telemetry.readings import (
     CpuReading,
     DriverCall,
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at sta
     from gputui.doctor.checks import DoctorReport
     from gputui.ui.doctor.screen import DoctorRunner
     from gputui.ui.widgets.keys_help import KeyArea
+    from gputui.ui.widgets.process_screen import ProcessScreen
 
 Clock = Callable[[], float]
 """Seconds on a monotonic clock."""
@@ -97,7 +99,7 @@ _MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled, "drm": D
 READONLY_REFUSAL = "Read-only (--readonly or GPUTUI_READONLY=1): gputui sends no signals."
 """What ``k``, ``K`` and ``i`` say in a read-only monitor."""
 NO_SELECTION = "Select a process first: the arrow keys move through the GPU process table."
-"""What ``k``, ``K`` and ``i`` say while no process is selected."""
+"""What ``k``, ``K``, ``i`` and Enter say while no process is selected."""
 SORT_GROUP = Binding.Group("Sort", compact=True)
 """``o`` and ``O``, one entry in the footer."""
 KILL_GROUP = Binding.Group("Kill", compact=True)
@@ -163,6 +165,7 @@ class MonitorApp(TerminalColours):
         Binding("O", "process_reverse", "Reverse", group=SORT_GROUP),
         Binding("slash", "process_filter", "Filter", key_display="/"),
         Binding("escape", "process_clear_filter", "Clear filter", show=False),
+        Binding("enter", "process_history", "History", show=False),  # the footer is full
         Binding("k", "process_terminate", "Terminate", group=KILL_GROUP),
         Binding("K", "process_kill", "Kill", group=KILL_GROUP),
         Binding("i", "process_interrupt", "Interrupt", group=KILL_GROUP),
@@ -175,6 +178,7 @@ class MonitorApp(TerminalColours):
         interval: float = 1.0,
         clock: Clock = time.monotonic,
         history: History | None = None,
+        process_history: ProcessHistory | None = None,
         stale_check_s: float | None = None,
         runner: RunnerSetup | None = None,
         doctor: DoctorRunner | None = None,
@@ -191,6 +195,8 @@ class MonitorApp(TerminalColours):
             interval: Seconds between the start of one poll of a source and the next.
             clock: Gives "now" for staleness; compare with readings' ``taken_at``.
             history: Holds the GPU sparklines' values (default: five minutes' worth).
+            process_history: Holds each GPU process's history, for its screen (default:
+                as many samples as ``history`` keeps).
             stale_check_s: How often to check for stale NVIDIA readings, and that the
                 terminal is still there (default: ``interval``, at most once a second).
             runner: The runner pane's trainers, device list and defaults (default: real).
@@ -216,6 +222,12 @@ class MonitorApp(TerminalColours):
         self.interval = interval
         self.clock = clock
         self.history = history if history is not None else History.for_window(interval)
+        if process_history is None:  # as far back as the sparklines
+            window_s = self.history.maxlen * interval
+            process_history = ProcessHistory(self.history.maxlen, keep_ended_s=window_s)
+        self.process_history = process_history
+        """Each GPU process's memory and SM % over time, fed the readings the table gets."""
+        self._process_screen: ProcessScreen | None = None
         self.stale_check_s = stale_check_s or min(interval, 1.0)
         self.handled: dict[str, int] = dict.fromkeys(SOURCES, 0)
         """Readings painted per source (tests wait on it)."""
@@ -483,6 +495,40 @@ class MonitorApp(TerminalColours):
         """Close the filter line and show every GPU process again."""
         self.monitor.close_filter()
 
+    def action_process_history(self) -> None:
+        """Open the selected GPU process's screen: its memory and SM % over time."""
+        row = self.monitor.process_table.selected
+        track = None if row is None else self.process_history.of(row.process)
+        if track is None:
+            self.notify(NO_SELECTION, severity="warning", markup=False)
+            return
+        from gputui.ui.widgets.process_screen import ProcessScreen  # loaded when first opened
+
+        screen = self._process_screen = ProcessScreen(track, self._trainer_note)
+
+        def closed(_: None) -> None:
+            if self._process_screen is screen:
+                self._process_screen = None
+
+        self.push_screen(screen, closed)
+
+    def _trainer_note(self, track: ProcessTrack) -> str | None:
+        """The runner's status line while ``track`` is its trainer (or one of its ranks)
+        and its run goes on; ``None`` otherwise (the screen keeps what it last said)."""
+        from gputui.jobs.results import Phase
+        from gputui.telemetry.readings import shown_pid
+
+        table, process, session = self.monitor.process_table, track.process, self._runner.session
+        if process is None or table.trainer_pid is None or session is None:
+            return None
+        if shown_pid(process) not in (table.trainer_pid, *table.rank_pids):
+            return None
+        if session.phase is not Phase.RUNNING:
+            return None
+        from gputui.ui.render.runner import status_line
+
+        return status_line(session).plain
+
     def action_process_terminate(self) -> None:
         """Ask, then send SIGTERM to the selected GPU process."""
         self._ask_to_signal(signal.SIGTERM)
@@ -733,6 +779,7 @@ class MonitorApp(TerminalColours):
             for reading in (nvml, drm):
                 if reading is not None:
                     record_gpus(self.history, reading.gpus)
+                    self.process_history.record(reading.taken_at, reading.gpus)
             if nvml is not None or drm is not None:
                 self.monitor.show_gpus(nvml, drm)  # one paint of the GPU area for both
             if nvml is not None:
@@ -745,6 +792,8 @@ class MonitorApp(TerminalColours):
             if isinstance(mps, MpsReading):
                 self.monitor.show_mps(mps)
                 self.handled["mps"] += 1
+            if self._process_screen is not None and (nvml is not None or drm is not None):
+                self._process_screen.update()
 
     def on_cpu_sampled(self, message: CpuSampled) -> None:
         """A host reading arrived."""

@@ -33,6 +33,12 @@ MONITOR_COMMANDS: tuple[tuple[str, str, str], ...] = (
         "Show only the GPU processes holding some text; Enter applies it",
         "process_filter",
     ),
+    (
+        "Process history",
+        "Show the selected GPU process's GPU memory and SM % over time, its GPUs, user, "
+        "command and job",
+        "process_history",
+    ),
     ("Clear process filter", "Show every GPU process again", "process_clear_filter"),
     (
         "Terminate process",

@@ -1,0 +1,103 @@
+"""The process screen: one GPU process's GPU memory and SM % over time, and who it is.
+
+Enter on the process table opens it for the selected process (the app's
+``action_process_history``); Escape or ``q`` closes it. The app records every process's
+history (:class:`gputui.telemetry.process_history.ProcessHistory`) and calls
+:meth:`ProcessScreen.update` each beat; once the process has left its GPUs the screen says
+it ended and keeps what it had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen
+from textual.widgets import Footer
+
+from gputui.telemetry.process_history import ProcessTrack
+from gputui.ui.render.draw import Line
+from gputui.ui.render.process_history import process_screen_lines, process_title
+from gputui.ui.widgets.lines import LinesWidget, set_border_subtitle, set_border_title
+
+TrainerNote = Callable[[ProcessTrack], str | None]
+"""What the runner's trainer is running, where the process is that trainer; else ``None``."""
+
+
+class ProcessHistoryView(LinesWidget):
+    """The process's details and its two charts, drawn to the view's size."""
+
+    DEFAULT_CSS = """
+    ProcessHistoryView {
+        height: 1fr;
+        border: round $panel-lighten-2;
+        border-title-color: $accent;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, track: ProcessTrack, trainer: str | None) -> None:
+        """Draw ``track``; ``trainer`` says which run it is, where it is the runner's."""
+        super().__init__(id="process-history")
+        self.track = track
+        self.trainer = trainer
+
+    def build_lines(self, width: int) -> list[Line]:
+        """The screen's lines for the view's width and height."""
+        return process_screen_lines(
+            self.track, width, self.content_size.height, trainer=self.trainer
+        )
+
+    def update(self, track: ProcessTrack, trainer: str | None) -> None:
+        """Draw ``track`` anew (a new sample, or it ended)."""
+        self.track, self.trainer = track, trainer
+        set_border_title(self, process_title(track))
+        set_border_subtitle(self, "ended" if track.ended else None)
+        self.rebuild()
+
+
+class ProcessScreen(ModalScreen[None]):
+    """A GPU process's history, full screen over the monitor (which keeps sampling)."""
+
+    DEFAULT_CSS = """
+    ProcessScreen { background: $background; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "Back"),
+    ]
+
+    def __init__(self, track: ProcessTrack, trainer: TrainerNote = lambda track: None) -> None:
+        """Show ``track``.
+
+        Args:
+            track: The process's history, which the app goes on recording into.
+            trainer: Says which run the process is, where it is the runner's trainer.
+        """
+        super().__init__()
+        self.track = track
+        """The process shown (tests read it)."""
+        self._trainer = trainer
+        self._trainer_note = trainer(track)  # kept once the run has ended
+        self.view = ProcessHistoryView(track, self._trainer_note)
+
+    def compose(self) -> ComposeResult:
+        """The view, and the footer with its keys."""
+        yield self.view
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Title the view."""
+        self.view.update(self.track, self._trainer_note)
+
+    def update(self) -> None:
+        """A beat was recorded: draw the process's history again."""
+        note = self._trainer(self.track)
+        if note is not None:
+            self._trainer_note = note
+        self.view.update(self.track, self._trainer_note)
+
+    def action_close(self) -> None:
+        """Back to the monitor."""
+        self.dismiss(None)
