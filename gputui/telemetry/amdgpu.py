@@ -14,9 +14,10 @@ import re
 from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
-from gputui.telemetry.readings import GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
 from gputui.telemetry.sysfs import (
     CardIdentity,
+    CurrentLink,
     DrmCard,
     SysfsFiles,
     first_present,
@@ -92,8 +93,6 @@ class AmdgpuCard:
             "mem_info_vram_used",
             "pp_dpm_sclk",
             "pp_dpm_mclk",
-            "current_link_speed",
-            "current_link_width",
         ):
             if files.exists(device / name):
                 self._device_files[name] = device / name
@@ -114,15 +113,17 @@ class AmdgpuCard:
             self._pwm = first_present([hwmon / "pwm1"], files)
             if files.exists(hwmon / "fan1_input") and files.exists(hwmon / "fan1_max"):
                 self._fan = (hwmon / "fan1_input", hwmon / "fan1_max")
+        self._link = CurrentLink(device, files)
         self._ras = _ras_files(device)
         self._power_cap_w: tuple[float, float | None] | None = None  # (read at, watts)
         self._ras_errors: tuple[float, int | None] | None = None  # (read at, count)
 
-    def read(self, now: float) -> GpuReading:
+    def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """One sample of the card.
 
         Args:
             now: The sampler's clock, for what is trusted a while.
+            processes: The processes using it.
 
         Raises:
             DeviceGone: the driver says the card is gone.
@@ -131,6 +132,7 @@ class AmdgpuCard:
         edge = self._celsius(self._edge) if self._edge else junction  # MI300: no edge sensor
         sclk, sclk_max = self._dpm("pp_dpm_sclk")
         mclk, mclk_max = self._dpm("pp_dpm_mclk")
+        link_gen, link_lanes = self._link.read(now)
         identity = self.identity
         return GpuReading(
             index=identity.index,
@@ -155,12 +157,12 @@ class AmdgpuCard:
             fan_percent=self._fan_percent(),
             pcie_rx_bytes_per_s=None,  # amdgpu's pcie_bw takes a second to answer
             pcie_tx_bytes_per_s=None,
-            pcie_link_gen=self._link_generation(),
-            pcie_link_width_lanes=link_width(self._integer("current_link_width")),
+            pcie_link_gen=link_gen,
+            pcie_link_width_lanes=link_lanes,
             pcie_link_gen_max=self._link_max[0],
             pcie_link_width_max_lanes=self._link_max[1],
             performance_state=None,
-            processes=None,
+            processes=processes,
             ecc_uncorrected_errors=self._uncorrected(now),
         )
 
@@ -172,13 +174,6 @@ class AmdgpuCard:
         elif text is not None and current is None:
             self._files.note(self._device_files[name], "no level marked current")
         return current, highest
-
-    def _link_generation(self) -> int | None:
-        text = self._text("current_link_speed")
-        generation = link_generation(text)
-        if generation is None and text is not None and text != "Unknown":
-            self._files.note(self._device_files["current_link_speed"], "not a link speed")
-        return generation
 
     def _text(self, name: str) -> str | None:
         path = self._device_files.get(name)

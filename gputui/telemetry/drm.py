@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -20,7 +19,7 @@ from gputui.telemetry.amdgpu import AmdgpuCard
 from gputui.telemetry.drm_clients import DrmClientSampler
 from gputui.telemetry.intel import IntelCard
 from gputui.telemetry.pci_names import PciNames
-from gputui.telemetry.readings import DrmReading, GpuProcess, GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import DrmReading, GpuProcess, GpuReading, Vendor
 from gputui.telemetry.sysfs import (
     CardIdentity,
     CardList,
@@ -48,8 +47,9 @@ class CardReader(Protocol):
     card: DrmCard
     identity: CardIdentity
 
-    def read(self, now: float) -> GpuReading:
-        """One sample of the card (raises ``DeviceGone`` when the driver says it is gone)."""
+    def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
+        """One sample of the card and the processes using it (raises ``DeviceGone`` when
+        the driver says it is gone)."""
         ...
 
 
@@ -102,18 +102,15 @@ class DrmSampler:
             if bus_id not in listed:
                 readings.append(reader.identity.lost(GONE))
                 continue
-            reading = self._read(reader)
-            if reading.state is GpuState.OK:
-                reading = replace(reading, processes=processes.get(bus_id))
-            readings.append(reading)
+            readings.append(self._read(reader, processes.get(bus_id)))
         return DrmReading(gpus=tuple(readings), taken_at=self._clock())
 
-    def _read(self, reader: CardReader) -> GpuReading:
+    def _read(self, reader: CardReader, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """The card's reading, or its identity, ``lost`` and why when it went away."""
         files, card = self._files, reader.card
         files.missing = 0
         try:
-            reading = reader.read(self._clock())
+            reading = reader.read(self._clock(), processes)
         except DeviceGone as gone:
             return reader.identity.lost(DRIVER_SAYS_GONE.format(driver=card.driver, why=gone))
         if files.missing and not os.path.isdir(card.device):

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
-from gputui.telemetry.readings import GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
 from gputui.telemetry.sysfs import (
     CardIdentity,
+    CurrentLink,
     DrmCard,
     SysfsFiles,
     first_present,
@@ -114,21 +115,18 @@ class IntelCard:
         self._memory_temperature = temperatures.get("vram")
         self._power_max = first_present([hwmon / "power1_max"], files) if hwmon else None
         self._power_limit_w: tuple[float, float | None] | None = None  # (read at, watts)
-        self._link = {
-            name: device / name
-            for name in ("current_link_speed", "current_link_width")
-            if files.exists(device / name)
-        }
+        self._link = CurrentLink(device, files)
         self._link_max = (
             link_generation(files.text(device / "max_link_speed", quiet=True)),
             link_width(files.integer(device / "max_link_width")),
         )
 
-    def read(self, now: float) -> GpuReading:
+    def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """One sample of the card.
 
         Args:
             now: The sampler's clock: utilization and power are rates over it.
+            processes: The processes using it.
 
         Raises:
             DeviceGone: the driver says the card is gone.
@@ -141,6 +139,7 @@ class IntelCard:
         first = self._gts[0] if self._gts else None
         clock = files.integer(first.clock) if first and first.clock else None
         energy_uj, power_uw = self._energy.rate(files, now) if self._energy else (None, None)
+        link_gen, link_lanes = self._link.read(now)
         identity = self.identity
         return GpuReading(
             index=identity.index,
@@ -164,12 +163,12 @@ class IntelCard:
             fan_percent=None,  # hwmon gives RPM, with no maximum to share it of
             pcie_rx_bytes_per_s=None,
             pcie_tx_bytes_per_s=None,
-            pcie_link_gen=self._link_generation(),
-            pcie_link_width_lanes=self._link_width(),
+            pcie_link_gen=link_gen,
+            pcie_link_width_lanes=link_lanes,
             pcie_link_gen_max=self._link_max[0],
             pcie_link_width_max_lanes=self._link_max[1],
             performance_state=None,
-            processes=None,
+            processes=processes,
         )
 
     def _busy(self, gt: _Gt, now: float) -> float | None:
@@ -214,14 +213,6 @@ class IntelCard:
             watts = microwatts / 1e6 if microwatts else None  # 0: the limit is off
             cached = self._power_limit_w = (now, watts)
         return cached[1]
-
-    def _link_generation(self) -> int | None:
-        path = self._link.get("current_link_speed")
-        return link_generation(self._files.text(path)) if path else None
-
-    def _link_width(self) -> int | None:
-        path = self._link.get("current_link_width")
-        return link_width(self._files.integer(path)) if path else None
 
 
 def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:

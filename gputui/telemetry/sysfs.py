@@ -30,6 +30,10 @@ PROCFS_ENV = "GPUTUI_PROCFS"
 DRIVERS = {"amdgpu": Vendor.AMD, "i915": Vendor.INTEL, "xe": Vendor.INTEL}
 """The kernel drivers whose GPUs gputui reads from sysfs (NVIDIA's are NVML's)."""
 
+LINK_TTL_S = 1.0
+"""Seconds a card's current PCIe link is trusted before it is read again, as NVML's is
+(``PCIE_TTL_S`` in gputui.telemetry.nvml.queries): it trains down and up with the load, not
+from one sample to the next."""
 READ_MAX = 65536
 """Bytes read of one file: sysfs gives a page at most (``gpu_metrics`` a few kB)."""
 
@@ -227,6 +231,34 @@ def labelled_inputs(hwmon: Path, kind: str, files: SysfsFiles) -> dict[str, Path
             label = files.text(hwmon / f"{match[1]}_label", quiet=True)
             inputs.setdefault(label or match[1], hwmon / name)
     return inputs
+
+
+class CurrentLink:
+    """A card's current PCIe link (``current_link_speed``, ``current_link_width`` in its
+    device folder), read at most every ``LINK_TTL_S``."""
+
+    def __init__(self, device: Path, files: SysfsFiles) -> None:
+        """Find which of the two files the card has (one without either has no link)."""
+        self._files = files
+        self._speed = first_present([device / "current_link_speed"], files)
+        self._width = first_present([device / "current_link_width"], files)
+        self._read_at: float | None = None
+        self._link: tuple[int | None, int | None] = (None, None)
+
+    def read(self, now: float) -> tuple[int | None, int | None]:
+        """The link's generation and width in lanes (each ``None`` where unknown: ``Unknown``
+        speed, width 0); ``now`` is the sampler's clock."""
+        if self._read_at is not None and now - self._read_at < LINK_TTL_S:
+            return self._link
+        files, generation = self._files, None
+        if self._speed is not None:
+            text = files.text(self._speed)
+            generation = link_generation(text)
+            if generation is None and text is not None and text != "Unknown":
+                files.note(self._speed, "not a link speed")
+        width = link_width(files.integer(self._width)) if self._width is not None else None
+        self._read_at, self._link = now, (generation, width)
+        return self._link
 
 
 def link_generation(text: str | None) -> int | None:

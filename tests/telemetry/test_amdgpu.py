@@ -5,6 +5,7 @@ go away."""
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import shutil
@@ -17,6 +18,7 @@ from gputui.telemetry.amdgpu import parse_dpm
 from gputui.telemetry.drm import GONE, DrmSampler
 from gputui.telemetry.pci_names import PciNames
 from gputui.telemetry.readings import GpuReading, GpuState, Vendor, gpu_label, health_problems
+from gputui.telemetry.sysfs import LINK_TTL_S
 from tests.telemetry.sysfs_trees import (
     MI300X_BUS_IDS,
     MI300X_BUSY,
@@ -176,7 +178,8 @@ def test_a_missing_or_garbled_file_is_na_and_a_debug_note(
 ) -> None:
     sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
     device = device_of(sysfs, "0000:03:00.0")
-    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    ticks = itertools.count(step=LINK_TTL_S)  # each sample reads what is trusted a while
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=lambda: next(ticks))
     (before,) = sampler.sample().gpus
     assert getattr(before, field) is not None
     if text is None:
@@ -184,8 +187,8 @@ def test_a_missing_or_garbled_file_is_na_and_a_debug_note(
     else:
         (device / path).write_bytes(text.encode("latin-1"))
     with caplog.at_level(logging.DEBUG, logger="gputui.telemetry"):
-        if text is None:
-            sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))  # never had it
+        if text is None:  # never had it
+            sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=lambda: next(ticks))
         (gpu,) = sampler.sample().gpus
         sampler.sample()
     assert gpu.state is GpuState.OK and getattr(gpu, field) is None
@@ -286,15 +289,23 @@ def test_a_sample_reads_few_files_and_the_static_ones_once(
     tmp_path: Path, on_open: list[OpenHook]
 ) -> None:
     sysfs = mi300x_box(tmp_path / "sys")
-    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    now = [0.0]
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=lambda: now[0])
     sampler.sample()
     opened: list[str] = []
     on_open.append(opened.append)
+    now[0] = LINK_TTL_S / 2
     sampler.sample()
-    names_opened = [os.path.basename(path) for path in opened]
-    assert len(opened) <= 10 * 8  # ten files a card: no uevent, no RAS (trusted 10 s)
+    in_sysfs = [os.path.basename(path) for path in opened if path.startswith(str(sysfs))]
+    # eight files a card: no uevent, no RAS (trusted 10 s), no link (trusted LINK_TTL_S)
+    assert len(in_sysfs) == 8 * 8
     static = {"product_name", "unique_id", "mem_info_vram_total", "max_link_speed", "uevent"}
-    assert not static & set(names_opened)
+    assert not (static | {"current_link_speed", "current_link_width"}) & set(in_sysfs)
+    opened.clear()
+    now[0] = LINK_TTL_S
+    sampler.sample()
+    links = [path for path in opened if "current_link" in path]
+    assert len(links) == 2 * 8  # read again once trusted for LINK_TTL_S
 
 
 def test_a_card_back_after_it_was_lost_is_read_again_at_its_index(tmp_path: Path) -> None:
