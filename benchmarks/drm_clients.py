@@ -85,7 +85,7 @@ def opens_per_sample(sampler: DrmClientSampler, sweeps: int) -> float:
     """Files and folders a steady sweep opens, counted around the sampler's own open paths
     after a first sweep (which lists every process's fds)."""
     sampler.sample()
-    read, scan = drm_clients._read_text, drm_clients._scan_dir
+    read, scan, list_fds = drm_clients._read_text, drm_clients._scan_dir, drm_clients._list_fds
     opened = 0
 
     def counted_read(path: str) -> str | None:
@@ -98,12 +98,20 @@ def opens_per_sample(sampler: DrmClientSampler, sweeps: int) -> float:
         opened += 1
         return scan(path)
 
+    def counted_list_fds(
+        path: str, known: frozenset[str]
+    ) -> tuple[frozenset[str], list[str]] | None:
+        nonlocal opened
+        opened += 1
+        return list_fds(path, known)
+
     drm_clients._read_text, drm_clients._scan_dir = counted_read, counted_scan
+    drm_clients._list_fds = counted_list_fds
     try:
         for _ in range(sweeps):
             sampler.sample()
     finally:
-        drm_clients._read_text, drm_clients._scan_dir = read, scan
+        drm_clients._read_text, drm_clients._scan_dir, drm_clients._list_fds = read, scan, list_fds
     return opened / sweeps
 
 
