@@ -177,11 +177,11 @@ class AmdgpuCard:
 
     def _text(self, name: str) -> str | None:
         path = self._device_files.get(name)
-        return None if path is None else self._files.text(path)
+        return None if path is None else self._files.text(path, keep=True)
 
     def _integer(self, name: str) -> int | None:
         path = self._device_files.get(name)
-        return None if path is None else self._files.integer(path)
+        return None if path is None else self._files.integer(path, keep=True)
 
     def _percent(self, name: str) -> float | None:
         value = self._integer(name)
@@ -191,7 +191,7 @@ class AmdgpuCard:
         return None if value is None else float(value)
 
     def _celsius(self, path: Path | None) -> float | None:
-        millidegrees = None if path is None else self._files.integer(path)
+        millidegrees = None if path is None else self._files.integer(path, keep=True)
         if millidegrees is None or path is None:
             return None
         if not -50_000 <= millidegrees <= 200_000:
@@ -199,27 +199,27 @@ class AmdgpuCard:
             return None
         return millidegrees / 1000
 
-    def _watts(self, path: Path | None) -> float | None:
-        microwatts = None if path is None else self._files.integer(path)
+    def _watts(self, path: Path | None, *, keep: bool = True) -> float | None:
+        microwatts = None if path is None else self._files.integer(path, keep=keep)
         return None if microwatts is None or microwatts < 0 else microwatts / 1e6
 
     def _cap_w(self, now: float) -> float | None:
         cached = self._power_cap_w
         if cached is None or now - cached[0] >= POWER_CAP_TTL_S:
-            cap = self._watts(self._power_cap)
+            cap = self._watts(self._power_cap, keep=False)
             cached = self._power_cap_w = (now, cap if cap else None)  # 0: no cap
         return cached[1]
 
     def _fan_percent(self) -> float | None:
         if self._pwm is not None:
-            pwm = self._files.integer(self._pwm)
+            pwm = self._files.integer(self._pwm, keep=True)
             if pwm is not None and 0 <= pwm <= PWM_MAX:
                 return round(pwm * 100 / PWM_MAX, 1)
             if pwm is not None:
                 self._files.note(self._pwm, f"{pwm} is not 0 to {PWM_MAX}")
             return None
         if self._fan is not None:
-            rpm, top = (self._files.integer(path) for path in self._fan)
+            rpm, top = (self._files.integer(path, keep=True) for path in self._fan)
             if rpm is not None and top and rpm >= 0:
                 return round(rpm * 100 / top, 1)
         return None

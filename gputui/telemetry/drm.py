@@ -92,6 +92,8 @@ class DrmSampler:
             reader = self._readers.get(card.bus_id)
             if reader is None or reader.card != card:  # new, or back under a new node
                 index = reader.identity.index if reader else self._next_index(card.vendor)
+                if reader is not None:
+                    self._files.close_under(reader.card.path)
                 try:
                     self._readers[card.bus_id] = self._reader(card, index)
                 except DeviceGone:  # gone as it came: lost if it was known, else not yet seen
@@ -100,6 +102,7 @@ class DrmSampler:
         readings = []
         for bus_id, reader in sorted(self._readers.items(), key=_order):
             if bus_id not in listed:
+                self._files.close_under(reader.card.path)
                 readings.append(reader.identity.lost(GONE))
                 continue
             readings.append(self._read(reader, processes.get(bus_id)))
@@ -112,10 +115,19 @@ class DrmSampler:
         try:
             reading = reader.read(self._clock(), processes)
         except DeviceGone as gone:
+            files.close_under(card.path)
+            if not os.path.isdir(card.device):
+                return reader.identity.lost(GONE)
             return reader.identity.lost(DRIVER_SAYS_GONE.format(driver=card.driver, why=gone))
-        if files.missing and not os.path.isdir(card.device):
+        # a file kept open reads on after its folder went (where sysfs does not say ENODEV)
+        if not os.path.isdir(card.device):
+            files.close_under(card.path)
             return reader.identity.lost(GONE)
         return reading
+
+    def close(self) -> None:
+        """Close the files kept open between samples."""
+        self._files.close()
 
     def _processes(self) -> Mapping[str, tuple[GpuProcess, ...]]:
         """Each GPU's processes by PCI bus id (lowercase, ``0000:03:00.0``), from the DRM

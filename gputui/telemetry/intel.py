@@ -42,7 +42,7 @@ class _Counter:
     def rate(self, files: SysfsFiles, now: float) -> tuple[int | None, float | None]:
         """The counter now, and its increase per second since the last sample (``None`` on
         the first, or when it went backwards: a driver reload started it again)."""
-        value = files.integer(self.path)
+        value = files.integer(self.path, keep=True)
         if value is None:
             return None, None
         last, self.last = self.last, (now, value)
@@ -137,7 +137,7 @@ class IntelCard:
         if len(known) < len(busy):
             known = []  # the busiest GT may be the one not known
         first = self._gts[0] if self._gts else None
-        clock = files.integer(first.clock) if first and first.clock else None
+        clock = files.integer(first.clock, keep=True) if first and first.clock else None
         energy_uj, power_uw = self._energy.rate(files, now) if self._energy else (None, None)
         link_gen, link_lanes = self._link.read(now)
         identity = self.identity
@@ -194,11 +194,11 @@ class IntelCard:
     def _vram_used(self) -> int | None:
         if self._vram_free is None or self._vram_total is None:
             return None
-        free = self._files.integer(self._vram_free)
+        free = self._files.integer(self._vram_free, keep=True)
         return None if free is None or free > self._vram_total else self._vram_total - free
 
     def _celsius(self, path: Path | None) -> float | None:
-        millidegrees = None if path is None else self._files.integer(path)
+        millidegrees = None if path is None else self._files.integer(path, keep=True)
         if millidegrees is None or path is None:
             return None
         if not -50_000 <= millidegrees <= 200_000:

@@ -14,6 +14,8 @@ import errno
 import logging
 import os
 import re
+import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,8 @@ LINK_TTL_S = 1.0
 """Seconds a card's current PCIe link is trusted before it is read again, as NVML's is
 (``PCIE_TTL_S`` in gputui.telemetry.nvml.queries): it trains down and up with the load, not
 from one sample to the next."""
+KEEP_OPEN_MAX = 256
+"""Files a sampler keeps open at most (each card's few read every sample)."""
 READ_MAX = 65536
 """Bytes read of one file: sysfs gives a page at most (``gpu_metrics`` a few kB)."""
 
@@ -141,43 +145,73 @@ def _is_hex(text: str) -> bool:
 
 class SysfsFiles:
     """Reads small files, turning every failure into ``None`` and one debug note per file
-    and reason (a file that fails each sample is noted once)."""
+    and reason (a file that fails each sample is noted once).
+
+    A file read every sample is kept open and read again from its start (``pread``), as
+    sysfs answers afresh at offset 0: an ``open`` walks the whole path each time. At most
+    ``KEEP_OPEN_MAX`` are kept; :meth:`close` closes them (so does the garbage collector).
+    """
 
     def __init__(self) -> None:
-        self._noted: set[tuple[Path, str]] = set()
+        self._noted: set[tuple[str, str]] = set()
         self.missing = 0
-        """Files not found since :meth:`count_missing` last began (a card going away)."""
+        """Files not found since the sampler last set this to 0 (a card going away)."""
+        self._kept: dict[str, int] = {}
+        self._lock = threading.Lock()  # close() may come from another thread
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _close_all, self._kept)
 
-    def note(self, path: Path, why: str) -> None:
+    def note(self, path: Path | str, why: str) -> None:
         """Say once, at debug level, that ``path`` read as n/a and why."""
-        if (path, why) not in self._noted:
-            self._noted.add((path, why))
-            log.debug("%s: %s; showing n/a", path, why)
+        key = (os.fspath(path), why)
+        if key not in self._noted:
+            self._noted.add(key)
+            log.debug("%s: %s; showing n/a", key[0], why)
 
-    def text(self, path: Path, *, quiet: bool = False) -> str | None:
+    def text(self, path: Path | str, *, quiet: bool = False, keep: bool = False) -> str | None:
         """The file's text, stripped; ``None`` (noted unless ``quiet``) when it cannot be read
-        or is not text.
+        or is not text. ``keep``: a file read every sample, kept open between reads.
 
         Raises:
             DeviceGone: the driver answered that the device is gone.
         """
+        name = os.fspath(path)
+        if keep:
+            with self._lock:
+                fd = self._kept.get(name)
+                if fd is not None:
+                    try:
+                        return self._decoded(name, os.pread(fd, READ_MAX, 0), quiet)
+                    except OSError:  # its node went (a driver bound again?): open it anew
+                        del self._kept[name]
+                        os.close(fd)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             self.missing += 1
             if not quiet:
-                self.note(path, "missing")
+                self.note(name, "missing")
             return None
         except OSError as error:
-            self._failed(path, error, quiet)
+            self._failed(name, error, quiet)
             return None
+        kept = False
         try:
             data = os.read(fd, READ_MAX)
+            if keep:
+                with self._lock:
+                    if not self._closed and len(self._kept) < KEEP_OPEN_MAX:
+                        self._kept[name] = fd
+                        kept = True
         except OSError as error:
-            self._failed(path, error, quiet)
+            self._failed(name, error, quiet)
             return None
         finally:
-            os.close(fd)
+            if not kept:
+                os.close(fd)
+        return self._decoded(name, data, quiet)
+
+    def _decoded(self, path: str, data: bytes, quiet: bool) -> str | None:
         try:
             return data.decode("ascii").strip()
         except UnicodeDecodeError:
@@ -185,16 +219,30 @@ class SysfsFiles:
                 self.note(path, "not text")
             return None
 
-    def _failed(self, path: Path, error: OSError, quiet: bool) -> None:
+    def _failed(self, path: str, error: OSError, quiet: bool) -> None:
         """Note a read that failed, unless the device is gone (then raise ``DeviceGone``)."""
         if error.errno in GONE_ERRNOS:
-            raise DeviceGone(f"{path.name}: {os.strerror(error.errno or 0)}") from error
+            name = os.path.basename(path)
+            raise DeviceGone(f"{name}: {os.strerror(error.errno or 0)}") from error
         if not quiet:
             self.note(path, os.strerror(error.errno) if error.errno else str(error))
 
-    def integer(self, path: Path) -> int | None:
+    def close_under(self, folder: Path) -> None:
+        """Close the files kept open under ``folder`` (a card lost, or bound again)."""
+        prefix = os.fspath(folder) + os.sep
+        with self._lock:
+            for name in [name for name in self._kept if name.startswith(prefix)]:
+                os.close(self._kept.pop(name))
+
+    def close(self) -> None:
+        """Close every file kept open; later reads open and close each file."""
+        with self._lock:
+            self._closed = True
+            _close_all(self._kept)
+
+    def integer(self, path: Path | str, *, keep: bool = False) -> int | None:
         """The file's whole number (decimal, or ``0x`` hex); ``None`` (noted) otherwise."""
-        text = self.text(path)
+        text = self.text(path, keep=keep)
         if text is None:
             return None
         try:
@@ -206,6 +254,12 @@ class SysfsFiles:
     def exists(self, path: Path) -> bool:
         """Whether ``path`` is there (checked once, when a card is first read)."""
         return os.path.exists(path)
+
+
+def _close_all(kept: dict[str, int]) -> None:
+    for fd in kept.values():
+        os.close(fd)
+    kept.clear()
 
 
 def hwmon_dir(device: Path) -> Path | None:
@@ -252,11 +306,13 @@ class CurrentLink:
             return self._link
         files, generation = self._files, None
         if self._speed is not None:
-            text = files.text(self._speed)
+            text = files.text(self._speed, keep=True)
             generation = link_generation(text)
             if generation is None and text is not None and text != "Unknown":
                 files.note(self._speed, "not a link speed")
-        width = link_width(files.integer(self._width)) if self._width is not None else None
+        width = None
+        if self._width is not None:
+            width = link_width(files.integer(self._width, keep=True))
         self._read_at, self._link = now, (generation, width)
         return self._link
 

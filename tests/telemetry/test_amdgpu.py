@@ -211,17 +211,26 @@ OpenHook = Callable[[str], None]
 
 @pytest.fixture
 def on_open(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[OpenHook]]:
-    """Hooks run on each file the readers open (its path), before it is opened: as a card
-    that goes away while it is read."""
+    """Hooks run on each file the readers open or read again (its path), before it is
+    opened or read: as a card that goes away while it is read."""
     hooks: list[OpenHook] = []
-    real_open = os.open
+    real_open, real_pread = os.open, os.pread
+    paths: dict[int, str] = {}
 
     def hooked(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
         for hook in hooks:
             hook(os.fspath(path))
-        return real_open(path, flags, *args, **kwargs)
+        fd = real_open(path, flags, *args, **kwargs)
+        paths[fd] = os.fspath(path)
+        return fd
+
+    def hooked_pread(fd: int, size: int, offset: int) -> bytes:
+        for hook in hooks:
+            hook(paths.get(fd, ""))
+        return real_pread(fd, size, offset)
 
     monkeypatch.setattr("gputui.telemetry.sysfs.os.open", hooked)
+    monkeypatch.setattr("gputui.telemetry.sysfs.os.pread", hooked_pread)
     yield hooks
 
 
@@ -286,7 +295,7 @@ def test_a_driver_that_says_enodev_loses_the_card_until_it_answers(
 
 
 def test_a_sample_reads_few_files_and_the_static_ones_once(
-    tmp_path: Path, on_open: list[OpenHook]
+    tmp_path: Path, on_open: list[OpenHook], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sysfs = mi300x_box(tmp_path / "sys")
     now = [0.0]
@@ -294,11 +303,19 @@ def test_a_sample_reads_few_files_and_the_static_ones_once(
     sampler.sample()
     opened: list[str] = []
     on_open.append(opened.append)
+    hooked_open, reopened = os.open, []
+
+    def counted_open(path: str, flags: int, *args: int, **kwargs: int) -> int:
+        reopened.append(path)
+        return hooked_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr("gputui.telemetry.sysfs.os.open", counted_open)
     now[0] = LINK_TTL_S / 2
     sampler.sample()
     in_sysfs = [os.path.basename(path) for path in opened if path.startswith(str(sysfs))]
     # eight files a card: no uevent, no RAS (trusted 10 s), no link (trusted LINK_TTL_S)
     assert len(in_sysfs) == 8 * 8
+    assert not [path for path in reopened if path.startswith(str(sysfs))]  # kept open
     static = {"product_name", "unique_id", "mem_info_vram_total", "max_link_speed", "uevent"}
     assert not (static | {"current_link_speed", "current_link_width"}) & set(in_sysfs)
     opened.clear()
@@ -306,6 +323,62 @@ def test_a_sample_reads_few_files_and_the_static_ones_once(
     sampler.sample()
     links = [path for path in opened if "current_link" in path]
     assert len(links) == 2 * 8  # read again once trusted for LINK_TTL_S
+
+
+def open_under(folder: Path) -> list[str]:
+    """The files under ``folder`` this process holds open."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(os.path.realpath(folder) + os.sep):
+            found.append(target)
+    return found
+
+
+def test_files_read_every_sample_are_kept_open_read_afresh_and_closed(tmp_path: Path) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    kept = {os.path.basename(path) for path in open_under(sysfs)}
+    assert {"gpu_busy_percent", "pp_dpm_sclk", "temp1_input"} <= kept
+    assert not {"product_name", "power1_cap", "uevent"} & kept  # read once, or a while
+    (device_of(sysfs, "0000:03:00.0") / "gpu_busy_percent").write_text("12\n")
+    (gpu,) = sampler.sample().gpus
+    assert gpu.utilization_percent == 12.0
+    sampler.close()
+    assert open_under(sysfs) == []
+    (gpu,) = sampler.sample().gpus  # still reads, opening each file
+    assert (gpu.state, gpu.utilization_percent) == (GpuState.OK, 12.0)
+    assert open_under(sysfs) == []
+
+
+def test_a_kept_file_whose_node_went_is_opened_anew(
+    tmp_path: Path, on_open: list[OpenHook]
+) -> None:
+    """A driver bound again makes its files anew: the old ones answer ENODEV. Opened again,
+    the new one reads; where the open too says ENODEV, the card is lost until it answers."""
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    (device_of(sysfs, "0000:03:00.0") / "gpu_busy_percent").write_text("12\n")
+    failures = [1]
+
+    def enodev(path: str) -> None:
+        if failures[0] and path.endswith("gpu_busy_percent"):
+            failures[0] -= 1
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV), path)
+
+    on_open.append(enodev)
+    (gpu,) = sampler.sample().gpus  # the kept file fails; opened anew, it reads
+    assert (gpu.state, gpu.utilization_percent) == (GpuState.OK, 12.0)
+    failures[0] = 2  # the kept file, then the open
+    (gpu,) = sampler.sample().gpus
+    assert gpu.state is GpuState.LOST and "says the device is gone" in (gpu.error or "")
+    (gpu,) = sampler.sample().gpus
+    assert (gpu.state, gpu.utilization_percent) == (GpuState.OK, 12.0)
 
 
 def test_a_card_back_after_it_was_lost_is_read_again_at_its_index(tmp_path: Path) -> None:
