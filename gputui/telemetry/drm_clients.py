@@ -32,6 +32,7 @@ torch; Linux only (elsewhere there is no fdinfo, and a sample is empty).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -590,7 +591,10 @@ def _engine_shares(
     return shares, after
 
 
-def _kept_larger(before: Mapping[str, int], now: Mapping[str, int]) -> dict[str, int]:
+def _kept_larger(before: dict[str, int], now: dict[str, int]) -> dict[str, int]:
+    """``now``, each counter at least what it was ``before`` (neither is changed after)."""
+    if not before or not now:
+        return now
     return {name: max(value, before.get(name, 0)) for name, value in now.items()}
 
 
@@ -619,11 +623,16 @@ def _client_memory(client: DrmClient) -> int | None:
     regions = client.memory_bytes
     if not regions:
         return None
-    device = [size for region, size in regions.items() if _DEVICE_REGION.fullmatch(region)]
+    device = [size for region, size in regions.items() if _is_device_region(region)]
     if device:
         return sum(device)
     unmapped = _UNMAPPED_REGIONS.get(client.driver, frozenset())
     return sum(size for region, size in regions.items() if region not in unmapped)
+
+
+@functools.lru_cache(maxsize=256)
+def _is_device_region(region: str) -> bool:
+    return _DEVICE_REGION.fullmatch(region) is not None
 
 
 def _kind(clients: Iterable[DrmClient]) -> str:
