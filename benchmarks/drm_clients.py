@@ -9,9 +9,10 @@ Every variant runs in this one process, in turn, for a number of rounds; each ro
   processes, one on each of 8 AMD GPUs (an amdgpu client on two fds), the other 192 with
   10 fds each on sockets, pipes and files. A tree does not count fds in its folders'
   sizes, so this is the sampler as on Linux before 6.2: no ``stat`` per process, fds
-  listed again every ``RESCAN_EVERY`` sweeps.
+  listed again every ``RESCAN_EVERY`` sweeps (the links of new fd numbers read, all of
+  them every ``RESCAN_EVERY_COUNTED`` sweeps).
 - ``drm, tree, no fd cache``: the same, listing every process's fds every sweep
-  (``rescan_every=1``): what the cache saves.
+  (``rescan_every=1``; the links read as above): what skipping listings saves.
 - ``drm, tree, no rescan``: the same, never listing a process's fds again
   (``rescan_every=10**9``): what the periodic rescan costs.
 - ``drm, live /proc``: this machine's /proc with 200 sleeping processes started for it,

@@ -44,7 +44,6 @@ READ_MAX = 65536
 GONE_ERRNOS = frozenset({errno.ENODEV, errno.ENXIO, errno.ESHUTDOWN})
 """What a driver answers for a device that was unplugged or fell off the bus."""
 
-_CARD = re.compile(r"card\d+")
 _LINK_SPEED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*GT/s")
 _GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 """PCIe generation by link speed in GT/s."""
@@ -97,22 +96,23 @@ class CardList:
 
     def cards(self) -> list[DrmCard]:
         """Every GPU gputui reads, one per PCI device, in bus id order."""
+        drm = os.fspath(self._drm)
         try:
-            names = [entry for entry in os.listdir(self._drm) if _CARD.fullmatch(entry)]
+            names = [n for n in os.listdir(drm) if n.startswith("card") and n[4:].isdecimal()]
         except OSError:
             return []  # no DRM at all (a container without /sys/class/drm, a VM)
         known, self._known = self._known, {}
         found: dict[str, DrmCard] = {}
         for name in sorted(names, key=lambda n: int(n[4:])):
-            path = self._drm / name
             try:
-                target: str | None = os.readlink(path)
+                target: str | None = os.readlink(f"{drm}/{name}")
             except OSError:
                 target = None  # not a link (a copied tree): read its uevent each time
-            if target is not None and name in known and known[name][0] == target:
-                card = known[name][1]
+            before = known.get(name)
+            if target is not None and before is not None and before[0] == target:
+                card = before[1]
             else:
-                card = _card(path, self._files)
+                card = _card(self._drm / name, self._files)
             self._known[name] = (target, card)
             if card is not None and card.bus_id not in found:
                 found[card.bus_id] = card
