@@ -86,7 +86,7 @@ class AmdgpuCard:
             link_generation(files.text(device / "max_link_speed", quiet=True)),
             link_width(files.integer(device / "max_link_width")),
         )
-        self._device_files: dict[str, Path] = {}
+        self._device_files: dict[str, str] = {}
         for name in (
             "gpu_busy_percent",
             "mem_busy_percent",
@@ -95,7 +95,7 @@ class AmdgpuCard:
             "pp_dpm_mclk",
         ):
             if files.exists(device / name):
-                self._device_files[name] = device / name
+                self._device_files[name] = os.fspath(device / name)
             else:
                 files.note(device / name, "missing")  # once: the sample does not look again
         hwmon = hwmon_dir(device)
@@ -103,16 +103,16 @@ class AmdgpuCard:
         self._edge = temperatures.get("edge")
         self._junction = temperatures.get("junction")
         self._memory_temperature = temperatures.get("mem")
-        self._power: Path | None = None
-        self._power_cap: Path | None = None
-        self._pwm: Path | None = None
-        self._fan: tuple[Path, Path] | None = None
+        self._power: str | None = None
+        self._power_cap: str | None = None
+        self._pwm: str | None = None
+        self._fan: tuple[str, str] | None = None
         if hwmon is not None:
             self._power = first_present([hwmon / "power1_average", hwmon / "power1_input"], files)
             self._power_cap = first_present([hwmon / "power1_cap"], files)
             self._pwm = first_present([hwmon / "pwm1"], files)
             if files.exists(hwmon / "fan1_input") and files.exists(hwmon / "fan1_max"):
-                self._fan = (hwmon / "fan1_input", hwmon / "fan1_max")
+                self._fan = (os.fspath(hwmon / "fan1_input"), os.fspath(hwmon / "fan1_max"))
         self._link = CurrentLink(device, files)
         self._ras = _ras_files(device)
         self._power_cap_w: tuple[float, float | None] | None = None  # (read at, watts)
@@ -190,7 +190,7 @@ class AmdgpuCard:
             return None
         return None if value is None else float(value)
 
-    def _celsius(self, path: Path | None) -> float | None:
+    def _celsius(self, path: str | None) -> float | None:
         millidegrees = None if path is None else self._files.integer(path, keep=True)
         if millidegrees is None or path is None:
             return None
@@ -199,7 +199,7 @@ class AmdgpuCard:
             return None
         return millidegrees / 1000
 
-    def _watts(self, path: Path | None, *, keep: bool = True) -> float | None:
+    def _watts(self, path: str | None, *, keep: bool = True) -> float | None:
         microwatts = None if path is None else self._files.integer(path, keep=keep)
         return None if microwatts is None or microwatts < 0 else microwatts / 1e6
 

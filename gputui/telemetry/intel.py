@@ -10,6 +10,7 @@ frequencies are i915's ``gt_cur_freq_mhz``/``gt_max_freq_mhz`` and xe's
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,7 @@ POWER_LIMIT_TTL_S = 30.0
 class _Counter:
     """A counter read each sample, and its last value and time, for the rate between two."""
 
-    path: Path
+    path: str
     last: tuple[float, int] | None = None  # (when, value)
 
     def rate(self, files: SysfsFiles, now: float) -> tuple[int | None, float | None]:
@@ -55,7 +56,7 @@ class _Counter:
 class _Gt:
     """One GT (a graphics or media engine group): its clock and its idle counter."""
 
-    clock: Path | None
+    clock: str | None
     """The requested frequency, MHz."""
     clock_max_mhz: float | None
     """Its highest frequency, read once."""
@@ -96,7 +97,7 @@ class IntelCard:
                 )
             ]
             self._vram_total = sum(s for s in sizes if s) or None
-            self._vram_free: Path | None = None
+            self._vram_free: str | None = None
         else:
             self._gts = list(_i915_gts(card.path, files))
             total = first_present([card.path / "lmem_total_bytes"], files)
@@ -197,7 +198,7 @@ class IntelCard:
         free = self._files.integer(self._vram_free, keep=True)
         return None if free is None or free > self._vram_total else self._vram_total - free
 
-    def _celsius(self, path: Path | None) -> float | None:
+    def _celsius(self, path: str | None) -> float | None:
         millidegrees = None if path is None else self._files.integer(path, keep=True)
         if millidegrees is None or path is None:
             return None
@@ -226,7 +227,7 @@ def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:
                 _Gt(
                     clock=first_present([freq / "cur_freq"], files),
                     clock_max_mhz=_mhz(files, top),
-                    idle=_Counter(idle) if files.exists(idle) else None,
+                    idle=_Counter(os.fspath(idle)) if files.exists(idle) else None,
                 )
             )
     return gts
@@ -243,10 +244,11 @@ def _i915_gts(node: Path, files: SysfsFiles) -> list[_Gt]:
         idles = [node / "power" / "rc6_residency_ms"]
     if not clock and not idles:
         return []
-    first = _Gt(clock, _mhz(files, top), _Counter(idles[0]) if idles else None)
-    return [first, *(_Gt(None, None, _Counter(path)) for path in idles[1:])]
+    counters = [_Counter(os.fspath(path)) for path in idles]
+    first = _Gt(clock, _mhz(files, top), counters[0] if counters else None)
+    return [first, *(_Gt(None, None, counter) for counter in counters[1:])]
 
 
-def _mhz(files: SysfsFiles, path: Path | None) -> float | None:
+def _mhz(files: SysfsFiles, path: str | None) -> float | None:
     value = files.integer(path) if path else None
     return float(value) if value else None

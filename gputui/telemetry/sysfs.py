@@ -271,19 +271,19 @@ def hwmon_dir(device: Path) -> Path | None:
     return device / "hwmon" / names[0] if names else None
 
 
-def labelled_inputs(hwmon: Path, kind: str, files: SysfsFiles) -> dict[str, Path]:
+def labelled_inputs(hwmon: Path, kind: str, files: SysfsFiles) -> dict[str, str]:
     """Each ``<kind>N_input`` of ``hwmon`` by its label (``temp2_label`` is ``junction``);
     one without a label goes by its own name (``temp1``)."""
     try:
         names = sorted(os.listdir(hwmon))
     except OSError:
         return {}
-    inputs: dict[str, Path] = {}
+    inputs: dict[str, str] = {}
     for name in names:
         match = re.fullmatch(rf"({kind}\d+)_input", name)
         if match:
             label = files.text(hwmon / f"{match[1]}_label", quiet=True)
-            inputs.setdefault(label or match[1], hwmon / name)
+            inputs.setdefault(label or match[1], os.path.join(hwmon, name))
     return inputs
 
 
@@ -329,9 +329,10 @@ def link_width(value: int | None) -> int | None:
     return value if value is not None and 0 < value <= 32 else None
 
 
-def first_present(paths: Iterable[Path], files: SysfsFiles) -> Path | None:
-    """The first of ``paths`` that exists."""
-    return next((path for path in paths if files.exists(path)), None)
+def first_present(paths: Iterable[Path], files: SysfsFiles) -> str | None:
+    """The first of ``paths`` that exists (as text: a file read often is named by a ``str``,
+    which ``open`` takes as it is)."""
+    return next((os.fspath(path) for path in paths if files.exists(path)), None)
 
 
 def subfolders(folder: Path, prefix: str) -> Iterator[Path]:
