@@ -31,6 +31,21 @@ from gputui.telemetry.sysfs import (
 
 POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is read again (an admin may change it)."""
+THROTTLE_WORDS = (
+    ("pl1", "power cap"),
+    ("pl2", "power cap"),
+    ("pl4", "peak current limit"),
+    ("thermal", "thermal"),
+    ("ratl", "thermal"),
+    ("prochot", "HW slowdown"),
+    ("vr_thermalert", "HW thermal"),
+    ("vr_tdc", "VR current limit"),
+)
+"""Each reason a GT's clock is held down (i915's ``throttle_reason_<name>``, xe's
+``throttle/reason_<name>``, 0 or 1) in the words the monitor shows, NVML's where they fit:
+PL1/PL2 the sustained and burst power limits, PL4 the peak current (Iccmax), RATL the running
+average thermal limit, PROCHOT the platform's throttle signal, the VR's thermal alert and
+thermal design current."""
 
 
 @dataclass
@@ -62,6 +77,9 @@ class _Gt:
     """Its highest frequency, read once."""
     idle: _Counter | None
     """Milliseconds spent idle (RC6) since the driver was loaded."""
+    throttle: tuple[str, dict[str, str]] | None = None
+    """Whether its clock is held down now (a file of 0 or 1), and each reason's file by
+    name; ``None`` where the driver does not say."""
 
 
 class IntelCard:
@@ -170,7 +188,28 @@ class IntelCard:
             pcie_link_width_max_lanes=self._link_max[1],
             performance_state=None,
             processes=processes,
+            throttle_reasons=self._throttle_reasons(),
         )
+
+    def _throttle_reasons(self) -> tuple[str, ...] | None:
+        """Why any GT's clock is held down, in words (empty: none is); ``None`` where no GT
+        says. A GT held down for no reason its files name is held down for ``other``."""
+        files, words, told = self._files, [], False
+        for gt in self._gts:
+            if gt.throttle is None:
+                continue
+            status, reasons = gt.throttle
+            held = files.integer(status, keep=True)
+            told = told or held is not None
+            if not held:
+                continue
+            found = [
+                word
+                for name, word in THROTTLE_WORDS
+                if name in reasons and files.integer(reasons[name], keep=True)
+            ]
+            words += found or ["other"]
+        return tuple(dict.fromkeys(words)) if told else None
 
     def _busy(self, gt: _Gt, now: float) -> float | None:
         """The share of the time since the last sample the GT was not idle, percent."""
@@ -228,6 +267,7 @@ def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:
                     clock=first_present([freq / "cur_freq"], files),
                     clock_max_mhz=_mhz(files, top),
                     idle=_Counter(os.fspath(idle)) if files.exists(idle) else None,
+                    throttle=_throttle_files(freq / "throttle", "status", "reason_", files),
                 )
             )
     return gts
@@ -238,15 +278,39 @@ def _i915_gts(node: Path, files: SysfsFiles) -> list[_Gt]:
     ``gt/gt<N>`` has its own ``rc6_residency_ms`` (an older kernel: ``power/`` has GT 0's)."""
     top = first_present([node / "gt_max_freq_mhz", node / "gt_RP0_freq_mhz"], files)
     clock = first_present([node / "gt_cur_freq_mhz"], files)
-    idles = [gt / "rc6_residency_ms" for gt in subfolders(node / "gt", "gt")]
+    gt_folders = list(subfolders(node / "gt", "gt"))
+    idles = [gt / "rc6_residency_ms" for gt in gt_folders]
     idles = [path for path in idles if files.exists(path)]
     if not idles and files.exists(node / "power" / "rc6_residency_ms"):
         idles = [node / "power" / "rc6_residency_ms"]
     if not clock and not idles:
         return []
     counters = [_Counter(os.fspath(path)) for path in idles]
-    first = _Gt(clock, _mhz(files, top), counters[0] if counters else None)
-    return [first, *(_Gt(None, None, counter) for counter in counters[1:])]
+    throttles = [
+        _throttle_files(gt, "throttle_reason_status", "throttle_reason_", files)
+        for gt in gt_folders
+    ]
+    gts = [_Gt(clock, _mhz(files, top), counters[0] if counters else None)]
+    gts += [_Gt(None, None, counter) for counter in counters[1:]]
+    for gt, throttle in zip(gts, throttles, strict=False):
+        gt.throttle = throttle
+    return gts
+
+
+def _throttle_files(
+    folder: Path, status: str, prefix: str, files: SysfsFiles
+) -> tuple[str, dict[str, str]] | None:
+    """A GT's throttle status file in ``folder`` and its reasons' files (``<prefix><name>``);
+    ``None`` without the status file (i915 before Linux 6.1, a platform without them)."""
+    found = first_present([folder / status], files)
+    if found is None:
+        return None
+    reasons = {
+        name: path
+        for name, _ in THROTTLE_WORDS
+        if (path := first_present([folder / f"{prefix}{name}"], files))
+    }
+    return found, reasons
 
 
 def _mhz(files: SysfsFiles, path: str | None) -> float | None:

@@ -307,6 +307,14 @@ def names(folder: Path) -> PciNames:
 # --- Intel ------------------------------------------------------------------------------
 
 
+THROTTLE_REASONS = ("pl1", "pl2", "pl4", "thermal", "prochot", "ratl", "vr_thermalert", "vr_tdc")
+"""Why a GT's clock is held down, as both drivers name the reasons."""
+I915_THROTTLE_FILES = ("status", *THROTTLE_REASONS)
+"""i915's ``gt/gt<N>/throttle_reason_<name>`` (intel_gt_sysfs_pm.c, Linux 6.1 and later)."""
+XE_THROTTLE_FILES = ("status", *(f"reason_{name}" for name in THROTTLE_REASONS))
+"""xe's ``tile<N>/gt<M>/freq0/throttle/<name>`` (the DOC comment of xe_gt_throttle.c)."""
+
+
 def arc_b580(bus_id: str = "0000:03:00.0") -> Card:
     """An Intel Arc B580 (Battlemage, device e20b) on xe: a render GT and a media GT in tile
     0, each with its frequencies and idle counter, 12 GiB of VRAM, PCIe 4.0 x8, and hwmon's
@@ -327,6 +335,7 @@ def arc_b580(bus_id: str = "0000:03:00.0") -> Card:
             "tile0/gt0/gtidle/name": "gt0-rc\n",
             "tile0/gt0/gtidle/idle_status": "gt-c0\n",
             "tile0/gt0/gtidle/idle_residency_ms": "523110\n",
+            **{f"tile0/gt0/freq0/throttle/{name}": "0\n" for name in XE_THROTTLE_FILES},
             "tile0/gt1/freq0/cur_freq": "1300\n",
             "tile0/gt1/freq0/max_freq": "2400\n",
             "tile0/gt1/gtidle/name": "gt1-mc\n",
@@ -379,6 +388,7 @@ def flex_170(bus_id: str = "0000:4d:00.0") -> Card:
             "gt/gt0/rc6_enable": "1\n",
             "gt/gt0/rc6_residency_ms": "1802211\n",
             "gt/gt0/rps_cur_freq_mhz": "2050\n",
+            **{f"gt/gt0/throttle_reason_{name}": "0\n" for name in I915_THROTTLE_FILES},
             "power/rc6_residency_ms": "1802211\n",
         },
         device={
