@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
@@ -33,6 +34,26 @@ RAS_TTL_S = 10.0
 """Seconds the RAS error counts are trusted (they change rarely, and there are many files)."""
 PWM_MAX = 255
 """``pwm1`` runs from 0 to 255 (hwmon's sysfs interface)."""
+
+GPU_METRICS_THROTTLE_AT = {(1, 3): 112, (2, 2): 120, (2, 3): 120, (2, 4): 120}
+"""Where each ``gpu_metrics`` version (format and content revision of its header) keeps its
+ASIC-independent throttle status (``indep_throttle_status``, a u64): the structs
+gpu_metrics_v1_3 and v2_2 to v2_4 of the kernel's kgd_pp_interface.h. Earlier versions, and
+the Instinct ones from v1_4, say only an ASIC-dependent status, which is not read."""
+THROTTLE_BITS = (
+    (range(0, 8), "power cap"),  # PPT0-3, SPL, FPPT, SPPT, SPPT_APU
+    (range(16, 24), "current limit"),  # TDC (GFX, SOC, MEM, VDD, CVIP), EDC (CPU, GFX), APCC
+    (range(32, 44), "thermal"),  # GPU, core, memory, edge, hotspot, SoC, VR and liquid temps
+    (range(44, 46), "HW thermal"),  # VRHOT0, VRHOT1
+    (range(46, 48), "HW slowdown"),  # PROCHOT (CPU, GFX)
+    (range(56, 57), "power cap"),  # PPM
+    (range(57, 58), "reliability limit"),  # FIT
+)
+"""The bits of ``indep_throttle_status`` (amdgpu_smu.h's ``SMU_THROTTLER_*_BIT``) in the words
+the monitor shows, NVML's where they fit."""
+_METRICS_HEADER = struct.Struct("=HBB")
+"""``metrics_table_header``: structure size, format revision, content revision."""
+_U64 = struct.Struct("=Q")
 
 _DPM_LINE = re.compile(r"\s*\w+:\s*(\d+)\s*mhz\s*(\*)?\s*", re.IGNORECASE)
 _UNCORRECTED = re.compile(r"^ue:\s*(\d+)\s*$", re.MULTILINE)
@@ -114,6 +135,7 @@ class AmdgpuCard:
             if files.exists(hwmon / "fan1_input") and files.exists(hwmon / "fan1_max"):
                 self._fan = (os.fspath(hwmon / "fan1_input"), os.fspath(hwmon / "fan1_max"))
         self._link = CurrentLink(device, files)
+        self._metrics, self._throttle_at = _gpu_metrics(device, files)
         self._ras = _ras_files(device)
         self._power_cap_w: tuple[float, float | None] | None = None  # (read at, watts)
         self._ras_errors: tuple[float, int | None] | None = None  # (read at, count)
@@ -164,6 +186,29 @@ class AmdgpuCard:
             performance_state=None,
             processes=processes,
             ecc_uncorrected_errors=self._uncorrected(now),
+            throttle_reasons=self._throttle_reasons(),
+        )
+
+    def _throttle_reasons(self) -> tuple[str, ...] | None:
+        """Why the clocks are held down, from ``gpu_metrics`` where its version says it in
+        ASIC-independent bits (empty: they are not); ``None`` elsewhere, or when the file
+        does not read as that version (noted)."""
+        if self._metrics is None or self._throttle_at is None:
+            return None
+        data = self._files.data(self._metrics, keep=True)
+        at = self._throttle_at
+        if data is None or len(data) < at + _U64.size:
+            self._files.note(self._metrics, "truncated")
+            return None
+        size, *version = _METRICS_HEADER.unpack_from(data)
+        if GPU_METRICS_THROTTLE_AT.get((version[0], version[1])) != at or size < at + _U64.size:
+            self._files.note(
+                self._metrics, f"not the gpu_metrics it was (v{version[0]}.{version[1]})"
+            )
+            return None
+        (bits,) = _U64.unpack_from(data, at)
+        return tuple(
+            dict.fromkeys(word for span, word in THROTTLE_BITS if any(bits >> b & 1 for b in span))
         )
 
     def _dpm(self, name: str) -> tuple[float | None, float | None]:
@@ -238,6 +283,26 @@ class AmdgpuCard:
                     self._files.note(path, "no 'ue:' count")
             cached = self._ras_errors = (now, sum(counts) if counts else None)
         return cached[1]
+
+
+def _gpu_metrics(device: Path, files: SysfsFiles) -> tuple[str | None, int | None]:
+    """The card's ``gpu_metrics`` and where its version keeps the ASIC-independent throttle
+    status; ``None`` for what it lacks (no file, a truncated header, another version: noted)."""
+    path = os.fspath(device / "gpu_metrics")
+    data = files.data(path, quiet=True)
+    if data is None:
+        return None, None
+    if len(data) < _METRICS_HEADER.size:
+        files.note(path, "truncated")
+        return None, None
+    _, format_revision, content_revision = _METRICS_HEADER.unpack_from(data)
+    at = GPU_METRICS_THROTTLE_AT.get((format_revision, content_revision))
+    if at is None:
+        files.note(
+            path, f"v{format_revision}.{content_revision} has no ASIC-independent throttle status"
+        )
+        return None, None
+    return path, at
 
 
 def _ras_files(device: Path) -> list[Path]:

@@ -176,12 +176,22 @@ class SysfsFiles:
             DeviceGone: the driver answered that the device is gone.
         """
         name = os.fspath(path)
+        data = self.data(name, quiet=quiet, keep=keep)
+        return None if data is None else self._decoded(name, data, quiet)
+
+    def data(self, path: Path | str, *, quiet: bool = False, keep: bool = False) -> bytes | None:
+        """The file's bytes (``READ_MAX`` at most), as :meth:`text` reads them.
+
+        Raises:
+            DeviceGone: the driver answered that the device is gone.
+        """
+        name = os.fspath(path)
         if keep:
             with self._lock:
                 fd = self._kept.get(name)
                 if fd is not None:
                     try:
-                        return self._decoded(name, os.pread(fd, READ_MAX, 0), quiet)
+                        return os.pread(fd, READ_MAX, 0)
                     except OSError:  # its node went (a driver bound again?): open it anew
                         del self._kept[name]
                         os.close(fd)
@@ -209,7 +219,7 @@ class SysfsFiles:
         finally:
             if not kept:
                 os.close(fd)
-        return self._decoded(name, data, quiet)
+        return data
 
     def _decoded(self, path: str, data: bytes, quiet: bool) -> str | None:
         try:

@@ -9,6 +9,7 @@ import itertools
 import logging
 import os
 import shutil
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from tests.telemetry.sysfs_trees import (
     MI300X_VRAM_USED,
     aspeed_bmc,
     build,
+    gpu_metrics_v1_3,
+    mi300x,
     mi300x_box,
     names,
     nvidia_card,
@@ -196,6 +199,52 @@ def test_a_missing_or_garbled_file_is_na_and_a_debug_note(
     assert all(getattr(gpu, other) is not None for other in others if other != field)
     notes = [r.getMessage() for r in caplog.records if path.split("/")[-1] in r.getMessage()]
     assert len(notes) == 1, notes  # once, not every sample
+
+
+def test_gpu_metrics_tells_why_the_clocks_are_held_down(tmp_path: Path) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx(), mi300x(0)])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    radeon, instinct = sampler.sample().gpus
+    assert radeon.throttle_reasons == ()  # v1.3 says it, and nothing holds them down
+    assert instinct.throttle_reasons is None  # no gpu_metrics in this tree
+    bits = 1 << 0 | 1 << 4 | 1 << 36 | 1 << 47  # PPT0, SPL, hotspot temperature, PROCHOT
+    (device_of(sysfs, "0000:03:00.0") / "gpu_metrics").write_bytes(gpu_metrics_v1_3(bits))
+    radeon = sampler.sample().gpus[0]
+    assert radeon.throttle_reasons == ("power cap", "thermal", "HW slowdown")
+    assert "throttled: power cap, thermal, HW slowdown" in health_problems(radeon)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "note"),
+    [
+        (gpu_metrics_v1_3(size=3), "truncated"),
+        (struct.pack("=HBB", 96, 1, 5) + bytes(92), "v1.5 has no ASIC-independent throttle"),
+    ],
+)
+def test_a_gpu_metrics_of_another_version_or_truncated_is_na_and_a_note(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, metrics: bytes, note: str
+) -> None:
+    card = radeon_rx_7900_xtx()
+    card.device["gpu_metrics"] = metrics
+    sysfs = build(tmp_path / "sys", [card])
+    with caplog.at_level(logging.DEBUG, logger="gputui.telemetry"):
+        (gpu,) = DrmSampler(sysfs, names=names(tmp_path / "ids")).sample().gpus
+    assert gpu.state is GpuState.OK and gpu.throttle_reasons is None
+    assert gpu.utilization_percent == 97.0  # the rest as sysfs says
+    assert [r for r in caplog.records if "gpu_metrics" in r.getMessage() and note in r.getMessage()]
+
+
+def test_a_gpu_metrics_truncated_since_is_na_and_noted_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    (device_of(sysfs, "0000:03:00.0") / "gpu_metrics").write_bytes(gpu_metrics_v1_3(size=64))
+    with caplog.at_level(logging.DEBUG, logger="gputui.telemetry"):
+        gpus = [sampler.sample().gpus[0] for _ in range(3)]
+    assert [gpu.throttle_reasons for gpu in gpus] == [None] * 3
+    assert len([r for r in caplog.records if "gpu_metrics: truncated" in r.getMessage()]) == 1
 
 
 def test_parse_dpm_reads_each_kernels_spelling() -> None:
