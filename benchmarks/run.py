@@ -794,8 +794,10 @@ def vendor_readers_section(quick: bool) -> Section:
             "The trees are plain files on this machine's file system, not sysfs and procfs: "
             "a tree does not count fds in its folders' sizes (procfs does from Linux 6.2), so "
             "the tree variants run the sweep as on an older kernel, and a file there is cheaper "
-            "to open than in sysfs. The stand-in NVML answers from memory where a driver's "
-            "calls go through the kernel, so NVML's figure is the least it costs.",
+            "to open than in sysfs, where reading one runs the driver's code (a query of the "
+            "GPU's firmware for some). The stand-in NVML answers from memory where a driver's "
+            "calls go through the kernel, so NVML's figure is the least it costs: neither side "
+            "pays its driver here, and no GPU of any vendor was measured.",
             "",
             f"| sampler | ms CPU per sample | of NVML | {VENDOR_READERS_BASELINE}: ms | "
             f"{VENDOR_READERS_BASELINE}: of NVML | each round |",
