@@ -292,6 +292,8 @@ def _is_kernel_thread(procfs: str, pid: int) -> bool:
 class _Process:
     """What the sweep keeps of one process between sweeps."""
 
+    pid: int
+    """Its pid."""
     inode: int
     """The inode of ``/proc/PID``: a process that takes a pid over gets a new one."""
     kernel_thread: bool = False
@@ -378,7 +380,7 @@ class DrmClientSampler:
         self._clock_ns = clock_ns
         self._sweep = 0
         self._listed_before = False
-        self._processes: dict[int, _Process] = {}
+        self._processes: dict[str, _Process] = {}
         self._counters: dict[ClientKey, _Counters] = {}
         self._same_pid_namespace: bool | None = None
 
@@ -399,20 +401,20 @@ class DrmClientSampler:
         clients: dict[ClientKey, tuple[DrmClient, int]] = {}  # with when it was read
         holders: dict[ClientKey, set[int]] = {}
         parsed: dict[str, DrmClient | None] = {}  # this sweep's texts: dup'd fds show one
-        processes: dict[int, _Process] = {}
+        processes: dict[str, _Process] = {}  # by the name of its folder
         known_before, sweep, counts_fds = self._processes, self._sweep, self._counts_fds
         for name, inode in listed:
-            if not name.isdigit():
-                continue
-            pid = int(name)
-            known = known_before.get(pid)
+            known = known_before.get(name)
             if known is None or known.inode != inode:
-                known = _Process(inode, _is_kernel_thread(self._root, pid))
-            processes[pid] = known
+                if not name.isdigit():
+                    continue  # not a process: self, stat, sys...
+                known = _Process(int(name), inode, _is_kernel_thread(self._root, int(name)))
+            processes[name] = known
             if sweep < known.next_scan and not counts_fds:  # not due: as last listed
                 drm_fds = known.drm_fds
             else:
-                drm_fds = self._drm_fds(pid, known)
+                drm_fds = self._drm_fds(known.pid, known)
+            pid = known.pid
             for fd in drm_fds:
                 client = self._read_client(pid, fd, known, parsed)
                 if client is None:
@@ -519,7 +521,7 @@ class DrmClientSampler:
         before it forked), and who runs it; ``None`` when every one has gone."""
         candidates = []
         for pid in pids:
-            known = self._processes[pid]
+            known = self._processes[str(pid)]
             if known.identity is None:
                 known.identity = read_process_identity(
                     self._root, pid, raw_commands=self._raw_commands
@@ -530,7 +532,7 @@ class DrmClientSampler:
         if not candidates:
             return None
         pid = min(candidates)[1]
-        identity = self._processes[pid].identity
+        identity = self._processes[str(pid)].identity
         return None if identity is None else (pid, identity)
 
     def _local_pids(self) -> bool:
