@@ -70,7 +70,9 @@ _UNMAPPED_REGIONS = {"amdgpu": frozenset({"cpu"}), "xe": frozenset({"system"})}
 _GRAPHICS_ENGINES = frozenset({"gfx", "render", "rcs"})
 _COMPUTE_ENGINES = frozenset({"compute", "ccs"})
 
-_IDENTITY_LINE = re.compile(r"^[ \t]*drm-(driver|pdev|client-id):[ \t]*(.*?)[ \t]*$", re.M)
+_IDENTITY_KEY = re.compile(r"drm-(driver|pdev|client-id):[ \t]*(.*?)[ \t]*$", re.M)
+"""An identity key and its value; a key only at a line's start (blanks before it allowed),
+which the caller checks: a pattern that starts with its literal is searched for fast."""
 _COUNTER_LINE = re.compile(
     r"^[ \t]*drm-(engine-capacity|engine|total-cycles|cycles|resident|memory|total)-"
     r"([^:\s]+):[ \t]*(\d+)(?:[ \t]+(\S+))?[ \t]*$",
@@ -128,7 +130,11 @@ def parse_fdinfo(text: str) -> DrmClient | None:
     driver: str | None = None
     pci_bus_id: str | None = None
     client_id: int | None = None
-    for key, value in _IDENTITY_LINE.findall(text):
+    for match in _IDENTITY_KEY.finditer(text):
+        start = match.start()
+        if text[text.rfind("\n", 0, start) + 1 : start].strip(" \t"):
+            continue  # within a line, not at its start
+        key, value = match.groups()
         if key == "driver":
             driver = value or driver
         elif key == "pdev":
