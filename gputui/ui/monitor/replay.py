@@ -23,7 +23,7 @@ from textual.widgets import Input, Static
 
 from gputui.format import for_screen, one_line
 from gputui.recording.player import Player, Shown, faster, goto_time
-from gputui.recording.render import fmt_offset, recorded_at
+from gputui.recording.render import fmt_offset, fmt_utc
 from gputui.telemetry.history import History, record_cpu, record_gpus
 from gputui.telemetry.polling import SOURCES
 from gputui.ui.monitor.app import FOOTER_FULL_FROM, FOOTER_PALETTE_FROM, Clock, MonitorApp
@@ -253,16 +253,15 @@ class ReplayApp(MonitorApp):
         player = self.player
         header = player.header
         state = "▶ playing" if self.playing else "❚❚ paused"
-        at = recorded_at(header, player.t)[:-1] + f" of {fmt_offset(player.last_t)})"
-        parts = [state, at, one_line(header.host), f"{self.speed:g}x"]
-        if self.loop:
-            parts.append("loop")
+        parts = [state, f"+{fmt_offset(player.t)} of {fmt_offset(player.last_t)}"]
         problem = player.problem
-        if problem is not None:
-            parts.append(f"stops at {problem}")
+        if problem is not None:  # before what a narrow screen may cut
+            parts.append(f"line {problem.line} {'cut short' if problem.cut else 'damaged'}")
             if not self._said_problem:
                 self._said_problem = True
-                self.notify(one_line(str(problem)), severity="warning", markup=False)
+                self.notify(one_line(str(problem)), severity="warning", timeout=30, markup=False)
+        parts += [fmt_utc(header.started_unix + player.t), one_line(header.host)]
+        parts.append(f"{self.speed:g}x" + ("  loop" if self.loop else ""))
         self._status.update(Text(one_line("  ".join(parts)), no_wrap=True, overflow="ellipsis"))
 
     # -- what a replay refuses -------------------------------------------------------------
