@@ -38,7 +38,13 @@ from gputui.commands.fleet import (
     run_fleet_snapshot,
     targets_of,
 )
-from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
+from gputui.commands.output import (
+    OutputFailed,
+    forget_output,
+    not_a_terminal,
+    text_width,
+    write_out,
+)
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.format import ellipsize
 from gputui.jobs.config import ConfigError, DeviceQuery
@@ -290,27 +296,6 @@ def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
         return setup
     checked = defaults.with_changes(device=listed.chosen[0])  # cuda reads cuda:0, as listed
     return dataclasses.replace(setup, defaults=checked)
-
-
-def not_a_terminal() -> str | None:
-    """The first standard stream that is not a terminal (``standard input``...), if any.
-
-    The monitor needs all three: Textual reads keys from standard input and draws on
-    standard error (so ``gputui 2>log`` would draw into the log), and the terminal's
-    size is read from standard output. A closed stream is not a terminal.
-    """
-    streams = {
-        "standard input": sys.__stdin__,
-        "standard output": sys.__stdout__,
-        "standard error": sys.__stderr__,
-    }
-    for name, stream in streams.items():
-        try:
-            if stream is None or not os.isatty(stream.fileno()):
-                return name
-        except (OSError, ValueError):  # closed, or no file descriptor at all
-            return name
-    return None
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:

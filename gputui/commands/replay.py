@@ -51,8 +51,7 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
         epilog=examples(
             ("gputui replay night.ndjson.zst", "the night in the monitor, from its start"),
             ("gputui replay night.ndjson.zst --speed 16 --loop", "fast, over and over"),
-            ("gputui replay --summary night.ndjson.zst", "each GPU's night, summed up"),
-            ("gputui replay --summary night.ndjson.zst --json", "the same, as JSON"),
+            ("gputui replay --summary night.ndjson.zst --json", "each GPU's night, as JSON"),
         ),
     )
     replay.add_argument(
@@ -117,7 +116,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
 
 def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
     """The monitor driven by ``recording``, until the user quits."""
-    from gputui.commands import not_a_terminal
+    from gputui.commands.output import not_a_terminal
     from gputui.recording.player import Player
 
     stream = not_a_terminal()

@@ -298,3 +298,25 @@ async def test_a_file_cut_short_replays_to_its_last_whole_frame(tmp_path: Path) 
         await pilot.pause()
         assert app.player.t == 28.5
         assert "cut short" in app._notifications.__iter__().__next__().message
+
+
+@pytest.mark.parametrize("size", [(80, 25), (160, 51)])
+async def test_the_footer_the_palette_and_the_help_offer_the_replay_s_keys(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    app = _app(_made(tmp_path, 10), playing=False)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        footer = screen_text(app).splitlines()[-1]
+        for shown in ("space Pause", "←→ Step", "[] Min", "g Go to", "-+ Speed", "l Loop"):
+            assert shown in footer
+        for refused in ("Train", "Kill", "Runner", "Doctor"):
+            assert refused not in footer
+        helps = {command.title: command.help for command in app.get_system_commands(app.screen)}
+        assert helps["Pause or play"] == "Pause the replay, or play it on (space)"
+        assert helps["Go to a time"].endswith("(g)") and "Train" not in helps
+        assert "Kill process" not in helps and "Sort processes" in helps
+        await pilot.press("?")
+        areas = dict(app.screen.areas)  # type: ignore[attr-defined]
+        assert "Runner" not in areas and ("←", "The frame before") in areas["Replay"]
+        assert not any(keys in ("k", "K", "i") for keys, _ in areas["GPU processes"])

@@ -144,6 +144,8 @@ class MonitorApp(TerminalColours):
     """gputui's live monitor."""
 
     TITLE = "gputui"
+    KEY_AREAS: ClassVar[dict[str, str]] = KEY_AREAS
+    """The help screen's areas, by the prefix of their actions (see :data:`KEY_AREAS`)."""
     CSS_PATH = Path(__file__).with_name("monitor.tcss")  # absolute: subclasses live elsewhere
     BINDINGS: ClassVar[list[BindingType]] = [
         QUIT,
@@ -579,16 +581,23 @@ class MonitorApp(TerminalColours):
 
         explain = {action: help_text for _, help_text, action in MONITOR_COMMANDS}
         explain |= MONITOR_KEYS_HELP | {"doctor": DOCTOR_COMMAND}
-        areas: dict[str, list[Binding]] = {area: [] for area in ("Monitor", *KEY_AREAS.values())}
+        key_areas = self.KEY_AREAS
+        areas: dict[str, list[Binding]] = {area: [] for area in ("Monitor", *key_areas.values())}
         for _, binding in self._bindings:
             action = action_name(binding)
-            area = next((a for p, a in KEY_AREAS.items() if action.startswith(p)), "Monitor")
+            if not self.offers(action):
+                continue
+            area = next((a for p, a in key_areas.items() if action.startswith(p)), "Monitor")
             areas[area].append(binding)
         areas["GPU processes"].extend(Binding.make_bindings(ProcessTable.BINDINGS))
         return [
             (area, key_rows(bindings, self.get_key_display, explain))
             for area, bindings in areas.items()
         ]
+
+    def offers(self, action: str) -> bool:
+        """Whether the help lists ``action`` (the monitor offers every one it binds)."""
+        return True
 
     def keys_of(self, action: str) -> str:
         """The keys bound to ``action`` (``process_sort``: ``o``), as the footer shows them."""

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Iterable
 from dataclasses import replace
+from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingsMap, BindingType
 from textual.geometry import Size
+from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from gputui.format import for_screen, one_line
@@ -45,17 +48,39 @@ SIGNAL_REFUSAL = "A replay shows a recording: its processes are not this machine
 """What ``k``, ``K`` and ``i`` say in a replay."""
 
 
+REPLAY_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("Pause or play", "Pause the replay, or play it on", "replay_pause"),
+    ("Next frame", "Show the next recorded frame", "replay_step(1)"),
+    ("Frame before", "Show the recorded frame before", "replay_step(-1)"),
+    ("A minute on", "Seek a minute on in the recording", "replay_jump(1)"),
+    ("A minute back", "Seek a minute back in the recording", "replay_jump(-1)"),
+    ("Go to a time", "Go to an offset, a UTC time, start or end", "replay_goto"),
+    ("Faster", "Play faster, up to 16x", "replay_speed(1)"),
+    ("Slower", "Play slower, down to 0.25x", "replay_speed(-1)"),
+    ("Loop", "Start again after the last frame, or stop there", "replay_loop"),
+)
+"""The palette's entries for the replay's keys: title, help, action."""
+_REFUSED_ACTIONS = (
+    "action_runner_",
+    "action_process_terminate",
+    "action_process_kill",
+    "action_process_interrupt",
+)
+"""The palette's monitor entries a replay leaves out (what it refuses), by their actions."""
+
+
 class ReplayApp(MonitorApp):
     """The monitor, driven by a recording."""
 
+    KEY_AREAS: ClassVar[dict[str, str]] = {"replay_": "Replay", "process_": "GPU processes"}
     CSS = "#replay-status { height: 1; padding: 0 1; background: $panel; }"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "replay_pause", "Pause"),
         # (priority: the process table scrolls on them otherwise; see check_action)
-        Binding("left", "replay_step(-1)", "Back", group=STEP_GROUP, priority=True),
-        Binding("right", "replay_step(1)", "Step", group=STEP_GROUP, priority=True),
-        Binding("left_square_bracket", "replay_jump(-1)", "Back", group=MINUTE_GROUP),
-        Binding("right_square_bracket", "replay_jump(1)", "On", group=MINUTE_GROUP),
+        Binding("left", "replay_step(-1)", "The frame before", group=STEP_GROUP, priority=True),
+        Binding("right", "replay_step(1)", "The next frame", group=STEP_GROUP, priority=True),
+        Binding("left_square_bracket", "replay_jump(-1)", "A minute back", group=MINUTE_GROUP),
+        Binding("right_square_bracket", "replay_jump(1)", "A minute on", group=MINUTE_GROUP),
         Binding("g", "replay_goto", "Go to"),
         Binding("minus", "replay_speed(-1)", "Slower", group=SPEED_GROUP),
         Binding("plus,equals_sign", "replay_speed(1)", "Faster", group=SPEED_GROUP),
@@ -263,6 +288,24 @@ class ReplayApp(MonitorApp):
         parts += [fmt_utc(header.started_unix + player.t), one_line(header.host)]
         parts.append(f"{self.speed:g}x" + ("  loop" if self.loop else ""))
         self._status.update(Text(one_line("  ".join(parts)), no_wrap=True, overflow="ellipsis"))
+
+    def offers(self, action: str) -> bool:
+        """The help leaves out what a replay refuses."""
+        return not f"action_{action}".startswith(_REFUSED_ACTIONS)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The monitor's palette less what a replay refuses, with the replay's keys."""
+        for command in super().get_system_commands(screen):
+            name = getattr(command.callback, "__name__", "")
+            if self.offers(name.removeprefix("action_")):
+                yield command
+        if screen is self.screen_stack[0]:
+            for title, help_text, action in REPLAY_COMMANDS:
+                name, _, argument = action.partition("(")
+                callback = getattr(self, f"action_{name}")
+                if argument:
+                    callback = partial(callback, int(argument.rstrip(")")))
+                yield SystemCommand(title, f"{help_text} ({self.keys_of(action)})", callback)
 
     # -- what a replay refuses -------------------------------------------------------------
 
