@@ -7,6 +7,7 @@ that ends early."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from gputui.telemetry.readings import CpuReading, GpuState, NvmlReading, Snapsho
 from gputui.telemetry.snapshot import snapshot_as_dict
 from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.monitor.replay import RUNNER_REFUSAL, SIGNAL_REFUSAL, ReplayApp
+from tests.commands.test_cli import ROOT
 from tests.recording.made import STARTED, plain_lines, write
 from tests.ui.fakes import (
     MPS_ON_LINUX,
@@ -320,3 +322,23 @@ async def test_the_footer_the_palette_and_the_help_offer_the_replay_s_keys(
         areas = dict(app.screen.areas)  # type: ignore[attr-defined]
         assert "Runner" not in areas and ("←", "The frame before") in areas["Replay"]
         assert not any(keys in ("k", "K", "i") for keys, _ in areas["GPU processes"])
+
+
+def test_gputui_replay_runs_on_a_terminal_and_q_quits(tmp_path: Path) -> None:
+    """The command itself, on a real pseudo-terminal: the recorded host and time show, and
+    ``q`` ends it with exit code 0."""
+    from tests.pty_run import run_on_a_pty, shown_text
+
+    path = _made(tmp_path, 10)
+    run = run_on_a_pty(
+        [sys.executable, "-m", "gputui", "replay", "--paused", str(path)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        size=(100, 30),
+        timeout_s=60,
+        script=[(lambda shown: "box-01" in shown_text(shown), b"q")],
+        exit_within_s=20,
+    )
+    assert run.returncode == 0, shown_text(run.shown)[-500:]
+    shown = shown_text(run.shown)
+    assert "paused" in shown and "2026-11-18 11:06:40 UTC" in shown

@@ -216,7 +216,7 @@ class ReplayApp(MonitorApp):
         if played:
             self._show(played)
         elif self.player.finished:
-            if self.loop and self.player.problem is None:
+            if self.loop:
                 self.seek(0.0)
             else:
                 self.playing = False
