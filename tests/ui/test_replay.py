@@ -18,7 +18,7 @@ import pytest
 
 from gputui.recording.frames import FORMAT_VERSION, Header
 from gputui.recording.player import Player
-from gputui.recording.reader import Recording
+from gputui.recording.reader import Frame, Recording, RecordingError
 from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.history import History
 from gputui.telemetry.nvml import NvmlSampler
@@ -342,3 +342,112 @@ def test_gputui_replay_runs_on_a_terminal_and_q_quits(tmp_path: Path) -> None:
     assert run.returncode == 0, shown_text(run.shown)[-500:]
     shown = shown_text(run.shown)
     assert "paused" in shown and "2026-11-18 11:06:40 UTC" in shown
+
+
+def _box(lines: list[str], title: str) -> list[str]:
+    """The lines of the panel whose top border holds ``title``."""
+    start = next(at for at, line in enumerate(lines) if title in line)
+    end = next(at for at in range(start + 1, len(lines)) if lines[at].startswith("╰"))
+    return lines[start : end + 1]
+
+
+async def test_the_monitor_records_what_it_shows_and_the_replay_shows_it_again(
+    tmp_path: Path,
+) -> None:
+    """``gputui --record FILE``: the live monitor writes each painted beat; replayed to its
+    end, the GPU processes and GPUs show as the live monitor showed them last."""
+    from gputui.recording.recorder import ShownRecorder
+    from tests.ui.fakes import FakeClock, fake_app, gpu_reading, lost_gpu, nvml_reading
+
+    readings = [
+        nvml_reading([gpu_reading(0), gpu_reading(1)]),
+        nvml_reading([gpu_reading(0, utilization_percent=13.0), gpu_reading(1)]),
+        nvml_reading([gpu_reading(0, utilization_percent=64.0, processes=()), lost_gpu(1)]),
+    ]
+    path = tmp_path / "shown.ndjson.gz"
+    clock = FakeClock()
+    recorder = ShownRecorder(path, interval_s=0.05, codec="gzip", clock=clock)
+    live = fake_app(nvml=ScriptedSampler(*readings), interval=0.05, recorder=recorder)
+    async with live.run_test(size=(100, 31)) as pilot:
+        await wait_until(pilot, lambda: live.handled["nvml"] >= 3)
+        assert not live.runner.display  # (as in a replay, which shows none)
+        shown = screen_text(live).splitlines()
+    recorder.close()
+    frames = list(Recording.open(path).frames())
+    assert len(frames) >= 3
+    assert frames[-1].readings["gpus"][1]["state"] == "lost"
+    app = _app(path, playing=False)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        await pilot.press("g", "ctrl+a", "ctrl+k", *"end", "enter")
+        await pilot.pause()
+        replayed = screen_text(app).splitlines()
+    assert _box(replayed, "GPU processes") == _box(shown, "GPU processes")
+    # The GPUs, their sparklines aside: the live ones also hold the beats painted before
+    # every source had answered once, which no frame can hold.
+    gpus, live_gpus = _box(replayed, "NVIDIA · 2 GPUs"), _box(shown, "NVIDIA · 2 GPUs")
+    assert [line for line in gpus if "LOST" in line or "°C" in line] == [
+        line for line in live_gpus if "LOST" in line or "°C" in line
+    ]
+    assert any("LOST" in line for line in gpus)
+
+
+def test_gputui_record_flag_records_the_monitor_on_a_terminal(
+    tmp_path: Path, fake_nvml_dir: Path
+) -> None:
+    """``gputui --record FILE`` on a real pseudo-terminal and the stand-in NVML: the monitor
+    runs, ``q`` quits, one line says what was recorded, and the file replays."""
+    from tests.pty_run import run_on_a_pty, shown_text
+
+    path = tmp_path / "night.ndjson.gz"
+    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_")}
+    env.update(PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_GPU_COUNT="2")
+    run = run_on_a_pty(
+        [sys.executable, "-m", "gputui", "--interval", "0.25", "--record", str(path)],
+        env=env,
+        cwd=ROOT,
+        size=(100, 30),
+        timeout_s=90,
+        script=[
+            (lambda shown: "NVIDIA · 2 GPUs" in shown_text(shown), b""),
+            (lambda shown: path.exists() and len(_frames_in(path)) >= 3, b"q"),
+        ],
+        exit_within_s=30,
+    )
+    assert run.returncode == 0, shown_text(run.shown)[-500:]
+    frames = _frames_in(path)
+    assert f"frames recorded in {path}" in shown_text(run.shown)
+    assert len(frames) >= 3 and [gpu["index"] for gpu in frames[-1].readings["gpus"]] == [0, 1]
+
+
+def _frames_in(path: Path) -> list[Frame]:
+    try:
+        return list(Recording.open(path).frames())
+    except RecordingError:
+        return []
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--record", "{here}"], "exists: name a new file (a recording never writes over one)"),
+        (["--record", "{new}", "snapshot"], "--record records this machine's monitor"),
+        (["--record", "{new}", "--hosts", "a:9400"], "--record records this machine's monitor"),
+    ],
+)
+def test_a_bad_record_flag_is_one_usage_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    from gputui.commands import main
+
+    here, new = tmp_path / "here.ndjson", tmp_path / "new.ndjson"
+    here.write_text("")
+    words = [word.format(here=here, new=new) for word in argv]
+    try:
+        code = main(words)
+    except SystemExit as exited:
+        code = exited.code  # type: ignore[assignment]
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert said.format(here=here) in err
+    assert not new.exists()

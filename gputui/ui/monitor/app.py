@@ -78,6 +78,7 @@ from gputui.ui.widgets.steady import SteadyHorizontal, SteadyScreen
 
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
     from gputui.doctor.checks import DoctorReport
+    from gputui.recording.recorder import ShownRecorder
     from gputui.ui.doctor.screen import DoctorRunner
     from gputui.ui.widgets.keys_help import KeyArea
 
@@ -182,6 +183,7 @@ class MonitorApp(TerminalColours):
         doctor: DoctorRunner | None = None,
         readonly: bool = False,
         only: GpuSelection | None = None,
+        recorder: ShownRecorder | None = None,
     ) -> None:
         """Build the app; nothing is sampled until it runs.
 
@@ -201,8 +203,11 @@ class MonitorApp(TerminalColours):
             readonly: Send no signal to any process (``k``, ``K`` and ``i`` say so, and
                 the footer does not offer them).
             only: Show these GPUs alone (``--only``; default: every GPU).
+            recorder: Records what is shown (``--record``); the caller closes it.
         """
         super().__init__()
+        self.recorder = recorder
+        """Records each painted beat, if the monitor records (``--record``)."""
         self.readonly = readonly
         self.only = only
         """Whether ``k``, ``K`` and ``i`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
@@ -752,6 +757,18 @@ class MonitorApp(TerminalColours):
             if isinstance(mps, MpsReading):
                 self.monitor.show_mps(mps)
                 self.handled["mps"] += 1
+        if self.recorder is not None:
+            shown = {"cpu": cpu, "nvml": nvml, "drm": drm, "mps": mps}
+            self._record({source: r for source, r in shown.items() if r is not None})
+
+    def _record(self, shown: dict[str, object]) -> None:
+        """Write the painted readings into the recording; say once that it stopped."""
+        recorder = self.recorder
+        if recorder is None or recorder.failed is not None:
+            return
+        recorder.shown(shown)
+        if recorder.failed is not None:
+            self.notify(one_line(recorder.failed), severity="error", timeout=30, markup=False)
 
     def on_cpu_sampled(self, message: CpuSampled) -> None:
         """A host reading arrived."""
@@ -807,6 +824,7 @@ def run_app(
     *,
     readonly: bool = False,
     only: GpuSelection | None = None,
+    recorder: ShownRecorder | None = None,
 ) -> int:
     """Run the monitor with the real samplers until the user quits.
 
@@ -818,11 +836,19 @@ def run_app(
             ``GPUTUI_RUNNER_DEFAULTS``, checked first); default: a run beside the monitor.
         readonly: Send no signal to any process (``--readonly``, ``GPUTUI_READONLY=1``).
         only: Show these GPUs alone (``--only``).
+        recorder: Records what is shown (``--record``); the caller closes it.
 
     Returns:
         The process exit code.
     """
-    app = MonitorApp(head_start, interval=interval, runner=runner, readonly=readonly, only=only)
+    app = MonitorApp(
+        head_start,
+        interval=interval,
+        runner=runner,
+        readonly=readonly,
+        only=only,
+        recorder=recorder,
+    )
     app.run()  # on its way out: the trainer stopped, each sampler stopped and closing
     app.wait_for_samplers(CLOSE_WAIT_S)  # NVML shut down on its thread, with no call in flight
     return app.return_code or 0  # then gputui.commands.exit_process ends the process
