@@ -189,12 +189,12 @@ class ReplayApp(MonitorApp):
             for source in SOURCES:
                 self._beat.arrived(source, getattr(last, source))
             self._paint()
-            self._target_t = self.player.t
         self._say_status()
 
     def seek(self, t: float) -> None:
         """Show the last frame at or before ``t`` (seconds since the recording started)."""
         self._show(self.player.seek(t, self._window_s()), again=True)
+        self._target_t = self.player.t
 
     def _schedule(self) -> None:
         """Play on: the next tick after the frame interval at this speed."""
@@ -242,6 +242,7 @@ class ReplayApp(MonitorApp):
             self._show([shown] if shown is not None else [])
         else:
             self._show(self.player.back(self._window_s()), again=True)
+        self._target_t = self.player.t
 
     def action_replay_jump(self, minutes: int) -> None:
         """Seek a minute on, or back."""
