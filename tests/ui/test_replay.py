@@ -242,11 +242,13 @@ async def test_loop_starts_again_after_the_last_frame(tmp_path: Path) -> None:
         await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
         await wait_until(pilot, lambda: not app.playing)  # the end: it stops there
         assert app.player.t == 5.5
-        await pilot.press("l", "space")
-        assert "loop" in screen_text(app)
-        await wait_until(pilot, lambda: app.player.t == 0.5)  # back at the start
-        await wait_until(pilot, lambda: app.player.t == 5.5)
+        await pilot.press("l", "space")  # loop, and play: from the start again
+        assert "loop" in screen_text(app) and app.player.t == 0.5
+        await wait_until(pilot, lambda: app.loops >= 2)  # past the end, twice
         assert app.playing
+        await pilot.press("l")
+        await wait_until(pilot, lambda: not app.playing)  # no loop: it stops at the end
+        assert app.player.t == 5.5
 
 
 @pytest.mark.parametrize(

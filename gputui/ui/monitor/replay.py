@@ -123,6 +123,8 @@ class ReplayApp(MonitorApp):
         """Recorded seconds a second."""
         self.loop = loop
         """Whether the replay starts again after the last frame."""
+        self.loops = 0
+        """Times the replay started again after the last frame (tests wait on it)."""
         self._target_t = player.t
         self._tick: asyncio.TimerHandle | None = None
         self._said_problem = False
@@ -217,6 +219,7 @@ class ReplayApp(MonitorApp):
             self._show(played)
         elif self.player.finished:
             if self.loop:
+                self.loops += 1
                 self.seek(0.0)
             else:
                 self.playing = False
