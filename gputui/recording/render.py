@@ -31,7 +31,7 @@ line of its own under its row."""
 def recorded_at(header: Header, t: float) -> str:
     """When a frame was taken, as a reader wants it: the wall time in UTC and the time since
     the recording started: ``2026-11-26 03:00:12 UTC (+0:00:12)``."""
-    return f"{_utc(header.started_unix + t)} (+{fmt_offset(t)})"
+    return f"{fmt_utc(header.started_unix + t)} (+{fmt_offset(t)})"
 
 
 def fmt_offset(seconds: float) -> str:
@@ -56,7 +56,8 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def _utc(unix: float) -> str:
+def fmt_utc(unix: float) -> str:
+    """A moment in UTC, to the second: ``2026-11-26 03:00:12 UTC``."""
     return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -77,9 +78,9 @@ def render_summary_text(summary: Summary, width: int = 80) -> str:
 
 def _headline(summary: Summary) -> str:
     if summary.first_t is None or summary.last_t is None:
-        return f"{summary.host}: no frames (started {_utc(summary.started_unix)})"
-    first = _utc(summary.started_unix + summary.first_t)
-    last = _utc(summary.started_unix + summary.last_t)
+        return f"{summary.host}: no frames (started {fmt_utc(summary.started_unix)})"
+    first = fmt_utc(summary.started_unix + summary.first_t)
+    last = fmt_utc(summary.started_unix + summary.last_t)
     if first[:10] == last[:10]:  # the same day: its date once
         last = last[11:]
     span = fmt_duration(summary.last_t - summary.first_t)
