@@ -117,6 +117,10 @@ RANGES: Mapping[str, Range] = {
     "encoder_utilization_percent": Range(0, 100),
     "decoder_utilization_percent": Range(0, 100),
     "nvlink_links_active": Range(0, 64, integer=True),
+    "nvlink_rx_bytes_per_s": Range(0, 1e13),
+    "nvlink_tx_bytes_per_s": Range(0, 1e13),
+    "nvlink_rx_bytes": Range(0, 2**64 * 1024, integer=True),
+    "nvlink_tx_bytes": Range(0, 2**64 * 1024, integer=True),
     "performance_state": Range(0, 15, integer=True),
     "ecc_uncorrected_errors": Range(0, 2**53, integer=True),
     "remapped_rows_pending": Range(0, 1, integer=True),
@@ -415,6 +419,8 @@ _INTEGER_FIELDS = frozenset(
         "pcie_link_width_max_lanes",
         "ecc_uncorrected_errors",
         "nvlink_links_active",
+        "nvlink_rx_bytes",
+        "nvlink_tx_bytes",
     }
 )
 _BOOLEAN_FIELDS = frozenset({"remapped_rows_pending"})

@@ -108,6 +108,8 @@ class GpuSeries:
         reading = getattr(gpu, self.field)
         if reading is None:
             return None
+        if isinstance(reading, int) and self.times == self.per:  # a count: exact, every digit
+            return float(reading)
         return without_noise(float(reading) * self.times / self.per)
 
 
@@ -194,6 +196,20 @@ GPU_SERIES = (
         "gputui_gpu_nvlink_links_active",
         "NVLink links that are up (left out for a GPU without NVLink).",
         "nvlink_links_active",
+    ),
+    GpuSeries(
+        "gputui_gpu_nvlink_rx_bytes_total",
+        "NVLink data received since the driver was loaded, every link (payload alone; left "
+        "out for a GPU without NVLink).",
+        "nvlink_rx_bytes",
+        counter=True,
+    ),
+    GpuSeries(
+        "gputui_gpu_nvlink_tx_bytes_total",
+        "NVLink data sent since the driver was loaded, every link (payload alone; left out "
+        "for a GPU without NVLink).",
+        "nvlink_tx_bytes",
+        counter=True,
     ),
     GpuSeries(
         "gputui_gpu_performance_state",

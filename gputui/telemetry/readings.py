@@ -280,6 +280,14 @@ class GpuReading:
     """Share of time the video decoder was busy, 0-100."""
     nvlink_links_active: int | None = None
     """NVLink links that are up (0: every link is down); ``None`` without NVLink."""
+    nvlink_rx_bytes_per_s: float | None = None
+    """NVLink data received a second, every link (payload, not protocol overhead)."""
+    nvlink_tx_bytes_per_s: float | None = None
+    """NVLink data sent a second, every link."""
+    nvlink_rx_bytes: int | None = None
+    """NVLink data received since the driver was loaded, every link (a counter)."""
+    nvlink_tx_bytes: int | None = None
+    """NVLink data sent since the driver was loaded, every link (a counter)."""
 
 
 ERROR_BRIEF_MAX = 50

@@ -194,6 +194,10 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "encoder_utilization_percent",
         "decoder_utilization_percent",
         "nvlink_links_active",
+        "nvlink_rx_bytes_per_s",
+        "nvlink_tx_bytes_per_s",
+        "nvlink_rx_bytes",
+        "nvlink_tx_bytes",
         "performance_state",
         "throttle_reasons",
         "ecc_uncorrected_errors",
@@ -573,7 +577,12 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
             ["decoder", fmt_percent(gpu.decoder_utilization_percent)],
         ]
     if gpu.nvlink_links_active is not None:
-        pairs += [["NVLink", f"{gpu.nvlink_links_active} up"], ["", ""]]
+        pairs += [
+            ["NVLink", f"{gpu.nvlink_links_active} up"],
+            ["", ""],
+            ["NVLink rx", fmt_rate(gpu.nvlink_rx_bytes_per_s)],
+            ["NVLink tx", fmt_rate(gpu.nvlink_tx_bytes_per_s)],
+        ]
     readings = fmt_columns([pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)])
     if max(len(line) for line in readings) > room:  # narrow: one reading a line
         readings = fmt_columns(pairs, width=room)

@@ -275,6 +275,11 @@ def test_snapshot_json_gives_nvlink_and_the_video_engines_and_null_where_not_sup
         },
     )
     assert [gpu["nvlink_links_active"] for gpu in data["gpus"]] == [18, 0, None]
+    # One sample reads the counters once (bytes, from NVML's KiB): a rate needs a second.
+    assert [gpu["nvlink_tx_bytes"] for gpu in data["gpus"]] == [18 * 1024 * 1024, 0, None]
+    assert [gpu["nvlink_rx_bytes"] for gpu in data["gpus"]] == [18 * 2048 * 1024, 0, None]
+    assert all(gpu["nvlink_tx_bytes_per_s"] is None for gpu in data["gpus"])
+    assert all(gpu["nvlink_rx_bytes_per_s"] is None for gpu in data["gpus"])
     engines = [
         (gpu["encoder_utilization_percent"], gpu["decoder_utilization_percent"])
         for gpu in data["gpus"]

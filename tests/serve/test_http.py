@@ -124,6 +124,14 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     assert [only(labels_of(metrics[links], i)).value for i in (0, 1)] == [17, 18]
     assert labels_of(metrics[links], 2) == []  # a PCIe card: left out, not 0
     assert f"# HELP {links} NVLink links that are up".encode() in body
+    for direction, kib in (("tx", 1024), ("rx", 2048)):  # the stand-in's defaults for GPU 0
+        name = f"gputui_gpu_nvlink_{direction}_bytes_total"
+        assert f"# TYPE {name} counter".encode() in body
+        assert [only(labels_of(metrics[name], i)).value for i in (0, 1)] == [
+            17 * kib * 1024,  # 17 links up, one read
+            18 * kib * 2 * 1024,
+        ]
+        assert labels_of(metrics[name], 2) == []  # a PCIe card: left out, not 0
 
     process = only(metrics["gputui_gpu_process_memory_bytes"])
     assert process.value == 1073741824

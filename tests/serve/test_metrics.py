@@ -57,6 +57,9 @@ GPU = gpu_reading(
     encoder_utilization_percent=12.0,
     decoder_utilization_percent=0.0,
     nvlink_links_active=18,
+    nvlink_rx_bytes=3 * 2**40,
+    nvlink_tx_bytes=2**40,
+    nvlink_rx_bytes_per_s=5e9,
     processes=(
         GpuProcess(
             pid=4242,
@@ -147,6 +150,8 @@ def test_every_gpu_series_carries_the_reading_in_base_units() -> None:
         "gputui_gpu_encoder_utilization_ratio": 0.12,
         "gputui_gpu_decoder_utilization_ratio": 0.0,
         "gputui_gpu_nvlink_links_active": 18.0,
+        "gputui_gpu_nvlink_rx_bytes_total": 3 * 2**40,
+        "gputui_gpu_nvlink_tx_bytes_total": 2**40,
     }
     for name, value in expected.items():
         (sample,) = [s for s in found[name] if s.labels.get("gpu") == "0"]

@@ -44,6 +44,8 @@ PCIE_TTL_S = 1.0
 MEDIA_TTL_S = 1.0
 """Seconds a GPU's video encoder and decoder utilization are shown before they are asked
 again (the driver averages them over its own sampling period, near a second)."""
+NVLINK_TTL_S = 1.0
+"""Seconds between two reads of a GPU's NVLink throughput counters (its rate spans them)."""
 PCIE_BUDGET_S = 0.03
 """Driver time one sample may start spending on PCIe figures (see :func:`refresh_pcie`)."""
 
@@ -71,6 +73,11 @@ _PCIE_UNIT_BYTES = 1024
 _NVLINK_UP = 1  # NVML_FEATURE_ENABLED
 _NVLINK_MAX_LINKS = 18
 """NVML_NVLINK_MAX_LINKS where the bindings do not say it."""
+_NVLINK_DATA_TX = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: KiB sent, payload alone
+_NVLINK_DATA_RX = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+_ALL_LINKS = 0xFFFFFFFF  # a throughput field's scopeId for every link added up (nvml.h)
+_KIB = 1024
+_FIELD_OK = 0
 _PAST_END = -1
 """What asking a link past a GPU's last answers (see :meth:`Queries.ask`'s ``past_end``)."""
 """NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
@@ -124,6 +131,16 @@ class TrackedGpu:
     """When the encoder and decoder utilization were last asked."""
     nvlink_active: int | None = None
     """NVLink links that are up, refreshed every ``HEALTH_TTL_S``; ``None`` without NVLink."""
+    nvlink_tx_kib: int | None = None
+    """NVLink data sent since the driver was loaded, every link (KiB), as last answered."""
+    nvlink_rx_kib: int | None = None
+    """NVLink data received, the same way."""
+    nvlink_tx_bytes_per_s: float | None = None
+    """NVLink send rate between the last two reads of the counters."""
+    nvlink_rx_bytes_per_s: float | None = None
+    """NVLink receive rate between the last two reads of the counters."""
+    nvlink_read_at: float | None = None
+    """When the NVLink counters were last asked (every ``NVLINK_TTL_S``)."""
     unsupported: set[str] = field(default_factory=set)
     """Fields this GPU answered NotSupported for (or that no library function serves)."""
     lost_at: float | None = None
@@ -245,6 +262,15 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
         "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
         "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
         "nvlink_state": (("nvmlDeviceGetNvLinkState", nv.nvmlDeviceGetNvLinkState),),
+        # Both directions' counters, every link added up, in one call.
+        "nvlink_throughput": (
+            (
+                "nvmlDeviceGetFieldValues",
+                lambda h: nv.nvmlDeviceGetFieldValues(
+                    h, [(_NVLINK_DATA_TX, _ALL_LINKS), (_NVLINK_DATA_RX, _ALL_LINKS)]
+                ),
+            ),
+        ),
         # A GPU's MIG devices, each asked through its own handle (the argument after the GPU's).
         "mig_device_count": (
             ("nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount),
@@ -399,6 +425,7 @@ def gpu_reading(
         error_brief: ``error`` in a few words.
     """
     ok = state is GpuState.OK
+    nvlink = ok and gpu.nvlink_active is not None
     return GpuReading(
         index=gpu.index,
         vendor=Vendor.NVIDIA,
@@ -440,6 +467,10 @@ def gpu_reading(
         encoder_utilization_percent=gpu.encoder_percent if ok else None,
         decoder_utilization_percent=gpu.decoder_percent if ok else None,
         nvlink_links_active=gpu.nvlink_active if ok else None,
+        nvlink_tx_bytes_per_s=gpu.nvlink_tx_bytes_per_s if nvlink else None,
+        nvlink_rx_bytes_per_s=gpu.nvlink_rx_bytes_per_s if nvlink else None,
+        nvlink_tx_bytes=_bytes(gpu.nvlink_tx_kib) if nvlink else None,
+        nvlink_rx_bytes=_bytes(gpu.nvlink_rx_kib) if nvlink else None,
     )
 
 
@@ -604,6 +635,43 @@ def _nvlink_links_up(queries: Queries, gpu: TrackedGpu) -> int | None:
             break
         up += state == _NVLINK_UP
     return up
+
+
+def read_nvlink_throughput(queries: Queries, gpu: TrackedGpu, now: float) -> None:
+    """``gpu``'s NVLink data counters, every link added up (one ``nvmlDeviceGetFieldValues``),
+    and the rates since the last read: asked every ``NVLINK_TTL_S`` of a GPU with NVLink.
+
+    A field NVML does not answer is ``None`` (both NotSupported: never asked again); a rate
+    needs two answers, and a counter that went back (the driver reloaded) starts again.
+    """
+    values = queries.ask(gpu, "nvlink_throughput")
+    tx, rx = (None, None) if values is None else (_field(values[0]), _field(values[1]))
+    if values is not None and all(value.nvmlReturn == NOT_SUPPORTED for value in values):
+        gpu.unsupported.add("nvlink_throughput")
+    elapsed = None if gpu.nvlink_read_at is None else now - gpu.nvlink_read_at
+    gpu.nvlink_tx_bytes_per_s = _rate(gpu.nvlink_tx_kib, tx, elapsed)
+    gpu.nvlink_rx_bytes_per_s = _rate(gpu.nvlink_rx_kib, rx, elapsed)
+    gpu.nvlink_tx_kib, gpu.nvlink_rx_kib = tx, rx
+    gpu.nvlink_read_at = now
+
+
+def _field(value: Any) -> int | None:
+    """One ``nvmlFieldValue_t``'s unsigned counter; ``None`` when NVML did not answer it."""
+    if value.nvmlReturn != _FIELD_OK:
+        return None
+    return int(value.value.ullVal)
+
+
+def _rate(before: int | None, after: int | None, elapsed: float | None) -> float | None:
+    """Bytes a second between two KiB counters ``elapsed`` seconds apart; ``None`` unless
+    both are known and the counter did not go back."""
+    if before is None or after is None or elapsed is None or elapsed <= 0 or after < before:
+        return None
+    return (after - before) * _KIB / elapsed
+
+
+def _bytes(kib: int | None) -> int | None:
+    return None if kib is None else kib * _KIB
 
 
 def read_media(queries: Queries, gpu: TrackedGpu) -> None:

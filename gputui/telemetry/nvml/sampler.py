@@ -32,6 +32,7 @@ from gputui.telemetry.nvml.processes import ProcessAttribution, in_own_pid_names
 from gputui.telemetry.nvml.queries import (
     HEALTH_TTL_S,
     MEDIA_TTL_S,
+    NVLINK_TTL_S,
     POWER_LIMIT_TTL_S,
     Queries,
     TrackedGpu,
@@ -39,6 +40,7 @@ from gputui.telemetry.nvml.queries import (
     not_ok,
     read_health,
     read_media,
+    read_nvlink_throughput,
     read_static,
     refresh_pcie,
     text,
@@ -460,6 +462,10 @@ class NvmlSampler:
         if gpu.media_read_at is None or now - gpu.media_read_at >= MEDIA_TTL_S:
             read_media(queries, gpu)
             gpu.media_read_at = now
+        if gpu.nvlink_active is not None and (
+            gpu.nvlink_read_at is None or now - gpu.nvlink_read_at >= NVLINK_TTL_S
+        ):
+            read_nvlink_throughput(queries, gpu, now)
 
         return gpu_reading(
             gpu,
