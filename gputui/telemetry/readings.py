@@ -338,6 +338,39 @@ def health_problems(gpu: GpuReading) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuPath:
+    """How one GPU reaches another, as ``nvidia-smi topo -m`` says it."""
+
+    ancestor: str | None
+    """Their closest common ancestor, in ``nvidia-smi topo -m``'s words: ``PIX`` (one PCIe
+    switch), ``PXB`` (several), ``PHB`` (a host bridge), ``NODE`` (a NUMA node's host
+    bridges), ``SYS`` (across NUMA nodes), ``BRD`` (one board); ``X`` from a GPU to itself;
+    ``None`` where NVML does not say."""
+    nvlinks: int | None
+    """NVLink links between them, direct or through NVSwitches (0: none); ``None`` where NVML
+    does not say."""
+
+    @property
+    def label(self) -> str:
+        """The matrix cell: ``NV18`` over NVLink, else the ancestor (``n/a`` unknown)."""
+        if self.nvlinks:
+            return f"NV{self.nvlinks}"
+        return self.ancestor or "n/a"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTopology:
+    """How every NVIDIA GPU reaches every other: read once (it does not change)."""
+
+    gpus: tuple[int, ...]
+    """The GPUs' NVML indices, in order (those that answered)."""
+    paths: tuple[tuple[GpuPath, ...], ...]
+    """``paths[i][j]``: from ``gpus[i]`` to ``gpus[j]``."""
+    error: str | None = None
+    """Why there is no topology (NVML unavailable, no NVIDIA GPU), as a sentence."""
+
+
+@dataclass(frozen=True, slots=True)
 class NvmlStatus:
     """Whether NVML answers, and if not, one sentence on why and how to fix it."""
 

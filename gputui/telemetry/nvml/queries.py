@@ -262,6 +262,14 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
         "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
         "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
         "nvlink_state": (("nvmlDeviceGetNvLinkState", nv.nvmlDeviceGetNvLinkState),),
+        # The topology (read once, on its own screen): what each link reaches, and where
+        # two GPUs' PCIe paths meet (the other GPU's handle after this one's).
+        "nvlink_remote": (
+            ("nvmlDeviceGetNvLinkRemotePciInfo_v2", nv.nvmlDeviceGetNvLinkRemotePciInfo),
+        ),
+        "topology": (
+            ("nvmlDeviceGetTopologyCommonAncestor", nv.nvmlDeviceGetTopologyCommonAncestor),
+        ),
         # Both directions' counters, every link added up, in one call.
         "nvlink_throughput": (
             (

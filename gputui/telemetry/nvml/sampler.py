@@ -45,7 +45,15 @@ from gputui.telemetry.nvml.queries import (
     refresh_pcie,
     text,
 )
-from gputui.telemetry.readings import DriverCall, GpuReading, GpuState, NvmlReading, NvmlStatus
+from gputui.telemetry.nvml.topology import read_topology
+from gputui.telemetry.readings import (
+    DriverCall,
+    GpuReading,
+    GpuState,
+    GpuTopology,
+    NvmlReading,
+    NvmlStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +199,24 @@ class NvmlSampler:
         gpus = self._processes.with_workloads(gpus)
         self._processes.forget(gpus)
         return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
+
+    def topology(self) -> GpuTopology:
+        """How every GPU reaches every other (:func:`read_topology`): asked afresh at each
+        call, so call it once (the topology does not change). Blocks on the driver, as
+        :meth:`sample` does, and is serialised with it; never raises for what NVML answers."""
+        with self._lock:
+            try:
+                if self._closed or self._stopping:
+                    return GpuTopology((), (), error=self._closed_reading().status.error)
+                if self._gpus is None and not self._start():
+                    return GpuTopology((), (), error=self._status.error)
+                assert self._gpus is not None and self._queries is not None
+                topology = read_topology(self._queries, self._gpus)
+            except Stopped:
+                return GpuTopology((), (), error=self._closed_reading().status.error)
+        if not topology.gpus:
+            return GpuTopology((), (), error="NVML answers, but lists no NVIDIA GPU to read.")
+        return topology
 
     def _closed_reading(self) -> NvmlReading:
         status = NvmlStatus(
