@@ -24,6 +24,7 @@ from gputui.telemetry.readings import (
     CpuReading,
     DriverCall,
     DrmReading,
+    GpuTopology,
     MpsReading,
     NvmlReading,
 )
@@ -400,4 +401,46 @@ def sample_nvml(
     if own:
         sampler.close()
     assert isinstance(value, NvmlReading)
+    return value
+
+
+def read_nvml_topology(
+    timeout_s: float = NVML_TIMEOUT_S, *, sampler: NvmlSampler | None = None
+) -> GpuTopology:
+    """The GPUs' topology (:meth:`NvmlSampler.topology`) read on a sampler thread of its own,
+    waited for at most ``timeout_s``: past it, the topology's error names the call that has
+    not returned, which is left to its thread.
+
+    Args:
+        timeout_s: How long to wait.
+        sampler: The sampler (default: a new one on the system's library, closed once it
+            has answered).
+    """
+    own = sampler is None
+    if sampler is None:
+        from gputui.telemetry.nvml import NvmlSampler
+
+        sampler = NvmlSampler()
+    answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
+    thread = SamplerThread("gputui-nvml")
+    thread.sample(sampler.topology, lambda value, error: answer.put((value, error)))
+    thread.close()
+    try:
+        value, error = answer.get(timeout=max(timeout_s, 0.0))
+    except queue.Empty:
+        from gputui.telemetry.nvml import describe_hung_call
+
+        call = sampler.pending_call()
+        sampler.stop()
+        why = (
+            describe_hung_call(call, time.monotonic())
+            if call is not None
+            else "NVML had not answered by the deadline."
+        )
+        return GpuTopology((), (), error=why)
+    if error is not None:
+        raise error
+    if own:
+        sampler.close()
+    assert isinstance(value, GpuTopology)
     return value
