@@ -115,6 +115,13 @@ class LazySampler(Generic[R]):
         self._stopped = True
         stop_sampler(self._sampler)
 
+    def topology(self) -> GpuTopology | None:
+        """The GPUs' topology, if the sampler tells (NVML does); builds it first, as
+        :meth:`sample` does (so call it on the sampler's thread)."""
+        if self._sampler is None:
+            self._sampler = self._factory()
+        return read_topology(self._sampler)
+
     def pending_call(self) -> DriverCall | None:
         """The driver call the sampler waits on, if it was built and tells (NVML does)."""
         return pending_call(self._sampler)
@@ -138,6 +145,17 @@ def stop_sampler(sampler: object) -> None:
     stop = getattr(sampler, "stop", None)
     if callable(stop):
         stop()
+
+
+def read_topology(sampler: object) -> GpuTopology | None:
+    """``sampler.topology()`` if it has one (NVML's and a :class:`LazySampler` of it do);
+    ``None`` for a sampler that cannot say. Blocks on the driver: call it on the sampler's
+    thread (:meth:`SamplerThread.call`)."""
+    topology = getattr(sampler, "topology", None)
+    if not callable(topology):
+        return None
+    answer = topology()
+    return answer if isinstance(answer, GpuTopology) else None
 
 
 def pending_call(sampler: object) -> DriverCall | None:
@@ -325,6 +343,14 @@ class SamplerThread:
             return
         job, self._early = self._early or self._submit(function), None
         job.reply_to(reply)
+
+    def call(self, function: Callable[[], object], reply: Reply) -> None:
+        """Run ``function`` on the thread after what is queued, then ``reply`` with its
+        result, as :meth:`sample` does but never taking the prefetched sample: a question
+        other than a sample (the topology) for the same sampler, on its thread."""
+        if self._closed:
+            return
+        self._submit(function).reply_to(reply)
 
     def _submit(self, function: Callable[[], object]) -> _Job:
         if self._thread is None:

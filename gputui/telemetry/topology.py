@@ -15,7 +15,7 @@ LEGEND = (
     ("PXB", "through several PCIe switches, not a host bridge"),
     ("PHB", "through a PCIe host bridge (a CPU)"),
     ("NODE", "through the host bridges of one NUMA node"),
-    ("SYS", "across NUMA nodes (the CPUs' interconnect, QPI/UPI or Infinity Fabric)"),
+    ("SYS", "across NUMA nodes, through the CPUs' interconnect (UPI, xGMI)"),
     ("BRD", "on one board (a card with two GPUs)"),
     ("n/a", "NVML does not say"),
 )
