@@ -44,8 +44,10 @@ PCIE_TTL_S = 1.0
 MEDIA_TTL_S = 1.0
 """Seconds a GPU's video encoder and decoder utilization are shown before they are asked
 again (the driver averages them over its own sampling period, near a second)."""
-NVLINK_TTL_S = 1.0
-"""Seconds between two reads of a GPU's NVLink throughput counters (its rate spans them)."""
+NVLINK_TTL_S = 2.0
+"""Seconds between two reads of a GPU's NVLink throughput counters (its rate spans them):
+two, not one, to keep the read within a tenth of a sample's cost (BENCHMARKS.md, the NVML
+sampler's cost)."""
 PCIE_BUDGET_S = 0.03
 """Driver time one sample may start spending on PCIe figures (see :func:`refresh_pcie`)."""
 
@@ -131,9 +133,9 @@ class TrackedGpu:
     """When the encoder and decoder utilization were last asked."""
     nvlink_active: int | None = None
     """NVLink links that are up, refreshed every ``HEALTH_TTL_S``; ``None`` without NVLink."""
-    nvlink_tx_kib: int | None = None
-    """NVLink data sent since the driver was loaded, every link (KiB), as last answered."""
-    nvlink_rx_kib: int | None = None
+    nvlink_tx_bytes: int | None = None
+    """NVLink data sent since the driver was loaded, every link, as last answered."""
+    nvlink_rx_bytes: int | None = None
     """NVLink data received, the same way."""
     nvlink_tx_bytes_per_s: float | None = None
     """NVLink send rate between the last two reads of the counters."""
@@ -477,8 +479,8 @@ def gpu_reading(
         nvlink_links_active=gpu.nvlink_active if ok else None,
         nvlink_tx_bytes_per_s=gpu.nvlink_tx_bytes_per_s if nvlink else None,
         nvlink_rx_bytes_per_s=gpu.nvlink_rx_bytes_per_s if nvlink else None,
-        nvlink_tx_bytes=_bytes(gpu.nvlink_tx_kib) if nvlink else None,
-        nvlink_rx_bytes=_bytes(gpu.nvlink_rx_kib) if nvlink else None,
+        nvlink_tx_bytes=gpu.nvlink_tx_bytes if nvlink else None,
+        nvlink_rx_bytes=gpu.nvlink_rx_bytes if nvlink else None,
     )
 
 
@@ -652,34 +654,31 @@ def read_nvlink_throughput(queries: Queries, gpu: TrackedGpu, now: float) -> Non
     A field NVML does not answer is ``None`` (both NotSupported: never asked again); a rate
     needs two answers, and a counter that went back (the driver reloaded) starts again.
     """
+    tx = rx = None
     values = queries.ask(gpu, "nvlink_throughput")
-    tx, rx = (None, None) if values is None else (_field(values[0]), _field(values[1]))
-    if values is not None and all(value.nvmlReturn == NOT_SUPPORTED for value in values):
-        gpu.unsupported.add("nvlink_throughput")
-    elapsed = None if gpu.nvlink_read_at is None else now - gpu.nvlink_read_at
-    gpu.nvlink_tx_bytes_per_s = _rate(gpu.nvlink_tx_kib, tx, elapsed)
-    gpu.nvlink_rx_bytes_per_s = _rate(gpu.nvlink_rx_kib, rx, elapsed)
-    gpu.nvlink_tx_kib, gpu.nvlink_rx_kib = tx, rx
+    if values is not None:
+        sent, received = values
+        sent_code, received_code = sent.nvmlReturn, received.nvmlReturn
+        if sent_code == _FIELD_OK:
+            tx = sent.value.ullVal * _KIB
+        if received_code == _FIELD_OK:
+            rx = received.value.ullVal * _KIB
+        if sent_code == received_code == NOT_SUPPORTED:
+            gpu.unsupported.add("nvlink_throughput")
+    last = gpu.nvlink_read_at
+    elapsed = 0.0 if last is None else now - last
+    gpu.nvlink_tx_bytes_per_s = _rate(gpu.nvlink_tx_bytes, tx, elapsed)
+    gpu.nvlink_rx_bytes_per_s = _rate(gpu.nvlink_rx_bytes, rx, elapsed)
+    gpu.nvlink_tx_bytes, gpu.nvlink_rx_bytes = tx, rx
     gpu.nvlink_read_at = now
 
 
-def _field(value: Any) -> int | None:
-    """One ``nvmlFieldValue_t``'s unsigned counter; ``None`` when NVML did not answer it."""
-    if value.nvmlReturn != _FIELD_OK:
+def _rate(before: int | None, after: int | None, elapsed: float) -> float | None:
+    """Bytes a second between two byte counters ``elapsed`` seconds apart; ``None`` unless
+    both are known, time went on and the counter did not go back."""
+    if before is None or after is None or elapsed <= 0 or after < before:
         return None
-    return int(value.value.ullVal)
-
-
-def _rate(before: int | None, after: int | None, elapsed: float | None) -> float | None:
-    """Bytes a second between two KiB counters ``elapsed`` seconds apart; ``None`` unless
-    both are known and the counter did not go back."""
-    if before is None or after is None or elapsed is None or elapsed <= 0 or after < before:
-        return None
-    return (after - before) * _KIB / elapsed
-
-
-def _bytes(kib: int | None) -> int | None:
-    return None if kib is None else kib * _KIB
+    return (after - before) / elapsed
 
 
 def read_media(queries: Queries, gpu: TrackedGpu) -> None:
