@@ -1,7 +1,7 @@
 """CPU per sample of the NVML sampler with 8 stand-in GPUs with NVLink, this tree against a
-baseline commit's (``--baseline``, default ``main``), side by side: what the NVLink
-throughput readings (one ``nvmlDeviceGetFieldValues`` a GPU every ``NVLINK_TTL_S``, and in a
-third variant every second) add to a sample.
+baseline commit's (``--baseline``, default where this branch left ``main``), side by side:
+what the NVLink throughput readings (one ``nvmlDeviceGetFieldValues`` a GPU every
+``NVLINK_TTL_S``, and in a third variant every second) add to a sample.
 
 Each round runs both trees' samplers in turn, the order alternating, each in a child
 process of its own (``--child TREE``: the ``gputui`` package under TREE first on
@@ -81,6 +81,12 @@ def child(tree: str, samples: int, library: str, nvlink_ttl_s: float | None) -> 
     return 0
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
 def export(ref: str, into: Path) -> Path:
     """``ref``'s ``gputui`` package, from ``git archive``, under ``into``."""
     archive = subprocess.run(
@@ -99,7 +105,11 @@ def export(ref: str, into: Path) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="main", help="the commit to compare with")
+    parser.add_argument(
+        "--baseline",
+        help="the commit to compare with (default: where this branch left main, so that "
+        "only its own changes are measured)",
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--json", action="store_true")
@@ -114,8 +124,9 @@ def main() -> int:
     from benchmarks._terminal import machine_description
     from tests.fakenvml import LIBRARY_NAME, build_fake_nvml
 
+    ref = args.baseline or _git("merge-base", "HEAD", "main")
     baseline = subprocess.run(
-        ["git", "rev-parse", "--short", args.baseline],
+        ["git", "rev-parse", "--short", ref],
         cwd=REPO,
         check=True,
         capture_output=True,
