@@ -86,3 +86,29 @@ def test_a_lost_gpu_is_left_out_and_no_nvml_says_why(
     closed = NvmlSampler()
     closed.close()
     assert closed.topology().error is not None
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("FAKE_NVML_TOPOLOGY", "0:1"),
+        ("FAKE_NVML_TOPOLOGY", "0:1:NEAR"),
+        ("FAKE_NVML_TOPOLOGY", "0:64:SYS"),
+        ("FAKE_NVML_NVLINK_PEERS", "0:1/x"),
+        ("FAKE_NVML_NVLINK_PEERS", "0:" + "/".join(["1"] * 19)),
+        ("FAKE_NVML_NVLINK_TX_KIB", "0:-5"),
+    ],
+)
+def test_a_malformed_topology_or_nvlink_knob_fails_init_saying_so(
+    fake_nvml: FakeNvml,
+    fake_nvml_env: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+) -> None:
+    import pynvml
+
+    fake_nvml_env.setenv(variable, value)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        pynvml.nvmlInit()
+    assert f"fake_nvml: bad {variable}" in capfd.readouterr().err
