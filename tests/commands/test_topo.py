@@ -63,3 +63,10 @@ def test_topo_says_n_a_where_nvml_does_not_and_why_there_is_none(fake_nvml_dir: 
     done = gputui("topo", "--timeout", "0", lib_dir=fake_nvml_dir)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "--timeout" in done.stderr
+
+
+def test_topo_names_the_call_that_hangs_and_leaves_it_behind(fake_nvml_dir: Path) -> None:
+    knobs = {"FAKE_NVML_HANG": "topology=60", "FAKE_NVML_CRASH_ON_TEARDOWN": "1"}
+    done = gputui("topo", "--timeout", "1", lib_dir=fake_nvml_dir, knobs=knobs, timeout_s=30)
+    assert (done.returncode, done.stderr) == (1, "")  # no crash tearing NVML down under it
+    assert done.stdout.startswith("nvmlDeviceGetTopologyCommonAncestor on GPU 0 has not returned")

@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import DrmReading, GpuTopology, Vendor
 from gputui.ui.monitor.app import MonitorApp
-from gputui.ui.topology.screen import NVIDIA_ONLY, TopologyScreen
+from gputui.ui.topology.screen import NVIDIA_ONLY, READING, TopologyScreen
 from tests.fakenvml import FakeNvml
 from tests.ui.fakes import (
     ScriptedSampler,
@@ -108,6 +108,23 @@ async def test_without_nvml_the_screen_says_topology_is_read_for_nvidia_gpus_onl
         text = " ".join(screen_text(app).split())
     assert NVIDIA_ONLY in text
     assert "GPU0" not in text
+
+
+@pytest.mark.usefixtures("fake_nvml")
+async def test_a_topology_call_that_hangs_holds_only_the_nvml_thread(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "topology=60")
+    app, _ = nvml_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        await pilot.press("n")
+        await wait_until(pilot, lambda: fake_nvml.calls_inside() == 1)
+        screen = app.screen
+        assert isinstance(screen, TopologyScreen) and not screen.answered
+        assert READING in screen_text(app)
+        await pilot.press("escape")  # the screen still answers its keys
+        await wait_until(pilot, lambda: not isinstance(app.screen, TopologyScreen))
 
 
 async def _topology_shown(pilot: Pilot[Any]) -> None:
