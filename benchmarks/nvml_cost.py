@@ -73,7 +73,7 @@ def child(tree: str, samples: int, library: str, nvlink_ttl_s: float | None) -> 
                 "ms_per_sample": spent / samples * 1000,
                 "package": str(Path(gputui.__file__).parent),
                 "nvlink_rate_read": any(
-                    getattr(gpu, "nvlink_tx_bytes_per_s", None) is not None for gpu in last.gpus
+                    getattr(gpu, "nvlink_throughput", None) is not None for gpu in last.gpus
                 ),
             }
         )

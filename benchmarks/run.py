@@ -740,7 +740,7 @@ def drm_clients_section(quick: bool) -> Section:
 
 
 def nvml_cost_section(quick: bool) -> Section:
-    rounds, samples = ("2", "300") if quick else ("9", "2000")
+    rounds, samples = ("2", "300") if quick else ("15", "2000")
     load = _load()
     argv = [sys.executable, "benchmarks/nvml_cost.py", "--rounds", rounds]
     argv += ["--samples", samples, "--json"]

@@ -188,6 +188,21 @@ class MigDeviceReading:
 
 
 @dataclass(frozen=True, slots=True)
+class NvlinkThroughput:
+    """The data a GPU's NVLink links carry, every link added up (payload, not protocol
+    overhead). One field of a reading, not four: a reading is copied a few times a sample."""
+
+    rx_bytes: int | None
+    """Received since the driver was loaded (a counter)."""
+    tx_bytes: int | None
+    """Sent since the driver was loaded (a counter)."""
+    rx_bytes_per_s: float | None
+    """Received a second, between the last two reads of the counter."""
+    tx_bytes_per_s: float | None
+    """Sent a second, the same way."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuReading:
     """One sample of one GPU."""
 
@@ -280,14 +295,8 @@ class GpuReading:
     """Share of time the video decoder was busy, 0-100."""
     nvlink_links_active: int | None = None
     """NVLink links that are up (0: every link is down); ``None`` without NVLink."""
-    nvlink_rx_bytes_per_s: float | None = None
-    """NVLink data received a second, every link (payload, not protocol overhead)."""
-    nvlink_tx_bytes_per_s: float | None = None
-    """NVLink data sent a second, every link."""
-    nvlink_rx_bytes: int | None = None
-    """NVLink data received since the driver was loaded, every link (a counter)."""
-    nvlink_tx_bytes: int | None = None
-    """NVLink data sent since the driver was loaded, every link (a counter)."""
+    nvlink_throughput: NvlinkThroughput | None = None
+    """What NVLink carries, every link; ``None`` without NVLink."""
 
 
 ERROR_BRIEF_MAX = 50

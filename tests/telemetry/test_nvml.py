@@ -44,6 +44,7 @@ from gputui.telemetry.readings import (
     DriverCall,
     GpuReading,
     GpuState,
+    NvlinkThroughput,
     NvmlReading,
     nvml_hung,
 )
@@ -931,19 +932,20 @@ def test_nvlink_throughput_is_a_rate_between_two_reads_of_the_counters_a_second_
     calls = [fake_nvml.calls("nvmlDeviceGetFieldValues", index) for index in range(3)]
     assert calls == [2, 1, 0]
 
-    zero = gpu(first, 0)
-    assert (zero.nvlink_tx_bytes_per_s, zero.nvlink_rx_bytes_per_s) == (None, None)  # one read
-    assert (zero.nvlink_tx_bytes, zero.nvlink_rx_bytes) == (100 * 16 * 1024, 300 * 16 * 1024)
-    zero = gpu(last, 0)
-    assert (zero.nvlink_tx_bytes, zero.nvlink_rx_bytes) == (200 * 16 * 1024, 600 * 16 * 1024)
-    assert zero.nvlink_tx_bytes_per_s == 100 * 16 * 1024 / NVLINK_TTL_S
-    assert zero.nvlink_rx_bytes_per_s == 300 * 16 * 1024 / NVLINK_TTL_S
+    assert gpu(first, 0).nvlink_throughput == NvlinkThroughput(  # one read: no rate yet
+        rx_bytes=300 * 16 * 1024, tx_bytes=100 * 16 * 1024, rx_bytes_per_s=None, tx_bytes_per_s=None
+    )
+    assert gpu(last, 0).nvlink_throughput == NvlinkThroughput(
+        rx_bytes=600 * 16 * 1024,
+        tx_bytes=200 * 16 * 1024,
+        rx_bytes_per_s=300 * 16 * 1024 / NVLINK_TTL_S,
+        tx_bytes_per_s=100 * 16 * 1024 / NVLINK_TTL_S,
+    )
+    unsupported = NvlinkThroughput(None, None, None, None)
     for reading in (first, last):
-        for index in (1, 2):
-            one = gpu(reading, index)
-            assert one.state is GpuState.OK
-            assert (one.nvlink_tx_bytes_per_s, one.nvlink_rx_bytes_per_s) == (None, None)
-            assert (one.nvlink_tx_bytes, one.nvlink_rx_bytes) == (None, None)
+        assert [gpu(reading, i).state for i in (1, 2)] == [GpuState.OK, GpuState.OK]
+        assert gpu(reading, 1).nvlink_throughput == unsupported  # NVLink, its counters n/a
+        assert gpu(reading, 2).nvlink_throughput is None  # no NVLink
     assert gpu(last, 1).nvlink_links_active == 4
 
 
@@ -968,9 +970,11 @@ def test_nvlink_throughput_is_none_on_a_driver_without_field_values_or_when_the_
         failing = _a_second_apart(sampler, clock, 3)
     for reading in old_driver + failing:
         assert [g.nvlink_links_active for g in reading.gpus] == [18, 18]
-    assert all(g.nvlink_tx_bytes_per_s is None for g in old_driver[-1].gpus)
-    assert gpu(failing[-1], 0).nvlink_tx_bytes_per_s is not None
-    assert gpu(failing[-1], 1).nvlink_rx_bytes is None
+    unknown = NvlinkThroughput(None, None, None, None)
+    assert [g.nvlink_throughput for g in old_driver[-1].gpus] == [unknown, unknown]
+    working = gpu(failing[-1], 0).nvlink_throughput
+    assert working is not None and working.tx_bytes_per_s is not None
+    assert gpu(failing[-1], 1).nvlink_throughput == unknown
     assert fake.calls("nvmlDeviceGetFieldValues", 1) == 3  # an error is not NotSupported
 
 

@@ -15,6 +15,7 @@ from gputui.telemetry.readings import (
     GpuState,
     MigDeviceReading,
     MpsReading,
+    NvlinkThroughput,
     Snapshot,
     Workload,
 )
@@ -589,10 +590,11 @@ def test_host_pids_are_said_once_in_the_process_table_title() -> None:
 
 
 def test_a_card_s_nvlink_cell_shows_the_links_up_and_their_throughput_or_n_a() -> None:
-    busy = gpu_reading(
-        0, nvlink_links_active=18, nvlink_rx_bytes_per_s=1.5 * GiB, nvlink_tx_bytes_per_s=3 * GiB
+    carried = NvlinkThroughput(
+        rx_bytes=2**40, tx_bytes=2**41, rx_bytes_per_s=1.5 * GiB, tx_bytes_per_s=3 * GiB
     )
+    busy = gpu_reading(0, nvlink_links_active=18, nvlink_throughput=carried)
     assert extra_cells(busy).plain == "NVLink 18 rx 1.5 GiB/s tx 3.0 GiB/s"
     unknown = gpu_reading(0, nvlink_links_active=4)
     assert extra_cells(unknown).plain == f"NVLink 4 rx {NA} tx {NA}"
-    assert extra_cells(gpu_reading(0, nvlink_rx_bytes_per_s=GiB)).plain == ""  # no NVLink
+    assert extra_cells(gpu_reading(0)).plain == ""  # no NVLink

@@ -27,6 +27,7 @@ from gputui.telemetry.readings import (
     GpuReading,
     GpuState,
     MigDeviceReading,
+    NvlinkThroughput,
     Vendor,
 )
 
@@ -133,14 +134,9 @@ class TrackedGpu:
     """When the encoder and decoder utilization were last asked."""
     nvlink_active: int | None = None
     """NVLink links that are up, refreshed every ``HEALTH_TTL_S``; ``None`` without NVLink."""
-    nvlink_tx_bytes: int | None = None
-    """NVLink data sent since the driver was loaded, every link, as last answered."""
-    nvlink_rx_bytes: int | None = None
-    """NVLink data received, the same way."""
-    nvlink_tx_bytes_per_s: float | None = None
-    """NVLink send rate between the last two reads of the counters."""
-    nvlink_rx_bytes_per_s: float | None = None
-    """NVLink receive rate between the last two reads of the counters."""
+    nvlink_throughput: NvlinkThroughput | None = None
+    """NVLink's counters as last answered and the rates since the read before (one object
+    until the next read, so that each sample's reading shares it)."""
     nvlink_read_at: float | None = None
     """When the NVLink counters were last asked (every ``NVLINK_TTL_S``)."""
     unsupported: set[str] = field(default_factory=set)
@@ -435,7 +431,6 @@ def gpu_reading(
         error_brief: ``error`` in a few words.
     """
     ok = state is GpuState.OK
-    nvlink = ok and gpu.nvlink_active is not None
     return GpuReading(
         index=gpu.index,
         vendor=Vendor.NVIDIA,
@@ -477,10 +472,7 @@ def gpu_reading(
         encoder_utilization_percent=gpu.encoder_percent if ok else None,
         decoder_utilization_percent=gpu.decoder_percent if ok else None,
         nvlink_links_active=gpu.nvlink_active if ok else None,
-        nvlink_tx_bytes_per_s=gpu.nvlink_tx_bytes_per_s if nvlink else None,
-        nvlink_rx_bytes_per_s=gpu.nvlink_rx_bytes_per_s if nvlink else None,
-        nvlink_tx_bytes=gpu.nvlink_tx_bytes if nvlink else None,
-        nvlink_rx_bytes=gpu.nvlink_rx_bytes if nvlink else None,
+        nvlink_throughput=gpu.nvlink_throughput if ok and gpu.nvlink_active is not None else None,
     )
 
 
@@ -665,11 +657,14 @@ def read_nvlink_throughput(queries: Queries, gpu: TrackedGpu, now: float) -> Non
             rx = received.value.ullVal * _KIB
         if sent_code == received_code == NOT_SUPPORTED:
             gpu.unsupported.add("nvlink_throughput")
-    last = gpu.nvlink_read_at
-    elapsed = 0.0 if last is None else now - last
-    gpu.nvlink_tx_bytes_per_s = _rate(gpu.nvlink_tx_bytes, tx, elapsed)
-    gpu.nvlink_rx_bytes_per_s = _rate(gpu.nvlink_rx_bytes, rx, elapsed)
-    gpu.nvlink_tx_bytes, gpu.nvlink_rx_bytes = tx, rx
+    last, before = gpu.nvlink_read_at, gpu.nvlink_throughput
+    elapsed = 0.0 if last is None or before is None else now - last
+    gpu.nvlink_throughput = NvlinkThroughput(
+        rx_bytes=rx,
+        tx_bytes=tx,
+        rx_bytes_per_s=_rate(before.rx_bytes, rx, elapsed) if before else None,
+        tx_bytes_per_s=_rate(before.tx_bytes, tx, elapsed) if before else None,
+    )
     gpu.nvlink_read_at = now
 
 

@@ -182,15 +182,16 @@ def extra_cells(gpu: GpuReading) -> Line:
     and their throughput, where the GPU has NVLink, and the video encoder's and decoder's
     utilization, each only while it is busy (empty when there is none of these: most GPUs
     never use their video engines)."""
+    throughput = gpu.nvlink_throughput
     nvlink = (
         [
             Line(
                 ("NVLink ", LABEL),
                 str(gpu.nvlink_links_active),
                 (" rx ", LABEL),
-                fmt_link_rate(gpu.nvlink_rx_bytes_per_s),
+                fmt_link_rate(throughput.rx_bytes_per_s if throughput else None),
                 (" tx ", LABEL),
-                fmt_link_rate(gpu.nvlink_tx_bytes_per_s),
+                fmt_link_rate(throughput.tx_bytes_per_s if throughput else None),
             )
         ]
         if gpu.nvlink_links_active is not None
