@@ -766,7 +766,9 @@ def nvml_cost_section(quick: bool) -> Section:
             "throughput counters are read every other sample (their 2 s TTL; every sample in "
             "the third row), the links' states every tenth. The stand-in answers from memory, "
             "so the one call added per GPU weighs more here than against a driver, whose calls "
-            "go through the kernel.",
+            "go through the kernel. The baseline reads the video engines and the links' states "
+            "already (issue 30's readings merged before): the figure is what the throughput "
+            "counters add.",
             "",
             "| tree | ms CPU per sample | of the baseline's | each round |",
             "|---|---|---|---|",
