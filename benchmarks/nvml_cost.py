@@ -1,5 +1,5 @@
 """CPU per sample of the NVML sampler with 8 stand-in GPUs with NVLink, this tree against a
-baseline commit's (``--baseline``, default where this branch left ``main``), side by side:
+baseline commit's (``--baseline``, default the last before those readings), side by side:
 what the NVLink throughput readings (one ``nvmlDeviceGetFieldValues`` a GPU every
 ``NVLINK_TTL_S``, and in a third variant every second) add to a sample.
 
@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 GPUS = 8
 WARM_UP = 20
 SECOND = 1.0
+BEFORE_THROUGHPUT = "8964975"
+"""The last commit before the NVLink throughput readings: today's sampler, as the issue asks."""
 EVERY_SECOND = "this tree, NVLink read every 1 s"
 """The variant that reads the throughput counters every sample (a TTL of 1 s)."""
 
@@ -107,8 +109,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--baseline",
-        help="the commit to compare with (default: where this branch left main, so that "
-        "only its own changes are measured)",
+        default=BEFORE_THROUGHPUT,
+        help=f"the commit to compare with (default: {BEFORE_THROUGHPUT}, the last before the "
+        "NVLink throughput readings)",
     )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--samples", type=int, default=2000)
@@ -124,14 +127,7 @@ def main() -> int:
     from benchmarks._terminal import machine_description
     from tests.fakenvml import LIBRARY_NAME, build_fake_nvml
 
-    ref = args.baseline or _git("merge-base", "HEAD", "main")
-    baseline = subprocess.run(
-        ["git", "rev-parse", "--short", ref],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    baseline = _git("rev-parse", "--short", args.baseline)
     env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML")}
     env["FAKE_NVML_GPU_COUNT"] = str(GPUS)
     env["FAKE_NVML_NVLINKS"] = ",".join(f"{gpu}:18" for gpu in range(GPUS))

@@ -412,22 +412,35 @@ def sample_nvml(
         from gputui.telemetry.nvml import NvmlSampler
 
         sampler = NvmlSampler()
-    answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
-    thread = SamplerThread("gputui-nvml")
-    thread.sample(sampler.sample, lambda value, error: answer.put((value, error)))
-    thread.close()  # the thread ends once the sample has, if ever
-    try:
-        value, error = answer.get(timeout=max(timeout_s, 0.0))
-    except queue.Empty:
+    answered, value = _within(sampler.sample, timeout_s)
+    if not answered:
         reading = sampler.hung_reading()
         sampler.stop()
         return reading
-    if error is not None:
-        raise error
     if own:
         sampler.close()
     assert isinstance(value, NvmlReading)
     return value
+
+
+def _within(function: Callable[[], object], timeout_s: float) -> tuple[bool, object]:
+    """Run ``function`` on a sampler thread of its own and wait at most ``timeout_s`` for it:
+    ``(True, its value)``, or ``(False, None)`` past the deadline (it goes on, on its thread).
+
+    Raises:
+        BaseException: What ``function`` raised.
+    """
+    answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
+    thread = SamplerThread("gputui-nvml")
+    thread.sample(function, lambda value, error: answer.put((value, error)))
+    thread.close()  # the thread ends once the call has, if ever
+    try:
+        value, error = answer.get(timeout=max(timeout_s, 0.0))
+    except queue.Empty:
+        return False, None
+    if error is not None:
+        raise error
+    return True, value
 
 
 def read_nvml_topology(
@@ -447,13 +460,8 @@ def read_nvml_topology(
         from gputui.telemetry.nvml import NvmlSampler
 
         sampler = NvmlSampler()
-    answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
-    thread = SamplerThread("gputui-nvml")
-    thread.sample(sampler.topology, lambda value, error: answer.put((value, error)))
-    thread.close()
-    try:
-        value, error = answer.get(timeout=max(timeout_s, 0.0))
-    except queue.Empty:
+    answered, value = _within(sampler.topology, timeout_s)
+    if not answered:
         from gputui.telemetry.nvml import describe_hung_call
 
         call = sampler.pending_call()
@@ -464,8 +472,6 @@ def read_nvml_topology(
             else "NVML had not answered by the deadline."
         )
         return GpuTopology((), (), error=why)
-    if error is not None:
-        raise error
     if own:
         sampler.close()
     assert isinstance(value, GpuTopology)

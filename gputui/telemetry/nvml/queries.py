@@ -81,7 +81,7 @@ _NVLINK_DATA_RX = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
 _ALL_LINKS = 0xFFFFFFFF  # a throughput field's scopeId for every link added up (nvml.h)
 _KIB = 1024
 _FIELD_OK = 0
-_PAST_END = -1
+PAST_END = -1
 """What asking a link past a GPU's last answers (see :meth:`Queries.ask`'s ``past_end``)."""
 """NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
 
@@ -630,10 +630,10 @@ def _nvlink_links_up(queries: Queries, gpu: TrackedGpu) -> int | None:
     never asked again) or when a link's state could not be read this time."""
     up = 0
     for link in range(queries.nvlink_max_links):
-        state = queries.ask(gpu, "nvlink_state", link, past_end=_PAST_END if link else None)
+        state = queries.ask(gpu, "nvlink_state", link, past_end=PAST_END if link else None)
         if state is None:
             return None
-        if state == _PAST_END:
+        if state == PAST_END:
             break
         up += state == _NVLINK_UP
     return up

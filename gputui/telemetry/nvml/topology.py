@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputui.telemetry.nvml.calls import GpuLost
-from gputui.telemetry.nvml.queries import Queries, TrackedGpu, text
+from gputui.telemetry.nvml.queries import PAST_END, Queries, TrackedGpu, text
 from gputui.telemetry.readings import GpuPath, GpuTopology
 
 ANCESTORS = {0: "BRD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -15,7 +15,6 @@ ANCESTORS = {0: "BRD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 INTERNAL, two GPUs on one board)."""
 SELF = GpuPath(ancestor="X", nvlinks=None)
 """A GPU's path to itself."""
-_PAST_END = -1
 
 
 def read_topology(queries: Queries, gpus: Sequence[TrackedGpu]) -> GpuTopology:
@@ -65,7 +64,7 @@ def _far_ends(queries: Queries, gpu: TrackedGpu) -> list[str] | None:
     without NVLink, ``None`` where NVML will not say (no such function, an error)."""
     ends: list[str] = []
     for link in range(queries.nvlink_max_links):
-        pci = queries.ask(gpu, "nvlink_remote", link, past_end=_PAST_END if link else None)
+        pci = queries.ask(gpu, "nvlink_remote", link, past_end=PAST_END if link else None)
         if isinstance(pci, int):  # one past its last link
             break
         if pci is None:
