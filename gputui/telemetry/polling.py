@@ -100,11 +100,14 @@ class LazySampler(Generic[R]):
 
     def sample(self) -> R:
         """Build the sampler if it is not built yet, then take one reading."""
+        return self._built().sample()
+
+    def _built(self) -> Sampler[R]:
         if self._sampler is None:
             self._sampler = self._factory()
             if self._stopped:  # stopped before it was built
                 stop_sampler(self._sampler)
-        return self._sampler.sample()
+        return self._sampler
 
     def close(self) -> None:
         """Close the sampler if it was built and has a ``close()`` (NVML does)."""
@@ -118,9 +121,7 @@ class LazySampler(Generic[R]):
     def topology(self) -> GpuTopology | None:
         """The GPUs' topology, if the sampler tells (NVML does); builds it first, as
         :meth:`sample` does (so call it on the sampler's thread)."""
-        if self._sampler is None:
-            self._sampler = self._factory()
-        return read_topology(self._sampler)
+        return read_topology(self._built())
 
     def pending_call(self) -> DriverCall | None:
         """The driver call the sampler waits on, if it was built and tells (NVML does)."""
