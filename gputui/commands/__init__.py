@@ -63,6 +63,7 @@ SUBCOMMANDS = {
     "serve": ("gputui.commands.serve", "add_serve_command"),
     "record": ("gputui.commands.record", "add_record_command"),
     "replay": ("gputui.commands.replay", "add_replay_command"),
+    "topo": ("gputui.commands.topo", "add_topo_command"),
 }
 """The subcommands defined in their own modules (torch-free; the engines load in the
 handlers): the module, and its function that adds the subcommand to the parser."""

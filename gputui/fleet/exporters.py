@@ -25,7 +25,13 @@ from gputui.serve.metrics import (
     SAMPLE_AGE,
 )
 from gputui.telemetry.nvml import WEDGED
-from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import (
+    GpuProcess,
+    GpuReading,
+    GpuState,
+    NvlinkThroughput,
+    Vendor,
+)
 
 MIB = 1024**2
 
@@ -94,6 +100,11 @@ class Range:
 MAX_BYTES = 2.0**50
 """A PiB: more memory than any GPU (or process) has."""
 
+NVLINK_RX = "nvlink_throughput.rx_bytes"
+NVLINK_TX = "nvlink_throughput.tx_bytes"
+"""The NVLink counters' readings, as ``gputui serve``'s series name them (parts of one field
+of a reading, :class:`~gputui.telemetry.readings.NvlinkThroughput`)."""
+
 RANGES: Mapping[str, Range] = {
     "utilization_percent": Range(0, 100),
     "memory_utilization_percent": Range(0, 100),
@@ -117,6 +128,8 @@ RANGES: Mapping[str, Range] = {
     "encoder_utilization_percent": Range(0, 100),
     "decoder_utilization_percent": Range(0, 100),
     "nvlink_links_active": Range(0, 64, integer=True),
+    NVLINK_RX: Range(0, 2**64 * 1024, integer=True),
+    NVLINK_TX: Range(0, 2**64 * 1024, integer=True),
     "performance_state": Range(0, 15, integer=True),
     "ecc_uncorrected_errors": Range(0, 2**53, integer=True),
     "remapped_rows_pending": Range(0, 1, integer=True),
@@ -188,7 +201,7 @@ def read_samples(samples: Iterable[Sample]) -> Exposition:
 
 # --- gputui serve --------------------------------------------------------------------------
 
-_GPUTUI_FIELDS = {series.name: (series.field, series.per / series.times) for series in GPU_SERIES}
+_GPUTUI_FIELDS = {series.name: (series.path, series.per / series.times) for series in GPU_SERIES}
 
 
 def _read_gputui(samples: list[Sample]) -> Exposition:
@@ -415,6 +428,8 @@ _INTEGER_FIELDS = frozenset(
         "pcie_link_width_max_lanes",
         "ecc_uncorrected_errors",
         "nvlink_links_active",
+        NVLINK_RX,
+        NVLINK_TX,
     }
 )
 _BOOLEAN_FIELDS = frozenset({"remapped_rows_pending"})
@@ -456,8 +471,8 @@ class _Gpu:
         allowed = RANGES[name]
         if allowed.high == 100 and 100 < value <= 100 + _PERCENT_SLACK:
             value = 100.0
-        if allowed.admits(value):
-            self.values[name] = without_noise(value)  # 0.715 * 100 is 71.5, not 71.49999999999999
+        if allowed.admits(value):  # 0.715 * 100 is 71.5, not 71.49999999999999; a count exact
+            self.values[name] = value if allowed.integer else without_noise(value)
         elif not (math.isnan(value) and self.nan_is_unknown):
             self.notes.refuse(f"GPU {self.index} {series}", sent, allowed, (name, value))
 
@@ -472,6 +487,13 @@ class _Gpu:
         for name in _BOOLEAN_FIELDS:
             if name in values:
                 readings[name] = values[name] == 1
+        if NVLINK_RX in values or NVLINK_TX in values:  # counters: a rate takes two scrapes
+            readings["nvlink_throughput"] = NvlinkThroughput(
+                rx_bytes=readings.pop(NVLINK_RX, None),
+                tx_bytes=readings.pop(NVLINK_TX, None),
+                rx_bytes_per_s=None,
+                tx_bytes_per_s=None,
+            )
         state, error = GpuState.OK, None
         if self.hung:
             state, error = GpuState.HUNG, hung_error(self.hung_for_s)

@@ -1,7 +1,8 @@
 """A Grafana dashboard over ``gputui serve``'s series: ``gputui serve --print-dashboard``.
 
 A row per host (repeated for each value of the ``instance`` variable), a panel per reading;
-the ``job``, ``instance`` and ``gpu`` variables choose what is shown. The panels are data
+the ``job``, ``instance`` and ``gpu`` variables choose what is shown, and ``workload`` the
+containers, pods and Slurm jobs of the per-job panels (``gputui serve --jobs``). The panels are data
 here (:data:`PANELS`), so that a test can run every query against a real Prometheus.
 """
 
@@ -16,6 +17,8 @@ from gputui.serve.metrics import (
     GPU_PROCESS_MEMORY,
     GPU_THROTTLED,
     GPU_UP,
+    JOB_MEMORY,
+    JOB_SM,
     SAMPLE_AGE,
 )
 
@@ -26,6 +29,8 @@ HOST = 'job=~"$job", instance=~"$instance"'
 """The matchers of one host's series (the row's ``instance``)."""
 GPUS = f'{HOST}, gpu=~"$gpu"'
 """The matchers of the chosen GPUs' series on one host."""
+JOBS = f'{HOST}, name=~"$workload"'
+"""The matchers of the chosen containers', pods' and Slurm jobs' series on one host."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,14 @@ def _gpu_query(metric: str, legend: str = "") -> Query:
     """One series per GPU: ``metric`` on the chosen GPUs, named by vendor and index (``nvidia
     0``, ``amd 0``) and ``legend``."""
     return Query(f"{metric}{{{GPUS}}}", f"{{{{vendor}}}} {{{{gpu}}}} {legend}".rstrip())
+
+
+def _gpu_rate(counter: str, legend: str) -> Query:
+    """A counter's rate a second, one series per GPU, over Grafana's rate window."""
+    return Query(
+        f"rate({counter}{{{GPUS}}}[$__rate_interval])",
+        f"{{{{vendor}}}} {{{{gpu}}}} {legend}",
+    )
 
 
 PANELS = (
@@ -151,6 +164,30 @@ PANELS = (
         ),
     ),
     Panel(
+        "NVLink throughput",
+        "Bytes a second received and sent over NVLink, every link (payload alone; only GPUs "
+        "with NVLink).",
+        "Bps",
+        (
+            _gpu_rate("gputui_gpu_nvlink_rx_bytes_total", "received"),
+            _gpu_rate("gputui_gpu_nvlink_tx_bytes_total", "sent"),
+        ),
+    ),
+    Panel(
+        "GPU memory by job",
+        "GPU memory the processes of each container, pod or Slurm job use, on every GPU of "
+        "the host (only where gputui serve runs with --jobs).",
+        "bytes",
+        (Query(f"{JOB_MEMORY}{{{JOBS}}}", "{{kind}} {{name}}"),),
+    ),
+    Panel(
+        "SMs busy by job",
+        "GPUs' worth of SMs each container, pod or Slurm job kept busy: its processes' shares "
+        "added up over the GPUs (only where gputui serve runs with --jobs).",
+        "short",
+        (Query(f"{JOB_SM}{{{JOBS}}}", "{{kind}} {{name}}"),),
+    ),
+    Panel(
         "Readings' age",
         "How old the oldest reading gputui serve serves is; it grows while sampling is stuck.",
         "s",
@@ -178,6 +215,9 @@ VARIABLES = (
     Variable("job", "Job", f"label_values({SAMPLE_AGE}, job)"),
     Variable("instance", "Host", f'label_values({SAMPLE_AGE}{{job=~"$job"}}, instance)'),
     Variable("gpu", "GPU", f"label_values({GPU_INFO}{{{HOST}}}, gpu)", numeric=True),
+    Variable(
+        "workload", "Container, pod or Slurm job", f"label_values({JOB_MEMORY}{{{HOST}}}, name)"
+    ),
 )
 """The query variables, each filtering the next."""
 

@@ -102,12 +102,24 @@ class GpuSeries:
     """See ``times`` (percent to a ratio: ``per=100``)."""
     counter: bool = False
     """A counter (only ever grows) rather than a gauge."""
+    part: str | None = None
+    """The attribute of ``field``'s value served, where that value is a reading of its own
+    (``rx_bytes`` of an :class:`~gputui.telemetry.readings.NvlinkThroughput`)."""
+
+    @property
+    def path(self) -> str:
+        """``field``, then ``part`` after a dot where there is one."""
+        return self.field if self.part is None else f"{self.field}.{self.part}"
 
     def value(self, gpu: GpuReading) -> float | None:
         """The series' value for ``gpu``; ``None`` when the reading is not known."""
         reading = getattr(gpu, self.field)
+        if reading is not None and self.part is not None:
+            reading = getattr(reading, self.part)
         if reading is None:
             return None
+        if isinstance(reading, int) and self.times == self.per:  # a count: exact, every digit
+            return float(reading)
         return without_noise(float(reading) * self.times / self.per)
 
 
@@ -194,6 +206,22 @@ GPU_SERIES = (
         "gputui_gpu_nvlink_links_active",
         "NVLink links that are up (left out for a GPU without NVLink).",
         "nvlink_links_active",
+    ),
+    GpuSeries(
+        "gputui_gpu_nvlink_rx_bytes_total",
+        "NVLink data received since the driver was loaded, every link (payload alone; left "
+        "out for a GPU without NVLink).",
+        "nvlink_throughput",
+        part="rx_bytes",
+        counter=True,
+    ),
+    GpuSeries(
+        "gputui_gpu_nvlink_tx_bytes_total",
+        "NVLink data sent since the driver was loaded, every link (payload alone; left out "
+        "for a GPU without NVLink).",
+        "nvlink_throughput",
+        part="tx_bytes",
+        counter=True,
     ),
     GpuSeries(
         "gputui_gpu_performance_state",

@@ -24,6 +24,7 @@ from gputui.telemetry.readings import (
     CpuReading,
     DriverCall,
     DrmReading,
+    GpuTopology,
     MpsReading,
     NvmlReading,
 )
@@ -99,11 +100,14 @@ class LazySampler(Generic[R]):
 
     def sample(self) -> R:
         """Build the sampler if it is not built yet, then take one reading."""
+        return self._built().sample()
+
+    def _built(self) -> Sampler[R]:
         if self._sampler is None:
             self._sampler = self._factory()
             if self._stopped:  # stopped before it was built
                 stop_sampler(self._sampler)
-        return self._sampler.sample()
+        return self._sampler
 
     def close(self) -> None:
         """Close the sampler if it was built and has a ``close()`` (NVML does)."""
@@ -113,6 +117,11 @@ class LazySampler(Generic[R]):
         """Stop the sampler (once built, if not yet) if it has a ``stop()`` (NVML does)."""
         self._stopped = True
         stop_sampler(self._sampler)
+
+    def topology(self) -> GpuTopology | None:
+        """The GPUs' topology, if the sampler tells (NVML does); builds it first, as
+        :meth:`sample` does (so call it on the sampler's thread)."""
+        return read_topology(self._built())
 
     def pending_call(self) -> DriverCall | None:
         """The driver call the sampler waits on, if it was built and tells (NVML does)."""
@@ -137,6 +146,17 @@ def stop_sampler(sampler: object) -> None:
     stop = getattr(sampler, "stop", None)
     if callable(stop):
         stop()
+
+
+def read_topology(sampler: object) -> GpuTopology | None:
+    """``sampler.topology()`` if it has one (NVML's and a :class:`LazySampler` of it do);
+    ``None`` for a sampler that cannot say. Blocks on the driver: call it on the sampler's
+    thread (:meth:`SamplerThread.call`)."""
+    topology = getattr(sampler, "topology", None)
+    if not callable(topology):
+        return None
+    answer = topology()
+    return answer if isinstance(answer, GpuTopology) else None
 
 
 def pending_call(sampler: object) -> DriverCall | None:
@@ -325,6 +345,14 @@ class SamplerThread:
         job, self._early = self._early or self._submit(function), None
         job.reply_to(reply)
 
+    def call(self, function: Callable[[], object], reply: Reply) -> None:
+        """Run ``function`` on the thread after what is queued, then ``reply`` with its
+        result, as :meth:`sample` does but never taking the prefetched sample: a question
+        other than a sample (the topology) for the same sampler, on its thread."""
+        if self._closed:
+            return
+        self._submit(function).reply_to(reply)
+
     def _submit(self, function: Callable[[], object]) -> _Job:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -385,19 +413,67 @@ def sample_nvml(
         from gputui.telemetry.nvml import NvmlSampler
 
         sampler = NvmlSampler()
-    answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
-    thread = SamplerThread("gputui-nvml")
-    thread.sample(sampler.sample, lambda value, error: answer.put((value, error)))
-    thread.close()  # the thread ends once the sample has, if ever
-    try:
-        value, error = answer.get(timeout=max(timeout_s, 0.0))
-    except queue.Empty:
+    answered, value = _within(sampler.sample, timeout_s)
+    if not answered:
         reading = sampler.hung_reading()
         sampler.stop()
         return reading
-    if error is not None:
-        raise error
     if own:
         sampler.close()
     assert isinstance(value, NvmlReading)
+    return value
+
+
+def _within(function: Callable[[], object], timeout_s: float) -> tuple[bool, object]:
+    """Run ``function`` on a sampler thread of its own and wait at most ``timeout_s`` for it:
+    ``(True, its value)``, or ``(False, None)`` past the deadline (it goes on, on its thread).
+
+    Raises:
+        BaseException: What ``function`` raised.
+    """
+    answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
+    thread = SamplerThread("gputui-nvml")
+    thread.sample(function, lambda value, error: answer.put((value, error)))
+    thread.close()  # the thread ends once the call has, if ever
+    try:
+        value, error = answer.get(timeout=max(timeout_s, 0.0))
+    except queue.Empty:
+        return False, None
+    if error is not None:
+        raise error
+    return True, value
+
+
+def read_nvml_topology(
+    timeout_s: float = NVML_TIMEOUT_S, *, sampler: NvmlSampler | None = None
+) -> GpuTopology:
+    """The GPUs' topology (:meth:`NvmlSampler.topology`) read on a sampler thread of its own,
+    waited for at most ``timeout_s``: past it, the topology's error names the call that has
+    not returned, which is left to its thread.
+
+    Args:
+        timeout_s: How long to wait.
+        sampler: The sampler (default: a new one on the system's library, closed once it
+            has answered).
+    """
+    own = sampler is None
+    if sampler is None:
+        from gputui.telemetry.nvml import NvmlSampler
+
+        sampler = NvmlSampler()
+    answered, value = _within(sampler.topology, timeout_s)
+    if not answered:
+        from gputui.telemetry.nvml import describe_hung_call
+
+        call = sampler.pending_call()
+        sampler.stop()
+        why = (
+            describe_hung_call(call, time.monotonic())
+            if call is not None
+            else "NVML had not answered by the deadline."
+        )
+        return GpuTopology((), (), error=why)
+    if own:
+        sampler.close()
+    assert isinstance(value, GpuTopology)
     return value

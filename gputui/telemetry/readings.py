@@ -188,6 +188,21 @@ class MigDeviceReading:
 
 
 @dataclass(frozen=True, slots=True)
+class NvlinkThroughput:
+    """The data a GPU's NVLink links carry, every link added up (payload, not protocol
+    overhead). One field of a reading, not four: a reading is copied a few times a sample."""
+
+    rx_bytes: int | None
+    """Received since the driver was loaded (a counter)."""
+    tx_bytes: int | None
+    """Sent since the driver was loaded (a counter)."""
+    rx_bytes_per_s: float | None
+    """Received a second, between the last two reads of the counter."""
+    tx_bytes_per_s: float | None
+    """Sent a second, the same way."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuReading:
     """One sample of one GPU."""
 
@@ -280,6 +295,8 @@ class GpuReading:
     """Share of time the video decoder was busy, 0-100."""
     nvlink_links_active: int | None = None
     """NVLink links that are up (0: every link is down); ``None`` without NVLink."""
+    nvlink_throughput: NvlinkThroughput | None = None
+    """What NVLink carries, every link; ``None`` without NVLink."""
 
 
 ERROR_BRIEF_MAX = 50
@@ -327,6 +344,39 @@ def health_problems(gpu: GpuReading) -> list[str]:
     if gpu.remapped_rows_pending:
         problems.append("row remap pending: reset the GPU")
     return problems
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPath:
+    """How one GPU reaches another, as ``nvidia-smi topo -m`` says it."""
+
+    ancestor: str | None
+    """Their closest common ancestor, in ``nvidia-smi topo -m``'s words: ``PIX`` (one PCIe
+    switch), ``PXB`` (several), ``PHB`` (a host bridge), ``NODE`` (a NUMA node's host
+    bridges), ``SYS`` (across NUMA nodes), ``BRD`` (one board); ``X`` from a GPU to itself;
+    ``None`` where NVML does not say."""
+    nvlinks: int | None
+    """NVLink links between them, direct or through NVSwitches (0: none); ``None`` where NVML
+    does not say."""
+
+    @property
+    def label(self) -> str:
+        """The matrix cell: ``NV18`` over NVLink, else the ancestor (``n/a`` unknown)."""
+        if self.nvlinks:
+            return f"NV{self.nvlinks}"
+        return self.ancestor or "n/a"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTopology:
+    """How every NVIDIA GPU reaches every other: read once (it does not change)."""
+
+    gpus: tuple[int, ...]
+    """The GPUs' NVML indices, in order (those that answered)."""
+    paths: tuple[tuple[GpuPath, ...], ...]
+    """``paths[i][j]``: from ``gpus[i]`` to ``gpus[j]``."""
+    error: str | None = None
+    """Why there is no topology (NVML unavailable, no NVIDIA GPU), as a sentence."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from gputui.telemetry.readings import (
     GpuState,
     MigDeviceReading,
     MpsReading,
+    NvlinkThroughput,
     NvmlReading,
     NvmlStatus,
     Snapshot,
@@ -194,6 +195,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "encoder_utilization_percent",
         "decoder_utilization_percent",
         "nvlink_links_active",
+        "nvlink_throughput",
         "performance_state",
         "throttle_reasons",
         "ecc_uncorrected_errors",
@@ -202,6 +204,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "mig_devices",
         "processes",
     ),
+    NvlinkThroughput: ("rx_bytes", "tx_bytes", "rx_bytes_per_s", "tx_bytes_per_s"),
     MigDeviceReading: (
         "index",
         "gpu_instance_id",
@@ -578,7 +581,13 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
             ["decoder", fmt_percent(gpu.decoder_utilization_percent)],
         ]
     if gpu.nvlink_links_active is not None:
-        pairs += [["NVLink", f"{gpu.nvlink_links_active} up"], ["", ""]]
+        throughput = gpu.nvlink_throughput
+        pairs += [
+            ["NVLink", f"{gpu.nvlink_links_active} up"],
+            ["", ""],
+            ["NVLink rx", fmt_rate(throughput.rx_bytes_per_s if throughput else None)],
+            ["NVLink tx", fmt_rate(throughput.tx_bytes_per_s if throughput else None)],
+        ]
     readings = fmt_columns([pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2)])
     if max(len(line) for line in readings) > room:  # narrow: one reading a line
         readings = fmt_columns(pairs, width=room)

@@ -41,6 +41,7 @@ import gputui.commands.record
 import gputui.commands.replay
 import gputui.commands.scale
 import gputui.commands.serve
+import gputui.commands.topo
 import gputui.jobs.bench.run
 import gputui.jobs.config
 from gputui.device import CPU, Device
@@ -422,6 +423,7 @@ REAL_HANDLERS = {
     gputui.commands.serve.run_serve_command: "serve",
     gputui.commands.record.run_record_command: "record",
     gputui.commands.replay.run_replay_command: "replay",
+    gputui.commands.topo.run_topo_command: "topo",
     gputui.commands._run_help: "help: prints help only",
 }
 """Every subcommand handler and how ``no_side_effects`` keeps it from doing anything."""
@@ -447,6 +449,7 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(gputui.commands.serve, "run_serve_command", recorder("serve"))
     monkeypatch.setattr(gputui.commands.record, "run_record_command", recorder("record"))
     monkeypatch.setattr(gputui.commands.replay, "run_replay_command", recorder("replay"))
+    monkeypatch.setattr(gputui.commands.topo, "run_topo_command", recorder("topo"))
     monkeypatch.setattr(gputui.jobs.bench.run, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.scale, "ChildProcess", StubChild)

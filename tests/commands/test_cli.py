@@ -275,6 +275,13 @@ def test_snapshot_json_gives_nvlink_and_the_video_engines_and_null_where_not_sup
         },
     )
     assert [gpu["nvlink_links_active"] for gpu in data["gpus"]] == [18, 0, None]
+    # One sample reads the counters once (bytes, from NVML's KiB): a rate needs a second.
+    assert [gpu["nvlink_throughput"] for gpu in data["gpus"]] == [
+        {"rx_bytes": 18 * 2048 * 1024, "tx_bytes": 18 * 1024 * 1024}
+        | {"rx_bytes_per_s": None, "tx_bytes_per_s": None},
+        {"rx_bytes": 0, "tx_bytes": 0, "rx_bytes_per_s": None, "tx_bytes_per_s": None},
+        None,  # no NVLink
+    ]
     engines = [
         (gpu["encoder_utilization_percent"], gpu["decoder_utilization_percent"])
         for gpu in data["gpus"]

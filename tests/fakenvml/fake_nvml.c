@@ -140,6 +140,43 @@ typedef struct {
     unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+typedef union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    int siVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId; /* an NVLink field's link; UINT_MAX: every link added up */
+    long long timestamp;
+    long long latencyUsec;
+    unsigned int valueType;
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+enum { NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3 };
+enum {
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138,
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139,
+    NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX = 140,
+    NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX = 141,
+};
+#define NVML_SCOPE_ALL_LINKS 0xFFFFFFFFu
+enum {
+    NVML_TOPOLOGY_INTERNAL = 0,
+    NVML_TOPOLOGY_SINGLE = 10,
+    NVML_TOPOLOGY_MULTIPLE = 20,
+    NVML_TOPOLOGY_HOSTBRIDGE = 30,
+    NVML_TOPOLOGY_NODE = 40,
+    NVML_TOPOLOGY_SYSTEM = 50,
+};
+
 /* ------------------------------------------------------------------------ */
 /* Every exported NVML function, for call counting and error injection.     */
 /* ------------------------------------------------------------------------ */
@@ -202,6 +239,9 @@ typedef struct {
     X(nvmlDeviceGetCurrentClocksThrottleReasons) \
     X(nvmlDeviceGetRemappedRows)                 \
     X(nvmlDeviceGetNvLinkState)                  \
+    X(nvmlDeviceGetNvLinkRemotePciInfo_v2)       \
+    X(nvmlDeviceGetFieldValues)                  \
+    X(nvmlDeviceGetTopologyCommonAncestor)       \
     X(nvmlDeviceGetProcessUtilization)          \
     X(nvmlDeviceGetMaxMigDeviceCount)            \
     X(nvmlDeviceGetMigDeviceHandleByIndex)       \
@@ -254,6 +294,9 @@ static const field_t FIELDS[] = {
     {"encoder", {FN_nvmlDeviceGetEncoderUtilization, -1}},
     {"decoder", {FN_nvmlDeviceGetDecoderUtilization, -1}},
     {"nvlink", {FN_nvmlDeviceGetNvLinkState, -1}},
+    {"nvlink_remote", {FN_nvmlDeviceGetNvLinkRemotePciInfo_v2, -1}},
+    {"nvlink_throughput", {FN_nvmlDeviceGetFieldValues, -1}},
+    {"topology", {FN_nvmlDeviceGetTopologyCommonAncestor, -1}},
     {"mig_devices", {FN_nvmlDeviceGetMaxMigDeviceCount, FN_nvmlDeviceGetMigDeviceHandleByIndex, -1}},
     /* System-wide: a GPU prefix is ignored. */
     {"count", {FN_nvmlDeviceGetCount, FN_nvmlDeviceGetCount_v2, -1}},
@@ -338,6 +381,10 @@ typedef struct fake_gpu {
     unsigned long long decoder;        /* FAKE_NVML_DECODER_UTILIZATION: percent */
     unsigned long long nvlinks;        /* FAKE_NVML_NVLINKS: links it has (0: no NVLink) */
     unsigned long long nvlinks_down;   /* FAKE_NVML_NVLINKS_DOWN: bit mask of links down */
+    unsigned long long nvlink_tx_kib;  /* FAKE_NVML_NVLINK_TX_KIB: each link's growth a call */
+    unsigned long long nvlink_rx_kib;  /* FAKE_NVML_NVLINK_RX_KIB */
+    unsigned long long field_calls;    /* nvmlDeviceGetFieldValues calls since init (atomic) */
+    int peers[18];                     /* FAKE_NVML_NVLINK_PEERS: each link's GPU; -1 NVSwitch */
     unsigned int mig_count;            /* FAKE_NVML_MIG_DEVICES: MIG devices on this GPU */
     /* A MIG device (an entry of g_migs) answers as its GPU (index) but for these: */
     int is_mig;
@@ -386,6 +433,7 @@ typedef struct {
 static fake_process_sm_t g_process_sm[FAKE_MAX_PROCESSES]; /* FAKE_NVML_PROCESS_UTILIZATION */
 static unsigned int g_process_sm_count;
 static unsigned long long g_last_seen_us[FAKE_MAX_GPUS]; /* each GPU's last lastSeenTimeStamp */
+static int g_topology[FAKE_MAX_GPUS][FAKE_MAX_GPUS]; /* FAKE_NVML_TOPOLOGY; -1: the default */
 
 /* Bus numbers of the eight GPUs in a typical HGX H100 board. */
 static const unsigned int HGX_BUSES[8] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
@@ -825,6 +873,106 @@ static int parse_process_utilization(void) {
     return 1;
 }
 
+/* A topology level by nvidia-smi's name (X, PIX, PXB, PHB, NODE, SYS), NVML's enum's name
+   (INTERNAL, SINGLE, MULTIPLE, HOSTBRIDGE, NODE, SYSTEM) or number. */
+static int parse_level(const char *text, int *level) {
+    static const struct {
+        const char *name;
+        int level;
+    } LEVELS[] = {
+        {"X", NVML_TOPOLOGY_INTERNAL},        {"INTERNAL", NVML_TOPOLOGY_INTERNAL},
+        {"PIX", NVML_TOPOLOGY_SINGLE},        {"SINGLE", NVML_TOPOLOGY_SINGLE},
+        {"PXB", NVML_TOPOLOGY_MULTIPLE},      {"MULTIPLE", NVML_TOPOLOGY_MULTIPLE},
+        {"PHB", NVML_TOPOLOGY_HOSTBRIDGE},    {"HOSTBRIDGE", NVML_TOPOLOGY_HOSTBRIDGE},
+        {"NODE", NVML_TOPOLOGY_NODE},         {"SYS", NVML_TOPOLOGY_SYSTEM},
+        {"SYSTEM", NVML_TOPOLOGY_SYSTEM},
+    };
+    unsigned long long number;
+    for (size_t i = 0; i < sizeof(LEVELS) / sizeof(LEVELS[0]); i++) {
+        if (strcasecmp(text, LEVELS[i].name) == 0) {
+            *level = LEVELS[i].level;
+            return 1;
+        }
+    }
+    if (parse_uint(text, &number) && number <= 1000) {
+        *level = (int)number;
+        return 1;
+    }
+    return 0;
+}
+
+/* FAKE_NVML_TOPOLOGY: "A:B:LEVEL,..." (either order answers it). */
+static int parse_topology(void) {
+    const char *variable = "FAKE_NVML_TOPOLOGY";
+    char buffer[4096];
+    char *save = NULL;
+    int listed = list_in(variable, buffer, sizeof(buffer));
+    if (listed <= 0) {
+        return listed == 0;
+    }
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        unsigned long long a, b;
+        int level;
+        char *first = strchr(item, ':');
+        char *second = first ? strchr(first + 1, ':') : NULL;
+        if (second == NULL) {
+            config_error(variable, item);
+            return 0;
+        }
+        *first = '\0';
+        *second = '\0';
+        if (!parse_uint(item, &a) || !parse_uint(first + 1, &b) || a >= FAKE_MAX_GPUS ||
+            b >= FAKE_MAX_GPUS || !parse_level(second + 1, &level)) {
+            config_error(variable, item);
+            return 0;
+        }
+        g_topology[a][b] = g_topology[b][a] = level;
+    }
+    return 1;
+}
+
+/* FAKE_NVML_NVLINK_PEERS: "GPU:PEER/PEER/...,...", the GPU at the other end of each link in
+   order (link 0 first); "sw" for an NVSwitch. Links past the list reach an NVSwitch. */
+static int parse_peers(void) {
+    const char *variable = "FAKE_NVML_NVLINK_PEERS";
+    char buffer[4096];
+    char *save = NULL;
+    int listed = list_in(variable, buffer, sizeof(buffer));
+    if (listed <= 0) {
+        return listed == 0;
+    }
+    for (char *item = strtok_r(buffer, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        unsigned long long gpu, peer;
+        char *inner = NULL;
+        int link = 0;
+        char *colon = strchr(item, ':');
+        if (colon == NULL) {
+            config_error(variable, item);
+            return 0;
+        }
+        *colon = '\0';
+        if (!parse_uint(item, &gpu) || gpu >= FAKE_MAX_GPUS) {
+            config_error(variable, item);
+            return 0;
+        }
+        for (char *one = strtok_r(colon + 1, "/", &inner); one; one = strtok_r(NULL, "/", &inner)) {
+            if (link >= 18) {
+                config_error(variable, "more than 18 links");
+                return 0;
+            }
+            if (strcasecmp(one, "sw") == 0) {
+                g_gpus[gpu].peers[link++] = -1;
+            } else if (parse_uint(one, &peer) && peer < FAKE_MAX_GPUS) {
+                g_gpus[gpu].peers[link++] = (int)peer;
+            } else {
+                config_error(variable, one);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 /* Names: one for every GPU, or a comma list (the last one repeats). */
 static void parse_names(void) {
     const char *value = getenv("FAKE_NVML_GPU_NAME");
@@ -862,6 +1010,14 @@ static nvmlReturn_t load_config(void) {
     for (unsigned int i = 0; i < FAKE_MAX_GPUS; i++) {
         g_gpus[i].index = i;
         g_gpus[i].lost_after = -1;
+        g_gpus[i].nvlink_tx_kib = 1024ULL * (i + 1);
+        g_gpus[i].nvlink_rx_kib = 2048ULL * (i + 1);
+        for (unsigned int link = 0; link < 18; link++) {
+            g_gpus[i].peers[link] = -1;
+        }
+        for (unsigned int j = 0; j < FAKE_MAX_GPUS; j++) {
+            g_topology[i][j] = -1;
+        }
     }
 
     value = getenv("FAKE_NVML_INIT_ERROR");
@@ -931,6 +1087,9 @@ static nvmlReturn_t load_config(void) {
         !parse_per_gpu("FAKE_NVML_DECODER_UTILIZATION", offsetof(fake_gpu_t, decoder)) ||
         !parse_per_gpu("FAKE_NVML_NVLINKS", offsetof(fake_gpu_t, nvlinks)) ||
         !parse_per_gpu("FAKE_NVML_NVLINKS_DOWN", offsetof(fake_gpu_t, nvlinks_down)) ||
+        !parse_per_gpu("FAKE_NVML_NVLINK_TX_KIB", offsetof(fake_gpu_t, nvlink_tx_kib)) ||
+        !parse_per_gpu("FAKE_NVML_NVLINK_RX_KIB", offsetof(fake_gpu_t, nvlink_rx_kib)) ||
+        !parse_peers() || !parse_topology() ||
         !parse_mig_devices()) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -2018,6 +2177,124 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int l
         return NVML_ERROR_NOT_SUPPORTED;
     }
     return set_uint(is_active, (device->nvlinks_down >> link) & 1u ? 0u : 1u);
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetNvLinkRemotePciInfo_v2
+/* The PCI info of what link `link` reaches: a GPU of FAKE_NVML_NVLINK_PEERS, else an
+   NVSwitch (bus 0x05 + link % 4, as an HGX board's four switches). */
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                        nvmlPciInfo_t *pci) {
+    DEVICE_ENTER(nvmlDeviceGetNvLinkRemotePciInfo_v2, device, NULL);
+    if (pci == NULL || link >= 18u) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (link >= device->nvlinks) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (device->peers[link] >= 0) {
+        fill_pci(&g_gpus[device->peers[link]], pci);
+        return NVML_SUCCESS;
+    }
+    memset(pci, 0, sizeof(*pci));
+    pci->bus = 0x05u + link % 4u;
+    pci->pciDeviceId = 0x22a310deu; /* NVSwitch */
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", pci->bus);
+    snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", pci->bus);
+    return NVML_SUCCESS;
+}
+#endif
+
+/* One NVLink throughput counter (KiB since init): each link that is up grows by the GPU's
+   FAKE_NVML_NVLINK_TX_KIB (RX_KIB) with every nvmlDeviceGetFieldValues call; raw counts a
+   sixteenth more (protocol overhead). */
+static nvmlReturn_t nvlink_counter(const fake_gpu_t *gpu, unsigned int field, unsigned int scope,
+                                   unsigned long long calls, unsigned long long *kib) {
+    const int tx = field == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX ||
+                   field == NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX;
+    const unsigned long long step = tx ? gpu->nvlink_tx_kib : gpu->nvlink_rx_kib;
+    unsigned long long links = 0;
+    if (gpu->nvlinks == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (scope == NVML_SCOPE_ALL_LINKS) {
+        for (unsigned long long link = 0; link < gpu->nvlinks && link < 18; link++) {
+            links += ((gpu->nvlinks_down >> link) & 1u) ? 0u : 1u;
+        }
+    } else if (scope < gpu->nvlinks && scope < 18u) {
+        links = ((gpu->nvlinks_down >> scope) & 1u) ? 0u : 1u;
+    } else {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *kib = step * calls * links;
+    if (field == NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX ||
+        field == NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX) {
+        *kib += *kib / 16u;
+    }
+    return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetFieldValues
+/* The NVLink throughput fields (138 to 141) are answered; every other field, and each of
+   them on a GPU without NVLink, answers NotSupported in its own nvmlReturn, as a driver
+   does. FAKE_NVML_UNSUPPORTED=nvlink_throughput makes every field NotSupported too; another
+   error fails the whole call. */
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
+                                             nvmlFieldValue_t *values) {
+    unsigned long long calls;
+    nvmlReturn_t entered = device_enter(FN_nvmlDeviceGetFieldValues, device, NULL);
+    if (entered != NVML_SUCCESS && entered != NVML_ERROR_NOT_SUPPORTED) {
+        return entered;
+    }
+    if (values == NULL || count < 0) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (device->is_mig) {
+        device = &g_gpus[device->index];
+    }
+    calls = __atomic_add_fetch(&device->field_calls, 1ULL, __ATOMIC_RELAXED);
+    for (int i = 0; i < count; i++) {
+        nvmlFieldValue_t *value = &values[i];
+        value->timestamp = (long long)(now_s() * 1e6);
+        value->latencyUsec = 0;
+        value->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        value->value.ullVal = 0;
+        if (entered == NVML_ERROR_NOT_SUPPORTED || value->fieldId < 138u ||
+            value->fieldId > 141u) {
+            value->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            continue;
+        }
+        value->nvmlReturn =
+            nvlink_counter(device, value->fieldId, value->scopeId, calls, &value->value.ullVal);
+    }
+    return NVML_SUCCESS;
+}
+#endif
+
+#ifndef FAKE_NVML_OMIT_nvmlDeviceGetTopologyCommonAncestor
+/* FAKE_NVML_TOPOLOGY's level for the pair, else an HGX board's: the same GPU INTERNAL, GPUs
+   2k and 2k+1 behind one PCIe switch (PXB), four to a CPU socket (NODE), else SYS. */
+EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t first, nvmlDevice_t second,
+                                                        int *level) {
+    unsigned int a, b;
+    DEVICE_ENTER(nvmlDeviceGetTopologyCommonAncestor, first, NULL);
+    if (level == NULL || !is_device(second) || second->index >= g_gpu_count) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    a = first->index;
+    b = second->index;
+    if (g_topology[a][b] >= 0) {
+        *level = g_topology[a][b];
+    } else if (a == b) {
+        *level = NVML_TOPOLOGY_INTERNAL;
+    } else if (a / 2u == b / 2u) {
+        *level = NVML_TOPOLOGY_MULTIPLE;
+    } else if (a / 4u == b / 4u) {
+        *level = NVML_TOPOLOGY_NODE;
+    } else {
+        *level = NVML_TOPOLOGY_SYSTEM;
+    }
+    return NVML_SUCCESS;
 }
 #endif
 

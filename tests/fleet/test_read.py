@@ -15,7 +15,7 @@ from gputui.commands import main
 from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, read_samples
 from gputui.fleet.exposition import parse_text
 from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
-from gputui.telemetry.readings import health_problems
+from gputui.telemetry.readings import NvlinkThroughput, health_problems
 from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition, serving
 
 MIB = 1024**2
@@ -260,6 +260,26 @@ def test_ecc_errors_and_a_pending_remap_come_back_as_health_problems() -> None:
     ]
     assert (second.ecc_uncorrected_errors, second.remapped_rows_pending) == (0, None)
     assert len(read.notes) == 1 and "not a whole number from 0 to 1" in read.notes[0]
+
+
+def test_nvlink_counters_come_back_as_a_gpu_s_nvlink_throughput_without_a_rate() -> None:
+    """A rate takes two scrapes, which one read of a host does not have; a GPU without the
+    counters has no NVLink throughput at all."""
+    exposition = (
+        "# TYPE gputui_gpu_nvlink_rx_bytes counter\n"
+        'gputui_gpu_nvlink_rx_bytes_total{gpu="0",uuid="GPU-0"} 1099511627776\n'
+        "# TYPE gputui_gpu_nvlink_tx_bytes counter\n"
+        'gputui_gpu_nvlink_tx_bytes_total{gpu="0",uuid="GPU-0"} 2048\n'
+        'gputui_gpu_nvlink_tx_bytes_total{gpu="1",uuid="GPU-1"} 0.5\n'
+        "# TYPE gputui_gpu_up gauge\n"
+        'gputui_gpu_up{gpu="2",uuid="GPU-2"} 1\n'
+    )
+    first, second, third = read_samples(parse_text(exposition)).gpus
+    assert first.nvlink_throughput == NvlinkThroughput(
+        rx_bytes=2**40, tx_bytes=2048, rx_bytes_per_s=None, tx_bytes_per_s=None
+    )
+    assert second.nvlink_throughput is None  # half a byte: refused
+    assert third.nvlink_throughput is None
 
 
 def test_a_json_answer_says_to_give_the_metrics_address() -> None:

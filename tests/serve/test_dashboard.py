@@ -5,7 +5,6 @@ filled in as Grafana fills them, returns series from a real Prometheus scraping 
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from gputui.serve.dashboard import dashboard_json
+from tests.fakeprocfs import IN_DOCKER, IN_POD, IN_SLURM, jobs_tree
 from tests.serve.served import Served, gputui_serve, prometheus_query, prometheus_scraping
 
 WAIT_S = 60.0
@@ -24,14 +24,23 @@ WAIT_S = 60.0
 HOSTS = (
     {
         "FAKE_NVML_GPU_COUNT": "1",
-        "FAKE_NVML_PROCESSES": f"0:{os.getpid()}:1073741824",
+        "FAKE_NVML_PROCESSES": f"0:{IN_DOCKER}:1073741824",
         "FAKE_NVML_CLOCK_EVENTS": "0:0x20",  # thermal
         "FAKE_NVML_ECC_UNCORRECTED": "0:2",
         "FAKE_NVML_REMAPPED_PENDING": "0:1",
+        "FAKE_NVML_NVLINKS": "0:18",
     },
-    {"FAKE_NVML_GPU_COUNT": "2", "FAKE_NVML_PROCESSES": f"1:{os.getpid()}:2147483648"},
+    {
+        "FAKE_NVML_GPU_COUNT": "2",
+        "FAKE_NVML_PROCESSES": f"1:{IN_POD}:2147483648,0:{IN_SLURM}:1048576",
+        "FAKE_NVML_NVLINKS": "0:4,1:4",
+    },
 )
-"""Two hosts' stand-in GPUs: one with a GPU in trouble and one calm, each running a process."""
+"""Two hosts' stand-in GPUs, with NVLink: one with a GPU in trouble running a Docker
+container's process, one calm running a pod's and a Slurm job's (read from a fake procfs,
+``tests/fakeprocfs.py``)."""
+BUILT_IN = {"__rate_interval": "1m"}
+"""Grafana's own variables the queries use, as a dashboard's range of a few minutes fills them."""
 
 _LABEL_VALUES = re.compile(r"label_values\((?P<series>.+), (?P<label>\w+)\)")
 
@@ -53,6 +62,8 @@ def grafana_regex(values: list[str]) -> str:
 
 
 def substituted(expr: str, chosen: dict[str, list[str]]) -> str:
+    for name, value in BUILT_IN.items():
+        expr = expr.replace(f"${name}", value)
     for name, values in chosen.items():
         expr = expr.replace(f"${name}", grafana_regex(values))
     assert "$" not in expr, expr
@@ -72,9 +83,14 @@ def prometheus(
     fake_nvml_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, list[str]]]:
     """A Prometheus scraping the two hosts' exporters: its URL and their addresses."""
+    procfs = str(jobs_tree(tmp_path_factory.mktemp("proc")).root)
     with ExitStack() as stack:
         servers = [
-            Served.start(fake_nvml_dir, "--interval", "0.25", "--processes", knobs=knobs)
+            Served.start(
+                fake_nvml_dir,
+                *("--interval", "0.25", "--processes", "--jobs"),
+                knobs={**knobs, "GPUTUI_PROCFS": procfs},
+            )
             for knobs in HOSTS
         ]
         for server in servers:
@@ -101,7 +117,14 @@ def test_every_panel_s_query_returns_series_for_every_host(
             job = variable_values(base, variables["job"]["query"], {})
             hosts = variable_values(base, variables["instance"]["query"], {"job": job})
             chosen = {
-                host: {"job": job, "instance": [host], "gpu": gpus}
+                host: {
+                    "job": job,
+                    "instance": [host],
+                    "gpu": gpus,
+                    "workload": variable_values(
+                        base, variables["workload"]["query"], {"job": job, "instance": [host]}
+                    ),
+                }
                 for host in hosts
                 if (
                     gpus := variable_values(
@@ -125,6 +148,11 @@ def test_every_panel_s_query_returns_series_for_every_host(
     assert job == ["gpus"]  # the scrape job's name
     assert hosts == sorted(targets)
     assert [chosen[host]["gpu"] for host in targets] == [["0"], ["0", "1"]]
+    assert [chosen[host]["workload"] for host in targets] == [["trainer"], ["1234", "ml/resnet-0"]]
+    by_job = next(expr for title, expr in queries if title == "GPU memory by job")
+    one_job = {**chosen[targets[1]], "workload": ["ml/resnet-0"]}  # the variable narrows it
+    memory = prometheus_query(base, substituted(by_job, one_job))
+    assert [(s["metric"]["kind"], s["value"][1]) for s in memory] == [("pod", "2147483648")]
     for host in targets:  # a host's row shows its own series alone
         for _, expr in queries:
             for series in prometheus_query(base, substituted(expr, chosen[host])):
@@ -167,7 +195,7 @@ def test_a_row_per_host_and_a_panel_per_reading(model: dict[str, Any]) -> None:
 def test_every_variable_a_query_uses_is_defined_and_may_be_all(model: dict[str, Any]) -> None:
     variables = {v["name"]: v for v in model["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
-    used = set(re.findall(r"\$(\w+)", json.dumps(model["panels"])))
-    assert used == {"job", "instance", "gpu"}
+    used = set(re.findall(r"\$(\w+)", json.dumps(model["panels"]))) - set(BUILT_IN)
+    assert used == {"job", "instance", "gpu", "workload"}
     for name in used:
         assert variables[name]["multi"] and variables[name]["includeAll"], name

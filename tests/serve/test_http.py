@@ -84,12 +84,15 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
         assert only(labels_of(metrics["gputui_gpu_up"], gpu["index"])).value == 1
         for series in GPU_SERIES:
             found = labels_of(metrics.get(series.name, []), gpu["index"])
-            if gpu[series.field] is None:
+            json_value = gpu[series.field]
+            if json_value is not None and series.part is not None:
+                json_value = json_value[series.part]
+            if json_value is None:
                 assert found == [], series.name  # not supported: left out, not 0
                 continue
             sample = only(found)
             assert sample.labels == labels, series.name
-            assert sample.value == pytest.approx(gpu[series.field] * series.times / series.per)
+            assert sample.value == pytest.approx(json_value * series.times / series.per)
 
     first = gpus[0]
     value = {
@@ -124,6 +127,14 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
     assert [only(labels_of(metrics[links], i)).value for i in (0, 1)] == [17, 18]
     assert labels_of(metrics[links], 2) == []  # a PCIe card: left out, not 0
     assert f"# HELP {links} NVLink links that are up".encode() in body
+    for direction, kib in (("tx", 1024), ("rx", 2048)):  # the stand-in's defaults for GPU 0
+        name = f"gputui_gpu_nvlink_{direction}_bytes_total"
+        assert f"# TYPE {name} counter".encode() in body
+        assert [only(labels_of(metrics[name], i)).value for i in (0, 1)] == [
+            17 * kib * 1024,  # 17 links up, one read
+            18 * kib * 2 * 1024,
+        ]
+        assert labels_of(metrics[name], 2) == []  # a PCIe card: left out, not 0
 
     process = only(metrics["gputui_gpu_process_memory_bytes"])
     assert process.value == 1073741824

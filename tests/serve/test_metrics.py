@@ -17,6 +17,7 @@ from gputui.telemetry.readings import (
     GpuProcess,
     GpuState,
     MpsReading,
+    NvlinkThroughput,
     NvmlReading,
     NvmlStatus,
     Workload,
@@ -57,6 +58,9 @@ GPU = gpu_reading(
     encoder_utilization_percent=12.0,
     decoder_utilization_percent=0.0,
     nvlink_links_active=18,
+    nvlink_throughput=NvlinkThroughput(
+        rx_bytes=3 * 2**40, tx_bytes=2**40, rx_bytes_per_s=5e9, tx_bytes_per_s=None
+    ),
     processes=(
         GpuProcess(
             pid=4242,
@@ -147,6 +151,8 @@ def test_every_gpu_series_carries_the_reading_in_base_units() -> None:
         "gputui_gpu_encoder_utilization_ratio": 0.12,
         "gputui_gpu_decoder_utilization_ratio": 0.0,
         "gputui_gpu_nvlink_links_active": 18.0,
+        "gputui_gpu_nvlink_rx_bytes_total": 3 * 2**40,
+        "gputui_gpu_nvlink_tx_bytes_total": 2**40,
     }
     for name, value in expected.items():
         (sample,) = [s for s in found[name] if s.labels.get("gpu") == "0"]
@@ -358,8 +364,11 @@ def test_the_series_can_be_read_back_into_readings() -> None:
     for series in GPU_SERIES:
         for sample in found.get(series.name, []):
             reading = GPU if sample.labels["gpu"] == "0" else LOST
+            value = getattr(reading, series.field)
+            if series.part is not None:
+                value = getattr(value, series.part)
             assert sample.value * series.per / series.times == pytest.approx(
-                float(getattr(reading, series.field))  # a flag reads 1 or 0
+                float(value)  # a flag reads 1 or 0
             ), series.name
 
 

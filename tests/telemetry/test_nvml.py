@@ -32,12 +32,19 @@ from gputui.telemetry.nvml.calls import (
     _CallsInFlight,
     describe_handle_error,
 )
-from gputui.telemetry.nvml.queries import HEALTH_TTL_S, MEDIA_TTL_S, PCIE_BUDGET_S, PCIE_TTL_S
+from gputui.telemetry.nvml.queries import (
+    HEALTH_TTL_S,
+    MEDIA_TTL_S,
+    NVLINK_TTL_S,
+    PCIE_BUDGET_S,
+    PCIE_TTL_S,
+)
 from gputui.telemetry.readings import (
     ERROR_BRIEF_MAX,
     DriverCall,
     GpuReading,
     GpuState,
+    NvlinkThroughput,
     NvmlReading,
     nvml_hung,
 )
@@ -901,6 +908,74 @@ def test_nvlink_counts_the_links_up_rarely_and_a_gpu_without_nvlink_reads_none(
     for reading in (first, last):
         assert [gpu(reading, i).nvlink_links_active for i in range(3)] == [16, 4, None]
         assert gpu(reading, 2).state is GpuState.OK
+
+
+def test_nvlink_throughput_is_a_rate_between_two_reads_of_the_counters_a_second_apart(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """GPU 0 has 18 links, two down, each sending 100 KiB and receiving 300 KiB more at each
+    counter read; GPU 1's counters are NotSupported (asked once); GPU 2 is a PCIe card (never
+    asked). NVML counts KiB; gputui reads bytes."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS", "0:18,1:4")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS_DOWN", "0:0x20001")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINK_TX_KIB", "0:100")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINK_RX_KIB", "0:300")
+    fake_nvml_env.setenv("FAKE_NVML_UNSUPPORTED", "1:nvlink_throughput")
+    first = sampler.sample()
+    clock.now += NVLINK_TTL_S / 2
+    sampler.sample()
+    calls = [fake_nvml.calls("nvmlDeviceGetFieldValues", index) for index in range(3)]
+    assert calls == [1, 1, 0]  # once a second at most; never on a GPU without NVLink
+    clock.now += NVLINK_TTL_S / 2
+    last = sampler.sample()
+    calls = [fake_nvml.calls("nvmlDeviceGetFieldValues", index) for index in range(3)]
+    assert calls == [2, 1, 0]
+
+    assert gpu(first, 0).nvlink_throughput == NvlinkThroughput(  # one read: no rate yet
+        rx_bytes=300 * 16 * 1024, tx_bytes=100 * 16 * 1024, rx_bytes_per_s=None, tx_bytes_per_s=None
+    )
+    assert gpu(last, 0).nvlink_throughput == NvlinkThroughput(
+        rx_bytes=600 * 16 * 1024,
+        tx_bytes=200 * 16 * 1024,
+        rx_bytes_per_s=300 * 16 * 1024 / NVLINK_TTL_S,
+        tx_bytes_per_s=100 * 16 * 1024 / NVLINK_TTL_S,
+    )
+    unsupported = NvlinkThroughput(None, None, None, None)
+    for reading in (first, last):
+        assert [gpu(reading, i).state for i in (1, 2)] == [GpuState.OK, GpuState.OK]
+        assert gpu(reading, 1).nvlink_throughput == unsupported  # NVLink, its counters n/a
+        assert gpu(reading, 2).nvlink_throughput is None  # no NVLink
+    assert gpu(last, 1).nvlink_links_active == 4
+
+
+def _a_second_apart(sampler: NvmlSampler, clock: FakeClock, count: int) -> list[NvmlReading]:
+    readings = []
+    for _ in range(count):
+        readings.append(sampler.sample())
+        clock.now += NVLINK_TTL_S
+    return readings
+
+
+def test_nvlink_throughput_is_none_on_a_driver_without_field_values_or_when_the_call_fails(
+    load_nvml: Callable[..., FakeNvml], fake_nvml_env: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS", "0:18,1:18")
+    load_nvml(omit=["nvmlDeviceGetFieldValues"])
+    with NvmlSampler(clock=clock) as sampler:
+        old_driver = _a_second_apart(sampler, clock, 2)
+    fake_nvml_env.setenv("FAKE_NVML_FAIL", "1:nvlink_throughput")
+    fake = load_nvml()
+    with NvmlSampler(clock=clock) as sampler:
+        failing = _a_second_apart(sampler, clock, 3)
+    for reading in old_driver + failing:
+        assert [g.nvlink_links_active for g in reading.gpus] == [18, 18]
+    unknown = NvlinkThroughput(None, None, None, None)
+    assert [g.nvlink_throughput for g in old_driver[-1].gpus] == [unknown, unknown]
+    working = gpu(failing[-1], 0).nvlink_throughput
+    assert working is not None and working.tx_bytes_per_s is not None
+    assert gpu(failing[-1], 1).nvlink_throughput == unknown
+    assert fake.calls("nvmlDeviceGetFieldValues", 1) == 3  # an error is not NotSupported
 
 
 def _pcie_calls(fake: FakeNvml, gpus: int) -> list[int]:

@@ -15,9 +15,10 @@ from gputui.telemetry.polling import (
     SamplerThread,
     close_sampler,
     pending_call,
+    read_topology,
     stop_sampler,
 )
-from gputui.telemetry.readings import DriverCall
+from gputui.telemetry.readings import DriverCall, GpuTopology
 from tests.ui.fakes import MPS_ON_LINUX, ScriptedSampler, cpu_reading, h100s
 
 WAIT_S = 5.0
@@ -168,6 +169,39 @@ def test_lazy_sampler_forwards_stop_even_before_it_is_built_and_the_pending_call
     assert pending_call(lazy) == DriverCall("nvmlInit", None, 1.0)
     stop_sampler(object())  # samplers without stop() or pending_call() are fine
     assert pending_call(object()) is None
+
+
+class TopologySampler(StoppableSampler):
+    """A sampler that tells the GPUs' topology, as NVML's does."""
+
+    def topology(self) -> GpuTopology:
+        return GpuTopology(gpus=(0,), paths=())
+
+
+def test_the_topology_is_asked_of_a_sampler_that_tells_built_first_and_stopped_if_asked() -> None:
+    built: list[TopologySampler] = []
+
+    def factory() -> TopologySampler:
+        built.append(TopologySampler())
+        return built[-1]
+
+    lazy = LazySampler(factory)
+    lazy.stop()
+    assert read_topology(lazy) == GpuTopology(gpus=(0,), paths=())
+    assert len(built) == 1 and built[0].stopped  # built on the topology's call, then stopped
+    assert read_topology(LazySampler(StoppableSampler)) is None  # a sampler that cannot say
+    assert read_topology(object()) is None
+
+
+def test_a_call_runs_after_the_prefetched_sample_and_never_takes_its_place() -> None:
+    thread = SamplerThread("gputui-test")
+    replies = Replies()
+    thread.prefetch(lambda: "first sample")
+    thread.call(lambda: "topology", replies)
+    assert replies.next()[:2] == ("topology", None)
+    thread.sample(lambda: "second sample", replies)
+    assert replies.next()[:2] == ("first sample", None)  # the prefetched one, still there
+    thread.close()
 
 
 def test_the_first_sample_takes_the_prefetched_one_without_sampling_again() -> None:

@@ -15,6 +15,7 @@ from gputui.telemetry.readings import (
     GpuState,
     MigDeviceReading,
     MpsReading,
+    NvlinkThroughput,
     Snapshot,
     Workload,
 )
@@ -35,6 +36,7 @@ from gputui.ui.render.gpu import (
     LOST_HINT,
     STAT_COLUMNS,
     card_title_line,
+    extra_cells,
     gpu_card_lines,
     gpu_one_line,
     gpu_title,
@@ -585,3 +587,14 @@ def test_host_pids_are_said_once_in_the_process_table_title() -> None:
     assert process_table_title(0, [replace(gpu_reading(0), processes=())], host_pids=True) == (
         "GPU processes · none"
     )
+
+
+def test_a_card_s_nvlink_cell_shows_the_links_up_and_their_throughput_or_n_a() -> None:
+    carried = NvlinkThroughput(
+        rx_bytes=2**40, tx_bytes=2**41, rx_bytes_per_s=1.5 * GiB, tx_bytes_per_s=3 * GiB
+    )
+    busy = gpu_reading(0, nvlink_links_active=18, nvlink_throughput=carried)
+    assert extra_cells(busy).plain == "NVLink 18 rx 1.5 GiB/s tx 3.0 GiB/s"
+    unknown = gpu_reading(0, nvlink_links_active=4)
+    assert extra_cells(unknown).plain == f"NVLink 4 rx {NA} tx {NA}"
+    assert extra_cells(gpu_reading(0)).plain == ""  # no NVLink

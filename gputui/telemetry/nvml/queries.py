@@ -27,6 +27,7 @@ from gputui.telemetry.readings import (
     GpuReading,
     GpuState,
     MigDeviceReading,
+    NvlinkThroughput,
     Vendor,
 )
 
@@ -44,6 +45,10 @@ PCIE_TTL_S = 1.0
 MEDIA_TTL_S = 1.0
 """Seconds a GPU's video encoder and decoder utilization are shown before they are asked
 again (the driver averages them over its own sampling period, near a second)."""
+NVLINK_TTL_S = 2.0
+"""Seconds between two reads of a GPU's NVLink throughput counters (its rate spans them):
+two, not one, to keep the read within a tenth of a sample's cost (BENCHMARKS.md, the NVML
+sampler's cost)."""
 PCIE_BUDGET_S = 0.03
 """Driver time one sample may start spending on PCIe figures (see :func:`refresh_pcie`)."""
 
@@ -71,7 +76,12 @@ _PCIE_UNIT_BYTES = 1024
 _NVLINK_UP = 1  # NVML_FEATURE_ENABLED
 _NVLINK_MAX_LINKS = 18
 """NVML_NVLINK_MAX_LINKS where the bindings do not say it."""
-_PAST_END = -1
+_NVLINK_DATA_TX = 138  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: KiB sent, payload alone
+_NVLINK_DATA_RX = 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+_ALL_LINKS = 0xFFFFFFFF  # a throughput field's scopeId for every link added up (nvml.h)
+_KIB = 1024
+_FIELD_OK = 0
+PAST_END = -1
 """What asking a link past a GPU's last answers (see :meth:`Queries.ask`'s ``past_end``)."""
 """NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
 
@@ -124,6 +134,11 @@ class TrackedGpu:
     """When the encoder and decoder utilization were last asked."""
     nvlink_active: int | None = None
     """NVLink links that are up, refreshed every ``HEALTH_TTL_S``; ``None`` without NVLink."""
+    nvlink_throughput: NvlinkThroughput | None = None
+    """NVLink's counters as last answered and the rates since the read before (one object
+    until the next read, so that each sample's reading shares it)."""
+    nvlink_read_at: float | None = None
+    """When the NVLink counters were last asked (every ``NVLINK_TTL_S``)."""
     unsupported: set[str] = field(default_factory=set)
     """Fields this GPU answered NotSupported for (or that no library function serves)."""
     lost_at: float | None = None
@@ -245,6 +260,23 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
         "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
         "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
         "nvlink_state": (("nvmlDeviceGetNvLinkState", nv.nvmlDeviceGetNvLinkState),),
+        # The topology (read once, on its own screen): what each link reaches, and where
+        # two GPUs' PCIe paths meet (the other GPU's handle after this one's).
+        "nvlink_remote": (
+            ("nvmlDeviceGetNvLinkRemotePciInfo_v2", nv.nvmlDeviceGetNvLinkRemotePciInfo),
+        ),
+        "topology": (
+            ("nvmlDeviceGetTopologyCommonAncestor", nv.nvmlDeviceGetTopologyCommonAncestor),
+        ),
+        # Both directions' counters, every link added up, in one call.
+        "nvlink_throughput": (
+            (
+                "nvmlDeviceGetFieldValues",
+                lambda h: nv.nvmlDeviceGetFieldValues(
+                    h, [(_NVLINK_DATA_TX, _ALL_LINKS), (_NVLINK_DATA_RX, _ALL_LINKS)]
+                ),
+            ),
+        ),
         # A GPU's MIG devices, each asked through its own handle (the argument after the GPU's).
         "mig_device_count": (
             ("nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount),
@@ -440,6 +472,7 @@ def gpu_reading(
         encoder_utilization_percent=gpu.encoder_percent if ok else None,
         decoder_utilization_percent=gpu.decoder_percent if ok else None,
         nvlink_links_active=gpu.nvlink_active if ok else None,
+        nvlink_throughput=gpu.nvlink_throughput if ok and gpu.nvlink_active is not None else None,
     )
 
 
@@ -597,13 +630,50 @@ def _nvlink_links_up(queries: Queries, gpu: TrackedGpu) -> int | None:
     never asked again) or when a link's state could not be read this time."""
     up = 0
     for link in range(queries.nvlink_max_links):
-        state = queries.ask(gpu, "nvlink_state", link, past_end=_PAST_END if link else None)
+        state = queries.ask(gpu, "nvlink_state", link, past_end=PAST_END if link else None)
         if state is None:
             return None
-        if state == _PAST_END:
+        if state == PAST_END:
             break
         up += state == _NVLINK_UP
     return up
+
+
+def read_nvlink_throughput(queries: Queries, gpu: TrackedGpu, now: float) -> None:
+    """``gpu``'s NVLink data counters, every link added up (one ``nvmlDeviceGetFieldValues``),
+    and the rates since the last read: asked every ``NVLINK_TTL_S`` of a GPU with NVLink.
+
+    A field NVML does not answer is ``None`` (both NotSupported: never asked again); a rate
+    needs two answers, and a counter that went back (the driver reloaded) starts again.
+    """
+    tx = rx = None
+    values = queries.ask(gpu, "nvlink_throughput")
+    if values is not None:
+        sent, received = values
+        sent_code, received_code = sent.nvmlReturn, received.nvmlReturn
+        if sent_code == _FIELD_OK:
+            tx = sent.value.ullVal * _KIB
+        if received_code == _FIELD_OK:
+            rx = received.value.ullVal * _KIB
+        if sent_code == received_code == NOT_SUPPORTED:
+            gpu.unsupported.add("nvlink_throughput")
+    last, before = gpu.nvlink_read_at, gpu.nvlink_throughput
+    elapsed = 0.0 if last is None or before is None else now - last
+    gpu.nvlink_throughput = NvlinkThroughput(
+        rx_bytes=rx,
+        tx_bytes=tx,
+        rx_bytes_per_s=_rate(before.rx_bytes, rx, elapsed) if before else None,
+        tx_bytes_per_s=_rate(before.tx_bytes, tx, elapsed) if before else None,
+    )
+    gpu.nvlink_read_at = now
+
+
+def _rate(before: int | None, after: int | None, elapsed: float) -> float | None:
+    """Bytes a second between two byte counters ``elapsed`` seconds apart; ``None`` unless
+    both are known, time went on and the counter did not go back."""
+    if before is None or after is None or elapsed <= 0 or after < before:
+        return None
+    return (after - before) / elapsed
 
 
 def read_media(queries: Queries, gpu: TrackedGpu) -> None:

@@ -32,6 +32,7 @@ from gputui.telemetry.nvml.processes import ProcessAttribution, in_own_pid_names
 from gputui.telemetry.nvml.queries import (
     HEALTH_TTL_S,
     MEDIA_TTL_S,
+    NVLINK_TTL_S,
     POWER_LIMIT_TTL_S,
     Queries,
     TrackedGpu,
@@ -39,11 +40,20 @@ from gputui.telemetry.nvml.queries import (
     not_ok,
     read_health,
     read_media,
+    read_nvlink_throughput,
     read_static,
     refresh_pcie,
     text,
 )
-from gputui.telemetry.readings import DriverCall, GpuReading, GpuState, NvmlReading, NvmlStatus
+from gputui.telemetry.nvml.topology import read_topology
+from gputui.telemetry.readings import (
+    DriverCall,
+    GpuReading,
+    GpuState,
+    GpuTopology,
+    NvmlReading,
+    NvmlStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +199,24 @@ class NvmlSampler:
         gpus = self._processes.with_workloads(gpus)
         self._processes.forget(gpus)
         return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
+
+    def topology(self) -> GpuTopology:
+        """How every GPU reaches every other (:func:`read_topology`): asked afresh at each
+        call, so call it once (the topology does not change). Blocks on the driver, as
+        :meth:`sample` does, and is serialised with it; never raises for what NVML answers."""
+        with self._lock:
+            try:
+                if self._closed or self._stopping:
+                    return GpuTopology((), (), error=self._closed_reading().status.error)
+                if self._gpus is None and not self._start():
+                    return GpuTopology((), (), error=self._status.error)
+                assert self._gpus is not None and self._queries is not None
+                topology = read_topology(self._queries, self._gpus)
+            except Stopped:
+                return GpuTopology((), (), error=self._closed_reading().status.error)
+        if not topology.gpus:
+            return GpuTopology((), (), error="NVML answers, but lists no NVIDIA GPU to read.")
+        return topology
 
     def _closed_reading(self) -> NvmlReading:
         status = NvmlStatus(
@@ -460,6 +488,10 @@ class NvmlSampler:
         if gpu.media_read_at is None or now - gpu.media_read_at >= MEDIA_TTL_S:
             read_media(queries, gpu)
             gpu.media_read_at = now
+        if gpu.nvlink_active is not None and (
+            gpu.nvlink_read_at is None or now - gpu.nvlink_read_at >= NVLINK_TTL_S
+        ):
+            read_nvlink_throughput(queries, gpu, now)
 
         return gpu_reading(
             gpu,

@@ -38,9 +38,11 @@ from gputui.telemetry.history import History, record_cpu, record_gpus
 from gputui.telemetry.polling import (
     SOURCES,
     HeadStart,
+    Reply,
     Samplers,
     close_sampler,
     pending_call,
+    read_topology,
     stop_sampler,
 )
 from gputui.telemetry.process_history import ProcessHistory, ProcessTrack
@@ -154,6 +156,7 @@ class MonitorApp(TerminalColours):
         QUIT,
         CTRL_C,
         Binding("d", "doctor", "Doctor"),
+        Binding("n", "topology", "Topology", show=False),  # the footer has no room left
         HELP,
         # runner pane
         Binding("r", "runner_start", "Train"),
@@ -666,6 +669,19 @@ class MonitorApp(TerminalColours):
 
         if not isinstance(self.screen, DoctorScreen):
             self.push_screen(DoctorScreen(self.doctor, lambda: self.monitor.nvml))
+
+    def action_topology(self) -> None:
+        """Open the GPU topology screen (not over itself); it reads the topology on the NVML
+        sampler's thread."""
+        from gputui.ui.topology.screen import TopologyScreen
+
+        if not isinstance(self.screen, TopologyScreen):
+            drm = self.monitor.drm
+            self.push_screen(TopologyScreen(self._read_topology, len(drm.gpus) if drm else 0))
+
+    def _read_topology(self, reply: Reply) -> None:
+        """Read the topology after what the NVML thread has queued, then ``reply``."""
+        self._threads["nvml"].call(partial(read_topology, self.samplers.nvml), reply)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette's commands: Textual's (Quit among them), then the screen's own: on the

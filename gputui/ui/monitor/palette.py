@@ -6,6 +6,11 @@ from __future__ import annotations
 
 MONITOR_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Help", "Every key, by area: monitor, runner, GPU processes", "help"),
+    (
+        "GPU topology",
+        "How the NVIDIA GPUs reach each other: NVLink, PCIe (as nvidia-smi topo -m)",
+        "topology",
+    ),
     ("Train", "Train the chosen configuration", "runner_start"),
     ("Compare", "Train on the baseline device, then the chosen one", "runner_compare"),
     (

@@ -178,11 +178,22 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
 
 
 def extra_cells(gpu: GpuReading) -> Line:
-    """``NVLink 18  enc 12% dec 40%``: the NVLink links that are up, where the GPU has NVLink,
-    and the video encoder's and decoder's utilization, each only while it is busy (empty when
-    there is none of these: most GPUs never use their video engines)."""
+    """``NVLink 18 rx 1.2 GiB/s tx 3.4 GiB/s  enc 12% dec 40%``: the NVLink links that are up
+    and their throughput, where the GPU has NVLink, and the video encoder's and decoder's
+    utilization, each only while it is busy (empty when there is none of these: most GPUs
+    never use their video engines)."""
+    throughput = gpu.nvlink_throughput
     nvlink = (
-        [Line(("NVLink ", LABEL), str(gpu.nvlink_links_active))]
+        [
+            Line(
+                ("NVLink ", LABEL),
+                str(gpu.nvlink_links_active),
+                (" rx ", LABEL),
+                fmt_link_rate(throughput.rx_bytes_per_s if throughput else None),
+                (" tx ", LABEL),
+                fmt_link_rate(throughput.tx_bytes_per_s if throughput else None),
+            )
+        ]
         if gpu.nvlink_links_active is not None
         else []
     )

@@ -1,0 +1,1 @@
+"""The GPU topology screen (``n``)."""
