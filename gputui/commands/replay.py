@@ -27,13 +27,15 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``replay`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
     replay: argparse.ArgumentParser = commands.add_parser(
         "replay",
-        help="sum up a recording made by gputui record",
+        help="sum up a recording made by gputui record (one machine's or a fleet's)",
         description=(
             "Read a recording that `gputui record` wrote and, with --summary, print for each "
             "GPU the time it was recorded, its utilization and memory (mean, p95 and max), "
             "the energy it used, how long it was throttled and whether it stopped answering, "
             "and the processes that used it with their peak memory and time on it, as text or "
-            "JSON. A recording of several files (--max-size) is read from FILE on. The monitor "
+            "JSON; of a fleet recording (gputui record --hosts), each host's time unreachable "
+            "and each of its GPUs so. A recording of several files (--max-size) is read from "
+            "FILE on. The monitor "
             "driven by a recording is not built yet; `gputui snapshot --from FILE --at TIME` "
             "prints one frame. Exit status: 0 when the file read to its end, 1 when a damaged "
             "line stopped it (the figures cover the frames before), 2 for a usage error or a "
@@ -58,8 +60,14 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
 def run_replay_command(args: argparse.Namespace) -> int:
     """Print the summary; see the module docstring for the exit status."""
     from gputui.commands.output import text_width, write_out
-    from gputui.recording.render import render_summary_json, render_summary_text
-    from gputui.recording.summary import summarise
+    from gputui.recording.frames import FLEET
+    from gputui.recording.render import (
+        render_fleet_summary_json,
+        render_fleet_summary_text,
+        render_summary_json,
+        render_summary_text,
+    )
+    from gputui.recording.summary import summarise, summarise_fleet
 
     prog = "gputui replay"
     if args.file is None:
@@ -73,17 +81,26 @@ def run_replay_command(args: argparse.Namespace) -> int:
     recording = _opened(prog, args.file)
     if recording is None:
         return EXIT_USAGE
-    summary = summarise(recording)
-    if args.json:
-        write_out(render_summary_json(summary))
+    if recording.kind == FLEET:
+        fleet = summarise_fleet(recording)
+        if args.json:
+            write_out(render_fleet_summary_json(fleet))
+        else:
+            write_out(render_fleet_summary_text(fleet, text_width()))
     else:
-        write_out(render_summary_text(summary, text_width()))
+        summary = summarise(recording)
+        if args.json:
+            write_out(render_summary_json(summary))
+        else:
+            write_out(render_summary_text(summary, text_width()))
     return _said(prog, recording.problem, "the figures cover the frames before it")
 
 
 def run_snapshot_from(args: argparse.Namespace) -> int:
     """``gputui snapshot --from FILE [--at TIME] [--json]``: one recorded frame."""
     from gputui.commands.output import text_width, write_out
+    from gputui.fleet.report import hosts_from_dict, render_fleet_table
+    from gputui.recording.frames import FLEET
     from gputui.recording.render import recorded_at
     from gputui.telemetry.snapshot import render_snapshot_table, snapshot_from_dict
 
@@ -114,7 +131,10 @@ def run_snapshot_from(args: argparse.Namespace) -> int:
                 prog, f"{at} is after the recording's last frame, {recorded_at(header, last.t)}"
             )
     try:
-        snapshot = snapshot_from_dict(frame.readings, taken_at=frame.t)
+        if recording.kind == FLEET:
+            hosts = hosts_from_dict(frame.readings, frame.t)
+        else:
+            snapshot = snapshot_from_dict(frame.readings, taken_at=frame.t)
     except ValueError as error:
         path = recording.paths[frame.part - header.part]
         return _failed(prog, f"{path}: line {frame.line}: not a frame: {error}")
@@ -127,6 +147,13 @@ def run_snapshot_from(args: argparse.Namespace) -> int:
             "t": frame.t,
         }
         write_out(json.dumps(data, indent=2, allow_nan=False))
+    elif recording.kind == FLEET:
+        title = one_line(f"A fleet recorded on {header.host}, {when}")
+        failed = frame.readings.get("error")
+        if isinstance(failed, str):
+            title += "\n" + one_line(f"The fleet's source did not answer: {failed}")
+        width = text_width()
+        write_out(title + "\n\n" + render_fleet_table(hosts, frame.t, width=width))
     else:
         title = one_line(f"Recorded on {header.host}, {when}")
         write_out(title + "\n\n" + render_snapshot_table(snapshot, text_width()))
