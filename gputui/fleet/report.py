@@ -3,7 +3,8 @@
 JSON: ``{"hosts": [{"host", "up", "error", "source", "via", "age_seconds", "notes",
 "gpus"}]}`` in the order the hosts were named (sorted by instance for ``--prometheus``);
 ``notes`` says which values a host sent were refused (they read ``null``); ``gpus`` holds
-each GPU as ``gputui snapshot --json`` writes it.
+each GPU as ``gputui snapshot --json`` writes it. A fleet recording's frames hold the same,
+and :func:`hosts_from_dict` reads them back.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Opens a recording, checks it, reads its frames back whole, and seeks to a time through
 its index.
 
-A file that is not a recording, or one of a newer format, is refused at :meth:`Recording.open`
-with one line (:class:`RecordingError`). A damaged or cut-short line met later ends the
+A file that is not a recording, one of a newer format or kind, or of a kind the caller does
+not read (a fleet's where one machine's is wanted), is refused at :meth:`Recording.open` with
+one line (:class:`RecordingError`). A damaged or cut-short line met later ends the
 frames there: what came before it is read as usual, and :attr:`Recording.problem` says where
 and what (:class:`Problem`), in one line.
 """

@@ -93,11 +93,13 @@ class FleetSampled:
     def __init__(
         self, fleet: FleetSource, source: str, what: str, clock: Callable[[], float]
     ) -> None:
-        """Args:
-        fleet: The hosts' source (not started yet).
-        source: ``exporters`` or ``prometheus``, for the header.
-        what: The hosts, in words, for the line that says what is recorded.
-        clock: The monotonic clock the source's readings' ``taken_at`` are on.
+        """Record what ``fleet`` reads.
+
+        Args:
+            fleet: The hosts' source (not started yet).
+            source: ``exporters`` or ``prometheus``, for the header.
+            what: The hosts, in words, for the line that says what is recorded.
+            clock: The monotonic clock the source's readings' ``taken_at`` are on.
         """
         self._fleet = fleet
         self.source: str | None = source

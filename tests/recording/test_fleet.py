@@ -18,12 +18,15 @@ from typing import Any
 import pytest
 
 from gputui.commands import main
-from gputui.recording.frames import FLEET, FORMAT_VERSION, HEADER_KEY, HOST, encode_line
+from gputui.recording.frames import FLEET, FORMAT_VERSION, HEADER_KEY, HOST, Header, encode_line
 from gputui.recording.reader import Frame, Recording, RecordingError
+from gputui.recording.writer import RecordingWriter
+from gputui.telemetry.snapshot import gpu_as_dict
 from tests.commands.test_cli import ROOT
 from tests.readme import keys_of, readme_json
+from tests.recording.made import gpu as made_gpu
 from tests.serve.conftest import start_serve  # noqa: F401  (the fixture)
-from tests.serve.served import StartServe
+from tests.serve.served import StartServe, prometheus_scraping
 
 PROCESS = "0:4242:2147483648"
 """The stand-in's process on the first host's GPU 0: pid 4242, 2 GiB."""
@@ -267,3 +270,77 @@ def test_record_takes_the_fleet_flags_as_the_fleet_view_does(
     assert main(["--hosts", "a:1", "record", "--output", output]) == 2
     _, err = capsys.readouterr()
     assert "write the fleet's flags after the command" in err
+
+
+def test_a_fleet_read_from_prometheus_is_recorded(
+    tmp_path: Path,
+    start_serve: StartServe,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    served = start_serve(FAKE_NVML_GPU_COUNT="2")
+    served.wait_for_readings()
+    target = f"127.0.0.1:{served.port}"
+    path = tmp_path / "fleet.ndjson.gz"
+    with prometheus_scraping([target], tmp_path) as url:
+        process = fleet_recorder(path, "--prometheus", url)
+        try:
+            frames = wait_for(
+                path,
+                process,
+                lambda frames: (
+                    bool(frames) and any(host["up"] for host in frames[-1].readings["hosts"])
+                ),
+            )
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=WAIT_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert (process.returncode, err) == (0, ""), (out, err)
+    assert "recording the GPU hosts Prometheus scrapes every 0.25 s" in out
+    assert Recording.open(path).header.source == "prometheus"
+    (host,) = frames[-1].readings["hosts"]
+    assert (host["host"], host["via"], host["source"]) == (target, "prometheus", "gputui")
+    assert [gpu["index"] for gpu in host["gpus"]] == [0, 1]
+    assert frames[-1].readings["error"] is None
+    assert main(["replay", "--summary", str(path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["source"] == "prometheus"
+    assert [gpu["index"] for gpu in summary["hosts"][0]["gpus"]] == [0, 1]
+
+
+def test_a_fleet_file_is_read_back_through_the_fleets_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file can hold anything: a value no GPU can take reads n/a, and a host's text is
+    shown printable."""
+    path = tmp_path / "crafted.ndjson"
+    header = Header(
+        version=FORMAT_VERSION,
+        recording="r",
+        part=0,
+        host="head",
+        gputui_version="0.1",
+        interval_s=1.0,
+        full_every=60,
+        started_unix=1_795_000_000.0,
+        kind=FLEET,
+        source="exporters",
+    )
+    gpu = {**gpu_as_dict(made_gpu(0, 1)), "name": "H100\x1b[31m", "utilization_percent": 150.0}
+    host = {"host": "n1\x07", "up": False, "error": "refused\x1b]0;x\x07", "gpus": [gpu]}
+    writer = RecordingWriter(path, header, codec="none")
+    writer.write(0.0, {"hosts": [host], "error": None})
+    writer.write(1.0, {"hosts": [{**host, "age_seconds": "old"}], "error": None})
+    writer.close()
+    assert main(["snapshot", "--from", str(path), "--at", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "\x1b" not in out and "\x07" not in out
+    assert "n1\\x07  DOWN: refused\\x1b]0;x\\x07" in out  # shown, never obeyed
+    (row,) = [line for line in out.splitlines() if "H100" in line]
+    assert "150" not in row and "n/a" in row
+    assert main(["snapshot", "--from", str(path), "--at", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.endswith("line 3: not a frame: hosts[0].age_seconds is 'old'\n")
