@@ -9,9 +9,10 @@ Every variant runs in this one process, in turn, for a number of rounds; each ro
   processes, one on each of 8 AMD GPUs (an amdgpu client on two fds), the other 192 with
   10 fds each on sockets, pipes and files. A tree does not count fds in its folders'
   sizes, so this is the sampler as on Linux before 6.2: no ``stat`` per process, fds
-  listed again every ``RESCAN_EVERY`` sweeps.
+  listed again every ``RESCAN_EVERY`` sweeps (the links of new fd numbers read, all of
+  them every ``RESCAN_EVERY_COUNTED`` sweeps).
 - ``drm, tree, no fd cache``: the same, listing every process's fds every sweep
-  (``rescan_every=1``): what the cache saves.
+  (``rescan_every=1``; the links read as above): what skipping listings saves.
 - ``drm, tree, no rescan``: the same, never listing a process's fds again
   (``rescan_every=10**9``): what the periodic rescan costs.
 - ``drm, live /proc``: this machine's /proc with 200 sleeping processes started for it,
@@ -85,7 +86,7 @@ def opens_per_sample(sampler: DrmClientSampler, sweeps: int) -> float:
     """Files and folders a steady sweep opens, counted around the sampler's own open paths
     after a first sweep (which lists every process's fds)."""
     sampler.sample()
-    read, scan = drm_clients._read_text, drm_clients._scan_dir
+    read, scan, list_fds = drm_clients._read_text, drm_clients._scan_dir, drm_clients._list_fds
     opened = 0
 
     def counted_read(path: str) -> str | None:
@@ -98,12 +99,20 @@ def opens_per_sample(sampler: DrmClientSampler, sweeps: int) -> float:
         opened += 1
         return scan(path)
 
+    def counted_list_fds(
+        path: str, known: frozenset[str]
+    ) -> tuple[frozenset[str], list[str]] | None:
+        nonlocal opened
+        opened += 1
+        return list_fds(path, known)
+
     drm_clients._read_text, drm_clients._scan_dir = counted_read, counted_scan
+    drm_clients._list_fds = counted_list_fds
     try:
         for _ in range(sweeps):
             sampler.sample()
     finally:
-        drm_clients._read_text, drm_clients._scan_dir = read, scan
+        drm_clients._read_text, drm_clients._scan_dir, drm_clients._list_fds = read, scan, list_fds
     return opened / sweeps
 
 

@@ -11,8 +11,9 @@ loop), latency (key-to-screen latency, idle and during CPU training), soak (an
 hour at --interval 0.25 with training in a loop), serve-scrape and serve-cpu (the
 exporter, alone and against nvitop-exporter), fleet (the fleet view, 256 hosts),
 scale (1 against 2 gloo ranks, and the estimate for 8 GPUs), drm-clients (the sweep
-for processes on AMD and Intel GPUs against the NVML sampler) and recording (`gputui
-record`'s CPU, a day's size and the time to seek in it).
+for processes on AMD and Intel GPUs against the NVML sampler), vendor-readers (whole AMD
+and Intel samples against NVML's) and recording (`gputui record`'s CPU, a day's size and
+the time to seek in it).
 Each is written between markers in BENCHMARKS.md, with the command that produced it
 and the machine it ran on, so sections can be refreshed one at a time. Each also
 carries a one-line headline (an HTML comment); README.md quotes every section's
@@ -703,14 +704,15 @@ def drm_clients_section(quick: bool) -> Section:
             f"{result['gpus']} of them on an AMD GPU each (one client on two fds), the others "
             "with 10 fds on sockets, pipes and files; a tree does not count fds in its folders' "
             f"sizes, so each process's fds are listed every {result['rescan_every']} sweeps, "
-            "as on Linux before 6.2. Live /proc: this machine's "
+            "as on Linux before 6.2 (the links of new fd numbers read, all of them every "
+            f"{result['rescan_every_counted']} sweeps). Live /proc: this machine's "
             f"{result['live_processes']} processes (200 sleeping ones started for it), no GPU; "
             "it counts fds, so a sweep `stat`s every fd folder and lists one again when its "
             f"count changes, else every {result['rescan_every_counted']} sweeps. NVML: the "
             f"stand-in library, {result['gpus']} GPUs with a process each. Opens: files and "
             "folders a steady sweep opens. *No fd cache* lists every process's fds every sweep; "
             "*no rescan* never lists them again, so the difference from the tree's figure is "
-            "what the periodic rescan costs (a `readlink` per fd of one process in "
+            f"what the periodic rescan costs (a listing of one process in "
             f"{result['rescan_every']}).",
             "",
             "| sampler | ms CPU per sample | of NVML's | each round | opens |",
@@ -722,8 +724,9 @@ def drm_clients_section(quick: bool) -> Section:
             f"the stand-in's, {_verdict(ratio <= 1)} against it. The stand-in answers from "
             "memory where a driver's NVML calls go through the kernel, so it is the least NVML "
             "costs; no GPU of any vendor was measured here, and the AMD and Intel sysfs readers "
-            f"are not in this figure. The tree's first sweep, which lists every process's fds, "
-            f"took {result['first_sweep_ms']:.1f} ms.",
+            "are not in this figure (the vendor-readers section measures whole samples). The "
+            "tree's first sweep, which lists every process's fds, took "
+            f"{result['first_sweep_ms']:.1f} ms.",
             "",
             *_footer(result["machine"], load, [_command(argv[:-1])]),
         ]
@@ -734,6 +737,87 @@ def drm_clients_section(quick: bool) -> Section:
         f"{live:.2f} ms on this machine's /proc ({result['live_processes']} processes); "
         f"{opens['drm, 200-process tree']:.0f} opens a sweep "
         f"({opens['drm, tree, no fd cache']:.0f} without its fd cache)."
+    )
+    return body, headline
+
+
+VENDOR_READERS_BASELINE = "8964975"
+"""The AMD and Intel readers before issue 28's cost work (every fd of a process in ten listed
+again each sweep, every file opened each read): measured in turn with this tree."""
+VENDOR_READERS_GOAL = ("amd, 8 MI300X", "intel i915, 8 Flex 170", "intel xe, 8 Arc B580")
+"""The variants the goal is held to: whole samples of 8 GPUs with 200 processes."""
+
+
+def vendor_readers_section(quick: bool) -> Section:
+    rounds, samples = ("1", "100") if quick else ("5", "200")
+    load = _load()
+    argv = [sys.executable, "benchmarks/vendor_readers.py", "--baseline", VENDOR_READERS_BASELINE]
+    argv += ["--rounds", rounds, "--samples", samples, "--json"]
+    result = _run_json(argv)
+    this, base = result["trees"]["this tree"], result["trees"][VENDOR_READERS_BASELINE]
+    rows = [
+        f"| {name} | {ms:.3f} | {this['of_nvml'][name]:.2f}x | "
+        f"{base['median_ms_per_sample'][name]:.3f} | {base['of_nvml'][name]:.2f}x | "
+        + ", ".join(f"{value:.3f}" for value in this["ms_per_sample"][name])
+        + " |"
+        for name, ms in this["median_ms_per_sample"].items()
+    ]
+    worst = max(this["of_nvml"][name] for name in VENDOR_READERS_GOAL)
+    worst_before = max(base["of_nvml"][name] for name in VENDOR_READERS_GOAL)
+    body = "\n".join(
+        [
+            "## AMD and Intel GPUs against NVML: CPU per sample",
+            "",
+            "A whole sample of `DrmSampler` (gputui/telemetry/drm.py: every card's sysfs files "
+            "and the DRM clients in every process's fdinfo) against one of `NvmlSampler`, for 8 "
+            f"GPUs with {result['processes']} processes on the box: CPU time of the measuring "
+            f"process per sample (`time.process_time`), {result['rounds']} rounds of "
+            f"{result['samples']} samples after {result['warm_up']} warm-up samples, every "
+            "variant in turn in each round, medians; *of NVML* is the median of each round's "
+            "ratio to that round's NVML figure. Each round runs in a child process, this tree "
+            f"and gputui as of {VENDOR_READERS_BASELINE} (before this work) in turn.",
+            "",
+            "- *amd, 8 MI300X*: the sysfs tree of a GPU server (its BMC's display device and 8 "
+            "MI300X, tests/telemetry/sysfs_trees.py) and a fake procfs tree "
+            f"(tests/fakeprocfs.py) of {result['processes']} processes, one on each GPU (an "
+            "amdgpu client on two fds), the others with 10 fds on sockets, pipes and files.",
+            "- *intel i915, 8 Flex 170* and *intel xe, 8 Arc B580*: the same with 8 Intel cards "
+            "and their clients in i915's and xe's fdinfo.",
+            "- *amd, sysfs alone*: the MI300X tree with a procfs of no process: the cards' own "
+            "cost.",
+            "- *amd, 8 MI300X, live /proc*: the MI300X tree and this machine's real /proc "
+            f"({result['live_processes_before']} processes, then 200 sleeping ones started for "
+            "it; no GPU here, so no client).",
+            "- *nvml, 8 stand-in GPUs*: `NvmlSampler` on the stand-in `libnvidia-ml.so.1` "
+            "(tests/fakenvml), 8 GPUs with one of the 200 sleeping processes on each.",
+            "",
+            "The trees are plain files on this machine's file system, not sysfs and procfs: "
+            "a tree does not count fds in its folders' sizes (procfs does from Linux 6.2), so "
+            "the tree variants run the sweep as on an older kernel, and a file there is cheaper "
+            "to open than in sysfs, where reading one runs the driver's code (a query of the "
+            "GPU's firmware for some). The stand-in NVML answers from memory where a driver's "
+            "calls go through the kernel, so NVML's figure is the least it costs: neither side "
+            "pays its driver here, and no GPU of any vendor was measured.",
+            "",
+            f"| sampler | ms CPU per sample | of NVML | {VENDOR_READERS_BASELINE}: ms | "
+            f"{VENDOR_READERS_BASELINE}: of NVML | each round |",
+            "|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "Goal (issue 28): the AMD and Intel readers at most the NVML reader's CPU per "
+            "sample for the same number of GPUs, with 200 processes on the box: at most "
+            f"{worst:.2f}x on the three trees, {_verdict(worst <= 1)} "
+            f"({worst_before:.2f}x before).",
+            "",
+            *_footer(result["machine"], load, [_command(argv[:-1])]),
+        ]
+    )
+    amd = this["of_nvml"]["amd, 8 MI300X"]
+    headline = (
+        "**AMD and Intel readers** (8 GPUs, 200 processes, whole samples): "
+        f"{this['median_ms_per_sample']['amd, 8 MI300X']:.2f} ms CPU per sample on 8 MI300X, "
+        f"{amd:.2f}x the NVML reader on 8 stand-in GPUs (at most {worst:.2f}x over AMD, i915 "
+        f"and xe; {worst_before:.2f}x before)."
     )
     return body, headline
 
@@ -819,6 +903,7 @@ SECTIONS: dict[str, Callable[[bool], Section]] = {
     "fleet": fleet_section,
     "scale": scale_section,
     "drm-clients": drm_clients_section,
+    "vendor-readers": vendor_readers_section,
     "recording": recording_section,
 }
 

@@ -109,11 +109,11 @@ def amdgpu_6_11(
     )
 
 
-def i915(client_id: int, *, render_ns: int, video_ns: int = 0) -> str:
+def i915(client_id: int, *, render_ns: int, video_ns: int = 0, pdev: str = INTEL_IGPU) -> str:
     """i915 on an integrated GPU (see the module)."""
     return (
         "pos:\t0\nflags:\t02100002\nmnt_id:\t26\nino:\t685\n"
-        f"drm-driver:\ti915\ndrm-client-id:\t{client_id}\ndrm-pdev:\t{INTEL_IGPU}\n"
+        f"drm-driver:\ti915\ndrm-client-id:\t{client_id}\ndrm-pdev:\t{pdev}\n"
         "drm-total-system0:\t6044 KiB\ndrm-shared-system0:\t0\ndrm-active-system0:\t0\n"
         "drm-resident-system0:\t6044 KiB\ndrm-purgeable-system0:\t1688 KiB\n"
         "drm-total-stolen-system0:\t0\ndrm-shared-stolen-system0:\t0\n"
@@ -125,12 +125,12 @@ def i915(client_id: int, *, render_ns: int, video_ns: int = 0) -> str:
     )
 
 
-def xe(client_id: int, *, rcs: int, ccs: int, gpu_cycles: int) -> str:
+def xe(client_id: int, *, rcs: int, ccs: int, gpu_cycles: int, pdev: str = INTEL_ARC) -> str:
     """xe on a discrete card (see the module): busy cycles per class, the GPU's timestamp."""
     classes = (("rcs", rcs, 1), ("bcs", 0, 1), ("vcs", 0, 2), ("vecs", 0, 2), ("ccs", ccs, 4))
     return (
         "pos:\t0\nflags:\t0100002\nmnt_id:\t26\nino:\t685\n"
-        f"drm-driver:\txe\ndrm-client-id:\t{client_id}\ndrm-pdev:\t{INTEL_ARC}\n"
+        f"drm-driver:\txe\ndrm-client-id:\t{client_id}\ndrm-pdev:\t{pdev}\n"
         "drm-total-system:\t0\ndrm-shared-system:\t0\ndrm-active-system:\t0\n"
         "drm-resident-system:\t0\ndrm-purgeable-system:\t0\n"
         "drm-total-gtt:\t192 KiB\ndrm-shared-gtt:\t0\ndrm-active-gtt:\t0\n"

@@ -18,6 +18,7 @@ import importlib
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from gputui import __version__
@@ -27,6 +28,7 @@ from gputui.commands.args import (
     examples,
     gpu_selection,
     interval_seconds,
+    new_file,
     recorded_time,
     recording_file,
     usage_error,
@@ -38,12 +40,19 @@ from gputui.commands.fleet import (
     run_fleet_snapshot,
     targets_of,
 )
-from gputui.commands.output import OutputFailed, forget_output, text_width, write_out
-from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.commands.output import (
+    OutputFailed,
+    forget_output,
+    not_a_terminal,
+    text_width,
+    write_out,
+)
+from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from gputui.format import ellipsize
 from gputui.jobs.config import ConfigError, DeviceQuery
 
-if TYPE_CHECKING:  # the runner's module loads only where the app starts
+if TYPE_CHECKING:  # the runner's and the recorder's modules load only where the app starts
+    from gputui.recording.recorder import ShownRecorder
     from gputui.ui.widgets.runner.setup import RunnerSetup
 
 SUBCOMMANDS = {
@@ -108,6 +117,13 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
         metavar="GPUS",
         help="show only these GPUs, by NVML index (nvidia-smi's numbers) or UUID, e.g. 0,2 "
         "(default: every GPU)",
+    )
+    parser.add_argument(
+        "--record",
+        type=new_file,
+        metavar="FILE",
+        help="record what the monitor shows into FILE, a new file, as `gputui record` writes "
+        "(.zst zstd, .gz gzip, .ndjson none); replay it with `gputui replay FILE`",
     )
     add_fleet_arguments(parser, dest_prefix="app_")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -216,6 +232,11 @@ def _run_app(args: argparse.Namespace) -> int:
         return usage_error("gputui", str(exc))
     # Start-up allocates a lot and frees little, so collecting it only delays the first
     # frame. The app turns collection back on once that frame is out.
+    recorder = None
+    if args.record is not None:
+        recorder = _shown_recorder(args.record, args.interval)
+        if recorder is None:
+            return EXIT_USAGE
     gc.disable()
     try:
         from gputui.telemetry.polling import HeadStart  # no Textual: the first readings start now
@@ -229,9 +250,32 @@ def _run_app(args: argparse.Namespace) -> int:
             runner=runner,
             readonly=readonly,
             only=args.only,
+            recorder=recorder,
         )
     finally:
         gc.enable()  # in case the app ended before its first frame
+        if recorder is not None:
+            write_out(f"gputui: {recorder.close()}")
+
+
+def _shown_recorder(path: Path, interval_s: float) -> ShownRecorder | None:
+    """The recorder of ``--record``, its file made; ``None`` after one usage line."""
+    from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, zstandard
+    from gputui.recording.recorder import ShownRecorder
+
+    codec = codec_for_name(path)
+    if codec == ZSTD and zstandard() is None:
+        usage_error(
+            "gputui",
+            f"{path} asks for zstd, which needs the zstandard module ({ZSTD_INSTALL}); or "
+            "name the file .ndjson.gz",
+        )
+        return None
+    try:
+        return ShownRecorder(path, interval_s=interval_s, codec=codec)
+    except OSError as error:
+        usage_error("gputui", f"cannot write {path}: {error.strerror}")
+        return None
 
 
 def _fleet_flag(args: argparse.Namespace) -> str:
@@ -292,27 +336,6 @@ def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
     return dataclasses.replace(setup, defaults=checked)
 
 
-def not_a_terminal() -> str | None:
-    """The first standard stream that is not a terminal (``standard input``...), if any.
-
-    The monitor needs all three: Textual reads keys from standard input and draws on
-    standard error (so ``gputui 2>log`` would draw into the log), and the terminal's
-    size is read from standard output. A closed stream is not a terminal.
-    """
-    streams = {
-        "standard input": sys.__stdin__,
-        "standard output": sys.__stdout__,
-        "standard error": sys.__stderr__,
-    }
-    for name, stream in streams.items():
-        try:
-            if stream is None or not os.isatty(stream.fileno()):
-                return name
-        except (OSError, ValueError):  # closed, or no file descriptor at all
-            return name
-    return None
-
-
 def _run_snapshot(args: argparse.Namespace) -> int:
     if args.from_file is not None:
         if targets_of(args) is not None or args.prometheus or args.timeout is not None:
@@ -354,6 +377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return usage_error(
                 prog, "--only picks this machine's GPUs for the monitor: leave it out here"
             )
+        if args.record is not None and (
+            args.command or targets_of(args, "app_") or args.app_prometheus
+        ):
+            return usage_error(prog, "--record records this machine's monitor: leave it out here")
         if args.command and (targets_of(args, "app_") or args.app_prometheus):
             return usage_error(
                 prog,

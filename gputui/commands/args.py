@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import errno
 import math
 import os
 import stat
@@ -526,6 +527,31 @@ def recording_file(text: str) -> Path:
     if not text or "\x00" in text or any(len(part) > NAME_MAX for part in text.split(os.sep)):
         raise argparse.ArgumentTypeError(f"{ellipsize(text, 60)!a} is not a file name")
     return Path(text)
+
+
+def new_file(text: str) -> Path:
+    """Parse ``--output``: a file that does not exist yet, in a folder that does."""
+    shown = ellipsize(text, 60)
+    path = Path(text)
+    try:
+        if not text or text.endswith(os.sep):
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a file name")
+        path.lstat()
+    except FileNotFoundError:
+        folder = path.parent
+        if not folder.is_dir():
+            raise argparse.ArgumentTypeError(f"the folder of {shown!r} does not exist") from None
+        if not os.access(folder, os.W_OK):
+            raise argparse.ArgumentTypeError(f"the folder of {shown!r} cannot be written") from None
+        return path
+    except ValueError:  # a NUL in it
+        raise argparse.ArgumentTypeError(f"{shown!a} is not a file name") from None
+    except OSError as error:
+        reason = "the name is too long" if error.errno == errno.ENAMETOOLONG else error.strerror
+        raise argparse.ArgumentTypeError(f"{shown!r} cannot be used: {reason}") from None
+    raise argparse.ArgumentTypeError(
+        f"{shown!r} exists: name a new file (a recording never writes over one)"
+    )
 
 
 @dataclass(frozen=True, slots=True)

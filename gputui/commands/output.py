@@ -92,3 +92,24 @@ def forget_output() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+
+
+def not_a_terminal() -> str | None:
+    """The first standard stream that is not a terminal (``standard input``...), if any.
+
+    The monitor needs all three: Textual reads keys from standard input and draws on
+    standard error (so ``gputui 2>log`` would draw into the log), and the terminal's
+    size is read from standard output. A closed stream is not a terminal.
+    """
+    streams = {
+        "standard input": sys.__stdin__,
+        "standard output": sys.__stdout__,
+        "standard error": sys.__stderr__,
+    }
+    for name, stream in streams.items():
+        try:
+            if stream is None or not os.isatty(stream.fileno()):
+                return name
+        except (OSError, ValueError):  # closed, or no file descriptor at all
+            return name
+    return None

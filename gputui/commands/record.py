@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import errno
-import os
 import re
 import socket
 import sys
@@ -19,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gputui.commands.args import examples, interval_seconds, usage_error, whole_number
+from gputui.commands.args import examples, interval_seconds, new_file, usage_error, whole_number
 from gputui.commands.fleet import add_fleet_arguments, fleet_named, fleet_source
 from gputui.format import ellipsize
 
@@ -57,31 +55,6 @@ def size(text: str) -> int:
             f"{ellipsize(text, 40)!r} is not a size of 4K or more: write 100M, 2G or 4096 (bytes)"
         )
     return count
-
-
-def new_file(text: str) -> Path:
-    """Parse ``--output``: a file that does not exist yet, in a folder that does."""
-    shown = ellipsize(text, 60)
-    path = Path(text)
-    try:
-        if not text or text.endswith(os.sep):
-            raise argparse.ArgumentTypeError(f"{shown!r} is not a file name")
-        path.lstat()
-    except FileNotFoundError:
-        folder = path.parent
-        if not folder.is_dir():
-            raise argparse.ArgumentTypeError(f"the folder of {shown!r} does not exist") from None
-        if not os.access(folder, os.W_OK):
-            raise argparse.ArgumentTypeError(f"the folder of {shown!r} cannot be written") from None
-        return path
-    except ValueError:  # a NUL in it
-        raise argparse.ArgumentTypeError(f"{shown!a} is not a file name") from None
-    except OSError as error:
-        reason = "the name is too long" if error.errno == errno.ENAMETOOLONG else error.strerror
-        raise argparse.ArgumentTypeError(f"{shown!r} cannot be used: {reason}") from None
-    raise argparse.ArgumentTypeError(
-        f"{shown!r} exists: name a new file (a recording never writes over one)"
-    )
 
 
 def default_file(now: dt.datetime, host: str, codec: str) -> Path:

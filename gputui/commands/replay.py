@@ -1,8 +1,10 @@
-"""``gputui replay --summary FILE [--json]``, and ``gputui snapshot --from FILE [--at TIME]``.
+"""``gputui replay FILE`` (the monitor driven by a recording), ``gputui replay --summary FILE
+[--json]``, and ``gputui snapshot --from FILE [--at TIME]``.
 
 Exit status: 0 when the recording read to its end (a last line cut short by a recorder that
-was killed included), 1 when a damaged line stopped the reading (what came before it is still
-printed), 2 for a usage error: a file that is not a recording, or of a newer format, included.
+was killed included) or the replay was quit, 1 when a damaged line stopped the reading (what
+came before it is still printed), 2 for a usage error: a file that is not a recording, or of
+a newer format, included.
 """
 
 from __future__ import annotations
@@ -27,23 +29,32 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``replay`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
     replay: argparse.ArgumentParser = commands.add_parser(
         "replay",
-        help="sum up a recording made by gputui record (one machine's or a fleet's)",
+        help="replay a recording made by gputui record in the monitor (a fleet's in the fleet "
+        "view), or sum it up",
         description=(
-            "Read a recording that `gputui record` wrote and, with --summary, print for each "
-            "GPU the time it was recorded, its utilization and memory (mean, p95 and max), "
-            "the energy it used, how long it was throttled and whether it stopped answering, "
-            "and the processes that used it with their peak memory and time on it, as text or "
-            "JSON; of a fleet recording (gputui record --hosts), each host's time unreachable "
-            "and each of its GPUs so. A recording of several files (--max-size) is read from "
-            "FILE on. The monitor "
-            "driven by a recording is not built yet; `gputui snapshot --from FILE --at TIME` "
-            "prints one frame. Exit status: 0 when the file read to its end, 1 when a damaged "
-            "line stopped it (the figures cover the frames before), 2 for a usage error or a "
-            "file that is not a recording."
+            "Open the monitor driven by a recording that `gputui record` wrote (a fleet's, "
+            "recorded with --hosts, in the fleet view): every panel, "
+            "the process table, the sparklines and health as they were shown, with a status "
+            "line saying the recorded time (UTC, and since the start), the host, the speed and "
+            "where the replay is. Keys: space pauses and plays, left and right step one "
+            "recorded interval, [ and ] a minute, g goes to a time (an offset such as 1:02:03, "
+            "a UTC time, start or end), - and + play slower and faster (0.25x to 16x), l loops. "
+            "A replay is read-only: it sends no signal and starts no run. A damaged line "
+            "stops the replay there, said in one line, after what came before. With "
+            "--summary, print for each GPU the time it was recorded, its utilization and "
+            "memory (mean, p95 and max), the energy it used, how long it was throttled and "
+            "whether it stopped answering, and the processes that used it with their peak "
+            "memory and time on it, as text or JSON (of a fleet, each host's time unreachable "
+            "and each of its GPUs so). A recording of several files "
+            "(--max-size) is read from FILE on; `gputui snapshot --from FILE --at TIME` prints "
+            "one frame. Exit status: 0 when the file read to its end, 1 when a damaged line "
+            "stopped the summary (the figures cover the frames before), 2 for a usage error "
+            "or a file that is not a recording."
         ),
         epilog=examples(
-            ("gputui replay --summary night.ndjson.zst", "each GPU's night, summed up"),
-            ("gputui replay --summary night.ndjson.zst --json", "the same, as JSON"),
+            ("gputui replay night.ndjson.zst", "the night in the monitor, from its start"),
+            ("gputui replay night.ndjson.zst --speed 16 --loop", "fast, over and over"),
+            ("gputui replay --summary night.ndjson.zst --json", "each GPU's night, as JSON"),
         ),
     )
     replay.add_argument(
@@ -52,13 +63,38 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
     replay.add_argument(
         "--summary", action="store_true", help="print each GPU's figures over the recording"
     )
-    replay.add_argument("--json", action="store_true", help="print JSON instead of text")
+    replay.add_argument("--json", action="store_true", help="with --summary, print JSON")
+    replay.add_argument(
+        "--speed",
+        type=replay_speed,
+        default=1.0,
+        metavar="X",
+        help="recorded seconds a second: 0.25, 0.5, 1, 2, 4, 8 or 16 (default: 1)",
+    )
+    replay.add_argument("--paused", action="store_true", help="start paused at the first frame")
+    replay.add_argument("--loop", action="store_true", help="start again after the last frame")
     replay.set_defaults(handler=run_replay_command)
     return replay
 
 
+def replay_speed(text: str) -> float:
+    """Parse ``--speed``: one of the replay's speeds (``16``, ``0.25``, ``4x``)."""
+    from gputui.recording.player import SPEEDS
+
+    try:
+        speed = float(text.removesuffix("x"))
+    except ValueError:
+        speed = math.nan
+    if speed not in SPEEDS:
+        raise argparse.ArgumentTypeError(
+            f"{one_line(text)[:20]!r} is not a replay speed: write 0.25, 0.5, 1, 2, 4, 8 or 16"
+        )
+    return speed
+
+
 def run_replay_command(args: argparse.Namespace) -> int:
-    """Print the summary; see the module docstring for the exit status."""
+    """Replay the recording in the monitor, or print its summary; see the module docstring
+    for the exit status."""
     from gputui.commands.output import text_width, write_out
     from gputui.recording.frames import FLEET
     from gputui.recording.render import (
@@ -71,16 +107,14 @@ def run_replay_command(args: argparse.Namespace) -> int:
 
     prog = "gputui replay"
     if args.file is None:
-        return usage_error(prog, "name the recording: gputui replay --summary FILE")
-    if not args.summary:
-        return usage_error(
-            prog,
-            "the monitor driven by a recording is not built yet: add --summary for its "
-            "figures, or print a frame with gputui snapshot --from FILE --at TIME",
-        )
+        return usage_error(prog, "name the recording: gputui replay FILE")
+    if args.json and not args.summary:
+        return usage_error(prog, "--json prints the summary as JSON: add --summary")
     recording = _opened(prog, args.file)
     if recording is None:
         return EXIT_USAGE
+    if not args.summary:
+        return _replay(prog, recording, args)
     if recording.kind == FLEET:
         fleet = summarise_fleet(recording)
         if args.json:
@@ -94,6 +128,30 @@ def run_replay_command(args: argparse.Namespace) -> int:
         else:
             write_out(render_summary_text(summary, text_width()))
     return _said(prog, recording.problem, "the figures cover the frames before it")
+
+
+def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
+    """The monitor driven by ``recording``, until the user quits."""
+    from gputui.commands.output import not_a_terminal
+    from gputui.recording.player import Player
+
+    stream = not_a_terminal()
+    if stream is not None:
+        return usage_error(
+            prog,
+            f"the replay needs a terminal, and its {stream} is not one; for scripts use "
+            "gputui replay --summary FILE or gputui snapshot --from FILE",
+        )
+    player = Player(recording)
+    if player.current is None:
+        if player.problem is not None:
+            return _said(prog, player.problem, "no frame comes before it")
+        return _failed(prog, f"{args.file} holds no frame yet")
+    from gputui.ui.monitor.replay import ReplayApp
+
+    app = ReplayApp(player, playing=not args.paused, speed=args.speed, loop=args.loop)
+    app.run()
+    return app.return_code or EXIT_OK
 
 
 def run_snapshot_from(args: argparse.Namespace) -> int:

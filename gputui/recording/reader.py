@@ -355,6 +355,46 @@ class Recording:
             self.problem = None
             return self._last_until(part, None, t)
 
+    def frames_from(self, t: float) -> Iterator[Frame]:
+        """Every frame from the last one at or before ``t`` (the first frame where none is) to
+        the end, across the parts, reading from the index's nearest whole frame; ends early at
+        a damaged or cut-short line (then :attr:`problem` says where)."""
+        self.problem = None
+        number = 0
+        for later in self._parts[1:]:
+            first = self._first_t(later)
+            if first is None or first > t:
+                break
+            number += 1
+        entries = self._parts[number].index()
+        at = bisect.bisect_right([entry.t for entry in entries], t) - 1
+        frames = self._frames_on(number, entries[at] if at >= 0 else None)
+        try:
+            held = next(frames, None)
+        except _StaleIndex:  # (raised before any frame is read, if at all)
+            self.problem = None
+            frames = self._frames_on(number, None)
+            held = next(frames, None)
+        for frame in frames:
+            if held is not None and frame.t <= t:
+                held = frame
+                continue
+            if held is not None:
+                yield held
+                held = None
+            yield frame
+        if held is not None:
+            yield held
+
+    def _frames_on(self, number: int, entry: IndexEntry | None) -> Iterator[Frame]:
+        """The frames of part ``number`` from ``entry`` (the start: ``None``), then those of
+        the parts after it."""
+        for at, part in enumerate(self._parts[number:]):
+            yield from self._frames(part, entry if at == 0 else None)
+            if self.problem is not None:
+                return
+        self._report(self._later_problem)
+
     def _last_until(self, part: _Part, entry: IndexEntry | None, t: float) -> Frame | None:
         found = None
         for frame in self._frames(part, entry):

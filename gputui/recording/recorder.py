@@ -16,7 +16,7 @@ import errno
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -32,6 +32,14 @@ from gputui.recording.writer import RecordingWriter
 from gputui.serve.sampling import Poller
 from gputui.serve.stop import Stop, stop_on_signals
 from gputui.telemetry.polling import Samplers, import_real_samplers
+from gputui.telemetry.readings import (
+    NO_DRM_GPUS,
+    CpuReading,
+    DrmReading,
+    MpsReading,
+    NvmlReading,
+    Snapshot,
+)
 from gputui.telemetry.snapshot import snapshot_as_dict
 
 
@@ -177,18 +185,7 @@ def record(
         sampled = MachineSampled(samplers, interval_s, clock)
     stop = stop if stop is not None else Stop()
     started = clock()
-    header = Header(
-        version=FORMAT_VERSION,
-        recording=uuid.uuid4().hex,
-        part=0,
-        host=socket.gethostname(),
-        gputui_version=__version__,
-        interval_s=interval_s,
-        full_every=FULL_EVERY,
-        started_unix=time.time(),
-        kind=sampled.kind,
-        source=sampled.source,
-    )
+    header = new_header(interval_s, kind=sampled.kind, source=sampled.source)
     writer = RecordingWriter(path, header, codec=codec, max_size=max_size, keep=keep)
     restore = stop_on_signals(stop)
     failed = None
@@ -244,6 +241,94 @@ def record(
         f"({fmt_bytes(writer.size)}{files})"
     )
     return stop.code
+
+
+def new_header(interval_s: float, *, kind: str = HOST, source: str | None = None) -> Header:
+    """The header of a recording made on this machine that starts now: of this machine, or
+    of a fleet (``kind``, ``source``: :class:`~gputui.recording.frames.Header`'s)."""
+    return Header(
+        version=FORMAT_VERSION,
+        recording=uuid.uuid4().hex,
+        part=0,
+        host=socket.gethostname(),
+        gputui_version=__version__,
+        interval_s=interval_s,
+        full_every=FULL_EVERY,
+        started_unix=time.time(),
+        kind=kind,
+        source=source,
+    )
+
+
+class ShownRecorder:
+    """Records what the monitor shows (``gputui --record FILE``): a frame each time it paints
+    new readings, once every source has answered, through the recorder's writer.
+
+    A write that fails (a full disk) stops the recording, keeping what was written, and
+    :attr:`failed` says so in one line; the monitor goes on.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        interval_s: float,
+        codec: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Create the file (it must not exist) and write its header.
+
+        Raises:
+            OSError: the file cannot be made.
+        """
+        self.path = path
+        self._clock = clock
+        self._started = clock()
+        self._writer = RecordingWriter(path, new_header(interval_s), codec=codec)
+        self._latest: dict[str, object] = {}
+        self.failed: str | None = None
+        """Why the recording stopped early, in one line; ``None`` while it goes on."""
+
+    def shown(self, readings: Mapping[str, object]) -> None:
+        """The monitor painted ``readings`` (by source: ``cpu``, ``nvml``, ``mps``, ``drm``):
+        write a frame of the latest of each, at the monitor's clock."""
+        if self.failed is not None:
+            return
+        self._latest.update(readings)
+        cpu, nvml, mps = (self._latest.get(source) for source in ("cpu", "nvml", "mps"))
+        drm = self._latest.get("drm", NO_DRM_GPUS)
+        if not (
+            isinstance(cpu, CpuReading)
+            and isinstance(nvml, NvmlReading)
+            and isinstance(mps, MpsReading)
+            and isinstance(drm, DrmReading)
+        ):
+            return  # not every source has answered yet
+        snapshot = Snapshot(cpu=cpu, nvml=nvml, mps=mps, drm=drm)
+        try:
+            self._writer.write(max(self._clock() - self._started, 0.0), snapshot_as_dict(snapshot))
+        except OSError as error:  # a full disk: what reached the file stays
+            self._writer.abandon()
+            self.failed = (
+                f"Recording stopped: cannot write {error.filename or self._writer.parts[-1]}: "
+                f"{_reason(error)}; the {fmt_counted(self._writer.frames, 'frame')} written "
+                f"before {'are' if self._writer.frames != 1 else 'is'} kept."
+            )
+
+    def close(self) -> str:
+        """Close the files; returns the line that says what was recorded where."""
+        if self.failed is None:
+            try:
+                self._writer.close()
+            except OSError as error:
+                self._writer.abandon()
+                self.failed = f"Recording stopped: {_reason(error)}"
+        files = "" if len(self._writer.parts) == 1 else f", {len(self._writer.parts)} files"
+        line = (
+            f"{fmt_counted(self._writer.frames, 'frame')} recorded in {self.path} "
+            f"({fmt_bytes(self._writer.size)}{files})"
+        )
+        return line if self.failed is None else f"{self.failed} {line}"
 
 
 def _reason(error: OSError) -> str:

@@ -39,7 +39,7 @@ line of its own under its row."""
 def recorded_at(header: Header, t: float) -> str:
     """When a frame was taken, as a reader wants it: the wall time in UTC and the time since
     the recording started: ``2026-11-26 03:00:12 UTC (+0:00:12)``."""
-    return f"{_utc(header.started_unix + t)} (+{fmt_offset(t)})"
+    return f"{fmt_utc(header.started_unix + t)} (+{fmt_offset(t)})"
 
 
 def fmt_offset(seconds: float) -> str:
@@ -64,7 +64,8 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def _utc(unix: float) -> str:
+def fmt_utc(unix: float) -> str:
+    """A moment in UTC, to the second: ``2026-11-26 03:00:12 UTC``."""
     return dt.datetime.fromtimestamp(unix, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -75,7 +76,7 @@ def render_summary_text(summary: Summary, width: int = 80) -> str:
     """The summary as lines of at most ``width``; text from the recording (names, commands,
     users) made printable first."""
     summary = for_screen(summary)
-    lines = wrap_text(_headline(summary), width, "", _INDENT)
+    lines = wrap_text(_headline(summary, summary.host), width, "", _INDENT)
     if not summary.gpus:
         lines += ["", "No GPU in this recording."]
     for gpu in summary.gpus:
@@ -83,16 +84,17 @@ def render_summary_text(summary: Summary, width: int = 80) -> str:
     return "\n".join(lines)
 
 
-def _headline(summary: Summary) -> str:
+def _headline(summary: Summary | FleetSummary, lead: str) -> str:
+    """``LEAD: 2026-11-26 01:00:00 to 09:00:00 UTC (8:00:00), every 1 s, 28,800 frames``."""
     if summary.first_t is None or summary.last_t is None:
-        return f"{summary.host}: no frames (started {_utc(summary.started_unix)})"
-    first = _utc(summary.started_unix + summary.first_t)
-    last = _utc(summary.started_unix + summary.last_t)
+        return f"{lead}: no frames (started {fmt_utc(summary.started_unix)})"
+    first = fmt_utc(summary.started_unix + summary.first_t)
+    last = fmt_utc(summary.started_unix + summary.last_t)
     if first[:10] == last[:10]:  # the same day: its date once
         last = last[11:]
     span = fmt_duration(summary.last_t - summary.first_t)
     every = f"every {summary.interval_s:g} s, {fmt_counted(summary.frames, 'frame')}"
-    return f"{summary.host}: {first.removesuffix(' UTC')} to {last} ({span}), {every}"
+    return f"{lead}: {first.removesuffix(' UTC')} to {last} ({span}), {every}"
 
 
 def render_fleet_summary_text(summary: FleetSummary, width: int = 80) -> str:
@@ -119,15 +121,7 @@ def _fleet_headline(summary: FleetSummary) -> str:
     lead = (
         f"A fleet of {hosts}{read.get(summary.source or '', '')}, recorded on {summary.recorded_by}"
     )
-    if summary.first_t is None or summary.last_t is None:
-        return f"{lead}: no frames (started {_utc(summary.started_unix)})"
-    first = _utc(summary.started_unix + summary.first_t)
-    last = _utc(summary.started_unix + summary.last_t)
-    if first[:10] == last[:10]:
-        last = last[11:]
-    span = fmt_duration(summary.last_t - summary.first_t)
-    every = f"every {summary.interval_s:g} s, {fmt_counted(summary.frames, 'frame')}"
-    return f"{lead}: {first.removesuffix(' UTC')} to {last} ({span}), {every}"
+    return _headline(summary, lead)
 
 
 def _host_headline(host: HostSummary) -> str:

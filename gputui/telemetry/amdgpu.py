@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
-from gputui.telemetry.readings import GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
 from gputui.telemetry.sysfs import (
     CardIdentity,
+    CurrentLink,
     DrmCard,
     SysfsFiles,
     first_present,
@@ -32,6 +34,26 @@ RAS_TTL_S = 10.0
 """Seconds the RAS error counts are trusted (they change rarely, and there are many files)."""
 PWM_MAX = 255
 """``pwm1`` runs from 0 to 255 (hwmon's sysfs interface)."""
+
+GPU_METRICS_THROTTLE_AT = {(1, 3): 112, (2, 2): 120, (2, 3): 120, (2, 4): 120}
+"""Where each ``gpu_metrics`` version (format and content revision of its header) keeps its
+ASIC-independent throttle status (``indep_throttle_status``, a u64): the structs
+gpu_metrics_v1_3 and v2_2 to v2_4 of the kernel's kgd_pp_interface.h. Earlier versions, and
+the Instinct ones from v1_4, say only an ASIC-dependent status, which is not read."""
+THROTTLE_BITS = (
+    (range(0, 8), "power cap"),  # PPT0-3, SPL, FPPT, SPPT, SPPT_APU
+    (range(16, 24), "current limit"),  # TDC (GFX, SOC, MEM, VDD, CVIP), EDC (CPU, GFX), APCC
+    (range(32, 44), "thermal"),  # GPU, core, memory, edge, hotspot, SoC, VR and liquid temps
+    (range(44, 46), "HW thermal"),  # VRHOT0, VRHOT1
+    (range(46, 48), "HW slowdown"),  # PROCHOT (CPU, GFX)
+    (range(56, 57), "power cap"),  # PPM
+    (range(57, 58), "reliability limit"),  # FIT
+)
+"""The bits of ``indep_throttle_status`` (amdgpu_smu.h's ``SMU_THROTTLER_*_BIT``) in the words
+the monitor shows, NVML's where they fit."""
+_METRICS_HEADER = struct.Struct("=HBB")
+"""``metrics_table_header``: structure size, format revision, content revision."""
+_U64 = struct.Struct("=Q")
 
 _DPM_LINE = re.compile(r"\s*\w+:\s*(\d+)\s*mhz\s*(\*)?\s*", re.IGNORECASE)
 _UNCORRECTED = re.compile(r"^ue:\s*(\d+)\s*$", re.MULTILINE)
@@ -85,18 +107,16 @@ class AmdgpuCard:
             link_generation(files.text(device / "max_link_speed", quiet=True)),
             link_width(files.integer(device / "max_link_width")),
         )
-        self._device_files: dict[str, Path] = {}
+        self._device_files: dict[str, str] = {}
         for name in (
             "gpu_busy_percent",
             "mem_busy_percent",
             "mem_info_vram_used",
             "pp_dpm_sclk",
             "pp_dpm_mclk",
-            "current_link_speed",
-            "current_link_width",
         ):
             if files.exists(device / name):
-                self._device_files[name] = device / name
+                self._device_files[name] = os.fspath(device / name)
             else:
                 files.note(device / name, "missing")  # once: the sample does not look again
         hwmon = hwmon_dir(device)
@@ -104,25 +124,28 @@ class AmdgpuCard:
         self._edge = temperatures.get("edge")
         self._junction = temperatures.get("junction")
         self._memory_temperature = temperatures.get("mem")
-        self._power: Path | None = None
-        self._power_cap: Path | None = None
-        self._pwm: Path | None = None
-        self._fan: tuple[Path, Path] | None = None
+        self._power: str | None = None
+        self._power_cap: str | None = None
+        self._pwm: str | None = None
+        self._fan: tuple[str, str] | None = None
         if hwmon is not None:
             self._power = first_present([hwmon / "power1_average", hwmon / "power1_input"], files)
             self._power_cap = first_present([hwmon / "power1_cap"], files)
             self._pwm = first_present([hwmon / "pwm1"], files)
             if files.exists(hwmon / "fan1_input") and files.exists(hwmon / "fan1_max"):
-                self._fan = (hwmon / "fan1_input", hwmon / "fan1_max")
+                self._fan = (os.fspath(hwmon / "fan1_input"), os.fspath(hwmon / "fan1_max"))
+        self._link = CurrentLink(device, files)
+        self._metrics, self._throttle_at = _gpu_metrics(device, files)
         self._ras = _ras_files(device)
         self._power_cap_w: tuple[float, float | None] | None = None  # (read at, watts)
         self._ras_errors: tuple[float, int | None] | None = None  # (read at, count)
 
-    def read(self, now: float) -> GpuReading:
+    def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """One sample of the card.
 
         Args:
             now: The sampler's clock, for what is trusted a while.
+            processes: The processes using it.
 
         Raises:
             DeviceGone: the driver says the card is gone.
@@ -131,6 +154,7 @@ class AmdgpuCard:
         edge = self._celsius(self._edge) if self._edge else junction  # MI300: no edge sensor
         sclk, sclk_max = self._dpm("pp_dpm_sclk")
         mclk, mclk_max = self._dpm("pp_dpm_mclk")
+        link_gen, link_lanes = self._link.read(now)
         identity = self.identity
         return GpuReading(
             index=identity.index,
@@ -155,13 +179,36 @@ class AmdgpuCard:
             fan_percent=self._fan_percent(),
             pcie_rx_bytes_per_s=None,  # amdgpu's pcie_bw takes a second to answer
             pcie_tx_bytes_per_s=None,
-            pcie_link_gen=self._link_generation(),
-            pcie_link_width_lanes=link_width(self._integer("current_link_width")),
+            pcie_link_gen=link_gen,
+            pcie_link_width_lanes=link_lanes,
             pcie_link_gen_max=self._link_max[0],
             pcie_link_width_max_lanes=self._link_max[1],
             performance_state=None,
-            processes=None,
+            processes=processes,
             ecc_uncorrected_errors=self._uncorrected(now),
+            throttle_reasons=self._throttle_reasons(),
+        )
+
+    def _throttle_reasons(self) -> tuple[str, ...] | None:
+        """Why the clocks are held down, from ``gpu_metrics`` where its version says it in
+        ASIC-independent bits (empty: they are not); ``None`` elsewhere, or when the file
+        does not read as that version (noted)."""
+        if self._metrics is None or self._throttle_at is None:
+            return None
+        data = self._files.data(self._metrics, keep=True)
+        at = self._throttle_at
+        if data is None or len(data) < at + _U64.size:
+            self._files.note(self._metrics, "truncated")
+            return None
+        size, *version = _METRICS_HEADER.unpack_from(data)
+        if GPU_METRICS_THROTTLE_AT.get((version[0], version[1])) != at or size < at + _U64.size:
+            self._files.note(
+                self._metrics, f"not the gpu_metrics it was (v{version[0]}.{version[1]})"
+            )
+            return None
+        (bits,) = _U64.unpack_from(data, at)
+        return tuple(
+            dict.fromkeys(word for span, word in THROTTLE_BITS if any(bits >> b & 1 for b in span))
         )
 
     def _dpm(self, name: str) -> tuple[float | None, float | None]:
@@ -173,20 +220,13 @@ class AmdgpuCard:
             self._files.note(self._device_files[name], "no level marked current")
         return current, highest
 
-    def _link_generation(self) -> int | None:
-        text = self._text("current_link_speed")
-        generation = link_generation(text)
-        if generation is None and text is not None and text != "Unknown":
-            self._files.note(self._device_files["current_link_speed"], "not a link speed")
-        return generation
-
     def _text(self, name: str) -> str | None:
         path = self._device_files.get(name)
-        return None if path is None else self._files.text(path)
+        return None if path is None else self._files.text(path, keep=True)
 
     def _integer(self, name: str) -> int | None:
         path = self._device_files.get(name)
-        return None if path is None else self._files.integer(path)
+        return None if path is None else self._files.integer(path, keep=True)
 
     def _percent(self, name: str) -> float | None:
         value = self._integer(name)
@@ -195,8 +235,8 @@ class AmdgpuCard:
             return None
         return None if value is None else float(value)
 
-    def _celsius(self, path: Path | None) -> float | None:
-        millidegrees = None if path is None else self._files.integer(path)
+    def _celsius(self, path: str | None) -> float | None:
+        millidegrees = None if path is None else self._files.integer(path, keep=True)
         if millidegrees is None or path is None:
             return None
         if not -50_000 <= millidegrees <= 200_000:
@@ -204,27 +244,27 @@ class AmdgpuCard:
             return None
         return millidegrees / 1000
 
-    def _watts(self, path: Path | None) -> float | None:
-        microwatts = None if path is None else self._files.integer(path)
+    def _watts(self, path: str | None, *, keep: bool = True) -> float | None:
+        microwatts = None if path is None else self._files.integer(path, keep=keep)
         return None if microwatts is None or microwatts < 0 else microwatts / 1e6
 
     def _cap_w(self, now: float) -> float | None:
         cached = self._power_cap_w
         if cached is None or now - cached[0] >= POWER_CAP_TTL_S:
-            cap = self._watts(self._power_cap)
+            cap = self._watts(self._power_cap, keep=False)
             cached = self._power_cap_w = (now, cap if cap else None)  # 0: no cap
         return cached[1]
 
     def _fan_percent(self) -> float | None:
         if self._pwm is not None:
-            pwm = self._files.integer(self._pwm)
+            pwm = self._files.integer(self._pwm, keep=True)
             if pwm is not None and 0 <= pwm <= PWM_MAX:
                 return round(pwm * 100 / PWM_MAX, 1)
             if pwm is not None:
                 self._files.note(self._pwm, f"{pwm} is not 0 to {PWM_MAX}")
             return None
         if self._fan is not None:
-            rpm, top = (self._files.integer(path) for path in self._fan)
+            rpm, top = (self._files.integer(path, keep=True) for path in self._fan)
             if rpm is not None and top and rpm >= 0:
                 return round(rpm * 100 / top, 1)
         return None
@@ -243,6 +283,26 @@ class AmdgpuCard:
                     self._files.note(path, "no 'ue:' count")
             cached = self._ras_errors = (now, sum(counts) if counts else None)
         return cached[1]
+
+
+def _gpu_metrics(device: Path, files: SysfsFiles) -> tuple[str | None, int | None]:
+    """The card's ``gpu_metrics`` and where its version keeps the ASIC-independent throttle
+    status; ``None`` for what it lacks (no file, a truncated header, another version: noted)."""
+    path = os.fspath(device / "gpu_metrics")
+    data = files.data(path, quiet=True)
+    if data is None:
+        return None, None
+    if len(data) < _METRICS_HEADER.size:
+        files.note(path, "truncated")
+        return None, None
+    _, format_revision, content_revision = _METRICS_HEADER.unpack_from(data)
+    at = GPU_METRICS_THROTTLE_AT.get((format_revision, content_revision))
+    if at is None:
+        files.note(
+            path, f"v{format_revision}.{content_revision} has no ASIC-independent throttle status"
+        )
+        return None, None
+    return path, at
 
 
 def _ras_files(device: Path) -> list[Path]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -20,7 +19,7 @@ from gputui.telemetry.amdgpu import AmdgpuCard
 from gputui.telemetry.drm_clients import DrmClientSampler
 from gputui.telemetry.intel import IntelCard
 from gputui.telemetry.pci_names import PciNames
-from gputui.telemetry.readings import DrmReading, GpuProcess, GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import DrmReading, GpuProcess, GpuReading, Vendor
 from gputui.telemetry.sysfs import (
     CardIdentity,
     CardList,
@@ -48,8 +47,9 @@ class CardReader(Protocol):
     card: DrmCard
     identity: CardIdentity
 
-    def read(self, now: float) -> GpuReading:
-        """One sample of the card (raises ``DeviceGone`` when the driver says it is gone)."""
+    def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
+        """One sample of the card and the processes using it (raises ``DeviceGone`` when
+        the driver says it is gone)."""
         ...
 
 
@@ -92,6 +92,8 @@ class DrmSampler:
             reader = self._readers.get(card.bus_id)
             if reader is None or reader.card != card:  # new, or back under a new node
                 index = reader.identity.index if reader else self._next_index(card.vendor)
+                if reader is not None:
+                    self._files.close_under(reader.card.path)
                 try:
                     self._readers[card.bus_id] = self._reader(card, index)
                 except DeviceGone:  # gone as it came: lost if it was known, else not yet seen
@@ -100,25 +102,32 @@ class DrmSampler:
         readings = []
         for bus_id, reader in sorted(self._readers.items(), key=_order):
             if bus_id not in listed:
+                self._files.close_under(reader.card.path)
                 readings.append(reader.identity.lost(GONE))
                 continue
-            reading = self._read(reader)
-            if reading.state is GpuState.OK:
-                reading = replace(reading, processes=processes.get(bus_id))
-            readings.append(reading)
+            readings.append(self._read(reader, processes.get(bus_id)))
         return DrmReading(gpus=tuple(readings), taken_at=self._clock())
 
-    def _read(self, reader: CardReader) -> GpuReading:
+    def _read(self, reader: CardReader, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """The card's reading, or its identity, ``lost`` and why when it went away."""
         files, card = self._files, reader.card
         files.missing = 0
         try:
-            reading = reader.read(self._clock())
+            reading = reader.read(self._clock(), processes)
         except DeviceGone as gone:
+            files.close_under(card.path)
+            if not os.path.isdir(card.device):
+                return reader.identity.lost(GONE)
             return reader.identity.lost(DRIVER_SAYS_GONE.format(driver=card.driver, why=gone))
-        if files.missing and not os.path.isdir(card.device):
+        # a file kept open reads on after its folder went (where sysfs does not say ENODEV)
+        if not os.path.isdir(card.device):
+            files.close_under(card.path)
             return reader.identity.lost(GONE)
         return reading
+
+    def close(self) -> None:
+        """Close the files kept open between samples."""
+        self._files.close()
 
     def _processes(self) -> Mapping[str, tuple[GpuProcess, ...]]:
         """Each GPU's processes by PCI bus id (lowercase, ``0000:03:00.0``), from the DRM

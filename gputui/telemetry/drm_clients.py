@@ -32,6 +32,7 @@ torch; Linux only (elsewhere there is no fdinfo, and a sample is empty).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -51,7 +52,8 @@ RESCAN_EVERY = 10
 (Linux before 6.2): how late a process that opens a GPU long after it started may show."""
 RESCAN_EVERY_COUNTED = 60
 """The same where it counts them: a new count lists them at once, so this only finds an fd
-closed and a DRM node opened in its place between two sweeps."""
+closed and a DRM node opened in its place between two sweeps. Where fds are not counted, the
+sweeps between two listings that read every fd's link again (see ``DrmClientSampler``)."""
 FDINFO_LIMIT = 64 * 1024
 """The most read of one fdinfo (a DRM client's is under 2 KiB)."""
 
@@ -68,7 +70,9 @@ _UNMAPPED_REGIONS = {"amdgpu": frozenset({"cpu"}), "xe": frozenset({"system"})}
 _GRAPHICS_ENGINES = frozenset({"gfx", "render", "rcs"})
 _COMPUTE_ENGINES = frozenset({"compute", "ccs"})
 
-_IDENTITY_LINE = re.compile(r"^[ \t]*drm-(driver|pdev|client-id):[ \t]*(.*?)[ \t]*$", re.M)
+_IDENTITY_KEY = re.compile(r"drm-(driver|pdev|client-id):[ \t]*(.*?)[ \t]*$", re.M)
+"""An identity key and its value; a key only at a line's start (blanks before it allowed),
+which the caller checks: a pattern that starts with its literal is searched for fast."""
 _COUNTER_LINE = re.compile(
     r"^[ \t]*drm-(engine-capacity|engine|total-cycles|cycles|resident|memory|total)-"
     r"([^:\s]+):[ \t]*(\d+)(?:[ \t]+(\S+))?[ \t]*$",
@@ -87,6 +91,9 @@ _COUNTER_UNITS = {
     "total": _BYTES,
 }
 """Each kind of counter's units, and what each is in base units (ns, cycles, bytes)."""
+
+_PF_KTHREAD = 0x00200000
+"""``stat``'s flag of a kernel thread (include/linux/sched.h)."""
 
 try:
     _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -123,7 +130,11 @@ def parse_fdinfo(text: str) -> DrmClient | None:
     driver: str | None = None
     pci_bus_id: str | None = None
     client_id: int | None = None
-    for key, value in _IDENTITY_LINE.findall(text):
+    for match in _IDENTITY_KEY.finditer(text):
+        start = match.start()
+        if text[text.rfind("\n", 0, start) + 1 : start].strip(" \t"):
+            continue  # within a line, not at its start
+        key, value = match.groups()
         if key == "driver":
             driver = value or driver
         elif key == "pdev":
@@ -238,16 +249,21 @@ def _read_text(path: str) -> str | None:
     """The file's text (its first ``FDINFO_LIMIT`` bytes); ``None`` when it cannot be read
     (gone, another user's, not a file). Every file the sampler opens, it opens here."""
     try:
-        with open(path, "rb", buffering=0) as file:
-            data = file.read(FDINFO_LIMIT)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        data = os.read(fd, FDINFO_LIMIT)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return data.decode("utf-8", errors="replace")
 
 
 def _scan_dir(path: str) -> list[tuple[str, int]] | None:
     """A directory's entries and their inode numbers; ``None`` when it cannot be listed.
-    Every directory the sampler lists, it lists here."""
+    The sampler lists the procfs here, and fd folders in :func:`_list_fds`."""
     try:
         with os.scandir(path) as entries:
             return [(entry.name, entry.inode()) for entry in entries]
@@ -255,18 +271,50 @@ def _scan_dir(path: str) -> list[tuple[str, int]] | None:
         return None
 
 
+def _list_fds(fd_dir: str, known: frozenset[str]) -> tuple[frozenset[str], list[str]] | None:
+    """An fd folder's fds, and those of them not in ``known`` whose link is a DRM node (the
+    links of ``known`` fds are not read); ``None`` when it cannot be listed. Every fd folder
+    the sampler lists, it lists here."""
+    try:
+        names = frozenset(os.listdir(fd_dir))
+    except OSError:
+        return None
+    drm = []
+    for name in names - known:
+        target = _link(f"{fd_dir}/{name}")  # "": closed since the listing
+        if "dev/dri/" in target and name.isdigit() and _DRM_NODE.search(target):
+            drm.append(name)
+    return names, drm
+
+
+def _is_kernel_thread(procfs: str, pid: int) -> bool:
+    """Whether ``pid`` is a kernel thread (``PF_KTHREAD`` in ``stat``'s flags, field 9),
+    which never holds a file: a sweep passes it over for as long as it lives."""
+    fields = (_read_text(f"{procfs}/{pid}/stat") or "").rpartition(")")[2].split()
+    return len(fields) > 6 and fields[6].isdigit() and bool(int(fields[6]) & _PF_KTHREAD)
+
+
 @dataclass(slots=True)
 class _Process:
     """What the sweep keeps of one process between sweeps."""
 
+    pid: int
+    """Its pid."""
     inode: int
     """The inode of ``/proc/PID``: a process that takes a pid over gets a new one."""
+    kernel_thread: bool = False
+    """A kernel thread: never listed."""
     fd_count: int | None = None
     """The fd count at the last listing, where the procfs counts fds."""
     next_scan: int = 0
     """The sweep at which its fds are listed again (0: never listed yet)."""
     scan_gap: int = 1
     """Sweeps from its next listing to the one after: doubles up to ``rescan_every``."""
+    next_full_scan: int = 0
+    """The sweep from which its next listing reads every fd's link again, not only those of
+    fd numbers it did not have (where the procfs does not count fds)."""
+    fd_names: frozenset[str] = frozenset()
+    """Its fds at the last listing."""
     drm_fds: tuple[str, ...] = ()
     """Its fds on a DRM node at the last listing."""
     identity: ProcessIdentity | None = None
@@ -292,7 +340,8 @@ class DrmClientSampler:
     The sweep lists the procfs once, and reads fdinfo only of fds whose link target is a
     DRM node. What it learns of each process is kept per pid and process start (the
     inode of ``/proc/PID``, which a process that takes a pid over does not share, and
-    which the listing gives without opening anything). Its fds are listed again:
+    which the listing gives without opening anything); a kernel thread (known by its
+    ``stat`` when first seen) holds no file and is passed over. Its fds are listed again:
 
     - when their count changes: on Linux 6.2 and later the size of ``/proc/PID/fd`` is
       the count, one ``stat`` a sweep and no open; a procfs without it skips the ``stat``;
@@ -301,10 +350,11 @@ class DrmClientSampler:
     - every rescan period (``RESCAN_EVERY``, or ``RESCAN_EVERY_COUNTED`` where the procfs
       counts fds), spread over the sweeps by pid.
 
-    So a steady sweep opens the procfs, the DRM fds' fdinfo (a text several fds show is
-    parsed once) and about one process in the period's fd folder; listing a process's fds
-    costs a ``readlink`` per fd, which is what the period keeps rare on a box of busy
-    daemons.
+    Listing a process's fds costs a ``readlink`` per fd; where the procfs does not count
+    fds, a periodic listing reads only the links of fd numbers the last one did not have,
+    and every ``RESCAN_EVERY_COUNTED`` sweeps all of them (a GPU opened under the number of
+    an fd closed since). So a steady sweep opens the procfs, the DRM fds' fdinfo (a text
+    several fds show is parsed once) and about one process in the period's fd folder.
 
     A process that exits mid-sweep, an fdinfo another user's process hides, garbage in a
     file: passed over, never raised. Not thread-safe: use one sampler from one thread.
@@ -330,12 +380,13 @@ class DrmClientSampler:
         self._root = os.fspath(procfs if procfs is not None else procfs_root())
         self._rescan_asked = rescan_every
         self._rescan_every = RESCAN_EVERY
+        self._full_rescan_every = RESCAN_EVERY_COUNTED
         self._counts_fds: bool | None = None  # probed at the first sweep
         self._raw_commands = raw_commands
         self._clock_ns = clock_ns
         self._sweep = 0
         self._listed_before = False
-        self._processes: dict[int, _Process] = {}
+        self._processes: dict[str, _Process] = {}
         self._counters: dict[ClientKey, _Counters] = {}
         self._same_pid_namespace: bool | None = None
 
@@ -352,19 +403,25 @@ class DrmClientSampler:
             self._counts_fds = _fd_folder_size(f"{self._root}/self/fd") > 0
             default = RESCAN_EVERY_COUNTED if self._counts_fds else RESCAN_EVERY
             self._rescan_every = max(1, self._rescan_asked or default)
+            self._full_rescan_every = max(self._rescan_every, RESCAN_EVERY_COUNTED)
         clients: dict[ClientKey, tuple[DrmClient, int]] = {}  # with when it was read
         holders: dict[ClientKey, set[int]] = {}
         parsed: dict[str, DrmClient | None] = {}  # this sweep's texts: dup'd fds show one
-        processes: dict[int, _Process] = {}
+        processes: dict[str, _Process] = {}  # by the name of its folder
+        known_before, sweep, counts_fds = self._processes, self._sweep, self._counts_fds
         for name, inode in listed:
-            if not name.isdigit():
-                continue
-            pid = int(name)
-            known = self._processes.get(pid)
+            known = known_before.get(name)
             if known is None or known.inode != inode:
-                known = _Process(inode)
-            processes[pid] = known
-            for fd in self._drm_fds(pid, known):
+                if not name.isdigit():
+                    continue  # not a process: self, stat, sys...
+                known = _Process(int(name), inode, _is_kernel_thread(self._root, int(name)))
+            processes[name] = known
+            if sweep < known.next_scan and not counts_fds:  # not due: as last listed
+                drm_fds = known.drm_fds
+            else:
+                drm_fds = self._drm_fds(known.pid, known)
+            pid = known.pid
+            for fd in drm_fds:
                 client = self._read_client(pid, fd, known, parsed)
                 if client is None:
                     continue
@@ -378,31 +435,47 @@ class DrmClientSampler:
 
     def _drm_fds(self, pid: int, known: _Process) -> tuple[str, ...]:
         """The process's fds on a DRM node: as last listed, or listed again when due."""
-        count = _fd_folder_size(f"{self._root}/{pid}/fd") if self._counts_fds else None
+        if known.kernel_thread:
+            return ()
+        fd_dir = f"{self._root}/{pid}/fd"
+        count = _fd_folder_size(fd_dir) if self._counts_fds else None
         if count == -1:
             return ()  # gone, or not a process
         if self._sweep < known.next_scan and count == known.fd_count:
             return known.drm_fds
-        fd_dir = f"{self._root}/{pid}/fd"
+        sweep, full_every = self._sweep, self._full_rescan_every
+        # every link read: where fds are counted (a new count), while the process is young
+        # (it opens and closes files, and its GPU may take a number a closed file had), and
+        # every full_every sweeps; else only the links of fd numbers new since the last
+        full = count is not None or known.scan_gap < self._rescan_every
+        full = full or sweep >= known.next_full_scan
         if known.next_scan == 0 and not self._listed_before:  # there before the sampler
-            known.next_scan = self._sweep + 1 + pid % self._rescan_every
+            known.next_scan = sweep + 1 + pid % self._rescan_every
             known.scan_gap = self._rescan_every
+            known.next_full_scan = sweep + 1 + pid % full_every
         else:
-            known.next_scan = self._sweep + known.scan_gap
+            known.next_scan = sweep + known.scan_gap
             known.scan_gap = min(2 * known.scan_gap, self._rescan_every)
+            if full:
+                known.next_full_scan = sweep + full_every
         known.fd_count = count
-        known.drm_fds = tuple(
-            name
-            for name, _ in _scan_dir(fd_dir) or ()
-            if name.isdigit() and _DRM_NODE.search(_link(f"{fd_dir}/{name}"))
-        )
+        listed = _list_fds(fd_dir, frozenset() if full else known.fd_names)
+        if listed is None:
+            known.fd_names, known.drm_fds = frozenset(), ()
+            return ()
+        names, new_drm = listed
+        kept = () if full else tuple(fd for fd in known.drm_fds if fd in names)
+        known.fd_names, known.drm_fds = names, (*kept, *new_drm)
         return known.drm_fds
 
     def _read_client(
         self, pid: int, fd: str, known: _Process, parsed: dict[str, DrmClient | None]
     ) -> DrmClient | None:
         if not _DRM_NODE.search(_link(f"{self._root}/{pid}/fd/{fd}")):
-            known.next_scan = self._sweep + 1  # closed, or another file now: list again
+            # closed, or another file now: list again, reading this fd's link
+            known.next_scan = self._sweep + 1
+            known.fd_names = known.fd_names - {fd}
+            known.drm_fds = tuple(name for name in known.drm_fds if name != fd)
             return None
         text = _read_text(f"{self._root}/{pid}/fdinfo/{fd}")
         if text is None:
@@ -454,7 +527,7 @@ class DrmClientSampler:
         before it forked), and who runs it; ``None`` when every one has gone."""
         candidates = []
         for pid in pids:
-            known = self._processes[pid]
+            known = self._processes[str(pid)]
             if known.identity is None:
                 known.identity = read_process_identity(
                     self._root, pid, raw_commands=self._raw_commands
@@ -465,7 +538,7 @@ class DrmClientSampler:
         if not candidates:
             return None
         pid = min(candidates)[1]
-        identity = self._processes[pid].identity
+        identity = self._processes[str(pid)].identity
         return None if identity is None else (pid, identity)
 
     def _local_pids(self) -> bool:
@@ -526,7 +599,10 @@ def _engine_shares(
     return shares, after
 
 
-def _kept_larger(before: Mapping[str, int], now: Mapping[str, int]) -> dict[str, int]:
+def _kept_larger(before: dict[str, int], now: dict[str, int]) -> dict[str, int]:
+    """``now``, each counter at least what it was ``before`` (neither is changed after)."""
+    if not before or not now:
+        return now
     return {name: max(value, before.get(name, 0)) for name, value in now.items()}
 
 
@@ -555,11 +631,16 @@ def _client_memory(client: DrmClient) -> int | None:
     regions = client.memory_bytes
     if not regions:
         return None
-    device = [size for region, size in regions.items() if _DEVICE_REGION.fullmatch(region)]
+    device = [size for region, size in regions.items() if _is_device_region(region)]
     if device:
         return sum(device)
     unmapped = _UNMAPPED_REGIONS.get(client.driver, frozenset())
     return sum(size for region, size in regions.items() if region not in unmapped)
+
+
+@functools.lru_cache(maxsize=256)
+def _is_device_region(region: str) -> bool:
+    return _DEVICE_REGION.fullmatch(region) is not None
 
 
 def _kind(clients: Iterable[DrmClient]) -> str:

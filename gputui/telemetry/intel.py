@@ -10,13 +10,15 @@ frequencies are i915's ``gt_cur_freq_mhz``/``gt_max_freq_mhz`` and xe's
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
-from gputui.telemetry.readings import GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
 from gputui.telemetry.sysfs import (
     CardIdentity,
+    CurrentLink,
     DrmCard,
     SysfsFiles,
     first_present,
@@ -29,19 +31,34 @@ from gputui.telemetry.sysfs import (
 
 POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is read again (an admin may change it)."""
+THROTTLE_WORDS = (
+    ("pl1", "power cap"),
+    ("pl2", "power cap"),
+    ("pl4", "peak current limit"),
+    ("thermal", "thermal"),
+    ("ratl", "thermal"),
+    ("prochot", "HW slowdown"),
+    ("vr_thermalert", "HW thermal"),
+    ("vr_tdc", "VR current limit"),
+)
+"""Each reason a GT's clock is held down (i915's ``throttle_reason_<name>``, xe's
+``throttle/reason_<name>``, 0 or 1) in the words the monitor shows, NVML's where they fit:
+PL1/PL2 the sustained and burst power limits, PL4 the peak current (Iccmax), RATL the running
+average thermal limit, PROCHOT the platform's throttle signal, the VR's thermal alert and
+thermal design current."""
 
 
 @dataclass
 class _Counter:
     """A counter read each sample, and its last value and time, for the rate between two."""
 
-    path: Path
+    path: str
     last: tuple[float, int] | None = None  # (when, value)
 
     def rate(self, files: SysfsFiles, now: float) -> tuple[int | None, float | None]:
         """The counter now, and its increase per second since the last sample (``None`` on
         the first, or when it went backwards: a driver reload started it again)."""
-        value = files.integer(self.path)
+        value = files.integer(self.path, keep=True)
         if value is None:
             return None, None
         last, self.last = self.last, (now, value)
@@ -54,12 +71,15 @@ class _Counter:
 class _Gt:
     """One GT (a graphics or media engine group): its clock and its idle counter."""
 
-    clock: Path | None
+    clock: str | None
     """The requested frequency, MHz."""
     clock_max_mhz: float | None
     """Its highest frequency, read once."""
     idle: _Counter | None
     """Milliseconds spent idle (RC6) since the driver was loaded."""
+    throttle: tuple[str, dict[str, str]] | None = None
+    """Whether its clock is held down now (a file of 0 or 1), and each reason's file by
+    name; ``None`` where the driver does not say."""
 
 
 class IntelCard:
@@ -95,7 +115,7 @@ class IntelCard:
                 )
             ]
             self._vram_total = sum(s for s in sizes if s) or None
-            self._vram_free: Path | None = None
+            self._vram_free: str | None = None
         else:
             self._gts = list(_i915_gts(card.path, files))
             total = first_present([card.path / "lmem_total_bytes"], files)
@@ -114,21 +134,18 @@ class IntelCard:
         self._memory_temperature = temperatures.get("vram")
         self._power_max = first_present([hwmon / "power1_max"], files) if hwmon else None
         self._power_limit_w: tuple[float, float | None] | None = None  # (read at, watts)
-        self._link = {
-            name: device / name
-            for name in ("current_link_speed", "current_link_width")
-            if files.exists(device / name)
-        }
+        self._link = CurrentLink(device, files)
         self._link_max = (
             link_generation(files.text(device / "max_link_speed", quiet=True)),
             link_width(files.integer(device / "max_link_width")),
         )
 
-    def read(self, now: float) -> GpuReading:
+    def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """One sample of the card.
 
         Args:
             now: The sampler's clock: utilization and power are rates over it.
+            processes: The processes using it.
 
         Raises:
             DeviceGone: the driver says the card is gone.
@@ -139,8 +156,9 @@ class IntelCard:
         if len(known) < len(busy):
             known = []  # the busiest GT may be the one not known
         first = self._gts[0] if self._gts else None
-        clock = files.integer(first.clock) if first and first.clock else None
+        clock = files.integer(first.clock, keep=True) if first and first.clock else None
         energy_uj, power_uw = self._energy.rate(files, now) if self._energy else (None, None)
+        link_gen, link_lanes = self._link.read(now)
         identity = self.identity
         return GpuReading(
             index=identity.index,
@@ -164,13 +182,34 @@ class IntelCard:
             fan_percent=None,  # hwmon gives RPM, with no maximum to share it of
             pcie_rx_bytes_per_s=None,
             pcie_tx_bytes_per_s=None,
-            pcie_link_gen=self._link_generation(),
-            pcie_link_width_lanes=self._link_width(),
+            pcie_link_gen=link_gen,
+            pcie_link_width_lanes=link_lanes,
             pcie_link_gen_max=self._link_max[0],
             pcie_link_width_max_lanes=self._link_max[1],
             performance_state=None,
-            processes=None,
+            processes=processes,
+            throttle_reasons=self._throttle_reasons(),
         )
+
+    def _throttle_reasons(self) -> tuple[str, ...] | None:
+        """Why any GT's clock is held down, in words (empty: none is); ``None`` where no GT
+        says. A GT held down for no reason its files name is held down for ``other``."""
+        files, words, told = self._files, [], False
+        for gt in self._gts:
+            if gt.throttle is None:
+                continue
+            status, reasons = gt.throttle
+            held = files.integer(status, keep=True)
+            told = told or held is not None
+            if not held:
+                continue
+            found = [
+                word
+                for name, word in THROTTLE_WORDS
+                if name in reasons and files.integer(reasons[name], keep=True)
+            ]
+            words += found or ["other"]
+        return tuple(dict.fromkeys(words)) if told else None
 
     def _busy(self, gt: _Gt, now: float) -> float | None:
         """The share of the time since the last sample the GT was not idle, percent."""
@@ -195,11 +234,11 @@ class IntelCard:
     def _vram_used(self) -> int | None:
         if self._vram_free is None or self._vram_total is None:
             return None
-        free = self._files.integer(self._vram_free)
+        free = self._files.integer(self._vram_free, keep=True)
         return None if free is None or free > self._vram_total else self._vram_total - free
 
-    def _celsius(self, path: Path | None) -> float | None:
-        millidegrees = None if path is None else self._files.integer(path)
+    def _celsius(self, path: str | None) -> float | None:
+        millidegrees = None if path is None else self._files.integer(path, keep=True)
         if millidegrees is None or path is None:
             return None
         if not -50_000 <= millidegrees <= 200_000:
@@ -215,14 +254,6 @@ class IntelCard:
             cached = self._power_limit_w = (now, watts)
         return cached[1]
 
-    def _link_generation(self) -> int | None:
-        path = self._link.get("current_link_speed")
-        return link_generation(self._files.text(path)) if path else None
-
-    def _link_width(self) -> int | None:
-        path = self._link.get("current_link_width")
-        return link_width(self._files.integer(path)) if path else None
-
 
 def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:
     """xe's GTs: ``tile<N>/gt<M>``, each with ``freq0/`` and ``gtidle/``."""
@@ -235,7 +266,8 @@ def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:
                 _Gt(
                     clock=first_present([freq / "cur_freq"], files),
                     clock_max_mhz=_mhz(files, top),
-                    idle=_Counter(idle) if files.exists(idle) else None,
+                    idle=_Counter(os.fspath(idle)) if files.exists(idle) else None,
+                    throttle=_throttle_files(freq / "throttle", "status", "reason_", files),
                 )
             )
     return gts
@@ -246,16 +278,41 @@ def _i915_gts(node: Path, files: SysfsFiles) -> list[_Gt]:
     ``gt/gt<N>`` has its own ``rc6_residency_ms`` (an older kernel: ``power/`` has GT 0's)."""
     top = first_present([node / "gt_max_freq_mhz", node / "gt_RP0_freq_mhz"], files)
     clock = first_present([node / "gt_cur_freq_mhz"], files)
-    idles = [gt / "rc6_residency_ms" for gt in subfolders(node / "gt", "gt")]
+    gt_folders = list(subfolders(node / "gt", "gt"))
+    idles = [gt / "rc6_residency_ms" for gt in gt_folders]
     idles = [path for path in idles if files.exists(path)]
     if not idles and files.exists(node / "power" / "rc6_residency_ms"):
         idles = [node / "power" / "rc6_residency_ms"]
     if not clock and not idles:
         return []
-    first = _Gt(clock, _mhz(files, top), _Counter(idles[0]) if idles else None)
-    return [first, *(_Gt(None, None, _Counter(path)) for path in idles[1:])]
+    counters = [_Counter(os.fspath(path)) for path in idles]
+    throttles = [
+        _throttle_files(gt, "throttle_reason_status", "throttle_reason_", files)
+        for gt in gt_folders
+    ]
+    gts = [_Gt(clock, _mhz(files, top), counters[0] if counters else None)]
+    gts += [_Gt(None, None, counter) for counter in counters[1:]]
+    for gt, throttle in zip(gts, throttles, strict=False):
+        gt.throttle = throttle
+    return gts
 
 
-def _mhz(files: SysfsFiles, path: Path | None) -> float | None:
+def _throttle_files(
+    folder: Path, status: str, prefix: str, files: SysfsFiles
+) -> tuple[str, dict[str, str]] | None:
+    """A GT's throttle status file in ``folder`` and its reasons' files (``<prefix><name>``);
+    ``None`` without the status file (i915 before Linux 6.1, a platform without them)."""
+    found = first_present([folder / status], files)
+    if found is None:
+        return None
+    reasons = {
+        name: path
+        for name, _ in THROTTLE_WORDS
+        if (path := first_present([folder / f"{prefix}{name}"], files))
+    }
+    return found, reasons
+
+
+def _mhz(files: SysfsFiles, path: str | None) -> float | None:
     value = files.integer(path) if path else None
     return float(value) if value else None

@@ -289,6 +289,8 @@ def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
     Every value is checked against its reading's field type. A key an older gputui did not
     write takes its field's default; what JSON leaves out (``taken_at``, a process's
     ``create_time``, a GPU's ``error_brief``) takes its default too, ``taken_at`` given here.
+    NVIDIA's GPUs go to the NVML reading, AMD's and Intel's to the sysfs one, as the samplers
+    give them.
 
     Raises:
         ValueError: a key is missing or a value is of the wrong kind; says which.
@@ -299,11 +301,14 @@ def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
     if missing:
         raise ValueError(f"the readings have no {sorted(missing)[0]!r}")
     status = _reading_from(NvmlStatus, data["nvml"], "nvml")
-    gpus = _typed(tuple[GpuReading, ...], data["gpus"], "gpus")
+    gpus: tuple[GpuReading, ...] = _typed(tuple[GpuReading, ...], data["gpus"], "gpus")
+    nvidia = tuple(gpu for gpu in gpus if gpu.vendor is Vendor.NVIDIA)
+    others = tuple(gpu for gpu in gpus if gpu.vendor is not Vendor.NVIDIA)
     return Snapshot(
         cpu=_reading_from(CpuReading, data["cpu"], "cpu", taken_at=taken_at),
-        nvml=NvmlReading(status=status, gpus=gpus, taken_at=taken_at),
+        nvml=NvmlReading(status=status, gpus=nvidia, taken_at=taken_at),
         mps=_reading_from(MpsReading, data["mps"], "mps", taken_at=taken_at),
+        drm=DrmReading(gpus=others, taken_at=taken_at),
     )
 
 

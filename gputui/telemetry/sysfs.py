@@ -14,6 +14,8 @@ import errno
 import logging
 import os
 import re
+import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +32,18 @@ PROCFS_ENV = "GPUTUI_PROCFS"
 DRIVERS = {"amdgpu": Vendor.AMD, "i915": Vendor.INTEL, "xe": Vendor.INTEL}
 """The kernel drivers whose GPUs gputui reads from sysfs (NVIDIA's are NVML's)."""
 
+LINK_TTL_S = 1.0
+"""Seconds a card's current PCIe link is trusted before it is read again, as NVML's is
+(``PCIE_TTL_S`` in gputui.telemetry.nvml.queries): it trains down and up with the load, not
+from one sample to the next."""
+KEEP_OPEN_MAX = 256
+"""Files a sampler keeps open at most (each card's few read every sample)."""
 READ_MAX = 65536
 """Bytes read of one file: sysfs gives a page at most (``gpu_metrics`` a few kB)."""
 
 GONE_ERRNOS = frozenset({errno.ENODEV, errno.ENXIO, errno.ESHUTDOWN})
 """What a driver answers for a device that was unplugged or fell off the bus."""
 
-_CARD = re.compile(r"card\d+")
 _LINK_SPEED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*GT/s")
 _GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 """PCIe generation by link speed in GT/s."""
@@ -89,22 +96,23 @@ class CardList:
 
     def cards(self) -> list[DrmCard]:
         """Every GPU gputui reads, one per PCI device, in bus id order."""
+        drm = os.fspath(self._drm)
         try:
-            names = [entry for entry in os.listdir(self._drm) if _CARD.fullmatch(entry)]
+            names = [n for n in os.listdir(drm) if n.startswith("card") and n[4:].isdecimal()]
         except OSError:
             return []  # no DRM at all (a container without /sys/class/drm, a VM)
         known, self._known = self._known, {}
         found: dict[str, DrmCard] = {}
         for name in sorted(names, key=lambda n: int(n[4:])):
-            path = self._drm / name
             try:
-                target: str | None = os.readlink(path)
+                target: str | None = os.readlink(f"{drm}/{name}")
             except OSError:
                 target = None  # not a link (a copied tree): read its uevent each time
-            if target is not None and name in known and known[name][0] == target:
-                card = known[name][1]
+            before = known.get(name)
+            if target is not None and before is not None and before[0] == target:
+                card = before[1]
             else:
-                card = _card(path, self._files)
+                card = _card(self._drm / name, self._files)
             self._known[name] = (target, card)
             if card is not None and card.bus_id not in found:
                 found[card.bus_id] = card
@@ -137,43 +145,83 @@ def _is_hex(text: str) -> bool:
 
 class SysfsFiles:
     """Reads small files, turning every failure into ``None`` and one debug note per file
-    and reason (a file that fails each sample is noted once)."""
+    and reason (a file that fails each sample is noted once).
+
+    A file read every sample is kept open and read again from its start (``pread``), as
+    sysfs answers afresh at offset 0: an ``open`` walks the whole path each time. At most
+    ``KEEP_OPEN_MAX`` are kept; :meth:`close` closes them (so does the garbage collector).
+    """
 
     def __init__(self) -> None:
-        self._noted: set[tuple[Path, str]] = set()
+        self._noted: set[tuple[str, str]] = set()
         self.missing = 0
-        """Files not found since :meth:`count_missing` last began (a card going away)."""
+        """Files not found since the sampler last set this to 0 (a card going away)."""
+        self._kept: dict[str, int] = {}
+        self._lock = threading.Lock()  # close() may come from another thread
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _close_all, self._kept)
 
-    def note(self, path: Path, why: str) -> None:
+    def note(self, path: Path | str, why: str) -> None:
         """Say once, at debug level, that ``path`` read as n/a and why."""
-        if (path, why) not in self._noted:
-            self._noted.add((path, why))
-            log.debug("%s: %s; showing n/a", path, why)
+        key = (os.fspath(path), why)
+        if key not in self._noted:
+            self._noted.add(key)
+            log.debug("%s: %s; showing n/a", key[0], why)
 
-    def text(self, path: Path, *, quiet: bool = False) -> str | None:
+    def text(self, path: Path | str, *, quiet: bool = False, keep: bool = False) -> str | None:
         """The file's text, stripped; ``None`` (noted unless ``quiet``) when it cannot be read
-        or is not text.
+        or is not text. ``keep``: a file read every sample, kept open between reads.
 
         Raises:
             DeviceGone: the driver answered that the device is gone.
         """
+        name = os.fspath(path)
+        data = self.data(name, quiet=quiet, keep=keep)
+        return None if data is None else self._decoded(name, data, quiet)
+
+    def data(self, path: Path | str, *, quiet: bool = False, keep: bool = False) -> bytes | None:
+        """The file's bytes (``READ_MAX`` at most), as :meth:`text` reads them.
+
+        Raises:
+            DeviceGone: the driver answered that the device is gone.
+        """
+        name = os.fspath(path)
+        if keep:
+            with self._lock:
+                fd = self._kept.get(name)
+                if fd is not None:
+                    try:
+                        return os.pread(fd, READ_MAX, 0)
+                    except OSError:  # its node went (a driver bound again?): open it anew
+                        del self._kept[name]
+                        os.close(fd)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             self.missing += 1
             if not quiet:
-                self.note(path, "missing")
+                self.note(name, "missing")
             return None
         except OSError as error:
-            self._failed(path, error, quiet)
+            self._failed(name, error, quiet)
             return None
+        kept = False
         try:
             data = os.read(fd, READ_MAX)
+            if keep:
+                with self._lock:
+                    if not self._closed and len(self._kept) < KEEP_OPEN_MAX:
+                        self._kept[name] = fd
+                        kept = True
         except OSError as error:
-            self._failed(path, error, quiet)
+            self._failed(name, error, quiet)
             return None
         finally:
-            os.close(fd)
+            if not kept:
+                os.close(fd)
+        return data
+
+    def _decoded(self, path: str, data: bytes, quiet: bool) -> str | None:
         try:
             return data.decode("ascii").strip()
         except UnicodeDecodeError:
@@ -181,16 +229,30 @@ class SysfsFiles:
                 self.note(path, "not text")
             return None
 
-    def _failed(self, path: Path, error: OSError, quiet: bool) -> None:
+    def _failed(self, path: str, error: OSError, quiet: bool) -> None:
         """Note a read that failed, unless the device is gone (then raise ``DeviceGone``)."""
         if error.errno in GONE_ERRNOS:
-            raise DeviceGone(f"{path.name}: {os.strerror(error.errno or 0)}") from error
+            name = os.path.basename(path)
+            raise DeviceGone(f"{name}: {os.strerror(error.errno or 0)}") from error
         if not quiet:
             self.note(path, os.strerror(error.errno) if error.errno else str(error))
 
-    def integer(self, path: Path) -> int | None:
+    def close_under(self, folder: Path) -> None:
+        """Close the files kept open under ``folder`` (a card lost, or bound again)."""
+        prefix = os.fspath(folder) + os.sep
+        with self._lock:
+            for name in [name for name in self._kept if name.startswith(prefix)]:
+                os.close(self._kept.pop(name))
+
+    def close(self) -> None:
+        """Close every file kept open; later reads open and close each file."""
+        with self._lock:
+            self._closed = True
+            _close_all(self._kept)
+
+    def integer(self, path: Path | str, *, keep: bool = False) -> int | None:
         """The file's whole number (decimal, or ``0x`` hex); ``None`` (noted) otherwise."""
-        text = self.text(path)
+        text = self.text(path, keep=keep)
         if text is None:
             return None
         try:
@@ -204,6 +266,12 @@ class SysfsFiles:
         return os.path.exists(path)
 
 
+def _close_all(kept: dict[str, int]) -> None:
+    for fd in kept.values():
+        os.close(fd)
+    kept.clear()
+
+
 def hwmon_dir(device: Path) -> Path | None:
     """The device's hwmon folder (``device/hwmon/hwmonN``), if it has one."""
     try:
@@ -213,20 +281,50 @@ def hwmon_dir(device: Path) -> Path | None:
     return device / "hwmon" / names[0] if names else None
 
 
-def labelled_inputs(hwmon: Path, kind: str, files: SysfsFiles) -> dict[str, Path]:
+def labelled_inputs(hwmon: Path, kind: str, files: SysfsFiles) -> dict[str, str]:
     """Each ``<kind>N_input`` of ``hwmon`` by its label (``temp2_label`` is ``junction``);
     one without a label goes by its own name (``temp1``)."""
     try:
         names = sorted(os.listdir(hwmon))
     except OSError:
         return {}
-    inputs: dict[str, Path] = {}
+    inputs: dict[str, str] = {}
     for name in names:
         match = re.fullmatch(rf"({kind}\d+)_input", name)
         if match:
             label = files.text(hwmon / f"{match[1]}_label", quiet=True)
-            inputs.setdefault(label or match[1], hwmon / name)
+            inputs.setdefault(label or match[1], os.path.join(hwmon, name))
     return inputs
+
+
+class CurrentLink:
+    """A card's current PCIe link (``current_link_speed``, ``current_link_width`` in its
+    device folder), read at most every ``LINK_TTL_S``."""
+
+    def __init__(self, device: Path, files: SysfsFiles) -> None:
+        """Find which of the two files the card has (one without either has no link)."""
+        self._files = files
+        self._speed = first_present([device / "current_link_speed"], files)
+        self._width = first_present([device / "current_link_width"], files)
+        self._read_at: float | None = None
+        self._link: tuple[int | None, int | None] = (None, None)
+
+    def read(self, now: float) -> tuple[int | None, int | None]:
+        """The link's generation and width in lanes (each ``None`` where unknown: ``Unknown``
+        speed, width 0); ``now`` is the sampler's clock."""
+        if self._read_at is not None and now - self._read_at < LINK_TTL_S:
+            return self._link
+        files, generation = self._files, None
+        if self._speed is not None:
+            text = files.text(self._speed, keep=True)
+            generation = link_generation(text)
+            if generation is None and text is not None and text != "Unknown":
+                files.note(self._speed, "not a link speed")
+        width = None
+        if self._width is not None:
+            width = link_width(files.integer(self._width, keep=True))
+        self._read_at, self._link = now, (generation, width)
+        return self._link
 
 
 def link_generation(text: str | None) -> int | None:
@@ -241,9 +339,10 @@ def link_width(value: int | None) -> int | None:
     return value if value is not None and 0 < value <= 32 else None
 
 
-def first_present(paths: Iterable[Path], files: SysfsFiles) -> Path | None:
-    """The first of ``paths`` that exists."""
-    return next((path for path in paths if files.exists(path)), None)
+def first_present(paths: Iterable[Path], files: SysfsFiles) -> str | None:
+    """The first of ``paths`` that exists (as text: a file read often is named by a ``str``,
+    which ``open`` takes as it is)."""
+    return next((os.fspath(path) for path in paths if files.exists(path)), None)
 
 
 def subfolders(folder: Path, prefix: str) -> Iterator[Path]:

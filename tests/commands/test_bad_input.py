@@ -188,6 +188,16 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
         LONG_NAME,
         "night\x00.ndjson",
     ),
+    "--record": (
+        "",
+        "{file}",  # exists: a recording never writes over a file
+        "{under_file}",
+        "{missing}/night.ndjson.zst",
+        "/",
+        LONG_NAME,
+        "night\x00.ndjson",
+    ),
+    "--speed": ("0", "3", "32", "0.1", "0.125", "16x1", "x", "1/4", "2xx"),
     "--duration": ("0", "0s", "-1m", "1x", "m", "1.5.2h", "10 m", "367d", "1e3"),
     "--max-size": ("0", "1K", "4095", "10X", "M", "1.5.2M", "-1M", "1 M", "1e9"),
     "--keep": ("0", "-1", "1.5", "x", "", "1e3"),
@@ -209,7 +219,7 @@ SPECIFIC: dict[str, tuple[str, ...]] = {
 }
 """Each value flag's own bad values: boundaries, out of range, paths that cannot be used."""
 
-WORDS = frozenset({"--hosts", "--output", "--from"})
+WORDS = frozenset({"--hosts", "--output", "--record", "--from"})
 """Value flags whose values are names, not numbers: ``inf`` or ``nan`` may name a host or a
 file, so they get only their own bad values."""
 

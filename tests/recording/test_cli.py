@@ -53,17 +53,21 @@ def test_replay_summary_prints_each_gpu(capsys: pytest.CaptureFixture[str], reco
     assert [gpu["index"] for gpu in json.loads(out)["gpus"]] == [0, 1]
 
 
-def test_replay_without_summary_says_what_there_is_instead(
+def test_replay_without_summary_needs_a_terminal_and_says_what_scripts_use(
     capsys: pytest.CaptureFixture[str], recorded: Path
 ) -> None:
-    code, out, err = run(capsys, "replay", str(recorded))
+    code, out, err = run(capsys, "replay", str(recorded))  # (pytest's streams are no terminal)
     assert (code, out) == (2, "")
-    assert one_usage_line(err) == (
-        "the monitor driven by a recording is not built yet: add --summary for its figures, or "
-        "print a frame with gputui snapshot --from FILE --at TIME"
+    assert one_usage_line(err).startswith("the replay needs a terminal, and its standard ")
+    assert one_usage_line(err).endswith(
+        "is not one; for scripts use gputui replay --summary FILE or gputui snapshot --from FILE"
     )
-    code, _, err = run(capsys, "replay", "--summary")
+    code, _, err = run(capsys, "replay")
     assert code == 2 and "name the recording" in one_usage_line(err)
+    with pytest.raises(SystemExit) as exited:
+        main(["replay", str(recorded), "--speed", "3"])
+    assert exited.value.code == 2
+    assert "'3' is not a replay speed" in one_usage_line(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +120,7 @@ def test_at_needs_from(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and one_usage_line(err) == "--at picks a frame of a recording: add --from FILE"
 
 
-@pytest.mark.parametrize("command", [["replay", "--summary"], ["snapshot", "--from"]])
+@pytest.mark.parametrize("command", [["replay"], ["replay", "--summary"], ["snapshot", "--from"]])
 @pytest.mark.parametrize(
     ("content", "said"),
     [

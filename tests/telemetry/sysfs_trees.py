@@ -13,6 +13,7 @@ value is a particular card's, the comment beside it says where it comes from.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ class Card:
     """``VENDOR:DEVICE`` as the uevent writes it, e.g. ``1002:74A1``."""
     revision: str = "0x00"
     """The PCI revision (``revision``)."""
-    device: dict[str, str] = field(default_factory=dict)
+    device: dict[str, str | bytes] = field(default_factory=dict)
     """Files in the PCI device's folder, by path relative to it (``ras/umc_err_count``)."""
     hwmon: dict[str, str] = field(default_factory=dict)
     """Files in its hwmon folder."""
@@ -82,10 +83,13 @@ def build(root: Path, cards: Sequence[Card]) -> Path:
     return root
 
 
-def write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, making its folders."""
+def write(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path``, making its folders."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
 
 
 def _link(link: Path, target: Path) -> None:
@@ -175,6 +179,21 @@ def mi300x(index: int, bus_id: str | None = None) -> Card:
     )
 
 
+def gpu_metrics_v1_3(throttle_bits: int = 0, *, size: int = 120) -> bytes:
+    """``gpu_metrics`` as Navi 3x cards give it (smu_v13_0_0's gpu_metrics_v1_3, laid out as
+    kgd_pp_interface.h declares it): the header, the temperatures (°C), activities (%),
+    socket power (W) and current clocks (MHz) of the 7900 XTX below, and ``throttle_bits`` as
+    its ASIC-independent throttle status; cut to ``size`` bytes (a truncated file)."""
+    table = bytearray(120)
+    struct.pack_into("=HBB", table, 0, 120, 1, 3)
+    struct.pack_into("=3H", table, 4, 62, 79, 70)  # edge, hotspot, memory
+    struct.pack_into("=3H", table, 16, 97, 34, 0)  # gfx, memory controller, media
+    struct.pack_into("=H", table, 22, 312)  # average socket power
+    struct.pack_into("=3H", table, 54, 2371, 1200, 1249)  # current gfx, soc, memory clocks
+    struct.pack_into("=Q", table, 112, throttle_bits)  # indep_throttle_status
+    return bytes(table[:size])
+
+
 def radeon_rx_7900_xtx(bus_id: str = "0000:03:00.0") -> Card:
     """An AMD Radeon RX 7900 XTX (Navi 31, device 744c revision c8): a desktop card with no
     board name in sysfs (it is named from libdrm's amdgpu.ids), three temperatures and a
@@ -199,6 +218,7 @@ def radeon_rx_7900_xtx(bus_id: str = "0000:03:00.0") -> Card:
             "current_link_width": "16\n",
             "max_link_speed": "16.0 GT/s PCIe\n",
             "max_link_width": "16\n",
+            "gpu_metrics": gpu_metrics_v1_3(),
         },
         hwmon={
             "name": "amdgpu\n",
@@ -307,6 +327,14 @@ def names(folder: Path) -> PciNames:
 # --- Intel ------------------------------------------------------------------------------
 
 
+THROTTLE_REASONS = ("pl1", "pl2", "pl4", "thermal", "prochot", "ratl", "vr_thermalert", "vr_tdc")
+"""Why a GT's clock is held down, as both drivers name the reasons."""
+I915_THROTTLE_FILES = ("status", *THROTTLE_REASONS)
+"""i915's ``gt/gt<N>/throttle_reason_<name>`` (intel_gt_sysfs_pm.c, Linux 6.1 and later)."""
+XE_THROTTLE_FILES = ("status", *(f"reason_{name}" for name in THROTTLE_REASONS))
+"""xe's ``tile<N>/gt<M>/freq0/throttle/<name>`` (the DOC comment of xe_gt_throttle.c)."""
+
+
 def arc_b580(bus_id: str = "0000:03:00.0") -> Card:
     """An Intel Arc B580 (Battlemage, device e20b) on xe: a render GT and a media GT in tile
     0, each with its frequencies and idle counter, 12 GiB of VRAM, PCIe 4.0 x8, and hwmon's
@@ -327,6 +355,7 @@ def arc_b580(bus_id: str = "0000:03:00.0") -> Card:
             "tile0/gt0/gtidle/name": "gt0-rc\n",
             "tile0/gt0/gtidle/idle_status": "gt-c0\n",
             "tile0/gt0/gtidle/idle_residency_ms": "523110\n",
+            **{f"tile0/gt0/freq0/throttle/{name}": "0\n" for name in XE_THROTTLE_FILES},
             "tile0/gt1/freq0/cur_freq": "1300\n",
             "tile0/gt1/freq0/max_freq": "2400\n",
             "tile0/gt1/gtidle/name": "gt1-mc\n",
@@ -379,6 +408,7 @@ def flex_170(bus_id: str = "0000:4d:00.0") -> Card:
             "gt/gt0/rc6_enable": "1\n",
             "gt/gt0/rc6_residency_ms": "1802211\n",
             "gt/gt0/rps_cur_freq_mhz": "2050\n",
+            **{f"gt/gt0/throttle_reason_{name}": "0\n" for name in I915_THROTTLE_FILES},
             "power/rc6_residency_ms": "1802211\n",
         },
         device={

@@ -5,9 +5,11 @@ go away."""
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import shutil
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from gputui.telemetry.amdgpu import parse_dpm
 from gputui.telemetry.drm import GONE, DrmSampler
 from gputui.telemetry.pci_names import PciNames
 from gputui.telemetry.readings import GpuReading, GpuState, Vendor, gpu_label, health_problems
+from gputui.telemetry.sysfs import LINK_TTL_S
 from tests.telemetry.sysfs_trees import (
     MI300X_BUS_IDS,
     MI300X_BUSY,
@@ -27,6 +30,8 @@ from tests.telemetry.sysfs_trees import (
     MI300X_VRAM_USED,
     aspeed_bmc,
     build,
+    gpu_metrics_v1_3,
+    mi300x,
     mi300x_box,
     names,
     nvidia_card,
@@ -176,7 +181,8 @@ def test_a_missing_or_garbled_file_is_na_and_a_debug_note(
 ) -> None:
     sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
     device = device_of(sysfs, "0000:03:00.0")
-    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    ticks = itertools.count(step=LINK_TTL_S)  # each sample reads what is trusted a while
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=lambda: next(ticks))
     (before,) = sampler.sample().gpus
     assert getattr(before, field) is not None
     if text is None:
@@ -184,8 +190,8 @@ def test_a_missing_or_garbled_file_is_na_and_a_debug_note(
     else:
         (device / path).write_bytes(text.encode("latin-1"))
     with caplog.at_level(logging.DEBUG, logger="gputui.telemetry"):
-        if text is None:
-            sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))  # never had it
+        if text is None:  # never had it
+            sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=lambda: next(ticks))
         (gpu,) = sampler.sample().gpus
         sampler.sample()
     assert gpu.state is GpuState.OK and getattr(gpu, field) is None
@@ -193,6 +199,52 @@ def test_a_missing_or_garbled_file_is_na_and_a_debug_note(
     assert all(getattr(gpu, other) is not None for other in others if other != field)
     notes = [r.getMessage() for r in caplog.records if path.split("/")[-1] in r.getMessage()]
     assert len(notes) == 1, notes  # once, not every sample
+
+
+def test_gpu_metrics_tells_why_the_clocks_are_held_down(tmp_path: Path) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx(), mi300x(0)])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    radeon, instinct = sampler.sample().gpus
+    assert radeon.throttle_reasons == ()  # v1.3 says it, and nothing holds them down
+    assert instinct.throttle_reasons is None  # no gpu_metrics in this tree
+    bits = 1 << 0 | 1 << 4 | 1 << 36 | 1 << 47  # PPT0, SPL, hotspot temperature, PROCHOT
+    (device_of(sysfs, "0000:03:00.0") / "gpu_metrics").write_bytes(gpu_metrics_v1_3(bits))
+    radeon = sampler.sample().gpus[0]
+    assert radeon.throttle_reasons == ("power cap", "thermal", "HW slowdown")
+    assert "throttled: power cap, thermal, HW slowdown" in health_problems(radeon)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "note"),
+    [
+        (gpu_metrics_v1_3(size=3), "truncated"),
+        (struct.pack("=HBB", 96, 1, 5) + bytes(92), "v1.5 has no ASIC-independent throttle"),
+    ],
+)
+def test_a_gpu_metrics_of_another_version_or_truncated_is_na_and_a_note(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, metrics: bytes, note: str
+) -> None:
+    card = radeon_rx_7900_xtx()
+    card.device["gpu_metrics"] = metrics
+    sysfs = build(tmp_path / "sys", [card])
+    with caplog.at_level(logging.DEBUG, logger="gputui.telemetry"):
+        (gpu,) = DrmSampler(sysfs, names=names(tmp_path / "ids")).sample().gpus
+    assert gpu.state is GpuState.OK and gpu.throttle_reasons is None
+    assert gpu.utilization_percent == 97.0  # the rest as sysfs says
+    assert [r for r in caplog.records if "gpu_metrics" in r.getMessage() and note in r.getMessage()]
+
+
+def test_a_gpu_metrics_truncated_since_is_na_and_noted_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    (device_of(sysfs, "0000:03:00.0") / "gpu_metrics").write_bytes(gpu_metrics_v1_3(size=64))
+    with caplog.at_level(logging.DEBUG, logger="gputui.telemetry"):
+        gpus = [sampler.sample().gpus[0] for _ in range(3)]
+    assert [gpu.throttle_reasons for gpu in gpus] == [None] * 3
+    assert len([r for r in caplog.records if "gpu_metrics: truncated" in r.getMessage()]) == 1
 
 
 def test_parse_dpm_reads_each_kernels_spelling() -> None:
@@ -208,17 +260,26 @@ OpenHook = Callable[[str], None]
 
 @pytest.fixture
 def on_open(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[OpenHook]]:
-    """Hooks run on each file the readers open (its path), before it is opened: as a card
-    that goes away while it is read."""
+    """Hooks run on each file the readers open or read again (its path), before it is
+    opened or read: as a card that goes away while it is read."""
     hooks: list[OpenHook] = []
-    real_open = os.open
+    real_open, real_pread = os.open, os.pread
+    paths: dict[int, str] = {}
 
     def hooked(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
         for hook in hooks:
             hook(os.fspath(path))
-        return real_open(path, flags, *args, **kwargs)
+        fd = real_open(path, flags, *args, **kwargs)
+        paths[fd] = os.fspath(path)
+        return fd
+
+    def hooked_pread(fd: int, size: int, offset: int) -> bytes:
+        for hook in hooks:
+            hook(paths.get(fd, ""))
+        return real_pread(fd, size, offset)
 
     monkeypatch.setattr("gputui.telemetry.sysfs.os.open", hooked)
+    monkeypatch.setattr("gputui.telemetry.sysfs.os.pread", hooked_pread)
     yield hooks
 
 
@@ -283,18 +344,90 @@ def test_a_driver_that_says_enodev_loses_the_card_until_it_answers(
 
 
 def test_a_sample_reads_few_files_and_the_static_ones_once(
-    tmp_path: Path, on_open: list[OpenHook]
+    tmp_path: Path, on_open: list[OpenHook], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sysfs = mi300x_box(tmp_path / "sys")
-    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    now = [0.0]
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=lambda: now[0])
     sampler.sample()
     opened: list[str] = []
     on_open.append(opened.append)
+    hooked_open, reopened = os.open, []
+
+    def counted_open(path: str, flags: int, *args: int, **kwargs: int) -> int:
+        reopened.append(path)
+        return hooked_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr("gputui.telemetry.sysfs.os.open", counted_open)
+    now[0] = LINK_TTL_S / 2
     sampler.sample()
-    names_opened = [os.path.basename(path) for path in opened]
-    assert len(opened) <= 10 * 8  # ten files a card: no uevent, no RAS (trusted 10 s)
+    in_sysfs = [os.path.basename(path) for path in opened if path.startswith(str(sysfs))]
+    # eight files a card: no uevent, no RAS (trusted 10 s), no link (trusted LINK_TTL_S)
+    assert len(in_sysfs) == 8 * 8
+    assert not [path for path in reopened if path.startswith(str(sysfs))]  # kept open
     static = {"product_name", "unique_id", "mem_info_vram_total", "max_link_speed", "uevent"}
-    assert not static & set(names_opened)
+    assert not (static | {"current_link_speed", "current_link_width"}) & set(in_sysfs)
+    opened.clear()
+    now[0] = LINK_TTL_S
+    sampler.sample()
+    links = [path for path in opened if "current_link" in path]
+    assert len(links) == 2 * 8  # read again once trusted for LINK_TTL_S
+
+
+def open_under(folder: Path) -> list[str]:
+    """The files under ``folder`` this process holds open."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(os.path.realpath(folder) + os.sep):
+            found.append(target)
+    return found
+
+
+def test_files_read_every_sample_are_kept_open_read_afresh_and_closed(tmp_path: Path) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    kept = {os.path.basename(path) for path in open_under(sysfs)}
+    assert {"gpu_busy_percent", "pp_dpm_sclk", "temp1_input"} <= kept
+    assert not {"product_name", "power1_cap", "uevent"} & kept  # read once, or a while
+    (device_of(sysfs, "0000:03:00.0") / "gpu_busy_percent").write_text("12\n")
+    (gpu,) = sampler.sample().gpus
+    assert gpu.utilization_percent == 12.0
+    sampler.close()
+    assert open_under(sysfs) == []
+    (gpu,) = sampler.sample().gpus  # still reads, opening each file
+    assert (gpu.state, gpu.utilization_percent) == (GpuState.OK, 12.0)
+    assert open_under(sysfs) == []
+
+
+def test_a_kept_file_whose_node_went_is_opened_anew(
+    tmp_path: Path, on_open: list[OpenHook]
+) -> None:
+    """A driver bound again makes its files anew: the old ones answer ENODEV. Opened again,
+    the new one reads; where the open too says ENODEV, the card is lost until it answers."""
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    (device_of(sysfs, "0000:03:00.0") / "gpu_busy_percent").write_text("12\n")
+    failures = [1]
+
+    def enodev(path: str) -> None:
+        if failures[0] and path.endswith("gpu_busy_percent"):
+            failures[0] -= 1
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV), path)
+
+    on_open.append(enodev)
+    (gpu,) = sampler.sample().gpus  # the kept file fails; opened anew, it reads
+    assert (gpu.state, gpu.utilization_percent) == (GpuState.OK, 12.0)
+    failures[0] = 2  # the kept file, then the open
+    (gpu,) = sampler.sample().gpus
+    assert gpu.state is GpuState.LOST and "says the device is gone" in (gpu.error or "")
+    (gpu,) = sampler.sample().gpus
+    assert (gpu.state, gpu.utilization_percent) == (GpuState.OK, 12.0)
 
 
 def test_a_card_back_after_it_was_lost_is_read_again_at_its_index(tmp_path: Path) -> None:

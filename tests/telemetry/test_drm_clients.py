@@ -23,6 +23,7 @@ from gputui.telemetry import drm_clients
 from gputui.telemetry.commandline import command_line
 from gputui.telemetry.drm_clients import (
     RESCAN_EVERY,
+    RESCAN_EVERY_COUNTED,
     DrmClientSampler,
     parse_fdinfo,
     read_process_identity,
@@ -141,7 +142,7 @@ class Opens:
 @pytest.fixture
 def opens(monkeypatch: pytest.MonkeyPatch) -> Opens:
     opens = Opens()
-    read, scan = drm_clients._read_text, drm_clients._scan_dir
+    read, scan, list_fds = drm_clients._read_text, drm_clients._scan_dir, drm_clients._list_fds
 
     def counted_read(path: str) -> str | None:
         opens.read.append(path)
@@ -151,8 +152,15 @@ def opens(monkeypatch: pytest.MonkeyPatch) -> Opens:
         opens.listed.append(path)
         return scan(path)
 
+    def counted_list_fds(
+        path: str, known: frozenset[str]
+    ) -> tuple[frozenset[str], list[str]] | None:
+        opens.listed.append(path)
+        return list_fds(path, known)
+
     monkeypatch.setattr(drm_clients, "_read_text", counted_read)
     monkeypatch.setattr(drm_clients, "_scan_dir", counted_scan)
+    monkeypatch.setattr(drm_clients, "_list_fds", counted_list_fds)
     return opens
 
 
@@ -434,6 +442,61 @@ def test_a_process_started_since_is_listed_again_soon_then_less_often(
         if sweep == 3:
             assert [p.pid for p in found[AMD_0]] == [1020]
     assert listed_at == [2, 3, 5, 9, 17, 25]
+
+
+def test_a_gpu_opened_under_a_closed_fds_number_is_found_by_the_full_rescan(
+    proc: FakeProcfs,
+) -> None:
+    """Where fds are not counted, a periodic listing reads only the links of fd numbers new
+    since the last; every RESCAN_EVERY_COUNTED sweeps it reads them all again."""
+    proc.process(1010)
+    proc.standard_fds(1010)
+    proc.other_fd(1010, 5, "socket:[777]")
+    sampler = DrmClientSampler(proc.root)
+    assert sampler.sample() == {}
+    (proc.root / "1010" / "fd" / "5").unlink()  # closed, and its number taken by the GPU
+    proc.drm_fd(1010, 5, "renderD128", amdgpu_6_11(5, AMD_0, vram_kib=1))
+    found_at = next(sweep for sweep in range(2, 2 + RESCAN_EVERY_COUNTED + 1) if sampler.sample())
+    assert found_at > RESCAN_EVERY  # not by the cheap listings: by the full one
+
+
+def test_a_periodic_listing_reads_the_links_of_new_fds_only(
+    proc: FakeProcfs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc.process(1010)
+    for fd in range(3, 40):
+        proc.other_fd(1010, fd, f"socket:[{fd}]")
+    sampler = DrmClientSampler(proc.root, rescan_every=2)
+    sampler.sample()
+    links: list[str] = []
+    real_link = drm_clients._link
+
+    def counted_link(path: str) -> str:
+        links.append(path)
+        return real_link(path)
+
+    monkeypatch.setattr(drm_clients, "_link", counted_link)
+    proc.drm_fd(1010, 40, "renderD128", amdgpu_6_11(5, AMD_0, vram_kib=1))
+    assert any(sampler.sample() for _ in range(2))  # listed again within 2 sweeps
+    assert {os.path.basename(path) for path in links} == {"40"}  # the others' not again
+
+
+def test_a_kernel_thread_is_never_listed_nor_a_process_that_takes_its_pid(
+    proc: FakeProcfs, opens: Opens
+) -> None:
+    kthread = proc.process(2, ("",), comm="kworker/0:1")
+    stat = (kthread / "stat").read_text().replace(" 4194560 ", f" {0x04208040} ")
+    (kthread / "stat").write_text(stat)  # PF_KTHREAD among its flags
+    proc.drm_fd(2, 5, "renderD128", amdgpu_6_11(5, AMD_0, vram_kib=1))  # never so
+    sampler = DrmClientSampler(proc.root, rescan_every=1)
+    for _ in range(3):
+        assert sampler.sample() == {}
+    assert f"{proc.root}/2/fd" not in opens.listed
+    new = proc.process(2, ("python3", "train.py"), at=proc.root / "new")
+    shutil.rmtree(kthread)
+    new.rename(proc.root / "2")
+    proc.drm_fd(2, 5, "renderD128", amdgpu_6_11(5, AMD_0, vram_kib=1))
+    assert [p.pid for p in sampler.sample()[AMD_0]] == [2]
 
 
 # ---------------------------------------------------------------- what a sweep costs

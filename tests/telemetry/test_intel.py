@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gputui.telemetry.drm import DrmSampler
-from gputui.telemetry.readings import GpuReading, GpuState, Vendor, gpu_label
+from gputui.telemetry.readings import GpuReading, GpuState, Vendor, gpu_label, health_problems
 from tests.telemetry.sysfs_trees import (
     GiB,
     add_to,
@@ -85,6 +85,24 @@ def test_an_older_i915_keeps_rc6_under_power(tmp_path: Path) -> None:
     clock.advance(2.0)
     (gpu,) = sampler.sample().gpus
     assert gpu.utilization_percent == 80.0
+    assert gpu.throttle_reasons is None  # before Linux 6.1: i915 does not say
+
+
+def test_a_gt_held_down_says_why_in_nvmls_words(tmp_path: Path) -> None:
+    sysfs = intel_box(tmp_path / "sys")
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    assert [gpu.throttle_reasons for gpu in sampler.sample().gpus] == [(), ()]
+    arc_throttle = device_of(sysfs, ARC) / "tile0" / "gt0" / "freq0" / "throttle"
+    for name in ("status", "reason_pl2", "reason_thermal", "reason_pl1"):
+        (arc_throttle / name).write_text("1\n")
+    flex_gt = device_of(sysfs, FLEX) / "drm" / "card1" / "gt" / "gt0"
+    (flex_gt / "throttle_reason_status").write_text("1\n")  # and no reason it names
+    arc, flex = sampler.sample().gpus
+    assert arc.throttle_reasons == ("power cap", "thermal")  # once each, in a set order
+    assert flex.throttle_reasons == ("other",)
+    assert "throttled: power cap, thermal" in health_problems(arc)
+    (arc_throttle / "status").write_text("0\n")  # the reasons' files may lag: status rules
+    assert sampler.sample().gpus[0].throttle_reasons == ()
 
 
 def test_a_counter_that_goes_backwards_gives_no_rate_and_keeps_the_tally(tmp_path: Path) -> None:

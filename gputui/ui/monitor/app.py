@@ -79,6 +79,7 @@ from gputui.ui.widgets.steady import SteadyHorizontal, SteadyScreen
 
 if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
     from gputui.doctor.checks import DoctorReport
+    from gputui.recording.recorder import ShownRecorder
     from gputui.ui.doctor.screen import DoctorRunner
     from gputui.ui.widgets.keys_help import KeyArea
     from gputui.ui.widgets.process_screen import ProcessScreen
@@ -146,6 +147,8 @@ class MonitorApp(TerminalColours):
     """gputui's live monitor."""
 
     TITLE = "gputui"
+    KEY_AREAS: ClassVar[dict[str, str]] = KEY_AREAS
+    """The help screen's areas, by the prefix of their actions (see :data:`KEY_AREAS`)."""
     CSS_PATH = Path(__file__).with_name("monitor.tcss")  # absolute: subclasses live elsewhere
     BINDINGS: ClassVar[list[BindingType]] = [
         QUIT,
@@ -184,6 +187,7 @@ class MonitorApp(TerminalColours):
         doctor: DoctorRunner | None = None,
         readonly: bool = False,
         only: GpuSelection | None = None,
+        recorder: ShownRecorder | None = None,
     ) -> None:
         """Build the app; nothing is sampled until it runs.
 
@@ -205,8 +209,11 @@ class MonitorApp(TerminalColours):
             readonly: Send no signal to any process (``k``, ``K`` and ``i`` say so, and
                 the footer does not offer them).
             only: Show these GPUs alone (``--only``; default: every GPU).
+            recorder: Records what is shown (``--record``); the caller closes it.
         """
         super().__init__()
+        self.recorder = recorder
+        """Records each painted beat, if the monitor records (``--record``)."""
         self.readonly = readonly
         self.only = only
         """Whether ``k``, ``K`` and ``i`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
@@ -627,16 +634,23 @@ class MonitorApp(TerminalColours):
 
         explain = {action: help_text for _, help_text, action in MONITOR_COMMANDS}
         explain |= MONITOR_KEYS_HELP | {"doctor": DOCTOR_COMMAND}
-        areas: dict[str, list[Binding]] = {area: [] for area in ("Monitor", *KEY_AREAS.values())}
+        key_areas = self.KEY_AREAS
+        areas: dict[str, list[Binding]] = {area: [] for area in ("Monitor", *key_areas.values())}
         for _, binding in self._bindings:
             action = action_name(binding)
-            area = next((a for p, a in KEY_AREAS.items() if action.startswith(p)), "Monitor")
+            if not self.offers(action):
+                continue
+            area = next((a for p, a in key_areas.items() if action.startswith(p)), "Monitor")
             areas[area].append(binding)
         areas["GPU processes"].extend(Binding.make_bindings(ProcessTable.BINDINGS))
         return [
             (area, key_rows(bindings, self.get_key_display, explain))
             for area, bindings in areas.items()
         ]
+
+    def offers(self, action: str) -> bool:
+        """Whether the help lists ``action`` (the monitor offers every one it binds)."""
+        return True
 
     def keys_of(self, action: str) -> str:
         """The keys bound to ``action`` (``process_sort``: ``o``), as the footer shows them."""
@@ -794,6 +808,18 @@ class MonitorApp(TerminalColours):
                 self.handled["mps"] += 1
             if self._process_screen is not None and (nvml is not None or drm is not None):
                 self._process_screen.update()
+        if self.recorder is not None:
+            shown = {"cpu": cpu, "nvml": nvml, "drm": drm, "mps": mps}
+            self._record({source: r for source, r in shown.items() if r is not None})
+
+    def _record(self, shown: dict[str, object]) -> None:
+        """Write the painted readings into the recording; say once that it stopped."""
+        recorder = self.recorder
+        if recorder is None or recorder.failed is not None:
+            return
+        recorder.shown(shown)
+        if recorder.failed is not None:
+            self.notify(one_line(recorder.failed), severity="error", timeout=30, markup=False)
 
     def on_cpu_sampled(self, message: CpuSampled) -> None:
         """A host reading arrived."""
@@ -849,6 +875,7 @@ def run_app(
     *,
     readonly: bool = False,
     only: GpuSelection | None = None,
+    recorder: ShownRecorder | None = None,
 ) -> int:
     """Run the monitor with the real samplers until the user quits.
 
@@ -860,11 +887,19 @@ def run_app(
             ``GPUTUI_RUNNER_DEFAULTS``, checked first); default: a run beside the monitor.
         readonly: Send no signal to any process (``--readonly``, ``GPUTUI_READONLY=1``).
         only: Show these GPUs alone (``--only``).
+        recorder: Records what is shown (``--record``); the caller closes it.
 
     Returns:
         The process exit code.
     """
-    app = MonitorApp(head_start, interval=interval, runner=runner, readonly=readonly, only=only)
+    app = MonitorApp(
+        head_start,
+        interval=interval,
+        runner=runner,
+        readonly=readonly,
+        only=only,
+        recorder=recorder,
+    )
     app.run()  # on its way out: the trainer stopped, each sampler stopped and closing
     app.wait_for_samplers(CLOSE_WAIT_S)  # NVML shut down on its thread, with no call in flight
     return app.return_code or 0  # then gputui.commands.exit_process ends the process

@@ -1,0 +1,254 @@
+"""Plays a recording back for ``gputui replay FILE``: the frame shown, stepping and seeking
+through the recording, and each frame's readings typed as the live samplers give them, so that
+the monitor draws a replayed frame as it drew the live one.
+
+No Textual here: the app asks for frames, and draws them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from gputui.format import ellipsize
+from gputui.recording.frames import Header
+from gputui.recording.reader import Frame, Problem, Recording
+from gputui.telemetry.polling import Samplers
+from gputui.telemetry.readings import Snapshot
+from gputui.telemetry.snapshot import snapshot_from_dict
+
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+"""The replay's speeds, slowest first (recorded seconds per second)."""
+STEP_BACK_S = 0.0005
+"""Less than the gap between two frames (their times are written to a thousandth)."""
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A frame and its readings."""
+
+    frame: Frame
+    """The frame as the recording holds it."""
+    snapshot: Snapshot
+    """Its readings, typed (each ``taken_at`` is the frame's time)."""
+
+    @property
+    def t(self) -> float:
+        """Seconds since the recording started."""
+        return self.frame.t
+
+
+def frame_snapshot(frame: Frame) -> Snapshot:
+    """A frame's readings as the live samplers give them.
+
+    Raises:
+        ValueError: the frame is not readings of this format; says which value.
+    """
+    return snapshot_from_dict(frame.readings, taken_at=frame.t)
+
+
+class _Source(Generic[R]):
+    """A replay's sampler: the shown frame's reading from one source."""
+
+    def __init__(self, read: Callable[[], R]) -> None:
+        self._read = read
+
+    def sample(self) -> R:
+        """The shown frame's reading (never blocks)."""
+        return self._read()
+
+
+class Player:
+    """Where a replay is in its recording, and the frames it moves through.
+
+    Frames are read ahead one at a time from the shown one; a seek reads from the index's
+    nearest whole frame. A damaged or cut-short line ends the frames there: :attr:`problem`
+    says where, and the frames before it play as usual.
+    """
+
+    def __init__(self, recording: Recording) -> None:
+        """Show the first frame (none where the recording holds none yet)."""
+        self.recording = recording
+        self.header: Header = recording.header
+        self.problem: Problem | None = None
+        """The first damaged or cut-short line met, if any."""
+        self.current: Shown | None = None
+        """The frame shown; ``None`` only for a recording that holds none."""
+        self.finished = False
+        """Whether the frames ran out after the shown one (the end, or a damaged line)."""
+        last = recording.at(math.inf)
+        self._note(recording.problem)
+        self.last_t = last.t if last is not None else 0.0
+        """The last frame's time, as far as it has been read."""
+        self._ahead: Iterator[Frame] = iter(())
+        self._next: Frame | None = None
+        self.seek(0.0)
+
+    @property
+    def t(self) -> float:
+        """The shown frame's time (0 before any)."""
+        return self.current.t if self.current is not None else 0.0
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The shown frame's readings.
+
+        Raises:
+            LookupError: the recording holds no frame.
+        """
+        if self.current is None:
+            raise LookupError("the recording holds no frame")
+        return self.current.snapshot
+
+    def samplers(self) -> Samplers:
+        """Samplers that give the shown frame's readings (the app's first frame reads them)."""
+        return Samplers(
+            cpu=_Source(lambda: self.snapshot.cpu),
+            nvml=_Source(lambda: self.snapshot.nvml),
+            mps=_Source(lambda: self.snapshot.mps),
+            drm=_Source(lambda: self.snapshot.drm),
+        )
+
+    def seek(self, t: float, history_s: float = 0.0) -> list[Shown]:
+        """Show the last frame at or before ``t`` (the first frame, where none is).
+
+        Args:
+            t: Seconds since the recording started.
+            history_s: Also return the frames this long before it (the sparklines' window).
+
+        Returns:
+            The frames from ``history_s`` before the new one to it, in order, the new one
+            last; none where the recording holds no frame that can be read.
+        """
+        start = t - history_s
+        self._ahead = self.recording.frames_from(start)
+        self._next = None
+        self.finished = False
+        played: list[Shown] = []
+        while (frame := self._pull()) is not None:
+            if frame.t > t and played:
+                self._next = frame
+                break
+            shown = self._shown(frame)
+            if shown is None:
+                break
+            played.append(shown)
+            if frame.t > t:  # before the first frame: the first frame
+                break
+        return self._moved([p for p in played[:-1] if p.t > start] + played[-1:])
+
+    def forward(self, until_t: float) -> list[Shown]:
+        """Move on through the frames up to ``until_t``; returns those passed, the new shown
+        one last (none while the next frame is later)."""
+        played: list[Shown] = []
+        while (frame := self._pull()) is not None:
+            if frame.t > until_t:
+                self._next = frame
+                break
+            shown = self._shown(frame)
+            if shown is None:
+                break
+            played.append(shown)
+        return self._moved(played)
+
+    def step(self) -> Shown | None:
+        """Show the next frame, if there is one; returns it."""
+        frame = self._pull()
+        if frame is None:
+            return None
+        self._next = frame
+        played = self.forward(frame.t)
+        return played[-1] if played else None
+
+    def back(self, history_s: float = 0.0) -> list[Shown]:
+        """Show the frame before the shown one (the first stays); as :meth:`seek`."""
+        return self.seek(max(self.t - STEP_BACK_S, 0.0), history_s)
+
+    def _moved(self, played: list[Shown]) -> list[Shown]:
+        if played:
+            self.current = played[-1]
+            self.last_t = max(self.last_t, self.current.t)
+        return played
+
+    def _pull(self) -> Frame | None:
+        """The next frame after the shown one, or ``None`` at the end (noting a problem)."""
+        if self._next is not None:
+            held, self._next = self._next, None
+            return held
+        frame = next(self._ahead, None)
+        if frame is None:
+            self.finished = True
+            self._note(self.recording.problem)
+        return frame
+
+    def _shown(self, frame: Frame) -> Shown | None:
+        """The frame with its readings; ``None`` (the frames end there) where they are not
+        readings of this format."""
+        try:
+            return Shown(frame, frame_snapshot(frame))
+        except ValueError as error:
+            path = self.recording.paths[frame.part - self.header.part]
+            self._note(Problem(path, frame.line, f"not a frame: {error}"))
+            self.finished = True
+            self._ahead = iter(())
+            return None
+
+    def _note(self, problem: Problem | None) -> None:
+        if self.problem is None:
+            self.problem = problem
+
+
+def faster(speed: float, steps: int = 1) -> float:
+    """The speed ``steps`` places on in :data:`SPEEDS` (back where negative), within it."""
+    at = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
+    return SPEEDS[max(0, min(len(SPEEDS) - 1, at + steps))]
+
+
+_OFFSET = re.compile(r"\+?(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:\.\d+)?)|\+?(\d+(?:\.\d+)?)")
+_UTC_SUFFIX = re.compile(r"\s*(?:UTC|Z)$", re.IGNORECASE)
+
+
+def goto_time(text: str, header: Header) -> float:
+    """Where ``g`` goes, in seconds since the recording started: an offset (``90``,
+    ``2:30``, ``1:02:03``, ``+1:02:03``), a UTC time of day on the recording's first day or
+    after (``03:00:00 UTC``), a date and time (``2026-11-26 03:00:00``; UTC unless it names
+    a zone), ``start`` or ``end``.
+
+    Raises:
+        ValueError: none of those; one line that says what is.
+    """
+    text = text.strip()
+    if text in ("start", "end"):
+        return 0.0 if text == "start" else math.inf
+    offset = _OFFSET.fullmatch(text)
+    if offset is not None:
+        hours, minutes, seconds, plain = offset.groups()
+        if plain is not None:
+            return float(plain)
+        return int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
+    bare = _UTC_SUFFIX.sub("", text)
+    started = header.started_at
+    try:
+        if len(bare) <= 15:  # a time of day, in UTC
+            day = dt.time.fromisoformat(bare)
+            when = dt.datetime.combine(started.date(), day, dt.UTC)
+            if when < started - dt.timedelta(seconds=1):
+                when += dt.timedelta(days=1)
+        else:
+            if len(bare) > 40:
+                raise ValueError
+            when = dt.datetime.fromisoformat(bare)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=dt.UTC)
+    except ValueError:
+        raise ValueError(
+            f"{ellipsize(text, 30)!r} is not a time in the recording: write an offset "
+            "(1:02:03), a UTC time (03:00:00 UTC, 2026-11-26 03:00:00), start or end"
+        ) from None
+    return when.timestamp() - header.started_unix
