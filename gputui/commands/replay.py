@@ -131,9 +131,11 @@ def run_replay_command(args: argparse.Namespace) -> int:
 
 
 def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
-    """The monitor driven by ``recording``, until the user quits."""
+    """The monitor (for a fleet's recording, the fleet view) driven by ``recording``, until
+    the user quits."""
     from gputui.commands.output import not_a_terminal
-    from gputui.recording.player import Player
+    from gputui.recording.frames import FLEET
+    from gputui.recording.player import FleetPlayer, Player
 
     stream = not_a_terminal()
     if stream is not None:
@@ -142,14 +144,19 @@ def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
             f"the replay needs a terminal, and its {stream} is not one; for scripts use "
             "gputui replay --summary FILE or gputui snapshot --from FILE",
         )
-    player = Player(recording)
+    player = FleetPlayer(recording) if recording.kind == FLEET else Player(recording)
     if player.current is None:
         if player.problem is not None:
             return _said(prog, player.problem, "no frame comes before it")
         return _failed(prog, f"{args.file} holds no frame yet")
+    options = {"playing": not args.paused, "speed": args.speed, "loop": args.loop}
+    if isinstance(player, FleetPlayer):
+        from gputui.ui.fleet.replay import run_fleet_replay
+
+        return run_fleet_replay(player, **options)
     from gputui.ui.monitor.replay import ReplayApp
 
-    app = ReplayApp(player, playing=not args.paused, speed=args.speed, loop=args.loop)
+    app = ReplayApp(player, **options)
     app.run()
     return app.return_code or EXIT_OK
 

@@ -76,9 +76,6 @@ class ReplayControls(App[int]):
         def _showing(self) -> bool:
             """False once the app is closing."""
 
-        def keys_of(self, action: str) -> str:
-            """The keys bound to ``action``, as the footer shows them."""
-
     def _start_replay(
         self, player: FramePlayer[Any], *, playing: bool, speed: float, loop: bool
     ) -> None:
@@ -233,4 +230,13 @@ class ReplayControls(App[int]):
                 callback = getattr(self, f"action_{name}")
                 if argument:
                     callback = partial(callback, int(argument.rstrip(")")))
-                yield SystemCommand(title, f"{help_text} ({self.keys_of(action)})", callback)
+                keys = ", ".join(
+                    self.get_key_display(binding)
+                    for _, binding in self._bindings
+                    if binding.action == action
+                )
+                yield SystemCommand(title, f"{help_text} ({keys})", callback)
+
+    def replay_explained(self) -> dict[str, str]:
+        """What each replay key does, for the help screen (by action name)."""
+        return {action: help_text for _, help_text, action in REPLAY_COMMANDS}
