@@ -113,7 +113,7 @@ class FleetSampled:
         self.source: str | None = source
         self.what = what
         self._clock = clock
-        self._generation = -1
+        self._generation = 0
 
     def start(self) -> None:
         self._fleet.start()
@@ -123,7 +123,7 @@ class FleetSampled:
 
     def new(self) -> tuple[float, dict[str, Any]] | None:
         generation = self._fleet.generation
-        if generation == self._generation:
+        if generation in (0, self._generation):  # nothing read yet, or nothing new
             return None
         now = self._clock()
         latest = self._fleet.latest()

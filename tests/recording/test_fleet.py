@@ -270,6 +270,9 @@ def test_record_takes_the_fleet_flags_as_the_fleet_view_does(
     assert main(["--hosts", "a:1", "record", "--output", output]) == 2
     _, err = capsys.readouterr()
     assert "write the fleet's flags after the command" in err
+    assert main(["--hosts", "a:1", "--record", output]) == 2
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "record the fleet with gputui record --hosts" in err
 
 
 def test_a_fleet_read_from_prometheus_is_recorded(
