@@ -109,8 +109,8 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
         type=new_file,
         metavar="FILE",
         help="the file to write, which must not exist; later files take its name with .1, "
-        ".2... before the suffixes (default: gputui-HOST-DATE-TIME.ndjson.zst here, .gz "
-        "without zstandard)",
+        ".2... before the suffixes (default: gputui-HOST-DATE-TIME.ndjson.zst here, "
+        "gputui-fleet-... for a fleet, .gz without zstandard)",
     )
     record.add_argument(
         "--interval",
