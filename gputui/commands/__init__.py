@@ -378,10 +378,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return usage_error(
                 prog, "--only picks this machine's GPUs for the monitor: leave it out here"
             )
-        if args.record is not None and (
-            args.command or targets_of(args, "app_") or args.app_prometheus
-        ):
+        if args.record is not None and args.command:
             return usage_error(prog, "--record records this machine's monitor: leave it out here")
+        if args.record is not None and (targets_of(args, "app_") or args.app_prometheus):
+            return usage_error(
+                prog,
+                "--record records this machine's monitor: leave it out here, and record the "
+                "fleet with gputui record --hosts ... (or --hostfile, --prometheus)",
+            )
         if args.command and (targets_of(args, "app_") or args.app_prometheus):
             return usage_error(
                 prog,

@@ -9,14 +9,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from gputui.commands.args import seconds
 from gputui.commands.output import terminal_columns, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
-from gputui.format import one_line
+from gputui.format import fmt_counted, one_line
 from gputui.telemetry.polling import NVML_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from gputui.fleet.hosts import FleetSource
 
 host_timeout_seconds = seconds(1, 60, "--timeout", DEFAULT_TIMEOUT_S)
 """Parse ``--timeout``: how long one host, or this machine's NVIDIA driver, may take."""
@@ -115,18 +119,40 @@ def targets_of(args: argparse.Namespace, dest_prefix: str = "") -> tuple[Target,
     return named
 
 
+def fleet_named(args: argparse.Namespace, dest_prefix: str = "") -> bool:
+    """Whether ``--hosts``, ``--hostfile`` or ``--prometheus`` was given."""
+    return targets_of(args, dest_prefix) is not None or bool(
+        getattr(args, f"{dest_prefix}prometheus")
+    )
+
+
+def fleet_source(
+    args: argparse.Namespace, interval_s: float, dest_prefix: str = ""
+) -> tuple[FleetSource, str, str]:
+    """The source that reads the fleet the flags name, every ``interval_s``: each host's
+    exporter, or Prometheus. Returns it (not started), ``exporters`` or ``prometheus``, and
+    the hosts in words (``3 hosts``, ``the GPU hosts Prometheus scrapes``)."""
+    targets = targets_of(args, dest_prefix)
+    if targets is not None:
+        from gputui.fleet.scrape import FleetPoller
+
+        what = fmt_counted(len(targets), "host")
+        return FleetPoller(targets, interval_s=interval_s), "exporters", what
+    from gputui.fleet.prometheus import PrometheusPoller
+
+    url = getattr(args, f"{dest_prefix}prometheus")
+    return (
+        PrometheusPoller(url, interval_s=interval_s),
+        "prometheus",
+        "the GPU hosts Prometheus scrapes",
+    )
+
+
 def run_fleet_app(args: argparse.Namespace) -> int:
     """``gputui --hosts ...``, ``--hostfile`` or ``--prometheus``: the fleet view."""
     from gputui.ui.fleet.app import run_fleet_app as run
 
-    targets = targets_of(args, "app_")
-    if targets is not None:
-        from gputui.fleet.scrape import FleetPoller
-
-        return run(FleetPoller(targets, interval_s=args.interval))
-    from gputui.fleet.prometheus import PrometheusPoller
-
-    return run(PrometheusPoller(args.app_prometheus, interval_s=args.interval))
+    return run(fleet_source(args, args.interval, "app_")[0])
 
 
 def run_fleet_snapshot(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """``gputui record [--output FILE] [--interval SECONDS] [--duration D] [--max-size SIZE]
-[--keep N]``.
+[--keep N] [--hosts H:P,... | --hostfile FILE | --prometheus URL]``.
 
 Exit status: 0 after the duration or SIGTERM, 130 after Ctrl+C, 1 when a write failed (a
 full disk: what was written is kept), 2 for a usage error. The recorder is imported in the
@@ -13,10 +13,12 @@ import datetime as dt
 import re
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from gputui.commands.args import examples, interval_seconds, new_file, usage_error, whole_number
+from gputui.commands.fleet import add_fleet_arguments, fleet_named, fleet_source
 from gputui.format import ellipsize
 
 DURATION_MAX_S = 366 * 86400.0
@@ -69,7 +71,7 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
 
     record: argparse.ArgumentParser = commands.add_parser(
         "record",
-        help="record this machine's readings to a file, to replay later anywhere",
+        help="record this machine's readings, or a fleet's, to a file, to replay later anywhere",
         description=(
             "Record what the monitor reads (the host, every GPU with its health and "
             "processes, MPS) every --interval seconds into a file, one frame a line in the "
@@ -81,10 +83,12 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
             "moment leaves a file that replays up to its last whole frame. Read it back with "
             "`gputui replay --summary FILE` or `gputui snapshot --from FILE --at TIME`. Exit "
             "status: 0 after --duration or SIGTERM, 130 after Ctrl+C, 1 when a write failed "
-            "(a full disk: what was written is kept), 2 for a usage error."
+            "(a full disk: what was written is kept), 2 for a usage error. With --hosts, "
+            "--hostfile or --prometheus it records a fleet as the fleet view reads it, each "
+            "frame every host in the JSON of `gputui snapshot --hosts ... --json`: whether it "
+            "answered (and why not), its GPUs."
         ),
         epilog=examples(
-            ("gputui record", "record until Ctrl+C, into gputui-HOST-DATE.ndjson.zst"),
             (
                 "gputui record --output night.ndjson.gz --duration 8h",
                 "eight hours into a gzip file",
@@ -92,6 +96,10 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
             (
                 "gputui record --interval 5 --max-size 100M --keep 10",
                 "every 5 s, a new file each 100 MiB, the newest 10 kept",
+            ),
+            (
+                "gputui record --hosts node1,node2",
+                "two hosts, as the fleet view reads them, until Ctrl+C",
             ),
         ),
     )
@@ -101,8 +109,8 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
         type=new_file,
         metavar="FILE",
         help="the file to write, which must not exist; later files take its name with .1, "
-        ".2... before the suffixes (default: gputui-HOST-DATE-TIME.ndjson.zst here, .gz "
-        "without zstandard)",
+        ".2... before the suffixes (default: gputui-HOST-DATE-TIME.ndjson.zst here, "
+        "gputui-fleet-... for a fleet, .gz without zstandard)",
     )
     record.add_argument(
         "--interval",
@@ -132,6 +140,7 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
         "as a new one starts; replay and snapshot --from read from the oldest left, by the "
         "first file's name (default: keep every file)",
     )
+    add_fleet_arguments(record)
     record.set_defaults(handler=run_record_command)
     return record
 
@@ -140,14 +149,16 @@ def run_record_command(args: argparse.Namespace) -> int:
     """Record until stopped; see the module docstring for the exit status."""
     from gputui.commands.output import write_out
     from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, default_codec, zstandard
-    from gputui.recording.recorder import record
+    from gputui.recording.recorder import FleetSampled, record
 
     prog = "gputui record"
     if args.keep is not None and args.max_size is None:
         return usage_error(prog, "--keep needs --max-size: without it there is only one file")
+    fleet = fleet_named(args)
     path = args.output
     if path is None:
-        path = default_file(dt.datetime.now(), socket.gethostname(), default_codec())
+        name = "fleet" if fleet else socket.gethostname()
+        path = default_file(dt.datetime.now(), name, default_codec())
         if path.exists():
             return usage_error(prog, f"{path} exists: name a new file with --output")
     codec = codec_for_name(path)
@@ -158,6 +169,10 @@ def run_record_command(args: argparse.Namespace) -> int:
             f"({ZSTD_INSTALL}); or name the file .ndjson.gz",
         )
     interval = args.record_interval if args.record_interval is not None else args.interval
+    sampled = None
+    if fleet:
+        source, read_from, what = fleet_source(args, interval)
+        sampled = FleetSampled(source, read_from, what, time.monotonic)
     try:
         return record(
             path,
@@ -166,6 +181,7 @@ def run_record_command(args: argparse.Namespace) -> int:
             duration_s=args.duration,
             max_size=args.max_size,
             keep=args.keep,
+            sampled=sampled,
             announce=write_out,
             err=sys.stderr,
         )

@@ -29,9 +29,11 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``replay`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
     replay: argparse.ArgumentParser = commands.add_parser(
         "replay",
-        help="replay a recording made by gputui record in the monitor, or sum it up",
+        help="replay a recording made by gputui record in the monitor (a fleet's in the fleet "
+        "view), or sum it up",
         description=(
-            "Open the monitor driven by a recording that `gputui record` wrote: every panel, "
+            "Open the monitor driven by a recording that `gputui record` wrote (a fleet's, "
+            "recorded with --hosts, in the fleet view): every panel, "
             "the process table, the sparklines and health as they were shown, with a status "
             "line saying the recorded time (UTC, and since the start), the host, the speed and "
             "where the replay is. Keys: space pauses and plays, left and right step one "
@@ -42,7 +44,8 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
             "--summary, print for each GPU the time it was recorded, its utilization and "
             "memory (mean, p95 and max), the energy it used, how long it was throttled and "
             "whether it stopped answering, and the processes that used it with their peak "
-            "memory and time on it, as text or JSON. A recording of several files "
+            "memory and time on it, as text or JSON (of a fleet, each host's time unreachable "
+            "and each of its GPUs so). A recording of several files "
             "(--max-size) is read from FILE on; `gputui snapshot --from FILE --at TIME` prints "
             "one frame. Exit status: 0 when the file read to its end, 1 when a damaged line "
             "stopped the summary (the figures cover the frames before), 2 for a usage error "
@@ -93,8 +96,14 @@ def run_replay_command(args: argparse.Namespace) -> int:
     """Replay the recording in the monitor, or print its summary; see the module docstring
     for the exit status."""
     from gputui.commands.output import text_width, write_out
-    from gputui.recording.render import render_summary_json, render_summary_text
-    from gputui.recording.summary import summarise
+    from gputui.recording.frames import FLEET
+    from gputui.recording.render import (
+        render_fleet_summary_json,
+        render_fleet_summary_text,
+        render_summary_json,
+        render_summary_text,
+    )
+    from gputui.recording.summary import summarise, summarise_fleet
 
     prog = "gputui replay"
     if args.file is None:
@@ -106,18 +115,27 @@ def run_replay_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if not args.summary:
         return _replay(prog, recording, args)
-    summary = summarise(recording)
-    if args.json:
-        write_out(render_summary_json(summary))
+    if recording.kind == FLEET:
+        fleet = summarise_fleet(recording)
+        if args.json:
+            write_out(render_fleet_summary_json(fleet))
+        else:
+            write_out(render_fleet_summary_text(fleet, text_width()))
     else:
-        write_out(render_summary_text(summary, text_width()))
+        summary = summarise(recording)
+        if args.json:
+            write_out(render_summary_json(summary))
+        else:
+            write_out(render_summary_text(summary, text_width()))
     return _said(prog, recording.problem, "the figures cover the frames before it")
 
 
 def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
-    """The monitor driven by ``recording``, until the user quits."""
+    """The monitor (for a fleet's recording, the fleet view) driven by ``recording``, until
+    the user quits."""
     from gputui.commands.output import not_a_terminal
-    from gputui.recording.player import Player
+    from gputui.recording.frames import FLEET
+    from gputui.recording.player import FleetPlayer, Player
 
     stream = not_a_terminal()
     if stream is not None:
@@ -126,14 +144,19 @@ def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
             f"the replay needs a terminal, and its {stream} is not one; for scripts use "
             "gputui replay --summary FILE or gputui snapshot --from FILE",
         )
-    player = Player(recording)
+    player = FleetPlayer(recording) if recording.kind == FLEET else Player(recording)
     if player.current is None:
         if player.problem is not None:
             return _said(prog, player.problem, "no frame comes before it")
         return _failed(prog, f"{args.file} holds no frame yet")
+    options = {"playing": not args.paused, "speed": args.speed, "loop": args.loop}
+    if isinstance(player, FleetPlayer):
+        from gputui.ui.fleet.replay import run_fleet_replay
+
+        return run_fleet_replay(player, **options)
     from gputui.ui.monitor.replay import ReplayApp
 
-    app = ReplayApp(player, playing=not args.paused, speed=args.speed, loop=args.loop)
+    app = ReplayApp(player, **options)
     app.run()
     return app.return_code or EXIT_OK
 
@@ -141,6 +164,8 @@ def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
 def run_snapshot_from(args: argparse.Namespace) -> int:
     """``gputui snapshot --from FILE [--at TIME] [--json]``: one recorded frame."""
     from gputui.commands.output import text_width, write_out
+    from gputui.fleet.report import hosts_from_dict, render_fleet_table
+    from gputui.recording.frames import FLEET
     from gputui.recording.render import recorded_at
     from gputui.telemetry.snapshot import render_snapshot_table, snapshot_from_dict
 
@@ -171,7 +196,10 @@ def run_snapshot_from(args: argparse.Namespace) -> int:
                 prog, f"{at} is after the recording's last frame, {recorded_at(header, last.t)}"
             )
     try:
-        snapshot = snapshot_from_dict(frame.readings, taken_at=frame.t)
+        if recording.kind == FLEET:
+            hosts = hosts_from_dict(frame.readings, frame.t)
+        else:
+            snapshot = snapshot_from_dict(frame.readings, taken_at=frame.t)
     except ValueError as error:
         path = recording.paths[frame.part - header.part]
         return _failed(prog, f"{path}: line {frame.line}: not a frame: {error}")
@@ -184,6 +212,13 @@ def run_snapshot_from(args: argparse.Namespace) -> int:
             "t": frame.t,
         }
         write_out(json.dumps(data, indent=2, allow_nan=False))
+    elif recording.kind == FLEET:
+        title = one_line(f"A fleet recorded on {header.host}, {when}")
+        failed = frame.readings.get("error")
+        if isinstance(failed, str):
+            title += "\n" + one_line(f"The fleet's source did not answer: {failed}")
+        width = text_width()
+        write_out(title + "\n\n" + render_fleet_table(hosts, frame.t, width=width))
     else:
         title = one_line(f"Recorded on {header.host}, {when}")
         write_out(title + "\n\n" + render_snapshot_table(snapshot, text_width()))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 from gputui.format import without_noise
@@ -514,6 +514,28 @@ class _Gpu:
             ),
             **readings,
         )
+
+
+def in_range(gpu: GpuReading) -> GpuReading:
+    """``gpu`` with each value no GPU can take (:data:`RANGES`, a process's memory) read as
+    ``None``, as a scrape reads it: for readings that come back from a file."""
+    refused: dict[str, Any] = {
+        name: None
+        for name, allowed in RANGES.items()
+        if isinstance(value := getattr(gpu, name), (int, float))
+        and not allowed.admits(float(value))
+    }
+    if gpu.processes is not None and any(
+        p.gpu_memory_bytes is not None and not PROCESS_MEMORY.admits(p.gpu_memory_bytes)
+        for p in gpu.processes
+    ):
+        refused["processes"] = tuple(
+            p
+            if p.gpu_memory_bytes is None or PROCESS_MEMORY.admits(p.gpu_memory_bytes)
+            else replace(p, gpu_memory_bytes=None)
+            for p in gpu.processes
+        )
+    return replace(gpu, **refused) if refused else gpu
 
 
 def hung_error(seconds: float) -> str:

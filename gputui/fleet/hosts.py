@@ -8,6 +8,9 @@ from typing import Protocol
 from gputui.fleet.exporters import hung_error
 from gputui.telemetry.readings import GpuReading, GpuState
 
+NOT_READ = "not read yet"
+"""The error of a host whose first read has not ended yet."""
+
 
 @dataclass(frozen=True, slots=True)
 class HostReading:

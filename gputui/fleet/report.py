@@ -3,7 +3,8 @@
 JSON: ``{"hosts": [{"host", "up", "error", "source", "via", "age_seconds", "notes",
 "gpus"}]}`` in the order the hosts were named (sorted by instance for ``--prometheus``);
 ``notes`` says which values a host sent were refused (they read ``null``); ``gpus`` holds
-each GPU as ``gputui snapshot --json`` writes it.
+each GPU as ``gputui snapshot --json`` writes it. A fleet recording's frames hold the same,
+and :func:`hosts_from_dict` reads them back.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from gputui.fleet.exporters import in_range
 from gputui.fleet.hosts import HostReading
 from gputui.format import (
     NA,
@@ -25,7 +27,7 @@ from gputui.format import (
     for_screen,
 )
 from gputui.telemetry.readings import GpuReading, GpuState, gpu_label
-from gputui.telemetry.snapshot import gpu_as_dict
+from gputui.telemetry.snapshot import gpu_as_dict, gpus_from_list
 
 
 def fleet_as_dict(hosts: Sequence[HostReading], now: float) -> dict[str, Any]:
@@ -45,6 +47,47 @@ def fleet_as_dict(hosts: Sequence[HostReading], now: float) -> dict[str, Any]:
             for host in hosts
         ]
     }
+
+
+def hosts_from_dict(data: Any, now: float) -> list[HostReading]:
+    """The hosts that :func:`fleet_as_dict` wrote (a recorded fleet frame), read back: each
+    value checked by its kind, each GPU's readings by the ranges a scrape admits; a host's
+    ``taken_at`` is ``now`` less its age.
+
+    Raises:
+        ValueError: a member is missing or of the wrong kind; says which.
+    """
+    hosts = data.get("hosts") if isinstance(data, dict) else None
+    if not isinstance(hosts, list):
+        raise ValueError("the readings have no list of hosts")
+    return [_host_from_dict(host, f"hosts[{at}]", now) for at, host in enumerate(hosts)]
+
+
+def _host_from_dict(data: Any, where: str, now: float) -> HostReading:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not an object")
+    host, up, via = data.get("host"), data.get("up"), data.get("via", "http")
+    error, source, age = data.get("error"), data.get("source"), data.get("age_seconds")
+    notes = data.get("notes") or []
+    if not isinstance(host, str) or type(up) is not bool or not isinstance(via, str):
+        raise ValueError(f"{where} has no host, up or via of the right kind")
+    if not all(text is None or isinstance(text, str) for text in (error, source)):
+        raise ValueError(f"{where}'s error or source is not text")
+    if age is not None and (type(age) not in (int, float) or not 0 <= age < math.inf):
+        raise ValueError(f"{where}.age_seconds is {ellipsize(repr(age), 40)}")
+    if not isinstance(notes, list) or not all(isinstance(note, str) for note in notes):
+        raise ValueError(f"{where}.notes is not a list of text")
+    gpus = gpus_from_list(data.get("gpus") or [], f"{where}.gpus")
+    return HostReading(
+        host,
+        up=up,
+        error=error,
+        source=source,
+        gpus=tuple(in_range(gpu) for gpu in gpus),
+        taken_at=None if age is None else now - age,
+        via=via,
+        notes=tuple(notes),
+    )
 
 
 def render_fleet_json(hosts: Sequence[HostReading], now: float) -> str:

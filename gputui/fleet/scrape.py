@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from gputui.fleet.exporters import Exposition, NotAnExporter, read_samples
 from gputui.fleet.exposition import ExpositionParser
 from gputui.fleet.fetch import MIB, Deadline, FetchError, StatusError, fetch, no_answer
-from gputui.fleet.hosts import HostReading, HungSince
+from gputui.fleet.hosts import NOT_READ, HostReading, HungSince
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target
 from gputui.format import exception_line
 
@@ -183,7 +183,7 @@ class FleetPoller:
         self._timeout_s = timeout_s
         self._lock = threading.Condition(threading.Lock())
         self._latest = {
-            target.name: HostReading(target.name, up=False, error="not read yet")
+            target.name: HostReading(target.name, up=False, error=NOT_READ)
             for target in self._targets
         }
         self._reading: set[int] = set()

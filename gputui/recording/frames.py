@@ -21,6 +21,12 @@ HEADER_KEY = "gputui_recording"
 """The header's first member: its value is the format version."""
 INDEX_KEY = "gputui_recording_index"
 """An index file's header member: its value is the format version."""
+HOST = "host"
+"""A recording of one machine: each frame is ``gputui snapshot --json``'s readings."""
+FLEET = "fleet"
+"""A recording of a fleet: each frame is ``gputui snapshot --hosts ... --json``'s hosts."""
+KINDS = (HOST, FLEET)
+"""The kinds of recording this gputui reads; a header without ``kind`` is a host's."""
 FULL_EVERY = 60
 """A whole reading every this many frames (a minute at 1 s): a reader decodes at most this
 many lines to reach any frame, and a damaged line costs at most the frames up to the next."""
@@ -112,6 +118,11 @@ class Header:
     """A whole reading every this many frames."""
     started_unix: float
     """When the recording started (seconds since the epoch); frames' ``t`` count from it."""
+    kind: str = HOST
+    """What each frame holds: :data:`HOST` or :data:`FLEET` (one of :data:`KINDS`)."""
+    source: str | None = None
+    """Where a fleet's readings came from: ``exporters`` (each host's own /metrics) or
+    ``prometheus``; ``None`` for a host recording."""
 
     @property
     def started_at(self) -> dt.datetime:
@@ -130,6 +141,8 @@ class Header:
             "full_every": self.full_every,
             "started_at": self.started_at.isoformat(),
             "started_unix": round(self.started_unix, DECIMALS),
+            "kind": self.kind,
+            "source": self.source,
         }
 
     @classmethod
@@ -149,6 +162,8 @@ class Header:
                 interval_s=_number(data["interval_s"]),
                 full_every=_whole(data["full_every"]),
                 started_unix=_number(data["started_unix"]),
+                kind=_text(data.get("kind", HOST)),
+                source=None if data.get("source") is None else _text(data["source"]),
             )
         except KeyError as missing:
             raise FormatError(f"the header has no {missing.args[0]!r}") from None

@@ -1,6 +1,7 @@
 """Plays a recording back for ``gputui replay FILE``: the frame shown, stepping and seeking
-through the recording, and each frame's readings typed as the live samplers give them, so that
-the monitor draws a replayed frame as it drew the live one.
+through the recording, and each frame's readings typed as the live sources give them, so that
+the monitor (or, for a fleet recording, the fleet view) draws a replayed frame as it drew the
+live one.
 
 No Textual here: the app asks for frames, and draws them.
 """
@@ -14,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from gputui.fleet.hosts import HostReading
+from gputui.fleet.report import hosts_from_dict
 from gputui.format import ellipsize
 from gputui.recording.frames import Header
 from gputui.recording.reader import Frame, Problem, Recording
@@ -30,18 +33,29 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
-class Shown:
+class Shown(Generic[R]):
     """A frame and its readings."""
 
     frame: Frame
     """The frame as the recording holds it."""
-    snapshot: Snapshot
-    """Its readings, typed (each ``taken_at`` is the frame's time)."""
+    readings: R
+    """Its readings, typed (each ``taken_at`` is the frame's time): a :class:`Snapshot`, or
+    a fleet's :class:`FleetFrame`."""
 
     @property
     def t(self) -> float:
         """Seconds since the recording started."""
         return self.frame.t
+
+
+@dataclass(frozen=True, slots=True)
+class FleetFrame:
+    """A fleet recording's frame, as the fleet view's source gives it."""
+
+    hosts: list[HostReading]
+    """Every host (``taken_at`` on the recording's time: the frame's less its age)."""
+    error: str | None
+    """Why the source as a whole did not answer (Prometheus); ``None`` when it did."""
 
 
 def frame_snapshot(frame: Frame) -> Snapshot:
@@ -51,6 +65,18 @@ def frame_snapshot(frame: Frame) -> Snapshot:
         ValueError: the frame is not readings of this format; says which value.
     """
     return snapshot_from_dict(frame.readings, taken_at=frame.t)
+
+
+def fleet_frame(frame: Frame) -> FleetFrame:
+    """A fleet recording's frame as the fleet view's source gives it.
+
+    Raises:
+        ValueError: the frame is not a fleet's readings; says which value.
+    """
+    error = frame.readings.get("error")
+    if error is not None and not isinstance(error, str):
+        raise ValueError("its error is not text")
+    return FleetFrame(hosts_from_dict(frame.readings, frame.t), error)
 
 
 class _Source(Generic[R]):
@@ -64,21 +90,28 @@ class _Source(Generic[R]):
         return self._read()
 
 
-class Player:
-    """Where a replay is in its recording, and the frames it moves through.
+class FramePlayer(Generic[R]):
+    """Where a replay is in its recording, and the frames it moves through, each read as
+    ``decode`` types it.
 
     Frames are read ahead one at a time from the shown one; a seek reads from the index's
     nearest whole frame. A damaged or cut-short line ends the frames there: :attr:`problem`
     says where, and the frames before it play as usual.
     """
 
-    def __init__(self, recording: Recording) -> None:
-        """Show the first frame (none where the recording holds none yet)."""
+    def __init__(self, recording: Recording, decode: Callable[[Frame], R]) -> None:
+        """Show the first frame (none where the recording holds none yet).
+
+        Args:
+            recording: The recording, opened.
+            decode: A frame's readings typed (``ValueError`` where they cannot be).
+        """
+        self._decode = decode
         self.recording = recording
         self.header: Header = recording.header
         self.problem: Problem | None = None
         """The first damaged or cut-short line met, if any."""
-        self.current: Shown | None = None
+        self.current: Shown[R] | None = None
         """The frame shown; ``None`` only for a recording that holds none."""
         self.finished = False
         """Whether the frames ran out after the shown one (the end, or a damaged line)."""
@@ -96,7 +129,7 @@ class Player:
         return self.current.t if self.current is not None else 0.0
 
     @property
-    def snapshot(self) -> Snapshot:
+    def readings(self) -> R:
         """The shown frame's readings.
 
         Raises:
@@ -104,18 +137,9 @@ class Player:
         """
         if self.current is None:
             raise LookupError("the recording holds no frame")
-        return self.current.snapshot
+        return self.current.readings
 
-    def samplers(self) -> Samplers:
-        """Samplers that give the shown frame's readings (the app's first frame reads them)."""
-        return Samplers(
-            cpu=_Source(lambda: self.snapshot.cpu),
-            nvml=_Source(lambda: self.snapshot.nvml),
-            mps=_Source(lambda: self.snapshot.mps),
-            drm=_Source(lambda: self.snapshot.drm),
-        )
-
-    def seek(self, t: float, history_s: float = 0.0) -> list[Shown]:
+    def seek(self, t: float, history_s: float = 0.0) -> list[Shown[R]]:
         """Show the last frame at or before ``t`` (the first frame, where none is).
 
         Args:
@@ -130,7 +154,7 @@ class Player:
         self._ahead = self.recording.frames_from(start)
         self._next = None
         self.finished = False
-        played: list[Shown] = []
+        played: list[Shown[R]] = []
         while (frame := self._pull()) is not None:
             if frame.t > t and played:
                 self._next = frame
@@ -143,10 +167,10 @@ class Player:
                 break
         return self._moved([p for p in played[:-1] if p.t > start] + played[-1:])
 
-    def forward(self, until_t: float) -> list[Shown]:
+    def forward(self, until_t: float) -> list[Shown[R]]:
         """Move on through the frames up to ``until_t``; returns those passed, the new shown
         one last (none while the next frame is later)."""
-        played: list[Shown] = []
+        played: list[Shown[R]] = []
         while (frame := self._pull()) is not None:
             if frame.t > until_t:
                 self._next = frame
@@ -157,7 +181,7 @@ class Player:
             played.append(shown)
         return self._moved(played)
 
-    def step(self) -> Shown | None:
+    def step(self) -> Shown[R] | None:
         """Show the next frame, if there is one; returns it."""
         frame = self._pull()
         if frame is None:
@@ -166,11 +190,11 @@ class Player:
         played = self.forward(frame.t)
         return played[-1] if played else None
 
-    def back(self, history_s: float = 0.0) -> list[Shown]:
+    def back(self, history_s: float = 0.0) -> list[Shown[R]]:
         """Show the frame before the shown one (the first stays); as :meth:`seek`."""
         return self.seek(max(self.t - STEP_BACK_S, 0.0), history_s)
 
-    def _moved(self, played: list[Shown]) -> list[Shown]:
+    def _moved(self, played: list[Shown[R]]) -> list[Shown[R]]:
         if played:
             self.current = played[-1]
             self.last_t = max(self.last_t, self.current.t)
@@ -187,11 +211,11 @@ class Player:
             self._note(self.recording.problem)
         return frame
 
-    def _shown(self, frame: Frame) -> Shown | None:
+    def _shown(self, frame: Frame) -> Shown[R] | None:
         """The frame with its readings; ``None`` (the frames end there) where they are not
         readings of this format."""
         try:
-            return Shown(frame, frame_snapshot(frame))
+            return Shown(frame, self._decode(frame))
         except ValueError as error:
             path = self.recording.paths[frame.part - self.header.part]
             self._note(Problem(path, frame.line, f"not a frame: {error}"))
@@ -202,6 +226,40 @@ class Player:
     def _note(self, problem: Problem | None) -> None:
         if self.problem is None:
             self.problem = problem
+
+
+class Player(FramePlayer[Snapshot]):
+    """Plays one machine's recording, each frame as the live samplers give it."""
+
+    def __init__(self, recording: Recording) -> None:
+        """Show the first frame (none where the recording holds none yet)."""
+        super().__init__(recording, frame_snapshot)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The shown frame's readings.
+
+        Raises:
+            LookupError: the recording holds no frame.
+        """
+        return self.readings
+
+    def samplers(self) -> Samplers:
+        """Samplers that give the shown frame's readings (the app's first frame reads them)."""
+        return Samplers(
+            cpu=_Source(lambda: self.snapshot.cpu),
+            nvml=_Source(lambda: self.snapshot.nvml),
+            mps=_Source(lambda: self.snapshot.mps),
+            drm=_Source(lambda: self.snapshot.drm),
+        )
+
+
+class FleetPlayer(FramePlayer[FleetFrame]):
+    """Plays a fleet's recording, each frame as the fleet view's source gives it."""
+
+    def __init__(self, recording: Recording) -> None:
+        """Show the first frame (none where the recording holds none yet)."""
+        super().__init__(recording, fleet_frame)
 
 
 def faster(speed: float, steps: int = 1) -> float:

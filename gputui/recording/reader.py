@@ -1,8 +1,9 @@
 """Opens a recording, checks it, reads its frames back whole, and seeks to a time through
 its index.
 
-A file that is not a recording, or one of a newer format, is refused at :meth:`Recording.open`
-with one line (:class:`RecordingError`). A damaged or cut-short line met later ends the
+A file that is not a recording, one of a newer format or kind, or of a kind the caller does
+not read (a fleet's where one machine's is wanted), is refused at :meth:`Recording.open` with
+one line (:class:`RecordingError`). A damaged or cut-short line met later ends the
 frames there: what came before it is read as usual, and :attr:`Recording.problem` says where
 and what (:class:`Problem`), in one line.
 """
@@ -12,16 +13,20 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gputui.format import ellipsize
 from gputui.recording.codec import CodecMissing, CorruptData, Decoder, sniffed
 from gputui.recording.frames import (
+    FLEET,
     FORMAT_VERSION,
     HEADER_KEY,
+    HOST,
     INDEX_KEY,
+    KINDS,
     FormatError,
     Header,
     changed,
@@ -190,10 +195,36 @@ def _header(path: Path, line: bytes) -> Header:
         )
     if version < 1:
         raise RecordingError(not_one)
+    kind = value.get("kind", HOST)
+    if kind not in KINDS:
+        raise RecordingError(
+            f"{path}: line 1: a recording of kind {ellipsize(repr(kind), 40)}, which this gputui "
+            f"does not read (it reads {' and '.join(KINDS)} recordings): upgrade gputui to read it"
+        )
     try:
         return Header.from_dict(value)
     except FormatError as error:
         raise RecordingError(f"{path}: line 1: a damaged header: {error}") from None
+
+
+def _of_kind(path: Path, header: Header, kinds: Collection[str]) -> None:
+    """Refuse, in one line, a recording whose kind the caller does not read.
+
+    Raises:
+        RecordingError: ``header``'s kind is not among ``kinds``.
+    """
+    if header.kind not in kinds:
+        what = "a fleet's (gputui record --hosts)" if header.kind == FLEET else "one machine's"
+        raise RecordingError(
+            f"{path}: line 1: this is {what} recording, which is read with "
+            f"{_READ_WITH.get(header.kind, 'a newer gputui')}"
+        )
+
+
+_READ_WITH = {
+    HOST: "gputui replay FILE or gputui snapshot --from FILE",
+    FLEET: "gputui replay FILE (the fleet view) or gputui snapshot --from FILE",
+}
 
 
 def _read_index(path: Path, header: Header, size: int) -> list[IndexEntry]:
@@ -257,18 +288,28 @@ class Recording:
         """The files read, in order: the one opened and the parts after it."""
         return tuple(part.path for part in self._parts)
 
+    @property
+    def kind(self) -> str:
+        """What its frames hold: ``host`` or ``fleet`` (:data:`~gputui.recording.frames.KINDS`)."""
+        return self._parts[0].header.kind
+
     @classmethod
-    def open(cls, path: Path) -> Recording:
+    def open(cls, path: Path, kinds: Collection[str] = KINDS) -> Recording:
         """Open the recording whose file (or part) is ``path``, with the parts after it;
         where ``path`` is a first file that is gone, from the earliest part left.
 
+        Args:
+            path: The recording's file.
+            kinds: The kinds of recording the caller reads (a host's replay: ``("host",)``).
+
         Raises:
-            RecordingError: ``path`` cannot be read, is not a recording, or is of a newer
-                format; one line.
+            RecordingError: ``path`` cannot be read, is not a recording, is of a newer
+                format, or of a kind not in ``kinds``; one line.
         """
         if not path.exists():  # its first parts may have been deleted (record --keep)
             path = oldest_part_path(path) or path
         first = _Part.open(path)
+        _of_kind(path, first.header, kinds)
         parts = [first]
         base = first_part_path(path, first.header.part)
         problem = None
@@ -400,12 +441,12 @@ class Recording:
             try:
                 t = _frame_time(value, last_t)
                 if "full" in value:
-                    full = _readings(value["full"])
+                    full = _readings(value["full"], part.header.kind)
                     readings = full
                 elif "delta" in value:
                     if full is None:
                         raise FormatError("a change before any whole frame")
-                    readings = _readings(changed(full, value["delta"]))
+                    readings = _readings(changed(full, value["delta"]), part.header.kind)
                 else:
                     continue  # a kind of line this version does not know: skipped
             except FormatError as error:
@@ -442,7 +483,9 @@ def _frame_time(value: Any, last_t: float) -> float:
     return float(t)
 
 
-def _readings(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict) or not isinstance(value.get("gpus"), list):
-        raise FormatError("the readings are not an object with a list of GPUs")
+def _readings(value: Any, kind: str) -> dict[str, Any]:
+    """A frame's readings, checked to be what its kind holds: a host's GPUs, a fleet's hosts."""
+    member, what = ("hosts", "hosts") if kind == FLEET else ("gpus", "GPUs")
+    if not isinstance(value, dict) or not isinstance(value.get(member), list):
+        raise FormatError(f"the readings are not an object with a list of {what}")
     return value

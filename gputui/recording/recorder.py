@@ -1,11 +1,13 @@
-"""``gputui record`` from start to stop: sample this machine as the monitor does, write each
-new reading as a frame, and stop after ``--duration``, on SIGTERM or Ctrl+C, or at the first
-write that fails (a full disk), keeping what was written.
+"""``gputui record`` from start to stop: sample this machine as the monitor does, or a fleet
+as the fleet view does, write each new reading as a frame, and stop after ``--duration``, on
+SIGTERM or Ctrl+C, or at the first write that fails (a full disk), keeping what was written.
 
-The sources are sampled by the exporter's :class:`~gputui.serve.sampling.Poller` (each on a
-thread of its own, a hung driver call holding back only its own source); the recorder looks
-half an interval after each sample started and writes the readings if any source has a new
-one, so a frame is never written twice and a slow sample is written a look later.
+This machine's sources are sampled by the exporter's :class:`~gputui.serve.sampling.Poller`
+(each on a thread of its own, a hung driver call holding back only its own source); a fleet
+by the fleet view's own source (:class:`~gputui.fleet.scrape.FleetPoller` or
+:class:`~gputui.fleet.prometheus.PrometheusPoller`). The recorder looks half an interval
+after each sample started and writes the readings if anything new was read, so a frame is
+never written twice and a slow sample is written a look later.
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Protocol, TextIO
 
 from gputui import __version__
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.fleet.hosts import NOT_READ, FleetSource
+from gputui.fleet.report import fleet_as_dict
 from gputui.format import fmt_bytes, fmt_counted, one_line
-from gputui.recording.frames import FORMAT_VERSION, FULL_EVERY, Header
+from gputui.recording.frames import FLEET, FORMAT_VERSION, FULL_EVERY, HOST, Header
 from gputui.recording.render import fmt_offset
 from gputui.recording.writer import RecordingWriter
 from gputui.serve.sampling import Poller
@@ -38,6 +43,103 @@ from gputui.telemetry.readings import (
 from gputui.telemetry.snapshot import snapshot_as_dict
 
 
+class Sampled(Protocol):
+    """What a recording reads: this machine (:class:`MachineSampled`) or a fleet
+    (:class:`FleetSampled`)."""
+
+    kind: str
+    """The header's ``kind``."""
+    source: str | None
+    """The header's ``source``."""
+    what: str
+    """What is recorded, in words: ``this machine``, ``3 hosts``."""
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def new(self) -> tuple[float, dict[str, Any]] | None:
+        """What was read since the last call, with when (on the recorder's clock), as a
+        frame's JSON data; ``None`` when nothing new was read."""
+
+
+class MachineSampled:
+    """This machine, sampled as ``gputui serve`` samples it."""
+
+    kind: str = HOST
+    source: str | None = None
+    what: str = "this machine"
+
+    def __init__(self, samplers: Samplers, interval_s: float, clock: Callable[[], float]) -> None:
+        self._poller = Poller(samplers, interval_s, clock=clock)
+        self._last_taken: tuple[float, ...] = ()
+
+    def start(self) -> None:
+        self._poller.start()
+
+    def close(self) -> None:
+        self._poller.close()
+
+    def new(self) -> tuple[float, dict[str, Any]] | None:
+        snapshot = self._poller.latest().snapshot()
+        if snapshot is None:
+            return None
+        taken = (snapshot.cpu.taken_at, snapshot.nvml.taken_at, snapshot.mps.taken_at)
+        if taken == self._last_taken:
+            return None
+        self._last_taken = taken
+        return max(taken), snapshot_as_dict(snapshot)
+
+
+class FleetSampled:
+    """A fleet, read by the fleet view's own source: each frame holds every host as
+    ``gputui snapshot --hosts --json`` writes it (its age as of the frame), and the source's
+    own error (Prometheus not answering)."""
+
+    kind: str = FLEET
+
+    def __init__(
+        self, fleet: FleetSource, source: str, what: str, clock: Callable[[], float]
+    ) -> None:
+        """Record what ``fleet`` reads.
+
+        Args:
+            fleet: The hosts' source (not started yet).
+            source: ``exporters`` or ``prometheus``, for the header.
+            what: The hosts, in words, for the line that says what is recorded.
+            clock: The monotonic clock the source's readings' ``taken_at`` are on.
+        """
+        self._fleet = fleet
+        self.source: str | None = source
+        self.what = what
+        self._clock = clock
+        self._generation = 0
+
+    def start(self) -> None:
+        self._fleet.start()
+
+    def close(self) -> None:
+        self._fleet.stop()
+
+    def new(self) -> tuple[float, dict[str, Any]] | None:
+        generation = self._fleet.generation
+        if generation in (0, self._generation):  # nothing read yet, or nothing new
+            return None
+        now = self._clock()
+        latest = self._fleet.latest()
+        if any(host.error == NOT_READ and host.taken_at is None for host in latest):
+            return None  # the first round is not over: no host is down for want of a turn
+        self._generation = generation
+        hosts = [
+            host if host.error is None else replace(host, error=one_line(host.error))
+            for host in latest
+        ]
+        data = fleet_as_dict(hosts, now)
+        error = self._fleet.error
+        data["error"] = None if error is None else one_line(error)
+        return now, data
+
+
 def record(
     path: Path,
     *,
@@ -47,6 +149,7 @@ def record(
     max_size: int | None = None,
     keep: int | None = None,
     samplers: Samplers | None = None,
+    sampled: Sampled | None = None,
     stop: Stop | None = None,
     announce: Callable[[str], None] = print,
     err: TextIO | None = None,
@@ -61,7 +164,9 @@ def record(
         duration_s: Stop after this long; ``None``: only when told.
         max_size: Start a new file once one reaches this many bytes.
         keep: Keep this many files at most, deleting the oldest; ``None``: every one.
-        samplers: The sources (default: the real ones, command lines' secrets redacted).
+        samplers: This machine's sources (default: the real ones, command lines' secrets
+            redacted).
+        sampled: What to record, where not this machine (:class:`FleetSampled`).
         stop: Stops the recording when called (SIGTERM and SIGINT call it too).
         announce: Writes the line saying where it records, and the last one saying what.
         err: Where the line saying why the recording stopped early goes (standard error).
@@ -73,37 +178,34 @@ def record(
     Raises:
         OSError: ``path`` cannot be made (it exists, its folder is gone...).
     """
-    if samplers is None:
-        import_real_samplers()
-        samplers = Samplers.real()
+    if sampled is None:
+        if samplers is None:
+            import_real_samplers()
+            samplers = Samplers.real()
+        sampled = MachineSampled(samplers, interval_s, clock)
     stop = stop if stop is not None else Stop()
     started = clock()
-    header = new_header(interval_s)
+    header = new_header(interval_s, kind=sampled.kind, source=sampled.source)
     writer = RecordingWriter(path, header, codec=codec, max_size=max_size, keep=keep)
-    poller = Poller(samplers, interval_s, clock=clock)
     restore = stop_on_signals(stop)
     failed = None
     try:
-        poller.start()
+        sampled.start()
         until = "" if duration_s is None else f" for {_seconds(duration_s)}"
         announce(
-            f"gputui record: recording this machine every {interval_s:g} s{until} into {path} "
-            f"({codec}; Ctrl+C stops)"
+            f"gputui record: recording {sampled.what} every {interval_s:g} s{until} into "
+            f"{path} ({codec}; Ctrl+C stops)"
         )
-        last_taken: tuple[float, ...] = ()
         look = started + interval_s / 2
         end = None if duration_s is None else started + duration_s
         while not stop.event.wait(max(0.0, look - clock())):
-            snapshot = poller.latest().snapshot()
-            if snapshot is not None:
-                taken = (snapshot.cpu.taken_at, snapshot.nvml.taken_at, snapshot.mps.taken_at)
-                if taken != last_taken:
-                    last_taken = taken
-                    try:
-                        writer.write(max(taken) - started, snapshot_as_dict(snapshot))
-                    except OSError as error:  # a full disk: what reached the file stays
-                        failed = error
-                        break
+            new = sampled.new()
+            if new is not None:
+                try:
+                    writer.write(new[0] - started, new[1])
+                except OSError as error:  # a full disk: what reached the file stays
+                    failed = error
+                    break
             now = clock()
             if end is not None and now >= end:
                 stop(EXIT_OK)
@@ -112,7 +214,7 @@ def record(
         stop(EXIT_INTERRUPTED)
     finally:
         restore()
-        poller.close()
+        sampled.close()
         try:
             if failed is None:
                 writer.close()
@@ -141,8 +243,9 @@ def record(
     return stop.code
 
 
-def new_header(interval_s: float) -> Header:
-    """The header of a recording of this machine that starts now."""
+def new_header(interval_s: float, *, kind: str = HOST, source: str | None = None) -> Header:
+    """The header of a recording made on this machine that starts now: of this machine, or
+    of a fleet (``kind``, ``source``: :class:`~gputui.recording.frames.Header`'s)."""
     return Header(
         version=FORMAT_VERSION,
         recording=uuid.uuid4().hex,
@@ -152,6 +255,8 @@ def new_header(interval_s: float) -> Header:
         interval_s=interval_s,
         full_every=FULL_EVERY,
         started_unix=time.time(),
+        kind=kind,
+        source=source,
     )
 
 

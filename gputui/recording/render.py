@@ -1,5 +1,6 @@
-"""A recording's summary as text and as JSON (``gputui replay --summary [--json]``), and the
-line that says when a frame was recorded (``gputui snapshot --from``)."""
+"""A recording's summary as text and as JSON (``gputui replay --summary [--json]``), a
+host's or a fleet's, and the line that says when a frame was recorded (``gputui snapshot
+--from``)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ from gputui.format import (
     wrap_text,
 )
 from gputui.recording.frames import Header
-from gputui.recording.summary import GpuSummary, ProcessUse, Spread, Summary
+from gputui.recording.summary import (
+    FleetSummary,
+    GpuSummary,
+    HostSummary,
+    ProcessUse,
+    Spread,
+    Summary,
+)
 
 _INDENT = "  "
 COMMAND_ROOM_MIN = 16
@@ -68,7 +76,7 @@ def render_summary_text(summary: Summary, width: int = 80) -> str:
     """The summary as lines of at most ``width``; text from the recording (names, commands,
     users) made printable first."""
     summary = for_screen(summary)
-    lines = wrap_text(_headline(summary), width, "", _INDENT)
+    lines = wrap_text(_headline(summary, summary.host), width, "", _INDENT)
     if not summary.gpus:
         lines += ["", "No GPU in this recording."]
     for gpu in summary.gpus:
@@ -76,16 +84,62 @@ def render_summary_text(summary: Summary, width: int = 80) -> str:
     return "\n".join(lines)
 
 
-def _headline(summary: Summary) -> str:
+def _headline(summary: Summary | FleetSummary, lead: str) -> str:
+    """``LEAD: 2026-11-26 01:00:00 to 09:00:00 UTC (8:00:00), every 1 s, 28,800 frames``."""
     if summary.first_t is None or summary.last_t is None:
-        return f"{summary.host}: no frames (started {fmt_utc(summary.started_unix)})"
+        return f"{lead}: no frames (started {fmt_utc(summary.started_unix)})"
     first = fmt_utc(summary.started_unix + summary.first_t)
     last = fmt_utc(summary.started_unix + summary.last_t)
     if first[:10] == last[:10]:  # the same day: its date once
         last = last[11:]
     span = fmt_duration(summary.last_t - summary.first_t)
     every = f"every {summary.interval_s:g} s, {fmt_counted(summary.frames, 'frame')}"
-    return f"{summary.host}: {first.removesuffix(' UTC')} to {last} ({span}), {every}"
+    return f"{lead}: {first.removesuffix(' UTC')} to {last} ({span}), {every}"
+
+
+def render_fleet_summary_text(summary: FleetSummary, width: int = 80) -> str:
+    """A fleet's summary as lines of at most ``width``: each host, then each of its GPUs as
+    a host recording's summary shows them; text from the hosts made printable first."""
+    summary = for_screen(summary)
+    lines = wrap_text(_fleet_headline(summary), width, "", _INDENT)
+    if not summary.hosts:
+        lines += ["", "No host in this recording."]
+    for host in summary.hosts:
+        lines += ["", *wrap_text(_host_headline(host), width, "", _INDENT)]
+        if host.state_changes:
+            lines += wrap_text(_INDENT + _host_states(host), width, "", _INDENT * 2)
+        if not host.gpus:
+            lines.append(_INDENT + "no GPU read")
+        for gpu in host.gpus:
+            lines += [_INDENT + line for line in _gpu_lines(gpu, width - len(_INDENT))]
+    return "\n".join(lines)
+
+
+def _fleet_headline(summary: FleetSummary) -> str:
+    hosts = fmt_counted(len(summary.hosts), "host")
+    read = {"prometheus": ", read from Prometheus", "exporters": ", read from their exporters"}
+    lead = (
+        f"A fleet of {hosts}{read.get(summary.source or '', '')}, recorded on {summary.recorded_by}"
+    )
+    return _headline(summary, lead)
+
+
+def _host_headline(host: HostSummary) -> str:
+    span = f"+{fmt_offset(host.first_t)} to +{fmt_offset(host.last_t)}"
+    unreachable = (
+        "always answered"
+        if not host.unreachable_s and not host.state_changes
+        else f"unreachable for {fmt_duration(host.unreachable_s)}"
+    )
+    gpus = fmt_counted(len(host.gpus), "GPU")
+    return f"{host.host}  {host.source or NA} · {gpus} · {span} · {unreachable}"
+
+
+def _host_states(host: HostSummary) -> str:
+    return "; ".join(
+        f"{state} at +{fmt_offset(t)}" + (f" ({error})" if error and state == "down" else "")
+        for t, state, error in host.state_changes
+    )
 
 
 def _gpu_lines(gpu: GpuSummary, width: int) -> list[str]:
@@ -196,6 +250,48 @@ def summary_as_dict(summary: Summary) -> dict[str, Any]:
 def render_summary_json(summary: Summary) -> str:
     """The summary as indented JSON text."""
     return json.dumps(summary_as_dict(summary), indent=2, allow_nan=False)
+
+
+def fleet_summary_as_dict(summary: FleetSummary) -> dict[str, Any]:
+    """A fleet's summary as JSON-ready data (README: ``gputui replay --summary --json`` of a
+    fleet recording); each host's GPUs as a host recording's summary writes them."""
+    span = None
+    if summary.first_t is not None and summary.last_t is not None:
+        span = summary.last_t - summary.first_t
+    return {
+        "kind": "fleet",
+        "recorded_by": summary.recorded_by,
+        "source": summary.source,
+        "started_at": dt.datetime.fromtimestamp(summary.started_unix, dt.UTC).isoformat(),
+        "interval_s": summary.interval_s,
+        "frames": summary.frames,
+        "first_t": summary.first_t,
+        "last_t": summary.last_t,
+        "span_s": _clean(span),
+        "files": list(summary.files),
+        "problem": summary.problem,
+        "hosts": [
+            {
+                "host": host.host,
+                "source": host.source,
+                "first_t": host.first_t,
+                "last_t": host.last_t,
+                "frames": host.frames,
+                "unreachable_s": _clean(host.unreachable_s),
+                "state_changes": [
+                    {"t": t, "state": state, "error": error}
+                    for t, state, error in host.state_changes
+                ],
+                "gpus": [_gpu_as_dict(gpu) for gpu in host.gpus],
+            }
+            for host in summary.hosts
+        ],
+    }
+
+
+def render_fleet_summary_json(summary: FleetSummary) -> str:
+    """A fleet's summary as indented JSON text."""
+    return json.dumps(fleet_summary_as_dict(summary), indent=2, allow_nan=False)
 
 
 def _gpu_as_dict(gpu: GpuSummary) -> dict[str, Any]:

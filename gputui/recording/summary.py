@@ -1,5 +1,6 @@
-"""A recording summed up per GPU: its time span, utilization and memory (mean, p95, max),
-the energy it used, the time it was throttled, and the processes that used it.
+"""A recording summed up per GPU (a fleet's: per host, then per GPU): its time span,
+utilization and memory (mean, p95, max), the energy it used, the time it was throttled or
+did not answer, and the processes that used it.
 
 Each frame counts for the time until the next one, at most ``GAP_INTERVALS`` intervals (a
 longer gap is time without readings, not time in the state read last); the last frame counts
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.recording.reader import Frame, Recording
-from gputui.telemetry.readings import BENIGN_THROTTLES
+from gputui.telemetry.readings import BENIGN_THROTTLES, GpuState
 
 GAP_INTERVALS = 2.0
 """The most a frame counts for, in recording intervals."""
@@ -123,6 +124,55 @@ class Summary:
     """The files read."""
 
 
+@dataclass(frozen=True, slots=True)
+class HostSummary:
+    """One host of a fleet over the recording."""
+
+    host: str
+    """The host as the recorder named it (or Prometheus's ``instance``)."""
+    source: str | None
+    """The exporter that answered, as last read (``gputui``, ``dcgm-exporter``...)."""
+    first_t: float
+    """The first frame it is in."""
+    last_t: float
+    """The last frame it is in."""
+    frames: int
+    """Frames it is in."""
+    unreachable_s: float
+    """Time it did not answer (its GPUs count it as time they did not answer too)."""
+    state_changes: tuple[tuple[float, str, str | None], ...]
+    """Each time it went ``down`` (and why) or came back ``up``, the first frame's state
+    included where it is down."""
+    gpus: tuple[GpuSummary, ...]
+    """Every GPU it listed, by index."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSummary:
+    """A fleet recording summed up."""
+
+    recorded_by: str
+    """The machine that recorded it."""
+    source: str | None
+    """``exporters`` (each host's /metrics) or ``prometheus``."""
+    started_unix: float
+    """When the recording started (seconds since the epoch); times below count from it."""
+    interval_s: float
+    """Seconds between samples."""
+    frames: int
+    """Frames read."""
+    first_t: float | None
+    """The first frame's time; ``None`` without frames."""
+    last_t: float | None
+    """The last frame's time."""
+    hosts: tuple[HostSummary, ...]
+    """Every host seen, in the order first seen."""
+    problem: str | None
+    """Where reading stopped early, and why (the figures cover what came before)."""
+    files: tuple[str, ...] = ()
+    """The files read."""
+
+
 def summarise(recording: Recording) -> Summary:
     """Read every frame of ``recording`` and sum it up."""
     header = recording.header
@@ -152,10 +202,107 @@ def summarise(recording: Recording) -> Summary:
 
 
 def _tally(tallies: dict[int, _GpuTally], frame: Frame, weight: float) -> None:
-    for gpu in frame.readings.get("gpus") or ():
+    _tally_gpus(tallies, frame.readings.get("gpus"), frame.t, weight)
+
+
+def _tally_gpus(tallies: dict[int, _GpuTally], gpus: Any, t: float, weight: float) -> None:
+    for gpu in gpus if isinstance(gpus, list) else ():
         if isinstance(gpu, dict) and type(gpu.get("index")) is int:
-            tally = tallies.setdefault(gpu["index"], _GpuTally(gpu["index"], frame.t))
-            tally.add(gpu, frame.t, weight)
+            tally = tallies.setdefault(gpu["index"], _GpuTally(gpu["index"], t))
+            tally.add(gpu, t, weight)
+
+
+def summarise_fleet(recording: Recording) -> FleetSummary:
+    """Read every frame of a fleet's ``recording`` and sum it up per host and GPU."""
+    header = recording.header
+    cap = GAP_INTERVALS * header.interval_s
+    hosts: dict[str, _HostTally] = {}
+    count, first_t, previous = 0, None, None
+    for frame in recording.frames():
+        if previous is not None:
+            _tally_hosts(hosts, previous, min(max(frame.t - previous.t, 0.0), cap))
+        else:
+            first_t = frame.t
+        previous = frame
+        count += 1
+    if previous is not None:
+        _tally_hosts(hosts, previous, 0.0)
+    return FleetSummary(
+        recorded_by=header.host,
+        source=header.source,
+        started_unix=header.started_unix,
+        interval_s=header.interval_s,
+        frames=count,
+        first_t=first_t,
+        last_t=None if previous is None else previous.t,
+        hosts=tuple(tally.summary() for tally in hosts.values()),
+        problem=None if recording.problem is None else str(recording.problem),
+        files=tuple(str(path) for path in recording.paths),
+    )
+
+
+def _tally_hosts(tallies: dict[str, _HostTally], frame: Frame, weight: float) -> None:
+    for host in frame.readings.get("hosts") or ():
+        if isinstance(host, dict) and isinstance(host.get("host"), str):
+            tally = tallies.setdefault(host["host"], _HostTally(host["host"], frame.t))
+            tally.add(host, frame.t, weight)
+
+
+@dataclass
+class _HostTally:
+    host: str
+    first_t: float
+    last_t: float = 0.0
+    frames: int = 0
+    source: str | None = None
+    unreachable_s: float = 0.0
+    up: bool = True
+    state_changes: list[tuple[float, str, str | None]] = field(default_factory=list)
+    gpus: dict[int, _GpuTally] = field(default_factory=dict)
+
+    def add(self, host: Mapping[str, Any], t: float, weight: float) -> None:
+        self.frames += 1
+        self.last_t = t
+        self.source = _text(host.get("source")) or self.source
+        up = host.get("up") is True
+        if up != self.up or (self.frames == 1 and not up):
+            self.state_changes.append((t, "up" if up else "down", _text(host.get("error"))))
+            self.up = up
+        if not up:
+            self.unreachable_s += weight
+        gpus = host.get("gpus")
+        _tally_gpus(
+            self.gpus,
+            [_as_counted(gpu, up) for gpu in (gpus if isinstance(gpus, list) else ())],
+            t,
+            weight,
+        )
+
+    def summary(self) -> HostSummary:
+        return HostSummary(
+            host=self.host,
+            source=self.source,
+            first_t=self.first_t,
+            last_t=self.last_t,
+            frames=self.frames,
+            unreachable_s=self.unreachable_s,
+            state_changes=tuple(self.state_changes),
+            gpus=tuple(self.gpus[index].summary() for index in sorted(self.gpus)),
+        )
+
+
+def _as_counted(gpu: Any, host_up: bool) -> Any:
+    """A fleet host's GPU as a host recording's is summed up: the driver's energy counter
+    (all an exporter gives) as the counter summed, and a GPU of a host that did not answer
+    (its last readings, kept) as unreachable."""
+    if not isinstance(gpu, dict):
+        return gpu
+    counted = dict(gpu)
+    if counted.get("energy_joules") is None:
+        counted["energy_joules"] = counted.get("energy_j")
+    if not host_up:
+        counted["state"] = GpuState.UNREACHABLE.value
+    return counted
 
 
 @dataclass

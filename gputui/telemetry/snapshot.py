@@ -315,6 +315,17 @@ def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
     )
 
 
+def gpus_from_list(data: Any, where: str = "gpus") -> tuple[GpuReading, ...]:
+    """GPUs as :func:`gpu_as_dict` wrote them, read back and checked as
+    :func:`snapshot_from_dict` checks them.
+
+    Raises:
+        ValueError: a value is of the wrong kind; says which, under ``where``.
+    """
+    gpus: tuple[GpuReading, ...] = _typed(tuple[GpuReading, ...], data, where)
+    return gpus
+
+
 _Reading = TypeVar("_Reading")
 
 

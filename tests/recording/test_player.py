@@ -44,7 +44,7 @@ def test_the_player_steps_seeks_and_keeps_the_window_before(tmp_path: Path) -> N
     assert [s.t for s in player.back(2.0)] == [3.5, 4.5]
     played = player.seek(70.0, 10.0)
     assert [s.t for s in played] == [60.5 + n for n in range(10)]
-    assert snapshot_as_dict(played[-1].snapshot) == written[69]
+    assert snapshot_as_dict(played[-1].readings) == written[69]
     assert player.seek(math.inf)[-1].t == 99.5 and player.step() is None and player.finished
 
 

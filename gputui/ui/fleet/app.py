@@ -79,6 +79,11 @@ class FleetView(ScrollView, can_focus=True):
         width, now = self.scrollable_content_region.width, self._clock()
         return [row_line(row, self._history, now, width).plain.rstrip() for row in self._rows]
 
+    def forget(self) -> None:
+        """Start the sparklines over (a replay that seeks)."""
+        self._history.clear()
+        self._seen.clear()
+
     def show(self, hosts: Sequence[HostReading], order: FleetOrder) -> None:
         """Show ``hosts`` in ``order``; GPUs with a new reading add to their sparkline."""
         for host in hosts:
