@@ -111,7 +111,6 @@ class DrmSampler:
     def _read(self, reader: CardReader, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """The card's reading, or its identity, ``lost`` and why when it went away."""
         files, card = self._files, reader.card
-        files.missing = 0
         try:
             reading = reader.read(self._clock(), processes)
         except DeviceGone as gone:

@@ -154,8 +154,6 @@ class SysfsFiles:
 
     def __init__(self) -> None:
         self._noted: set[tuple[str, str]] = set()
-        self.missing = 0
-        """Files not found since the sampler last set this to 0 (a card going away)."""
         self._kept: dict[str, int] = {}
         self._lock = threading.Lock()  # close() may come from another thread
         self._closed = False
@@ -198,7 +196,6 @@ class SysfsFiles:
         try:
             fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            self.missing += 1
             if not quiet:
                 self.note(name, "missing")
             return None
