@@ -46,6 +46,8 @@ THROTTLE_WORDS = (
 PL1/PL2 the sustained and burst power limits, PL4 the peak current (Iccmax), RATL the running
 average thermal limit, PROCHOT the platform's throttle signal, the VR's thermal alert and
 thermal design current."""
+THROTTLE_OTHER = "other"
+"""Why a GT is held down when the status says so and none of its reasons' files does."""
 
 
 @dataclass
@@ -208,7 +210,7 @@ class IntelCard:
                 for name, word in THROTTLE_WORDS
                 if name in reasons and files.integer(reasons[name], keep=True)
             ]
-            words += found or ["other"]
+            words += found or [THROTTLE_OTHER]
         return tuple(dict.fromkeys(words)) if told else None
 
     def _busy(self, gt: _Gt, now: float) -> float | None:
