@@ -22,7 +22,9 @@ fds listed once) and counts this process's CPU time (``time.process_time``) over
 
 The trees are plain files and symlinks on the machine's file system, not sysfs and procfs:
 a tree does not count fds in its folders' sizes (as procfs does from Linux 6.2), and its
-files are read as ordinary files are.
+files are read as ordinary files are. The sampler is told to keep the files it reads every
+sample open, as it does on a real sysfs (``keep_open``; a baseline from before it keeps them
+open on any tree).
 
 With ``--baseline REV``, each round also runs the same in a child process with gputui as of
 commit REV (its ``gputui/`` from ``git archive``, first on the path; the trees and the
@@ -47,6 +49,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable
+from inspect import signature
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,7 +137,8 @@ def cpu_ms_per_sample(sample: Callable[[], object], samples: int) -> float:
 
 def checked_drm(name: str, sysfs: Path, procfs: Path, names_dir: Path) -> DrmSampler:
     """A sampler whose first sample shows every GPU, with its process unless on live /proc."""
-    sampler = DrmSampler(sysfs, procfs=procfs, names=sysfs_trees.names(names_dir))
+    keep = {"keep_open": True} if "keep_open" in signature(DrmSampler).parameters else {}
+    sampler = DrmSampler(sysfs, procfs=procfs, names=sysfs_trees.names(names_dir), **keep)
     gpus = sampler.sample().gpus
     with_process = sum(1 for gpu in gpus if gpu.processes)
     expected = 0 if procfs == Path("/proc") or "alone" in name else GPUS

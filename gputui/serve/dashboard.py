@@ -128,7 +128,8 @@ PANELS = (
         "Throttled GPUs by reason",
         "How many of the chosen GPUs have their clocks held down, by reason; an idle GPU's "
         "low clocks are left out. thermal and hw_thermal: too hot; hw_slowdown and "
-        "hw_power_brake: the board asked it to slow down; power_cap: at its power limit.",
+        "hw_power_brake: the board asked it to slow down; power_cap: at its power limit; "
+        "current_limit, peak_current_limit, vr_current_limit (AMD, Intel): at a current limit.",
         "short",
         (
             Query(

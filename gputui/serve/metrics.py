@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from gputui.format import for_screen, one_line, without_noise
 from gputui.serve.sampling import Latest
+from gputui.telemetry import amdgpu, intel
 from gputui.telemetry.nvml import is_stale
 from gputui.telemetry.nvml.queries import THROTTLE_WORDS
 from gputui.telemetry.readings import (
@@ -80,8 +81,19 @@ def throttle_reason(word: str) -> str:
     return word.lower().replace(" ", "_")
 
 
-THROTTLE_REASONS = tuple(throttle_reason(word) for _, word in THROTTLE_WORDS)
+def _reasons(words: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(throttle_reason(word) for word in words))
+
+
+THROTTLE_REASONS = _reasons(word for _, word in THROTTLE_WORDS)
 """Every reason NVML gives, as ``gputui_gpu_throttled`` labels them."""
+VENDOR_THROTTLE_REASONS = {
+    Vendor.NVIDIA: THROTTLE_REASONS,
+    Vendor.AMD: _reasons(word for _, word in amdgpu.THROTTLE_BITS),
+    Vendor.INTEL: _reasons([*(word for _, word in intel.THROTTLE_WORDS), intel.THROTTLE_OTHER]),
+}
+"""Every reason each vendor's driver gives: a GPU whose driver says exports each, 0 or 1, so
+that its series do not come and go."""
 BENIGN_THROTTLE_REASONS = tuple(sorted(throttle_reason(word) for word in BENIGN_THROTTLES))
 """The reasons that are no problem (an idle GPU runs slow on purpose)."""
 
@@ -367,12 +379,14 @@ def _labels(gpu: GpuReading) -> list[str]:
 
 
 def _throttles(gpu: GpuReading) -> list[tuple[str, float]]:
-    """Each throttle reason's label and 1 or 0; none where the driver does not say."""
+    """Each of its vendor's throttle reasons' label and 1 or 0 (and 1 for any other reason
+    held now); none where the driver does not say."""
     if gpu.throttle_reasons is None:
         return []
     active = {throttle_reason(word) for word in gpu.throttle_reasons}
-    known = [(reason, 1.0 if reason in active else 0.0) for reason in THROTTLE_REASONS]
-    return known + [(reason, 1.0) for reason in sorted(active.difference(THROTTLE_REASONS))]
+    reasons = VENDOR_THROTTLE_REASONS.get(gpu.vendor, ())
+    known = [(reason, 1.0 if reason in active else 0.0) for reason in reasons]
+    return known + [(reason, 1.0) for reason in sorted(active.difference(reasons))]
 
 
 def _served_gpus(last: NvmlReading | None, hang: NvmlReading | None) -> tuple[GpuReading, ...]:

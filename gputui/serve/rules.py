@@ -29,7 +29,10 @@ GPU_KEY = ", ".join((*SCRAPE_LABELS, *GPU_LABELS))
 
 SLOWDOWN_REASONS = ("thermal", "hw_thermal", "hw_slowdown", "hw_power_brake")
 """The throttle reasons worth an alert: heat or the board holds the clocks down (a power cap
-under load and an idle GPU's low clocks are normal)."""
+under load and an idle GPU's low clocks are normal). AMD's and Intel's temperature, VR-hot
+and PROCHOT reasons come in these words; their current and reliability limits (AMD's TDC, EDC
+and FIT, Intel's PL4 and VR TDC) are the chip's own limits under load, as a power cap is, and
+``other`` says nothing to act on."""
 
 STALE_AFTER_S = 120
 """Readings older than this are stale: two of the longest ``--interval`` (60 s)."""

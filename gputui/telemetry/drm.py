@@ -26,6 +26,7 @@ from gputui.telemetry.sysfs import (
     DeviceGone,
     DrmCard,
     SysfsFiles,
+    on_sysfs,
     sysfs_root,
 )
 
@@ -63,6 +64,7 @@ class DrmSampler:
         procfs: Path | None = None,
         names: PciNames | None = None,
         clock: Callable[[], float] = time.monotonic,
+        keep_open: bool | None = None,
     ) -> None:
         """Find nothing yet: the first sample lists the cards.
 
@@ -74,11 +76,14 @@ class DrmSampler:
                 system's ``amdgpu.ids`` and ``pci.ids``).
             clock: Dates the samples; Intel's utilization and power come from two samples'
                 counters over this clock's time between them.
+            keep_open: Keep the files read every sample open between samples (default:
+                where the root is a real sysfs, :func:`on_sysfs`).
         """
         self._names = names if names is not None else PciNames()
         self._clock = clock
-        self._files = SysfsFiles()
-        self._cards = CardList(sysfs if sysfs is not None else sysfs_root(), self._files)
+        root = sysfs if sysfs is not None else sysfs_root()
+        self._files = SysfsFiles(keep_open=on_sysfs(root) if keep_open is None else keep_open)
+        self._cards = CardList(root, self._files)
         self._readers: dict[str, CardReader] = {}
         self._procfs = procfs
         self._clients: DrmClientSampler | None = None
@@ -111,7 +116,6 @@ class DrmSampler:
     def _read(self, reader: CardReader, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """The card's reading, or its identity, ``lost`` and why when it went away."""
         files, card = self._files, reader.card
-        files.missing = 0
         try:
             reading = reader.read(self._clock(), processes)
         except DeviceGone as gone:
@@ -119,7 +123,7 @@ class DrmSampler:
             if not os.path.isdir(card.device):
                 return reader.identity.lost(GONE)
             return reader.identity.lost(DRIVER_SAYS_GONE.format(driver=card.driver, why=gone))
-        # a file kept open reads on after its folder went (where sysfs does not say ENODEV)
+        # a folder gone mid-read reads n/a file by file, not ENODEV: look whether it went
         if not os.path.isdir(card.device):
             files.close_under(card.path)
             return reader.identity.lost(GONE)

@@ -46,6 +46,8 @@ THROTTLE_WORDS = (
 PL1/PL2 the sustained and burst power limits, PL4 the peak current (Iccmax), RATL the running
 average thermal limit, PROCHOT the platform's throttle signal, the VR's thermal alert and
 thermal design current."""
+THROTTLE_OTHER = "other"
+"""Why a GT is held down when the status says so and none of its reasons' files does."""
 
 
 @dataclass
@@ -208,7 +210,7 @@ class IntelCard:
                 for name, word in THROTTLE_WORDS
                 if name in reasons and files.integer(reasons[name], keep=True)
             ]
-            words += found or ["other"]
+            words += found or [THROTTLE_OTHER]
         return tuple(dict.fromkeys(words)) if told else None
 
     def _busy(self, gt: _Gt, now: float) -> float | None:
@@ -266,7 +268,7 @@ def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:
                 _Gt(
                     clock=first_present([freq / "cur_freq"], files),
                     clock_max_mhz=_mhz(files, top),
-                    idle=_Counter(os.fspath(idle)) if files.exists(idle) else None,
+                    idle=_counter(idle, files),
                     throttle=_throttle_files(freq / "throttle", "status", "reason_", files),
                 )
             )
@@ -274,27 +276,35 @@ def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:
 
 
 def _i915_gts(node: Path, files: SysfsFiles) -> list[_Gt]:
-    """i915's GTs: the card's ``gt_cur_freq_mhz``/``gt_max_freq_mhz`` are GT 0's; each
-    ``gt/gt<N>`` has its own ``rc6_residency_ms`` (an older kernel: ``power/`` has GT 0's)."""
+    """i915's GTs: each ``gt/gt<N>`` with its own ``rc6_residency_ms`` and throttle files
+    (an older kernel: no ``gt/``, and ``power/`` has GT 0's counter); the card's
+    ``gt_cur_freq_mhz``/``gt_max_freq_mhz`` are GT 0's."""
     top = first_present([node / "gt_max_freq_mhz", node / "gt_RP0_freq_mhz"], files)
     clock = first_present([node / "gt_cur_freq_mhz"], files)
-    gt_folders = list(subfolders(node / "gt", "gt"))
-    idles = [gt / "rc6_residency_ms" for gt in gt_folders]
-    idles = [path for path in idles if files.exists(path)]
-    if not idles and files.exists(node / "power" / "rc6_residency_ms"):
-        idles = [node / "power" / "rc6_residency_ms"]
-    if not clock and not idles:
-        return []
-    counters = [_Counter(os.fspath(path)) for path in idles]
-    throttles = [
-        _throttle_files(gt, "throttle_reason_status", "throttle_reason_", files)
-        for gt in gt_folders
+    gts = [
+        _Gt(
+            clock=None,
+            clock_max_mhz=None,
+            idle=_counter(gt / "rc6_residency_ms", files),
+            throttle=_throttle_files(gt, "throttle_reason_status", "throttle_reason_", files),
+        )
+        for gt in subfolders(node / "gt", "gt")
     ]
-    gts = [_Gt(clock, _mhz(files, top), counters[0] if counters else None)]
-    gts += [_Gt(None, None, counter) for counter in counters[1:]]
-    for gt, throttle in zip(gts, throttles, strict=False):
-        gt.throttle = throttle
+    if not any(gt.idle for gt in gts):
+        idle = _counter(node / "power" / "rc6_residency_ms", files)
+        if idle is not None:
+            gts = gts or [_Gt(None, None, None)]
+            gts[0].idle = idle
+    if not clock and not any(gt.idle for gt in gts):
+        return []
+    gts = gts or [_Gt(None, None, None)]
+    gts[0].clock, gts[0].clock_max_mhz = clock, _mhz(files, top)
     return gts
+
+
+def _counter(path: Path, files: SysfsFiles) -> _Counter | None:
+    """A counter in ``path``, if the file is there."""
+    return _Counter(os.fspath(path)) if files.exists(path) else None
 
 
 def _throttle_files(

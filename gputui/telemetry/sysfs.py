@@ -28,6 +28,8 @@ SYSFS_ENV = "GPUTUI_SYSFS"
 """Names the sysfs root (default ``/sys``)."""
 PROCFS_ENV = "GPUTUI_PROCFS"
 """Names the procfs root (default ``/proc``)."""
+MOUNTINFO = Path("/proc/self/mountinfo")
+"""This process's mounts, with each one's file system type."""
 
 DRIVERS = {"amdgpu": Vendor.AMD, "i915": Vendor.INTEL, "xe": Vendor.INTEL}
 """The kernel drivers whose GPUs gputui reads from sysfs (NVIDIA's are NVML's)."""
@@ -47,6 +49,8 @@ GONE_ERRNOS = frozenset({errno.ENODEV, errno.ENXIO, errno.ESHUTDOWN})
 _LINK_SPEED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*GT/s")
 _GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 """PCIe generation by link speed in GT/s."""
+_MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")
+"""mountinfo's escapes in a mount point: ``\\040`` is a space."""
 
 
 def sysfs_root() -> Path:
@@ -57,6 +61,29 @@ def sysfs_root() -> Path:
 def procfs_root() -> Path:
     """``GPUTUI_PROCFS``, else ``/proc``."""
     return Path(os.environ.get(PROCFS_ENV) or "/proc")
+
+
+def on_sysfs(path: Path, mountinfo: Path | None = None) -> bool:
+    """Whether ``path`` is on a sysfs mount: the last of ``mountinfo``'s mounts at the
+    deepest mount point above it (``os.statvfs`` gives no file system type). ``False`` where
+    ``mountinfo`` (default :data:`MOUNTINFO`) cannot be read."""
+    target = os.path.realpath(path)
+    try:
+        lines = (mountinfo or MOUNTINFO).read_text(errors="replace").splitlines()
+    except OSError:
+        return False
+    deepest, found = -1, False
+    for line in lines:
+        ids, _, fs = line.partition(" - ")
+        fields = ids.split()
+        if len(fields) < 5 or not fs:
+            continue
+        point = _MOUNT_ESCAPE.sub(lambda m: chr(int(m[1], 8)), fields[4])
+        if len(point) >= deepest and (
+            target == point or target.startswith(point.rstrip("/") + "/")
+        ):
+            deepest, found = len(point), fs.split()[0] == "sysfs"
+    return found
 
 
 class DeviceGone(Exception):
@@ -147,15 +174,18 @@ class SysfsFiles:
     """Reads small files, turning every failure into ``None`` and one debug note per file
     and reason (a file that fails each sample is noted once).
 
-    A file read every sample is kept open and read again from its start (``pread``), as
-    sysfs answers afresh at offset 0: an ``open`` walks the whole path each time. At most
-    ``KEEP_OPEN_MAX`` are kept; :meth:`close` closes them (so does the garbage collector).
+    With ``keep_open``, a file read every sample is kept open and read again from its start
+    (``pread``), as sysfs answers afresh at offset 0: an ``open`` walks the whole path each
+    time. Only sysfs does: a copied tree refreshed by renaming files in (rsync) would be read
+    from the old, deleted files forever, so elsewhere every read opens the file by its path.
+    At most ``KEEP_OPEN_MAX`` are kept; :meth:`close` closes them (so does the garbage
+    collector).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_open: bool = False) -> None:
+        """Read files, keeping those read every sample open if ``keep_open`` (a real sysfs)."""
+        self._keep_open = keep_open
         self._noted: set[tuple[str, str]] = set()
-        self.missing = 0
-        """Files not found since the sampler last set this to 0 (a card going away)."""
         self._kept: dict[str, int] = {}
         self._lock = threading.Lock()  # close() may come from another thread
         self._closed = False
@@ -186,6 +216,7 @@ class SysfsFiles:
             DeviceGone: the driver answered that the device is gone.
         """
         name = os.fspath(path)
+        keep = keep and self._keep_open
         if keep:
             with self._lock:
                 fd = self._kept.get(name)
@@ -198,7 +229,6 @@ class SysfsFiles:
         try:
             fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            self.missing += 1
             if not quiet:
                 self.note(name, "missing")
             return None

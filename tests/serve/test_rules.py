@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gputui.serve.metrics import THROTTLE_REASONS
+from gputui.serve.metrics import THROTTLE_REASONS, VENDOR_THROTTLE_REASONS
 from gputui.serve.rules import ALERT_RULES, SLOWDOWN_REASONS, AlertRule, rules_yaml
+from gputui.telemetry.readings import Vendor
 from tests.serve.served import gputui_serve, promtool
 
 
@@ -117,8 +118,23 @@ CASES = {
             ("gputui_gpu_throttled", gpu(0, reason="power_cap"), "1+0x10"),  # normal under load
             ("gputui_gpu_throttled", gpu(1, reason="hw_slowdown"), "1 1 1 1 0 1+0x5"),  # a break
             ("gputui_gpu_throttled", gpu(2, reason="hw_thermal"), "0+0x10"),
+            ("gputui_gpu_throttled", gpu(0, vendor="amd", reason="thermal"), "1+0x10"),
+            ("gputui_gpu_throttled", gpu(0, vendor="amd", reason="current_limit"), "1+0x10"),
+            ("gputui_gpu_throttled", gpu(0, vendor="intel", reason="hw_slowdown"), "0 1+0x9"),
+            ("gputui_gpu_throttled", gpu(0, vendor="intel", reason="vr_current_limit"), "1+0x10"),
+            ("gputui_gpu_throttled", gpu(0, vendor="intel", reason="other"), "1+0x10"),
         ],
-        [("5m", []), ("7m", [Fired(gpu(0, reason="thermal"))])],
+        [
+            ("5m", [Fired(gpu(0, vendor="amd", reason="thermal"))]),
+            (
+                "7m",
+                [
+                    Fired(gpu(0, reason="thermal")),
+                    Fired(gpu(0, vendor="amd", reason="thermal")),
+                    Fired(gpu(0, vendor="intel", reason="hw_slowdown")),
+                ],
+            ),
+        ],
     ),
     "GputuiIdleMemoryHeld": Case(
         [
@@ -233,6 +249,9 @@ def test_each_alert_says_where_and_what_to_do() -> None:
 def test_the_slowdowns_alerted_on_are_reasons_the_exporter_serves() -> None:
     assert set(SLOWDOWN_REASONS) < set(THROTTLE_REASONS)
     assert "power_cap" not in SLOWDOWN_REASONS and "idle" not in SLOWDOWN_REASONS
+    for vendor in (Vendor.AMD, Vendor.INTEL):  # their heat and PROCHOT, not their limits
+        alerted = set(SLOWDOWN_REASONS) & set(VENDOR_THROTTLE_REASONS[vendor])
+        assert alerted == {"thermal", "hw_thermal", "hw_slowdown"}, vendor
 
 
 def test_any_text_comes_back_from_the_yaml_as_written(tmp_path: Path) -> None:

@@ -20,7 +20,16 @@ from gputui.telemetry.drm import DrmSampler
 from gputui.telemetry.readings import GpuState, NvmlReading, Vendor
 from gputui.telemetry.sysfs import SYSFS_ENV
 from tests.serve.served import StartServe, promtool
-from tests.telemetry.sysfs_trees import MI300X_BUS_IDS, MI300X_BUSY, mi300x_box, names
+from tests.telemetry.sysfs_trees import (
+    MI300X_BUS_IDS,
+    MI300X_BUSY,
+    arc_b580,
+    build,
+    gpu_metrics_v1_3,
+    mi300x_box,
+    names,
+    radeon_rx_7900_xtx,
+)
 from tests.ui.fakes import MPS_ON_LINUX, cpu_reading, h100s
 
 NOW = 1000.0
@@ -128,3 +137,57 @@ def test_the_fleet_reads_an_older_exporter_as_nvidia_and_skips_an_unknown_vendor
     ]
     gpus = read_samples(samples).gpus
     assert [(gpu.vendor, gpu.index) for gpu in gpus] == [(Vendor.NVIDIA, 0), (Vendor.NVIDIA, 1)]
+
+
+def test_amd_and_intel_export_each_of_their_throttle_reasons_held_or_not(tmp_path: Path) -> None:
+    """Their series stay put as reasons come and go (as NVIDIA's do), and promtool takes
+    them."""
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx("0000:03:00.0"), arc_b580("0000:83:00.0")])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+
+    def throttled() -> dict[tuple[str, str], float]:
+        drm = dataclasses.replace(sampler.sample(), taken_at=NOW)
+        latest = Latest(
+            started_at=NOW - 60,
+            cpu=cpu_reading(taken_at=NOW),
+            nvml=h100s(0, taken_at=NOW),
+            mps=dataclasses.replace(MPS_ON_LINUX, taken_at=NOW),
+            drm=drm,
+        )
+        registry = CollectorRegistry()
+        registry.register(
+            LatestCollector(lambda: latest, interval_s=1.0, processes=False, clock=lambda: NOW)
+        )
+        body = generate_latest(registry)
+        checked = subprocess.run(
+            [promtool(), "check", "metrics"], input=body, capture_output=True, check=False
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        return {
+            (s.labels["vendor"], s.labels["reason"]): s.value
+            for family in text_string_to_metric_families(body.decode())
+            for s in family.samples
+            if s.name == "gputui_gpu_throttled"
+        }
+
+    amd = ["power_cap", "current_limit", "thermal", "hw_thermal", "hw_slowdown"]
+    amd.append("reliability_limit")
+    intel = ["power_cap", "peak_current_limit", "thermal", "hw_slowdown", "hw_thermal"]
+    intel += ["vr_current_limit", "other"]
+    every = [("amd", r) for r in amd] + [("intel", r) for r in intel]
+    assert throttled() == dict.fromkeys(every, 0.0)
+
+    tdc, fit = 1 << 16, 1 << 57
+    radeon = sysfs / "devices" / "pci0000:00" / "0000:03:00.0"
+    (radeon / "gpu_metrics").write_bytes(gpu_metrics_v1_3(tdc | fit))
+    gt = sysfs / "devices" / "pci0000:00" / "0000:83:00.0" / "tile0" / "gt0" / "freq0"
+    for name in ("status", "reason_vr_tdc"):
+        (gt / "throttle" / name).write_text("1\n")
+    held = {
+        ("amd", "current_limit"),
+        ("amd", "reliability_limit"),
+        ("intel", "vr_current_limit"),
+    }
+    assert throttled() == {key: float(key in held) for key in every}
+    (gt / "throttle" / "reason_vr_tdc").write_text("0\n")  # held, for no reason it names
+    assert throttled()[("intel", "other")] == 1.0

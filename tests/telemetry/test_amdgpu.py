@@ -348,7 +348,7 @@ def test_a_sample_reads_few_files_and_the_static_ones_once(
 ) -> None:
     sysfs = mi300x_box(tmp_path / "sys")
     now = [0.0]
-    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=lambda: now[0])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=lambda: now[0], keep_open=True)
     sampler.sample()
     opened: list[str] = []
     on_open.append(opened.append)
@@ -389,7 +389,7 @@ def open_under(folder: Path) -> list[str]:
 
 def test_files_read_every_sample_are_kept_open_read_afresh_and_closed(tmp_path: Path) -> None:
     sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
-    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), keep_open=True)
     sampler.sample()
     kept = {os.path.basename(path) for path in open_under(sysfs)}
     assert {"gpu_busy_percent", "pp_dpm_sclk", "temp1_input"} <= kept
@@ -404,13 +404,43 @@ def test_files_read_every_sample_are_kept_open_read_afresh_and_closed(tmp_path: 
     assert open_under(sysfs) == []
 
 
+def test_a_tree_that_is_not_sysfs_is_read_by_path_and_a_file_renamed_in_reads_anew(
+    tmp_path: Path,
+) -> None:
+    """A copied tree refreshed as rsync does (a new file renamed over the old) reads the new
+    file; a kept one would read the old, deleted one forever."""
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    assert open_under(sysfs) == []
+    busy = device_of(sysfs, "0000:03:00.0") / "gpu_busy_percent"
+    fresh = busy.with_name(".gpu_busy_percent.new")
+    fresh.write_text("12\n")
+    fresh.rename(busy)
+    (gpu,) = sampler.sample().gpus
+    assert gpu.utilization_percent == 12.0
+
+
+def test_a_tree_the_mount_table_calls_sysfs_keeps_its_files_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(f"30 1 0:21 / {sysfs} rw,relatime shared:2 - sysfs sysfs rw\n")
+    monkeypatch.setattr("gputui.telemetry.sysfs.MOUNTINFO", mountinfo)
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler.sample()
+    assert "gpu_busy_percent" in {os.path.basename(path) for path in open_under(sysfs)}
+    sampler.close()
+
+
 def test_a_kept_file_whose_node_went_is_opened_anew(
     tmp_path: Path, on_open: list[OpenHook]
 ) -> None:
     """A driver bound again makes its files anew: the old ones answer ENODEV. Opened again,
     the new one reads; where the open too says ENODEV, the card is lost until it answers."""
     sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
-    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), keep_open=True)
     sampler.sample()
     (device_of(sysfs, "0000:03:00.0") / "gpu_busy_percent").write_text("12\n")
     failures = [1]

@@ -12,6 +12,7 @@ import pytest
 from gputui.telemetry.drm import DrmSampler
 from gputui.telemetry.readings import GpuReading, GpuState, Vendor, gpu_label, health_problems
 from tests.telemetry.sysfs_trees import (
+    I915_THROTTLE_FILES,
     GiB,
     add_to,
     arc_b580,
@@ -103,6 +104,31 @@ def test_a_gt_held_down_says_why_in_nvmls_words(tmp_path: Path) -> None:
     assert "throttled: power cap, thermal" in health_problems(arc)
     (arc_throttle / "status").write_text("0\n")  # the reasons' files may lag: status rules
     assert sampler.sample().gpus[0].throttle_reasons == ()
+
+
+def test_each_i915_gt_keeps_its_own_throttle_files(tmp_path: Path) -> None:
+    """A GT without an RC6 counter (gt0 here) still says why its clock is held down, and the
+    next GT's reasons are its own, not the one before it's."""
+    card = flex_170()
+    del card.node["gt/gt0/rc6_residency_ms"]
+    card.node["gt/gt1/rc6_residency_ms"] = "1000\n"
+    card.node.update({f"gt/gt1/throttle_reason_{name}": "0\n" for name in I915_THROTTLE_FILES})
+    sysfs = build(tmp_path / "sys", [card])
+    clock = FakeClock()
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=clock)
+    assert [gpu.throttle_reasons for gpu in sampler.sample().gpus] == [()]
+    gt = device_of(sysfs, FLEX) / "drm" / "card0" / "gt"
+    for name in ("status", "pl1"):
+        (gt / "gt1" / f"throttle_reason_{name}").write_text("1\n")
+    add_to(gt / "gt1" / "rc6_residency_ms", 500)
+    clock.advance(1.0)
+    (gpu,) = sampler.sample().gpus
+    assert gpu.throttle_reasons == ("power cap",)
+    assert (gpu.utilization_percent, gpu.sm_clock_mhz) == (50.0, 2050.0)
+    (gt / "gt1" / "throttle_reason_status").write_text("0\n")
+    for name in ("status", "vr_tdc"):
+        (gt / "gt0" / f"throttle_reason_{name}").write_text("1\n")
+    assert sampler.sample().gpus[0].throttle_reasons == ("VR current limit",)
 
 
 def test_a_counter_that_goes_backwards_gives_no_rate_and_keeps_the_tally(tmp_path: Path) -> None:
