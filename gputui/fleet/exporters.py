@@ -519,12 +519,13 @@ class _Gpu:
 def in_range(gpu: GpuReading) -> GpuReading:
     """``gpu`` with each value no GPU can take (:data:`RANGES`, a process's memory) read as
     ``None``, as a scrape reads it: for readings that come back from a file."""
-    refused: dict[str, Any] = {
-        name: None
-        for name, allowed in RANGES.items()
-        if isinstance(value := getattr(gpu, name), (int, float))
-        and not allowed.admits(float(value))
-    }
+    refused: dict[str, Any] = {}
+    for name, allowed in RANGES.items():
+        top, _, part = name.partition(".")  # "nvlink_throughput.rx_bytes": a part of one
+        holder = refused.get(top, getattr(gpu, top)) if part else gpu
+        value = getattr(holder, part or top, None)
+        if isinstance(value, (int, float)) and not allowed.admits(float(value)):
+            refused[top] = replace(holder, **{part: None}) if part else None
     if gpu.processes is not None and any(
         p.gpu_memory_bytes is not None and not PROCESS_MEMORY.admits(p.gpu_memory_bytes)
         for p in gpu.processes

@@ -5,6 +5,7 @@ the recording is then read back: its frames, ``replay --summary`` as text and JS
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -18,9 +19,11 @@ from typing import Any
 import pytest
 
 from gputui.commands import main
+from gputui.fleet.exporters import in_range
 from gputui.recording.frames import FLEET, FORMAT_VERSION, HEADER_KEY, HOST, Header, encode_line
 from gputui.recording.reader import Frame, Recording, RecordingError
 from gputui.recording.writer import RecordingWriter
+from gputui.telemetry.readings import NvlinkThroughput
 from gputui.telemetry.snapshot import gpu_as_dict
 from tests.commands.test_cli import ROOT
 from tests.readme import keys_of, readme_json
@@ -347,3 +350,18 @@ def test_a_fleet_file_is_read_back_through_the_fleets_checks(
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert err.endswith("line 3: not a frame: hosts[0].age_seconds is 'old'\n")
+
+
+def test_a_part_of_a_reading_no_gpu_can_take_reads_none() -> None:
+    """The range checks reach into a reading's parts (NVLink's counters) as into its fields."""
+    gpu = dataclasses.replace(
+        made_gpu(0, 1),
+        utilization_percent=150.0,
+        nvlink_throughput=NvlinkThroughput(
+            rx_bytes=-1, tx_bytes=5, rx_bytes_per_s=None, tx_bytes_per_s=None
+        ),
+    )
+    checked = in_range(gpu)
+    assert checked.utilization_percent is None
+    assert checked.nvlink_throughput == NvlinkThroughput(None, 5, None, None)
+    assert in_range(made_gpu(0, 1)) == made_gpu(0, 1)
