@@ -6,6 +6,7 @@ reports, and the runner answers as gputui's commands would."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -317,3 +318,53 @@ def test_scale_is_judged_against_the_backend_gputui_picks() -> None:
     ]
     assert gpu_smoke.scale_verdict(rows, "xccl").status == PASS
     assert gpu_smoke.scale_verdict(rows, "gloo").status == FAIL
+
+
+class RunOnAmd(gpu_smoke.Runner):
+    """A long ``gputui bench`` stood in for by a real process with one real child (its
+    "trainer"), whose snapshot is the real readers' on an MI300X box where that child holds
+    ``gpu`` once it has started."""
+
+    def __init__(self, root: Path, gpu: int | None) -> None:
+        super().__init__(sys.executable, timeout_s=60)
+        self.root, self.gpu = root, gpu
+        self.sysfs = mi300x_box(root / "sys")
+        self.trainer: int | None = None
+
+    def start_gputui(self, *args: str, stderr: Any) -> subprocess.Popen[str]:
+        script = (  # stopped as Ctrl-C stops gputui bench: the trainer with it
+            "import subprocess, sys\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+            " stdout=subprocess.DEVNULL)\n"
+            "print(child.pid, flush=True)\n"
+            "try:\n    child.wait()\nexcept KeyboardInterrupt:\n    child.kill()\n"
+        )
+        bench = self.spawn([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=stderr)
+        assert bench.stdout is not None
+        self.trainer = int(bench.stdout.readline())
+        return bench
+
+    def _json(self, argv: list[str], limit_as: int | None) -> tuple[int, Any, str]:
+        assert argv[-2:] == ["snapshot", "--json"] and self.trainer is not None
+        procfs = FakeProcfs(self.root / f"proc-{len(list(self.root.iterdir()))}")  # fresh
+        if self.gpu is not None:
+            procfs.process(self.trainer)
+            fdinfo = amdgpu_6_11(7, MI300X_BUS_IDS[self.gpu], vram_kib=1 << 20)
+            procfs.drm_fd(self.trainer, 5, "renderD129", fdinfo)
+        return 0, _drm_report(self.sysfs, procfs, self.root / "ids"), ""
+
+
+@pytest.mark.parametrize(("gpu", "status"), [(1, PASS), (0, FAIL)])
+def test_the_drm_process_check_watches_a_real_run_until_its_trainer_shows(
+    tmp_path: Path, gpu: int, status: str
+) -> None:
+    """The trainer on GPU 1, as torch's bus id says: PASS at once. On GPU 0 only: FAIL once
+    the wait is over, and the run is stopped either way."""
+    (tmp_path / "box").mkdir()
+    runner = RunOnAmd(tmp_path / "box", gpu)
+    check = gpu_smoke.drm_process_check(runner, ["bench"], "amd", MI300X_BUS_IDS[1], wait_s=1)
+    assert check.status == status, check.detail
+    if status == FAIL:
+        assert "the monitor lists [] on GPU 1" in check.detail
+    assert runner.trainer in check.figures["run_pids"]
+    assert not runner.running  # the run was stopped and waited for

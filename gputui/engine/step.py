@@ -6,6 +6,7 @@ An experiment that times "a step" times exactly the step ``gputui bench`` trains
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -56,7 +57,9 @@ def tf32_taken(backends: ModuleType = torch.backends) -> bool:
     if not getattr(torch.version, "hip", None):
         return True
     try:
-        return bool(backends.cuda.matmul.allow_tf32)
+        with warnings.catch_warnings():  # torch 2.9 on calls the flag deprecated: it is read
+            warnings.simplefilter("ignore")  # here because only it says what ROCm takes
+            return bool(backends.cuda.matmul.allow_tf32)
     except RuntimeError:  # torch refuses a mix of its two APIs: its matmuls would too
         return False
 
