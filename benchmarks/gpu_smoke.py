@@ -590,8 +590,9 @@ TEMPERATURES = {
     "memory_temperature_c": " memory",
 }
 DRM_MEMORY = (0.9, 1.1)
-"""The monitor's VRAM size against torch's: both count the whole of it (loose: neither
-vendor documents what its runtime holds back)."""
+"""An AMD GPU's VRAM as the monitor reads it against torch's: both count the whole of it
+(loose: AMD does not document what its runtime holds back). An Intel GPU's is reported, not
+judged: Level Zero may show each stack of a card as a device of its own."""
 
 
 def drm_gpu(report: Mapping[str, Any], vendor: str, bus_id: str | None) -> Mapping[str, Any] | None:
@@ -609,9 +610,8 @@ def drm_snapshot_verdict(
     report: Mapping[str, Any], exit_code: int, facts: Mapping[str, Any], vendor: str
 ) -> Check:
     """``gputui snapshot --json`` on an AMD or Intel GPU: it exits 0, and the GPU torch
-    names (by PCI bus id) is there, healthy, read through sysfs, with torch's memory size
-    where the driver gives one. The names are reported, not judged (torch's and the PCI
-    database's words differ)."""
+    names (by PCI bus id) is there, healthy, read through sysfs, with torch's memory size on
+    AMD. The names are reported, not judged (torch's and the PCI database's words differ)."""
     gpu = drm_gpu(report, vendor, facts.get("bus_id"))
     problems = [f"exit {exit_code}"] if exit_code != 0 else []
     if gpu is None:
@@ -620,7 +620,11 @@ def drm_snapshot_verdict(
         return Check("snapshot", FAIL, "; ".join(problems))
     keys = (*DRM_FIELDS[vendor], "memory_total_bytes", "power_w", *TEMPERATURES)
     figures = {key: gpu.get(key) for key in dict.fromkeys(keys)}
-    figures.update(bus_id=gpu.get("bus_id"), torch_name=facts.get("name"))
+    figures.update(
+        bus_id=gpu.get("bus_id"),
+        torch_name=facts.get("name"),
+        torch_memory_bytes=facts.get("memory_bytes"),
+    )
     missing = [key for key in DRM_FIELDS[vendor] if gpu.get(key) is None]
     if gpu.get("state") != "ok":
         problems.append(f"state {gpu.get('state')}: {gpu.get('error')}")
@@ -628,7 +632,8 @@ def drm_snapshot_verdict(
         problems.append(f"sysfs gave no {', '.join(missing)}")
     torch_bytes, read_bytes = facts.get("memory_bytes"), gpu.get("memory_total_bytes")
     low, high = DRM_MEMORY
-    if torch_bytes and read_bytes and not low <= read_bytes / torch_bytes <= high:
+    judged = vendor == "amd" and torch_bytes and read_bytes
+    if judged and not low <= read_bytes / torch_bytes <= high:
         problems.append(f"the monitor's memory {read_bytes} against torch's {torch_bytes}")
     if problems:
         return Check("snapshot", FAIL, "; ".join(problems), figures)

@@ -210,6 +210,10 @@ def test_the_snapshot_check_reads_an_intel_gpu_through_sysfs(tmp_path: Path) -> 
     check = gpu_smoke.drm_snapshot_verdict(report, 0, XPU_FACTS, "intel")
     assert check.status == PASS, check.detail
     assert f"at {FLEX_BUS_ID}" in check.detail
+    # Level Zero may show a stack of a card as a device: its memory is not the card's
+    arc = {**XPU_FACTS, "bus_id": "0000:03:00.0", "memory_bytes": 6 << 30}
+    check = gpu_smoke.drm_snapshot_verdict(report, 0, arc, "intel")
+    assert check.status == PASS and "Intel Arc B580" in check.detail and "12.0 GiB" in check.detail
     assert gpu_smoke.drm_snapshot_verdict(report, 0, XPU_FACTS, "amd").status == FAIL
 
 
