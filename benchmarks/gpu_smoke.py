@@ -1,47 +1,56 @@
-"""The GPU smoke suite: gputui's CUDA (or MPS) paths checked on a real device, in one command.
+"""The GPU smoke suite: gputui's GPU paths checked on a real device, in one command.
 
     PYTHONPATH=. python3 benchmarks/gpu_smoke.py --device cuda --out DIR
     python benchmarks/gpu_smoke.py --device cpu --out DIR      # the rehearsal CI runs
 
-It needs torch, psutil and (for CUDA) nvidia-ml-py; never Textual. The checks run in
-order, each printing one PASS, FAIL or SKIP line as it ends; ``DIR/gpu_smoke.md`` and
-``DIR/gpu_smoke.json`` (``{"device", "machine", "checks": [{"name", "status",
-"figures", "detail"}], ...}``) list every check and are written again after each one, so
-a suite cut off keeps what it measured. The whole suite has a deadline (``--deadline``,
-540 s: under the device machine's 600 s a command): a check cut off by it, and every
-check after it, is SKIP with the reason, as on SIGTERM. The exit status is 0 only when
-none failed and nothing stopped it (2 for a usage error).
+``--device cuda`` is an NVIDIA GPU on a CUDA build of torch and an AMD GPU on a ROCm build;
+``--device xpu`` an Intel GPU; ``mps`` Apple's. Which GPU that is, is read from the build
+the child reports (``torch_build``: ``torch.version.hip`` set means ROCm), never guessed
+(:func:`platform_for`): NVIDIA's checks read NVML, AMD's and Intel's read the monitor's
+own sysfs and DRM fdinfo readings (``gputui snapshot --json``, the GPU found by its PCI bus
+id), and what a vendor lacks is SKIP with the reason. It needs torch, psutil and (for
+NVIDIA) nvidia-ml-py; never Textual. The checks run in order, each printing one PASS, FAIL
+or SKIP line as it ends; ``DIR/gpu_smoke.md`` and ``DIR/gpu_smoke.json`` (``{"device",
+"machine", "checks": [{"name", "status", "figures", "detail"}], ...}``) list every check
+and are written again after each one, so a suite cut off keeps what it measured. The whole
+suite has a deadline (``--deadline``, 540 s: under the device machine's 600 s a command): a
+check cut off by it, and every check after it, is SKIP with the reason, as on SIGTERM. The
+exit status is 0 only when none failed and nothing stopped it (2 for a usage error).
 
 The checks, the most telling first (a first GPU run must not lose them to a hang later):
 
-1. imports: torch, CUDA and cuDNN versions, the device, and its compute capability
-   against the wheel's arch list.
+1. imports: torch and its build (CUDA and cuDNN, ROCm's HIP and MIOpen, or XPU and the
+   Level Zero driver), the device and its name; arch: the wheel has code for the GPU
+   (NVIDIA's compute capability, AMD's ``gcnArchName``; not matched on Intel).
 2. doctor: ``gputui doctor --json`` exits 0; pinned transfers beat pageable both ways;
-   the device's figures fall in the ranges its kind should show. snapshot (NVIDIA):
-   ``gputui snapshot --json`` reads the GPU through the driver, healthy, with torch's
-   name and memory.
+   the device's figures fall in the ranges its kind and vendor should show. snapshot:
+   ``gputui snapshot --json`` reads the GPU through its driver (NVML by UUID; AMD's and
+   Intel's sysfs by bus id), healthy, with torch's memory size.
 3. bench: ``gputui bench`` for 4 epochs (resident fp32, then tf32 and bf16, classic fp32,
-   and last ``--compile``, with TF32 too on CUDA): epochs 2 to 4 agree within the
-   tolerance, the math is the one asked for, every placement row is on the device, and
-   held-out accuracy beats chance.
-4. timing: 100 steps of the same model, batch and pipeline timed with CUDA events (a
+   and last ``--compile``, with TF32 too on CUDA builds): epochs 2 to 4 agree within the
+   tolerance, the math is the one asked for (TF32 only where torch says it is in effect),
+   every placement row is on the device, and held-out accuracy beats chance.
+4. timing: 100 steps of the same model, batch and pipeline timed with the GPU's events (a
    synchronized clock elsewhere) against bench's steady images/s.
-5. nvml: during a run, NVML lists exactly the trainer's pid on the chosen GPU's UUID (or
-   its MIG device's), and no other process of the run (the ``gputui`` parent above all)
-   holds a context. In a pid namespace, NVML's host pid counts as the trainer where
-   ``telemetry/devnodes`` proves it, as the monitor matches it.
+5. processes: during a run the monitor lists exactly the trainer's pid on the chosen GPU,
+   and no other process of the run (the ``gputui`` parent above all) holds it. NVIDIA: by
+   NVML on the GPU's UUID (or its MIG device's); in a pid namespace NVML's host pid counts
+   as the trainer where ``telemetry/devnodes`` proves it, as the monitor matches it. AMD
+   and Intel: by DRM fdinfo on the GPU's bus id (the runtimes open every GPU they see, so
+   other GPUs' lists are reported, not judged).
 6. oom: a real out-of-memory (another process holding all but a little of the GPU's
    memory; on the CPU, an address-space limit) ends in an ``oom`` error whose suggested
    batch size then trains.
 7. experiments: each of batch-sweep, sync-stall and pipelines with no failed device;
    reading the loss every step is not faster than once (beyond the noise measured);
    resident data beats the DataLoader; a larger batch trains more images a second.
-8. scale: ``gputui scale`` on 1, 2, 4... ranks up to every GPU (NCCL; gloo with 1 and 2
-   ranks on the CPU): every world size finishes, on the backend its device wants, and its
-   speedup, efficiency and all-reduce share are reported.
+8. scale: ``gputui scale`` on 1, 2, 4... ranks up to every GPU (gloo with 1 and 2 ranks on
+   the CPU): every world size finishes, on the backend gputui picks for the device (NCCL,
+   RCCL under NCCL's name, XCCL), and its speedup, efficiency and all-reduce share are
+   reported.
 
 Every torch call runs in a child process (gputui's own commands, or this script run
-again with ``--child``), so the parent never holds a CUDA context of its own and the
+again with ``--child``), so the parent never holds a GPU context of its own and the
 process check sees only the run's. ``--device cuda`` is given its index once, ``cuda:0``,
 as every command and child is given it (gputui's :class:`~gputui.device.Device`).
 
@@ -51,7 +60,8 @@ the timing gap and the experiments' lessons are reported there, not judged, sinc
 shared CI machine's timings are noise. The GPU's tolerances are the real ones.
 
 Checked against torch 2.13.0 (CPU, CI) and 2.11.0+cu130 (an H200, 2026-11-26): the suite
-and the code it drives use no API that 2.11 lacks.
+and the code it drives use no API that 2.11 lacks. The ROCm and XPU paths have not yet run
+on an AMD or Intel GPU.
 """
 
 from __future__ import annotations
@@ -69,7 +79,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import IO, Any, NoReturn
@@ -123,7 +133,7 @@ CPU = Expect(
     ranges={"copy_gbs": (0.5, 2000.0), "matmul_fp32_tflops": (0.001, 100.0)},
 )
 GENERIC_GPU = Expect(
-    "an unnamed CUDA GPU",
+    "an unnamed NVIDIA GPU",
     tolerance=0.10,
     epoch_tolerance=CUDA_EPOCHS,
     ranges={
@@ -162,14 +172,95 @@ MPS = Expect(
     ranges={"copy_gbs": (10.0, 1000.0), "matmul_fp32_tflops": (0.1, 100.0)},
 )
 
+# AMD's and Intel's bands are set from their datasheets' peaks (none measured here): the
+# high side above the peak, the low side a fraction of it that only a broken path misses.
+GENERIC_AMD = Expect(
+    "an unnamed AMD GPU (ROCm)",
+    tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
+    ranges=GENERIC_GPU.ranges,
+)
+MI300X = Expect(
+    "an MI300X (HBM3; PCIe Gen5 host link; bf16 matrix cores)",
+    tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
+    ranges={
+        # AMD's MI300X datasheet: 5.3 TB/s HBM3 peak; fp32 163.4 TFLOP/s on the matrix cores
+        # (81.7 on the vector units), bf16 1307.4 dense.
+        "copy_gbs": (1500.0, 6000.0),
+        "h2d_pinned_gbs": (10.0, 80.0),
+        "d2h_pinned_gbs": (10.0, 80.0),
+        "matmul_fp32_tflops": (15.0, 170.0),
+        "matmul_bf16_tflops": (150.0, 1400.0),
+    },
+)
+MI250 = Expect(
+    "one GCD of an MI250 or MI250X (HBM2e; PCIe Gen4 host link)",
+    tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
+    ranges={
+        # AMD's MI250X datasheet, for the two GCDs that torch shows as two devices: 3.2 TB/s
+        # HBM2e, fp32 95.7 TFLOP/s (matrix), bf16 383; one GCD has half of each.
+        "copy_gbs": (400.0, 2000.0),
+        "h2d_pinned_gbs": (5.0, 40.0),
+        "d2h_pinned_gbs": (5.0, 40.0),
+        "matmul_fp32_tflops": (5.0, 55.0),
+        "matmul_bf16_tflops": (40.0, 220.0),
+    },
+)
+GENERIC_INTEL = Expect(
+    "an unnamed Intel GPU (XPU)",
+    tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
+    ranges={**GENERIC_GPU.ranges, "copy_gbs": (10.0, 5000.0)},
+)
+INTEL_MAX = Expect(
+    "an Intel Data Center GPU Max (HBM2e; one stack or two)",
+    tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
+    ranges={
+        # Intel's Max 1550 datasheet: 3.2 TB/s HBM2e, fp32 about 52 TFLOP/s (vector), bf16
+        # about 839 on the XMX engines; a Max 1100 about 1.2 TB/s, 22 and 352. Level Zero
+        # may show each of a 1550's two stacks as a device, with half of each.
+        "copy_gbs": (300.0, 4000.0),
+        "h2d_pinned_gbs": (5.0, 80.0),
+        "d2h_pinned_gbs": (5.0, 80.0),
+        "matmul_fp32_tflops": (3.0, 60.0),
+        "matmul_bf16_tflops": (30.0, 900.0),
+    },
+)
+INTEL_ARC = Expect(
+    "an Intel Arc GPU (GDDR6; PCIe Gen4, x8 on some)",
+    tolerance=0.10,
+    epoch_tolerance=CUDA_EPOCHS,
+    ranges={
+        # Intel's Arc A770 and B580 pages: 560 and 456 GB/s GDDR6, fp32 under 20 TFLOP/s,
+        # bf16 on the XMX engines under 160.
+        "copy_gbs": (100.0, 1200.0),
+        "h2d_pinned_gbs": (2.0, 40.0),
+        "d2h_pinned_gbs": (2.0, 40.0),
+        "matmul_fp32_tflops": (1.0, 25.0),
+        "matmul_bf16_tflops": (5.0, 250.0),
+    },
+)
 
-def expectations(kind: str, name: str | None) -> Expect:
-    """What a device of this kind (``cpu``, ``cuda``, ``mps``) and name should measure."""
+
+def expectations(kind: str, name: str | None, vendor: str | None = None) -> Expect:
+    """What a device of this kind (``cpu``, ``cuda``, ``mps``, ``xpu``), vendor (``amd`` for
+    ``cuda`` on a ROCm build) and name should measure."""
     if kind == "cpu":
         return CPU
     if kind == "mps":
         return MPS
     text = (name or "").upper()
+    if kind == "xpu":
+        if "MAX" in text:
+            return INTEL_MAX
+        return INTEL_ARC if "ARC" in text else GENERIC_INTEL
+    if vendor == "amd":
+        if "MI300X" in text:
+            return MI300X
+        return MI250 if "MI250" in text else GENERIC_AMD
     if "H200" in text:
         return H200
     if "H100" in text:
@@ -189,6 +280,94 @@ class Check:
     status: str
     detail: str
     figures: dict[str, Any] = field(default_factory=dict)
+
+
+VENDORS = {"cuda": "nvidia", "rocm": "amd", "xpu": "intel"}
+"""The GPU's maker, in the monitor's words (``vendor``), by torch's build."""
+FROM_NVIDIA = ("arch", "snapshot", "processes")
+"""The checks that read what a GPU's driver says."""
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What the suite checks on one device, decided from the facts its child reported."""
+
+    build: str
+    """``torch_build``: ``cuda``, ``rocm``, ``xpu``, ``cpu`` (``unknown``: no facts)."""
+    vendor: str | None
+    """The GPU's maker as the monitor names it (``nvidia``, ``amd``, ``intel``); ``None``
+    where the monitor reads no GPU for the device (the CPU, MPS)."""
+    tf32: bool
+    """Whether a ``tf32`` run's math is TF32 here (torch's own word on ROCm)."""
+    backend: str | None
+    """``gputui scale``'s backend for the device; ``None`` where it refuses to run."""
+    skips: Mapping[str, str] = field(default_factory=dict)
+    """Each check that does not run here, with the reason."""
+
+
+def platform_for(kind: str, facts: Mapping[str, Any]) -> Platform:
+    """What runs on a device of ``kind``, by the build and abilities in ``facts`` (the
+    ``facts`` child's: ``build``, ``gcn_arch``, ``tf32_matmul``, ``bf16``, ``xccl``)."""
+    from gputui.jobs.config import ConfigError
+    from gputui.jobs.world import backend_for
+
+    build = str(facts.get("build") or "unknown")
+    vendor = VENDORS.get(build) if kind in ("cuda", "xpu") else None
+    skips: dict[str, str] = {}
+    if vendor is None:
+        why = f"torch's build is {build}" if kind in ("cuda", "xpu") else f"this is {kind}"
+        for name in FROM_NVIDIA:
+            skips[name] = f"the monitor reads no GPU for {kind}: {why}"
+    elif vendor == "amd" and not (facts.get("gcn_arch") and facts.get("arch_list")):
+        skips["arch"] = (
+            "torch gives no gcnArchName or arch list to match (compute capability is NVIDIA's)"
+        )
+    elif vendor == "intel":
+        skips["arch"] = "compute capability is NVIDIA's; XPU's AOT targets are not matched here"
+    if vendor == "intel" and facts.get("bf16") is False:
+        skips["bench resident bf16"] = "this Intel GPU has no bf16 (torch.xpu.is_bf16_supported())"
+    tf32 = vendor == "nvidia" or (vendor == "amd" and facts.get("tf32_matmul") is True)
+    if kind == "cuda" and not tf32:
+        skips["bench resident tf32 compile"] = (
+            f"TF32 is not in effect on this {build} build ({_tf32_why(facts)})"
+        )
+    try:
+        backend: str | None = backend_for(kind, xccl_available=facts.get("xccl") is not False)
+    except ConfigError as refused:
+        backend, skips["scale"] = None, f"gputui scale refuses {kind} here: {refused}"
+    return Platform(build, vendor, tf32, backend, skips)
+
+
+def _tf32_why(facts: Mapping[str, Any]) -> str:
+    """Why torch says TF32 is off, in its words: ROCm's matmuls take it only with
+    ``HIPBLASLT_ALLOW_TF32=1`` (torch 2.7 on), on the GPUs whose hipBLASLt has it."""
+    if facts.get("build") == "rocm":
+        return (
+            f"torch reads allow_tf32 back as {facts.get('tf32_matmul')} with "
+            f"HIPBLASLT_ALLOW_TF32={facts.get('hipblaslt_allow_tf32')}"
+        )
+    return "TF32 is NVIDIA's"
+
+
+def facts_line(facts: Mapping[str, Any]) -> str:
+    """torch, its build's own versions and the suite's packages, in one line."""
+    build = facts.get("build")
+    if build == "rocm":
+        stack = f"ROCm build (HIP {facts.get('hip')}, MIOpen {facts.get('cudnn')})"
+    elif build == "xpu":
+        stack = (
+            f"XPU build ({facts.get('xpu') or 'version not given'}, "
+            f"Level Zero driver {facts.get('driver') or 'unknown'})"
+        )
+    elif build == "cuda":
+        stack = f"CUDA {facts.get('cuda')}, cuDNN {facts.get('cudnn')}"
+    else:
+        stack = f"{build} build"
+    nvml = f", nvidia-ml-py {facts.get('pynvml') or 'absent'}" if build == "cuda" else ""
+    return (
+        f"torch {facts.get('torch')}, {stack}{nvml}, psutil {facts.get('psutil')}, "
+        f"Textual {facts.get('textual') or 'absent (not needed)'}"
+    )
 
 
 def spread(values: Sequence[float]) -> float:
@@ -213,6 +392,18 @@ def arch_runs(capability: str, arch_list: Sequence[str]) -> tuple[bool, str]:
             f"only PTX, compiled at first use, for compute capability {capability} ({listed})",
         )
     return False, f"this wheel has no code for compute capability {capability} ({listed})"
+
+
+def gcn_arch_check(gcn_arch: str, arch_list: Sequence[str]) -> Check:
+    """Whether a ROCm wheel built for ``arch_list`` (``gfx90a``, ``gfx942``...) has code for
+    an AMD GPU whose ``gcnArchName`` is ``gcn_arch`` (``gfx942:sramecc+:xnack-``): HIP
+    compiles no kernel at first use, so the base name must be listed."""
+    base = gcn_arch.split(":")[0]
+    listed = ", ".join(arch_list)
+    figures = {"gcn_arch": gcn_arch, "arch_list": list(arch_list)}
+    if base in {arch.split(":")[0] for arch in arch_list}:
+        return Check("arch", PASS, f"compiled code for {base} ({listed})", figures)
+    return Check("arch", FAIL, f"this wheel has no code for {base} ({listed})", figures)
 
 
 def placement_problems(run: Mapping[str, Any], device: Device) -> list[str]:
@@ -249,17 +440,22 @@ def same_device(a: str | None, b: str | None) -> bool:
     return indexed(a) == indexed(b)
 
 
-def expected_math(precision: str, kind: str) -> str:
-    """The start of the math a bench run must report for its precision on a device kind."""
+def expected_math(precision: str, tf32: bool) -> str:
+    """The start of the math a bench run must report for its precision, where TF32 is
+    (``tf32``) or is not in effect."""
     if precision == "bf16":
         return "bf16"
-    if precision == "tf32" and kind == "cuda":
+    if precision == "tf32" and tf32:
         return "TF32"
     return "IEEE fp32"
 
 
 def bench_verdict(
-    run: Mapping[str, Any], device: Device, precision: str, tolerance: float | None
+    run: Mapping[str, Any],
+    device: Device,
+    precision: str,
+    tolerance: float | None,
+    tf32: bool = False,
 ) -> Check:
     """One bench run's check: it ended, steady epochs agree, the math and placement are
     right, and it learned."""
@@ -288,7 +484,7 @@ def bench_verdict(
                 f"steady epochs differ by ±{figures['steady_spread']:.1%} "
                 f"(more than ±{tolerance:.0%})"
             )
-    math = expected_math(precision, device.kind)
+    math = expected_math(precision, tf32)
     if not str(run.get("math") or "").startswith(math):
         problems.append(f"math {run.get('math')!r}, expected {math}")
     problems += placement_problems(run, device)
@@ -377,6 +573,134 @@ def snapshot_verdict(report: Mapping[str, Any], exit_code: int, facts: Mapping[s
         f"GPU {gpu.get('index')} {gpu['name']}, {nvml_bytes / GIB:.1f} GiB, "
         f"{gpu['temperature_c']:.0f} °C, {gpu['power_w']:.0f} W, "
         f"driver {nvml.get('driver_version')}",
+        figures,
+    )
+
+
+DRM_FIELDS = {
+    "amd": ("name", "state", "memory_total_bytes", "power_w", "sm_clock_mhz"),
+    "intel": ("name", "state", "sm_clock_mhz"),
+}
+"""What the monitor must read of an AMD or Intel GPU: amdgpu's sysfs and hwmon give all of
+these (temperatures are reported: an MI300X has no edge sensor, only junction and memory);
+i915 and xe give the clocks, and VRAM, temperature and power only on some GPUs."""
+TEMPERATURES = {
+    "temperature_c": "",
+    "junction_temperature_c": " junction",
+    "memory_temperature_c": " memory",
+}
+DRM_MEMORY = (0.9, 1.1)
+"""An AMD GPU's VRAM as the monitor reads it against torch's: both count the whole of it
+(loose: AMD does not document what its runtime holds back). An Intel GPU's is reported, not
+judged: Level Zero may show each stack of a card as a device of its own."""
+
+
+def drm_gpu(report: Mapping[str, Any], vendor: str, bus_id: str | None) -> Mapping[str, Any] | None:
+    """The GPU of ``vendor`` that ``gputui snapshot --json`` lists at torch's ``bus_id``."""
+    from gputui.pci import canonical_bus_id
+
+    wanted = canonical_bus_id(bus_id)
+    for gpu in report.get("gpus") or []:
+        if gpu.get("vendor") == vendor and wanted and canonical_bus_id(gpu.get("bus_id")) == wanted:
+            return gpu
+    return None
+
+
+def drm_snapshot_verdict(
+    report: Mapping[str, Any], exit_code: int, facts: Mapping[str, Any], vendor: str
+) -> Check:
+    """``gputui snapshot --json`` on an AMD or Intel GPU: it exits 0, and the GPU torch
+    names (by PCI bus id) is there, healthy, read through sysfs, with torch's memory size on
+    AMD. The names are reported, not judged (torch's and the PCI database's words differ)."""
+    gpu = drm_gpu(report, vendor, facts.get("bus_id"))
+    problems = [f"exit {exit_code}"] if exit_code != 0 else []
+    if gpu is None:
+        listed = [(g.get("vendor"), g.get("bus_id")) for g in report.get("gpus") or []]
+        problems.append(f"no {vendor} GPU at torch's bus id {facts.get('bus_id')} in {listed}")
+        return Check("snapshot", FAIL, "; ".join(problems))
+    keys = (*DRM_FIELDS[vendor], "memory_total_bytes", "power_w", *TEMPERATURES)
+    figures = {key: gpu.get(key) for key in dict.fromkeys(keys)}
+    figures.update(
+        bus_id=gpu.get("bus_id"),
+        torch_name=facts.get("name"),
+        torch_memory_bytes=facts.get("memory_bytes"),
+    )
+    missing = [key for key in DRM_FIELDS[vendor] if gpu.get(key) is None]
+    if gpu.get("state") != "ok":
+        problems.append(f"state {gpu.get('state')}: {gpu.get('error')}")
+    if missing:
+        problems.append(f"sysfs gave no {', '.join(missing)}")
+    torch_bytes, read_bytes = facts.get("memory_bytes"), gpu.get("memory_total_bytes")
+    low, high = DRM_MEMORY
+    judged = vendor == "amd" and torch_bytes and read_bytes
+    if judged and not low <= read_bytes / torch_bytes <= high:
+        problems.append(f"the monitor's memory {read_bytes} against torch's {torch_bytes}")
+    if problems:
+        return Check("snapshot", FAIL, "; ".join(problems), figures)
+    shown = [f"{read_bytes / GIB:.1f} GiB" if read_bytes else "memory n/a"]
+    shown += [f"{gpu[key]:.0f} °C{where}" for key, where in TEMPERATURES.items() if gpu.get(key)]
+    shown += [f"{gpu['power_w']:.0f} W"] if gpu.get("power_w") is not None else []
+    return Check(
+        "snapshot",
+        PASS,
+        f"GPU {gpu.get('index')} {gpu['name']} at {gpu.get('bus_id')} (torch: "
+        f"{facts.get('name')}), {', '.join(shown)}, {gpu['sm_clock_mhz']:.0f} MHz",
+        figures,
+    )
+
+
+def drm_process_verdict(
+    report: Mapping[str, Any],
+    vendor: str,
+    bus_id: str | None,
+    bench_pid: int,
+    run_pids: set[int],
+) -> Check:
+    """The monitor's process lists on an AMD or Intel GPU (DRM fdinfo) during a run: the
+    trainer, alone of the run, on the GPU at ``bus_id``, and the ``gputui`` parent on none.
+    ROCm and Level Zero open every GPU they see, so the run on other GPUs is reported, not
+    judged."""
+    gpu = drm_gpu(report, vendor, bus_id)
+    if gpu is None:
+        return Check("processes", FAIL, f"no {vendor} GPU at {bus_id} in the snapshot")
+    if gpu.get("processes") is None:
+        return Check("processes", FAIL, f"the monitor could not list processes: {gpu.get('error')}")
+    listed = {
+        str(g.get("bus_id")): sorted(p["pid"] for p in g.get("processes") or [])
+        for g in report.get("gpus") or []
+        if g.get("vendor") == vendor
+    }
+    on_ours = {p["pid"] for p in gpu["processes"]} & run_pids
+    elsewhere = {
+        bus: sorted(set(pids) & run_pids)
+        for bus, pids in listed.items()
+        if bus != str(gpu.get("bus_id")) and set(pids) & run_pids
+    }
+    figures = {
+        "gpu": gpu.get("index"),
+        "bus_id": gpu.get("bus_id"),
+        "bench_pid": bench_pid,
+        "run_pids": sorted(run_pids),
+        "listed": listed,
+        "run_elsewhere": elsewhere,
+    }
+    problems = []
+    if any(bench_pid in pids for pids in listed.values()):
+        problems.append(f"the gputui parent (pid {bench_pid}) holds a GPU")
+    if len(on_ours - {bench_pid}) != 1:
+        problems.append(
+            f"the monitor lists {listed.get(str(gpu.get('bus_id')))} on GPU {gpu.get('index')}; "
+            f"the run's pids are {sorted(run_pids)}"
+        )
+    if problems:
+        return Check("processes", FAIL, "; ".join(problems), figures)
+    (pid,) = on_ours - {bench_pid}
+    also = f"; the run also on {elsewhere} (not judged)" if elsewhere else ""
+    return Check(
+        "processes",
+        PASS,
+        f"the monitor (DRM fdinfo) lists the trainer (pid {pid}) on GPU {gpu.get('index')} "
+        f"({gpu.get('bus_id')}), and not the gputui parent{also}",
         figures,
     )
 
@@ -650,6 +974,8 @@ class Suite:
         self.checks: list[Check] = []
         self.facts: dict[str, Any] = {}
         self.expect = expectations(self.kind, None)
+        self.platform = platform_for(self.kind, {})
+        """What runs here: set from the facts child's build and abilities."""
         self.bench_runs: dict[str, Mapping[str, Any]] = {}
 
     def add(self, check: Check) -> None:
@@ -680,7 +1006,7 @@ class Suite:
             (("timing",), self.timing),
             bench("resident", "tf32"),
             bench("resident", "bf16"),
-            (("nvml",), self.nvml),
+            (("processes",), self.processes),
             bench("classic", "fp32"),
             (("oom",), self.oom),
             *(((f"experiment {n}",), partial(self.experiment, n)) for n in EXPERIMENTS),
@@ -689,6 +1015,11 @@ class Suite:
         if self.kind == "cuda":  # TF32 set for a compiled model: Inductor reads the flags
             steps.append(bench("resident", "tf32", compiled=True))
         return [*steps, (("scale",), self.scale)]
+
+    def skipped(self, name: str) -> Check | None:
+        """``name``'s SKIP where it does not run on this platform, else ``None``."""
+        why = self.platform.skips.get(name)
+        return None if why is None else Check(name, SKIP, why)
 
     def run(self) -> None:
         for names, step in self.steps():
@@ -724,22 +1055,25 @@ class Suite:
             yield Check("imports", FAIL, f"exit {code}: {stderr}")
             return
         self.facts = facts
-        self.expect = expectations(self.kind, facts.get("name"))
-        versions = (
-            f"torch {facts['torch']}, CUDA {facts.get('cuda')}, cuDNN {facts.get('cudnn')}, "
-            f"nvidia-ml-py {facts.get('pynvml') or 'absent'}, psutil {facts.get('psutil')}, "
-            f"Textual {facts.get('textual') or 'absent (not needed)'}"
-        )
+        self.platform = platform_for(self.kind, facts)
+        self.expect = expectations(self.kind, facts.get("name"), self.platform.vendor)
+        if "bench resident bf16" in self.platform.skips:  # nor will the doctor's bf16 matmul
+            ranges = {k: v for k, v in self.expect.ranges.items() if "bf16" not in k}
+            self.expect = replace(self.expect, ranges=ranges)
+        versions = facts_line(facts)
         if facts.get("error"):
             yield Check("imports", FAIL, f"{versions}; {self.device}: {facts['error']}", facts)
             return
         yield Check("imports", PASS, f"{versions}; {self.device} is {facts['name']}", facts)
-        if self.kind != "cuda":
-            yield Check("arch", SKIP, f"no compute capability on {self.kind}")
-            return
-        runs, why = arch_runs(facts["capability"], facts["arch_list"])
-        figures = {"capability": facts["capability"], "arch_list": facts["arch_list"]}
-        yield Check("arch", PASS if runs else FAIL, why, figures)
+        skip = self.skipped("arch")
+        if skip is not None:
+            yield skip
+        elif self.platform.vendor == "amd":
+            yield gcn_arch_check(facts["gcn_arch"], facts["arch_list"])
+        else:
+            runs, why = arch_runs(facts["capability"], facts["arch_list"])
+            figures = {"capability": facts["capability"], "arch_list": facts["arch_list"]}
+            yield Check("arch", PASS if runs else FAIL, why, figures)
 
     # -- 2 ------------------------------------------------------------------
     def doctor(self) -> Iterator[Check]:
@@ -751,19 +1085,27 @@ class Suite:
         yield doctor_verdict(report, code, self.device, self.expect)
 
     def snapshot(self) -> Iterator[Check]:
-        if self.kind != "cuda":
-            yield Check("snapshot", SKIP, f"NVML reads NVIDIA GPUs; this is {self.kind}")
+        skip, vendor = self.skipped("snapshot"), self.platform.vendor
+        if skip is not None or vendor is None:
+            yield skip or Check("snapshot", SKIP, "no GPU the monitor reads")
             return
         code, report, stderr = self.runner.gputui("snapshot", "--json")
         if not isinstance(report, dict):
             yield Check("snapshot", FAIL, f"exit {code}, no JSON: {stderr}")
             return
         self._save("snapshot.json", report)
-        yield snapshot_verdict(report, code, self.facts)
+        if vendor == "nvidia":
+            yield snapshot_verdict(report, code, self.facts)
+        else:
+            yield drm_snapshot_verdict(report, code, self.facts, vendor)
 
     # -- 3 ------------------------------------------------------------------
     def bench(self, pipeline: str, precision: str, compiled: bool) -> Iterator[Check]:
         name = _bench_name(pipeline, precision, compiled)
+        skip = self.skipped(name)
+        if skip is not None:
+            yield skip
+            return
         args = [*self._bench_args(), "--pipeline", pipeline, "--precision", precision]
         code, result, stderr = self.runner.gputui(*args, *(["--compile"] if compiled else []))
         runs = (result or {}).get("runs") or []
@@ -772,7 +1114,8 @@ class Suite:
             return
         self.bench_runs[name] = runs[0]
         self._save(name.replace(" ", "_") + ".json", result)
-        yield bench_verdict(runs[0], self.device, precision, self.expect.epoch_tolerance)
+        tolerance, tf32 = self.expect.epoch_tolerance, self.platform.tf32
+        yield bench_verdict(runs[0], self.device, precision, tolerance, tf32)
 
     def _bench_args(self, epochs: int | None = None, batch: int | None = None) -> list[str]:
         s = self.settings
@@ -806,16 +1149,21 @@ class Suite:
         )
 
     # -- 5 ------------------------------------------------------------------
-    def nvml(self) -> Iterator[Check]:
-        if self.kind != "cuda":
-            yield Check("nvml", SKIP, f"NVML lists processes on NVIDIA GPUs; this is {self.kind}")
+    def processes(self) -> Iterator[Check]:
+        skip, vendor = self.skipped("processes"), self.platform.vendor
+        if skip is not None or vendor is None:
+            yield skip or Check("processes", SKIP, "no GPU the monitor reads")
             return
-        uuid = self.facts.get("uuid")
-        if not uuid:
-            yield Check("nvml", FAIL, "torch gave no UUID for the device")
+        key, token = ("uuid", "UUID") if vendor == "nvidia" else ("bus_id", "PCI bus id")
+        if not self.facts.get(key):
+            yield Check("processes", FAIL, f"torch gave no {token} for the device")
             return
         wait_s = min(120.0, max(self.runner.left_s() - 70, 1.0))  # 60 s to stop the run
-        yield nvml_check(self.runner, self._bench_args(epochs=1000), uuid, wait_s)
+        args = self._bench_args(epochs=1000)
+        if vendor == "nvidia":
+            yield nvml_check(self.runner, args, self.facts[key], wait_s)
+        else:
+            yield drm_process_check(self.runner, args, vendor, self.facts[key], wait_s)
 
     # -- 6 ------------------------------------------------------------------
     def oom(self) -> Iterator[Check]:
@@ -871,6 +1219,10 @@ class Suite:
 
     # -- 8 ------------------------------------------------------------------
     def scale(self) -> Iterator[Check]:
+        skip, backend = self.skipped("scale"), self.platform.backend
+        if skip is not None or backend is None:
+            yield skip or Check("scale", SKIP, "gputui scale has no backend here")
+            return
         args = ["scale", "--device", self.kind, "--dataset", "synthetic", "--json"]
         limit = self.settings.quick_limit or self.settings.limit
         args += ["--limit", str(limit)] if limit else []
@@ -880,7 +1232,7 @@ class Suite:
             yield Check("scale", FAIL, f"exit {code}, no JSON: {stderr}")
             return
         self._save("scale.json", result)
-        yield scale_verdict(result["runs"], self.kind)
+        yield scale_verdict(result["runs"], backend)
 
     def _save(self, name: str, data: Any) -> None:
         if self.out is not None:
@@ -889,10 +1241,10 @@ class Suite:
             (raw / name).write_text(json.dumps(data, indent=2) + "\n")
 
 
-def scale_verdict(rows: Sequence[Mapping[str, Any]], kind: str) -> Check:
-    """``gputui scale``'s check: every world size finished on its device's backend, with
-    its figures; the figures themselves are reported (one GPU lent scales nothing)."""
-    backend = "nccl" if kind == "cuda" else "gloo"
+def scale_verdict(rows: Sequence[Mapping[str, Any]], backend: str) -> Check:
+    """``gputui scale``'s check: every world size finished on ``backend`` (the one gputui
+    picks for the device), with its figures; the figures themselves are reported (one GPU
+    lent scales nothing)."""
     wrong = [
         f"{row['world_size']} ranks: {row['status']} {row.get('error') or ''} {row['backend']}"
         for row in rows
@@ -930,6 +1282,42 @@ def nvml_check(runner: Runner, bench_args: list[str], uuid: str, wait_s: float =
             runner.done(bench)
             with contextlib.suppress(Exception):
                 nv.nvmlShutdown()
+
+
+def drm_process_check(
+    runner: Runner, bench_args: list[str], vendor: str, bus_id: str, wait_s: float = 120
+) -> Check:
+    """Start a long bench; once the monitor lists its trainer on the GPU at ``bus_id`` (or
+    ``wait_s`` has passed), judge its lists; then stop the run (SIGINT, as Ctrl-C)."""
+    import psutil
+
+    with tempfile.TemporaryFile("w+") as log:
+        bench = runner.start_gputui(*bench_args, stderr=log)
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                run_pids = {bench.pid}
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    children = psutil.Process(bench.pid).children(recursive=True)
+                    run_pids |= {child.pid for child in children}
+                code, report, stderr = runner.gputui("snapshot", "--json")
+                check = drm_process_verdict(report or {}, vendor, bus_id, bench.pid, run_pids)
+                if report is None:
+                    check.detail += f" (snapshot exit {code}: {stderr})"
+                ended = bench.poll() is not None
+                if check.status == PASS or ended or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.5)
+            if ended:
+                log.seek(0)
+                check.status = FAIL
+                check.detail += (
+                    f"; bench ended early (exit {bench.returncode}): {_tail(log.read())}"
+                )
+            return check
+        finally:
+            _stop(bench)
+            runner.done(bench)
 
 
 def same_uuid(a: str, b: str) -> bool:
@@ -990,7 +1378,9 @@ def _match_processes(
     uuids = _nvml_uuids(nv, handles)
     ours_index = gpu_of(uuid, uuids)
     if ours_index is None:
-        return Check("nvml", FAIL, f"no GPU or MIG device in NVML has torch's UUID {uuid}: {uuids}")
+        return Check(
+            "processes", FAIL, f"no GPU or MIG device in NVML has torch's UUID {uuid}: {uuids}"
+        )
     minors = {i: int(nv.nvmlDeviceGetMinorNumber(h)) for i, h in enumerate(handles)}
     deadline = time.monotonic() + wait_s
     listed: dict[int, list[int]] = {}
@@ -1062,12 +1452,12 @@ def _match_processes(
         others = {i: sorted(p) for i, p in elsewhere.items() if p}
         problems.append(f"the run also holds other GPUs: {others}")
     if problems:
-        return Check("nvml", FAIL, "; ".join(problems), figures)
+        return Check("processes", FAIL, "; ".join(problems), figures)
     (pid,) = trainers
     host = next((h for h, here in hosts.items() if here == pid), None)
     seen = "" if host is None else f" (NVML's host pid {host}, proven by /dev/nvidia{minor})"
     return Check(
-        "nvml",
+        "processes",
         PASS,
         f"NVML lists the trainer (pid {pid}{seen}) on GPU {ours_index} ({uuid}), and no other "
         "process of the run on any GPU",
@@ -1112,7 +1502,7 @@ def child_facts(device: Device) -> dict[str, Any]:
 
     import torch
 
-    from gputui.engine.devices import cpu_model_name
+    from gputui.engine.devices import cpu_model_name, gpu_bus_id, torch_build
 
     def version(name: str) -> str | None:
         try:
@@ -1122,7 +1512,10 @@ def child_facts(device: Device) -> dict[str, Any]:
 
     facts: dict[str, Any] = {
         "torch": torch.__version__,
+        "build": torch_build(),
         "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "xpu": getattr(torch.version, "xpu", None),
         "cudnn": None,
         "pynvml": version("nvidia-ml-py"),
         "psutil": version("psutil"),
@@ -1132,30 +1525,56 @@ def child_facts(device: Device) -> dict[str, Any]:
     kind = device.kind
     try:
         if kind == "cuda":
-            from gputui.engine.devices import cuda_uuid
+            from gputui.engine.devices import cuda_uuid, torch_device
 
             index = device.indexed().index or 0
             props = torch.cuda.get_device_properties(index)
             facts.update(
-                cudnn=torch.backends.cudnn.version(),
+                cudnn=torch.backends.cudnn.version(),  # MIOpen's on ROCm
                 name=props.name,
                 capability=f"{props.major}.{props.minor}",
+                gcn_arch=getattr(props, "gcnArchName", None),  # ROCm's alone
                 arch_list=torch.cuda.get_arch_list(),
                 uuid=cuda_uuid(index),
+                bus_id=gpu_bus_id(torch_device(device.indexed())),
                 memory_bytes=props.total_memory,
             )
+            if facts["hip"]:
+                facts.update(_rocm_tf32())
         elif kind == "mps":
             facts.update(name="Apple GPU (MPS)", available=torch.backends.mps.is_available())
         elif kind == "xpu":
             from gputui.engine.devices import device_name, torch_device
+            from gputui.engine.distributed import xccl_available
 
-            facts.update(name=device_name(torch_device(device.indexed())))
+            props = torch.xpu.get_device_properties(device.indexed().index or 0)
+            facts.update(
+                name=device_name(torch_device(device.indexed())),
+                bus_id=gpu_bus_id(torch_device(device.indexed())),
+                memory_bytes=getattr(props, "total_memory", None),
+                driver=getattr(props, "driver_version", None),
+                bf16=bool(getattr(torch.xpu, "is_bf16_supported", lambda: True)()),
+                xccl=xccl_available(),
+            )
         else:
             facts.update(name=cpu_model_name(), threads=torch.get_num_threads())
         facts["cpu"] = cpu_model_name()
     except Exception as error:
         facts["error"] = f"{type(error).__name__}: {error}"
     return facts
+
+
+def _rocm_tf32() -> dict[str, Any]:
+    """What torch says of TF32 on ROCm once gputui asks for it (:func:`tf32_taken`), and
+    the variable that decides it."""
+    from gputui.engine.step import set_tf32, tf32_taken
+
+    set_tf32(True)
+    try:
+        taken = tf32_taken()
+    finally:
+        set_tf32(False)
+    return {"tf32_matmul": taken, "hipblaslt_allow_tf32": os.environ.get("HIPBLASLT_ALLOW_TF32")}
 
 
 def _textual() -> str | None:
@@ -1168,8 +1587,9 @@ def _textual() -> str | None:
 
 
 def child_steps(named: Device, limit: int, batch: int, steps: int) -> dict[str, Any]:
-    """``steps`` of bench's resident fp32 training, timed with CUDA events on CUDA and a
-    synchronized clock elsewhere, after a warm-up epoch's worth of steps."""
+    """``steps`` of bench's resident fp32 training, timed with the GPU's events on CUDA (HIP
+    on ROCm) and XPU and a synchronized clock elsewhere, after a warm-up epoch's worth of
+    steps."""
     import torch
 
     from gputui.engine.data import load_dataset
@@ -1201,14 +1621,16 @@ def child_steps(named: Device, limit: int, batch: int, steps: int) -> dict[str, 
     for _ in range(min(pipeline.steps_per_epoch, 50)):  # cuDNN autotune, allocator growth
         loss += step(*next(feed))
     synchronize(device)
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if device.type in ("cuda", "xpu"):
+        gpu = getattr(torch, device.type)
+        start, end = gpu.Event(enable_timing=True), gpu.Event(enable_timing=True)
         start.record()
         for _ in range(steps):
             loss += step(*next(feed))
         end.record()
         end.synchronize()
-        seconds, clock = start.elapsed_time(end) / 1e3, "CUDA events"
+        events = "XPU" if device.type == "xpu" else "HIP" if torch.version.hip else "CUDA"
+        seconds, clock = start.elapsed_time(end) / 1e3, f"{events} events"
     else:
         started = time.perf_counter()
         for _ in range(steps):
@@ -1233,7 +1655,7 @@ def child_hold(named: Device, keep_bytes: int) -> None:
 
     device = torch_device(named.indexed())
     make_current(device)
-    free, _total = torch.cuda.mem_get_info(device)
+    free, _total = getattr(torch, device.type).mem_get_info(device)
     held = torch.empty(max(free - keep_bytes, 0), dtype=torch.uint8, device=device)
     print(json.dumps({"held_bytes": held.numel()}), flush=True)
     sys.stdin.read()

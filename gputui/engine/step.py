@@ -6,6 +6,7 @@ An experiment that times "a step" times exactly the step ``gputui bench`` trains
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -25,7 +26,8 @@ def set_math(precision: str, device: torch.device) -> str:
     torch's defaults differ by operation: matmuls are IEEE fp32, but cuDNN convolutions
     may use TF32. So ``fp32`` turns TF32 off for both, ``tf32`` turns it on for both, and
     ``bf16`` runs under autocast with the rest IEEE. Only CUDA has TF32: elsewhere ``tf32``
-    is IEEE fp32, and says so.
+    is IEEE fp32, and says so, as it does where torch reads TF32 back as off
+    (:func:`tf32_taken`: a ROCm build without ``HIPBLASLT_ALLOW_TF32=1``).
 
     Args:
         precision: ``fp32``, ``tf32`` or ``bf16`` (:data:`gputui.jobs.config.PRECISIONS`).
@@ -37,7 +39,29 @@ def set_math(precision: str, device: torch.device) -> str:
         return BF16
     if tf32 and device.type != "cuda":
         return f"{IEEE_FP32} (TF32 is CUDA's; {device.type} has none)"
+    if tf32 and not tf32_taken():
+        return (
+            f"{IEEE_FP32} (torch reads TF32 back as off: ROCm takes it with HIPBLASLT_ALLOW_TF32=1)"
+        )
     return TF32 if tf32 else IEEE_FP32
+
+
+def tf32_taken(backends: ModuleType = torch.backends) -> bool:
+    """Whether torch's matmuls take the TF32 just asked for. A CUDA build's do. A ROCm
+    build's take it only with ``HIPBLASLT_ALLOW_TF32=1`` (torch 2.7 on; hipBLASLt, on the
+    GPUs that have it), and its ``allow_tf32`` reads back what they take.
+
+    Args:
+        backends: ``torch.backends``, or a stand-in for it in tests.
+    """
+    if not getattr(torch.version, "hip", None):
+        return True
+    try:
+        with warnings.catch_warnings():  # torch 2.9 on calls the flag deprecated: it is read
+            warnings.simplefilter("ignore")  # here because only it says what ROCm takes
+            return bool(backends.cuda.matmul.allow_tf32)
+    except RuntimeError:  # torch refuses a mix of its two APIs: its matmuls would too
+        return False
 
 
 def set_tf32(on: bool, backends: ModuleType = torch.backends) -> None:

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gputui.engine.step import BF16, IEEE_FP32, TF32, set_math, set_tf32
+from gputui.engine import step
+from gputui.engine.step import BF16, IEEE_FP32, TF32, set_math, set_tf32, tf32_taken
 from gputui.jobs.events import RunStarted
 from tests.engine.test_trainer import tiny, train
 
@@ -72,6 +73,23 @@ def test_a_torch_without_fp32_precision_gets_the_legacy_flags() -> None:
     set_tf32(False, old)  # type: ignore[arg-type]
     assert (old.cuda.matmul.allow_tf32, old.cudnn.allow_tf32) == (False, False)
     assert vars(old.cuda.matmul).keys() == {"allow_tf32"}  # nothing new was set
+
+
+def test_a_rocm_build_that_reads_tf32_back_as_off_says_its_math_is_ieee(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch's ROCm builds take TF32 in their matmuls only with HIPBLASLT_ALLOW_TF32=1 (torch
+    2.7 on), and read ``allow_tf32`` back as False without it: the run must not say TF32."""
+    refused = SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=False)))
+    taken = SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=True)))
+    assert tf32_taken(refused)  # type: ignore[arg-type]  # a CUDA build: not asked
+    monkeypatch.setattr(torch.version, "hip", "6.4.43484", raising=False)
+    assert not tf32_taken(refused)  # type: ignore[arg-type]
+    assert tf32_taken(taken)  # type: ignore[arg-type]
+    monkeypatch.setattr(step, "tf32_taken", lambda: False)
+    math = set_math("tf32", torch.device("cuda", 0))
+    assert math.startswith(IEEE_FP32) and "HIPBLASLT_ALLOW_TF32=1" in math
+    assert set_math("fp32", torch.device("cuda", 0)) == IEEE_FP32
 
 
 def test_bf16_is_autocast_with_the_rest_ieee() -> None:
