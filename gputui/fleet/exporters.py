@@ -54,6 +54,11 @@ class NotAnExporter(ValueError):
     """The text is not an exposition of an exporter gputui can read."""
 
 
+NO_READING_YET = "gputui serve has just started: no GPU reading yet"
+"""Why a gputui exporter that has not sampled its GPUs once is not read (it answers with its
+host's series alone, and its GPUs would read as none)."""
+
+
 class Sample(NamedTuple):
     """One series' value, from a scrape or from a Prometheus query (a named tuple: one is
     made for each line a host sends, and a tuple is the cheapest to make)."""
@@ -208,8 +213,10 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
     gpus: dict[tuple[Vendor, int], _Gpu] = {}
     notes = Notes()
     age = 0.0
+    sampled = False  # NVML's availability comes with the first GPU sample, with or without GPUs
     for sample in samples:
         name, labels, value = sample
+        sampled = sampled or name == NVML_AVAILABLE
         if name == SAMPLE_AGE:
             if SAMPLE_AGE_RANGE.admits(value):
                 age = value
@@ -252,6 +259,8 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
     if any(gpu.processes is not None for gpu in gpus.values()):
         for gpu in gpus.values():
             gpu.processes = gpu.processes or []
+    if not sampled and not gpus:
+        raise NotAnExporter(NO_READING_YET)
     for gpu in gpus.values():
         gpu.hung_for_s = age
     readings = tuple(gpus[key].reading() for key in sorted(gpus, key=_vendor_order))
@@ -366,7 +375,7 @@ def _mapped_names(mapping: _Mapping) -> set[str]:
 
 
 SERIES_READ = frozenset(
-    {SAMPLE_AGE, GPU_INFO, GPU_UP, GPU_HUNG, GPU_PROCESS_MEMORY, *_GPUTUI_FIELDS}
+    {SAMPLE_AGE, NVML_AVAILABLE, GPU_INFO, GPU_UP, GPU_HUNG, GPU_PROCESS_MEMORY, *_GPUTUI_FIELDS}
     | _mapped_names(_DCGM)
     | _mapped_names(_NVITOP)
 )

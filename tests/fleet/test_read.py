@@ -7,14 +7,19 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from gputui.commands import main
 from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, read_samples
 from gputui.fleet.exposition import parse_text
 from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
+from gputui.serve.metrics import metric_families
+from gputui.serve.sampling import Latest
 from gputui.telemetry.readings import NvlinkThroughput, health_problems
 from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition, serving
 
@@ -298,3 +303,28 @@ def test_a_json_answer_is_named_in_the_host_s_error(capsys: pytest.CaptureFixtur
     assert host["error"] == (
         "this answers JSON, not a Prometheus exposition: give the exporter's /metrics address"
     )
+
+
+def test_an_exporter_that_has_not_sampled_yet_is_not_read_as_a_host_without_gpus() -> None:
+    """A restarted ``gputui serve`` answers with its host's series before its first GPU
+    sample: its GPUs are not yet known, not gone (the fleet keeps their last readings)."""
+    latest = Latest(started_at=0.0)
+    families = metric_families(latest, 1.0, interval_s=1.0, processes=True)
+    before = generate_latest(_Registry(families))
+    with pytest.raises(NotAnExporter) as refused:
+        read_samples(parse_text(before.decode()))
+    assert str(refused.value) == "gputui serve has just started: no GPU reading yet"
+    no_gpu = (
+        before.decode() + "# TYPE gputui_nvml_available gauge\ngputui_nvml_available 0.0\n"
+    )  # a box without NVIDIA's driver, once sampled: a host without GPUs
+    assert read_samples(parse_text(no_gpu)).gpus == ()
+
+
+class _Registry:
+    """The families one scrape of ``gputui serve`` serves, for prometheus_client to write."""
+
+    def __init__(self, families: list[Any]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Any]:
+        return iter(self._families)
