@@ -1,17 +1,17 @@
 """CPU per sample of the NVML sampler with 8 stand-in GPUs with NVLink, this tree against a
-baseline commit's (``--baseline``, default the last before those readings), side by side:
-what the NVLink throughput readings (one ``nvmlDeviceGetFieldValues`` a GPU every
-``NVLINK_TTL_S``, and in a third variant every second) add to a sample.
+baseline commit's (``--baseline``, default the last before issue 30's NVML readings), side
+by side: what the video engines (two calls a GPU every ``MEDIA_TTL_S``), the NVLink links'
+states (a call a link every ``NVLINK_STATE_TTL_S``) and their throughput counters (one
+``nvmlDeviceGetFieldValues`` a GPU every ``NVLINK_TTL_S``, every second in a third variant)
+add to a sample.
 
-Each round runs both trees' samplers in turn, the order alternating, each in a child
-process of its own (``--child TREE``: the ``gputui`` package under TREE first on
-``sys.path``) that takes ``--samples`` samples after 20 warm-up samples and counts its CPU
-time (``time.process_time``). The sampler's clock moves 1 s a sample, the default interval,
-so every other sample reads the throughput counters (their 2 s TTL; every sample in the
-third variant) and every tenth the links' states (the health TTL). The
+Each round runs the trees' samplers in turn, the order rotating, each in a child process of
+its own (``--child TREE``: the ``gputui`` package under TREE first on ``sys.path``) that
+takes ``--samples`` samples after 20 warm-up samples and counts its CPU time
+(``time.process_time``). The sampler's clock moves 1 s a sample, the default interval. The
 stand-in (tests/fakenvml, built from this tree) answers from memory, where a driver's calls
 go through the kernel, so it is the least each call costs and the largest share the added
-call takes. The baseline's package comes from ``git archive``; no checkout is touched.
+calls take. The baseline's package comes from ``git archive``; no checkout is touched.
 
     python benchmarks/nvml_cost.py                          # 7 rounds of 2000 samples
     python benchmarks/nvml_cost.py --rounds 3 --samples 500 --json
@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parent.parent
 GPUS = 8
 WARM_UP = 20
 SECOND = 1.0
-BEFORE_THROUGHPUT = "8964975"
-"""The last commit before the NVLink throughput readings: today's sampler, as the issue asks."""
+BEFORE_READINGS = "20673ab"
+"""The last commit before issue 30's NVML readings (video engines, NVLink states and
+throughput): the sampler as it was when the issue asked for them."""
 EVERY_SECOND = "this tree, NVLink read every 1 s"
 """The variant that reads the throughput counters every sample (a TTL of 1 s)."""
 
@@ -109,9 +110,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--baseline",
-        default=BEFORE_THROUGHPUT,
-        help=f"the commit to compare with (default: {BEFORE_THROUGHPUT}, the last before the "
-        "NVLink throughput readings)",
+        default=BEFORE_READINGS,
+        help=f"the commit to compare with (default: {BEFORE_READINGS}, the last before the "
+        "video engines' and NVLink's readings)",
     )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--samples", type=int, default=2000)

@@ -840,19 +840,21 @@ def nvml_cost_section(quick: bool) -> Section:
     ratio = result["ratio"]
     body = "\n".join(
         [
-            "## The NVML sampler's cost per sample, with NVLink readings",
+            "## The NVML sampler's cost per sample, with the video engines and NVLink",
             "",
             f"CPU per sample of `NvmlSampler` on {result['gpus']} stand-in GPUs with 18 NVLink "
-            f"links and a process each, this tree against {baseline} (before the NVLink "
-            "throughput readings), each in a child process of its own, taking turns in "
+            f"links and a process each, this tree against {baseline} (gputui before issue 30's "
+            "NVML readings: the video encoder and decoder, the NVLink links' states and their "
+            "throughput counters), each in a child process of its own, taking turns in "
             f"{result['rounds']} rounds of {result['samples']} samples after 20 warm-up samples "
             "(medians). The sampler's clock moves 1 s a sample (the default interval): the "
-            "throughput counters are read every other sample (their 2 s TTL; every sample in "
-            "the third row), the links' states every tenth. The stand-in answers from memory, "
-            "so the one call added per GPU weighs more here than against a driver, whose calls "
-            "go through the kernel. The baseline reads the video engines and the links' states "
-            "already (issue 30's readings merged before): the figure is what the throughput "
-            "counters add.",
+            "video engines and the throughput counters are read every other sample (their 2 s "
+            "TTL; the counters every sample in the third row), the links' states (a call a "
+            "link) every thirtieth. The stand-in answers from memory, so each call added "
+            "weighs more here than against a driver, whose calls go through the kernel. Since "
+            f"{baseline} the sampler also copies each GPU's reading once a sample instead of "
+            "twice (the processes' host use and what they run in are added in one pass): the "
+            "figure is the sampler's whole cost with that saving, not the new readings' alone.",
             "",
             "| tree | ms CPU per sample | of the baseline's | each round |",
             "|---|---|---|---|",
@@ -870,7 +872,7 @@ def nvml_cost_section(quick: bool) -> Section:
         ]
     )
     headline = (
-        f"**NVML sampler with NVLink readings** (8 stand-in GPUs): {medians['this tree']:.2f} "
+        f"**NVML sampler with the video engines and NVLink** (8 stand-in GPUs): {medians['this tree']:.2f} "
         f"ms CPU per sample, {ratio:.2f}x {baseline}'s {medians[baseline]:.2f} ms."
     )
     return body, headline

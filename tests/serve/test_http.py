@@ -267,7 +267,17 @@ def test_without_processes_no_process_is_served(start_serve: StartServe) -> None
     assert [gpu["processes"] for gpu in snapshot["gpus"]] == [None, None]
     (device,) = snapshot["gpus"][0]["mig_devices"]
     assert (device["gpu_instance_id"], device["processes"]) == (1, None)
-    assert str(os.getpid()) not in child.get("/snapshot").body.decode()
+    assert os.getpid() not in pids_in(json.loads(child.get("/snapshot").body))
+
+
+def pids_in(value: Any) -> set[int]:
+    """Every ``pid`` in JSON data, however deep (its digits may be in other numbers)."""
+    if isinstance(value, dict):
+        found = {value["pid"]} if "pid" in value else set()
+        return found.union(*(pids_in(item) for item in value.values()))
+    if isinstance(value, list):
+        return set().union(*(pids_in(item) for item in value))
+    return set()
 
 
 def shape(value: Any) -> Any:

@@ -33,8 +33,8 @@ from gputui.telemetry.nvml.calls import (
     describe_handle_error,
 )
 from gputui.telemetry.nvml.queries import (
-    HEALTH_TTL_S,
     MEDIA_TTL_S,
+    NVLINK_STATE_TTL_S,
     NVLINK_TTL_S,
     PCIE_BUDGET_S,
     PCIE_TTL_S,
@@ -897,11 +897,11 @@ def test_nvlink_counts_the_links_up_rarely_and_a_gpu_without_nvlink_reads_none(
     fake_nvml_env.setenv("FAKE_NVML_NVLINKS", "0:18,1:4")
     fake_nvml_env.setenv("FAKE_NVML_NVLINKS_DOWN", "0:0x20001")
     first = sampler.sample()
-    clock.now += HEALTH_TTL_S / 2
+    clock.now += NVLINK_STATE_TTL_S / 2
     sampler.sample()
     calls = [fake_nvml.calls("nvmlDeviceGetNvLinkState", index) for index in range(3)]
     assert calls == [19, 5, 1]  # to the first link past the last (18: InvalidArgument)
-    clock.now += HEALTH_TTL_S / 2
+    clock.now += NVLINK_STATE_TTL_S / 2
     last = sampler.sample()
     calls = [fake_nvml.calls("nvmlDeviceGetNvLinkState", index) for index in range(3)]
     assert calls == [38, 10, 1]

@@ -16,7 +16,7 @@ import psutil
 from gputui.telemetry.commandline import command_line
 from gputui.telemetry.devnodes import match_host_pids, node_mappers
 from gputui.telemetry.nvml.queries import Queries, TrackedGpu
-from gputui.telemetry.readings import NO_WORKLOAD, GpuProcess, GpuReading
+from gputui.telemetry.readings import NO_WORKLOAD, GpuProcess, GpuReading, Workload
 from gputui.telemetry.workload import WorkloadReader
 
 MATCH_TTL_S = 5.0
@@ -119,63 +119,51 @@ class ProcessAttribution:
             return readings
         return tuple(self._with_local(reading) for reading in readings)
 
-    def with_host_use(self, readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
-        """Each process with the host CPU and memory it uses and the time since it started,
-        read once per process however many GPUs list it (a second ``cpu_percent`` call
-        within the same sample would measure nothing)."""
+    def with_details(self, readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
+        """Each process with the host CPU and memory it uses, the time since it started and
+        what it runs in (its MIG devices' processes too, with what they run in), in one pass:
+        a reading is copied once, and a process once, a sample.
+
+        The host use is read once per process however many GPUs list it (a second
+        ``cpu_percent`` call within the same sample would measure nothing); what a process
+        runs in is read once per process and kept until no GPU lists it.
+        """
         now = time.time()
         used: dict[int, tuple[float | None, int | None]] = {}
-        with_use = []
-        for reading in readings:
-            if reading.processes:
-                processes = tuple(self._with_use(p, used, now) for p in reading.processes)
-                reading = replace(reading, processes=processes)
-            with_use.append(reading)
-        return tuple(with_use)
-
-    def with_workloads(self, readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
-        """Each process, its MIG devices' too, with what it runs in, read once per process
-        and kept until no GPU lists it."""
         read: set[int] = set()
-
-        def attributed(processes: tuple[GpuProcess, ...]) -> tuple[GpuProcess, ...]:
-            return tuple(self._with_workload(process, read) for process in processes)
-
-        with_workloads = []
+        detailed = []
         for reading in readings:
+            changes: dict[str, Any] = {}
             if reading.processes:
-                reading = replace(reading, processes=attributed(reading.processes))
+                changes["processes"] = tuple(
+                    self._detailed(process, used, now, read) for process in reading.processes
+                )
             if reading.mig_devices:
-                devices = tuple(
-                    replace(device, processes=attributed(device.processes))
+                changes["mig_devices"] = tuple(
+                    replace(
+                        device,
+                        processes=tuple(
+                            self._with_workload(process, read) for process in device.processes
+                        ),
+                    )
                     if device.processes
                     else device
                     for device in reading.mig_devices
                 )
-                reading = replace(reading, mig_devices=devices)
-            with_workloads.append(reading)
+            detailed.append(replace(reading, **changes) if changes else reading)
         self._workloads.forget(read)
-        return tuple(with_workloads)
+        return tuple(detailed)
 
-    def _with_workload(self, process: GpuProcess, read: set[int]) -> GpuProcess:
-        """``process`` with what it runs in, its pid added to ``read``. NVML's pid is the
-        host's: it is read as it is where the procfs is ours (no pid namespace of our own) or
-        named as the host's (``GPUTUI_PROCFS``); else the local process it is proven to be,
-        if any."""
-        named = self._workloads.host_procfs
-        pid = process.local_pid if self.host_pids and not named else process.pid
-        if pid is None:
-            return process
-        read.add(pid)
-        created = process.create_time if pid == process.local_pid else None
-        workload = self._workloads.read(pid, created)
-        return process if workload is NO_WORKLOAD else replace(process, workload=workload)
-
-    def _with_use(
-        self, process: GpuProcess, used: dict[int, tuple[float | None, int | None]], now: float
+    def _detailed(
+        self,
+        process: GpuProcess,
+        used: dict[int, tuple[float | None, int | None]],
+        now: float,
+        read: set[int],
     ) -> GpuProcess:
-        """``process`` with its host use (``used`` holds this sample's, by local pid); none
-        for a host pid, nor where the cached process is not the one shown."""
+        """``process`` with its host use (``used`` holds this sample's, by local pid; none for
+        a host pid, nor where the cached process is not the one shown), the time since it
+        started, and what it runs in (its pid added to ``read``)."""
         pid = process.local_pid
         if pid is not None and pid not in used:
             cached = self._identities.get(pid, _UNKNOWN)
@@ -184,7 +172,31 @@ class ProcessAttribution:
         cpu, rss = (None, None) if pid is None else used[pid]
         started = process.create_time
         elapsed = None if started is None else max(now - started, 0.0)
-        return replace(process, cpu_percent=cpu, rss_bytes=rss, elapsed_s=elapsed)
+        workload = self._workload(process, read)
+        return replace(
+            process,
+            cpu_percent=cpu,
+            rss_bytes=rss,
+            elapsed_s=elapsed,
+            workload=process.workload if workload is NO_WORKLOAD else workload,
+        )
+
+    def _with_workload(self, process: GpuProcess, read: set[int]) -> GpuProcess:
+        """``process`` with what it runs in (a MIG device's), its pid added to ``read``."""
+        workload = self._workload(process, read)
+        return process if workload is NO_WORKLOAD else replace(process, workload=workload)
+
+    def _workload(self, process: GpuProcess, read: set[int]) -> Workload:
+        """What ``process`` runs in, its pid added to ``read``. NVML's pid is the host's: it
+        is read as it is where the procfs is ours (no pid namespace of our own) or named as
+        the host's (``GPUTUI_PROCFS``); else the local process it is proven to be, if any."""
+        named = self._workloads.host_procfs
+        pid = process.local_pid if self.host_pids and not named else process.pid
+        if pid is None:
+            return NO_WORKLOAD
+        read.add(pid)
+        created = process.create_time if pid == process.local_pid else None
+        return self._workloads.read(pid, created)
 
     def forget(self, readings: Sequence[GpuReading]) -> None:
         """Drop cached identities of processes no GPU lists any more."""

@@ -35,16 +35,21 @@ log = logging.getLogger(__name__)
 
 
 HEALTH_TTL_S = 10.0
-"""Seconds ECC errors, pending row remaps, the NVLink links that are up, the MIG mode and the
-MIG devices (their ids and processes; not their memory, read every sample) are trusted (they
-change rarely)."""
+"""Seconds ECC errors, pending row remaps, the MIG mode and the MIG devices (their ids and
+processes; not their memory, read every sample) are trusted (they change rarely)."""
+NVLINK_STATE_TTL_S = 30.0
+"""Seconds the count of NVLink links up is trusted: a call a link (18 on an H100), the most a
+health reading asks, for a state that changes only when a link fails (dcgm-exporter's
+default interval is as long)."""
 POWER_LIMIT_TTL_S = 30.0
 """Seconds a power limit is trusted before it is asked again (an admin may change it)."""
 PCIE_TTL_S = 1.0
 """Seconds a GPU's PCIe throughput and link are shown before they are asked again."""
-MEDIA_TTL_S = 1.0
+MEDIA_TTL_S = 2.0
 """Seconds a GPU's video encoder and decoder utilization are shown before they are asked
-again (the driver averages them over its own sampling period, near a second)."""
+again (the driver averages them over its own sampling period; nvitop refreshes every 2 s):
+two, not one, so that the video engines and NVLink add less than a tenth to a sample's cost
+(BENCHMARKS.md, the NVML sampler's cost)."""
 NVLINK_TTL_S = 2.0
 """Seconds between two reads of a GPU's NVLink throughput counters (its rate spans them):
 two, not one, to keep the read within a tenth of a sample's cost (BENCHMARKS.md, the NVML
@@ -133,7 +138,10 @@ class TrackedGpu:
     media_read_at: float | None = None
     """When the encoder and decoder utilization were last asked."""
     nvlink_active: int | None = None
-    """NVLink links that are up, refreshed every ``HEALTH_TTL_S``; ``None`` without NVLink."""
+    """NVLink links that are up, refreshed every ``NVLINK_STATE_TTL_S``; ``None`` without
+    NVLink."""
+    nvlink_state_read_at: float | None = None
+    """When the links' states were last asked (every ``NVLINK_STATE_TTL_S``)."""
     nvlink_throughput: NvlinkThroughput | None = None
     """NVLink's counters as last answered and the rates since the read before (one object
     until the next read, so that each sample's reading shares it)."""
@@ -604,8 +612,8 @@ def _whole(value: Any) -> int | None:
 def read_health(
     queries: Queries, gpu: TrackedGpu, mig_processes: Callable[[Any], tuple[GpuProcess, ...]]
 ) -> None:
-    """ECC errors, a pending row remap, the NVLink links that are up, the MIG mode and MIG
-    devices: asked every ``HEALTH_TTL_S``.
+    """ECC errors, a pending row remap, the MIG mode and MIG devices: asked every
+    ``HEALTH_TTL_S``.
 
     Args:
         queries: Asks the GPU.
@@ -616,7 +624,6 @@ def read_health(
     gpu.ecc_uncorrected = int(errors) if errors is not None else None
     rows = queries.ask(gpu, "remapped_rows")  # (correctable, uncorrectable, pending, failed)
     gpu.remapped_pending = bool(rows[2]) if rows is not None else None
-    gpu.nvlink_active = _nvlink_links_up(queries, gpu)
     mig = queries.ask(gpu, "mig_mode")  # (current, pending)
     gpu.mig_mode = bool(mig[0]) if mig is not None else None
     gpu.mig_devices = (
@@ -624,8 +631,9 @@ def read_health(
     )
 
 
-def _nvlink_links_up(queries: Queries, gpu: TrackedGpu) -> int | None:
-    """How many of ``gpu``'s NVLink links are up, asked link by link until one past its last
+def nvlink_links_up(queries: Queries, gpu: TrackedGpu) -> int | None:
+    """How many of ``gpu``'s NVLink links are up (asked every ``NVLINK_STATE_TTL_S``), asked
+    link by link until one past its last
     (NotSupported or InvalidArgument); ``None`` without NVLink (NotSupported for link 0:
     never asked again) or when a link's state could not be read this time."""
     up = 0

@@ -32,12 +32,14 @@ from gputui.telemetry.nvml.processes import ProcessAttribution, in_own_pid_names
 from gputui.telemetry.nvml.queries import (
     HEALTH_TTL_S,
     MEDIA_TTL_S,
+    NVLINK_STATE_TTL_S,
     NVLINK_TTL_S,
     POWER_LIMIT_TTL_S,
     Queries,
     TrackedGpu,
     gpu_reading,
     not_ok,
+    nvlink_links_up,
     read_health,
     read_media,
     read_nvlink_throughput,
@@ -97,7 +99,9 @@ class NvmlSampler:
     NVML starts on the first :meth:`sample`; device handles and static facts (name,
     UUID, bus id, maximum SM and memory clocks, the PCIe link's maximum) are fetched once,
     the power limit every ``POWER_LIMIT_TTL_S`` seconds, the video encoder and decoder every
-    ``MEDIA_TTL_S`` and the PCIe throughput and link in turns (:func:`refresh_pcie`),
+    ``MEDIA_TTL_S``, the NVLink links' states every ``NVLINK_STATE_TTL_S`` and their
+    counters every ``NVLINK_TTL_S``, and the PCIe throughput and link in turns
+    (:func:`refresh_pcie`),
     so a steady sample asks only what changes, and quickly. Samples
     are serialised by a lock; :meth:`close` shuts NVML down.
 
@@ -195,8 +199,7 @@ class NvmlSampler:
         gpus = tuple(self._progress)
         if self._status.host_pids:
             gpus = self._processes.match_local(gpus, self._gpus, now)
-        gpus = self._processes.with_host_use(gpus)
-        gpus = self._processes.with_workloads(gpus)
+        gpus = self._processes.with_details(gpus)
         self._processes.forget(gpus)
         return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
 
@@ -485,6 +488,9 @@ class NvmlSampler:
         if gpu.health_read_at is None or now - gpu.health_read_at >= HEALTH_TTL_S:
             read_health(queries, gpu, self._processes.of_mig)
             gpu.health_read_at = now
+        if gpu.nvlink_state_read_at is None or now - gpu.nvlink_state_read_at >= NVLINK_STATE_TTL_S:
+            gpu.nvlink_active = nvlink_links_up(queries, gpu)
+            gpu.nvlink_state_read_at = now
         if gpu.media_read_at is None or now - gpu.media_read_at >= MEDIA_TTL_S:
             read_media(queries, gpu)
             gpu.media_read_at = now
