@@ -13,7 +13,7 @@ exporter, alone and against nvitop-exporter), fleet (the fleet view, 256 hosts),
 scale (1 against 2 gloo ranks, and the estimate for 8 GPUs), drm-clients (the sweep
 for processes on AMD and Intel GPUs against the NVML sampler), vendor-readers (whole AMD
 and Intel samples against NVML's), recording (`gputui record`'s CPU, a day's size and
-the time to seek in it) and nvml-cost (the NVML sampler with its NVLink readings against a
+the time to seek in it) and nvml-cost (the NVML sampler with the video engines and NVLink against a
 baseline commit's).
 Each is written between markers in BENCHMARKS.md, with the command that produced it
 and the machine it ran on, so sections can be refreshed one at a time. Each also
@@ -872,8 +872,9 @@ def nvml_cost_section(quick: bool) -> Section:
         ]
     )
     headline = (
-        f"**NVML sampler with the video engines and NVLink** (8 stand-in GPUs): {medians['this tree']:.2f} "
-        f"ms CPU per sample, {ratio:.2f}x {baseline}'s {medians[baseline]:.2f} ms."
+        "**NVML sampler with the video engines and NVLink** (8 stand-in GPUs): "
+        f"{medians['this tree']:.2f} ms CPU per sample, {ratio:.2f}x {baseline}'s "
+        f"{medians[baseline]:.2f} ms."
     )
     return body, headline
 
