@@ -32,6 +32,9 @@ REPLACE = "="
 """A change ``{"=": VALUE}`` replaces the value outright."""
 LENGTH = "len"
 """A list's change gives its new length under this member when the length changed."""
+RUNNER_KEY = "runner"
+"""A frame's member listing what the runner pane received since the frame before, in order
+(:func:`runner_entry`); a reader that knows it not skips it, so no format version hangs on it."""
 
 
 INDEX_SUFFIX = ".idx"
@@ -112,6 +115,8 @@ class Header:
     """A whole reading every this many frames."""
     started_unix: float
     """When the recording started (seconds since the epoch); frames' ``t`` count from it."""
+    runner: bool = False
+    """Whether its frames may carry the runner pane's jobs (``gputui --record``)."""
 
     @property
     def started_at(self) -> dt.datetime:
@@ -130,7 +135,7 @@ class Header:
             "full_every": self.full_every,
             "started_at": self.started_at.isoformat(),
             "started_unix": round(self.started_unix, DECIMALS),
-        }
+        } | ({RUNNER_KEY: True} if self.runner else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Header:
@@ -149,12 +154,21 @@ class Header:
                 interval_s=_number(data["interval_s"]),
                 full_every=_whole(data["full_every"]),
                 started_unix=_number(data["started_unix"]),
+                runner=data.get(RUNNER_KEY, False) is True,
             )
         except KeyError as missing:
             raise FormatError(f"the header has no {missing.args[0]!r}") from None
         if header.interval_s <= 0 or header.full_every < 1 or header.part < 0:
             raise FormatError("the header's interval_s, full_every or part is out of range")
         return header
+
+
+def runner_entry(t: float, **entry: object) -> dict[str, object]:
+    """One entry of a frame's :data:`RUNNER_KEY` list: at ``t`` seconds, a job started
+    (``start``: its kind, ``configs``: each run's config as sent to its child, ``scaling``),
+    the events of one drain (``events``: each line as the child sent it), or a stop asked
+    (``stop``)."""
+    return {"t": round(t, DECIMALS), **entry}
 
 
 def encode_line(value: Mapping[str, Any]) -> bytes:

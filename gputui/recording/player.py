@@ -7,6 +7,7 @@ No Textual here: the app asks for frames, and draws them.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
 import re
@@ -17,6 +18,7 @@ from typing import Generic, TypeVar
 from gputui.format import ellipsize
 from gputui.recording.frames import Header
 from gputui.recording.reader import Frame, Problem, Recording
+from gputui.recording.runs import JobBegun, RunnerEntry, entries_of
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import Snapshot
 from gputui.telemetry.snapshot import snapshot_from_dict
@@ -82,6 +84,16 @@ class Player:
         """The frame shown; ``None`` only for a recording that holds none."""
         self.finished = False
         """Whether the frames ran out after the shown one (the end, or a damaged line)."""
+        self._runner: list[RunnerEntry] = []
+        self._runner_t: list[float] = []  # each entry's frame's time
+        if self.header.runner:  # read once: a seek back rebuilds the pane from the start
+            for frame in recording.frames():
+                entries = entries_of([frame.runner])
+                self._runner += entries
+                self._runner_t += [frame.t] * len(entries)
+            self._note(recording.problem)
+        self.has_runs = any(isinstance(entry, JobBegun) for entry in self._runner)
+        """Whether the runner pane started a job while this was recorded."""
         last = recording.at(math.inf)
         self._note(recording.problem)
         self.last_t = last.t if last is not None else 0.0
@@ -105,6 +117,11 @@ class Player:
         if self.current is None:
             raise LookupError("the recording holds no frame")
         return self.current.snapshot
+
+    def runner_entries(self) -> list[RunnerEntry]:
+        """What the runner pane had received by the shown frame, in order: the entries of
+        that frame and those before it."""
+        return self._runner[: bisect.bisect_right(self._runner_t, self.t)]
 
     def samplers(self) -> Samplers:
         """Samplers that give the shown frame's readings (the app's first frame reads them)."""

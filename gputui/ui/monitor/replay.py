@@ -4,8 +4,9 @@ table, sparklines and health drawn from the recorded frames instead of the sampl
 A :class:`~gputui.recording.player.Player` reads the frames; this app moves it (play, pause,
 step, seek, speed, loop) and paints each frame it lands on as the live app paints a beat. The
 sparklines hold the frames of the window before the frame shown, one value a frame, as the
-live monitor held one a sample: after a seek they are filled again from the recording.
-Nothing here sends a signal or starts a run.
+live monitor held one a sample: after a seek they are filled again from the recording. Where
+the recording holds the runner pane's jobs (``gputui --record``), the runner pane shows them
+as they stood at the frame shown. Nothing here sends a signal or starts a run.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ STEP_GROUP = Binding.Group("Step", compact=True)
 MINUTE_GROUP = Binding.Group("Min", compact=True)
 SPEED_GROUP = Binding.Group("Speed", compact=True)
 RUNNER_REFUSAL = "A replay shows a recording: the runner cannot start or stop runs here."
+"""What the runner's keys say in a replay."""
 """What the runner's keys say in a replay."""
 SIGNAL_REFUSAL = "A replay shows a recording: its processes are not this machine's to signal."
 """What ``k``, ``K`` and ``i`` say in a replay."""
@@ -105,7 +107,8 @@ class ReplayApp(MonitorApp):
             speed: Recorded seconds a second, one of :data:`SPEEDS`.
             loop: Start again from the first frame after the last.
             history: Holds the sparklines' values (default: five minutes' worth).
-            runner: The runner pane's setup; the pane stays hidden and starts nothing.
+            runner: The runner pane's setup; the pane starts nothing, and shows the
+                recorded jobs where there are any (else it stays hidden).
         """
         clock: Clock = lambda: player.t  # noqa: E731  (staleness in recorded time)
         super().__init__(
@@ -128,7 +131,9 @@ class ReplayApp(MonitorApp):
         self._target_t = player.t
         self._tick: asyncio.TimerHandle | None = None
         self._said_problem = False
-        self._runner_wanted = False  # the runner pane stays hidden: it shows no recording
+        self.runner.recorded = True
+        if not player.has_runs:
+            self._runner_wanted = False  # the runner pane stays hidden: nothing to show
         self._status = Static(id="replay-status", markup=False)
         self._bindings = BindingsMap(
             replace(binding, show=False)
@@ -147,6 +152,7 @@ class ReplayApp(MonitorApp):
 
     def on_mount(self) -> None:
         """The monitor shows the first frame (its own mount); then the replay starts."""
+        self.runner.replay(self.player.runner_entries())
         self._say_status()
         if self.playing:
             self._later(0.0, self._schedule)
@@ -191,6 +197,7 @@ class ReplayApp(MonitorApp):
             for source in SOURCES:
                 self._beat.arrived(source, getattr(last, source))
             self._paint()
+            self.runner.replay(self.player.runner_entries())
         self._say_status()
 
     def seek(self, t: float) -> None:
@@ -337,12 +344,18 @@ class ReplayApp(MonitorApp):
         self._refuse_runner()
 
     def action_runner_toggle(self) -> None:
-        """Refused: the runner pane shows no recording."""
-        self._refuse_runner()
+        """Show or hide the recorded runs (refused where there are none)."""
+        if self.player.has_runs:
+            super().action_runner_toggle()
+        else:
+            self._refuse_runner()
 
     def action_runner_detail(self) -> None:
-        """Refused: the runner pane shows no recording."""
-        self._refuse_runner()
+        """Show or hide a recorded failed run's detail (refused where there are no runs)."""
+        if self.player.has_runs:
+            super().action_runner_detail()
+        else:
+            self._refuse_runner()
 
     def _ask_to_signal(self, signum: signal.Signals) -> None:
         """Refused: the recorded processes are not this machine's now."""
