@@ -10,13 +10,14 @@ memory, on the status line), and the user asks for a stop. Each is an entry of a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gputui.device import plain
 from gputui.jobs.config import ConfigError, ExperimentConfig, JobConfig, RunConfig, ScaleConfig
 from gputui.jobs.events import Event, parse_event
+from gputui.jobs.results import Session, run_names
 from gputui.recording.frames import runner_entry
 from gputui.telemetry.watched import ProcessReading
 
@@ -119,3 +120,78 @@ def entries_of(frames: Sequence[Sequence[Mapping[str, Any]]]) -> list[RunnerEntr
     """The entries of ``frames``' runner lists, in order, those it cannot read left out."""
     read = (entry_from_dict(value) for frame in frames for value in frame)
     return [entry for entry in read if entry is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One training run the runner pane showed, as it ended (or stood when the recording did)."""
+
+    job: int
+    """Which job of the recording it belongs to, from 1 (a comparison's two runs share one)."""
+    kind: str
+    """``training`` or ``scaling``."""
+    name: str
+    """Its device, marked where two runs of the job read alike (``cpu (baseline)``)."""
+    precision: str
+    """``fp32``, ``tf32`` or ``bf16``."""
+    epochs: int
+    """Epochs it finished."""
+    images_per_second: float | None
+    """Its steady throughput (the warm-up rule), else its last epoch's; ``None`` before any."""
+    speedup: float | None
+    """A comparison's second run: how much faster it trained than the first (steady)."""
+    status: str
+    """``ok``, ``stopped`` (or cut off by the recording's end) or ``error``."""
+
+
+def summarise_runs(entries: Iterable[RunnerEntry]) -> tuple[RunSummary, ...]:
+    """The training runs ``entries`` show, job by job, each run as the pane folded its events
+    (an experiment's rows are not runs: left out)."""
+    sessions: list[Session] = []
+    session: Session | None = None
+    for entry in entries:
+        if isinstance(entry, JobBegun):
+            session = None
+            if entry.kind != "experiment":
+                runs = [config for config in entry.configs if isinstance(config, RunConfig)]
+                session = Session(runs, scaling=entry.scaling)
+                sessions.append(session)
+                _begin_next(session)
+        elif session is None or session.current is None:
+            continue
+        elif isinstance(entry, EventsDrained):  # one drain: one run's events, as in the pane
+            run = session.current
+            for event in entry.events:
+                run.absorb(event)
+            if run.ended:
+                if run.finished is not None and run.finished.stopped:
+                    session.stopped = True
+                _begin_next(session)
+        elif isinstance(entry, StopAsked):
+            session.stopped = True
+    return tuple(
+        _run_summary(job, session, index, name)
+        for job, session in enumerate(sessions, 1)
+        for index, name in enumerate(run_names(session.runs))
+    )
+
+
+def _begin_next(session: Session) -> None:
+    config = session.next_config
+    if config is not None:
+        session.begin(config)
+
+
+def _run_summary(job: int, session: Session, index: int, name: str) -> RunSummary:
+    run = session.runs[index]
+    speed = session.speedup if index == 1 else None
+    return RunSummary(
+        job=job,
+        kind="scaling" if session.scaling is not None else "training",
+        name=name,
+        precision=run.config.precision,
+        epochs=len(run.epochs),
+        images_per_second=run.best_images_per_second if run.epochs else None,
+        speedup=speed.steady if speed is not None else None,
+        status=run.status,
+    )

@@ -9,6 +9,7 @@ samplers are fakes (they are not what is under test here).
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from gputui.jobs.events import EpochFinished, Placement
 from gputui.recording.player import Player
 from gputui.recording.reader import Recording
 from gputui.recording.recorder import ShownRecorder
+from gputui.recording.render import render_summary_json, render_summary_text
 from gputui.recording.runs import EventsDrained, JobBegun
+from gputui.recording.summary import summarise
 from gputui.ui.monitor.replay import RUNNER_REFUSAL, ReplayApp
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup
@@ -90,6 +93,23 @@ async def test_a_recorded_comparison_replays_as_it_was_shown(tmp_path: Path) -> 
         await wait_until(pilot, lambda: recorder.seen.get(recorder.last_t or 0.0) == shown_last)
     recorder.close()
     assert "Speedup of cpu over cpu (baseline)" in shown_last and "Placement on cpu" in shown_last
+    session = pane.session
+    assert session is not None and session.speedup is not None
+    speedup = session.speedup.steady
+    assert speedup is not None
+
+    summary = summarise(Recording.open(path))  # replay --summary
+    assert [(run.name, run.epochs, run.status) for run in summary.runs] == [
+        ("cpu (baseline)", 1, "ok"),
+        ("cpu", 1, "ok"),
+    ]
+    ips = [run.best_images_per_second for run in session.runs]
+    assert [run.images_per_second for run in summary.runs] == ips
+    assert [run.speedup for run in summary.runs] == [None, speedup]
+    text = render_summary_text(summary)
+    assert f"1. training: cpu fp32, 1 epoch, {ips[1]:,.0f} img/s, {speedup:.2f}x the" in text
+    (second,) = json.loads(render_summary_json(summary))["runs"][1:]
+    assert second["name"] == "cpu" and second["speedup"] == pytest.approx(speedup)
 
     player = Player(Recording.open(path))
     entries = player.runner_entries()  # (the first frame's: none)
