@@ -136,6 +136,11 @@ async def test_a_recorded_comparison_replays_as_it_was_shown(tmp_path: Path) -> 
             app.seek(t)
             assert app.player.t == t
             assert pane_text(app.runner) == recorder.seen[t], t
+        app.seek(times[0])
+        for t in times[1:8]:  # frame by frame, as playing moves on
+            await pilot.press("right")
+            assert app.player.t == t and pane_text(app.runner) == seen[t], t
+        app.seek(times[-1])
         await pilot.pause()
         text = screen_text(app)
         assert "Speedup of cpu over cpu (baseline)" in text and "Placement on cpu" in text
@@ -144,3 +149,8 @@ async def test_a_recorded_comparison_replays_as_it_was_shown(tmp_path: Path) -> 
         assert [n.message for n in app._notifications] == [RUNNER_REFUSAL] * 4
         assert app.runner.session is not None and len(app.runner.session.runs) == 2
         assert pane_text(app.runner) == recorder.seen[times[-1]]
+        app.seek(distinct[1])
+        assert app.runner.busy  # as the recorded run was then
+        await pilot.press("q")  # but no run goes on here: it quits without asking
+        await pilot.pause()
+        assert len(app.screen_stack) == 1

@@ -357,6 +357,10 @@ class ReplayApp(MonitorApp):
         else:
             self._refuse_runner()
 
+    def _run_going(self) -> str | None:
+        """None: a recorded run is not running here, so quitting stops nothing."""
+        return None
+
     def _ask_to_signal(self, signum: signal.Signals) -> None:
         """Refused: the recorded processes are not this machine's now."""
         self.notify(SIGNAL_REFUSAL, severity="warning", markup=False)
