@@ -1,6 +1,7 @@
 """The runner's jobs in a recording (``gputui --record``): a REAL comparison on the CPU, trained
 in the pilot while the monitor records, comes back in ``gputui replay`` as it was shown, frame
-by frame, seeking back and forward; a replay starts and stops nothing.
+by frame, seeking back and forward; a replay starts and stops nothing. Then an experiment,
+from the real trainer's recorded stream.
 
 The runs are tiny (synthetic data, 256 images, one epoch, one torch thread); the monitor's
 samplers are fakes (they are not what is under test here).
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from textual.widgets import Static
+from textual.widgets import Select, Static
 
 from gputui.device import CPU
 from gputui.jobs.config import RunConfig
@@ -30,7 +31,7 @@ from gputui.ui.monitor.replay import RUNNER_REFUSAL, ReplayApp
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup
 from tests.ui.fakes import fake_app, screen_text, wait_until
-from tests.ui.recordings.replay import devices
+from tests.ui.recordings.replay import devices, replayed_setup
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.long_module]
 
@@ -154,3 +155,35 @@ async def test_a_recorded_comparison_replays_as_it_was_shown(tmp_path: Path) -> 
         await pilot.press("q")  # but no run goes on here: it quits without asking
         await pilot.pause()
         assert len(app.screen_stack) == 1
+
+
+async def test_a_recorded_experiment_replays_as_it_was_shown(tmp_path: Path) -> None:
+    """The real trainer's sync-stall stream, played into the live pane, recorded, replayed."""
+    path = tmp_path / "shown.ndjson"
+    recorder = Witness(path)
+    live = fake_app(runner=replayed_setup("sync_stall_cpu"), recorder=recorder, interval=0.2)
+    recorder.pane = live.runner
+    async with live.run_test(size=SIZE) as pilot:
+        pane = live.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        pane.query_one("#runner-experiment", Select).value = "sync-stall"
+        await pilot.press("x")
+        await wait_until(pilot, lambda: not pane.busy and pane.events_seen > 0)
+        shown_last = pane_text(pane)
+        await wait_until(pilot, lambda: recorder.seen.get(recorder.last_t or 0.0) == shown_last)
+    recorder.close()
+    assert pane.experiment is not None and pane.experiment.conclusion is not None
+    assert "experiment sync-stall finished" in shown_last and "loss once" in shown_last
+
+    player = Player(Recording.open(path))
+    assert player.has_runs and summarise(Recording.open(path)).runs == ()  # no training run
+    app = ReplayApp(player, playing=False, runner=RunnerSetup(list_devices=devices))
+    async with app.run_test(size=(SIZE[0], SIZE[1] + 1)) as pilot:
+        await wait_until(pilot, lambda: app.runner.built and app.runner.display)
+        scroll = app.runner.query_one("#runner-scroll")
+        await wait_until(pilot, lambda: scroll.size.width > 40)
+        times = sorted(recorder.seen)
+        for t in (times[-1], times[0], times[-1]):
+            app.seek(t)
+            assert pane_text(app.runner) == recorder.seen[t], t
+        assert app.runner.view == "experiment"
