@@ -64,10 +64,10 @@ T = TypeVar("T")
 class _RecordedJob:
     """A replay's job: hands out the recorded events it is given; no process."""
 
-    pid = None
-
     def __init__(self) -> None:
         self.pending: list[Event] = []
+        self.pid: int | None = None
+        """The recorded child's, once a reading of it says (as the live job knew it)."""
 
     def start(self) -> _RecordedJob:
         return self
@@ -661,8 +661,10 @@ class RunnerPane(Vertical, SteadyRender):
                     if isinstance(job, _RecordedJob):
                         job.pending.extend(entry.events)
                         self.drain()
-                elif isinstance(entry, TrainerWatched):
-                    self._watched_now(entry.reading)  # (the running trainer's when recorded)
+                elif isinstance(entry, TrainerWatched):  # the running trainer's, when recorded
+                    if isinstance(self.trainer, _RecordedJob):
+                        self.trainer.pid = entry.reading.pid
+                    self._watched_now(entry.reading)
                 else:
                     self.stop()
             self._replayed = len(entries)
