@@ -8,6 +8,7 @@ No Textual here: the app asks for frames, and draws them.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
 import re
@@ -20,6 +21,7 @@ from gputui.fleet.report import hosts_from_dict
 from gputui.format import ellipsize
 from gputui.recording.frames import Header
 from gputui.recording.reader import Frame, Problem, Recording
+from gputui.recording.runs import JobBegun, RunnerEntry, entries_of
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import Snapshot
 from gputui.telemetry.snapshot import snapshot_from_dict
@@ -232,8 +234,19 @@ class Player(FramePlayer[Snapshot]):
     """Plays one machine's recording, each frame as the live samplers give it."""
 
     def __init__(self, recording: Recording) -> None:
-        """Show the first frame (none where the recording holds none yet)."""
+        """Show the first frame (none where the recording holds none yet), and read the
+        runner pane's entries (``gputui --record``)."""
         super().__init__(recording, frame_snapshot)
+        self._runner: list[RunnerEntry] = []
+        self._runner_t: list[float] = []  # each entry's frame's time
+        if self.header.runner:  # read once: a seek back rebuilds the pane from the start
+            for frame in recording.frames():
+                entries = entries_of([frame.runner])
+                self._runner += entries
+                self._runner_t += [frame.t] * len(entries)
+            self._note(recording.problem)
+        self.has_runs = any(isinstance(entry, JobBegun) for entry in self._runner)
+        """Whether the runner pane started a job while this was recorded."""
 
     @property
     def snapshot(self) -> Snapshot:
@@ -243,6 +256,11 @@ class Player(FramePlayer[Snapshot]):
             LookupError: the recording holds no frame.
         """
         return self.readings
+
+    def runner_entries(self) -> list[RunnerEntry]:
+        """What the runner pane had received by the shown frame, in order: the entries of
+        that frame and those before it."""
+        return self._runner[: bisect.bisect_right(self._runner_t, self.t)]
 
     def samplers(self) -> Samplers:
         """Samplers that give the shown frame's readings (the app's first frame reads them)."""

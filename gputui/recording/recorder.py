@@ -28,6 +28,7 @@ from gputui.fleet.report import fleet_as_dict
 from gputui.format import fmt_bytes, fmt_counted, one_line
 from gputui.recording.frames import FLEET, FORMAT_VERSION, FULL_EVERY, HOST, Header
 from gputui.recording.render import fmt_offset
+from gputui.recording.runs import RunnerEntry, entry_as_dict
 from gputui.recording.writer import RecordingWriter
 from gputui.serve.sampling import Poller
 from gputui.serve.stop import Stop, stop_on_signals
@@ -243,9 +244,12 @@ def record(
     return stop.code
 
 
-def new_header(interval_s: float, *, kind: str = HOST, source: str | None = None) -> Header:
+def new_header(
+    interval_s: float, *, kind: str = HOST, source: str | None = None, runner: bool = False
+) -> Header:
     """The header of a recording made on this machine that starts now: of this machine, or
-    of a fleet (``kind``, ``source``: :class:`~gputui.recording.frames.Header`'s)."""
+    of a fleet (``kind``, ``source``: :class:`~gputui.recording.frames.Header`'s); ``runner``:
+    of the monitor, whose frames may carry its runner pane's jobs."""
     return Header(
         version=FORMAT_VERSION,
         recording=uuid.uuid4().hex,
@@ -257,12 +261,14 @@ def new_header(interval_s: float, *, kind: str = HOST, source: str | None = None
         started_unix=time.time(),
         kind=kind,
         source=source,
+        runner=runner,
     )
 
 
 class ShownRecorder:
     """Records what the monitor shows (``gputui --record FILE``): a frame each time it paints
-    new readings, once every source has answered, through the recorder's writer.
+    new readings, once every source has answered, through the recorder's writer, with what
+    the runner pane received since the frame before (:mod:`gputui.recording.runs`).
 
     A write that fails (a full disk) stops the recording, keeping what was written, and
     :attr:`failed` says so in one line; the monitor goes on.
@@ -284,10 +290,22 @@ class ShownRecorder:
         self.path = path
         self._clock = clock
         self._started = clock()
-        self._writer = RecordingWriter(path, new_header(interval_s), codec=codec)
+        header = new_header(interval_s, runner=True)
+        self._writer = RecordingWriter(path, header, codec=codec)
         self._latest: dict[str, object] = {}
+        self._runner: list[dict[str, object]] = []
         self.failed: str | None = None
         """Why the recording stopped early, in one line; ``None`` while it goes on."""
+
+    @property
+    def last_t(self) -> float | None:
+        """The latest frame's time (seconds since the recording started), if any."""
+        return self._writer.last_t
+
+    def runner(self, entry: RunnerEntry) -> None:
+        """The runner pane received ``entry`` now: it goes into the next frame written."""
+        if self.failed is None:
+            self._runner.append(entry_as_dict(self._now(), entry))
 
     def shown(self, readings: Mapping[str, object]) -> None:
         """The monitor painted ``readings`` (by source: ``cpu``, ``nvml``, ``mps``, ``drm``):
@@ -295,6 +313,13 @@ class ShownRecorder:
         if self.failed is not None:
             return
         self._latest.update(readings)
+        self._write()
+
+    def _now(self) -> float:
+        return max(self._clock() - self._started, 0.0)
+
+    def _write(self) -> None:
+        """A frame of the latest readings and the runner's entries since the frame before."""
         cpu, nvml, mps = (self._latest.get(source) for source in ("cpu", "nvml", "mps"))
         drm = self._latest.get("drm", NO_DRM_GPUS)
         if not (
@@ -305,8 +330,9 @@ class ShownRecorder:
         ):
             return  # not every source has answered yet
         snapshot = Snapshot(cpu=cpu, nvml=nvml, mps=mps, drm=drm)
+        runner, self._runner = self._runner, []
         try:
-            self._writer.write(max(self._clock() - self._started, 0.0), snapshot_as_dict(snapshot))
+            self._writer.write(self._now(), snapshot_as_dict(snapshot), runner)
         except OSError as error:  # a full disk: what reached the file stays
             self._writer.abandon()
             self.failed = (
@@ -316,7 +342,10 @@ class ShownRecorder:
             )
 
     def close(self) -> str:
-        """Close the files; returns the line that says what was recorded where."""
+        """Close the files, after a last frame for what the runner received since the one
+        before, if anything; returns the line that says what was recorded where."""
+        if self.failed is None and self._runner:
+            self._write()
         if self.failed is None:
             try:
                 self._writer.close()

@@ -253,6 +253,8 @@ class MonitorApp(TerminalColours):
         self._terminal: int | None = None
         self._monitor = Monitor(self.history, id="monitor")
         self._runner = RunnerPane(runner, nvml=lambda: self._monitor.nvml, id="runner")
+        if recorder is not None:
+            self._runner.tap = recorder.runner  # the runner's jobs go into the recording too
         self._runner_wanted: bool | None = None
         """Whether the user asked for the runner pane or hid it; None until they do."""
         self._hung_up = False
