@@ -226,6 +226,17 @@ def goto_time(text: str, header: Header) -> float:
     text = text.strip()
     if text in ("start", "end"):
         return 0.0 if text == "start" else math.inf
+    try:
+        return _parse_time(text, header)
+    except (ValueError, OverflowError):  # (OverflowError: past what a float or a date holds)
+        raise ValueError(
+            f"{ellipsize(text, 30)!r} is not a time in the recording: write an offset "
+            "(1:02:03), a UTC time (03:00:00 UTC, 2026-11-26 03:00:00), start or end"
+        ) from None
+
+
+def _parse_time(text: str, header: Header) -> float:
+    """:func:`goto_time` of ``text``, stripped, neither ``start`` nor ``end``."""
     offset = _OFFSET.fullmatch(text)
     if offset is not None:
         hours, minutes, seconds, plain = offset.groups()
@@ -234,21 +245,15 @@ def goto_time(text: str, header: Header) -> float:
         return int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
     bare = _UTC_SUFFIX.sub("", text)
     started = header.started_at
-    try:
-        if len(bare) <= 15:  # a time of day, in UTC
-            day = dt.time.fromisoformat(bare)
-            when = dt.datetime.combine(started.date(), day, dt.UTC)
-            if when < started - dt.timedelta(seconds=1):
-                when += dt.timedelta(days=1)
-        else:
-            if len(bare) > 40:
-                raise ValueError
-            when = dt.datetime.fromisoformat(bare)
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=dt.UTC)
-    except ValueError:
-        raise ValueError(
-            f"{ellipsize(text, 30)!r} is not a time in the recording: write an offset "
-            "(1:02:03), a UTC time (03:00:00 UTC, 2026-11-26 03:00:00), start or end"
-        ) from None
+    if len(bare) <= 15:  # a time of day, in UTC
+        day = dt.time.fromisoformat(bare)
+        when = dt.datetime.combine(started.date(), day, dt.UTC)
+        if when < started - dt.timedelta(seconds=1):
+            when += dt.timedelta(days=1)
+    else:
+        if len(bare) > 40:
+            raise ValueError
+        when = dt.datetime.fromisoformat(bare)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
     return when.timestamp() - header.started_unix

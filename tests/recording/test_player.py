@@ -103,7 +103,10 @@ def test_g_reads_offsets_and_utc_times(text: str, t: float) -> None:
     assert goto_time(text, header()) == t
 
 
-@pytest.mark.parametrize("text", ["soon", "", "1:2:3:4", "25:00 UTC", "x" * 100])
+@pytest.mark.parametrize(
+    "text",
+    ["soon", "", "1:2:3:4", "25:00 UTC", "x" * 100, "9" * 400 + ":00:00", "9" * 400 + ":00"],
+)
 def test_g_says_in_one_line_what_it_cannot_read(text: str) -> None:
     with pytest.raises(ValueError, match="is not a time in the recording") as error:
         goto_time(text, header())
