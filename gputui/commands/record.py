@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.commands.args import examples, interval_seconds, new_file, usage_error, whole_number
-from gputui.format import ellipsize
+from gputui.format import ellipsize, one_line
 
 DURATION_MAX_S = 366 * 86400.0
 """The longest ``--duration``: a year."""
@@ -166,7 +166,7 @@ def run_record_command(args: argparse.Namespace) -> int:
             duration_s=args.duration,
             max_size=args.max_size,
             keep=args.keep,
-            announce=write_out,
+            announce=lambda line: write_out(one_line(line)),  # (the path is the user's)
             err=sys.stderr,
         )
     except OSError as error:

@@ -236,3 +236,15 @@ def test_record_refuses_zstd_without_the_module(tmp_path: Path) -> None:
         "gputui[zstd])); or name the file .ndjson.gz"
     )
     assert not path.exists()
+
+
+def test_record_says_where_it_records_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The path is the user's: its controls reach the terminal written out (issue 29)."""
+    path = tmp_path / "box\x1b]0;title\x07\n.ndjson.gz"
+    code, out, _ = run(capsys, "record", "--output", str(path), "--duration", "0.5")
+    assert code == 0 and path.exists()
+    lines = out.splitlines()
+    assert len(lines) == 2 and "\x1b" not in out
+    assert all("box\\x1b]0;title\\x07\\n.ndjson.gz" in line for line in lines)
