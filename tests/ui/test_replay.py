@@ -179,7 +179,7 @@ def _app(path: Path, **options: object) -> ReplayApp:
 
 
 async def test_space_pauses_and_plays_and_the_arrows_step(tmp_path: Path) -> None:
-    app = _app(_made(tmp_path), playing=False)
+    app = _app(_made(tmp_path), playing=False, speed=16.0)  # (a tick each 0.1 s)
     async with app.run_test(size=(80, 25)) as pilot:
         await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
         assert app.player.t == 0.5 and "paused" in screen_text(app)
@@ -190,7 +190,7 @@ async def test_space_pauses_and_plays_and_the_arrows_step(tmp_path: Path) -> Non
         await wait_until(pilot, lambda: app.player.t > 3.0)
         await pilot.press("space")
         stopped = app.player.t
-        assert not app.playing
+        assert not app.playing and app._tick is None  # no tick left to move it on
         await pilot.pause(0.3)
         assert app.player.t == stopped and "paused" in screen_text(app)
 
@@ -207,6 +207,29 @@ async def test_brackets_seek_a_minute_and_fill_the_sparklines_again(tmp_path: Pa
         await pilot.press("left_square_bracket")
         assert app.player.t == 60.5
         assert app.history.series("cpu.util") == tuple(float(f % 100) for f in range(61))
+
+
+async def test_a_seek_fills_each_process_history_again_and_the_open_screen_follows(
+    tmp_path: Path,
+) -> None:
+    """As the sparklines: after a seek each process's history holds the frames of the window
+    before the one shown, in order, and the process screen shows that (issue 29)."""
+    from tests.ui.test_process_history import open_history
+
+    app = _app(_made(tmp_path, 20), playing=False)  # pid 4000 on GPU 0 from +3.5 to +8.5
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        app.seek(6.0)
+        screen = await open_history(pilot, app, 4000)
+        assert [s.t for s in screen.track.samples] == [3.5, 4.5, 5.5]
+        app.seek(4.0)  # back: the later samples are gone
+        await pilot.pause()
+        assert [s.t for s in screen.track.samples] == [3.5]
+        assert screen.track is app.process_history.get(screen.track.key)
+        app.seek(12.0)  # on, past its end
+        await pilot.pause()
+        assert [s.t for s in screen.track.samples] == [3.5, 4.5, 5.5, 6.5, 7.5, 8.5]
+        assert screen.track.ended and screen.track.last_t == 8.5
 
 
 async def test_g_goes_to_an_offset_or_a_utc_time_and_says_what_it_cannot_read(
@@ -401,7 +424,7 @@ def test_gputui_record_flag_records_the_monitor_on_a_terminal(
     runs, ``q`` quits, one line says what was recorded, and the file replays."""
     from tests.pty_run import run_on_a_pty, shown_text
 
-    path = tmp_path / "night.ndjson.gz"
+    path = tmp_path / "night\u202e.ndjson.gz"  # (the last line writes the user's path out)
     env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_")}
     env.update(PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_GPU_COUNT="2")
     run = run_on_a_pty(
@@ -418,7 +441,7 @@ def test_gputui_record_flag_records_the_monitor_on_a_terminal(
     )
     assert run.returncode == 0, shown_text(run.shown)[-500:]
     frames = _frames_in(path)
-    assert f"frames recorded in {path}" in shown_text(run.shown)
+    assert f"frames recorded in {tmp_path}/night\\u202e.ndjson.gz" in shown_text(run.shown)
     assert len(frames) >= 3 and [gpu["index"] for gpu in frames[-1].readings["gpus"]] == [0, 1]
 
 

@@ -511,7 +511,8 @@ class MonitorApp(TerminalColours):
             return
         from gputui.ui.widgets.process_screen import ProcessScreen  # loaded when first opened
 
-        screen = self._process_screen = ProcessScreen(track, self._trainer_note)
+        screen = ProcessScreen(track, self.process_history, self._trainer_note)
+        self._process_screen = screen
 
         def closed(_: None) -> None:
             if self._process_screen is screen:

@@ -4,7 +4,8 @@ table, sparklines and health drawn from the recorded frames instead of the sampl
 A :class:`~gputui.recording.player.Player` reads the frames; this app moves it (play, pause,
 step, seek, speed, loop) and paints each frame it lands on as the live app paints a beat. The
 sparklines hold the frames of the window before the frame shown, one value a frame, as the
-live monitor held one a sample: after a seek they are filled again from the recording.
+live monitor held one a sample: after a seek they are filled again from the recording, and
+so is each process's history (the process screen).
 Nothing here sends a signal or starts a run.
 """
 
@@ -180,13 +181,17 @@ class ReplayApp(MonitorApp):
 
     def _show(self, played: list[Shown], *, again: bool = False) -> None:
         """Paint the last of ``played`` as a beat, the frames before it into the sparklines
-        (``again``: the sparklines start over, after a seek)."""
+        and the processes' histories (``again``: both start over, after a seek)."""
         if played:
             if again:
                 self.history.clear()
+                self.process_history.clear()
             for shown in played[:-1]:
-                record_cpu(self.history, shown.snapshot.cpu)
-                record_gpus(self.history, shown.snapshot.gpus)
+                snapshot = shown.snapshot
+                record_cpu(self.history, snapshot.cpu)
+                record_gpus(self.history, snapshot.gpus)
+                for reading in (snapshot.nvml, snapshot.drm):
+                    self.process_history.record(reading.taken_at, reading.gpus)
             last = for_screen(played[-1].snapshot)
             for source in SOURCES:
                 self._beat.arrived(source, getattr(last, source))
