@@ -238,6 +238,9 @@ async def test_g_goes_to_an_offset_or_a_utc_time_and_says_what_it_cannot_read(
     app = _app(_made(tmp_path), playing=False)
     async with app.run_test(size=(80, 25)) as pilot:
         await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        await pilot.press("g")  # a bare 03:00:00 is an offset: the dialog says so
+        assert "written with UTC (03:00:00 UTC)" in screen_text(app)
+        await pilot.press("escape")
         for typed, t in (("1:02", 61.5), ("2026-11-18 11:08:00 UTC", 79.5), ("end", 199.5)):
             await pilot.press("g", "ctrl+a", "ctrl+k", *typed, "enter")
             await pilot.pause()
