@@ -10,13 +10,16 @@ one, so a frame is never written twice and a slow sample is written a look later
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import queue
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 from gputui import __version__
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -155,12 +158,22 @@ def new_header(interval_s: float) -> Header:
     )
 
 
+QUEUED_FRAMES = 64
+"""Frames ``--record`` holds for its writer thread at most (a minute at 1 s); while the disk
+keeps it full, newer frames are dropped."""
+CLOSE_WAIT_S = 10.0
+"""How long quitting waits for the writer thread to write what it holds and close the file."""
+Severity = Literal["warning", "error"]
+
+
 class ShownRecorder:
     """Records what the monitor shows (``gputui --record FILE``): a frame each time it paints
-    new readings, once every source has answered, through the recorder's writer.
+    new readings, once every source has answered.
 
-    A write that fails (a full disk) stops the recording, keeping what was written, and
-    :attr:`failed` says so in one line; the monitor goes on.
+    Frames are encoded, compressed and written on a thread of their own, so that a slow or
+    hung disk (NFS) never holds the monitor back: while :data:`QUEUED_FRAMES` wait for it,
+    newer frames are dropped. A write that fails (a full disk) stops the recording, keeping
+    what was written; :meth:`news` says each of these once, in one line.
     """
 
     def __init__(
@@ -171,7 +184,7 @@ class ShownRecorder:
         codec: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Create the file (it must not exist) and write its header.
+        """Create the file (it must not exist), write its header and start the writer thread.
 
         Raises:
             OSError: the file cannot be made.
@@ -181,12 +194,20 @@ class ShownRecorder:
         self._started = clock()
         self._writer = RecordingWriter(path, new_header(interval_s), codec=codec)
         self._latest: dict[str, object] = {}
+        self._queue: queue.Queue[tuple[float, Snapshot] | None] = queue.Queue(QUEUED_FRAMES)
+        self._told: set[str] = set()
         self.failed: str | None = None
-        """Why the recording stopped early, in one line; ``None`` while it goes on."""
+        """Why the recording stopped early, in one line (set by the writer thread); ``None``
+        while it goes on."""
+        self.dropped = 0
+        """Frames dropped while the writer thread had :data:`QUEUED_FRAMES` waiting."""
+        self._thread = threading.Thread(target=self._write_frames, name="gputui-record")
+        self._thread.daemon = True  # (a disk that never answers cannot hold the exit)
+        self._thread.start()
 
     def shown(self, readings: Mapping[str, object]) -> None:
         """The monitor painted ``readings`` (by source: ``cpu``, ``nvml``, ``mps``, ``drm``):
-        write a frame of the latest of each, at the monitor's clock."""
+        queue a frame of the latest of each, at the monitor's clock (never blocks)."""
         if self.failed is not None:
             return
         self._latest.update(readings)
@@ -201,7 +222,49 @@ class ShownRecorder:
             return  # not every source has answered yet
         snapshot = Snapshot(cpu=cpu, nvml=nvml, mps=mps, drm=drm)
         try:
-            self._writer.write(max(self._clock() - self._started, 0.0), snapshot_as_dict(snapshot))
+            self._queue.put_nowait((max(self._clock() - self._started, 0.0), snapshot))
+        except queue.Full:
+            self.dropped += 1
+
+    def news(self) -> list[tuple[str, Severity]]:
+        """What the monitor has not said yet, each once: frames dropped, the recording
+        stopped."""
+        news: list[tuple[str, Severity]] = []
+        if self.dropped and "dropped" not in self._told:
+            self._told.add("dropped")
+            news.append(
+                (
+                    f"Recording falls behind: {self.path} takes frames slower than they come, "
+                    "so frames are dropped until it catches up.",
+                    "warning",
+                )
+            )
+        if self.failed is not None and "failed" not in self._told:
+            self._told.add("failed")
+            news.append((self.failed, "error"))
+        return news
+
+    def flush(self) -> None:
+        """Wait until the writer thread has written every frame queued."""
+        self._queue.join()
+
+    def _write_frames(self) -> None:
+        """The writer thread: write each frame queued, then close the file."""
+        while (item := self._queue.get()) is not None:
+            if self.failed is None:
+                self._write(*item)
+            self._queue.task_done()
+        if self.failed is None:
+            try:
+                self._writer.close()
+            except OSError as error:
+                self._writer.abandon()
+                self.failed = f"Recording stopped: {_reason(error)}"
+        self._queue.task_done()
+
+    def _write(self, t: float, snapshot: Snapshot) -> None:
+        try:
+            self._writer.write(t, snapshot_as_dict(snapshot))
         except OSError as error:  # a full disk: what reached the file stays
             self._writer.abandon()
             self.failed = (
@@ -211,17 +274,23 @@ class ShownRecorder:
             )
 
     def close(self) -> str:
-        """Close the files; returns the line that says what was recorded where."""
-        if self.failed is None:
-            try:
-                self._writer.close()
-            except OSError as error:
-                self._writer.abandon()
-                self.failed = f"Recording stopped: {_reason(error)}"
+        """Write what is queued and close the files (waiting :data:`CLOSE_WAIT_S` at most);
+        returns the line that says what was recorded where."""
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=CLOSE_WAIT_S)
+        self._thread.join(CLOSE_WAIT_S)
+        if self._thread.is_alive():
+            return (
+                f"Recording stopped: {self.path} took no frame for {CLOSE_WAIT_S:g} s; "
+                "what reached it is kept."
+            )
         files = "" if len(self._writer.parts) == 1 else f", {len(self._writer.parts)} files"
+        dropped = ""
+        if self.dropped:
+            dropped = f", {fmt_counted(self.dropped, 'frame')} dropped while the disk was slow"
         line = (
             f"{fmt_counted(self._writer.frames, 'frame')} recorded in {self.path} "
-            f"({fmt_bytes(self._writer.size)}{files})"
+            f"({fmt_bytes(self._writer.size)}{files}{dropped})"
         )
         return line if self.failed is None else f"{self.failed} {line}"
 
