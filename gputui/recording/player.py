@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -68,8 +69,10 @@ class Player:
     """Where a replay is in its recording, and the frames it moves through.
 
     Frames are read ahead one at a time from the shown one; a seek reads from the index's
-    nearest whole frame. A damaged or cut-short line ends the frames there: :attr:`problem`
-    says where, and the frames before it play as usual.
+    nearest whole frame. The frames of the sparklines' window before the shown one are kept,
+    so that stepping back reads nothing (a seek would read and type the whole window again).
+    A damaged or cut-short line ends the frames there: :attr:`problem` says where, and the
+    frames before it play as usual.
     """
 
     def __init__(self, recording: Recording) -> None:
@@ -87,7 +90,11 @@ class Player:
         self.last_t = last.t if last is not None else 0.0
         """The last frame's time, as far as it has been read."""
         self._ahead: Iterator[Frame] = iter(())
-        self._next: Frame | None = None
+        self._held: list[Frame] = []  # read, not shown yet: the next frame last
+        self._window: deque[Shown] = deque()  # the shown frame last
+        self.window_s = 0.0
+        """How long before the shown frame the frames are kept (the sparklines' window; a
+        seek sets it)."""
         self.seek(0.0)
 
     @property
@@ -128,12 +135,14 @@ class Player:
         """
         start = t - history_s
         self._ahead = self.recording.frames_from(start)
-        self._next = None
+        self._held.clear()
+        self._window.clear()
+        self.window_s = history_s
         self.finished = False
         played: list[Shown] = []
         while (frame := self._pull()) is not None:
             if frame.t > t and played:
-                self._next = frame
+                self._held.append(frame)
                 break
             shown = self._shown(frame)
             if shown is None:
@@ -149,7 +158,7 @@ class Player:
         played: list[Shown] = []
         while (frame := self._pull()) is not None:
             if frame.t > until_t:
-                self._next = frame
+                self._held.append(frame)
                 break
             shown = self._shown(frame)
             if shown is None:
@@ -162,25 +171,36 @@ class Player:
         frame = self._pull()
         if frame is None:
             return None
-        self._next = frame
+        self._held.append(frame)
         played = self.forward(frame.t)
         return played[-1] if played else None
 
     def back(self, history_s: float = 0.0) -> list[Shown]:
-        """Show the frame before the shown one (the first stays); as :meth:`seek`."""
-        return self.seek(max(self.t - STEP_BACK_S, 0.0), history_s)
+        """Show the frame before the shown one (the first stays); as :meth:`seek`, but from
+        the frames kept while the window holds the one before (then it ends a frame earlier,
+        rather than reaching a frame further back)."""
+        window = self._window
+        if len(window) < 2 or history_s != self.window_s:
+            return self.seek(max(self.t - STEP_BACK_S, 0.0), history_s)
+        self._held.append(window.pop().frame)
+        self.current = window[-1]
+        self.finished = False
+        return list(window)
 
     def _moved(self, played: list[Shown]) -> list[Shown]:
         if played:
             self.current = played[-1]
             self.last_t = max(self.last_t, self.current.t)
+            window = self._window
+            window.extend(played)
+            while len(window) > 1 and window[0].t <= self.current.t - self.window_s:
+                window.popleft()
         return played
 
     def _pull(self) -> Frame | None:
         """The next frame after the shown one, or ``None`` at the end (noting a problem)."""
-        if self._next is not None:
-            held, self._next = self._next, None
-            return held
+        if self._held:
+            return self._held.pop()
         frame = next(self._ahead, None)
         if frame is None:
             self.finished = True

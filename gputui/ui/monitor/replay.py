@@ -118,6 +118,7 @@ class ReplayApp(MonitorApp):
             readonly=True,
         )
         self.player = player
+        player.window_s = self._window_s()  # (kept as it plays: stepping back reads nothing)
         self.playing = playing
         """Whether the frames move on by themselves."""
         self.speed = faster(speed, 0)
