@@ -38,7 +38,7 @@ from gputui.telemetry.readings import (
     NvmlReading,
     Snapshot,
 )
-from gputui.telemetry.snapshot import snapshot_as_dict
+from gputui.telemetry.snapshot import AGES, snapshot_as_dict, source_ages
 
 
 def record(
@@ -103,7 +103,8 @@ def record(
                 if taken != last_taken:
                     last_taken = taken
                     try:
-                        writer.write(max(taken) - started, snapshot_as_dict(snapshot))
+                        at = max(taken)
+                        writer.write(at - started, frame_readings(snapshot, at, interval_s))
                     except OSError as error:  # a full disk: what reached the file stays
                         failed = error
                         break
@@ -142,6 +143,17 @@ def record(
         f"({fmt_bytes(writer.size)}{files})"
     )
     return stop.code
+
+
+def frame_readings(snapshot: Snapshot, at: float, interval_s: float) -> dict[str, object]:
+    """A frame's readings written at ``at``: ``snapshot``, with the age of each source's
+    reading a beat or more old (:data:`~gputui.telemetry.snapshot.AGES`), so that a replay
+    shows a hung source as stale."""
+    readings = snapshot_as_dict(snapshot)
+    ages = source_ages(snapshot, at, older_than=interval_s)
+    if ages:
+        readings[AGES] = ages
+    return readings
 
 
 def new_header(interval_s: float) -> Header:
@@ -192,6 +204,7 @@ class ShownRecorder:
         self.path = path
         self._clock = clock
         self._started = clock()
+        self._interval_s = interval_s
         self._writer = RecordingWriter(path, new_header(interval_s), codec=codec)
         self._latest: dict[str, object] = {}
         self._queue: queue.Queue[tuple[float, Snapshot] | None] = queue.Queue(QUEUED_FRAMES)
@@ -222,7 +235,7 @@ class ShownRecorder:
             return  # not every source has answered yet
         snapshot = Snapshot(cpu=cpu, nvml=nvml, mps=mps, drm=drm)
         try:
-            self._queue.put_nowait((max(self._clock() - self._started, 0.0), snapshot))
+            self._queue.put_nowait((self._clock(), snapshot))
         except queue.Full:
             self.dropped += 1
 
@@ -262,9 +275,11 @@ class ShownRecorder:
                 self.failed = f"Recording stopped: {_reason(error)}"
         self._queue.task_done()
 
-    def _write(self, t: float, snapshot: Snapshot) -> None:
+    def _write(self, at: float, snapshot: Snapshot) -> None:
+        """Write the frame painted at ``at`` (on the monitor's clock)."""
+        readings = frame_readings(snapshot, at, self._interval_s)
         try:
-            self._writer.write(t, snapshot_as_dict(snapshot))
+            self._writer.write(max(at - self._started, 0.0), readings)
         except OSError as error:  # a full disk: what reached the file stays
             self._writer.abandon()
             self.failed = (

@@ -12,6 +12,7 @@ import pytest
 
 from gputui.format import fmt_bytes
 from gputui.recording.frames import rounded
+from gputui.recording.player import Player
 from gputui.recording.reader import Recording
 from gputui.recording.recorder import QUEUED_FRAMES, ShownRecorder
 from gputui.recording.writer import RecordingWriter
@@ -21,15 +22,15 @@ from tests.recording.made import snapshot
 
 
 class StepClock:
-    def __init__(self) -> None:
-        self.now = 100.0
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now
 
 
 def test_each_painted_beat_is_a_frame_once_every_source_has_answered(tmp_path: Path) -> None:
-    clock = StepClock()
+    clock = StepClock(0.0)  # (the readings' clock: each is taken as it is painted)
     path = tmp_path / "shown.ndjson"
     recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=clock)
     first = snapshot(0)
@@ -47,6 +48,33 @@ def test_each_painted_beat_is_a_frame_once_every_source_has_answered(tmp_path: P
     expected = [snapshot_as_dict(snapshot(n)) for n in range(5)]
     assert [f.readings for f in frames] == [rounded(e) for e in expected]
     assert recording.problem is None
+
+
+def test_a_source_that_stops_answering_is_recorded_with_its_age_and_replayed_as_old(
+    tmp_path: Path,
+) -> None:
+    """NVML hung: the monitor paints its last reading again each beat; each frame says how
+    old it is, and the replay's reading is that old (issue 29)."""
+    clock = StepClock(0.0)
+    path = tmp_path / "shown.ndjson"
+    recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=clock)
+    first = snapshot(0)
+    recorder.shown({"cpu": first.cpu, "nvml": first.nvml, "mps": first.mps})
+    for frame in range(1, 6):
+        clock.now = float(frame)
+        recorder.shown({"cpu": snapshot(frame).cpu})
+    recorder.close()
+    frames = list(Recording.open(path).frames())
+    assert [f.readings.get("ages") for f in frames] == [None] + [
+        {"nvml": float(n)} for n in range(1, 6)
+    ]
+    player = Player(Recording.open(path))
+    player.seek(5.0)
+    assert (player.t, player.snapshot.nvml.taken_at, player.snapshot.cpu.taken_at) == (
+        5.0,
+        0.0,
+        5.0,
+    )
 
 
 def test_a_full_disk_stops_the_recording_in_one_line_and_keeps_what_was_written(

@@ -29,6 +29,8 @@ from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.monitor.replay import RUNNER_REFUSAL, SIGNAL_REFUSAL, ReplayApp
 from tests.commands.test_cli import ROOT
 from tests.recording.made import STARTED, plain_lines, write
+from tests.recording.made import header as made_header
+from tests.recording.made import snapshot as made_snapshot
 from tests.ui.fakes import (
     MPS_ON_LINUX,
     ScriptedSampler,
@@ -230,6 +232,29 @@ async def test_a_seek_fills_each_process_history_again_and_the_open_screen_follo
         await pilot.pause()
         assert [s.t for s in screen.track.samples] == [3.5, 4.5, 5.5, 6.5, 7.5, 8.5]
         assert screen.track.ended and screen.track.last_t == 8.5
+
+
+async def test_a_recorded_nvml_hang_replays_as_stale_panels(tmp_path: Path) -> None:
+    """Frames whose NVML reading is older than the frame (its age recorded) mark the NVIDIA
+    panels stale as the live monitor did; a frame without ages is fresh (issue 29)."""
+    path = tmp_path / "hung.ndjson"
+    writer = RecordingWriter(path, made_header(), codec="none")
+    for frame in range(8):
+        readings = snapshot_as_dict(made_snapshot(frame))
+        if frame >= 3:  # NVML hung after frame 2: its reading repeated, older each frame
+            readings = snapshot_as_dict(made_snapshot(2)) | {"cpu": readings["cpu"]}
+            readings["ages"] = {"nvml": float(frame - 2)}
+        writer.write(float(frame), readings)
+    writer.close()
+    app = _app(path, playing=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        app.seek(7.0)
+        await pilot.pause()
+        assert "stale 5s" in screen_text(app)
+        app.seek(2.0)
+        await pilot.pause()
+        assert "stale" not in screen_text(app)
 
 
 async def test_g_goes_to_an_offset_or_a_utc_time_and_says_what_it_cannot_read(
