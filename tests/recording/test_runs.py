@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+import pytest
 
 from gputui.device import CPU
 from gputui.jobs.config import RunConfig
@@ -14,7 +18,7 @@ from gputui.jobs.events import Progress
 from gputui.recording.frames import Header
 from gputui.recording.player import Player
 from gputui.recording.reader import Recording
-from gputui.recording.recorder import ShownRecorder
+from gputui.recording.recorder import QUEUED_FRAMES, ShownRecorder
 from gputui.recording.runs import (
     EventsDrained,
     JobBegun,
@@ -23,6 +27,7 @@ from gputui.recording.runs import (
     TrainerWatched,
     entries_of,
 )
+from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.watched import ProcessReading
 from tests.recording.made import snapshot
 from tests.recording.test_shown import StepClock
@@ -104,3 +109,46 @@ def test_a_header_says_whether_its_frames_may_hold_runs() -> None:
     assert Header.from_dict(plain.as_dict()).runner is False
     shown = Header(1, "id", 0, "box", "0.1.0", 1.0, 60, 1_795_000_000.0, runner=True)
     assert shown.as_dict()["runner"] is True and Header.from_dict(shown.as_dict()) == shown
+
+
+def test_the_runner_s_entries_wait_for_a_frame_the_writer_thread_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung disk: the frame painted while the writer thread's queue is full is dropped, and
+    the entries the pane received before it go into the next frame queued instead."""
+    real_write = RecordingWriter.write
+    disk = threading.Event()
+
+    def hung_write(
+        writer: RecordingWriter,
+        t: float,
+        readings: dict[str, object],
+        runner: Sequence[Mapping[str, object]] = (),
+    ) -> None:
+        disk.wait()
+        real_write(writer, t, readings, runner)
+
+    monkeypatch.setattr(RecordingWriter, "write", hung_write)
+    clock = StepClock()
+    path = tmp_path / "shown.ndjson"
+    recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=clock)
+    taken = snapshot(0)
+    readings = {"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps}
+    for _ in range(QUEUED_FRAMES + 1):  # one in the writer's hands, the queue full
+        clock.now += 1.0
+        recorder.shown(readings)
+    recorder.runner(JobBegun("training", (CONFIG,)))
+    clock.now += 1.0
+    recorder.shown(readings)
+    assert recorder.dropped >= 1
+    disk.set()
+    recorder.flush()
+    clock.now += 1.0
+    recorder.shown(readings)
+    recorder.close()
+
+    frames = list(Recording.open(path).frames())
+    assert [entries_of([frame.runner]) for frame in frames if frame.runner] == [
+        [JobBegun("training", (CONFIG,))]
+    ]
+    assert frames[-1].runner and Player(Recording.open(path)).has_runs

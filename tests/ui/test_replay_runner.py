@@ -70,6 +70,7 @@ class Witness(ShownRecorder):
     def shown(self, readings: Mapping[str, object]) -> None:
         last = self.last_t
         super().shown(readings)
+        self.flush()  # the frame written by the writer thread, with the pane as it was queued
         pane = self.pane
         if self.last_t is not None and self.last_t != last and pane is not None and pane.built:
             self.seen[self.last_t] = pane_text(pane)

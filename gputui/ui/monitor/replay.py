@@ -5,9 +5,10 @@ A :class:`~gputui.recording.player.Player` reads the frames; the replay's keys
 (:class:`~gputui.ui.replay.ReplayControls`) move it (play, pause, step, seek, speed, loop),
 and this app paints each frame it lands on as the live app paints a beat. The
 sparklines hold the frames of the window before the frame shown, one value a frame, as the
-live monitor held one a sample: after a seek they are filled again from the recording. Where
-the recording holds the runner pane's jobs (``gputui --record``), the runner pane shows them
-as they stood at the frame shown. Nothing here sends a signal or starts a run.
+live monitor held one a sample: after a seek they are filled again from the recording, and
+so is each process's history (the process screen). Where the recording holds the runner
+pane's jobs (``gputui --record``), the runner pane shows them as they stood at the frame
+shown. Nothing here sends a signal or starts a run.
 """
 
 from __future__ import annotations
@@ -129,13 +130,17 @@ class ReplayApp(ReplayControls, MonitorApp):
 
     def _show(self, played: list[Shown[Snapshot]], *, again: bool = False) -> None:
         """Paint the last of ``played`` as a beat, the frames before it into the sparklines
-        (``again``: the sparklines start over, after a seek)."""
+        and the processes' histories (``again``: both start over, after a seek)."""
         if played:
             if again:
                 self.history.clear()
+                self.process_history.clear()
             for shown in played[:-1]:
-                record_cpu(self.history, shown.readings.cpu)
-                record_gpus(self.history, shown.readings.gpus)
+                snapshot = shown.readings
+                record_cpu(self.history, snapshot.cpu)
+                record_gpus(self.history, snapshot.gpus)
+                for reading in (snapshot.nvml, snapshot.drm):
+                    self.process_history.record(reading.taken_at, reading.gpus)
             last = for_screen(played[-1].readings)
             for source in SOURCES:
                 self._beat.arrived(source, getattr(last, source))
