@@ -437,7 +437,9 @@ def test_every_text_report_shows_every_crafted_field_visibly(width: int) -> None
 
 @pytest.mark.parametrize("width", [80, 40])
 def test_the_process_screen_shows_every_crafted_field_visibly(width: int) -> None:
-    """Fed raw readings (as a replay would feed it), not the monitor's sanitised ones."""
+    """Fed raw readings: the screen draws them visibly itself, whatever fed the history (the
+    monitor feeds it sanitised readings, a replay raw ones for the frames before the one it
+    paints)."""
     from gputui.telemetry.process_history import ProcessHistory
     from gputui.ui.render.process_history import process_screen_lines, process_title
 

@@ -48,7 +48,7 @@ from gputui.commands.output import (
     write_out,
 )
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from gputui.format import ellipsize
+from gputui.format import ellipsize, one_line
 from gputui.jobs.config import ConfigError, DeviceQuery
 
 if TYPE_CHECKING:  # the runner's and the recorder's modules load only where the app starts
@@ -256,7 +256,7 @@ def _run_app(args: argparse.Namespace) -> int:
     finally:
         gc.enable()  # in case the app ended before its first frame
         if recorder is not None:
-            write_out(f"gputui: {recorder.close()}")
+            write_out(one_line(f"gputui: {recorder.close()}"))
 
 
 def _shown_recorder(path: Path, interval_s: float) -> ShownRecorder | None:

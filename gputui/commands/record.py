@@ -19,7 +19,7 @@ from typing import Any
 
 from gputui.commands.args import examples, interval_seconds, new_file, usage_error, whole_number
 from gputui.commands.fleet import add_fleet_arguments, fleet_named, fleet_source
-from gputui.format import ellipsize
+from gputui.format import ellipsize, one_line
 
 DURATION_MAX_S = 366 * 86400.0
 """The longest ``--duration``: a year."""
@@ -182,7 +182,7 @@ def run_record_command(args: argparse.Namespace) -> int:
             max_size=args.max_size,
             keep=args.keep,
             sampled=sampled,
-            announce=write_out,
+            announce=lambda line: write_out(one_line(line)),  # (the path is the user's)
             err=sys.stderr,
         )
     except OSError as error:

@@ -3,8 +3,8 @@
 
 Exit status: 0 when the recording read to its end (a last line cut short by a recorder that
 was killed included) or the replay was quit, 1 when a damaged line stopped the reading (what
-came before it is still printed), 2 for a usage error: a file that is not a recording, or of
-a newer format, included.
+came before it is still printed) or the recording holds no whole frame yet, 2 for a usage
+error: a file that is not a recording, or of a newer format, included.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
             "line saying the recorded time (UTC, and since the start), the host, the speed and "
             "where the replay is. Keys: space pauses and plays, left and right step one "
             "recorded interval, [ and ] a minute, g goes to a time (an offset such as 1:02:03, "
-            "a UTC time, start or end), - and + play slower and faster (0.25x to 16x), l loops. "
+            "a UTC time such as 03:00:00 UTC, start or end), - and + play slower and faster "
+            "(0.25x to 16x), l loops. "
             "A replay is read-only: it sends no signal and starts no run. A damaged line "
             "stops the replay there, said in one line, after what came before. With "
             "--summary, print for each GPU the time it was recorded, its utilization and "
@@ -48,8 +49,8 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
             "and each of its GPUs so). A recording of several files "
             "(--max-size) is read from FILE on; `gputui snapshot --from FILE --at TIME` prints "
             "one frame. Exit status: 0 when the file read to its end, 1 when a damaged line "
-            "stopped the summary (the figures cover the frames before), 2 for a usage error "
-            "or a file that is not a recording."
+            "stopped the summary (the figures cover the frames before) or the file holds no "
+            "whole frame yet, 2 for a usage error or a file that is not a recording."
         ),
         epilog=examples(
             ("gputui replay night.ndjson.zst", "the night in the monitor, from its start"),
@@ -67,7 +68,7 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
     replay.add_argument(
         "--speed",
         type=replay_speed,
-        default=1.0,
+        default=None,
         metavar="X",
         help="recorded seconds a second: 0.25, 0.5, 1, 2, 4, 8 or 16 (default: 1)",
     )
@@ -110,6 +111,11 @@ def run_replay_command(args: argparse.Namespace) -> int:
         return usage_error(prog, "name the recording: gputui replay FILE")
     if args.json and not args.summary:
         return usage_error(prog, "--json prints the summary as JSON: add --summary")
+    if args.summary:
+        playing = [flag for flag in ("speed", "paused", "loop") if getattr(args, flag)]
+        if playing:
+            said = f"--{playing[0]} is for the replay in the monitor: drop it or --summary"
+            return usage_error(prog, said)
     recording = _opened(prog, args.file)
     if recording is None:
         return EXIT_USAGE
@@ -137,6 +143,13 @@ def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
     from gputui.recording.frames import FLEET
     from gputui.recording.player import FleetPlayer, Player
 
+    player = FleetPlayer(recording) if recording.kind == FLEET else Player(recording)
+    if player.current is None:  # (said first: no terminal would show it)
+        problem = player.problem
+        if problem is not None and not problem.cut:
+            return _said(prog, problem, "no frame comes before it")
+        cut = "" if problem is None else f": {problem}"
+        return _failed(prog, f"{args.file} holds no whole frame yet{cut}")
     stream = not_a_terminal()
     if stream is not None:
         return usage_error(
@@ -144,12 +157,8 @@ def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
             f"the replay needs a terminal, and its {stream} is not one; for scripts use "
             "gputui replay --summary FILE or gputui snapshot --from FILE",
         )
-    player = FleetPlayer(recording) if recording.kind == FLEET else Player(recording)
-    if player.current is None:
-        if player.problem is not None:
-            return _said(prog, player.problem, "no frame comes before it")
-        return _failed(prog, f"{args.file} holds no frame yet")
-    options = {"playing": not args.paused, "speed": args.speed, "loop": args.loop}
+    speed = args.speed if args.speed is not None else 1.0
+    options = {"playing": not args.paused, "speed": speed, "loop": args.loop}
     if isinstance(player, FleetPlayer):
         from gputui.ui.fleet.replay import run_fleet_replay
 

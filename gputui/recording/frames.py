@@ -38,6 +38,9 @@ REPLACE = "="
 """A change ``{"=": VALUE}`` replaces the value outright."""
 LENGTH = "len"
 """A list's change gives its new length under this member when the length changed."""
+RUNNER_KEY = "runner"
+"""A frame's member listing what the runner pane received since the frame before, in order
+(:func:`runner_entry`); a reader that knows it not skips it, so no format version hangs on it."""
 
 
 INDEX_SUFFIX = ".idx"
@@ -123,6 +126,8 @@ class Header:
     source: str | None = None
     """Where a fleet's readings came from: ``exporters`` (each host's own /metrics) or
     ``prometheus``; ``None`` for a host recording."""
+    runner: bool = False
+    """Whether its frames may carry the runner pane's jobs (``gputui --record``)."""
 
     @property
     def started_at(self) -> dt.datetime:
@@ -143,7 +148,7 @@ class Header:
             "started_unix": round(self.started_unix, DECIMALS),
             "kind": self.kind,
             "source": self.source,
-        }
+        } | ({RUNNER_KEY: True} if self.runner else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Header:
@@ -164,12 +169,21 @@ class Header:
                 started_unix=_number(data["started_unix"]),
                 kind=_text(data.get("kind", HOST)),
                 source=None if data.get("source") is None else _text(data["source"]),
+                runner=data.get(RUNNER_KEY, False) is True,
             )
         except KeyError as missing:
             raise FormatError(f"the header has no {missing.args[0]!r}") from None
         if header.interval_s <= 0 or header.full_every < 1 or header.part < 0:
             raise FormatError("the header's interval_s, full_every or part is out of range")
         return header
+
+
+def runner_entry(t: float, **entry: object) -> dict[str, object]:
+    """One entry of a frame's :data:`RUNNER_KEY` list: at ``t`` seconds, a job started
+    (``start``: its kind, ``configs``: each run's config as sent to its child, ``scaling``),
+    the events of one drain (``events``: each line as the child sent it), or a stop asked
+    (``stop``)."""
+    return {"t": round(t, DECIMALS), **entry}
 
 
 def encode_line(value: Mapping[str, Any]) -> bytes:

@@ -8,9 +8,11 @@ No Textual here: the app asks for frames, and draws them.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -20,6 +22,7 @@ from gputui.fleet.report import hosts_from_dict
 from gputui.format import ellipsize
 from gputui.recording.frames import Header
 from gputui.recording.reader import Frame, Problem, Recording
+from gputui.recording.runs import JobBegun, RunnerEntry, entries_of
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import Snapshot
 from gputui.telemetry.snapshot import snapshot_from_dict
@@ -95,8 +98,10 @@ class FramePlayer(Generic[R]):
     ``decode`` types it.
 
     Frames are read ahead one at a time from the shown one; a seek reads from the index's
-    nearest whole frame. A damaged or cut-short line ends the frames there: :attr:`problem`
-    says where, and the frames before it play as usual.
+    nearest whole frame. The frames of the sparklines' window before the shown one are kept,
+    so that stepping back reads nothing (a seek would read and type the whole window again).
+    A damaged or cut-short line ends the frames there: :attr:`problem` says where, and the
+    frames before it play as usual.
     """
 
     def __init__(self, recording: Recording, decode: Callable[[Frame], R]) -> None:
@@ -120,7 +125,11 @@ class FramePlayer(Generic[R]):
         self.last_t = last.t if last is not None else 0.0
         """The last frame's time, as far as it has been read."""
         self._ahead: Iterator[Frame] = iter(())
-        self._next: Frame | None = None
+        self._held: list[Frame] = []  # read, not shown yet: the next frame last
+        self._window: deque[Shown[R]] = deque()  # the shown frame last
+        self.window_s = 0.0
+        """How long before the shown frame the frames are kept (the sparklines' window; a
+        seek sets it)."""
         self.seek(0.0)
 
     @property
@@ -152,12 +161,14 @@ class FramePlayer(Generic[R]):
         """
         start = t - history_s
         self._ahead = self.recording.frames_from(start)
-        self._next = None
+        self._held.clear()
+        self._window.clear()
+        self.window_s = history_s
         self.finished = False
         played: list[Shown[R]] = []
         while (frame := self._pull()) is not None:
             if frame.t > t and played:
-                self._next = frame
+                self._held.append(frame)
                 break
             shown = self._shown(frame)
             if shown is None:
@@ -173,7 +184,7 @@ class FramePlayer(Generic[R]):
         played: list[Shown[R]] = []
         while (frame := self._pull()) is not None:
             if frame.t > until_t:
-                self._next = frame
+                self._held.append(frame)
                 break
             shown = self._shown(frame)
             if shown is None:
@@ -186,25 +197,36 @@ class FramePlayer(Generic[R]):
         frame = self._pull()
         if frame is None:
             return None
-        self._next = frame
+        self._held.append(frame)
         played = self.forward(frame.t)
         return played[-1] if played else None
 
     def back(self, history_s: float = 0.0) -> list[Shown[R]]:
-        """Show the frame before the shown one (the first stays); as :meth:`seek`."""
-        return self.seek(max(self.t - STEP_BACK_S, 0.0), history_s)
+        """Show the frame before the shown one (the first stays); as :meth:`seek`, but from
+        the frames kept while the window holds the one before (then it ends a frame earlier,
+        rather than reaching a frame further back)."""
+        window = self._window
+        if len(window) < 2 or history_s != self.window_s:
+            return self.seek(max(self.t - STEP_BACK_S, 0.0), history_s)
+        self._held.append(window.pop().frame)
+        self.current = window[-1]
+        self.finished = False
+        return list(window)
 
     def _moved(self, played: list[Shown[R]]) -> list[Shown[R]]:
         if played:
             self.current = played[-1]
             self.last_t = max(self.last_t, self.current.t)
+            window = self._window
+            window.extend(played)
+            while len(window) > 1 and window[0].t <= self.current.t - self.window_s:
+                window.popleft()
         return played
 
     def _pull(self) -> Frame | None:
         """The next frame after the shown one, or ``None`` at the end (noting a problem)."""
-        if self._next is not None:
-            held, self._next = self._next, None
-            return held
+        if self._held:
+            return self._held.pop()
         frame = next(self._ahead, None)
         if frame is None:
             self.finished = True
@@ -232,8 +254,19 @@ class Player(FramePlayer[Snapshot]):
     """Plays one machine's recording, each frame as the live samplers give it."""
 
     def __init__(self, recording: Recording) -> None:
-        """Show the first frame (none where the recording holds none yet)."""
+        """Show the first frame (none where the recording holds none yet), and read the
+        runner pane's entries (``gputui --record``)."""
         super().__init__(recording, frame_snapshot)
+        self._runner: list[RunnerEntry] = []
+        self._runner_t: list[float] = []  # each entry's frame's time
+        if self.header.runner:  # read once: a seek back rebuilds the pane from the start
+            for frame in recording.frames():
+                entries = entries_of([frame.runner])
+                self._runner += entries
+                self._runner_t += [frame.t] * len(entries)
+            self._note(recording.problem)
+        self.has_runs = any(isinstance(entry, JobBegun) for entry in self._runner)
+        """Whether the runner pane started a job while this was recorded."""
 
     @property
     def snapshot(self) -> Snapshot:
@@ -243,6 +276,11 @@ class Player(FramePlayer[Snapshot]):
             LookupError: the recording holds no frame.
         """
         return self.readings
+
+    def runner_entries(self) -> list[RunnerEntry]:
+        """What the runner pane had received by the shown frame, in order: the entries of
+        that frame and those before it."""
+        return self._runner[: bisect.bisect_right(self._runner_t, self.t)]
 
     def samplers(self) -> Samplers:
         """Samplers that give the shown frame's readings (the app's first frame reads them)."""
@@ -284,6 +322,17 @@ def goto_time(text: str, header: Header) -> float:
     text = text.strip()
     if text in ("start", "end"):
         return 0.0 if text == "start" else math.inf
+    try:
+        return _parse_time(text, header)
+    except (ValueError, OverflowError):  # (OverflowError: past what a float or a date holds)
+        raise ValueError(
+            f"{ellipsize(text, 30)!r} is not a time in the recording: write an offset "
+            "(1:02:03), a UTC time (03:00:00 UTC, 2026-11-26 03:00:00), start or end"
+        ) from None
+
+
+def _parse_time(text: str, header: Header) -> float:
+    """:func:`goto_time` of ``text``, stripped, neither ``start`` nor ``end``."""
     offset = _OFFSET.fullmatch(text)
     if offset is not None:
         hours, minutes, seconds, plain = offset.groups()
@@ -292,21 +341,15 @@ def goto_time(text: str, header: Header) -> float:
         return int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
     bare = _UTC_SUFFIX.sub("", text)
     started = header.started_at
-    try:
-        if len(bare) <= 15:  # a time of day, in UTC
-            day = dt.time.fromisoformat(bare)
-            when = dt.datetime.combine(started.date(), day, dt.UTC)
-            if when < started - dt.timedelta(seconds=1):
-                when += dt.timedelta(days=1)
-        else:
-            if len(bare) > 40:
-                raise ValueError
-            when = dt.datetime.fromisoformat(bare)
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=dt.UTC)
-    except ValueError:
-        raise ValueError(
-            f"{ellipsize(text, 30)!r} is not a time in the recording: write an offset "
-            "(1:02:03), a UTC time (03:00:00 UTC, 2026-11-26 03:00:00), start or end"
-        ) from None
+    if len(bare) <= 15:  # a time of day, in UTC
+        day = dt.time.fromisoformat(bare)
+        when = dt.datetime.combine(started.date(), day, dt.UTC)
+        if when < started - dt.timedelta(seconds=1):
+            when += dt.timedelta(days=1)
+    else:
+        if len(bare) > 40:
+            raise ValueError
+        when = dt.datetime.fromisoformat(bare)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
     return when.timestamp() - header.started_unix

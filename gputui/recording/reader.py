@@ -27,6 +27,7 @@ from gputui.recording.frames import (
     HOST,
     INDEX_KEY,
     KINDS,
+    RUNNER_KEY,
     FormatError,
     Header,
     changed,
@@ -80,6 +81,9 @@ class Frame:
     """The file of the recording it is in."""
     line: int
     """Its line in that file."""
+    runner: tuple[Mapping[str, Any], ...] = ()
+    """What the runner pane received since the frame before, in order
+    (:func:`~gputui.recording.frames.runner_entry`); empty in most frames."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,11 +453,12 @@ class Recording:
                     readings = _readings(changed(full, value["delta"]), part.header.kind)
                 else:
                     continue  # a kind of line this version does not know: skipped
+                runner = _runner(value.get(RUNNER_KEY, ()))
             except FormatError as error:
                 self._report(Problem(part.path, number, f"not a frame: {error}"))
                 return
             last_t = t
-            yield Frame(t, readings, part.header.part, number)
+            yield Frame(t, readings, part.header.part, number, runner)
         if problems:
             if entry is not None and problems[0].line == entry.line:
                 raise _StaleIndex  # nothing decodes where the index points
@@ -481,6 +486,12 @@ def _frame_time(value: Any, last_t: float) -> float:
     if t < last_t:
         raise FormatError(f"its time {t} is before the frame above's, {last_t}")
     return float(t)
+
+
+def _runner(value: Any) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(e, dict) for e in value):
+        raise FormatError(f"its {RUNNER_KEY!r} is not a list of objects")
+    return tuple(value)
 
 
 def _readings(value: Any, kind: str) -> dict[str, Any]:

@@ -12,14 +12,17 @@ never written twice and a slow sample is written a look later.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import queue
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 from gputui import __version__
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -28,6 +31,7 @@ from gputui.fleet.report import fleet_as_dict
 from gputui.format import fmt_bytes, fmt_counted, one_line
 from gputui.recording.frames import FLEET, FORMAT_VERSION, FULL_EVERY, HOST, Header
 from gputui.recording.render import fmt_offset
+from gputui.recording.runs import RunnerEntry, entry_as_dict
 from gputui.recording.writer import RecordingWriter
 from gputui.serve.sampling import Poller
 from gputui.serve.stop import Stop, stop_on_signals
@@ -40,7 +44,7 @@ from gputui.telemetry.readings import (
     NvmlReading,
     Snapshot,
 )
-from gputui.telemetry.snapshot import snapshot_as_dict
+from gputui.telemetry.snapshot import AGES, snapshot_as_dict, source_ages
 
 
 class Sampled(Protocol):
@@ -72,6 +76,7 @@ class MachineSampled:
 
     def __init__(self, samplers: Samplers, interval_s: float, clock: Callable[[], float]) -> None:
         self._poller = Poller(samplers, interval_s, clock=clock)
+        self._interval_s = interval_s
         self._last_taken: tuple[float, ...] = ()
 
     def start(self) -> None:
@@ -88,7 +93,8 @@ class MachineSampled:
         if taken == self._last_taken:
             return None
         self._last_taken = taken
-        return max(taken), snapshot_as_dict(snapshot)
+        at = max(taken)
+        return at, frame_readings(snapshot, at, self._interval_s)
 
 
 class FleetSampled:
@@ -243,9 +249,23 @@ def record(
     return stop.code
 
 
-def new_header(interval_s: float, *, kind: str = HOST, source: str | None = None) -> Header:
+def frame_readings(snapshot: Snapshot, at: float, interval_s: float) -> dict[str, object]:
+    """A frame's readings written at ``at``: ``snapshot``, with the age of each source's
+    reading a beat or more old (:data:`~gputui.telemetry.snapshot.AGES`), so that a replay
+    shows a hung source as stale."""
+    readings = snapshot_as_dict(snapshot)
+    ages = source_ages(snapshot, at, older_than=interval_s)
+    if ages:
+        readings[AGES] = ages
+    return readings
+
+
+def new_header(
+    interval_s: float, *, kind: str = HOST, source: str | None = None, runner: bool = False
+) -> Header:
     """The header of a recording made on this machine that starts now: of this machine, or
-    of a fleet (``kind``, ``source``: :class:`~gputui.recording.frames.Header`'s)."""
+    of a fleet (``kind``, ``source``: :class:`~gputui.recording.frames.Header`'s); ``runner``:
+    of the monitor, whose frames may carry its runner pane's jobs."""
     return Header(
         version=FORMAT_VERSION,
         recording=uuid.uuid4().hex,
@@ -257,15 +277,29 @@ def new_header(interval_s: float, *, kind: str = HOST, source: str | None = None
         started_unix=time.time(),
         kind=kind,
         source=source,
+        runner=runner,
     )
+
+
+QUEUED_FRAMES = 64
+"""Frames ``--record`` holds for its writer thread at most (a minute at 1 s); while the disk
+keeps it full, newer frames are dropped."""
+CLOSE_WAIT_S = 10.0
+"""How long quitting waits for the writer thread to write what it holds and close the file."""
+Severity = Literal["warning", "error"]
+_Queued = tuple[float, Snapshot, tuple[dict[str, object], ...]]
+"""A frame for the writer thread: when it was painted, its readings, the runner's entries."""
 
 
 class ShownRecorder:
     """Records what the monitor shows (``gputui --record FILE``): a frame each time it paints
-    new readings, once every source has answered, through the recorder's writer.
+    new readings, once every source has answered, with what the runner pane received since
+    the frame before (:mod:`gputui.recording.runs`).
 
-    A write that fails (a full disk) stops the recording, keeping what was written, and
-    :attr:`failed` says so in one line; the monitor goes on.
+    Frames are encoded, compressed and written on a thread of their own, so that a slow or
+    hung disk (NFS) never holds the monitor back: while :data:`QUEUED_FRAMES` wait for it,
+    newer frames are dropped. A write that fails (a full disk) stops the recording, keeping
+    what was written; :meth:`news` says each of these once, in one line.
     """
 
     def __init__(
@@ -276,7 +310,7 @@ class ShownRecorder:
         codec: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Create the file (it must not exist) and write its header.
+        """Create the file (it must not exist), write its header and start the writer thread.
 
         Raises:
             OSError: the file cannot be made.
@@ -284,17 +318,48 @@ class ShownRecorder:
         self.path = path
         self._clock = clock
         self._started = clock()
-        self._writer = RecordingWriter(path, new_header(interval_s), codec=codec)
+        self._interval_s = interval_s
+        header = new_header(interval_s, runner=True)
+        self._writer = RecordingWriter(path, header, codec=codec)
         self._latest: dict[str, object] = {}
+        self._runner: list[dict[str, object]] = []  # since the last frame queued
+        self._queue: queue.Queue[_Queued | None] = queue.Queue(QUEUED_FRAMES)
+        self._told: set[str] = set()
         self.failed: str | None = None
-        """Why the recording stopped early, in one line; ``None`` while it goes on."""
+        """Why the recording stopped early, in one line (set by the writer thread); ``None``
+        while it goes on."""
+        self.dropped = 0
+        """Frames dropped while the writer thread had :data:`QUEUED_FRAMES` waiting."""
+        self._thread = threading.Thread(target=self._write_frames, name="gputui-record")
+        self._thread.daemon = True  # (a disk that never answers cannot hold the exit)
+        self._thread.start()
+
+    @property
+    def last_t(self) -> float | None:
+        """The latest frame's time written (seconds since the recording started), if any;
+        :meth:`flush` first for the frames queued."""
+        return self._writer.last_t
+
+    def runner(self, entry: RunnerEntry) -> None:
+        """The runner pane received ``entry`` now: it goes into the next frame queued."""
+        if self.failed is None:
+            self._runner.append(entry_as_dict(self._now(), entry))
 
     def shown(self, readings: Mapping[str, object]) -> None:
         """The monitor painted ``readings`` (by source: ``cpu``, ``nvml``, ``mps``, ``drm``):
-        write a frame of the latest of each, at the monitor's clock."""
+        queue a frame of the latest of each, at the monitor's clock (never blocks)."""
         if self.failed is not None:
             return
         self._latest.update(readings)
+        self._queue_frame()
+
+    def _now(self) -> float:
+        return max(self._clock() - self._started, 0.0)
+
+    def _queue_frame(self, wait_s: float | None = None) -> None:
+        """Queue a frame of the latest readings with the runner's entries since the frame
+        before; where the queue is full (waiting ``wait_s`` at most; else not at all), the
+        frame is dropped and the entries wait for the next one."""
         cpu, nvml, mps = (self._latest.get(source) for source in ("cpu", "nvml", "mps"))
         drm = self._latest.get("drm", NO_DRM_GPUS)
         if not (
@@ -305,8 +370,56 @@ class ShownRecorder:
         ):
             return  # not every source has answered yet
         snapshot = Snapshot(cpu=cpu, nvml=nvml, mps=mps, drm=drm)
+        item = (self._clock(), snapshot, tuple(self._runner))
         try:
-            self._writer.write(max(self._clock() - self._started, 0.0), snapshot_as_dict(snapshot))
+            self._queue.put(item, block=wait_s is not None, timeout=wait_s)
+        except queue.Full:
+            self.dropped += 1
+            return
+        self._runner = []
+
+    def news(self) -> list[tuple[str, Severity]]:
+        """What the monitor has not said yet, each once: frames dropped, the recording
+        stopped."""
+        news: list[tuple[str, Severity]] = []
+        if self.dropped and "dropped" not in self._told:
+            self._told.add("dropped")
+            news.append(
+                (
+                    f"Recording falls behind: {self.path} takes frames slower than they come, "
+                    "so frames are dropped until it catches up.",
+                    "warning",
+                )
+            )
+        if self.failed is not None and "failed" not in self._told:
+            self._told.add("failed")
+            news.append((self.failed, "error"))
+        return news
+
+    def flush(self) -> None:
+        """Wait until the writer thread has written every frame queued."""
+        self._queue.join()
+
+    def _write_frames(self) -> None:
+        """The writer thread: write each frame queued, then close the file."""
+        while (item := self._queue.get()) is not None:
+            if self.failed is None:
+                self._write(*item)
+            self._queue.task_done()
+        if self.failed is None:
+            try:
+                self._writer.close()
+            except OSError as error:
+                self._writer.abandon()
+                self.failed = f"Recording stopped: {_reason(error)}"
+        self._queue.task_done()
+
+    def _write(self, at: float, snapshot: Snapshot, runner: tuple[dict[str, object], ...]) -> None:
+        """Write the frame painted at ``at`` (on the monitor's clock), with the runner's
+        entries since the frame before."""
+        readings = frame_readings(snapshot, at, self._interval_s)
+        try:
+            self._writer.write(max(at - self._started, 0.0), readings, runner)
         except OSError as error:  # a full disk: what reached the file stays
             self._writer.abandon()
             self.failed = (
@@ -316,17 +429,26 @@ class ShownRecorder:
             )
 
     def close(self) -> str:
-        """Close the files; returns the line that says what was recorded where."""
-        if self.failed is None:
-            try:
-                self._writer.close()
-            except OSError as error:
-                self._writer.abandon()
-                self.failed = f"Recording stopped: {_reason(error)}"
+        """Write what is queued, with a last frame for what the runner received since the
+        frame before, if anything, and close the files (waiting :data:`CLOSE_WAIT_S` at
+        most); returns the line that says what was recorded where."""
+        if self.failed is None and self._runner:
+            self._queue_frame(wait_s=CLOSE_WAIT_S)
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=CLOSE_WAIT_S)
+        self._thread.join(CLOSE_WAIT_S)
+        if self._thread.is_alive():
+            return (
+                f"Recording stopped: {self.path} took no frame for {CLOSE_WAIT_S:g} s; "
+                "what reached it is kept."
+            )
         files = "" if len(self._writer.parts) == 1 else f", {len(self._writer.parts)} files"
+        dropped = ""
+        if self.dropped:
+            dropped = f", {fmt_counted(self.dropped, 'frame')} dropped while the disk was slow"
         line = (
             f"{fmt_counted(self._writer.frames, 'frame')} recorded in {self.path} "
-            f"({fmt_bytes(self._writer.size)}{files})"
+            f"({fmt_bytes(self._writer.size)}{files}{dropped})"
         )
         return line if self.failed is None else f"{self.failed} {line}"
 

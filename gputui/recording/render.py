@@ -21,6 +21,7 @@ from gputui.format import (
     wrap_text,
 )
 from gputui.recording.frames import Header
+from gputui.recording.runs import RunSummary
 from gputui.recording.summary import (
     FleetSummary,
     GpuSummary,
@@ -77,11 +78,26 @@ def render_summary_text(summary: Summary, width: int = 80) -> str:
     users) made printable first."""
     summary = for_screen(summary)
     lines = wrap_text(_headline(summary, summary.host), width, "", _INDENT)
+    if summary.runs:
+        lines += ["", "Runs in the runner pane:"]
+        for run in summary.runs:
+            lines += wrap_text(_run_line(run), width, _INDENT, _INDENT * 3)
     if not summary.gpus:
         lines += ["", "No GPU in this recording."]
     for gpu in summary.gpus:
         lines += ["", *_gpu_lines(gpu, width)]
     return "\n".join(lines)
+
+
+def _run_line(run: RunSummary) -> str:
+    throughput = (
+        "no epoch" if run.images_per_second is None else f"{run.images_per_second:,.0f} img/s"
+    )
+    speedup = "" if run.speedup is None else f", {run.speedup:.2f}x the first run's speed"
+    return (
+        f"{run.job}. {run.kind}: {run.name} {run.precision}, "
+        f"{fmt_counted(run.epochs, 'epoch')}, {throughput}{speedup}, {run.status}"
+    )
 
 
 def _headline(summary: Summary | FleetSummary, lead: str) -> str:
@@ -244,6 +260,19 @@ def summary_as_dict(summary: Summary) -> dict[str, Any]:
         "files": list(summary.files),
         "problem": summary.problem,
         "gpus": [_gpu_as_dict(gpu) for gpu in summary.gpus],
+        "runs": [
+            {
+                "job": run.job,
+                "kind": run.kind,
+                "name": run.name,
+                "precision": run.precision,
+                "epochs": run.epochs,
+                "images_per_second": _clean(run.images_per_second),
+                "speedup": _clean(run.speedup),
+                "status": run.status,
+            }
+            for run in summary.runs
+        ],
     }
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.recording.reader import Frame, Recording
+from gputui.recording.runs import RunnerEntry, RunSummary, entries_of, summarise_runs
 from gputui.telemetry.readings import BENIGN_THROTTLES, GpuState
 
 GAP_INTERVALS = 2.0
@@ -122,6 +123,8 @@ class Summary:
     """Where reading stopped early, and why (the figures cover what came before)."""
     files: tuple[str, ...] = ()
     """The files read."""
+    runs: tuple[RunSummary, ...] = ()
+    """The training runs the runner pane showed (``gputui --record``), job by job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +182,10 @@ def summarise(recording: Recording) -> Summary:
     cap = GAP_INTERVALS * header.interval_s
     tallies: dict[int, _GpuTally] = {}
     count, first_t, previous = 0, None, None
+    runner: list[RunnerEntry] = []
     for frame in recording.frames():
+        if frame.runner:
+            runner += entries_of([frame.runner])
         if previous is not None:
             _tally(tallies, previous, min(max(frame.t - previous.t, 0.0), cap))
         else:
@@ -198,6 +204,7 @@ def summarise(recording: Recording) -> Summary:
         gpus=tuple(tallies[index].summary() for index in sorted(tallies)),
         problem=None if recording.problem is None else str(recording.problem),
         files=tuple(str(path) for path in recording.paths),
+        runs=summarise_runs(runner),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from gputui.recording.codec import Encoder
 from gputui.recording.frames import (
     FORMAT_VERSION,
     INDEX_KEY,
+    RUNNER_KEY,
     Header,
     changes,
     encode_line,
@@ -93,26 +95,30 @@ class RecordingWriter:
         self._full: Any = None
         self._open_part()
 
-    def write(self, t: float, readings: dict[str, Any]) -> None:
+    def write(
+        self, t: float, readings: dict[str, Any], runner: Sequence[Mapping[str, Any]] = ()
+    ) -> None:
         """Write one frame: the readings (``snapshot --json``'s data) at ``t`` seconds after
         the header's start; a whole one every ``full_every`` frames and at the start of a
-        part, else what changed since the last whole one."""
+        part, else what changed since the last whole one. ``runner``: what the runner pane
+        received since the frame before (:func:`~gputui.recording.frames.runner_entry`)."""
         if self._fd is None:
             self._open_part()
         t = round(t, 3)
         readings = rounded(readings)
+        extra = {RUNNER_KEY: list(runner)} if runner else {}
         if self._full is None or self._since_full >= self._header.full_every:
             out = self._encoder.end_block()
             offset = self._part_size + len(out)
             self._full, self._since_full = readings, 0
-            out += self._encoder.frame(encode_line({"t": t, "full": readings}))
+            out += self._encoder.frame(encode_line({"t": t, "full": readings, **extra}))
             self._emit(out)
             self._line += 1
             entry = {"t": t, "offset": offset, "line": self._line}
             self._index(encode_line(entry))
         else:
             delta = changes(self._full, readings)
-            self._emit(self._encoder.frame(encode_line({"t": t, "delta": delta})))
+            self._emit(self._encoder.frame(encode_line({"t": t, "delta": delta, **extra})))
             self._line += 1
         self._since_full += 1
         self.frames += 1

@@ -3,8 +3,10 @@ that listed it, for the monitor's process screen (Enter on the process table).
 
 A process is known by its pid and start time (:data:`ProcessKey`), so a pid reused by a
 later process starts a history of its own. Each process keeps its last ``maxlen`` samples
-(the monitor's history window); at most ``max_processes`` are kept, those gone longest
-forgotten first, and one that ended is forgotten once it has been gone a whole window.
+(the monitor's history window); at most ``max_processes`` are kept, ended ones forgotten
+first, and one that ended is forgotten a whole window after it was last seen. A sample older
+than a process's last one (a reading from before a replay's seek) is ignored: the replay
+clears the history when it seeks.
 Fed one GPU reading at a time (the live monitor's, or a recording's), it needs no UI.
 """
 
@@ -87,6 +89,10 @@ class ProcessTrack:
             self.samples.append(ProcessSample(t, memory, sm))
         self.last_t = t
 
+    def _older(self, t: float) -> bool:
+        """Whether ``t`` is before its last sample (kept in time order)."""
+        return self.last_t is not None and t < self.last_t
+
 
 @dataclass
 class _Seen:
@@ -167,13 +173,15 @@ class ProcessHistory:
             track = self._tracks.get(key)
             if track is None:
                 track = self._add(key)
+            elif track._older(t):
+                continue
             else:
                 self._tracks.move_to_end(key)
             memory = sum(found.memory) if found.memory else None
             sm = sum(found.sm) / len(found.sm) if found.sm else None
             track._seen(t, found.process, found.gpus, memory, sm)
         for key, track in list(self._tracks.items()):
-            if key in seen:
+            if key in seen or track._older(t):
                 continue
             if track.ended_t is None and listed.issuperset(track.gpus):
                 track.ended_t = t
@@ -183,9 +191,17 @@ class ProcessHistory:
 
     def _add(self, key: ProcessKey) -> ProcessTrack:
         while len(self._tracks) >= self.max_processes:
-            self._tracks.popitem(last=False)  # seen least recently: gone longest
+            ended = next((k for k, track in self._tracks.items() if track.ended), None)
+            if ended is not None:
+                del self._tracks[ended]  # the ended one seen least recently
+            else:
+                self._tracks.popitem(last=False)  # seen least recently
         track = self._tracks[key] = ProcessTrack(key, self.maxlen)
         return track
+
+    def clear(self) -> None:
+        """Forget every process (a replay that seeks starts the history again)."""
+        self._tracks.clear()
 
     def get(self, key: ProcessKey) -> ProcessTrack | None:
         """The history of process ``key``; ``None`` where it was never seen, or forgotten."""

@@ -36,8 +36,9 @@ from gputui.format import (
     for_screen,
     wrap_text,
 )
-from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
+from gputui.telemetry.polling import NVML_TIMEOUT_S, SOURCES, sample_nvml
 from gputui.telemetry.readings import (
+    NO_DRM_GPUS,
     VENDOR_NAMES,
     CpuReading,
     DrmReading,
@@ -286,14 +287,35 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+AGES = "ages"
+"""A recorded frame's member: how old each source's reading was when the frame was written
+(seconds, by source), for those a beat or more old (a hung NVML); any other is as old as the
+frame."""
+
+
+def source_ages(snapshot: Snapshot, at: float, *, older_than: float) -> dict[str, float]:
+    """How long before ``at`` each source's reading was taken, for those at least
+    ``older_than`` old (:data:`AGES`); a reading not sampled again (MPS off Apple, no AMD or
+    Intel GPU's placeholder) has none."""
+    ages: dict[str, float] = {}
+    for source in SOURCES:
+        reading = getattr(snapshot, source)
+        if reading is NO_DRM_GPUS or getattr(reading, "supported_platform", True) is False:
+            continue
+        age = at - reading.taken_at
+        if age >= older_than:
+            ages[source] = round(age, 3)
+    return ages
+
+
 def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
     """The snapshot that :func:`snapshot_as_dict` wrote (a recorded frame), read back.
 
     Every value is checked against its reading's field type. A key an older gputui did not
     write takes its field's default; what JSON leaves out (``taken_at``, a process's
-    ``create_time``, a GPU's ``error_brief``) takes its default too, ``taken_at`` given here.
-    NVIDIA's GPUs go to the NVML reading, AMD's and Intel's to the sysfs one, as the samplers
-    give them.
+    ``create_time``, a GPU's ``error_brief``) takes its default too, ``taken_at`` given here,
+    less a source's age where the frame says it (:data:`AGES`). NVIDIA's GPUs go to the NVML
+    reading, AMD's and Intel's to the sysfs one, as the samplers give them.
 
     Raises:
         ValueError: a key is missing or a value is of the wrong kind; says which.
@@ -303,15 +325,16 @@ def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
     missing = {"cpu", "gpus", "nvml", "mps"} - data.keys()
     if missing:
         raise ValueError(f"the readings have no {sorted(missing)[0]!r}")
+    at = _taken_at(data.get(AGES, {}), taken_at)
     status = _reading_from(NvmlStatus, data["nvml"], "nvml")
     gpus: tuple[GpuReading, ...] = _typed(tuple[GpuReading, ...], data["gpus"], "gpus")
     nvidia = tuple(gpu for gpu in gpus if gpu.vendor is Vendor.NVIDIA)
     others = tuple(gpu for gpu in gpus if gpu.vendor is not Vendor.NVIDIA)
     return Snapshot(
-        cpu=_reading_from(CpuReading, data["cpu"], "cpu", taken_at=taken_at),
-        nvml=NvmlReading(status=status, gpus=nvidia, taken_at=taken_at),
-        mps=_reading_from(MpsReading, data["mps"], "mps", taken_at=taken_at),
-        drm=DrmReading(gpus=others, taken_at=taken_at),
+        cpu=_reading_from(CpuReading, data["cpu"], "cpu", taken_at=at["cpu"]),
+        nvml=NvmlReading(status=status, gpus=nvidia, taken_at=at["nvml"]),
+        mps=_reading_from(MpsReading, data["mps"], "mps", taken_at=at["mps"]),
+        drm=DrmReading(gpus=others, taken_at=at["drm"]),
     )
 
 
@@ -324,6 +347,20 @@ def gpus_from_list(data: Any, where: str = "gpus") -> tuple[GpuReading, ...]:
     """
     gpus: tuple[GpuReading, ...] = _typed(tuple[GpuReading, ...], data, where)
     return gpus
+
+
+def _taken_at(ages: Any, taken_at: float) -> dict[str, float]:
+    """When each source's reading was taken, by :data:`AGES` (``ages``) before ``taken_at``."""
+    if not isinstance(ages, dict):
+        raise ValueError(f"{AGES} is not an object")
+    at = dict.fromkeys(SOURCES, taken_at)
+    for source in SOURCES:
+        if source in ages:
+            age = ages[source]
+            if type(age) not in (int, float) or not 0 <= age < math.inf:
+                raise ValueError(f"{AGES}.{source} is not an age in seconds")
+            at[source] = taken_at - age
+    return at
 
 
 _Reading = TypeVar("_Reading")

@@ -42,7 +42,7 @@ REPLAY_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Frame before", "Show the recorded frame before", "replay_step(-1)"),
     ("A minute on", "Seek a minute on in the recording", "replay_jump(1)"),
     ("A minute back", "Seek a minute back in the recording", "replay_jump(-1)"),
-    ("Go to a time", "Go to an offset, a UTC time, start or end", "replay_goto"),
+    ("Go to a time", "Go to an offset, a UTC time (03:00:00 UTC), start or end", "replay_goto"),
     ("Faster", "Play faster, up to 16x", "replay_speed(1)"),
     ("Slower", "Play slower, down to 0.25x", "replay_speed(-1)"),
     ("Loop", "Start again after the last frame, or stop there", "replay_loop"),
@@ -81,6 +81,7 @@ class ReplayControls(App[int]):
     ) -> None:
         """Take ``player``, at its first frame; nothing moves until the app runs."""
         self.player = player
+        player.window_s = self._window_s()  # (kept as it plays: stepping back reads nothing)
         self.playing = playing
         """Whether the frames move on by themselves."""
         self.speed = faster(speed, 0)

@@ -181,6 +181,37 @@ def test_a_last_line_cut_short_is_a_note_and_exits_0(
     )
 
 
+@pytest.mark.parametrize("flag", [["--speed", "4"], ["--paused"], ["--loop"]])
+def test_replay_flags_are_refused_with_summary(
+    capsys: pytest.CaptureFixture[str], recorded: Path, flag: list[str]
+) -> None:
+    code, out, err = run(capsys, "replay", "--summary", str(recorded), *flag)
+    assert (code, out) == (2, "")
+    assert one_usage_line(err) == (
+        f"{flag[0]} is for the replay in the monitor: drop it or --summary"
+    )
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_a_recording_without_a_whole_frame_is_not_opened_and_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, cut: bool
+) -> None:
+    """Its only frame cut short (a recorder killed mid-write), or none written yet."""
+    path = tmp_path / "box.ndjson"
+    write(path, 1)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[0] + (lines[1][:-40] if cut else b""))
+    code, out, err = run(capsys, "replay", str(path))  # (said before the terminal is asked)
+    assert (code, out) == (1, "")
+    said = f"gputui replay: error: {path} holds no whole frame yet"
+    if cut:
+        said += (
+            f": {path}: line 2: cut short: the file ends inside it (its recorder stopped while "
+            "writing it)"
+        )
+    assert err == said + "\n"
+
+
 def test_a_rotated_recording_is_summed_up_whole(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -236,3 +267,15 @@ def test_record_refuses_zstd_without_the_module(tmp_path: Path) -> None:
         "gputui[zstd])); or name the file .ndjson.gz"
     )
     assert not path.exists()
+
+
+def test_record_says_where_it_records_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The path is the user's: its controls reach the terminal written out (issue 29)."""
+    path = tmp_path / "box\x1b]0;title\x07\n.ndjson.gz"
+    code, out, _ = run(capsys, "record", "--output", str(path), "--duration", "0.5")
+    assert code == 0 and path.exists()
+    lines = out.splitlines()
+    assert len(lines) == 2 and "\x1b" not in out
+    assert all("box\\x1b]0;title\\x07\\n.ndjson.gz" in line for line in lines)

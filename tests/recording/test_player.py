@@ -48,6 +48,22 @@ def test_the_player_steps_seeks_and_keeps_the_window_before(tmp_path: Path) -> N
     assert player.seek(math.inf)[-1].t == 99.5 and player.step() is None and player.finished
 
 
+def test_stepping_back_within_the_window_reads_nothing_and_then_plays_on(tmp_path: Path) -> None:
+    """The window's frames are kept: a step back ends it a frame earlier, without reading the
+    file (gone here) again; the frames stepped back over then come again in order."""
+    path = tmp_path / "box.ndjson"
+    write(path, 100)
+    player = Player(Recording.open(path))
+    player.seek(70.0, 10.0)
+    assert [s.t for s in player.forward(72.0)] == [70.5, 71.5]
+    path.unlink()
+    assert [s.t for s in player.back(10.0)] == [62.5 + n for n in range(9)]
+    assert [s.t for s in player.back(10.0)] == [62.5 + n for n in range(8)]
+    assert player.t == 69.5 and not player.finished
+    assert [s.t for s in player.forward(71.0)] == [70.5]
+    assert player.step() is not None and player.t == 71.5
+
+
 def test_a_frame_is_typed_as_the_samplers_give_it_amd_and_intel_apart() -> None:
     taken = snapshot(4)
     amd = replace(taken.nvml.gpus[1], vendor=Vendor.AMD, index=0)
@@ -103,7 +119,10 @@ def test_g_reads_offsets_and_utc_times(text: str, t: float) -> None:
     assert goto_time(text, header()) == t
 
 
-@pytest.mark.parametrize("text", ["soon", "", "1:2:3:4", "25:00 UTC", "x" * 100])
+@pytest.mark.parametrize(
+    "text",
+    ["soon", "", "1:2:3:4", "25:00 UTC", "x" * 100, "9" * 400 + ":00:00", "9" * 400 + ":00"],
+)
 def test_g_says_in_one_line_what_it_cannot_read(text: str) -> None:
     with pytest.raises(ValueError, match="is not a time in the recording") as error:
         goto_time(text, header())

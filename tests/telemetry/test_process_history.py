@@ -117,6 +117,30 @@ def test_processes_are_bounded_the_longest_gone_forgotten_first() -> None:
     assert track is not None and [s.t for s in track.samples] == [7.0, 8.0, 9.0]
 
 
+def test_a_new_process_pushes_out_an_ended_one_before_a_running_one() -> None:
+    history = ProcessHistory(3, max_processes=2)
+    history.record(0.0, [gpu(0, proc(1, 1)), gpu(1, proc(2, 1))])
+    history.record(1.0, [gpu(0, listed=False), gpu(1, proc(2, 1))])  # 1 runs, unseen
+    history.record(2.0, [gpu(0, listed=False), gpu(1)])  # 2 ended, seen after 1
+    history.record(3.0, [gpu(0, listed=False), gpu(1, proc(3, 1))])
+    assert sorted(key[0] for key in history) == [1, 3]
+
+
+def test_a_sample_older_than_a_process_s_last_is_ignored_and_clear_forgets_all() -> None:
+    history = ProcessHistory(10)
+    history.record(5.0, [gpu(0, proc(7, 1))])
+    history.record(2.0, [gpu(0, proc(7, 9))])  # older: a replay that seeks clears first
+    history.record(3.0, [gpu(0)])  # older: does not end it
+    track = history.get((7, 100.0))
+    assert track is not None and not track.ended
+    assert [(s.t, s.gpu_memory_bytes) for s in track.samples] == [(5.0, 1 * GiB)]
+    history.clear()
+    assert len(history) == 0
+    history.record(2.0, [gpu(0, proc(7, 9))])
+    again = history.get((7, 100.0))
+    assert again is not None and again.first_t == 2.0 and len(again.samples) == 1
+
+
 def test_an_ended_process_is_forgotten_a_window_after_it_was_last_seen() -> None:
     history = ProcessHistory.for_window(1.0, 60.0)
     assert history.maxlen == 60 and history.keep_ended_s == 60.0

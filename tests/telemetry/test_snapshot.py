@@ -567,6 +567,12 @@ def test_json_reads_back_into_the_same_readings(
     assert back.nvml.gpus[0].throttle_reasons == ("power cap", "thermal")
 
 
+def test_a_recorded_source_s_age_makes_its_reading_that_much_older() -> None:
+    data = snapshot_as_dict(SNAPSHOT) | {"ages": {"nvml": 31.5, "drm": 2}}
+    back = snapshot_from_dict(data, taken_at=100.0)
+    assert (back.cpu.taken_at, back.nvml.taken_at, back.drm.taken_at) == (100.0, 68.5, 98.0)
+
+
 def test_json_of_an_older_gputui_reads_with_the_defaults_of_what_it_lacks() -> None:
     data = snapshot_as_dict(SNAPSHOT)
     del data["gpus"][0]["pcie_link_gen"], data["gpus"][0]["processes"][0]["elapsed_s"]
@@ -590,6 +596,9 @@ def test_json_of_an_older_gputui_reads_with_the_defaults_of_what_it_lacks() -> N
         (lambda d: d.pop("mps"), "the readings have no 'mps'"),
         (lambda d: d.update(gpus={}), "gpus is not a list"),
         (lambda d: d.update(nvml=[]), "nvml is not an object"),
+        (lambda d: d.update(ages=[]), "ages is not an object"),
+        (lambda d: d.update(ages={"nvml": -1.0}), "ages.nvml is not an age in seconds"),
+        (lambda d: d.update(ages={"cpu": "old"}), "ages.cpu is not an age in seconds"),
     ],
 )
 def test_json_that_does_not_fit_the_readings_says_where(

@@ -120,7 +120,7 @@ async def test_the_fleet_replay_s_help_and_palette_offer_its_keys(tmp_path: Path
         await wait_until(pilot, lambda: bool(_rows(app)))
         areas = dict(app.key_areas())
         explained = dict(areas["Replay"])
-        assert explained.get("g") == "Go to an offset, a UTC time, start or end"
+        assert explained.get("g") == "Go to an offset, a UTC time (03:00:00 UTC), start or end"
         assert any(keys == "s" for keys, _ in areas["Fleet"])
         titles = [command.title for command in app.get_system_commands(app.screen)]
         assert "Pause or play" in titles and "Go to a time" in titles

@@ -29,6 +29,8 @@ from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.monitor.replay import RUNNER_REFUSAL, SIGNAL_REFUSAL, ReplayApp
 from tests.commands.test_cli import ROOT
 from tests.recording.made import STARTED, plain_lines, write
+from tests.recording.made import header as made_header
+from tests.recording.made import snapshot as made_snapshot
 from tests.ui.fakes import (
     MPS_ON_LINUX,
     ScriptedSampler,
@@ -179,7 +181,7 @@ def _app(path: Path, **options: object) -> ReplayApp:
 
 
 async def test_space_pauses_and_plays_and_the_arrows_step(tmp_path: Path) -> None:
-    app = _app(_made(tmp_path), playing=False)
+    app = _app(_made(tmp_path), playing=False, speed=16.0)  # (a tick each 0.1 s)
     async with app.run_test(size=(80, 25)) as pilot:
         await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
         assert app.player.t == 0.5 and "paused" in screen_text(app)
@@ -190,7 +192,7 @@ async def test_space_pauses_and_plays_and_the_arrows_step(tmp_path: Path) -> Non
         await wait_until(pilot, lambda: app.player.t > 3.0)
         await pilot.press("space")
         stopped = app.player.t
-        assert not app.playing
+        assert not app.playing and app._tick is None  # no tick left to move it on
         await pilot.pause(0.3)
         assert app.player.t == stopped and "paused" in screen_text(app)
 
@@ -209,12 +211,61 @@ async def test_brackets_seek_a_minute_and_fill_the_sparklines_again(tmp_path: Pa
         assert app.history.series("cpu.util") == tuple(float(f % 100) for f in range(61))
 
 
+async def test_a_seek_fills_each_process_history_again_and_the_open_screen_follows(
+    tmp_path: Path,
+) -> None:
+    """As the sparklines: after a seek each process's history holds the frames of the window
+    before the one shown, in order, and the process screen shows that (issue 29)."""
+    from tests.ui.test_process_history import open_history
+
+    app = _app(_made(tmp_path, 20), playing=False)  # pid 4000 on GPU 0 from +3.5 to +8.5
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        app.seek(6.0)
+        screen = await open_history(pilot, app, 4000)
+        assert [s.t for s in screen.track.samples] == [3.5, 4.5, 5.5]
+        app.seek(4.0)  # back: the later samples are gone
+        await pilot.pause()
+        assert [s.t for s in screen.track.samples] == [3.5]
+        assert screen.track is app.process_history.get(screen.track.key)
+        app.seek(12.0)  # on, past its end
+        await pilot.pause()
+        assert [s.t for s in screen.track.samples] == [3.5, 4.5, 5.5, 6.5, 7.5, 8.5]
+        assert screen.track.ended and screen.track.last_t == 8.5
+
+
+async def test_a_recorded_nvml_hang_replays_as_stale_panels(tmp_path: Path) -> None:
+    """Frames whose NVML reading is older than the frame (its age recorded) mark the NVIDIA
+    panels stale as the live monitor did; a frame without ages is fresh (issue 29)."""
+    path = tmp_path / "hung.ndjson"
+    writer = RecordingWriter(path, made_header(), codec="none")
+    for frame in range(8):
+        readings = snapshot_as_dict(made_snapshot(frame))
+        if frame >= 3:  # NVML hung after frame 2: its reading repeated, older each frame
+            readings = snapshot_as_dict(made_snapshot(2)) | {"cpu": readings["cpu"]}
+            readings["ages"] = {"nvml": float(frame - 2)}
+        writer.write(float(frame), readings)
+    writer.close()
+    app = _app(path, playing=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        app.seek(7.0)
+        await pilot.pause()
+        assert "stale 5s" in screen_text(app)
+        app.seek(2.0)
+        await pilot.pause()
+        assert "stale" not in screen_text(app)
+
+
 async def test_g_goes_to_an_offset_or_a_utc_time_and_says_what_it_cannot_read(
     tmp_path: Path,
 ) -> None:
     app = _app(_made(tmp_path), playing=False)
     async with app.run_test(size=(80, 25)) as pilot:
         await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        await pilot.press("g")  # a bare 03:00:00 is an offset: the dialog says so
+        assert "written with UTC (03:00:00 UTC)" in screen_text(app)
+        await pilot.press("escape")
         for typed, t in (("1:02", 61.5), ("2026-11-18 11:08:00 UTC", 79.5), ("end", 199.5)):
             await pilot.press("g", "ctrl+a", "ctrl+k", *typed, "enter")
             await pilot.pause()
@@ -401,7 +452,7 @@ def test_gputui_record_flag_records_the_monitor_on_a_terminal(
     runs, ``q`` quits, one line says what was recorded, and the file replays."""
     from tests.pty_run import run_on_a_pty, shown_text
 
-    path = tmp_path / "night.ndjson.gz"
+    path = tmp_path / "night\u202e.ndjson.gz"  # (the last line writes the user's path out)
     env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_")}
     env.update(PYTHONPATH=str(ROOT), LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_GPU_COUNT="2")
     run = run_on_a_pty(
@@ -418,7 +469,7 @@ def test_gputui_record_flag_records_the_monitor_on_a_terminal(
     )
     assert run.returncode == 0, shown_text(run.shown)[-500:]
     frames = _frames_in(path)
-    assert f"frames recorded in {path}" in shown_text(run.shown)
+    assert f"frames recorded in {tmp_path}/night\\u202e.ndjson.gz" in shown_text(run.shown)
     assert len(frames) >= 3 and [gpu["index"] for gpu in frames[-1].readings["gpus"]] == [0, 1]
 
 

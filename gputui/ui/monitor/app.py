@@ -253,6 +253,8 @@ class MonitorApp(TerminalColours):
         self._terminal: int | None = None
         self._monitor = Monitor(self.history, id="monitor")
         self._runner = RunnerPane(runner, nvml=lambda: self._monitor.nvml, id="runner")
+        if recorder is not None:
+            self._runner.tap = recorder.runner  # the runner's jobs go into the recording too
         self._runner_wanted: bool | None = None
         """Whether the user asked for the runner pane or hid it; None until they do."""
         self._hung_up = False
@@ -514,7 +516,8 @@ class MonitorApp(TerminalColours):
             return
         from gputui.ui.widgets.process_screen import ProcessScreen  # loaded when first opened
 
-        screen = self._process_screen = ProcessScreen(track, self._trainer_note)
+        screen = ProcessScreen(track, self.process_history, self._trainer_note)
+        self._process_screen = screen
 
         def closed(_: None) -> None:
             if self._process_screen is screen:
@@ -829,13 +832,14 @@ class MonitorApp(TerminalColours):
             self._record({source: r for source, r in shown.items() if r is not None})
 
     def _record(self, shown: dict[str, object]) -> None:
-        """Write the painted readings into the recording; say once that it stopped."""
+        """Write the painted readings into the recording; say once that frames were dropped
+        (a slow disk), and once that it stopped (a full one)."""
         recorder = self.recorder
-        if recorder is None or recorder.failed is not None:
+        if recorder is None:
             return
         recorder.shown(shown)
-        if recorder.failed is not None:
-            self.notify(one_line(recorder.failed), severity="error", timeout=30, markup=False)
+        for line, severity in recorder.news():
+            self.notify(one_line(line), severity=severity, timeout=30, markup=False)
 
     def on_cpu_sampled(self, message: CpuSampled) -> None:
         """A host reading arrived."""

@@ -5,8 +5,10 @@ A :class:`~gputui.recording.player.Player` reads the frames; the replay's keys
 (:class:`~gputui.ui.replay.ReplayControls`) move it (play, pause, step, seek, speed, loop),
 and this app paints each frame it lands on as the live app paints a beat. The
 sparklines hold the frames of the window before the frame shown, one value a frame, as the
-live monitor held one a sample: after a seek they are filled again from the recording.
-Nothing here sends a signal or starts a run.
+live monitor held one a sample: after a seek they are filled again from the recording, and
+so is each process's history (the process screen). Where the recording holds the runner
+pane's jobs (``gputui --record``), the runner pane shows them as they stood at the frame
+shown. Nothing here sends a signal or starts a run.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ class ReplayApp(ReplayControls, MonitorApp):
             speed: Recorded seconds a second, one of :data:`SPEEDS`.
             loop: Start again from the first frame after the last.
             history: Holds the sparklines' values (default: five minutes' worth).
-            runner: The runner pane's setup; the pane stays hidden and starts nothing.
+            runner: The runner pane's setup; the pane starts nothing, and shows the
+                recorded jobs where there are any (else it stays hidden).
         """
         clock: Clock = lambda: player.t  # noqa: E731  (staleness in recorded time)
         super().__init__(
@@ -84,7 +87,9 @@ class ReplayApp(ReplayControls, MonitorApp):
         )
         self.player: Player = player
         self._start_replay(player, playing=playing, speed=speed, loop=loop)
-        self._runner_wanted = False  # the runner pane stays hidden: it shows no recording
+        self.runner.recorded = True
+        if not player.has_runs:
+            self._runner_wanted = False  # the runner pane stays hidden: nothing to show
         self._bindings = BindingsMap(
             replace(binding, show=False)
             if binding.action.startswith("runner_") or binding.action == "doctor"
@@ -102,6 +107,7 @@ class ReplayApp(ReplayControls, MonitorApp):
 
     def on_mount(self) -> None:
         """The monitor shows the first frame (its own mount); then the replay starts."""
+        self.runner.replay(self.player.runner_entries())
         self._begin_replay()
 
     def _poll(self, source: str) -> None:
@@ -124,17 +130,22 @@ class ReplayApp(ReplayControls, MonitorApp):
 
     def _show(self, played: list[Shown[Snapshot]], *, again: bool = False) -> None:
         """Paint the last of ``played`` as a beat, the frames before it into the sparklines
-        (``again``: the sparklines start over, after a seek)."""
+        and the processes' histories (``again``: both start over, after a seek)."""
         if played:
             if again:
                 self.history.clear()
+                self.process_history.clear()
             for shown in played[:-1]:
-                record_cpu(self.history, shown.readings.cpu)
-                record_gpus(self.history, shown.readings.gpus)
+                snapshot = shown.readings
+                record_cpu(self.history, snapshot.cpu)
+                record_gpus(self.history, snapshot.gpus)
+                for reading in (snapshot.nvml, snapshot.drm):
+                    self.process_history.record(reading.taken_at, reading.gpus)
             last = for_screen(played[-1].readings)
             for source in SOURCES:
                 self._beat.arrived(source, getattr(last, source))
             self._paint()
+            self.runner.replay(self.player.runner_entries())
         self._say_status()
 
     def offers(self, action: str) -> bool:
@@ -175,12 +186,22 @@ class ReplayApp(ReplayControls, MonitorApp):
         self._refuse_runner()
 
     def action_runner_toggle(self) -> None:
-        """Refused: the runner pane shows no recording."""
-        self._refuse_runner()
+        """Show or hide the recorded runs (refused where there are none)."""
+        if self.player.has_runs:
+            super().action_runner_toggle()
+        else:
+            self._refuse_runner()
 
     def action_runner_detail(self) -> None:
-        """Refused: the runner pane shows no recording."""
-        self._refuse_runner()
+        """Show or hide a recorded failed run's detail (refused where there are no runs)."""
+        if self.player.has_runs:
+            super().action_runner_detail()
+        else:
+            self._refuse_runner()
+
+    def _run_going(self) -> str | None:
+        """None: a recorded run is not running here, so quitting stops nothing."""
+        return None
 
     def _ask_to_signal(self, signum: signal.Signals) -> None:
         """Refused: the recorded processes are not this machine's now."""

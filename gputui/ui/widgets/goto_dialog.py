@@ -39,7 +39,10 @@ class GotoDialog(ModalScreen[float | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Go to: an offset (1:02:03), a UTC time, start or end")
+            yield Label(  # (a bare 03:00:00 is an offset)
+                "Go to: an offset from the start (1:02:03), a UTC time written with UTC "
+                "(03:00:00 UTC), start or end"
+            )
             yield Input(self._shown, id="goto-time")
             yield Label("", id="goto-error", markup=False)
             yield Label("Enter goes there · Escape cancels", id="goto-keys")

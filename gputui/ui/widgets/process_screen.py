@@ -3,8 +3,9 @@
 Enter on the process table opens it for the selected process (the app's
 ``action_process_history``); Escape or ``q`` closes it. The app records every process's
 history (:class:`gputui.telemetry.process_history.ProcessHistory`) and calls
-:meth:`ProcessScreen.update` each beat; once the process has left its GPUs the screen says
-it ended and keeps what it had.
+:meth:`ProcessScreen.update` each beat, which looks the process up again (a replay that
+seeks starts the history over); once the process has left its GPUs the screen says it ended
+and keeps what it had.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Footer
 
-from gputui.telemetry.process_history import ProcessTrack
+from gputui.telemetry.process_history import ProcessHistory, ProcessTrack
 from gputui.ui.render.draw import Line
 from gputui.ui.render.process_history import process_screen_lines, process_title
 from gputui.ui.widgets.lines import LinesWidget, set_border_subtitle, set_border_title
@@ -68,15 +69,22 @@ class ProcessScreen(ModalScreen[None]):
         Binding("escape,q", "close", "Back"),
     ]
 
-    def __init__(self, track: ProcessTrack, trainer: TrainerNote = lambda track: None) -> None:
+    def __init__(
+        self,
+        track: ProcessTrack,
+        history: ProcessHistory,
+        trainer: TrainerNote = lambda track: None,
+    ) -> None:
         """Show ``track``.
 
         Args:
-            track: The process's history, which the app goes on recording into.
+            track: The process's history.
+            history: Where the app goes on recording it (its track is looked up by key).
             trainer: Says which run the process is, where it is the runner's trainer.
         """
         super().__init__()
         self.track = track
+        self._history = history
         """The process shown (tests read it)."""
         self._trainer = trainer
         self._trainer_note = trainer(track)  # kept once the run has ended
@@ -92,7 +100,10 @@ class ProcessScreen(ModalScreen[None]):
         self.view.update(self.track, self._trainer_note)
 
     def update(self) -> None:
-        """A beat was recorded: draw the process's history again."""
+        """A beat was recorded: draw the process's history again (its track as the history
+        holds it now; the one shown stays while the history holds none, as after a replay
+        seeks to before the process was seen)."""
+        self.track = self._history.get(self.track.key) or self.track
         note = self._trainer(self.track)
         if note is not None:
             self._trainer_note = note

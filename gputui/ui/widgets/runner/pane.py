@@ -11,6 +11,11 @@ pane is built, so no frame waits for torch.
 Tests inject the trainer and the device list through
 :class:`~gputui.ui.widgets.runner.setup.RunnerSetup`.
 
+What the pane receives (a job started, each drain's events, a stop asked) goes to its
+``tap`` as it comes (``gputui --record`` writes it into the recording); a replay's pane is
+``recorded``: it starts no child, and :meth:`RunnerPane.replay` takes it through the same
+steps with the recorded events.
+
 What the pane needs only once it is built (the trainer's events, the session model and
 its renderers, the experiments) is imported where it is used: the monitor's first frame
 does not wait for those modules, and a pane never shown never loads them.
@@ -19,7 +24,7 @@ does not wait for those modules, and a pane never shown never loads them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
@@ -44,8 +49,9 @@ if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
     from textual.widgets import ContentSwitcher
 
     from gputui.device import Device
-    from gputui.jobs.events import DeviceOption, DevicesListed, Error
+    from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
     from gputui.jobs.results import ExperimentResult, Session
+    from gputui.recording.runs import JobBegun, RunnerEntry
     from gputui.telemetry.readings import NvmlReading
     from gputui.telemetry.watched import ProcessReading, ProcessSampler
     from gputui.ui.widgets.runner.controls import RunnerControls
@@ -53,6 +59,25 @@ if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
     from gputui.ui.widgets.runner.view import RunView
 
 T = TypeVar("T")
+
+
+class _RecordedJob:
+    """A replay's job: hands out the recorded events it is given; no process."""
+
+    def __init__(self) -> None:
+        self.pending: list[Event] = []
+        self.pid: int | None = None
+        """The recorded child's, once a reading of it says (as the live job knew it)."""
+
+    def start(self) -> _RecordedJob:
+        return self
+
+    def drain(self) -> list[Event]:
+        drained, self.pending = self.pending, []
+        return drained
+
+    def stop(self, *, wait: bool = True) -> None:
+        """Nothing runs."""
 
 
 def _view_types() -> dict[str, type[RunView]]:
@@ -153,6 +178,13 @@ class RunnerPane(Vertical, SteadyRender):
         self.events_seen = 0
         """Trainer events folded in so far (tests wait on it)."""
         self._watcher: ProcessSampler | None = None
+        self.tap: Callable[[RunnerEntry], None] | None = None
+        """Told what the pane receives, as it comes (``gputui --record``)."""
+        self.recorded = False
+        """Whether the pane shows a recording (:meth:`replay`): it lists no devices, hides
+        its choices, watches no process and starts no child."""
+        self._replayed = 0
+        self._replayed_last: RunnerEntry | None = None
         self._holding = False
         self._held = False
         # the pane's parts, made when it is built (compose)
@@ -221,12 +253,16 @@ class RunnerPane(Vertical, SteadyRender):
         self.built = True
         self._built.set()
         self._paint()
-        self._list_devices()
+        self.call_after_refresh(self._paint)  # at the width the views are laid out to
+        if self.recorded:
+            self._controls.display = False
+        else:
+            self._list_devices()
 
     def _timers_running(self, running: bool) -> None:
-        """Drain and watch only while a trainer or experiment runs."""
+        """Drain and watch only while a trainer or experiment runs (never in a replay)."""
         for timer in (self._drain_timer, self._watch_timer):
-            if running:
+            if running and not self.recorded:
                 timer.resume()
             else:
                 timer.pause()
@@ -300,6 +336,13 @@ class RunnerPane(Vertical, SteadyRender):
     def _show_watched(self, reading: ProcessReading) -> None:
         if reading.pid != self.trainer_pid:
             return  # the run ended while the reading was on its way
+        self._watched_now(reading)
+        if self.tap is not None:
+            from gputui.recording.runs import TrainerWatched
+
+            self.tap(TrainerWatched(reading))
+
+    def _watched_now(self, reading: ProcessReading) -> None:
         self.watched = reading
         self.post_message(self.TrainerSampled(reading))
 
@@ -467,22 +510,30 @@ class RunnerPane(Vertical, SteadyRender):
             config = self._from_choices(build)
             if config is None:
                 return False
-            from gputui.jobs.results import ExperimentResult
-
-            self.experiment = ExperimentResult(config.experiment)
-            self.experiment_progress = f"{config.experiment}: starting (torch import, data)…"
-            self.experiment_process = self.setup.experiment(config).start()
-            self._timers_running(True)
-            self.view = "experiment"
+            self._start_experiment(config)
         return True
+
+    def _start_experiment(self, config: ExperimentConfig) -> None:
+        from gputui.jobs.results import ExperimentResult
+
+        self._told_job("experiment", (config,), None)
+        self.experiment = ExperimentResult(config.experiment)
+        self.experiment_progress = f"{config.experiment}: starting (torch import, data)…"
+        self.experiment_process = (
+            _RecordedJob() if self.recorded else self.setup.experiment(config).start()
+        )
+        self._timers_running(True)
+        self.view = "experiment"
 
     def stop(self) -> None:
         """Stop the session or experiment: the child ends after its current step."""
         if self.experiment_process is not None:
+            self._told_stop()
             self.experiment_process.stop(wait=False)
             return
         if self.session is None or not self.busy:
             return
+        self._told_stop()
         self.session.stopped = True
         if self.trainer is not None:
             self.trainer.stop(wait=False)
@@ -494,8 +545,29 @@ class RunnerPane(Vertical, SteadyRender):
 
     # -- the children's events --------------------------------------------------------------
 
+    def _told_job(
+        self, kind: str, configs: Sequence[RunConfig | ExperimentConfig], scaling: str | None
+    ) -> None:
+        if self.tap is not None:
+            from gputui.recording.runs import JobBegun
+
+            self.tap(JobBegun(kind, tuple(configs), scaling))
+
+    def _told_events(self, events: list[Event]) -> None:
+        if self.tap is not None:
+            from gputui.recording.runs import EventsDrained
+
+            self.tap(EventsDrained(tuple(events)))
+
+    def _told_stop(self) -> None:
+        if self.tap is not None:
+            from gputui.recording.runs import StopAsked
+
+            self.tap(StopAsked())
+
     def _start_session(self, session: Session, view: str) -> None:
         """Start ``session``'s first run and show it in ``view``."""
+        self._told_job(view, session.configs, session.scaling)
         self._start_next(session)
         self.view = view
 
@@ -504,7 +576,7 @@ class RunnerPane(Vertical, SteadyRender):
         config = session.next_config
         if config is not None:
             session.begin(config)
-            self.trainer = self.setup.trainer(config).start()
+            self.trainer = _RecordedJob() if self.recorded else self.setup.trainer(config).start()
             self._timers_running(True)
             self.watched = None
         self.session = session
@@ -521,6 +593,7 @@ class RunnerPane(Vertical, SteadyRender):
         events = trainer.drain()
         if not events:
             return
+        self._told_events(events)
         from gputui.jobs.events import Finished, RanksStarted, RunStarted
 
         run = session.current
@@ -551,6 +624,7 @@ class RunnerPane(Vertical, SteadyRender):
         events = process.drain()
         if not events or result is None:
             return
+        self._told_events(events)
         progress = self.experiment_progress
         for event in events:
             result.absorb(event)
@@ -563,6 +637,64 @@ class RunnerPane(Vertical, SteadyRender):
         with self._painting_once():
             self.experiment_progress = progress
             self.mutate_reactive(RunnerPane.experiment)
+
+    # -- a recording ------------------------------------------------------------------------
+
+    def replay(self, entries: Sequence[RunnerEntry]) -> None:
+        """Show what the recorded pane showed once it had received ``entries`` (in order, as
+        :meth:`~gputui.recording.player.Player.runner_entries` gives them): the entries after
+        those shown last where they follow on, else all of them from an empty pane (a seek
+        back). Each takes the live pane's own steps: a job starts, a drain, a stop."""
+        from gputui.recording.runs import EventsDrained, JobBegun, TrainerWatched
+
+        done = self._replayed
+        follows = done <= len(entries) and (done == 0 or entries[done - 1] is self._replayed_last)
+        with self._painting_once():
+            if not follows:
+                self._clear()
+                done = 0
+            for entry in entries[done:]:
+                if isinstance(entry, JobBegun):
+                    self._begin_recorded(entry)
+                elif isinstance(entry, EventsDrained):
+                    job = self.experiment_process or self.trainer
+                    if isinstance(job, _RecordedJob):
+                        job.pending.extend(entry.events)
+                        self.drain()
+                elif isinstance(entry, TrainerWatched):  # the running trainer's, when recorded
+                    if isinstance(self.trainer, _RecordedJob):
+                        self.trainer.pid = entry.reading.pid
+                    self._watched_now(entry.reading)
+                else:
+                    self.stop()
+            self._replayed = len(entries)
+            self._replayed_last = entries[-1] if entries else None
+
+    def _begin_recorded(self, entry: JobBegun) -> None:
+        from gputui.jobs.results import Session
+
+        self.message = None
+        self.show_detail = False
+        configs = list(entry.configs)
+        if entry.kind == "experiment":
+            if isinstance(configs[0], ExperimentConfig):
+                self._start_experiment(configs[0])
+            return
+        runs = [config for config in configs if isinstance(config, RunConfig)]
+        self._start_session(Session(runs, scaling=entry.scaling), entry.kind)
+
+    def _clear(self) -> None:
+        """Back to a pane that has run nothing."""
+        if self.trainer is not None:
+            self.post_message(self.TrainerChanged(None))
+        self.trainer = self.experiment_process = None
+        self.session = None
+        self.experiment = None
+        self.experiment_progress = ""
+        self.watched = None
+        self.message = None
+        self.show_detail = False
+        self.view = "training"
 
     # -- painting ---------------------------------------------------------------------------
 

@@ -1,0 +1,190 @@
+"""The runner's jobs in a recording (``gputui --record``): a REAL comparison on the CPU, trained
+in the pilot while the monitor records, comes back in ``gputui replay`` as it was shown, frame
+by frame, seeking back and forward; a replay starts and stops nothing. Then an experiment,
+from the real trainer's recorded stream.
+
+The runs are tiny (synthetic data, 256 images, one epoch, one torch thread); the monitor's
+samplers are fakes (they are not what is under test here).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import Select, Static
+
+from gputui.device import CPU
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import EpochFinished, Placement
+from gputui.recording.player import Player
+from gputui.recording.reader import Recording
+from gputui.recording.recorder import ShownRecorder
+from gputui.recording.render import render_summary_json, render_summary_text
+from gputui.recording.runs import EventsDrained, JobBegun
+from gputui.recording.summary import summarise
+from gputui.ui.monitor.replay import RUNNER_REFUSAL, ReplayApp
+from gputui.ui.widgets.runner.pane import RunnerPane
+from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup
+from tests.ui.fakes import fake_app, screen_text, wait_until
+from tests.ui.recordings.replay import devices, replayed_setup
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.long_module]
+
+TINY = RunConfig(
+    nice=UI_NICE,
+    device=CPU,
+    epochs=1,
+    batch_size=32,
+    dataset="synthetic",
+    limit=256,
+    test_limit=64,
+    threads=1,
+    record=False,
+)
+SIZE = (160, 50)
+
+
+def pane_text(pane: RunnerPane) -> str:
+    """What the runner pane shows below its choices: the status, progress and error lines and
+    the view on screen, as plain text."""
+    console = Console(width=80, file=io.StringIO(), color_system=None, record=True)
+    for part in ("#runner-status", "#runner-progress-text", "#runner-detail"):
+        console.print(pane.query_one(part, Static).content)
+    console.print(pane.query_one(f"#runner-view-{pane.view}", Static).content)
+    return console.export_text()
+
+
+class Witness(ShownRecorder):
+    """The real recorder, noting what the runner pane showed as each frame was written."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, interval_s=0.2, codec="zstd")
+        self.pane: RunnerPane | None = None
+        self.seen: dict[float, str] = {}
+
+    def shown(self, readings: Mapping[str, object]) -> None:
+        last = self.last_t
+        super().shown(readings)
+        self.flush()  # the frame written by the writer thread, with the pane as it was queued
+        pane = self.pane
+        if self.last_t is not None and self.last_t != last and pane is not None and pane.built:
+            self.seen[self.last_t] = pane_text(pane)
+
+
+async def test_a_recorded_comparison_replays_as_it_was_shown(tmp_path: Path) -> None:
+    path = tmp_path / "shown.ndjson.zst"
+    recorder = Witness(path)
+    live = fake_app(
+        runner=RunnerSetup(list_devices=devices, defaults=TINY, drain_interval_s=0.05),
+        recorder=recorder,
+        interval=0.2,
+    )
+    recorder.pane = live.runner
+    async with live.run_test(size=SIZE) as pilot:
+        pane = live.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.press("c")
+        await wait_until(pilot, lambda: pane.session is not None and not pane.busy, 120.0)
+        assert pane.session is not None and pane.session.speedup is not None
+        shown_last = pane_text(pane)
+        await wait_until(pilot, lambda: recorder.seen.get(recorder.last_t or 0.0) == shown_last)
+    recorder.close()
+    assert "Speedup of cpu over cpu (baseline)" in shown_last and "Placement on cpu" in shown_last
+    session = pane.session
+    assert session is not None and session.speedup is not None
+    speedup = session.speedup.steady
+    assert speedup is not None
+
+    summary = summarise(Recording.open(path))  # replay --summary
+    assert [(run.name, run.epochs, run.status) for run in summary.runs] == [
+        ("cpu (baseline)", 1, "ok"),
+        ("cpu", 1, "ok"),
+    ]
+    ips = [run.best_images_per_second for run in session.runs]
+    assert [run.images_per_second for run in summary.runs] == ips
+    assert [run.speedup for run in summary.runs] == [None, speedup]
+    text = render_summary_text(summary)
+    assert f"1. training: cpu fp32, 1 epoch, {ips[1]:,.0f} img/s, {speedup:.2f}x the" in text
+    (second,) = json.loads(render_summary_json(summary))["runs"][1:]
+    assert second["name"] == "cpu" and second["speedup"] == pytest.approx(speedup)
+
+    player = Player(Recording.open(path))
+    entries = player.runner_entries()  # (the first frame's: none)
+    assert entries == []
+    player.seek(player.last_t)  # the replay opens at the end: the runs done before it shows
+    entries = player.runner_entries()
+    assert player.has_runs and isinstance(entries[0], JobBegun)
+    assert entries[0].configs == (TINY, TINY)
+    drained = [e for entry in entries if isinstance(entry, EventsDrained) for e in entry.events]
+    assert sum(isinstance(event, EpochFinished) for event in drained) == 2
+    assert sum(isinstance(event, Placement) for event in drained) == 2
+
+    times = sorted(recorder.seen)
+    seen = recorder.seen
+    distinct = [t for t, old in zip(times[1:], times[:-1], strict=True) if seen[t] != seen[old]]
+    assert len(distinct) >= 4  # the runs moved on while recorded
+    app = ReplayApp(player, playing=False, runner=RunnerSetup(list_devices=devices))
+    async with app.run_test(size=(SIZE[0], SIZE[1] + 1)) as pilot:
+        await wait_until(pilot, lambda: app.runner.built and app.runner.display)
+        scroll = app.runner.query_one("#runner-scroll")
+        await wait_until(pilot, lambda: scroll.size.width > 40)  # laid out: tables at its width
+        order = [times[-1], *reversed(distinct), times[0], *distinct, distinct[1], times[-1]]
+        for t in order:
+            app.seek(t)
+            assert app.player.t == t
+            assert pane_text(app.runner) == recorder.seen[t], t
+        app.seek(times[0])
+        for t in times[1:8]:  # frame by frame, as playing moves on
+            await pilot.press("right")
+            assert app.player.t == t and pane_text(app.runner) == seen[t], t
+        app.seek(times[-1])
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Speedup of cpu over cpu (baseline)" in text and "Placement on cpu" in text
+        await pilot.press("r", "c", "x", "s")
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == [RUNNER_REFUSAL] * 4
+        assert app.runner.session is not None and len(app.runner.session.runs) == 2
+        assert pane_text(app.runner) == recorder.seen[times[-1]]
+        app.seek(distinct[1])
+        assert app.runner.busy  # as the recorded run was then
+        await pilot.press("q")  # but no run goes on here: it quits without asking
+        await pilot.pause()
+        assert len(app.screen_stack) == 1
+
+
+async def test_a_recorded_experiment_replays_as_it_was_shown(tmp_path: Path) -> None:
+    """The real trainer's sync-stall stream, played into the live pane, recorded, replayed."""
+    path = tmp_path / "shown.ndjson"
+    recorder = Witness(path)
+    live = fake_app(runner=replayed_setup("sync_stall_cpu"), recorder=recorder, interval=0.2)
+    recorder.pane = live.runner
+    async with live.run_test(size=SIZE) as pilot:
+        pane = live.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        pane.query_one("#runner-experiment", Select).value = "sync-stall"
+        await pilot.press("x")
+        await wait_until(pilot, lambda: not pane.busy and pane.events_seen > 0)
+        shown_last = pane_text(pane)
+        await wait_until(pilot, lambda: recorder.seen.get(recorder.last_t or 0.0) == shown_last)
+    recorder.close()
+    assert pane.experiment is not None and pane.experiment.conclusion is not None
+    assert "experiment sync-stall finished" in shown_last and "loss once" in shown_last
+
+    player = Player(Recording.open(path))
+    assert player.has_runs and summarise(Recording.open(path)).runs == ()  # no training run
+    app = ReplayApp(player, playing=False, runner=RunnerSetup(list_devices=devices))
+    async with app.run_test(size=(SIZE[0], SIZE[1] + 1)) as pilot:
+        await wait_until(pilot, lambda: app.runner.built and app.runner.display)
+        scroll = app.runner.query_one("#runner-scroll")
+        await wait_until(pilot, lambda: scroll.size.width > 40)
+        times = sorted(recorder.seen)
+        for t in (times[-1], times[0], times[-1]):
+            app.seek(t)
+            assert pane_text(app.runner) == recorder.seen[t], t
+        assert app.runner.view == "experiment"
