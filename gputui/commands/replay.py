@@ -114,7 +114,7 @@ def run_replay_command(args: argparse.Namespace) -> int:
     if args.summary:
         playing = [flag for flag in ("speed", "paused", "loop") if getattr(args, flag)]
         if playing:
-            said = f"--{playing[0]} is for the replay in the monitor: drop it or --summary"
+            said = f"--{playing[0]} is for the replay on screen: drop it or --summary"
             return usage_error(prog, said)
     recording = _opened(prog, args.file)
     if recording is None:

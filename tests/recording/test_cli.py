@@ -188,7 +188,7 @@ def test_replay_flags_are_refused_with_summary(
     code, out, err = run(capsys, "replay", "--summary", str(recorded), *flag)
     assert (code, out) == (2, "")
     assert one_usage_line(err) == (
-        f"{flag[0]} is for the replay in the monitor: drop it or --summary"
+        f"{flag[0]} is for the replay on screen: drop it or --summary"
     )
 
 

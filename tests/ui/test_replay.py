@@ -26,7 +26,7 @@ from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import CpuReading, GpuState, NvmlReading, Snapshot
 from gputui.telemetry.snapshot import snapshot_as_dict
 from gputui.ui.monitor.app import MonitorApp
-from gputui.ui.monitor.replay import RUNNER_REFUSAL, SIGNAL_REFUSAL, ReplayApp
+from gputui.ui.monitor.replay import HERE_REFUSAL, RUNNER_REFUSAL, SIGNAL_REFUSAL, ReplayApp
 from tests.commands.test_cli import ROOT
 from tests.recording.made import STARTED, plain_lines, write
 from tests.recording.made import header as made_header
@@ -312,6 +312,8 @@ async def test_loop_starts_again_after_the_last_frame(tmp_path: Path) -> None:
         ("c", RUNNER_REFUSAL),
         ("w", RUNNER_REFUSAL),
         ("t", RUNNER_REFUSAL),
+        ("d", HERE_REFUSAL),
+        ("n", HERE_REFUSAL),
     ],
 )
 async def test_signals_and_runs_are_refused_in_one_line(

@@ -38,6 +38,12 @@ RUNNER_REFUSAL = "A replay shows a recording: the runner cannot start or stop ru
 """What the runner's keys say in a replay."""
 SIGNAL_REFUSAL = "A replay shows a recording: its processes are not this machine's to signal."
 """What ``k``, ``K`` and ``i`` say in a replay."""
+HERE_REFUSAL = (
+    "A replay shows a recording: the Doctor and the topology read this machine, not the "
+    "recorded one; run gputui doctor or gputui topo there."
+)
+"""What ``d`` and ``n`` say in a replay (their screens would show this machine's GPUs beside
+the recorded ones)."""
 
 
 _REFUSED_ACTIONS = (
@@ -45,6 +51,8 @@ _REFUSED_ACTIONS = (
     "action_process_terminate",
     "action_process_kill",
     "action_process_interrupt",
+    "action_doctor",
+    "action_topology",
 )
 """The palette's monitor entries a replay leaves out (what it refuses), by their actions."""
 
@@ -198,6 +206,14 @@ class ReplayApp(ReplayControls, MonitorApp):
             super().action_runner_detail()
         else:
             self._refuse_runner()
+
+    def action_doctor(self) -> None:
+        """Refused: the Doctor examines this machine, not the recorded one."""
+        self.notify(HERE_REFUSAL, severity="warning", markup=False)
+
+    def action_topology(self) -> None:
+        """Refused: the topology is read from this machine's NVML, not the recording."""
+        self.notify(HERE_REFUSAL, severity="warning", markup=False)
 
     def _run_going(self) -> str | None:
         """None: a recorded run is not running here, so quitting stops nothing."""
