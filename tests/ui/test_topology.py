@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import DrmReading, GpuTopology, Vendor
 from gputui.ui.monitor.app import MonitorApp
-from gputui.ui.topology.screen import NVIDIA_ONLY, READING, TopologyScreen
+from gputui.ui.topology.screen import NVIDIA_ONLY, READING, TITLE, TopologyScreen
 from tests.fakenvml import FakeNvml
 from tests.ui.fakes import (
     ScriptedSampler,
@@ -64,6 +64,8 @@ async def open_topology(pilot: Pilot[Any]) -> TopologyScreen:
     screen = pilot.app.screen
     assert isinstance(screen, TopologyScreen)
     await wait_until(pilot, lambda: screen.answered)
+    # The labels are laid out again for what came: until then the bar is cut to its old width
+    await wait_until(pilot, lambda: TITLE in " ".join(screen_text(pilot.app).split()))
     await screen_settled(pilot)
     return screen
 
