@@ -341,6 +341,18 @@ def fmt_counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
+def fmt_numbers(numbers: Sequence[int]) -> str:
+    """Numbers in order, each run of consecutive ones as its ends: ``(0, 1, 2, 3, 17)`` ->
+    ``0-3, 17``, ``(0, 17)`` -> ``0, 17`` (NVLink links down)."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1][1:] = [number]
+        else:
+            runs.append([number])
+    return ", ".join("-".join(map(str, run)) for run in runs)
+
+
 def fmt_cores(logical: int, physical: int | None) -> str:
     """A host's CPUs, as the monitor and the snapshot both name them: ``64 threads, 32 cores``
     (``64 threads`` where the platform does not tell its cores)."""

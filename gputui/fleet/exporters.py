@@ -18,6 +18,7 @@ from gputui.format import without_noise
 from gputui.serve.metrics import (
     GPU_HUNG,
     GPU_INFO,
+    GPU_NVLINK_LINK_UP,
     GPU_PROCESS_MEMORY,
     GPU_SERIES,
     GPU_UP,
@@ -145,7 +146,10 @@ PROCESS_MEMORY = Range(0, MAX_BYTES)
 SAMPLE_AGE_RANGE = Range(0, 365 * 86400)
 """A sample age over a year is not one."""
 STATE = Range(0, 1, integer=True)
-"""``gputui_gpu_up`` and ``gputui_gpu_hung``."""
+"""``gputui_gpu_up``, ``gputui_gpu_hung`` and ``gputui_gpu_nvlink_link_up``."""
+NVLINK_LINK = Range(0, RANGES["nvlink_links_active"].high - 1, integer=True)
+"""An NVLink link's number (``gputui_gpu_nvlink_link_up``'s ``link``; a reading's
+``nvlink_links_down``)."""
 
 _PERCENT_SLACK = 1e-9
 """Ratios times 100 may land a rounding error above 100."""
@@ -242,6 +246,8 @@ def _read_gputui(samples: list[Sample]) -> Exposition:
         elif name == GPU_INFO:
             gpu.name = labels.get("name") or gpu.name
             gpu.bus_id = labels.get("bus_id") or None
+        elif name == GPU_NVLINK_LINK_UP:
+            gpu.set_link(labels.get("link"), value)
         elif name in (GPU_UP, GPU_HUNG):
             if not STATE.admits(value):
                 notes.refuse(f"GPU {index} {name}", value, "0 or 1")
@@ -375,7 +381,16 @@ def _mapped_names(mapping: _Mapping) -> set[str]:
 
 
 SERIES_READ = frozenset(
-    {SAMPLE_AGE, NVML_AVAILABLE, GPU_INFO, GPU_UP, GPU_HUNG, GPU_PROCESS_MEMORY, *_GPUTUI_FIELDS}
+    {
+        SAMPLE_AGE,
+        NVML_AVAILABLE,
+        GPU_INFO,
+        GPU_UP,
+        GPU_HUNG,
+        GPU_NVLINK_LINK_UP,
+        GPU_PROCESS_MEMORY,
+        *_GPUTUI_FIELDS,
+    }
     | _mapped_names(_DCGM)
     | _mapped_names(_NVITOP)
 )
@@ -471,6 +486,8 @@ class _Gpu:
     values: dict[str, float] = field(default_factory=dict)
     processes: list[GpuProcess] | None = None
     """``None``: the exporter does not say (dcgm-exporter, gputui serve without --processes)."""
+    nvlinks: dict[int, bool] | None = None
+    """Each NVLink link's number and whether it is up; ``None``: the exporter does not say."""
 
     def set(self, name: str, value: float, series: str, sent: float) -> None:
         """Keep ``value`` for the reading ``name`` if it can be one, else note that ``series``
@@ -484,6 +501,23 @@ class _Gpu:
             self.values[name] = value if allowed.integer else without_noise(value)
         elif not (math.isnan(value) and self.nan_is_unknown):
             self.notes.refuse(f"GPU {self.index} {series}", sent, allowed, (name, value))
+
+    def set_link(self, label: str | None, value: float) -> None:
+        """Keep whether the NVLink link numbered ``label`` is up (``value`` 1) or down (0), if
+        both can be, else note why not."""
+        link = _index(label, digits=2)
+        if link is None or not NVLINK_LINK.admits(link):
+            self.notes.add(
+                f"GPU {self.index} {GPU_NVLINK_LINK_UP}: link {(label or '')[:20]!r} is not "
+                f"{NVLINK_LINK}"
+            )
+        elif not STATE.admits(value):
+            self.notes.refuse(
+                f"GPU {self.index} {GPU_NVLINK_LINK_UP} of link {link}", value, "0 or 1"
+            )
+        else:
+            self.nvlinks = self.nvlinks or {}
+            self.nvlinks.setdefault(link, value == 1)
 
     def reading(self) -> GpuReading:
         values = self.values
@@ -502,6 +536,10 @@ class _Gpu:
                 tx_bytes=readings.pop(NVLINK_TX, None),
                 rx_bytes_per_s=None,
                 tx_bytes_per_s=None,
+            )
+        if self.nvlinks is not None:
+            readings["nvlink_links_down"] = tuple(
+                sorted(link for link, up in self.nvlinks.items() if not up)
             )
         state, error = GpuState.OK, None
         if self.hung:
@@ -526,8 +564,9 @@ class _Gpu:
 
 
 def in_range(gpu: GpuReading) -> GpuReading:
-    """``gpu`` with each value no GPU can take (:data:`RANGES`, a process's memory) read as
-    ``None``, as a scrape reads it: for readings that come back from a file."""
+    """``gpu`` with each value no GPU can take (:data:`RANGES`, a process's memory, an NVLink
+    link's number) read as ``None``, as a scrape reads it: for readings that come back from a
+    file."""
     refused: dict[str, Any] = {}
     for name, allowed in RANGES.items():
         top, _, part = name.partition(".")  # "nvlink_throughput.rx_bytes": a part of one
@@ -535,6 +574,9 @@ def in_range(gpu: GpuReading) -> GpuReading:
         value = getattr(holder, part or top, None)
         if isinstance(value, (int, float)) and not allowed.admits(float(value)):
             refused[top] = replace(holder, **{part: None}) if part else None
+    down = gpu.nvlink_links_down
+    if down and not all(NVLINK_LINK.admits(link) for link in down):
+        refused["nvlink_links_down"] = None
     if gpu.processes is not None and any(
         p.gpu_memory_bytes is not None and not PROCESS_MEMORY.admits(p.gpu_memory_bytes)
         for p in gpu.processes

@@ -73,6 +73,7 @@ NVML_AVAILABLE = "gputui_nvml_available"
 NVML_HUNG = "gputui_nvml_hung_seconds"
 SAMPLE_AGE = "gputui_sample_age_seconds"
 GPU_THROTTLED = "gputui_gpu_throttled"
+GPU_NVLINK_LINK_UP = "gputui_gpu_nvlink_link_up"
 
 
 def throttle_reason(word: str) -> str:
@@ -260,6 +261,7 @@ FAMILY_NAMES = (
     GPU_INFO,
     *(series.name for series in GPU_SERIES),
     GPU_THROTTLED,
+    GPU_NVLINK_LINK_UP,
     NVML_HUNG,
     GPU_PROCESS_MEMORY,
     GPU_PROCESS_SM,
@@ -338,6 +340,12 @@ def _gpu_families(
         "driver says).",
         labels=(*GPU_LABELS, "reason"),
     )
+    links = GaugeMetricFamily(
+        GPU_NVLINK_LINK_UP,
+        "1 while the NVLink link numbered `link` is up, 0 while it is down (every link of a "
+        "GPU with NVLink).",
+        labels=(*GPU_LABELS, "link"),
+    )
     # Label values end up on screens (a curl, a fleet, a dashboard): printable text only.
     gpus = for_screen(_served_gpus(last, hang) + (drm.gpus if drm is not None else ()))
     for gpu in gpus:
@@ -356,7 +364,9 @@ def _gpu_families(
                 family.add_metric(labels, value)
         for reason, value in _throttles(gpu):
             throttled.add_metric([*labels, reason], value)
-    families += [up, hung_gpu, info, *readings, throttled]
+        for link, value in _nvlinks(gpu):
+            links.add_metric([*labels, link], value)
+    families += [up, hung_gpu, info, *readings, throttled, links]
     if hang is not None and hang.status.hung_call is not None:
         call = GaugeMetricFamily(
             NVML_HUNG,
@@ -387,6 +397,15 @@ def _throttles(gpu: GpuReading) -> list[tuple[str, float]]:
     reasons = VENDOR_THROTTLE_REASONS.get(gpu.vendor, ())
     known = [(reason, 1.0 if reason in active else 0.0) for reason in reasons]
     return known + [(reason, 1.0) for reason in sorted(active.difference(reasons))]
+
+
+def _nvlinks(gpu: GpuReading) -> list[tuple[str, float]]:
+    """Each NVLink link's number (``link`` label) and 1 if up, 0 if down; none without
+    NVLink, or where which links are down is not known."""
+    up, down = gpu.nvlink_links_active, gpu.nvlink_links_down
+    if up is None or down is None:
+        return []
+    return [(str(link), 0.0 if link in down else 1.0) for link in range(up + len(down))]
 
 
 def _served_gpus(last: NvmlReading | None, hang: NvmlReading | None) -> tuple[GpuReading, ...]:

@@ -295,6 +295,9 @@ class GpuReading:
     """Share of time the video decoder was busy, 0-100."""
     nvlink_links_active: int | None = None
     """NVLink links that are up (0: every link is down); ``None`` without NVLink."""
+    nvlink_links_down: tuple[int, ...] | None = None
+    """The numbers of the NVLink links that are down, in order (empty: none is; links are
+    numbered from 0); ``None`` without NVLink."""
     nvlink_throughput: NvlinkThroughput | None = None
     """What NVLink carries, every link; ``None`` without NVLink."""
 

@@ -27,6 +27,7 @@ from gputui.format import (
     fmt_counted,
     fmt_elapsed,
     fmt_ghz,
+    fmt_numbers,
     fmt_pcie_link,
     fmt_percent,
     fmt_rate,
@@ -196,6 +197,7 @@ _JSON_KEYS: dict[type, tuple[str, ...]] = {
         "encoder_utilization_percent",
         "decoder_utilization_percent",
         "nvlink_links_active",
+        "nvlink_links_down",
         "nvlink_throughput",
         "performance_state",
         "throttle_reasons",
@@ -630,9 +632,10 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
         ]
     if gpu.nvlink_links_active is not None:
         throughput = gpu.nvlink_throughput
-        pairs += [
-            ["NVLink", f"{gpu.nvlink_links_active} up"],
-            ["", ""],
+        down = gpu.nvlink_links_down or ()
+        pairs += [  # the links down in the free pair beside: the columns keep their widths
+            ["NVLink", f"{gpu.nvlink_links_active} up" + (f", {len(down)} down" if down else "")],
+            ["links down", fmt_numbers(down)] if down else ["", ""],
             ["NVLink rx", fmt_rate(throughput.rx_bytes_per_s if throughput else None)],
             ["NVLink tx", fmt_rate(throughput.tx_bytes_per_s if throughput else None)],
         ]

@@ -25,6 +25,9 @@ from tests.serve.served import (
 
 WAIT_S = 60.0
 
+NVLINKS = {"FAKE_NVML_NVLINKS": "0:18", "FAKE_NVML_NVLINKS_DOWN": "0:0x20001"}
+"""Each exporter's GPU 0 has 18 NVLink links, 0 and 17 down; its others have no NVLink."""
+
 
 @pytest.fixture
 def prometheus(fake_nvml_dir: Path, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
@@ -32,7 +35,9 @@ def prometheus(fake_nvml_dir: Path, tmp_path: Path) -> Iterator[tuple[str, list[
     targets (the exporters first)."""
     with ExitStack() as stack:
         servers = [
-            Served.start(fake_nvml_dir, "--interval", "0.5", knobs={"FAKE_NVML_GPU_COUNT": n})
+            Served.start(
+                fake_nvml_dir, "--interval", "0.5", knobs={"FAKE_NVML_GPU_COUNT": n, **NVLINKS}
+            )
             for n in ("1", "3")
         ]
         for server in servers:
@@ -82,6 +87,8 @@ def test_snapshot_reads_the_fleet_back_from_prometheus(prometheus: tuple[str, li
     assert three["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
     assert three["gpus"][0]["memory_total_bytes"] == 81559 * 1024**2
     assert three["gpus"][0]["energy_j"] > 0  # a counter, stored without its _total suffix
+    assert [gpu["nvlink_links_down"] for gpu in three["gpus"]] == [[0, 17], None, None]
+    assert three["gpus"][0]["nvlink_links_active"] == 16
     assert 0 <= one["age_seconds"] < 10  # since Prometheus's last scrape of it
     assert (dead["up"], dead["error"], dead["gpus"]) == (
         False,

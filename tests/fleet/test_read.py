@@ -3,6 +3,7 @@ back into gputui's readings (dcgm-exporter's documented counters, nvitop-exporte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,13 +16,14 @@ import pytest
 from prometheus_client import generate_latest
 
 from gputui.commands import main
-from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, read_samples
+from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, in_range, read_samples
 from gputui.fleet.exposition import parse_text
 from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
 from gputui.serve.metrics import metric_families
 from gputui.serve.sampling import Latest
-from gputui.telemetry.readings import NvlinkThroughput, health_problems
+from gputui.telemetry.readings import NvlinkThroughput, NvmlReading, NvmlStatus, health_problems
 from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition, serving
+from tests.ui.fakes import gpu_reading
 
 MIB = 1024**2
 
@@ -285,6 +287,44 @@ def test_nvlink_counters_come_back_as_a_gpu_s_nvlink_throughput_without_a_rate()
     )
     assert second.nvlink_throughput is None  # half a byte: refused
     assert third.nvlink_throughput is None
+
+
+def test_the_nvlink_links_down_come_back_from_a_gputui_exporter() -> None:
+    """What ``gputui serve`` writes of a GPU with links 0 and 17 down reads back as they
+    were, as does one whose links are all up; a GPU without the per-link series reads
+    ``None``."""
+    degraded = gpu_reading(0, nvlink_links_active=16, nvlink_links_down=(0, 17))
+    whole = gpu_reading(1, nvlink_links_active=4, nvlink_links_down=())
+    pcie = gpu_reading(2)
+    nvml = NvmlReading(NvmlStatus(available=True), (degraded, whole, pcie), taken_at=1.0)
+    families = metric_families(
+        Latest(started_at=0.0, nvml=nvml), 1.0, interval_s=1.0, processes=False
+    )
+    read = read_samples(parse_text(generate_latest(_Registry(families)).decode()))
+    assert read.notes == ()
+    assert [gpu.nvlink_links_active for gpu in read.gpus] == [16, 4, None]
+    assert [gpu.nvlink_links_down for gpu in read.gpus] == [(0, 17), (), None]
+
+
+def test_an_nvlink_link_no_gpu_has_or_a_state_neither_up_nor_down_is_refused() -> None:
+    exposition = "".join(
+        f'gputui_gpu_nvlink_link_up{{gpu="0",uuid="GPU-0",link="{link}"}} {value}\n'
+        for link, value in (("0", 0), ("1", 1), ("2", 0.5), ("64", 0), ("x", 0), ("-1", 0))
+    )
+    read = read_samples(parse_text(exposition))
+    (gpu,) = read.gpus
+    assert gpu.nvlink_links_down == (0,)
+    assert len(read.notes) == 4
+    assert "link 2 = 0.5: not 0 or 1" in read.notes[0]
+    assert all("is not a whole number from 0 to 63" in note for note in read.notes[1:])
+
+
+def test_links_down_read_back_from_a_file_are_range_checked_as_a_scrape_s() -> None:
+    """A fleet recording's GPU is checked by ``in_range``: a link no GPU has reads n/a."""
+    good = gpu_reading(0, nvlink_links_active=16, nvlink_links_down=(0, 17))
+    assert in_range(good) == good
+    bad = dataclasses.replace(good, nvlink_links_down=(0, 64))
+    assert in_range(bad) == dataclasses.replace(good, nvlink_links_down=None)
 
 
 def test_a_json_answer_says_to_give_the_metrics_address() -> None:

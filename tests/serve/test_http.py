@@ -135,6 +135,15 @@ def test_metrics_show_the_stand_in_s_readings_with_gpu_and_uuid_labels(
             18 * kib * 2 * 1024,
         ]
         assert labels_of(metrics[name], 2) == []  # a PCIe card: left out, not 0
+    link_up = "gputui_gpu_nvlink_link_up"
+    states = [{s.labels["link"]: s.value for s in labels_of(metrics[link_up], i)} for i in (0, 1)]
+    assert states == [
+        {str(link): float(link != 0) for link in range(18)},
+        dict.fromkeys(map(str, range(18)), 1.0),
+    ]
+    assert [gpu["nvlink_links_down"] for gpu in gpus] == [[0], [], None]
+    assert labels_of(metrics[link_up], 2) == []  # a PCIe card: left out, not 0
+    assert f"# TYPE {link_up} gauge".encode() in body
 
     process = only(metrics["gputui_gpu_process_memory_bytes"])
     assert process.value == 1073741824

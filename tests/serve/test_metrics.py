@@ -173,6 +173,28 @@ def test_a_reading_that_is_not_known_is_left_out_not_zero() -> None:
         assert values(found.get(series.name, []), gpu="1") == [], series.name
 
 
+def test_each_nvlink_link_reads_1_while_up_and_0_while_down() -> None:
+    """GPU 0: 18 links, 0 and 17 down; GPU 2: 4 links, all up; GPU 3 has NVLink but which
+    links are down is not known (a recording of an older gputui); the lost GPU 1 and a PCIe
+    card (GPU 4) have none."""
+    degraded = dataclasses.replace(GPU, nvlink_links_active=16, nvlink_links_down=(0, 17))
+    whole = dataclasses.replace(GPU, index=2, nvlink_links_active=4, nvlink_links_down=())
+    unsaid = dataclasses.replace(GPU, index=3)
+    pcie = dataclasses.replace(GPU, index=4, nvlink_links_active=None, nvlink_throughput=None)
+    nvml = dataclasses.replace(NVML, gpus=(degraded, LOST, whole, unsaid, pcie))
+    found = scrape(dataclasses.replace(LATEST, nvml=nvml))["gputui_gpu_nvlink_link_up"]
+
+    first = [s for s in found if s.labels["gpu"] == "0"]
+    assert [s.labels for s in first] == [
+        {"gpu": "0", "uuid": GPU.uuid, "vendor": "nvidia", "link": str(link)} for link in range(18)
+    ]
+    assert [s.labels["link"] for s in first if s.value == 0] == ["0", "17"]
+    assert values(found, gpu="0").count(1.0) == 16
+    assert values(found, gpu="2") == [1.0] * 4
+    for index in ("1", "3", "4"):
+        assert values(found, gpu=index) == []  # not known, or no NVLink: left out
+
+
 def test_every_throttle_reason_reads_1_while_it_holds_the_clocks_and_0_otherwise() -> None:
     idle = dataclasses.replace(GPU, index=2, throttle_reasons=())
     unsaid = dataclasses.replace(GPU, index=3, throttle_reasons=None)

@@ -888,7 +888,7 @@ def test_a_driver_without_the_video_engine_functions_reads_none(
         assert (g.encoder_utilization_percent, g.decoder_utilization_percent) == (None, None)
 
 
-def test_nvlink_counts_the_links_up_rarely_and_a_gpu_without_nvlink_reads_none(
+def test_nvlink_says_which_links_are_up_rarely_and_a_gpu_without_nvlink_reads_none(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
 ) -> None:
     """GPU 0 has 18 links, two of them down; GPU 1 has 4 (NotSupported after them); GPU 2 is a
@@ -907,6 +907,7 @@ def test_nvlink_counts_the_links_up_rarely_and_a_gpu_without_nvlink_reads_none(
     assert calls == [38, 10, 1]
     for reading in (first, last):
         assert [gpu(reading, i).nvlink_links_active for i in range(3)] == [16, 4, None]
+        assert [gpu(reading, i).nvlink_links_down for i in range(3)] == [(0, 17), (), None]
         assert gpu(reading, 2).state is GpuState.OK
 
 
@@ -970,6 +971,7 @@ def test_nvlink_throughput_is_none_on_a_driver_without_field_values_or_when_the_
         failing = _a_second_apart(sampler, clock, 3)
     for reading in old_driver + failing:
         assert [g.nvlink_links_active for g in reading.gpus] == [18, 18]
+        assert [g.nvlink_links_down for g in reading.gpus] == [(), ()]
     unknown = NvlinkThroughput(None, None, None, None)
     assert [g.nvlink_throughput for g in old_driver[-1].gpus] == [unknown, unknown]
     working = gpu(failing[-1], 0).nvlink_throughput

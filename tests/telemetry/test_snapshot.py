@@ -608,3 +608,43 @@ def test_json_that_does_not_fit_the_readings_says_where(
     change(data)
     with pytest.raises(ValueError, match=re.escape(said)):
         snapshot_from_dict(data)
+
+
+# --- NVLink's links (issue 30) ----------------------------------------------------------
+
+
+def test_nvlink_links_down_are_numbered_in_the_json_and_the_table_and_read_back(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """GPU 0 has 18 links, 0 and 17 down; GPU 1 has 4, all up; GPU 2 has no NVLink. The
+    table names the links down beside the count, its columns where they were."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "3")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS", "0:18,1:4")
+    fake_nvml_env.setenv("FAKE_NVML_NVLINKS_DOWN", "0:0x20001")
+    with NvmlSampler(fake_nvml.path) as nvml:
+        snapshot = take_snapshot(
+            host=HostSampler(), nvml=nvml, mps=MpsSampler(platform="linux"), cpu_window_s=0.1
+        )
+    data = json.loads(render_snapshot_json(snapshot))
+    assert [gpu["nvlink_links_down"] for gpu in data["gpus"]] == [[0, 17], [], None]
+    back = snapshot_from_dict(data)
+    assert [gpu.nvlink_links_down for gpu in back.nvml.gpus] == [(0, 17), (), None]
+    assert snapshot_as_dict(back) == data
+    lines = render_snapshot_table(snapshot).splitlines()
+    nvlink = [line.split() for line in lines if line.strip().startswith("NVLink  ")]
+    assert nvlink == [
+        ["NVLink", "16", "up,", "2", "down", "links", "down", "0,", "17"],
+        ["NVLink", "4", "up"],  # all up: as before
+    ]
+    down = next(line for line in lines if "links down" in line)
+    power = next(line for line in lines if line.strip().startswith("power"))
+    assert down.index("links down") == power.index("fan")
+    del data["gpus"][0]["nvlink_links_down"]  # an older gputui's frame
+    assert snapshot_from_dict(data).nvml.gpus[0].nvlink_links_down is None
+
+
+def test_a_run_of_links_down_is_written_as_its_ends() -> None:
+    gpu = gpu_reading(0, nvlink_links_active=12, nvlink_links_down=(0, 1, 2, 3, 8, 17))
+    snapshot = dataclasses.replace(SNAPSHOT, nvml=dataclasses.replace(NVML, gpus=(gpu,)))
+    (line,) = [line for line in _lines(snapshot) if "links down" in line]
+    assert line.split()[-4:] == ["down", "0-3,", "8,", "17"]

@@ -186,7 +186,7 @@ async def test_a_card_shows_its_nvlinks_and_its_video_engines_only_while_they_ar
         await settled(pilot)
         assert app.query_one(GpuArea).mode is GpuMode.CARDS
         busy, idle, without = (" ".join(card_text(app, index).split()) for index in (0, 1, 2))
-    assert "NVLink 17 rx n/a tx n/a enc 12% dec 40%" in busy  # a rate takes two reads
+    assert "NVLink 17/18 rx n/a tx n/a enc 12% dec 40%" in busy  # a rate takes two reads
     for text in (idle, without):
         assert "PCIe" in text and "n/a" not in text
         assert "enc" not in text and "dec " not in text and "NVLink" not in text

@@ -598,3 +598,12 @@ def test_a_card_s_nvlink_cell_shows_the_links_up_and_their_throughput_or_n_a() -
     unknown = gpu_reading(0, nvlink_links_active=4)
     assert extra_cells(unknown).plain == f"NVLink 4 rx {NA} tx {NA}"
     assert extra_cells(gpu_reading(0)).plain == ""  # no NVLink
+    all_up = replace(busy, nvlink_links_down=())
+    assert extra_cells(all_up).plain == "NVLink 18 rx 1.5 GiB/s tx 3.0 GiB/s"  # as it was
+
+
+def test_a_card_s_nvlink_cell_shows_the_links_up_of_every_link_while_some_are_down() -> None:
+    degraded = gpu_reading(0, nvlink_links_active=16, nvlink_links_down=(0, 17))
+    cells = extra_cells(degraded)
+    assert cells.plain == f"NVLink 16/18 rx {NA} tx {NA}"
+    assert ("16/18", WARM) in cells.styled()

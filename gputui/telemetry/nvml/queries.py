@@ -140,6 +140,8 @@ class TrackedGpu:
     nvlink_active: int | None = None
     """NVLink links that are up, refreshed every ``NVLINK_STATE_TTL_S``; ``None`` without
     NVLink."""
+    nvlink_down: tuple[int, ...] | None = None
+    """The numbers of the NVLink links that are down, asked with ``nvlink_active``."""
     nvlink_state_read_at: float | None = None
     """When the links' states were last asked (every ``NVLINK_STATE_TTL_S``)."""
     nvlink_throughput: NvlinkThroughput | None = None
@@ -480,6 +482,7 @@ def gpu_reading(
         encoder_utilization_percent=gpu.encoder_percent if ok else None,
         decoder_utilization_percent=gpu.decoder_percent if ok else None,
         nvlink_links_active=gpu.nvlink_active if ok else None,
+        nvlink_links_down=gpu.nvlink_down if ok else None,
         nvlink_throughput=gpu.nvlink_throughput if ok and gpu.nvlink_active is not None else None,
     )
 
@@ -631,20 +634,24 @@ def read_health(
     )
 
 
-def nvlink_links_up(queries: Queries, gpu: TrackedGpu) -> int | None:
-    """How many of ``gpu``'s NVLink links are up (asked every ``NVLINK_STATE_TTL_S``), asked
-    link by link until one past its last
-    (NotSupported or InvalidArgument); ``None`` without NVLink (NotSupported for link 0:
-    never asked again) or when a link's state could not be read this time."""
-    up = 0
+def read_nvlink_states(queries: Queries, gpu: TrackedGpu) -> None:
+    """Which of ``gpu``'s NVLink links are up and which down (asked every
+    ``NVLINK_STATE_TTL_S``), asked link by link until one past its last (NotSupported or
+    InvalidArgument); both ``None`` without NVLink (NotSupported for link 0: never asked
+    again) or when a link's state could not be read this time."""
+    up, down = 0, []
     for link in range(queries.nvlink_max_links):
         state = queries.ask(gpu, "nvlink_state", link, past_end=PAST_END if link else None)
         if state is None:
-            return None
+            gpu.nvlink_active = gpu.nvlink_down = None
+            return
         if state == PAST_END:
             break
-        up += state == _NVLINK_UP
-    return up
+        if state == _NVLINK_UP:
+            up += 1
+        else:
+            down.append(link)
+    gpu.nvlink_active, gpu.nvlink_down = up, tuple(down)
 
 
 def read_nvlink_throughput(queries: Queries, gpu: TrackedGpu, now: float) -> None:

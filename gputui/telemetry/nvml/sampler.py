@@ -39,9 +39,9 @@ from gputui.telemetry.nvml.queries import (
     TrackedGpu,
     gpu_reading,
     not_ok,
-    nvlink_links_up,
     read_health,
     read_media,
+    read_nvlink_states,
     read_nvlink_throughput,
     read_static,
     refresh_pcie,
@@ -489,7 +489,7 @@ class NvmlSampler:
             read_health(queries, gpu, self._processes.of_mig)
             gpu.health_read_at = now
         if gpu.nvlink_state_read_at is None or now - gpu.nvlink_state_read_at >= NVLINK_STATE_TTL_S:
-            gpu.nvlink_active = nvlink_links_up(queries, gpu)
+            read_nvlink_states(queries, gpu)
             gpu.nvlink_state_read_at = now
         if gpu.media_read_at is None or now - gpu.media_read_at >= MEDIA_TTL_S:
             read_media(queries, gpu)

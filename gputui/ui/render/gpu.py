@@ -35,6 +35,7 @@ from gputui.ui.render.draw import (
     LABEL,
     MEMORY_SPARK,
     RULE,
+    WARM,
     Line,
     bar,
     gauge_line,
@@ -179,22 +180,22 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
 
 def extra_cells(gpu: GpuReading) -> Line:
     """``NVLink 18 rx 1.2 GiB/s tx 3.4 GiB/s  enc 12% dec 40%``: the NVLink links that are up
-    and their throughput, where the GPU has NVLink, and the video encoder's and decoder's
-    utilization, each only while it is busy (empty when there is none of these: most GPUs
-    never use their video engines)."""
-    throughput = gpu.nvlink_throughput
+    (``16/18`` in the warning colour while some are down) and their throughput, where the
+    GPU has NVLink, and the video encoder's and decoder's utilization, each only while it is
+    busy (empty when there is none of these: most GPUs never use their video engines)."""
+    throughput, up, down = gpu.nvlink_throughput, gpu.nvlink_links_active, gpu.nvlink_links_down
     nvlink = (
         [
             Line(
                 ("NVLink ", LABEL),
-                str(gpu.nvlink_links_active),
+                (f"{up}/{up + len(down)}", WARM) if down else str(up),
                 (" rx ", LABEL),
                 fmt_link_rate(throughput.rx_bytes_per_s if throughput else None),
                 (" tx ", LABEL),
                 fmt_link_rate(throughput.tx_bytes_per_s if throughput else None),
             )
         ]
-        if gpu.nvlink_links_active is not None
+        if up is not None
         else []
     )
     engines = [
