@@ -187,9 +187,7 @@ def test_replay_flags_are_refused_with_summary(
 ) -> None:
     code, out, err = run(capsys, "replay", "--summary", str(recorded), *flag)
     assert (code, out) == (2, "")
-    assert one_usage_line(err) == (
-        f"{flag[0]} is for the replay on screen: drop it or --summary"
-    )
+    assert one_usage_line(err) == (f"{flag[0]} is for the replay on screen: drop it or --summary")
 
 
 @pytest.mark.parametrize("cut", [True, False])

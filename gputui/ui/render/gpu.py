@@ -35,7 +35,6 @@ from gputui.ui.render.draw import (
     LABEL,
     MEMORY_SPARK,
     RULE,
-    WARM,
     Line,
     bar,
     gauge_line,
@@ -180,15 +179,18 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
 
 def extra_cells(gpu: GpuReading) -> Line:
     """``NVLink 18 rx 1.2 GiB/s tx 3.4 GiB/s  enc 12% dec 40%``: the NVLink links that are up
-    (``16/18`` in the warning colour while some are down) and their throughput, where the
-    GPU has NVLink, and the video encoder's and decoder's utilization, each only while it is
-    busy (empty when there is none of these: most GPUs never use their video engines)."""
+    (``3/12`` while some are not) and their throughput, where the GPU has NVLink, and the
+    video encoder's and decoder's utilization, each only while it is busy (empty when there
+    is none of these: most GPUs never use their video engines).
+
+    A link that is not up is not shown as a fault: NVML says the same of a link that failed
+    and of one that is not wired (a PCIe card's bridge joins 3 of its 12)."""
     throughput, up, down = gpu.nvlink_throughput, gpu.nvlink_links_active, gpu.nvlink_links_down
     nvlink = (
         [
             Line(
                 ("NVLink ", LABEL),
-                (f"{up}/{up + len(down)}", WARM) if down else str(up),
+                f"{up}/{up + len(down)}" if down else str(up),
                 (" rx ", LABEL),
                 fmt_link_rate(throughput.rx_bytes_per_s if throughput else None),
                 (" tx ", LABEL),
