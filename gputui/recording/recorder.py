@@ -5,9 +5,10 @@ SIGTERM or Ctrl+C, or at the first write that fails (a full disk), keeping what 
 This machine's sources are sampled by the exporter's :class:`~gputui.serve.sampling.Poller`
 (each on a thread of its own, a hung driver call holding back only its own source); a fleet
 by the fleet view's own source (:class:`~gputui.fleet.scrape.FleetPoller` or
-:class:`~gputui.fleet.prometheus.PrometheusPoller`). The recorder looks half an interval
-after each sample started and writes the readings if anything new was read, so a frame is
-never written twice and a slow sample is written a look later.
+:class:`~gputui.fleet.prometheus.PrometheusPoller`). The recorder's loop asks for each sample
+itself (no pacing thread wakes beside it), looks half an interval after each sample started,
+and writes the readings if anything new was read, so a frame is never written twice and a
+slow sample is written a look later.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class Sampled(Protocol):
 
     def start(self) -> None: ...
 
+    def poll(self) -> None:
+        """Ask for the next sample, where the loop paces the source (it returns at once)."""
+
     def close(self) -> None: ...
 
     def new(self) -> tuple[float, dict[str, Any]] | None:
@@ -75,7 +79,10 @@ class MachineSampled:
         self._last_taken: tuple[float, ...] = ()
 
     def start(self) -> None:
-        self._poller.start()
+        self._poller.start(paced=False)
+
+    def poll(self) -> None:
+        self._poller.poll()
 
     def close(self) -> None:
         self._poller.close()
@@ -117,6 +124,9 @@ class FleetSampled:
 
     def start(self) -> None:
         self._fleet.start()
+
+    def poll(self) -> None:
+        """The fleet's source paces itself."""
 
     def close(self) -> None:
         self._fleet.stop()
@@ -196,9 +206,12 @@ def record(
             f"gputui record: recording {sampled.what} every {interval_s:g} s{until} into "
             f"{path} ({codec}; Ctrl+C stops)"
         )
-        look = started + interval_s / 2
+        poll = started
         end = None if duration_s is None else started + duration_s
-        while not stop.event.wait(max(0.0, look - clock())):
+        while not stop.event.wait(max(0.0, poll - clock())):
+            sampled.poll()
+            if stop.event.wait(max(0.0, poll + interval_s / 2 - clock())):
+                break
             new = sampled.new()
             if new is not None:
                 try:
@@ -209,7 +222,8 @@ def record(
             now = clock()
             if end is not None and now >= end:
                 stop(EXIT_OK)
-            look += interval_s * max(1, int((now - look) // interval_s) + 1)
+            # fell behind: go on from the next whole interval, without a burst to catch up
+            poll += interval_s * max(1, int((now - poll) // interval_s) + 1)
     except KeyboardInterrupt:  # Ctrl+C before our handler was in place
         stop(EXIT_INTERRUPTED)
     finally:

@@ -275,6 +275,15 @@ def _reading_as_dict(reading: object) -> dict[str, Any]:
 
 def _json_value(value: Any) -> Any:
     """A reading's attribute as JSON-ready data: a sequence as a list, an enum as its value."""
+    kind = type(value)
+    if kind in _AS_IS:  # most values: looked up by their exact type before any isinstance
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is tuple:
+        return [_json_value(item) for item in value]
+    if kind in _JSON_KEYS:
+        return _reading_as_dict(value)
     if isinstance(value, float):  # JSON has no NaN or infinity: such a reading is not known
         return value if math.isfinite(value) else None
     if isinstance(value, (tuple, list)):
@@ -284,6 +293,10 @@ def _json_value(value: Any) -> Any:
     if type(value) in _JSON_KEYS:
         return _reading_as_dict(value)
     return value
+
+
+_AS_IS = frozenset({int, str, bool, type(None)})
+"""The exact types a reading's attribute is written as it is."""
 
 
 def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
