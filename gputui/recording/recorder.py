@@ -27,7 +27,15 @@ from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.fleet.hosts import NOT_READ, FleetSource
 from gputui.fleet.report import fleet_as_dict
 from gputui.format import fmt_bytes, fmt_counted, one_line
-from gputui.recording.frames import FLEET, FORMAT_VERSION, FULL_EVERY, HOST, Header
+from gputui.recording.frames import (
+    DECIMALS,
+    FLEET,
+    FORMAT_VERSION,
+    FULL_EVERY,
+    HOST,
+    Header,
+    rounded,
+)
 from gputui.recording.render import fmt_offset
 from gputui.recording.writer import RecordingWriter
 from gputui.serve.sampling import Poller
@@ -64,7 +72,8 @@ class Sampled(Protocol):
 
     def new(self) -> tuple[float, dict[str, Any]] | None:
         """What was read since the last call, with when (on the recorder's clock), as a
-        frame's JSON data; ``None`` when nothing new was read."""
+        frame's JSON data with its numbers rounded (:func:`~gputui.recording.frames.rounded`);
+        ``None`` when nothing new was read."""
 
 
 class MachineSampled:
@@ -95,7 +104,7 @@ class MachineSampled:
         if taken == self._last_taken:
             return None
         self._last_taken = taken
-        return max(taken), snapshot_as_dict(snapshot)
+        return max(taken), snapshot_as_dict(snapshot, decimals=DECIMALS)
 
 
 class FleetSampled:
@@ -147,7 +156,7 @@ class FleetSampled:
         data = fleet_as_dict(hosts, now)
         error = self._fleet.error
         data["error"] = None if error is None else one_line(error)
-        return now, data
+        return now, rounded(data)
 
 
 def record(
@@ -215,7 +224,7 @@ def record(
             new = sampled.new()
             if new is not None:
                 try:
-                    writer.write(new[0] - started, new[1])
+                    writer.write(new[0] - started, new[1], already_rounded=True)
                 except OSError as error:  # a full disk: what reached the file stays
                     failed = error
                     break
