@@ -6,7 +6,8 @@ size per GPU-hour, and the time to open a day's recording and seek to its end.
   (``HostSampler`` and ``NvmlSampler`` on the stand-in ``libnvidia-ml.so.1``, 8 GPUs with a
   process each), in this process, taking turns; then the whole ``gputui record --interval 1``
   process against the monitor (``gputui --interval 1`` in a 120x40 pty), taking turns for as
-  many rounds, CPU seconds per minute after 5 s of settling, medians.
+  many rounds, CPU seconds per minute after 5 s of settling (the recorder's from its threads'
+  schedstat, in nanoseconds; the monitor's from psutil, with its children), medians.
 - Size: a 24-hour recording of an 8-GPU box at 1 s, written frame by frame through the real
   writer without waiting (86,400 frames, zstd and gzip side by side). The readings move as a
   busy box's do (seeded): training jobs of hours on each GPU with idle gaps, utilization,
@@ -24,6 +25,7 @@ size per GPU-hour, and the time to open a day's recording and seek to its end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -37,17 +39,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks._terminal import (  # noqa: E402
-    _cpu_seconds,
     machine_description,
     run_in_terminal,
 )
-from gputui.recording.frames import FORMAT_VERSION, FULL_EVERY, Header  # noqa: E402
+from gputui.recording.frames import DECIMALS, FORMAT_VERSION, FULL_EVERY, Header  # noqa: E402
 from gputui.recording.reader import Recording  # noqa: E402
 from gputui.recording.summary import summarise  # noqa: E402
 from gputui.recording.writer import RecordingWriter, index_path  # noqa: E402
@@ -98,7 +97,8 @@ def cpu_per_frame(lib_dir: Path, frames: int, rounds: int, folder: Path) -> dict
         path = folder / f"cpu-{round_}{SUFFIXES[codec]}"
         writer = RecordingWriter(path, header(), codec=codec)
         for at in range(frames):
-            writer.write(float(at), snapshot_as_dict(taken[at % len(taken)]))
+            readings = snapshot_as_dict(taken[at % len(taken)], decimals=DECIMALS)
+            writer.write(float(at), readings, already_rounded=True)  # as the recorder does
         writer.close()
 
     results: dict[str, list[float]] = {"sampling": [], "zstd": [], "gzip": []}
@@ -124,10 +124,10 @@ def process_cpu(lib_dir: Path, window_s: float, folder: Path, rounds: int) -> di
         recorder = subprocess.Popen([*argv, *output], env=env, stdout=subprocess.DEVNULL, cwd=REPO)
         try:
             time.sleep(5.0)
-            ps = psutil.Process(recorder.pid)
-            before, started = _cpu_seconds(ps), time.monotonic()
+            before, started = _threads_cpu_s(recorder.pid), time.monotonic()
             time.sleep(window_s)
-            each["recorder"].append((_cpu_seconds(ps) - before) / (time.monotonic() - started) * 60)
+            spent = _threads_cpu_s(recorder.pid) - before
+            each["recorder"].append(spent / (time.monotonic() - started) * 60)
         finally:
             recorder.terminate()
             recorder.wait()
@@ -143,6 +143,17 @@ def process_cpu(lib_dir: Path, window_s: float, folder: Path, rounds: int) -> di
         "rounds": each,
         "ratios": [r / m for r, m in zip(each["recorder"], each["monitor"], strict=True)],
     }
+
+
+def _threads_cpu_s(pid: int) -> float:
+    """The CPU time of every thread of ``pid`` (from each one's schedstat, in nanoseconds:
+    psutil's clock ticks are 10 ms, an eighth of what the recorder spends in 30 s). The
+    recorder's threads all live from its first sample to its end."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):  # a thread that just ended
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+    return total / 1e9
 
 
 # --- a day of readings -------------------------------------------------------------------

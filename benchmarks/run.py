@@ -912,7 +912,8 @@ def recording_section(quick: bool) -> Section:
             f"turns for {result['rounds']} rounds, {result['window_s']:g} s each after 5 s of "
             f"settling, medians: `gputui record --interval 1` used "
             f"{processes['recorder']:.3f} CPU-s/min "
-            f"({', '.join(f'{v:.3f}' for v in process_rounds['recorder'])}), the monitor "
+            f"({', '.join(f'{v:.3f}' for v in process_rounds['recorder'])}; its threads' "
+            "schedstat, as psutil's 10 ms ticks are an eighth of what it spends), the monitor "
             f"(`gputui --interval 1`, 120x40 pty) {processes['monitor']:.3f} "
             f"({', '.join(f'{v:.3f}' for v in process_rounds['monitor'])}); the recorder "
             f"{process_ratio:.2f}x the monitor (the median of each round's ratio).",
