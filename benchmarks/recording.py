@@ -5,8 +5,9 @@ size per GPU-hour, and the time to open a day's recording and seek to its end.
   last whole frame, compressing and writing it) against the sampling every frame needs
   (``HostSampler`` and ``NvmlSampler`` on the stand-in ``libnvidia-ml.so.1``, 8 GPUs with a
   process each), in this process, taking turns; then the whole ``gputui record --interval 1``
-  process against the monitor (``gputui --interval 1`` in a 120x40 pty), one after the other,
-  CPU seconds per minute after 5 s of settling.
+  process against the monitor (``gputui --interval 1`` in a 120x40 pty), taking turns for as
+  many rounds, CPU seconds per minute after 5 s of settling (the recorder's from its threads'
+  schedstat, in nanoseconds; the monitor's from psutil, with its children), medians.
 - Size: a 24-hour recording of an 8-GPU box at 1 s, written frame by frame through the real
   writer without waiting (86,400 frames, zstd and gzip side by side). The readings move as a
   busy box's do (seeded): training jobs of hours on each GPU with idle gaps, utilization,
@@ -24,6 +25,7 @@ size per GPU-hour, and the time to open a day's recording and seek to its end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -37,17 +39,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks._terminal import (  # noqa: E402
-    _cpu_seconds,
     machine_description,
     run_in_terminal,
 )
-from gputui.recording.frames import FORMAT_VERSION, FULL_EVERY, Header  # noqa: E402
+from gputui.recording.frames import DECIMALS, FORMAT_VERSION, FULL_EVERY, Header  # noqa: E402
 from gputui.recording.reader import Recording  # noqa: E402
 from gputui.recording.summary import summarise  # noqa: E402
 from gputui.recording.writer import RecordingWriter, index_path  # noqa: E402
@@ -98,7 +97,8 @@ def cpu_per_frame(lib_dir: Path, frames: int, rounds: int, folder: Path) -> dict
         path = folder / f"cpu-{round_}{SUFFIXES[codec]}"
         writer = RecordingWriter(path, header(), codec=codec)
         for at in range(frames):
-            writer.write(float(at), snapshot_as_dict(taken[at % len(taken)]))
+            readings = snapshot_as_dict(taken[at % len(taken)], decimals=DECIMALS)
+            writer.write(float(at), readings, already_rounded=True)  # as the recorder does
         writer.close()
 
     results: dict[str, list[float]] = {"sampling": [], "zstd": [], "gzip": []}
@@ -113,29 +113,47 @@ def cpu_per_frame(lib_dir: Path, frames: int, rounds: int, folder: Path) -> dict
     }
 
 
-def process_cpu(lib_dir: Path, window_s: float, folder: Path) -> dict[str, float]:
-    """CPU seconds per minute of the recorder process, then of the monitor."""
+def process_cpu(lib_dir: Path, window_s: float, folder: Path, rounds: int) -> dict[str, Any]:
+    """CPU seconds per minute of the recorder process and of the monitor, taking turns for
+    ``rounds`` rounds (the machine's other load falls on both alike): medians, and each."""
     env = {**os.environ, **stand_in_env(lib_dir), "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "gputui", "record", "--interval", "1"]
-    argv += ["--output", str(folder / "process.ndjson.zst")]
-    recorder = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, cwd=REPO)
-    try:
-        time.sleep(5.0)
-        ps = psutil.Process(recorder.pid)
-        before, started = _cpu_seconds(ps), time.monotonic()
-        time.sleep(window_s)
-        recorded = (_cpu_seconds(ps) - before) / (time.monotonic() - started) * 60
-    finally:
-        recorder.terminate()
-        recorder.wait()
-    monitor = run_in_terminal(
-        "gputui",
-        [sys.executable, "-m", "gputui", "--interval", "1"],
-        marker=b"H100",
-        env={**stand_in_env(lib_dir), "PYTHONPATH": str(REPO)},
-        steady_s=window_s,
-    )
-    return {"recorder": recorded, "monitor": monitor.cpu_s_per_min}
+    each: dict[str, list[float]] = {"recorder": [], "monitor": []}
+    for round_ in range(rounds):
+        output = ["--output", str(folder / f"process-{round_}.ndjson.zst")]
+        recorder = subprocess.Popen([*argv, *output], env=env, stdout=subprocess.DEVNULL, cwd=REPO)
+        try:
+            time.sleep(5.0)
+            before, started = _threads_cpu_s(recorder.pid), time.monotonic()
+            time.sleep(window_s)
+            spent = _threads_cpu_s(recorder.pid) - before
+            each["recorder"].append(spent / (time.monotonic() - started) * 60)
+        finally:
+            recorder.terminate()
+            recorder.wait()
+        monitor = run_in_terminal(
+            "gputui",
+            [sys.executable, "-m", "gputui", "--interval", "1"],
+            marker=b"H100",
+            env={**stand_in_env(lib_dir), "PYTHONPATH": str(REPO)},
+            steady_s=window_s,
+        )
+        each["monitor"].append(monitor.cpu_s_per_min)
+    return {name: statistics.median(values) for name, values in each.items()} | {
+        "rounds": each,
+        "ratios": [r / m for r, m in zip(each["recorder"], each["monitor"], strict=True)],
+    }
+
+
+def _threads_cpu_s(pid: int) -> float:
+    """The CPU time of every thread of ``pid`` (from each one's schedstat, in nanoseconds:
+    psutil's clock ticks are 10 ms, an eighth of what the recorder spends in 30 s). The
+    recorder's threads all live from its first sample to its end."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):  # a thread that just ended
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+    return total / 1e9
 
 
 # --- a day of readings -------------------------------------------------------------------
@@ -300,7 +318,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=float, default=24.0, help="the synthetic recording's")
     parser.add_argument("--frames", type=int, default=300, help="frames per CPU round")
-    parser.add_argument("--rounds", type=int, default=3, help="CPU rounds, taking turns")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="CPU rounds (per frame, and whole processes)"
+    )
     parser.add_argument("--window", type=float, default=30.0, help="seconds of process CPU")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -309,7 +329,7 @@ def main() -> int:
         folder = Path(tmp)
         lib_dir = build_fake_nvml(folder / "nvml")
         per_frame = cpu_per_frame(lib_dir, args.frames, args.rounds, folder)
-        processes = process_cpu(lib_dir, args.window, folder)
+        processes = process_cpu(lib_dir, args.window, folder, args.rounds)
         nvml = NvmlSampler(lib_dir / LIBRARY_NAME)
         template = snapshot_as_dict(
             Snapshot(HostSampler().sample(), nvml.sample(), MpsSampler().sample())
@@ -327,7 +347,13 @@ def main() -> int:
         "recording_over_sampling": {
             codec: round(per_frame[codec] / sampling, 3) for codec in SUFFIXES
         },
-        "process_cpu_s_per_min": {k: round(v, 3) for k, v in processes.items()},
+        "process_cpu_s_per_min": {
+            k: round(v, 3) for k, v in processes.items() if k in ("recorder", "monitor")
+        },
+        "process_cpu_rounds": {
+            k: [round(v, 3) for v in vs] for k, vs in processes["rounds"].items()
+        },
+        "process_ratio_rounds": [round(v, 3) for v in processes["ratios"]],
         "window_s": args.window,
         "frames": args.frames,
         "rounds": args.rounds,

@@ -5,9 +5,10 @@ SIGTERM or Ctrl+C, or at the first write that fails (a full disk), keeping what 
 This machine's sources are sampled by the exporter's :class:`~gputui.serve.sampling.Poller`
 (each on a thread of its own, a hung driver call holding back only its own source); a fleet
 by the fleet view's own source (:class:`~gputui.fleet.scrape.FleetPoller` or
-:class:`~gputui.fleet.prometheus.PrometheusPoller`). The recorder looks half an interval
-after each sample started and writes the readings if anything new was read, so a frame is
-never written twice and a slow sample is written a look later.
+:class:`~gputui.fleet.prometheus.PrometheusPoller`). The recorder's loop asks for each sample
+itself (no pacing thread wakes beside it), looks half an interval after each sample started,
+and writes the readings if anything new was read, so a frame is never written twice and a
+slow sample is written a look later.
 """
 
 from __future__ import annotations
@@ -29,7 +30,15 @@ from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from gputui.fleet.hosts import NOT_READ, FleetSource
 from gputui.fleet.report import fleet_as_dict
 from gputui.format import fmt_bytes, fmt_counted, one_line
-from gputui.recording.frames import FLEET, FORMAT_VERSION, FULL_EVERY, HOST, Header
+from gputui.recording.frames import (
+    DECIMALS,
+    FLEET,
+    FORMAT_VERSION,
+    FULL_EVERY,
+    HOST,
+    Header,
+    rounded,
+)
 from gputui.recording.render import fmt_offset
 from gputui.recording.runs import RunnerEntry, entry_as_dict
 from gputui.recording.writer import RecordingWriter
@@ -60,11 +69,15 @@ class Sampled(Protocol):
 
     def start(self) -> None: ...
 
+    def poll(self) -> None:
+        """Ask for the next sample, where the loop paces the source (it returns at once)."""
+
     def close(self) -> None: ...
 
     def new(self) -> tuple[float, dict[str, Any]] | None:
         """What was read since the last call, with when (on the recorder's clock), as a
-        frame's JSON data; ``None`` when nothing new was read."""
+        frame's JSON data with its numbers rounded (:func:`~gputui.recording.frames.rounded`);
+        ``None`` when nothing new was read."""
 
 
 class MachineSampled:
@@ -80,7 +93,10 @@ class MachineSampled:
         self._last_taken: tuple[float, ...] = ()
 
     def start(self) -> None:
-        self._poller.start()
+        self._poller.start(paced=False)
+
+    def poll(self) -> None:
+        self._poller.poll()
 
     def close(self) -> None:
         self._poller.close()
@@ -94,7 +110,7 @@ class MachineSampled:
             return None
         self._last_taken = taken
         at = max(taken)
-        return at, frame_readings(snapshot, at, self._interval_s)
+        return at, frame_readings(snapshot, at, self._interval_s, decimals=DECIMALS)
 
 
 class FleetSampled:
@@ -124,6 +140,9 @@ class FleetSampled:
     def start(self) -> None:
         self._fleet.start()
 
+    def poll(self) -> None:
+        """The fleet's source paces itself."""
+
     def close(self) -> None:
         self._fleet.stop()
 
@@ -143,7 +162,7 @@ class FleetSampled:
         data = fleet_as_dict(hosts, now)
         error = self._fleet.error
         data["error"] = None if error is None else one_line(error)
-        return now, data
+        return now, rounded(data)
 
 
 def record(
@@ -202,20 +221,24 @@ def record(
             f"gputui record: recording {sampled.what} every {interval_s:g} s{until} into "
             f"{path} ({codec}; Ctrl+C stops)"
         )
-        look = started + interval_s / 2
+        poll = started
         end = None if duration_s is None else started + duration_s
-        while not stop.event.wait(max(0.0, look - clock())):
+        while not stop.event.wait(max(0.0, poll - clock())):
+            sampled.poll()
+            if stop.event.wait(max(0.0, poll + interval_s / 2 - clock())):
+                break
             new = sampled.new()
             if new is not None:
                 try:
-                    writer.write(new[0] - started, new[1])
+                    writer.write(new[0] - started, new[1], already_rounded=True)
                 except OSError as error:  # a full disk: what reached the file stays
                     failed = error
                     break
             now = clock()
             if end is not None and now >= end:
                 stop(EXIT_OK)
-            look += interval_s * max(1, int((now - look) // interval_s) + 1)
+            # fell behind: go on from the next whole interval, without a burst to catch up
+            poll += interval_s * max(1, int((now - poll) // interval_s) + 1)
     except KeyboardInterrupt:  # Ctrl+C before our handler was in place
         stop(EXIT_INTERRUPTED)
     finally:
@@ -249,11 +272,14 @@ def record(
     return stop.code
 
 
-def frame_readings(snapshot: Snapshot, at: float, interval_s: float) -> dict[str, object]:
+def frame_readings(
+    snapshot: Snapshot, at: float, interval_s: float, *, decimals: int | None = None
+) -> dict[str, Any]:
     """A frame's readings written at ``at``: ``snapshot``, with the age of each source's
     reading a beat or more old (:data:`~gputui.telemetry.snapshot.AGES`), so that a replay
-    shows a hung source as stale."""
-    readings = snapshot_as_dict(snapshot)
+    shows a hung source as stale; its numbers rounded to ``decimals`` places as they are
+    converted where given (the ages are rounded to 3 places, :data:`DECIMALS`, always)."""
+    readings = snapshot_as_dict(snapshot, decimals=decimals)
     ages = source_ages(snapshot, at, older_than=interval_s)
     if ages:
         readings[AGES] = ages

@@ -17,6 +17,7 @@ from typing import Any
 
 from gputui.recording.codec import Encoder
 from gputui.recording.frames import (
+    DECIMALS,
     FORMAT_VERSION,
     INDEX_KEY,
     RUNNER_KEY,
@@ -96,16 +97,30 @@ class RecordingWriter:
         self._open_part()
 
     def write(
-        self, t: float, readings: dict[str, Any], runner: Sequence[Mapping[str, Any]] = ()
+        self,
+        t: float,
+        readings: dict[str, Any],
+        runner: Sequence[Mapping[str, Any]] = (),
+        *,
+        already_rounded: bool = False,
     ) -> None:
         """Write one frame: the readings (``snapshot --json``'s data) at ``t`` seconds after
         the header's start; a whole one every ``full_every`` frames and at the start of a
-        part, else what changed since the last whole one. ``runner``: what the runner pane
-        received since the frame before (:func:`~gputui.recording.frames.runner_entry`)."""
+        part, else what changed since the last whole one.
+
+        Args:
+            t: Seconds since the header's start.
+            readings: The frame's data; its numbers are rounded to :data:`DECIMALS` places.
+            runner: What the runner pane received since the frame before
+                (:func:`~gputui.recording.frames.runner_entry`).
+            already_rounded: ``readings`` came rounded (:func:`rounded`'s, or
+                ``snapshot_as_dict``'s with ``decimals=DECIMALS``): not rounded again.
+        """
         if self._fd is None:
             self._open_part()
-        t = round(t, 3)
-        readings = rounded(readings)
+        t = round(t, DECIMALS)
+        if not already_rounded:
+            readings = rounded(readings)
         extra = {RUNNER_KEY: list(runner)} if runner else {}
         if self._full is None or self._since_full >= self._header.full_every:
             out = self._encoder.end_block()

@@ -1,7 +1,9 @@
 """The readings ``gputui serve`` serves: taken on threads of their own, read without waiting.
 
 Each source (host, NVML, MPS, AMD and Intel) is sampled on its own
-:class:`~gputui.telemetry.polling.SamplerThread` at a fixed pace. A source whose last sample
+:class:`~gputui.telemetry.polling.SamplerThread` at a fixed pace, but for a source whose
+sample cannot block (MPS off macOS, AMD and Intel where there is no such card): that one is
+taken on the thread that polls, which wakes no other thread for it. A source whose last sample
 has not answered yet (a hung driver call) is not asked again until it does, so samples never
 queue up behind it and the other sources keep their pace. A scrape reads
 :meth:`Poller.latest`: it never waits for a sample. Once an NVML call has held the readings
@@ -25,6 +27,7 @@ from gputui.telemetry.polling import (
     SamplerThread,
     close_sampler,
     hung_reading,
+    never_blocks,
     pending_call,
 )
 from gputui.telemetry.readings import (
@@ -136,20 +139,37 @@ class Poller:
         hang = hung_reading(nvml, keep_read=False)
         return replace(latest, hang=hang) if isinstance(hang, NvmlReading) else latest
 
-    def start(self) -> None:
-        """Take the first samples now, then one every ``interval_s`` on a thread of its own."""
+    def start(self, *, paced: bool = True) -> None:
+        """Take the first samples now, then one every ``interval_s`` on a thread of its own.
+
+        Args:
+            paced: Poll on a pacing thread; ``False``: the caller calls :meth:`poll` every
+                ``interval_s`` itself (the recorder, whose loop wakes then anyway).
+        """
         self._latest = Latest(started_at=self._clock())
+        if not paced:
+            return
         self._pacer = threading.Thread(target=self._pace, name="gputui-serve-pacer", daemon=True)
         self._pacer.start()
 
     def poll(self) -> None:
-        """Ask every source that is not still answering for a sample; returns at once."""
+        """Ask every source that is not still answering for a sample; returns at once, but
+        for the samples that cannot block (:func:`~gputui.telemetry.polling.never_blocks`),
+        taken here."""
         for source in SOURCES:
             with self._lock:
                 if source in self._busy:
                     continue
                 self._busy.add(source)
             sampler = getattr(self._samplers, source)
+            if never_blocks(sampler):
+                try:
+                    reading = sampler.sample()
+                except Exception as error:  # as a sampler thread hands it over
+                    self._answered(source, None, error)
+                else:
+                    self._answered(source, reading, None)
+                continue
             self._threads[source].sample(sampler.sample, partial(self._answered, source))
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
@@ -168,7 +188,12 @@ class Poller:
         if self._pacer is not None:
             self._pacer.join()
         for source, thread in self._threads.items():
-            thread.close(finalizer=partial(close_sampler, getattr(self._samplers, source)))
+            sampler = getattr(self._samplers, source)
+            if thread.started:
+                thread.close(finalizer=partial(close_sampler, sampler))
+            else:  # only ever sampled here
+                thread.close()
+                close_sampler(sampler)
         deadline = self._clock() + wait_s
         return all(
             thread.join(max(0.0, deadline - self._clock())) for thread in self._threads.values()

@@ -330,6 +330,10 @@ class MpsSampler:
         if self._torch_probe is not None:
             self._torch_probe.wait(timeout_s)
 
+    def never_blocks(self) -> bool:
+        """Off macOS a sample only dates the reading that says so: it cannot block."""
+        return not self._macos
+
     def sample(self) -> MpsReading:
         """Take one sample. Never raises."""
         if not self._macos:

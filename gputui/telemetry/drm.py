@@ -89,6 +89,11 @@ class DrmSampler:
         self._clients: DrmClientSampler | None = None
         """Made with the first card: a box without AMD or Intel GPUs sweeps no fdinfo."""
 
+    def never_blocks(self) -> bool:
+        """While no card is known a sample lists the cards' links and nothing else (a card
+        that appears is read in that sample), so it may run on the caller's thread."""
+        return not self._readers
+
     def sample(self) -> DrmReading:
         """Read every card once; never raises for what a card's files hold."""
         cards = self._cards.cards()

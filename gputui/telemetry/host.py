@@ -82,6 +82,24 @@ def _total_and_idle(times: Any) -> tuple[float, float]:
     return total, float(times.idle + getattr(times, "iowait", 0.0))
 
 
+_LINUX = sys.platform.startswith("linux")
+
+
+def _meminfo(path: Path) -> dict[bytes, int]:
+    """``/proc/meminfo``'s lines, in bytes, by their name with its colon; none where it
+    cannot be read."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return {}
+    found = {}
+    for line in data.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[1].isdigit():
+            found[fields[0]] = int(fields[1]) * 1024  # kB (the few counts too; none is used)
+    return found
+
+
 def _summed(cores: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return sum(total for total, _ in cores), sum(idle for _, idle in cores)
 
@@ -153,8 +171,7 @@ class HostSampler:
             per_core, total = tuple(0.0 for _ in cores), 0.0
         self._last_cores = cores
 
-        memory = psutil.virtual_memory()
-        swap_used, swap_total = self._swap()
+        memory_used, memory_total, swap_used, swap_total = self._memory()
         frequency = self._read_frequency() if self._has_frequency else None
         self_cpu, self_rss = self._own_usage()
         return CpuReading(
@@ -166,8 +183,8 @@ class HostSampler:
             load_average=self._load_average(),
             frequency_mhz=float(frequency.current) if frequency and frequency.current else None,
             frequency_max_mhz=self._frequency_max_mhz,
-            memory_used_bytes=int(memory.total - memory.available),
-            memory_total_bytes=int(memory.total),
+            memory_used_bytes=memory_used,
+            memory_total_bytes=memory_total,
             swap_used_bytes=swap_used,
             swap_total_bytes=swap_total,
             self_cpu_percent=self_cpu,
@@ -180,6 +197,19 @@ class HostSampler:
             return psutil.cpu_freq()
         except (OSError, NotImplementedError, AttributeError, RuntimeError):
             return None
+
+    def _memory(self) -> tuple[int, int, int, int]:
+        """Memory used and total, swap used and total, in bytes: on Linux from one read of
+        ``/proc/meminfo``, where psutil reads it once for each and ``/proc/vmstat`` besides
+        (for swap-in counts not shown); psutil's where a line is missing (an old kernel)."""
+        meminfo = _meminfo(Path(psutil.PROCFS_PATH) / "meminfo") if _LINUX else {}
+        try:
+            total, available = meminfo[b"MemTotal:"], meminfo[b"MemAvailable:"]
+            swap_total, swap_free = meminfo[b"SwapTotal:"], meminfo[b"SwapFree:"]
+        except KeyError:
+            memory = psutil.virtual_memory()
+            return (int(memory.total - memory.available), int(memory.total), *self._swap())
+        return total - available, total, swap_total - swap_free, swap_total
 
     def _swap(self) -> tuple[int, int]:
         try:

@@ -132,6 +132,11 @@ class LazySampler(Generic[R]):
         does, :meth:`~gputui.telemetry.nvml.NvmlSampler.hung_reading`)."""
         return hung_reading(self._sampler, keep_read=keep_read)
 
+    def never_blocks(self) -> bool:
+        """Whether the sampler, once built, says its next sample cannot block; never
+        before it is built (building it imports and may set a driver up)."""
+        return self._sampler is not None and never_blocks(self._sampler)
+
 
 def close_sampler(sampler: object) -> None:
     """Call ``sampler.close()`` if it has one; samplers need not."""
@@ -165,6 +170,14 @@ def pending_call(sampler: object) -> DriverCall | None:
     pending = getattr(sampler, "pending_call", None)
     call = pending() if callable(pending) else None
     return call if isinstance(call, DriverCall) else None
+
+
+def never_blocks(sampler: object) -> bool:
+    """Whether ``sampler``'s next sample cannot block (no driver or device is asked), for a
+    sampler that tells (``never_blocks()``: MPS off macOS, AMD and Intel where no card is
+    known); such a sample may run on the caller's thread. ``False`` for any other."""
+    tells = getattr(sampler, "never_blocks", None)
+    return bool(tells()) if callable(tells) else False
 
 
 def hung_reading(sampler: object, *, keep_read: bool = True) -> object | None:
@@ -376,6 +389,11 @@ class SamplerThread:
         if finalizer is not None:
             self._jobs.put(_Job(finalizer))
         self._jobs.put(None)
+
+    @property
+    def started(self) -> bool:
+        """Whether the thread was started (by a first sample or call)."""
+        return self._thread is not None
 
     def join(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for a closed thread to end; True when it has."""

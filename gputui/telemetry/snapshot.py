@@ -127,13 +127,19 @@ def take_snapshot(
 # --- JSON -------------------------------------------------------------------------------
 
 
-def snapshot_as_dict(snapshot: Snapshot) -> dict[str, Any]:
-    """The snapshot as plain JSON-ready data; see the module docstring for the schema."""
+def snapshot_as_dict(snapshot: Snapshot, *, decimals: int | None = None) -> dict[str, Any]:
+    """The snapshot as plain JSON-ready data; see the module docstring for the schema.
+
+    Args:
+        snapshot: The readings.
+        decimals: Round every number that is not whole to this many places, as it is
+            converted (a recording's frames are); ``None``: keep every digit.
+    """
     return {
-        "cpu": _reading_as_dict(snapshot.cpu),
-        "gpus": [gpu_as_dict(gpu) for gpu in snapshot.gpus],
-        "nvml": _reading_as_dict(snapshot.nvml.status),
-        "mps": _reading_as_dict(snapshot.mps),
+        "cpu": _reading_as_dict(snapshot.cpu, decimals),
+        "gpus": [_reading_as_dict(gpu, decimals) for gpu in snapshot.gpus],
+        "nvml": _reading_as_dict(snapshot.nvml.status, decimals),
+        "mps": _reading_as_dict(snapshot.mps, decimals),
     }
 
 
@@ -264,11 +270,11 @@ _FLATTENED = frozenset({"workload"})
 """Keys whose reading's keys are written in its place (a process's ``container``, ``pod``...)."""
 
 
-def _reading_as_dict(reading: object) -> dict[str, Any]:
+def _reading_as_dict(reading: object, decimals: int | None = None) -> dict[str, Any]:
     """One reading as JSON-ready data, with the keys ``_JSON_KEYS`` names for its type."""
     data: dict[str, Any] = {}
     for key in _JSON_KEYS[type(reading)]:
-        value = _json_value(getattr(reading, key))
+        value = _json_value(getattr(reading, key), decimals)
         if key in _FLATTENED:
             data.update(value)
         else:
@@ -276,16 +282,22 @@ def _reading_as_dict(reading: object) -> dict[str, Any]:
     return data
 
 
-def _json_value(value: Any) -> Any:
-    """A reading's attribute as JSON-ready data: a sequence as a list, an enum as its value."""
+def _json_value(value: Any, decimals: int | None = None) -> Any:
+    """A reading's attribute as JSON-ready data: a sequence as a list, an enum as its value,
+    a number that is not whole to ``decimals`` places where given."""
+    kind = type(value)
+    if kind in _AS_IS:  # most values: looked up by their exact type before any isinstance
+        return value
     if isinstance(value, float):  # JSON has no NaN or infinity: such a reading is not known
-        return value if math.isfinite(value) else None
+        if not math.isfinite(value):
+            return None
+        return value if decimals is None else round(value, decimals)
     if isinstance(value, (tuple, list)):
-        return [_json_value(item) for item in value]
+        return [_json_value(item, decimals) for item in value]
+    if kind in _JSON_KEYS:
+        return _reading_as_dict(value, decimals)
     if isinstance(value, Enum):
         return value.value
-    if type(value) in _JSON_KEYS:
-        return _reading_as_dict(value)
     return value
 
 
@@ -308,6 +320,10 @@ def source_ages(snapshot: Snapshot, at: float, *, older_than: float) -> dict[str
         if age >= older_than:
             ages[source] = round(age, 3)
     return ages
+
+
+_AS_IS = frozenset({int, str, bool, type(None)})
+"""The exact types a reading's attribute is written as it is."""
 
 
 def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:

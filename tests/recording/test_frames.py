@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.recording.frames import (
+    DECIMALS,
     FormatError,
     changed,
     changes,
@@ -19,6 +21,9 @@ from gputui.recording.frames import (
     part_path,
     rounded,
 )
+from gputui.telemetry.readings import DrmReading, MpsReading, NvmlReading, NvmlStatus, Snapshot
+from gputui.telemetry.snapshot import snapshot_as_dict
+from tests.ui.fakes import cpu_reading, h100s
 
 SCALARS = st.one_of(
     st.none(),
@@ -105,6 +110,23 @@ def test_numbers_are_written_to_a_thousandth() -> None:
         "b": 0.3,
         "c": None,
     }
+
+
+def test_a_snapshot_converted_rounded_is_the_snapshot_rounded() -> None:
+    """The recorder rounds as it converts (``decimals``), in one pass: the same data as
+    rounding the converted snapshot."""
+    nvml = h100s(3)
+    gpu = replace(nvml.gpus[0], power_w=212.34567, temperature_c=float("nan"))
+    snapshot = Snapshot(
+        cpu=cpu_reading(33.33333, load_average=(1.23456, float("inf"), 0.1 + 0.2)),
+        nvml=NvmlReading(NvmlStatus(available=True), (gpu, *nvml.gpus[1:]), taken_at=1.0),
+        mps=MpsReading(supported_platform=True, message=None, utilization_percent=12.3456789),
+        drm=DrmReading((), taken_at=1.0),
+    )
+    converted = snapshot_as_dict(snapshot, decimals=DECIMALS)
+    assert converted == rounded(snapshot_as_dict(snapshot))
+    assert converted["cpu"]["load_average"] == [1.235, None, 0.3]
+    assert converted["gpus"][0]["power_w"] == 212.346
 
 
 @pytest.mark.parametrize(

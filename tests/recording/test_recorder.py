@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,11 +20,17 @@ from typing import Any
 
 import pytest
 
-from gputui.recording.frames import index_path, part_path
+from gputui.recording.frames import index_path, part_path, rounded
 from gputui.recording.reader import Frame, Recording, RecordingError
-from gputui.telemetry.snapshot import snapshot_from_dict
+from gputui.recording.recorder import record
+from gputui.telemetry.apple import MpsSampler
+from gputui.telemetry.drm import DrmSampler
+from gputui.telemetry.polling import Samplers
+from gputui.telemetry.readings import CpuReading, DrmReading, NvmlReading, NvmlStatus, Snapshot
+from gputui.telemetry.snapshot import snapshot_as_dict, snapshot_from_dict
 from tests.commands.test_cli import ROOT
 from tests.disks import small_disk
+from tests.ui.fakes import cpu_reading, h100s
 
 INTERVAL = "0.25"
 WAIT_S = 60.0
@@ -268,3 +275,46 @@ def test_keep_leaves_the_newest_files_and_replay_reads_them(
     assert out.splitlines()[-1].endswith(
         f", {numbers[1] + 1} files, the oldest {deleted} deleted (--keep 2))"
     )
+
+
+def test_the_recorder_paces_its_sampling_and_takes_what_cannot_block_itself(
+    tmp_path: Path,
+) -> None:
+    """No pacing thread, no thread for MPS off macOS nor for AMD and Intel with no card:
+    the recorder's loop asks for the samples and takes those itself, and every frame still
+    holds their readings as ``snapshot --json`` writes them."""
+    seen: set[str] = set()
+
+    class Host:
+        def sample(self) -> CpuReading:
+            seen.update(thread.name for thread in threading.enumerate())
+            return cpu_reading(taken_at=time.monotonic())
+
+    class Gpus:
+        def sample(self) -> NvmlReading:
+            return NvmlReading(NvmlStatus(available=True), h100s(2).gpus, time.monotonic())
+
+    mps = MpsSampler(platform="linux")
+    samplers = Samplers(
+        cpu=Host(), nvml=Gpus(), mps=mps, drm=DrmSampler(tmp_path / "sys", procfs=tmp_path)
+    )
+    path = tmp_path / "box.ndjson"
+    code = record(
+        path,
+        interval_s=0.1,
+        codec="none",
+        duration_s=1.0,
+        samplers=samplers,
+        announce=lambda line: None,
+    )
+    assert code == 0
+    frames = list(Recording.open(path).frames())
+    assert len(frames) >= 2
+    assert not seen & {"gputui-serve-pacer", "gputui-serve-mps", "gputui-serve-drm"}
+    assert "gputui-serve-nvml" in seen
+    expected = snapshot_as_dict(
+        Snapshot(cpu_reading(), Gpus().sample(), mps.sample(), DrmReading((), 0.0))
+    )
+    for frame in frames:
+        assert frame.readings["mps"] == expected["mps"]
+        assert frame.readings["gpus"] == rounded(expected["gpus"])

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import psutil
@@ -205,3 +206,28 @@ def test_a_gone_process_gives_none_for_its_own_figures() -> None:
     assert reading.self_cpu_percent is None
     assert reading.self_rss_bytes is None
     assert reading.memory_total_bytes > 0  # the rest of the reading is whole
+
+
+def test_memory_and_swap_come_from_one_read_of_meminfo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psutil reads /proc/meminfo once for memory and again for swap, then /proc/vmstat for
+    swap-in counts that are not shown; the sampler reads meminfo once, and no vmstat."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("/proc/meminfo is Linux's")
+    sampler = HostSampler()
+    (tmp_path / "stat").write_bytes(Path("/proc/stat").read_bytes())
+    (tmp_path / "meminfo").write_text(
+        "MemTotal:       16000000 kB\nMemFree:         1000000 kB\n"
+        "MemAvailable:    6000000 kB\nSwapTotal:       2000000 kB\n"
+        "SwapFree:        1500000 kB\nHugePages_Total:       0\n"
+    )
+    monkeypatch.setattr(psutil, "PROCFS_PATH", str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # psutil warns where it finds no vmstat
+        reading = sampler.sample()
+    assert (reading.memory_used_bytes, reading.memory_total_bytes) == (
+        10_000_000 * 1024,
+        16_000_000 * 1024,
+    )
+    assert (reading.swap_used_bytes, reading.swap_total_bytes) == (500_000 * 1024, 2_000_000 * 1024)
