@@ -865,8 +865,8 @@ def nvml_cost_section(quick: bool) -> Section:
             f"(the third row): {result['ratio_every_second']:.2f}x "
             f"({_verdict(result['ratio_every_second'] <= 1.10)}); the TTL is 2 s to keep a "
             "margin, as rounds on a shared machine spread by several percent. "
-            "The machine was shared with other work during the run (2 cores); the rounds "
-            "interleave, each variant first in turn, so that all see the same load.",
+            "The rounds interleave, each variant first in turn, so that all see the same "
+            "load (the load average before the run is below).",
             "",
             *_footer(result["machine"], load, [_command(argv[:-1])]),
         ]
