@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,31 +176,48 @@ class FleetSummary:
     """The files read."""
 
 
+class _Span:
+    """The frames a summary reads, each with the time it stands for, and their count and
+    first and last times once read."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.first_t: float | None = None
+        self.last_t: float | None = None
+
+    def of(self, frames: Iterable[Frame], cap: float) -> Iterator[tuple[Frame, float]]:
+        """Each frame with the seconds until the next (at most ``cap``: a gap in the
+        recording counts no more), and 0 for the last."""
+        previous: Frame | None = None
+        for frame in frames:
+            if previous is None:
+                self.first_t = frame.t
+            else:
+                yield previous, min(max(frame.t - previous.t, 0.0), cap)
+            previous = frame
+            self.frames += 1
+        if previous is not None:
+            self.last_t = previous.t
+            yield previous, 0.0
+
+
 def summarise(recording: Recording) -> Summary:
     """Read every frame of ``recording`` and sum it up."""
     header = recording.header
-    cap = GAP_INTERVALS * header.interval_s
     tallies: dict[int, _GpuTally] = {}
-    count, first_t, previous = 0, None, None
     runner: list[RunnerEntry] = []
-    for frame in recording.frames():
+    span = _Span()
+    for frame, weight in span.of(recording.frames(), GAP_INTERVALS * header.interval_s):
         if frame.runner:
             runner += entries_of([frame.runner])
-        if previous is not None:
-            _tally(tallies, previous, min(max(frame.t - previous.t, 0.0), cap))
-        else:
-            first_t = frame.t
-        previous = frame
-        count += 1
-    if previous is not None:
-        _tally(tallies, previous, 0.0)
+        _tally(tallies, frame, weight)
     return Summary(
         host=header.host,
         started_unix=header.started_unix,
         interval_s=header.interval_s,
-        frames=count,
-        first_t=first_t,
-        last_t=None if previous is None else previous.t,
+        frames=span.frames,
+        first_t=span.first_t,
+        last_t=span.last_t,
         gpus=tuple(tallies[index].summary() for index in sorted(tallies)),
         problem=None if recording.problem is None else str(recording.problem),
         files=tuple(str(path) for path in recording.paths),
@@ -222,26 +239,18 @@ def _tally_gpus(tallies: dict[int, _GpuTally], gpus: Any, t: float, weight: floa
 def summarise_fleet(recording: Recording) -> FleetSummary:
     """Read every frame of a fleet's ``recording`` and sum it up per host and GPU."""
     header = recording.header
-    cap = GAP_INTERVALS * header.interval_s
     hosts: dict[str, _HostTally] = {}
-    count, first_t, previous = 0, None, None
-    for frame in recording.frames():
-        if previous is not None:
-            _tally_hosts(hosts, previous, min(max(frame.t - previous.t, 0.0), cap))
-        else:
-            first_t = frame.t
-        previous = frame
-        count += 1
-    if previous is not None:
-        _tally_hosts(hosts, previous, 0.0)
+    span = _Span()
+    for frame, weight in span.of(recording.frames(), GAP_INTERVALS * header.interval_s):
+        _tally_hosts(hosts, frame, weight)
     return FleetSummary(
         recorded_by=header.host,
         source=header.source,
         started_unix=header.started_unix,
         interval_s=header.interval_s,
-        frames=count,
-        first_t=first_t,
-        last_t=None if previous is None else previous.t,
+        frames=span.frames,
+        first_t=span.first_t,
+        last_t=span.last_t,
         hosts=tuple(tally.summary() for tally in hosts.values()),
         problem=None if recording.problem is None else str(recording.problem),
         files=tuple(str(path) for path in recording.paths),
