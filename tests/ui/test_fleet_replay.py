@@ -4,8 +4,6 @@ down shown down, and the replay's keys (pause, step, seek, go to, speed, loop)."
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +14,10 @@ from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.snapshot import gpu_as_dict
 from gputui.ui.fleet.app import FleetView
 from gputui.ui.fleet.replay import FleetReplayApp
-from tests.commands.test_cli import ROOT
 from tests.recording.made import STARTED
 from tests.recording.made import gpu as made_gpu
 from tests.ui.fakes import screen_text, wait_until
+from tests.ui.test_replay import replayed_on_a_pty
 
 DOWN = range(8, 12)
 """The frames in which node2 did not answer."""
@@ -129,19 +127,6 @@ async def test_the_fleet_replay_s_help_and_palette_offer_its_keys(tmp_path: Path
 def test_gputui_replay_opens_a_fleet_recording_in_the_fleet_view(tmp_path: Path) -> None:
     """The command itself, on a real pseudo-terminal: a fleet recording opens the fleet view
     (its hosts, the replay's status line), and ``q`` ends it with exit code 0."""
-    from tests.pty_run import run_on_a_pty, shown_text
-
-    path = _made(tmp_path, 10)
-    run = run_on_a_pty(
-        [sys.executable, "-m", "gputui", "replay", "--paused", str(path)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT,
-        size=(100, 30),
-        timeout_s=60,
-        script=[(lambda shown: "fleet, recorded on head" in shown_text(shown), b"q")],
-        exit_within_s=20,
-    )
-    assert run.returncode == 0, shown_text(run.shown)[-500:]
-    shown = shown_text(run.shown)
+    shown = replayed_on_a_pty(_made(tmp_path, 10), until="fleet, recorded on head")
     assert "node1:9922" in shown and "node2:9922" in shown
     assert "paused" in shown and "2026-11-18 11:06:40 UTC" in shown

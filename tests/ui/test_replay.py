@@ -382,21 +382,26 @@ async def test_the_footer_the_palette_and_the_help_offer_the_replay_s_keys(
 def test_gputui_replay_runs_on_a_terminal_and_q_quits(tmp_path: Path) -> None:
     """The command itself, on a real pseudo-terminal: the recorded host and time show, and
     ``q`` ends it with exit code 0."""
+    shown = replayed_on_a_pty(_made(tmp_path, 10), until="box-01")
+    assert "paused" in shown and "2026-11-18 11:06:40 UTC" in shown
+
+
+def replayed_on_a_pty(path: Path, *, until: str) -> str:
+    """``gputui replay --paused PATH`` on a real pseudo-terminal, quit with ``q`` once
+    ``until`` shows; returns what it showed, after checking it exited 0."""
     from tests.pty_run import run_on_a_pty, shown_text
 
-    path = _made(tmp_path, 10)
     run = run_on_a_pty(
         [sys.executable, "-m", "gputui", "replay", "--paused", str(path)],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         cwd=ROOT,
         size=(100, 30),
         timeout_s=60,
-        script=[(lambda shown: "box-01" in shown_text(shown), b"q")],
+        script=[(lambda shown: until in shown_text(shown), b"q")],
         exit_within_s=20,
     )
     assert run.returncode == 0, shown_text(run.shown)[-500:]
-    shown = shown_text(run.shown)
-    assert "paused" in shown and "2026-11-18 11:06:40 UTC" in shown
+    return shown_text(run.shown)
 
 
 def _box(lines: list[str], title: str) -> list[str]:
