@@ -364,6 +364,9 @@ async def test_the_footer_the_palette_and_the_help_offer_the_replay_s_keys(
     app = _app(_made(tmp_path, 10), playing=False)
     async with app.run_test(size=size) as pilot:
         await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
+        # The footer lays out its keys after a refresh of its own, which can come after
+        # the first frame (seen in CI at 160x51): wait for its first key, then read it all.
+        await wait_until(pilot, lambda: "space Pause" in screen_text(app).splitlines()[-1])
         footer = screen_text(app).splitlines()[-1]
         for shown in ("space Pause", "←→ Step", "[] Min", "g Go to", "-+ Speed", "l Loop"):
             assert shown in footer
