@@ -174,11 +174,15 @@ class FakeProcfs:
         *,
         uid: int = 0,
         start_ticks: int = 5000,
+        cpu_ticks: tuple[int, int] = (5, 3),
+        rss_pages: int = 2361,
         comm: str | None = None,
         fdinfo: bool = True,
         at: Path | None = None,
     ) -> Path:
-        """A process's folder (at ``at``, to move into place later), without fds yet."""
+        """A process's folder (at ``at``, to move into place later), without fds yet;
+        ``cpu_ticks``: its user and system CPU time (``stat``'s fields 14 and 15);
+        ``rss_pages``: resident (``stat``'s field 24 and ``statm``'s second)."""
         folder = at if at is not None else self.root / str(pid)
         folder.mkdir()
         (folder / "fd").mkdir()
@@ -187,8 +191,10 @@ class FakeProcfs:
         name = comm if comm is not None else Path(argv[0]).name[:15]
         # fields 3 to 21 of proc_pid_stat(5), then field 22: the start time, in clock ticks
         fields = ["S", "1", str(pid), str(pid), "0", "-1", "4194560", "120", "0", "0", "0"]
-        fields += ["5", "3", "0", "0", "20", "0", "1", "0", str(start_ticks), "25165824", "2361"]
+        fields += [*map(str, cpu_ticks), "0", "0", "20", "0", "1", "0", str(start_ticks)]
+        fields += ["25165824", str(rss_pages), *["0"] * 28]  # to field 52, as psutil reads them
         (folder / "stat").write_text(f"{pid} ({name}) " + " ".join(fields) + "\n")
+        (folder / "statm").write_text(f"6144 {rss_pages} 1460 1 0 3075 0\n")
         (folder / "status").write_text(
             f"Name:\t{name}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\n"
             f"PPid:\t1\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{uid}\t{uid}\t{uid}\t{uid}\n"

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gputui.telemetry.commandline import command_line
+from gputui.telemetry.procstat import CLOCK_TICKS, parse_stat, read_stat
 from gputui.telemetry.readings import GpuProcess
 from gputui.telemetry.sysfs import procfs_root
 
@@ -94,11 +95,6 @@ _COUNTER_UNITS = {
 
 _PF_KTHREAD = 0x00200000
 """``stat``'s flag of a kernel thread (include/linux/sched.h)."""
-
-try:
-    _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-except (AttributeError, ValueError, OSError):
-    _CLOCK_TICKS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,26 +184,17 @@ def read_process_identity(
         raw_commands: Keep the secrets in its command line.
     """
     base = f"{os.fspath(procfs)}/{pid}"
-    stat = _read_text(f"{base}/stat")
-    if stat is None:
+    text = _read_text(f"{base}/stat")
+    if text is None:
         return None
     create_time = None
-    start = _start_ticks(stat)
-    boot = _boot_time(os.fspath(procfs)) if start is not None else None
-    if start is not None and boot is not None:
-        create_time = float(start) / _CLOCK_TICKS + boot  # psutil's arithmetic, exactly
+    stat = parse_stat(text)
+    boot = _boot_time(os.fspath(procfs)) if stat is not None else None
+    if stat is not None and boot is not None:
+        create_time = float(stat.start_ticks) / CLOCK_TICKS + boot  # psutil's arithmetic
     return ProcessIdentity(
         create_time, _user(_read_text(f"{base}/status")), _command(base, raw=raw_commands)
     )
-
-
-def _start_ticks(stat: str) -> int | None:
-    """Field 22 of ``/proc/PID/stat`` (clock ticks after boot); the name in field 2 may
-    hold spaces and parentheses, so fields are counted from its last ``)``."""
-    fields = stat.rpartition(")")[2].split()
-    if len(fields) > 19 and fields[19].isdigit():
-        return int(fields[19])
-    return None
 
 
 def _boot_time(procfs: str) -> float | None:
@@ -290,8 +277,8 @@ def _list_fds(fd_dir: str, known: frozenset[str]) -> tuple[frozenset[str], list[
 def _is_kernel_thread(procfs: str, pid: int) -> bool:
     """Whether ``pid`` is a kernel thread (``PF_KTHREAD`` in ``stat``'s flags, field 9),
     which never holds a file: a sweep passes it over for as long as it lives."""
-    fields = (_read_text(f"{procfs}/{pid}/stat") or "").rpartition(")")[2].split()
-    return len(fields) > 6 and fields[6].isdigit() and bool(int(fields[6]) & _PF_KTHREAD)
+    stat = read_stat(f"{procfs}/{pid}")
+    return stat is not None and bool(stat.flags & _PF_KTHREAD)
 
 
 @dataclass(slots=True)

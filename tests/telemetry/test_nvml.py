@@ -49,6 +49,7 @@ from gputui.telemetry.readings import (
     nvml_hung,
 )
 from tests.fakenvml import LIBRARY_NAME, FakeNvml
+from tests.fakeprocfs import FakeProcfs, started
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_MEMORY = 81559 * 1024 * 1024
@@ -722,6 +723,79 @@ def test_processes_have_their_host_cpu_memory_and_elapsed_time(
     cpu = [gpu(reading, 0).processes[0].cpu_percent for reading in readings]  # type: ignore[index]
     assert cpu[0] is None and cpu[1] is not None and cpu[2] is not None
     assert cpu[1] >= 0 and cpu[2] >= 0
+
+
+def test_a_spinning_process_s_cpu_percent_is_the_share_of_a_core_it_had(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+) -> None:
+    """CPU % comes from the process's ``stat`` read once a sample (no psutil call a sample):
+    between two samples it is the CPU time the spinner had over the time between them, which
+    psutil's own figures, read around each sample, bound from both sides."""
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        spinner = psutil.Process(child.pid)
+        fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0:{child.pid}:1024")
+
+        def cpu_s() -> float:
+            times = spinner.cpu_times()
+            return times.user + times.system
+
+        wall0, cpu0 = time.monotonic(), cpu_s()
+        sampler.sample()
+        wall1, cpu1 = time.monotonic(), cpu_s()
+        time.sleep(0.5)
+        wall2, cpu2 = time.monotonic(), cpu_s()
+        reading = sampler.sample()
+        wall3, cpu3 = time.monotonic(), cpu_s()
+    finally:
+        child.kill()
+        child.wait()
+    (process,) = gpu(reading, 0).processes or ()
+    assert process.cpu_percent is not None
+    tick = 1 / os.sysconf("SC_CLK_TCK")  # each figure is whole ticks: one either side
+    least = max(cpu2 - cpu1 - 2 * tick, 0) / (wall3 - wall0) * 100
+    most = (cpu3 - cpu0 + 2 * tick) / (wall2 - wall1) * 100
+    assert least <= process.cpu_percent <= most
+    assert process.rss_bytes is not None and process.rss_bytes > 1 << 20
+
+
+def test_a_pid_taken_over_by_another_process_is_looked_up_again(
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, tmp_path: Path
+) -> None:
+    """The identity is kept while the pid's ``stat`` gives the same start time; a process
+    that takes the pid over (a new start time) gets its own user and command, and its CPU %
+    counts from its own first reading, never from the one before's CPU time."""
+    procfs = FakeProcfs(tmp_path)
+    fake_nvml_env.setattr(psutil, "PROCFS_PATH", str(procfs.root))
+    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", "0:4242:1024")
+    ticks = os.sysconf("SC_CLK_TCK")
+    folder = procfs.process(4242, ("python3", "train.py"), start_ticks=5000, cpu_ticks=(100, 0))
+    wall0 = time.monotonic()
+    first = gpu(sampler.sample(), 0).processes
+    wall1 = time.monotonic()
+    shutil.rmtree(folder)  # the same process, half a second of CPU and 16 MiB later
+    procfs.process(
+        4242, ("python3", "train.py"), start_ticks=5000, cpu_ticks=(100, 50), rss_pages=4096
+    )
+    wall2 = time.monotonic()
+    second = gpu(sampler.sample(), 0).processes
+    wall3 = time.monotonic()
+    shutil.rmtree(folder)  # another process, under the same pid
+    procfs.process(4242, ("python3", "eval.py"), start_ticks=9000, cpu_ticks=(10, 0))
+    third = gpu(sampler.sample(), 0).processes
+    assert first and second and third
+    assert [p.command for p in (*first, *second, *third)] == [
+        "python3 train.py",
+        "python3 train.py",
+        "python3 eval.py",
+    ]
+    assert first[0].cpu_percent is None  # nothing to count from yet
+    cpu = second[0].cpu_percent
+    assert cpu is not None
+    assert 50 / ticks / (wall3 - wall0) * 100 <= cpu <= 50 / ticks / (wall2 - wall1) * 100
+    assert second[0].rss_bytes == 4096 * os.sysconf("SC_PAGE_SIZE")
+    assert third[0].cpu_percent is None  # a new process: not counted from 150 ticks
+    assert third[0].create_time == started(9000)
 
 
 def test_each_process_has_its_sm_utilization_from_one_ask_per_gpu_and_sample(

@@ -16,6 +16,7 @@ import psutil
 from gputui.telemetry.commandline import command_line
 from gputui.telemetry.devnodes import match_host_pids, node_mappers
 from gputui.telemetry.nvml.queries import Queries, TrackedGpu
+from gputui.telemetry.procstat import CLOCK_TICKS, ProcStat, read_stat, resident_bytes
 from gputui.telemetry.readings import NO_WORKLOAD, GpuProcess, GpuReading, Workload
 from gputui.telemetry.workload import WorkloadReader
 
@@ -46,15 +47,25 @@ def in_own_pid_namespace(path: str = "/proc/self/ns/pid") -> bool:
 
 @dataclass(slots=True)
 class _Identity:
-    """Who runs a process, cached until the PID is reused, with the psutil object whose
-    ``cpu_percent`` counts from its previous call."""
+    """Who runs a process, cached until the PID is reused (its ``stat``'s start time
+    changes), with its latest ``stat`` and the CPU time its CPU percent counts from."""
 
     create_time: float | None
     user: str | None
     command: str | None
-    process: psutil.Process | None = None
-    cpu_counting: bool = False
-    """Whether ``cpu_percent`` was called once already (its first answer means nothing)."""
+    start_ticks: int | None = None
+    """``stat``'s start time when it was looked up: the pid's process is this one while the
+    pid's ``stat`` says the same."""
+    stat: ProcStat | None = None
+    """Its ``stat`` read this sample (by the look-up that found it listed)."""
+    stat_at: float = 0.0
+    """When :attr:`stat` was read (``time.monotonic()``)."""
+    pid: int | None = None
+    """Its pid, where :attr:`stat` was read (local: in a pid namespace of our own, not
+    NVML's)."""
+    counted: tuple[int, float] | None = None
+    """The CPU ticks and the time of the last CPU percent; ``None`` before the first (which
+    has nothing to count from)."""
 
 
 _UNKNOWN = _Identity(None, None, None)
@@ -260,19 +271,24 @@ class ProcessAttribution:
         return self._look_up(pid)
 
     def _look_up(self, pid: int) -> _Identity:
-        """Start time, user and command of the local process ``pid``, cached."""
-        try:
-            process = psutil.Process(pid)
-            created = process.create_time()
-        except (psutil.Error, ValueError, OSError):
+        """Start time, user and command of the local process ``pid``, cached while its
+        ``stat`` gives the same start time (one read a sample, which also gives its CPU time
+        and memory for :func:`_host_use`); psutil is asked only of a process not seen yet."""
+        stat = read_stat(f"{psutil.PROCFS_PATH}/{pid}")
+        if stat is None:
             return _UNKNOWN
         cached = self._identities.get(pid)
-        if cached is not None and cached.create_time == created:
-            return cached
-        command = _command(process, raw=self._raw_commands)
-        identity = _Identity(created, _username(process), command, process)
-        self._identities[pid] = identity
-        return identity
+        if cached is None or cached.start_ticks != stat.start_ticks:
+            try:
+                process = psutil.Process(pid)
+                created = process.create_time()
+            except (psutil.Error, ValueError, OSError):
+                return _UNKNOWN
+            command = _command(process, raw=self._raw_commands)
+            cached = _Identity(created, _username(process), command, stat.start_ticks)
+            self._identities[pid] = cached
+        cached.stat, cached.stat_at, cached.pid = stat, time.monotonic(), pid
+        return cached
 
 
 def _read_process_sm(queries: Queries, gpu: TrackedGpu) -> dict[int, float | None] | None:
@@ -299,20 +315,21 @@ def _read_process_sm(queries: Queries, gpu: TrackedGpu) -> dict[int, float | Non
 
 
 def _host_use(identity: _Identity) -> tuple[float | None, int | None]:
-    """The process's CPU percent since the previous call (``None`` on the first) and its
-    resident memory; ``None`` for both where psutil cannot see it (gone, hidden)."""
-    process = identity.process
-    if process is None:
+    """The process's CPU percent since the previous call (``None`` on the first; of one core,
+    as psutil's ``cpu_percent`` and ``top``), from the ``stat`` its look-up read this sample,
+    and its resident memory; ``None`` for both where ``stat`` could not be read (gone,
+    hidden)."""
+    stat = identity.stat
+    if stat is None or identity.pid is None:
         return None, None
-    try:
-        with process.oneshot():
-            cpu = process.cpu_percent()
-            rss = int(process.memory_info().rss)
-    except (psutil.Error, OSError):
-        return None, None
-    first = not identity.cpu_counting
-    identity.cpu_counting = True
-    return (None if first else cpu), rss
+    cpu = None
+    counted = identity.counted
+    if counted is not None and identity.stat_at > counted[1]:
+        cpu = max(stat.cpu_ticks - counted[0], 0) / CLOCK_TICKS / (identity.stat_at - counted[1])
+        cpu *= 100.0
+    if counted is None or identity.stat_at > counted[1]:
+        identity.counted = (stat.cpu_ticks, identity.stat_at)
+    return cpu, resident_bytes(f"{psutil.PROCFS_PATH}/{identity.pid}")
 
 
 def _listed(compute: Any, graphics: Any) -> dict[int, tuple[str, Any]]:
