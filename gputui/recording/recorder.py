@@ -3,12 +3,14 @@ as the fleet view does, write each new reading as a frame, and stop after ``--du
 SIGTERM or Ctrl+C, or at the first write that fails (a full disk), keeping what was written.
 
 This machine's sources are sampled by the exporter's :class:`~gputui.serve.sampling.Poller`
-(each on a thread of its own, a hung driver call holding back only its own source); a fleet
+(NVML, and any other source whose driver may hang, on a thread of its own, so that a hung
+call holds back only its own source; the host's counters on the recorder's thread); a fleet
 by the fleet view's own source (:class:`~gputui.fleet.scrape.FleetPoller` or
 :class:`~gputui.fleet.prometheus.PrometheusPoller`). The recorder's loop asks for each sample
-itself (no pacing thread wakes beside it), looks half an interval after each sample started,
-and writes the readings if anything new was read, so a frame is never written twice and a
-slow sample is written a look later.
+itself (no pacing thread wakes beside it) and wakes once a beat: it writes what the last
+beat's samples read, if anything new was read (so a frame is never written twice and a slow
+sample is written a beat later), then asks for the next. A frame is thus written a beat after
+its readings were taken, with the times they were taken.
 """
 
 from __future__ import annotations
@@ -221,24 +223,26 @@ def record(
             f"gputui record: recording {sampled.what} every {interval_s:g} s{until} into "
             f"{path} ({codec}; Ctrl+C stops)"
         )
-        poll = started
         end = None if duration_s is None else started + duration_s
-        while not stop.event.wait(max(0.0, poll - clock())):
-            sampled.poll()
-            if stop.event.wait(max(0.0, poll + interval_s / 2 - clock())):
-                break
-            new = sampled.new()
-            if new is not None:
-                try:
-                    writer.write(new[0] - started, new[1], already_rounded=True)
-                except OSError as error:  # a full disk: what reached the file stays
-                    failed = error
-                    break
+        sampled.poll()
+        tick = started + interval_s
+        while not stop.event.wait(max(0.0, tick - clock())):
+            # one wake a beat: write what the last beat's samples read (done long since),
+            # then ask for the next ones
+            failed = _write_new(sampled, writer, started)
             now = clock()
-            if end is not None and now >= end:
-                stop(EXIT_OK)
+            if failed is not None:
+                break
+            sampled.poll()
+            if end is not None and now >= end:  # the last beat's samples, half a beat on
+                if not stop.event.wait(interval_s / 2):
+                    failed = _write_new(sampled, writer, started)
+                    stop(EXIT_OK)
+                break
             # fell behind: go on from the next whole interval, without a burst to catch up
-            poll += interval_s * max(1, int((now - poll) // interval_s) + 1)
+            tick += interval_s * max(1, int((now - tick) // interval_s) + 1)
+        if failed is None:  # stopped between two beats: what was read since the last frame
+            failed = _write_new(sampled, writer, started)
     except KeyboardInterrupt:  # Ctrl+C before our handler was in place
         stop(EXIT_INTERRUPTED)
     finally:
@@ -270,6 +274,19 @@ def record(
         f"({fmt_bytes(writer.size)}{files})"
     )
     return stop.code
+
+
+def _write_new(sampled: Sampled, writer: RecordingWriter, started: float) -> OSError | None:
+    """Write what ``sampled`` read since the last frame, if anything; the error of a write
+    that failed (a full disk: what reached the file stays)."""
+    new = sampled.new()
+    if new is None:
+        return None
+    try:
+        writer.write(new[0] - started, new[1], already_rounded=True)
+    except OSError as error:
+        return error
+    return None
 
 
 def frame_readings(

@@ -2,13 +2,13 @@
 
 Each source (host, NVML, MPS, AMD and Intel) is sampled on its own
 :class:`~gputui.telemetry.polling.SamplerThread` at a fixed pace, but for a source whose
-sample cannot block (MPS off macOS, AMD and Intel where there is no such card): that one is
-taken on the thread that polls, which wakes no other thread for it. A source whose last sample
-has not answered yet (a hung driver call) is not asked again until it does, so samples never
-queue up behind it and the other sources keep their pace. A scrape reads
-:meth:`Poller.latest`: it never waits for a sample. Once an NVML call has held the readings
-back until they are stale, it also says what NVML is stuck in (:attr:`Latest.hang`), as the
-monitor does.
+sample cannot block (the host's kernel counters, MPS off macOS, AMD and Intel where there is
+no such card): that one is taken on the thread that polls, which wakes no other thread for
+it. A source whose last sample has not answered yet (a hung driver call) is not asked again
+until it does, so samples never queue up behind it and the other sources keep their pace. A
+scrape reads :meth:`Poller.latest`: it never waits for a sample. Once an NVML call has held
+the readings back until they are stale, it also says what NVML is stuck in
+(:attr:`Latest.hang`), as the monitor does.
 """
 
 from __future__ import annotations
@@ -155,21 +155,25 @@ class Poller:
     def poll(self) -> None:
         """Ask every source that is not still answering for a sample; returns at once, but
         for the samples that cannot block (:func:`~gputui.telemetry.polling.never_blocks`),
-        taken here."""
+        taken here before any source's thread is woken (which would wait for the GIL while
+        they run)."""
+        threaded = []
         for source in SOURCES:
             with self._lock:
                 if source in self._busy:
                     continue
                 self._busy.add(source)
             sampler = getattr(self._samplers, source)
-            if never_blocks(sampler):
-                try:
-                    reading = sampler.sample()
-                except Exception as error:  # as a sampler thread hands it over
-                    self._answered(source, None, error)
-                else:
-                    self._answered(source, reading, None)
+            if not never_blocks(sampler):
+                threaded.append((source, sampler))
                 continue
+            try:
+                reading = sampler.sample()
+            except Exception as error:  # as a sampler thread hands it over
+                self._answered(source, None, error)
+            else:
+                self._answered(source, reading, None)
+        for source, sampler in threaded:
             self._threads[source].sample(sampler.sample, partial(self._answered, source))
 
     def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:

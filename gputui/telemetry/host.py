@@ -153,6 +153,12 @@ class HostSampler:
         self._last_own = (self._own_cpu_seconds(), time.monotonic())
         self._last_at = time.monotonic()
 
+    def never_blocks(self) -> bool:
+        """A sample reads kernel counters (``/proc``, ``/sys``) and asks no driver or device,
+        so it cannot block, unless it must first wait out ``SHORTEST_SPAN_S``: the pollers
+        then take it on their own thread, not a thread of its own (one wake fewer a beat)."""
+        return time.monotonic() - self._last_at >= SHORTEST_SPAN_S
+
     def sample(self) -> CpuReading:
         """Take one sample: utilization since the previous call, and the current values.
 
