@@ -224,13 +224,17 @@ def changes(old: Any, new: Any) -> Any:
         and old.keys() <= new.keys()
         and REPLACE not in new  # a member named like the marker: the object goes whole
     ):
-        return {
-            key: changes(old[key], value)
-            if key in old and type(value) in _NESTED
-            else (_whole_value(value))
-            for key, value in new.items()
-            if key not in old or old[key] != value
-        }
+        change: dict[str, Any] = {}
+        for key, value in new.items():  # a loop, not calls a member: most members are numbers
+            if key in old:
+                before = old[key]
+                if before == value:
+                    continue
+                if type(value) in _NESTED:
+                    change[key] = changes(before, value)
+                    continue
+            change[key] = {REPLACE: value} if type(value) is dict else value
+        return change
     if isinstance(old, list) and isinstance(new, list) and _of_objects(old, new):
         by_position: dict[str, Any] = {
             str(at): changes(old[at], item) if at < len(old) else _whole_value(item)

@@ -15,6 +15,7 @@ import types
 import typing
 from collections.abc import Iterator
 from enum import Enum
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gputui.format import (
@@ -270,15 +271,34 @@ _FLATTENED = frozenset({"workload"})
 """Keys whose reading's keys are written in its place (a process's ``container``, ``pod``...)."""
 
 
+_READ_KEYS = {kind: attrgetter(*keys) for kind, keys in _JSON_KEYS.items()}
+"""Each reading type's values in :data:`_JSON_KEYS`'s order, read in one call."""
+assert all(keys[-1] in _FLATTENED for keys in _JSON_KEYS.values() if _FLATTENED & {*keys}), (
+    "a flattened key comes last, so that its keys are written in its place"
+)
+
+
 def _reading_as_dict(reading: object, decimals: int | None = None) -> dict[str, Any]:
-    """One reading as JSON-ready data, with the keys ``_JSON_KEYS`` names for its type."""
-    data: dict[str, Any] = {}
-    for key in _JSON_KEYS[type(reading)]:
-        value = _json_value(getattr(reading, key), decimals)
-        if key in _FLATTENED:
-            data.update(value)
-        else:
-            data[key] = value
+    """One reading as JSON-ready data, with the keys ``_JSON_KEYS`` names for its type.
+
+    The values are read in one call and zipped with their keys; only those not written as
+    they are (floats, sequences, enums, nested readings) are converted after (a recorder
+    converts a reading a second; most of its values are whole numbers, text or ``None``).
+    """
+    kind = type(reading)
+    data = dict(zip(_JSON_KEYS[kind], _READ_KEYS[kind](reading), strict=True))
+    for key, value in data.items():  # values replaced in place: the keys stay as they are
+        kind = type(value)
+        if kind is float:  # the commonest to convert: here, not through _json_value
+            if not math.isfinite(value):
+                data[key] = None
+            elif decimals is not None and not value.is_integer():  # round() is slow
+                data[key] = round(value, decimals)
+        elif kind not in _AS_IS:
+            data[key] = _json_value(value, decimals)
+    for key in _FLATTENED:
+        if key in data:
+            data.update(data.pop(key))
     return data
 
 
@@ -291,7 +311,7 @@ def _json_value(value: Any, decimals: int | None = None) -> Any:
     if isinstance(value, float):  # JSON has no NaN or infinity: such a reading is not known
         if not math.isfinite(value):
             return None
-        return value if decimals is None else round(value, decimals)
+        return value if decimals is None or value.is_integer() else round(value, decimals)
     if isinstance(value, (tuple, list)):
         return [_json_value(item, decimals) for item in value]
     if kind in _JSON_KEYS:
