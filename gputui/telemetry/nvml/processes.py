@@ -90,6 +90,13 @@ class ProcessAttribution:
         self._matched_at: float | None = None
         self._local_pids: dict[int, int] = {}  # host pid -> local pid (in a pid namespace)
         self._workloads = WorkloadReader()
+        self._sample_started = 0.0
+
+    def new_sample(self) -> None:
+        """A sample starts: a process's ``stat`` is read again, once however many GPUs list
+        it (a process on every GPU, as a job of one process over 8 GPUs, or each rank's
+        context on GPU 0)."""
+        self._sample_started = time.monotonic()
 
     def read(self, queries: Queries, gpu: TrackedGpu) -> tuple[GpuProcess, ...] | None:
         """Compute, then graphics processes (a PID in both is listed once, as compute), each
@@ -274,10 +281,12 @@ class ProcessAttribution:
         """Start time, user and command of the local process ``pid``, cached while its
         ``stat`` gives the same start time (one read a sample, which also gives its CPU time
         and memory for :func:`_host_use`); psutil is asked only of a process not seen yet."""
+        cached = self._identities.get(pid)
+        if cached is not None and cached.pid == pid and cached.stat_at >= self._sample_started:
+            return cached  # read this sample already, for another GPU
         stat = read_stat(f"{psutil.PROCFS_PATH}/{pid}")
         if stat is None:
             return _UNKNOWN
-        cached = self._identities.get(pid)
         if cached is None or cached.start_ticks != stat.start_ticks:
             try:
                 process = psutil.Process(pid)

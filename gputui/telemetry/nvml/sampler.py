@@ -193,6 +193,7 @@ class NvmlSampler:
             return NvmlReading(status=self._status, gpus=(), taken_at=self._clock())
         assert self._gpus is not None and self._queries is not None
         now = self._clock()
+        self._processes.new_sample()
         refresh_pcie(self._queries, self._gpus, now, self._lost_retry_s)
         for gpu in self._gpus:
             self._progress.append(self._read_gpu(self._queries, gpu, now))
