@@ -91,26 +91,34 @@ class ProcessAttribution:
         self._local_pids: dict[int, int] = {}  # host pid -> local pid (in a pid namespace)
         self._workloads = WorkloadReader()
         self._sample_started = 0.0
+        self._now = 0.0
+        self._used: dict[int, tuple[float | None, int | None]] = {}
+        self._read: set[int] = set()
 
     def new_sample(self) -> None:
         """A sample starts: a process's ``stat`` is read again, once however many GPUs list
         it (a process on every GPU, as a job of one process over 8 GPUs, or each rank's
-        context on GPU 0)."""
+        context on GPU 0), and so is its host use."""
         self._sample_started = time.monotonic()
+        self._now = time.time()
+        self._used = {}
+        self._read = set()
 
     def read(self, queries: Queries, gpu: TrackedGpu) -> tuple[GpuProcess, ...] | None:
         """Compute, then graphics processes (a PID in both is listed once, as compute), each
-        with its SM utilization; ``None`` when NVML could not list the compute processes
+        with its SM utilization, and where NVML's pids are ours, its details (see
+        :meth:`with_details`); ``None`` when NVML could not list the compute processes
         (unknown, not none)."""
         compute = queries.ask(gpu, "compute_processes")
         if compute is None:
             return None
         listed = _listed(compute, queries.ask(gpu, "graphics_processes") or ())
-        return self._processes(listed, _read_process_sm(queries, gpu) if listed else None)
+        sm = _read_process_sm(queries, gpu) if listed else None
+        return self._processes(listed, sm, detailed=not self.host_pids)
 
     def of_mig(self, infos: Any) -> tuple[GpuProcess, ...]:
         """A MIG device's processes from NVML's infos (no SM utilization per process there)."""
-        return self._processes(_listed(infos, ()), None)
+        return self._processes(_listed(infos, ()), None, detailed=False)
 
     def match_local(
         self, readings: tuple[GpuReading, ...], gpus: Sequence[TrackedGpu], now: float
@@ -139,29 +147,27 @@ class ProcessAttribution:
 
     def with_details(self, readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
         """Each process with the host CPU and memory it uses, the time since it started and
-        what it runs in (its MIG devices' processes too, with what they run in), in one pass:
-        a reading is copied once, and a process once, a sample.
+        what it runs in (its MIG devices' processes with what they run in), at the end of a
+        sample: a reading is copied once, and a process once, a sample. Where NVML's pids are
+        ours, :meth:`read` gave its processes these already, so only MIG devices' are left.
 
-        The host use is read once per process however many GPUs list it (a second
-        ``cpu_percent`` call within the same sample would measure nothing); what a process
-        runs in is read once per process and kept until no GPU lists it.
+        The host use is read once per process however many GPUs list it (a second reading
+        within the same sample would measure nothing); what a process runs in is read once
+        per process and kept until no GPU lists it.
         """
-        now = time.time()
-        used: dict[int, tuple[float | None, int | None]] = {}
-        read: set[int] = set()
         detailed = []
         for reading in readings:
             changes: dict[str, Any] = {}
-            if reading.processes:
+            if reading.processes and self.host_pids:  # after match_local: local pids known
                 changes["processes"] = tuple(
-                    self._detailed(process, used, now, read) for process in reading.processes
+                    self._detailed(process) for process in reading.processes
                 )
             if reading.mig_devices:
                 changes["mig_devices"] = tuple(
                     replace(
                         device,
                         processes=tuple(
-                            self._with_workload(process, read) for process in device.processes
+                            self._with_workload(process) for process in device.processes
                         ),
                     )
                     if device.processes
@@ -169,28 +175,14 @@ class ProcessAttribution:
                     for device in reading.mig_devices
                 )
             detailed.append(replace(reading, **changes) if changes else reading)
-        self._workloads.forget(read)
+        self._workloads.forget(self._read)
         return tuple(detailed)
 
-    def _detailed(
-        self,
-        process: GpuProcess,
-        used: dict[int, tuple[float | None, int | None]],
-        now: float,
-        read: set[int],
-    ) -> GpuProcess:
-        """``process`` with its host use (``used`` holds this sample's, by local pid; none for
-        a host pid, nor where the cached process is not the one shown), the time since it
-        started, and what it runs in (its pid added to ``read``)."""
-        pid = process.local_pid
-        if pid is not None and pid not in used:
-            cached = self._identities.get(pid, _UNKNOWN)
-            shown = cached.create_time is not None and cached.create_time == process.create_time
-            used[pid] = _host_use(cached) if shown else (None, None)
-        cpu, rss = (None, None) if pid is None else used[pid]
-        started = process.create_time
-        elapsed = None if started is None else max(now - started, 0.0)
-        workload = self._workload(process, read)
+    def _detailed(self, process: GpuProcess) -> GpuProcess:
+        """``process`` (a host pid, matched or not to a local one) with its details."""
+        cpu, rss, elapsed, workload = self._details(
+            process.pid, process.local_pid, process.create_time
+        )
         return replace(
             process,
             cpu_percent=cpu,
@@ -199,22 +191,36 @@ class ProcessAttribution:
             workload=process.workload if workload is NO_WORKLOAD else workload,
         )
 
-    def _with_workload(self, process: GpuProcess, read: set[int]) -> GpuProcess:
-        """``process`` with what it runs in (a MIG device's), its pid added to ``read``."""
-        workload = self._workload(process, read)
+    def _details(
+        self, pid: int, local_pid: int | None, create_time: float | None
+    ) -> tuple[float | None, int | None, float | None, Workload]:
+        """A process's host CPU % and memory (this sample's, read once per local pid; none
+        for a host pid, nor where the cached process is not the one shown), the time since
+        it started, and what it runs in (:meth:`_workload`)."""
+        if local_pid is not None and local_pid not in self._used:
+            cached = self._identities.get(local_pid, _UNKNOWN)
+            shown = cached.create_time is not None and cached.create_time == create_time
+            self._used[local_pid] = _host_use(cached) if shown else (None, None)
+        cpu, rss = (None, None) if local_pid is None else self._used[local_pid]
+        elapsed = None if create_time is None else max(self._now - create_time, 0.0)
+        return cpu, rss, elapsed, self._workload(pid, local_pid, create_time)
+
+    def _with_workload(self, process: GpuProcess) -> GpuProcess:
+        """``process`` with what it runs in (a MIG device's)."""
+        workload = self._workload(process.pid, process.local_pid, process.create_time)
         return process if workload is NO_WORKLOAD else replace(process, workload=workload)
 
-    def _workload(self, process: GpuProcess, read: set[int]) -> Workload:
-        """What ``process`` runs in, its pid added to ``read``. NVML's pid is the host's: it
-        is read as it is where the procfs is ours (no pid namespace of our own) or named as
-        the host's (``GPUTUI_PROCFS``); else the local process it is proven to be, if any."""
+    def _workload(self, pid: int, local_pid: int | None, create_time: float | None) -> Workload:
+        """What the process runs in, its pid kept for this sample (the others' are
+        forgotten). NVML's pid is the host's: it is read as it is where the procfs is ours
+        (no pid namespace of our own) or named as the host's (``GPUTUI_PROCFS``); else the
+        local process it is proven to be, if any."""
         named = self._workloads.host_procfs
-        pid = process.local_pid if self.host_pids and not named else process.pid
-        if pid is None:
+        read = local_pid if self.host_pids and not named else pid
+        if read is None:
             return NO_WORKLOAD
-        read.add(pid)
-        created = process.create_time if pid == process.local_pid else None
-        return self._workloads.read(pid, created)
+        self._read.add(read)
+        return self._workloads.read(read, create_time if read == local_pid else None)
 
     def forget(self, readings: Sequence[GpuReading]) -> None:
         """Drop cached identities of processes no GPU lists any more."""
@@ -229,14 +235,24 @@ class ProcessAttribution:
             del self._identities[pid]
 
     def _processes(
-        self, listed: dict[int, tuple[str, Any]], sm: dict[int, float | None] | None
+        self,
+        listed: dict[int, tuple[str, Any]],
+        sm: dict[int, float | None] | None,
+        *,
+        detailed: bool,
     ) -> tuple[GpuProcess, ...]:
         """The processes NVML listed (``_listed``), each joined with what psutil knows of it
-        and its SM utilization (``None`` for all where ``sm`` is)."""
+        and its SM utilization (``None`` for all where ``sm`` is); ``detailed``: with its host
+        use, elapsed time and workload (:meth:`_details`)."""
         found = []
         for pid, (kind, used) in listed.items():
             identity = self._identify(pid)
             memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
+            local_pid = None if self.host_pids else pid
+            cpu = rss = elapsed = None
+            workload = NO_WORKLOAD
+            if detailed:
+                cpu, rss, elapsed, workload = self._details(pid, local_pid, identity.create_time)
             found.append(
                 GpuProcess(
                     pid,
@@ -245,8 +261,12 @@ class ProcessAttribution:
                     memory,
                     kind,
                     create_time=identity.create_time,
-                    local_pid=None if self.host_pids else pid,
+                    local_pid=local_pid,
                     sm_utilization_percent=None if sm is None else sm.get(pid, 0.0),
+                    cpu_percent=cpu,
+                    rss_bytes=rss,
+                    elapsed_s=elapsed,
+                    workload=workload,
                 )
             )
         return tuple(found)
