@@ -1,12 +1,13 @@
 """The host, from psutil: CPUs, memory, swap, and gputui's own footprint.
 
 Static facts (core counts, model name, maximum frequency) are read once, when the
-sampler is built; each ``sample()`` reads only what changes, a handful of small
-``/proc`` files on Linux.
+sampler is built; each ``sample()`` reads only what changes: on Linux a handful of kernel
+files (:class:`LinuxCounters`), each with one ``pread`` of a descriptor kept open.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import time
@@ -17,7 +18,9 @@ from typing import Any
 import psutil
 
 from gputui.system import read_sysctl
+from gputui.telemetry.procstat import CLOCK_TICKS, parse_stat, parse_statm
 from gputui.telemetry.readings import CpuReading
+from gputui.telemetry.sysfs import SysfsFiles, mount_type, on_sysfs
 
 SHORTEST_SPAN_S = 0.1
 """The least time a sample covers; one asked for sooner waits out the rest (the first, in
@@ -84,20 +87,123 @@ def _total_and_idle(times: Any) -> tuple[float, float]:
 
 _LINUX = sys.platform.startswith("linux")
 
+CPUINFO_TTL_S = 10.0
+"""How often the frequency is read from ``/proc/cpuinfo``, where no cpufreq policy gives it
+(a virtual machine): the kernel builds that file anew at each read, a page per CPU, for one
+figure that such a machine seldom changes."""
+_MEMINFO_KEYS = (b"MemTotal:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
 
-def _meminfo(path: Path) -> dict[bytes, int]:
-    """``/proc/meminfo``'s lines, in bytes, by their name with its colon; none where it
-    cannot be read."""
+
+class LinuxCounters:
+    """What a host sample reads on Linux, each kernel file read once a sample: every CPU's
+    times (the ``cpu`` lines of ``/proc/stat``), memory and swap (``/proc/meminfo``), a
+    process's CPU time and memory (its ``stat`` and ``statm``) and the frequency (each
+    cpufreq policy's ``scaling_cur_freq``).
+
+    psutil opens each file again for each figure (its frequency reads ``/proc/cpuinfo`` and
+    every policy's minimum and maximum too, a sample). Here each is one ``pread`` of a
+    descriptor kept open, on a real procfs and sysfs (:class:`~gputui.telemetry.sysfs.
+    SysfsFiles`); a copied tree is read by path. Every figure is ``None`` where its file
+    cannot be read, and the sampler then asks psutil.
+    """
+
+    def __init__(self, procfs: str, pid: int, sysfs: str = "/sys") -> None:
+        """Read the host under ``procfs`` (psutil's ``PROCFS_PATH``), process ``pid``'s
+        figures, and the frequency under ``sysfs``."""
+        self._proc = SysfsFiles(keep_open=mount_type(procfs) == "proc")
+        self._sys = SysfsFiles(keep_open=on_sysfs(Path(sysfs)))
+        self._stat = f"{procfs}/stat"
+        self._meminfo = f"{procfs}/meminfo"
+        self._cpuinfo = f"{procfs}/cpuinfo"
+        self._process = f"{procfs}/{pid}"
+        cpufreq = Path(sysfs) / "devices" / "system" / "cpu" / "cpufreq"
+        try:
+            policies = [p for p in os.listdir(cpufreq) if p.startswith("policy")]
+        except OSError:
+            policies = []
+        self._policies = [f"{cpufreq}/{p}/scaling_cur_freq" for p in policies]
+        self._cpuinfo_read_at: float | None = None
+        self._cpuinfo_mhz: float | None = None
+
+    def cores(self) -> list[tuple[float, float]] | None:
+        """Each CPU's total and idle time (seconds), as :func:`_total_and_idle` counts psutil's;
+        ``None`` where ``/proc/stat`` cannot be read."""
+        data = self._proc.data(self._stat, quiet=True, keep=True)
+        if data is None:
+            return None
+        cores: list[tuple[float, float]] = []
+        for line in data.split(b"\n"):
+            if not line.startswith(b"cpu"):
+                if cores:
+                    break  # the cpu lines come first, then interrupts and the rest
+                continue
+            name, *fields = line.split()
+            if name == b"cpu" or len(fields) < 4:
+                continue  # the sum of every CPU
+            ticks = [int(field) for field in fields]
+            guests = sum(ticks[8:10])  # guest time is counted in user time already
+            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+            cores.append(((sum(ticks) - guests) / CLOCK_TICKS, idle / CLOCK_TICKS))
+        return cores or None
+
+    def memory(self) -> tuple[int, int, int, int] | None:
+        """Memory used and total, swap used and total, in bytes; ``None`` where a line is
+        missing (an old kernel) or the file cannot be read."""
+        data = self._proc.data(self._meminfo, quiet=True, keep=True)
+        found: dict[bytes, int] = {}
+        for line in (data or b"").split(b"\n"):
+            fields = line.split()
+            if len(fields) >= 2 and fields[0] in _MEMINFO_KEYS and fields[1].isdigit():
+                found[fields[0]] = int(fields[1]) * 1024  # kB
+                if len(found) == len(_MEMINFO_KEYS):
+                    total, available = found[b"MemTotal:"], found[b"MemAvailable:"]
+                    swap_total, swap_free = found[b"SwapTotal:"], found[b"SwapFree:"]
+                    return total - available, total, swap_total - swap_free, swap_total
+        return None
+
+    def process(self) -> tuple[float, int | None] | None:
+        """The process's CPU time (user and system, seconds) and resident memory; ``None``
+        when it has gone."""
+        data = self._proc.data(f"{self._process}/stat", quiet=True, keep=True)
+        stat = None if data is None else parse_stat(data)
+        if stat is None:
+            return None
+        statm = self._proc.data(f"{self._process}/statm", quiet=True, keep=True)
+        return stat.cpu_ticks / CLOCK_TICKS, None if statm is None else parse_statm(statm)
+
+    def frequency_mhz(self, now: float) -> float | None:
+        """The CPUs' mean current frequency: from each cpufreq policy, else from
+        ``/proc/cpuinfo`` at most every :data:`CPUINFO_TTL_S`; ``None`` where neither says."""
+        if self._policies:
+            khz = [
+                int(data)
+                for path in self._policies
+                if (data := self._sys.data(path, quiet=True, keep=True)) and data.strip().isdigit()
+            ]
+            return sum(khz) / len(khz) / 1000 if khz else None
+        if self._cpuinfo_read_at is None or now - self._cpuinfo_read_at >= CPUINFO_TTL_S:
+            self._cpuinfo_read_at = now
+            self._cpuinfo_mhz = _cpuinfo_mhz(self._cpuinfo)
+        return self._cpuinfo_mhz
+
+    def close(self) -> None:
+        """Close the files kept open."""
+        self._proc.close()
+        self._sys.close()
+
+
+def _cpuinfo_mhz(path: str) -> float | None:
+    """The mean of ``/proc/cpuinfo``'s ``cpu MHz`` lines (psutil's figure without cpufreq)."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as file:
+            lines = [line for line in file if line[:7].lower() == b"cpu mhz"]
     except OSError:
-        return {}
-    found = {}
-    for line in data.splitlines():
-        fields = line.split()
-        if len(fields) >= 2 and fields[1].isdigit():
-            found[fields[0]] = int(fields[1]) * 1024  # kB (the few counts too; none is used)
-    return found
+        return None
+    try:
+        mhz = [float(line.split(b":", 1)[1]) for line in lines]
+    except (IndexError, ValueError):
+        return None
+    return sum(mhz) / len(mhz) if mhz else None
 
 
 def _summed(cores: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -138,6 +244,7 @@ class HostSampler:
         """
         self._clock = clock
         self._process = process if process is not None else psutil.Process()
+        self._linux = LinuxCounters(psutil.PROCFS_PATH, self._process.pid) if _LINUX else None
         self._model_name = cpu_model_name if cpu_model_name is not None else read_cpu_model_name()
         self._physical_cores = psutil.cpu_count(logical=False)
         self._has_load_average = hasattr(psutil, "getloadavg")
@@ -148,7 +255,7 @@ class HostSampler:
             self._has_frequency = False  # probed once; stop asking
         elif frequency.max:
             self._frequency_max_mhz = float(frequency.max)
-        self._last_cores = [_total_and_idle(times) for times in psutil.cpu_times(percpu=True)]
+        self._last_cores = self._cores()
         self._logical_cores = psutil.cpu_count(logical=True) or len(self._last_cores)
         self._last_own = (self._own_cpu_seconds(), time.monotonic())
         self._last_at = time.monotonic()
@@ -168,7 +275,7 @@ class HostSampler:
         if wait_s > 0:
             time.sleep(wait_s)
         self._last_at = time.monotonic()
-        cores = [_total_and_idle(times) for times in psutil.cpu_times(percpu=True)]
+        cores = self._cores()
         before = self._last_cores
         if len(cores) == len(before):
             per_core = tuple(_busy_percent(b, a) for b, a in zip(before, cores, strict=True))
@@ -178,7 +285,7 @@ class HostSampler:
         self._last_cores = cores
 
         memory_used, memory_total, swap_used, swap_total = self._memory()
-        frequency = self._read_frequency() if self._has_frequency else None
+        frequency = self._frequency_mhz() if self._has_frequency else None
         self_cpu, self_rss = self._own_usage()
         return CpuReading(
             utilization_percent=total,
@@ -187,7 +294,7 @@ class HostSampler:
             physical_cores=self._physical_cores,
             model_name=self._model_name,
             load_average=self._load_average(),
-            frequency_mhz=float(frequency.current) if frequency and frequency.current else None,
+            frequency_mhz=frequency or None,
             frequency_max_mhz=self._frequency_max_mhz,
             memory_used_bytes=memory_used,
             memory_total_bytes=memory_total,
@@ -197,6 +304,24 @@ class HostSampler:
             self_rss_bytes=self_rss,
             taken_at=self._clock(),
         )
+
+    def close(self) -> None:
+        """Close the files kept open between samples (so does the garbage collector)."""
+        if self._linux is not None:
+            self._linux.close()
+
+    def _cores(self) -> list[tuple[float, float]]:
+        """Each CPU's total and idle seconds."""
+        cores = self._linux.cores() if self._linux is not None else None
+        if cores is None:
+            cores = [_total_and_idle(times) for times in psutil.cpu_times(percpu=True)]
+        return cores
+
+    def _frequency_mhz(self) -> float | None:
+        if self._linux is not None:
+            return self._linux.frequency_mhz(time.monotonic())
+        frequency = self._read_frequency()
+        return float(frequency.current) if frequency and frequency.current else None
 
     def _read_frequency(self) -> Any:
         try:
@@ -208,14 +333,11 @@ class HostSampler:
         """Memory used and total, swap used and total, in bytes: on Linux from one read of
         ``/proc/meminfo``, where psutil reads it once for each and ``/proc/vmstat`` besides
         (for swap-in counts not shown); psutil's where a line is missing (an old kernel)."""
-        meminfo = _meminfo(Path(psutil.PROCFS_PATH) / "meminfo") if _LINUX else {}
-        try:
-            total, available = meminfo[b"MemTotal:"], meminfo[b"MemAvailable:"]
-            swap_total, swap_free = meminfo[b"SwapTotal:"], meminfo[b"SwapFree:"]
-        except KeyError:
+        found = self._linux.memory() if self._linux is not None else None
+        if found is None:
             memory = psutil.virtual_memory()
             return (int(memory.total - memory.available), int(memory.total), *self._swap())
-        return total - available, total, swap_total - swap_free, swap_total
+        return found
 
     def _swap(self) -> tuple[int, int]:
         try:
@@ -234,6 +356,9 @@ class HostSampler:
         return (float(one), float(five), float(fifteen))
 
     def _own_cpu_seconds(self) -> float | None:
+        if self._linux is not None:
+            found = self._linux.process()
+            return None if found is None else found[0]
         try:
             times = self._process.cpu_times()
         except psutil.Error:
@@ -242,12 +367,18 @@ class HostSampler:
 
     def _own_usage(self) -> tuple[float | None, int | None]:
         """gputui's CPU (percent of one core, since the previous sample) and RSS."""
-        try:
-            with self._process.oneshot():
-                cpu_s = float(sum(self._process.cpu_times()[:2]))  # user + system
-                rss = int(self._process.memory_info().rss)
-        except psutil.Error:
-            return None, None
+        if self._linux is not None:
+            found = self._linux.process()
+            if found is None:
+                return None, None
+            cpu_s, rss = found
+        else:
+            try:
+                with self._process.oneshot():
+                    cpu_s = float(sum(self._process.cpu_times()[:2]))  # user + system
+                    rss = int(self._process.memory_info().rss)
+            except psutil.Error:
+                return None, None
         now = time.monotonic()
         last_cpu_s, last_at = self._last_own
         self._last_own = (cpu_s, now)

@@ -73,11 +73,16 @@ def read_stat(folder: str) -> ProcStat | None:
 
 
 def resident_bytes(folder: str) -> int | None:
-    """The resident memory of the process whose folder is ``folder``: ``statm``'s second
-    field, in bytes (psutil's ``rss``, ``top``'s ``RES``; ``stat``'s own ``rss`` field can
-    lag behind it); ``None`` when it cannot be read."""
+    """The resident memory of the process whose folder is ``folder`` (:func:`parse_statm`);
+    ``None`` when it cannot be read."""
     data = _read(f"{folder}/statm")
-    fields = [] if data is None else data.split(maxsplit=2)
+    return None if data is None else parse_statm(data)
+
+
+def parse_statm(data: bytes) -> int | None:
+    """``statm``'s second field, the resident memory, in bytes (psutil's ``rss``, ``top``'s
+    ``RES``; ``stat``'s own ``rss`` field can lag behind it); ``None`` when it is not there."""
+    fields = data.split(maxsplit=2)
     if len(fields) < 2 or not fields[1].isdigit():
         return None
     return int(fields[1]) * PAGE_SIZE

@@ -64,15 +64,20 @@ def procfs_root() -> Path:
 
 
 def on_sysfs(path: Path, mountinfo: Path | None = None) -> bool:
-    """Whether ``path`` is on a sysfs mount: the last of ``mountinfo``'s mounts at the
-    deepest mount point above it (``os.statvfs`` gives no file system type). ``False`` where
-    ``mountinfo`` (default :data:`MOUNTINFO`) cannot be read."""
+    """Whether ``path`` is on a sysfs mount (:func:`mount_type`)."""
+    return mount_type(path, mountinfo) == "sysfs"
+
+
+def mount_type(path: Path | str, mountinfo: Path | None = None) -> str | None:
+    """The file system type of the mount ``path`` is on (``sysfs``, ``proc``): the last of
+    ``mountinfo``'s mounts at the deepest mount point above it (``os.statvfs`` gives no file
+    system type); ``None`` where ``mountinfo`` (default :data:`MOUNTINFO`) cannot be read."""
     target = os.path.realpath(path)
     try:
         lines = (mountinfo or MOUNTINFO).read_text(errors="replace").splitlines()
     except OSError:
-        return False
-    deepest, found = -1, False
+        return None
+    deepest, found = -1, None
     for line in lines:
         ids, _, fs = line.partition(" - ")
         fields = ids.split()
@@ -82,7 +87,7 @@ def on_sysfs(path: Path, mountinfo: Path | None = None) -> bool:
         if len(point) >= deepest and (
             target == point or target.startswith(point.rstrip("/") + "/")
         ):
-            deepest, found = len(point), fs.split()[0] == "sysfs"
+            deepest, found = len(point), fs.split()[0]
     return found
 
 

@@ -215,17 +215,17 @@ def test_memory_and_swap_come_from_one_read_of_meminfo(
     swap-in counts that are not shown; the sampler reads meminfo once, and no vmstat."""
     if not sys.platform.startswith("linux"):
         pytest.skip("/proc/meminfo is Linux's")
-    sampler = HostSampler()
     (tmp_path / "stat").write_bytes(Path("/proc/stat").read_bytes())
     (tmp_path / "meminfo").write_text(
         "MemTotal:       16000000 kB\nMemFree:         1000000 kB\n"
         "MemAvailable:    6000000 kB\nSwapTotal:       2000000 kB\n"
         "SwapFree:        1500000 kB\nHugePages_Total:       0\n"
     )
+    me = psutil.Process()
     monkeypatch.setattr(psutil, "PROCFS_PATH", str(tmp_path))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # psutil warns where it finds no vmstat
-        reading = sampler.sample()
+        reading = HostSampler(process=me).sample()
     assert (reading.memory_used_bytes, reading.memory_total_bytes) == (
         10_000_000 * 1024,
         16_000_000 * 1024,
