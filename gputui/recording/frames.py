@@ -189,7 +189,11 @@ def runner_entry(t: float, **entry: object) -> dict[str, object]:
 def encode_line(value: Mapping[str, Any]) -> bytes:
     """One line of a recording: compact JSON (strings ASCII-escaped, so that any text the
     driver or a command line held survives), then a newline."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
+    return _LINE_ENCODER.encode(value).encode("ascii") + b"\n"
+
+
+_LINE_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+"""Made once: ``json.dumps`` with these options makes an encoder at each call."""
 
 
 def rounded(value: Any) -> Any:
