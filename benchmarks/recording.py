@@ -20,6 +20,11 @@ size per GPU-hour, and the time to open a day's recording and seek to its end.
 
     python benchmarks/recording.py                 # everything, about 5 minutes
     python benchmarks/recording.py --hours 1 --window 10 --json
+    python benchmarks/recording.py --baseline 6c03c8c   # the recorder as of 6c03c8c too
+
+With ``--baseline REV``, each round also runs ``gputui record`` with gputui as of commit REV
+(its ``gputui/`` from ``git archive``, first on the path), this tree's recorder, the
+baseline's and the monitor in turn.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from benchmarks._terminal import (  # noqa: E402
     machine_description,
     run_in_terminal,
 )
+from benchmarks.vendor_readers import baseline_gputui  # noqa: E402
 from gputui.recording.frames import DECIMALS, FORMAT_VERSION, FULL_EVERY, Header  # noqa: E402
 from gputui.recording.reader import Recording  # noqa: E402
 from gputui.recording.summary import summarise  # noqa: E402
@@ -113,24 +119,17 @@ def cpu_per_frame(lib_dir: Path, frames: int, rounds: int, folder: Path) -> dict
     }
 
 
-def process_cpu(lib_dir: Path, window_s: float, folder: Path, rounds: int) -> dict[str, Any]:
+def process_cpu(
+    lib_dir: Path, window_s: float, folder: Path, rounds: int, baseline: Path | None = None
+) -> dict[str, Any]:
     """CPU seconds per minute of the recorder process and of the monitor, taking turns for
-    ``rounds`` rounds (the machine's other load falls on both alike): medians, and each."""
-    env = {**os.environ, **stand_in_env(lib_dir), "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "gputui", "record", "--interval", "1"]
-    each: dict[str, list[float]] = {"recorder": [], "monitor": []}
+    ``rounds`` rounds (the machine's other load falls on both alike): medians, and each;
+    with ``baseline`` (a folder holding an older ``gputui/``), that recorder's too, in turn."""
+    recorders = {"recorder": REPO} | ({} if baseline is None else {"baseline": baseline})
+    each: dict[str, list[float]] = {name: [] for name in (*recorders, "monitor")}
     for round_ in range(rounds):
-        output = ["--output", str(folder / f"process-{round_}.ndjson.zst")]
-        recorder = subprocess.Popen([*argv, *output], env=env, stdout=subprocess.DEVNULL, cwd=REPO)
-        try:
-            time.sleep(5.0)
-            before, started = _threads_cpu_s(recorder.pid), time.monotonic()
-            time.sleep(window_s)
-            spent = _threads_cpu_s(recorder.pid) - before
-            each["recorder"].append(spent / (time.monotonic() - started) * 60)
-        finally:
-            recorder.terminate()
-            recorder.wait()
+        for name, tree in recorders.items():
+            each[name].append(_recorder_cpu(lib_dir, tree, window_s, folder / f"{name}-{round_}"))
         monitor = run_in_terminal(
             "gputui",
             [sys.executable, "-m", "gputui", "--interval", "1"],
@@ -139,10 +138,34 @@ def process_cpu(lib_dir: Path, window_s: float, folder: Path, rounds: int) -> di
             steady_s=window_s,
         )
         each["monitor"].append(monitor.cpu_s_per_min)
+    ratios = {
+        f"{name}_ratios": [r / m for r, m in zip(each[name], each["monitor"], strict=True)]
+        for name in recorders
+    }
     return {name: statistics.median(values) for name, values in each.items()} | {
         "rounds": each,
-        "ratios": [r / m for r, m in zip(each["recorder"], each["monitor"], strict=True)],
+        "ratios": ratios["recorder_ratios"],
+        **({"baseline_ratios": ratios["baseline_ratios"]} if baseline is not None else {}),
     }
+
+
+def _recorder_cpu(lib_dir: Path, tree: Path, window_s: float, output: Path) -> float:
+    """CPU seconds per minute of ``gputui record --interval 1`` with gputui from ``tree``,
+    over ``window_s`` after 5 s of settling."""
+    env = {**os.environ, **stand_in_env(lib_dir), "PYTHONPATH": str(tree)}
+    argv = [sys.executable, "-m", "gputui", "record", "--interval", "1"]
+    argv += ["--output", f"{output}.ndjson.zst"]
+    # run in the tree: ``-m`` puts the working folder first on the path
+    recorder = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, cwd=tree)
+    try:
+        time.sleep(5.0)
+        before, started = _threads_cpu_s(recorder.pid), time.monotonic()
+        time.sleep(window_s)
+        spent = _threads_cpu_s(recorder.pid) - before
+        return spent / (time.monotonic() - started) * 60
+    finally:
+        recorder.terminate()
+        recorder.wait()
 
 
 def _threads_cpu_s(pid: int) -> float:
@@ -322,6 +345,9 @@ def main() -> int:
         "--rounds", type=int, default=3, help="CPU rounds (per frame, and whole processes)"
     )
     parser.add_argument("--window", type=float, default=30.0, help="seconds of process CPU")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also the recorder as of commit REV, in the same rounds"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "gputui")], check=True)
@@ -329,7 +355,10 @@ def main() -> int:
         folder = Path(tmp)
         lib_dir = build_fake_nvml(folder / "nvml")
         per_frame = cpu_per_frame(lib_dir, args.frames, args.rounds, folder)
-        processes = process_cpu(lib_dir, args.window, folder, args.rounds)
+        baseline = None
+        if args.baseline:
+            baseline = baseline_gputui(args.baseline, folder / "baseline")
+        processes = process_cpu(lib_dir, args.window, folder, args.rounds, baseline)
         nvml = NvmlSampler(lib_dir / LIBRARY_NAME)
         template = snapshot_as_dict(
             Snapshot(HostSampler().sample(), nvml.sample(), MpsSampler().sample())
@@ -348,12 +377,14 @@ def main() -> int:
             codec: round(per_frame[codec] / sampling, 3) for codec in SUFFIXES
         },
         "process_cpu_s_per_min": {
-            k: round(v, 3) for k, v in processes.items() if k in ("recorder", "monitor")
+            k: round(v, 3) for k, v in processes.items() if k in ("recorder", "baseline", "monitor")
         },
         "process_cpu_rounds": {
             k: [round(v, 3) for v in vs] for k, vs in processes["rounds"].items()
         },
         "process_ratio_rounds": [round(v, 3) for v in processes["ratios"]],
+        "baseline": args.baseline,
+        "baseline_ratio_rounds": [round(v, 3) for v in processes.get("baseline_ratios", [])],
         "window_s": args.window,
         "frames": args.frames,
         "rounds": args.rounds,
