@@ -852,9 +852,11 @@ def nvml_cost_section(quick: bool) -> Section:
             "TTL; the counters every sample in the third row), the links' states (a call a "
             "link) every thirtieth. The stand-in answers from memory, so each call added "
             "weighs more here than against a driver, whose calls go through the kernel. Since "
-            f"{baseline} the sampler also copies each GPU's reading once a sample instead of "
-            "twice (the processes' host use and what they run in are added in one pass): the "
-            "figure is the sampler's whole cost with that saving, not the new readings' alone.",
+            f"{baseline} the sampler has also become cheaper where it reads the processes: "
+            "each is made with its host use, elapsed time and workload as it is read (no GPU "
+            "reading is copied), from one read of its `stat` and `statm` a sample (psutil is "
+            "asked only of a process not seen yet): the figure is the sampler's whole cost "
+            "with those savings, not the new readings' alone.",
             "",
             "| tree | ms CPU per sample | of the baseline's | each round |",
             "|---|---|---|---|",
