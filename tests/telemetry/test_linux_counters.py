@@ -5,10 +5,8 @@ against trees written as the kernel lays them out (proc(5), the cpufreq document
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -22,24 +20,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-@pytest.fixture
-def sleeper() -> Iterator[psutil.Process]:
-    """A child that has used some CPU and memory, and now sleeps: its figures hold still."""
-    code = (
-        "import time\nb = bytearray(4 << 20)\nwhile time.process_time() < 0.1: pass\n"
-        "print(1, flush=True)\ntime.sleep(60)"
-    )
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"1\n"
-        yield psutil.Process(child.pid)
-    finally:
-        child.kill()
-        child.wait()
-
-
-def test_the_real_proc_gives_psutil_s_figures(sleeper: psutil.Process) -> None:
-    counters = LinuxCounters("/proc", sleeper.pid)
+def test_the_real_proc_gives_psutil_s_figures(worked_sleeper: psutil.Process) -> None:
+    counters = LinuxCounters("/proc", worked_sleeper.pid)
     try:
         cores = counters.cores()
         times = psutil.cpu_times(percpu=True)
@@ -57,14 +39,14 @@ def test_the_real_proc_gives_psutil_s_figures(sleeper: psutil.Process) -> None:
         assert 0 <= swap_used <= swap_total
         process = counters.process()
         assert process is not None
-        their = sleeper.cpu_times()
+        their = worked_sleeper.cpu_times()
         assert process[0] == pytest.approx(their.user + their.system, abs=1e-9)
-        assert process[0] > 0 and process[1] == sleeper.memory_info().rss
+        assert process[0] > 0 and process[1] == worked_sleeper.memory_info().rss
     finally:
         counters.close()
 
 
-def test_kept_open_files_are_read_afresh_each_sample(sleeper: psutil.Process) -> None:
+def test_kept_open_files_are_read_afresh_each_sample() -> None:
     """On the real procfs the files stay open between samples (one ``pread`` each), and a
     second read still gives the kernel's new figures, not the first's."""
     counters = LinuxCounters("/proc", os.getpid())

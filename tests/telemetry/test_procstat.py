@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -15,34 +14,18 @@ import pytest
 from gputui.telemetry.procstat import CLOCK_TICKS, parse_stat, read_stat, resident_bytes
 
 
-@pytest.fixture
-def sleeper() -> Iterator[psutil.Process]:
-    """A child that has done its work (2 MiB touched, 0.1 s of CPU) and sleeps: its figures hold
-    still while they are compared."""
-    code = (
-        "import time\nb = bytearray(2 << 20)\nwhile time.process_time() < 0.1: pass\n"
-        "print(1, flush=True)\ntime.sleep(60)"
-    )
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"1\n"
-        yield psutil.Process(child.pid)
-    finally:
-        child.kill()
-        child.wait()
-
-
 def test_a_process_s_stat_gives_psutil_s_start_time_cpu_and_memory(
-    sleeper: psutil.Process,
+    worked_sleeper: psutil.Process,
 ) -> None:
-    stat = read_stat(f"/proc/{sleeper.pid}")
+    stat = read_stat(f"/proc/{worked_sleeper.pid}")
     assert stat is not None
     boot = psutil.boot_time()
-    assert stat.start_ticks / CLOCK_TICKS + boot == pytest.approx(sleeper.create_time(), abs=1e-6)
-    times = sleeper.cpu_times()
+    started = worked_sleeper.create_time()
+    assert stat.start_ticks / CLOCK_TICKS + boot == pytest.approx(started, abs=1e-6)
+    times = worked_sleeper.cpu_times()
     assert stat.cpu_s == pytest.approx(times.user + times.system, abs=1e-9)
     assert stat.cpu_s > 0
-    assert resident_bytes(f"/proc/{sleeper.pid}") == sleeper.memory_info().rss
+    assert resident_bytes(f"/proc/{worked_sleeper.pid}") == worked_sleeper.memory_info().rss
     assert stat.flags & 0x00200000 == 0  # not a kernel thread
 
 
