@@ -225,23 +225,27 @@ def record(
         )
         end = None if duration_s is None else started + duration_s
         sampled.poll()
-        tick = started + interval_s
-        while not stop.event.wait(max(0.0, tick - clock())):
+        polled, ended = started, False
+        while True:
+            if end is not None and clock() + interval_s / 2 >= end:
+                # the last samples: written half a beat on (the duration ends within it)
+                if not stop.event.wait(max(0.0, polled + interval_s / 2 - clock())):
+                    failed = _write_new(sampled, writer, started)
+                    stop(EXIT_OK)
+                    ended = True
+                break
+            if stop.event.wait(max(0.0, polled + interval_s - clock())):
+                break
             # one wake a beat: write what the last beat's samples read (done long since),
             # then ask for the next ones
             failed = _write_new(sampled, writer, started)
-            now = clock()
             if failed is not None:
                 break
+            now = clock()
             sampled.poll()
-            if end is not None and now >= end:  # the last beat's samples, half a beat on
-                if not stop.event.wait(interval_s / 2):
-                    failed = _write_new(sampled, writer, started)
-                    stop(EXIT_OK)
-                break
-            # fell behind: go on from the next whole interval, without a burst to catch up
-            tick += interval_s * max(1, int((now - tick) // interval_s) + 1)
-        if failed is None:  # stopped between two beats: what was read since the last frame
+            # fell behind: go on from this whole interval, without a burst to catch up
+            polled += interval_s * max(1, int((now - polled) // interval_s))
+        if failed is None and not ended:  # stopped between two beats: what was read since
             failed = _write_new(sampled, writer, started)
     except KeyboardInterrupt:  # Ctrl+C before our handler was in place
         stop(EXIT_INTERRUPTED)

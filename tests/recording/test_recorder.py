@@ -318,3 +318,47 @@ def test_the_recorder_paces_its_sampling_and_takes_what_cannot_block_itself(
     for frame in frames:
         assert frame.readings["mps"] == expected["mps"]
         assert frame.readings["gpus"] == rounded(expected["gpus"])
+
+
+@pytest.mark.parametrize(
+    ("interval_s", "duration_s", "frames"),
+    [(0.2, 0.6, 4), (0.2, 0.45, 3), (1.0, 0.2, 1)],
+    ids=["whole beats", "within a beat", "shorter than a beat"],
+)
+def test_a_duration_ends_the_recording_within_half_a_beat_of_it(
+    tmp_path: Path, interval_s: float, duration_s: float, frames: int
+) -> None:
+    """Samples at 0, 1, 2... beats, each written a beat later but the last, written half a
+    beat on: the recording ends within half a beat after the duration, never a beat late."""
+
+    class Host:
+        def sample(self) -> CpuReading:
+            return cpu_reading(taken_at=time.monotonic())
+
+    class Gpus:
+        def sample(self) -> NvmlReading:
+            return NvmlReading(NvmlStatus(available=True), h100s(1).gpus, time.monotonic())
+
+    samplers = Samplers(
+        cpu=Host(),
+        nvml=Gpus(),
+        mps=MpsSampler(platform="linux"),
+        drm=DrmSampler(tmp_path / "sys", procfs=tmp_path),
+    )
+    path = tmp_path / "box.ndjson"
+    started = time.monotonic()
+    code = record(
+        path,
+        interval_s=interval_s,
+        codec="none",
+        duration_s=duration_s,
+        samplers=samplers,
+        announce=lambda line: None,
+    )
+    took = time.monotonic() - started
+    assert code == 0
+    # a loaded machine may wake late and skip a beat (never catching up in a burst)
+    assert 1 <= len(list(Recording.open(path).frames())) <= frames
+    assert took >= duration_s
+    if frames == 1:  # ends at 0.5 s: a beat late would be 1.5 s
+        assert took < interval_s * 1.4

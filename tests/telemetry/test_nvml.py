@@ -725,12 +725,14 @@ def test_processes_have_their_host_cpu_memory_and_elapsed_time(
     assert cpu[1] >= 0 and cpu[2] >= 0
 
 
+@pytest.mark.parametrize("linux", [True, False], ids=["stat", "psutil elsewhere"])
 def test_a_spinning_process_s_cpu_percent_is_the_share_of_a_core_it_had(
-    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler
+    fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, linux: bool
 ) -> None:
-    """CPU % comes from the process's ``stat`` read once a sample (no psutil call a sample):
-    between two samples it is the CPU time the spinner had over the time between them, which
-    psutil's own figures, read around each sample, bound from both sides."""
+    """CPU % comes from the process's ``stat`` read once a sample on Linux (psutil's figures
+    elsewhere): between two samples it is the CPU time the spinner had over the time between
+    them, which psutil's own figures, read around each sample, bound from both sides."""
+    fake_nvml_env.setattr("gputui.telemetry.nvml.processes._LINUX", linux)
     child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         spinner = psutil.Process(child.pid)

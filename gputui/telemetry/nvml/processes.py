@@ -5,7 +5,9 @@ and systemd unit it runs in (:mod:`gputui.telemetry.workload`)."""
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +18,7 @@ import psutil
 from gputui.telemetry.commandline import command_line
 from gputui.telemetry.devnodes import match_host_pids, node_mappers
 from gputui.telemetry.nvml.queries import Queries, TrackedGpu
-from gputui.telemetry.procstat import CLOCK_TICKS, ProcStat, read_stat, resident_bytes
+from gputui.telemetry.procstat import read_stat, resident_bytes
 from gputui.telemetry.readings import NO_WORKLOAD, GpuProcess, GpuReading, Workload
 from gputui.telemetry.workload import WorkloadReader
 
@@ -45,27 +47,67 @@ def in_own_pid_namespace(path: str = "/proc/self/ns/pid") -> bool:
         return False
 
 
+_LINUX = sys.platform.startswith("linux")
+
+
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    """What one look at a process says: when it started and the CPU time it has used."""
+
+    started: float
+    """On Linux ``stat``'s start time (clock ticks), elsewhere psutil's ``create_time``:
+    with the pid, it names the process."""
+    cpu_s: float
+    """CPU seconds used (user and system)."""
+    process: psutil.Process | None = None
+    """psutil's process, off Linux, for its memory."""
+
+
+def _figures(pid: int) -> _Figures | None:
+    """A look at ``pid``: on Linux one read of its ``stat``, elsewhere psutil's; ``None``
+    when it has gone or cannot be read."""
+    if _LINUX:
+        stat = read_stat(f"{psutil.PROCFS_PATH}/{pid}")
+        return None if stat is None else _Figures(stat.start_ticks, stat.cpu_s)
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            times = process.cpu_times()
+            return _Figures(process.create_time(), times.user + times.system, process)
+    except (psutil.Error, OSError, ValueError):
+        return None
+
+
+def _resident_bytes(pid: int, figures: _Figures) -> int | None:
+    """The process's resident memory: ``statm`` on Linux, psutil's elsewhere."""
+    if figures.process is None:
+        return resident_bytes(f"{psutil.PROCFS_PATH}/{pid}")
+    try:
+        return int(figures.process.memory_info().rss)
+    except (psutil.Error, OSError):
+        return None
+
+
 @dataclass(slots=True)
 class _Identity:
-    """Who runs a process, cached until the PID is reused (its ``stat``'s start time
-    changes), with its latest ``stat`` and the CPU time its CPU percent counts from."""
+    """Who runs a process, cached until the PID is reused (its start time changes), with
+    its latest look (:class:`_Figures`) and the CPU time its CPU percent counts from."""
 
     create_time: float | None
     user: str | None
     command: str | None
-    start_ticks: int | None = None
-    """``stat``'s start time when it was looked up: the pid's process is this one while the
-    pid's ``stat`` says the same."""
-    stat: ProcStat | None = None
-    """Its ``stat`` read this sample (by the look-up that found it listed)."""
-    stat_at: float = 0.0
-    """When :attr:`stat` was read (``time.monotonic()``)."""
+    started: float | None = None
+    """:attr:`_Figures.started` when it was looked up: the pid's process is this one while
+    a look at the pid says the same."""
+    figures: _Figures | None = None
+    """Its latest look: this sample's, for a process some GPU lists in it."""
+    looked_at: float = 0.0
+    """When :attr:`figures` was taken (``time.monotonic()``)."""
     pid: int | None = None
-    """Its pid, where :attr:`stat` was read (local: in a pid namespace of our own, not
-    NVML's)."""
-    counted: tuple[int, float] | None = None
-    """The CPU ticks and the time of the last CPU percent; ``None`` before the first (which
-    has nothing to count from)."""
+    """Its pid, where it was looked at (local: in a pid namespace of our own, not NVML's)."""
+    counted: tuple[float, float] | None = None
+    """The CPU seconds and the time of the last CPU percent; ``None`` before the first
+    (which has nothing to count from)."""
 
 
 _UNKNOWN = _Identity(None, None, None)
@@ -90,7 +132,7 @@ class ProcessAttribution:
         self._matched_at: float | None = None
         self._local_pids: dict[int, int] = {}  # host pid -> local pid (in a pid namespace)
         self._workloads = WorkloadReader()
-        self._sample_started = 0.0
+        self._sample_started = math.inf  # every look is afresh until the first sample starts
         self._now = 0.0
         self._used: dict[int, tuple[float | None, int | None]] = {}
         self._read: set[int] = set()
@@ -298,25 +340,26 @@ class ProcessAttribution:
         return self._look_up(pid)
 
     def _look_up(self, pid: int) -> _Identity:
-        """Start time, user and command of the local process ``pid``, cached while its
-        ``stat`` gives the same start time (one read a sample, which also gives its CPU time
-        and memory for :func:`_host_use`); psutil is asked only of a process not seen yet."""
+        """Start time, user and command of the local process ``pid``, cached while a look at
+        it gives the same start time (on Linux one read of its ``stat`` a sample, which also
+        gives its CPU time for :func:`_host_use`); psutil is asked its user and command only
+        for a process not seen yet."""
         cached = self._identities.get(pid)
-        if cached is not None and cached.pid == pid and cached.stat_at >= self._sample_started:
-            return cached  # read this sample already, for another GPU
-        stat = read_stat(f"{psutil.PROCFS_PATH}/{pid}")
-        if stat is None:
+        if cached is not None and cached.pid == pid and cached.looked_at >= self._sample_started:
+            return cached  # looked at this sample already, for another GPU
+        figures = _figures(pid)
+        if figures is None:
             return _UNKNOWN
-        if cached is None or cached.start_ticks != stat.start_ticks:
+        if cached is None or cached.started != figures.started:
             try:
                 process = psutil.Process(pid)
                 created = process.create_time()
             except (psutil.Error, ValueError, OSError):
                 return _UNKNOWN
             command = _command(process, raw=self._raw_commands)
-            cached = _Identity(created, _username(process), command, stat.start_ticks)
+            cached = _Identity(created, _username(process), command, figures.started)
             self._identities[pid] = cached
-        cached.stat, cached.stat_at, cached.pid = stat, time.monotonic(), pid
+        cached.figures, cached.looked_at, cached.pid = figures, time.monotonic(), pid
         return cached
 
 
@@ -345,20 +388,19 @@ def _read_process_sm(queries: Queries, gpu: TrackedGpu) -> dict[int, float | Non
 
 def _host_use(identity: _Identity) -> tuple[float | None, int | None]:
     """The process's CPU percent since the previous call (``None`` on the first; of one core,
-    as psutil's ``cpu_percent`` and ``top``), from the ``stat`` its look-up read this sample,
-    and its resident memory; ``None`` for both where ``stat`` could not be read (gone,
+    as psutil's ``cpu_percent`` and ``top``), from the look its look-up took this sample,
+    and its resident memory; ``None`` for both where it could not be looked at (gone,
     hidden)."""
-    stat = identity.stat
-    if stat is None or identity.pid is None:
+    figures, at = identity.figures, identity.looked_at
+    if figures is None or identity.pid is None:
         return None, None
     cpu = None
     counted = identity.counted
-    if counted is not None and identity.stat_at > counted[1]:
-        cpu = max(stat.cpu_ticks - counted[0], 0) / CLOCK_TICKS / (identity.stat_at - counted[1])
-        cpu *= 100.0
-    if counted is None or identity.stat_at > counted[1]:
-        identity.counted = (stat.cpu_ticks, identity.stat_at)
-    return cpu, resident_bytes(f"{psutil.PROCFS_PATH}/{identity.pid}")
+    if counted is not None and at > counted[1]:
+        cpu = max(figures.cpu_s - counted[0], 0.0) / (at - counted[1]) * 100.0
+    if counted is None or at > counted[1]:
+        identity.counted = (figures.cpu_s, at)
+    return cpu, _resident_bytes(identity.pid, figures)
 
 
 def _listed(compute: Any, graphics: Any) -> dict[int, tuple[str, Any]]:
