@@ -1,4 +1,5 @@
-"""The host, from psutil: CPUs, memory, swap, and gputui's own footprint.
+"""The host: CPUs, memory, swap, and gputui's own footprint, from the kernel's counters on
+Linux and psutil elsewhere.
 
 Static facts (core counts, model name, maximum frequency) are read once, when the
 sampler is built; each ``sample()`` reads only what changes: on Linux a handful of kernel
@@ -7,7 +8,6 @@ files (:class:`LinuxCounters`), each with one ``pread`` of a descriptor kept ope
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 import time
@@ -20,7 +20,7 @@ import psutil
 from gputui.system import read_sysctl
 from gputui.telemetry.procstat import CLOCK_TICKS, parse_stat, parse_statm
 from gputui.telemetry.readings import CpuReading
-from gputui.telemetry.sysfs import SysfsFiles, mount_type, on_sysfs
+from gputui.telemetry.sysfs import DeviceGone, SysfsFiles, mount_type, on_sysfs
 
 SHORTEST_SPAN_S = 0.1
 """The least time a sample covers; one asked for sooner waits out the rest (the first, in
@@ -110,31 +110,45 @@ class LinuxCounters:
     def __init__(self, procfs: str, pid: int, sysfs: str = "/sys") -> None:
         """Read the host under ``procfs`` (psutil's ``PROCFS_PATH``), process ``pid``'s
         figures, and the frequency under ``sysfs``."""
-        self._proc = SysfsFiles(keep_open=mount_type(procfs) == "proc")
+        self._proc = SysfsFiles(keep_open=True)
         self._sys = SysfsFiles(keep_open=on_sysfs(Path(sysfs)))
         self._stat = f"{procfs}/stat"
         self._meminfo = f"{procfs}/meminfo"
         self._cpuinfo = f"{procfs}/cpuinfo"
         self._process = f"{procfs}/{pid}"
-        cpufreq = Path(sysfs) / "devices" / "system" / "cpu" / "cpufreq"
-        try:
-            policies = [p for p in os.listdir(cpufreq) if p.startswith("policy")]
-        except OSError:
-            policies = []
-        self._policies = [f"{cpufreq}/{p}/scaling_cur_freq" for p in policies]
+        # each file's own mount: a container's LXCFS mounts FUSE files over /proc/stat and
+        # /proc/meminfo, which are read by path as any file not procfs's own
+        self._kept = {
+            path: mount_type(path) == "proc"
+            for path in (self._stat, self._meminfo, f"{self._process}/stat")
+        }
+        self._kept[f"{self._process}/statm"] = self._kept[f"{self._process}/stat"]
+        cpu = Path(sysfs) / "devices" / "system" / "cpu"
+        self._policies = sorted(map(str, cpu.glob("cpufreq/policy[0-9]*/scaling_cur_freq")))
+        if not self._policies:  # kernels before the policy folders: each CPU's own
+            self._policies = sorted(map(str, cpu.glob("cpu[0-9]*/cpufreq/scaling_cur_freq")))
         self._cpuinfo_read_at: float | None = None
         self._cpuinfo_mhz: float | None = None
+
+    def _data(self, path: str) -> bytes | None:
+        """``path``'s bytes, from a descriptor kept open where it is procfs's own file."""
+        try:
+            return self._proc.data(path, quiet=True, keep=self._kept.get(path, False))
+        except DeviceGone:  # not from procfs; as any other file that cannot be read
+            return None
 
     def cores(self) -> list[tuple[float, float]] | None:
         """Each CPU's total and idle time (seconds), as :func:`_total_and_idle` counts psutil's;
         ``None`` where ``/proc/stat`` cannot be read."""
-        data = self._proc.data(self._stat, quiet=True, keep=True)
+        data = self._data(self._stat)
         if data is None:
             return None
         cores: list[tuple[float, float]] = []
+        whole = False  # the cpu lines ended before the bytes read did
         for line in data.split(b"\n"):
             if not line.startswith(b"cpu"):
                 if cores:
+                    whole = True
                     break  # the cpu lines come first, then interrupts and the rest
                 continue
             name, *fields = line.split()
@@ -144,12 +158,12 @@ class LinuxCounters:
             guests = sum(ticks[8:10])  # guest time is counted in user time already
             idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
             cores.append(((sum(ticks) - guests) / CLOCK_TICKS, idle / CLOCK_TICKS))
-        return cores or None
+        return cores if whole else None  # cut short (thousands of CPUs): psutil reads it all
 
     def memory(self) -> tuple[int, int, int, int] | None:
         """Memory used and total, swap used and total, in bytes; ``None`` where a line is
         missing (an old kernel) or the file cannot be read."""
-        data = self._proc.data(self._meminfo, quiet=True, keep=True)
+        data = self._data(self._meminfo)
         found: dict[bytes, int] = {}
         for line in (data or b"").split(b"\n"):
             fields = line.split()
@@ -164,22 +178,26 @@ class LinuxCounters:
     def process(self) -> tuple[float, int | None] | None:
         """The process's CPU time (user and system, seconds) and resident memory; ``None``
         when it has gone."""
-        data = self._proc.data(f"{self._process}/stat", quiet=True, keep=True)
+        data = self._data(f"{self._process}/stat")
         stat = None if data is None else parse_stat(data)
         if stat is None:
             return None
-        statm = self._proc.data(f"{self._process}/statm", quiet=True, keep=True)
+        statm = self._data(f"{self._process}/statm")
         return stat.cpu_ticks / CLOCK_TICKS, None if statm is None else parse_statm(statm)
 
     def frequency_mhz(self, now: float) -> float | None:
-        """The CPUs' mean current frequency: from each cpufreq policy, else from
-        ``/proc/cpuinfo`` at most every :data:`CPUINFO_TTL_S`; ``None`` where neither says."""
+        """The CPUs' mean current frequency: from each cpufreq policy (listed once: a CPU
+        brought online later is not counted), else from ``/proc/cpuinfo`` at most every
+        :data:`CPUINFO_TTL_S`; ``None`` where neither says."""
         if self._policies:
-            khz = [
-                int(data)
-                for path in self._policies
-                if (data := self._sys.data(path, quiet=True, keep=True)) and data.strip().isdigit()
-            ]
+            khz = []
+            for path in self._policies:
+                try:
+                    data = self._sys.data(path, quiet=True, keep=True)
+                except DeviceGone:
+                    continue
+                if data is not None and data.strip().isdigit():
+                    khz.append(int(data))
             return sum(khz) / len(khz) / 1000 if khz else None
         if self._cpuinfo_read_at is None or now - self._cpuinfo_read_at >= CPUINFO_TTL_S:
             self._cpuinfo_read_at = now
@@ -224,7 +242,8 @@ class HostSampler:
     The constructor takes the first, priming sample; a ``sample()`` that comes less
     than ``SHORTEST_SPAN_S`` after it (or after the previous sample) waits out the
     rest, so the first reading is never a near-empty span's 0% or 1600%. Not
-    thread-safe: use one sampler from one thread.
+    thread-safe: one call at a time (the pollers may take turns from two threads, never at
+    once).
     """
 
     def __init__(

@@ -174,8 +174,9 @@ def pending_call(sampler: object) -> DriverCall | None:
 
 def never_blocks(sampler: object) -> bool:
     """Whether ``sampler``'s next sample cannot block (no driver or device is asked), for a
-    sampler that tells (``never_blocks()``: MPS off macOS, AMD and Intel where no card is
-    known); such a sample may run on the caller's thread. ``False`` for any other."""
+    sampler that tells (``never_blocks()``: the host's kernel counters, MPS off macOS, AMD
+    and Intel where no card is known); such a sample may run on the caller's thread.
+    ``False`` for any other."""
     tells = getattr(sampler, "never_blocks", None)
     return bool(tells()) if callable(tells) else False
 

@@ -273,6 +273,7 @@ _FLATTENED = frozenset({"workload"})
 
 _READ_KEYS = {kind: attrgetter(*keys) for kind, keys in _JSON_KEYS.items()}
 """Each reading type's values in :data:`_JSON_KEYS`'s order, read in one call."""
+assert all(len(keys) > 1 for keys in _JSON_KEYS.values()), "attrgetter of one key: no tuple"
 assert all(keys[-1] in _FLATTENED for keys in _JSON_KEYS.values() if _FLATTENED & {*keys}), (
     "a flattened key comes last, so that its keys are written in its place"
 )

@@ -181,8 +181,9 @@ class SysfsFiles:
 
     With ``keep_open``, a file read every sample is kept open and read again from its start
     (``pread``), as sysfs answers afresh at offset 0: an ``open`` walks the whole path each
-    time. Only sysfs does: a copied tree refreshed by renaming files in (rsync) would be read
-    from the old, deleted files forever, so elsewhere every read opens the file by its path.
+    time (procfs's own files do too). A copied tree refreshed by renaming files in (rsync)
+    would be read from the old, deleted files forever, so elsewhere every read opens the file
+    by its path.
     At most ``KEEP_OPEN_MAX`` are kept; :meth:`close` closes them (so does the garbage
     collector).
     """

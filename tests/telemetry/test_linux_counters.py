@@ -159,3 +159,55 @@ def test_the_sampler_reads_its_own_figures_from_the_counters() -> None:
     assert reading.self_rss_bytes == pytest.approx(psutil.Process().memory_info().rss, rel=0.2)
     assert reading.self_cpu_percent is not None and reading.self_cpu_percent >= 0
     assert len(reading.per_core_percent) == psutil.cpu_count()
+
+
+def test_a_stat_cut_short_by_the_read_is_left_to_psutil(tmp_path: Path) -> None:
+    """On a box of thousands of CPUs the cpu lines outgrow one read: the cut last line must
+    not read as a core."""
+    cpus = [[100, 0, 0, 900]] * 8
+    proc = proc_tree(tmp_path, cpus=cpus, meminfo=MEMINFO)
+    text = (proc / "stat").read_text()
+    (proc / "stat").write_text(text[: text.index("intr")] + "cpu8 1 2 3 4 5 6 7 8 9 10\n" * 5000)
+    counters = LinuxCounters(str(proc), 1, sysfs=str(tmp_path / "sys"))
+    assert len((proc / "stat").read_bytes()) > 65536
+    assert counters.cores() is None
+
+
+def test_each_cpu_s_own_cpufreq_folder_where_there_is_no_policy_folder(tmp_path: Path) -> None:
+    proc = proc_tree(tmp_path, cpus=[[1, 0, 0, 1]], meminfo=MEMINFO)
+    cpu = tmp_path / "sys" / "devices" / "system" / "cpu"
+    for n, khz in enumerate([1_000_000, 2_000_000]):
+        (cpu / f"cpu{n}" / "cpufreq").mkdir(parents=True)
+        (cpu / f"cpu{n}" / "cpufreq" / "scaling_cur_freq").write_text(f"{khz}\n")
+    counters = LinuxCounters(str(proc), 1, sysfs=str(tmp_path / "sys"))
+    assert counters.frequency_mhz(0.0) == pytest.approx(1500.0)
+
+
+def test_a_file_mounted_over_procfs_is_read_by_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LXCFS mounts FUSE files over /proc/stat and /proc/meminfo in a container: only
+    procfs's own files are kept open (each file's mount is looked up, not /proc's). Here the
+    tree is "procfs" and its meminfo a FUSE file, as a mountinfo says: a meminfo renamed in
+    is read, while the kept stat still reads the file first opened."""
+    proc = proc_tree(tmp_path, cpus=[[1, 0, 0, 1]], meminfo=MEMINFO)
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        f"22 1 0:21 / {proc} rw,nosuid - proc proc rw\n"
+        f"40 22 0:44 /proc/meminfo {proc}/meminfo rw - fuse.lxcfs lxcfs rw\n"
+    )
+    monkeypatch.setattr("gputui.telemetry.sysfs.MOUNTINFO", mountinfo)
+    counters = LinuxCounters(str(proc), 1, sysfs=str(tmp_path / "sys"))
+    try:
+        before = (counters.cores(), counters.memory())
+        for name, text in (
+            ("meminfo", MEMINFO.replace("MemAvailable:    6000000", "MemAvailable:    7000000")),
+            ("stat", (proc / "stat").read_text().replace("cpu0 1 0 0 1", "cpu0 5 0 0 5")),
+        ):
+            (tmp_path / name).write_text(text)
+            (tmp_path / name).rename(proc / name)
+        memory = counters.memory()
+        assert memory is not None and before[1] is not None and memory[0] < before[1][0]
+        assert counters.cores() == before[0]  # kept open: the old file, as procfs's own
+    finally:
+        counters.close()
