@@ -20,7 +20,7 @@ import pytest
 
 from gputui.commands import main
 from gputui.fleet.exporters import in_range
-from gputui.recording.frames import FLEET, FORMAT_VERSION, HEADER_KEY, HOST, Header, encode_line
+from gputui.recording.frames import FLEET, FORMAT_VERSION, HOST, Header, encode_line
 from gputui.recording.reader import Frame, Recording, RecordingError
 from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.readings import NvlinkThroughput
@@ -28,6 +28,7 @@ from gputui.telemetry.snapshot import gpu_as_dict
 from tests.commands.test_cli import ROOT
 from tests.readme import keys_of, readme_json
 from tests.recording.made import gpu as made_gpu
+from tests.recording.made import header as made_header
 from tests.serve.conftest import start_serve  # noqa: F401  (the fixture)
 from tests.serve.served import StartServe, prometheus_scraping
 
@@ -214,17 +215,7 @@ def test_a_kind_this_gputui_does_not_know_is_refused_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "later.ndjson"
-    header = {
-        HEADER_KEY: FORMAT_VERSION,
-        "recording": "r",
-        "part": 0,
-        "host": "box",
-        "gputui_version": "9.0",
-        "interval_s": 1,
-        "full_every": 60,
-        "started_unix": 1_795_000_000,
-        "kind": "cluster",
-    }
+    header = {**made_header().as_dict(), "kind": "cluster"}
     path.write_bytes(encode_line(header) + encode_line({"t": 0, "full": {"racks": []}}))
     assert main(["replay", "--summary", str(path)]) == 2
     out, err = capsys.readouterr()
@@ -239,16 +230,7 @@ def test_a_fleet_frame_in_a_host_recording_stops_the_reading_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "mixed.ndjson"
-    header = {
-        HEADER_KEY: FORMAT_VERSION,
-        "recording": "r",
-        "part": 0,
-        "host": "box",
-        "gputui_version": "0.1",
-        "interval_s": 1,
-        "full_every": 60,
-        "started_unix": 1_795_000_000,
-    }
+    header = made_header().as_dict()  # a host's recording
     path.write_bytes(encode_line(header) + encode_line({"t": 0, "full": {"hosts": []}}))
     assert main(["snapshot", "--from", str(path)]) == 1
     out, err = capsys.readouterr()

@@ -26,11 +26,25 @@ from gputui.jobs.events import (
     Progress,
     RunStarted,
 )
-from gputui.ui.widgets.runner.setup import RunnerSetup
+from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup
 from tests.ui.recordings.replay import Replay, ReplayedJob
 from tests.ui.recordings.scenarios import BY_NAME, RECORDED_CORES
 
 MiB = 1024**2
+
+TINY_RUN = RunConfig(
+    nice=UI_NICE,
+    device=CPU,
+    epochs=2,
+    batch_size=32,
+    dataset="synthetic",
+    limit=256,
+    test_limit=64,
+    threads=1,
+    record=False,
+)
+"""A real run of a few seconds on the CPU, most of it importing torch in the child."""
+
 
 # NOT RECORDABLE WITHOUT A GPU: a listing with two H100s, as the stand-in NVML library shows.
 DEVICES = DevicesListed(

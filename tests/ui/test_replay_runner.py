@@ -18,8 +18,6 @@ import pytest
 from rich.console import Console
 from textual.widgets import Select, Static
 
-from gputui.device import CPU
-from gputui.jobs.config import RunConfig
 from gputui.jobs.events import EpochFinished, Placement
 from gputui.recording.player import Player
 from gputui.recording.reader import Recording
@@ -29,23 +27,14 @@ from gputui.recording.runs import EventsDrained, JobBegun
 from gputui.recording.summary import summarise
 from gputui.ui.monitor.replay import RUNNER_REFUSAL, ReplayApp
 from gputui.ui.widgets.runner.pane import RunnerPane
-from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup
+from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.recordings.replay import devices, replayed_setup
+from tests.ui.runner_fakes import TINY_RUN
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.long_module]
 
-TINY = RunConfig(
-    nice=UI_NICE,
-    device=CPU,
-    epochs=1,
-    batch_size=32,
-    dataset="synthetic",
-    limit=256,
-    test_limit=64,
-    threads=1,
-    record=False,
-)
+TINY = TINY_RUN.with_changes(epochs=1)
 SIZE = (160, 50)
 
 

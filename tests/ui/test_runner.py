@@ -26,7 +26,6 @@ from gputui.ui.render.draw import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import (
-    UI_NICE,
     RunnerSetup,
     runner_defaults,
     runner_setup,
@@ -34,21 +33,11 @@ from gputui.ui.widgets.runner.setup import (
 )
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.recordings.replay import ReplayedJob, devices, replayed_setup
+from tests.ui.runner_fakes import TINY_RUN
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.long_module]
 
-TINY = RunConfig(
-    nice=UI_NICE,
-    device=CPU,
-    epochs=2,
-    batch_size=32,
-    dataset="synthetic",
-    limit=256,
-    test_limit=64,
-    threads=1,
-    record=False,
-)
-"""A run of a few seconds, most of it importing torch in the child."""
+TINY = TINY_RUN
 
 RUN_TIMEOUT_S = 60.0
 WIDE = (160, 50)
