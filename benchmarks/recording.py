@@ -21,10 +21,13 @@ size per GPU-hour, and the time to open a day's recording and seek to its end.
     python benchmarks/recording.py                 # everything, about 5 minutes
     python benchmarks/recording.py --hours 1 --window 10 --json
     python benchmarks/recording.py --baseline 6c03c8c   # the recorder as of 6c03c8c too
+    python benchmarks/recording.py --real-nvml --baseline-tree DIR   # on a GPU box
 
 With ``--baseline REV``, each round also runs ``gputui record`` with gputui as of commit REV
 (its ``gputui/`` from ``git archive``, first on the path), this tree's recorder, the
-baseline's and the monitor in turn.
+baseline's and the monitor in turn; ``--baseline-tree DIR`` takes a folder that holds such a
+``gputui/`` already (a copy without git history). ``--real-nvml`` runs only the whole-process
+rounds, on the machine's own NVIDIA driver instead of the stand-in.
 """
 
 from __future__ import annotations
@@ -70,7 +73,10 @@ MiB = 1 << 20
 SUFFIXES = {"zstd": ".ndjson.zst", "gzip": ".ndjson.gz"}
 
 
-def stand_in_env(lib_dir: Path) -> dict[str, str]:
+def stand_in_env(lib_dir: Path | None) -> dict[str, str]:
+    """The stand-in NVML's variables; none for ``None`` (the machine's own driver)."""
+    if lib_dir is None:
+        return {}
     processes = ",".join(f"{gpu}:{os.getpid()}:1073741824" for gpu in range(GPUS))
     return {
         "LD_LIBRARY_PATH": str(lib_dir),
@@ -120,11 +126,16 @@ def cpu_per_frame(lib_dir: Path, frames: int, rounds: int, folder: Path) -> dict
 
 
 def process_cpu(
-    lib_dir: Path, window_s: float, folder: Path, rounds: int, baseline: Path | None = None
+    lib_dir: Path | None,
+    window_s: float,
+    folder: Path,
+    rounds: int,
+    baseline: Path | None = None,
 ) -> dict[str, Any]:
     """CPU seconds per minute of the recorder process and of the monitor, taking turns for
     ``rounds`` rounds (the machine's other load falls on both alike): medians, and each;
-    with ``baseline`` (a folder holding an older ``gputui/``), that recorder's too, in turn."""
+    with ``baseline`` (a folder holding an older ``gputui/``), that recorder's too, in turn.
+    ``lib_dir`` ``None``: the machine's own NVML."""
     recorders = {"recorder": REPO} | ({} if baseline is None else {"baseline": baseline})
     each: dict[str, list[float]] = {name: [] for name in (*recorders, "monitor")}
     for round_ in range(rounds):
@@ -133,8 +144,8 @@ def process_cpu(
         monitor = run_in_terminal(
             "gputui",
             [sys.executable, "-m", "gputui", "--interval", "1"],
-            marker=b"H100",
-            env={**stand_in_env(lib_dir), "PYTHONPATH": str(REPO)},
+            marker=first_gpu_name(lib_dir).encode(),
+            env={**stand_in_env(lib_dir), "PYTHONPATH": python_path(REPO)},
             steady_s=window_s,
         )
         each["monitor"].append(monitor.cpu_s_per_min)
@@ -149,10 +160,26 @@ def process_cpu(
     }
 
 
-def _recorder_cpu(lib_dir: Path, tree: Path, window_s: float, output: Path) -> float:
+def python_path(tree: Path) -> str:
+    """``tree`` first on the path, before what ``PYTHONPATH`` holds already (where Textual or
+    zstandard were put on a machine that lacks them)."""
+    return os.pathsep.join(filter(None, (str(tree), os.environ.get("PYTHONPATH"))))
+
+
+def first_gpu_name(lib_dir: Path | None) -> str:
+    """The first GPU's model (``H100`` of ``NVIDIA H100 80GB HBM3``), which the monitor shows
+    once its first frame is drawn."""
+    nvml = NvmlSampler(None if lib_dir is None else lib_dir / LIBRARY_NAME)
+    try:
+        return nvml.sample().gpus[0].name.removeprefix("NVIDIA ").split()[0]
+    finally:
+        nvml.close()
+
+
+def _recorder_cpu(lib_dir: Path | None, tree: Path, window_s: float, output: Path) -> float:
     """CPU seconds per minute of ``gputui record --interval 1`` with gputui from ``tree``,
     over ``window_s`` after 5 s of settling."""
-    env = {**os.environ, **stand_in_env(lib_dir), "PYTHONPATH": str(tree)}
+    env = {**os.environ, **stand_in_env(lib_dir), "PYTHONPATH": python_path(tree)}
     argv = [sys.executable, "-m", "gputui", "record", "--interval", "1"]
     argv += ["--output", f"{output}.ndjson.zst"]
     # run in the tree: ``-m`` puts the working folder first on the path
@@ -348,14 +375,24 @@ def main() -> int:
     parser.add_argument(
         "--baseline", metavar="REV", help="also the recorder as of commit REV, in the same rounds"
     )
+    parser.add_argument(
+        "--baseline-tree", metavar="DIR", type=Path, help="a folder holding the baseline's gputui/"
+    )
+    parser.add_argument(
+        "--real-nvml",
+        action="store_true",
+        help="only the whole-process rounds, on this machine's NVIDIA driver",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "gputui")], check=True)
+    if args.real_nvml:
+        return real_nvml_rounds(args)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         lib_dir = build_fake_nvml(folder / "nvml")
         per_frame = cpu_per_frame(lib_dir, args.frames, args.rounds, folder)
-        baseline = None
+        baseline = args.baseline_tree
         if args.baseline:
             baseline = baseline_gputui(args.baseline, folder / "baseline")
         processes = process_cpu(lib_dir, args.window, folder, args.rounds, baseline)
@@ -405,6 +442,32 @@ def main() -> int:
         f"{ {k: round(v, 3) for k, v in day['mib_per_gpu_hour'].items()} }"
     )
     print(f"seek: {result['seek']}")
+    return 0
+
+
+def real_nvml_rounds(args: argparse.Namespace) -> int:
+    """The recorder against the monitor on this machine's own driver and GPUs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline = args.baseline_tree
+        if args.baseline:
+            baseline = baseline_gputui(args.baseline, Path(tmp) / "baseline")
+        processes = process_cpu(None, args.window, Path(tmp), args.rounds, baseline)
+    result = {
+        "machine": machine_description(),
+        "nvml": "this machine's driver",
+        "gpu": first_gpu_name(None),
+        "process_cpu_s_per_min": {
+            k: round(v, 3) for k, v in processes.items() if k in ("recorder", "baseline", "monitor")
+        },
+        "process_cpu_rounds": {
+            k: [round(v, 3) for v in vs] for k, vs in processes["rounds"].items()
+        },
+        "process_ratio_rounds": [round(v, 3) for v in processes["ratios"]],
+        "baseline_ratio_rounds": [round(v, 3) for v in processes.get("baseline_ratios", [])],
+        "window_s": args.window,
+        "rounds": args.rounds,
+    }
+    print(json.dumps(result, indent=2) if args.json else result)
     return 0
 
 

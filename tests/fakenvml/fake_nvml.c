@@ -419,6 +419,7 @@ static unsigned long long g_release;                 /* bumped by fake_nvml_rele
 static long long g_inside;                           /* calls sleeping inside the library now */
 static int g_crash_on_teardown; /* FAKE_NVML_CRASH_ON_TEARDOWN: teardown under a call crashes */
 static unsigned long long g_pcie_delay_ms; /* FAKE_NVML_PCIE_DELAY_MS: a real driver's ~20 ms window */
+static unsigned long long g_energy_cpu_us; /* FAKE_NVML_ENERGY_CPU_US: Hopper's ~3.5 ms of CPU */
 static int g_errors[FAKE_MAX_GPUS + 1][SLOT_COUNT];
 static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
 static fake_process_t g_processes[FAKE_MAX_PROCESSES];
@@ -1073,6 +1074,14 @@ static nvmlReturn_t load_config(void) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
 
+    g_energy_cpu_us = 0;
+    value = getenv("FAKE_NVML_ENERGY_CPU_US");
+    if (value != NULL && value[0] != '\0' &&
+        (!parse_uint(value, &g_energy_cpu_us) || g_energy_cpu_us > 1000000)) {
+        config_error("FAKE_NVML_ENERGY_CPU_US", value);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+
     parse_names();
     if (!parse_errors("FAKE_NVML_UNSUPPORTED", NVML_ERROR_NOT_SUPPORTED) ||
         !parse_errors("FAKE_NVML_FAIL", NVML_ERROR_UNKNOWN) || !parse_hangs() || !parse_lost() ||
@@ -1108,6 +1117,19 @@ static double now_s(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+/* Spend `microseconds` of this thread's CPU time, as a driver that busy-waits on the GPU. */
+static void spin_cpu(unsigned long long microseconds) {
+    const long long goal_ns = (long long)microseconds * 1000LL;
+    struct timespec start, now;
+    long long spent_ns = 0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    while (spent_ns < goal_ns) {
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+        spent_ns = (long long)(now.tv_sec - start.tv_sec) * 1000000000LL +
+                   (long long)(now.tv_nsec - start.tv_nsec);
+    }
 }
 
 /* Sleep `seconds` inside a call, counted in g_inside, 10 ms at a time; over at once when
@@ -1676,6 +1698,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
     DEVICE_ENTER(nvmlDeviceGetTotalEnergyConsumption, device, &tick);
     if (millijoules == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (g_energy_cpu_us > 0) {
+        spin_cpu(g_energy_cpu_us);
     }
     if (device->energy_reset > 0 && tick > device->energy_reset) {
         *millijoules = (tick - device->energy_reset) * ENERGY_PER_QUERY_MJ;

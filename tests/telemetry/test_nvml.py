@@ -33,6 +33,8 @@ from gputui.telemetry.nvml.calls import (
     describe_handle_error,
 )
 from gputui.telemetry.nvml.queries import (
+    ENERGY_SLOW_S,
+    ENERGY_TTL_S,
     MEDIA_TTL_S,
     NVLINK_STATE_TTL_S,
     NVLINK_TTL_S,
@@ -229,6 +231,42 @@ def test_energy_is_none_where_nvml_has_no_counter(
     assert all(gpu(r, 1).energy_j is None for r in unsupported)
     assert all(gpu(r, 1).energy_joules is None for r in unsupported)
     assert fake.calls("nvmlDeviceGetTotalEnergyConsumption", 1) == 1  # asked once, then n/a
+
+
+def test_a_counter_that_costs_milliseconds_of_cpu_is_asked_every_ten_seconds(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """As an H200 on driver 580 spends about 3.5 ms of CPU on it (the power draw 50 µs): its
+    last answer is shown until ENERGY_TTL_S has passed, while the rest is read every
+    sample. The energy counted between two answers is the counter's increase."""
+    fake_nvml_env.setenv("FAKE_NVML_ENERGY_CPU_US", "3000")
+    assert ENERGY_SLOW_S < 0.003
+    readings = []
+    for _ in range(int(ENERGY_TTL_S) + 1):  # t = 0, 1, ..., 10 s
+        readings.append(sampler.sample())
+        clock.now += 1.0
+
+    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", 0) == 2  # at 0 and 10 s
+    assert fake_nvml.calls("nvmlDeviceGetPowerUsage", 0) == len(readings)
+    counter = [gpu(r, 0).energy_j for r in readings]
+    since = [gpu(r, 0).energy_joules for r in readings]
+    assert counter[:-1] == [counter[0]] * (len(readings) - 1)  # the first answer, shown
+    assert since[:-1] == [0.0] * (len(readings) - 1)
+    assert counter[-1] > counter[0]  # type: ignore[operator]
+    assert since[-1] == pytest.approx(counter[-1] - counter[0])  # type: ignore[operator]
+    assert len({gpu(r, 0).power_w for r in readings}) > 1  # the power draw moves every sample
+
+
+def test_a_quick_counter_is_asked_every_sample(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """A counter that answers on little CPU is asked every sample, however long the call
+    waits (a preempted call, a driver that sleeps): CPU time decides, not wall time."""
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "energy=0.005")  # sleeps 5 ms, spends no CPU
+    for _ in range(3):
+        sampler.sample()
+        clock.now += 1.0
+    assert fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", 0) == 3
 
 
 def test_static_facts_are_asked_once(
