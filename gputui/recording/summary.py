@@ -376,6 +376,11 @@ class _GpuTally:
     memory: array[float] = field(default_factory=lambda: array("d"))
     energy_counter_j: float | None = None
     counted_j: float = 0.0
+    since_answer_j: float = 0.0
+    """Power times time over the frame in which the counter last moved."""
+    unread_j: float = 0.0
+    """Power times time since the counter's last answer, while it repeats that answer."""
+    repeated: bool = False
     counter_reads: int = 0
     power_j: float = 0.0
     power_reads: int = 0
@@ -422,15 +427,25 @@ class _GpuTally:
                 self._process(process, t).add(process, t, weight)
 
     def _energy(self, gpu: Mapping[str, Any], weight: float) -> None:
+        """The counter's increase; and where a driver's counter is read every few seconds
+        (the sampler shows its last answer in between: the same value again), power times
+        time from its last answer on, until it moves again (so a recording that ends
+        between two answers counts its last seconds)."""
+        power = _number(gpu.get("power_w"))
+        power_j = 0.0 if power is None else power * weight
         counter = _number(gpu.get("energy_joules"))
         if counter is not None:
-            if self.energy_counter_j is not None:
-                self.counted_j += max(counter - self.energy_counter_j, 0.0)
+            if counter == self.energy_counter_j:
+                self.unread_j += power_j if self.repeated else self.since_answer_j + power_j
+                self.repeated = True
+            else:
+                if self.energy_counter_j is not None:
+                    self.counted_j += max(counter - self.energy_counter_j, 0.0)
+                self.unread_j, self.repeated, self.since_answer_j = 0.0, False, power_j
             self.energy_counter_j = counter
             self.counter_reads += 1
-        power = _number(gpu.get("power_w"))
         if power is not None:
-            self.power_j += power * weight
+            self.power_j += power_j
             self.power_reads += 1
 
     def _process(self, process: Mapping[str, Any], t: float) -> _ProcessTally:
@@ -450,7 +465,7 @@ class _GpuTally:
 
     def summary(self) -> GpuSummary:
         if self.counter_reads:
-            energy, source = self.counted_j, "counter"
+            energy, source = self.counted_j + self.unread_j, "counter"
         elif self.power_reads:
             energy, source = self.power_j, "power"
         else:

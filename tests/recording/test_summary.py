@@ -160,6 +160,32 @@ def test_without_an_energy_counter_energy_is_power_times_time(tmp_path: Path) ->
     assert gpu.energy_j == pytest.approx(sum(powers[:-1]))  # a second each, the last none
 
 
+def test_a_counter_read_every_few_seconds_counts_power_after_its_last_answer(
+    tmp_path: Path,
+) -> None:
+    """As the sampler shows a slow driver's counter (an H200's): its last answer repeated
+    until the next, 10 s on. A recording that ends 4 s after an answer counts those 4 s as
+    power times time; the seconds between two answers are the counter's increase alone."""
+    path = tmp_path / "box.ndjson"
+    writer = RecordingWriter(path, header(), codec="none")
+    counter, powers = [], []
+    for frame in range(15):
+        data = snapshot_as_dict(snapshot(frame, gpus=1))
+        gpu = data["gpus"][0]
+        answered = frame - frame % 10  # asked at frames 0 and 10
+        gpu["energy_joules"] = 1000.0 + 250.0 * answered
+        counter.append(gpu["energy_joules"])
+        powers.append(gpu["power_w"])
+        writer.write(float(frame), data)
+    writer.close()
+    gpu_summary = summarise(Recording.open(path)).gpus[0]
+    assert gpu_summary.energy_from == "counter"
+    increase = counter[-1] - counter[0]
+    assert increase == 2500.0
+    # frames 10 to 13 count a second each (frame 14, the last, counts none)
+    assert gpu_summary.energy_j == pytest.approx(increase + sum(powers[10:14]))
+
+
 def test_p95_is_the_nearest_rank() -> None:
     assert spread(float(v) for v in range(1, 21)).p95 == 19.0
     assert spread([5.0]) == spread([5.0])
