@@ -6,9 +6,10 @@ CPU time (``time.thread_time``: what a monitor pays) and wall time (what delays 
 by NVML function, over ``--samples`` samples taken ``--interval`` apart on the real clock
 (so the sampler's TTLs apply as in the monitor at that interval), after 3 warm-up samples.
 Also each whole sample's CPU (median and mean: the median leaves out the reads made every
-few seconds, the mean spreads them).
+few seconds, the mean spreads them where the samples span them: 120 samples 0.1 s apart
+hold one second read of a slow energy counter, ``ENERGY_TTL_S`` after the first).
 
-    PYTHONPATH=. python3 benchmarks/nvml_calls.py                    # 60 samples, 0.1 s apart
+    PYTHONPATH=. python3 benchmarks/nvml_calls.py                    # 120 samples, 0.1 s apart
     PYTHONPATH=. python3 benchmarks/nvml_calls.py --interval 1 --samples 30 --json
 
 On an H200 (driver 580, 2026-11-27) this found ``nvmlDeviceGetTotalEnergyConsumption``
@@ -88,7 +89,7 @@ def measure(samples: int, interval_s: float) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=60)
+    parser.add_argument("--samples", type=int, default=120)
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between samples")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -427,10 +427,10 @@ class _GpuTally:
                 self._process(process, t).add(process, t, weight)
 
     def _energy(self, gpu: Mapping[str, Any], weight: float) -> None:
-        """The counter's increase; and where a driver's counter is read every few seconds
-        (the sampler shows its last answer in between: the same value again), power times
-        time from its last answer on, until it moves again (so a recording that ends
-        between two answers counts its last seconds)."""
+        """The counter's increase; and where a counter is read every few seconds (a slow
+        driver's, an exporter's: its last answer repeated in between), power times time
+        from its last change on until it moves again, so that a recording that ends between
+        two answers, or a counter that starts again, loses none of those seconds."""
         power = _number(gpu.get("power_w"))
         power_j = 0.0 if power is None else power * weight
         counter = _number(gpu.get("energy_joules"))
@@ -439,8 +439,10 @@ class _GpuTally:
                 self.unread_j += power_j if self.repeated else self.since_answer_j + power_j
                 self.repeated = True
             else:
-                if self.energy_counter_j is not None:
-                    self.counted_j += max(counter - self.energy_counter_j, 0.0)
+                if self.energy_counter_j is not None and counter >= self.energy_counter_j:
+                    self.counted_j += counter - self.energy_counter_j
+                else:  # started again (a driver reload): the seconds unread are kept
+                    self.counted_j += self.unread_j
                 self.unread_j, self.repeated, self.since_answer_j = 0.0, False, power_j
             self.energy_counter_j = counter
             self.counter_reads += 1

@@ -419,7 +419,7 @@ static unsigned long long g_release;                 /* bumped by fake_nvml_rele
 static long long g_inside;                           /* calls sleeping inside the library now */
 static int g_crash_on_teardown; /* FAKE_NVML_CRASH_ON_TEARDOWN: teardown under a call crashes */
 static unsigned long long g_pcie_delay_ms; /* FAKE_NVML_PCIE_DELAY_MS: a real driver's ~20 ms window */
-static unsigned long long g_energy_cpu_us; /* FAKE_NVML_ENERGY_CPU_US: Hopper's ~3.5 ms of CPU */
+static unsigned long long g_energy_cpu_us; /* FAKE_NVML_ENERGY_CPU_US: a slow driver's */
 static int g_errors[FAKE_MAX_GPUS + 1][SLOT_COUNT];
 static unsigned long long g_calls[FAKE_MAX_GPUS + 1][FN_COUNT];
 static fake_process_t g_processes[FAKE_MAX_PROCESSES];

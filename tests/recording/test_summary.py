@@ -186,6 +186,26 @@ def test_a_counter_read_every_few_seconds_counts_power_after_its_last_answer(
     assert gpu_summary.energy_j == pytest.approx(increase + sum(powers[10:14]))
 
 
+def test_a_counter_that_starts_again_keeps_the_seconds_its_last_answer_left_unread(
+    tmp_path: Path,
+) -> None:
+    """Answered at frame 0 and repeated until a driver reload at frame 8 starts it again
+    from 3 J: frames 0 to 7 count as power times time, then the new counter's increase."""
+    path = tmp_path / "box.ndjson"
+    writer = RecordingWriter(path, header(), codec="none")
+    counter, powers = [], []
+    for frame in range(12):
+        data = snapshot_as_dict(snapshot(frame, gpus=1))
+        gpu = data["gpus"][0]
+        gpu["energy_joules"] = 1000.0 if frame < 8 else 3.0 + 250.0 * (frame - 8)
+        counter.append(gpu["energy_joules"])
+        powers.append(gpu["power_w"])
+        writer.write(float(frame), data)
+    writer.close()
+    gpu_summary = summarise(Recording.open(path)).gpus[0]
+    assert gpu_summary.energy_j == pytest.approx(sum(powers[:8]) + counter[-1] - counter[8])
+
+
 def test_p95_is_the_nearest_rank() -> None:
     assert spread(float(v) for v in range(1, 21)).p95 == 19.0
     assert spread([5.0]) == spread([5.0])

@@ -236,9 +236,9 @@ def test_energy_is_none_where_nvml_has_no_counter(
 def test_a_counter_that_costs_milliseconds_of_cpu_is_asked_every_ten_seconds(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
 ) -> None:
-    """As an H200 on driver 580 spends about 3.5 ms of CPU on it (the power draw 50 µs): its
-    last answer is shown until ENERGY_TTL_S has passed, while the rest is read every
-    sample. The energy counted between two answers is the counter's increase."""
+    """As an H200 on driver 580 spends milliseconds on it (BENCHMARKS.md): its last answer is
+    shown until ENERGY_TTL_S has passed, while the rest is read every sample. The energy
+    counted between two answers is the counter's increase."""
     fake_nvml_env.setenv("FAKE_NVML_ENERGY_CPU_US", "3000")
     assert ENERGY_SLOW_S < 0.003
     readings = []

@@ -55,12 +55,12 @@ NVLINK_TTL_S = 2.0
 two, not one, to keep the read within a tenth of a sample's cost (BENCHMARKS.md, the NVML
 sampler's cost)."""
 PCIE_BUDGET_S = 0.03
+"""Driver time one sample may start spending on PCIe figures (see :func:`refresh_pcie`)."""
 ENERGY_SLOW_S = 0.0005
 """A GPU whose energy counter takes more CPU than this to answer is asked for it every
 ``ENERGY_TTL_S``, not every sample (see :func:`read_energy`)."""
 ENERGY_TTL_S = 10.0
 """Seconds a slow energy counter's last answer is shown before it is asked again."""
-"""Driver time one sample may start spending on PCIe figures (see :func:`refresh_pcie`)."""
 
 _ECC_UNCORRECTED = 1  # NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 _ECC_VOLATILE = 0  # NVML_VOLATILE_ECC: since the driver was loaded
@@ -183,7 +183,7 @@ class TrackedGpu:
     energy_read_at: float | None = None
     """When the energy counter was last asked."""
     energy_slow: bool = False
-    """Whether its last answer took longer than ``ENERGY_SLOW_S``."""
+    """Whether its last answer took more CPU than ``ENERGY_SLOW_S``."""
 
 
 Query = Callable[..., Any]
@@ -373,11 +373,12 @@ def read_energy(queries: Queries, gpu: TrackedGpu, now: float) -> Any:
     """``gpu``'s energy counter (mJ): asked every sample while it answers on less than
     ``ENERGY_SLOW_S`` of CPU, else every ``ENERGY_TTL_S``, its last answer shown in between.
 
-    Hopper's driver spends about 3.5 ms of CPU on it (an H200 on driver 580: most of a
-    sample's cost, where the power draw answers in 50 µs; BENCHMARKS.md). dcgm-exporter
-    reads it every 30 s by default. Each answer is the whole counter, so the energy between
-    two answers is exact; one asked every 10 s lags by up to 10 s. The call's CPU time, not
-    its wall time, decides: a quick call preempted on a busy machine stays every sample.
+    An H200 on driver 580 spent most of a sample's CPU on this one call (BENCHMARKS.md, NVML
+    on a real driver); dcgm-exporter reads it every 30 s by default. Each answer is the
+    whole counter, so the energy between two answers is exact; one asked every
+    ``ENERGY_TTL_S`` lags by up to that and one interval. The call's CPU time, not its wall
+    time, decides: a quick call preempted on a busy machine stays every sample. A failed
+    read is asked again at the next sample.
     """
     if (
         gpu.energy_slow
@@ -387,8 +388,9 @@ def read_energy(queries: Queries, gpu: TrackedGpu, now: float) -> Any:
         return gpu.energy_counter_mj
     started = time.thread_time()
     millijoules = queries.ask(gpu, "energy")
-    gpu.energy_slow = time.thread_time() - started > ENERGY_SLOW_S
-    gpu.energy_read_at = now
+    if millijoules is not None:
+        gpu.energy_slow = time.thread_time() - started > ENERGY_SLOW_S
+        gpu.energy_read_at = now
     return millijoules
 
 
