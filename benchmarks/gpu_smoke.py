@@ -25,7 +25,10 @@ The checks, the most telling first (a first GPU run must not lose them to a hang
 2. doctor: ``gputui doctor --json`` exits 0; pinned transfers beat pageable both ways;
    the device's figures fall in the ranges its kind and vendor should show. snapshot:
    ``gputui snapshot --json`` reads the GPU through its driver (NVML by UUID; AMD's and
-   Intel's sysfs by bus id), healthy, with torch's memory size.
+   Intel's sysfs by bus id), healthy, with torch's memory size. nvml cost (NVIDIA):
+   ``benchmarks/nvml_calls.py`` times every NVML call of 220 samples 50 ms apart (11 s,
+   past the energy counter's 10 s): a sample's median CPU at most 1 ms a GPU, and no call
+   made every sample above 0.5 ms of CPU.
 3. bench: ``gputui bench`` for 4 epochs (resident fp32, then tf32 and bf16, classic fp32,
    and last ``--compile``, with TF32 too on CUDA builds): epochs 2 to 4 agree within the
    tolerance, the math is the one asked for (TF32 only where torch says it is in effect),
@@ -284,8 +287,17 @@ class Check:
 
 VENDORS = {"cuda": "nvidia", "rocm": "amd", "xpu": "intel"}
 """The GPU's maker, in the monitor's words (``vendor``), by torch's build."""
-FROM_NVIDIA = ("arch", "snapshot", "processes")
+FROM_NVIDIA = ("arch", "snapshot", "nvml cost", "processes")
 """The checks that read what a GPU's driver says."""
+SAMPLE_CPU_MS_PER_GPU = 1.0
+"""The most CPU a monitor's NVML sample may take a GPU, at the median (an H200 took 0.40 ms
+on driver 580 once its energy counter was read every 10 s, 3.95 before)."""
+EVERY_SAMPLE_CALL_CPU_MS = 0.5
+"""The most CPU one NVML call made every sample may take (``ENERGY_SLOW_S``'s rule: a
+slower one is made every few seconds)."""
+NVML_COST_SAMPLES, NVML_COST_INTERVAL_S = 220, 0.05
+"""``nvml cost``'s samples and their spacing: 11 s, so that a slow energy counter's
+10 s read falls in them."""
 
 
 @dataclass(frozen=True)
@@ -606,6 +618,41 @@ def drm_gpu(report: Mapping[str, Any], vendor: str, bus_id: str | None) -> Mappi
     return None
 
 
+def nvml_cost_verdict(result: Mapping[str, Any]) -> Check:
+    """``benchmarks/nvml_calls.py --json`` on the real driver: a sample's median CPU at most
+    ``SAMPLE_CPU_MS_PER_GPU`` a GPU, and no call made every sample (once a GPU or more)
+    above ``EVERY_SAMPLE_CALL_CPU_MS``; the costliest calls are reported."""
+    gpus = max(len(result.get("gpus") or ()), 1)
+    median = float(result["sample_cpu_ms_median"])
+    calls = sorted(result.get("calls") or (), key=lambda c: -c["cpu_ms_per_sample"])
+    slow = [
+        f"{c['function']} {c['cpu_us_per_call'] / 1000:.2f} ms a call"
+        for c in calls
+        if c["per_sample"] >= gpus and c["cpu_us_per_call"] / 1000 > EVERY_SAMPLE_CALL_CPU_MS
+    ]
+    costliest = ", ".join(
+        f"{c['function'].removeprefix('nvmlDevice')} {c['cpu_us_per_call']:.0f} us x "
+        f"{c['per_sample']:g}"
+        for c in calls[:3]
+    )
+    figures = {
+        "gpus": gpus,
+        "sample_cpu_ms_median": median,
+        "sample_cpu_ms_mean": result.get("sample_cpu_ms_mean"),
+        "costliest": calls[:3],
+    }
+    detail = (
+        f"a sample {median:.2f} ms of CPU at the median for {gpus} GPU{'s' * (gpus > 1)} "
+        f"(at most {SAMPLE_CPU_MS_PER_GPU:g} ms a GPU); costliest calls: {costliest}"
+    )
+    problems = [f"every sample: {call}" for call in slow]
+    if median > SAMPLE_CPU_MS_PER_GPU * gpus:
+        problems.insert(0, "too slow a sample")
+    if problems:
+        return Check("nvml cost", FAIL, f"{'; '.join(problems)}; {detail}", figures)
+    return Check("nvml cost", PASS, detail, figures)
+
+
 def drm_snapshot_verdict(
     report: Mapping[str, Any], exit_code: int, facts: Mapping[str, Any], vendor: str
 ) -> Check:
@@ -866,6 +913,11 @@ class Runner:
         stderr's tail."""
         return self._json([self.python, "-m", "gputui", *args], limit_as)
 
+    def benchmark(self, name: str, *args: str) -> tuple[int, Any, str]:
+        """``python benchmarks/NAME.py ARGS --json``, as :meth:`gputui` runs a command."""
+        script = str(REPO / "benchmarks" / f"{name}.py")
+        return self._json([self.python, script, *args, "--json"], None)
+
     def child(self, *args: str) -> tuple[int, Any, str]:
         """This script run again with ``--child``, in its own process."""
         return self._json([self.python, str(Path(__file__).resolve()), "--child", *args], None)
@@ -1002,6 +1054,7 @@ class Suite:
             (("imports", "arch"), self.imports),
             (("doctor",), self.doctor),
             (("snapshot",), self.snapshot),
+            (("nvml cost",), self.nvml_cost),
             bench("resident", "fp32"),
             (("timing",), self.timing),
             bench("resident", "tf32"),
@@ -1098,6 +1151,19 @@ class Suite:
             yield snapshot_verdict(report, code, self.facts)
         else:
             yield drm_snapshot_verdict(report, code, self.facts, vendor)
+
+    def nvml_cost(self) -> Iterator[Check]:
+        skip = self.skipped("nvml cost")
+        if skip is not None or self.platform.vendor != "nvidia":
+            yield skip or Check("nvml cost", SKIP, "NVML's cost: an NVIDIA GPU's alone")
+            return
+        spacing = ("--samples", str(NVML_COST_SAMPLES), "--interval", str(NVML_COST_INTERVAL_S))
+        code, result, stderr = self.runner.benchmark("nvml_calls", *spacing)
+        if code != 0 or not isinstance(result, dict):
+            yield Check("nvml cost", FAIL, f"exit {code}: {stderr}")
+            return
+        self._save("nvml_calls.json", result)
+        yield nvml_cost_verdict(result)
 
     # -- 3 ------------------------------------------------------------------
     def bench(self, pipeline: str, precision: str, compiled: bool) -> Iterator[Check]:

@@ -30,6 +30,7 @@ CHECKS = [
     "arch",
     "doctor",
     "snapshot",
+    "nvml cost",
     "bench resident fp32",
     "timing",
     "bench resident tf32",
@@ -93,7 +94,7 @@ def test_the_cpu_rehearsal_passes_without_textual_and_lists_every_check(rehearsa
     gpu_only = gpu_smoke.FROM_NVIDIA  # what a GPU's driver says
     assert all(statuses[name] == SKIP for name in gpu_only)
     assert {s for n, s in statuses.items() if n not in gpu_only} == {PASS}
-    assert report["ok"] is True and report["counts"] == {PASS: 13, FAIL: 0, SKIP: 3}
+    assert report["ok"] is True and report["counts"] == {PASS: 13, FAIL: 0, SKIP: 4}
     for check in report["checks"]:
         assert set(check) == {"name", "status", "figures", "detail"} and check["detail"]
     imports = report["checks"][0]
@@ -545,6 +546,46 @@ def test_the_snapshot_check_reads_the_gpu_torch_names():
     assert "NVML gave no temperature_c" in verdict(lambda g: g.update(temperature_c=None))
     half = facts["memory_bytes"] // 2
     assert "NVML's memory" in verdict(lambda g: g.update(memory_total_bytes=half))
+
+
+@pytest.mark.parametrize(("when", "status"), [("before", FAIL), ("after", PASS)])
+def test_the_nvml_cost_check_fails_a_call_that_costs_milliseconds_every_sample(when, status):
+    """The H200's NVML calls, timed before and after its energy counter was read every 10 s
+    (benchmarks/gpu_runs/2026-11-27-h200-third/nvml: each call from nvml_calls, a sample's
+    median from sample_cost): 4.8 ms of CPU every sample fails, the same every 10 s passes."""
+    folder = GPU_RUN.parent.parent / "2026-11-27-h200-third" / "nvml"
+    calls = json.loads((folder / f"nvml_calls_{when}.json").read_text())["calls"]
+    cost = json.loads((folder / f"sample_cost_{when}.json").read_text())["nvml"]
+    result = {"gpus": cost["gpus"], "sample_cpu_ms_median": cost["cpu_ms_median"], "calls": calls}
+    check = gpu_smoke.nvml_cost_verdict(result)
+    assert check.status == status, check.detail
+    energy = "every sample: nvmlDeviceGetTotalEnergyConsumption 4.76 ms a call"
+    assert (energy in check.detail) == (status == FAIL)
+    assert ("too slow a sample" in check.detail) == (status == FAIL)  # 3.95 ms against 1
+    assert "costliest calls: " in check.detail
+
+
+def test_the_nvml_cost_check_reads_what_nvml_calls_prints(fake_nvml_dir, fake_nvml_env):
+    """``benchmarks/nvml_calls.py --json`` on the stand-in, through the real bindings, as the
+    check runs it: an energy counter that spends 3 ms of CPU is read once, in the warm-up,
+    not every sample, so the check passes; its figures are the tool's."""
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(fake_nvml_dir),
+        "FAKE_NVML_GPU_COUNT": "2",
+        "FAKE_NVML_ENERGY_CPU_US": "3000",
+    }
+    argv = [*SMOKE[:1], "benchmarks/nvml_calls.py", "--samples", "5", "--interval", "0", "--json"]
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    result = json.loads(done.stdout)
+    assert len(result["gpus"]) == 2 and result["samples"] == 5
+    called = {c["function"]: c["per_sample"] for c in result["calls"]}
+    assert called["nvmlDeviceGetUtilizationRates"] == 2  # each GPU, each sample
+    assert "nvmlDeviceGetTotalEnergyConsumption" not in called
+    check = gpu_smoke.nvml_cost_verdict(result)
+    assert check.status == PASS, check.detail
+    assert check.figures["gpus"] == 2
+    assert check.detail.startswith("a sample ") and "for 2 GPUs" in check.detail
 
 
 @pytest.mark.parametrize("run", ["2026-11-26-h200-first", "2026-11-26-h200-second"])
