@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from gputui.recording.reader import Recording
 from gputui.recording.render import render_summary_json, render_summary_text, summary_as_dict
-from gputui.recording.summary import spread, summarise
+from gputui.recording.summary import GpuSummary, spread, summarise
 from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.readings import GpuState
 from gputui.telemetry.snapshot import snapshot_as_dict
@@ -160,30 +161,40 @@ def test_without_an_energy_counter_energy_is_power_times_time(tmp_path: Path) ->
     assert gpu.energy_j == pytest.approx(sum(powers[:-1]))  # a second each, the last none
 
 
+def one_gpu_counted(
+    tmp_path: Path, frames: int, counter_at: Callable[[int], float]
+) -> tuple[GpuSummary, list[float], list[float]]:
+    """A recording of one GPU, a frame a second, its energy counter ``counter_at(frame)``:
+    the GPU's summary, and each frame's counter and power."""
+    path = tmp_path / "box.ndjson"
+    writer = RecordingWriter(path, header(), codec="none")
+    counter, powers = [], []
+    for frame in range(frames):
+        data = snapshot_as_dict(snapshot(frame, gpus=1))
+        gpu = data["gpus"][0]
+        gpu["energy_joules"] = counter_at(frame)
+        counter.append(gpu["energy_joules"])
+        powers.append(gpu["power_w"])
+        writer.write(float(frame), data)
+    writer.close()
+    return summarise(Recording.open(path)).gpus[0], counter, powers
+
+
 def test_a_counter_read_every_few_seconds_counts_power_after_its_last_answer(
     tmp_path: Path,
 ) -> None:
     """As the sampler shows a slow driver's counter (an H200's): its last answer repeated
     until the next, 10 s on. A recording that ends 4 s after an answer counts those 4 s as
     power times time; the seconds between two answers are the counter's increase alone."""
-    path = tmp_path / "box.ndjson"
-    writer = RecordingWriter(path, header(), codec="none")
-    counter, powers = [], []
-    for frame in range(15):
-        data = snapshot_as_dict(snapshot(frame, gpus=1))
-        gpu = data["gpus"][0]
-        answered = frame - frame % 10  # asked at frames 0 and 10
-        gpu["energy_joules"] = 1000.0 + 250.0 * answered
-        counter.append(gpu["energy_joules"])
-        powers.append(gpu["power_w"])
-        writer.write(float(frame), data)
-    writer.close()
-    gpu_summary = summarise(Recording.open(path)).gpus[0]
-    assert gpu_summary.energy_from == "counter"
+    answered_at = [0, 10]
+    gpu, counter, powers = one_gpu_counted(
+        tmp_path, 15, lambda frame: 1000.0 + 250.0 * max(a for a in answered_at if a <= frame)
+    )
+    assert gpu.energy_from == "counter"
     increase = counter[-1] - counter[0]
     assert increase == 2500.0
     # frames 10 to 13 count a second each (frame 14, the last, counts none)
-    assert gpu_summary.energy_j == pytest.approx(increase + sum(powers[10:14]))
+    assert gpu.energy_j == pytest.approx(increase + sum(powers[10:14]))
 
 
 def test_a_counter_that_starts_again_keeps_the_seconds_its_last_answer_left_unread(
@@ -191,19 +202,10 @@ def test_a_counter_that_starts_again_keeps_the_seconds_its_last_answer_left_unre
 ) -> None:
     """Answered at frame 0 and repeated until a driver reload at frame 8 starts it again
     from 3 J: frames 0 to 7 count as power times time, then the new counter's increase."""
-    path = tmp_path / "box.ndjson"
-    writer = RecordingWriter(path, header(), codec="none")
-    counter, powers = [], []
-    for frame in range(12):
-        data = snapshot_as_dict(snapshot(frame, gpus=1))
-        gpu = data["gpus"][0]
-        gpu["energy_joules"] = 1000.0 if frame < 8 else 3.0 + 250.0 * (frame - 8)
-        counter.append(gpu["energy_joules"])
-        powers.append(gpu["power_w"])
-        writer.write(float(frame), data)
-    writer.close()
-    gpu_summary = summarise(Recording.open(path)).gpus[0]
-    assert gpu_summary.energy_j == pytest.approx(sum(powers[:8]) + counter[-1] - counter[8])
+    gpu, counter, powers = one_gpu_counted(
+        tmp_path, 12, lambda frame: 1000.0 if frame < 8 else 3.0 + 250.0 * (frame - 8)
+    )
+    assert gpu.energy_j == pytest.approx(sum(powers[:8]) + counter[-1] - counter[8])
 
 
 def test_p95_is_the_nearest_rank() -> None:
