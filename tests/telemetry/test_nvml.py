@@ -257,6 +257,33 @@ def test_a_counter_that_costs_milliseconds_of_cpu_is_asked_every_ten_seconds(
     assert len({gpu(r, 0).power_w for r in readings}) > 1  # the power draw moves every sample
 
 
+def test_slow_counters_of_several_gpus_are_asked_in_turn(
+    fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
+) -> None:
+    """8 GPUs whose counters cost milliseconds: all are asked at the first sample, then each
+    in a sample of its own, every ENERGY_TTL_S from then on."""
+    fake_nvml_env.setenv("FAKE_NVML_GPU_COUNT", "8")
+    fake_nvml_env.setenv("FAKE_NVML_ENERGY_CPU_US", "1000")
+
+    def asked() -> list[int]:
+        return [fake_nvml.calls("nvmlDeviceGetTotalEnergyConsumption", i) for i in range(8)]
+
+    sampler.sample()  # the first sample starts the library (its counts from 0)
+    assert asked() == [1] * 8
+    asked_at: dict[int, list[int]] = {index: [0] for index in range(8)}
+    for second in range(1, int(2 * ENERGY_TTL_S) + 1):
+        clock.now += 1.0
+        before = asked()
+        sampler.sample()
+        for index, count in enumerate(asked()):
+            if count > before[index]:
+                asked_at[index].append(second)
+    second_reads = [times[1] for times in asked_at.values()]
+    assert len(set(second_reads)) == 8  # each in a sample of its own
+    for times in asked_at.values():
+        assert times[2] - times[1] == ENERGY_TTL_S
+
+
 def test_a_quick_counter_is_asked_every_sample(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sampler: NvmlSampler, clock: FakeClock
 ) -> None:

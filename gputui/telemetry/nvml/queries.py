@@ -61,6 +61,9 @@ ENERGY_SLOW_S = 0.0005
 ``ENERGY_TTL_S``, not every sample (see :func:`read_energy`)."""
 ENERGY_TTL_S = 10.0
 """Seconds a slow energy counter's last answer is shown before it is asked again."""
+ENERGY_STAGGER = 8
+"""GPUs whose second energy reads fall in different tenths of ``ENERGY_TTL_S`` (the ninth
+shares the first's)."""
 
 _ECC_UNCORRECTED = 1  # NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 _ECC_VOLATILE = 0  # NVML_VOLATILE_ECC: since the driver was loaded
@@ -378,7 +381,9 @@ def read_energy(queries: Queries, gpu: TrackedGpu, now: float) -> Any:
     whole counter, so the energy between two answers is exact; one asked every
     ``ENERGY_TTL_S`` lags by up to that and one interval. The call's CPU time, not its wall
     time, decides: a quick call preempted on a busy machine stays every sample. A failed
-    read is asked again at the next sample.
+    read is asked again at the next sample. A GPU's second read comes as many tenths of
+    ``ENERGY_TTL_S`` early as its index modulo ``ENERGY_STAGGER``, so that a box's GPUs take
+    turns rather than all spending their milliseconds in one sample.
     """
     if (
         gpu.energy_slow
@@ -390,7 +395,9 @@ def read_energy(queries: Queries, gpu: TrackedGpu, now: float) -> Any:
     millijoules = queries.ask(gpu, "energy")
     if millijoules is not None:
         gpu.energy_slow = time.thread_time() - started > ENERGY_SLOW_S
-        gpu.energy_read_at = now
+        first = gpu.energy_read_at is None
+        early = ENERGY_TTL_S * (gpu.index % ENERGY_STAGGER) / 10 if first else 0.0
+        gpu.energy_read_at = now - early
     return millijoules
 
 
