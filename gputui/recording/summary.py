@@ -381,6 +381,7 @@ class _GpuTally:
     unread_j: float = 0.0
     """Power times time since the counter's last answer, while it repeats that answer."""
     repeated: bool = False
+    """Whether the counter has repeated its last answer since it last moved."""
     counter_reads: int = 0
     power_j: float = 0.0
     power_reads: int = 0
@@ -439,10 +440,9 @@ class _GpuTally:
                 self.unread_j += power_j if self.repeated else self.since_answer_j + power_j
                 self.repeated = True
             else:
-                if self.energy_counter_j is not None and counter >= self.energy_counter_j:
-                    self.counted_j += counter - self.energy_counter_j
-                else:  # started again (a driver reload): the seconds unread are kept
-                    self.counted_j += self.unread_j
+                last = self.energy_counter_j
+                if last is not None:  # one that went back started again: its unread seconds
+                    self.counted_j += counter - last if counter >= last else self.unread_j
                 self.unread_j, self.repeated, self.since_answer_j = 0.0, False, power_j
             self.energy_counter_j = counter
             self.counter_reads += 1
