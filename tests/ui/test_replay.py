@@ -293,8 +293,11 @@ async def test_loop_starts_again_after_the_last_frame(tmp_path: Path) -> None:
         await wait_until(pilot, lambda: app.handled["nvml"] >= 1)
         await wait_until(pilot, lambda: not app.playing)  # the end: it stops there
         assert app.player.t == 5.5
-        await pilot.press("l", "space")  # loop, and play: from the start again
-        assert "loop" in screen_text(app) and app.player.t == 0.5
+        # loop, and play from the start again at 0.25x (a tick in 4 s: nothing moves on
+        # before it is read, however loaded the machine), then at 16x again
+        await pilot.press(*["minus"] * 6, "l", "space")
+        assert "loop" in screen_text(app) and app.player.t == 0.5 and app.speed == 0.25
+        await pilot.press(*["plus"] * 6)
         await wait_until(pilot, lambda: app.loops >= 2)  # past the end, twice
         assert app.playing
         await pilot.press("l")
