@@ -103,8 +103,12 @@ async def test_the_fleet_replay_plays_speeds_up_and_loops(tmp_path: Path) -> Non
         assert app.player.t == 5.5 and "❚❚ paused  +0:00:05 of 0:00:05" in _status(app)
         await pilot.press("minus")
         assert app.speed == 8 and "  8x" in _status(app)
-        await pilot.press("plus", "l", "space")  # loop, and play: from the start again
-        assert "16x  loop" in _status(app) and app.player.t == 0.5
+        # loop, and play from the start again at 0.25x (a tick in 4 s: nothing moves on
+        # before it is read, however loaded the machine), then at 16x again
+        await pilot.press(*["minus"] * 5, "l", "space")
+        assert app.speed == 0.25 and "loop" in _status(app) and app.player.t == 0.5
+        await pilot.press(*["plus"] * 6)
+        assert "16x  loop" in _status(app)
         await wait_until(pilot, lambda: app.loops >= 2)
         assert app.playing
         await pilot.press("l")
