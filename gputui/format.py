@@ -305,10 +305,12 @@ def fmt_ms(value: float | None) -> str:
 
 def fmt_elapsed(seconds: float | None) -> str:
     """Time since a process started, as ``ps -o etime`` writes it: ``7:05``, ``3:07:05``,
-    ``2-03:07:05`` (days, hours, minutes, seconds)."""
+    ``2-03:07:05`` (days, hours, minutes, seconds). Whole seconds of the time to a
+    thousandth, as a recording keeps it, so that a replay shows the second the monitor
+    showed (93.9996 s is 1:34 in both, not 1:33 live and 1:34 replayed)."""
     if seconds is None:
         return NA
-    minutes, secs = divmod(int(max(seconds, 0)), 60)
+    minutes, secs = divmod(int(round(max(seconds, 0), 3)), 60)
     hours, minutes = divmod(minutes, 60)
     days, hours = divmod(hours, 24)
     if days:

@@ -23,6 +23,7 @@ from gputui.format import (
     one_line,
     wrap_text,
 )
+from gputui.recording.frames import DECIMALS
 from gputui.telemetry.readings import GpuState
 from tests.hostile import CRAFTED, SHOWN_TITLE, TITLE, unsafe
 
@@ -91,6 +92,16 @@ def test_rates_never_read_four_digits() -> None:
 )
 def test_elapsed_time_reads_as_ps_etime(seconds: float | None, shown: str) -> None:
     assert fmt_elapsed(seconds) == shown
+
+
+def test_an_elapsed_time_reads_the_same_once_recorded_to_a_thousandth() -> None:
+    """A recording keeps times to a thousandth (``DECIMALS``): a time a hair under a whole
+    second reads the same live and replayed."""
+    for whole in (59, 93, 3599):
+        for below in (0.0004, 0.0005, 0.0006, 0.0015, 0.3):
+            seconds = whole + 1 - below
+            recorded = round(seconds, DECIMALS)
+            assert fmt_elapsed(seconds) == fmt_elapsed(recorded), seconds
 
 
 def test_process_kinds_read_as_nvitop_writes_them() -> None:
