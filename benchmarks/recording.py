@@ -138,13 +138,14 @@ def process_cpu(
     ``lib_dir`` ``None``: the machine's own NVML."""
     recorders = {"recorder": REPO} | ({} if baseline is None else {"baseline": baseline})
     each: dict[str, list[float]] = {name: [] for name in (*recorders, "monitor")}
+    marker = first_gpu_name(lib_dir).encode()
     for round_ in range(rounds):
         for name, tree in recorders.items():
             each[name].append(_recorder_cpu(lib_dir, tree, window_s, folder / f"{name}-{round_}"))
         monitor = run_in_terminal(
             "gputui",
             [sys.executable, "-m", "gputui", "--interval", "1"],
-            marker=first_gpu_name(lib_dir).encode(),
+            marker=marker,
             env={**stand_in_env(lib_dir), "PYTHONPATH": python_path(REPO)},
             steady_s=window_s,
         )

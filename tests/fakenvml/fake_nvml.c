@@ -475,6 +475,22 @@ static int parse_uint(const char *text, unsigned long long *value) {
     return errno == 0 && end != text && *end == '\0' && text[0] != '-';
 }
 
+/* `variable`, a whole number up to `most` (0 where unset or empty); false, said on stderr,
+   where it is not one. */
+static int parse_env_uint(const char *variable, unsigned long long most,
+                          unsigned long long *value) {
+    const char *text = getenv(variable);
+    *value = 0;
+    if (text == NULL || text[0] == '\0') {
+        return 1;
+    }
+    if (!parse_uint(text, value) || *value > most) {
+        config_error(variable, text);
+        return 0;
+    }
+    return 1;
+}
+
 static int function_id(const char *name) {
     for (int i = 0; i < FN_COUNT; i++) {
         if (strcmp(FUNCTION_NAMES[i], name) == 0) {
@@ -1066,19 +1082,8 @@ static nvmlReturn_t load_config(void) {
     value = getenv("FAKE_NVML_PROCESSES_FILE");
     snprintf(g_processes_file, sizeof(g_processes_file), "%s", value ? value : "");
 
-    g_pcie_delay_ms = 0;
-    value = getenv("FAKE_NVML_PCIE_DELAY_MS");
-    if (value != NULL && value[0] != '\0' &&
-        (!parse_uint(value, &g_pcie_delay_ms) || g_pcie_delay_ms > 10000)) {
-        config_error("FAKE_NVML_PCIE_DELAY_MS", value);
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
-
-    g_energy_cpu_us = 0;
-    value = getenv("FAKE_NVML_ENERGY_CPU_US");
-    if (value != NULL && value[0] != '\0' &&
-        (!parse_uint(value, &g_energy_cpu_us) || g_energy_cpu_us > 1000000)) {
-        config_error("FAKE_NVML_ENERGY_CPU_US", value);
+    if (!parse_env_uint("FAKE_NVML_PCIE_DELAY_MS", 10000, &g_pcie_delay_ms) ||
+        !parse_env_uint("FAKE_NVML_ENERGY_CPU_US", 1000000, &g_energy_cpu_us)) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
 
