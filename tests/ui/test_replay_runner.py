@@ -9,8 +9,11 @@ samplers are fakes (they are not what is under test here).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,18 +21,24 @@ import pytest
 from rich.console import Console
 from textual.widgets import Select, Static
 
-from gputui.jobs.events import EpochFinished, Placement
+from gputui.jobs.events import EpochFinished, Error, Note, Placement
 from gputui.recording.player import Player
 from gputui.recording.reader import Recording
 from gputui.recording.recorder import ShownRecorder
 from gputui.recording.render import render_summary_json, render_summary_text
-from gputui.recording.runs import EventsDrained, JobBegun
+from gputui.recording.runs import EventsDrained, JobBegun, entry_as_dict
 from gputui.recording.summary import summarise
+from gputui.recording.writer import RecordingWriter
 from gputui.ui.monitor.replay import RUNNER_REFUSAL, ReplayApp
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
+from tests.commands.test_cli import ROOT
+from tests.hostile import CLIPBOARD, CRAFTED, SHOWN_TITLE, TITLE
+from tests.pty_run import run_on_a_pty, shown_text
+from tests.recording.made import header, readings
 from tests.ui.fakes import fake_app, screen_text, wait_until
-from tests.ui.recordings.replay import devices, replayed_setup
+from tests.ui.recordings.replay import devices, load, replayed_setup
+from tests.ui.recordings.scenarios import RECORDED
 from tests.ui.runner_fakes import TINY_RUN
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.long_module]
@@ -177,3 +186,45 @@ async def test_a_recorded_experiment_replays_as_it_was_shown(tmp_path: Path) -> 
             app.seek(t)
             assert pane_text(app.runner) == recorder.seen[t], t
         assert app.runner.view == "experiment"
+
+
+def test_a_recording_s_crafted_runner_events_never_reach_the_terminal_raw(tmp_path: Path) -> None:
+    """A recording whose runner events carry escapes (the error's message, detail and kind, a
+    note): ``gputui replay`` on a real terminal shows them as visible text, never raw: no title,
+    no clipboard, no cleared screen, no reversed text. The stream is the real trainer's
+    killed run, its error and a note given the crafted text."""
+    *events, error = load("cpu_killed")
+    assert isinstance(error, Error)
+    crafted = Error(f"killed {CRAFTED}", detail=f"detail {CRAFTED}", kind=f"kind {TITLE}")
+    events = [*events, Note(f"note {CRAFTED}"), crafted]
+    path = tmp_path / "crafted.ndjson"
+    writer = RecordingWriter(path, dataclasses.replace(header(), runner=True), codec="none")
+    entries = [JobBegun("training", (RECORDED,)), EventsDrained(tuple(events))]
+    writer.write(0.5, readings(0), [entry_as_dict(0.5, entry) for entry in entries])
+    writer.write(1.5, readings(1))
+    writer.close()
+
+    run = run_on_a_pty(
+        [sys.executable, "-m", "gputui", "replay", "--paused", str(path)],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"},
+        cwd=ROOT,
+        size=(200, 50),
+        timeout_s=60,
+        script=[
+            (lambda shown: "(e: details)" in shown_text(shown), b"e"),  # the detail
+            (lambda shown: f"detail{SHOWN_TITLE}" in _unwrapped(shown), b"q"),
+        ],
+        exit_within_s=20,
+    )
+    text = shown_text(run.shown)
+    assert run.returncode == 0, text[-2000:]
+    for raw in (TITLE, CLIPBOARD, "\x1b]0;", "\x1b]52;", "\x1b[2J", "\u202e", "\u2067", "\x9b"):
+        assert raw.encode() not in run.shown, raw
+    for field in ("killed", "detail", "kind", "note"):
+        assert f"{field}{SHOWN_TITLE}" in _unwrapped(run.shown), field
+
+
+def _unwrapped(shown: bytes) -> str:
+    """What a terminal shows of ``shown`` without its spaces and line ends: text that wrapped
+    reads on."""
+    return "".join(shown_text(shown).split())

@@ -35,6 +35,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import var
 
+from gputui.format import for_screen
 from gputui.jobs.config import (
     DISTRIBUTED_KINDS,
     ConfigError,
@@ -297,6 +298,7 @@ class RunnerPane(Vertical, SteadyRender):
         so if this torch is a CUDA build the driver cannot run, with the doctor's fix."""
         from gputui.jobs.events import Error
 
+        listed = for_screen(listed)  # the devices' names are the drivers'
         if isinstance(listed, Error):
             self.devices_error = listed.message
             self.message = Text(f"Could not list devices: {listed.message}", style="red")
@@ -593,7 +595,8 @@ class RunnerPane(Vertical, SteadyRender):
         events = trainer.drain()
         if not events:
             return
-        self._told_events(events)
+        self._told_events(events)  # as the child sent them: the recording keeps them so
+        events = for_screen(events)  # what the screen shows, live or replayed
         from gputui.jobs.events import Finished, RanksStarted, RunStarted
 
         run = session.current
@@ -625,6 +628,7 @@ class RunnerPane(Vertical, SteadyRender):
         if not events or result is None:
             return
         self._told_events(events)
+        events = for_screen(events)
         progress = self.experiment_progress
         for event in events:
             result.absorb(event)
@@ -675,7 +679,7 @@ class RunnerPane(Vertical, SteadyRender):
 
         self.message = None
         self.show_detail = False
-        configs = list(entry.configs)
+        configs = list(for_screen(entry.configs))  # a recording's text, as shown
         if entry.kind == "experiment":
             if isinstance(configs[0], ExperimentConfig):
                 self._start_experiment(configs[0])
