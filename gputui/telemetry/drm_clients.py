@@ -208,8 +208,11 @@ def _boot_time(procfs: str) -> float | None:
 
 
 def _user(status: str | None) -> str | None:
-    """The name of the real uid in ``/proc/PID/status``, else the uid (psutil's rule)."""
-    for line in (status or "").splitlines():
+    r"""The name of the real uid in ``/proc/PID/status``, else the uid (psutil's rule).
+
+    Lines end at ``\n`` alone: the process's own name comes first, and may hold ``\x1c`` or
+    U+2028 (``splitlines()`` would take ``x\x1cUid: 0`` for a line of its own)."""
+    for line in (status or "").split("\n"):
         if line.startswith("Uid:"):
             fields = line.split()
             if len(fields) < 2 or not fields[1].isdigit():

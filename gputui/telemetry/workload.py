@@ -140,7 +140,9 @@ def _paths(text: str) -> list[str]:
     unified: list[str] = []
     systemd: list[str] = []
     others: list[str] = []
-    for line in text.splitlines():
+    # On "\n" alone: a cgroup's name may hold "\r", "\x1c" or U+2028, which splitlines()
+    # also breaks on, and a user who names a cgroup so would write a line of their choosing
+    for line in text.split("\n"):
         hierarchy, _, rest = line.partition(":")
         controllers, colon, path = rest.partition(":")
         if not colon or not path.startswith("/"):

@@ -591,3 +591,24 @@ def test_who_runs_a_process_reads_as_psutil_reads_it() -> None:
     assert identity.user == me.username()
     assert identity.command == command_line(me.cmdline())
     assert read_process_identity("/proc", 2**22 + 1) is None  # above pid_max: no process
+
+
+@pytest.mark.parametrize("breaks", ["\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\r", "\v", "\f"])
+def test_a_process_that_names_itself_a_uid_line_is_still_read_as_its_user(breaks: str) -> None:
+    """A real process renames itself ``x<break>Uid: 65534``: its ``status`` opens with that
+    name, a line of its own to ``splitlines()``, but the kernel's ``Uid:`` line names it."""
+    code = (
+        f"open('/proc/self/comm', 'w').write({'x' + breaks + 'Uid: 65534'!r}); "
+        "print(flush=True); import time; time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"\n"  # renamed
+        with open(f"/proc/{child.pid}/status", encoding="utf-8", errors="replace") as status:
+            assert status.readline().startswith("Name:\tx")
+        identity = read_process_identity("/proc", child.pid)
+        assert identity is not None and identity.user == psutil.Process(child.pid).username()
+        assert identity.user != pwd.getpwuid(65534).pw_name
+    finally:
+        child.kill()
+        child.wait()

@@ -1,13 +1,18 @@
 """What a GPU process runs in (:mod:`gputui.telemetry.workload`), read through
 ``GPUTUI_PROCFS`` from fake procfs trees built here, each process's ``cgroup`` laid out as
 each runtime and Slurm lay theirs out (the comment beside each case says where the form comes
-from), with the host's files that name them. The machine's own cgroups are never read.
+from), with the host's files that name them. The machine's own cgroups are read once: a
+cgroup made for a test, named as an attacker would name it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -402,3 +407,65 @@ def test_host_pids_are_read_in_the_hosts_procfs_only(
     assert job() == ("slurm_job", "1234")
     monkeypatch.delenv("GPUTUI_PROCFS")
     assert job() is None
+
+
+LINE_BREAKS = ["\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r", "\v", "\f"]
+"""Characters the kernel allows in a cgroup's name that ``str.splitlines()`` breaks lines on."""
+
+
+@pytest.mark.parametrize("breaks", LINE_BREAKS)
+def test_a_user_s_cgroup_named_like_a_line_names_no_pod_nor_job(
+    proc: FakeProcfs, breaks: str
+) -> None:
+    """A user names a cgroup in the subtree systemd delegates to them so that the rest reads
+    as another line: ``x<break>0::/kubepods/...``. It may name a container, never a pod or a
+    Slurm job: those are only where root puts them."""
+    mine = "/user.slice/user-1000.slice/user@1000.service/app.slice"
+    for pid, fake in (
+        (1, f"0::/kubepods/burstable/pod{UID}/{ID}"),
+        (2, "0::/system.slice/slurmstepd.scope/job_4242/step_0"),
+    ):
+        proc.process(pid)
+        proc.cgroup(pid, f"0::{mine}/x{breaks}{fake}\n")
+        workload = WorkloadReader().read(pid)
+        assert (workload.pod, workload.pod_uid, workload.slurm_job) == (None, None, None)
+        assert workload.job is None or workload.job[0] == "container"
+
+
+def test_a_real_cgroup_named_like_a_line_names_no_pod(tmp_path: Path) -> None:
+    """The same with a real cgroup (cgroup v2's hierarchy, where this machine lets us make
+    one) and a real process in it, read from the real ``/proc``."""
+    unified = Path("/sys/fs/cgroup/unified")
+    if not unified.is_dir():
+        unified = Path("/sys/fs/cgroup")
+    top = unified / f"gputui-test-{os.getpid()}"
+    try:
+        top.mkdir()
+    except OSError as error:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no cgroup v2 hierarchy to write: {error}")
+    leaf = top / "x\x1c0::" / "kubepods" / "burstable" / f"pod{UID}" / ID
+    child = None
+    try:
+        leaf.mkdir(parents=True)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        (leaf / "cgroup.procs").write_text(f"{child.pid}\n")
+        cgroup = Path(f"/proc/{child.pid}/cgroup").read_text()
+        assert f"x\x1c0::/kubepods/burstable/pod{UID}/{ID}\n" in cgroup
+        workload = WorkloadReader(Path("/proc")).read(child.pid)
+        assert workload.container_id == ID  # a container, which any user may name
+        assert (workload.pod, workload.pod_uid, workload.job) == (
+            None,
+            None,
+            ("container", ID[:12]),
+        )
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
+        for folder in [leaf, *leaf.parents]:
+            if folder == unified:
+                break
+            with contextlib.suppress(OSError):
+                folder.rmdir()
