@@ -40,7 +40,8 @@ HEADLESS = (
     + _modules("gputui.jobs")
     + _modules("gputui.engine")
     + _modules("gputui.commands")
-    + ["gputui.device", "gputui.format", "gputui.exits", "gputui.pci", "gputui.system"]
+    + ["gputui.device", "gputui.files", "gputui.format", "gputui.exits", "gputui.pci"]
+    + ["gputui.system"]
 )
 """Every module but the app's: none may import Textual or Rich."""
 

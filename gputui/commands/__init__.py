@@ -263,6 +263,7 @@ def _shown_recorder(path: Path, interval_s: float) -> ShownRecorder | None:
     """The recorder of ``--record``, its file made; ``None`` after one usage line."""
     from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, zstandard
     from gputui.recording.recorder import ShownRecorder
+    from gputui.recording.writer import cannot_write
 
     codec = codec_for_name(path)
     if codec == ZSTD and zstandard() is None:
@@ -275,7 +276,7 @@ def _shown_recorder(path: Path, interval_s: float) -> ShownRecorder | None:
     try:
         return ShownRecorder(path, interval_s=interval_s, codec=codec)
     except OSError as error:
-        usage_error("gputui", f"cannot write {path}: {error.strerror}")
+        usage_error("gputui", cannot_write(error, path))
         return None
 
 

@@ -150,6 +150,7 @@ def run_record_command(args: argparse.Namespace) -> int:
     from gputui.commands.output import write_out
     from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, default_codec, zstandard
     from gputui.recording.recorder import FleetSampled, record
+    from gputui.recording.writer import cannot_write
 
     prog = "gputui record"
     if args.keep is not None and args.max_size is None:
@@ -186,4 +187,4 @@ def run_record_command(args: argparse.Namespace) -> int:
             err=sys.stderr,
         )
     except OSError as error:
-        return usage_error(prog, f"cannot write {path}: {error.strerror}")
+        return usage_error(prog, cannot_write(error, path))

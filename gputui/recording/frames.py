@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gputui.format import ellipsize
+from gputui.telemetry.snapshot import json_number
+
 FORMAT_VERSION = 1
 """The version this gputui writes and the newest it reads."""
 HEADER_KEY = "gputui_recording"
@@ -251,6 +254,22 @@ def changes(old: Any, new: Any) -> Any:
     return _whole_value(new)
 
 
+def parsed(line: bytes) -> Any:
+    """One line of a recording or its index, as JSON: the one place a file's lines are
+    parsed.
+
+    Raises:
+        FormatError: it is not JSON, or nested too deeply for Python to parse (an attacker's
+            ``[[[[...``: ``RecursionError``, caught here).
+    """
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise FormatError("nested too deeply") from None
+    except ValueError:  # (a number of over 4,300 digits too)
+        raise FormatError("not JSON") from None
+
+
 def changed(old: Any, change: Any) -> Any:
     """``old`` with ``change`` (from :func:`changes`) made; ``old`` itself is left as it was,
     and what did not change is shared with it.
@@ -279,8 +298,10 @@ def changed(old: Any, change: Any) -> Any:
         for key, item in change.items():
             if key == LENGTH:
                 continue
-            if not (key.isascii() and key.isdigit()) or int(key) >= length:
-                raise FormatError(f"a list's change names position {key!r} of {length}")
+            if not (key.isascii() and key.isdigit() and len(key) < 19) or int(key) >= length:
+                raise FormatError(
+                    f"a list's change names position {ellipsize(repr(key), 24)} of {length}"
+                )
             items[int(key)] = changed(items[int(key)], item)
         return items
     raise FormatError("a change to an object or list where the value is neither")
@@ -307,9 +328,10 @@ def _whole(value: Any) -> int:
 
 
 def _number(value: Any) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value):
-        raise FormatError(f"{value!r} is not a number")
-    return float(value)
+    number = json_number(value)
+    if number is None:
+        raise FormatError(f"{ellipsize(repr(value), 40)} is not a number")
+    return number
 
 
 def _text(value: Any) -> str:

@@ -11,13 +11,15 @@ and what (:class:`Problem`), in one line.
 from __future__ import annotations
 
 import bisect
-import json
 import math
+import os
 from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from gputui.files import open_regular, read_regular
 from gputui.format import ellipsize
 from gputui.recording.codec import CodecMissing, CorruptData, Decoder, sniffed
 from gputui.recording.frames import (
@@ -34,8 +36,10 @@ from gputui.recording.frames import (
     first_part_path,
     index_path,
     oldest_part_path,
+    parsed,
     part_path,
 )
+from gputui.telemetry.snapshot import json_number
 
 CHUNK = 1 << 16
 """Bytes read from a file at a time."""
@@ -44,6 +48,12 @@ STEP = 1 << 10
 HEADER_MAX = 1 << 16
 """The longest first line read while looking for a header: a file without a newline that
 soon is not a recording."""
+LINE_MAX = 8 << 20
+"""The longest line read: a frame of a fleet of a thousand GPUs is under a megabyte. A longer
+one stops the reading there (:class:`Problem`)."""
+INDEX_MAX = 64 << 20
+"""The largest index read (an entry a whole frame: a year of them is under 40 MB); a larger
+one is ignored, as a missing one is."""
 
 
 class RecordingError(Exception):
@@ -110,6 +120,8 @@ class _Part:
     header: Header
     codec: str
     size: int
+    owner: int
+    """Its owner's uid."""
     _index: list[IndexEntry] | None = field(default=None, repr=False)
 
     @classmethod
@@ -120,9 +132,8 @@ class _Part:
             RecordingError: not a recording, a newer format, or unreadable.
         """
         try:
-            with open(path, "rb") as file:
-                size = file.seek(0, 2)
-                file.seek(0)
+            with _opened(path) as file:
+                info = os.fstat(file.fileno())
                 first = file.read(CHUNK)
                 if not first:
                     raise RecordingError(f"{path} is empty: not a gputui recording")
@@ -141,41 +152,75 @@ class _Part:
         except (OSError, ValueError) as error:  # ValueError: a name with a NUL in it
             reason = error.strerror if isinstance(error, OSError) and error.strerror else error
             raise RecordingError(f"cannot read {path}: {reason}") from None
-        line = text.split(b"\n", 1)[0]
-        return cls(path, _header(path, line), codec, size)
+        line = text.split(b"\n", 1)[0][: HEADER_MAX + 1]
+        return cls(path, _header(path, line), codec, info.st_size, info.st_uid)
 
     def index(self) -> list[IndexEntry]:
-        """The index's entries that can be trusted (none where it is missing), read once."""
+        """The index's entries that can be trusted (none where it is missing, is not a
+        regular file, or is larger than :data:`INDEX_MAX`), read once."""
         if self._index is None:
             self._index = _read_index(index_path(self.path), self.header, self.size)
         return self._index
 
     def lines(self, entry: IndexEntry | None, report: Report) -> Iterator[tuple[int, bytes, bool]]:
         """Each line from the block ``entry`` names (the start: ``None``) to the end:
-        ``(line, bytes, whole)``, ``whole`` False for a last line without its newline."""
+        ``(line, bytes, whole)``, ``whole`` False for a last line without its newline.
+
+        A line is joined once, when its end comes (time linear in its length), and a line
+        longer than :data:`LINE_MAX` ends the lines there, reported: what a decompression
+        bomb or a file of zeros comes to, held to that much memory.
+        """
         line, offset = (1, 0) if entry is None else (entry.line, entry.offset)
         decoder = Decoder(self.codec)
-        pending = b""
+        pending: list[bytes] = []  # the pieces of the line not ended yet
+        size = 0  # their bytes
         try:
-            with open(self.path, "rb") as file:
+            with _opened(self.path) as file:
                 file.seek(offset)
                 while chunk := file.read(CHUNK):
                     for start in range(0, len(chunk), STEP):
                         try:
-                            pending += decoder.decode(chunk[start : start + STEP])
+                            data = decoder.decode(chunk[start : start + STEP])
                         except CorruptData as error:
                             damaged = f"the compressed data is damaged: {error}"
                             report(Problem(self.path, line, damaged))
                             return
-                        *whole, pending = pending.split(b"\n")
-                        for raw in whole:
-                            yield line, raw, True
-                            line += 1
+                        ends = data.count(b"\n")
+                        if ends:
+                            whole = data.split(b"\n")
+                            whole[0] = b"".join([*pending, whole[0]])
+                            pending, data = [], whole.pop()
+                            size = 0
+                            for raw in whole:
+                                if len(raw) > LINE_MAX:
+                                    break
+                                yield line, raw, True
+                                line += 1
+                            else:
+                                whole = []
+                            if whole:
+                                report(Problem(self.path, line, _TOO_LONG))
+                                return
+                        pending.append(data)
+                        size += len(data)
+                        if size > LINE_MAX:
+                            report(Problem(self.path, line, _TOO_LONG))
+                            return
         except OSError as error:
             report(Problem(self.path, line, f"cannot be read: {error.strerror or error}"))
             return
-        if pending:
-            yield line, pending, False
+        if size:
+            yield line, b"".join(pending), False
+
+
+_TOO_LONG = f"longer than {LINE_MAX:,} bytes, which no frame is (a damaged or hostile file)"
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[BinaryIO]:
+    """``path`` open for reading, where it is a regular file (:func:`open_regular`)."""
+    with os.fdopen(open_regular(path), "rb") as file:
+        yield file
 
 
 def _header(path: Path, line: bytes) -> Header:
@@ -186,15 +231,16 @@ def _header(path: Path, line: bytes) -> Header:
     """
     not_one = f"{path}: line 1: not a gputui recording (its first line is not a recording's header)"
     try:
-        value = json.loads(line)
-    except ValueError:
+        value = parsed(line)
+    except FormatError:
         raise RecordingError(not_one) from None
     if not isinstance(value, dict) or type(value.get(HEADER_KEY)) is not int:
         raise RecordingError(not_one)
     version = value[HEADER_KEY]
     if version > FORMAT_VERSION:
         raise RecordingError(
-            f"{path}: line 1: a recording of format version {version}, newer than this gputui "
+            f"{path}: line 1: a recording of format version {ellipsize(str(version), 12)}, newer "
+            "than this gputui "
             f"reads ({FORMAT_VERSION}): upgrade gputui to read it"
         )
     if version < 1:
@@ -235,12 +281,12 @@ def _read_index(path: Path, header: Header, size: int) -> list[IndexEntry]:
     """The entries of an index that belongs to ``header``'s file, up to the first that does
     not fit (a recorder stopped mid-line, a stale file); none where it is missing."""
     try:
-        lines = path.read_bytes().split(b"\n")
-    except (OSError, ValueError):
+        lines = read_regular(path, INDEX_MAX).split(b"\n")
+    except (OSError, ValueError):  # missing, not a file (a FIFO, /dev/zero), too large
         return []
     entries: list[IndexEntry] = []
     try:
-        first = json.loads(lines[0])
+        first = parsed(lines[0])
         if not (
             isinstance(first, dict)
             and first.get(INDEX_KEY) == header.version
@@ -249,7 +295,7 @@ def _read_index(path: Path, header: Header, size: int) -> list[IndexEntry]:
         ):
             return []
         for raw in lines[1:]:
-            value = json.loads(raw)
+            value = parsed(raw)
             t, offset, line = value["t"], value["offset"], value["line"]
             if type(offset) is not int or type(line) is not int or type(t) not in (int, float):
                 break
@@ -258,7 +304,7 @@ def _read_index(path: Path, header: Header, size: int) -> list[IndexEntry]:
             ):
                 break
             entries.append(IndexEntry(float(t), offset, line))
-    except (ValueError, TypeError, KeyError):  # a line cut short, or not an entry
+    except (FormatError, TypeError, KeyError):  # a line cut short, or not an entry
         pass
     return entries
 
@@ -319,7 +365,7 @@ class Recording:
         problem = None
         while base is not None:
             later = part_path(base, parts[-1].header.part + 1)
-            if not later.is_file():
+            if not later.exists():
                 break
             try:
                 part = _Part.open(later)
@@ -328,6 +374,14 @@ class Recording:
                 break
             if part.header.recording != first.header.recording:
                 break  # another recording's, under the same name
+            if part.owner != first.owner:  # planted beside it: its frames are not read
+                problem = Problem(
+                    later,
+                    1,
+                    f"owned by uid {part.owner}, not by the recording's "
+                    f"owner ({first.owner}): not read as its part",
+                )
+                break
             parts.append(part)
         return cls(parts, problem)
 
@@ -433,13 +487,13 @@ class Recording:
             if number == 1:
                 continue  # the header
             try:
-                value = json.loads(raw)
-            except ValueError:
-                value = _NOT_JSON
+                value = parsed(raw)
+            except FormatError as error:
+                value, why = _NOT_JSON, str(error)
             if entry is not None and number == entry.line and not _starts(value, entry):
                 raise _StaleIndex
             if value is _NOT_JSON:
-                message = "not JSON: the line is damaged" if whole else _CUT
+                message = f"{why}: the line is damaged" if whole else _CUT
                 self._report(Problem(part.path, number, message, cut=not whole))
                 return
             try:
@@ -450,7 +504,10 @@ class Recording:
                 elif "delta" in value:
                     if full is None:
                         raise FormatError("a change before any whole frame")
-                    readings = _readings(changed(full, value["delta"]), part.header.kind)
+                    try:
+                        readings = _readings(changed(full, value["delta"]), part.header.kind)
+                    except RecursionError:  # a change nested as deep as parsing allows
+                        raise FormatError("its change is nested too deeply") from None
                 else:
                     continue  # a kind of line this version does not know: skipped
                 runner = _runner(value.get(RUNNER_KEY, ()))
@@ -480,9 +537,9 @@ _CUT = "cut short: the file ends inside it (its recorder stopped while writing i
 def _frame_time(value: Any, last_t: float) -> float:
     if not isinstance(value, dict):
         raise FormatError("the line is not an object")
-    t = value.get("t")
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t) or t < 0:
-        raise FormatError(f"its time is {t!r}")
+    t = json_number(value.get("t"))
+    if t is None or t < 0:
+        raise FormatError(f"its time is {ellipsize(repr(value.get('t')), 40)}")
     if t < last_t:
         raise FormatError(f"its time {t} is before the frame above's, {last_t}")
     return float(t)

@@ -16,7 +16,6 @@ its readings were taken, with the times they were taken.
 from __future__ import annotations
 
 import contextlib
-import errno
 import queue
 import socket
 import threading
@@ -43,7 +42,7 @@ from gputui.recording.frames import (
 )
 from gputui.recording.render import fmt_offset
 from gputui.recording.runs import RunnerEntry, entry_as_dict
-from gputui.recording.writer import RecordingWriter
+from gputui.recording.writer import RecordingWriter, cannot_write
 from gputui.serve.sampling import Poller
 from gputui.serve.stop import Stop, stop_on_signals
 from gputui.telemetry.polling import Samplers, import_real_samplers
@@ -261,8 +260,8 @@ def record(
             writer.abandon()
     if failed is not None:
         line = (
-            f"gputui record: stopped: cannot write {failed.filename or writer.parts[-1]}: "
-            f"{_reason(failed)}; the {fmt_counted(writer.frames, 'frame')} written before "
+            f"gputui record: stopped: {cannot_write(failed, writer.parts[-1])}; the "
+            f"{fmt_counted(writer.frames, 'frame')} written before "
             f"{'are' if writer.frames != 1 else 'is'} kept"
             + ("" if writer.last_t is None else f" (up to +{fmt_offset(writer.last_t)})")
         )
@@ -458,7 +457,7 @@ class ShownRecorder:
                 self._writer.close()
             except OSError as error:
                 self._writer.abandon()
-                self.failed = f"Recording stopped: {_reason(error)}"
+                self.failed = f"Recording stopped: {cannot_write(error, self._writer.parts[-1])}"
         self._queue.task_done()
 
     def _write(self, at: float, snapshot: Snapshot, runner: tuple[dict[str, object], ...]) -> None:
@@ -470,8 +469,8 @@ class ShownRecorder:
         except OSError as error:  # a full disk: what reached the file stays
             self._writer.abandon()
             self.failed = (
-                f"Recording stopped: cannot write {error.filename or self._writer.parts[-1]}: "
-                f"{_reason(error)}; the {fmt_counted(self._writer.frames, 'frame')} written "
+                f"Recording stopped: {cannot_write(error, self._writer.parts[-1])}; the "
+                f"{fmt_counted(self._writer.frames, 'frame')} written "
                 f"before {'are' if self._writer.frames != 1 else 'is'} kept."
             )
 
@@ -498,12 +497,6 @@ class ShownRecorder:
             f"({fmt_bytes(self._writer.size)}{files}{dropped})"
         )
         return line if self.failed is None else f"{self.failed} {line}"
-
-
-def _reason(error: OSError) -> str:
-    if error.errno == errno.EFBIG:
-        return "the file may not grow any larger (File too large)"
-    return error.strerror or str(error)
 
 
 def _seconds(seconds: float) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from gputui.recording.reader import Frame, Recording
 from gputui.recording.runs import RunnerEntry, RunSummary, entries_of, summarise_runs
 from gputui.telemetry.readings import BENIGN_THROTTLES, GpuState
+from gputui.telemetry.snapshot import json_number
 
 GAP_INTERVALS = 2.0
 """The most a frame counts for, in recording intervals."""
@@ -505,10 +506,7 @@ def spread(values: Iterable[float]) -> Spread:
     return Spread(math.fsum(ordered) / len(ordered), p95, ordered[-1])
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+_number = json_number
 
 
 def _whole(value: Any) -> int | None:

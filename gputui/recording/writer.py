@@ -9,12 +9,14 @@ reader's to drop.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gputui.files import create_new
 from gputui.recording.codec import Encoder
 from gputui.recording.frames import (
     DECIMALS,
@@ -52,7 +54,7 @@ class RecordingWriter:
         max_size: int | None = None,
         keep: int | None = None,
     ) -> None:
-        """Create the first file (it must not exist yet) and write its header.
+        """Create the first file and its index (neither may exist yet) and write its header.
 
         Args:
             path: The first file; later parts are named by :func:`part_path`.
@@ -65,7 +67,8 @@ class RecordingWriter:
                 ``None``: keep every part.
 
         Raises:
-            OSError: the file exists or cannot be made.
+            OSError: the file or its index exists (``FileExistsError``, its ``filename`` the
+                one), or cannot be made.
             CodecMissing: zstd without the module.
             ValueError: ``keep`` below 1.
         """
@@ -158,10 +161,15 @@ class RecordingWriter:
         self._delete_oldest()
         part = len(self.parts)
         path = part_path(self.path, part)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
-        self._fd = os.open(path, flags | os.O_EXCL, 0o644)
+        self._fd = create_new(path)  # never over a file nor through a link: each refused
+        try:
+            self._index_fd = create_new(index_path(path))
+        except OSError:
+            os.close(self._fd)
+            self._fd = None
+            path.unlink()  # (made just now: O_EXCL)
+            raise
         self.parts.append(path)
-        self._index_fd = os.open(index_path(path), flags | os.O_TRUNC, 0o644)
         header = replace(self._header, part=part)
         self._part_size, self._line, self._full = 0, 1, None
         self._emit(self._encoder.frame(encode_line(header.as_dict())) + self._encoder.end_block())
@@ -205,3 +213,17 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def cannot_write(error: OSError, path: Path) -> str:
+    """``cannot write FILE: why``, in one line, for a recording's file that could not be made
+    or written (the file the error names, else ``path``)."""
+    return f"cannot write {error.filename or path}: {_reason(error)}"
+
+
+def _reason(error: OSError) -> str:
+    if error.errno == errno.EEXIST:
+        return "it exists: gputui makes a new file, never writes over one nor through a link"
+    if error.errno == errno.EFBIG:
+        return "the file may not grow any larger (File too large)"
+    return error.strerror or str(error)

@@ -347,6 +347,22 @@ _AS_IS = frozenset({int, str, bool, type(None)})
 """The exact types a reading's attribute is written as it is."""
 
 
+NUMBER_MAX = 2**64
+"""The largest magnitude a number read back from JSON may have (a counter of bytes or
+joules stays far below it): ``10**400`` parses as JSON, and ``float()`` of it overflows."""
+
+
+def json_number(value: Any) -> float | None:
+    """``value`` as a float where it is a JSON number a reading can hold (finite, at most
+    :data:`NUMBER_MAX` either way, not a bool); ``None`` for anything else."""
+    kind = type(value)
+    if kind is float:
+        return value if -NUMBER_MAX <= value <= NUMBER_MAX else None  # (NaN fails both)
+    if kind is int and -NUMBER_MAX <= value <= NUMBER_MAX:
+        return float(value)
+    return None
+
+
 def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
     """The snapshot that :func:`snapshot_as_dict` wrote (a recorded frame), read back.
 
@@ -395,8 +411,8 @@ def _taken_at(ages: Any, taken_at: float) -> dict[str, float]:
     at = dict.fromkeys(SOURCES, taken_at)
     for source in SOURCES:
         if source in ages:
-            age = ages[source]
-            if type(age) not in (int, float) or not 0 <= age < math.inf:
+            age = json_number(ages[source])
+            if age is None or age < 0:
                 raise ValueError(f"{AGES}.{source} is not an age in seconds")
             at[source] = taken_at - age
     return at
@@ -464,9 +480,13 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
         if value is None:
             return None
     elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif hint in (int, str, bool):
+        number = json_number(value)
+        if number is not None:
+            return number
+    elif hint is int:
+        if type(value) is int and -NUMBER_MAX <= value <= NUMBER_MAX:
+            return value
+    elif hint in (str, bool):
         if type(value) is hint:
             return value
     elif isinstance(hint, type) and issubclass(hint, Enum):
@@ -476,7 +496,8 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
             pass
     elif hint in _JSON_KEYS:
         return _reading_from(hint, value, where)
-    raise ValueError(f"{where} is {ellipsize(repr(value), 40)}")
+    shown = "a number out of range" if type(value) in (int, float) else repr(value)
+    raise ValueError(f"{where} is {ellipsize(shown, 40)}")
 
 
 # --- Table ------------------------------------------------------------------------------

@@ -281,7 +281,7 @@ def test_a_file_that_is_no_recording_is_refused_in_one_line(
 def test_a_file_that_cannot_be_read_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(RecordingError, match=r"^cannot read .*: No such file or directory$"):
         Recording.open(tmp_path / "missing.ndjson")
-    with pytest.raises(RecordingError, match=r"^cannot read .*: Is a directory$"):
+    with pytest.raises(RecordingError, match=r"^cannot read .*: not a regular file \(a folder\)$"):
         Recording.open(tmp_path)
 
 
