@@ -5,13 +5,14 @@ filters) over a :class:`~gputui.serve.metrics.LatestCollector`; ``/snapshot`` is
 what ``gputui snapshot --json`` prints, from the same latest readings. Every other path is
 404, ``HEAD`` answers as ``GET`` without the body (health checks), and every other method
 is 405: nothing can be changed through the endpoint. Connections
-are bounded in number and in time (:mod:`gputui.serve.connections`), and the answers do not
-say which server or Python wrote them.
+are bounded in number and in time (:mod:`gputui.serve.connections`), a request's head in
+bytes (:data:`MAX_HEAD_BYTES`), and the answers do not say which server or Python wrote them.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import logging
 import socket
 import socketserver
@@ -19,6 +20,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from http import HTTPStatus
 from typing import Any
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
@@ -44,6 +46,16 @@ LISTEN_BACKLOG = 1024
 """Connections the kernel queues before they are accepted (it caps this at
 ``net.core.somaxconn``): socketserver's 5 had the kernel drop connections under 50
 concurrent scrapers."""
+
+MAX_HEAD_BYTES = 32 * 1024
+"""The most bytes a request's head may have, its request line and header lines together:
+past it the answer is 431 (414 when the request line alone is past it) and the connection
+is closed. http.server bounds each line (64 KiB) and how many there are (100), not their
+sum: 99 lines of 64 KiB held 6.3 MB a connection, and a few hundred such clients took the
+exporter to gigabytes. A scrape's head is a few hundred bytes, a long bearer token a few
+KiB; nginx allows 4 buffers of 8 KiB by default (``large_client_header_buffers``), Go's
+server 1 MiB (``DefaultMaxHeaderBytes``). The connections held (at most
+:data:`~gputui.serve.connections.MAX_HELD`) hold at most 4 MiB of heads together."""
 
 ACCEPT_PAUSE_S = 0.05
 """How long accepting pauses when the process is out of file descriptors, rather than
@@ -235,13 +247,8 @@ class _QuietHandler(WSGIRequestHandler):
 
     def handle(self) -> None:
         """Handle one request, as ``WSGIRequestHandler.handle`` does, but through
-        :class:`_AnonymousHandler`."""
-        self.raw_requestline = self.rfile.readline(65537)
-        if len(self.raw_requestline) > 65536:
-            self.requestline = self.request_version = self.command = ""
-            self.send_error(414)
-            return
-        if not self.parse_request():  # an error was sent
+        :class:`_AnonymousHandler`, and reading at most :data:`MAX_HEAD_BYTES` of its head."""
+        if not self._read_head():
             return
         server = self.server
         assert isinstance(server, _Server)
@@ -258,6 +265,36 @@ class _QuietHandler(WSGIRequestHandler):
         assert app is not None  # set by make_server
         handler.run(app)
 
+    def _read_head(self) -> bool:
+        """Read and parse the request line and headers (``parse_request``), through a
+        :class:`_HeadReader`; False when there is no request to answer: the head was too
+        large (answered 414 or 431) or malformed (answered by ``parse_request``), or the
+        connection ended before it did (not answered, and what was read of it let go at once
+        rather than parsed: a connection dropped to make room, or at its deadline, ends so)."""
+        connection_file = self.rfile
+        head = _HeadReader(connection_file, MAX_HEAD_BYTES)
+        try:
+            self.raw_requestline = head.readline(MAX_HEAD_BYTES + 1)
+        except _HeadTooLarge:
+            self.requestline = self.request_version = self.command = ""
+            self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
+            return False
+        except _HeadCutShort:
+            return False
+        self.rfile = head  # parse_request reads the headers from self.rfile
+        try:
+            return self.parse_request()  # False: an error was sent
+        except _HeadTooLarge:
+            self.send_error(
+                HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                explain=f"A request's head may have at most {MAX_HEAD_BYTES} bytes.",
+            )
+            return False
+        except _HeadCutShort:
+            return False
+        finally:
+            self.rfile = connection_file  # the body, if any, is read from the connection
+
     def send_response(self, code: int, message: str | None = None) -> None:
         """Start an error page as ``BaseHTTPRequestHandler`` does, without ``Server``."""
         self.log_request(code)
@@ -266,6 +303,50 @@ class _QuietHandler(WSGIRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Log nothing."""
+
+
+class _HeadTooLarge(Exception):
+    """The request's head is past :data:`MAX_HEAD_BYTES`."""
+
+
+class _HeadCutShort(Exception):
+    """The connection ended in the middle of the request's head."""
+
+
+class _HeadReader(io.BufferedIOBase):
+    """A connection's file as http.server reads a request's head from it, line by line: no
+    more than ``limit`` bytes in all, and only whole lines.
+
+    ``readline`` raises :class:`_HeadTooLarge` once the lines read add up to more than
+    ``limit`` (it reads one byte more, never the rest of a long line), and
+    :class:`_HeadCutShort` for a line the connection ended in: http.client would take the
+    end of the connection for the end of the head, and parse and answer what came.
+    """
+
+    def __init__(self, file: io.BufferedIOBase, limit: int) -> None:
+        """Read from ``file``, ``limit`` bytes at most."""
+        super().__init__()
+        self._file = file
+        self._left = limit
+        self._started = False  # a line has been read: the connection's end now cuts it short
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> bytes:
+        """The next line, of at most ``size`` bytes (whole or not, as ``readline`` does);
+        ``b""`` where the connection ended before a request line began."""
+        wanted = self._left + 1
+        if size is not None and 0 <= size < wanted:
+            wanted = size
+        line = self._file.readline(wanted)
+        self._left -= len(line)
+        if self._left < 0:
+            raise _HeadTooLarge
+        if len(line) < wanted and not line.endswith(b"\n") and (line or self._started):
+            raise _HeadCutShort
+        self._started = True
+        return line
 
 
 def open_server(

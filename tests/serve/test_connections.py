@@ -24,7 +24,7 @@ import pytest
 from gputui.serve.connections import MAX_HELD, Connections, held_limit
 from gputui.serve.listen import ListenAddress
 from gputui.serve.sampling import Latest
-from gputui.serve.server import bound_address, make_app, open_server
+from gputui.serve.server import WsgiApp, bound_address, make_app, open_server
 from tests.serve.served import READY_TIMEOUT_S, ROOT, Served
 
 APP = make_app(lambda: Latest(started_at=time.monotonic()), interval_s=1.0, processes=False)
@@ -32,9 +32,9 @@ APP = make_app(lambda: Latest(started_at=time.monotonic()), interval_s=1.0, proc
 
 
 @contextlib.contextmanager
-def serving(connections: Connections | None = None) -> Iterator[int]:
+def serving(connections: Connections | None = None, *, app: WsgiApp = APP) -> Iterator[int]:
     """The HTTP server in this process, on a free loopback port (yielded)."""
-    with listening(connections) as (server, port):
+    with listening(connections, app=app) as (server, port):
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
         )
@@ -46,9 +46,11 @@ def serving(connections: Connections | None = None) -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def listening(connections: Connections | None = None) -> Iterator[tuple[WSGIServer, int]]:
+def listening(
+    connections: Connections | None = None, *, app: WsgiApp = APP
+) -> Iterator[tuple[WSGIServer, int]]:
     """The HTTP server bound and listening, not yet accepting, and its port."""
-    server = open_server(ListenAddress("127.0.0.1", 0), APP, connections=connections)
+    server = open_server(ListenAddress("127.0.0.1", 0), app, connections=connections)
     try:
         yield server, bound_address(server)[1]
     finally:
@@ -254,7 +256,7 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 from gputui.serve.connections import Connections
 from gputui.serve.listen import ListenAddress
 from gputui.serve.sampling import Latest
-from gputui.serve.server import bound_address, make_app, open_server
+from gputui.serve.server import WsgiApp, bound_address, make_app, open_server
 app = make_app(lambda: Latest(started_at=time.monotonic()), interval_s=1.0, processes=False)
 held = Connections(limit=1000, deadline_s=60)  # a bound too loose for the open-file limit
 server = open_server(ListenAddress("127.0.0.1", 0), app, connections=held)
