@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gputui.files import open_regular
 from gputui.telemetry.commandline import command_line
 from gputui.telemetry.procstat import CLOCK_TICKS, parse_stat, read_stat
 from gputui.telemetry.readings import GpuProcess
@@ -237,9 +238,10 @@ def _command(base: str, *, raw: bool) -> str | None:
 
 def _read_text(path: str) -> str | None:
     """The file's text (its first ``FDINFO_LIMIT`` bytes); ``None`` when it cannot be read
-    (gone, another user's, not a file). Every file the sampler opens, it opens here."""
+    (gone, another user's, not a regular file: a FIFO would block). Every file the sampler
+    opens, it opens here."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path)
     except OSError:
         return None
     try:

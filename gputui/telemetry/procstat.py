@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from gputui.files import open_regular
+
 try:
     CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 except (AttributeError, ValueError, OSError):
@@ -90,7 +92,7 @@ def parse_statm(data: bytes) -> int | None:
 
 def _read(path: str) -> bytes | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path)
     except OSError:
         return None
     try:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputui.files import open_regular
 from gputui.telemetry.readings import GpuReading, GpuState, Vendor
 
 log = logging.getLogger(__name__)
@@ -233,7 +234,7 @@ class SysfsFiles:
                         del self._kept[name]
                         os.close(fd)
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_regular(name)  # a FIFO planted in a tree would block a plain open
         except FileNotFoundError:
             if not quiet:
                 self.note(name, "missing")
@@ -271,7 +272,7 @@ class SysfsFiles:
             name = os.path.basename(path)
             raise DeviceGone(f"{name}: {os.strerror(error.errno or 0)}") from error
         if not quiet:
-            self.note(path, os.strerror(error.errno) if error.errno else str(error))
+            self.note(path, error.strerror or str(error))
 
     def close_under(self, folder: Path) -> None:
         """Close the files kept open under ``folder`` (a card lost, or bound again)."""

@@ -47,6 +47,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gputui.files import read_regular
 from gputui.telemetry.readings import NO_WORKLOAD, Workload
 from gputui.telemetry.sysfs import PROCFS_ENV, procfs_root
 
@@ -283,10 +284,9 @@ def _read_json(path: Path) -> Any:
 
 def _read_text(path: Path, limit: int) -> str | None:
     """A file's text (bytes that are not UTF-8 kept as surrogates); ``None`` where it cannot
-    be read or holds more than ``limit`` bytes."""
+    be read, is not a regular file (a FIFO would block), or holds more than ``limit`` bytes."""
     try:
-        with open(path, "rb") as file:
-            data = file.read(limit + 1)
+        data = read_regular(path, limit)
     except OSError:
         return None
-    return None if len(data) > limit else data.decode(errors="surrogateescape")
+    return data.decode(errors="surrogateescape")

@@ -32,15 +32,21 @@ from tests.ui.fakes import MPS_ON_LINUX, cpu_reading, h100s
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def snapshot(*args: str, lib_dir: Path, sysfs: Path, gpus: int = 2) -> str:
-    """``gputui snapshot ARGS`` on ``gpus`` stand-in H100s and the cards under ``sysfs``."""
+def snapshot(
+    *args: str, lib_dir: Path, sysfs: Path, gpus: int = 2, procfs: Path | None = None
+) -> str:
+    """``gputui snapshot ARGS`` on ``gpus`` stand-in H100s and the cards under ``sysfs``
+    (with the DRM clients of ``procfs``, else of an empty one)."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
     env.pop("COLUMNS", None)
     env.update(
         LD_LIBRARY_PATH=str(lib_dir),
         FAKE_NVML_GPU_COUNT=str(gpus),
         PYTHONPATH=str(ROOT),
-        **{SYSFS_ENV: str(sysfs), PROCFS_ENV: str(FakeProcfs(sysfs.parent / "box").root)},
+        **{
+            SYSFS_ENV: str(sysfs),
+            PROCFS_ENV: str(procfs or FakeProcfs(sysfs.parent / "box").root),
+        },
     )
     done = subprocess.run(
         [sys.executable, "-m", "gputui", "snapshot", *args],
@@ -142,3 +148,36 @@ def test_each_card_lists_the_processes_whose_drm_clients_are_on_it(tmp_path: Pat
         4 << 30,
     )
     assert gpus[MI300X_BUS_IDS[0]].processes == ()
+
+
+def test_a_fifo_in_sysfs_or_fdinfo_is_na_never_a_hang_nor_a_lost_gpu(
+    fake_nvml_dir: Path, tmp_path: Path
+) -> None:
+    """A FIFO where a card's file or a client's fdinfo should be (a planted tree, a driver's
+    oddity): a plain ``open`` waits for a writer for ever. That one reading is n/a; every GPU
+    and the other process are still there."""
+    sysfs = every_kind_box(tmp_path / "sys")
+    cards = sysfs / "devices" / "pci0000:00"
+    radeon_busy = cards / "0000:03:00.0" / "gpu_busy_percent"
+    (arc_limit,) = (cards / "0000:e3:00.0" / "hwmon").glob("hwmon*/power1_max")
+    for path in (radeon_busy, arc_limit):
+        path.unlink()
+        os.mkfifo(path)
+    procfs = FakeProcfs(tmp_path)
+    for pid, bus_id in ((4242, MI300X_BUS_IDS[0]), (4343, MI300X_BUS_IDS[1])):
+        procfs.process(pid, ("python3", f"train{pid}.py"))
+        procfs.drm_fd(pid, 5, "renderD129", amdgpu_6_11(7, bus_id, vram_kib=4 << 20))
+    fdinfo = procfs.root / "4343" / "fdinfo" / "5"
+    fdinfo.unlink()
+    os.mkfifo(fdinfo)
+    data = json.loads(
+        snapshot("--json", lib_dir=fake_nvml_dir, sysfs=sysfs, gpus=1, procfs=procfs.root)
+    )
+    gpus = {gpu["bus_id"]: gpu for gpu in data["gpus"]}
+    assert len(gpus) == 1 + 10 + 2 and all(gpu["state"] == "ok" for gpu in gpus.values())
+    assert gpus["0000:03:00.0"]["utilization_percent"] is None
+    assert gpus["0000:e3:00.0"]["power_limit_w"] is None
+    assert gpus["0000:e3:00.0"]["power_w"] is not None  # its other readings are there
+    [process] = gpus[MI300X_BUS_IDS[0]]["processes"]
+    assert process["pid"] == 4242
+    assert gpus[MI300X_BUS_IDS[1]]["processes"] == []  # its client cannot be read
