@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from gputui.format import without_noise
@@ -24,6 +24,14 @@ from gputui.serve.metrics import (
     GPU_UP,
     NVML_AVAILABLE,
     SAMPLE_AGE,
+)
+from gputui.telemetry.bounds import (
+    NVLINK_LINK,
+    NVLINK_RX,
+    NVLINK_TX,
+    PROCESS_MEMORY,
+    RANGES,
+    Range,
 )
 from gputui.telemetry.nvml import WEDGED
 from gputui.telemetry.readings import (
@@ -83,73 +91,10 @@ class Exposition:
     """Values refused (read as ``None``), one sentence each."""
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
-    """The values a reading can take; any other is refused."""
-
-    low: float
-    high: float
-    integer: bool = False
-    """Only whole numbers (a P-state)."""
-
-    def admits(self, value: float) -> bool:
-        """Whether ``value`` is a finite number in range (of the right kind)."""
-        if not self.low <= value <= self.high:  # NaN and the infinities included
-            return False
-        return not self.integer or value == int(value)
-
-    def __str__(self) -> str:
-        kind = "a whole number" if self.integer else "a number"
-        return f"{kind} from {self.low:g} to {self.high:g}"
-
-
-MAX_BYTES = 2.0**50
-"""A PiB: more memory than any GPU (or process) has."""
-
-NVLINK_RX = "nvlink_throughput.rx_bytes"
-NVLINK_TX = "nvlink_throughput.tx_bytes"
-"""The NVLink counters' readings, as ``gputui serve``'s series name them (parts of one field
-of a reading, :class:`~gputui.telemetry.readings.NvlinkThroughput`)."""
-
-RANGES: Mapping[str, Range] = {
-    "utilization_percent": Range(0, 100),
-    "memory_utilization_percent": Range(0, 100),
-    "memory_used_bytes": Range(0, MAX_BYTES),
-    "memory_total_bytes": Range(0, MAX_BYTES),
-    "temperature_c": Range(-40, 150),
-    "power_w": Range(0, 10_000),
-    "power_limit_w": Range(0, 10_000),
-    "energy_j": Range(0, 1e14),
-    "sm_clock_mhz": Range(0, 10_000),
-    "sm_clock_max_mhz": Range(0, 10_000),
-    "memory_clock_mhz": Range(0, 100_000),
-    "memory_clock_max_mhz": Range(0, 100_000),
-    "fan_percent": Range(0, 200),  # NVML: "may exceed 100% in certain cases"
-    "pcie_rx_bytes_per_s": Range(0, 1e12),
-    "pcie_tx_bytes_per_s": Range(0, 1e12),
-    "pcie_link_gen": Range(0, 16, integer=True),
-    "pcie_link_gen_max": Range(0, 16, integer=True),
-    "pcie_link_width_lanes": Range(0, 64, integer=True),
-    "pcie_link_width_max_lanes": Range(0, 64, integer=True),
-    "encoder_utilization_percent": Range(0, 100),
-    "decoder_utilization_percent": Range(0, 100),
-    "nvlink_links_active": Range(0, 64, integer=True),
-    NVLINK_RX: Range(0, 2**64 * 1024, integer=True),
-    NVLINK_TX: Range(0, 2**64 * 1024, integer=True),
-    "performance_state": Range(0, 15, integer=True),
-    "ecc_uncorrected_errors": Range(0, 2**53, integer=True),
-    "remapped_rows_pending": Range(0, 1, integer=True),
-}
-"""What each reading an exporter gives can be, in gputui's units."""
-
-PROCESS_MEMORY = Range(0, MAX_BYTES)
 SAMPLE_AGE_RANGE = Range(0, 365 * 86400)
 """A sample age over a year is not one."""
 STATE = Range(0, 1, integer=True)
 """``gputui_gpu_up``, ``gputui_gpu_hung`` and ``gputui_gpu_nvlink_link_up``."""
-NVLINK_LINK = Range(0, RANGES["nvlink_links_active"].high - 1, integer=True)
-"""An NVLink link's number (``gputui_gpu_nvlink_link_up``'s ``link``; a reading's
-``nvlink_links_down``)."""
 
 _PERCENT_SLACK = 1e-9
 """Ratios times 100 may land a rounding error above 100."""
@@ -561,33 +506,6 @@ class _Gpu:
             ),
             **readings,
         )
-
-
-def in_range(gpu: GpuReading) -> GpuReading:
-    """``gpu`` with each value no GPU can take (:data:`RANGES`, a process's memory, an NVLink
-    link's number) read as ``None``, as a scrape reads it: for readings that come back from a
-    file."""
-    refused: dict[str, Any] = {}
-    for name, allowed in RANGES.items():
-        top, _, part = name.partition(".")  # "nvlink_throughput.rx_bytes": a part of one
-        holder = refused.get(top, getattr(gpu, top)) if part else gpu
-        value = getattr(holder, part or top, None)
-        if isinstance(value, (int, float)) and not allowed.admits(float(value)):
-            refused[top] = replace(holder, **{part: None}) if part else None
-    down = gpu.nvlink_links_down
-    if down and not all(NVLINK_LINK.admits(link) for link in down):
-        refused["nvlink_links_down"] = None
-    if gpu.processes is not None and any(
-        p.gpu_memory_bytes is not None and not PROCESS_MEMORY.admits(p.gpu_memory_bytes)
-        for p in gpu.processes
-    ):
-        refused["processes"] = tuple(
-            p
-            if p.gpu_memory_bytes is None or PROCESS_MEMORY.admits(p.gpu_memory_bytes)
-            else replace(p, gpu_memory_bytes=None)
-            for p in gpu.processes
-        )
-    return replace(gpu, **refused) if refused else gpu
 
 
 def hung_error(seconds: float) -> str:

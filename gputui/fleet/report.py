@@ -14,7 +14,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gputui.fleet.exporters import in_range
 from gputui.fleet.hosts import HostReading
 from gputui.format import (
     NA,
@@ -26,6 +25,7 @@ from gputui.format import (
     fmt_used_total,
     for_screen,
 )
+from gputui.telemetry.bounds import in_range
 from gputui.telemetry.readings import GpuReading, GpuState, gpu_label
 from gputui.telemetry.snapshot import gpu_as_dict, gpus_from_list
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gputui.telemetry.amdgpu import AmdgpuCard
+from gputui.telemetry.bounds import in_range
 from gputui.telemetry.drm_clients import DrmClientSampler
 from gputui.telemetry.intel import IntelCard
 from gputui.telemetry.pci_names import PciNames
@@ -115,7 +116,7 @@ class DrmSampler:
                 self._files.close_under(reader.card.path)
                 readings.append(reader.identity.lost(GONE))
                 continue
-            readings.append(self._read(reader, processes.get(bus_id)))
+            readings.append(in_range(self._read(reader, processes.get(bus_id))))
         return DrmReading(gpus=tuple(readings), taken_at=self._clock())
 
     def _read(self, reader: CardReader, processes: tuple[GpuProcess, ...] | None) -> GpuReading:

@@ -377,6 +377,7 @@ typedef struct fake_gpu {
     unsigned long long remapped_pending; /* FAKE_NVML_REMAPPED_PENDING: 1 when a remap waits */
     unsigned long long mig_mode;       /* FAKE_NVML_MIG_MODE: 1 when MIG is enabled */
     unsigned long long energy_reset;   /* FAKE_NVML_ENERGY_RESET: the counter restarts after it */
+    unsigned long long memory_total;   /* FAKE_NVML_MEMORY_TOTAL: bytes (0: an H100's) */
     unsigned long long encoder;        /* FAKE_NVML_ENCODER_UTILIZATION: percent */
     unsigned long long decoder;        /* FAKE_NVML_DECODER_UTILIZATION: percent */
     unsigned long long nvlinks;        /* FAKE_NVML_NVLINKS: links it has (0: no NVLink) */
@@ -1097,6 +1098,7 @@ static nvmlReturn_t load_config(void) {
         !parse_per_gpu("FAKE_NVML_REMAPPED_PENDING", offsetof(fake_gpu_t, remapped_pending)) ||
         !parse_per_gpu("FAKE_NVML_MIG_MODE", offsetof(fake_gpu_t, mig_mode)) ||
         !parse_per_gpu("FAKE_NVML_ENERGY_RESET", offsetof(fake_gpu_t, energy_reset)) ||
+        !parse_per_gpu("FAKE_NVML_MEMORY_TOTAL", offsetof(fake_gpu_t, memory_total)) ||
         !parse_per_gpu("FAKE_NVML_ENCODER_UTILIZATION", offsetof(fake_gpu_t, encoder)) ||
         !parse_per_gpu("FAKE_NVML_DECODER_UTILIZATION", offsetof(fake_gpu_t, decoder)) ||
         !parse_per_gpu("FAKE_NVML_NVLINKS", offsetof(fake_gpu_t, nvlinks)) ||
@@ -1304,6 +1306,17 @@ static unsigned int utilization_at(const fake_gpu_t *gpu, unsigned long long tic
 
 static unsigned long long memory_used_at(const fake_gpu_t *gpu, unsigned long long tick) {
     return 1200ULL * MIB + (unsigned long long)(70000.0 * wave(tick, 480, 53u * gpu->index)) * MIB;
+}
+
+/* The GPU's memory: an H100's, or what FAKE_NVML_MEMORY_TOTAL says (up to 2^64 - 1 bytes, as a
+   broken driver may answer). */
+static unsigned long long memory_total_of(const fake_gpu_t *gpu) {
+    return gpu->memory_total ? gpu->memory_total : H100_MEMORY_TOTAL;
+}
+
+/* `total` less what is taken; 0 where that is more than the total (a total set too small). */
+static unsigned long long memory_free(unsigned long long total, unsigned long long taken) {
+    return total > taken ? total - taken : 0;
 }
 
 static unsigned int sm_clock_at(const fake_gpu_t *gpu, unsigned long long tick) {
@@ -1625,9 +1638,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *o
         out->free = out->total - out->used;
         return NVML_SUCCESS;
     }
-    out->total = H100_MEMORY_TOTAL;
+    out->total = memory_total_of(device);
     out->used = memory_used_at(device, tick) + H100_MEMORY_RESERVED;
-    out->free = out->total - out->used;
+    out->free = memory_free(out->total, out->used);
     return NVML_SUCCESS;
 }
 #endif
@@ -1649,10 +1662,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
         out->free = out->total - out->used;
         return NVML_SUCCESS;
     }
-    out->total = H100_MEMORY_TOTAL;
+    out->total = memory_total_of(device);
     out->reserved = H100_MEMORY_RESERVED;
     out->used = memory_used_at(device, tick);
-    out->free = out->total - out->reserved - out->used;
+    out->free = memory_free(out->total, out->reserved + out->used);
     return NVML_SUCCESS;
 }
 #endif

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from gputui.commands import main
-from gputui.fleet.exporters import in_range
 from gputui.recording.frames import FLEET, FORMAT_VERSION, HOST, Header, encode_line
 from gputui.recording.reader import Frame, Recording, RecordingError
 from gputui.recording.writer import RecordingWriter
+from gputui.telemetry.bounds import in_range
 from gputui.telemetry.readings import NvlinkThroughput
 from gputui.telemetry.snapshot import gpu_as_dict
 from tests.commands.test_cli import ROOT

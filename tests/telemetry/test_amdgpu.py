@@ -487,3 +487,14 @@ def test_a_card_gone_while_it_is_first_read_is_not_an_error(
     on_open.clear()
     gpus = sampler.sample().gpus  # it answers now: a GPU like any other
     assert [(gpu.bus_id, gpu.index) for gpu in gpus] == [("0000:c4:00.0", 0), ("0000:03:00.0", 1)]
+
+
+def test_a_number_no_gpu_can_have_reads_na(tmp_path: Path) -> None:
+    """A card's file that says 10**33 bytes (a driver's oddity, a planted tree) is checked as
+    another host's reading is (:func:`~gputui.telemetry.bounds.in_range`): n/a, not a
+    figure, and the card's other readings stand."""
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx()])
+    (device_of(sysfs, "0000:03:00.0") / "mem_info_vram_total").write_text(f"{10**33}\n")
+    (gpu,) = sample(sysfs, tmp_path)
+    assert gpu.memory_total_bytes is None
+    assert gpu.utilization_percent is not None and gpu.memory_used_bytes is not None

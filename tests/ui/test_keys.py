@@ -1,6 +1,6 @@
 """Issue 32: nvitop's and nvtop's habits. Ctrl+C quits (as ``q`` does, asking first during a
-run), ``?``, ``h`` and F1 list every key, a read-only footer offers no kill keys, and the
-``w`` dialog says which keys start and cancel."""
+run), ``?``, ``h`` and F1 list every key, a read-only footer, help and palette offer no kill
+keys, and the ``w`` dialog says which keys start and cancel."""
 
 from __future__ import annotations
 
@@ -256,6 +256,30 @@ async def test_a_read_only_footer_offers_no_kill_keys_and_k_still_says_why() -> 
         await pilot.press("k", "i")
         await wait_until(pilot, lambda: len(app._notifications) == 2)
         assert [notice.message for notice in app._notifications] == [READONLY_REFUSAL] * 2
+
+
+SIGNAL_COMMANDS = ("Terminate process", "Kill process", "Interrupt process")
+"""The palette's entries that send a signal (``k``, ``K``, ``i``)."""
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+async def test_a_read_only_help_and_palette_offer_no_kill_keys(readonly: bool) -> None:
+    """As a replay's: ``k``, ``K`` and ``i`` are not offered where they only refuse."""
+    app = fake_app(readonly=readonly)
+    async with app.run_test(size=(100, 50)) as pilot:
+        await settled(pilot)
+        titles = {command.title for command in app.get_system_commands(app.screen)}
+        assert "Sort processes" in titles and "Process history" in titles
+        assert all((title in titles) is not readonly for title in SIGNAL_COMMANDS), titles
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: isinstance(app.screen, KeysHelp))
+        help_screen = app.screen
+        assert isinstance(help_screen, KeysHelp)
+        processes = shown_keys(list(help_screen.areas))["GPU processes"]
+        assert "o" in processes and "/" in processes
+        assert all((key in processes) is not readonly for key in ("k", "K", "i")), processes
+        text = screen_text(app)
+        assert ("Send SIGKILL" in text) is not readonly and "Sort the GPU processes" in text
 
 
 # -- the w dialog -------------------------------------------------------------------------

@@ -130,6 +130,19 @@ def describe_hung_gpu(index: int, call: DriverCall | None, now: float) -> str:
     )
 
 
+def replaced(err: UnicodeDecodeError) -> str:
+    """The string whose decoding failed, decoded again with each byte that is not UTF-8
+    replaced (U+FFFD, which every renderer shows as it is).
+
+    The bindings (``nvidia-ml-py``) decode each string NVML answers with a strict
+    ``bytes.decode()``, a product name, UUID, bus id or driver version alike, and the
+    driver answers whatever bytes it holds (a board's name comes from its VBIOS): the error
+    carries all of them. Every query that decodes a string answers that string alone (the
+    bus id is read from its struct inside its call), so the string is the call's answer.
+    """
+    return bytes(err.object).decode("utf-8", errors="replace")
+
+
 def _whole_seconds(call: DriverCall, now: float) -> int:
     return int(max(now - call.started_at, 0.0))
 

@@ -11,6 +11,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
+from gputui.telemetry.bounds import in_range
 from gputui.telemetry.nvml.calls import (
     FUNCTION_NOT_FOUND,
     GPU_IS_LOST,
@@ -207,7 +208,9 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
         "name": (("nvmlDeviceGetName", nv.nvmlDeviceGetName),),
         "uuid": (("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID),),
         "minor": (("nvmlDeviceGetMinorNumber", nv.nvmlDeviceGetMinorNumber),),
-        "bus_id": (("nvmlDeviceGetPciInfo_v3", nv.nvmlDeviceGetPciInfo_v3),),
+        # The bus id itself, read inside its call: the bindings decode it as it is read
+        # (see ``calls.replaced``).
+        "bus_id": (("nvmlDeviceGetPciInfo_v3", lambda h: nv.nvmlDeviceGetPciInfo_v3(h).busId),),
         "sm_clock_max": (
             ("nvmlDeviceGetMaxClockInfo", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, _CLOCK_SM)),
         ),
@@ -285,7 +288,10 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
         # The topology (read once, on its own screen): what each link reaches, and where
         # two GPUs' PCIe paths meet (the other GPU's handle after this one's).
         "nvlink_remote": (
-            ("nvmlDeviceGetNvLinkRemotePciInfo_v2", nv.nvmlDeviceGetNvLinkRemotePciInfo),
+            (
+                "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+                lambda h, link: nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId,
+            ),
         ),
         "topology": (
             ("nvmlDeviceGetTopologyCommonAncestor", nv.nvmlDeviceGetTopologyCommonAncestor),
@@ -457,7 +463,9 @@ def gpu_reading(
     """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
 
     A lost GPU is read with no answers at all, so its identity is all it shows (what ``gpu``
-    keeps between samples is read only of a GPU that is ``ok``).
+    keeps between samples is read only of a GPU that is ``ok``). A value no GPU can take
+    reads ``None`` (:func:`~gputui.format.in_range`, as a remote host's): the driver's
+    integers go up to ``2**64 - 1``, and a broken one answers such.
 
     Args:
         gpu: The GPU, with its identity (index, name, UUID, bus id).
@@ -482,7 +490,7 @@ def gpu_reading(
         error_brief: ``error`` in a few words.
     """
     ok = state is GpuState.OK
-    return GpuReading(
+    reading = GpuReading(
         index=gpu.index,
         vendor=Vendor.NVIDIA,
         name=gpu.name,
@@ -526,6 +534,7 @@ def gpu_reading(
         nvlink_links_down=gpu.nvlink_down if ok else None,
         nvlink_throughput=gpu.nvlink_throughput if ok and gpu.nvlink_active is not None else None,
     )
+    return in_range(reading)
 
 
 Call = Callable[..., Any]
@@ -634,8 +643,8 @@ def read_static(queries: Queries, gpu: TrackedGpu, *, minor: bool) -> None:
         gpu.name = text(name)
     uuid = queries.ask(gpu, "uuid")
     gpu.uuid = text(uuid) if uuid is not None else None
-    pci = queries.ask(gpu, "bus_id")
-    gpu.bus_id = text(pci.busId) if pci is not None else None
+    bus_id = queries.ask(gpu, "bus_id")
+    gpu.bus_id = text(bus_id) if bus_id is not None else None
     clock = queries.ask(gpu, "sm_clock_max")
     gpu.sm_clock_max_mhz = float(clock) if clock is not None else None
     clock = queries.ask(gpu, "memory_clock_max")

@@ -26,6 +26,7 @@ from gputui.telemetry.nvml.calls import (
     describe_hung_call,
     describe_hung_gpu,
     describe_nvml_error,
+    replaced,
 )
 from gputui.telemetry.nvml.mig import read_mig_memory
 from gputui.telemetry.nvml.processes import ProcessAttribution, in_own_pid_namespace
@@ -443,6 +444,11 @@ class NvmlSampler:
     ) -> Any:
         """Make one driver call, recorded while it is in flight (the one way NVML is called).
 
+        A string the driver answers that is not UTF-8 (a GPU's name can be) is answered
+        with each undecodable byte replaced (U+FFFD): the bindings decode strictly, and
+        their error would end the sample, and every later one, with a traceback
+        (:func:`replaced`).
+
         Raises:
             Stopped: The sampler is stopping, or the process ending: the call is not made.
         """
@@ -454,6 +460,8 @@ class NvmlSampler:
         self._pending = self._last_call = call
         try:
             return query(*args)
+        except UnicodeDecodeError as err:
+            return replaced(err)
         finally:
             self._pending = None
             IN_FLIGHT.leave()

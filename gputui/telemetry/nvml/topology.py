@@ -34,8 +34,8 @@ def read_topology(queries: Queries, gpus: Sequence[TrackedGpu]) -> GpuTopology:
             continue
         try:
             if gpu.bus_id is None:
-                pci = queries.ask(gpu, "bus_id")
-                gpu.bus_id = text(pci.busId) if pci is not None else None
+                bus_id = queries.ask(gpu, "bus_id")
+                gpu.bus_id = text(bus_id) if bus_id is not None else None
             far_ends[gpu.index] = _far_ends(queries, gpu)
         except GpuLost:
             continue
@@ -64,12 +64,12 @@ def _far_ends(queries: Queries, gpu: TrackedGpu) -> list[str] | None:
     without NVLink, ``None`` where NVML will not say (no such function, an error)."""
     ends: list[str] = []
     for link in range(queries.nvlink_max_links):
-        pci = queries.ask(gpu, "nvlink_remote", link, past_end=PAST_END if link else None)
-        if isinstance(pci, int):  # one past its last link
+        bus_id = queries.ask(gpu, "nvlink_remote", link, past_end=PAST_END if link else None)
+        if isinstance(bus_id, int):  # one past its last link
             break
-        if pci is None:
+        if bus_id is None:
             return [] if "nvlink_remote" in gpu.unsupported and link == 0 else None
-        ends.append(_bus(text(pci.busId)))
+        ends.append(_bus(text(bus_id)))
     return ends
 
 

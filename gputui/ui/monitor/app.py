@@ -218,8 +218,15 @@ class MonitorApp(TerminalColours):
         self.recorder = recorder
         """Records each painted beat, if the monitor records (``--record``)."""
         self.readonly = readonly
-        self.only = only
         """Whether ``k``, ``K`` and ``i`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
+        self.only = only
+        self._not_offered = frozenset(
+            binding.action
+            for _, binding in self._bindings
+            if readonly and binding.group is KILL_GROUP
+        )
+        """The actions the help and the palette leave out (:meth:`offers`): a read-only
+        monitor's signals, which its footer hides too (their keys stay, to say why not)."""
         if readonly:  # this app's own copy of its bindings: the keys stay, to say why not
             self._bindings = BindingsMap(
                 replace(binding, show=False) if binding.group is KILL_GROUP else binding
@@ -655,8 +662,10 @@ class MonitorApp(TerminalColours):
         ]
 
     def offers(self, action: str) -> bool:
-        """Whether the help lists ``action`` (the monitor offers every one it binds)."""
-        return True
+        """Whether the help and the palette list ``action``: the monitor offers every one it
+        binds, but the signals when it is read-only (``k`` only says why not: a key offered
+        would promise what it refuses)."""
+        return action not in self._not_offered
 
     def keys_of(self, action: str) -> str:
         """The keys bound to ``action`` (``process_sort``: ``o``), as the footer shows them."""
@@ -689,19 +698,22 @@ class MonitorApp(TerminalColours):
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette's commands: Textual's (Quit among them), then the screen's own: on the
         Doctor screen its keys, on the monitor the Doctor's, the runner's and the process
-        table's. Every key in the footer is here (a test holds it)."""
+        table's, each that the monitor offers (:meth:`offers`). Every key in the footer is
+        here (a test holds it)."""
         yield from super().get_system_commands(screen)
         from gputui.ui.doctor.screen import DOCTOR_COMMAND, DOCTOR_HELP, DoctorScreen
 
         if isinstance(screen, DoctorScreen):
             yield from screen.system_commands()
             return
-        yield SystemCommand(
-            DOCTOR_COMMAND, f"{DOCTOR_HELP} ({self.keys_of('doctor')})", self.action_doctor
-        )
+        if self.offers("doctor"):
+            yield SystemCommand(
+                DOCTOR_COMMAND, f"{DOCTOR_HELP} ({self.keys_of('doctor')})", self.action_doctor
+            )
         for title, help_text, action in MONITOR_COMMANDS:
-            command = getattr(self, f"action_{action}")
-            yield SystemCommand(title, f"{help_text} ({self.keys_of(action)})", command)
+            if self.offers(action):
+                command = getattr(self, f"action_{action}")
+                yield SystemCommand(title, f"{help_text} ({self.keys_of(action)})", command)
 
     def wait_for_samplers(self, timeout_s: float) -> bool:
         """After the app has run: wait up to ``timeout_s`` for the samplers to close.

@@ -157,15 +157,13 @@ class ReplayApp(ReplayControls, MonitorApp):
         self._say_status()
 
     def offers(self, action: str) -> bool:
-        """The help leaves out what a replay refuses."""
+        """The help and the palette leave out what a replay refuses."""
         return not f"action_{action}".startswith(_REFUSED_ACTIONS)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The monitor's palette less what a replay refuses, with the replay's keys."""
-        for command in super().get_system_commands(screen):
-            name = getattr(command.callback, "__name__", "")
-            if self.offers(name.removeprefix("action_")):
-                yield command
+        """The monitor's palette, which leaves out what a replay refuses (:meth:`offers`),
+        and the replay's keys."""
+        yield from super().get_system_commands(screen)
         yield from self.replay_commands(screen)
 
     # -- what a replay refuses -------------------------------------------------------------
