@@ -11,8 +11,10 @@ deadline, never timed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import zlib
@@ -48,18 +50,25 @@ def run_measured(*argv: str) -> tuple[int, str, str, int]:
     peak resident memory in bytes (the only child its parent waits for)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "gputui", *argv]
-    done = subprocess.run(
+    measuring = subprocess.Popen(
         [sys.executable, "-c", _MEASURED % DEADLINE_S, *command],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=DEADLINE_S + 10,
-        check=True,
+        start_new_session=True,  # its group is killed whatever ends the test
     )
-    first, _, out = done.stdout.partition("\n")
+    try:
+        stdout, stderr = measuring.communicate(timeout=DEADLINE_S + 10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(measuring.pid, signal.SIGKILL)
+        measuring.wait()
+    assert measuring.returncode == 0, stderr
+    first, _, out = stdout.partition("\n")
     code, peak = map(int, first.split())
-    return code, out, done.stderr, peak
+    return code, out, stderr, peak
 
 
 def run_here(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
