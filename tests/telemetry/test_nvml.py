@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -52,6 +52,7 @@ from gputui.telemetry.readings import (
 )
 from tests.fakenvml import LIBRARY_NAME, FakeNvml
 from tests.fakeprocfs import FakeProcfs, started
+from tests.telemetry.conftest import FakeClock
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_MEMORY = 81559 * 1024 * 1024
@@ -89,28 +90,6 @@ MEMORY_CLOCK_AND_LINK = (
     "pcie_link_width_lanes",
     "pcie_link_width_max_lanes",
 )
-
-
-class FakeClock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def sampler(fake_nvml: FakeNvml, clock: FakeClock) -> Iterator[NvmlSampler]:
-    """A sampler on the stand-in library; set FAKE_NVML_* before its first sample."""
-    with NvmlSampler(clock=clock) as made:
-        yield made
 
 
 def gpu(reading: NvmlReading, index: int) -> GpuReading:

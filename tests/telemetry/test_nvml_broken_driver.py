@@ -10,11 +10,7 @@ with each bad byte replaced (U+FFFD). A memory total of ``2**64 - 1`` bytes was 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +23,8 @@ from gputui.serve.sampling import Latest
 from gputui.telemetry.bounds import in_range
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import NvmlReading
-from tests.fakenvml import FakeNvml
+from tests.commands.test_cli import gputui
+from tests.telemetry.conftest import FakeClock
 from tests.ui.fakes import gpu_reading as fake_gpu_reading
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,46 +37,6 @@ NOT_UTF8_DRIVER = "550.54.\udcff"
 SHOWN_DRIVER = "550.54.\ufffd"
 ABSURD_BYTES = 2**64 - 1
 """The most an NVML byte count (``unsigned long long``) can say: 16384 PiB."""
-
-
-class FakeClock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def sampler(fake_nvml: FakeNvml, clock: FakeClock) -> Iterator[NvmlSampler]:
-    """A sampler on the stand-in library; set FAKE_NVML_* before its first sample."""
-    with NvmlSampler(clock=clock) as made:
-        yield made
-
-
-def gputui(lib_dir: Path, *args: str, knobs: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """``python -m gputui ARGS`` as users run it, NVML found only in ``lib_dir``."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
-    env.update(knobs, LD_LIBRARY_PATH=str(lib_dir), PYTHONIOENCODING="utf-8")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.pop("COLUMNS", None)
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        cwd=ROOT,
-        env=env,
-        timeout=60,
-        check=False,
-    )
 
 
 def metrics_of(reading: NvmlReading, clock: FakeClock) -> str:
@@ -150,13 +107,13 @@ def test_gputui_snapshot_shows_a_name_that_is_not_utf8_and_exits_0(
         "FAKE_NVML_GPU_NAME": NOT_UTF8_NAME,
         "FAKE_NVML_DRIVER_VERSION": NOT_UTF8_DRIVER,
     }
-    done = gputui(fake_nvml_dir, "snapshot", knobs=knobs)
+    done = gputui("snapshot", lib_dir=fake_nvml_dir, knobs=knobs)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert f"GPU 0  {SHOWN_NAME}\n" in done.stdout
     assert SHOWN_DRIVER in done.stdout
 
-    done = gputui(fake_nvml_dir, "snapshot", "--json", knobs=knobs)
+    done = gputui("snapshot", "--json", lib_dir=fake_nvml_dir, knobs=knobs)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert "NVIDIA \\ufffd\\ufffd H100" in done.stdout  # JSON escapes it
@@ -185,13 +142,13 @@ def test_a_memory_total_no_gpu_has_reads_none_and_the_rest_is_kept(
 
 def test_gputui_snapshot_shows_n_a_for_a_memory_total_no_gpu_has(fake_nvml_dir: Path) -> None:
     knobs = {"FAKE_NVML_GPU_COUNT": "1", "FAKE_NVML_MEMORY_TOTAL": f"0:{ABSURD_BYTES}"}
-    done = gputui(fake_nvml_dir, "snapshot", knobs=knobs)
+    done = gputui("snapshot", lib_dir=fake_nvml_dir, knobs=knobs)
     assert done.returncode == 0, done.stderr
     gpu_part = done.stdout.split("GPU 0 ", 1)[1]
     assert re.search(r"\n    memory +\d+\.\d GiB / n/a ", gpu_part), gpu_part
     assert "PiB" not in done.stdout
 
-    done = gputui(fake_nvml_dir, "snapshot", "--json", knobs=knobs)
+    done = gputui("snapshot", "--json", lib_dir=fake_nvml_dir, knobs=knobs)
     assert done.returncode == 0, done.stderr
     (gpu,) = json.loads(done.stdout)["gpus"]
     assert gpu["memory_total_bytes"] is None and gpu["memory_used_bytes"] > 0
