@@ -22,13 +22,14 @@ class NotAFile(OSError):
 
 def open_regular(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
     """A descriptor of the regular file at ``path``, opened with ``flags``: never blocked by
-    a FIFO (``O_NONBLOCK``, which a regular file ignores), never left open on anything else.
+    a FIFO (``O_NONBLOCK``, which a regular file ignores), never made the controlling
+    terminal by a tty (``O_NOCTTY``), never left open on anything else.
 
     Raises:
         NotAFile: it is a FIFO, a device, a socket or a folder (``strerror`` says which).
         OSError: it cannot be opened.
     """
-    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
     except OSError:

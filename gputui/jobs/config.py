@@ -141,6 +141,8 @@ class Portable:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{source} is not JSON: {exc}") from None
+        except (ValueError, RecursionError):  # a 5,000-digit number, nesting past the stack
+            raise ConfigError(f"{source} is not JSON that gputui reads") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{source} is not a JSON object of {cls.NAME} fields")
         known = {spec.name for spec in dataclasses.fields(cls)}

@@ -11,8 +11,11 @@ order is written above its events. A stream ends with exactly one ``Finished``, 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
@@ -708,7 +711,7 @@ def parse_event(line: str | bytes) -> Event | None:
         return None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # (a recording's line may nest past Python's stack)
         log.debug("skipped a line that is not JSON: %.200s", text)
         return None
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
@@ -739,7 +742,47 @@ def _build(cls: type[T], data: dict[str, Any]) -> T:
         elif isinstance(value, list):  # JSON has no tuples
             value = tuple(value)
         values[spec.name] = value
+    for name, fits in _scalar_checks(cls).items():
+        if name in values and not fits(values[name]):
+            raise TypeError(f"{name} is {type(values[name]).__name__}, not what it holds")
     return cls(**parsed_fields(cls, values))
+
+
+WHOLE_MAX = 2**63
+"""The largest magnitude a whole number in an event may have: far beyond any figure a run
+has, where ``float()`` of a recording's ``10**400`` would overflow. (A float may be NaN: a
+diverged loss is one.)"""
+
+
+def _whole(value: Any) -> bool:
+    return type(value) is int and -WHOLE_MAX <= value <= WHOLE_MAX
+
+
+_SCALARS: dict[Any, Callable[[Any], bool]] = {
+    float: lambda value: type(value) is float or _whole(value),
+    int: _whole,
+    str: lambda value: type(value) is str,
+    bool: lambda value: type(value) is bool,
+}
+
+
+def _or_none(fits: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or fits(value)
+
+
+@functools.cache
+def _scalar_checks(cls: type) -> dict[str, Callable[[Any], bool]]:
+    """Each of ``cls``'s fields that holds a number, text or a flag (or ``None``), with the
+    test its JSON value must pass: an event from a recording is another's text, and a
+    ``"seconds": "x"`` would fail far from here."""
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        arms = typing.get_args(hint) if typing.get_origin(hint) is types.UnionType else (hint,)
+        kinds = [arm for arm in arms if arm is not type(None)]
+        if len(kinds) == 1 and kinds[0] in _SCALARS:
+            fits = _SCALARS[kinds[0]]
+            checks[name] = _or_none(fits) if type(None) in arms else fits
+    return checks
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

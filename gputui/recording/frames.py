@@ -64,7 +64,9 @@ def part_path(path: Path, part: int) -> Path:
 def oldest_part_path(path: Path) -> Path | None:
     """The earliest later part left of the recording whose first file is ``path``: where
     ``record --keep`` deleted the first parts, the one to read from; ``None`` where none is
-    (or the folder cannot be read)."""
+    (or the folder cannot be read). Only a part of this user's or root's is taken: with no
+    first file to go by, one planted below the real ones would lead (another user's
+    recording is read by naming one of its parts)."""
     name = path.name
     suffixes = _PART_SUFFIXES.search(name)
     cut = suffixes.start() if suffixes is not None and suffixes.start() > 0 else len(name)
@@ -74,7 +76,9 @@ def oldest_part_path(path: Path) -> Path | None:
             parts = [
                 int(found.group(1))
                 for entry in entries
-                if (found := numbered.fullmatch(entry.name)) is not None and entry.is_file()
+                if (found := numbered.fullmatch(entry.name)) is not None
+                and entry.is_file()
+                and entry.stat().st_uid in (os.geteuid(), 0)
             ]
     except (OSError, ValueError):
         return None

@@ -51,9 +51,16 @@ soon is not a recording."""
 LINE_MAX = 8 << 20
 """The longest line read: a frame of a fleet of a thousand GPUs is under a megabyte. A longer
 one stops the reading there (:class:`Problem`)."""
-INDEX_MAX = 64 << 20
-"""The largest index read (an entry a whole frame: a year of them is under 40 MB); a larger
-one is ignored, as a missing one is."""
+RATIO_MAX = 1000
+"""The most a recording's data may decompress to, per byte read (past
+:data:`RATIO_SLACK`): each frame is flushed whole, so a real recording's ratio is tens at
+most."""
+RATIO_SLACK = 1 << 20
+"""What the data may decompress to beyond :data:`RATIO_MAX` times its size, for a first
+block that compresses well."""
+INDEX_MAX = 16 << 20
+"""The largest index read (an entry a whole frame, a minute apart by default: a year of them
+is under 30 MB); a larger one is ignored, as a missing one is."""
 
 
 class RecordingError(Exception):
@@ -122,6 +129,8 @@ class _Part:
     size: int
     owner: int
     """Its owner's uid."""
+    identity: tuple[int, int]
+    """Its device and inode: the file read later must be the one opened here."""
     _index: list[IndexEntry] | None = field(default=None, repr=False)
 
     @classmethod
@@ -153,7 +162,8 @@ class _Part:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else error
             raise RecordingError(f"cannot read {path}: {reason}") from None
         line = text.split(b"\n", 1)[0][: HEADER_MAX + 1]
-        return cls(path, _header(path, line), codec, info.st_size, info.st_uid)
+        identity = (info.st_dev, info.st_ino)
+        return cls(path, _header(path, line), codec, info.st_size, info.st_uid, identity)
 
     def index(self) -> list[IndexEntry]:
         """The index's entries that can be trusted (none where it is missing, is not a
@@ -166,46 +176,52 @@ class _Part:
         """Each line from the block ``entry`` names (the start: ``None``) to the end:
         ``(line, bytes, whole)``, ``whole`` False for a last line without its newline.
 
-        A line is joined once, when its end comes (time linear in its length), and a line
-        longer than :data:`LINE_MAX` ends the lines there, reported: what a decompression
-        bomb or a file of zeros comes to, held to that much memory.
+        A line is joined once, when its end comes (time linear in its length). A line longer
+        than :data:`LINE_MAX`, or data that decompresses to more than :data:`RATIO_MAX` times
+        its size, ends the lines there, reported: a decompression bomb (of zeros, of empty or
+        of short lines) costs at most that much memory and time.
         """
         line, offset = (1, 0) if entry is None else (entry.line, entry.offset)
         decoder = Decoder(self.codec)
         pending: list[bytes] = []  # the pieces of the line not ended yet
         size = 0  # their bytes
+        read = decoded = 0
         try:
             with _opened(self.path) as file:
+                info = os.fstat(file.fileno())
+                if (info.st_dev, info.st_ino) != self.identity:
+                    report(Problem(self.path, line, _REPLACED))
+                    return
                 file.seek(offset)
                 while chunk := file.read(CHUNK):
                     for start in range(0, len(chunk), STEP):
+                        piece = chunk[start : start + STEP]
                         try:
-                            data = decoder.decode(chunk[start : start + STEP])
+                            data = decoder.decode(piece)
                         except CorruptData as error:
                             damaged = f"the compressed data is damaged: {error}"
                             report(Problem(self.path, line, damaged))
                             return
-                        ends = data.count(b"\n")
-                        if ends:
-                            whole = data.split(b"\n")
-                            whole[0] = b"".join([*pending, whole[0]])
-                            pending, data = [], whole.pop()
-                            size = 0
-                            for raw in whole:
-                                if len(raw) > LINE_MAX:
-                                    break
-                                yield line, raw, True
-                                line += 1
-                            else:
-                                whole = []
-                            if whole:
-                                report(Problem(self.path, line, _TOO_LONG))
+                        read += len(piece)
+                        past = RATIO_SLACK + RATIO_MAX * read - decoded  # what it may hold
+                        decoded += len(data)
+                        at = 0
+                        while (end := data.find(b"\n", at)) >= 0:
+                            if size + end - at > LINE_MAX or end > past:
+                                why = _TOO_LONG if size + end - at > LINE_MAX else _BOMB
+                                report(Problem(self.path, line, why))
                                 return
-                        pending.append(data)
-                        size += len(data)
-                        if size > LINE_MAX:
-                            report(Problem(self.path, line, _TOO_LONG))
-                            return
+                            whole = data[at:end]
+                            yield line, b"".join([*pending, whole]) if pending else whole, True
+                            line += 1
+                            pending, size, at = [], 0, end + 1
+                        if at < len(data):
+                            pending.append(data[at:])
+                            size += len(data) - at
+                            if size > LINE_MAX or len(data) > past:
+                                why = _TOO_LONG if size > LINE_MAX else _BOMB
+                                report(Problem(self.path, line, why))
+                                return
         except OSError as error:
             report(Problem(self.path, line, f"cannot be read: {error.strerror or error}"))
             return
@@ -214,6 +230,11 @@ class _Part:
 
 
 _TOO_LONG = f"longer than {LINE_MAX:,} bytes, which no frame is (a damaged or hostile file)"
+_REPLACED = "replaced by another file since it was opened: not read"
+_BOMB = (
+    f"it decompresses to over {RATIO_MAX:,} times its size, which no recording does: "
+    "a decompression bomb"
+)
 
 
 @contextmanager
@@ -281,12 +302,12 @@ def _read_index(path: Path, header: Header, size: int) -> list[IndexEntry]:
     """The entries of an index that belongs to ``header``'s file, up to the first that does
     not fit (a recorder stopped mid-line, a stale file); none where it is missing."""
     try:
-        lines = read_regular(path, INDEX_MAX).split(b"\n")
+        lines = _each_line(read_regular(path, INDEX_MAX))
     except (OSError, ValueError):  # missing, not a file (a FIFO, /dev/zero), too large
         return []
     entries: list[IndexEntry] = []
     try:
-        first = parsed(lines[0])
+        first = parsed(next(lines))
         if not (
             isinstance(first, dict)
             and first.get(INDEX_KEY) == header.version
@@ -294,19 +315,28 @@ def _read_index(path: Path, header: Header, size: int) -> list[IndexEntry]:
             and first.get("part") == header.part
         ):
             return []
-        for raw in lines[1:]:
+        for raw in lines:
             value = parsed(raw)
-            t, offset, line = value["t"], value["offset"], value["line"]
-            if type(offset) is not int or type(line) is not int or type(t) not in (int, float):
+            t, offset, line = json_number(value["t"]), value["offset"], value["line"]
+            if type(offset) is not int or type(line) is not int or t is None:
                 break
             if not 0 < offset < size or (
                 entries and (t < entries[-1].t or line <= entries[-1].line)
             ):
                 break
-            entries.append(IndexEntry(float(t), offset, line))
+            entries.append(IndexEntry(t, offset, line))
     except (FormatError, TypeError, KeyError):  # a line cut short, or not an entry
         pass
     return entries
+
+
+def _each_line(data: bytes) -> Iterator[bytes]:
+    """``data``'s lines, one at a time (a list of a file of newlines would be millions)."""
+    at = 0
+    while (end := data.find(b"\n", at)) >= 0:
+        yield data[at:end]
+        at = end + 1
+    yield data[at:]
 
 
 class Recording:

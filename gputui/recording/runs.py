@@ -18,7 +18,9 @@ from gputui.device import plain
 from gputui.jobs.config import ConfigError, ExperimentConfig, JobConfig, RunConfig, ScaleConfig
 from gputui.jobs.events import Event, parse_event
 from gputui.jobs.results import Session, run_names
+from gputui.jobs.scale.plan import SCALINGS
 from gputui.recording.frames import runner_entry
+from gputui.telemetry.snapshot import json_number
 from gputui.telemetry.watched import ProcessReading
 
 CONFIG_TYPES: dict[str, type[JobConfig]] = {
@@ -93,7 +95,7 @@ def entry_from_dict(value: Mapping[str, Any]) -> RunnerEntry | None:
     kind, configs, scaling = value.get("start"), value.get("configs"), value.get("scaling")
     if not isinstance(kind, str) or kind not in CONFIG_TYPES or not isinstance(configs, list):
         return None
-    if scaling is not None and not isinstance(scaling, str):
+    if scaling is not None and scaling not in SCALINGS:
         return None
     try:
         read = tuple(CONFIG_TYPES[kind].from_json(text) for text in configs)
@@ -107,12 +109,12 @@ def _watched(value: Any) -> TrainerWatched | None:
         return None
     pid, alive = value.get("pid"), value.get("alive")
     cpu, rss, threads = (value.get(key) for key in ("cpu_percent", "rss_bytes", "threads"))
-    if type(pid) is not int or type(alive) is not bool:
+    if json_number(pid) is None or type(pid) is not int or type(alive) is not bool:
         return None
-    if not (cpu is None or type(cpu) in (int, float)) or not all(
-        n is None or type(n) is int for n in (rss, threads)
+    if not (cpu is None or json_number(cpu) is not None) or not all(
+        n is None or (type(n) is int and json_number(n) is not None) for n in (rss, threads)
     ):
-        return None
+        return None  # (10**400 would overflow where it is shown)
     return TrainerWatched(ProcessReading(pid, alive, cpu, rss, threads))
 
 

@@ -158,7 +158,6 @@ class RecordingWriter:
         self._fd = self._index_fd = None
 
     def _open_part(self) -> None:
-        self._delete_oldest()
         part = len(self.parts)
         path = part_path(self.path, part)
         self._fd = create_new(path)  # never over a file nor through a link: each refused
@@ -167,9 +166,11 @@ class RecordingWriter:
         except OSError:
             os.close(self._fd)
             self._fd = None
-            path.unlink()  # (made just now: O_EXCL)
+            with contextlib.suppress(OSError):
+                path.unlink()  # (made just now: O_EXCL)
             raise
         self.parts.append(path)
+        self._delete_oldest()  # once the new part is there: a part refused deletes none
         header = replace(self._header, part=part)
         self._part_size, self._line, self._full = 0, 1, None
         self._emit(self._encoder.frame(encode_line(header.as_dict())) + self._encoder.end_block())
@@ -177,11 +178,11 @@ class RecordingWriter:
         self._index(encode_line(index))
 
     def _delete_oldest(self) -> None:
-        """Delete the oldest parts until, with the part about to start, ``keep`` are left;
+        """Delete the oldest parts until, with the part just started, ``keep`` are left;
         each file before its index (a reader never opens an index without its file)."""
         if self._keep is None:
             return
-        while len(self.parts) - self.deleted >= self._keep:
+        while len(self.parts) - self.deleted > self._keep:
             oldest = self.parts[self.deleted]
             for each in (oldest, index_path(oldest)):
                 with contextlib.suppress(FileNotFoundError):

@@ -22,8 +22,12 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-NODE = re.compile(r" /dev/nvidia(\d+)$")
-"""A memory map line of a GPU's device node; the group is its minor number."""
+from gputui.files import open_regular
+
+NODE = re.compile(rb"/dev/nvidia(\d+)")
+"""A GPU's device node as a memory map line's path names it, whole; the group is its minor
+number. Lines end at ``\n`` alone and the path is the sixth field, all of it: a user's file
+mapped as ``/tmp/x\r... /dev/nvidia0`` is not the node."""
 
 
 def node_mappers(proc: Path = Path("/proc"), exclude: Iterable[int] = ()) -> dict[int, set[int]]:
@@ -42,8 +46,11 @@ def node_mappers(proc: Path = Path("/proc"), exclude: Iterable[int] = ()) -> dic
         if not entry.name.isdigit() or int(entry.name) in skipped:
             continue
         try:
-            with open(os.path.join(entry.path, "maps"), encoding="utf-8", errors="replace") as maps:
-                minors = {int(match[1]) for line in maps if (match := NODE.search(line.rstrip()))}
+            with os.fdopen(open_regular(os.path.join(entry.path, "maps")), "rb") as maps:
+                paths = (line.rstrip(b"\n").split(maxsplit=5)[5:] for line in maps)
+                minors = {
+                    int(match[1]) for path in paths if path and (match := NODE.fullmatch(path[0]))
+                }
         except OSError:
             continue
         for minor in minors:

@@ -347,9 +347,10 @@ _AS_IS = frozenset({int, str, bool, type(None)})
 """The exact types a reading's attribute is written as it is."""
 
 
-NUMBER_MAX = 2**64
-"""The largest magnitude a number read back from JSON may have (a counter of bytes or
-joules stays far below it): ``10**400`` parses as JSON, and ``float()`` of it overflows."""
+NUMBER_MAX = 1e30
+"""The largest magnitude a number read back from JSON may have: far above every reading (an
+NVLink counter in bytes reaches ``2**74``), far below where ``float()`` overflows (``10**400``
+parses as JSON). A float, so that a float reading compares with it at a float's speed."""
 
 
 def json_number(value: Any) -> float | None:
@@ -484,7 +485,7 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
         if number is not None:
             return number
     elif hint is int:
-        if type(value) is int and -NUMBER_MAX <= value <= NUMBER_MAX:
+        if type(value) is int and json_number(value) is not None:
             return value
     elif hint in (str, bool):
         if type(value) is hint:

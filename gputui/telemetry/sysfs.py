@@ -75,7 +75,8 @@ def mount_type(path: Path | str, mountinfo: Path | None = None) -> str | None:
     system type); ``None`` where ``mountinfo`` (default :data:`MOUNTINFO`) cannot be read."""
     target = os.path.realpath(path)
     try:
-        lines = (mountinfo or MOUNTINFO).read_text(errors="replace").splitlines()
+        # on "\n" alone, not splitlines(): a mount point's name may hold "\x1c"
+        lines = (mountinfo or MOUNTINFO).read_text(errors="replace").split("\n")
     except OSError:
         return None
     deepest, found = -1, None

@@ -23,9 +23,12 @@ from pathlib import Path
 import pytest
 
 from gputui.commands import main
+from gputui.device import CPU
 from gputui.files import NotAFile, create_new, open_regular
+from gputui.jobs.config import RunConfig
 from gputui.recording.frames import index_path, part_path
-from gputui.recording.reader import Recording
+from gputui.recording.reader import INDEX_MAX, Recording
+from gputui.recording.runs import EventsDrained, entry_from_dict
 from gputui.recording.writer import RecordingWriter
 from tests.commands.test_cli import ROOT
 from tests.recording.made import header, plain_lines, readings, write
@@ -138,6 +141,21 @@ def test_a_part_planted_before_rotation_stops_the_recording_and_is_kept_as_it_wa
     assert [frame.t for frame in Recording.open(path).frames()] == [0.5]
 
 
+def test_a_part_planted_where_keep_rotates_deletes_none_of_the_recording(tmp_path: Path) -> None:
+    """With ``--keep 2``, the oldest part is deleted only once the new one is made: a part
+    planted where the next goes stops the recording with every part it had kept."""
+    path = tmp_path / "box.ndjson"
+    writer = RecordingWriter(path, header(), codec="none", max_size=1, keep=2)
+    writer.write(0.5, readings(0))
+    writer.write(1.5, readings(1))  # parts 0 and 1 are kept
+    part_path(path, 2).write_text("planted\n")
+    with pytest.raises(FileExistsError):
+        writer.write(2.5, readings(2))
+    writer.abandon()
+    assert path.exists() and part_path(path, 1).exists()
+    assert [frame.t for frame in Recording.open(path).frames()] == [0.5, 1.5]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
 def test_a_part_owned_by_another_user_is_refused_not_merged(tmp_path: Path) -> None:
     path = tmp_path / "box.ndjson"
@@ -150,6 +168,15 @@ def test_a_part_owned_by_another_user_is_refused_not_merged(tmp_path: Path) -> N
         f"{part_path(path, 2)}: line 1: owned by uid 65534, not by the recording's owner (0): "
         "not read as its part"
     )
+    # with the first parts deleted (--keep), a part planted below the rest does not lead
+    path.unlink()
+    part_path(path, 1).unlink()
+    os.chown(part_path(path, 2), 0, 0)
+    planted = tmp_path / "box.1.ndjson"
+    write(tmp_path / "other.ndjson", 1)
+    (tmp_path / "other.ndjson").rename(planted)
+    os.chown(planted, 65534, 65534)
+    assert Recording.open(path).paths == (part_path(path, 2), part_path(path, 3))
 
 
 def test_create_new_and_open_regular_refuse_what_is_in_the_way(tmp_path: Path) -> None:
@@ -184,24 +211,44 @@ def _gzip_bomb(header_line: bytes) -> bytes:
     return zlib.compress(header_line, wbits=31) + zlib.compress(bytes(16 * MiB), 9, 31) * 128
 
 
+def _zstd_of_lines(header_line: bytes, line: bytes) -> bytes:
+    """A header, then 2 GiB of ``line`` over and over (the lines of a bomb that are not
+    long: empty, or frames of a kind a reader skips)."""
+    import zstandard
+
+    compressor = zstandard.ZstdCompressor(level=3)
+    block = line * (16 * MiB // len(line))
+    return compressor.compress(header_line) + compressor.compress(block) * 128
+
+
+TOO_LONG = ": line 2: longer than 8,388,608 bytes"
+BOMB = "decompresses to over 1,000 times its size"
+
+
 @pytest.mark.parametrize(
-    ("name", "made"),
+    ("name", "made", "said"),
     [
-        ("bomb.ndjson.zst", _zstd_bomb),
-        ("bomb.ndjson.gz", _gzip_bomb),
-        ("long.ndjson", lambda line: line + b'{"t": 1, "full": "' + b"x" * (16 * MiB) + b'"}\n'),
+        ("bomb.ndjson.zst", _zstd_bomb, TOO_LONG),
+        ("bomb.ndjson.gz", _gzip_bomb, TOO_LONG),
+        ("newlines.ndjson.zst", lambda line: _zstd_of_lines(line, b"\n"), ": line 2: not JSON"),
+        ("skipped.ndjson.zst", lambda line: _zstd_of_lines(line, b'{"t": 0}\n'), BOMB),
+        (
+            "long.ndjson",
+            lambda line: line + b'{"t": 1, "full": "' + b"x" * (16 * MiB) + b'"}\n',
+            TOO_LONG,
+        ),
     ],
 )
 @pytest.mark.parametrize("command", [("replay", "--summary"), ("snapshot", "--from")])
 def test_a_bomb_or_an_endless_line_ends_in_one_line_naming_it(
-    tmp_path: Path, name: str, made: object, command: tuple[str, str]
+    tmp_path: Path, name: str, made: object, said: str, command: tuple[str, str]
 ) -> None:
     path = tmp_path / name
     assert callable(made)
     path.write_bytes(made(_header_line(tmp_path)))
     code, _, err, peak = run_measured(*command, str(path))
     assert code == 1
-    assert f"{path}: line 2: longer than 8,388,608 bytes" in one_line(err)
+    assert f" {path}: line " in one_line(err) and said in err
     assert peak < MEMORY_MAX, f"{peak / MiB:.0f} MiB"
 
 
@@ -216,13 +263,17 @@ def test_a_recording_that_is_a_fifo_is_refused_in_one_line(
         assert f"cannot read {path}: not a regular file (a FIFO)" in one_line(err)
 
 
-@pytest.mark.parametrize("index", ["/dev/zero", "fifo"])
-def test_an_index_that_is_not_a_file_is_ignored(tmp_path: Path, index: str) -> None:
+@pytest.mark.parametrize("index", ["/dev/zero", "fifo", "newlines", "too large"])
+def test_an_index_that_is_not_a_file_or_is_hostile_is_ignored(tmp_path: Path, index: str) -> None:
     path = tmp_path / "box.ndjson"
     write(path, 30)
     index_path(path).unlink()
     if index == "fifo":
         os.mkfifo(index_path(path))
+    elif index == "newlines":  # millions of lines, were they split at once
+        index_path(path).write_bytes(b"\n" * (INDEX_MAX - 1))
+    elif index == "too large":
+        index_path(path).write_bytes(b" " * (INDEX_MAX + 1))
     else:
         index_path(path).symlink_to(index)
     code, out, err, peak = run_measured("snapshot", "--from", str(path), "--json")
@@ -279,7 +330,7 @@ def test_hostile_numbers_and_nesting_in_a_frame_end_in_one_line(
         assert case != "a change" or "nested too deeply" in err
 
 
-@pytest.mark.parametrize("where", ["header", "index"])
+@pytest.mark.parametrize("where", ["header", "index", "index time"])
 def test_hostile_nesting_in_the_header_or_the_index(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
@@ -287,11 +338,48 @@ def test_hostile_nesting_in_the_header_or_the_index(
     write(path, 6)
     if where == "header":
         path.write_bytes(DEEP + b"\n" + path.read_bytes().partition(b"\n")[2])
-    else:
+    elif where == "index":
         index_path(path).write_bytes(DEEP + b"\n")
+    else:  # an entry whose time has no float
+        first = plain_lines(index_path(path))[0]
+        entry = b'{"t": 1' + b"0" * 400 + b', "offset": 5, "line": 3}'
+        index_path(path).write_bytes(first + b"\n" + entry + b"\n")
     code, _, err = run_here(capsys, "snapshot", "--from", str(path))
     if where == "header":
         assert code == 2
         assert f"{path}: line 1: not a gputui recording" in one_line(err)
     else:  # ignored, as a missing one is
         assert (code, err) == (0, "")
+
+
+# -- the runner's part of a recording -------------------------------------------------------
+
+
+def test_the_runners_entries_take_only_what_the_pane_sends() -> None:
+    """A recording's runner entries are read as strictly as the live pane's child is: a
+    scaling that is not one, an event nested past the stack, a number past any figure, a
+    field of the wrong kind, a config's 5,000-digit number: each entry or event is left
+    out (as a line the protocol skips), never a traceback where it is shown."""
+    config = RunConfig(device=CPU, epochs=1).to_json()
+    assert entry_from_dict({"start": "scaling", "configs": [config], "scaling": "weak"})
+    crafted = {"start": "scaling", "configs": [config], "scaling": "weak\x1b]0;pwned\x1b\\"}
+    assert entry_from_dict(crafted) is None
+    assert (
+        entry_from_dict({"start": "training", "configs": ['{"epochs": 1' + "0" * 5000 + "}"]})
+        is None
+    )
+    events = [
+        "[" * 100_000,
+        json.dumps({"v": 1, "type": "note", "message": ["not", "text"]}),
+        '{"v": 1, "type": "data_ready", "device": "cpu", "seconds": "x", "nbytes": 1}',
+        '{"v": 1, "type": "data_ready", "device": "cpu", "seconds": 1, "nbytes": 1'
+        + "0" * 400
+        + "}",
+    ]
+    drained = entry_from_dict({"events": events})
+    assert isinstance(drained, EventsDrained) and drained.events == ()
+    good = '{"v": 1, "type": "data_ready", "device": "cpu", "seconds": 1, "nbytes": 10}'
+    drained = entry_from_dict({"events": [good]})
+    assert isinstance(drained, EventsDrained) and len(drained.events) == 1
+    watched = {"pid": 1, "alive": True, "cpu_percent": 10**400, "rss_bytes": 1, "threads": 1}
+    assert entry_from_dict({"watched": watched}) is None

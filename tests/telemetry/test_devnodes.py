@@ -7,6 +7,9 @@ these are the rule's edges, and the map reader on this machine's real /proc.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from gputui.telemetry.devnodes import match_host_pids, node_mappers
@@ -47,3 +50,25 @@ def test_node_mappers_reads_real_memory_maps(tmp_path: Path) -> None:
     (proc / "99").mkdir()  # a process that ended: no maps
     assert node_mappers(proc) == {3: {17}}
     assert node_mappers(proc, exclude=[17]) == {}
+
+
+def test_a_file_a_user_names_like_the_node_is_not_the_node(tmp_path: Path) -> None:
+    """A real process maps a file of its own at ``x\\r /dev/nvidia0`` (a line of its own to
+    universal newlines, and a suffix a search finds): it is no mapper of GPU 0."""
+    planted = tmp_path / "x\r " / "dev" / "nvidia0"
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(bytes(4096))
+    code = (
+        "import mmap, sys, time\n"
+        "f = open(sys.argv[1], 'rb'); m = mmap.mmap(f.fileno(), 4096, access=mmap.ACCESS_READ)\n"
+        "print(flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(planted)], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"\n"  # mapped
+        maps = Path(f"/proc/{child.pid}/maps").read_bytes()
+        assert os.fsencode(planted) in maps
+        assert child.pid not in node_mappers(Path("/proc")).get(0, set())
+    finally:
+        child.kill()
+        child.wait()

@@ -464,7 +464,7 @@ def gpu_reading(
 
     A lost GPU is read with no answers at all, so its identity is all it shows (what ``gpu``
     keeps between samples is read only of a GPU that is ``ok``). A value no GPU can take
-    reads ``None`` (:func:`~gputui.format.in_range`, as a remote host's): the driver's
+    reads ``None`` (:func:`~gputui.telemetry.bounds.in_range`, as a remote host's): the driver's
     integers go up to ``2**64 - 1``, and a broken one answers such.
 
     Args:
