@@ -595,8 +595,8 @@ class RunnerPane(Vertical, SteadyRender):
         events = trainer.drain()
         if not events:
             return
-        self._told_events(events)  # as the child sent them: the recording keeps them so
-        events = for_screen(events)  # what the screen shows, live or replayed
+        self._told_events(events)  # recorded as the child sent them,
+        events = for_screen(events)  # shown sanitised, live or replayed
         from gputui.jobs.events import Finished, RanksStarted, RunStarted
 
         run = session.current
