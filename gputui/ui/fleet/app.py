@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -165,13 +166,16 @@ class FleetApp(TerminalColours):
         self.source.stop()
 
     def update_view(self) -> None:
-        """Show the latest readings (and the ages, which grow even without them)."""
+        """Show the latest readings (and the ages, which grow even without them); nothing
+        once the screen's widgets are gone (a tick that comes while the app closes)."""
         hosts = self._shown(self.source.latest())
         error = self.source.error
-        self.query_one("#fleet-title", Static).update(
-            fleet_title(hosts, self.order, None if error is None else one_line(error))
-        )
-        self.query_one(FleetView).show(hosts, self.order)
+        try:
+            title, view = self.query_one("#fleet-title", Static), self.query_one(FleetView)
+        except NoMatches:
+            return
+        title.update(fleet_title(hosts, self.order, None if error is None else one_line(error)))
+        view.show(hosts, self.order)
 
     def _shown(self, hosts: Sequence[HostReading]) -> list[HostReading]:
         """``hosts`` with the text the exporters sent made printable (:func:`for_screen`): a
