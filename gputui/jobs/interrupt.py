@@ -110,6 +110,9 @@ class AgentWatch:
     def __exit__(self, *_exc: object) -> None:
         self._done.set()
         self._thread.join()
+        # once more: the run may have ended of the agent's death before a poll saw it (a
+        # rank whose peer stopped first loses its peers before its own poll comes round)
+        self.gone = self.gone or os.getppid() != self.agent_pid
 
     def watch(self, child: ChildProcess) -> ChildProcess:
         """Make ``child`` the one to stop when the agent goes (at once, if it went); returns it."""
