@@ -50,9 +50,10 @@ def child(mode: str) -> NoReturn:
     """Run the real monitor as the command line does, with ``mode``'s work taken away."""
     gc.disable()  # as gputui.commands does until the first frame is out
     from gputui.commands import exit_process
-    from gputui.telemetry.polling import HeadStart
+    from gputui.telemetry.polling import Poller
 
-    head_start = HeadStart.begin()
+    poller = Poller.real(1.0)
+    poller.start()
     from gputui.ui.monitor.app import run_app
     from gputui.ui.widgets.cpu_panel import CpuPanel
     from gputui.ui.widgets.gpu_area import GpuList
@@ -60,7 +61,7 @@ def child(mode: str) -> NoReturn:
     if mode:
         for panel in (GpuList, CpuPanel):
             _replay_lines(panel, frozen=mode == "freeze")
-    exit_process(run_app(interval=1.0, head_start=head_start))
+    exit_process(run_app(interval=1.0, poller=poller))
 
 
 def _replay_lines(panel: type, *, frozen: bool) -> None:

@@ -2,7 +2,7 @@
 
 The readings come from the real samplers (the stand-in ``libnvidia-ml.so.1`` from
 tests/fakenvml, 8 GPUs, two real processes on each so that psutil's join runs), sampled by
-the exporter's own :class:`~gputui.serve.sampling.Poller` at ``--interval`` while the
+the exporter's own :class:`~gputui.telemetry.polling.Poller` at ``--interval`` while the
 scrapes run, exactly as ``gputui serve --processes`` does. Two figures:
 
 - server time: the WSGI app answering ``GET /metrics`` (building the series from the latest
@@ -34,9 +34,8 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks._terminal import machine_description  # noqa: E402
 from gputui.serve.listen import ListenAddress  # noqa: E402
-from gputui.serve.sampling import Poller  # noqa: E402
 from gputui.serve.server import bound_address, make_app, open_server  # noqa: E402
-from gputui.telemetry.polling import Samplers, import_real_samplers  # noqa: E402
+from gputui.telemetry.polling import Poller  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
 
 GPU_COUNT = 8
@@ -57,8 +56,7 @@ def measure(scrapes: int, interval_s: float) -> dict[str, object]:
         f"{gpu}:{pid}:{(gpu + 1) * 2**30}" for gpu in range(GPU_COUNT) for pid in pids
     )
     load_fake_nvml(lib_dir)
-    import_real_samplers()
-    poller = Poller(Samplers.real(), interval_s)
+    poller = Poller.real(interval_s)
     app = make_app(poller.latest, interval_s=interval_s, processes=True)
     poller.start()
     deadline = time.monotonic() + 60

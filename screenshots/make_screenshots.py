@@ -10,7 +10,7 @@ What each screenshot shows, honestly:
   H100s are simulated by the stand-in ``libnvidia-ml.so.1`` (tests/fakenvml) read
   through the real ``nvidia-ml-py`` bindings.
 - ``compare.svg``: a finished CPU-vs-cuda:0 comparison. The CPU run is replayed from a
-  recording of the real trainer on a CPU (tests/ui/recordings); the machine that makes
+  recording of the real trainer on a CPU (tests/ui/streams); the machine that makes
   the screenshots has no GPU, so the cuda:0 run is an *injected, made-up event stream*
   (tests/ui/runner_fakes.py); the monitor beside it is the stand-in NVML library.
 - ``compare_cpu_vs_cpu.svg``: a REAL comparison, trained here: the CPU against itself
@@ -45,8 +45,8 @@ from gputui.ui.monitor.app import MonitorApp  # noqa: E402
 from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup  # noqa: E402
 from screenshots.doctor import shoot_doctor  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
-from tests.ui.recordings.scenarios import RECORDED  # noqa: E402
 from tests.ui.runner_fakes import scripted_setup  # noqa: E402
+from tests.ui.streams.scenarios import RECORDED  # noqa: E402
 
 OUT = Path(__file__).resolve().parent
 TINY_REAL = RunConfig(

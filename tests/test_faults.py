@@ -8,17 +8,17 @@ the gaps. Fault -> the tests that prove it (``file::test``):
   names the call; ``gputui snapshot`` ends at its deadline, naming it too (issue 17).
     tests/ui/test_app.py::test_a_hung_driver_marks_gpus_stale_while_the_cpu_keeps_updating
     tests/ui/test_app.py::test_q_quits_even_while_the_driver_hangs
-    tests/telemetry/test_nvml.py::test_hanging_driver_blocks_only_the_sampling_thread
+    tests/telemetry/nvml/test_sampler.py::test_hanging_driver_blocks_only_the_sampling_thread
     tests/test_faults.py::test_a_call_hung_in_the_real_nvml_library_leaves_the_cpu_updating
     tests/test_faults.py::test_a_driver_that_never_starts_is_named_while_the_cpu_keeps_updating
     tests/commands/test_cli.py::test_snapshot_says_which_call_of_a_wedged_driver_never_returned
 - A GPU lost while a run is going.
     tests/ui/test_app.py::test_a_lost_gpu_says_lost_and_the_others_keep_updating
-    tests/telemetry/test_nvml.py::test_lost_gpu_is_marked_lost_while_the_others_keep_updating
+    tests/telemetry/nvml/test_queries.py::test_lost_gpu_is_marked_lost_while_the_others_keep_updating
     tests/test_faults.py::test_a_gpu_lost_while_a_run_is_going
 - NVML failing to initialise.
     tests/ui/test_app.py::test_without_nvml_one_sentence_says_why_and_the_rest_works
-    tests/telemetry/test_nvml.py::test_init_failure_is_one_sentence_with_the_fix
+    tests/telemetry/nvml/test_sampler.py::test_init_failure_is_one_sentence_with_the_fix
     tests/commands/test_cli.py::test_snapshot_when_the_driver_fails_to_start
     tests/test_faults.py::test_nvml_failing_to_initialise_is_one_sentence_in_the_app
 - The trainer killed with SIGKILL.
@@ -36,7 +36,7 @@ the gaps. Fault -> the tests that prove it (``file::test``):
 - Quitting while a sampler thread is inside a slow NVML call (once a segfault, exit 139).
     tests/test_faults.py::test_quitting_while_every_driver_call_is_slow_never_crashes
     tests/test_faults.py::test_quitting_stops_the_nvml_sample_at_its_next_call_then_shuts_nvml_down
-    tests/telemetry/test_nvml.py::test_close_leaves_nvml_running_while_another_thread_is_inside_it
+    tests/telemetry/nvml/test_sampler.py::test_close_leaves_nvml_running_while_another_thread_is_inside_it
 - Ctrl+C.
     tests/commands/test_bench.py::test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130
     tests/commands/test_experiment.py::test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130
@@ -101,7 +101,7 @@ from tests.ui.fakes import (
     settled,
     wait_until,
 )
-from tests.ui.recordings.replay import replayed_setup
+from tests.ui.streams.replay import replayed_setup
 from tests.ui.test_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app, train_once
 from tests.ui.tmux_session import TINY as TMUX_TINY
 from tests.ui.tmux_session import Tmux, gone, running, start_training, trainers_of

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from textual.widgets import Static
 
+from gputui.commands.snapshot import render_snapshot_table
 from gputui.doctor.checks import DoctorReport
 from gputui.doctor.render import render_text as render_doctor_text
 from gputui.fleet.hosts import HostReading
@@ -37,8 +38,8 @@ from gputui.fleet.report import render_fleet_table
 from gputui.fleet.scrape import FleetPoller
 from gputui.fleet.targets import parse_hosts
 from gputui.serve.metrics import LatestCollector
-from gputui.serve.sampling import Latest
 from gputui.telemetry.nvml import NvmlSampler
+from gputui.telemetry.polling import Latest
 from gputui.telemetry.readings import (
     GpuProcess,
     MigDeviceReading,
@@ -47,7 +48,6 @@ from gputui.telemetry.readings import (
     Snapshot,
     Workload,
 )
-from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.ui.fleet.app import FleetApp, FleetView
 from tests.hostile import (
     BACKWARDS,

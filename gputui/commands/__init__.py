@@ -37,14 +37,12 @@ from gputui.commands.fleet import (
     add_fleet_arguments,
     add_snapshot_fleet_arguments,
     run_fleet_app,
-    run_fleet_snapshot,
     targets_of,
 )
 from gputui.commands.output import (
     OutputFailed,
     forget_output,
     not_a_terminal,
-    text_width,
     write_out,
 )
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
@@ -52,7 +50,8 @@ from gputui.format import ellipsize, one_line
 from gputui.jobs.config import ConfigError, DeviceQuery
 
 if TYPE_CHECKING:  # the runner's and the recorder's modules load only where the app starts
-    from gputui.recording.recorder import ShownRecorder
+    from gputui.recording.recorder import Recorder
+    from gputui.telemetry.selection import GpuSelection
     from gputui.ui.widgets.runner.setup import RunnerSetup
 
 SUBCOMMANDS = {
@@ -235,19 +234,20 @@ def _run_app(args: argparse.Namespace) -> int:
     # frame. The app turns collection back on once that frame is out.
     recorder = None
     if args.record is not None:
-        recorder = _shown_recorder(args.record, args.interval)
+        recorder = _monitor_recorder(args.record, args.interval, args.only)
         if recorder is None:
             return EXIT_USAGE
     gc.disable()
     try:
-        from gputui.telemetry.polling import HeadStart  # no Textual: the first readings start now
+        from gputui.telemetry.polling import Poller  # no Textual: the first readings start now
 
-        head_start = HeadStart.begin()
+        poller = Poller.real(args.interval)
+        poller.start()
         from gputui.ui.monitor.app import run_app  # Textual loads while they are taken
 
         return run_app(
             interval=args.interval,
-            head_start=head_start,
+            poller=poller,
             runner=runner,
             readonly=readonly,
             only=args.only,
@@ -259,10 +259,10 @@ def _run_app(args: argparse.Namespace) -> int:
             write_out(one_line(f"gputui: {recorder.close()}"))
 
 
-def _shown_recorder(path: Path, interval_s: float) -> ShownRecorder | None:
+def _monitor_recorder(path: Path, interval_s: float, only: GpuSelection | None) -> Recorder | None:
     """The recorder of ``--record``, its file made; ``None`` after one usage line."""
     from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, zstandard
-    from gputui.recording.recorder import ShownRecorder
+    from gputui.recording.recorder import Recorder
     from gputui.recording.writer import cannot_write
 
     codec = codec_for_name(path)
@@ -274,7 +274,7 @@ def _shown_recorder(path: Path, interval_s: float) -> ShownRecorder | None:
         )
         return None
     try:
-        return ShownRecorder(path, interval_s=interval_s, codec=codec)
+        return Recorder(path, interval_s=interval_s, codec=codec, runner=True, only=only)
     except OSError as error:
         usage_error("gputui", cannot_write(error, path))
         return None
@@ -309,18 +309,18 @@ def readonly_wanted(flag: bool, environ: Mapping[str, str]) -> bool:
 
 def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
     """The runner pane's real setup, its choices starting from ``GPUTUI_RUNNER_DEFAULTS``
-    (:func:`~gputui.ui.widgets.runner.setup.runner_setup`), their device checked.
+    (:func:`~gputui.jobs.runner.runner_setup`), their device checked.
 
     A device other than the CPU is checked by a child that imports torch (this process
     never does), before the app starts: the wait is paid only when the variable names
     one, and a device that is not here is refused as a bad value is, rather than the pane
-    quietly starting on another. A torch that cannot list devices at all is the pane's
-    to show.
+    quietly starting on another. The pane then offers the devices that child listed, and
+    asks torch no more. A torch that cannot list devices at all is the pane's to show.
 
     Raises:
         ConfigError: one line naming the variable and what to use.
     """
-    from gputui.ui.widgets.runner.setup import RUNNER_DEFAULTS_ENV, runner_setup
+    from gputui.jobs.runner import RUNNER_DEFAULTS_ENV, runner_setup
 
     setup = runner_setup(environ)
     defaults = setup.defaults
@@ -335,32 +335,13 @@ def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
             raise ConfigError(f"{RUNNER_DEFAULTS_ENV}: {listed.message}")
         return setup
     checked = defaults.with_changes(device=listed.chosen[0])  # cuda reads cuda:0, as listed
-    return dataclasses.replace(setup, defaults=checked)
+    return dataclasses.replace(setup, defaults=checked, listed=listed)
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
-    if args.from_file is not None:
-        if targets_of(args) is not None or args.prometheus or args.timeout is not None:
-            return usage_error(
-                "gputui snapshot", "--from reads a recording: leave out the hosts and --timeout"
-            )
-        from gputui.commands.replay import run_snapshot_from
+    from gputui.commands.snapshot import run_snapshot
 
-        return run_snapshot_from(args)
-    if args.at is not None:
-        return usage_error("gputui snapshot", "--at picks a frame of a recording: add --from FILE")
-    if targets_of(args) is not None or args.prometheus:
-        return run_fleet_snapshot(args)
-    from gputui.telemetry.polling import NVML_TIMEOUT_S
-    from gputui.telemetry.readings import nvml_hung
-    from gputui.telemetry.snapshot import render_snapshot_json, render_snapshot_table, take_snapshot
-
-    snapshot = take_snapshot(timeout_s=NVML_TIMEOUT_S if args.timeout is None else args.timeout)
-    if args.json:
-        write_out(render_snapshot_json(snapshot))
-    else:
-        write_out(render_snapshot_table(snapshot, text_width()))
-    return EXIT_FAILED if nvml_hung(snapshot.nvml) else EXIT_OK
+    return run_snapshot(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

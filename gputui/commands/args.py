@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gputui.commands.output import write_out
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
-
-    from gputui.telemetry.selection import GpuSelection
 from gputui.device import Device, DeviceError
 from gputui.exits import EXIT_USAGE
 from gputui.format import ellipsize, one_line
 from gputui.jobs.config import DATASETS, EPOCHS_MAX, NICE_MAX, ConfigError, closest
 from gputui.jobs.folders import missing_home
+from gputui.telemetry.selection import GpuSelection, SelectionError
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 INTERVAL_MIN_S = 0.25
 INTERVAL_MAX_S = 60.0
@@ -42,13 +41,8 @@ SHOWN_PATH_MAX = 60
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """argparse's help, except that an epilog's examples keep their lines as written.
-
-    argparse fills every description and epilog into one paragraph, which runs example
-    command lines together; ``RawDescriptionHelpFormatter`` keeps them, but then the
-    prose no longer fits the terminal. Here a block (text between blank lines) with an
-    indented line is kept as written, and every other block is filled as usual.
-    """
+    """argparse's help, except that a block (text between blank lines) with an indented line,
+    such as an epilog's examples, is kept as written; every other block is filled as usual."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         return "\n\n".join(
@@ -175,8 +169,6 @@ def unrecognized(word: str, parser: argparse.ArgumentParser) -> str:
 
 def gpu_selection(text: str) -> GpuSelection:
     """Parse ``--only``: NVML indexes or UUIDs, comma-separated."""
-    from gputui.telemetry.selection import GpuSelection, SelectionError
-
     try:
         return GpuSelection.parse(text)
     except SelectionError as error:
@@ -220,11 +212,7 @@ interval_seconds = seconds(INTERVAL_MIN_S, INTERVAL_MAX_S, "--interval", 1)
 
 
 def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
-    """An argparse ``type`` for a whole number from ``least`` to ``most`` (no upper bound: None).
-
-    Used by ``gputui bench`` and ``gputui experiment`` for ``--epochs``, ``--threads``,
-    ``--workers`` and the like.
-    """
+    """An argparse ``type`` for a whole number from ``least`` to ``most`` (no upper bound: None)."""
 
     def parse(text: str) -> int:
         try:
@@ -273,9 +261,8 @@ def niceness(text: str) -> int:
 
 
 def check_data_options(args: argparse.Namespace) -> None:
-    """Check the flags :func:`job_options` gives about the data, before any child starts:
-    refuse ``--data-dir`` with ``--dataset synthetic`` (which reads nothing), then check the
-    folder (:func:`check_data_dir`).
+    """Refuse ``--data-dir`` with ``--dataset synthetic`` (which reads nothing), then check
+    the folder (:func:`check_data_dir`), before any child starts.
 
     Raises:
         ConfigError: one line naming the flags and what to do.
@@ -291,20 +278,19 @@ def check_data_options(args: argparse.Namespace) -> None:
 
 
 def check_data_dir(text: str) -> None:
-    """Make a missing ``--data-dir``, or refuse one that cannot be a folder, before any child
-    starts. An existing one may be read-only (a shared copy of the data set).
+    """Refuse a ``--data-dir`` that cannot be a folder before any child starts. An existing
+    one may be read-only (a shared copy of the data set); a missing one is made only by the
+    download, never by a command that may still refuse.
 
     Raises:
-        ConfigError: one line naming the flag and what to do (empty, a file, a name too
-            long, ``~user`` with no such user, a folder that cannot be made).
+        ConfigError: one line naming the flag and what to do.
     """
     _check_folder(text, "--data-dir", "data dir", "the default cache folder", writes=False)
 
 
 def check_runs_dir(text: str) -> None:
-    """Write a file in ``--runs-dir`` (or where it will be made) and remove it, or refuse the
-    folder, before any child starts: a run that trained and then could not be recorded
-    would be lost.
+    """Refuse a ``--runs-dir`` that cannot be written to before any child starts: a run
+    that trained and then could not be recorded would be lost.
 
     Raises:
         ConfigError: one line naming the flag and what to do.
@@ -313,10 +299,10 @@ def check_runs_dir(text: str) -> None:
 
 
 def _check_folder(text: str, flag: str, what: str, default: str, *, writes: bool) -> None:
-    """Refuse ``text`` as a folder for ``flag`` with one line. Where the job ``writes``, a
-    file is written and removed in it (or in the folder it will be made in): permission
-    bits, a read-only mount or a full disk show up here rather than after the work.
-    Otherwise a missing folder is made."""
+    """Refuse ``text`` as a folder for ``flag`` with one line. Where the job ``writes``, or
+    the folder is still to be made, a file is written and removed in it (or in the folder it
+    will be made in): permission bits, a read-only mount or a full disk show up here rather
+    than after the work. Nothing is made."""
     leave_out = f"or leave {flag} out to use {default}"
     if not text.strip():
         raise ConfigError(f"{what} is empty: name a folder, {leave_out}")
@@ -354,12 +340,11 @@ def _check_folder(text: str, flag: str, what: str, default: str, *, writes: bool
         raise ConfigError(
             f"{what} {shown} is not writable{where}: name a folder you may write to, {leave_out}"
         )
-    try:
-        if writes:  # in the folder, or where it will be made (made only by the run)
-            with tempfile.TemporaryFile(dir=nearest, prefix=".gputui-check-"):
-                pass
-        else:
-            path.mkdir(parents=True, exist_ok=True)
+    if not writes and kind is not None:
+        return
+    try:  # in the folder, or where it will be made (made only by the run)
+        with tempfile.TemporaryFile(dir=nearest, prefix=".gputui-check-"):
+            pass
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise ConfigError(

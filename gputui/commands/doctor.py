@@ -1,7 +1,6 @@
 """``gputui doctor [--json] [--quick] [--timeout SECONDS]``.
 
-Exit status: 0 when no check failed, 1 when any did, 2 for a usage error. The
-doctor is imported in the handler, so ``gputui --help`` stays instant.
+Exit status: 0 when no check failed, 1 when any did, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -61,7 +60,9 @@ def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
 
 def run_doctor_command(args: argparse.Namespace) -> int:
     """Run the doctor, print the report; 1 when any check failed, else 0."""
-    from gputui.doctor import render_json, render_text, run_doctor
+    # the doctor loads here, so that `gputui --help` (every subcommand's parser) stays quick
+    from gputui.doctor.render import render_json, render_text
+    from gputui.doctor.run import run_doctor
 
     report = run_doctor(timeout_s=args.timeout, quick=args.quick)
     write_out(render_json(report) if args.json else render_text(report, text_width()))

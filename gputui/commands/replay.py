@@ -10,14 +10,13 @@ error: a file that is not a recording, or of a newer format, included.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gputui.commands.args import END, examples, recording_file, usage_error
+from gputui.commands.args import examples, recording_file, usage_error
+from gputui.commands.output import not_a_terminal, text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import one_line
 
@@ -80,7 +79,7 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
 
 def replay_speed(text: str) -> float:
     """Parse ``--speed``: one of the replay's speeds (``16``, ``0.25``, ``4x``)."""
-    from gputui.recording.player import SPEEDS
+    from gputui.recording.player import SPEEDS  # its imports are heavy: see run_replay_command
 
     try:
         speed = float(text.removesuffix("x"))
@@ -96,7 +95,8 @@ def replay_speed(text: str) -> float:
 def run_replay_command(args: argparse.Namespace) -> int:
     """Replay the recording in the monitor, or print its summary; see the module docstring
     for the exit status."""
-    from gputui.commands.output import text_width, write_out
+    # the recording's modules load here, off the path of `gputui --help`, which builds every
+    # subcommand's parser
     from gputui.recording.frames import FLEET
     from gputui.recording.render import (
         render_fleet_summary_json,
@@ -114,9 +114,9 @@ def run_replay_command(args: argparse.Namespace) -> int:
     if args.summary:
         playing = [flag for flag in ("speed", "paused", "loop") if getattr(args, flag)]
         if playing:
-            said = f"--{playing[0]} is for the replay on screen: drop it or --summary"
-            return usage_error(prog, said)
-    recording = _opened(prog, args.file)
+            wrong = f"--{playing[0]} is for the replay on screen: drop it or --summary"
+            return usage_error(prog, wrong)
+    recording = opened(prog, args.file)
     if recording is None:
         return EXIT_USAGE
     if not args.summary:
@@ -133,13 +133,13 @@ def run_replay_command(args: argparse.Namespace) -> int:
             write_out(render_summary_json(summary))
         else:
             write_out(render_summary_text(summary, text_width()))
-    return _said(prog, recording.problem, "the figures cover the frames before it")
+    return said(prog, recording.problem, "the figures cover the frames before it")
 
 
 def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
     """The monitor (for a fleet's recording, the fleet view) driven by ``recording``, until
     the user quits."""
-    from gputui.commands.output import not_a_terminal
+    # off `gputui --help`'s path, as in run_replay_command; Textual loads only to replay
     from gputui.recording.frames import FLEET
     from gputui.recording.player import FleetPlayer, Player
 
@@ -147,9 +147,9 @@ def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
     if player.current is None:  # (said first: no terminal would show it)
         problem = player.problem
         if problem is not None and not problem.cut:
-            return _said(prog, problem, "no frame comes before it")
+            return said(prog, problem, "no frame comes before it")
         cut = "" if problem is None else f": {problem}"
-        return _failed(prog, f"{args.file} holds no whole frame yet{cut}")
+        return failed(prog, f"{args.file} holds no whole frame yet{cut}")
     stream = not_a_terminal()
     if stream is not None:
         return usage_error(
@@ -170,73 +170,9 @@ def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
     return app.return_code or EXIT_OK
 
 
-def run_snapshot_from(args: argparse.Namespace) -> int:
-    """``gputui snapshot --from FILE [--at TIME] [--json]``: one recorded frame."""
-    from gputui.commands.output import text_width, write_out
-    from gputui.fleet.report import hosts_from_dict, render_fleet_table
-    from gputui.recording.frames import FLEET
-    from gputui.recording.render import recorded_at
-    from gputui.telemetry.snapshot import render_snapshot_table, snapshot_from_dict
-
-    prog = "gputui snapshot"
-    recording = _opened(prog, args.from_file)
-    if recording is None:
-        return EXIT_USAGE
-    header = recording.header
-    at = args.at or END
-    t = at.since_start(header.started_unix)
-    frame = recording.at(t)
-    slack = header.interval_s
-    if frame is None:
-        if recording.problem is not None:
-            return _said(prog, recording.problem, "no frame comes before it")
-        first = next(recording.frames(), None)
-        if first is None:
-            return _failed(prog, f"{args.from_file} holds no frame yet")
-        if first.t - t > slack:
-            return usage_error(
-                prog, f"{at} is before the recording's first frame, {recorded_at(header, first.t)}"
-            )
-        frame = first
-    if math.isfinite(t) and t - frame.t > 2 * slack and recording.problem is None:
-        last = recording.at(math.inf)
-        if last is not None and last.t == frame.t:
-            return usage_error(
-                prog, f"{at} is after the recording's last frame, {recorded_at(header, last.t)}"
-            )
-    try:
-        if recording.kind == FLEET:
-            hosts = hosts_from_dict(frame.readings, frame.t)
-        else:
-            snapshot = snapshot_from_dict(frame.readings, taken_at=frame.t)
-    except ValueError as error:
-        path = recording.paths[frame.part - header.part]
-        return _failed(prog, f"{path}: line {frame.line}: not a frame: {error}")
-    when = recorded_at(header, frame.t)
-    if args.json:
-        data: dict[str, Any] = dict(frame.readings)
-        data["recorded"] = {
-            "host": header.host,
-            "at": _iso(header.started_unix + frame.t),
-            "t": frame.t,
-        }
-        write_out(json.dumps(data, indent=2, allow_nan=False))
-    elif recording.kind == FLEET:
-        title = one_line(f"A fleet recorded on {header.host}, {when}")
-        failed = frame.readings.get("error")
-        if isinstance(failed, str):
-            title += "\n" + one_line(f"The fleet's source did not answer: {failed}")
-        width = text_width()
-        write_out(title + "\n\n" + render_fleet_table(hosts, frame.t, width=width))
-    else:
-        title = one_line(f"Recorded on {header.host}, {when}")
-        write_out(title + "\n\n" + render_snapshot_table(snapshot, text_width()))
-    return _said(prog, recording.problem, f"the frame shown is the last before it, {when}")
-
-
-def _opened(prog: str, path: Path) -> Recording | None:
+def opened(prog: str, path: Path) -> Recording | None:
     """The recording, or ``None`` after one usage line saying why it cannot be read."""
-    from gputui.recording.reader import Recording, RecordingError
+    from gputui.recording.reader import Recording, RecordingError  # see run_replay_command
 
     try:
         return Recording.open(path)
@@ -245,7 +181,7 @@ def _opened(prog: str, path: Path) -> Recording | None:
         return None
 
 
-def _said(prog: str, problem: Problem | None, after: str) -> int:
+def said(prog: str, problem: Problem | None, after: str) -> int:
     """Say on standard error where reading stopped early, if it did: 0 for a last line cut
     short (a recorder killed mid-write), 1 for a damaged one."""
     if problem is None:
@@ -257,7 +193,7 @@ def _said(prog: str, problem: Problem | None, after: str) -> int:
     return EXIT_FAILED
 
 
-def _failed(prog: str, message: str) -> int:
+def failed(prog: str, message: str) -> int:
     _line(f"{prog}: error: {message}")
     return EXIT_FAILED
 
@@ -265,7 +201,3 @@ def _failed(prog: str, message: str) -> int:
 def _line(text: str) -> None:
     if sys.stderr is not None:
         sys.stderr.write(one_line(text) + "\n")
-
-
-def _iso(unix: float) -> str:
-    return dt.datetime.fromtimestamp(unix, dt.UTC).isoformat()

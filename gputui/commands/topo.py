@@ -12,7 +12,8 @@ from typing import Any
 from gputui.commands.args import examples, seconds
 from gputui.commands.output import write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
-from gputui.telemetry.polling import NVML_TIMEOUT_S
+from gputui.telemetry.polling import NVML_TIMEOUT_S, read_nvml_topology
+from gputui.telemetry.topology import render_topology_json, render_topology_text
 
 timeout_seconds = seconds(1, 600, "--timeout", NVML_TIMEOUT_S)
 
@@ -48,9 +49,6 @@ def add_topo_command(commands: Any) -> argparse.ArgumentParser:
 
 def run_topo_command(args: argparse.Namespace) -> int:
     """Read the topology once and print it; 1 when there is none."""
-    from gputui.telemetry.polling import read_nvml_topology
-    from gputui.telemetry.topology import render_topology_json, render_topology_text
-
     topology = read_nvml_topology(args.timeout)
     write_out(render_topology_json(topology) if args.json else render_topology_text(topology))
     return EXIT_FAILED if topology.error is not None else EXIT_OK

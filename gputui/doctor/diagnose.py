@@ -22,17 +22,16 @@ from gputui.doctor.visible import VisibleDevices, parse_visible_devices
 from gputui.doctor.wheels import (
     GpuCode,
     channel_for_driver,
-    channel_version,
-    channels_for_gpu,
+    cuda_install_fix,
     format_capability,
     gpu_code,
+    gpu_code_fix,
     install_command,
-    oldest_channel_version,
     parse_capability,
     parse_cuda_version,
 )
 from gputui.format import fmt_counted
-from gputui.jobs.events import DevicesListed, TorchProbed
+from gputui.jobs.events import TorchProbed
 from gputui.telemetry.readings import NvmlReading
 
 LIBRARY_NOT_FOUND = 12
@@ -139,34 +138,6 @@ def _cuda_install_fix(facts: DoctorFacts, *, replace: bool = True) -> str:
         python=facts.python,
         packages=_packages(facts.torch),
         replace=replace,
-    )
-
-
-def cuda_install_fix(
-    driver_cuda: str | None,
-    *,
-    python: str,
-    packages: tuple[str, ...],
-    replace: bool = True,
-) -> str:
-    """The exact command for a CUDA build a driver for CUDA ``driver_cuda`` (NVML's word;
-    ``None``: unknown) runs, or what to do when there is none (:func:`install_command`)."""
-    driver = parse_cuda_version(driver_cuda)
-    channel = channel_for_driver(driver) if driver is not None else None
-    if channel is not None:
-        return install_command(channel, python=python, packages=packages, replace=replace)
-    oldest = oldest_channel_version()
-    fallback = install_command(
-        f"cu{oldest.replace('.', '')}", python=python, packages=packages, replace=replace
-    )
-    if driver_cuda is None:
-        return (
-            "run nvidia-smi, read its 'CUDA Version' and pick the newest channel not newer "
-            f"than it at https://pytorch.org/get-started/locally/, e.g. `{fallback}`"
-        )
-    return (
-        f"the driver supports CUDA {driver_cuda}, older than any CUDA build "
-        f"of torch: update the NVIDIA driver (CUDA {oldest} or later), then `{fallback}`"
     )
 
 
@@ -377,39 +348,6 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
     )
 
 
-def driver_too_old_line(
-    listed: DevicesListed, nvml: NvmlReading, *, python: str, packages: tuple[str, ...]
-) -> str | None:
-    """One line, for ``gputui bench`` and the runner pane, when this torch is a CUDA build
-    the driver cannot run: what it needs, what is here, and the command for a build that
-    runs (the one :func:`check_driver_vs_build` gives). ``None`` unless NVML sees GPUs, the
-    device listing has no usable CUDA device, and the build's CUDA is newer than the
-    driver's.
-
-    Args:
-        listed: What the engine's device listing said.
-        nvml: An NVML reading (the driver's version and its CUDA version).
-        python: How to name this interpreter in the command.
-        packages: torch and the packages built against it that are installed.
-    """
-    status = nvml.status
-    if not (status.available and nvml.gpus):
-        return None
-    if any(option.usable and option.name.kind == "cuda" for option in listed.devices):
-        return None
-    built = parse_cuda_version(listed.cuda_version)
-    driver = parse_cuda_version(status.cuda_driver_version)
-    if built is None or driver is None or driver >= built:
-        return None
-    cuda = status.cuda_driver_version
-    here = f"{status.driver_version} (CUDA {cuda})" if status.driver_version else f"for CUDA {cuda}"
-    fix = cuda_install_fix(cuda, python=python, packages=packages)
-    return (
-        f"this torch {listed.torch_version} needs a driver for CUDA {listed.cuda_version} or "
-        f"later, and the driver here is {here}: {fix}"
-    )
-
-
 def _gpu_label(facts: DoctorFacts, index: int) -> str:
     gpus = facts.nvml.gpus
     return f"GPU {index} ({gpus[index].name})" if index < len(gpus) else f"GPU {index}"
@@ -593,6 +531,8 @@ def check_gpu_code(facts: DoctorFacts) -> Check:
     if not arches:
         return Check(name, Status.SKIP, "The probe did not say which GPU code torch carries.")
     carried = f"torch {install.version} carries {' '.join(arches)}"
+    machine = install.platform.get("machine") or facts.platform.machine
+    driver, packages = facts.nvml.status.cuda_driver_version, _packages(torch)
     verdicts = {device.device: gpu_code(capability, arches) for device, capability in gpus}
     for verdict in (GpuCode.NONE, GpuCode.PTX):
         capability = next((c for d, c in gpus if verdicts[d.device] is verdict), None)
@@ -601,7 +541,7 @@ def check_gpu_code(facts: DoctorFacts) -> Check:
         hit = [(d, c) for d, c in gpus if verdicts[d.device] is verdict and c == capability]
         has = "has" if len(hit) == 1 else "have"
         which = f"{_gpus_text(hit)} {has} compute capability {format_capability(capability)}"
-        fix = _gpu_code_fix(facts, capability)
+        fix = gpu_code_fix(capability, machine, driver, python=facts.python, packages=packages)
         if verdict is GpuCode.NONE:
             return Check(
                 name,
@@ -650,37 +590,3 @@ def _gpus_text(gpus: list[tuple[DeviceReport, int]], *, capability: bool = False
 def _and(items: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
-def _gpu_code_fix(facts: DoctorFacts, capability: int) -> str:
-    """The exact command for a build with code for this GPU that this driver runs."""
-    install = facts.torch.install
-    machine = (install.platform.get("machine") if install is not None else None) or (
-        facts.platform.machine
-    )
-    channels = channels_for_gpu(capability, machine)
-    python, packages = facts.python, _packages(facts.torch)
-    if not channels:
-        return (
-            f"no PyTorch wheel carries code for compute capability "
-            f"{format_capability(capability)}: build torch from source with "
-            f"`TORCH_CUDA_ARCH_LIST={format_capability(capability)}`, or use a vendor's build "
-            "for this GPU"
-        )
-    driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
-    runnable = [c for c in channels if driver is not None and channel_version(c) <= driver]
-    if runnable:
-        return install_command(runnable[0], python=python, packages=packages)
-    oldest = channels[-1]
-    needs = ".".join(str(part) for part in channel_version(oldest))
-    command = install_command(oldest, python=python, packages=packages)
-    if driver is None:
-        return (
-            f"install a build with code for this GPU (it needs a driver for CUDA {needs} "
-            f"or later): `{command}`"
-        )
-    return (
-        f"the driver supports CUDA {facts.nvml.status.cuda_driver_version}, older than any "
-        f"build with code for this GPU: update the NVIDIA driver (CUDA {needs} or later), "
-        f"then `{command}`"
-    )

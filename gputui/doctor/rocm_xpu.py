@@ -311,10 +311,7 @@ def rocm_cuda_check(drm: DrmFacts, message: str, *, available: bool, count: int)
             "/dev/kfd, through which ROCm reaches them.",
             _NO_KFD,
         )
-    access = _access_check(name, drm, message, "ROCm")
-    if access is not None:
-        return access
-    return Check(
+    return _access_check(name, drm, message, "ROCm") or Check(
         name,
         Status.FAIL,
         message,
@@ -342,10 +339,7 @@ def xpu_check(drm: DrmFacts, *, available: bool | None, count: int, names: list[
     intel = drm.of(Vendor.INTEL)
     if not intel:
         return Check(name, Status.SKIP, f"No Intel GPU here (none on i915 or xe); {message}")
-    access = _access_check(name, drm, message, "XPU")
-    if access is not None:
-        return access
-    return Check(
+    return _access_check(name, drm, message, "XPU") or Check(
         name,
         Status.FAIL,
         f"{message} There {'is' if len(intel) == 1 else 'are'} {_gpus(intel, 'Intel')}.",

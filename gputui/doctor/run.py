@@ -17,12 +17,14 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from gputui.doctor.checks import DoctorReport
-from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose, driver_too_old_line
+from gputui.doctor.diagnose import LIBRARY_NOT_FOUND, DoctorFacts, diagnose
 from gputui.doctor.mps import PlatformFacts, current_platform
 from gputui.doctor.rocm_xpu import DrmFacts, drm_facts
 from gputui.doctor.torch_facts import DEFAULT_TIMEOUT_S, TorchFacts, run_probe
+from gputui.doctor.wheels import cuda_install_fix, parse_cuda_version
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import TORCH_COMPANIONS, DevicesListed
+from gputui.telemetry.nvml import describe_nvml_error
 from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 from gputui.telemetry.readings import NvmlReading, NvmlStatus, nvml_hung
 
@@ -57,11 +59,44 @@ def _installed(name: str) -> bool:
     return True
 
 
-def driver_too_old(listed: DevicesListed, nvml: NvmlReading) -> str | None:
-    """The doctor's line for a CUDA build the driver cannot run (:func:`driver_too_old_line`),
-    its command for this interpreter and the packages installed in it; ``None`` when the
-    facts do not say so."""
-    return driver_too_old_line(listed, nvml, python=python_command(), packages=torch_packages())
+def driver_too_old(
+    listed: DevicesListed,
+    nvml: NvmlReading,
+    *,
+    python: str | None = None,
+    packages: tuple[str, ...] | None = None,
+) -> str | None:
+    """One line, for ``gputui bench`` and the runner pane, when this torch is a CUDA build
+    the driver cannot run: what it needs, what is here, and the command for a build that
+    runs (the doctor's). ``None`` unless NVML sees GPUs, the device listing has no usable
+    CUDA device, and the build's CUDA is newer than the driver's.
+
+    Args:
+        listed: What the engine's device listing said.
+        nvml: An NVML reading (the driver's version and its CUDA version).
+        python: How to name the interpreter in the command (default: this one's).
+        packages: torch and the packages built against it (default: those installed here).
+    """
+    status = nvml.status
+    if not (status.available and nvml.gpus):
+        return None
+    if any(option.usable and option.name.kind == "cuda" for option in listed.devices):
+        return None
+    built = parse_cuda_version(listed.cuda_version)
+    driver = parse_cuda_version(status.cuda_driver_version)
+    if built is None or driver is None or driver >= built:
+        return None
+    cuda = status.cuda_driver_version
+    here = f"{status.driver_version} (CUDA {cuda})" if status.driver_version else f"for CUDA {cuda}"
+    fix = cuda_install_fix(
+        cuda,
+        python=python if python is not None else python_command(),
+        packages=packages if packages is not None else torch_packages(),
+    )
+    return (
+        f"this torch {listed.torch_version} needs a driver for CUDA {listed.cuda_version} or "
+        f"later, and the driver here is {here}: {fix}"
+    )
 
 
 def nvml_facts(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:
@@ -79,8 +114,6 @@ def nvml_facts(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:
 
 def nvml_missing_sentence() -> str:
     """The sentence an NVML status carries when there is no driver library at all."""
-    from gputui.telemetry.nvml import describe_nvml_error
-
     return describe_nvml_error(LIBRARY_NOT_FOUND, "")
 
 

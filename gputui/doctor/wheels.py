@@ -203,3 +203,66 @@ def channels_for_gpu(capability: int, machine: str | None) -> tuple[str, ...]:
 def channel_version(channel: str) -> tuple[int, int]:
     """``cu128`` -> ``(12, 8)``."""
     return next(version for version, name in CHANNELS if name == channel)
+
+
+def cuda_install_fix(
+    driver_cuda: str | None,
+    *,
+    python: str,
+    packages: tuple[str, ...],
+    replace: bool = True,
+) -> str:
+    """The exact command for a CUDA build a driver for CUDA ``driver_cuda`` (NVML's word;
+    ``None``: unknown) runs, or what to do when there is none (:func:`install_command`)."""
+    driver = parse_cuda_version(driver_cuda)
+    channel = channel_for_driver(driver) if driver is not None else None
+    if channel is not None:
+        return install_command(channel, python=python, packages=packages, replace=replace)
+    oldest = oldest_channel_version()
+    fallback = install_command(
+        f"cu{oldest.replace('.', '')}", python=python, packages=packages, replace=replace
+    )
+    if driver_cuda is None:
+        return (
+            "run nvidia-smi, read its 'CUDA Version' and pick the newest channel not newer "
+            f"than it at https://pytorch.org/get-started/locally/, e.g. `{fallback}`"
+        )
+    return (
+        f"the driver supports CUDA {driver_cuda}, older than any CUDA build "
+        f"of torch: update the NVIDIA driver (CUDA {oldest} or later), then `{fallback}`"
+    )
+
+
+def gpu_code_fix(
+    capability: int,
+    machine: str | None,
+    driver_cuda: str | None,
+    *,
+    python: str,
+    packages: tuple[str, ...],
+) -> str:
+    """The exact command for a build with code for a GPU of ``capability`` that a driver for
+    CUDA ``driver_cuda`` (``None``: unknown) runs on ``machine``, or what to do instead."""
+    channels = channels_for_gpu(capability, machine)
+    shown = format_capability(capability)
+    if not channels:
+        return (
+            f"no PyTorch wheel carries code for compute capability {shown}: build torch from "
+            f"source with `TORCH_CUDA_ARCH_LIST={shown}`, or use a vendor's build for this GPU"
+        )
+    driver = parse_cuda_version(driver_cuda)
+    runnable = [c for c in channels if driver is not None and channel_version(c) <= driver]
+    if runnable:
+        return install_command(runnable[0], python=python, packages=packages)
+    oldest = channels[-1]
+    needs = ".".join(str(part) for part in channel_version(oldest))
+    command = install_command(oldest, python=python, packages=packages)
+    if driver is None:
+        return (
+            f"install a build with code for this GPU (it needs a driver for CUDA {needs} "
+            f"or later): `{command}`"
+        )
+    return (
+        f"the driver supports CUDA {driver_cuda}, older than any build with code for this "
+        f"GPU: update the NVIDIA driver (CUDA {needs} or later), then `{command}`"
+    )

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
+from gputui.device import DeviceError
 from gputui.engine.lifecycle import (
     EventStream,
     die_with_parent,
@@ -36,7 +37,7 @@ from gputui.jobs.config import (
     ScaleConfig,
     default_threads,
 )
-from gputui.jobs.events import Emit, Error
+from gputui.jobs.events import DevicesListed, Emit, Error
 
 CONFIGS: dict[str, type[Portable]] = {
     config.MODE: config
@@ -114,7 +115,7 @@ def _main(args: list[str], stream: EventStream) -> int:
         torch.set_num_threads(config.threads or default_threads())
     elif config.threads is not None:
         torch.set_num_threads(config.threads)
-    run: Callable[..., int]
+    run: Callable[..., int]  # each mode's module loads torch: imported once it is wanted
     if isinstance(config, RunConfig):
         from gputui.engine.trainer import run_training as run
     else:
@@ -129,16 +130,14 @@ def _usage(stream: EventStream, message: str) -> int:
 
 def _import_torch() -> ModuleType:
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy
-    import torch
+    import torch  # after keep_freed_memory (see main) and this filter
 
     return torch
 
 
 def _list_devices(query: DeviceQuery, emit: Emit) -> int:
     torch = _import_torch()
-    from gputui.device import DeviceError
-    from gputui.engine.devices import chosen_devices, device_options, torch_build
-    from gputui.jobs.events import DevicesListed
+    from gputui.engine.devices import chosen_devices, device_options, torch_build  # torch's
 
     try:
         chosen = chosen_devices(query.check)

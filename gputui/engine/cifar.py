@@ -186,7 +186,7 @@ def _numpy_function(module: str, name: str) -> Callable[..., Any]:
 @functools.cache
 def _allowed_globals() -> dict[tuple[str, str], Any]:
     """numpy's real object for each of :attr:`RestrictedUnpickler.ALLOWED`, looked up once."""
-    import numpy as np
+    import numpy as np  # optional: only torchvision's pickles need it (see read_pickled_batch)
 
     found: dict[tuple[str, str], Any] = {}
     for module, name in RestrictedUnpickler.ALLOWED:

@@ -269,7 +269,7 @@ def load_dataset(
             ``"cifar10"``: CIFAR-10, downloaded if need be; ``"synthetic"``: the synthetic
             set (:mod:`gputui.engine.synthetic`).
         data_dir: the folder to search and download into instead of the cache folder
-            and ./data; it must exist.
+            and ./data; the download makes it.
         download: whether ``"cifar10"`` may download the archive when it is not here.
         progress: called as the download proceeds, e.g. a :class:`TextProgressBar`.
         limit: keep only the first ``limit`` training images (tests, quick runs).
@@ -286,7 +286,7 @@ def load_dataset(
         the synthetic set.
 
     Raises:
-        DatasetError: an unknown ``kind``, a missing ``data_dir``, a CIFAR-10 file
+        DatasetError: an unknown ``kind``, a CIFAR-10 file
             that is there but truncated or corrupt, or ``"cifar10"`` that cannot be had.
             The message is one line that says what to do.
     """
@@ -297,8 +297,6 @@ def load_dataset(
     _check_limit(test_limit, "test_limit")
     if kind == "synthetic":
         return synthetic_dataset(limit=limit, test_limit=test_limit, seed=seed)
-    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
-        raise DatasetError(f"data folder {data_dir} does not exist: create it or pick another")
     dirs = search_dirs(data_dir)
     home = dirs[0]  # where gputui downloads to and may repair its own files
     sizes = {"limit": limit, "test_limit": test_limit, "records_per_file": records_per_file}

@@ -7,8 +7,9 @@ calls that differ by its kind (synchronize, memory, the current device).
 ``device_options`` lists every candidate with a reason when it cannot be used (for the
 runner pane, through the engine's ``devices`` mode).
 
-The checks read a :class:`DeviceInventory`, a plain record of what torch
-reports, so the rules are tested for machines that are not this one. torch's ``xpu``
+The checks read a :class:`~gputui.jobs.devices.DeviceInventory`, a plain record of what
+torch reports, by rules the runner pane shares (:mod:`gputui.jobs.devices`), so they are
+tested for machines that are not this one. torch's ``xpu``
 module (Intel GPUs) is reached through ``getattr``, for the builds that lack it.
 """
 
@@ -25,7 +26,9 @@ from typing import Any
 
 import torch
 
-from gputui.device import CPU, Device, DeviceError, Kind
+from gputui.device import Device, DeviceError
+from gputui.jobs.devices import DeviceInventory, unusable_reason
+from gputui.jobs.devices import device_options as options_of
 from gputui.jobs.events import DeviceOption
 from gputui.pci import intel_uuid_bus_id, pci_bus_id, uuid_bytes
 from gputui.system import read_sysctl
@@ -35,45 +38,6 @@ MPS_BF16_MACOS = 14
 MPS_BF16_TORCH = (2, 6)
 """The first torch whose autocast runs bf16 on MPS (2.5's turns itself off: fp32 in truth)."""
 SYSCTL_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class DeviceInventory:
-    """What this torch build and machine offer, as plain facts."""
-
-    torch_version: str
-    """``torch.__version__``."""
-    cuda_built: bool
-    """Whether torch was built with CUDA (or ROCm, which also answers to ``cuda``)."""
-    cuda_version: str | None
-    """CUDA (or HIP) version torch was built for."""
-    cuda_names: tuple[str, ...]
-    """Name of each visible CUDA device, by index; empty when none is usable."""
-    mps_built: bool
-    """Whether torch was built with MPS."""
-    mps_available: bool
-    """Whether MPS can be used now."""
-    system: str
-    """``platform.system()``: ``Linux``, ``Darwin``, ``Windows``."""
-    cpu_name: str
-    """The CPU's model name."""
-    hip_version: str | None = None
-    """``torch.version.hip``: set on a ROCm build, whose ``cuda`` devices are AMD GPUs."""
-    xpu_built: bool = False
-    """Whether torch was built for Intel GPUs (``xpu``)."""
-    xpu_names: tuple[str, ...] = ()
-    """Name of each visible XPU device, by index; empty when none is usable."""
-
-    def usable(self) -> list[Device]:
-        """Every usable device: ``cpu``, then each ``cuda:N``, each ``xpu:N``, then ``mps``."""
-        found = [CPU]
-        found += [Device("cuda", i) for i in range(len(self.cuda_names))]
-        found += [Device("xpu", i) for i in range(len(self.xpu_names))]
-        return [*found, Device("mps")] if self.mps_available else found
-
-    def names(self, kind: str) -> tuple[str, ...]:
-        """The GPUs of a numbered kind (``cuda``, ``xpu``) torch can use, by index."""
-        return self.xpu_names if kind == "xpu" else self.cuda_names
 
 
 def current_inventory() -> DeviceInventory:
@@ -129,7 +93,7 @@ def check_device(device: Device, inventory: DeviceInventory | None = None) -> De
     """
     inv = inventory or current_inventory()
     usable = f"usable here: {', '.join(map(str, inv.usable()))}"
-    reason = _unusable_reason(device.kind, inv)
+    reason = unusable_reason(device.kind, inv)
     if reason:
         raise DeviceError(f"{device}: {reason} ({usable})")
     indexed = device.indexed()
@@ -165,82 +129,10 @@ def chosen_devices(requested: Sequence[Device]) -> tuple[Device, ...]:
 
 
 def device_options(inventory: DeviceInventory | None = None) -> list[DeviceOption]:
-    """Every candidate device, usable or not, with the reason when not.
-
-    Returns:
-        ``cpu``; each ``cuda:N`` (or one ``cuda`` with its reason); on an XPU build each
-        ``xpu:N`` (or one ``xpu`` with its reason); ``mps``.
-    """
-    inv = inventory or current_inventory()
-    options = [DeviceOption(CPU, True, inv.cpu_name)]
-    gpus: list[tuple[Kind, str]] = [("cuda", _cuda_description(inv))]
-    if inv.xpu_built:
-        gpus.append(("xpu", "Intel GPU (XPU)"))
-    for kind, description in gpus:
-        reason = _unusable_reason(kind, inv)
-        if reason:
-            options.append(DeviceOption(Device(kind), False, description, reason))
-        else:
-            options += [
-                DeviceOption(Device(kind, i), True, name) for i, name in enumerate(inv.names(kind))
-            ]
-    mps_reason = _mps_unusable_reason(inv)
-    options.append(DeviceOption(Device("mps"), mps_reason is None, "Apple GPU (MPS)", mps_reason))
-    return options
-
-
-def _cuda_description(inv: DeviceInventory) -> str:
-    return "AMD GPU (ROCm)" if inv.hip_version else "NVIDIA GPU (CUDA)"
-
-
-def _unusable_reason(kind: str, inv: DeviceInventory) -> str | None:
-    if kind == "cuda":
-        return _cuda_unusable_reason(inv)
-    if kind == "xpu":
-        return _xpu_unusable_reason(inv)
-    if kind == "mps":
-        return _mps_unusable_reason(inv)
-    return None
-
-
-def _cuda_unusable_reason(inv: DeviceInventory) -> str | None:
-    if not inv.cuda_built:
-        return (
-            f"this torch {inv.torch_version} was built without CUDA; install a CUDA build "
-            "of torch, as gputui doctor explains"
-        )
-    if not inv.cuda_names and inv.hip_version:
-        return (
-            f"torch was built for ROCm (HIP {inv.hip_version}) but sees no GPU; check the "
-            "driver with rocm-smi or gputui doctor"
-        )
-    if not inv.cuda_names:
-        return (
-            f"torch was built for CUDA {inv.cuda_version} but sees no GPU; check the driver "
-            "with nvidia-smi or gputui doctor"
-        )
-    return None
-
-
-def _xpu_unusable_reason(inv: DeviceInventory) -> str | None:
-    if not inv.xpu_built:
-        return (
-            f"this torch {inv.torch_version} was built without XPU; install an XPU build "
-            "of torch for an Intel GPU"
-        )
-    if not inv.xpu_names:
-        return "torch was built for XPU but sees no Intel GPU; check the GPU's driver"
-    return None
-
-
-def _mps_unusable_reason(inv: DeviceInventory) -> str | None:
-    if inv.system != "Darwin":
-        return f"MPS needs Apple silicon and macOS; this is {inv.system}"
-    if not inv.mps_built:
-        return f"this torch {inv.torch_version} was built without MPS"
-    if not inv.mps_available:
-        return "MPS is not available: it needs macOS 12.3 or later on Apple silicon"
-    return None
+    """Every candidate device, usable or not, with the reason when not
+    (:func:`gputui.jobs.devices.device_options`; read from torch when ``inventory`` is
+    ``None``)."""
+    return options_of(inventory or current_inventory())
 
 
 def torch_device(device: Device) -> torch.device:

@@ -17,6 +17,8 @@ from gputui.format import exception_line
 CUDA_ERROR = re.compile(r"CUDA error|device-side assert|\bcudaError[A-Z]\w*")
 """How a CUDA runtime error reads in torch's messages (``CUDA error: an illegal memory
 access was encountered``, ``device-side assert triggered``, ``cudaErrorLaunchFailure``)."""
+ERROR_TEXT_MAX = 1000
+"""Longest error text passed on; torch's CUDA errors can run to pages."""
 LAUNCH_BLOCKING_HINT = (
     "CUDA reports kernel errors late: run again with CUDA_LAUNCH_BLOCKING=1 to see where "
     "it happened"
@@ -40,3 +42,9 @@ def failure_line(exc: BaseException, environ: Mapping[str, str] = os.environ) ->
     if is_cuda_error(exc) and environ.get("CUDA_LAUNCH_BLOCKING", "").strip() != "1":
         line += f"; {LAUNCH_BLOCKING_HINT}"
     return line
+
+
+def error_text(error: BaseException) -> str:
+    """``RuntimeError: Invalid device string: 'cuda0'``: the type and torch's own words."""
+    text = f"{type(error).__name__}: {error}".strip()
+    return text if len(text) <= ERROR_TEXT_MAX else text[: ERROR_TEXT_MAX - 1] + "…"

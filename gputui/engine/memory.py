@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+import psutil
 import torch
 
 from gputui.engine.devices import allocator_memory, device_of, empty_cache, synchronize
@@ -175,8 +176,6 @@ def memory_reading(device: torch.device) -> Memory:
 
 def _rss() -> int | None:
     try:
-        import psutil
-
         return int(psutil.Process().memory_info().rss)
     except Exception:
         return None

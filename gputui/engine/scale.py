@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import queue
+import signal
 import socket
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,6 +48,8 @@ _POLL_S = 0.05
 
 def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) -> int:
     """Train ``config.world_size`` ranks together; returns 0, 1 (failed) or 2 (usage error)."""
+    # torch is imported in functions: a spawned rank imports this module before it may load
+    # torch (after keep_freed_memory, in _rank_main)
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException, start_processes
 
@@ -176,7 +179,7 @@ def _rank_main(
     stop = install_stop_signals()
     config = RunConfig.from_json(config_json)
     lower_priority(config.nice)
-    import torch
+    import torch  # only now: see run_scale
 
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -217,8 +220,6 @@ def _free_port() -> int:
 
 
 def _signal_name(number: int) -> str:
-    import signal
-
     try:
         return signal.Signals(number).name
     except ValueError:

@@ -10,8 +10,9 @@ with a note.
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from gputui.format import without_noise
@@ -386,27 +387,19 @@ def _counter_name(name: str, known: Mapping[str, object]) -> str:
 
 # --- Building the readings -----------------------------------------------------------------
 
-_INTEGER_FIELDS = frozenset(
-    {
-        "memory_used_bytes",
-        "memory_total_bytes",
-        "performance_state",
-        "pcie_link_gen",
-        "pcie_link_gen_max",
-        "pcie_link_width_lanes",
-        "pcie_link_width_max_lanes",
-        "ecc_uncorrected_errors",
-        "nvlink_links_active",
-        NVLINK_RX,
-        NVLINK_TX,
-    }
-)
-_BOOLEAN_FIELDS = frozenset({"remapped_rows_pending"})
-_IDENTITY = frozenset(
-    {"index", "vendor", "name", "uuid", "bus_id", "state", "error", "error_brief", "processes"}
-)
-_READING_FIELDS = tuple(f.name for f in fields(GpuReading) if f.name not in _IDENTITY)
-"""The readings an exporter may give (everything but the GPU's identity and processes)."""
+
+def _kind(path: str) -> Any:
+    """What a reading (``power_w``) or a part of one (``nvlink_throughput.rx_bytes``) holds,
+    by its field's type: ``int``, ``float`` or ``bool``."""
+    kind: Any = GpuReading
+    for name in path.split("."):
+        arms = typing.get_args(typing.get_type_hints(kind)[name])
+        kind = next(arm for arm in arms if arm is not type(None))
+    return kind
+
+
+_KINDS = {name: _kind(name) for name in RANGES}
+"""Each reading an exporter may give (:data:`RANGES`), and what it holds."""
 
 
 @dataclass
@@ -465,17 +458,11 @@ class _Gpu:
             self.nvlinks.setdefault(link, value == 1)
 
     def reading(self) -> GpuReading:
-        values = self.values
-        readings: dict[str, Any] = {  # GpuReading fields by name
-            name: values.get(name) for name in _READING_FIELDS
-        }
-        for name in _INTEGER_FIELDS:
-            if name in values:
-                readings[name] = round(values[name])
-        for name in _BOOLEAN_FIELDS:
-            if name in values:
-                readings[name] = values[name] == 1
-        if NVLINK_RX in values or NVLINK_TX in values:  # counters: a rate takes two scrapes
+        readings: dict[str, Any] = {name: None for name in _KINDS if "." not in name}
+        for name, value in self.values.items():
+            kind = _KINDS[name]
+            readings[name] = round(value) if kind is int else value == 1 if kind is bool else value
+        if NVLINK_RX in readings or NVLINK_TX in readings:  # counters: a rate takes two scrapes
             readings["nvlink_throughput"] = NvlinkThroughput(
                 rx_bytes=readings.pop(NVLINK_RX, None),
                 tx_bytes=readings.pop(NVLINK_TX, None),

@@ -20,7 +20,6 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from gputui.device import CPU, Device, DeviceError, Kind, parsed_fields, plain
@@ -200,11 +199,6 @@ class JobConfig(Portable):
             ConfigError: with a one-line message naming the bad value and what to use.
         """
         _one_of("dataset", self.dataset, DATASETS)
-        if self.data_dir is not None and not Path(self.data_dir).expanduser().is_dir():
-            raise ConfigError(
-                f"data dir {self.data_dir} does not exist: create it, or leave it out to use "
-                "the default cache folder"
-            )
         if self.limit is not None:
             _whole_number("limit", self.limit, 1)
         if self.threads is not None:

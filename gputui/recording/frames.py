@@ -188,8 +188,8 @@ class Header:
 def runner_entry(t: float, **entry: object) -> dict[str, object]:
     """One entry of a frame's :data:`RUNNER_KEY` list: at ``t`` seconds, a job started
     (``start``: its kind, ``configs``: each run's config as sent to its child, ``scaling``),
-    the events of one drain (``events``: each line as the child sent it), or a stop asked
-    (``stop``)."""
+    the events of one drain (``events``: each line as the child sent it), a stop asked
+    (``stop``), or torch asked for the devices (``asked``)."""
     return {"t": round(t, DECIMALS), **entry}
 
 

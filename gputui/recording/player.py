@@ -283,7 +283,8 @@ class Player(FramePlayer[Snapshot]):
         return self._runner[: bisect.bisect_right(self._runner_t, self.t)]
 
     def samplers(self) -> Samplers:
-        """Samplers that give the shown frame's readings (the app's first frame reads them)."""
+        """Samplers that give the shown frame's readings (a replay's engine, never started:
+        the replay shows each frame as it moves)."""
         return Samplers(
             cpu=_Source(lambda: self.snapshot.cpu),
             nvml=_Source(lambda: self.snapshot.nvml),

@@ -1,33 +1,31 @@
-"""``gputui record`` from start to stop: sample this machine as the monitor does, or a fleet
-as the fleet view does, write each new reading as a frame, and stop after ``--duration``, on
-SIGTERM or Ctrl+C, or at the first write that fails (a full disk), keeping what was written.
+"""Recordings made on this machine: :class:`Recorder` writes frames on a thread of its own
+(``gputui record`` and the monitor's ``--record`` alike), and :func:`record` runs ``gputui
+record`` from start to stop.
 
-This machine's sources are sampled by the exporter's :class:`~gputui.serve.sampling.Poller`
-(NVML, and any other source whose driver may hang, on a thread of its own, so that a hung
-call holds back only its own source; the host's counters on the recorder's thread); a fleet
-by the fleet view's own source (:class:`~gputui.fleet.scrape.FleetPoller` or
-:class:`~gputui.fleet.prometheus.PrometheusPoller`). The recorder's loop asks for each sample
-itself (no pacing thread wakes beside it) and wakes once a beat: it writes what the last
-beat's samples read, if anything new was read (so a frame is never written twice and a slow
-sample is written a beat later), then asks for the next. A frame is thus written a beat after
-its readings were taken, with the times they were taken.
+This machine's readings come from the one sampling engine
+(:class:`~gputui.telemetry.polling.Poller`), a frame each beat once every source has answered,
+its text as it came (it is made printable only where it is shown); a fleet's from the fleet
+view's own source (:class:`FleetSampled`), read once a beat. ``gputui record`` stops after
+``--duration``, on SIGTERM or Ctrl+C, or at the first write that fails (a full disk), keeping
+what was written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, TextIO
+from typing import Any, Literal, TextIO
 
 from gputui import __version__
-from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Stop, stop_on_signals
 from gputui.fleet.hosts import NOT_READ, FleetSource
 from gputui.fleet.report import fleet_as_dict
 from gputui.format import fmt_bytes, fmt_counted, one_line
@@ -43,75 +41,10 @@ from gputui.recording.frames import (
 from gputui.recording.render import fmt_offset
 from gputui.recording.runs import RunnerEntry, entry_as_dict
 from gputui.recording.writer import RecordingWriter, cannot_write
-from gputui.serve.sampling import Poller
-from gputui.serve.stop import Stop, stop_on_signals
-from gputui.telemetry.polling import Samplers, import_real_samplers
-from gputui.telemetry.readings import (
-    NO_DRM_GPUS,
-    CpuReading,
-    DrmReading,
-    MpsReading,
-    NvmlReading,
-    Snapshot,
-)
+from gputui.telemetry.polling import SOURCES, Beat, Latest, Poller, Samplers
+from gputui.telemetry.readings import Snapshot
+from gputui.telemetry.selection import GpuSelection
 from gputui.telemetry.snapshot import AGES, snapshot_as_dict, source_ages
-
-
-class Sampled(Protocol):
-    """What a recording reads: this machine (:class:`MachineSampled`) or a fleet
-    (:class:`FleetSampled`)."""
-
-    kind: str
-    """The header's ``kind``."""
-    source: str | None
-    """The header's ``source``."""
-    what: str
-    """What is recorded, in words: ``this machine``, ``3 hosts``."""
-
-    def start(self) -> None: ...
-
-    def poll(self) -> None:
-        """Ask for the next sample, where the loop paces the source (it returns at once)."""
-
-    def close(self) -> None: ...
-
-    def new(self) -> tuple[float, dict[str, Any]] | None:
-        """What was read since the last call, with when (on the recorder's clock), as a
-        frame's JSON data with its numbers rounded (:func:`~gputui.recording.frames.rounded`);
-        ``None`` when nothing new was read."""
-
-
-class MachineSampled:
-    """This machine, sampled as ``gputui serve`` samples it."""
-
-    kind: str = HOST
-    source: str | None = None
-    what: str = "this machine"
-
-    def __init__(self, samplers: Samplers, interval_s: float, clock: Callable[[], float]) -> None:
-        self._poller = Poller(samplers, interval_s, clock=clock)
-        self._interval_s = interval_s
-        self._last_taken: tuple[float, ...] = ()
-
-    def start(self) -> None:
-        self._poller.start(paced=False)
-
-    def poll(self) -> None:
-        self._poller.poll()
-
-    def close(self) -> None:
-        self._poller.close()
-
-    def new(self) -> tuple[float, dict[str, Any]] | None:
-        snapshot = self._poller.latest().snapshot()
-        if snapshot is None:
-            return None
-        taken = (snapshot.cpu.taken_at, snapshot.nvml.taken_at, snapshot.mps.taken_at)
-        if taken == self._last_taken:
-            return None
-        self._last_taken = taken
-        at = max(taken)
-        return at, frame_readings(snapshot, at, self._interval_s, decimals=DECIMALS)
 
 
 class FleetSampled:
@@ -166,6 +99,10 @@ class FleetSampled:
         return now, rounded(data)
 
 
+WAKE_S = 0.5
+"""How often ``gputui record``'s main thread looks up (a failed write, the duration's end)."""
+
+
 def record(
     path: Path,
     *,
@@ -175,13 +112,13 @@ def record(
     max_size: int | None = None,
     keep: int | None = None,
     samplers: Samplers | None = None,
-    sampled: Sampled | None = None,
+    sampled: FleetSampled | None = None,
     stop: Stop | None = None,
     announce: Callable[[str], None] = print,
     err: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
-    """Record this machine's readings into ``path`` until stopped.
+    """Record this machine's readings (or a fleet's, ``sampled``) into ``path`` until stopped.
 
     Args:
         path: The recording's first file; it must not exist.
@@ -190,9 +127,8 @@ def record(
         duration_s: Stop after this long; ``None``: only when told.
         max_size: Start a new file once one reaches this many bytes.
         keep: Keep this many files at most, deleting the oldest; ``None``: every one.
-        samplers: This machine's sources (default: the real ones, command lines' secrets
-            redacted).
-        sampled: What to record, where not this machine (:class:`FleetSampled`).
+        samplers: This machine's sources (default: the real ones, secrets redacted).
+        sampled: The fleet to record instead of this machine.
         stop: Stops the recording when called (SIGTERM and SIGINT call it too).
         announce: Writes the line saying where it records, and the last one saying what.
         err: Where the line saying why the recording stopped early goes (standard error).
@@ -204,102 +140,73 @@ def record(
     Raises:
         OSError: ``path`` cannot be made (it exists, its folder is gone...).
     """
-    if sampled is None:
-        if samplers is None:
-            import_real_samplers()
-            samplers = Samplers.real()
-        sampled = MachineSampled(samplers, interval_s, clock)
+    kind, source, what = (
+        (HOST, None, "this machine") if sampled is None else (FLEET, sampled.source, sampled.what)
+    )
     stop = stop if stop is not None else Stop()
+    recorder = Recorder(
+        path,
+        interval_s=interval_s,
+        codec=codec,
+        max_size=max_size,
+        keep=keep,
+        kind=kind,
+        source=source,
+        clock=clock,
+    )
     started = clock()
-    header = new_header(interval_s, kind=sampled.kind, source=sampled.source)
-    writer = RecordingWriter(path, header, codec=codec, max_size=max_size, keep=keep)
+    end = None if duration_s is None else started + duration_s
     restore = stop_on_signals(stop)
-    failed = None
+    poller = None
     try:
-        sampled.start()
+        if sampled is None:
+            if samplers is None:
+                poller = Poller.real(interval_s, name="gputui-record")
+            else:
+                poller = Poller(samplers, interval_s, clock=clock, name="gputui-record")
+            recorder.hang = poller.latest
+            poller.subscribe(recorder.take)
+            poller.start()
+        else:
+            sampled.start()
         until = "" if duration_s is None else f" for {_seconds(duration_s)}"
         announce(
-            f"gputui record: recording {sampled.what} every {interval_s:g} s{until} into "
+            f"gputui record: recording {what} every {interval_s:g} s{until} into "
             f"{path} ({codec}; Ctrl+C stops)"
         )
-        end = None if duration_s is None else started + duration_s
-        sampled.poll()
-        polled, ended = started, False
-        while True:
-            if end is not None and clock() + interval_s / 2 >= end:
-                # the last samples: written half a beat on (the duration ends within it)
-                if not stop.event.wait(max(0.0, polled + interval_s / 2 - clock())):
-                    failed = _write_new(sampled, writer, started)
-                    stop(EXIT_OK)
-                    ended = True
+        beat = interval_s if sampled is not None else WAKE_S
+        while recorder.failure is None:
+            left = math.inf if end is None else end - clock()
+            if left <= 0:
+                stop(EXIT_OK)
                 break
-            if stop.event.wait(max(0.0, polled + interval_s - clock())):
+            if stop.event.wait(min(beat, left)):
                 break
-            # one wake a beat: write what the last beat's samples read (done long since),
-            # then ask for the next ones
-            failed = _write_new(sampled, writer, started)
-            if failed is not None:
-                break
-            now = clock()
-            sampled.poll()
-            # fell behind: go on from this whole interval, without a burst to catch up
-            polled += interval_s * max(1, int((now - polled) // interval_s))
-        if failed is None and not ended:  # stopped between two beats: what was read since
-            failed = _write_new(sampled, writer, started)
+            if sampled is not None and (new := sampled.new()) is not None:
+                recorder.frame(*new)
     except KeyboardInterrupt:  # Ctrl+C before our handler was in place
         stop(EXIT_INTERRUPTED)
     finally:
         restore()
-        sampled.close()
-        try:
-            if failed is None:
-                writer.close()
-        except OSError as error:
-            failed = error
-        if failed is not None:
-            writer.abandon()
-    if failed is not None:
-        line = (
-            f"gputui record: stopped: {cannot_write(failed, writer.parts[-1])}; the "
-            f"{fmt_counted(writer.frames, 'frame')} written before "
-            f"{'are' if writer.frames != 1 else 'is'} kept"
-            + ("" if writer.last_t is None else f" (up to +{fmt_offset(writer.last_t)})")
-        )
+        if poller is not None:
+            poller.close()
+        elif sampled is not None:
+            sampled.close()
+        said = recorder.close()
+    if recorder.failure is not None:
         if err is not None:
-            err.write(one_line(line) + "\n")
+            err.write(one_line(f"gputui record: stopped: {recorder.failure}") + "\n")
             err.flush()
         return EXIT_FAILED
-    files = "" if len(writer.parts) == 1 else f", {len(writer.parts)} files"
-    if writer.deleted:
-        files += f", the oldest {writer.deleted} deleted (--keep {keep})"
-    announce(
-        f"gputui record: {fmt_counted(writer.frames, 'frame')} in {path} "
-        f"({fmt_bytes(writer.size)}{files})"
-    )
+    announce(f"gputui record: {said}")
     return stop.code
 
 
-def _write_new(sampled: Sampled, writer: RecordingWriter, started: float) -> OSError | None:
-    """Write what ``sampled`` read since the last frame, if anything; the error of a write
-    that failed (a full disk: what reached the file stays)."""
-    new = sampled.new()
-    if new is None:
-        return None
-    try:
-        writer.write(new[0] - started, new[1], already_rounded=True)
-    except OSError as error:
-        return error
-    return None
-
-
-def frame_readings(
-    snapshot: Snapshot, at: float, interval_s: float, *, decimals: int | None = None
-) -> dict[str, Any]:
-    """A frame's readings written at ``at``: ``snapshot``, with the age of each source's
-    reading a beat or more old (:data:`~gputui.telemetry.snapshot.AGES`), so that a replay
-    shows a hung source as stale; its numbers rounded to ``decimals`` places as they are
-    converted where given (the ages are rounded to 3 places, :data:`DECIMALS`, always)."""
-    readings = snapshot_as_dict(snapshot, decimals=decimals)
+def frame_readings(snapshot: Snapshot, at: float, interval_s: float) -> dict[str, Any]:
+    """A frame's readings written at ``at``: ``snapshot``, its numbers to :data:`DECIMALS`
+    places, with the age of each source's reading a beat or more old
+    (:data:`~gputui.telemetry.snapshot.AGES`), so that a replay shows a hung source as stale."""
+    readings = snapshot_as_dict(snapshot, decimals=DECIMALS)
     ages = source_ages(snapshot, at, older_than=interval_s)
     if ages:
         readings[AGES] = ages
@@ -328,24 +235,25 @@ def new_header(
 
 
 QUEUED_FRAMES = 64
-"""Frames ``--record`` holds for its writer thread at most (a minute at 1 s); while the disk
-keeps it full, newer frames are dropped."""
+"""Frames a :class:`Recorder` holds for its writer thread at most (a minute at 1 s); while the
+disk keeps it full, newer frames are dropped."""
 CLOSE_WAIT_S = 10.0
-"""How long quitting waits for the writer thread to write what it holds and close the file."""
+"""How long closing waits for the writer thread to write what it holds and close the file."""
 Severity = Literal["warning", "error"]
-_Queued = tuple[float, Snapshot, tuple[dict[str, object], ...]]
-"""A frame for the writer thread: when it was painted, its readings, the runner's entries."""
+_Queued = tuple[float, "Snapshot | dict[str, Any]", tuple[dict[str, object], ...]]
+"""A frame for the writer thread: when, its readings (ready-made for a fleet), the runner's
+entries since the frame before."""
 
 
-class ShownRecorder:
-    """Records what the monitor shows (``gputui --record FILE``): a frame each time it paints
-    new readings, once every source has answered, with what the runner pane received since
-    the frame before (:mod:`gputui.recording.runs`).
-
-    Frames are encoded, compressed and written on a thread of their own, so that a slow or
-    hung disk (NFS) never holds the monitor back: while :data:`QUEUED_FRAMES` wait for it,
+class Recorder:
+    """Writes a recording's frames on a thread of its own, so that a slow or hung disk (NFS)
+    never holds back the sampling nor the monitor: while :data:`QUEUED_FRAMES` wait for it,
     newer frames are dropped. A write that fails (a full disk) stops the recording, keeping
     what was written; :meth:`news` says each of these once, in one line.
+
+    This machine's frames come from the engine's beats (:meth:`take`), once every source
+    has answered, with what the runner pane received since the frame before
+    (:mod:`gputui.recording.runs`); a fleet's come ready-made (:meth:`frame`).
     """
 
     def __init__(
@@ -354,9 +262,23 @@ class ShownRecorder:
         *,
         interval_s: float,
         codec: str,
+        max_size: int | None = None,
+        keep: int | None = None,
+        kind: str = HOST,
+        source: str | None = None,
+        runner: bool = False,
+        only: GpuSelection | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Create the file (it must not exist), write its header and start the writer thread.
+
+        Args:
+            path, codec, max_size, keep: As :class:`~gputui.recording.writer.RecordingWriter`.
+            interval_s: The beat.
+            kind, source, runner: The header's (:class:`~gputui.recording.frames.Header`):
+                ``runner`` for the monitor's, whose frames may carry its runner's jobs.
+            only: Record these GPUs alone (the monitor's ``--only``).
+            clock: The readings' clock.
 
         Raises:
             OSError: the file cannot be made.
@@ -365,39 +287,49 @@ class ShownRecorder:
         self._clock = clock
         self._started = clock()
         self._interval_s = interval_s
-        header = new_header(interval_s, runner=True)
-        self._writer = RecordingWriter(path, header, codec=codec)
+        self._only = only
+        header = new_header(interval_s, kind=kind, source=source, runner=runner)
+        self._writer = RecordingWriter(path, header, codec=codec, max_size=max_size, keep=keep)
+        self.hang: Callable[[], Latest] | None = None
+        """The engine's latest readings, whose ``hang`` stands for NVML's reading while a call
+        holds it back (``gputui record``); ``None``: the last reading stands."""
+        self._lock = threading.Lock()  # beats come on the engine's threads, entries on the app's
         self._latest: dict[str, object] = {}
         self._runner: list[dict[str, object]] = []  # since the last frame queued
         self._queue: queue.Queue[_Queued | None] = queue.Queue(QUEUED_FRAMES)
         self._told: set[str] = set()
-        self.failed: str | None = None
-        """Why the recording stopped early, in one line (set by the writer thread); ``None``
-        while it goes on."""
+        self.failure: str | None = None
+        """Why the recording stopped early, in one line (set by the writer thread)."""
         self.dropped = 0
         """Frames dropped while the writer thread had :data:`QUEUED_FRAMES` waiting."""
-        self._thread = threading.Thread(target=self._write_frames, name="gputui-record")
+        self._thread = threading.Thread(target=self._write_frames, name="gputui-record-writer")
         self._thread.daemon = True  # (a disk that never answers cannot hold the exit)
         self._thread.start()
 
     @property
     def last_t(self) -> float | None:
-        """The latest frame's time written (seconds since the recording started), if any;
-        :meth:`flush` first for the frames queued."""
+        """The latest frame's time written (seconds since the start), if any; :meth:`flush`
+        first for the frames queued."""
         return self._writer.last_t
 
     def runner(self, entry: RunnerEntry) -> None:
         """The runner pane received ``entry`` now: it goes into the next frame queued."""
-        if self.failed is None:
-            self._runner.append(entry_as_dict(self._now(), entry))
+        if self.failure is None:
+            with self._lock:
+                self._runner.append(entry_as_dict(self._now(), entry))
 
-    def shown(self, readings: Mapping[str, object]) -> None:
-        """The monitor painted ``readings`` (by source: ``cpu``, ``nvml``, ``mps``, ``drm``):
-        queue a frame of the latest of each, at the monitor's clock (never blocks)."""
-        if self.failed is not None:
-            return
-        self._latest.update(readings)
-        self._queue_frame()
+    def take(self, beat: Beat) -> None:
+        """A beat's readings: queue a frame of the latest of each source, once every source
+        has answered (never blocks)."""
+        if self.failure is None:
+            with self._lock:
+                self._latest.update(beat.readings)
+                self._queue_frame()
+
+    def frame(self, at: float, data: dict[str, Any]) -> None:
+        """Queue a ready-made frame (a fleet's, rounded) read at ``at``."""
+        if self.failure is None:
+            self._put((at, data, ()))
 
     def _now(self) -> float:
         return max(self._clock() - self._started, 0.0)
@@ -406,23 +338,26 @@ class ShownRecorder:
         """Queue a frame of the latest readings with the runner's entries since the frame
         before; where the queue is full (waiting ``wait_s`` at most; else not at all), the
         frame is dropped and the entries wait for the next one."""
-        cpu, nvml, mps = (self._latest.get(source) for source in ("cpu", "nvml", "mps"))
-        drm = self._latest.get("drm", NO_DRM_GPUS)
-        if not (
-            isinstance(cpu, CpuReading)
-            and isinstance(nvml, NvmlReading)
-            and isinstance(mps, MpsReading)
-            and isinstance(drm, DrmReading)
-        ):
+        latest = self._latest
+        if not all(source in latest for source in SOURCES):
             return  # not every source has answered yet
-        snapshot = Snapshot(cpu=cpu, nvml=nvml, mps=mps, drm=drm)
-        item = (self._clock(), snapshot, tuple(self._runner))
+        nvml = latest["nvml"]
+        if self.hang is not None and (hung := self.hang().hang) is not None:
+            nvml = hung
+        cpu, mps, drm = latest["cpu"], latest["mps"], latest["drm"]
+        if self._only is not None:
+            nvml, drm = self._only.of(nvml), self._only.of(drm)  # type: ignore[type-var]  # (the sources' readings)
+        snapshot = Snapshot(cpu=cpu, nvml=nvml, mps=mps, drm=drm)  # type: ignore[arg-type]  # (the same)
+        if self._put((self._clock(), snapshot, tuple(self._runner)), wait_s):
+            self._runner = []
+
+    def _put(self, item: _Queued, wait_s: float | None = None) -> bool:
         try:
             self._queue.put(item, block=wait_s is not None, timeout=wait_s)
         except queue.Full:
             self.dropped += 1
-            return
-        self._runner = []
+            return False
+        return True
 
     def news(self) -> list[tuple[str, Severity]]:
         """What the monitor has not said yet, each once: frames dropped, the recording
@@ -437,9 +372,9 @@ class ShownRecorder:
                     "warning",
                 )
             )
-        if self.failed is not None and "failed" not in self._told:
+        if self.failure is not None and "failed" not in self._told:
             self._told.add("failed")
-            news.append((self.failed, "error"))
+            news.append((f"Recording stopped: {self.failure}.", "error"))
         return news
 
     def flush(self) -> None:
@@ -449,37 +384,43 @@ class ShownRecorder:
     def _write_frames(self) -> None:
         """The writer thread: write each frame queued, then close the file."""
         while (item := self._queue.get()) is not None:
-            if self.failed is None:
+            if self.failure is None:
                 self._write(*item)
             self._queue.task_done()
-        if self.failed is None:
+        if self.failure is None:
             try:
                 self._writer.close()
             except OSError as error:
-                self._writer.abandon()
-                self.failed = f"Recording stopped: {cannot_write(error, self._writer.parts[-1])}"
+                self._failed(error)
         self._queue.task_done()
 
-    def _write(self, at: float, snapshot: Snapshot, runner: tuple[dict[str, object], ...]) -> None:
-        """Write the frame painted at ``at`` (on the monitor's clock), with the runner's
-        entries since the frame before."""
-        readings = frame_readings(snapshot, at, self._interval_s)
+    def _write(
+        self, at: float, readings: Snapshot | dict[str, Any], runner: tuple[dict[str, object], ...]
+    ) -> None:
+        """Write the frame read at ``at``, with the runner's entries since the frame before."""
+        if isinstance(readings, Snapshot):
+            readings = frame_readings(readings, at, self._interval_s)
         try:
             self._writer.write(max(at - self._started, 0.0), readings, runner)
         except OSError as error:  # a full disk: what reached the file stays
-            self._writer.abandon()
-            self.failed = (
-                f"Recording stopped: {cannot_write(error, self._writer.parts[-1])}; the "
-                f"{fmt_counted(self._writer.frames, 'frame')} written "
-                f"before {'are' if self._writer.frames != 1 else 'is'} kept."
-            )
+            self._failed(error)
+
+    def _failed(self, error: OSError) -> None:
+        self._writer.abandon()
+        frames, last_t = self._writer.frames, self._writer.last_t
+        self.failure = (
+            f"{cannot_write(error, self._writer.parts[-1])}; the {fmt_counted(frames, 'frame')} "
+            f"written before {'are' if frames != 1 else 'is'} kept"
+            + ("" if last_t is None else f" (up to +{fmt_offset(last_t)})")
+        )
 
     def close(self) -> str:
         """Write what is queued, with a last frame for what the runner received since the
         frame before, if anything, and close the files (waiting :data:`CLOSE_WAIT_S` at
         most); returns the line that says what was recorded where."""
-        if self.failed is None and self._runner:
-            self._queue_frame(wait_s=CLOSE_WAIT_S)
+        with self._lock:
+            if self.failure is None and self._runner:
+                self._queue_frame(wait_s=CLOSE_WAIT_S)
         with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=CLOSE_WAIT_S)
         self._thread.join(CLOSE_WAIT_S)
@@ -488,15 +429,17 @@ class ShownRecorder:
                 f"Recording stopped: {self.path} took no frame for {CLOSE_WAIT_S:g} s; "
                 "what reached it is kept."
             )
-        files = "" if len(self._writer.parts) == 1 else f", {len(self._writer.parts)} files"
-        dropped = ""
+        writer = self._writer
+        files = "" if len(writer.parts) == 1 else f", {len(writer.parts)} files"
+        if writer.deleted:
+            files += f", the oldest {writer.deleted} deleted (--keep {writer.keep})"
         if self.dropped:
-            dropped = f", {fmt_counted(self.dropped, 'frame')} dropped while the disk was slow"
+            files += f", {fmt_counted(self.dropped, 'frame')} dropped while the disk was slow"
         line = (
-            f"{fmt_counted(self._writer.frames, 'frame')} recorded in {self.path} "
-            f"({fmt_bytes(self._writer.size)}{files}{dropped})"
+            f"{fmt_counted(writer.frames, 'frame')} recorded in {self.path} "
+            f"({fmt_bytes(writer.size)}{files})"
         )
-        return line if self.failed is None else f"{self.failed} {line}"
+        return line if self.failure is None else f"Recording stopped: {self.failure}. {line}"
 
 
 def _seconds(seconds: float) -> str:

@@ -246,19 +246,9 @@ def _process_lines(processes: tuple[ProcessUse, ...], width: int) -> list[str]:
 
 def summary_as_dict(summary: Summary) -> dict[str, Any]:
     """The summary as JSON-ready data (README: ``gputui replay --summary --json``)."""
-    span = None
-    if summary.first_t is not None and summary.last_t is not None:
-        span = summary.last_t - summary.first_t
     return {
         "host": summary.host,
-        "started_at": dt.datetime.fromtimestamp(summary.started_unix, dt.UTC).isoformat(),
-        "interval_s": summary.interval_s,
-        "frames": summary.frames,
-        "first_t": summary.first_t,
-        "last_t": summary.last_t,
-        "span_s": _clean(span),
-        "files": list(summary.files),
-        "problem": summary.problem,
+        **_when_and_where(summary),
         "gpus": [_gpu_as_dict(gpu) for gpu in summary.gpus],
         "runs": [
             {
@@ -276,21 +266,12 @@ def summary_as_dict(summary: Summary) -> dict[str, Any]:
     }
 
 
-def render_summary_json(summary: Summary) -> str:
-    """The summary as indented JSON text."""
-    return json.dumps(summary_as_dict(summary), indent=2, allow_nan=False)
-
-
-def fleet_summary_as_dict(summary: FleetSummary) -> dict[str, Any]:
-    """A fleet's summary as JSON-ready data (README: ``gputui replay --summary --json`` of a
-    fleet recording); each host's GPUs as a host recording's summary writes them."""
+def _when_and_where(summary: Summary | FleetSummary) -> dict[str, Any]:
+    """What a host's and a fleet's summary both say about their recording."""
     span = None
     if summary.first_t is not None and summary.last_t is not None:
         span = summary.last_t - summary.first_t
     return {
-        "kind": "fleet",
-        "recorded_by": summary.recorded_by,
-        "source": summary.source,
         "started_at": dt.datetime.fromtimestamp(summary.started_unix, dt.UTC).isoformat(),
         "interval_s": summary.interval_s,
         "frames": summary.frames,
@@ -299,6 +280,22 @@ def fleet_summary_as_dict(summary: FleetSummary) -> dict[str, Any]:
         "span_s": _clean(span),
         "files": list(summary.files),
         "problem": summary.problem,
+    }
+
+
+def render_summary_json(summary: Summary) -> str:
+    """The summary as indented JSON text."""
+    return json.dumps(summary_as_dict(summary), indent=2, allow_nan=False)
+
+
+def fleet_summary_as_dict(summary: FleetSummary) -> dict[str, Any]:
+    """A fleet's summary as JSON-ready data (README: ``gputui replay --summary --json`` of a
+    fleet recording); each host's GPUs as a host recording's summary writes them."""
+    return {
+        "kind": "fleet",
+        "recorded_by": summary.recorded_by,
+        "source": summary.source,
+        **_when_and_where(summary),
         "hosts": [
             {
                 "host": host.host,

@@ -56,13 +56,18 @@ class StopAsked:
 
 
 @dataclass(frozen=True, slots=True)
+class DevicesAsked:
+    """The pane asked torch which devices it can use, before its first job."""
+
+
+@dataclass(frozen=True, slots=True)
 class TrainerWatched:
     """The trainer process was read."""
 
     reading: ProcessReading
 
 
-RunnerEntry = JobBegun | EventsDrained | TrainerWatched | StopAsked
+RunnerEntry = JobBegun | EventsDrained | TrainerWatched | StopAsked | DevicesAsked
 """Something that happened to the runner pane."""
 
 
@@ -75,6 +80,8 @@ def entry_as_dict(t: float, entry: RunnerEntry) -> dict[str, object]:
         return runner_entry(t, events=[event.to_json() for event in entry.events])
     if isinstance(entry, TrainerWatched):
         return runner_entry(t, watched=plain(entry.reading))
+    if isinstance(entry, DevicesAsked):
+        return runner_entry(t, asked=True)
     return runner_entry(t, stop=True)
 
 
@@ -92,6 +99,8 @@ def entry_from_dict(value: Mapping[str, Any]) -> RunnerEntry | None:
         return _watched(value["watched"])
     if value.get("stop") is True:
         return StopAsked()
+    if value.get("asked") is True:
+        return DevicesAsked()
     kind, configs, scaling = value.get("start"), value.get("configs"), value.get("scaling")
     if not isinstance(kind, str) or kind not in CONFIG_TYPES or not isinstance(configs, list):
         return None

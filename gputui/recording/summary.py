@@ -4,21 +4,27 @@ did not answer, and the processes that used it.
 
 Each frame counts for the time until the next one, at most ``GAP_INTERVALS`` intervals (a
 longer gap is time without readings, not time in the state read last); the last frame counts
-for none. Means and percentiles are over the frames, p95 by nearest rank.
+for none. Means and percentiles are over the frames, p95 by nearest rank. Frames are read as
+a replay reads them (:func:`~gputui.telemetry.snapshot.snapshot_from_dict`,
+:func:`~gputui.fleet.report.hosts_from_dict`): one that does not decode ends the figures
+there, as a damaged line does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
-from gputui.recording.reader import Frame, Recording
+from gputui.fleet.hosts import HostReading
+from gputui.fleet.report import hosts_from_dict
+from gputui.recording.reader import Frame, Problem, Recording
 from gputui.recording.runs import RunnerEntry, RunSummary, entries_of, summarise_runs
-from gputui.telemetry.readings import BENIGN_THROTTLES, GpuState
-from gputui.telemetry.snapshot import json_number
+from gputui.telemetry.readings import BENIGN_THROTTLES, GpuProcess, GpuReading, GpuState
+from gputui.telemetry.snapshot import snapshot_from_dict
 
 GAP_INTERVALS = 2.0
 """The most a frame counts for, in recording intervals."""
@@ -177,6 +183,22 @@ class FleetSummary:
     """The files read."""
 
 
+R = TypeVar("R")
+
+
+def _decoded(recording: Recording, decode: Callable[[Frame], R]) -> Iterator[tuple[Frame, R]]:
+    """Each frame with its readings typed; a frame they do not fit ends the frames there, as
+    a damaged line does (the recording's :attr:`~Recording.problem` says where)."""
+    for frame in recording.frames():
+        try:
+            readings = decode(frame)
+        except ValueError as error:
+            path = recording.paths[frame.part - recording.header.part]
+            recording.problem = Problem(path, frame.line, f"not a frame: {error}")
+            return
+        yield frame, readings
+
+
 class _Span:
     """The frames a summary reads, each with the time it stands for, and their count and
     first and last times once read."""
@@ -186,20 +208,20 @@ class _Span:
         self.first_t: float | None = None
         self.last_t: float | None = None
 
-    def of(self, frames: Iterable[Frame], cap: float) -> Iterator[tuple[Frame, float]]:
-        """Each frame with the seconds until the next (at most ``cap``: a gap in the
-        recording counts no more), and 0 for the last."""
-        previous: Frame | None = None
-        for frame in frames:
+    def of(self, frames: Iterable[tuple[Frame, R]], cap: float) -> Iterator[tuple[Frame, R, float]]:
+        """Each frame and its readings with the seconds until the next (at most ``cap``: a
+        gap in the recording counts no more), and 0 for the last."""
+        previous: tuple[Frame, R] | None = None
+        for frame, readings in frames:
             if previous is None:
                 self.first_t = frame.t
             else:
-                yield previous, min(max(frame.t - previous.t, 0.0), cap)
-            previous = frame
+                yield *previous, min(max(frame.t - previous[0].t, 0.0), cap)
+            previous = frame, readings
             self.frames += 1
         if previous is not None:
-            self.last_t = previous.t
-            yield previous, 0.0
+            self.last_t = previous[0].t
+            yield *previous, 0.0
 
 
 def summarise(recording: Recording) -> Summary:
@@ -208,10 +230,11 @@ def summarise(recording: Recording) -> Summary:
     tallies: dict[int, _GpuTally] = {}
     runner: list[RunnerEntry] = []
     span = _Span()
-    for frame, weight in span.of(recording.frames(), GAP_INTERVALS * header.interval_s):
+    frames = _decoded(recording, lambda frame: snapshot_from_dict(frame.readings).gpus)
+    for frame, gpus, weight in span.of(frames, GAP_INTERVALS * header.interval_s):
         if frame.runner:
             runner += entries_of([frame.runner])
-        _tally(tallies, frame, weight)
+        _tally_gpus(tallies, gpus, frame.t, weight)
     return Summary(
         host=header.host,
         started_unix=header.started_unix,
@@ -226,15 +249,11 @@ def summarise(recording: Recording) -> Summary:
     )
 
 
-def _tally(tallies: dict[int, _GpuTally], frame: Frame, weight: float) -> None:
-    _tally_gpus(tallies, frame.readings.get("gpus"), frame.t, weight)
-
-
-def _tally_gpus(tallies: dict[int, _GpuTally], gpus: Any, t: float, weight: float) -> None:
-    for gpu in gpus if isinstance(gpus, list) else ():
-        if isinstance(gpu, dict) and type(gpu.get("index")) is int:
-            tally = tallies.setdefault(gpu["index"], _GpuTally(gpu["index"], t))
-            tally.add(gpu, t, weight)
+def _tally_gpus(
+    tallies: dict[int, _GpuTally], gpus: Iterable[GpuReading], t: float, weight: float
+) -> None:
+    for gpu in gpus:
+        tallies.setdefault(gpu.index, _GpuTally(gpu.index, t)).add(gpu, t, weight)
 
 
 def summarise_fleet(recording: Recording) -> FleetSummary:
@@ -242,8 +261,10 @@ def summarise_fleet(recording: Recording) -> FleetSummary:
     header = recording.header
     hosts: dict[str, _HostTally] = {}
     span = _Span()
-    for frame, weight in span.of(recording.frames(), GAP_INTERVALS * header.interval_s):
-        _tally_hosts(hosts, frame, weight)
+    frames = _decoded(recording, lambda frame: hosts_from_dict(frame.readings, frame.t))
+    for frame, readings, weight in span.of(frames, GAP_INTERVALS * header.interval_s):
+        for host in readings:
+            hosts.setdefault(host.host, _HostTally(host.host, frame.t)).add(host, frame.t, weight)
     return FleetSummary(
         recorded_by=header.host,
         source=header.source,
@@ -258,13 +279,6 @@ def summarise_fleet(recording: Recording) -> FleetSummary:
     )
 
 
-def _tally_hosts(tallies: dict[str, _HostTally], frame: Frame, weight: float) -> None:
-    for host in frame.readings.get("hosts") or ():
-        if isinstance(host, dict) and isinstance(host.get("host"), str):
-            tally = tallies.setdefault(host["host"], _HostTally(host["host"], frame.t))
-            tally.add(host, frame.t, weight)
-
-
 @dataclass
 class _HostTally:
     host: str
@@ -277,23 +291,16 @@ class _HostTally:
     state_changes: list[tuple[float, str, str | None]] = field(default_factory=list)
     gpus: dict[int, _GpuTally] = field(default_factory=dict)
 
-    def add(self, host: Mapping[str, Any], t: float, weight: float) -> None:
+    def add(self, host: HostReading, t: float, weight: float) -> None:
         self.frames += 1
         self.last_t = t
-        self.source = _text(host.get("source")) or self.source
-        up = host.get("up") is True
-        if up != self.up or (self.frames == 1 and not up):
-            self.state_changes.append((t, "up" if up else "down", _text(host.get("error"))))
-            self.up = up
-        if not up:
+        self.source = host.source or self.source
+        if host.up != self.up or (self.frames == 1 and not host.up):
+            self.state_changes.append((t, "up" if host.up else "down", host.error))
+            self.up = host.up
+        if not host.up:
             self.unreachable_s += weight
-        gpus = host.get("gpus")
-        _tally_gpus(
-            self.gpus,
-            [_as_counted(gpu, up) for gpu in (gpus if isinstance(gpus, list) else ())],
-            t,
-            weight,
-        )
+        _tally_gpus(self.gpus, [_as_counted(gpu, host.up) for gpu in host.gpus], t, weight)
 
     def summary(self) -> HostSummary:
         return HostSummary(
@@ -308,18 +315,15 @@ class _HostTally:
         )
 
 
-def _as_counted(gpu: Any, host_up: bool) -> Any:
+def _as_counted(gpu: GpuReading, host_up: bool) -> GpuReading:
     """A fleet host's GPU as a host recording's is summed up: the driver's energy counter
     (all an exporter gives) as the counter summed, and a GPU of a host that did not answer
     (its last readings, kept) as unreachable."""
-    if not isinstance(gpu, dict):
+    if host_up and gpu.energy_joules is not None:
         return gpu
-    counted = dict(gpu)
-    if counted.get("energy_joules") is None:
-        counted["energy_joules"] = counted.get("energy_j")
-    if not host_up:
-        counted["state"] = GpuState.UNREACHABLE.value
-    return counted
+    counted = gpu.energy_joules if gpu.energy_joules is not None else gpu.energy_j
+    state = gpu.state if host_up else GpuState.UNREACHABLE
+    return dataclasses.replace(gpu, energy_joules=counted, state=state)
 
 
 @dataclass
@@ -335,18 +339,18 @@ class _ProcessTally:
     time_s: float = 0.0
     sm_seconds: float | None = None
 
-    def add(self, process: Mapping[str, Any], t: float, weight: float) -> None:
+    def add(self, process: GpuProcess, t: float, weight: float) -> None:
         self.last_t = t
         self.time_s += weight
-        self.local_pid = _whole(process.get("local_pid")) or self.local_pid
-        self.user = _text(process.get("user")) or self.user
-        self.command = _text(process.get("command")) or self.command
-        memory = _whole(process.get("gpu_memory_bytes"))
+        self.local_pid = process.local_pid or self.local_pid
+        self.user = process.user or self.user
+        self.command = process.command or self.command
+        memory = process.gpu_memory_bytes
         if memory is not None and (
             self.peak_memory_bytes is None or memory > self.peak_memory_bytes
         ):
             self.peak_memory_bytes = memory
-        sm = _number(process.get("sm_utilization_percent"))
+        sm = process.sm_utilization_percent
         if sm is not None:
             self.sm_seconds = (self.sm_seconds or 0.0) + weight * sm / 100
 
@@ -393,49 +397,40 @@ class _GpuTally:
     state_changes: list[tuple[float, str]] = field(default_factory=list)
     processes: dict[int, list[_ProcessTally]] = field(default_factory=dict)
 
-    def add(self, gpu: Mapping[str, Any], t: float, weight: float) -> None:
+    def add(self, gpu: GpuReading, t: float, weight: float) -> None:
         self.frames += 1
         self.last_t = t
-        self.name = _text(gpu.get("name")) or self.name
-        self.uuid = _text(gpu.get("uuid")) or self.uuid
-        self.memory_total_bytes = _whole(gpu.get("memory_total_bytes")) or self.memory_total_bytes
-        state = _text(gpu.get("state")) or "ok"
+        self.name = gpu.name or self.name
+        self.uuid = gpu.uuid or self.uuid
+        self.memory_total_bytes = gpu.memory_total_bytes or self.memory_total_bytes
+        state = gpu.state.value
         if state != self.state or (self.frames == 1 and state != "ok"):
             self.state_changes.append((t, state))
             self.state = state
         if state != "ok":
             self.unanswered_s += weight
             return
-        for values, key in (
-            (self.utilization, "utilization_percent"),
-            (self.memory, "memory_used_bytes"),
-        ):
-            value = _number(gpu.get(key))
-            if value is not None:
-                values.append(value)
+        if gpu.utilization_percent is not None:
+            self.utilization.append(gpu.utilization_percent)
+        if gpu.memory_used_bytes is not None:
+            self.memory.append(gpu.memory_used_bytes)
         self._energy(gpu, weight)
-        reasons = gpu.get("throttle_reasons")
-        held = (
-            {r for r in reasons if isinstance(r, str)} - BENIGN_THROTTLES
-            if isinstance(reasons, list)
-            else set()
-        )
+        held = set(gpu.throttle_reasons or ()) - BENIGN_THROTTLES
         if held:
             self.throttled_s += weight
             for reason in held:
                 self.reasons_s[reason] = self.reasons_s.get(reason, 0.0) + weight
-        for process in gpu.get("processes") or ():
-            if isinstance(process, dict) and type(process.get("pid")) is int:
-                self._process(process, t).add(process, t, weight)
+        for process in gpu.processes or ():
+            self._process(process, t).add(process, t, weight)
 
-    def _energy(self, gpu: Mapping[str, Any], weight: float) -> None:
+    def _energy(self, gpu: GpuReading, weight: float) -> None:
         """The counter's increase; and where a counter is read every few seconds (a slow
         driver's, an exporter's: its last answer repeated in between), power times time
         from its last change on until it moves again, so that a recording that ends between
         two answers, or a counter that starts again, loses none of those seconds."""
-        power = _number(gpu.get("power_w"))
+        power = gpu.power_w
         power_j = 0.0 if power is None else power * weight
-        counter = _number(gpu.get("energy_joules"))
+        counter = gpu.energy_joules
         if counter is not None:
             if counter == self.energy_counter_j:
                 self.unread_j += power_j if self.repeated else self.since_answer_j + power_j
@@ -451,9 +446,9 @@ class _GpuTally:
             self.power_j += power_j
             self.power_reads += 1
 
-    def _process(self, process: Mapping[str, Any], t: float) -> _ProcessTally:
-        pid = process["pid"]
-        elapsed = _number(process.get("elapsed_s"))
+    def _process(self, process: GpuProcess, t: float) -> _ProcessTally:
+        pid = process.pid
+        elapsed = process.elapsed_s
         start = None if elapsed is None else t - elapsed
         for known in self.processes.get(pid, ()):
             if (
@@ -504,14 +499,3 @@ def spread(values: Iterable[float]) -> Spread:
         return Spread(None, None, None)
     p95 = ordered[max(math.ceil(0.95 * len(ordered)) - 1, 0)]
     return Spread(math.fsum(ordered) / len(ordered), p95, ordered[-1])
-
-
-_number = json_number
-
-
-def _whole(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

@@ -28,7 +28,6 @@ from gputui.recording.frames import (
     encode_line,
     index_path,
     part_path,
-    rounded,
 )
 
 
@@ -89,7 +88,8 @@ class RecordingWriter:
         self._header = header
         self._codec = codec
         self._max_size = max_size
-        self._keep = keep
+        self.keep = keep
+        """At most this many parts are kept (``None``: every one)."""
         self._encoder = Encoder(codec)
         self._fd: int | None = None
         self._index_fd: int | None = None
@@ -104,8 +104,6 @@ class RecordingWriter:
         t: float,
         readings: dict[str, Any],
         runner: Sequence[Mapping[str, Any]] = (),
-        *,
-        already_rounded: bool = False,
     ) -> None:
         """Write one frame: the readings (``snapshot --json``'s data) at ``t`` seconds after
         the header's start; a whole one every ``full_every`` frames and at the start of a
@@ -113,17 +111,15 @@ class RecordingWriter:
 
         Args:
             t: Seconds since the header's start.
-            readings: The frame's data; its numbers are rounded to :data:`DECIMALS` places.
+            readings: The frame's data, its numbers rounded by the caller (to
+                :data:`DECIMALS` places: ``snapshot_as_dict``'s ``decimals``, or
+                :func:`~gputui.recording.frames.rounded`).
             runner: What the runner pane received since the frame before
                 (:func:`~gputui.recording.frames.runner_entry`).
-            already_rounded: ``readings`` came rounded (:func:`rounded`'s, or
-                ``snapshot_as_dict``'s with ``decimals=DECIMALS``): not rounded again.
         """
         if self._fd is None:
             self._open_part()
         t = round(t, DECIMALS)
-        if not already_rounded:
-            readings = rounded(readings)
         extra = {RUNNER_KEY: list(runner)} if runner else {}
         if self._full is None or self._since_full >= self._header.full_every:
             out = self._encoder.end_block()
@@ -180,9 +176,9 @@ class RecordingWriter:
     def _delete_oldest(self) -> None:
         """Delete the oldest parts until, with the part just started, ``keep`` are left;
         each file before its index (a reader never opens an index without its file)."""
-        if self._keep is None:
+        if self.keep is None:
             return
-        while len(self.parts) - self.deleted > self._keep:
+        while len(self.parts) - self.deleted > self.keep:
             oldest = self.parts[self.deleted]
             for each in (oldest, index_path(oldest)):
                 with contextlib.suppress(FileNotFoundError):

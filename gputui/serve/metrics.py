@@ -19,6 +19,7 @@ its last values (``gputui_sample_age_seconds`` says how old), and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -27,10 +28,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from gputui.format import for_screen, one_line, without_noise
-from gputui.serve.sampling import Latest
 from gputui.telemetry import amdgpu, intel
 from gputui.telemetry.nvml import is_stale
 from gputui.telemetry.nvml.queries import THROTTLE_WORDS
+from gputui.telemetry.polling import Latest
 from gputui.telemetry.readings import (
     BENIGN_THROTTLES,
     CpuReading,
@@ -136,121 +137,86 @@ class GpuSeries:
         return without_noise(float(reading) * self.times / self.per)
 
 
+_UNITS = {
+    "_percent": ("_ratio", 1, 100),
+    "_mhz": ("_hertz", 10**6, 1),
+    "_c": ("_celsius", 1, 1),
+    "_w": ("_watts", 1, 1),
+    "_j": ("_joules", 1, 1),
+    "_per_s": ("_per_second", 1, 1),
+}
+"""A field's unit suffix, and its series' in Prometheus's base unit, ``times`` and ``per``."""
+
+
+def _series(
+    field: str, help: str, *, counter: bool = False, part: str | None = None, stem: str = ""
+) -> GpuSeries:
+    """The series of a :class:`GpuReading` field (or ``part`` of one), named after it (or
+    ``stem``, with the same unit suffix) in Prometheus's base unit: ``sm_clock_mhz`` is
+    ``gputui_gpu_sm_clock_hertz``, times ``10**6``."""
+    if field not in _GPU_FIELDS:
+        raise ValueError(f"GpuReading has no field {field!r}")
+    name, times, per = stem or field, 1, 1
+    unit = next((unit for unit in _UNITS if name.endswith(unit)), None)
+    if unit is not None:
+        base, times, per = _UNITS[unit]
+        name = name.removesuffix(unit) + base
+    name = f"gputui_gpu_{name}{'_total' if counter else ''}"
+    return GpuSeries(name, help, field, times, per, counter, part)
+
+
+_GPU_FIELDS = frozenset(field.name for field in dataclasses.fields(GpuReading))
 GPU_SERIES = (
-    GpuSeries(
-        "gputui_gpu_utilization_ratio",
-        "Share of time a kernel was running on the GPU (0 to 1).",
-        "utilization_percent",
-        per=100,
+    _series("utilization_percent", "Share of time a kernel was running on the GPU (0 to 1)."),
+    _series(
+        "memory_utilization_percent", "Share of time device memory was read or written (0 to 1)."
     ),
-    GpuSeries(
-        "gputui_gpu_memory_utilization_ratio",
-        "Share of time device memory was read or written (0 to 1).",
-        "memory_utilization_percent",
-        per=100,
+    _series("memory_used_bytes", "Device memory in use."),
+    _series("memory_total_bytes", "Device memory installed."),
+    _series("temperature_c", "GPU core temperature."),
+    _series("power_w", "Power draw."),
+    _series("power_limit_w", "Enforced power limit."),
+    _series("energy_j", "Energy used since the driver was loaded.", counter=True),
+    _series("sm_clock_mhz", "Current SM clock."),
+    _series("sm_clock_max_mhz", "Maximum SM clock."),
+    _series("memory_clock_mhz", "Current memory clock."),
+    _series("memory_clock_max_mhz", "Maximum memory clock."),
+    _series(
+        "fan_percent", "Fan speed as a share of its maximum (0 to 1).", stem="fan_speed_percent"
     ),
-    GpuSeries("gputui_gpu_memory_used_bytes", "Device memory in use.", "memory_used_bytes"),
-    GpuSeries("gputui_gpu_memory_total_bytes", "Device memory installed.", "memory_total_bytes"),
-    GpuSeries("gputui_gpu_temperature_celsius", "GPU core temperature.", "temperature_c"),
-    GpuSeries("gputui_gpu_power_watts", "Power draw.", "power_w"),
-    GpuSeries("gputui_gpu_power_limit_watts", "Enforced power limit.", "power_limit_w"),
-    GpuSeries(
-        "gputui_gpu_energy_joules_total",
-        "Energy used since the driver was loaded.",
-        "energy_j",
-        counter=True,
-    ),
-    GpuSeries("gputui_gpu_sm_clock_hertz", "Current SM clock.", "sm_clock_mhz", times=10**6),
-    GpuSeries(
-        "gputui_gpu_sm_clock_max_hertz", "Maximum SM clock.", "sm_clock_max_mhz", times=10**6
-    ),
-    GpuSeries(
-        "gputui_gpu_memory_clock_hertz", "Current memory clock.", "memory_clock_mhz", times=10**6
-    ),
-    GpuSeries(
-        "gputui_gpu_memory_clock_max_hertz",
-        "Maximum memory clock.",
-        "memory_clock_max_mhz",
-        times=10**6,
-    ),
-    GpuSeries(
-        "gputui_gpu_fan_speed_ratio",
-        "Fan speed as a share of its maximum (0 to 1).",
-        "fan_percent",
-        per=100,
-    ),
-    GpuSeries(
-        "gputui_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput.", "pcie_rx_bytes_per_s"
-    ),
-    GpuSeries(
-        "gputui_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput.", "pcie_tx_bytes_per_s"
-    ),
-    GpuSeries(
-        "gputui_gpu_pcie_link_gen",
-        "Current PCIe link generation (an idle GPU drops it to save power).",
-        "pcie_link_gen",
-    ),
-    GpuSeries(
-        "gputui_gpu_pcie_link_gen_max",
-        "Highest PCIe link generation the GPU and its slot both support.",
-        "pcie_link_gen_max",
-    ),
-    GpuSeries(
-        "gputui_gpu_pcie_link_width_lanes", "Current PCIe link width.", "pcie_link_width_lanes"
-    ),
-    GpuSeries(
-        "gputui_gpu_pcie_link_width_max_lanes",
-        "Widest PCIe link the GPU and its slot both support.",
-        "pcie_link_width_max_lanes",
-    ),
-    GpuSeries(
-        "gputui_gpu_encoder_utilization_ratio",
-        "Share of time the video encoder was busy (0 to 1).",
-        "encoder_utilization_percent",
-        per=100,
-    ),
-    GpuSeries(
-        "gputui_gpu_decoder_utilization_ratio",
-        "Share of time the video decoder was busy (0 to 1).",
-        "decoder_utilization_percent",
-        per=100,
-    ),
-    GpuSeries(
-        "gputui_gpu_nvlink_links_active",
-        "NVLink links that are up (left out for a GPU without NVLink).",
-        "nvlink_links_active",
-    ),
-    GpuSeries(
-        "gputui_gpu_nvlink_rx_bytes_total",
+    _series("pcie_rx_bytes_per_s", "PCIe receive throughput."),
+    _series("pcie_tx_bytes_per_s", "PCIe transmit throughput."),
+    _series("pcie_link_gen", "Current PCIe link generation (an idle GPU drops it to save power)."),
+    _series("pcie_link_gen_max", "Highest PCIe link generation the GPU and its slot both support."),
+    _series("pcie_link_width_lanes", "Current PCIe link width."),
+    _series("pcie_link_width_max_lanes", "Widest PCIe link the GPU and its slot both support."),
+    _series("encoder_utilization_percent", "Share of time the video encoder was busy (0 to 1)."),
+    _series("decoder_utilization_percent", "Share of time the video decoder was busy (0 to 1)."),
+    _series("nvlink_links_active", "NVLink links that are up (left out for a GPU without NVLink)."),
+    _series(
+        "nvlink_throughput",
         "NVLink data received since the driver was loaded, every link (payload alone; left "
         "out for a GPU without NVLink).",
-        "nvlink_throughput",
         part="rx_bytes",
+        stem="nvlink_rx_bytes",
         counter=True,
     ),
-    GpuSeries(
-        "gputui_gpu_nvlink_tx_bytes_total",
+    _series(
+        "nvlink_throughput",
         "NVLink data sent since the driver was loaded, every link (payload alone; left out "
         "for a GPU without NVLink).",
-        "nvlink_throughput",
         part="tx_bytes",
+        stem="nvlink_tx_bytes",
         counter=True,
     ),
-    GpuSeries(
-        "gputui_gpu_performance_state",
-        "Performance state, 0 (P0, fastest) to 15.",
-        "performance_state",
-    ),
-    GpuSeries(
-        "gputui_gpu_ecc_uncorrected_errors_total",
-        "Uncorrected ECC errors since the driver was loaded.",
+    _series("performance_state", "Performance state, 0 (P0, fastest) to 15."),
+    _series(
         "ecc_uncorrected_errors",
+        "Uncorrected ECC errors since the driver was loaded.",
         counter=True,
     ),
-    GpuSeries(
-        "gputui_gpu_remapped_rows_pending",
-        "1 while a memory row remap waits for a GPU reset, 0 otherwise.",
-        "remapped_rows_pending",
+    _series(
+        "remapped_rows_pending", "1 while a memory row remap waits for a GPU reset, 0 otherwise."
     ),
 )
 """Every per-GPU reading series, in the order they are exposed."""

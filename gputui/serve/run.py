@@ -10,12 +10,10 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from gputui.exits import EXIT_INTERRUPTED
+from gputui.exits import EXIT_INTERRUPTED, Stop, stop_on_signals
 from gputui.serve.listen import ListenAddress, is_loopback
-from gputui.serve.sampling import Poller
 from gputui.serve.server import bound_address, make_app, open_server
-from gputui.serve.stop import Stop, stop_on_signals
-from gputui.telemetry.polling import Samplers, import_real_samplers
+from gputui.telemetry.polling import Poller, Samplers
 
 WAKE_S = 0.5
 """How often the main thread looks up from waiting for a signal."""
@@ -63,11 +61,11 @@ def serve(
     Raises:
         ServeError: The address cannot be listened on.
     """
-    if samplers is None:
-        import_real_samplers()
-        samplers = Samplers.real(raw_commands=raw_commands)
     stop = stop if stop is not None else Stop()
-    poller = Poller(samplers, interval_s)
+    if samplers is None:
+        poller = Poller.real(interval_s, raw_commands=raw_commands, name="gputui-serve")
+    else:
+        poller = Poller(samplers, interval_s, name="gputui-serve")
     app = make_app(poller.latest, interval_s=interval_s, processes=processes, jobs=jobs)
     try:
         server = open_server(address, app, tls)

@@ -30,7 +30,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from gputui.serve.connections import Connections
 from gputui.serve.listen import ListenAddress
 from gputui.serve.metrics import LatestCollector
-from gputui.serve.sampling import Latest
+from gputui.telemetry.polling import Latest
 from gputui.telemetry.readings import GpuReading
 from gputui.telemetry.snapshot import render_snapshot_json
 

@@ -15,21 +15,17 @@ import struct
 from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
-from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import GpuProcess, GpuReading, Vendor
 from gputui.telemetry.sysfs import (
     CardIdentity,
-    CurrentLink,
     DrmCard,
+    SysfsCard,
     SysfsFiles,
     first_present,
     hwmon_dir,
     labelled_inputs,
-    link_generation,
-    link_width,
 )
 
-POWER_CAP_TTL_S = 30.0
-"""Seconds a power cap is trusted before it is read again (an admin may change it)."""
 RAS_TTL_S = 10.0
 """Seconds the RAS error counts are trusted (they change rarely, and there are many files)."""
 PWM_MAX = 255
@@ -79,7 +75,7 @@ def parse_dpm(text: str | None) -> tuple[float | None, float | None]:
     return current, highest
 
 
-class AmdgpuCard:
+class AmdgpuCard(SysfsCard):
     """One AMD GPU: its static facts read when it is found, its readings each sample."""
 
     def __init__(self, card: DrmCard, index: int, files: SysfsFiles, names: PciNames) -> None:
@@ -92,21 +88,14 @@ class AmdgpuCard:
             names: Names a card whose board does not (no ``product_name``).
         """
         device = card.device
-        self.card = card
-        self._files = files
         product = files.text(device / "product_name", quiet=True)
         if not product and card.pci_id is not None:
             revision = files.integer(device / "revision")
             product = names.name(Vendor.AMD, *card.pci_id, revision)
-        serial = files.text(device / "unique_id", quiet=True)
-        self.identity = CardIdentity(
-            index, Vendor.AMD, product or "AMD GPU", serial or None, card.bus_id
-        )
+        serial = files.text(device / "unique_id", quiet=True) or None
+        name = product or "AMD GPU"
+        super().__init__(card, CardIdentity(index, Vendor.AMD, name, serial, card.bus_id), files)
         self._vram_total = files.integer(device / "mem_info_vram_total")
-        self._link_max = (
-            link_generation(files.text(device / "max_link_speed", quiet=True)),
-            link_width(files.integer(device / "max_link_width")),
-        )
         self._device_files: dict[str, str] = {}
         for name in (
             "gpu_busy_percent",
@@ -134,35 +123,18 @@ class AmdgpuCard:
             self._pwm = first_present([hwmon / "pwm1"], files)
             if files.exists(hwmon / "fan1_input") and files.exists(hwmon / "fan1_max"):
                 self._fan = (os.fspath(hwmon / "fan1_input"), os.fspath(hwmon / "fan1_max"))
-        self._link = CurrentLink(device, files)
         self._metrics, self._throttle_at = _gpu_metrics(device, files)
         self._ras = _ras_files(device)
-        self._power_cap_w: tuple[float, float | None] | None = None  # (read at, watts)
         self._ras_errors: tuple[float, int | None] | None = None  # (read at, count)
 
     def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
-        """One sample of the card.
-
-        Args:
-            now: The sampler's clock, for what is trusted a while.
-            processes: The processes using it.
-
-        Raises:
-            DeviceGone: the driver says the card is gone.
-        """
         junction = self._celsius(self._junction)
         edge = self._celsius(self._edge) if self._edge else junction  # MI300: no edge sensor
         sclk, sclk_max = self._dpm("pp_dpm_sclk")
         mclk, mclk_max = self._dpm("pp_dpm_mclk")
-        link_gen, link_lanes = self._link.read(now)
-        identity = self.identity
-        return GpuReading(
-            index=identity.index,
-            vendor=Vendor.AMD,
-            name=identity.name,
-            uuid=identity.uuid,
-            bus_id=identity.bus_id,
-            state=GpuState.OK,
+        return self._reading(
+            now,
+            processes,
             utilization_percent=self._percent("gpu_busy_percent"),
             memory_utilization_percent=self._percent("mem_busy_percent"),
             memory_used_bytes=self._integer("mem_info_vram_used"),
@@ -171,20 +143,12 @@ class AmdgpuCard:
             junction_temperature_c=junction,
             memory_temperature_c=self._celsius(self._memory_temperature),
             power_w=self._watts(self._power),
-            power_limit_w=self._cap_w(now),
+            power_limit_w=self._cap_w(now, self._power_cap),
             sm_clock_mhz=sclk,
             sm_clock_max_mhz=sclk_max,
             memory_clock_mhz=mclk,
             memory_clock_max_mhz=mclk_max,
             fan_percent=self._fan_percent(),
-            pcie_rx_bytes_per_s=None,  # amdgpu's pcie_bw takes a second to answer
-            pcie_tx_bytes_per_s=None,
-            pcie_link_gen=link_gen,
-            pcie_link_width_lanes=link_lanes,
-            pcie_link_gen_max=self._link_max[0],
-            pcie_link_width_max_lanes=self._link_max[1],
-            performance_state=None,
-            processes=processes,
             ecc_uncorrected_errors=self._uncorrected(now),
             throttle_reasons=self._throttle_reasons(),
         )
@@ -235,25 +199,9 @@ class AmdgpuCard:
             return None
         return None if value is None else float(value)
 
-    def _celsius(self, path: str | None) -> float | None:
-        millidegrees = None if path is None else self._files.integer(path, keep=True)
-        if millidegrees is None or path is None:
-            return None
-        if not -50_000 <= millidegrees <= 200_000:
-            self._files.note(path, f"{millidegrees} m°C is no temperature")
-            return None
-        return millidegrees / 1000
-
-    def _watts(self, path: str | None, *, keep: bool = True) -> float | None:
-        microwatts = None if path is None else self._files.integer(path, keep=keep)
+    def _watts(self, path: str | None) -> float | None:
+        microwatts = None if path is None else self._files.integer(path, keep=True)
         return None if microwatts is None or microwatts < 0 else microwatts / 1e6
-
-    def _cap_w(self, now: float) -> float | None:
-        cached = self._power_cap_w
-        if cached is None or now - cached[0] >= POWER_CAP_TTL_S:
-            cap = self._watts(self._power_cap, keep=False)
-            cached = self._power_cap_w = (now, cap if cap else None)  # 0: no cap
-        return cached[1]
 
     def _fan_percent(self) -> float | None:
         if self._pwm is not None:

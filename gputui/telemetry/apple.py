@@ -201,6 +201,7 @@ class TorchMpsProbe:
 
     def ask(self) -> TorchMpsStatus:
         """Ask now, blocking until the child answers or times out. Never raises."""
+        # only on macOS, once: the jobs' modules stay off every other start path
         from gputui.jobs.config import ProbeConfig
         from gputui.jobs.process import run_to_end
 
@@ -216,7 +217,7 @@ def _unknown(sentence: str) -> TorchMpsStatus:
 
 
 def _status_from_outcome(outcome: Outcome, python: str, timeout_s: float) -> TorchMpsStatus:
-    from gputui.jobs.events import Error, MpsProbed, TorchProbed  # only on macOS, once
+    from gputui.jobs.events import Error, MpsProbed, TorchProbed  # as in TorchMpsProbe.ask
 
     if outcome.timed_out:
         return _unknown(

@@ -87,6 +87,3 @@ def match_host_pids(
         for host, local in pairs
         if len(by_host[host]) == 1 and len(by_local[local]) == 1
     }
-
-
-__all__ = ["match_host_pids", "node_mappers"]

@@ -13,7 +13,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
 
 from gputui.telemetry.amdgpu import AmdgpuCard
 from gputui.telemetry.bounds import in_range
@@ -22,10 +21,10 @@ from gputui.telemetry.intel import IntelCard
 from gputui.telemetry.pci_names import PciNames
 from gputui.telemetry.readings import DrmReading, GpuProcess, GpuReading, Vendor
 from gputui.telemetry.sysfs import (
-    CardIdentity,
     CardList,
     DeviceGone,
     DrmCard,
+    SysfsCard,
     SysfsFiles,
     on_sysfs,
     sysfs_root,
@@ -41,18 +40,6 @@ DRIVER_SAYS_GONE = "the {driver} driver says the device is gone ({why}); check `
 """Why a card is lost whose driver answered ENODEV."""
 
 _VENDOR_ORDER = {Vendor.AMD: 0, Vendor.INTEL: 1}
-
-
-class CardReader(Protocol):
-    """Reads one card each sample (``AmdgpuCard``, ``IntelCard``)."""
-
-    card: DrmCard
-    identity: CardIdentity
-
-    def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
-        """One sample of the card and the processes using it (raises ``DeviceGone`` when
-        the driver says it is gone)."""
-        ...
 
 
 class DrmSampler:
@@ -85,7 +72,7 @@ class DrmSampler:
         root = sysfs if sysfs is not None else sysfs_root()
         self._files = SysfsFiles(keep_open=on_sysfs(root) if keep_open is None else keep_open)
         self._cards = CardList(root, self._files)
-        self._readers: dict[str, CardReader] = {}
+        self._readers: dict[str, SysfsCard] = {}
         self._procfs = procfs
         self._clients: DrmClientSampler | None = None
         """Made with the first card: a box without AMD or Intel GPUs sweeps no fdinfo."""
@@ -119,7 +106,7 @@ class DrmSampler:
             readings.append(in_range(self._read(reader, processes.get(bus_id))))
         return DrmReading(gpus=tuple(readings), taken_at=self._clock())
 
-    def _read(self, reader: CardReader, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
+    def _read(self, reader: SysfsCard, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         """The card's reading, or its identity, ``lost`` and why when it went away."""
         files, card = self._files, reader.card
         try:
@@ -152,12 +139,12 @@ class DrmSampler:
     def _next_index(self, vendor: Vendor) -> int:
         return sum(reader.identity.vendor is vendor for reader in self._readers.values())
 
-    def _reader(self, card: DrmCard, index: int) -> CardReader:
+    def _reader(self, card: DrmCard, index: int) -> SysfsCard:
         if card.vendor is Vendor.AMD:
             return AmdgpuCard(card, index, self._files, self._names)
         return IntelCard(card, index, self._files, self._names)
 
 
-def _order(item: tuple[str, CardReader]) -> tuple[int, int]:
+def _order(item: tuple[str, SysfsCard]) -> tuple[int, int]:
     identity = item[1].identity
     return (_VENDOR_ORDER.get(identity.vendor, 9), identity.index)

@@ -1,5 +1,8 @@
 """The processes on AMD and Intel GPUs, from the DRM client usage statistics in fdinfo.
 
+Over 600 lines: the parser, the sweep (whose caching keeps a steady sweep to a few opens)
+and the per-client arithmetic are one reader of one kernel interface, best read together.
+
 Each open file of a DRM card or render node (``/dev/dri/card*``, ``/dev/dri/renderD*``)
 is a client of one GPU, and ``/proc/PID/fdinfo/FD`` describes it in the keys of the
 kernel's Documentation/gpu/drm-usage-stats.rst: ``drm-driver``, ``drm-pdev`` (its PCI bus
@@ -645,14 +648,3 @@ def _kind(clients: Iterable[DrmClient]) -> str:
         if value > 0
     }
     return "graphics" if ran & _GRAPHICS_ENGINES and not ran & _COMPUTE_ENGINES else "compute"
-
-
-__all__ = [
-    "RESCAN_EVERY",
-    "RESCAN_EVERY_COUNTED",
-    "DrmClient",
-    "DrmClientSampler",
-    "ProcessIdentity",
-    "parse_fdinfo",
-    "read_process_identity",
-]

@@ -15,22 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
-from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import GpuProcess, GpuReading, Vendor
 from gputui.telemetry.sysfs import (
     CardIdentity,
-    CurrentLink,
     DrmCard,
+    SysfsCard,
     SysfsFiles,
     first_present,
     hwmon_dir,
     labelled_inputs,
-    link_generation,
-    link_width,
     subfolders,
 )
 
-POWER_LIMIT_TTL_S = 30.0
-"""Seconds a power limit is trusted before it is read again (an admin may change it)."""
 THROTTLE_WORDS = (
     ("pl1", "power cap"),
     ("pl2", "power cap"),
@@ -84,7 +80,7 @@ class _Gt:
     name; ``None`` where the driver does not say."""
 
 
-class IntelCard:
+class IntelCard(SysfsCard):
     """One Intel GPU: its static facts read when it is found, its readings each sample."""
 
     def __init__(self, card: DrmCard, index: int, files: SysfsFiles, names: PciNames) -> None:
@@ -97,10 +93,8 @@ class IntelCard:
             names: Names the card from its PCI ids (neither driver gives a product name).
         """
         device = card.device
-        self.card = card
-        self._files = files
         name = names.name(Vendor.INTEL, *card.pci_id, None) if card.pci_id else "Intel GPU"
-        self.identity = CardIdentity(index, Vendor.INTEL, name, None, card.bus_id)
+        super().__init__(card, CardIdentity(index, Vendor.INTEL, name, None, card.bus_id), files)
         if card.driver == "xe":
             self._gts = list(_xe_gts(device, files))
             sizes = [
@@ -135,23 +129,9 @@ class IntelCard:
         self._temperature = temperatures.get("pkg") or temperatures.get("temp1")
         self._memory_temperature = temperatures.get("vram")
         self._power_max = first_present([hwmon / "power1_max"], files) if hwmon else None
-        self._power_limit_w: tuple[float, float | None] | None = None  # (read at, watts)
-        self._link = CurrentLink(device, files)
-        self._link_max = (
-            link_generation(files.text(device / "max_link_speed", quiet=True)),
-            link_width(files.integer(device / "max_link_width")),
-        )
 
     def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
-        """One sample of the card.
-
-        Args:
-            now: The sampler's clock: utilization and power are rates over it.
-            processes: The processes using it.
-
-        Raises:
-            DeviceGone: the driver says the card is gone.
-        """
+        # utilization and power are rates over the sampler's clock
         files = self._files
         busy = [self._busy(gt, now) for gt in self._gts if gt.idle is not None]
         known = [share for share in busy if share is not None]
@@ -160,15 +140,9 @@ class IntelCard:
         first = self._gts[0] if self._gts else None
         clock = files.integer(first.clock, keep=True) if first and first.clock else None
         energy_uj, power_uw = self._energy.rate(files, now) if self._energy else (None, None)
-        link_gen, link_lanes = self._link.read(now)
-        identity = self.identity
-        return GpuReading(
-            index=identity.index,
-            vendor=Vendor.INTEL,
-            name=identity.name,
-            uuid=None,
-            bus_id=identity.bus_id,
-            state=GpuState.OK,
+        return self._reading(
+            now,
+            processes,
             utilization_percent=max(known) if known else None,  # the busier GT's
             memory_utilization_percent=None,
             memory_used_bytes=self._vram_used(),
@@ -176,20 +150,12 @@ class IntelCard:
             temperature_c=self._celsius(self._temperature),
             memory_temperature_c=self._celsius(self._memory_temperature),
             power_w=None if power_uw is None else round(power_uw / 1e6, 3),
-            power_limit_w=self._limit_w(now),
+            power_limit_w=self._cap_w(now, self._power_max),
             energy_j=None if energy_uj is None else energy_uj / 1e6,
             energy_joules=self._energy_since_start(energy_uj),
             sm_clock_mhz=None if clock is None else float(clock),
             sm_clock_max_mhz=first.clock_max_mhz if first else None,
             fan_percent=None,  # hwmon gives RPM, with no maximum to share it of
-            pcie_rx_bytes_per_s=None,
-            pcie_tx_bytes_per_s=None,
-            pcie_link_gen=link_gen,
-            pcie_link_width_lanes=link_lanes,
-            pcie_link_gen_max=self._link_max[0],
-            pcie_link_width_max_lanes=self._link_max[1],
-            performance_state=None,
-            processes=processes,
             throttle_reasons=self._throttle_reasons(),
         )
 
@@ -238,23 +204,6 @@ class IntelCard:
             return None
         free = self._files.integer(self._vram_free, keep=True)
         return None if free is None or free > self._vram_total else self._vram_total - free
-
-    def _celsius(self, path: str | None) -> float | None:
-        millidegrees = None if path is None else self._files.integer(path, keep=True)
-        if millidegrees is None or path is None:
-            return None
-        if not -50_000 <= millidegrees <= 200_000:
-            self._files.note(path, f"{millidegrees} m°C is no temperature")
-            return None
-        return millidegrees / 1000
-
-    def _limit_w(self, now: float) -> float | None:
-        cached = self._power_limit_w
-        if cached is None or now - cached[0] >= POWER_LIMIT_TTL_S:
-            microwatts = self._files.integer(self._power_max) if self._power_max else None
-            watts = microwatts / 1e6 if microwatts else None  # 0: the limit is off
-            cached = self._power_limit_w = (now, watts)
-        return cached[1]
 
 
 def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:

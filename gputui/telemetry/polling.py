@@ -1,25 +1,27 @@
-"""Samplers as the app sees them, the thread that calls a sampler that may hang, and one
-NVML sample that is not waited for past a deadline (:func:`sample_nvml`, for the commands).
-
-No Textual here: this is the plain-Python half of polling. Each source has a
-:class:`SamplerThread`, a daemon thread that takes one sample at a time and hands
-each result to a callback, on that thread (the app's callback posts a message,
-which is thread-safe). The event loop never waits for a sample: a driver call that
-hangs for minutes holds only its daemon thread, and the app can still quit (Python
-does not wait for daemon threads at exit).
+"""The one sampling engine (:class:`Poller`) that the monitor, ``gputui serve`` and ``gputui
+record`` pace, the sources it samples (:class:`Samplers`), the thread that calls a sampler
+that may hang (:class:`SamplerThread`), and one NVML sample or topology that is not waited
+for past a deadline (:func:`sample_nvml`, :func:`read_nvml_topology`, for the commands).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from gputui.format import exception_line, one_line
+from gputui.telemetry.apple import MpsSampler
+from gputui.telemetry.drm import DrmSampler
+from gputui.telemetry.host import HostSampler
+from gputui.telemetry.nvml import NvmlSampler, describe_hung_call, is_stale
 from gputui.telemetry.readings import (
     CpuReading,
     DriverCall,
@@ -27,10 +29,10 @@ from gputui.telemetry.readings import (
     GpuTopology,
     MpsReading,
     NvmlReading,
+    Snapshot,
 )
 
-if TYPE_CHECKING:
-    from gputui.telemetry.nvml import NvmlSampler
+log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -78,10 +80,10 @@ class Samplers:
             raw_commands: Keep the secrets in processes' command lines (redacted otherwise).
         """
         return cls(
-            cpu=LazySampler(_host_sampler),
-            nvml=LazySampler(partial(_nvml_sampler, raw_commands=raw_commands)),
-            mps=LazySampler(_mps_sampler),
-            drm=LazySampler(_drm_sampler),
+            cpu=LazySampler(HostSampler),
+            nvml=LazySampler(partial(NvmlSampler, raw_commands=raw_commands)),
+            mps=LazySampler(MpsSampler),
+            drm=LazySampler(DrmSampler),
         )
 
 
@@ -193,202 +195,64 @@ def hung_reading(sampler: object, *, keep_read: bool = True) -> object | None:
     return hung(keep_read=keep_read) if callable(hung) else None
 
 
-def _host_sampler() -> Sampler[CpuReading]:
-    from gputui.telemetry.host import HostSampler
-
-    return HostSampler()
-
-
-def _nvml_sampler(*, raw_commands: bool) -> Sampler[NvmlReading]:
-    from gputui.telemetry.nvml import NvmlSampler
-
-    return NvmlSampler(raw_commands=raw_commands)
-
-
-def _mps_sampler() -> Sampler[MpsReading]:
-    from gputui.telemetry.apple import MpsSampler
-
-    return MpsSampler()
-
-
-def _drm_sampler() -> Sampler[DrmReading]:
-    from gputui.telemetry.drm import DrmSampler
-
-    return DrmSampler()
-
-
-def import_real_samplers() -> None:
-    """Import the real samplers' modules, psutil and the NVML bindings, in this thread.
-
-    Importing cannot hang, unlike a driver call, so it need not wait for a sampler thread;
-    done there while the main thread imports Textual, the two would fight over the GIL and
-    the import locks, and the first frame would come later.
-    """
-    import gputui.telemetry.apple
-    import gputui.telemetry.drm
-    import gputui.telemetry.host
-    import gputui.telemetry.nvml  # noqa: F401
-
-    with contextlib.suppress(ImportError):  # the NVML sampler reports it, with the fix
-        import pynvml  # noqa: F401
-
-
 SOURCES = ("cpu", "nvml", "mps", "drm")
-"""The sources the app polls, by their name in :class:`Samplers`."""
-
-
-@dataclass(frozen=True)
-class HeadStart:
-    """The samplers and their threads, with each source's first sample already under way.
-
-    Made before Textual is imported (see ``gputui.commands``): the first readings are taken
-    while Textual loads, so the first frame can show them.
-    """
-
-    samplers: Samplers
-    """The sources."""
-    threads: dict[str, SamplerThread]
-    """One thread per source, each with its first sample prefetched."""
-
-    @classmethod
-    def begin(cls, samplers: Samplers | None = None) -> HeadStart:
-        """Start the first sample of every source, each on its own thread.
-
-        Args:
-            samplers: The sources (default: :meth:`Samplers.real`).
-        """
-        if samplers is None:
-            import_real_samplers()
-            samplers = Samplers.real()
-        threads = {source: SamplerThread(f"gputui-{source}") for source in SOURCES}
-        for source, thread in threads.items():
-            thread.prefetch(getattr(samplers, source).sample)
-        return cls(samplers, threads)
-
+"""The sources, by their name in :class:`Samplers`."""
 
 Reply = Callable[[object, "BaseException | None"], object]
 """Takes a sample's result: ``(reading, None)``, or ``(None, error)`` if the sampler raised."""
 
 
 class _Job:
-    def __init__(self, function: Callable[[], object]) -> None:
+    def __init__(self, function: Callable[[], object], reply: Reply | None) -> None:
         self.function = function
-        self.done = threading.Event()
-        self.value: object = None
-        self.error: BaseException | None = None
-        self._lock = threading.Lock()
-        self._reply: Reply | None = None
+        self.reply = reply
 
     def run(self) -> None:
         try:
-            self.value = self.function()
-        except BaseException as error:  # handed to the reply, or to ``prefetched``
-            self.error = error
-        with self._lock:
-            self.done.set()
-            reply = self._reply
-        if reply is not None:
-            reply(self.value, self.error)
-
-    def reply_to(self, reply: Reply) -> None:
-        """Hand the result to ``reply`` once it is in: now, in this thread, if it already is."""
-        with self._lock:
-            if not self.done.is_set():
-                self._reply = reply
-                return
-        reply(self.value, self.error)
+            value, error = self.function(), None
+        except BaseException as caught:  # handed to the reply
+            value, error = None, caught
+        if self.reply is not None:
+            self.reply(value, error)
 
 
 class SamplerThread:
-    """One daemon thread that runs one source's samples, one at a time, in order.
-
-    Keeping each sampler on one thread suits samplers that are not thread-safe
-    (``HostSampler``). The app never asks for a sample before the last one has
-    answered, so samples never queue up behind a hung one.
-
-    A first sample may be started early with :meth:`prefetch` (before Textual has
-    even loaded); the first :meth:`sample` then takes that sample's result instead
-    of taking another.
-    """
+    """One daemon thread that runs one source's samples, one at a time, in order (a sampler
+    need not be thread-safe). A driver call that hangs holds only this thread, and Python
+    does not wait for a daemon thread at exit."""
 
     def __init__(self, name: str) -> None:
-        """Name the thread (it starts on the first sample).
-
-        Args:
-            name: Shown in thread dumps, e.g. ``gputui-nvml``.
-        """
+        """Name the thread (shown in thread dumps, e.g. ``gputui-nvml``); it starts on the
+        first sample."""
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._early: _Job | None = None
-
-    def prefetch(self, function: Callable[[], object]) -> None:
-        """Start ``function`` now; the next :meth:`sample` (whatever it asks) gets its result.
-
-        Args:
-            function: The first sample, e.g. a sampler's ``sample``.
-        """
-        self._early = self._submit(function)
-
-    def prefetched(self) -> tuple[bool, object]:
-        """The prefetched sample if it has finished without error: ``(True, value)``.
-
-        Otherwise ``(False, None)``, and the next :meth:`sample` gets its result (or
-        its error). A sample taken here is not handed over again.
-        """
-        job = self._early
-        if job is None or not job.done.is_set() or job.error is not None:
-            return False, None
-        self._early = None
-        return True, job.value
 
     def sample(self, function: Callable[[], object], reply: Reply) -> None:
-        """Run ``function`` on the thread, then call ``reply`` with its result, on the thread.
-
-        Returns at once. After :meth:`close`, nothing runs and ``reply`` is never called.
-
-        Args:
-            function: The blocking call, typically a sampler's ``sample``.
-            reply: Called as ``reply(value, None)``, or ``reply(None, error)`` if
-                ``function`` raised. Called in this thread instead when the prefetched
-                sample had already finished.
-        """
+        """Run ``function`` on the thread after what is queued, then call ``reply`` there with
+        ``(value, None)``, or ``(None, error)`` if it raised. Returns at once; after
+        :meth:`close`, nothing runs."""
         if self._closed:
             return
-        job, self._early = self._early or self._submit(function), None
-        job.reply_to(reply)
-
-    def call(self, function: Callable[[], object], reply: Reply) -> None:
-        """Run ``function`` on the thread after what is queued, then ``reply`` with its
-        result, as :meth:`sample` does but never taking the prefetched sample: a question
-        other than a sample (the topology) for the same sampler, on its thread."""
-        if self._closed:
-            return
-        self._submit(function).reply_to(reply)
-
-    def _submit(self, function: Callable[[], object]) -> _Job:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
-        job = _Job(function)
-        self._jobs.put(job)
-        return job
+        self._jobs.put(_Job(function, reply))
+
+    call = sample
+    """A question other than a sample (the topology) for the same sampler, on its thread."""
 
     def close(self, finalizer: Callable[[], object] | None = None) -> None:
-        """Let the thread end once it is idle (at once, unless a sample is still hanging).
-
-        Args:
-            finalizer: Run on the thread before it ends, e.g. the sampler's ``close``;
-                errors from it are ignored.
-        """
+        """Let the thread end once it is idle (at once, unless a sample still hangs), running
+        ``finalizer`` (the sampler's ``close``) on it first; its errors are ignored."""
         if self._closed:
             return
         self._closed = True
         if self._thread is None:
             return
         if finalizer is not None:
-            self._jobs.put(_Job(finalizer))
+            self._jobs.put(_Job(finalizer, None))
         self._jobs.put(None)
 
     @property
@@ -406,6 +270,262 @@ class SamplerThread:
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             job.run()
+
+
+@dataclass(frozen=True, slots=True)
+class Latest:
+    """The latest reading of each source; ``None`` until that source has answered once."""
+
+    started_at: float
+    """When sampling started (``time.monotonic()``); a reading not in yet is as old as this."""
+    cpu: CpuReading | None = None
+    nvml: NvmlReading | None = None
+    mps: MpsReading | None = None
+    drm: DrmReading | None = None
+    hang: NvmlReading | None = None
+    """While an NVML call holds the readings back past staleness: every GPU NVML counted,
+    ``hung`` (those known lost or unreachable stay so), and the call in the status
+    (``hung_call``, ``hung_seconds``); NVML unavailable when the call is ``nvmlInit``. ``None``
+    otherwise. ``nvml`` keeps the last reading that came, and its time."""
+
+    def age_s(self, now: float) -> float:
+        """Seconds since the oldest of the readings was taken (since the start, for a
+        missing one), at ``now`` (``time.monotonic()``)."""
+        taken = [
+            self.started_at if reading is None else reading.taken_at
+            for reading in (self.cpu, self.nvml, self.mps, self.drm)
+        ]
+        return max(0.0, now - min(taken))
+
+    def snapshot(self) -> Snapshot | None:
+        """The readings as ``gputui snapshot`` has them (NVML's as :attr:`hang` says, while
+        it hangs); ``None`` until every source answered or NVML is known to hang."""
+        nvml = self.hang or self.nvml
+        if self.cpu is None or nvml is None or self.mps is None or self.drm is None:
+            return None
+        return Snapshot(cpu=self.cpu, nvml=nvml, mps=self.mps, drm=self.drm)
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """What came in one beat: the readings that arrived, and the samples that raised."""
+
+    readings: Mapping[str, object]
+    """Each source's new reading, by source (``cpu``, ``nvml``, ``mps``, ``drm``)."""
+    errors: Mapping[str, str] = field(default_factory=dict)
+    """Each source whose sampler raised, with the error in one line."""
+
+
+OnBeat = Callable[[Beat], object]
+"""Takes each beat's readings; called on a sampler's or the pacer's thread, so it must be
+quick and thread-safe (post a message, queue a frame)."""
+
+MIN_REST = 0.1
+"""Shortest pause between a source's answer and its next sample, as a share of the interval:
+a sample that overran its beat waits for the next one, and a slow driver never gets
+back-to-back calls."""
+BEAT_GRACE_S = 0.2
+"""Longest a beat's readings wait for each other before they are handed on together (a
+quarter of the interval when that is shorter): a hung NVML call delays the others that much."""
+CLOSE_WAIT_S = 2.0
+"""How long :meth:`Poller.close` waits for the samplers to finish (a hung one is left)."""
+
+
+class Poller:
+    """The one sampling engine: every source sampled on one beat, each whose sample may block
+    on a daemon thread of its own (a hung driver call holds back only its source), the others
+    on the pacing thread. Each beat's readings are handed together to every subscriber (the
+    monitor, the recorder) once all are in or :data:`BEAT_GRACE_S` has passed; a reading
+    that comes later, or before every source has answered once, is handed on at once. A
+    source still answering is not asked again, so samples never queue behind a hung one.
+    :meth:`latest` (``gputui serve``'s scrapes) never waits.
+
+    Example::
+
+        poller = Poller(Samplers.real(), interval_s=1.0)
+        poller.start()
+        poller.subscribe(print)  # each beat from now, after what is in hand
+        poller.close()  # samplers stopped and closed on their threads
+    """
+
+    def __init__(
+        self,
+        samplers: Samplers,
+        interval_s: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        name: str = "gputui",
+    ) -> None:
+        """Prepare the threads (named ``{name}-{source}``); nothing is sampled before
+        :meth:`start`. ``clock`` is the samplers' (readings' ``taken_at`` are on it)."""
+        self.samplers = samplers
+        self.interval_s = interval_s
+        self._clock = clock
+        self._name = name
+        self._grace_s = min(BEAT_GRACE_S, interval_s / 4)
+        self._threads = {source: SamplerThread(f"{name}-{source}") for source in SOURCES}
+        self._state = threading.Condition()  # guards what follows, up to _emitting
+        self._latest = Latest(started_at=clock())
+        self._busy: set[str] = set()
+        self._answered_at: dict[str, float] = {}
+        self._arrived: dict[str, object] = {}  # not handed on yet
+        self._errors: dict[str, str] = {}
+        self._seen: set[str] = set()  # sources handed on once, reading or error
+        self._gathering = False  # the pacer waits for this beat's readings
+        self._emitting = threading.Lock()  # hands beats on one at a time, in order
+        self._subscribers: list[OnBeat] = []
+        self._stop = threading.Event()
+        self._pacer: threading.Thread | None = None
+
+    @classmethod
+    def real(cls, interval_s: float, *, raw_commands: bool = False, name: str = "gputui") -> Poller:
+        """The real sources (:meth:`Samplers.real`), the NVML bindings imported in this thread:
+        importing cannot hang, unlike a driver call, and done on a sampler thread while the
+        main thread imports Textual, the two would fight over the GIL and the import locks."""
+        with contextlib.suppress(ImportError):  # (the NVML sampler reports it, with the fix)
+            import pynvml  # noqa: F401
+        return cls(Samplers.real(raw_commands=raw_commands), interval_s, name=name)
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called."""
+        return self._pacer is not None
+
+    def start(self) -> None:
+        """Take the first samples now, then a beat every ``interval_s``, on a pacing thread."""
+        self._latest = Latest(started_at=self._clock())
+        self._pacer = threading.Thread(target=self._pace, name=f"{self._name}-pacer", daemon=True)
+        self._pacer.start()
+
+    def subscribe(self, on_beat: OnBeat) -> Beat:
+        """Hand every later beat to ``on_beat`` too; returns the readings in hand now, so that
+        none falls between the two."""
+        with self._emitting, self._state:
+            self._subscribers.append(on_beat)
+            latest, arrived = self._latest, set(self._arrived)  # (those come with the next beat)
+        readings = {s: getattr(latest, s) for s in SOURCES if s not in arrived}
+        return Beat({s: r for s, r in readings.items() if r is not None})
+
+    def latest(self) -> Latest:
+        """The latest readings, with :attr:`Latest.hang` while NVML is stuck in a call past
+        staleness; safe from any thread, and never waits."""
+        latest = self._latest
+        if self.pending_call() is None:
+            return latest
+        taken_at = latest.nvml.taken_at if latest.nvml is not None else latest.started_at
+        if not is_stale(taken_at, self._clock(), self.interval_s):
+            return latest
+        hang = hung_reading(self.samplers.nvml, keep_read=False)
+        return replace(latest, hang=hang) if isinstance(hang, NvmlReading) else latest
+
+    def pending_call(self) -> DriverCall | None:
+        """The NVML call a sample waits on now, if any (never blocks)."""
+        return pending_call(self.samplers.nvml)
+
+    def call(self, source: str, function: Callable[[], object], reply: Reply) -> None:
+        """Run ``function`` on ``source``'s thread after its sample, then ``reply`` there."""
+        self._threads[source].call(function, reply)
+
+    def poll(self) -> None:
+        """Ask every source that is due for a sample; returns at once but for the samples
+        that cannot block (:func:`never_blocks`), taken here before any thread is woken."""
+        now = self._clock()
+        with self._state:
+            if self._stop.is_set():
+                return
+            due = [
+                source
+                for source in SOURCES
+                if source not in self._busy
+                and now - self._answered_at.get(source, -math.inf) >= self.interval_s * MIN_REST
+            ]
+            self._busy.update(due)
+            self._gathering = True
+        for source in due:
+            sampler = getattr(self.samplers, source)
+            if not never_blocks(sampler):
+                self._threads[source].sample(sampler.sample, partial(self._answered, source))
+                continue
+            try:
+                reading = sampler.sample()
+            except Exception as error:  # as a sampler thread hands it over
+                self._answered(source, None, error)
+            else:
+                self._answered(source, reading, None)
+
+    def stop(self) -> None:
+        """Stop sampling without waiting: a sample in flight ends at its next driver call,
+        then each sampler is closed on its thread (NVML shut down with no call inside it)."""
+        self._stop.set()
+        with self._state:
+            self._state.notify_all()
+        if self._pacer is not None and self._pacer is not threading.current_thread():
+            self._pacer.join(CLOSE_WAIT_S)  # (it samples only what cannot block)
+        for source, thread in self._threads.items():
+            sampler = getattr(self.samplers, source)
+            stop_sampler(sampler)
+            if thread.started:
+                thread.close(finalizer=partial(close_sampler, sampler))
+            else:  # only ever sampled on the pacer's thread, or never
+                thread.close()
+                close_sampler(sampler)
+
+    def join(self, timeout_s: float) -> bool:
+        """After :meth:`stop`: wait up to ``timeout_s`` for the threads; True when all ended
+        (a sampler stuck in a driver call is left behind: its thread is a daemon)."""
+        deadline = time.monotonic() + timeout_s
+        return all(
+            thread.join(max(deadline - time.monotonic(), 0.0)) for thread in self._threads.values()
+        )
+
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
+        """:meth:`stop`, then :meth:`join` for at most ``wait_s``."""
+        self.stop()
+        return self.join(wait_s)
+
+    def _pace(self) -> None:
+        next_at = self._clock()
+        while not self._stop.is_set():
+            self.poll()
+            with self._state:  # the beat's readings, or the grace, whichever comes first
+                self._state.wait_for(
+                    lambda: not self._busy or self._stop.is_set(), timeout=self._grace_s
+                )
+                self._gathering = False
+            self._emit()
+            next_at += self.interval_s
+            now = self._clock()
+            next_at = max(next_at, now)  # fell behind: go on from now, without a burst
+            if self._stop.wait(next_at - now):
+                return
+
+    def _answered(self, source: str, reading: object, error: BaseException | None) -> None:
+        with self._state:
+            self._busy.discard(source)
+            self._answered_at[source] = self._clock()
+            if error is None:
+                self._latest = replace(self._latest, **{source: reading})  # type: ignore[arg-type]  # source names one of its fields
+                self._arrived[source] = reading
+            else:
+                if source not in self._errors and source not in self._seen:
+                    log.warning("the %s sampler failed (%s)", source, error)
+                self._errors[source] = one_line(exception_line(error))
+            if self._gathering and self._seen.issuperset(SOURCES):
+                self._state.notify_all()  # the pacer hands the beat on
+                return
+        self._emit()  # late for its beat, or the first readings: at once
+
+    def _emit(self) -> None:
+        with self._emitting:
+            with self._state:
+                if not self._arrived and not self._errors:
+                    return
+                beat = Beat(self._arrived, self._errors)
+                self._arrived, self._errors = {}, {}
+                self._seen.update(beat.readings, beat.errors)
+                subscribers = list(self._subscribers)
+            for on_beat in subscribers:
+                on_beat(beat)
 
 
 NVML_TIMEOUT_S = 5.0
@@ -429,8 +549,6 @@ def sample_nvml(
     """
     own = sampler is None
     if sampler is None:
-        from gputui.telemetry.nvml import NvmlSampler
-
         sampler = NvmlSampler()
     answered, value = _within(sampler.sample, timeout_s)
     if not answered:
@@ -477,13 +595,9 @@ def read_nvml_topology(
     """
     own = sampler is None
     if sampler is None:
-        from gputui.telemetry.nvml import NvmlSampler
-
         sampler = NvmlSampler()
     answered, value = _within(sampler.topology, timeout_s)
     if not answered:
-        from gputui.telemetry.nvml import describe_hung_call
-
         call = sampler.pending_call()
         sampler.stop()
         why = (

@@ -7,8 +7,13 @@ supported or not known" and is shown as ``n/a``. Readings never guess.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+
+NOT_IN_JSON = "not_in_json"
+"""A field's metadata key: the field is not written as JSON (``gputui snapshot --json``, a
+recording, a fleet's hosts), and its value says why; every other field is, by its name."""
+_TAKEN_AT = {NOT_IN_JSON: "a time on one process's clock: a recorded frame's time says when"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +48,7 @@ class CpuReading:
     """gputui's own CPU use, percent of one core."""
     self_rss_bytes: int | None
     """gputui's own resident set size."""
-    taken_at: float
+    taken_at: float = field(metadata=_TAKEN_AT)
     """``time.monotonic()`` when the sample was taken."""
 
 
@@ -416,7 +421,7 @@ class NvmlReading:
     """Whether NVML answers at all."""
     gpus: tuple[GpuReading, ...]
     """One reading per GPU, in NVML index order (empty when unavailable)."""
-    taken_at: float
+    taken_at: float = field(metadata=_TAKEN_AT)
     """``time.monotonic()`` when the sample finished."""
 
 
@@ -438,7 +443,7 @@ class MpsReading:
     """``torch.backends.mps.is_built()``; ``None`` until known."""
     torch_mps_available: bool | None = None
     """``torch.backends.mps.is_available()``; ``None`` until known."""
-    taken_at: float = 0.0
+    taken_at: float = field(default=0.0, metadata=_TAKEN_AT)
     """``time.monotonic()`` when the sample was taken."""
 
 
@@ -449,7 +454,7 @@ class DrmReading:
 
     gpus: tuple[GpuReading, ...]
     """One reading per GPU: AMD's, then Intel's, each vendor's in index order."""
-    taken_at: float
+    taken_at: float = field(metadata=_TAKEN_AT)
     """``time.monotonic()`` when the sample finished."""
 
 

@@ -19,9 +19,10 @@ import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gputui.files import open_regular
-from gputui.telemetry.readings import GpuReading, GpuState, Vendor
+from gputui.telemetry.readings import GpuProcess, GpuReading, GpuState, Vendor
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ MOUNTINFO = Path("/proc/self/mountinfo")
 DRIVERS = {"amdgpu": Vendor.AMD, "i915": Vendor.INTEL, "xe": Vendor.INTEL}
 """The kernel drivers whose GPUs gputui reads from sysfs (NVIDIA's are NVML's)."""
 
+POWER_CAP_TTL_S = 30.0
+"""Seconds a power cap is trusted before it is read again (an admin may change it)."""
 LINK_TTL_S = 1.0
 """Seconds a card's current PCIe link is trusted before it is read again, as NVML's is
 (``PCIE_TTL_S`` in gputui.telemetry.nvml.queries): it trains down and up with the load, not
@@ -410,19 +413,82 @@ class CardIdentity:
     bus_id: str
     """PCI bus id."""
 
-    def lost(self, error: str) -> GpuReading:
-        """Its reading once it cannot be read: its identity, ``lost``, and why."""
+    def reading(self, **fields: Any) -> GpuReading:
+        """A reading of this card with ``fields``."""
         return GpuReading(
             index=self.index,
             vendor=self.vendor,
             name=self.name,
             uuid=self.uuid,
             bus_id=self.bus_id,
-            state=GpuState.LOST,
-            error=error,
-            processes=None,
-            **_NOT_READ,
+            **fields,
         )
+
+    def lost(self, error: str) -> GpuReading:
+        """Its reading once it cannot be read: its identity, ``lost``, and why."""
+        return self.reading(state=GpuState.LOST, error=error, processes=None, **_NOT_READ)
+
+
+class SysfsCard:
+    """What the AMD and Intel readers share: the card, its identity, its PCIe link and the
+    readings both drivers give alike. :mod:`gputui.telemetry.drm` reads each through this."""
+
+    def __init__(self, card: DrmCard, identity: CardIdentity, files: SysfsFiles) -> None:
+        """Keep the card and read its link's maxima once."""
+        self.card = card
+        self.identity = identity
+        self._files = files
+        self._link = CurrentLink(card.device, files)
+        self._link_max = (
+            link_generation(files.text(card.device / "max_link_speed", quiet=True)),
+            link_width(files.integer(card.device / "max_link_width")),
+        )
+        self._power_cap_w: tuple[float, float | None] | None = None  # (read at, watts)
+
+    def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
+        """One sample of the card; ``now`` is the sampler's clock.
+
+        Raises:
+            DeviceGone: the driver says the card is gone.
+        """
+        raise NotImplementedError
+
+    def _reading(
+        self, now: float, processes: tuple[GpuProcess, ...] | None, **fields: Any
+    ) -> GpuReading:
+        """The card's reading with ``fields``, its link and what no sysfs GPU says."""
+        link_gen, link_lanes = self._link.read(now)
+        return self.identity.reading(
+            state=GpuState.OK,
+            pcie_rx_bytes_per_s=None,  # amdgpu's pcie_bw takes a second to answer; i915 none
+            pcie_tx_bytes_per_s=None,
+            pcie_link_gen=link_gen,
+            pcie_link_width_lanes=link_lanes,
+            pcie_link_gen_max=self._link_max[0],
+            pcie_link_width_max_lanes=self._link_max[1],
+            performance_state=None,
+            processes=processes,
+            **fields,
+        )
+
+    def _celsius(self, path: str | None) -> float | None:
+        millidegrees = None if path is None else self._files.integer(path, keep=True)
+        if millidegrees is None or path is None:
+            return None
+        if not -50_000 <= millidegrees <= 200_000:
+            self._files.note(path, f"{millidegrees} m°C is no temperature")
+            return None
+        return millidegrees / 1000
+
+    def _cap_w(self, now: float, path: str | None) -> float | None:
+        """The power cap in ``path`` (µW; 0: none), read at most every ``POWER_CAP_TTL_S``
+        (an admin may change it)."""
+        cached = self._power_cap_w
+        if cached is None or now - cached[0] >= POWER_CAP_TTL_S:
+            microwatts = self._files.integer(path) if path else None
+            watts = microwatts / 1e6 if microwatts and microwatts > 0 else None
+            cached = self._power_cap_w = (now, watts)
+        return cached[1]
 
 
 _NOT_READ: dict[str, None] = {

@@ -241,8 +241,8 @@ def test_a_stopped_run_and_the_runs_never_begun_are_marked_stopped() -> None:
 
 
 def test_a_run_of_one_epoch_stopped_before_it_says_epoch() -> None:
-    from tests.ui.recordings.replay import before_epoch, stream
-    from tests.ui.recordings.scenarios import BY_NAME
+    from tests.ui.streams.replay import before_epoch, stream
+    from tests.ui.streams.scenarios import BY_NAME
 
     (config,) = BY_NAME["cpu_one_epoch"].configs
     run = RunRecord(config)  # type: ignore[arg-type]
@@ -252,9 +252,9 @@ def test_a_run_of_one_epoch_stopped_before_it_says_epoch() -> None:
 
 
 def recorded_run(name: str) -> RunRecord:
-    """The run of single-job recording ``name`` (tests/ui/recordings), as bench gathers it."""
-    from tests.ui.recordings.replay import stream
-    from tests.ui.recordings.scenarios import BY_NAME
+    """The run of single-job recording ``name`` (tests/ui/streams), as bench gathers it."""
+    from tests.ui.streams.replay import stream
+    from tests.ui.streams.scenarios import BY_NAME
 
     (config,) = BY_NAME[name].configs
     run = RunRecord(config)  # type: ignore[arg-type]
@@ -596,11 +596,17 @@ def test_a_runs_dir_in_a_missing_home_folder_is_refused(
 # --- the folders named on the command line ----------------------------------------------
 
 
-def test_a_data_dir_that_does_not_exist_yet_is_made(tmp_path: Path) -> None:
-    """``--data-dir`` to a new folder was refused; the data set is downloaded into it."""
+def test_a_data_dir_that_does_not_exist_yet_is_taken_and_not_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--data-dir`` to a new folder is taken; only the download makes it (issue 41: a
+    command that then refused another flag had left the folder behind)."""
     folder = tmp_path / "new" / "cifar"
     check_data_dir(str(folder))
-    assert folder.is_dir()
+    data = ["--dataset", "cifar10", "--data-dir", str(folder)]
+    assert main(["bench", "--device", "cpu", *data, "--runs-dir", "/dev/null"]) == 2
+    assert "runs dir /dev/null is not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.fixture

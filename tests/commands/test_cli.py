@@ -229,6 +229,7 @@ def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
         "driver_version": "550.54.15",
         "cuda_driver_version": "12.4",
         "error": None,
+        "error_code": None,
         "host_pids": False,
         "hung_call": None,
         "hung_seconds": None,

@@ -8,8 +8,9 @@ import pytest
 
 from gputui.device import CPU, Device
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
-from gputui.doctor.diagnose import diagnose, driver_too_old_line, format_cudnn
+from gputui.doctor.diagnose import diagnose, format_cudnn
 from gputui.doctor.render import render_text
+from gputui.doctor.run import driver_too_old
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.wheels import channel_for_driver, install_command, parse_cuda_version
 from gputui.jobs.events import DevicesListed, TorchProbed
@@ -413,7 +414,7 @@ def test_a_cuda_build_the_driver_cannot_run_is_one_line_with_the_doctor_s_comman
     doctor's "driver vs build" check gives."""
     from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER as listed
 
-    line = driver_too_old_line(listed, nvml(), python="python", packages=("torch",))
+    line = driver_too_old(listed, nvml(), python="python", packages=("torch",))
     assert line == (
         "this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver here "
         f"is 550.54.15 (CUDA 12.4): {CU124}"
@@ -430,7 +431,7 @@ def test_the_driver_line_is_said_only_where_the_facts_say_so() -> None:
     from tests.ui.runner_fakes import DEVICES
 
     def said(listed: DevicesListed, reading: NvmlReading) -> str | None:
-        return driver_too_old_line(listed, reading, python="python", packages=("torch",))
+        return driver_too_old(listed, reading, python="python", packages=("torch",))
 
     assert said(listed, nvml(cuda="13.0")) is None  # the driver runs the build
     assert said(listed, nvml(count=0)) is None  # no GPU to miss

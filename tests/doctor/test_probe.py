@@ -301,7 +301,7 @@ def _note(
     x86: bool = True,
 ) -> str | None:
     from gputui.engine.devices import CpuBf16
-    from gputui.engine.probe import bf16_matmul_note
+    from gputui.engine.measure import bf16_matmul_note
 
     return bf16_matmul_note(
         fp32,
@@ -344,7 +344,7 @@ def test_the_probe_explains_a_slow_bf16_matmul_with_torch_s_own_answers() -> Non
     """oneDNN switched off sends bf16 matmuls down the reference loop on any CPU: the
     probe's note then names that, from torch's flags, not from a guess."""
     torch = pytest.importorskip("torch")
-    from gputui.engine.probe import _cpu_bf16_note
+    from gputui.engine.measure import _cpu_bf16_note
 
     figures = {"matmul_fp32_tflops": 0.185, "matmul_bf16_tflops": 0.00116}
     with torch.backends.mkldnn.flags(enabled=False):

@@ -10,15 +10,8 @@ import time
 import pytest
 
 from gputui.doctor.torch_facts import run_probe
-from gputui.engine.probe import (
-    MEASUREMENTS_PER_DEVICE,
-    MIN_LOOP_S,
-    MIN_REPS,
-    SLOW_LOOP_MAX_S,
-    loop_seconds,
-    seconds_per_call,
-    timed_reps,
-)
+from gputui.engine.measure import MIN_REPS, SLOW_LOOP_MAX_S, seconds_per_call, timed_reps
+from gputui.engine.probe import MEASUREMENTS_PER_DEVICE, MIN_LOOP_S, loop_seconds
 from gputui.jobs.config import ProbeConfig
 
 

@@ -604,8 +604,7 @@ def test_cifar10_is_downloaded_verified_extracted_and_kept(
 ) -> None:
     server.payload = binary_archive(small)
     calls: list[tuple[int, int]] = []
-    target = tmp_path / "dl"
-    target.mkdir()
+    target = tmp_path / "dl" / "new"  # made by the download
 
     def load() -> Dataset:
         return load_dataset(
@@ -818,8 +817,10 @@ def test_a_bad_archive_with_downloading_off_says_so(tmp_path: Path) -> None:
 def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match=r"unknown dataset 'mnist': choose one of auto, cifar10"):
         load_dataset("mnist")  # type: ignore[arg-type]
-    with pytest.raises(DatasetError, match=r"data folder .*nowhere does not exist"):
-        load_dataset("auto", tmp_path / "nowhere")
+    assert load_dataset("auto", tmp_path / "nowhere", limit=10).name == "synthetic"
+    with pytest.raises(DatasetError, match=r"^CIFAR-10 is not in .*nowhere and downloading is off"):
+        load_dataset("cifar10", tmp_path / "nowhere", download=False)
+    assert not (tmp_path / "nowhere").exists()
     with pytest.raises(ValueError, match="limit must be at least 1"):
         load_dataset("synthetic", limit=0)
 

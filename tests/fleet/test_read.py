@@ -20,8 +20,8 @@ from gputui.fleet.exporters import DCGM, NVITOP, NotAnExporter, read_samples
 from gputui.fleet.exposition import parse_text
 from gputui.fleet.targets import TargetError, parse_hosts, parse_target, read_hostfile
 from gputui.serve.metrics import metric_families
-from gputui.serve.sampling import Latest
 from gputui.telemetry.bounds import in_range
+from gputui.telemetry.polling import Latest
 from gputui.telemetry.readings import NvlinkThroughput, NvmlReading, NvmlStatus, health_problems
 from tests.fleet.hosts import DCGM_EXPOSITION, nvitop_exposition, serving
 from tests.ui.fakes import gpu_reading

@@ -204,7 +204,6 @@ def test_every_event_round_trips_through_one_json_line(event: Event) -> None:
     assert body["type"] == type(event).TYPE
     assert parse_event(line) == event
     assert parse_event((line + "\n").encode()) == event
-    assert Event.from_json(line) == event
 
 
 def test_nested_rows_come_back_as_dataclasses() -> None:
@@ -298,7 +297,6 @@ def test_run_config_from_bad_json_is_a_config_error(text: str) -> None:
         ({"dataset": "imagenet"}, "dataset"),
         ({"pipeline": "fast"}, "pipeline"),
         ({"precision": "fp8"}, "precision"),
-        ({"data_dir": "/no/such/folder"}, "does not exist"),
         ({"nice": 20}, "nice"),
         ({"threads": 0}, "threads"),
         ({"workers": -1}, "workers"),
@@ -317,3 +315,4 @@ def test_bad_config_values_get_one_line_each(changes: dict[str, object], needle:
 def test_defaults_validate(tmp_path: Path) -> None:
     RunConfig().validate()
     RunConfig(data_dir=str(tmp_path)).validate()
+    RunConfig(data_dir=str(tmp_path / "new")).validate()  # the download makes it

@@ -19,8 +19,8 @@ from gputui.jobs.scale.report import (
     scale_rows,
     scale_warnings,
 )
-from tests.ui.recordings.replay import streams
-from tests.ui.recordings.scenarios import BY_NAME
+from tests.ui.streams.replay import streams
+from tests.ui.streams.scenarios import BY_NAME
 
 SLOWER = 4.0
 """How much slower the 1-rank run's epochs are made in :func:`scaling_runs`."""

@@ -335,6 +335,11 @@ def test_a_fleet_file_is_read_back_through_the_fleets_checks(
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert err.endswith("line 3: not a frame: hosts[0].age_seconds is 'old'\n")
+    assert main(["replay", "--summary", str(path)]) == 1  # read as the replay reads it
+    out, err = capsys.readouterr()
+    assert "every 1 s, 1 frame\n" in out and "\x1b" not in out
+    said = "line 3: not a frame: hosts[0].age_seconds is 'old'; the figures cover the frames"
+    assert said in err and err.count("\n") == 1
 
 
 def test_a_part_of_a_reading_no_gpu_can_take_reads_none() -> None:

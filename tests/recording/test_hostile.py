@@ -322,8 +322,7 @@ def test_hostile_numbers_and_nesting_in_a_frame_end_in_one_line(
         lines[line - 1] = crafted[case]
     path = tmp_path / "crafted.ndjson"
     path.write_bytes(b"\n".join(lines) + b"\n")
-    commands = [("snapshot", "--from")] + ([("replay", "--summary")] if case != "a value" else [])
-    for command in commands:
+    for command in [("snapshot", "--from"), ("replay", "--summary")]:
         code, _, err = run_here(capsys, *command, str(path))
         assert code == 1
         assert f"{path}: {said}" in one_line(err), command

@@ -125,7 +125,9 @@ def test_a_recording_replays_what_was_read(
     assert lines[0] == (
         f"gputui record: recording this machine every 0.25 s into {path} (none; Ctrl+C stops)"
     )
-    assert re.fullmatch(rf"gputui record: \d+ frames in {re.escape(str(path))} \(.+\)", lines[1])
+    assert re.fullmatch(
+        rf"gputui record: \d+ frames recorded in {re.escape(str(path))} \(.+\)", lines[1]
+    )
 
     recording = Recording.open(path)
     frames = list(recording.frames())
@@ -277,12 +279,12 @@ def test_keep_leaves_the_newest_files_and_replay_reads_them(
     )
 
 
-def test_the_recorder_paces_its_sampling_and_takes_what_cannot_block_itself(
+def test_the_recorder_s_engine_takes_what_cannot_block_on_its_pacing_thread(
     tmp_path: Path,
 ) -> None:
-    """No pacing thread, no thread for MPS off macOS nor for AMD and Intel with no card:
-    the recorder's loop asks for the samples and takes those itself, and every frame still
-    holds their readings as ``snapshot --json`` writes them."""
+    """No thread for MPS off macOS nor for AMD and Intel with no card: the engine's pacing
+    thread takes those itself, and every frame still holds their readings as ``snapshot
+    --json`` writes them."""
     seen: set[str] = set()
 
     class Host:
@@ -310,8 +312,8 @@ def test_the_recorder_paces_its_sampling_and_takes_what_cannot_block_itself(
     assert code == 0
     frames = list(Recording.open(path).frames())
     assert len(frames) >= 2
-    assert not seen & {"gputui-serve-pacer", "gputui-serve-mps", "gputui-serve-drm"}
-    assert "gputui-serve-nvml" in seen
+    assert not seen & {"gputui-record-mps", "gputui-record-drm"}
+    assert {"gputui-record-nvml", "gputui-record-pacer"} <= seen
     expected = snapshot_as_dict(
         Snapshot(cpu_reading(), Gpus().sample(), mps.sample(), DrmReading((), 0.0))
     )

@@ -18,7 +18,7 @@ from gputui.jobs.events import Progress
 from gputui.recording.frames import Header
 from gputui.recording.player import Player
 from gputui.recording.reader import Recording
-from gputui.recording.recorder import QUEUED_FRAMES, ShownRecorder
+from gputui.recording.recorder import QUEUED_FRAMES, Recorder
 from gputui.recording.runs import (
     EventsDrained,
     JobBegun,
@@ -28,10 +28,11 @@ from gputui.recording.runs import (
     entries_of,
 )
 from gputui.recording.writer import RecordingWriter
+from gputui.telemetry.polling import Beat
 from gputui.telemetry.watched import ProcessReading
 from tests.recording.made import snapshot
 from tests.recording.test_shown import StepClock
-from tests.ui.recordings.replay import streams
+from tests.ui.streams.replay import streams
 
 CONFIG = RunConfig(device=CPU, epochs=2, dataset="synthetic", limit=256, threads=1)
 
@@ -41,10 +42,10 @@ def test_the_runner_s_entries_go_into_the_next_frame_and_read_back(tmp_path: Pat
     diverged = Progress(epoch=1, step=3, steps_per_epoch=8, images_per_second=1e3, loss=math.nan)
     clock = StepClock()
     path = tmp_path / "shown.ndjson"
-    recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=clock)
+    recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     taken = snapshot(0)
-    readings = {"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps}
-    recorder.shown(readings)
+    readings = {"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps, "drm": taken.drm}
+    recorder.take(Beat(readings))
     per_frame: list[list[RunnerEntry]] = [
         [JobBegun("training", (CONFIG, CONFIG))],
         [EventsDrained(tuple(baseline[:3])), EventsDrained(tuple(baseline[3:]))],
@@ -56,7 +57,7 @@ def test_the_runner_s_entries_go_into_the_next_frame_and_read_back(tmp_path: Pat
             clock.now += 0.25
             recorder.runner(entry)
         clock.now += 0.25
-        recorder.shown(readings)
+        recorder.take(Beat(readings))
     clock.now += 0.25
     recorder.runner(EventsDrained(tuple(other[2:])))  # after the last frame: one at close
     recorder.close()
@@ -86,9 +87,9 @@ def test_an_unknown_entry_is_skipped_and_a_recording_without_entries_has_no_runs
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "shown.ndjson"
-    recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=StepClock())
+    recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=StepClock())
     taken = snapshot(0)
-    recorder.shown({"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps})
+    recorder.take(Beat({"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps, "drm": taken.drm}))
     recorder.close()
     assert Player(Recording.open(path)).has_runs is False
     lines = path.read_bytes().splitlines()
@@ -131,20 +132,20 @@ def test_the_runner_s_entries_wait_for_a_frame_the_writer_thread_takes(
     monkeypatch.setattr(RecordingWriter, "write", hung_write)
     clock = StepClock()
     path = tmp_path / "shown.ndjson"
-    recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=clock)
+    recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     taken = snapshot(0)
-    readings = {"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps}
+    readings = {"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps, "drm": taken.drm}
     for _ in range(QUEUED_FRAMES + 1):  # one in the writer's hands, the queue full
         clock.now += 1.0
-        recorder.shown(readings)
+        recorder.take(Beat(readings))
     recorder.runner(JobBegun("training", (CONFIG,)))
     clock.now += 1.0
-    recorder.shown(readings)
+    recorder.take(Beat(readings))
     assert recorder.dropped >= 1
     disk.set()
     recorder.flush()
     clock.now += 1.0
-    recorder.shown(readings)
+    recorder.take(Beat(readings))
     recorder.close()
 
     frames = list(Recording.open(path).frames())

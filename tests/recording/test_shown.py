@@ -15,8 +15,9 @@ from gputui.format import fmt_bytes
 from gputui.recording.frames import rounded
 from gputui.recording.player import Player
 from gputui.recording.reader import Recording
-from gputui.recording.recorder import QUEUED_FRAMES, ShownRecorder
+from gputui.recording.recorder import QUEUED_FRAMES, Recorder
 from gputui.recording.writer import RecordingWriter
+from gputui.telemetry.polling import Beat
 from gputui.telemetry.snapshot import snapshot_as_dict
 from tests.disks import small_disk
 from tests.recording.made import snapshot
@@ -33,14 +34,14 @@ class StepClock:
 def test_each_painted_beat_is_a_frame_once_every_source_has_answered(tmp_path: Path) -> None:
     clock = StepClock(0.0)  # (the readings' clock: each is taken as it is painted)
     path = tmp_path / "shown.ndjson"
-    recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=clock)
+    recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     first = snapshot(0)
-    recorder.shown({"cpu": first.cpu, "nvml": first.nvml})  # MPS not in yet: no frame
-    recorder.shown({"mps": first.mps})
+    recorder.take(Beat({"cpu": first.cpu, "nvml": first.nvml}))  # MPS not in yet: no frame
+    recorder.take(Beat({"mps": first.mps, "drm": first.drm}))
     for frame in range(1, 5):
         clock.now += 1.0
         taken = snapshot(frame)
-        recorder.shown({"nvml": taken.nvml, "cpu": taken.cpu})
+        recorder.take(Beat({"nvml": taken.nvml, "cpu": taken.cpu}))
     assert recorder.close() == f"5 frames recorded in {path} ({fmt_bytes(path.stat().st_size)})"
     recording = Recording.open(path)
     assert recording.header.host == os.uname().nodename and recording.header.interval_s == 1.0
@@ -58,12 +59,12 @@ def test_a_source_that_stops_answering_is_recorded_with_its_age_and_replayed_as_
     old it is, and the replay's reading is that old (issue 29)."""
     clock = StepClock(0.0)
     path = tmp_path / "shown.ndjson"
-    recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=clock)
+    recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     first = snapshot(0)
-    recorder.shown({"cpu": first.cpu, "nvml": first.nvml, "mps": first.mps})
+    recorder.take(Beat({"cpu": first.cpu, "nvml": first.nvml, "mps": first.mps, "drm": first.drm}))
     for frame in range(1, 6):
         clock.now = float(frame)
-        recorder.shown({"cpu": snapshot(frame).cpu})
+        recorder.take(Beat({"cpu": snapshot(frame).cpu}))
     recorder.close()
     frames = list(Recording.open(path).frames())
     assert [f.readings.get("ages") for f in frames] == [None] + [
@@ -85,21 +86,24 @@ def test_a_full_disk_stops_the_recording_in_one_line_and_keeps_what_was_written(
         if prefix:
             pytest.skip("no tmpfs to fill here (mounting needs root)")
         path = tmp_path / "disk" / "shown.ndjson"
-        recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=StepClock())
+        recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=StepClock())
         frame = 0
-        while recorder.failed is None and frame < 10_000:
+        while recorder.failure is None and frame < 10_000:
             taken = snapshot(frame, gpus=2)
-            recorder.shown({"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps})
+            recorder.take(
+                Beat({"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps, "drm": taken.drm})
+            )
             recorder.flush()
             frame += 1
-        failed = recorder.failed
+        failed = recorder.failure
         assert failed is not None and "\n" not in failed
-        assert failed.startswith(f"Recording stopped: cannot write {path}: No space left")
+        assert failed.startswith(f"cannot write {path}: No space left")
         kept = len(list(Recording.open(path).frames()))
         assert kept >= 1 and f"the {kept:,} frames written before are kept" in failed
-        assert recorder.news() == [(failed, "error")] and recorder.news() == []  # said once
-        recorder.shown({"cpu": taken.cpu})  # stopped: nothing more is tried
-        assert recorder.close().startswith(failed)
+        assert recorder.news() == [(f"Recording stopped: {failed}.", "error")]
+        assert recorder.news() == []  # said once
+        recorder.take(Beat({"cpu": taken.cpu}))  # stopped: nothing more is tried
+        assert recorder.close().startswith(f"Recording stopped: {failed}")
 
 
 def test_a_hung_disk_holds_back_only_the_writer_thread_and_frames_are_dropped(
@@ -124,14 +128,14 @@ def test_a_hung_disk_holds_back_only_the_writer_thread_and_frames_are_dropped(
     monkeypatch.setattr(RecordingWriter, "write", hung_write)
     clock = StepClock()
     path = tmp_path / "shown.ndjson"
-    recorder = ShownRecorder(path, interval_s=1.0, codec="none", clock=clock)
+    recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     taken = snapshot(0)
-    recorder.shown({"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps})
+    recorder.take(Beat({"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps, "drm": taken.drm}))
     assert writing.wait(60)  # the writer thread holds the first frame, stuck in its write
     for frame in range(1, QUEUED_FRAMES + 6):
         clock.now += 1.0
-        recorder.shown({"cpu": snapshot(frame).cpu})
-    assert recorder.dropped == 5 and recorder.failed is None
+        recorder.take(Beat({"cpu": snapshot(frame).cpu}))
+    assert recorder.dropped == 5 and recorder.failure is None
     [(line, severity)] = recorder.news()
     assert severity == "warning" and line.startswith("Recording falls behind: ")
     assert recorder.news() == []  # once

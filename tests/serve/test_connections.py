@@ -23,8 +23,8 @@ import pytest
 
 from gputui.serve.connections import MAX_HELD, Connections, held_limit
 from gputui.serve.listen import ListenAddress
-from gputui.serve.sampling import Latest
 from gputui.serve.server import WsgiApp, bound_address, make_app, open_server
+from gputui.telemetry.polling import Latest
 from tests.serve.served import READY_TIMEOUT_S, ROOT, Served
 
 APP = make_app(lambda: Latest(started_at=time.monotonic()), interval_s=1.0, processes=False)
@@ -255,7 +255,7 @@ import resource, time
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 from gputui.serve.connections import Connections
 from gputui.serve.listen import ListenAddress
-from gputui.serve.sampling import Latest
+from gputui.telemetry.polling import Latest
 from gputui.serve.server import WsgiApp, bound_address, make_app, open_server
 app = make_app(lambda: Latest(started_at=time.monotonic()), interval_s=1.0, processes=False)
 held = Connections(limit=1000, deadline_s=60)  # a bound too loose for the open-file limit

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from gputui.serve.metrics import COMMAND_LABEL_MAX, GPU_SERIES, LatestCollector, metric_families
-from gputui.serve.sampling import Latest
+from gputui.telemetry.polling import Latest
 from gputui.telemetry.readings import (
     CpuReading,
     DrmReading,

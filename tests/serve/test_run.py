@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from gputui.exits import Stop
 from gputui.serve.listen import DEFAULT_PORT, ListenAddress, ListenError, is_loopback, parse_listen
 from gputui.serve.run import ServeError, serve
-from gputui.serve.stop import Stop
 from tests.fakenvml import FakeNvml
 from tests.serve.served import READY_TIMEOUT_S, gputui_serve
 

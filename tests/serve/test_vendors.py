@@ -15,8 +15,8 @@ from prometheus_client.samples import Sample
 from gputui.fleet.exporters import Sample as FleetSample
 from gputui.fleet.exporters import read_samples
 from gputui.serve.metrics import LatestCollector
-from gputui.serve.sampling import Latest
 from gputui.telemetry.drm import DrmSampler
+from gputui.telemetry.polling import Latest
 from gputui.telemetry.readings import GpuState, NvmlReading, Vendor
 from gputui.telemetry.sysfs import SYSFS_ENV
 from tests.serve.served import StartServe, promtool

@@ -9,9 +9,6 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from gputui.telemetry.nvml import NvmlSampler
-from tests.fakenvml import FakeNvml
-
 
 @pytest.fixture
 def worked_sleeper() -> Iterator[psutil.Process]:
@@ -28,25 +25,3 @@ def worked_sleeper() -> Iterator[psutil.Process]:
     finally:
         child.kill()
         child.wait()
-
-
-class FakeClock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def sampler(fake_nvml: FakeNvml, clock: FakeClock) -> Iterator[NvmlSampler]:
-    """A sampler on the stand-in library; set FAKE_NVML_* before its first sample."""
-    with NvmlSampler(clock=clock) as made:
-        yield made

@@ -1,7 +1,7 @@
 """Matching NVML's host pids to local processes by who maps a GPU's device node.
 
 The end-to-end case (a real pid namespace, real processes mapping the nodes) is
-``tests/telemetry/test_nvml.py::test_in_a_pid_namespace_the_one_local_process_mapping_a_gpu_is_matched``;
+``tests/telemetry/nvml/test_processes.py::test_in_a_pid_namespace_the_one_local_process_mapping_a_gpu_is_matched``;
 these are the rule's edges, and the map reader on this machine's real /proc.
 """
 

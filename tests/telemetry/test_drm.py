@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from gputui.commands.snapshot import render_snapshot_table
 from gputui.telemetry.drm import DrmSampler
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import Snapshot
-from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.telemetry.sysfs import PROCFS_ENV, SYSFS_ENV
 from tests.fakeprocfs import FakeProcfs, amdgpu_6_11
 from tests.telemetry.sysfs_trees import (

@@ -7,16 +7,22 @@ import json
 import math
 import os
 import re
+import types
+import typing
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 import psutil
 import pytest
 
+from gputui.commands.output import TEXT_WIDTH_MAX as WIDTH
+from gputui.commands.snapshot import render_snapshot_table, take_snapshot
 from gputui.telemetry.apple import MpsSampler
 from gputui.telemetry.host import HostSampler
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import (
+    NOT_IN_JSON,
     CpuReading,
     GpuProcess,
     GpuState,
@@ -24,16 +30,16 @@ from gputui.telemetry.readings import (
     NvmlReading,
     NvmlStatus,
     Snapshot,
+    Vendor,
     Workload,
     nvml_hung,
 )
 from gputui.telemetry.snapshot import (
-    WIDTH,
+    gpu_as_dict,
+    gpus_from_list,
     render_snapshot_json,
-    render_snapshot_table,
     snapshot_as_dict,
     snapshot_from_dict,
-    take_snapshot,
 )
 from tests.fakenvml import FakeNvml
 from tests.ui.fakes import gpu_reading, lost_gpu
@@ -92,6 +98,7 @@ NVML_KEYS = {
     "driver_version",
     "cuda_driver_version",
     "error",
+    "error_code",
     "host_pids",
     "hung_call",
     "hung_seconds",
@@ -198,12 +205,13 @@ def test_json_carries_the_values() -> None:
     assert ok["power_w"] == 512.25
     assert ok["processes"][0] == {
         "pid": 4242,
-        "local_pid": None,  # as built here; the sampler sets it (tests/telemetry/test_nvml.py)
+        "local_pid": None,  # as built here; the sampler sets it (nvml/test_processes.py)
         "user": "alice",
         "command": GPU.processes[0].command,
         "gpu_memory_bytes": 58 * 2**30,
         "sm_utilization_percent": None,
         "kind": "compute",
+        "create_time": None,
         "cpu_percent": 97.5,
         "rss_bytes": 6 * 2**30,
         "elapsed_s": 4000.0,
@@ -219,6 +227,7 @@ def test_json_carries_the_values() -> None:
         "driver_version": "550.54.15",
         "cuda_driver_version": "12.4",
         "error": None,
+        "error_code": None,
         "host_pids": False,
         "hung_call": None,
         "hung_seconds": None,
@@ -240,6 +249,7 @@ def test_json_unsupported_readings_are_null() -> None:
         "gpu_memory_bytes": None,
         "sm_utilization_percent": None,
         "kind": "compute",
+        "create_time": None,
         "cpu_percent": None,
         "rss_bytes": None,
         "elapsed_s": None,
@@ -464,6 +474,7 @@ def test_json_health_read_through_the_stand_in(
                     "gpu_memory_bytes": 2048,
                     "sm_utilization_percent": None,  # NVML has none per process in MIG mode
                     "kind": "compute",
+                    "create_time": None,
                     "cpu_percent": None,  # not read for a MIG device's processes
                     "rss_bytes": None,
                     "elapsed_s": None,
@@ -571,6 +582,53 @@ def test_a_recorded_source_s_age_makes_its_reading_that_much_older() -> None:
     data = snapshot_as_dict(SNAPSHOT) | {"ages": {"nvml": 31.5, "drm": 2}}
     back = snapshot_from_dict(data, taken_at=100.0)
     assert (back.cpu.taken_at, back.nvml.taken_at, back.drm.taken_at) == (100.0, 68.5, 98.0)
+
+
+def _filled(kind: Any) -> Any:
+    """A value of type ``kind`` unlike any field's default: a reading with every field set."""
+    if typing.get_origin(kind) in (types.UnionType, typing.Union):
+        return _filled(next(arm for arm in typing.get_args(kind) if arm is not type(None)))
+    if typing.get_origin(kind) is tuple:
+        args = typing.get_args(kind)
+        return tuple(_filled(arg) for arg in (args[:1] if args[-1] is Ellipsis else args))
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        return kind(**{name: _filled(hint) for name, hint in hints.items()})
+    if issubclass(kind, Enum):
+        return list(kind)[-1]
+    return {bool: True, int: 7, float: 2.5, str: "set"}[kind]
+
+
+def _written(value: Any) -> Any:
+    """``value`` with only what JSON holds: each reading's fields not marked NOT_IN_JSON."""
+    if isinstance(value, tuple):
+        return [_written(item) for item in value]
+    if not dataclasses.is_dataclass(value):
+        return value
+    fields = dataclasses.fields(value)
+    assert all(field.metadata[NOT_IN_JSON] for field in fields if NOT_IN_JSON in field.metadata)
+    kept = [field.name for field in fields if NOT_IN_JSON not in field.metadata]
+    return {name: _written(getattr(value, name)) for name in kept}
+
+
+def test_every_field_of_every_reading_is_written_and_read_back_or_marked_not_in_json() -> None:
+    """One schema, from the readings' fields, for snapshot --json, /snapshot, a recording,
+    its replay and summary, and a fleet's hosts: a value set in every field of every reading
+    comes back from JSON in each field not marked NOT_IN_JSON (with why). A field a reading
+    gains reaches them all, or this fails (a type JSON cannot hold, a part of the snapshot
+    the schema does not write)."""
+    filled = _filled(Snapshot)
+    gpu = filled.nvml.gpus[0]
+    nvidia, amd = (dataclasses.replace(gpu, vendor=each) for each in (Vendor.NVIDIA, Vendor.AMD))
+    snapshot = dataclasses.replace(
+        filled,
+        nvml=dataclasses.replace(filled.nvml, gpus=(nvidia,)),
+        drm=dataclasses.replace(filled.drm, gpus=(amd,)),
+    )
+    back = snapshot_from_dict(json.loads(render_snapshot_json(snapshot)), taken_at=9.0)
+    assert _written(back) == _written(snapshot)
+    assert back.cpu.taken_at == back.nvml.taken_at == 9.0  # the frame's time, not written
+    assert gpus_from_list([gpu_as_dict(gpu)]) == (gpu,)  # a fleet's host's GPUs, whole
 
 
 def test_json_of_an_older_gputui_reads_with_the_defaults_of_what_it_lacks() -> None:

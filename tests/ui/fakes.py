@@ -18,7 +18,7 @@ from rich.console import Console
 from textual.app import App
 from textual.pilot import Pilot
 
-from gputui.recording.recorder import ShownRecorder
+from gputui.recording.recorder import Recorder
 from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
 from gputui.telemetry.polling import NoDrmGpus, Samplers
 from gputui.telemetry.readings import (
@@ -290,7 +290,7 @@ def fake_app(
     runner: RunnerSetup | None = None,
     readonly: bool = False,
     only: GpuSelection | None = None,
-    recorder: ShownRecorder | None = None,
+    recorder: Recorder | None = None,
 ) -> MonitorApp:
     """The real app fed by fakes (defaults: one fixed host, 2 H100s, Linux MPS, no AMD or
     Intel GPU; the runner lists fixed devices and plays scripted runs)."""

@@ -2,7 +2,7 @@
 
 Every stream this machine can record (CPU runs, a CPU-vs-CPU comparison, a stopped run, a
 killed trainer, CPU scaling, an experiment, the device list) is recorded from the real
-trainer and replayed (tests/ui/recordings). What is left here needs a GPU: the monitor's
+trainer and replayed (tests/ui/streams). What is left here needs a GPU: the monitor's
 tests show two (stand-in) H100s, so their runner lists two and trains on ``cuda:0``. Each
 piece is marked NOT RECORDABLE WITHOUT A GPU; record it on a GPU box rather than grow it.
 """
@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from gputui.device import CPU, Device
 from gputui.jobs.config import RunConfig
+from gputui.jobs.devices import DeviceInventory
 from gputui.jobs.events import (
     DataReady,
     DeviceOption,
@@ -26,9 +27,9 @@ from gputui.jobs.events import (
     Progress,
     RunStarted,
 )
-from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup
-from tests.ui.recordings.replay import Replay, ReplayedJob
-from tests.ui.recordings.scenarios import BY_NAME, RECORDED_CORES
+from gputui.jobs.runner import UI_NICE, RunnerSetup
+from tests.ui.streams.replay import Replay, ReplayedJob
+from tests.ui.streams.scenarios import BY_NAME, RECORDED_CORES
 
 MiB = 1024**2
 
@@ -82,6 +83,21 @@ CUDA_BUILD_ON_AN_OLD_DRIVER = DevicesListed(
 """A torch built for CUDA 13.0 that can use none of the stand-in's H100s, whose driver
 (550.54.15) is for CUDA 12.4."""
 
+
+def cuda_build(cuda: str) -> DeviceInventory:
+    """NOT RECORDABLE WITHOUT A GPU: a CUDA build of torch for ``cuda``, as its files say."""
+    return DeviceInventory(
+        torch_version=f"2.13.0+cu{cuda.replace('.', '')}",
+        cuda_built=True,
+        cuda_version=cuda,
+        cuda_names=(),
+        mps_built=False,
+        mps_available=False,
+        system="Linux",
+        cpu_name="CPU",
+    )
+
+
 GPU_IMAGES_PER_S = 21_800.0
 """Made-up steady throughput (images/s) of the typed GPU runs."""
 
@@ -104,7 +120,7 @@ def gpu_run_events(
         upto_epoch: Stop after this many epochs without finishing (a run in flight).
         progress_step: Then add a Progress at this step of the next epoch.
     """
-    assert config.device.kind == "cuda", f"{config.device}: record it (tests/ui/recordings)"
+    assert config.device.kind == "cuda", f"{config.device}: record it (tests/ui/streams)"
     device = config.device.indexed()
     images = config.limit or 50_000
     steps = images // config.batch_size
@@ -214,7 +230,7 @@ class ScriptedTrainer(ReplayedJob):
 
 def _silent_experiment(config: object) -> ReplayedJob:
     """NOT RECORDABLE WITHOUT A GPU: an experiment on the CPU and cuda:0. It starts and
-    says nothing; replay ``sync_stall_cpu`` (tests/ui/recordings) to see one run."""
+    says nothing; replay ``sync_stall_cpu`` (tests/ui/streams) to see one run."""
     return ReplayedJob(())
 
 
@@ -223,9 +239,11 @@ def scripted_setup(
     *,
     devices: DevicesListed = DEVICES,
     defaults: RunConfig | None = None,
+    cuda: str = "12.4",
 ) -> RunnerSetup:
     """NOT RECORDABLE WITHOUT A GPU: a runner beside two H100s whose trainers play
-    ``script(config)`` on ``cuda:N``. A CPU run (a comparison's baseline) replays the
+    ``script(config)`` on ``cuda:N``, its torch a build for ``cuda`` (the stand-in's driver
+    runs 12.4) that lists ``devices``. A CPU run (a comparison's baseline) replays the
     recorded ``cpu_run``, so it needs the recorded settings as ``defaults``."""
     trainers: list[ScriptedTrainer] = []
     cpu: list[Replay] = []  # read once a CPU run starts: most tests never start one
@@ -243,6 +261,7 @@ def scripted_setup(
         trainer=build,
         experiment=_silent_experiment,
         list_devices=lambda: devices,
+        installed=lambda: cuda_build(cuda),
         defaults=defaults or RunConfig(),
         drain_interval_s=0.02,
         watch_interval_s=3600.0,  # the scripted pids are not real processes: never watch them

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,9 @@ from typing import Any
 import pytest
 from textual.command import CommandPalette
 
+from gputui.telemetry.apple import MpsSampler
 from gputui.telemetry.nvml import NvmlSampler
-from gputui.telemetry.polling import HeadStart, Samplers
+from gputui.telemetry.polling import Poller, Samplers
 from gputui.telemetry.readings import GpuProcess, NvmlReading
 from gputui.telemetry.selection import GpuSelection
 from gputui.ui.colours import theme_for, wants_plain
@@ -53,8 +55,8 @@ from tests.ui.fakes import (
     unsupported_gpu,
     wait_until,
 )
-from tests.ui.recordings.replay import replayed_setup
 from tests.ui.runner_fakes import scripted_setup
+from tests.ui.streams.replay import replayed_setup
 
 
 @pytest.fixture
@@ -421,12 +423,13 @@ async def test_a_failing_sampler_is_reported_and_retried() -> None:
         assert len(app._notifications) == 1  # said once, not every poll
 
 
-async def test_mps_is_not_polled_again_where_it_cannot_exist() -> None:
-    mps = ScriptedSampler(MPS_ON_LINUX)
-    app = fake_app(mps=mps, interval=0.05)
+async def test_mps_off_macos_is_sampled_on_the_pacer_without_a_thread_of_its_own() -> None:
+    app = fake_app(mps=MpsSampler(), interval=0.05)  # the real sampler, on this Linux box
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until(pilot, lambda: app.handled["cpu"] >= 5)
-        assert mps.calls == 1
+        assert "gputui-pacer" in {thread.name for thread in threading.enumerate()}
+        assert not [t for t in threading.enumerate() if t.name.endswith("-mps")]
+        assert app.handled["mps"] == 1  # painted once: it cannot change
 
 
 def saturation(svg: str) -> dict[str, int]:
@@ -561,12 +564,13 @@ async def test_head_start_readings_are_painted_before_the_first_frame(
 ) -> None:
     cpu = CountingCpuSampler()
     nvml, mps = ScriptedSampler(h100s(2)), ScriptedSampler(MPS_ON_LINUX)
-    head_start = HeadStart.begin(Samplers(cpu=cpu, nvml=nvml, mps=mps))  # type: ignore[arg-type]
+    poller = Poller(Samplers(cpu=cpu, nvml=nvml, mps=mps), 60.0)  # type: ignore[arg-type]
+    poller.start()
     deadline = time.monotonic() + 5.0  # as when Textual takes longer to load than the samples
     while min(cpu.calls, nvml.calls, mps.calls) < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.1)
-    app = MonitorApp(head_start, interval=60.0, clock=FakeClock(), runner=scripted_setup())
+    app = MonitorApp(poller, interval=60.0, clock=FakeClock(), runner=scripted_setup())
     async with app.run_test(size=size) as pilot:
         assert app.handled == {"cpu": 1, "nvml": 1, "mps": 1, "drm": 1}  # in on_mount, no poll
         planned = app.monitor.layout_plan  # planned for the expected size, before any layout
@@ -574,7 +578,7 @@ async def test_head_start_readings_are_painted_before_the_first_frame(
         await pilot.pause()
         assert "H100" in screen_text(app)
         assert app.monitor.layout_plan == planned  # the expected size was the real one
-        assert cpu.calls == 1  # the head start's sample, not a second one
+        assert cpu.calls == 1  # the first beat's sample, not a second one
 
 
 async def test_a_runner_pane_gone_before_its_build_builds_nothing() -> None:

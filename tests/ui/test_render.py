@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gputui.commands.snapshot import render_snapshot_table
 from gputui.format import NA, fmt_link_rate
 from gputui.telemetry.nvml.calls import UNKNOWN, describe_handle_error
 from gputui.telemetry.readings import (
@@ -19,7 +20,6 @@ from gputui.telemetry.readings import (
     Snapshot,
     Workload,
 )
-from gputui.telemetry.snapshot import render_snapshot_table
 from gputui.ui.render.cpu import (
     core_grid,
     core_grid_columns,

@@ -422,7 +422,7 @@ async def test_the_monitor_records_what_it_shows_and_the_replay_shows_it_again(
 ) -> None:
     """``gputui --record FILE``: the live monitor writes each painted beat; replayed to its
     end, the GPU processes and GPUs show as the live monitor showed them last."""
-    from gputui.recording.recorder import ShownRecorder
+    from gputui.recording.recorder import Recorder
     from tests.ui.fakes import FakeClock, fake_app, gpu_reading, lost_gpu, nvml_reading
 
     readings = [
@@ -432,7 +432,7 @@ async def test_the_monitor_records_what_it_shows_and_the_replay_shows_it_again(
     ]
     path = tmp_path / "shown.ndjson.gz"
     clock = FakeClock()
-    recorder = ShownRecorder(path, interval_s=0.05, codec="gzip", clock=clock)
+    recorder = Recorder(path, interval_s=0.05, codec="gzip", runner=True, clock=clock)
     live = fake_app(nvml=ScriptedSampler(*readings), interval=0.05, recorder=recorder)
     async with live.run_test(size=(100, 31)) as pilot:
         await wait_until(pilot, lambda: live.handled["nvml"] >= 3)

@@ -9,12 +9,13 @@ samplers are fakes (they are not what is under test here).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
 import os
 import sys
-from collections.abc import Mapping
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,24 +23,25 @@ from rich.console import Console
 from textual.widgets import Select, Static
 
 from gputui.jobs.events import EpochFinished, Error, Note, Placement
+from gputui.jobs.runner import RunnerSetup
 from gputui.recording.player import Player
 from gputui.recording.reader import Recording
-from gputui.recording.recorder import ShownRecorder
+from gputui.recording.recorder import Recorder
 from gputui.recording.render import render_summary_json, render_summary_text
-from gputui.recording.runs import EventsDrained, JobBegun, entry_as_dict
+from gputui.recording.runs import DevicesAsked, EventsDrained, JobBegun, entry_as_dict
 from gputui.recording.summary import summarise
 from gputui.recording.writer import RecordingWriter
+from gputui.telemetry.polling import Beat
 from gputui.ui.monitor.replay import RUNNER_REFUSAL, ReplayApp
 from gputui.ui.widgets.runner.pane import RunnerPane
-from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.commands.test_cli import ROOT
 from tests.hostile import CLIPBOARD, CRAFTED, SHOWN_TITLE, TITLE
 from tests.pty_run import run_on_a_pty, shown_text
 from tests.recording.made import header, readings
 from tests.ui.fakes import fake_app, screen_text, wait_until
-from tests.ui.recordings.replay import devices, load, replayed_setup
-from tests.ui.recordings.scenarios import RECORDED
 from tests.ui.runner_fakes import TINY_RUN
+from tests.ui.streams.replay import RECORDED_TORCH, devices, load, replayed_setup
+from tests.ui.streams.scenarios import RECORDED
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.long_module]
 
@@ -49,25 +51,34 @@ SIZE = (160, 50)
 
 def pane_text(pane: RunnerPane) -> str:
     """What the runner pane shows below its choices: the status, progress and error lines and
-    the view on screen, as plain text."""
+    the job's body, as plain text."""
     console = Console(width=80, file=io.StringIO(), color_system=None, record=True)
     for part in ("#runner-status", "#runner-progress-text", "#runner-detail"):
         console.print(pane.query_one(part, Static).content)
-    console.print(pane.query_one(f"#runner-view-{pane.view}", Static).content)
+    console.print(pane.query_one("#runner-body", Static).content)
     return console.export_text()
 
 
-class Witness(ShownRecorder):
+class Witness(Recorder):
     """The real recorder, noting what the runner pane showed as each frame was written."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, interval_s=0.2, codec="zstd")
+        super().__init__(path, interval_s=0.2, codec="zstd", runner=True)
         self.pane: RunnerPane | None = None
         self.seen: dict[float, str] = {}
 
-    def shown(self, readings: Mapping[str, object]) -> None:
+    def take(self, beat: Beat) -> None:
+        """On the app's thread, as the pane is drawn there (a beat comes on the engine's)."""
+        pane = self.pane
+        if pane is None or threading.current_thread() is threading.main_thread():
+            self._take_here(beat)
+            return
+        with contextlib.suppress(RuntimeError):  # the app has stopped
+            pane.app.call_from_thread(self._take_here, beat)
+
+    def _take_here(self, beat: Beat) -> None:
         last = self.last_t
-        super().shown(readings)
+        super().take(beat)
         self.flush()  # the frame written by the writer thread, with the pane as it was queued
         pane = self.pane
         if self.last_t is not None and self.last_t != last and pane is not None and pane.built:
@@ -78,7 +89,12 @@ async def test_a_recorded_comparison_replays_as_it_was_shown(tmp_path: Path) -> 
     path = tmp_path / "shown.ndjson.zst"
     recorder = Witness(path)
     live = fake_app(
-        runner=RunnerSetup(list_devices=devices, defaults=TINY, drain_interval_s=0.05),
+        runner=RunnerSetup(
+            list_devices=devices,
+            installed=lambda: RECORDED_TORCH,
+            defaults=TINY,
+            drain_interval_s=0.05,
+        ),
         recorder=recorder,
         interval=0.2,
     )
@@ -116,8 +132,8 @@ async def test_a_recorded_comparison_replays_as_it_was_shown(tmp_path: Path) -> 
     assert entries == []
     player.seek(player.last_t)  # the replay opens at the end: the runs done before it shows
     entries = player.runner_entries()
-    assert player.has_runs and isinstance(entries[0], JobBegun)
-    assert entries[0].configs == (TINY, TINY)
+    assert player.has_runs and isinstance(entries[0], DevicesAsked)  # (torch, before the job)
+    assert isinstance(entries[1], JobBegun) and entries[1].configs == (TINY, TINY)
     drained = [e for entry in entries if isinstance(entry, EventsDrained) for e in entry.events]
     assert sum(isinstance(event, EpochFinished) for event in drained) == 2
     assert sum(isinstance(event, Placement) for event in drained) == 2
@@ -167,11 +183,11 @@ async def test_a_recorded_experiment_replays_as_it_was_shown(tmp_path: Path) -> 
         await wait_until(pilot, lambda: bool(pane.devices))
         pane.query_one("#runner-experiment", Select).value = "sync-stall"
         await pilot.press("x")
-        await wait_until(pilot, lambda: not pane.busy and pane.events_seen > 0)
+        await wait_until(pilot, lambda: not pane.busy and pane.runner.events_seen > 0)
         shown_last = pane_text(pane)
         await wait_until(pilot, lambda: recorder.seen.get(recorder.last_t or 0.0) == shown_last)
     recorder.close()
-    assert pane.experiment is not None and pane.experiment.conclusion is not None
+    assert pane.runner.experiment is not None and pane.runner.experiment.conclusion is not None
     assert "experiment sync-stall finished" in shown_last and "loss once" in shown_last
 
     player = Player(Recording.open(path))
@@ -185,7 +201,7 @@ async def test_a_recorded_experiment_replays_as_it_was_shown(tmp_path: Path) -> 
         for t in (times[-1], times[0], times[-1]):
             app.seek(t)
             assert pane_text(app.runner) == recorder.seen[t], t
-        assert app.runner.view == "experiment"
+        assert app.runner.runner.kind == "experiment"
 
 
 def test_a_recording_s_crafted_runner_events_never_reach_the_terminal_raw(tmp_path: Path) -> None:

@@ -19,21 +19,16 @@ from gputui.device import CPU, Device
 from gputui.format import fmt_bytes, fmt_times
 from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import ConfigError, ExperimentConfig, RunConfig
-from gputui.jobs.events import Error, Event, Finished, RunStarted
+from gputui.jobs.events import DevicesListed, Error, Event, Finished, RunStarted
 from gputui.jobs.results import Phase, Session
+from gputui.jobs.runner import RunnerSetup, runner_defaults, runner_setup, ui_friendly
 from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.render.draw import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane
-from gputui.ui.widgets.runner.setup import (
-    RunnerSetup,
-    runner_defaults,
-    runner_setup,
-    ui_friendly,
-)
 from tests.ui.fakes import fake_app, screen_text, wait_until
-from tests.ui.recordings.replay import ReplayedJob, devices, replayed_setup
 from tests.ui.runner_fakes import TINY_RUN
+from tests.ui.streams.replay import RECORDED_TORCH, ReplayedJob, devices, replayed_setup
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.long_module]
 
@@ -63,10 +58,13 @@ def real_app(defaults: RunConfig = TINY, **monitor: Any) -> MonitorApp:
 
     ``monitor`` goes to :func:`fake_app` (other samplers, an interval, a clock).
     """
-    return fake_app(
-        runner=RunnerSetup(list_devices=devices, defaults=defaults, drain_interval_s=0.05),
-        **monitor,
+    setup = RunnerSetup(
+        list_devices=devices,
+        installed=lambda: RECORDED_TORCH,
+        defaults=defaults,
+        drain_interval_s=0.05,
     )
+    return fake_app(runner=setup, **monitor)
 
 
 async def train_once(pilot: Pilot[Any], pane: RunnerPane) -> Session:
@@ -249,16 +247,17 @@ async def test_stop_ends_a_real_run() -> None:
 
 
 async def test_an_unusable_device_is_refused_with_its_reason() -> None:
+    """The choice greyed as the monitor sees it is refused once torch has said why."""
     app = real_app(TINY.with_changes(device=Device("cuda")))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
         pane.query_one("#runner-device").value = Device("cuda")  # type: ignore[attr-defined]
         await pilot.press("r")
+        await wait_until(pilot, lambda: not pane.busy)
         assert pane.session is None and pane.trainer is None
         cuda = next(option for option in devices().devices if option.name == Device("cuda"))
-        assert pane.message is not None
-        assert pane.message.plain == f"✗ cuda is unusable: {cuda.reason}"
+        assert pane.runner.message == f"✗ cuda is unusable: {cuda.reason}"
         assert "cuda is unusable: this torch 2.13.0+cpu was built without CUDA" in screen_text(app)
 
 
@@ -409,9 +408,10 @@ async def test_a_real_experiment_shows_its_table_and_sentence() -> None:
         await wait_until(pilot, lambda: bool(pane.devices))
         pane.query_one("#runner-experiment").value = "sync-stall"  # type: ignore[attr-defined]
         await pilot.press("x")
-        assert pane.busy and pane.experiment is not None
+        assert pane.busy
+        await wait_until(pilot, lambda: pane.runner.experiment is not None)
         await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
-        result = pane.experiment
+        result = pane.runner.experiment
         assert result is not None and result.error is None, result.error
         assert result.conclusion and result.conclusion.startswith("On cpu")
         rows = result.devices[CPU].rows
@@ -436,7 +436,7 @@ async def test_an_experiment_in_flight_is_running_not_stopped(rows_in: int) -> N
         await wait_until(pilot, lambda: bool(pane.devices))
         pane.query_one("#runner-experiment").value = "sync-stall"  # type: ignore[attr-defined]
         await pilot.press("x")
-        await wait_until(pilot, lambda: pane.events_seen == 2 + rows_in)
+        await wait_until(pilot, lambda: pane.runner.events_seen == 2 + rows_in)
         await pilot.pause()
         text = screen_text(app)
         assert pane.experiment_running
@@ -449,7 +449,7 @@ async def test_the_pane_says_its_cpu_run_had_fewer_threads_than_bench() -> None:
     app = fake_app(runner=replayed_setup("cpu_run"))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
-        assert pane.cores == 2
+        assert pane.runner.cores == 2
         await wait_until(pilot, lambda: bool(pane.devices))
         await pilot.press("r")
         await wait_until(pilot, lambda: pane.session is not None and not pane.busy)
@@ -474,8 +474,8 @@ async def test_the_pane_s_batch_sweep_keeps_to_the_sizes_its_limit_holds() -> No
         await wait_until(pilot, lambda: bool(pane.devices))
         pane.query_one("#runner-experiment").value = "batch-sweep"  # type: ignore[attr-defined]
         await pilot.press("x")
-        await pilot.pause()
-        assert pane.message is None, pane.message
+        await wait_until(pilot, lambda: bool(asked))
+        assert pane.runner.message is None, pane.runner.message
         assert [config.sizes for config in asked] == [(32, 64, 128, 256)]
 
 
@@ -588,13 +588,13 @@ async def test_a_device_the_defaults_name_is_the_one_chosen(text: str, chosen: s
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
-        assert str(pane.chosen_config().device) == chosen
+        assert str(pane.choices().device) == chosen
 
 
 async def test_a_cifar10_run_without_the_download_says_what_to_do_in_the_pane() -> None:
     """Issue 32: the run's error said "allow the download", which the pane has no control
     for (downloading was off in ``GPUTUI_RUNNER_DEFAULTS``); it names the pane's own choice."""
-    from tests.ui.recordings.scenarios import CIFAR10_NOT_HERE
+    from tests.ui.streams.scenarios import CIFAR10_NOT_HERE
 
     setup = replayed_setup("cifar10_not_here", defaults=CIFAR10_NOT_HERE)
     app = fake_app(runner=setup)
@@ -617,27 +617,33 @@ async def test_a_cifar10_run_without_the_download_says_what_to_do_in_the_pane() 
         assert "allow the download" not in text
 
 
-@pytest.mark.parametrize("gpus_usable", [False, True])
-async def test_a_cuda_build_the_driver_cannot_run_is_said_once_the_devices_are_listed(
-    gpus_usable: bool,
+@pytest.mark.parametrize("cuda", ["13.0", "12.4"])
+async def test_a_cuda_build_the_driver_cannot_run_is_said_before_torch_is_asked(
+    cuda: str,
 ) -> None:
-    """Issue 32: the pane listed ``cuda`` as unusable and no more; where the monitor's NVML
-    reading has a driver (550.54.15, CUDA 12.4) older than the build's CUDA (13.0), it says
-    so in one line with the doctor's command, until a run starts."""
-    from tests.ui.recordings.scenarios import RECORDED
+    """Issue 32: where the monitor's NVML reading has a driver (550.54.15, CUDA 12.4) older
+    than the build's CUDA (13.0, as torch's files say), the pane says so in one line with the
+    doctor's command as soon as it shows, and greys the GPUs: no torch was imported for it.
+    The line stays until a run starts (on the CPU: torch is asked first, then it runs)."""
     from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER, DEVICES, scripted_setup
+    from tests.ui.streams.scenarios import RECORDED
 
-    usable = dataclasses.replace(DEVICES, cuda_version="13.0")  # the H100s it can use
-    listed = usable if gpus_usable else CUDA_BUILD_ON_AN_OLD_DRIVER
-    app = fake_app(  # NOT RECORDABLE WITHOUT A GPU: a CUDA build's listing
-        runner=scripted_setup(devices=listed, defaults=RECORDED)
-    )
+    asked: list[object] = []
+    listed = CUDA_BUILD_ON_AN_OLD_DRIVER if cuda == "13.0" else DEVICES
+
+    def list_devices() -> DevicesListed:
+        asked.append(listed)
+        return listed
+
+    setup = scripted_setup(defaults=RECORDED, cuda=cuda)  # NOT RECORDABLE WITHOUT A GPU
+    app = fake_app(runner=dataclasses.replace(setup, list_devices=list_devices))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
-        said = pane.message.plain if pane.message is not None else None
-        if gpus_usable:
-            assert said is None
+        said = pane.runner.message
+        assert not asked
+        if cuda == "12.4":
+            assert said is None and str(pane.choices().device) == "cuda:0"
             return
         assert said is not None and said.startswith(
             "⚠ this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or later, and the driver "
@@ -647,5 +653,39 @@ async def test_a_cuda_build_the_driver_cannot_run_is_said_once_the_devices_are_l
             " -m pip install torch --index-url https://download.pytorch.org/whl/cu124"
         )
         assert "⚠ this torch 2.13.0+cu130 needs a driver for CUDA 13.0 or" in screen_text(app)
+        [gpus] = [option for option in pane.devices if option.name.kind == "cuda"]
+        assert not gpus.usable and gpus.reason == (
+            "torch was built for CUDA 13.0 but sees no GPU; check the driver with nvidia-smi "
+            "or gputui doctor"
+        )
+        assert pane.choices().device == CPU
         await pilot.press("r")  # a run on the CPU: the line has been read
-        assert pane.message is None
+        await wait_until(pilot, lambda: pane.session is not None)
+        assert asked == [listed] and pane.runner.message is None
+
+
+async def test_torch_is_asked_once_and_only_when_a_job_needs_it() -> None:
+    """Step 6 of issue 41: a pane shown for a while asks no torch; its first job does, before
+    it starts, and every job after it is checked against that answer."""
+    from tests.ui.streams.scenarios import RECORDED
+
+    setup = replayed_setup("cpu_vs_cpu", defaults=RECORDED)
+    listing, asked = setup.list_devices, []
+
+    def list_devices() -> DevicesListed | Error:
+        asked.append(app.runner.session)  # (none yet: the job waits for the answer)
+        return listing()
+
+    app = fake_app(runner=dataclasses.replace(setup, list_devices=list_devices))
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: bool(pane.devices))
+        await pilot.pause(0.3)
+        assert not asked and not pane.runner.checked
+        await pilot.press("r")
+        await wait_until(pilot, lambda: pane.session is not None and not pane.busy)
+        first = pane.session
+        await pilot.press("r")
+        assert pane.session is not first  # started at once
+        await wait_until(pilot, lambda: not pane.busy)
+        assert asked == [None] and pane.runner.checked

@@ -20,9 +20,9 @@ from gputui.ui.render.runner import (
     status_line,
     throughput_chart,
 )
-from tests.ui.recordings.replay import stream, streams
-from tests.ui.recordings.scenarios import RECORDED
 from tests.ui.runner_fakes import gpu_run_events
+from tests.ui.streams.replay import stream, streams
+from tests.ui.streams.scenarios import RECORDED
 
 CPU = RECORDED
 GPU = RECORDED.with_changes(device=Device("cuda", 0))

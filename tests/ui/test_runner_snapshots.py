@@ -1,7 +1,7 @@
 """SVG snapshots of the runner pane's states: idle, running, finished, stopped, failed.
 
 Deterministic: the pane replays event streams recorded from the real trainer on this
-machine's CPU (tests/ui/recordings), all at once, without real time. Only the comparison
+machine's CPU (tests/ui/streams), all at once, without real time. Only the comparison
 with a GPU plays a typed stream (tests/ui/runner_fakes.py): it is not recordable here.
 Regenerate with ``--snapshot-update`` and look at the SVGs before committing them.
 """
@@ -17,9 +17,9 @@ from textual.widgets import Select
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Event
 from gputui.jobs.results import Phase
+from gputui.jobs.runner import RunnerSetup
 from gputui.telemetry.readings import GpuProcess
 from gputui.ui.monitor.app import MonitorApp
-from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.fakes import (
     GiB,
     ScriptedSampler,
@@ -30,9 +30,9 @@ from tests.ui.fakes import (
     settled,
     wait_until,
 )
-from tests.ui.recordings.replay import in_flight, replayed_setup
-from tests.ui.recordings.scenarios import RECORDED
 from tests.ui.runner_fakes import DEVICES, gpu_run_events, scripted_setup
+from tests.ui.streams.replay import in_flight, replayed_setup
+from tests.ui.streams.scenarios import RECORDED
 
 SMALL = (80, 24)
 LARGE = (160, 50)
@@ -81,7 +81,7 @@ def pressing(key: str, phase: Phase) -> Callable[[Pilot[object]], Awaitable[None
 
         def reached() -> bool:
             session = pane.session
-            return session is not None and session.phase is phase and pane.events_seen > 0
+            return session is not None and session.phase is phase and pane.runner.events_seen > 0
 
         await wait_until(pilot, reached)
         await pilot.pause()
@@ -178,7 +178,7 @@ def test_runner_experiment_160x50(snap_compare: Any) -> None:
         await wait_until(pilot, lambda: bool(pane.devices))
         pane.query_one("#runner-experiment", Select).value = "sync-stall"
         await pilot.press("x")
-        await wait_until(pilot, lambda: not pane.busy and pane.events_seen > 0)
+        await wait_until(pilot, lambda: not pane.busy and pane.runner.events_seen > 0)
         await pilot.pause()
 
     assert snap_compare(

@@ -184,7 +184,7 @@ async def test_the_trainer_is_marked_on_its_amd_gpu_found_by_bus_id(tmp_path: Pa
     are no help: torch's and the driver's ``unique_id`` differ."""
     from gputui.jobs.config import RunConfig
     from gputui.jobs.events import Event, RunStarted, parse_event
-    from tests.ui.runner_fakes import gpu_run_events
+    from tests.ui.runner_fakes import cuda_build, gpu_run_events
 
     sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx(), radeon_780m()])
     procfs = FakeProcfs(tmp_path)
@@ -212,7 +212,9 @@ async def test_the_trainer_is_marked_on_its_amd_gpu_found_by_bus_id(tmp_path: Pa
         ]
 
     no_nvml = ScriptedSampler(nvml_reading(status=NO_DRIVER))
-    app = fake_app(nvml=no_nvml, drm=drm, runner=scripted_setup(on_the_apu))
+    rocm = dataclasses.replace(cuda_build("6.2"), torch_version="2.13.0+rocm6.2", hip_version="6.2")
+    setup = dataclasses.replace(scripted_setup(on_the_apu), installed=lambda: rocm)
+    app = fake_app(nvml=no_nvml, drm=drm, runner=setup)
     async with app.run_test(size=LARGE) as pilot:
         table = app.monitor.process_table
         await wait_until(pilot, lambda: bool(app.runner.devices) and len(table.shown) == 2)

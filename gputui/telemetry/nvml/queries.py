@@ -1,5 +1,9 @@
 """One GPU's readings: what the sampler keeps of it, how each field is asked, and NVML's
-answers made a :class:`~gputui.telemetry.readings.GpuReading`."""
+answers made a :class:`~gputui.telemetry.readings.GpuReading`.
+
+Over 600 lines: each field's call, the state it is kept in between samples, its time to
+live and its reader stand together, so that a field is changed in one place.
+"""
 
 from __future__ import annotations
 
@@ -87,6 +91,7 @@ _PCIE_TX_BYTES = 0
 _PCIE_RX_BYTES = 1
 _PSTATE_UNKNOWN = 32
 _PCIE_UNIT_BYTES = 1024
+"""NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
 _NVLINK_UP = 1  # NVML_FEATURE_ENABLED
 _NVLINK_MAX_LINKS = 18
 """NVML_NVLINK_MAX_LINKS where the bindings do not say it."""
@@ -97,7 +102,6 @@ _KIB = 1024
 _FIELD_OK = 0
 PAST_END = -1
 """What asking a link past a GPU's last answers (see :meth:`Queries.ask`'s ``past_end``)."""
-"""NVML reports PCIe throughput in KB/s of 1024 bytes (as nvitop reads it)."""
 
 
 @dataclass(slots=True)
@@ -204,87 +208,55 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
             )
         )
     memory.append(("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo))
+
+    def plain(*symbols: str) -> tuple[tuple[str, Query], ...]:
+        """Each symbol, asked as the bindings' function of that name, preferred first."""
+        return tuple((symbol, getattr(nv, symbol)) for symbol in symbols)
+
+    def with_args(symbol: str, *args: Any) -> tuple[tuple[str, Query], ...]:
+        """``symbol``'s function, asked of a handle with ``args`` after it."""
+        return ((symbol, lambda h: getattr(nv, symbol)(h, *args)),)
+
+    processes = "nvmlDeviceGet{}RunningProcesses_v{}".format
     return {
-        "name": (("nvmlDeviceGetName", nv.nvmlDeviceGetName),),
-        "uuid": (("nvmlDeviceGetUUID", nv.nvmlDeviceGetUUID),),
-        "minor": (("nvmlDeviceGetMinorNumber", nv.nvmlDeviceGetMinorNumber),),
+        "name": plain("nvmlDeviceGetName"),
+        "uuid": plain("nvmlDeviceGetUUID"),
+        "minor": plain("nvmlDeviceGetMinorNumber"),
         # The bus id itself, read inside its call: the bindings decode it as it is read
         # (see ``calls.replaced``).
         "bus_id": (("nvmlDeviceGetPciInfo_v3", lambda h: nv.nvmlDeviceGetPciInfo_v3(h).busId),),
-        "sm_clock_max": (
-            ("nvmlDeviceGetMaxClockInfo", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, _CLOCK_SM)),
+        "sm_clock_max": with_args("nvmlDeviceGetMaxClockInfo", _CLOCK_SM),
+        "memory_clock_max": with_args("nvmlDeviceGetMaxClockInfo", _CLOCK_MEM),
+        "pcie_link_gen_max": plain("nvmlDeviceGetMaxPcieLinkGeneration"),
+        "pcie_link_width_max": plain("nvmlDeviceGetMaxPcieLinkWidth"),
+        "power_limit": plain(
+            "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit"
         ),
-        "memory_clock_max": (
-            ("nvmlDeviceGetMaxClockInfo", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, _CLOCK_MEM)),
-        ),
-        "pcie_link_gen_max": (
-            ("nvmlDeviceGetMaxPcieLinkGeneration", nv.nvmlDeviceGetMaxPcieLinkGeneration),
-        ),
-        "pcie_link_width_max": (
-            ("nvmlDeviceGetMaxPcieLinkWidth", nv.nvmlDeviceGetMaxPcieLinkWidth),
-        ),
-        "power_limit": (
-            ("nvmlDeviceGetEnforcedPowerLimit", nv.nvmlDeviceGetEnforcedPowerLimit),
-            ("nvmlDeviceGetPowerManagementLimit", nv.nvmlDeviceGetPowerManagementLimit),
-        ),
-        "utilization": (("nvmlDeviceGetUtilizationRates", nv.nvmlDeviceGetUtilizationRates),),
+        "utilization": plain("nvmlDeviceGetUtilizationRates"),
         "memory": tuple(memory),
-        "temperature": (
-            (
-                "nvmlDeviceGetTemperature",
-                lambda h: nv.nvmlDeviceGetTemperature(h, _TEMPERATURE_GPU),
-            ),
-        ),
-        "power": (("nvmlDeviceGetPowerUsage", nv.nvmlDeviceGetPowerUsage),),
-        "energy": (
-            ("nvmlDeviceGetTotalEnergyConsumption", nv.nvmlDeviceGetTotalEnergyConsumption),
-        ),
-        "sm_clock": (
-            ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_SM)),
-        ),
-        "memory_clock": (
-            ("nvmlDeviceGetClockInfo", lambda h: nv.nvmlDeviceGetClockInfo(h, _CLOCK_MEM)),
-        ),
-        "fan": (("nvmlDeviceGetFanSpeed", nv.nvmlDeviceGetFanSpeed),),
+        "temperature": with_args("nvmlDeviceGetTemperature", _TEMPERATURE_GPU),
+        "power": plain("nvmlDeviceGetPowerUsage"),
+        "energy": plain("nvmlDeviceGetTotalEnergyConsumption"),
+        "sm_clock": with_args("nvmlDeviceGetClockInfo", _CLOCK_SM),
+        "memory_clock": with_args("nvmlDeviceGetClockInfo", _CLOCK_MEM),
+        "fan": plain("nvmlDeviceGetFanSpeed"),
         # Each answers [utilization %, sampling period µs].
-        "encoder": (("nvmlDeviceGetEncoderUtilization", nv.nvmlDeviceGetEncoderUtilization),),
-        "decoder": (("nvmlDeviceGetDecoderUtilization", nv.nvmlDeviceGetDecoderUtilization),),
-        "pcie_tx": (
-            (
-                "nvmlDeviceGetPcieThroughput",
-                lambda h: nv.nvmlDeviceGetPcieThroughput(h, _PCIE_TX_BYTES),
-            ),
+        "encoder": plain("nvmlDeviceGetEncoderUtilization"),
+        "decoder": plain("nvmlDeviceGetDecoderUtilization"),
+        "pcie_tx": with_args("nvmlDeviceGetPcieThroughput", _PCIE_TX_BYTES),
+        "pcie_rx": with_args("nvmlDeviceGetPcieThroughput", _PCIE_RX_BYTES),
+        "pcie_link_gen": plain("nvmlDeviceGetCurrPcieLinkGeneration"),
+        "pcie_link_width": plain("nvmlDeviceGetCurrPcieLinkWidth"),
+        "performance_state": plain("nvmlDeviceGetPerformanceState"),
+        "clock_events": plain(
+            "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"
         ),
-        "pcie_rx": (
-            (
-                "nvmlDeviceGetPcieThroughput",
-                lambda h: nv.nvmlDeviceGetPcieThroughput(h, _PCIE_RX_BYTES),
-            ),
+        "ecc_uncorrected": with_args(
+            "nvmlDeviceGetTotalEccErrors", _ECC_UNCORRECTED, _ECC_VOLATILE
         ),
-        "pcie_link_gen": (
-            ("nvmlDeviceGetCurrPcieLinkGeneration", nv.nvmlDeviceGetCurrPcieLinkGeneration),
-        ),
-        "pcie_link_width": (("nvmlDeviceGetCurrPcieLinkWidth", nv.nvmlDeviceGetCurrPcieLinkWidth),),
-        "performance_state": (("nvmlDeviceGetPerformanceState", nv.nvmlDeviceGetPerformanceState),),
-        "clock_events": (
-            (
-                "nvmlDeviceGetCurrentClocksEventReasons",
-                nv.nvmlDeviceGetCurrentClocksEventReasons,
-            ),
-            (
-                "nvmlDeviceGetCurrentClocksThrottleReasons",
-                nv.nvmlDeviceGetCurrentClocksThrottleReasons,
-            ),
-        ),
-        "ecc_uncorrected": (
-            (
-                "nvmlDeviceGetTotalEccErrors",
-                lambda h: nv.nvmlDeviceGetTotalEccErrors(h, _ECC_UNCORRECTED, _ECC_VOLATILE),
-            ),
-        ),
-        "remapped_rows": (("nvmlDeviceGetRemappedRows", nv.nvmlDeviceGetRemappedRows),),
-        "mig_mode": (("nvmlDeviceGetMigMode", nv.nvmlDeviceGetMigMode),),
-        "nvlink_state": (("nvmlDeviceGetNvLinkState", nv.nvmlDeviceGetNvLinkState),),
+        "remapped_rows": plain("nvmlDeviceGetRemappedRows"),
+        "mig_mode": plain("nvmlDeviceGetMigMode"),
+        "nvlink_state": plain("nvmlDeviceGetNvLinkState"),
         # The topology (read once, on its own screen): what each link reaches, and where
         # two GPUs' PCIe paths meet (the other GPU's handle after this one's).
         "nvlink_remote": (
@@ -293,76 +265,31 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
                 lambda h, link: nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId,
             ),
         ),
-        "topology": (
-            ("nvmlDeviceGetTopologyCommonAncestor", nv.nvmlDeviceGetTopologyCommonAncestor),
-        ),
+        "topology": plain("nvmlDeviceGetTopologyCommonAncestor"),
         # Both directions' counters, every link added up, in one call.
-        "nvlink_throughput": (
-            (
-                "nvmlDeviceGetFieldValues",
-                lambda h: nv.nvmlDeviceGetFieldValues(
-                    h, [(_NVLINK_DATA_TX, _ALL_LINKS), (_NVLINK_DATA_RX, _ALL_LINKS)]
-                ),
-            ),
+        "nvlink_throughput": with_args(
+            "nvmlDeviceGetFieldValues",
+            [(_NVLINK_DATA_TX, _ALL_LINKS), (_NVLINK_DATA_RX, _ALL_LINKS)],
         ),
         # A GPU's MIG devices, each asked through its own handle (the argument after the GPU's).
-        "mig_device_count": (
-            ("nvmlDeviceGetMaxMigDeviceCount", nv.nvmlDeviceGetMaxMigDeviceCount),
-        ),
-        "mig_device": (
-            ("nvmlDeviceGetMigDeviceHandleByIndex", nv.nvmlDeviceGetMigDeviceHandleByIndex),
-        ),
-        "mig_gpu_instance_id": (
-            ("nvmlDeviceGetGpuInstanceId", lambda _, mig: nv.nvmlDeviceGetGpuInstanceId(mig)),
-        ),
-        "mig_compute_instance_id": (
-            (
-                "nvmlDeviceGetComputeInstanceId",
-                lambda _, mig: nv.nvmlDeviceGetComputeInstanceId(mig),
-            ),
-        ),
-        "mig_memory": tuple((symbol, _through_mig(query)) for symbol, query in memory),
-        "mig_processes": (
-            (
-                "nvmlDeviceGetComputeRunningProcesses_v3",
-                lambda _, mig: nv.nvmlDeviceGetComputeRunningProcesses_v3(mig),
-            ),
-            (
-                "nvmlDeviceGetComputeRunningProcesses_v2",
-                lambda _, mig: nv.nvmlDeviceGetComputeRunningProcesses_v2(mig),
-            ),
-        ),
-        "process_utilization": (
-            (
-                "nvmlDeviceGetProcessUtilization",
-                lambda h, since_us: nv.nvmlDeviceGetProcessUtilization(h, since_us),
-            ),
-        ),
-        "compute_processes": (
-            (
-                "nvmlDeviceGetComputeRunningProcesses_v3",
-                nv.nvmlDeviceGetComputeRunningProcesses_v3,
-            ),
-            (
-                "nvmlDeviceGetComputeRunningProcesses_v2",
-                nv.nvmlDeviceGetComputeRunningProcesses_v2,
-            ),
-        ),
-        "graphics_processes": (
-            (
-                "nvmlDeviceGetGraphicsRunningProcesses_v3",
-                nv.nvmlDeviceGetGraphicsRunningProcesses_v3,
-            ),
-            (
-                "nvmlDeviceGetGraphicsRunningProcesses_v2",
-                nv.nvmlDeviceGetGraphicsRunningProcesses_v2,
-            ),
-        ),
+        "mig_device_count": plain("nvmlDeviceGetMaxMigDeviceCount"),
+        "mig_device": plain("nvmlDeviceGetMigDeviceHandleByIndex"),
+        "mig_gpu_instance_id": _through_mig(plain("nvmlDeviceGetGpuInstanceId")),
+        "mig_compute_instance_id": _through_mig(plain("nvmlDeviceGetComputeInstanceId")),
+        "mig_memory": _through_mig(tuple(memory)),
+        "mig_processes": _through_mig(plain(processes("Compute", 3), processes("Compute", 2))),
+        "process_utilization": plain("nvmlDeviceGetProcessUtilization"),
+        "compute_processes": plain(processes("Compute", 3), processes("Compute", 2)),
+        "graphics_processes": plain(processes("Graphics", 3), processes("Graphics", 2)),
     }
 
 
-def _through_mig(query: Query) -> Query:
-    """``query`` of a GPU asked of one of its MIG devices (given after the GPU's handle)."""
+def _through_mig(queries: tuple[tuple[str, Query], ...]) -> tuple[tuple[str, Query], ...]:
+    """``queries`` of a GPU asked of one of its MIG devices (given after the GPU's handle)."""
+    return tuple((symbol, _of_mig(query)) for symbol, query in queries)
+
+
+def _of_mig(query: Query) -> Query:
     return lambda _, mig: query(mig)
 
 
@@ -460,34 +387,15 @@ def gpu_reading(
     error: str | None = None,
     error_brief: str | None = None,
 ) -> GpuReading:
-    """A reading of ``gpu`` from NVML's raw answers, each ``None`` when it was not answered.
+    """A reading of ``gpu`` from NVML's raw answers, each in NVML's own unit (°C, mW, mJ since
+    the driver loaded, MHz, KB/s of ``_PCIE_UNIT_BYTES``, a bit mask of clock event reasons)
+    and ``None`` when it was not answered; ``processes`` is ``None`` when they could not be
+    listed, ``error`` says why a GPU that is not ``ok`` cannot be read.
 
     A lost GPU is read with no answers at all, so its identity is all it shows (what ``gpu``
     keeps between samples is read only of a GPU that is ``ok``). A value no GPU can take
     reads ``None`` (:func:`~gputui.telemetry.bounds.in_range`, as a remote host's): the driver's
     integers go up to ``2**64 - 1``, and a broken one answers such.
-
-    Args:
-        gpu: The GPU, with its identity (index, name, UUID, bus id).
-        state: Whether it still answers.
-        utilization: ``nvmlDeviceGetUtilizationRates`` (``.gpu`` and ``.memory``, percent).
-        memory: ``nvmlDeviceGetMemoryInfo`` (``.used`` and ``.total``, bytes).
-        temperature: Core temperature in °C.
-        milliwatts: Power draw in mW.
-        millijoules: Energy used since the driver was loaded, in mJ.
-        sm_clock: Current SM clock in MHz.
-        memory_clock: Current memory clock in MHz.
-        fan: Fan speed in percent.
-        pcie_tx: PCIe transmit throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
-        pcie_rx: PCIe receive throughput in KB/s (``_PCIE_UNIT_BYTES`` each).
-        pstate: Performance state, ``_PSTATE_UNKNOWN`` when the driver does not know.
-        processes: The processes using the GPU; ``None`` when they could not be listed.
-        power_limit_w: The cached power limit.
-        sm_clock_max_mhz: The cached maximum SM clock.
-        clock_events: The clock event (throttle) reasons, NVML's bit mask.
-        mig_devices: In MIG mode, its MIG devices.
-        error: Why a GPU that is not ``ok`` cannot be read.
-        error_brief: ``error`` in a few words.
     """
     ok = state is GpuState.OK
     reading = GpuReading(

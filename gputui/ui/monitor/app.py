@@ -1,9 +1,9 @@
-"""The live monitor: a Textual app fed by samplers that run off the event loop.
+"""The live monitor: a Textual app that paints each beat of the sampling engine
+(:class:`~gputui.telemetry.polling.Poller`), whose samples run off the event loop.
 
-Each source is sampled on a daemon thread of its own, which posts the reading back; all
-sources poll on one beat (:mod:`gputui.ui.monitor.beat`) and are painted together, once a
-beat. A hung NVML call holds only its own thread: the CPU panel keeps updating, the NVIDIA
-panels are marked stale and name the call, and ``q`` still quits.
+A hung NVML call holds only its own thread: the CPU panel keeps updating, the NVIDIA panels
+are marked stale and name the call, and ``q`` still quits. A replay paints recorded frames
+through the same :meth:`MonitorApp.show_beat`.
 
 Quitting stops and closes the samplers on their own threads (NVML is shut down there, with
 no call inside it); the command line then ends the process without unloading NVML under a
@@ -30,21 +30,12 @@ from textual.binding import Binding, BindingsMap, BindingType
 from textual.driver import Driver
 from textual.events import Resize
 from textual.geometry import Size
-from textual.message import Message
 from textual.screen import Screen
 
-from gputui.format import exception_line, fmt_percent, for_screen, one_line
+from gputui.format import fmt_percent, for_screen, one_line
 from gputui.telemetry.history import History, record_cpu, record_gpus
-from gputui.telemetry.polling import (
-    SOURCES,
-    HeadStart,
-    Reply,
-    Samplers,
-    close_sampler,
-    pending_call,
-    read_topology,
-    stop_sampler,
-)
+from gputui.telemetry.nvml import describe_hung_call, is_stale
+from gputui.telemetry.polling import SOURCES, Beat, Poller, Reply, Samplers, read_topology
 from gputui.telemetry.process_history import ProcessHistory, ProcessTrack
 from gputui.telemetry.readings import (
     CpuReading,
@@ -52,11 +43,12 @@ from gputui.telemetry.readings import (
     DrmReading,
     MpsReading,
     NvmlReading,
+    shown_pid,
 )
 from gputui.telemetry.selection import GpuSelection
+from gputui.telemetry.signals import HOST_PIDS_REFUSAL, refusal, signal_process
 from gputui.ui.colours import TerminalColours
 from gputui.ui.keys import CTRL_C, HELP, QUIT, skip_if_copying
-from gputui.ui.monitor.beat import BeatScheduler
 from gputui.ui.monitor.hangup import (
     HANGUP_EXIT_CODE,
     StopSignals,
@@ -65,38 +57,30 @@ from gputui.ui.monitor.hangup import (
     terminal_gone,
 )
 from gputui.ui.monitor.layout import plan_panes
-from gputui.ui.monitor.messages import (
-    CpuSampled,
-    DrmSampled,
-    MpsSampled,
-    NvmlSampled,
-    SamplerFailed,
-)
+from gputui.ui.monitor.messages import Sampled
 from gputui.ui.monitor.palette import MONITOR_COMMANDS
+from gputui.ui.topology.screen import TopologyScreen
 from gputui.ui.widgets.footer import FittingFooter
+from gputui.ui.widgets.keys_help import KeyArea, KeysHelp, action_name, key_rows
 from gputui.ui.widgets.monitor import Monitor
+from gputui.ui.widgets.process_screen import ProcessScreen
+from gputui.ui.widgets.process_table import ProcessTable
+from gputui.ui.widgets.quit_dialog import QuitDialog
 from gputui.ui.widgets.runner.pane import RunnerPane
 from gputui.ui.widgets.runner.setup import RunnerSetup
+from gputui.ui.widgets.signal_dialog import SignalDialog
 from gputui.ui.widgets.steady import SteadyHorizontal, SteadyScreen
 
-if TYPE_CHECKING:  # the Doctor screen loads when it is first opened, not at start-up
+if TYPE_CHECKING:  # the Doctor screen (and the doctor) loads when it is first opened
     from gputui.doctor.checks import DoctorReport
-    from gputui.recording.recorder import ShownRecorder
+    from gputui.recording.recorder import Recorder
     from gputui.ui.doctor.screen import DoctorRunner
-    from gputui.ui.widgets.keys_help import KeyArea
-    from gputui.ui.widgets.process_screen import ProcessScreen
 
 Clock = Callable[[], float]
 """Seconds on a monotonic clock."""
 
 CLOSE_WAIT_S = 0.5
 """How long quitting waits for the samplers to shut down (NVML) before leaving them."""
-
-BEAT_GRACE_S = 0.2
-"""Longest the readings of one beat wait for each other before they are painted
-(a quarter of the interval when that is shorter)."""
-
-_MESSAGES = {"cpu": CpuSampled, "nvml": NvmlSampled, "mps": MpsSampled, "drm": DrmSampled}
 
 
 READONLY_REFUSAL = "Read-only (--readonly or GPUTUI_READONLY=1): gputui sends no signals."
@@ -128,18 +112,9 @@ def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
     return run_real_doctor(nvml)
 
 
-def nvml_is_stale(taken_at: float, now: float, interval: float) -> bool:
-    """Whether NVIDIA readings taken at ``taken_at`` are stale at ``now`` (the sampler's rule)."""
-    from gputui.telemetry.nvml import is_stale
-
-    return is_stale(taken_at, now, interval)
-
-
 def nvml_hang(call: DriverCall | None, now: float, interval: float) -> str | None:
     """The sentence naming the NVML call in flight once it is as old as stale readings are,
     with what to check; ``None`` while there is none, or it is younger."""
-    from gputui.telemetry.nvml import describe_hung_call, is_stale
-
     if call is None or not is_stale(call.started_at, now, interval):
         return None
     return describe_hung_call(call, now)
@@ -179,7 +154,7 @@ class MonitorApp(TerminalColours):
 
     def __init__(
         self,
-        samplers: Samplers | HeadStart | None = None,
+        samplers: Samplers | Poller | None = None,
         *,
         interval: float = 1.0,
         clock: Clock = time.monotonic,
@@ -190,15 +165,15 @@ class MonitorApp(TerminalColours):
         doctor: DoctorRunner | None = None,
         readonly: bool = False,
         only: GpuSelection | None = None,
-        recorder: ShownRecorder | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         """Build the app; nothing is sampled until it runs.
 
         Args:
-            samplers: Where readings come from, or a :class:`HeadStart` whose first
-                readings are already under way (default: the real host, NVML and MPS
-                samplers, built lazily in their threads). Tests pass fakes, and a clock
-                and a pre-filled history, for deterministic screens.
+            samplers: Where readings come from, or the engine that samples them, perhaps
+                started already (default: the real sources, built lazily in their
+                threads). Tests pass fakes, and a clock and a pre-filled history, for
+                deterministic screens.
             interval: Seconds between the start of one poll of a source and the next.
             clock: Gives "now" for staleness; compare with readings' ``taken_at``.
             history: Holds the GPU sparklines' values (default: five minutes' worth).
@@ -232,8 +207,13 @@ class MonitorApp(TerminalColours):
                 replace(binding, show=False) if binding.group is KILL_GROUP else binding
                 for _, binding in self._bindings
             )
-        head_start = samplers if isinstance(samplers, HeadStart) else HeadStart.begin(samplers)
-        self.samplers = head_start.samplers
+        if isinstance(samplers, Poller):
+            self.poller = samplers
+        elif samplers is None:
+            self.poller = Poller.real(interval)
+        else:
+            self.poller = Poller(samplers, interval)
+        self.samplers = self.poller.samplers
         self.doctor: DoctorRunner = doctor or _run_real_doctor
         """Runs the doctor (blocking; the Doctor screen calls it in a thread)."""
         self.interval = interval
@@ -252,14 +232,19 @@ class MonitorApp(TerminalColours):
         """Batches of readings painted (one a beat once every source has answered)."""
         self.failures: dict[str, str] = {}
         """The last error of each source whose sampler raised."""
-        self._threads = head_start.threads
         self._started_at = clock()
-        self._beat = BeatScheduler(interval, time.monotonic())
+        self._epoch = time.monotonic()
         self._nvml_taken_at: float | None = None
-        self._grace: asyncio.TimerHandle | None = None
         self._terminal: int | None = None
         self._monitor = Monitor(self.history, id="monitor")
-        self._runner = RunnerPane(runner, nvml=lambda: self._monitor.nvml, id="runner")
+        monitor = self._monitor
+        self._runner = RunnerPane(
+            runner,
+            nvml=lambda: monitor.nvml,
+            drm=lambda: monitor.drm,
+            cpu=lambda: monitor.cpu,
+            id="runner",
+        )
         if recorder is not None:
             self._runner.tap = recorder.runner  # the runner's jobs go into the recording too
         self._runner_wanted: bool | None = None
@@ -272,7 +257,7 @@ class MonitorApp(TerminalColours):
         comes (:mod:`gputui.ui.monitor.driver`) instead of waking ten times a second."""
         driver = super().get_driver_class()
         if sys.platform != "win32":  # (Textual's own choice there is its Windows driver)
-            from textual.drivers.linux_driver import LinuxDriver
+            from textual.drivers.linux_driver import LinuxDriver  # (termios: not on Windows)
 
             if driver is LinuxDriver:  # not one named by TEXTUAL_DRIVER
                 from gputui.ui.monitor.driver import QuietLinuxDriver
@@ -303,30 +288,33 @@ class MonitorApp(TerminalColours):
         return self._monitor.is_attached
 
     def on_mount(self) -> None:
-        """Start polling every source; the first frame does not wait for them."""
+        """Paint what is in hand (:meth:`first_beat`); the first frame does not wait for the
+        rest, which comes beat by beat."""
         self.follow_terminal_colours()
-        self._beat.restart(time.monotonic())
+        self._epoch = time.monotonic()
         self._lay_out_runner()
-        for source in SOURCES:
-            taken, reading = self._threads[source].prefetched()
-            if taken:  # the head start's reading is in: paint it into the first frame
-                self._arrived(source, for_screen(reading))  # as _sampled makes the others
-            else:
-                self._poll(source)
+        self.show_beat(for_screen(self.first_beat()))
         self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
         self._terminal = None if self.is_headless else input_terminal()
         self._check_stale_later()
         self._stop_signals.install(asyncio.get_running_loop(), self._quit_after_hang_up)
 
+    def first_beat(self) -> Beat:
+        """Start the engine if the command line has not, and take its beats from now on;
+        returns the readings it has in hand (a replay: the frame shown)."""
+        if not self.poller.started:
+            self.poller.start()
+        if self.recorder is not None:  # the recorder keeps the readings as they came
+            self.recorder.hang = self.poller.latest
+            self.recorder.take(self.poller.subscribe(self.recorder.take))
+        return self.poller.subscribe(self._beat_came)
+
     def on_unmount(self) -> None:
-        """Stop each sampler (a sample in flight ends at its next driver call), then close it
-        on its own thread once that sample has ended, and let the threads end."""
+        """Stop the samplers (a sample in flight ends at its next driver call; each is closed
+        on its own thread once that sample has ended)."""
         self._runner.shutdown()
         self._stop_signals.restore()
-        for source, thread in self._threads.items():
-            sampler = getattr(self.samplers, source)
-            stop_sampler(sampler)
-            thread.close(partial(close_sampler, sampler))
+        self.poller.stop()
 
     # -- runner pane ------------------------------------------------------------------------
 
@@ -357,7 +345,7 @@ class MonitorApp(TerminalColours):
         ``stale_check_s`` from the beats' start: with the beat's timer (:meth:`_later`)
         when the interval is a multiple of it, so the check does not wake the app again."""
         now = time.monotonic()
-        step, epoch = self.stale_check_s, self._beat.epoch
+        step, epoch = self.stale_check_s, self._epoch
         later = epoch + (round((now - epoch) / step) + 1) * step  # (a timer may come early)
         self._later(later - now, self._check_stale_and_terminal)
 
@@ -470,7 +458,7 @@ class MonitorApp(TerminalColours):
         offered = self._runner.world_sizes()
         if offered is None:
             return
-        from gputui.ui.widgets.scale_dialog import ScaleDialog
+        from gputui.ui.widgets.scale_dialog import ScaleDialog  # (the runner's, with its pane)
 
         sizes, device = offered
 
@@ -521,8 +509,6 @@ class MonitorApp(TerminalColours):
         if track is None:
             self.notify(NO_SELECTION, severity="warning", markup=False)
             return
-        from gputui.ui.widgets.process_screen import ProcessScreen  # loaded when first opened
-
         screen = ProcessScreen(track, self.process_history, self._trainer_note)
         self._process_screen = screen
 
@@ -535,8 +521,7 @@ class MonitorApp(TerminalColours):
     def _trainer_note(self, track: ProcessTrack) -> str | None:
         """The runner's status line while ``track`` is its trainer (or one of its ranks)
         and its run goes on; ``None`` otherwise (the screen keeps what it last said)."""
-        from gputui.jobs.results import Phase
-        from gputui.telemetry.readings import shown_pid
+        from gputui.jobs.results import Phase  # (39 ms to import: not on the start path)
 
         table, process, session = self.monitor.process_table, track.process, self._runner.session
         if process is None or table.trainer_pid is None or session is None:
@@ -545,7 +530,7 @@ class MonitorApp(TerminalColours):
             return None
         if session.phase is not Phase.RUNNING:
             return None
-        from gputui.ui.render.runner import status_line
+        from gputui.ui.render.runner import status_line  # (with the runner pane's build)
 
         return status_line(session).plain
 
@@ -568,8 +553,6 @@ class MonitorApp(TerminalColours):
         host's, when no process is selected, or when its start time is unknown (so its pid
         cannot be checked). The answer is one line too: sent, or why not.
         """
-        from gputui.telemetry.signals import HOST_PIDS_REFUSAL, refusal, signal_process
-
         table = self.monitor.process_table
         row, host_pids = table.selected, table.host_pids
         if self.readonly:
@@ -581,8 +564,6 @@ class MonitorApp(TerminalColours):
         if refused is not None or row is None:  # (row is None only where refused is set)
             self.notify(refused or NO_SELECTION, severity="warning", markup=False)
             return
-        from gputui.ui.widgets.signal_dialog import SignalDialog  # loaded when first asked
-
         process = row.process
 
         def answered(send: bool | None) -> None:
@@ -608,8 +589,6 @@ class MonitorApp(TerminalColours):
         """
         if ctrl_c:
             skip_if_copying(self.screen)
-        from gputui.ui.widgets.quit_dialog import QuitDialog
-
         run = self._run_going()
         if run is None or isinstance(self.screen, QuitDialog):
             self.exit()
@@ -634,16 +613,12 @@ class MonitorApp(TerminalColours):
 
     def action_help(self) -> None:
         """List every key, by area (:meth:`key_areas`)."""
-        from gputui.ui.widgets.keys_help import KeysHelp
-
         self.push_screen(KeysHelp("gputui: every key", self.key_areas()))
 
     def key_areas(self) -> list[KeyArea]:
         """Every key of the monitor, read from its bindings: the app's, sorted into areas by
         their actions (:data:`KEY_AREAS`), and the GPU process table's."""
-        from gputui.ui.doctor.screen import DOCTOR_COMMAND
-        from gputui.ui.widgets.keys_help import action_name, key_rows
-        from gputui.ui.widgets.process_table import ProcessTable
+        from gputui.ui.doctor.screen import DOCTOR_COMMAND  # (the doctor loads when first asked)
 
         explain = {action: help_text for _, help_text, action in MONITOR_COMMANDS}
         explain |= MONITOR_KEYS_HELP | {"doctor": DOCTOR_COMMAND}
@@ -677,7 +652,7 @@ class MonitorApp(TerminalColours):
 
     def action_doctor(self) -> None:
         """Open the Doctor screen (not over itself), with the latest NVML reading."""
-        from gputui.ui.doctor.screen import DoctorScreen
+        from gputui.ui.doctor.screen import DoctorScreen  # (the doctor loads when first asked)
 
         if not isinstance(self.screen, DoctorScreen):
             self.push_screen(DoctorScreen(self.doctor, lambda: self.monitor.nvml))
@@ -685,15 +660,13 @@ class MonitorApp(TerminalColours):
     def action_topology(self) -> None:
         """Open the GPU topology screen (not over itself); it reads the topology on the NVML
         sampler's thread."""
-        from gputui.ui.topology.screen import TopologyScreen
-
         if not isinstance(self.screen, TopologyScreen):
             drm = self.monitor.drm
             self.push_screen(TopologyScreen(self._read_topology, len(drm.gpus) if drm else 0))
 
     def _read_topology(self, reply: Reply) -> None:
         """Read the topology after what the NVML thread has queued, then ``reply``."""
-        self._threads["nvml"].call(partial(read_topology, self.samplers.nvml), reply)
+        self.poller.call("nvml", partial(read_topology, self.samplers.nvml), reply)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette's commands: Textual's (Quit among them), then the screen's own: on the
@@ -701,7 +674,11 @@ class MonitorApp(TerminalColours):
         table's, each that the monitor offers (:meth:`offers`). Every key in the footer is
         here (a test holds it)."""
         yield from super().get_system_commands(screen)
-        from gputui.ui.doctor.screen import DOCTOR_COMMAND, DOCTOR_HELP, DoctorScreen
+        from gputui.ui.doctor.screen import (  # (the doctor loads when first asked)
+            DOCTOR_COMMAND,
+            DOCTOR_HELP,
+            DoctorScreen,
+        )
 
         if isinstance(screen, DoctorScreen):
             yield from screen.system_commands()
@@ -716,53 +693,24 @@ class MonitorApp(TerminalColours):
                 yield SystemCommand(title, f"{help_text} ({self.keys_of(action)})", command)
 
     def wait_for_samplers(self, timeout_s: float) -> bool:
-        """After the app has run: wait up to ``timeout_s`` for the samplers to close.
+        """After the app has run: wait up to ``timeout_s`` for the samplers to close (one
+        stuck in a driver call is left behind: its thread is a daemon)."""
+        return self.poller.join(timeout_s)
 
-        A sampler stuck in a driver call is left behind (its thread is a daemon).
-        """
-        deadline = time.monotonic() + timeout_s
-        return all(
-            thread.join(max(deadline - time.monotonic(), 0.0)) for thread in self._threads.values()
-        )
-
-    def _poll(self, source: str) -> None:
-        """Start one sample of ``source`` on its thread; the reading comes back as a message.
-
-        No Textual worker: each would add a task, an executor thread and three state
-        messages to every poll.
-        """
-        self._beat.started(source)
-        sampler = getattr(self.samplers, source)
-        self._threads[source].sample(sampler.sample, partial(self._sampled, source))
-
-    def _sampled(self, source: str, reading: object, error: BaseException | None) -> None:
-        """Post a sample's reading, or its failure, to the app (on the sampler's thread).
-
-        Every reading enters the app here (the head start's first one aside, see
-        :meth:`on_mount`), its text made printable on the sampler's thread
-        (:func:`for_screen`: a process's command line cannot write to the terminal).
-        """
-        if error is None:
-            message: Message = _MESSAGES[source](for_screen(reading))
-        else:
-            message = SamplerFailed(source, one_line(exception_line(error)))
+    def _beat_came(self, beat: Beat) -> None:
+        """Post a beat to the app, its text made printable here, on the poller's thread
+        (:func:`for_screen`: a process's command line cannot write to the terminal)."""
         with contextlib.suppress(RuntimeError):  # the app has closed its event loop
-            self.post_message(message)
+            self.post_message(Sampled(for_screen(beat)))
 
-    def _poll_again(self, source: str) -> None:
-        """Schedule the next poll of ``source`` on the app's beat, now that this one is done
-        (:class:`BeatScheduler`); the first source due on a beat starts its one timer."""
-        delay = self._beat.schedule(source, time.monotonic())
-        if delay is not None:
-            self._later(delay, self._on_beat)
+    def on_sampled(self, message: Sampled) -> None:
+        """A beat came from the engine."""
+        self.show_beat(message.beat)
 
     def _later(self, delay_s: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
-        """Call ``callback`` after ``delay_s`` straight from the event loop.
-
-        A Textual timer would add a task and a message to each shot, and the beat, its
-        grace wait and the stale check come every second. An error still ends the app with
-        its traceback, as it would from a Textual timer.
-        """
+        """Call ``callback`` after ``delay_s`` straight from the event loop (a Textual timer
+        adds a task and a message to each shot); an error still ends the app with its
+        traceback, as it would from a Textual timer."""
         return asyncio.get_running_loop().call_later(delay_s, self._guarded, callback)
 
     def _guarded(self, callback: Callable[[], object]) -> None:
@@ -771,52 +719,21 @@ class MonitorApp(TerminalColours):
         except Exception as error:  # as Textual treats an error in a timer's callback
             self._handle_exception(error)
 
-    def _on_beat(self) -> None:
-        """Poll every source due on a beat that has come, all at once.
-
-        All of them are in flight before any reading can arrive, so ``_arrived`` waits
-        for the last one and the beat is painted once (separate timers painted each
-        source's reading in a frame of its own). Once the app is closing, nothing
-        is polled (its beats are the event loop's timers, not the app's).
-        """
-        if not self._showing:
+    def show_beat(self, beat: Beat) -> None:
+        """Paint a beat's readings in one batch (the engine's, or a replayed frame's), and
+        say once that a source failed."""
+        if not self._showing or not (beat.readings or beat.errors):
             return
-        for source in self._beat.due(time.monotonic()):
-            self._poll(source)
-
-    def _arrived(self, source: str, reading: object) -> None:
-        """Keep a reading until the beat's other readings are in, then paint them together.
-
-        Painting waits at most ``BEAT_GRACE_S`` for a source still in flight, so a
-        hung NVML call delays the CPU panel by that much (a fraction of a second),
-        never more. Until every source has been painted once, readings are painted
-        as they come: the first frame fills in without waiting.
-        """
-        self._beat.arrived(source, reading)
-        if source != "mps" or getattr(reading, "supported_platform", True):
-            self._poll_again(source)  # MPS cannot appear where it does not exist
-        if not self._beat.in_flight or not all(self.handled.values()):
-            self._paint()
-        elif self._grace is None:
-            self._grace = self._later(min(BEAT_GRACE_S, self.interval / 4), self._paint)
-
-    def _paint(self) -> None:
-        """Record and paint every reading that arrived this beat, in one batch."""
-        if self._grace is not None:
-            self._grace.cancel()
-            self._grace = None
-        pending = self._beat.take()
-        if not self._showing:
-            return
+        readings = beat.readings
         self.paints += 1
         with self.batch_update():
-            cpu = pending.get("cpu")
+            cpu = readings.get("cpu")
             if isinstance(cpu, CpuReading):
                 record_cpu(self.history, cpu)
                 self.monitor.show_cpu(cpu)
                 self.handled["cpu"] += 1
-            nvml = pending.get("nvml")
-            drm = pending.get("drm")
+            nvml = readings.get("nvml")
+            drm = readings.get("drm")
             nvml = nvml if isinstance(nvml, NvmlReading) else None
             drm = drm if isinstance(drm, DrmReading) else None
             if self.only is not None:
@@ -833,59 +750,30 @@ class MonitorApp(TerminalColours):
                 self.handled["nvml"] += 1
             if drm is not None:
                 self.handled["drm"] += 1
-            mps = pending.get("mps")
-            if isinstance(mps, MpsReading):
+            mps = readings.get("mps")
+            if isinstance(mps, MpsReading) and (mps.supported_platform or not self.handled["mps"]):
+                # (off macOS it says once that MPS cannot be here)
                 self.monitor.show_mps(mps)
                 self.handled["mps"] += 1
             if self._process_screen is not None and (nvml is not None or drm is not None):
                 self._process_screen.update()
-        if self.recorder is not None:
-            shown = {"cpu": cpu, "nvml": nvml, "drm": drm, "mps": mps}
-            self._record({source: r for source, r in shown.items() if r is not None})
+        for source, error in beat.errors.items():
+            self._failed(source, error)
+        if self.recorder is not None:  # say once that frames were dropped, or it stopped
+            for line, severity in self.recorder.news():
+                self.notify(one_line(line), severity=severity, timeout=30, markup=False)
 
-    def _record(self, shown: dict[str, object]) -> None:
-        """Write the painted readings into the recording; say once that frames were dropped
-        (a slow disk), and once that it stopped (a full one)."""
-        recorder = self.recorder
-        if recorder is None:
-            return
-        recorder.shown(shown)
-        for line, severity in recorder.news():
-            self.notify(one_line(line), severity=severity, timeout=30, markup=False)
-
-    def on_cpu_sampled(self, message: CpuSampled) -> None:
-        """A host reading arrived."""
-        self._arrived("cpu", message.reading)
-
-    def on_nvml_sampled(self, message: NvmlSampled) -> None:
-        """An NVIDIA reading arrived."""
-        self._arrived("nvml", message.reading)
-
-    def on_mps_sampled(self, message: MpsSampled) -> None:
-        """An MPS reading arrived."""
-        self._arrived("mps", message.reading)
-
-    def on_drm_sampled(self, message: DrmSampled) -> None:
-        """An AMD and Intel reading arrived."""
-        self._arrived("drm", message.reading)
-
-    def on_sampler_failed(self, message: SamplerFailed) -> None:
-        """A sampler raised: say so once, keep the last readings, and poll again."""
-        self._beat.failed(message.source)
-        self._poll_again(message.source)
-        if self._beat.pending and not self._beat.in_flight:
-            self._paint()
-        if not self._showing:
-            return
-        if message.source not in self.failures:
+    def _failed(self, source: str, error: str) -> None:
+        """A sampler raised: say so once; its last reading stays, and it is asked again."""
+        if source not in self.failures:
             self.notify(
-                f"The {message.source} sampler failed ({message.error}); retrying.",
+                f"The {source} sampler failed ({error}); retrying.",
                 severity="error",
                 timeout=10,
                 markup=False,
             )
-        self.failures[message.source] = message.error
-        self.log.error(f"{message.source} sampler failed: {message.error}")
+        self.failures[source] = error
+        self.log.error(f"{source} sampler failed: {error}")
 
     def _check_stale(self) -> None:
         """Mark the NVIDIA panels stale while NVML has not answered for too long, and name
@@ -894,27 +782,27 @@ class MonitorApp(TerminalColours):
             return
         now = self.clock()
         since = self._nvml_taken_at if self._nvml_taken_at is not None else self._started_at
-        stale = nvml_is_stale(since, now, self.interval)
+        stale = is_stale(since, now, self.interval)
         self.monitor.set_nvml_stale(now - since if stale else None)
-        hang = nvml_hang(pending_call(self.samplers.nvml), now, self.interval)
+        hang = nvml_hang(self.poller.pending_call(), now, self.interval)
         self.monitor.set_nvml_hang(hang)
 
 
 def run_app(
     interval: float,
-    head_start: HeadStart | None = None,
+    poller: Poller | None = None,
     runner: RunnerSetup | None = None,
     *,
     readonly: bool = False,
     only: GpuSelection | None = None,
-    recorder: ShownRecorder | None = None,
+    recorder: Recorder | None = None,
 ) -> int:
     """Run the monitor with the real samplers until the user quits.
 
     Args:
         interval: Seconds between samples.
-        head_start: The real samplers with their first readings under way (started
-            before Textual was imported); default: started now.
+        poller: The real sources' engine, started before Textual was imported so that the
+            first readings are under way while it loads; default: started now.
         runner: The runner pane's setup (``gputui`` starts its choices from
             ``GPUTUI_RUNNER_DEFAULTS``, checked first); default: a run beside the monitor.
         readonly: Send no signal to any process (``--readonly``, ``GPUTUI_READONLY=1``).
@@ -925,7 +813,7 @@ def run_app(
         The process exit code.
     """
     app = MonitorApp(
-        head_start,
+        poller,
         interval=interval,
         runner=runner,
         readonly=readonly,

@@ -26,7 +26,7 @@ from textual.screen import Screen
 from gputui.format import for_screen
 from gputui.recording.player import Player, Shown
 from gputui.telemetry.history import History, record_cpu, record_gpus
-from gputui.telemetry.polling import SOURCES
+from gputui.telemetry.polling import SOURCES, Beat
 from gputui.telemetry.readings import Snapshot
 from gputui.ui.monitor.app import FOOTER_FULL_FROM, FOOTER_PALETTE_FROM, Clock, MonitorApp
 from gputui.ui.replay import STATUS_CSS, ReplayControls
@@ -118,12 +118,13 @@ class ReplayApp(ReplayControls, MonitorApp):
         self.runner.replay(self.player.runner_entries())
         self._begin_replay()
 
-    def _poll(self, source: str) -> None:
-        """The shown frame's reading, at once (a recorded frame needs no thread)."""
-        self._arrived(source, for_screen(getattr(self.samplers, source).sample()))
+    def first_beat(self) -> Beat:
+        """The frame shown (nothing is sampled: frames come as the replay moves)."""
+        return self._beat_of(self.player.snapshot)
 
-    def _poll_again(self, source: str) -> None:
-        """Nothing: frames come when the replay moves (:meth:`_show`)."""
+    @staticmethod
+    def _beat_of(snapshot: Snapshot) -> Beat:
+        return Beat({source: getattr(snapshot, source) for source in SOURCES})
 
     def _expected_monitor_size(self) -> Size:
         """The live monitor's, less the status line."""
@@ -149,10 +150,7 @@ class ReplayApp(ReplayControls, MonitorApp):
                 record_gpus(self.history, snapshot.gpus)
                 for reading in (snapshot.nvml, snapshot.drm):
                     self.process_history.record(reading.taken_at, reading.gpus)
-            last = for_screen(played[-1].readings)
-            for source in SOURCES:
-                self._beat.arrived(source, getattr(last, source))
-            self._paint()
+            self.show_beat(for_screen(self._beat_of(played[-1].readings)))
             self.runner.replay(self.player.runner_entries())
         self._say_status()
 

@@ -62,6 +62,8 @@ class Monitor(Vertical, SteadyRender):
         """The latest NVIDIA reading (the runner and the Doctor read it)."""
         self.drm: DrmReading | None = None
         """The latest AMD and Intel reading."""
+        self.cpu: CpuReading | None = None
+        """The latest host reading."""
         self.gpus: tuple[GpuReading, ...] = ()
         """Every GPU shown: NVIDIA's (while NVML answers), then AMD's and Intel's."""
         self.cores = 0
@@ -91,6 +93,7 @@ class Monitor(Vertical, SteadyRender):
 
     def show_cpu(self, reading: CpuReading) -> None:
         """Paint a host reading (its utilization is already recorded in the history)."""
+        self.cpu = reading
         self.cpu_panel.show(reading, self.history.series(CPU_METRIC))
         if reading.logical_cores != self.cores:
             self.cores = reading.logical_cores
@@ -144,7 +147,7 @@ class Monitor(Vertical, SteadyRender):
             return
         field = self.process_filter
         if field is None:
-            from textual.widgets import Input
+            from textual.widgets import Input  # built when first opened, not at start-up
 
             field = self.process_filter = Input(
                 placeholder="filter processes: text in any column; Enter applies, Escape clears",

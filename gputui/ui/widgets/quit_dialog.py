@@ -11,22 +11,17 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Label
 
+from gputui.ui.widgets.question import Question
 
-class QuitDialog(ModalScreen[bool]):
+
+class QuitDialog(Question):
     """Asks whether to quit and stop the run; dismissed with True (quit) or False (stay)."""
 
     DEFAULT_CSS = """
-    QuitDialog { align: center middle; }
-    QuitDialog > Vertical {
-        width: 64; height: auto; padding: 1 2; border: round $warning; background: $panel;
-    }
-    QuitDialog Label { width: 100%; }
-    QuitDialog #quit-question { text-style: bold; margin-bottom: 1; }
-    QuitDialog #quit-keys { margin-top: 1; color: $text-muted; }
+    QuitDialog > Vertical { width: 64; border: round $warning; }
+    QuitDialog .question { margin-bottom: 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y,enter", "answer(True)", "Quit"),
@@ -38,12 +33,7 @@ class QuitDialog(ModalScreen[bool]):
         super().__init__()
         self.run = run
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label("Quit gputui and stop the run?", id="quit-question")
-            yield Label(f"{self.run.capitalize()} is going in the runner pane.", markup=False)
-            yield Label("y or Enter quits and stops it · n or Escape stays", id="quit-keys")
-
-    def action_answer(self, leave: bool) -> None:
-        """``y`` or Enter: quit; ``n`` or Escape: stay."""
-        self.dismiss(leave)
+    def lines(self) -> ComposeResult:
+        yield Label("Quit gputui and stop the run?", classes="question")
+        yield Label(f"{self.run.capitalize()} is going in the runner pane.", markup=False)
+        yield Label("y or Enter quits and stops it · n or Escape stays", classes="keys")

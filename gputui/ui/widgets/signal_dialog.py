@@ -13,12 +13,11 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Label
 
 from gputui.format import NA, one_line
 from gputui.telemetry.readings import GpuProcess, shown_pid
+from gputui.ui.widgets.question import Question
 
 EFFECTS = {
     signal.SIGTERM: "SIGTERM asks the process to end; it may clean up first.",
@@ -28,18 +27,12 @@ EFFECTS = {
 """What each signal does, in a few words."""
 
 
-class SignalDialog(ModalScreen[bool]):
+class SignalDialog(Question):
     """Asks whether to send ``signum`` to a process; dismissed with True (y) or False."""
 
     DEFAULT_CSS = """
-    SignalDialog { align: center middle; }
-    SignalDialog > Vertical {
-        width: 72; height: auto; padding: 1 2; border: round $error; background: $panel;
-    }
-    SignalDialog Label { width: 100%; }
-    SignalDialog #signal-question { text-style: bold; }
+    SignalDialog > Vertical { width: 72; border: round $error; }
     SignalDialog #signal-effect { margin-bottom: 1; color: $text-muted; }
-    SignalDialog #signal-keys { margin-top: 1; color: $text-muted; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Send"),
@@ -53,17 +46,11 @@ class SignalDialog(ModalScreen[bool]):
         self.process = process
         self.signum = signum
 
-    def compose(self) -> ComposeResult:
+    def lines(self) -> ComposeResult:
         process = self.process
-        with Vertical():
-            yield Label(
-                f"Send {self.signum.name} to pid {shown_pid(process)}?", id="signal-question"
-            )
-            yield Label(EFFECTS[self.signum], id="signal-effect")
-            yield Label(f"user     {one_line(process.user or NA)}", markup=False)
-            yield Label(f"command  {one_line(process.command or NA)}", markup=False)
-            yield Label("y sends it · n or Escape leaves it running", id="signal-keys")
-
-    def action_answer(self, send: bool) -> None:
-        """``y``: send it; ``n`` or Escape: do not."""
-        self.dismiss(send)
+        question = f"Send {self.signum.name} to pid {shown_pid(process)}?"
+        yield Label(question, classes="question")
+        yield Label(EFFECTS[self.signum], id="signal-effect")
+        yield Label(f"user     {one_line(process.user or NA)}", markup=False)
+        yield Label(f"command  {one_line(process.command or NA)}", markup=False)
+        yield Label("y sends it · n or Escape leaves it running", classes="keys")

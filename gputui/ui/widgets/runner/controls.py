@@ -6,6 +6,7 @@ The buttons run the app's actions, as the keys do, so a click and a key take one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
@@ -15,12 +16,12 @@ from textual.widgets import Button, Label, Select
 
 from gputui.device import CPU, Device
 from gputui.jobs.config import DATASETS, EXPERIMENTS, PIPELINES, PRECISIONS, RunConfig
+from gputui.jobs.runner import Choices
 
-if TYPE_CHECKING:  # loaded once the devices are listed
+if TYPE_CHECKING:  # loaded once the pane is built
+    from rich.text import Text
+
     from gputui.jobs.events import DeviceOption
-
-LISTING = "?listing"
-"""The device choices' value until the devices are listed (the default device is used)."""
 
 BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 EPOCH_CHOICES = (1, 2, 3, 5, 10, 20)
@@ -44,7 +45,7 @@ def _options(values: tuple[object, ...], extra: object) -> list[tuple[str, objec
     return [(str(value), value) for value in chosen]
 
 
-def _choice(options: list[tuple[str, object]], value: object, id: str) -> Select[object]:
+def _choice(options: Sequence[tuple[str | Text, object]], value: object, id: str) -> Select[object]:
     """A compact drop-down that always holds one of its ``options``."""
     return Select(
         options, value=value, allow_blank=False, type_to_search=False, compact=True, id=id
@@ -63,23 +64,34 @@ class RunnerControls(Vertical):
     busy = var(False)
     """Whether a run is in progress: then only stop is enabled; when idle, all but stop."""
 
-    def __init__(self, defaults: RunConfig, *, id: str | None = None) -> None:
-        """Choices that start at ``defaults``; the devices are offered once listed."""
+    def __init__(
+        self,
+        defaults: RunConfig,
+        devices: tuple[DeviceOption, ...],
+        *,
+        accelerator_first: bool,
+        id: str | None = None,
+    ) -> None:
+        """Choices that start at ``defaults`` among ``devices`` (:meth:`offer_devices`)."""
         super().__init__(id=id)
         self.defaults = defaults
+        self._offered = (devices, accelerator_first)
 
     def compose(self) -> ComposeResult:
         """A row per group of choices, then the buttons and the experiment to run (on a row
         of their own where the pane is narrow)."""
         defaults = self.defaults
-        with Horizontal(classes="runner-row"):
-            yield Label("Device ")
-            yield _choice(
-                [(f"{defaults.device} · listing devices…", LISTING)], LISTING, "runner-device"
+        devices, accelerator_first = self._offered
+        for label, name, prefer in (
+            ("Device ", "device", defaults.device),
+            ("Compare vs ", "baseline", CPU),
+        ):
+            options, choice = _device_choice(
+                devices, prefer, accelerator_first and name == "device"
             )
-        with Horizontal(classes="runner-row"):
-            yield Label("Compare vs ")
-            yield _choice([("cpu", LISTING)], LISTING, "runner-baseline")
+            with Horizontal(classes="runner-row"):
+                yield Label(label)
+                yield _choice(options, choice, f"runner-{name}")
         rows = (
             (
                 ("Batch ", "batch", BATCH_SIZES, defaults.batch_size),
@@ -134,51 +146,38 @@ class RunnerControls(Vertical):
     def _value(self, name: str) -> object:
         return self.query_one(f"#runner-{name}", Select).value
 
-    @property
-    def device(self) -> Device:
-        """The chosen device (the default one until the devices are listed)."""
-        device = self._value("device")
-        return device if isinstance(device, Device) else self.defaults.device
+    def choices(self) -> Choices:
+        """What the choices say."""
+        device, baseline = self._value("device"), self._value("baseline")
+        assert isinstance(device, Device) and isinstance(baseline, Device)
+        settings = {field: self._value(name) for name, field in SETTINGS}
+        return Choices(device, baseline, settings, str(self._value("experiment")))
 
-    @property
-    def baseline(self) -> Device:
-        """The device to compare against (the CPU until the devices are listed)."""
-        baseline = self._value("baseline")
-        return baseline if isinstance(baseline, Device) else CPU
-
-    @property
-    def experiment(self) -> str:
-        """The chosen experiment."""
-        return str(self._value("experiment"))
-
-    def settings(self) -> dict[str, object]:
-        """The chosen batch size, epochs, dataset, pipeline and precision, by config field."""
-        return {field: self._value(name) for name, field in SETTINGS}
-
-    def offer_devices(
-        self, devices: tuple[DeviceOption, ...], wanted: Device, *, accelerator_first: bool
-    ) -> None:
-        """Offer every candidate device, the unusable ones greyed with their reason.
-
-        Args:
-            devices: The devices listed.
-            wanted: The device to choose if usable (a plain ``cuda``: ``cuda:0``); the
-                baseline is the CPU if usable.
-            accelerator_first: Choose the first usable accelerator when ``wanted`` is the
-                CPU (nothing has run yet, and the CPU was not asked for by name: a GPU is
-                what the runner is for).
-        """
-        from gputui.ui.render.runner import device_label
-
-        options = [(device_label(option), option.name) for option in devices]
-        usable = [option.name for option in devices if option.usable]
-        for name, prefer in (("device", wanted), ("baseline", CPU)):
+    def offer_devices(self, devices: tuple[DeviceOption, ...]) -> None:
+        """Offer ``devices`` instead, each choice kept where it is still usable."""
+        for name in ("device", "baseline"):
             select = self.query_one(f"#runner-{name}", Select)
+            chosen = select.value
+            options, choice = _device_choice(devices, chosen if isinstance(chosen, Device) else CPU)
             select.set_options(options)
-            indexed = prefer.indexed()
-            choice = indexed if indexed in usable else (usable[0] if usable else None)
-            if name == "device" and prefer == CPU and accelerator_first:
-                accelerators = [device for device in usable if device != CPU]
-                choice = accelerators[0] if accelerators else choice
-            if choice is not None:
-                select.value = choice
+            select.value = choice
+            # (the same value shows its new label too; Select is generic, its reactive is not)
+            select.mutate_reactive(Select.value)  # type: ignore[misc]
+
+
+def _device_choice(
+    devices: tuple[DeviceOption, ...], prefer: Device, accelerator_first: bool = False
+) -> tuple[list[tuple[Text, object]], Device]:
+    """Every device as a choice, the unusable ones greyed with their reason; and the one to
+    choose: ``prefer`` (a plain ``cuda``: ``cuda:0``) if usable, else the first usable one.
+    ``accelerator_first``: the first usable accelerator where ``prefer`` is the CPU (nothing
+    has run yet, and the CPU was not asked for by name: a GPU is what the runner is for)."""
+    from gputui.ui.render.runner import device_label
+
+    options: list[tuple[Text, object]] = [(device_label(option), option.name) for option in devices]
+    usable = [option.name for option in devices if option.usable] or [devices[0].name]
+    accelerators = [device for device in usable if device != CPU]
+    if accelerator_first and prefer == CPU and accelerators:
+        return options, accelerators[0]
+    indexed = prefer.indexed()
+    return options, indexed if indexed in usable else usable[0]

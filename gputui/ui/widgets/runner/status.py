@@ -1,7 +1,7 @@
-"""The status line, progress row and error detail above the runner's views.
-
-One of each, shared by every view (each view says what they show): the views switch
-without moving them, and a hidden view never animates a progress bar of its own.
+"""The status line, progress row and error detail above the runner's body, and what they
+and the body show of the runner's last job: a training or scaling session, run by run, or an
+experiment (the body's tables and charts are :mod:`gputui.ui.render.runner`'s and
+:mod:`gputui.ui.render.scaling`'s).
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
+from textual.widgets._progress_bar import Bar  # (what it draws: not exported)
 
 if TYPE_CHECKING:  # loaded once the pane is built
+    from rich.console import RenderableType
     from textual.timer import Timer, TimerCallback
 
     from gputui.jobs.events import Error
+    from gputui.jobs.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,11 @@ class RunProgressBar(ProgressBar):
             interval, callback, name=name, repeat=repeat, pause=pause or eta
         )
 
+    def on_resize(self) -> None:
+        """Laid out: the fill again at the bar's width (one set before the bar had a width
+        is drawn to the nearest half cell of none: a glyph off, and each run its own)."""
+        self.query_one(Bar).percentage = self.percentage
+
 
 class RunStatus(Vertical):
     """A status line, a progress bar with its line, and the error's detail on demand."""
@@ -84,3 +92,57 @@ class RunStatus(Vertical):
             from gputui.ui.render.runner import error_detail
 
             detail.update(error_detail(error))
+
+
+def job_line(runner: Runner) -> Text:
+    """The last job's status line: the session's phase, or what the experiment does."""
+    from gputui.ui.render.runner import experiment_status, status_line
+
+    if runner.kind != "experiment":
+        return status_line(runner.session)
+    result = runner.experiment
+    return experiment_status(result, runner.experiment_running) if result is not None else Text()
+
+
+def job_progress(runner: Runner) -> ProgressShown:
+    """A session's run in flight: its step and epoch (once it ended, where it got to); an
+    experiment: while it runs, a moving bar and its latest step (its steps are not counted)."""
+    if runner.kind == "experiment":
+        return ProgressShown(runner.experiment_running, None, 0, runner.experiment_progress)
+    from gputui.ui.render.runner import ended_line, progress_line
+
+    session = runner.session
+    run = session.current if session is not None else None
+    if run is None:
+        return ProgressShown(session is not None, 100, 0, "")
+    if not run.ended:
+        progress = run.progress
+        epochs = run.started.epochs if run.started is not None else run.config.epochs
+        line = progress_line(progress, epochs, run.device)
+        if progress is None:  # not training yet (torch import, data): a moving bar
+            return ProgressShown(True, None, 0, line)
+        return ProgressShown(True, progress.steps_per_epoch, progress.step, line)
+    # ended: the bar stays where the run got to (a stopped run short of 100%)
+    return ProgressShown(True, 100, round(100 * run.share_done), ended_line(run))
+
+
+def job_error(runner: Runner) -> Error | None:
+    """The error whose detail ``e`` shows: the experiment's, or the first failed run's."""
+    if runner.kind == "experiment":
+        return runner.experiment.error if runner.experiment is not None else None
+    runs = runner.session.runs if runner.session is not None else []
+    return next((run.error for run in runs if run.error), None)
+
+
+def job_body(runner: Runner, width: int) -> RenderableType:
+    """The last job's tables and charts, ``width`` cells wide."""
+    from gputui.ui.render.runner import experiment_body, session_body
+
+    if runner.kind == "experiment":
+        result = runner.experiment
+        return experiment_body(result, width, runner.cores) if result is not None else Text()
+    if runner.kind == "scaling" and runner.session is not None:
+        from gputui.ui.render.scaling import scaling_body
+
+        return scaling_body(runner.session, width, runner.cores)
+    return session_body(runner.session, width, runner.cores)

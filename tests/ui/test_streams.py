@@ -21,8 +21,8 @@ from gputui.jobs.events import (
     Finished,
     RunStarted,
 )
-from tests.ui.recordings.record import record_devices, record_scenario, write
-from tests.ui.recordings.replay import (
+from tests.ui.streams.record import record_devices, record_scenario, write
+from tests.ui.streams.replay import (
     FOLDER,
     RecordingError,
     Replay,
@@ -31,7 +31,7 @@ from tests.ui.recordings.replay import (
     stream,
     streams,
 )
-from tests.ui.recordings.scenarios import BY_NAME, RECORDED, SCENARIOS, Scenario
+from tests.ui.streams.scenarios import BY_NAME, RECORDED, SCENARIOS, Scenario
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.long_module]
 
@@ -102,7 +102,7 @@ def test_a_recording_with_an_unknown_event_fails_with_the_line_and_the_type(
         load("cpu_run", tmp_path)
     message = str(caught.value)
     assert message.startswith("cpu_run.jsonl:5: unknown event type 'epoch_halved'")
-    assert "python -m tests.ui.recordings.record" in message
+    assert "python -m tests.ui.streams.record" in message
 
 
 def test_a_recorded_event_the_protocol_cannot_build_fails_loudly(tmp_path: Path) -> None:

@@ -19,15 +19,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.serve.metrics import LatestCollector
-from gputui.serve.sampling import Latest
 from gputui.telemetry.bounds import in_range
 from gputui.telemetry.nvml import NvmlSampler
+from gputui.telemetry.polling import Latest
 from gputui.telemetry.readings import NvmlReading
 from tests.commands.test_cli import gputui
-from tests.telemetry.conftest import FakeClock
+from tests.telemetry.nvml.conftest import FakeClock
 from tests.ui.fakes import gpu_reading as fake_gpu_reading
 
-ROOT = Path(__file__).resolve().parents[2]
 NOT_UTF8_NAME = "NVIDIA \udcff\udcfe H100"
 """``b"NVIDIA \\xff\\xfe H100"`` as the environment carries it (surrogate escapes: the
 stand-in answers the knob's bytes as they are)."""

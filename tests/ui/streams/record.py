@@ -2,8 +2,8 @@
 
 Run from the repository root (a minute or so; commit the files it writes)::
 
-    python -m tests.ui.recordings.record            # every scenario
-    python -m tests.ui.recordings.record cpu_run    # some of them
+    python -m tests.ui.streams.record            # every scenario
+    python -m tests.ui.streams.record cpu_run    # some of them
 
 Each job runs as the runner pane runs it: a :class:`~gputui.jobs.process.ChildProcess`
 of the engine, its events read by the parent side. A scenario's file holds every job's
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gputui.jobs.events import EpochFinished, Event
 from gputui.jobs.process import ChildProcess, list_devices
-from tests.ui.recordings.scenarios import BY_NAME, DEVICES, SCENARIOS, Scenario
+from tests.ui.streams.scenarios import BY_NAME, DEVICES, SCENARIOS, Scenario
 
 FOLDER = Path(__file__).resolve().parent
 """Where the recordings live."""

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gputui.jobs.config import ExperimentConfig, RunConfig
+from gputui.jobs.devices import DeviceInventory
 from gputui.jobs.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -28,8 +29,8 @@ from gputui.jobs.events import (
     RunStarted,
     parse_event,
 )
-from gputui.ui.widgets.runner.setup import RunnerSetup
-from tests.ui.recordings.scenarios import (
+from gputui.jobs.runner import RunnerSetup
+from tests.ui.streams.scenarios import (
     BY_NAME,
     DEVICES,
     EXPERIMENT_BUDGET_S,
@@ -40,7 +41,7 @@ from tests.ui.recordings.scenarios import (
 
 FOLDER = Path(__file__).resolve().parent
 """Where the recordings live."""
-RERECORD = "re-record with `python -m tests.ui.recordings.record`"
+RERECORD = "re-record with `python -m tests.ui.streams.record`"
 
 
 class RecordingError(Exception):
@@ -112,6 +113,19 @@ def devices() -> DevicesListed:
     (listed,) = load(DEVICES)
     assert isinstance(listed, DevicesListed), listed
     return listed
+
+
+RECORDED_TORCH = DeviceInventory(
+    torch_version="2.13.0+cpu",
+    cuda_built=False,
+    cuda_version=None,
+    cuda_names=(),
+    mps_built=False,
+    mps_available=False,
+    system="Linux",
+    cpu_name="CPU",
+)
+"""The torch the recordings were made with, as its files say (a CPU build, on Linux)."""
 
 
 def in_flight(events: Sequence[Event], epoch: int, step: int) -> list[Event]:
@@ -222,6 +236,7 @@ def replayed_setup(
         trainer=replay.job,
         experiment=replay.job,
         list_devices=devices,
+        installed=lambda: RECORDED_TORCH,
         defaults=defaults,
         drain_interval_s=0.02,
         experiment_budget_s=EXPERIMENT_BUDGET_S,
