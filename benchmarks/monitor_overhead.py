@@ -20,12 +20,17 @@ glances runs as a user starts it, with its default plugins (processes, network,
 disks...); its GPU plugin reads the stand-in library found through LD_LIBRARY_PATH
 and draws "8 NVIDIA H100 80G" and one line per GPU. A program that never draws a
 GPU shows "never" as its first frame.
+
+One process is listed on the first GPU (this script's own), as on a box at work. gputui
+runs with a ``torch`` on its path that notes each process importing it (then fails): the
+monitor should import none while it is watched, nor start a child that does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -52,6 +57,14 @@ PEERS = {"nvitop": ["nvitop"], "glances": ["glances", "nvidia-ml-py"]}
 """What each peer's own environment (benchmarks/.envs/NAME) installs."""
 
 
+TORCH_STUB = """import os
+with open(os.environ["GPUTUI_BENCH_TORCH_SEEN"], "a") as seen:
+    seen.write(f"{os.getpid()}\\n")
+raise ImportError("torch imported while the monitor was watched")
+"""
+"""A ``torch`` that notes who imported it: nothing in a watched monitor should."""
+
+
 def measure(
     steady_s: float,
     interval: float,
@@ -66,7 +79,16 @@ def measure(
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "gputui")], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         lib_dir = build_fake_nvml(Path(tmp))
-        env = {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_GPU_COUNT": str(GPU_COUNT)}
+        env = {
+            "LD_LIBRARY_PATH": str(lib_dir),
+            "FAKE_NVML_GPU_COUNT": str(GPU_COUNT),
+            "FAKE_NVML_PROCESSES": f"0:{os.getpid()}:1073741824",
+        }
+        stub = Path(tmp) / "stub" / "torch"
+        stub.mkdir(parents=True)
+        (stub / "__init__.py").write_text(TORCH_STUB)
+        seen = Path(tmp) / "torch-seen"
+        watched = {"PYTHONPATH": str(stub.parent), "GPUTUI_BENCH_TORCH_SEEN": str(seen)}
         commands = {
             "gputui": [sys.executable, "-m", "gputui", "--interval", str(interval)],
             "nvitop": [
@@ -84,10 +106,21 @@ def measure(
             for name in programs:
                 runs[name].append(
                     run_in_terminal(
-                        name, commands[name], marker=MARKER, env=env, steady_s=steady_s, size=size
+                        name,
+                        commands[name],
+                        marker=MARKER,
+                        env={**env, **watched} if name == "gputui" else env,
+                        steady_s=steady_s,
+                        size=size,
                     )
                 )
+        global TORCH_IMPORTS
+        TORCH_IMPORTS = len(seen.read_text().split()) if seen.exists() else 0
         return runs
+
+
+TORCH_IMPORTS = 0
+"""Processes that imported torch while gputui was watched, in the last :func:`measure`."""
 
 
 def summary(runs: list[TerminalRun]) -> TerminalRun:
@@ -123,7 +156,16 @@ def main() -> int:
     if args.json:
         each = {name: [asdict(run) for run in runs] for name, runs in rounds.items()}
         summaries = [asdict(run) for run in runs]
-        print(json.dumps({"machine": machine_description(), "runs": summaries, "rounds": each}))
+        print(
+            json.dumps(
+                {
+                    "machine": machine_description(),
+                    "runs": summaries,
+                    "rounds": each,
+                    "torch_imports": TORCH_IMPORTS,
+                }
+            )
+        )
         return 0
     print(f"machine: {machine_description()}")
     print(f"{GPU_COUNT} simulated GPUs, --interval {args.interval:g}, {cols}x{rows} pty")
@@ -132,6 +174,8 @@ def main() -> int:
     for r in runs:
         first = "never" if r.first_frame_s is None else f"{r.first_frame_s:.2f} s"
         print(f"{r.name:<8} {first:>12} {r.cpu_s_per_min:>10.2f} {r.peak_rss_mib:>7.1f} MiB")
+    if "gputui" in programs:
+        print(f"processes that imported torch while gputui was watched: {TORCH_IMPORTS}")
     return 0
 
 

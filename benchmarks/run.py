@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import re
 import statistics
@@ -167,6 +168,69 @@ def monitor_section(quick: bool) -> Section:
             *goals,
             "",
             *_footer(machine_description(), load, commands),
+        ]
+    )
+    return body, headline
+
+
+def monitor_goal_section(quick: bool) -> Section:
+    """Issue 41's goals for the monitor: gputui and nvitop at 160x50, a process listed."""
+    steady, rounds = ("20", "1") if quick else ("30", "3")
+    load = _load()
+    argv = [
+        sys.executable,
+        "benchmarks/monitor_overhead.py",
+        *("--steady", steady, "--rounds", rounds, "--size", "160x50"),
+        *("--program", "gputui", "--program", "nvitop", "--json"),
+    ]
+    result = _run_json(argv)
+    runs = {run["name"]: run for run in result["runs"]}
+    ours, nvitop = runs["gputui"], runs["nvitop"]
+    rows = [
+        f"| {name} | {_seconds(run['first_frame_s'])} | "
+        + ", ".join(f"{r['first_frame_s'] or 0:.2f}" for r in result["rounds"][name])
+        + f" | {run['cpu_s_per_min']:.2f} | "
+        + ", ".join(f"{r['cpu_s_per_min']:.2f}" for r in result["rounds"][name])
+        + f" | {run['peak_rss_mib']:.1f} MiB |"
+        for name, run in runs.items()
+    ]
+    ours_first, theirs_first = ours["first_frame_s"], nvitop["first_frame_s"]
+    first = ours_first / theirs_first if ours_first and theirs_first else math.inf
+    cpu = ours["cpu_s_per_min"] / nvitop["cpu_s_per_min"]
+    torch = result["torch_imports"]
+    watched = int(rounds) * (float(steady) + 5)
+    goals = [
+        f"- first frame at most 2x nvitop's: {first:.2f}x, {_verdict(first <= 2)};",
+        f"- steady CPU at most 0.7x nvitop's: {cpu:.2f}x, {_verdict(cpu <= 0.7)};",
+        f"- peak RSS at most 60 MiB: {ours['peak_rss_mib']:.1f} MiB, "
+        f"{_verdict(ours['peak_rss_mib'] <= 60)};",
+        f"- no torch imported while watched ({watched:.0f} s over {rounds} starts): "
+        f"{torch} process{'' if torch == 1 else 'es'} imported it, {_verdict(torch == 0)}.",
+    ]
+    headline = (
+        f"**Monitor at 160x50** (8 simulated GPUs, a process listed): first frame "
+        f"{_seconds(ours['first_frame_s'])} ({first:.1f}x nvitop's), CPU "
+        f"{ours['cpu_s_per_min']:.2f} CPU-s/min ({cpu:.2f}x nvitop's), peak RSS "
+        f"{ours['peak_rss_mib']:.0f} MiB, {torch} torch imports."
+    )
+    body = "\n".join(
+        [
+            "## The monitor at 160x50 against nvitop (issue 41)",
+            "",
+            "As the monitor overhead section measures, at 160x50, gputui and nvitop only, one "
+            "process (the benchmark's own) listed on the first GPU. gputui runs with a `torch` "
+            "on its path that notes every process importing it: the monitor must import none, "
+            "nor start a child that does, before the runner is asked for a job.",
+            "",
+            "| program | first frame | each round | CPU-s/min | each round | peak RSS |",
+            "|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "Goals (issue 41), for gputui:",
+            "",
+            *goals,
+            "",
+            *_footer(machine_description(), load, [_command(argv[:-1])]),
         ]
     )
     return body, headline
@@ -979,6 +1043,7 @@ def recording_section(quick: bool) -> Section:
 
 SECTIONS: dict[str, Callable[[bool], Section]] = {
     "monitor": monitor_section,
+    "monitor-goal": monitor_goal_section,
     "monitor-floor": monitor_floor_section,
     "first-frame": first_frame_section,
     "trainer": trainer_section,

@@ -40,9 +40,9 @@ from textual.widgets import Select  # noqa: E402
 
 from gputui.jobs.config import RunConfig  # noqa: E402
 from gputui.jobs.results import Phase  # noqa: E402
+from gputui.jobs.runner import UI_NICE, RunnerSetup  # noqa: E402
 from gputui.telemetry.polling import Samplers  # noqa: E402
 from gputui.ui.monitor.app import MonitorApp  # noqa: E402
-from gputui.ui.widgets.runner.setup import UI_NICE, RunnerSetup  # noqa: E402
 from screenshots.doctor import shoot_doctor  # noqa: E402
 from tests.fakenvml import build_fake_nvml, load_fake_nvml  # noqa: E402
 from tests.ui.runner_fakes import scripted_setup  # noqa: E402

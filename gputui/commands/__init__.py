@@ -50,9 +50,9 @@ from gputui.format import ellipsize, one_line
 from gputui.jobs.config import ConfigError, DeviceQuery
 
 if TYPE_CHECKING:  # the runner's and the recorder's modules load only where the app starts
+    from gputui.jobs.runner import RunnerSetup
     from gputui.recording.recorder import Recorder
     from gputui.telemetry.selection import GpuSelection
-    from gputui.ui.widgets.runner.setup import RunnerSetup
 
 SUBCOMMANDS = {
     "bench": ("gputui.commands.bench", "add_bench_command"),
@@ -261,6 +261,7 @@ def _run_app(args: argparse.Namespace) -> int:
 
 def _monitor_recorder(path: Path, interval_s: float, only: GpuSelection | None) -> Recorder | None:
     """The recorder of ``--record``, its file made; ``None`` after one usage line."""
+    # the recorder's modules (0.4 s of imports) load only with --record
     from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, zstandard
     from gputui.recording.recorder import Recorder
     from gputui.recording.writer import cannot_write
@@ -320,12 +321,14 @@ def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
     Raises:
         ConfigError: one line naming the variable and what to use.
     """
+    # the runner's modules load here, not on `gputui --help`'s path
     from gputui.jobs.runner import RUNNER_DEFAULTS_ENV, runner_setup
 
     setup = runner_setup(environ)
     defaults = setup.defaults
     if defaults.device.kind == "cpu":
         return setup
+    # only where the variable names a device: torch is asked then
     from gputui.jobs.events import Error
     from gputui.jobs.process import list_devices
 
@@ -339,6 +342,7 @@ def checked_runner_setup(environ: Mapping[str, str]) -> RunnerSetup:
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
+    # each command's modules load only when it runs (`gputui --help` stays quick)
     from gputui.commands.snapshot import run_snapshot
 
     return run_snapshot(args)
@@ -405,6 +409,7 @@ def exit_process(code: int) -> NoReturn:
     children) and with its output flushed, but without that teardown.
     """
     if "gputui.telemetry.nvml" in sys.modules:  # else this process never called NVML
+        # (loaded: the test above)
         from gputui.telemetry.nvml import end_nvml_calls
 
         if end_nvml_calls():

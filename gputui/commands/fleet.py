@@ -134,10 +134,12 @@ def fleet_source(
     the hosts in words (``3 hosts``, ``the GPU hosts Prometheus scrapes``)."""
     targets = targets_of(args, dest_prefix)
     if targets is not None:
+        # one reader of the two loads: prometheus_client only for --prometheus
         from gputui.fleet.scrape import FleetPoller
 
         what = fmt_counted(len(targets), "host")
         return FleetPoller(targets, interval_s=interval_s), "exporters", what
+    # (as above)
     from gputui.fleet.prometheus import PrometheusPoller
 
     url = getattr(args, f"{dest_prefix}prometheus")
@@ -150,6 +152,7 @@ def fleet_source(
 
 def run_fleet_app(args: argparse.Namespace) -> int:
     """``gputui --hosts ...``, ``--hostfile`` or ``--prometheus``: the fleet view."""
+    # Textual loads only when the fleet view runs
     from gputui.ui.fleet.app import run_fleet_app as run
 
     return run(fleet_source(args, args.interval, "app_")[0])
@@ -157,6 +160,7 @@ def run_fleet_app(args: argparse.Namespace) -> int:
 
 def run_fleet_snapshot(args: argparse.Namespace) -> int:
     """``gputui snapshot`` with a fleet: each host once; exit 1 when any did not answer."""
+    # the fleet's readers load only when a fleet is read
     from gputui.fleet.prometheus import PrometheusError, read_prometheus
     from gputui.fleet.report import render_fleet_json, render_fleet_table
     from gputui.fleet.scrape import scrape_all

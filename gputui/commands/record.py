@@ -19,6 +19,7 @@ from typing import Any
 
 from gputui.commands.args import examples, interval_seconds, new_file, usage_error, whole_number
 from gputui.commands.fleet import add_fleet_arguments, fleet_named, fleet_source
+from gputui.commands.output import write_out
 from gputui.format import ellipsize, one_line
 
 DURATION_MAX_S = 366 * 86400.0
@@ -67,6 +68,7 @@ def default_file(now: dt.datetime, host: str, codec: str) -> Path:
 
 def add_record_command(commands: Any) -> argparse.ArgumentParser:
     """Add ``record`` to ``gputui``'s subcommands (``commands`` is ``add_subparsers()``)."""
+    # off `gputui --help`'s path: the recorder's modules load to record
     from gputui.recording.codec import ZSTD_INSTALL
 
     record: argparse.ArgumentParser = commands.add_parser(
@@ -147,7 +149,7 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
 
 def run_record_command(args: argparse.Namespace) -> int:
     """Record until stopped; see the module docstring for the exit status."""
-    from gputui.commands.output import write_out
+    # the recorder's modules (0.4 s of imports) load only to record
     from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, default_codec, zstandard
     from gputui.recording.recorder import FleetSampled, record
     from gputui.recording.writer import cannot_write

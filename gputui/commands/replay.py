@@ -160,9 +160,11 @@ def _replay(prog: str, recording: Recording, args: argparse.Namespace) -> int:
     speed = args.speed if args.speed is not None else 1.0
     options = {"playing": not args.paused, "speed": speed, "loop": args.loop}
     if isinstance(player, FleetPlayer):
+        # Textual loads only to replay
         from gputui.ui.fleet.replay import run_fleet_replay
 
         return run_fleet_replay(player, **options)
+    # (as above)
     from gputui.ui.monitor.replay import ReplayApp
 
     app = ReplayApp(player, **options)

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from gputui.commands.args import examples, interval_seconds, usage_error
+from gputui.commands.output import write_out
 from gputui.serve.listen import DEFAULT_LISTEN, ListenAddress, ListenError, parse_listen
 
 PROCESSES_REDACTED = "redacted"
@@ -140,8 +141,6 @@ SERVING_FLAGS = {
 def run_serve_command(args: argparse.Namespace) -> int:
     """Serve until stopped; 0 after SIGTERM, 130 after Ctrl+C, 2 if it cannot listen.
     ``--print-rules`` and ``--print-dashboard`` print and return 0."""
-    from gputui.commands.output import write_out
-
     if args.print_rules or args.print_dashboard:
         printing = "--print-rules" if args.print_rules else "--print-dashboard"
         serving = [flag for dest, flag in SERVING_FLAGS.items() if getattr(args, dest) is not None]
@@ -152,6 +151,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
             )
         write_out(_printed(rules=args.print_rules), end="")
         return 0
+    # the exporter's modules (prometheus_client) load only to serve
     from gputui.serve.run import ServeError, serve
     from gputui.serve.tls import TlsError, server_context
 
@@ -178,9 +178,11 @@ def run_serve_command(args: argparse.Namespace) -> int:
 def _printed(*, rules: bool) -> str:
     """The alerting rules (YAML) or the Grafana dashboard (JSON), as printed."""
     if rules:
+        # only what is printed loads
         from gputui.serve.rules import rules_yaml
 
         return rules_yaml()
+    # (as above)
     from gputui.serve.dashboard import dashboard_json
 
     return dashboard_json()

@@ -11,7 +11,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gputui.commands.args import END, usage_error
 from gputui.commands.fleet import run_fleet_snapshot, targets_of
@@ -39,6 +39,10 @@ from gputui.format import (
     one_line,
     wrap_text,
 )
+from gputui.telemetry.apple import MpsSampler
+from gputui.telemetry.drm import DrmSampler
+from gputui.telemetry.host import HostSampler
+from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.polling import NVML_TIMEOUT_S, sample_nvml
 from gputui.telemetry.readings import (
     VENDOR_NAMES,
@@ -58,12 +62,6 @@ from gputui.telemetry.readings import (
     unmatched_host_pids,
 )
 from gputui.telemetry.snapshot import render_snapshot_json
-
-if TYPE_CHECKING:
-    from gputui.telemetry.apple import MpsSampler
-    from gputui.telemetry.drm import DrmSampler
-    from gputui.telemetry.host import HostSampler
-    from gputui.telemetry.nvml import NvmlSampler
 
 CPU_WINDOW_S = 0.2
 """The span host utilization is measured over: long enough to mean something."""
@@ -119,16 +117,10 @@ def take_snapshot(
     """
     started = time.monotonic()
     if host is None:
-        from gputui.telemetry.host import HostSampler
-
         host = HostSampler()
     if mps is None:
-        from gputui.telemetry.apple import MpsSampler
-
         mps = MpsSampler()  # on macOS this starts asking PyTorch in the background
     if drm is None:
-        from gputui.telemetry.drm import DrmSampler
-
         drm = DrmSampler()
     drm.sample()  # the window's start, for the counters' rates
     nvml_reading = sample_nvml(timeout_s - (time.monotonic() - started), sampler=nvml)

@@ -96,6 +96,7 @@ def _main(args: list[str], stream: EventStream) -> int:
         return EXIT_USAGE
     # Probing and listing never poll a stop flag: a signal ends them at once, as by default.
     if isinstance(config, ProbeConfig):  # it imports torch itself, to report a failed import
+        # each mode loads only its own modules (torch's parts among them)
         from gputui.engine.probe import run_probe
 
         run_probe(config, stream.emit)
@@ -106,6 +107,7 @@ def _main(args: list[str], stream: EventStream) -> int:
     stop = install_stop_signals()
     lower_priority(config.nice)
     if isinstance(config, ScaleConfig):  # the ranks import torch; this process launches them
+        # (as above)
         from gputui.engine.scale import run_scale
 
         return run_scale(config, stream.emit, stop.is_set)
@@ -117,8 +119,10 @@ def _main(args: list[str], stream: EventStream) -> int:
         torch.set_num_threads(config.threads)
     run: Callable[..., int]  # each mode's module loads torch: imported once it is wanted
     if isinstance(config, RunConfig):
+        # (as above)
         from gputui.engine.trainer import run_training as run
     else:
+        # (as above)
         from gputui.engine.experiments import run_experiment as run
     return run(config, stream.emit, stop.is_set)
 

@@ -143,6 +143,7 @@ def _summary_writer(path: Path) -> Any:
     if not tensorboard_available():
         return None
     try:
+        # only with --tensorboard: the package is optional
         from torch.utils.tensorboard import SummaryWriter
     except Exception:  # a broken tensorboard install: skipped, as when it is absent
         return None

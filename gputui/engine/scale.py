@@ -53,6 +53,7 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException, start_processes
 
+    # (with torch.distributed: only for a scaling job)
     from gputui.engine.distributed import xccl_available
 
     try:  # refused here, once, rather than by every rank it would start
@@ -183,6 +184,7 @@ def _rank_main(
 
     if config.threads is not None:
         torch.set_num_threads(config.threads)
+    # a rank's: loaded in the spawned rank, not the launcher
     from gputui.engine.trainer import run_training
 
     def send(event: Event) -> None:

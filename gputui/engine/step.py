@@ -120,6 +120,7 @@ def fused_adam_supported(device_type: str) -> bool:
     and fuses on CUDA only.
     """
     try:
+        # a private module that may move: asked only when choosing the optimizer
         from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
     except ImportError:
         return device_type == "cuda"

@@ -9,7 +9,7 @@ torch.
 
 Defaults are a headless command's: every core, normal priority. The runner pane
 beside a live monitor asks for fewer threads and a lower priority itself
-(:func:`gputui.ui.widgets.runner.setup.ui_friendly`).
+(:func:`gputui.jobs.runner.ui_friendly`).
 """
 
 from __future__ import annotations

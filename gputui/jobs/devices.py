@@ -138,6 +138,7 @@ def installed_torch() -> DeviceInventory:
     """What the installed torch was built for, read from its ``torch/version.py`` without
     importing it; no GPU is in it yet (:func:`seen_devices` adds those). A torch whose files
     cannot be read reads as a CPU build of an unknown version."""
+    # (0.1 s of imports: only when the installed torch is read)
     import importlib.metadata
 
     try:

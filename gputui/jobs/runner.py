@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from gputui.device import Device
-from gputui.format import for_screen
+from gputui.format import for_screen, one_line
 from gputui.jobs.config import (
     DISTRIBUTED_KINDS,
     ConfigError,
@@ -95,18 +95,21 @@ class JobHandle(Protocol):
 
 
 def _real_child(config: RunConfig | ExperimentConfig) -> JobHandle:
+    # a job's modules load once one starts (the module's docstring)
     from gputui.jobs.process import ChildProcess
 
     return ChildProcess(config)
 
 
 def _real_devices() -> DevicesListed | Error:
+    # (as above)
     from gputui.jobs.process import list_devices
 
     return list_devices()
 
 
 def _installed_torch() -> DeviceInventory:
+    # (as above)
     from gputui.jobs.devices import installed_torch
 
     return installed_torch()
@@ -188,8 +191,9 @@ class Tap(Protocol):
         """The user asked the running job to stop."""
         ...
 
-    def devices_asked(self) -> None:
-        """Torch is asked which devices it can use, before the first job starts."""
+    def devices_asked(self, answered: bool) -> None:
+        """Torch is asked which devices it can use, before the first job starts; or
+        (``answered``) its answer came."""
         ...
 
 
@@ -299,6 +303,7 @@ class Runner:
     def offer(self, listed: DevicesListed | Error, *, checked: bool = False) -> None:
         """Offer the devices ``listed`` (``checked``: by torch), or say why torch could not
         list them; before anything has run, say what ``warning`` finds in them."""
+        # the protocol (0.1 s of imports) loads with the first devices or job
         from gputui.jobs.events import Error
 
         listed = for_screen(listed)  # the devices' names are the drivers'
@@ -366,6 +371,7 @@ class Runner:
                 f"✗ torch.distributed has no backend for {kind}: choose cpu, a CUDA or an XPU GPU"
             )
             return None
+        # a job's modules load once one starts (the module's docstring)
         from gputui.jobs.scale.plan import CPU_WORLD_SIZES, gpu_world_sizes
 
         if kind == "cpu":
@@ -374,6 +380,7 @@ class Runner:
 
     def start_scaling(self, choices: Choices, sizes: tuple[int, ...], scaling: str) -> bool:
         """Train the chosen config at each world size in turn; returns as :meth:`start`."""
+        # (as above)
         from gputui.jobs.scale.plan import scaling_configs
 
         def build() -> list[RunConfig]:
@@ -425,11 +432,16 @@ class Runner:
             self._check = threading.Thread(target=self._ask_torch, daemon=True)
             self._check.start()
             if self.tap is not None:
-                self.tap.devices_asked()
+                self.tap.devices_asked(False)
         return True
 
     def _ask_torch(self) -> None:
-        self._answer = self.setup.list_devices()
+        try:
+            self._answer = self.setup.list_devices()
+        except Exception as error:  # (the real one says its failures as an Error)
+            from gputui.jobs.events import Error  # with the first devices or job, as above
+
+            self._answer = Error(one_line(f"{type(error).__name__}: {error}"), kind="device")
 
     def stop(self) -> None:
         """Stop the session or experiment (the child ends after its current step), or what
@@ -462,6 +474,7 @@ class Runner:
     # -- the children -----------------------------------------------------------------------
 
     def _start_session(self, configs: list[RunConfig], kind: str, scaling: str | None) -> None:
+        # (as above)
         from gputui.jobs.results import Session
 
         session = Session(configs, scaling=scaling)
@@ -479,6 +492,7 @@ class Runner:
         self.session = session
 
     def _start_experiment(self, config: ExperimentConfig) -> None:
+        # (as above)
         from gputui.jobs.results import ExperimentResult
 
         if self.tap is not None:
@@ -503,6 +517,8 @@ class Runner:
             answer, asked = self._answer, self._asked
             self._check = self._asked = None
             assert answer is not None
+            if self.tap is not None:
+                self.tap.devices_asked(True)
             self.offer(answer, checked=True)
             if asked is not None and self.checked:
                 asked()
@@ -522,6 +538,7 @@ class Runner:
         return True
 
     def _fold_run(self, events: list[Event]) -> None:
+        # (as above)
         from gputui.jobs.events import Finished
 
         session = self.session
@@ -537,6 +554,7 @@ class Runner:
             self._start_next(session)
 
     def _fold_experiment(self, events: list[Event]) -> None:
+        # (as above)
         from gputui.jobs.experiments.report import experiment_progress_line
 
         result = self.experiment
@@ -578,9 +596,9 @@ class Runner:
             job.pending.extend(events)
             self.drain()
 
-    def replay_asked(self) -> None:
-        """A recorded ask of torch for the devices: shown as asking until the job starts."""
-        self.recorded = self._ask_replayed = True
+    def replay_asked(self, answered: bool) -> None:
+        """A recorded ask of torch for the devices (shown as asking), or its answer."""
+        self.recorded, self._ask_replayed = True, not answered
 
     def replay_watched(self, pid: int) -> None:
         """A recorded reading of trainer ``pid`` (as the live runner knew its pid)."""

@@ -165,32 +165,29 @@ class FramePlayer(Generic[R]):
         self._window.clear()
         self.window_s = history_s
         self.finished = False
-        played: list[Shown[R]] = []
-        while (frame := self._pull()) is not None:
-            if frame.t > t and played:
-                self._held.append(frame)
-                break
-            shown = self._shown(frame)
-            if shown is None:
-                break
-            played.append(shown)
-            if frame.t > t:  # before the first frame: the first frame
-                break
+        played = self._played(t, at_least_one=True)  # (before the first frame: the first)
         return self._moved([p for p in played[:-1] if p.t > start] + played[-1:])
 
     def forward(self, until_t: float) -> list[Shown[R]]:
         """Move on through the frames up to ``until_t``; returns those passed, the new shown
         one last (none while the next frame is later)."""
+        return self._moved(self._played(until_t, at_least_one=False))
+
+    def _played(self, t: float, *, at_least_one: bool) -> list[Shown[R]]:
+        """The frames up to ``t`` (``at_least_one``: the next one, if later), the next one
+        held back; a frame that cannot be read ends them."""
         played: list[Shown[R]] = []
         while (frame := self._pull()) is not None:
-            if frame.t > until_t:
+            if frame.t > t and (played or not at_least_one):
                 self._held.append(frame)
                 break
             shown = self._shown(frame)
             if shown is None:
                 break
             played.append(shown)
-        return self._moved(played)
+            if frame.t > t:
+                break
+        return played
 
     def step(self) -> Shown[R] | None:
         """Show the next frame, if there is one; returns it."""

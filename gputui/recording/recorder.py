@@ -295,6 +295,7 @@ class Recorder:
         holds it back (``gputui record``); ``None``: the last reading stands."""
         self._lock = threading.Lock()  # beats come on the engine's threads, entries on the app's
         self._latest: dict[str, object] = {}
+        self._framed = False  # a frame was queued: late readings wait for the next beat
         self._runner: list[dict[str, object]] = []  # since the last frame queued
         self._queue: queue.Queue[_Queued | None] = queue.Queue(QUEUED_FRAMES)
         self._told: set[str] = set()
@@ -320,11 +321,12 @@ class Recorder:
 
     def take(self, beat: Beat) -> None:
         """A beat's readings: queue a frame of the latest of each source, once every source
-        has answered (never blocks)."""
+        has answered (never blocks); a late reading waits for the next beat's frame."""
         if self.failure is None:
             with self._lock:
                 self._latest.update(beat.readings)
-                self._queue_frame()
+                if not (beat.late and self._framed):
+                    self._queue_frame()
 
     def frame(self, at: float, data: dict[str, Any]) -> None:
         """Queue a ready-made frame (a fleet's, rounded) read at ``at``."""
@@ -339,11 +341,12 @@ class Recorder:
         before; where the queue is full (waiting ``wait_s`` at most; else not at all), the
         frame is dropped and the entries wait for the next one."""
         latest = self._latest
-        if not all(source in latest for source in SOURCES):
-            return  # not every source has answered yet
-        nvml = latest["nvml"]
+        nvml = latest.get("nvml")
         if self.hang is not None and (hung := self.hang().hang) is not None:
-            nvml = hung
+            nvml = hung  # (stuck from its first call on, too)
+        if nvml is None or not all(source in latest for source in SOURCES if source != "nvml"):
+            return  # not every source has answered yet
+        self._framed = True
         cpu, mps, drm = latest["cpu"], latest["mps"], latest["drm"]
         if self._only is not None:
             nvml, drm = self._only.of(nvml), self._only.of(drm)  # type: ignore[type-var]  # (the sources' readings)

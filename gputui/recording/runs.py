@@ -57,7 +57,10 @@ class StopAsked:
 
 @dataclass(frozen=True, slots=True)
 class DevicesAsked:
-    """The pane asked torch which devices it can use, before its first job."""
+    """The pane asked torch which devices it can use, before its first job; or (``answered``)
+    torch's answer came, whatever came of it (a job, an error, a stop)."""
+
+    answered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,7 @@ def entry_as_dict(t: float, entry: RunnerEntry) -> dict[str, object]:
     if isinstance(entry, TrainerWatched):
         return runner_entry(t, watched=plain(entry.reading))
     if isinstance(entry, DevicesAsked):
-        return runner_entry(t, asked=True)
+        return runner_entry(t, asked="answered" if entry.answered else "asking")
     return runner_entry(t, stop=True)
 
 
@@ -99,8 +102,8 @@ def entry_from_dict(value: Mapping[str, Any]) -> RunnerEntry | None:
         return _watched(value["watched"])
     if value.get("stop") is True:
         return StopAsked()
-    if value.get("asked") is True:
-        return DevicesAsked()
+    if value.get("asked") in ("asking", "answered"):
+        return DevicesAsked(value["asked"] == "answered")
     kind, configs, scaling = value.get("start"), value.get("configs"), value.get("scaling")
     if not isinstance(kind, str) or kind not in CONFIG_TYPES or not isinstance(configs, list):
         return None

@@ -84,14 +84,8 @@ class IntelCard(SysfsCard):
     """One Intel GPU: its static facts read when it is found, its readings each sample."""
 
     def __init__(self, card: DrmCard, index: int, files: SysfsFiles, names: PciNames) -> None:
-        """Read what does not change and find which files the card has.
-
-        Args:
-            card: The card's DRM node.
-            index: Its place among the Intel cards.
-            files: Reads the files (notes what is n/a).
-            names: Names the card from its PCI ids (neither driver gives a product name).
-        """
+        """As :class:`~gputui.telemetry.amdgpu.AmdgpuCard`'s: ``names`` names the card from
+        its PCI ids (neither Intel driver gives a product name)."""
         device = card.device
         name = names.name(Vendor.INTEL, *card.pci_id, None) if card.pci_id else "Intel GPU"
         super().__init__(card, CardIdentity(index, Vendor.INTEL, name, None, card.bus_id), files)

@@ -47,8 +47,7 @@ class Sampler(Protocol[R_co]):
 
 
 class NoDrmGpus:
-    """A box with no AMD or Intel GPU: the AMD and Intel source of samplers a test builds
-    for NVIDIA alone."""
+    """A box with no AMD or Intel GPU (the DRM source of samplers built for NVIDIA alone)."""
 
     def sample(self) -> DrmReading:
         """No GPU, now."""
@@ -91,11 +90,7 @@ class LazySampler(Generic[R]):
     """A sampler built by ``factory`` on the first ``sample()`` call, in the caller's thread."""
 
     def __init__(self, factory: Callable[[], Sampler[R]]) -> None:
-        """Remember how to build the sampler.
-
-        Args:
-            factory: Builds the real sampler (imports, driver set-up); called once.
-        """
+        """Remember ``factory``: it builds the real sampler (imports, driver set-up), once."""
         self._factory = factory
         self._sampler: Sampler[R] | None = None
         self._stopped = False
@@ -112,7 +107,7 @@ class LazySampler(Generic[R]):
         return self._sampler
 
     def close(self) -> None:
-        """Close the sampler if it was built and has a ``close()`` (NVML does)."""
+        """Close the sampler if it was built and has a ``close()`` (NVML's)."""
         close_sampler(self._sampler)
 
     def stop(self) -> None:
@@ -130,8 +125,7 @@ class LazySampler(Generic[R]):
         return pending_call(self._sampler)
 
     def hung_reading(self, *, keep_read: bool = True) -> object | None:
-        """What the sampler can say while a sample is stuck, if it was built and tells (NVML
-        does, :meth:`~gputui.telemetry.nvml.NvmlSampler.hung_reading`)."""
+        """What the sampler says of a stuck sample, if built and it tells (NVML's does)."""
         return hung_reading(self._sampler, keep_read=keep_read)
 
     def never_blocks(self) -> bool:
@@ -213,7 +207,10 @@ class _Job:
         except BaseException as caught:  # handed to the reply
             value, error = None, caught
         if self.reply is not None:
-            self.reply(value, error)
+            try:
+                self.reply(value, error)
+            except Exception:  # the thread goes on serving its source
+                log.exception("a reply to %s failed", self.function)
 
 
 class SamplerThread:
@@ -222,8 +219,7 @@ class SamplerThread:
     does not wait for a daemon thread at exit."""
 
     def __init__(self, name: str) -> None:
-        """Name the thread (shown in thread dumps, e.g. ``gputui-nvml``); it starts on the
-        first sample."""
+        """Name the thread (``gputui-nvml``: thread dumps show it); it starts on a sample."""
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -314,6 +310,9 @@ class Beat:
     """Each source's new reading, by source (``cpu``, ``nvml``, ``mps``, ``drm``)."""
     errors: Mapping[str, str] = field(default_factory=dict)
     """Each source whose sampler raised, with the error in one line."""
+    late: bool = False
+    """Handed on as it came, not on the beat: a reading that came past the grace, or before
+    every source had answered once (a recorder folds it into the next beat's frame)."""
 
 
 OnBeat = Callable[[Beat], object]
@@ -371,6 +370,7 @@ class Poller:
         self._arrived: dict[str, object] = {}  # not handed on yet
         self._errors: dict[str, str] = {}
         self._seen: set[str] = set()  # sources handed on once, reading or error
+        self._warned: set[str] = set()  # sources whose failure was logged
         self._gathering = False  # the pacer waits for this beat's readings
         self._emitting = threading.Lock()  # hands beats on one at a time, in order
         self._subscribers: list[OnBeat] = []
@@ -441,17 +441,19 @@ class Poller:
             ]
             self._busy.update(due)
             self._gathering = True
-        for source in due:
-            sampler = getattr(self.samplers, source)
-            if not never_blocks(sampler):
-                self._threads[source].sample(sampler.sample, partial(self._answered, source))
-                continue
-            try:
-                reading = sampler.sample()
-            except Exception as error:  # as a sampler thread hands it over
-                self._answered(source, None, error)
-            else:
-                self._answered(source, reading, None)
+        samplers = {source: getattr(self.samplers, source) for source in due}
+        threaded = [source for source, sampler in samplers.items() if not never_blocks(sampler)]
+        for source, sampler in samplers.items():  # the quick ones first, no thread awake yet
+            if source not in threaded:
+                try:
+                    reading = sampler.sample()
+                except Exception as error:  # as a sampler thread hands it over
+                    self._answered(source, None, error)
+                else:
+                    self._answered(source, reading, None)
+        for source in threaded:
+            sampler = samplers[source]
+            self._threads[source].sample(sampler.sample, partial(self._answered, source))
 
     def stop(self) -> None:
         """Stop sampling without waiting: a sample in flight ends at its next driver call,
@@ -507,25 +509,29 @@ class Poller:
                 self._latest = replace(self._latest, **{source: reading})  # type: ignore[arg-type]  # source names one of its fields
                 self._arrived[source] = reading
             else:
-                if source not in self._errors and source not in self._seen:
-                    log.warning("the %s sampler failed (%s)", source, error)
-                self._errors[source] = one_line(exception_line(error))
+                said = self._errors[source] = one_line(exception_line(error))
+                if source not in self._warned:  # once a source, at whatever time
+                    self._warned.add(source)
+                    log.warning("the %s sampler failed (%s)", source, said)
             if self._gathering and self._seen.issuperset(SOURCES):
                 self._state.notify_all()  # the pacer hands the beat on
                 return
-        self._emit()  # late for its beat, or the first readings: at once
+        self._emit(late=True)  # late for its beat, or the first readings: at once
 
-    def _emit(self) -> None:
+    def _emit(self, *, late: bool = False) -> None:
         with self._emitting:
             with self._state:
                 if not self._arrived and not self._errors:
                     return
-                beat = Beat(self._arrived, self._errors)
+                beat = Beat(self._arrived, self._errors, late)
                 self._arrived, self._errors = {}, {}
                 self._seen.update(beat.readings, beat.errors)
                 subscribers = list(self._subscribers)
             for on_beat in subscribers:
-                on_beat(beat)
+                try:
+                    on_beat(beat)
+                except Exception:  # one subscriber's bug neither stops the beats nor the others
+                    log.exception("a subscriber failed on a beat")
 
 
 NVML_TIMEOUT_S = 5.0
@@ -547,18 +553,44 @@ def sample_nvml(
         sampler: The sampler (default: a new one on the system's library, closed once it
             has answered).
     """
+    return _asked(NvmlSampler.sample, NvmlSampler.hung_reading, timeout_s, sampler)
+
+
+def read_nvml_topology(
+    timeout_s: float = NVML_TIMEOUT_S, *, sampler: NvmlSampler | None = None
+) -> GpuTopology:
+    """The GPUs' topology (:meth:`NvmlSampler.topology`) read on a sampler thread of its own,
+    waited for at most ``timeout_s``: past it, the topology's error names the call that has
+    not returned, which is left to its thread (arguments as :func:`sample_nvml`'s)."""
+
+    def hung(sampler: NvmlSampler) -> GpuTopology:
+        call = sampler.pending_call()
+        if call is None:
+            return GpuTopology((), (), error="NVML had not answered by the deadline.")
+        return GpuTopology((), (), error=describe_hung_call(call, time.monotonic()))
+
+    return _asked(NvmlSampler.topology, hung, timeout_s, sampler)
+
+
+def _asked(
+    ask: Callable[[NvmlSampler], R],
+    hung: Callable[[NvmlSampler], R],
+    timeout_s: float,
+    sampler: NvmlSampler | None,
+) -> R:
+    """``ask(sampler)`` waited for at most ``timeout_s``; past it, ``hung(sampler)``, and the
+    sampler stopped (its call left to its thread). A sampler made here is closed after."""
     own = sampler is None
     if sampler is None:
         sampler = NvmlSampler()
-    answered, value = _within(sampler.sample, timeout_s)
+    answered, value = _within(partial(ask, sampler), timeout_s)
     if not answered:
-        reading = sampler.hung_reading()
+        said = hung(sampler)
         sampler.stop()
-        return reading
+        return said
     if own:
         sampler.close()
-    assert isinstance(value, NvmlReading)
-    return value
+    return value  # type: ignore[return-value]  # (what ask returned)
 
 
 def _within(function: Callable[[], object], timeout_s: float) -> tuple[bool, object]:
@@ -579,34 +611,3 @@ def _within(function: Callable[[], object], timeout_s: float) -> tuple[bool, obj
     if error is not None:
         raise error
     return True, value
-
-
-def read_nvml_topology(
-    timeout_s: float = NVML_TIMEOUT_S, *, sampler: NvmlSampler | None = None
-) -> GpuTopology:
-    """The GPUs' topology (:meth:`NvmlSampler.topology`) read on a sampler thread of its own,
-    waited for at most ``timeout_s``: past it, the topology's error names the call that has
-    not returned, which is left to its thread.
-
-    Args:
-        timeout_s: How long to wait.
-        sampler: The sampler (default: a new one on the system's library, closed once it
-            has answered).
-    """
-    own = sampler is None
-    if sampler is None:
-        sampler = NvmlSampler()
-    answered, value = _within(sampler.topology, timeout_s)
-    if not answered:
-        call = sampler.pending_call()
-        sampler.stop()
-        why = (
-            describe_hung_call(call, time.monotonic())
-            if call is not None
-            else "NVML had not answered by the deadline."
-        )
-        return GpuTopology((), (), error=why)
-    if own:
-        sampler.close()
-    assert isinstance(value, GpuTopology)
-    return value

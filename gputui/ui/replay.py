@@ -181,6 +181,7 @@ class ReplayControls(App[int]):
 
     def action_replay_goto(self) -> None:
         """Ask for a time, then go there."""
+        # the dialog loads when first opened
         from gputui.ui.widgets.goto_dialog import GotoDialog
 
         def parse(text: str) -> float:

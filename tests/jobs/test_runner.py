@@ -49,7 +49,7 @@ class Heard:
     def __init__(self) -> None:
         self.jobs: list[tuple[str, tuple[JobConfig, ...], str | None]] = []
         self.drains: list[tuple[Event, ...]] = []
-        self.stops = self.asks = 0
+        self.stops = self.asks = self.answers = 0
 
     def begun(self, kind: str, configs: tuple[JobConfig, ...], scaling: str | None) -> None:
         self.jobs.append((kind, configs, scaling))
@@ -60,8 +60,9 @@ class Heard:
     def stop_asked(self) -> None:
         self.stops += 1
 
-    def devices_asked(self) -> None:
-        self.asks += 1
+    def devices_asked(self, answered: bool) -> None:
+        self.asks += not answered
+        self.answers += answered
 
 
 def until_idle(runner: Runner, timeout_s: float = 120.0) -> None:
@@ -100,8 +101,12 @@ def test_a_comparison_asks_torch_once_then_trains_both_runs() -> None:
     assert runner.events_seen == sum(len(drain) for drain in heard.drains)
 
     replayed = Runner(RunnerSetup(list_devices=lambda: pytest.fail("a replay asks no torch")))
-    replayed.replay_asked()
+    assert heard.answers == 1
+    replayed.replay_asked(False)
     assert replayed.checking and replayed.busy  # as the pane was while torch was asked
+    replayed.replay_asked(True)
+    assert not replayed.checking and not replayed.busy
+    replayed.replay_asked(False)
     replayed.replay_job(*heard.jobs[0])
     assert not replayed.checking
     for events in heard.drains:

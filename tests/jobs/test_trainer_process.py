@@ -36,7 +36,7 @@ from gputui.jobs.events import (
 )
 from gputui.jobs.folders import EVENTS_FILE
 from gputui.jobs.process import ChildProcess, close_record, list_devices, oom_kills
-from gputui.ui.widgets.runner.setup import ui_friendly, ui_friendly_threads
+from gputui.jobs.runner import ui_friendly, ui_friendly_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_TIMEOUT_S = 60

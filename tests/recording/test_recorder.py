@@ -4,6 +4,7 @@ by a full disk. Each recording is then read back, and summed up by ``gputui repl
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -25,11 +26,14 @@ from gputui.recording.reader import Frame, Recording, RecordingError
 from gputui.recording.recorder import record
 from gputui.telemetry.apple import MpsSampler
 from gputui.telemetry.drm import DrmSampler
+from gputui.telemetry.host import HostSampler
+from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import CpuReading, DrmReading, NvmlReading, NvmlStatus, Snapshot
 from gputui.telemetry.snapshot import snapshot_as_dict, snapshot_from_dict
 from tests.commands.test_cli import ROOT
 from tests.disks import small_disk
+from tests.fakenvml import FakeNvml
 from tests.ui.fakes import cpu_reading, h100s
 
 INTERVAL = "0.25"
@@ -364,3 +368,55 @@ def test_a_duration_ends_the_recording_within_half_a_beat_of_it(
     assert took >= duration_s
     if frames == 1:  # ends at 0.5 s: a beat late would be 1.5 s
         assert took < interval_s * 1.4
+
+
+def test_nvml_stuck_in_its_first_call_is_recorded_as_stuck_there(
+    tmp_path: Path, fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
+) -> None:
+    """``nvmlInit`` never returns: once NVML's reading is stale, each frame holds what the
+    engine says of the stuck call, beside the host's readings (no frame waits for NVML)."""
+    fake_nvml_env.setenv("FAKE_NVML_HANG", "init=60")
+    samplers = Samplers(
+        cpu=HostSampler(),
+        nvml=NvmlSampler(),
+        mps=MpsSampler(platform="linux"),
+        drm=DrmSampler(tmp_path / "sys", procfs=tmp_path),
+    )
+    path = tmp_path / "stuck.ndjson"
+    code = record(
+        path,
+        interval_s=0.2,
+        codec="none",
+        duration_s=2.0,
+        samplers=samplers,
+        announce=lambda line: None,
+    )
+    assert code == 0
+    frames = list(Recording.open(path).frames())
+    assert frames, "no frame while NVML was stuck"
+    snapshot = snapshot_from_dict(frames[-1].readings, taken_at=frames[-1].t)
+    assert not snapshot.nvml.status.available
+    assert "nvmlInit" in (snapshot.nvml.status.error or ""), snapshot.nvml.status
+    assert snapshot.cpu.logical_cores > 0
+
+
+def test_a_reading_late_for_its_beat_waits_for_the_next_frame(tmp_path: Path) -> None:
+    """NVML answers after the beat's grace every time: one frame a beat still, each with the
+    latest NVML reading, never a second frame when the late reading lands."""
+
+    class SlowGpus:
+        def sample(self) -> NvmlReading:
+            time.sleep(0.15)  # past the grace (a quarter of the 0.4 s interval)
+            return NvmlReading(NvmlStatus(available=True), h100s(1).gpus, time.monotonic())
+
+    samplers = Samplers(
+        cpu=HostSampler(),
+        nvml=SlowGpus(),
+        mps=MpsSampler(platform="linux"),
+        drm=DrmSampler(tmp_path / "sys", procfs=tmp_path),
+    )
+    path = tmp_path / "late.ndjson"
+    record(path, interval_s=0.4, codec="none", duration_s=2.0, samplers=samplers, announce=print)
+    times = [frame.t for frame in Recording.open(path).frames()]
+    assert 3 <= len(times) <= 6, times  # 2 s of 0.4 s beats, give or take one
+    assert all(b - a > 0.2 for a, b in itertools.pairwise(times)), times

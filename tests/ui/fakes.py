@@ -18,6 +18,7 @@ from rich.console import Console
 from textual.app import App
 from textual.pilot import Pilot
 
+from gputui.jobs.runner import RunnerSetup
 from gputui.recording.recorder import Recorder
 from gputui.telemetry.history import CPU_METRIC, History, memory_metric, util_metric
 from gputui.telemetry.polling import NoDrmGpus, Samplers
@@ -33,7 +34,6 @@ from gputui.telemetry.readings import (
 )
 from gputui.telemetry.selection import GpuSelection
 from gputui.ui.monitor.app import MonitorApp
-from gputui.ui.widgets.runner.setup import RunnerSetup
 from tests.ui.runner_fakes import scripted_setup
 
 R = TypeVar("R")

@@ -132,8 +132,8 @@ async def test_a_recorded_comparison_replays_as_it_was_shown(tmp_path: Path) -> 
     assert entries == []
     player.seek(player.last_t)  # the replay opens at the end: the runs done before it shows
     entries = player.runner_entries()
-    assert player.has_runs and isinstance(entries[0], DevicesAsked)  # (torch, before the job)
-    assert isinstance(entries[1], JobBegun) and entries[1].configs == (TINY, TINY)
+    assert player.has_runs and entries[:2] == [DevicesAsked(), DevicesAsked(answered=True)]
+    assert isinstance(entries[2], JobBegun) and entries[2].configs == (TINY, TINY)
     drained = [e for entry in entries if isinstance(entry, EventsDrained) for e in entry.events]
     assert sum(isinstance(event, EpochFinished) for event in drained) == 2
     assert sum(isinstance(event, Placement) for event in drained) == 2

@@ -689,3 +689,33 @@ async def test_torch_is_asked_once_and_only_when_a_job_needs_it() -> None:
         assert pane.session is not first  # started at once
         await wait_until(pilot, lambda: not pane.busy)
         assert asked == [None] and pane.runner.checked
+
+
+async def test_gpus_whose_first_reading_comes_after_the_pane_is_built_are_offered_then(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NVML's first answer comes after the pane stopped waiting for it: the pane offers the
+    CPU alone, then the GPUs as soon as their reading is painted (torch not asked yet)."""
+    import threading
+
+    import gputui.ui.widgets.runner.pane as pane_module
+    from tests.ui.fakes import h100s
+    from tests.ui.runner_fakes import scripted_setup
+
+    monkeypatch.setattr(pane_module, "READINGS_WAIT_S", 0.1)
+    answer = threading.Event()
+
+    class LateNvml:
+        def sample(self) -> object:
+            answer.wait(60)
+            return h100s(2)
+
+    app = fake_app(nvml=LateNvml(), runner=scripted_setup())
+    async with app.run_test(size=WIDE) as pilot:
+        pane = app.runner
+        await wait_until(pilot, lambda: pane.built)
+        assert not [o for o in pane.devices if o.name.kind == "cuda" and o.usable]
+        assert pane.choices().device == CPU
+        answer.set()
+        await wait_until(pilot, lambda: any(o.name == Device("cuda", 0) for o in pane.devices))
+        assert not pane.runner.checked and not pane.runner.checking

@@ -337,6 +337,7 @@ class NvmlSampler:
             ``None`` on success, else the status that says why not.
         """
         try:
+            # the bindings load on the sampler's thread, off the event loop
             import pynvml as nv
         except ImportError:
             return _unavailable(

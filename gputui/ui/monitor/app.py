@@ -1,6 +1,9 @@
 """The live monitor: a Textual app that paints each beat of the sampling engine
 (:class:`~gputui.telemetry.polling.Poller`), whose samples run off the event loop.
 
+Over 600 lines: this is where the keys, the panes and the beats meet; each action is a few
+lines handing over to a widget or screen, found here by its key.
+
 A hung NVML call holds only its own thread: the CPU panel keeps updating, the NVIDIA panels
 are marked stale and name the call, and ``q`` still quits. A replay paints recorded frames
 through the same :meth:`MonitorApp.show_beat`.
@@ -33,6 +36,7 @@ from textual.geometry import Size
 from textual.screen import Screen
 
 from gputui.format import fmt_percent, for_screen, one_line
+from gputui.jobs.runner import RunnerSetup
 from gputui.telemetry.history import History, record_cpu, record_gpus
 from gputui.telemetry.nvml import describe_hung_call, is_stale
 from gputui.telemetry.polling import SOURCES, Beat, Poller, Reply, Samplers, read_topology
@@ -67,7 +71,6 @@ from gputui.ui.widgets.process_screen import ProcessScreen
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.quit_dialog import QuitDialog
 from gputui.ui.widgets.runner.pane import RunnerPane
-from gputui.ui.widgets.runner.setup import RunnerSetup
 from gputui.ui.widgets.signal_dialog import SignalDialog
 from gputui.ui.widgets.steady import SteadyHorizontal, SteadyScreen
 
@@ -107,6 +110,7 @@ FOOTER_PALETTE_FROM = 90
 
 def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
     """The Doctor screen's default runner (imported when the screen first runs it)."""
+    # the doctor loads when its screen opens
     from gputui.ui.doctor.screen import run_real_doctor
 
     return run_real_doctor(nvml)
@@ -238,10 +242,12 @@ class MonitorApp(TerminalColours):
         self._terminal: int | None = None
         self._monitor = Monitor(self.history, id="monitor")
         monitor = self._monitor
+        self._gpus_seen: tuple[NvmlReading | None, DrmReading | None] = (None, None)
+        """The latest GPU readings, all GPUs (``--only`` or not): the devices torch may use."""
         self._runner = RunnerPane(
             runner,
-            nvml=lambda: monitor.nvml,
-            drm=lambda: monitor.drm,
+            nvml=lambda: self._gpus_seen[0],
+            drm=lambda: self._gpus_seen[1],
             cpu=lambda: monitor.cpu,
             id="runner",
         )
@@ -260,6 +266,7 @@ class MonitorApp(TerminalColours):
             from textual.drivers.linux_driver import LinuxDriver  # (termios: not on Windows)
 
             if driver is LinuxDriver:  # not one named by TEXTUAL_DRIVER
+                # termios and Textual's Linux driver: not on Windows
                 from gputui.ui.monitor.driver import QuietLinuxDriver
 
                 return QuietLinuxDriver
@@ -605,6 +612,8 @@ class MonitorApp(TerminalColours):
         runner = self._runner
         if not runner.busy:
             return None
+        if runner.runner.checking:
+            return "a job (torch is asked which devices it can use)"
         if runner.experiment_running:
             return "an experiment"
         if runner.session is not None and runner.session.scaling:
@@ -736,6 +745,9 @@ class MonitorApp(TerminalColours):
             drm = readings.get("drm")
             nvml = nvml if isinstance(nvml, NvmlReading) else None
             drm = drm if isinstance(drm, DrmReading) else None
+            if nvml is not None or drm is not None:
+                seen = self._gpus_seen
+                self._gpus_seen = (nvml or seen[0], drm or seen[1])
             if self.only is not None:
                 nvml, drm = nvml and self.only.of(nvml), drm and self.only.of(drm)
             for reading in (nvml, drm):
@@ -755,8 +767,10 @@ class MonitorApp(TerminalColours):
                 # (off macOS it says once that MPS cannot be here)
                 self.monitor.show_mps(mps)
                 self.handled["mps"] += 1
-            if self._process_screen is not None and (nvml is not None or drm is not None):
-                self._process_screen.update()
+            if nvml is not None or drm is not None:
+                self._runner.readings_came()
+                if self._process_screen is not None:
+                    self._process_screen.update()
         for source, error in beat.errors.items():
             self._failed(source, error)
         if self.recorder is not None:  # say once that frames were dropped, or it stopped

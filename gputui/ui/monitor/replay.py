@@ -24,6 +24,7 @@ from textual.geometry import Size
 from textual.screen import Screen
 
 from gputui.format import for_screen
+from gputui.jobs.runner import RunnerSetup
 from gputui.recording.player import Player, Shown
 from gputui.telemetry.history import History, record_cpu, record_gpus
 from gputui.telemetry.polling import SOURCES, Beat
@@ -31,7 +32,6 @@ from gputui.telemetry.readings import Snapshot
 from gputui.ui.monitor.app import FOOTER_FULL_FROM, FOOTER_PALETTE_FROM, Clock, MonitorApp
 from gputui.ui.replay import STATUS_CSS, ReplayControls
 from gputui.ui.widgets.footer import FittingFooter
-from gputui.ui.widgets.runner.setup import RunnerSetup
 from gputui.ui.widgets.steady import SteadyHorizontal
 
 RUNNER_REFUSAL = "A replay shows a recording: the runner cannot start or stop runs here."

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from gputui.device import CPU
 from gputui.jobs.config import ExperimentConfig, RunConfig, sweep_sizes
+from gputui.jobs.runner import UI_NICE
 from gputui.jobs.scale.plan import scaling_configs
-from gputui.ui.widgets.runner.setup import UI_NICE
 
 RECORDED = RunConfig(
     nice=UI_NICE,

@@ -172,6 +172,7 @@ def _device_choice(
     choose: ``prefer`` (a plain ``cuda``: ``cuda:0``) if usable, else the first usable one.
     ``accelerator_first``: the first usable accelerator where ``prefer`` is the CPU (nothing
     has run yet, and the CPU was not asked for by name: a GPU is what the runner is for)."""
+    # the runner's renderers load with the pane's build
     from gputui.ui.render.runner import device_label
 
     options: list[tuple[Text, object]] = [(device_label(option), option.name) for option in devices]

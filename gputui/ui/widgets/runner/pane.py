@@ -19,15 +19,17 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
+from textual.widgets import Static
 
+from gputui.format import fmt_bytes, fmt_percent
 from gputui.jobs.config import JobConfig
 from gputui.jobs.runner import Choices, JobHandle, Runner, RunnerSetup
 from gputui.ui.widgets.steady import SteadyRender
 
 if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
     from textual.timer import Timer
-    from textual.widgets import Static
 
+    from gputui.jobs.devices import DeviceInventory
     from gputui.jobs.events import DeviceOption, DevicesListed, Event
     from gputui.jobs.results import Session
     from gputui.recording.runs import RunnerEntry
@@ -89,6 +91,7 @@ class RunnerPane(Vertical, SteadyRender):
         self.setup = setup or RunnerSetup()
         self._nvml, self._drm, self._cpu = nvml, drm, cpu
         self.runner = Runner(self.setup, tap=self, warning=self._driver_warning)
+        self._installed: DeviceInventory | None = None
         """What the pane paints: its devices, its jobs and what they said."""
         self.watched: ProcessReading | None = None
         """The latest reading of the trainer process (None when none runs)."""
@@ -121,8 +124,7 @@ class RunnerPane(Vertical, SteadyRender):
         """The choices, the status, then the job's body (nothing until the pane is built)."""
         if not self._building:
             return
-        from textual.widgets import Static
-
+        # the runner's modules load with the pane's build, not the monitor's start
         from gputui.ui.widgets.runner.controls import RunnerControls
         from gputui.ui.widgets.runner.status import RunStatus
 
@@ -200,16 +202,30 @@ class RunnerPane(Vertical, SteadyRender):
         """Stop the running trainer or experiment and wait until it and its workers are gone."""
         self.runner.shutdown()
 
+    def readings_came(self) -> None:
+        """New GPU readings: offer the devices they show until torch is asked (a GPU whose
+        first reading came after the pane was built is offered then)."""
+        runner = self.runner
+        if not self.built or self.recorded or runner.checked or runner.checking:
+            return
+        seen = self._seen()
+        if seen.devices != runner.devices:
+            runner.offer(seen)
+            self._refresh()
+
     def _seen(self) -> DevicesListed:
         """The devices in the monitor's readings, as the installed torch would list them."""
+        # (as above)
         from gputui.jobs.devices import seen_devices
         from gputui.telemetry.readings import Vendor
 
+        if self._installed is None:  # torch's files, read once
+            self._installed = self.setup.installed()
         nvml, drm, cpu = self._nvml(), self._drm(), self._cpu()
         nvidia = nvml.gpus if nvml is not None and nvml.status.available else ()
         others = drm.gpus if drm is not None else ()
         return seen_devices(
-            self.setup.installed(),
+            self._installed,
             nvidia=[gpu.name for gpu in nvidia],
             driver_cuda=nvml.status.cuda_driver_version if nvml is not None else None,
             amd=[gpu.name for gpu in others if gpu.vendor is Vendor.AMD],
@@ -222,6 +238,7 @@ class RunnerPane(Vertical, SteadyRender):
         nvml = self._nvml()
         if nvml is None:
             return None
+        # the doctor's modules (0.15 s of imports) load with the pane's build
         from gputui.doctor.run import driver_too_old
 
         return driver_too_old(listed, nvml)
@@ -308,6 +325,7 @@ class RunnerPane(Vertical, SteadyRender):
     def begun(self, kind: str, configs: tuple[JobConfig, ...], scaling: str | None) -> None:
         """The runner started a job (told to the tap)."""
         if self.tap is not None:
+            # the runs' entries load only when recording
             from gputui.recording.runs import JobBegun
 
             self.tap(JobBegun(kind, configs, scaling))
@@ -315,6 +333,7 @@ class RunnerPane(Vertical, SteadyRender):
     def drained(self, events: tuple[Event, ...]) -> None:
         """The runner drained its child (told to the tap)."""
         if self.tap is not None:
+            # (as above)
             from gputui.recording.runs import EventsDrained
 
             self.tap(EventsDrained(events))
@@ -322,16 +341,18 @@ class RunnerPane(Vertical, SteadyRender):
     def stop_asked(self) -> None:
         """The runner was asked to stop its job (told to the tap)."""
         if self.tap is not None:
+            # (as above)
             from gputui.recording.runs import StopAsked
 
             self.tap(StopAsked())
 
-    def devices_asked(self) -> None:
-        """The runner asked torch for the devices (told to the tap)."""
+    def devices_asked(self, answered: bool) -> None:
+        """The runner asked torch for the devices, or had its answer (told to the tap)."""
         if self.tap is not None:
+            # (as above)
             from gputui.recording.runs import DevicesAsked
 
-            self.tap(DevicesAsked())
+            self.tap(DevicesAsked(answered))
 
     def _watch_trainer(self) -> None:
         pid = self.runner.trainer_pid
@@ -340,6 +361,7 @@ class RunnerPane(Vertical, SteadyRender):
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="runner-watch")
     def _sample_trainer(self, pid: int) -> None:
+        # loads with the first trainer
         from gputui.telemetry.watched import ProcessSampler
 
         watcher = self._watcher
@@ -353,6 +375,7 @@ class RunnerPane(Vertical, SteadyRender):
             return  # the run ended while the reading was on its way
         self._watched_now(reading)
         if self.tap is not None:
+            # the runs' entries load only when recording
             from gputui.recording.runs import TrainerWatched
 
             self.tap(TrainerWatched(reading))
@@ -367,6 +390,7 @@ class RunnerPane(Vertical, SteadyRender):
         :meth:`~gputui.recording.player.Player.runner_entries` gives them): the entries after
         those shown last where they follow on, else all of them from an empty pane (a seek
         back). Each takes the live runner's own steps: a job starts, a drain, a stop."""
+        # only a replay's pane gets here
         from gputui.recording.runs import DevicesAsked, EventsDrained, JobBegun, TrainerWatched
 
         runner, done = self.runner, self._replayed
@@ -379,7 +403,7 @@ class RunnerPane(Vertical, SteadyRender):
             elif isinstance(entry, EventsDrained):
                 runner.replay_events(entry.events)
             elif isinstance(entry, DevicesAsked):
-                runner.replay_asked()
+                runner.replay_asked(entry.answered)
             elif isinstance(entry, TrainerWatched):  # the running trainer's, when recorded
                 runner.replay_watched(entry.reading.pid)
                 self._follow_trainer()
@@ -430,6 +454,7 @@ class RunnerPane(Vertical, SteadyRender):
         row, and the body."""
         if not self.built:
             return
+        # the runner's modules load with the pane's build
         from gputui.ui.widgets.runner.status import job_body, job_error, job_progress
 
         runner = self.runner
@@ -442,7 +467,7 @@ class RunnerPane(Vertical, SteadyRender):
     def _status_line(self) -> Text:
         """The runner's complaint if it has one; else the job's line, with the trainer's pid,
         CPU use and memory while it trains."""
-        from gputui.format import fmt_bytes, fmt_percent
+        # (as above)
         from gputui.ui.render.runner import MUTED
         from gputui.ui.widgets.runner.status import job_line
 

@@ -89,6 +89,7 @@ class RunStatus(Vertical):
         detail = self.query_one("#runner-detail", Static)
         detail.display = error is not None
         if error is not None:
+            # the runner's renderers load with the first job
             from gputui.ui.render.runner import error_detail
 
             detail.update(error_detail(error))
@@ -96,6 +97,7 @@ class RunStatus(Vertical):
 
 def job_line(runner: Runner) -> Text:
     """The last job's status line: the session's phase, or what the experiment does."""
+    # (as above)
     from gputui.ui.render.runner import experiment_status, status_line
 
     if runner.kind != "experiment":
@@ -109,6 +111,7 @@ def job_progress(runner: Runner) -> ProgressShown:
     experiment: while it runs, a moving bar and its latest step (its steps are not counted)."""
     if runner.kind == "experiment":
         return ProgressShown(runner.experiment_running, None, 0, runner.experiment_progress)
+    # (as above)
     from gputui.ui.render.runner import ended_line, progress_line
 
     session = runner.session
@@ -136,12 +139,14 @@ def job_error(runner: Runner) -> Error | None:
 
 def job_body(runner: Runner, width: int) -> RenderableType:
     """The last job's tables and charts, ``width`` cells wide."""
+    # (as above)
     from gputui.ui.render.runner import experiment_body, session_body
 
     if runner.kind == "experiment":
         result = runner.experiment
         return experiment_body(result, width, runner.cores) if result is not None else Text()
     if runner.kind == "scaling" and runner.session is not None:
+        # (as above)
         from gputui.ui.render.scaling import scaling_body
 
         return scaling_body(runner.session, width, runner.cores)
