@@ -134,59 +134,46 @@ class LazySampler(Generic[R]):
         return self._sampler is not None and never_blocks(self._sampler)
 
 
+def _if_any(sampler: object, method: str, **kwargs: object) -> object | None:
+    """``sampler.method(**kwargs)`` where the sampler has it (none need); else ``None``."""
+    found = getattr(sampler, method, None)
+    return found(**kwargs) if callable(found) else None
+
+
 def close_sampler(sampler: object) -> None:
-    """Call ``sampler.close()`` if it has one; samplers need not."""
-    close = getattr(sampler, "close", None)
-    if callable(close):
-        close()
+    """Call ``sampler.close()`` if it has one."""
+    _if_any(sampler, "close")
 
 
 def stop_sampler(sampler: object) -> None:
     """Call ``sampler.stop()`` if it has one: a sample in flight ends at its next driver call
     instead of running to its end (then ``close`` need not wait for it). Never blocks."""
-    stop = getattr(sampler, "stop", None)
-    if callable(stop):
-        stop()
+    _if_any(sampler, "stop")
 
 
 def read_topology(sampler: object) -> GpuTopology | None:
-    """``sampler.topology()`` if it has one (NVML's and a :class:`LazySampler` of it do);
-    ``None`` for a sampler that cannot say. Blocks on the driver: call it on the sampler's
-    thread (:meth:`SamplerThread.call`)."""
-    topology = getattr(sampler, "topology", None)
-    if not callable(topology):
-        return None
-    answer = topology()
+    """``sampler.topology()`` (NVML's and a :class:`LazySampler` of it say); ``None`` for a
+    sampler that cannot say. Blocks on the driver: call it on the sampler's thread."""
+    answer = _if_any(sampler, "topology")
     return answer if isinstance(answer, GpuTopology) else None
 
 
 def pending_call(sampler: object) -> DriverCall | None:
-    """The driver call ``sampler`` waits on now, for a sampler that tells (``pending_call()``,
-    as NVML's does); ``None`` otherwise. Never blocks."""
-    pending = getattr(sampler, "pending_call", None)
-    call = pending() if callable(pending) else None
+    """The driver call ``sampler`` waits on now, if it tells (NVML's does). Never blocks."""
+    call = _if_any(sampler, "pending_call")
     return call if isinstance(call, DriverCall) else None
 
 
 def never_blocks(sampler: object) -> bool:
-    """Whether ``sampler``'s next sample cannot block (no driver or device is asked), for a
-    sampler that tells (``never_blocks()``: the host's kernel counters, MPS off macOS, AMD
-    and Intel where no card is known); such a sample may run on the caller's thread.
-    ``False`` for any other."""
-    tells = getattr(sampler, "never_blocks", None)
-    return bool(tells()) if callable(tells) else False
+    """Whether ``sampler`` says its next sample cannot block (the host's kernel counters, MPS
+    off macOS, AMD and Intel with no card): it may then run on the caller's thread."""
+    return bool(_if_any(sampler, "never_blocks"))
 
 
 def hung_reading(sampler: object, *, keep_read: bool = True) -> object | None:
-    """What ``sampler`` can say of a sample stuck in the driver, for a sampler that tells
-    (``hung_reading()``, as NVML's does); ``None`` otherwise. Never blocks.
-
-    Args:
-        sampler: The sampler.
-        keep_read: Keep what the stuck sample has read (see ``NvmlSampler.hung_reading``).
-    """
-    hung = getattr(sampler, "hung_reading", None)
-    return hung(keep_read=keep_read) if callable(hung) else None
+    """What ``sampler`` says of a sample stuck in the driver, for a sampler that tells
+    (``NvmlSampler.hung_reading``, ``keep_read`` passed on). Never blocks."""
+    return _if_any(sampler, "hung_reading", keep_read=keep_read)
 
 
 SOURCES = ("cpu", "nvml", "mps", "drm")
