@@ -111,7 +111,17 @@ CPU_FACTS: dict[str, Any] = {"torch": "2.13.0+cpu", "build": "cpu", "name": "a C
                 "scale": "this torch has no XCCL",
             },
         ),
-        ("cpu", CPU_FACTS, None, False, "gloo", dict.fromkeys(gpu_smoke.FROM_NVIDIA, "cpu")),
+        (
+            "cpu",
+            CPU_FACTS,
+            None,
+            False,
+            "gloo",
+            {
+                **dict.fromkeys(gpu_smoke.FROM_NVIDIA, "cpu"),
+                "bench resident tf32": "on the CPU it is the fp32 bench",
+            },
+        ),
         (  # the facts child failed: nothing read from a GPU's driver is guessed
             "cuda",
             {},
