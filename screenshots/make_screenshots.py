@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from textual.widgets import Select  # noqa: E402
 
+from gputui.device import CPU  # noqa: E402
 from gputui.jobs.config import RunConfig  # noqa: E402
 from gputui.jobs.results import Phase  # noqa: E402
 from gputui.jobs.runner import UI_NICE, RunnerSetup  # noqa: E402
@@ -51,7 +52,7 @@ from tests.ui.streams.scenarios import RECORDED  # noqa: E402
 OUT = Path(__file__).resolve().parent
 TINY_REAL = RunConfig(
     nice=UI_NICE,
-    device="cpu",
+    device=CPU,
     epochs=3,
     batch_size=64,
     dataset="synthetic",
