@@ -12,25 +12,16 @@ import time
 import pytest
 
 from gputui.device import CPU, Device
-from gputui.jobs.config import JobConfig, RunConfig
+from gputui.jobs.config import JobConfig
 from gputui.jobs.devices import DeviceInventory, installed_torch, seen_devices
 from gputui.jobs.events import DeviceOption, DevicesListed, Event, Finished
 from gputui.jobs.results import Phase
-from gputui.jobs.runner import UI_NICE, Choices, Runner, RunnerSetup
+from gputui.jobs.runner import Choices, Runner, RunnerSetup
+from tests.ui.runner_fakes import TINY_RUN
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.long_module]
 
-TINY = RunConfig(
-    nice=UI_NICE,
-    device=CPU,
-    epochs=2,
-    batch_size=32,
-    dataset="synthetic",
-    limit=256,
-    test_limit=64,
-    threads=1,
-    record=False,
-)
+TINY = TINY_RUN  # a CPU run of seconds
 ON_THE_CPU = Choices(CPU, CPU, {}, "sync-stall")
 CPU_BUILD = DeviceInventory("2.13.0+cpu", False, None, (), False, False, "Linux", "CPU")
 CPU_ONLY = DevicesListed(
