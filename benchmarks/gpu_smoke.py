@@ -33,7 +33,8 @@ The checks, the most telling first (a first GPU run must not lose them to a hang
    and last ``--compile``, with TF32 too on CUDA builds; the CPU's rehearsal: 3 epochs and
    no tf32, which is fp32 there): epochs 2 to 4 agree within the
    tolerance, the math is the one asked for (TF32 only where torch says it is in effect),
-   every placement row is on the device, and held-out accuracy beats chance.
+   every placement row is on the device, and held-out accuracy beats chance. Each run's
+   event stream is kept as ``OUT/streams/bench_*.jsonl``, to test the UI on (tests/ui/streams).
 4. timing: 100 steps of the same model, batch and pipeline timed with the GPU's events (a
    synchronized clock elsewhere) against bench's steady images/s.
 5. processes: during a run the monitor lists exactly the trainer's pid on the chosen GPU,
@@ -311,7 +312,7 @@ class Platform:
     """The GPU's maker as the monitor names it (``nvidia``, ``amd``, ``intel``); ``None``
     where the monitor reads no GPU for the device (the CPU, MPS)."""
     tf32: bool
-    """Whether a ``tf32`` run's math is TF32 here (torch's own word on ROCm)."""
+    """Whether a ``tf32`` run's math is TF32 here (torch's own word on ROCm and XPU)."""
     backend: str | None
     """``gputui scale``'s backend for the device; ``None`` where it refuses to run."""
     skips: Mapping[str, str] = field(default_factory=dict)
@@ -320,7 +321,7 @@ class Platform:
 
 def platform_for(kind: str, facts: Mapping[str, Any]) -> Platform:
     """What runs on a device of ``kind``, by the build and abilities in ``facts`` (the
-    ``facts`` child's: ``build``, ``gcn_arch``, ``tf32_matmul``, ``bf16``, ``xccl``)."""
+    ``facts`` child's: ``build``, ``gcn_arch``, ``tf32_matmul``, ``bf16``, ``tf32``, ``xccl``)."""
     from gputui.jobs.config import ConfigError
     from gputui.jobs.world import backend_for
 
@@ -339,7 +340,13 @@ def platform_for(kind: str, facts: Mapping[str, Any]) -> Platform:
         skips["arch"] = "compute capability is NVIDIA's; XPU's AOT targets are not matched here"
     if vendor == "intel" and facts.get("bf16") is False:
         skips["bench resident bf16"] = "this Intel GPU has no bf16 (torch.xpu.is_bf16_supported())"
-    tf32 = vendor == "nvidia" or (vendor == "amd" and facts.get("tf32_matmul") is True)
+    if vendor == "intel" and facts.get("tf32") is False:
+        skips["bench resident tf32"] = "this Intel GPU has no TF32 (torch.xpu.is_tf32_supported())"
+    tf32 = (
+        vendor == "nvidia"
+        or (vendor == "amd" and facts.get("tf32_matmul") is True)
+        or (vendor == "intel" and facts.get("tf32") is True)
+    )
     if kind == "cpu":  # (the rehearsal's time goes to what differs)
         skips["bench resident tf32"] = "TF32 is CUDA's: on the CPU it is the fp32 bench above"
     if kind == "cuda" and not tf32:
@@ -358,7 +365,7 @@ def _tf32_why(facts: Mapping[str, Any]) -> str:
     ``HIPBLASLT_ALLOW_TF32=1`` (torch 2.7 on), on the GPUs whose hipBLASLt has it."""
     if facts.get("build") == "rocm":
         return (
-            f"torch reads allow_tf32 back as {facts.get('tf32_matmul')} with "
+            f"torch reads TF32 back as {facts.get('tf32_matmul')} with "
             f"HIPBLASLT_ALLOW_TF32={facts.get('hipblaslt_allow_tf32')}"
         )
     return "TF32 is NVIDIA's"
@@ -1177,6 +1184,8 @@ class Suite:
             yield skip
             return
         args = [*self._bench_args(), "--pipeline", pipeline, "--precision", precision]
+        if self.out is not None:  # its run folder keeps the event stream the UI is tested on
+            args[args.index("--no-record")] = f"--runs-dir={self.out / 'runs'}"
         code, result, stderr = self.runner.gputui(*args, *(["--compile"] if compiled else []))
         runs = (result or {}).get("runs") or []
         if not runs:
@@ -1184,6 +1193,7 @@ class Suite:
             return
         self.bench_runs[name] = runs[0]
         self._save(name.replace(" ", "_") + ".json", result)
+        self._keep_stream(name.replace(" ", "_"), runs[0].get("run_dir"))
         tolerance, tf32 = self.expect.epoch_tolerance, self.platform.tf32
         yield bench_verdict(runs[0], self.device, precision, tolerance, tf32)
 
@@ -1303,6 +1313,15 @@ class Suite:
             return
         self._save("scale.json", result)
         yield scale_verdict(result["runs"], backend)
+
+    def _keep_stream(self, name: str, run_dir: str | None) -> None:
+        """Copy a bench run's events to ``OUT/streams/NAME.jsonl``: a GPU run's stream, as
+        the trainer wrote it, for the runner pane's tests (tests/ui/streams)."""
+        if self.out is not None and run_dir is not None:
+            streams = self.out / "streams"
+            streams.mkdir(parents=True, exist_ok=True)
+            events = Path(run_dir) / "events.jsonl"
+            (streams / f"{name}.jsonl").write_bytes(events.read_bytes())
 
     def _save(self, name: str, data: Any) -> None:
         if self.out is not None:
@@ -1614,7 +1633,7 @@ def child_facts(device: Device) -> dict[str, Any]:
         elif kind == "mps":
             facts.update(name="Apple GPU (MPS)", available=torch.backends.mps.is_available())
         elif kind == "xpu":
-            from gputui.engine.devices import device_name, torch_device
+            from gputui.engine.devices import device_name, torch_device, xpu_runs
             from gputui.engine.distributed import xccl_available
 
             props = torch.xpu.get_device_properties(device.indexed().index or 0)
@@ -1623,7 +1642,8 @@ def child_facts(device: Device) -> dict[str, Any]:
                 bus_id=gpu_bus_id(torch_device(device.indexed())),
                 memory_bytes=getattr(props, "total_memory", None),
                 driver=getattr(props, "driver_version", None),
-                bf16=bool(getattr(torch.xpu, "is_bf16_supported", lambda: True)()),
+                bf16=xpu_runs("bf16", device.indexed().index or 0),  # emulation not counted
+                tf32=xpu_runs("tf32", device.indexed().index or 0),
                 xccl=xccl_available(),
             )
         else:

@@ -117,6 +117,27 @@ def test_the_oom_check_is_a_real_out_of_memory_whose_advice_trains(rehearsal):
     assert "out of memory on cpu" in oom["detail"] and "then trained" in oom["detail"]
 
 
+@pytest.mark.timeout(900)
+def test_each_bench_run_keeps_its_event_stream_for_the_ui(rehearsal):
+    """On a GPU these are the streams the runner's tests are to replay (tests/ui/streams):
+    each bench run's, read by the replay's strict loader, shaped as the recorded CPU run."""
+    from tests.ui.streams.replay import load, stream
+    from tests.ui.test_streams import kinds
+
+    _, out = rehearsal
+    ran = [c["name"] for c in _report(out)["checks"] if c["name"].startswith("bench ")]
+    ran = [
+        name.replace(" ", "_")
+        for name in ran
+        if (out / "raw" / f"{name.replace(' ', '_')}.json").exists()
+    ]
+    assert "bench_resident_fp32" in ran
+    shape = kinds(stream("cpu_run"))
+    for name in ran:  # (a CPU without bf16 hardware says so first, in a note)
+        kept = [kind for kind in kinds(load(name, out / "streams")) if kind != "note"]
+        assert kept == shape, name
+
+
 def test_a_bench_run_fails_for_each_thing_wrong_with_it(rehearsal):
     _, out = rehearsal
     run = _raw(out, "bench_resident_fp32.json")["runs"][0]

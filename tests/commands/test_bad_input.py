@@ -7,12 +7,12 @@ A flag added later is covered by the generic cases at once, and
 ``test_every_flag_that_takes_a_value_has_specific_bad_values`` fails until its
 own boundaries are registered. Hypothesis then fuzzes whole command lines.
 
-Nothing here starts the monitor, a training run, a download or the doctor's probe:
-``no_side_effects`` replaces each command's side effects (the app, the snapshot,
-the doctor, the trainer's and the experiment's child process) with recorders, so
-the parser and every check made before a child starts run for real. A few real
-``python -m gputui`` runs prove the end-to-end behaviour, including the checks that
-only the child process can make (device strings, which need torch).
+Every command's handler runs for real: ``no_side_effects`` stops each only where it
+would start something (the monitor, a server, a recording, the doctor's checks, a
+trainer's or an experiment's child) or read a GPU, so every check a command makes
+before that runs as a user's would. A few real ``python -m gputui`` runs prove the
+end-to-end behaviour, including the checks that only the child process can make
+(device strings, which need torch).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -41,9 +41,14 @@ import gputui.commands.record
 import gputui.commands.replay
 import gputui.commands.scale
 import gputui.commands.serve
+import gputui.commands.snapshot
 import gputui.commands.topo
+import gputui.doctor.run
 import gputui.jobs.bench.run
 import gputui.jobs.config
+import gputui.recording.recorder
+import gputui.serve.run
+import gputui.telemetry.polling
 from gputui.device import CPU, Device
 from gputui.jobs.config import DEFAULT_BATCH_SIZES
 from gputui.jobs.events import DeviceOption, DevicesListed, Error, Event
@@ -259,11 +264,18 @@ def _short(value: str) -> str:
 
 
 def flag_cases() -> list[Case]:
-    """Every flag of every command, with every bad value that fits its kind."""
+    """Every flag of every command with its own bad values (``SPECIFIC``, a missing value,
+    ``--help`` as the value), and the junk any number or choice refuses (``NUMBER_BAD``,
+    ``CHOICE_BAD``). A value the parser's type refuses is tried once a flag: where another
+    command's flag has the same type (its code and range), it would refuse it again."""
     cases: list[Case] = []
+    junk_tried: set[tuple[object, ...]] = set()
     for command in COMMANDS:
         for action in flags(command.parser):
             flag = action.option_strings[0]
+            kind = (flag, str(action.choices), *_parts(action.type))
+            new_kind = kind not in junk_tried
+            junk_tried.add(kind)
             named = f"argument {'/'.join(action.option_strings)}"
             where = f"{command.name} {flag}"
             if not takes_value(action):
@@ -281,17 +293,25 @@ def flag_cases() -> list[Case]:
             )
             if action.choices is not None:
                 first = str(next(iter(action.choices)))
-                bad = [*CHOICE_BAD, first.upper(), f"{first} ", f" {first}"]
+                bad = [*(CHOICE_BAD if new_kind else ()), first.upper(), f"{first} ", f" {first}"]
                 values = [(v, named) for v in bad if v not in action.choices]
             elif action.type is not None:
-                values = [] if flag in WORDS else [(v, named) for v in NUMBER_BAD]
-                values += [(v, named) for v in SPECIFIC.get(flag, ())]
+                junk = NUMBER_BAD if flag not in WORDS else ()
+                values = [(v, named) for v in (*junk, *SPECIFIC.get(flag, ())) if new_kind]
             else:  # checked after parsing, by the command itself
                 values = [(v, None) for v in SPECIFIC.get(flag, ())]
             for value, names in values:
                 argv = (*command.path, *_with_value(flag, value))
                 cases.append(Case(argv, names, id=f"{where} {_short(value)}"))
     return cases
+
+
+def _parts(parse: object) -> tuple[object, ...]:
+    """What a flag's type function is: its code and the values it closes over (a range's
+    bounds), so that two flags of one make and range read as one."""
+    code = getattr(parse, "__code__", parse)
+    cells = getattr(parse, "__closure__", None) or ()
+    return (code, *(repr(cell.cell_contents) for cell in cells))
 
 
 def command_cases() -> list[Case]:
@@ -354,6 +374,8 @@ def run_main(argv: list[str]) -> Outcome:
             exited = False
         except SystemExit as exc:
             code, exited = exc.code, True
+        except Ran:  # taken, and stopped where it would have started something
+            code, exited = 0, False
     return Outcome(code, out.getvalue(), err.getvalue(), exited)
 
 
@@ -415,46 +437,65 @@ class StubChild:
 
 
 REAL_HANDLERS = {
-    gputui.commands._run_snapshot: "snapshot",
-    gputui.commands.bench.run_bench_command: "bench: its trainer child is StubChild",
+    gputui.commands._run_app: "the monitor: its poller and the fleet view",
+    gputui.commands._run_snapshot: "snapshot: the readings and the fleet's",
+    gputui.commands.bench.run_bench_command: "bench: StubChild, and a listing of 8 GPUs",
     gputui.commands.experiment.run_experiment_command: "experiment: StubChild",
     gputui.commands.scale.run_scale: "scale: StubChild, and a listing of 8 GPUs",
-    gputui.commands.doctor.run_doctor_command: "doctor",
-    gputui.commands.serve.run_serve_command: "serve",
-    gputui.commands.record.run_record_command: "record",
-    gputui.commands.replay.run_replay_command: "replay",
-    gputui.commands.topo.run_topo_command: "topo",
+    gputui.commands.doctor.run_doctor_command: "doctor: its checks",
+    gputui.commands.serve.run_serve_command: "serve: the server, once TLS is loaded",
+    gputui.commands.record.run_record_command: "record: the recorder, once its file is named",
+    gputui.commands.replay.run_replay_command: "replay: the player on screen",
+    gputui.commands.topo.run_topo_command: "topo: the NVML reading",
     gputui.commands._run_help: "help: prints help only",
 }
-"""Every subcommand handler and how ``no_side_effects`` keeps it from doing anything."""
+"""Every subcommand handler, which runs for real, and the side effect ``no_side_effects``
+stops it at: what would start a child, a server, a recording or the app, or read a GPU."""
+
+
+class Ran(Exception):
+    """A stopped side effect was reached: the command line was taken (``run_main`` reads it
+    as exit 0)."""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the commands run: a file a command line names may be made there."""
+    return tmp_path_factory.mktemp("cwd")
 
 
 @pytest.fixture
-def no_side_effects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Replace every side effect of every command with a recorder; returns what ran."""
+def no_side_effects(monkeypatch: pytest.MonkeyPatch, workdir: Path) -> Iterator[list[str]]:
+    """Run every command's own checks for real, stopping each at its side effect (a child,
+    a server, a recording, the app, a GPU reading); returns what was reached."""
     ran: list[str] = []
 
-    def recorder(name: str) -> Any:
-        def handler(args: argparse.Namespace) -> int:
+    def reached(name: str) -> Any:
+        def side_effect(*args: object, **kwargs: object) -> NoReturn:
             ran.append(name)
-            return 0
+            raise Ran(name)
 
-        return handler
+        return side_effect
 
+    monkeypatch.chdir(workdir)
     monkeypatch.setattr(StubChild, "started", [])
     monkeypatch.setattr(StubChild, "script", [])
-    monkeypatch.setattr(gputui.commands, "_run_app", recorder("app"))
-    monkeypatch.setattr(gputui.commands, "_run_snapshot", recorder("snapshot"))
-    monkeypatch.setattr(gputui.commands.doctor, "run_doctor_command", recorder("doctor"))
-    monkeypatch.setattr(gputui.commands.serve, "run_serve_command", recorder("serve"))
-    monkeypatch.setattr(gputui.commands.record, "run_record_command", recorder("record"))
-    monkeypatch.setattr(gputui.commands.replay, "run_replay_command", recorder("replay"))
-    monkeypatch.setattr(gputui.commands.topo, "run_topo_command", recorder("topo"))
+    monkeypatch.setattr(gputui.commands, "not_a_terminal", lambda: None)
+    monkeypatch.setattr(gputui.commands, "run_fleet_app", reached("fleet view"))
+    monkeypatch.setattr(gputui.telemetry.polling.Poller, "real", reached("monitor"))
+    monkeypatch.setattr(gputui.commands.snapshot, "take_snapshot", reached("snapshot"))
+    monkeypatch.setattr(gputui.commands.snapshot, "run_fleet_snapshot", reached("fleet"))
+    monkeypatch.setattr(gputui.doctor.run, "run_doctor", reached("doctor"))
+    monkeypatch.setattr(gputui.serve.run, "serve", reached("serve"))
+    monkeypatch.setattr(gputui.recording.recorder, "record", reached("record"))
+    monkeypatch.setattr(gputui.commands.replay, "_replay", reached("replay"))
+    monkeypatch.setattr(gputui.commands.topo, "read_nvml_topology", reached("topology"))
     monkeypatch.setattr(gputui.jobs.bench.run, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.scale, "ChildProcess", StubChild)
     monkeypatch.setattr(gputui.commands.scale, "list_devices", eight_gpus)
-    return ran
+    monkeypatch.setattr(gputui.jobs.bench.run, "list_devices", eight_gpus)
+    yield ran
 
 
 def eight_gpus(query: object = None) -> DevicesListed:
@@ -734,7 +775,7 @@ def test_bench_turns_the_child_s_config_error_into_one_usage_line(
 
 # --- fuzzing -----------------------------------------------------------------------------
 
-WORDS = sorted({word for c in COMMANDS for word in c.path} | set(ALL_FLAGS))
+FUZZ_WORDS = sorted({word for c in COMMANDS for word in c.path} | set(ALL_FLAGS))
 VALUES = (
     "0",
     "1",
@@ -768,10 +809,10 @@ FUZZ_SETTINGS = settings(
 
 
 def _word(command: Command) -> st.SearchStrategy[str]:
-    own = sorted(s for a in command.parser._actions for s in a.option_strings) or WORDS
+    own = sorted(s for a in command.parser._actions for s in a.option_strings) or FUZZ_WORDS
     return st.one_of(
         st.sampled_from(own),
-        st.sampled_from(WORDS),
+        st.sampled_from(FUZZ_WORDS),
         st.sampled_from(VALUES),
         st.text(max_size=12),
         st.builds("{}={}".format, st.sampled_from(own), st.text(max_size=6)),

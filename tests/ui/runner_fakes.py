@@ -10,25 +10,24 @@ piece is marked NOT RECORDABLE WITHOUT A GPU; record it on a GPU box rather than
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from gputui.device import CPU, Device
 from gputui.jobs.config import RunConfig
-from gputui.jobs.devices import DeviceInventory
+from gputui.jobs.devices import DeviceInventory, device_options
 from gputui.jobs.events import (
     DataReady,
-    DeviceOption,
     DevicesListed,
     EpochFinished,
     Event,
     Finished,
     Memory,
     Placement,
-    PlacementRow,
     Progress,
     RunStarted,
 )
 from gputui.jobs.runner import UI_NICE, RunnerSetup
-from tests.ui.streams.replay import Replay, ReplayedJob
+from tests.ui.streams.replay import Replay, ReplayedJob, stream
 from tests.ui.streams.scenarios import BY_NAME, RECORDED_CORES
 
 MiB = 1024**2
@@ -47,55 +46,39 @@ TINY_RUN = RunConfig(
 """A real run of a few seconds on the CPU, most of it importing torch in the child."""
 
 
-# NOT RECORDABLE WITHOUT A GPU: a listing with two H100s, as the stand-in NVML library shows.
-DEVICES = DevicesListed(
-    devices=(
-        DeviceOption(CPU, True, "AMD EPYC 7763 64-Core Processor"),
-        DeviceOption(Device("cuda", 0), True, "NVIDIA H100 80GB HBM3"),
-        DeviceOption(Device("cuda", 1), True, "NVIDIA H100 80GB HBM3"),
-        DeviceOption(
-            Device("mps"), False, "Apple MPS", reason="MPS exists only on Apple silicon Macs"
-        ),
-    ),
-    torch_version="2.13.0",
-)
-"""A box with two H100s (as the stand-in NVML library shows), and MPS unusable."""
-
-# NOT RECORDABLE WITHOUT A GPU: a CUDA 13.0 build of torch on a box whose driver is for 12.4.
-CUDA_BUILD_ON_AN_OLD_DRIVER = DevicesListed(
-    devices=(
-        DeviceOption(CPU, True, "AMD EPYC 7763 64-Core Processor"),
-        DeviceOption(
-            Device("cuda"),
-            False,
-            "NVIDIA GPU (CUDA)",
-            reason="torch was built for CUDA 13.0 but sees no GPU; check the driver with "
-            "nvidia-smi or gputui doctor",
-        ),
-        DeviceOption(
-            Device("mps"), False, "Apple GPU (MPS)", reason="MPS needs Apple silicon and macOS"
-        ),
-    ),
-    torch_version="2.13.0+cu130",
-    chosen=(CPU,),
-    cuda_version="13.0",
-)
-"""A torch built for CUDA 13.0 that can use none of the stand-in's H100s, whose driver
-(550.54.15) is for CUDA 12.4."""
-
-
-def cuda_build(cuda: str) -> DeviceInventory:
-    """NOT RECORDABLE WITHOUT A GPU: a CUDA build of torch for ``cuda``, as its files say."""
+def cuda_build(cuda: str, gpus: int = 0) -> DeviceInventory:
+    """NOT RECORDABLE WITHOUT A GPU: a CUDA build of torch for ``cuda``, as its files say,
+    that can use ``gpus`` H100s (the stand-in NVML library's GPUs)."""
     return DeviceInventory(
         torch_version=f"2.13.0+cu{cuda.replace('.', '')}",
         cuda_built=True,
         cuda_version=cuda,
-        cuda_names=(),
+        cuda_names=("NVIDIA H100 80GB HBM3",) * gpus,
         mps_built=False,
         mps_available=False,
         system="Linux",
-        cpu_name="CPU",
+        cpu_name="AMD EPYC 7763 64-Core Processor",
     )
+
+
+def listing(inventory: DeviceInventory) -> DevicesListed:
+    """What the engine's device listing says of ``inventory``: the facts are typed, every
+    option and reason is the real code's (``device_options``), as the child builds them."""
+    return DevicesListed(
+        devices=tuple(device_options(inventory)),
+        torch_version=inventory.torch_version,
+        chosen=(CPU,),
+        cuda_version=inventory.cuda_version,
+        torch_build="cuda",
+    )
+
+
+DEVICES = listing(cuda_build("12.4", gpus=2))
+"""A box with two H100s (as the stand-in NVML library shows), and MPS unusable."""
+
+CUDA_BUILD_ON_AN_OLD_DRIVER = listing(cuda_build("13.0"))
+"""A torch built for CUDA 13.0 that can use none of the stand-in's H100s, whose driver
+(550.54.15) is for CUDA 12.4."""
 
 
 GPU_IMAGES_PER_S = 21_800.0
@@ -152,19 +135,8 @@ def gpu_run_events(
             ),
         ),
         DataReady(device=device, seconds=0.21, nbytes=images * 3 * 32 * 32),
-        Placement(
-            rows=(
-                _row("conv", "module", str(device), 11_608),
-                _row("fc", "module", str(device), 18_814),
-                _row("param_groups[0]", "param_group", str(device), 30_422),
-            ),
-            inputs_device=str(device),
-            inputs_dtype="float32",
-            inputs_memory_format="contiguous",
-            labels_device=str(device),
-            dataset_device=str(device),
-            pinned=False,
-        ),
+        _placed_on(device),
+        _memory(device),
     ]
     last = config.epochs if upto_epoch is None else upto_epoch
     for epoch in range(1, last + 1):
@@ -182,7 +154,7 @@ def gpu_run_events(
                 images=images,
             )
         )
-        events.append(Memory(device, 2 * MiB, 20 * MiB, 12 * MiB, None, 1_310 * MiB, "epoch"))
+        events.append(_memory(device))
     if upto_epoch is not None:
         if progress_step is not None:
             speed = GPU_IMAGES_PER_S * 1.02
@@ -191,25 +163,22 @@ def gpu_run_events(
     return [*events, Finished(epochs_completed=config.epochs)]
 
 
-def _row(group: str, kind: str, device: str, params: int) -> PlacementRow:
-    return PlacementRow(
-        group=group,
-        kind=kind,
-        device=device,
-        dtype="float32",
-        param_tensors=8 if kind == "module" else 14,
-        params=params,
-        param_bytes=params * 4,
-        buffer_device=None,
-        buffers=0,
-        buffer_bytes=0,
-        state_device=device,
-        state_dtype="float32",
-        state_tensors=16 if kind == "module" else 28,
-        state_elements=2 * params,
-        state_bytes=8 * params,
-        step_device="cpu",
+def _placed_on(device: Device) -> Placement:
+    """The recorded CPU run's placement (the real model's groups and sizes), all on
+    ``device``, as a resident GPU run places it."""
+    (recorded,) = (event for event in stream("cpu_run") if isinstance(event, Placement))
+    on = str(device)
+    rows = tuple(
+        replace(row, device=on, state_device=on if row.state_device else None)
+        for row in recorded.rows
     )
+    return replace(recorded, rows=rows, inputs_device=on, labels_device=on, dataset_device=on)
+
+
+def _memory(device: Device) -> Memory:
+    """A CUDA allocator's figures after an epoch (made up), in the shape the engine's
+    ``memory_reading`` gives them on CUDA."""
+    return Memory(device, 2 * MiB, 20 * MiB, 12 * MiB, None, 1_310 * MiB, "epoch")
 
 
 class ScriptedTrainer(ReplayedJob):

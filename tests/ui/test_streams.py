@@ -19,6 +19,7 @@ from gputui.jobs.events import (
     Event,
     ExperimentStarted,
     Finished,
+    Placement,
     RunStarted,
 )
 from tests.ui.streams.record import record_devices, record_scenario, write
@@ -180,3 +181,40 @@ def streams_of(events: Sequence[Event]) -> list[list[Event]]:
         if isinstance(event, Finished | Error):
             jobs.append([])
     return jobs[:-1]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
+def test_a_typed_gpu_run_holds_to_what_the_trainer_emits(precision: str) -> None:
+    """NOT RECORDABLE WITHOUT A GPU (runner_fakes.py): until a GPU's streams are recorded
+    (the smoke suite keeps them), a typed run has the recorded CPU run's kinds of events in
+    order, its RunStarted sets every field the trainer's does, its placement is the real
+    model's, and its math is in the engine's own words."""
+    from gputui.device import Device
+    from gputui.engine.step import BF16, IEEE_FP32, TF32
+    from tests.ui.runner_fakes import gpu_run_events
+
+    recorded = stream("cpu_run")
+    typed = gpu_run_events(RECORDED.with_changes(device=Device("cuda", 0), precision=precision))
+    assert kinds(typed) == kinds(recorded)
+    started, real = typed[0], recorded[0]
+    assert isinstance(started, RunStarted) and isinstance(real, RunStarted)
+    unset = {name for name, value in vars(started).items() if value is None}
+    assert unset <= {name for name, value in vars(real).items() if value is None} | {"gpu_uuid"}
+    assert started.math == {"fp32": IEEE_FP32, "tf32": TF32, "bf16": BF16}[precision]
+    placed = [e for e in typed if isinstance(e, Placement)]
+    sizes = [(r.group, r.kind, r.params, r.param_tensors, r.state_elements) for r in placed[0].rows]
+    (real_placed,) = (e for e in recorded if isinstance(e, Placement))
+    assert sizes == [
+        (r.group, r.kind, r.params, r.param_tensors, r.state_elements) for r in real_placed.rows
+    ]
+
+
+def test_the_typed_device_listings_are_the_engine_s_words() -> None:
+    """The GPU listings the runner's tests use are built by the engine's own
+    ``device_options`` from typed facts: no reason is typed by hand."""
+    from gputui.jobs.devices import device_options
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER, DEVICES, cuda_build
+
+    assert DEVICES.devices == tuple(device_options(cuda_build("12.4", gpus=2)))
+    (cuda,) = (o for o in CUDA_BUILD_ON_AN_OLD_DRIVER.devices if o.name.kind == "cuda")
+    assert not cuda.usable and cuda.reason is not None and "built for CUDA 13.0" in cuda.reason
