@@ -30,6 +30,11 @@ RAS_TTL_S = 10.0
 """Seconds the RAS error counts are trusted (they change rarely, and there are many files)."""
 PWM_MAX = 255
 """``pwm1`` runs from 0 to 255 (hwmon's sysfs interface)."""
+HOTSPOT_BIT = 36
+"""``SMU_THROTTLER_TEMP_HOTSPOT_BIT``: RDNA3 and later set it almost always, even idle."""
+HOTSPOT_NEAR_C = 10.0
+"""The hotspot bit counts only with the junction (hotspot) temperature within this of its
+limit (``temp2_crit``)."""
 
 GPU_METRICS_THROTTLE_AT = {(1, 3): 112, (2, 2): 120, (2, 3): 120, (2, 4): 120}
 """Where each ``gpu_metrics`` version (format and content revision of its header) keeps its
@@ -60,7 +65,7 @@ def parse_dpm(text: str | None) -> tuple[float | None, float | None]:
 
     Each line is a level (``1: 2100Mhz *``); the current one is marked ``*``. A table with a
     line that is not a level (a truncated file's last) is not trusted: both are ``None``; so
-    is the current clock where no level is marked.
+    is the current clock where no level is marked, and a level of 0 MHz (a table of zeros).
     """
     current: float | None = None
     highest: float | None = None
@@ -72,7 +77,7 @@ def parse_dpm(text: str | None) -> tuple[float | None, float | None]:
         highest = mhz if highest is None else max(highest, mhz)
         if match[2]:
             current = mhz
-    return current, highest
+    return current or None, highest or None
 
 
 class AmdgpuCard(SysfsCard):
@@ -112,17 +117,27 @@ class AmdgpuCard(SysfsCard):
         temperatures = labelled_inputs(hwmon, "temp", files) if hwmon else {}
         self._edge = temperatures.get("edge")
         self._junction = temperatures.get("junction")
+        crit = Path(self._junction.removesuffix("input") + "crit") if self._junction else None
+        self._junction_limit = files.integer(crit) if crit and files.exists(crit) else None  # m°C
         self._memory_temperature = temperatures.get("mem")
+        clocks = labelled_inputs(hwmon, "freq", files) if hwmon else {}
+        self._sclk, self._mclk = clocks.get("sclk"), clocks.get("mclk")  # measured, Hz
+        # only an APU's hwmon has vddnb (its northbridge's voltage, in1)
+        self.integrated = hwmon is not None and "vddnb" in labelled_inputs(hwmon, "in", files)
         self._power: str | None = None
         self._power_cap: str | None = None
         self._pwm: str | None = None
-        self._fan: tuple[str, str] | None = None
+        self._pwm_enable: str | None = None
+        self._fan: str | None = None
+        self._fan_max_rpm: int | None = None
         if hwmon is not None:
             self._power = first_present([hwmon / "power1_average", hwmon / "power1_input"], files)
             self._power_cap = first_present([hwmon / "power1_cap"], files)
             self._pwm = first_present([hwmon / "pwm1"], files)
-            if files.exists(hwmon / "fan1_input") and files.exists(hwmon / "fan1_max"):
-                self._fan = (os.fspath(hwmon / "fan1_input"), os.fspath(hwmon / "fan1_max"))
+            self._pwm_enable = first_present([hwmon / "pwm1_enable"], files)
+            self._fan = first_present([hwmon / "fan1_input"], files)
+            if self._fan is not None:
+                self._fan_max_rpm = files.integer(hwmon / "fan1_max")
         self._metrics, self._throttle_at = _gpu_metrics(device, files)
         self._ras = _ras_files(device)
         self._ras_errors: tuple[float, int | None] | None = None  # (read at, count)
@@ -130,8 +145,8 @@ class AmdgpuCard(SysfsCard):
     def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         junction = self._celsius(self._junction)
         edge = self._celsius(self._edge) if self._edge else junction  # MI300: no edge sensor
-        sclk, sclk_max = self._dpm("pp_dpm_sclk")
-        mclk, mclk_max = self._dpm("pp_dpm_mclk")
+        sclk, sclk_max = self._clock("pp_dpm_sclk", self._sclk)
+        mclk, mclk_max = self._clock("pp_dpm_mclk", self._mclk)
         return self._reading(
             now,
             processes,
@@ -141,7 +156,7 @@ class AmdgpuCard(SysfsCard):
             memory_total_bytes=self._vram_total,
             temperature_c=edge,
             junction_temperature_c=junction,
-            memory_temperature_c=self._celsius(self._memory_temperature),
+            memory_temperature_c=self._celsius(self._memory_temperature) or None,  # 0: none
             power_w=self._watts(self._power),
             power_limit_w=self._cap_w(now, self._power_cap),
             sm_clock_mhz=sclk,
@@ -150,13 +165,14 @@ class AmdgpuCard(SysfsCard):
             memory_clock_max_mhz=mclk_max,
             fan_percent=self._fan_percent(),
             ecc_uncorrected_errors=self._uncorrected(now),
-            throttle_reasons=self._throttle_reasons(),
+            throttle_reasons=self._throttle_reasons(junction),
         )
 
-    def _throttle_reasons(self) -> tuple[str, ...] | None:
+    def _throttle_reasons(self, junction: float | None) -> tuple[str, ...] | None:
         """Why the clocks are held down, from ``gpu_metrics`` where its version says it in
         ASIC-independent bits (empty: they are not); ``None`` elsewhere, or when the file
-        does not read as that version (noted)."""
+        does not read as that version (noted). The hotspot bit counts only with the
+        ``junction`` temperature near its limit (``HOTSPOT_NEAR_C``)."""
         if self._metrics is None or self._throttle_at is None:
             return None
         data = self._files.data(self._metrics, keep=True)
@@ -171,9 +187,21 @@ class AmdgpuCard(SysfsCard):
             )
             return None
         (bits,) = _U64.unpack_from(data, at)
+        limit = self._junction_limit
+        if junction is None or limit is None or junction < limit / 1000 - HOTSPOT_NEAR_C:
+            bits &= ~(1 << HOTSPOT_BIT)
         return tuple(
             dict.fromkeys(word for span, word in THROTTLE_BITS if any(bits >> b & 1 for b in span))
         )
+
+    def _clock(self, table: str, measured: str | None) -> tuple[float | None, float | None]:
+        """A clock's current and highest MHz: hwmon's measured clock where the card has one
+        (``freq1_input``, ``freq2_input``, Hz), else the level of the DPM ``table`` marked
+        current (some cards leave it at a level they are not at); the highest is the table's
+        top level."""
+        current, highest = self._dpm(table)
+        hz = None if measured is None else self._files.integer(measured, keep=True)
+        return (current if hz is None else hz / 1e6), highest
 
     def _dpm(self, name: str) -> tuple[float | None, float | None]:
         text = self._text(name)
@@ -204,17 +232,24 @@ class AmdgpuCard(SysfsCard):
         return None if microwatts is None or microwatts < 0 else microwatts / 1e6
 
     def _fan_percent(self) -> float | None:
-        if self._pwm is not None:
-            pwm = self._files.integer(self._pwm, keep=True)
-            if pwm is not None and 0 <= pwm <= PWM_MAX:
-                return round(pwm * 100 / PWM_MAX, 1)
-            if pwm is not None:
-                self._files.note(self._pwm, f"{pwm} is not 0 to {PWM_MAX}")
-            return None
+        """The fan's speed as a share of its maximum: the tachometer's (``fan1_input`` of
+        ``fan1_max``, RPM) where the card has one, else the duty cycle ``pwm1`` asks for, full
+        where ``pwm1_enable`` is 0 (no control: full speed). A tachometer without a maximum
+        reads n/a (no reading holds RPM)."""
+        files = self._files
         if self._fan is not None:
-            rpm, top = (self._files.integer(path, keep=True) for path in self._fan)
-            if rpm is not None and top and rpm >= 0:
-                return round(rpm * 100 / top, 1)
+            rpm = files.integer(self._fan, keep=True)
+            top = self._fan_max_rpm
+            return round(rpm * 100 / top, 1) if rpm is not None and rpm >= 0 and top else None
+        if self._pwm is None:
+            return None
+        if self._pwm_enable is not None and files.integer(self._pwm_enable, keep=True) == 0:
+            return 100.0
+        pwm = files.integer(self._pwm, keep=True)
+        if pwm is not None and 0 <= pwm <= PWM_MAX:
+            return round(pwm * 100 / PWM_MAX, 1)
+        if pwm is not None:
+            files.note(self._pwm, f"{pwm} is not 0 to {PWM_MAX}")
         return None
 
     def _uncorrected(self, now: float) -> int | None:

@@ -133,7 +133,8 @@ class DrmSampler:
             return {}
         if self._clients is None:
             self._clients = DrmClientSampler(self._procfs)
-        found = self._clients.sample()
+        integrated = frozenset(bus for bus, reader in self._readers.items() if reader.integrated)
+        found = self._clients.sample(integrated)
         return {bus_id: found.get(bus_id, ()) for bus_id in self._readers}
 
     def _next_index(self, vendor: Vendor) -> int:

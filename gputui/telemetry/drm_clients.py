@@ -24,8 +24,9 @@ busy ``drm-cycles-<name>`` against ``drm-total-cycles-<name>``, over
 - **Memory** (``gpu_memory_bytes``): per region, the resident figure
   (``drm-resident-``/``drm-memory-``), else the total (``drm-total-``). VRAM is preferred:
   where a client reports device memory (``vram``, ``vram0``, i915's ``local0``...) its
-  figure is that memory alone; elsewhere (integrated GPUs) it is the system memory the GPU
-  maps (every region but the one TTM keeps unmapped: amdgpu's ``cpu``, xe's ``system``).
+  figure is that memory alone; elsewhere, and on an APU (whose VRAM is a small carve-out
+  and whose models live in GTT), it is the system memory the GPU maps (every region but
+  the one TTM keeps unmapped: amdgpu's ``cpu``, xe's ``system``).
 - **Kind**: ``graphics`` for a process whose clients ran only a graphics engine (``gfx``,
   ``render``, ``rcs``), else ``compute``.
 
@@ -385,8 +386,9 @@ class DrmClientSampler:
         self._counters: dict[ClientKey, _Counters] = {}
         self._same_pid_namespace: bool | None = None
 
-    def sample(self) -> dict[str, tuple[GpuProcess, ...]]:
-        """One sweep: each GPU's PCI bus id (lowercase) and the processes using it, by pid.
+    def sample(self, integrated: frozenset[str] = frozenset()) -> dict[str, tuple[GpuProcess, ...]]:
+        """One sweep: each GPU's PCI bus id (lowercase) and the processes using it, by pid;
+        the GPUs ``integrated`` names (APUs) count every region their clients map.
 
         Engine busy is ``None`` on a client's first sample; a GPU no process uses is absent.
         """
@@ -426,7 +428,7 @@ class DrmClientSampler:
                     clients[key] = (client, self._clock_ns())
         self._processes = processes
         self._listed_before = True
-        return self._readings(clients, holders)
+        return self._readings(clients, holders, integrated)
 
     def _drm_fds(self, pid: int, known: _Process) -> tuple[str, ...]:
         """The process's fds on a DRM node: as last listed, or listed again when due."""
@@ -487,6 +489,7 @@ class DrmClientSampler:
         self,
         clients: Mapping[ClientKey, tuple[DrmClient, int]],
         holders: Mapping[ClientKey, set[int]],
+        integrated: frozenset[str],
     ) -> dict[str, tuple[GpuProcess, ...]]:
         """Each client counted for one process, and each process's clients on a GPU added up."""
         owned: dict[tuple[str, int], list[tuple[DrmClient, dict[str, float] | None]]] = {}
@@ -508,7 +511,7 @@ class DrmClientSampler:
                     pid,
                     identity.user,
                     identity.command,
-                    _memory(client for client, _ in its_clients),
+                    _memory((client for client, _ in its_clients), bus_id in integrated),
                     _kind(client for client, _ in its_clients),
                     create_time=identity.create_time,
                     local_pid=pid if local else None,
@@ -616,18 +619,18 @@ def _busy_percent(each_client: Iterable[dict[str, float] | None]) -> float | Non
     return min(100.0, max(0.0, 100.0 * max(engines.values())))
 
 
-def _memory(clients: Iterable[DrmClient]) -> int | None:
+def _memory(clients: Iterable[DrmClient], integrated: bool) -> int | None:
     """The clients' memory on the GPU added up (see the module); ``None`` when none says."""
-    known = [size for size in map(_client_memory, clients) if size is not None]
+    known = [size for client in clients if (size := _client_memory(client, integrated)) is not None]
     return sum(known) if known else None
 
 
-def _client_memory(client: DrmClient) -> int | None:
+def _client_memory(client: DrmClient, integrated: bool) -> int | None:
     regions = client.memory_bytes
     if not regions:
         return None
     device = [size for region, size in regions.items() if _is_device_region(region)]
-    if device:
+    if device and not integrated:
         return sum(device)
     unmapped = _UNMAPPED_REGIONS.get(client.driver, frozenset())
     return sum(size for region, size in regions.items() if region not in unmapped)

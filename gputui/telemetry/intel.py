@@ -2,10 +2,11 @@
 
 Neither driver says how busy a GPU is, nor how much power it draws: both give counters, the
 time each GT spent idle in RC6 (i915's ``rc6_residency_ms``, xe's
-``gtidle/idle_residency_ms``) and the energy used (hwmon's ``energy1_input``), so
-utilization and power come from two samples' difference (none from the first). The GT
-frequencies are i915's ``gt_cur_freq_mhz``/``gt_max_freq_mhz`` and xe's
-``tile*/gt*/freq0/cur_freq``/``max_freq``; xe gives each tile's VRAM size, i915 none.
+``gtidle/idle_residency_ms``) and the energy used (hwmon's ``energy1_input``, or xe's
+package counter where the card's reads 0), so utilization and power come from two samples'
+difference (none from the first). The GT frequencies are i915's
+``gt_cur_freq_mhz``/``gt_max_freq_mhz`` and xe's ``tile*/gt*/freq0/cur_freq``/``max_freq``;
+xe gives each tile's VRAM size, i915 none.
 """
 
 from __future__ import annotations
@@ -115,14 +116,16 @@ class IntelCard(SysfsCard):
             files.note(device, "no GT frequencies or idle counters found")
         hwmon = hwmon_dir(device)
         energies = labelled_inputs(hwmon, "energy", files) if hwmon else {}
-        energy = energies.get("card") or energies.get("energy1") or energies.get("pkg")
-        self._energy = _Counter(energy) if energy else None
+        self._energies = [
+            _Counter(path) for name in ("card", "energy1", "pkg") if (path := energies.get(name))
+        ]
         self._energy_counter_uj: int | None = None
         self._energy_since_start_uj = 0
         temperatures = labelled_inputs(hwmon, "temp", files) if hwmon else {}
         self._temperature = temperatures.get("pkg") or temperatures.get("temp1")
         self._memory_temperature = temperatures.get("vram")
-        self._power_max = first_present([hwmon / "power1_max"], files) if hwmon else None
+        power_max = [hwmon / "power1_max", hwmon / "power2_max"] if hwmon else []  # card, pkg
+        self._power_max = first_present(power_max, files)
 
     def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         # utilization and power are rates over the sampler's clock
@@ -133,7 +136,7 @@ class IntelCard(SysfsCard):
             known = []  # the busiest GT may be the one not known
         first = self._gts[0] if self._gts else None
         clock = files.integer(first.clock, keep=True) if first and first.clock else None
-        energy_uj, power_uw = self._energy.rate(files, now) if self._energy else (None, None)
+        energy_uj, power_uw = self._energy(now)
         return self._reading(
             now,
             processes,
@@ -142,7 +145,7 @@ class IntelCard(SysfsCard):
             memory_used_bytes=self._vram_used(),
             memory_total_bytes=self._vram_total,
             temperature_c=self._celsius(self._temperature),
-            memory_temperature_c=self._celsius(self._memory_temperature),
+            memory_temperature_c=self._celsius(self._memory_temperature) or None,  # 0: none
             power_w=None if power_uw is None else round(power_uw / 1e6, 3),
             power_limit_w=self._cap_w(now, self._power_max),
             energy_j=None if energy_uj is None else energy_uj / 1e6,
@@ -181,6 +184,16 @@ class IntelCard(SysfsCard):
         if idle_ms_per_s is None:
             return None
         return round(min(max(100.0 - idle_ms_per_s / 10.0, 0.0), 100.0), 1)
+
+    def _energy(self, now: float) -> tuple[int | None, float | None]:
+        """The energy counter (µJ) and its rate: the card's, else the package's where the
+        card's reads 0 (xe on a B580, Linux 6.16: the card's never counts)."""
+        while self._energies:
+            value, rate = self._energies[0].rate(self._files, now)
+            if value != 0 or len(self._energies) == 1:
+                return value, rate
+            del self._energies[0]
+        return None, None
 
     def _energy_since_start(self, counter: int | None) -> float | None:
         """Joules used since the first sample, as NVML's are counted: a counter that goes

@@ -433,6 +433,9 @@ class SysfsCard:
     """What the AMD and Intel readers share: the card, its identity, its PCIe link and the
     readings both drivers give alike. :mod:`gputui.telemetry.drm` reads each through this."""
 
+    integrated = False
+    """An APU: its processes' memory is all the system memory they map (GTT too), not VRAM."""
+
     def __init__(self, card: DrmCard, identity: CardIdentity, files: SysfsFiles) -> None:
         """Keep the card and read its link's maxima once."""
         self.card = card

@@ -226,6 +226,7 @@ def radeon_rx_7900_xtx(bus_id: str = "0000:03:00.0") -> Card:
             "temp1_label": "edge\n",
             "temp2_input": "79000\n",
             "temp2_label": "junction\n",
+            "temp2_crit": "110000\n",
             "temp3_input": "70000\n",
             "temp3_label": "mem\n",
             "power1_average": "312000000\n",
@@ -233,7 +234,7 @@ def radeon_rx_7900_xtx(bus_id: str = "0000:03:00.0") -> Card:
             "power1_cap_max": "402000000\n",
             "pwm1": "102\n",
             "pwm1_enable": "2\n",
-            "fan1_input": "1450\n",
+            "fan1_input": "1320\n",
             "fan1_max": "3300\n",
             "freq1_input": "2371000000\n",
             "freq1_label": "sclk\n",
@@ -244,7 +245,8 @@ def radeon_rx_7900_xtx(bus_id: str = "0000:03:00.0") -> Card:
 def radeon_780m(bus_id: str = "0000:c4:00.0") -> Card:
     """The Radeon 780M of a Ryzen 7 7840U (Phoenix, device 15bf revision c1): an APU, so
     VRAM is the 512 MiB carve-out, there is no memory busy share, no fan, no power cap, one
-    (edge) temperature, and ``power1_average`` counts the CPU too; its internal link has no
+    (edge) temperature, the northbridge's voltage (``vddnb``, an APU's alone), and
+    ``power1_average`` counts the CPU too; its internal link has no
     speed to report (the PCI core writes ``Unknown``)."""
     return Card(
         bus_id,
@@ -271,6 +273,8 @@ def radeon_780m(bus_id: str = "0000:c4:00.0") -> Card:
             "power1_average": "8047000\n",
             "in0_input": "1015\n",
             "in0_label": "vddgfx\n",
+            "in1_input": "1001\n",
+            "in1_label": "vddnb\n",
         },
     )
 

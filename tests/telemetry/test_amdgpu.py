@@ -20,6 +20,7 @@ from gputui.telemetry.drm import GONE, DrmSampler
 from gputui.telemetry.pci_names import PciNames
 from gputui.telemetry.readings import GpuReading, GpuState, Vendor, gpu_label, health_problems
 from gputui.telemetry.sysfs import LINK_TTL_S
+from tests.fakeprocfs import KIB, FakeProcfs, amdgpu_6_8
 from tests.telemetry.sysfs_trees import (
     MI300X_BUS_IDS,
     MI300X_BUSY,
@@ -28,6 +29,8 @@ from tests.telemetry.sysfs_trees import (
     MI300X_SCLK,
     MI300X_VRAM,
     MI300X_VRAM_USED,
+    Card,
+    GiB,
     aspeed_bmc,
     build,
     gpu_metrics_v1_3,
@@ -94,7 +97,7 @@ def test_a_radeon_desktop_card_named_from_libdrms_table(tmp_path: Path) -> None:
         70.0,
     )
     assert (gpu.power_w, gpu.power_limit_w) == (312.0, 339.0)  # power1_average
-    assert gpu.fan_percent == 40.0  # pwm1 102 of 255
+    assert gpu.fan_percent == 40.0  # fan1_input 1320 of fan1_max 3300 RPM
     assert (gpu.sm_clock_mhz, gpu.sm_clock_max_mhz) == (2371.0, 2526.0)
     assert (gpu.memory_clock_mhz, gpu.memory_clock_max_mhz) == (1249.0, 1249.0)
     assert (gpu.pcie_link_gen, gpu.pcie_link_width_lanes) == (4, 16)
@@ -162,13 +165,13 @@ def test_a_card_without_a_board_name_is_named_by_its_pci_ids(
         ("gpu_busy_percent", "250\n", "utilization_percent"),
         ("mem_info_vram_used", "\xff\xfe\n", "memory_used_bytes"),
         ("mem_info_vram_used", "1.5e9\n", "memory_used_bytes"),
-        ("pp_dpm_sclk", "0: 500Mhz\n1: 21", "sm_clock_mhz"),  # truncated mid-table
-        ("pp_dpm_sclk", "0: 500Mhz\n1: 2526Mhz\n", "sm_clock_mhz"),  # no level marked
+        ("pp_dpm_sclk", "0: 500Mhz\n1: 21", "sm_clock_max_mhz"),  # truncated mid-table
+        ("pp_dpm_mclk", "0: 96Mhz\n1: 1249Mhz\n", "memory_clock_mhz"),  # no level marked
         ("pp_dpm_mclk", "garbage", "memory_clock_max_mhz"),
         ("hwmon/hwmon2/temp1_input", "-\n", "temperature_c"),
         ("hwmon/hwmon2/temp2_input", "511000000\n", "junction_temperature_c"),
         ("hwmon/hwmon2/power1_average", "N/A\n", "power_w"),
-        ("hwmon/hwmon2/pwm1", "300\n", "fan_percent"),
+        ("hwmon/hwmon2/fan1_input", "fast\n", "fan_percent"),
         ("current_link_speed", "fast\n", "pcie_link_gen"),
     ],
 )
@@ -207,7 +210,7 @@ def test_gpu_metrics_tells_why_the_clocks_are_held_down(tmp_path: Path) -> None:
     radeon, instinct = sampler.sample().gpus
     assert radeon.throttle_reasons == ()  # v1.3 says it, and nothing holds them down
     assert instinct.throttle_reasons is None  # no gpu_metrics in this tree
-    bits = 1 << 0 | 1 << 4 | 1 << 36 | 1 << 47  # PPT0, SPL, hotspot temperature, PROCHOT
+    bits = 1 << 0 | 1 << 4 | 1 << 35 | 1 << 47  # PPT0, SPL, edge temperature, PROCHOT
     (device_of(sysfs, "0000:03:00.0") / "gpu_metrics").write_bytes(gpu_metrics_v1_3(bits))
     radeon = sampler.sample().gpus[0]
     assert radeon.throttle_reasons == ("power cap", "thermal", "HW slowdown")
@@ -253,6 +256,130 @@ def test_parse_dpm_reads_each_kernels_spelling() -> None:
     assert parse_dpm("0: 96MHz\n1: 1249MHz *") == (1249.0, 1249.0)
     assert parse_dpm("") == (None, None)
     assert parse_dpm(None) == (None, None)
+
+
+def with_hwmon(card: Card, drop: str | tuple[str, ...], files: dict[str, str]) -> Card:
+    """``card`` with its hwmon files named ``drop*`` (a prefix) replaced by ``files``."""
+    kept = {name: text for name, text in card.hwmon.items() if not name.startswith(drop)}
+    card.hwmon = {**kept, **files}
+    return card
+
+
+@pytest.mark.parametrize(
+    ("fan", "percent"),
+    [
+        ({"pwm1": "0\n", "fan1_input": "1395\n", "fan1_max": "3100\n"}, 45.0),  # RX 6600
+        ({"pwm1": "76\n", "fan1_input": "0\n", "fan1_max": "3200\n"}, 0.0),  # RX 7600S, stopped
+        ({"pwm1": "65\n", "fan1_input": "29\n", "fan1_max": "3400\n"}, 0.9),  # RX 5700 XT
+        ({"pwm1": "76\n", "fan1_input": "1200\n"}, None),  # RPM with no maximum: n/a
+    ],
+)
+def test_the_fan_is_the_tachometers_where_the_card_has_one(
+    tmp_path: Path, fan: dict[str, str], percent: float | None
+) -> None:
+    card = with_hwmon(radeon_rx_7900_xtx(), ("pwm1", "fan1"), {"pwm1_enable": "2\n", **fan})
+    (gpu,) = sample(build(tmp_path / "sys", [card]), tmp_path)
+    assert gpu.fan_percent == percent
+
+
+def test_without_a_tachometer_the_fan_is_pwm1_and_full_without_control(tmp_path: Path) -> None:
+    card = with_hwmon(
+        radeon_rx_7900_xtx(), ("pwm1", "fan1"), {"pwm1": "103\n", "pwm1_enable": "0\n"}
+    )
+    sysfs = build(tmp_path / "sys", [card])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    assert sampler.sample().gpus[0].fan_percent == 100.0  # pwm1_enable 0: full speed
+    (device_of(sysfs, "0000:03:00.0") / "hwmon" / "hwmon2" / "pwm1_enable").write_text("2\n")
+    assert sampler.sample().gpus[0].fan_percent == 40.4  # automatic: pwm1 103 of 255
+
+
+@pytest.mark.parametrize(
+    ("sclk", "mclk", "freq", "clocks"),
+    [
+        # RX 7800 XT: the starred level is 77 MHz, gpu_metrics and freq1_input say 2011
+        (
+            "0: 500Mhz \n1: 77Mhz *\n2: 2430Mhz \n",
+            "0: 96Mhz \n1: 1218Mhz *\n",
+            {"freq1_input": "2011000000\n", "freq1_label": "sclk\n"},
+            (2011.0, 2430.0, 1218.0, 1218.0),
+        ),
+        # RX 6600 idle: 2605 starred, 20 measured
+        (
+            "0: 500Mhz \n1: 2605Mhz *\n",
+            "0: 96Mhz *\n1: 1750Mhz \n",
+            {"freq1_input": "20000000\n", "freq1_label": "sclk\n"},
+            (20.0, 2605.0, 96.0, 1750.0),
+        ),
+        # R7 240 (SI): empty tables, hwmon's clocks
+        (
+            "",
+            "",
+            {
+                "freq1_input": "400000000\n",
+                "freq1_label": "sclk\n",
+                "freq2_input": "1150000000\n",
+                "freq2_label": "mclk\n",
+            },
+            (400.0, None, 1150.0, None),
+        ),
+        # a table of zeros, no measured clock: n/a, not 0
+        ("0: 0Mhz *\n1: 0Mhz \n", "0: 0Mhz *\n", {}, (None, None, None, None)),
+    ],
+)
+def test_the_clocks_are_hwmons_measured_ones_and_the_dpm_tables_top(
+    tmp_path: Path,
+    sclk: str,
+    mclk: str,
+    freq: dict[str, str],
+    clocks: tuple[float | None, ...],
+) -> None:
+    card = with_hwmon(radeon_rx_7900_xtx(), "freq", freq)
+    card.device.update(pp_dpm_sclk=sclk, pp_dpm_mclk=mclk)
+    (gpu,) = sample(build(tmp_path / "sys", [card]), tmp_path)
+    assert (
+        gpu.sm_clock_mhz,
+        gpu.sm_clock_max_mhz,
+        gpu.memory_clock_mhz,
+        gpu.memory_clock_max_mhz,
+    ) == clocks
+
+
+def test_a_memory_temperature_of_0_is_na(tmp_path: Path) -> None:
+    card = radeon_rx_7900_xtx()
+    card.hwmon["temp3_input"] = "0\n"
+    (gpu,) = sample(build(tmp_path / "sys", [card]), tmp_path)
+    assert (gpu.temperature_c, gpu.memory_temperature_c) == (62.0, None)
+
+
+def test_the_hotspot_bit_counts_only_near_the_hotspots_limit(tmp_path: Path) -> None:
+    """RDNA3's gpu_metrics sets the hotspot bit (36) nearly always: at 54 °C of 100 °C it
+    is no throttle; within HOTSPOT_NEAR_C of the limit it is."""
+    card = radeon_rx_7900_xtx()
+    card.hwmon.update(temp2_input="54000\n", temp2_crit="100000\n")
+    card.device["gpu_metrics"] = gpu_metrics_v1_3(1 << 36)
+    sysfs = build(tmp_path / "sys", [card])
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"))
+    (gpu,) = sampler.sample().gpus
+    assert gpu.throttle_reasons == () and health_problems(gpu) == []
+    (device_of(sysfs, "0000:03:00.0") / "hwmon" / "hwmon2" / "temp2_input").write_text("97000\n")
+    assert sampler.sample().gpus[0].throttle_reasons == ("thermal",)
+
+
+def test_an_apus_processes_count_gtt_a_discrete_cards_vram(tmp_path: Path) -> None:
+    """A Strix Point process whose model (24 GiB) is in GTT and 5 MiB in the VRAM carve-out
+    reads 24 GiB and 5 MiB; on the discrete card beside it, its VRAM alone."""
+    sysfs = build(tmp_path / "sys", [radeon_rx_7900_xtx(), radeon_780m()])
+    proc = FakeProcfs(tmp_path)
+    proc.process(2001, ("python3", "chat.py"))
+    proc.drm_fd(
+        2001, 5, "renderD129", amdgpu_6_8(7, "0000:c4:00.0", vram_kib=5 << 10, gtt_kib=24 << 20)
+    )
+    proc.process(2002, ("python3", "train.py"))
+    proc.drm_fd(2002, 5, "renderD128", amdgpu_6_8(8, "0000:03:00.0", vram_kib=6 << 20))
+    sampler = DrmSampler(sysfs, procfs=proc.root, names=names(tmp_path / "ids"))
+    discrete, apu = sampler.sample().gpus
+    assert [p.gpu_memory_bytes for p in apu.processes or ()] == [24 * GiB + 5 * 1024 * KIB]
+    assert [p.gpu_memory_bytes for p in discrete.processes or ()] == [6 * GiB]
 
 
 OpenHook = Callable[[str], None]

@@ -13,6 +13,7 @@ from gputui.telemetry.drm import DrmSampler
 from gputui.telemetry.readings import GpuReading, GpuState, Vendor, gpu_label, health_problems
 from tests.telemetry.sysfs_trees import (
     I915_THROTTLE_FILES,
+    Card,
     GiB,
     add_to,
     arc_b580,
@@ -144,6 +145,52 @@ def test_a_counter_that_goes_backwards_gives_no_rate_and_keeps_the_tally(tmp_pat
     clock.advance(1.0)
     (gpu,) = sampler.sample().gpus
     assert (gpu.power_w, gpu.energy_joules, gpu.energy_j) == (None, 50.0, 1.0)
+
+
+def test_an_a380_on_xe_has_its_package_power_limit(tmp_path: Path) -> None:
+    """xe on an Arc A380 gives hwmon's package channel alone (``power2_*``, ``energy2_*``)."""
+    a380 = Card(
+        ARC,
+        "xe",
+        "8086:56A5",
+        device=arc_b580().device,
+        hwmon={
+            "name": "xe\n",
+            "energy2_input": "1287000000\n",
+            "energy2_label": "pkg\n",
+            "power2_max": "55000000\n",
+            "power2_rated_max": "55000000\n",
+            "power2_label": "pkg\n",
+        },
+    )
+    (gpu,) = (
+        DrmSampler(build(tmp_path / "sys", [a380]), names=names(tmp_path / "ids")).sample().gpus
+    )
+    assert (gpu.power_limit_w, gpu.energy_j) == (55.0, 1287.0)
+
+
+def test_a_card_energy_counter_that_stays_0_gives_way_to_the_packages(tmp_path: Path) -> None:
+    """A B580 on Linux 6.16: ``energy1_input`` (card) reads 0 while ``energy2_input`` (pkg)
+    moves."""
+    card = arc_b580()
+    card.hwmon["energy1_input"] = "0\n"
+    sysfs = build(tmp_path / "sys", [card])
+    clock = FakeClock()
+    sampler = DrmSampler(sysfs, names=names(tmp_path / "ids"), clock=clock)
+    sampler.sample()
+    add_to(device_of(sysfs, ARC) / "hwmon" / "hwmon2" / "energy2_input", 95_000_000)
+    clock.advance(1.0)
+    (gpu,) = sampler.sample().gpus
+    assert (gpu.power_w, gpu.energy_joules) == (95.0, 95.0)
+
+
+def test_a_memory_temperature_of_0_is_na(tmp_path: Path) -> None:
+    card = arc_b580()
+    card.hwmon["temp3_input"] = "0\n"
+    (gpu,) = (
+        DrmSampler(build(tmp_path / "sys", [card]), names=names(tmp_path / "ids")).sample().gpus
+    )
+    assert (gpu.temperature_c, gpu.memory_temperature_c) == (58.0, None)
 
 
 @pytest.mark.parametrize(
