@@ -99,6 +99,15 @@ CPU_FACTS: dict[str, Any] = {"torch": "2.13.0+cpu", "build": "cpu", "name": "a C
             {"arch": "no gcnArchName", "bench resident tf32 compile": "not in effect"},
         ),
         ("xpu", XPU_FACTS, "intel", False, "xccl", {"arch": "compute capability is NVIDIA's"}),
+        ("xpu", {**XPU_FACTS, "tf32": True}, "intel", True, "xccl", {"arch": "AOT targets"}),
+        (
+            "xpu",
+            {**XPU_FACTS, "tf32": False},
+            "intel",
+            False,
+            "xccl",
+            {"arch": "AOT targets", "bench resident tf32": "is_tf32_supported"},
+        ),
         (
             "xpu",
             {**XPU_FACTS, "bf16": False, "xccl": False},

@@ -15,6 +15,7 @@ module (Intel GPUs) is reached through ``getattr``, for the builds that lack it.
 
 from __future__ import annotations
 
+import inspect
 import platform
 import re
 import sys
@@ -170,7 +171,8 @@ def check_precision(
 
     MPS runs bf16 only on macOS 14 (Sonoma) or later (before it, torch fails mid-run) and
     from torch 2.6 on (before it, autocast turns itself off: the run trains in fp32 and
-    says bf16).
+    says bf16). An Intel GPU runs TF32 and bf16 only where torch says it has them
+    (:func:`xpu_runs`), else the run would be IEEE fp32, or emulated bf16, under their name.
 
     Args:
         device: The device (:func:`check_device`'s).
@@ -180,6 +182,12 @@ def check_precision(
     Raises:
         DeviceError: one line that says what to use instead.
     """
+    if device.kind == "xpu" and precision != "fp32" and not xpu_runs(precision, device.index or 0):
+        emulated = " (emulation not counted)" if precision == "bf16" else ""
+        raise DeviceError(
+            f"{precision} on {device}: torch.xpu.is_{precision}_supported() says no{emulated}, "
+            "or this torch has none: use --precision fp32"
+        )
     if precision != "bf16" or device.kind != "mps":
         return
     release = platform.mac_ver()[0]
@@ -197,6 +205,19 @@ def check_precision(
             f"bf16 on MPS needs torch {first} or later; this is torch {version}: upgrade torch "
             f"to {first} or later, or use --precision fp32"
         )
+
+
+def xpu_runs(precision: str, index: int = 0) -> bool:
+    """Whether Intel GPU ``index`` runs ``tf32`` or ``bf16`` in hardware, as this torch says
+    (``torch.xpu.is_tf32_supported()``, ``is_bf16_supported()``; False in a torch without
+    them). bf16 is asked without emulation where torch can be told: it counts it by default.
+    """
+    supported = getattr(_xpu(), f"is_{precision}_supported", None)
+    if supported is None:
+        return False
+    make_current(torch.device("xpu", index))  # both ask the current GPU
+    native = "including_emulation" in inspect.signature(supported).parameters
+    return bool(supported(including_emulation=False) if native else supported())
 
 
 def synchronize(device: torch.device) -> None:
@@ -225,7 +246,7 @@ def reset_peak_memory(device: torch.device) -> None:
     peak resident set) cannot be, and MPS keeps none."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    elif device.type == "xpu":
+    elif device.type == "xpu" and hasattr(_xpu(), "reset_peak_memory_stats"):  # torch 2.5 on
         _xpu().reset_peak_memory_stats(device)
 
 
@@ -242,9 +263,10 @@ class AllocatorMemory:
 
 
 def allocator_memory(device: torch.device) -> AllocatorMemory | None:
-    """The caching allocator's figures on a CUDA (ROCm) or XPU device; ``None`` elsewhere."""
+    """The caching allocator's figures on a CUDA (ROCm) or XPU device; ``None`` elsewhere, and
+    on XPU before torch 2.5, whose ``torch.xpu`` has no memory statistics."""
     module = torch.cuda if device.type == "cuda" else _xpu() if device.type == "xpu" else None
-    if module is None:
+    if module is None or not hasattr(module, "memory_allocated"):
         return None
     return AllocatorMemory(
         allocated_bytes=int(module.memory_allocated(device)),

@@ -39,13 +39,16 @@ ALLOCATION_FAILURES = (
     "cublas_status_alloc_failed",
     "cudnn_status_alloc_failed",
     "hipblas_status_alloc_failed",
+    "miopenstatusallocfailed",
+    "cudnn_status_internal_error_host_allocation_failed",
+    "cudnn_status_internal_error_device_allocation_failed",
     "out_of_device_memory",
     "not enough workspace",
 )
 """How a failed allocation reads when it is not an ``OutOfMemoryError``: the host
-allocator's, MPS's, cuBLAS's, cuDNN's or hipBLAS's own (their workspace is allocated
-inside the library, which reports a status, not torch's error), and Intel's Level Zero
-runtime's (``UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY``)."""
+allocator's, MPS's, cuBLAS's, cuDNN's (8's and 9's names), hipBLAS's or MIOpen's own (their
+workspace is allocated inside the library, which reports a status, not torch's error), and
+Intel's Level Zero runtime's (``UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY``)."""
 CUDNN_UNDER_PRESSURE = (
     "unable to find an engine",
     "cudnn_status_internal_error",
@@ -160,7 +163,7 @@ def memory_reading(device: torch.device) -> Memory:
     elif device.type == "mps":
         allocated = torch.mps.current_allocated_memory()
         driver = torch.mps.driver_allocated_memory()
-    else:
+    elif device.type == "cpu":
         peak = _peak_rss()
         scope = "process"
     return Memory(

@@ -6,8 +6,8 @@ An experiment that times "a step" times exactly the step ``gputui bench`` trains
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 
@@ -24,47 +24,52 @@ def set_math(precision: str, device: torch.device) -> str:
     """Set the math a run does, whatever torch's defaults are; returns what it is, in words.
 
     torch's defaults differ by operation: matmuls are IEEE fp32, but cuDNN convolutions
-    may use TF32. So ``fp32`` turns TF32 off for both, ``tf32`` turns it on for both, and
-    ``bf16`` runs under autocast with the rest IEEE. Only CUDA has TF32: elsewhere ``tf32``
-    is IEEE fp32, and says so, as it does where torch reads TF32 back as off
-    (:func:`tf32_taken`: a ROCm build without ``HIPBLASLT_ALLOW_TF32=1``).
+    may use TF32. So ``fp32`` turns TF32 off for both, ``tf32`` turns it on for both (and
+    for oneDNN on XPU), and ``bf16`` runs under autocast with the rest IEEE. The CPU and MPS
+    have no TF32: there ``tf32`` is IEEE fp32, and says so, as it does where torch reads TF32
+    back as off (:func:`tf32_taken`: a ROCm build without ``HIPBLASLT_ALLOW_TF32=1``).
 
     Args:
         precision: ``fp32``, ``tf32`` or ``bf16`` (:data:`gputui.jobs.config.PRECISIONS`).
         device: Where the run trains.
     """
-    tf32 = precision == "tf32"
-    set_tf32(tf32)
+    tf32, xpu = precision == "tf32", device.type == "xpu"
+    set_tf32(tf32, onednn=xpu)
     if precision == "bf16":
         return BF16
-    if tf32 and device.type != "cuda":
-        return f"{IEEE_FP32} (TF32 is CUDA's; {device.type} has none)"
-    if tf32 and not tf32_taken():
-        return (
-            f"{IEEE_FP32} (torch reads TF32 back as off: ROCm takes it with HIPBLASLT_ALLOW_TF32=1)"
-        )
+    if tf32 and device.type not in ("cuda", "xpu"):
+        return f"{IEEE_FP32} (TF32 is CUDA's and XPU's; {device.type} has none)"
+    if tf32 and not tf32_taken(onednn=xpu):
+        hint = "" if xpu else ": ROCm takes it with HIPBLASLT_ALLOW_TF32=1"
+        return f"{IEEE_FP32} (torch reads TF32 back as off{hint})"
     return TF32 if tf32 else IEEE_FP32
 
 
-def tf32_taken(backends: ModuleType = torch.backends) -> bool:
-    """Whether torch's matmuls take the TF32 just asked for. A CUDA build's do. A ROCm
-    build's take it only with ``HIPBLASLT_ALLOW_TF32=1`` (torch 2.7 on; hipBLASLt, on the
-    GPUs that have it), and its ``allow_tf32`` reads back what they take.
+def tf32_taken(
+    backends: ModuleType = torch.backends,
+    environ: Mapping[str, str] = os.environ,
+    *,
+    onednn: bool = False,
+) -> bool:
+    """Whether torch takes the TF32 just asked for, read back through the API that
+    :func:`set_tf32` set (torch 2.9 on refuses to read ``allow_tf32`` once ``fp32_precision``
+    was set: "a mix of the legacy and new APIs"). A ROCm build's matmuls take it only with
+    ``HIPBLASLT_ALLOW_TF32=1`` as well (torch 2.7 on; hipBLASLt, on the GPUs that have it).
 
     Args:
         backends: ``torch.backends``, or a stand-in for it in tests.
+        environ: The environment (``HIPBLASLT_ALLOW_TF32``, read as torch reads it: ``1``).
+        onednn: Ask oneDNN's flag, XPU's, instead.
     """
-    if not getattr(torch.version, "hip", None):
-        return True
-    try:
-        with warnings.catch_warnings():  # torch 2.9 on calls the flag deprecated: it is read
-            warnings.simplefilter("ignore")  # here because only it says what ROCm takes
-            return bool(backends.cuda.matmul.allow_tf32)
-    except RuntimeError:  # torch refuses a mix of its two APIs: its matmuls would too
-        return False
+    if onednn:
+        return bool(backends.mkldnn.allow_tf32)
+    matmul = backends.cuda.matmul
+    taken = matmul.fp32_precision == "tf32" if _precision_api(backends) else matmul.allow_tf32
+    rocm = getattr(torch.version, "hip", None)
+    return bool(taken) and (not rocm or environ.get("HIPBLASLT_ALLOW_TF32") == "1")
 
 
-def set_tf32(on: bool, backends: ModuleType = torch.backends) -> None:
+def set_tf32(on: bool, backends: ModuleType = torch.backends, *, onednn: bool = False) -> None:
     """Turn TF32 on or off for CUDA matmuls and cuDNN alike, through one API.
 
     torch 2.9 added ``fp32_precision`` and deprecated the ``allow_tf32`` flags; a mix of
@@ -75,8 +80,10 @@ def set_tf32(on: bool, backends: ModuleType = torch.backends) -> None:
     Args:
         on: TF32 (``True``) or IEEE fp32.
         backends: ``torch.backends``, or a stand-in for it in tests.
+        onednn: Set oneDNN's ``allow_tf32`` too: XPU's convolutions and matmuls read it (not
+            its ``fp32_precision``, whose setter is the global one). Only an XPU run asks.
     """
-    if hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv"):
+    if _precision_api(backends):
         precision = "tf32" if on else "ieee"
         cudnn = backends.cudnn
         for knob in (backends.cuda.matmul, cudnn, cudnn.conv, cudnn.rnn):
@@ -84,6 +91,13 @@ def set_tf32(on: bool, backends: ModuleType = torch.backends) -> None:
     else:
         backends.cuda.matmul.allow_tf32 = on
         backends.cudnn.allow_tf32 = on
+    if onednn:
+        backends.mkldnn.allow_tf32 = on
+
+
+def _precision_api(backends: ModuleType) -> bool:
+    """Whether this torch sets CUDA's TF32 through ``fp32_precision`` (torch 2.9 on)."""
+    return hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv")
 
 
 def bf16_autocast(device: torch.device, bf16: bool) -> AbstractContextManager[object]:

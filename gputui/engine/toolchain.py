@@ -2,7 +2,8 @@
 
 Inductor builds the model's kernels with the machine's compiler, against Python's headers:
 on the CPU it builds C++ with ``CXX``, else ``g++`` (``clang++`` on macOS); on CUDA,
-Triton builds its kernel launcher in C with ``CC``, else ``gcc`` or ``clang``. A bare
+Triton builds its kernel launcher in C with ``CC``, else ``gcc`` or ``clang``; on XPU, Intel's
+Triton builds it in C++ with ``CXX``, else ``icpx``, ``clang++`` or ``g++``. A bare
 image (no build-essential, no python3-dev) lacks them, and the first compiled step fails
 deep inside the compiler. :func:`missing_for_compile` says so first, in one line, for an
 error of kind :data:`TOOLCHAIN` (a smoke suite counts such a run as skipped, not failed).
@@ -33,16 +34,19 @@ def missing_for_compile(
     """One line saying what ``torch.compile`` lacks here and what to do; ``None``: nothing.
 
     Args:
-        device_type: ``cpu`` or ``cuda`` (MPS is not checked: Metal builds its kernels).
+        device_type: ``cpu``, ``cuda`` or ``xpu`` (MPS is not checked: Metal builds its
+            kernels).
         environ: The environment (``CC``, ``CXX``; ``which`` reads ``PATH``).
         which: Finds a program, as :func:`shutil.which` does.
         include_dir: Where Python's headers belong; by default this Python's.
     """
-    if device_type not in ("cpu", "cuda"):
+    if device_type not in ("cpu", "cuda", "xpu"):
         return None
     missing = []
     if device_type == "cuda":
         compiler = _missing_compiler("C", "CC", ("gcc", "clang"), environ, which)
+    elif device_type == "xpu":
+        compiler = _missing_compiler("C++", "CXX", ("icpx", "clang++", "g++"), environ, which)
     else:
         default = "clang++" if sys.platform == "darwin" else "g++"
         compiler = _missing_compiler("C++", "CXX", (default,), environ, which)
@@ -64,7 +68,7 @@ def _missing_compiler(
     which: Callable[[str], str | None],
 ) -> str | None:
     named = environ.get(variable, "").strip()
-    if named:  # used as it is, with no fallback, by Inductor and Triton alike
+    if named:  # used as it is by Inductor and Triton (Intel's falls back, but it is a mistake)
         found = which(named.split()[0])
         return None if found else f"no {language} compiler ({variable}={named} is not a program)"
     if any(which(program) for program in programs):

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gputui.engine.toolchain import INSTALL_HINT, TOOLCHAIN, missing_for_compile
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CXX = "clang++" if sys.platform == "darwin" else "g++"
 """The C++ compiler Inductor looks for when ``CXX`` is unset."""
 
@@ -73,6 +73,27 @@ def test_cuda_needs_the_c_compiler_triton_looks_for(
     line = missing_for_compile("cuda", environ, found, str(tmp_path))
     expected = f"--compile cannot build kernels: {missing}; {INSTALL_HINT}"
     assert line == (None if missing is None else expected)
+
+
+@pytest.mark.parametrize(
+    ("environ", "found", "missing"),
+    [
+        ({}, which_of("icpx"), None),
+        ({}, which_of("g++"), None),
+        ({}, which_of("gcc"), "no C++ compiler (CXX unset, no icpx or clang++ or g++ on PATH)"),
+    ],
+)
+def test_xpu_needs_the_cxx_compiler_intel_s_triton_looks_for(
+    environ: dict[str, str],
+    found: Callable[[str], str | None],
+    missing: str | None,
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "Python.h").touch()
+    line = missing_for_compile("xpu", environ, found, str(tmp_path))
+    assert line == (
+        None if missing is None else f"--compile cannot build kernels: {missing}; {INSTALL_HINT}"
+    )
 
 
 def test_missing_python_headers_are_named_with_the_compiler(tmp_path: Path) -> None:

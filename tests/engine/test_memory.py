@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -43,6 +44,9 @@ that lacks ``torch.OutOfMemoryError``."""
         RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
         RuntimeError("FIND was unable to find an engine: not enough workspace for any algorithm"),
         RuntimeError("HIP error: HIPBLAS_STATUS_ALLOC_FAILED when calling `hipblasCreate`"),
+        RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED"),
+        RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"),
+        RuntimeError("MIOpen error: miopenStatusAllocFailed"),
         RuntimeError(
             "level_zero backend failed with error: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)"
         ),
@@ -141,6 +145,19 @@ def test_only_a_gpu_s_peak_is_reset_and_for_the_run_s_own_device(
     for device in ("cuda:1", "cpu", "mps", "xpu:0"):
         reset_peak_memory(torch.device(device))
     assert reset == [torch.device("cuda:1"), torch.device("xpu:0")]
+
+
+def test_an_xpu_torch_without_memory_statistics_reads_them_as_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch 2.4's ``torch.xpu`` has no memory statistics (they came in 2.5): an epoch's
+    reset and reading must not raise there, and nothing is guessed."""
+    monkeypatch.setattr(torch, "xpu", SimpleNamespace(is_available=lambda: True))
+    xpu = torch.device("xpu:0")
+    reset_peak_memory(xpu)
+    reading = memory_reading(xpu)
+    assert (reading.allocated_bytes, reading.reserved_bytes, reading.peak_bytes) == (None,) * 3
+    assert reading.peak_scope is None and reading.device == Device("xpu", 0)
 
 
 def test_the_peak_says_what_it_spans(monkeypatch: pytest.MonkeyPatch) -> None:
