@@ -81,8 +81,9 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
         description=(
             "What compute is here, can PyTorch use it, and how much faster is it? With no "
             "command, gputui opens the live monitor in the terminal: the CPU, memory and every "
-            "GPU (NVIDIA through its driver's NVML library, and Apple's MPS) with utilization, "
-            "memory, temperature, power, clocks and each GPU's processes, read every --interval "
+            "GPU (NVIDIA through its driver's NVML library, AMD and Intel through sysfs, and "
+            "Apple's MPS) with utilization, memory, temperature, power, clocks and each GPU's "
+            "processes, read every --interval "
             "seconds; it also trains and compares devices (r, c), runs the experiments (x) and "
             "the doctor (d), and sorts, filters and ends GPU processes (o, /, k); q quits. "
             "With --hosts, --hostfile or --prometheus it opens the fleet view instead: a line "
@@ -135,10 +136,11 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
             "Print the monitor's readings once and exit, for scripts and logs: the host (CPU, "
             "memory, swap, load) and each GPU's utilization, memory, temperature, power, "
             "clocks, health and processes, as a table that fits the terminal (80 columns at "
-            "most) or as JSON. With --hosts, --hostfile or --prometheus it reads those hosts' "
-            "exporters instead, prints each host and its GPUs, and exits 1 when a host did "
-            "not answer. A driver that does not answer within --timeout gets the same: what "
-            "answered is printed, each GPU that did not is marked hung, and the exit code is 1."
+            "most), a line a GPU (--compact) or as JSON. With --hosts, --hostfile or "
+            "--prometheus it reads those hosts' exporters instead, prints each host and its "
+            "GPUs, and exits 1 when a host did not answer. A driver that does not answer "
+            "within --timeout gets the same: what answered is printed, each GPU that did not "
+            "is marked hung, and the exit code is 1."
         ),
         epilog=examples(
             ("gputui snapshot", "this machine's readings, as a table"),
@@ -149,7 +151,14 @@ def build_parser(wanted: Collection[str] | None = None) -> OneLineParser:
             ),
         ),
     )
-    snapshot.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    shown = snapshot.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    shown.add_argument(
+        "--compact",
+        action="store_true",
+        help="print a line for the host and one a GPU, as --hosts prints them (nvitop -1's "
+        "habit), instead of the whole table",
+    )
     add_snapshot_fleet_arguments(snapshot)
     snapshot.add_argument(
         "--from",
@@ -230,6 +239,12 @@ def _run_app(args: argparse.Namespace) -> int:
         runner = checked_runner_setup(os.environ)
     except ConfigError as exc:
         return usage_error("gputui", str(exc))
+    if args.only is not None:  # a GPU not here is refused, not shown as no GPU at all
+        from gputui.telemetry.polling import sample_nvml
+
+        not_here = args.only.not_here(sample_nvml())
+        if not_here is not None:
+            return usage_error("gputui", f"argument --only: {not_here}")
     # Start-up allocates a lot and frees little, so collecting it only delays the first
     # frame. The app turns collection back on once that frame is out.
     recorder = None

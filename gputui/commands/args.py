@@ -161,10 +161,15 @@ def unrecognized(word: str, parser: argparse.ArgumentParser) -> str:
             for option in action.option_strings
             if option.startswith("--")
         }
-        close = closest(word.split("=")[0].lstrip("-"), shown)
-        if close is not None:
+        name = word.split("=")[0].lstrip("-")
+        close = closest(name, shown) or SPELT_ELSEWHERE.get(name, "")
+        if close in shown:
             message += f"; did you mean {shown[close]}?"
     return message
+
+
+SPELT_ELSEWHERE = {"port": "listen"}
+"""Other tools' flags, by the one of ours that does their work (exporters' ``--port``)."""
 
 
 def gpu_selection(text: str) -> GpuSelection:

@@ -58,12 +58,12 @@ def size(text: str) -> int:
     return count
 
 
-def default_file(now: dt.datetime, host: str, codec: str) -> Path:
+def default_file(now: dt.datetime, host: str, codec: str, copy: int = 1) -> Path:
     """Where a recording goes without ``--output``: ``gputui-HOST-20261126-030000.ndjson.zst``
-    in the current folder."""
+    in the current folder (``-030000-2`` for the second started in that second)."""
     suffix = {"zstd": ".ndjson.zst", "gzip": ".ndjson.gz"}.get(codec, ".ndjson")
     name = re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
-    return Path(f"gputui-{name}-{now:%Y%m%d-%H%M%S}{suffix}")
+    return Path(f"gputui-{name}-{now:%Y%m%d-%H%M%S}{f'-{copy}' if copy > 1 else ''}{suffix}")
 
 
 def add_record_command(commands: Any) -> argparse.ArgumentParser:
@@ -158,12 +158,8 @@ def run_record_command(args: argparse.Namespace) -> int:
     if args.keep is not None and args.max_size is None:
         return usage_error(prog, "--keep needs --max-size: without it there is only one file")
     fleet = fleet_named(args)
-    path = args.output
-    if path is None:
-        name = "fleet" if fleet else socket.gethostname()
-        path = default_file(dt.datetime.now(), name, default_codec())
-        if path.exists():
-            return usage_error(prog, f"{path} exists: name a new file with --output")
+    now, name, copy = dt.datetime.now(), "fleet" if fleet else socket.gethostname(), 1
+    path = args.output or default_file(now, name, default_codec())
     codec = codec_for_name(path)
     if codec == ZSTD and zstandard() is None:
         return usage_error(
@@ -176,17 +172,21 @@ def run_record_command(args: argparse.Namespace) -> int:
     if fleet:
         source, read_from, what = fleet_source(args, interval)
         sampled = FleetSampled(source, read_from, what, time.monotonic)
-    try:
-        return record(
-            path,
-            interval_s=interval,
-            codec=codec,
-            duration_s=args.duration,
-            max_size=args.max_size,
-            keep=args.keep,
-            sampled=sampled,
-            announce=lambda line: write_out(one_line(line)),  # (the path is the user's)
-            err=sys.stderr,
-        )
-    except OSError as error:
-        return usage_error(prog, cannot_write(error, path))
+    while True:
+        try:
+            return record(
+                path,
+                interval_s=interval,
+                codec=codec,
+                duration_s=args.duration,
+                max_size=args.max_size,
+                keep=args.keep,
+                sampled=sampled,
+                announce=lambda line: write_out(one_line(line)),  # (the path is the user's)
+                err=sys.stderr,
+            )
+        except OSError as error:
+            if args.output is not None or not isinstance(error, FileExistsError):
+                return usage_error(prog, cannot_write(error, path))
+            copy += 1  # another recorder started in the same second: the next name
+            path = default_file(now, name, codec, copy)

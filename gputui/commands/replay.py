@@ -52,9 +52,9 @@ def add_replay_command(commands: Any) -> argparse.ArgumentParser:
             "whole frame yet, 2 for a usage error or a file that is not a recording."
         ),
         epilog=examples(
-            ("gputui replay night.ndjson.zst", "the night in the monitor, from its start"),
-            ("gputui replay night.ndjson.zst --speed 16 --loop", "fast, over and over"),
-            ("gputui replay --summary night.ndjson.zst --json", "each GPU's night, as JSON"),
+            ("gputui replay night.ndjson.gz", "the night in the monitor, from its start"),
+            ("gputui replay night.ndjson.gz --speed 16 --loop", "fast, over and over"),
+            ("gputui replay --summary night.ndjson.gz --json", "each GPU's night, as JSON"),
         ),
     )
     replay.add_argument(

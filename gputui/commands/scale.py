@@ -36,7 +36,7 @@ from gputui.jobs.config import (
     ScaleConfig,
     available_cores,
 )
-from gputui.jobs.events import Error
+from gputui.jobs.events import EpochFinished, Error, Note
 from gputui.jobs.interrupt import CtrlC
 from gputui.jobs.process import ChildProcess, list_devices
 from gputui.jobs.results import RunRecord
@@ -44,6 +44,10 @@ from gputui.jobs.scale.plan import CPU_WORLD_SIZES, SCALINGS, gpu_world_sizes, s
 from gputui.jobs.scale.report import render_scale, scale_rows, scale_warnings
 
 PROG = "gputui scale"
+PROBE_NOTE = (
+    "timing steps with and without the gradients' all-reduce, for the all-reduce column "
+    "(in a short run, longer than the epochs)"
+)
 
 
 def add_scale_command(commands: Any) -> argparse.ArgumentParser:
@@ -198,6 +202,8 @@ def _run_one(config: ScaleConfig, progress: ProgressLine, ctrl_c: CtrlC) -> RunR
             run.absorb(event)
             if not (isinstance(event, Error) and event.kind in {"config", "device"}):
                 progress.show(config, event, label)
+            if isinstance(event, EpochFinished) and event.epoch == config.epochs:
+                progress.show(config, Note(PROBE_NOTE), label)  # else a short run seems to hang
     finally:
         job.stop()
         progress.end()

@@ -9,6 +9,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -85,6 +86,8 @@ def run_snapshot(args: argparse.Namespace) -> int:
     snapshot = take_snapshot(timeout_s=NVML_TIMEOUT_S if args.timeout is None else args.timeout)
     if args.json:
         write_out(render_snapshot_json(snapshot))
+    elif args.compact:
+        write_out(render_compact(snapshot, socket.gethostname(), text_width()))
     else:
         write_out(render_snapshot_table(snapshot, text_width()))
     return EXIT_FAILED if nvml_hung(snapshot.nvml) else EXIT_OK
@@ -190,6 +193,8 @@ def _from_recording(args: argparse.Namespace) -> int:
             title += "\n" + one_line(f"The fleet's source did not answer: {unanswered}")
         width = text_width()
         write_out(title + "\n\n" + render_fleet_table(hosts, frame.t, width=width))
+    elif args.compact:
+        write_out(render_compact(snapshot, f"{header.host}, {when}", text_width()))
     else:
         title = one_line(f"Recorded on {header.host}, {when}")
         write_out(title + "\n\n" + render_snapshot_table(snapshot, text_width()))
@@ -218,6 +223,25 @@ def render_snapshot_table(snapshot: Snapshot, width: int = TEXT_WIDTH_MAX) -> st
     ]
     lines = [line for section in sections if section for line in [*section, ""]][:-1]
     return "\n".join(_fitted(lines, width))
+
+
+def render_compact(snapshot: Snapshot, host: str, width: int = TEXT_WIDTH_MAX) -> str:
+    """A line for ``host`` (its CPU, memory and GPUs), then one a GPU as ``snapshot --hosts``
+    prints them; each cut to ``width``, text from outside made printable."""
+    # the fleet's report loads only here (it imports prometheus_client's parser)
+    from gputui.fleet.report import gpu_lines
+
+    snapshot = for_screen(snapshot)
+    cpu, gpus = snapshot.cpu, snapshot.gpus
+    memory = fmt_used_total(cpu.memory_used_bytes, cpu.memory_total_bytes)
+    lines = [
+        f"{one_line(host)}  CPU {fmt_percent(cpu.utilization_percent)} · memory {memory} · "
+        f"{fmt_counted(len(gpus), 'GPU')}",
+        *gpu_lines(gpus),
+    ]
+    if not gpus and snapshot.nvml.status.error:  # why NVIDIA's are missing
+        lines.append(f"  {snapshot.nvml.status.error}")
+    return "\n".join(ellipsize(line, width) for line in lines)
 
 
 def _fitted(lines: list[str], width: int) -> Iterator[str]:

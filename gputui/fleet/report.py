@@ -105,8 +105,7 @@ def render_fleet_table(hosts: Sequence[HostReading], now: float, width: int | No
         age = host.age_s(now)
         if not host.up and host.gpus and age is not None:  # the last readings, dated
             lines.append(f"  readings below are {age:.0f} s old")
-        rows = [_gpu_cells(gpu) for gpu in host.gpus]
-        lines += ["  " + line for line in fmt_columns(rows, right={2, 3, 4, 5})]
+        lines += gpu_lines(host.gpus)
     if width is not None:
         lines = [ellipsize(line, width) for line in lines]
     up = sum(host.up for host in hosts)
@@ -131,6 +130,13 @@ def notes_summary(notes: Sequence[str]) -> str:
     """The first of a host's notes, and how many more (``--json`` lists them)."""
     more = f" (+{len(notes) - 1} more)" if len(notes) > 1 else ""
     return f"{notes[0]}{more}"
+
+
+def gpu_lines(gpus: Sequence[GpuReading]) -> list[str]:
+    """One indented line a GPU, in columns: index, name, utilization, memory, temperature,
+    power (``snapshot --hosts``'s, and ``snapshot --compact``'s)."""
+    rows = [_gpu_cells(gpu) for gpu in gpus]
+    return ["  " + line for line in fmt_columns(rows, right={2, 3, 4, 5})]
 
 
 def _gpu_cells(gpu: GpuReading) -> list[str]:

@@ -41,7 +41,8 @@ class ListenAddress:
 
 
 def parse_listen(text: str) -> ListenAddress:
-    """Read ``HOST:PORT`` (an IPv6 host in brackets: ``[::1]:9922``).
+    """Read ``HOST:PORT`` (an IPv6 host in brackets: ``[::1]:9922``; ``:9922`` is every
+    IPv4 address, ``0.0.0.0:9922``).
 
     Raises:
         ListenError: The text is not such an address; the message shows one that is.
@@ -62,8 +63,7 @@ def parse_listen(text: str) -> ListenAddress:
             raise ListenError(
                 f"{shown}: write an IPv6 address in brackets, e.g. --listen [::1]:{DEFAULT_PORT}"
             )
-        if not host:
-            raise ListenError(f"{shown} names no host, {_EXAMPLE}")
+        host = host or "0.0.0.0"  # :PORT, as the Go exporters take it: every address
         numeric = all(part.isdigit() for part in host.rstrip(".").split("."))
         if not (_is_ip(host, 4) or (_HOST_NAME.fullmatch(host) and not numeric)):
             raise ListenError(f"{shown}: the host is not an IP address or host name, {_EXAMPLE}")

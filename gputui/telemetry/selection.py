@@ -55,6 +55,22 @@ class GpuSelection:
             gpu.uuid is not None and gpu.uuid.startswith(uuid) for uuid in self.uuids
         )
 
+    def not_here(self, reading: NvmlReading) -> str | None:
+        """Why the monitor cannot show these GPUs, in one line (``no GPU 7 here (0-3)``), when
+        NVML lists GPUs and some of these are not among them; else ``None`` (NVML listing
+        none, the monitor says why)."""
+        here = sorted(gpu.index for gpu in reading.gpus)
+        uuids = [gpu.uuid for gpu in reading.gpus]  # None: not read (a hung GPU) may be it
+        missing = [str(i) for i in sorted(self.indexes) if i not in here] + [
+            wanted
+            for wanted in self.uuids
+            if not any(uuid is None or uuid.startswith(wanted) for uuid in uuids)
+        ]
+        if not here or not missing:
+            return None
+        listed = f"{here[0]}-{here[-1]}" if len(here) > 1 else str(here[0])
+        return f"no GPU {', '.join(missing)} here ({listed})"
+
     def of(self, reading: ReadingT) -> ReadingT:
         """``reading`` with only these GPUs (the rest are not shown, nor counted)."""
         return dataclasses.replace(reading, gpus=tuple(g for g in reading.gpus if self.keeps(g)))

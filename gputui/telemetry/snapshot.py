@@ -2,8 +2,9 @@
 frames and a fleet's hosts write them so, and read them back so.
 
 The schema is a contract for scripts: top-level ``cpu``, ``gpus`` (NVIDIA's, then AMD's and
-Intel's, each with its ``vendor``), ``nvml`` and ``mps``; a reading that is not supported is
-``null``. Each reading's keys are its dataclass's fields, in order, but for those marked
+Intel's, each with its ``vendor``), ``nvml`` and ``mps`` (after ``host`` and ``at`` in
+``--json`` and ``/snapshot``); a reading that is not supported is ``null``. Each reading's
+keys are its dataclass's fields, in order, but for those marked
 :data:`~gputui.telemetry.readings.NOT_IN_JSON`; a process's ``workload`` is written as its
 own keys (``container``, ``pod``...).
 """
@@ -12,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import functools
 import json
 import math
+import socket
+import time
 import types
 import typing
 from collections.abc import Callable, Hashable
@@ -59,9 +63,21 @@ def gpu_as_dict(gpu: GpuReading) -> dict[str, Any]:
     return _reading_as_dict(gpu)
 
 
+JSON_DECIMALS = 3
+"""Places ``--json`` and ``/snapshot`` round numbers to: ``93.75``, not ``93.75000000000445``."""
+
+
 def render_snapshot_json(snapshot: Snapshot) -> str:
-    """The snapshot as indented JSON text (no trailing newline)."""
-    return json.dumps(snapshot_as_dict(snapshot), indent=2, allow_nan=False)
+    """The snapshot as indented JSON text (no trailing newline), its numbers rounded to
+    :data:`JSON_DECIMALS` places, after ``host`` (this machine's name) and ``at`` (when the
+    host was read, in ISO 8601, UTC)."""
+    read_at = time.time() - (time.monotonic() - snapshot.cpu.taken_at)
+    data = {
+        "host": socket.gethostname(),
+        "at": dt.datetime.fromtimestamp(read_at, dt.UTC).isoformat(timespec="milliseconds"),
+        **snapshot_as_dict(snapshot, decimals=JSON_DECIMALS),
+    }
+    return json.dumps(data, indent=2, allow_nan=False)
 
 
 def _nested(hint: Any) -> list[Any]:

@@ -458,17 +458,16 @@ class Ran(Exception):
     as exit 0)."""
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the commands run: a file a command line names may be made there."""
-    return tmp_path_factory.mktemp("cwd")
-
-
 @pytest.fixture
-def no_side_effects(monkeypatch: pytest.MonkeyPatch, workdir: Path) -> Iterator[list[str]]:
+def no_side_effects(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[str]]:
     """Run every command's own checks for real, stopping each at its side effect (a child,
-    a server, a recording, the app, a GPU reading); returns what was reached."""
+    a server, a recording, the app, a GPU reading); returns what was reached. The commands
+    run in a folder of their own, where a file a command line names may be made."""
     ran: list[str] = []
+    workdir = tmp_path_factory.getbasetemp() / "commands-run-here"
+    workdir.mkdir(exist_ok=True)
 
     def reached(name: str) -> Any:
         def side_effect(*args: object, **kwargs: object) -> NoReturn:

@@ -7,9 +7,11 @@ NVML comes from the stand-in ``libnvidia-ml.so.1`` on the child's ``LD_LIBRARY_P
 from __future__ import annotations
 
 import ctypes.util
+import datetime as dt
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -31,33 +33,8 @@ from tests.fakeprocfs import (
     POD_UID,
     jobs_tree,
 )
+from tests.helpers import ROOT, gputui, gputui_env
 from tests.pty_run import run_on_a_pty
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def gputui(
-    *args: str,
-    lib_dir: Path | None = None,
-    knobs: Mapping[str, str] | None = None,
-    timeout_s: float = 60,
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m gputui ARGS`` with NVML found only in ``lib_dir``."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
-    env.pop("COLUMNS", None)  # the text is 80 columns wide unless a test says otherwise
-    env.update(knobs or {})
-    if lib_dir is not None:
-        env["LD_LIBRARY_PATH"] = str(lib_dir)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=timeout_s,
-        check=False,
-    )
 
 
 def snapshot_json(lib_dir: Path, knobs: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -206,7 +183,7 @@ def test_help_of_a_misspelt_command_names_the_one_meant() -> None:
 def test_a_good_interval_is_accepted(value: str, no_nvml_dir: Path) -> None:
     done = gputui("--interval", value, "snapshot", "--json", lib_dir=no_nvml_dir)
     assert done.returncode == 0, done.stderr
-    assert set(json.loads(done.stdout)) == {"cpu", "gpus", "nvml", "mps"}
+    assert set(json.loads(done.stdout)) == {"host", "at", "cpu", "gpus", "nvml", "mps"}
 
 
 # --- snapshot against the stand-in NVML -------------------------------------------------
@@ -223,7 +200,9 @@ def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
             "FAKE_NVML_PROCESSES": f"0:{me.pid}:1073741824",
         },
     )
-    assert list(data) == ["cpu", "gpus", "nvml", "mps"]
+    assert list(data) == ["host", "at", "cpu", "gpus", "nvml", "mps"]
+    assert data["host"] == socket.gethostname()
+    assert dt.datetime.fromisoformat(data["at"]).utcoffset() == dt.timedelta(0)
     assert data["nvml"] == {
         "available": True,
         "driver_version": "550.54.15",
@@ -259,6 +238,18 @@ def test_snapshot_json_reads_every_gpu(fake_nvml_dir: Path) -> None:
     assert process["command"]
     assert "pytest" in process["command"] or Path(sys.executable).name in process["command"]
     assert third["processes"] == []
+
+
+def test_snapshot_compact_is_a_line_for_the_host_and_one_a_gpu(fake_nvml_dir: Path) -> None:
+    """``nvitop -1``'s habit: a GPU on one line, as ``snapshot --hosts`` has it, not ten."""
+    done = gputui("snapshot", "--compact", lib_dir=fake_nvml_dir, knobs={"FAKE_NVML_LOST": "1:0"})
+    assert (done.returncode, done.stderr) == (0, "")
+    host, *gpus = done.stdout.splitlines()
+    assert re.fullmatch(rf"{socket.gethostname()}  CPU \d+% · memory .+ GiB · 2 GPUs", host)
+    assert re.fullmatch(
+        r"  0  NVIDIA H100 80GB HBM3 +\d+% +[\d.]+/79\.6 GiB +\d+°C +\d+ W", gpus[0]
+    )
+    assert gpus[1].split() == ["1", "Unknown", "NVIDIA", "GPU", "lost"]
 
 
 def test_snapshot_json_gives_nvlink_and_the_video_engines_and_null_where_not_supported(
@@ -471,11 +462,7 @@ NEEDS_A_TERMINAL = (
 )
 
 
-def gputui_env() -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["TERM"] = "xterm-256color"
-    return env
+TERMINAL = {"TERM": "xterm-256color"}
 
 
 def test_the_monitor_without_a_terminal_says_so_at_once_without_loading_textual() -> None:
@@ -489,7 +476,7 @@ def test_the_monitor_without_a_terminal_says_so_at_once_without_loading_textual(
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        env=gputui_env(),
+        env=gputui_env(knobs=TERMINAL),
         timeout=30,
     )
     assert json.loads(done.stdout) == [2, False]
@@ -503,7 +490,7 @@ def test_gputui_with_no_input_and_its_output_thrown_away_exits_2() -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=gputui_env(),
+        env=gputui_env(knobs=TERMINAL),
         cwd=ROOT,
         timeout=30,
     )
@@ -521,7 +508,7 @@ def test_the_fleet_view_without_a_terminal_points_to_snapshot_with_its_flag(
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        env=gputui_env(),
+        env=gputui_env(knobs=TERMINAL),
         cwd=ROOT,
         timeout=30,
     )
@@ -535,11 +522,34 @@ def test_gputui_with_standard_input_closed_is_one_line_not_a_traceback() -> None
         ["sh", "-c", 'exec "$0" -m gputui <&-', sys.executable],
         capture_output=True,
         text=True,
-        env=gputui_env(),
+        env=gputui_env(knobs=TERMINAL),
         cwd=ROOT,
         timeout=30,
     )
     assert (done.returncode, done.stderr) == (2, NEEDS_A_TERMINAL.format("standard input", ""))
+
+
+@pytest.mark.parametrize(("only", "said"), [("7", "7"), ("0,7", "7"), ("GPU-f00d,1", "GPU-f00d")])
+def test_only_a_gpu_that_is_not_here_is_one_line_and_exit_2(
+    fake_nvml_dir: Path, only: str, said: str
+) -> None:
+    """On 4 GPUs, ``--only 7`` opened the monitor saying NVML listed no GPU, and ``--only
+    0,7`` showed GPU 0 alone, without a word."""
+    env = gputui_env(knobs=TERMINAL) | {
+        "LD_LIBRARY_PATH": str(fake_nvml_dir),
+        "FAKE_NVML_GPU_COUNT": "4",
+    }
+    run = run_on_a_pty(
+        [sys.executable, "-m", "gputui", "--only", only],
+        env=env,
+        cwd=ROOT,
+        timeout_s=30,
+        until=lambda shown: b"\x1b[?1049h" in shown,  # the monitor's screen: too late
+    )
+    assert run.returncode == 2, run.shown[-300:]
+    assert run.shown.decode() == (
+        f"gputui: error: argument --only: no GPU {said} here (0-3) (see 'gputui --help')\r\n"
+    )
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
@@ -551,7 +561,7 @@ def test_gputui_on_a_terminal_with_a_stream_redirected_exits_2(stream: str, tmp_
     with open(log, "wb") as redirected:
         run = run_on_a_pty(
             [sys.executable, "-m", "gputui"],
-            env=gputui_env(),
+            env=gputui_env(knobs=TERMINAL),
             cwd=ROOT,
             timeout_s=20,
             **{stream: redirected},
@@ -575,7 +585,7 @@ def gputui_writing_to(
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
-        env={**gputui_env(), **(env or {})},
+        env={**gputui_env(knobs=TERMINAL), **(env or {})},
         cwd=ROOT,
         timeout=60,
     )
@@ -610,7 +620,7 @@ def test_output_closed_is_one_line_and_exit_2_before_the_work() -> None:
         ["sh", "-c", 'exec "$0" -m gputui snapshot >&-', sys.executable],
         capture_output=True,
         text=True,
-        env=gputui_env(),
+        env=gputui_env(knobs=TERMINAL),
         cwd=ROOT,
         timeout=60,
     )
@@ -623,7 +633,7 @@ def test_output_closed_is_one_line_and_exit_2_before_the_work() -> None:
 
 def test_a_reader_that_goes_away_ends_gputui_quietly(no_nvml_dir: Path) -> None:
     """``gputui snapshot | head -1``: the pipe closes before gputui writes; nothing is said."""
-    env = {**gputui_env(), "LD_LIBRARY_PATH": str(no_nvml_dir)}
+    env = {**gputui_env(knobs=TERMINAL), "LD_LIBRARY_PATH": str(no_nvml_dir)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "gputui", "snapshot"],
         stdout=subprocess.PIPE,

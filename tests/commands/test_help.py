@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,8 @@ from tests.commands.test_bad_input import (
     no_side_effects,  # noqa: F401 (a fixture)
     run_main,
 )
-from tests.commands.test_cli import ROOT, gputui
+from tests.helpers import ROOT, gputui
+from tests.recording.made import write
 
 EXAMPLES_HEADING = "examples:"
 
@@ -77,6 +79,13 @@ def test_every_command_says_what_it_does_and_gives_examples(command: Command) ->
     assert 2 <= len(examples(command.parser)) <= 3, epilog
 
 
+def test_gputui_and_its_package_name_every_vendor_it_reads() -> None:
+    """The top ``--help`` and the package's description once left out AMD and Intel."""
+    package = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["description"]
+    for text in (build_parser().description or "", package):
+        assert all(vendor in text for vendor in ("NVIDIA", "AMD", "Intel", "MPS")), text
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.name for c in COMMANDS])
 def test_the_examples_are_shown_as_written_and_the_prose_is_wrapped(command: Command) -> None:
     """argparse's own formatter runs an epilog's lines together into one paragraph; the
@@ -111,6 +120,9 @@ def test_every_example_parses_and_passes_every_check_before_a_child_starts(
         pytest.fail(f"{line!r} does not parse")
     chosen = chosen_parser(parser, args).prog  # the command or one under it (an experiment)
     assert f"{chosen} ".startswith(f"{command.name} "), chosen
+    for name in (word for word in words if ".ndjson" in word and words[1] == "replay"):
+        if not Path(name).exists():  # the recording it replays, in the commands' folder
+            write(Path(name), 3, codec="gzip")
     outcome = run_main(words[1:])
     assert outcome.code != 2, outcome
     assert "error:" not in outcome.err, outcome
@@ -271,3 +283,9 @@ def test_the_readme_lists_every_flag_of_every_command(command: Command) -> None:
     listed = readme_usage().get(command.name, set())
     assert not shown - listed, f"README's usage lacks {sorted(shown - listed)} ({command.name})"
     assert not listed - shown, f"README's usage lists {sorted(listed - shown)} ({command.name})"
+
+
+def test_the_readme_says_how_long_the_test_suite_takes() -> None:
+    """A new user starting the suite on a small machine is told what to expect."""
+    text = " ".join(README.read_text().split())
+    assert re.search(r"runs the test suite[^.]*, in about \d+ minutes on \d+ cores", text)

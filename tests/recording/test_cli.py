@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
+import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from gputui.commands import main
+from gputui.commands.record import default_file
+from gputui.recording.codec import default_codec
 from gputui.recording.frames import part_path
-from tests.commands.test_cli import ROOT
+from tests.helpers import ROOT
 from tests.recording.made import HIDE_ZSTANDARD, STARTED, plain_lines, write
 
 USAGE = re.compile(r"(gputui [a-z]+): error: (.+) \(see '\1 --help'\)")
@@ -277,3 +282,45 @@ def test_record_says_where_it_records_in_one_line(
     lines = out.splitlines()
     assert len(lines) == 2 and "\x1b" not in out
     assert all("box\\x1b]0;title\\x07\\n.ndjson.gz" in line for line in lines)
+
+
+def test_the_readme_s_record_example_works_without_zstandard(tmp_path: Path) -> None:
+    """A default install has no zstandard: the README's first example once asked for it."""
+    example = next(
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("gputui record --output")
+    )
+    argv = shlex.split(example, comments=True)[1:]
+    argv[argv.index("--duration") + 1] = "0.5"
+    code = HIDE_ZSTANDARD + "from gputui.commands import main\nraise SystemExit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / argv[argv.index("--output") + 1]).stat().st_size > 0
+
+
+def test_a_recorder_started_in_the_same_second_as_another_takes_the_next_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ``gputui record`` started in the same second: the second once failed, the name
+    taken (here, every name of the next two minutes is)."""
+    monkeypatch.chdir(tmp_path)
+    now, host = dt.datetime.now(), socket.gethostname()
+    for second in range(120):
+        default_file(now + dt.timedelta(seconds=second), host, default_codec()).touch()
+    taken = set(tmp_path.iterdir())
+
+    code, out, err = run(capsys, "record", "--duration", "0.5")
+
+    assert code == 0, err
+    made = sorted(path.name for path in set(tmp_path.iterdir()) - taken)
+    assert len(made) == 2 and made[1] == made[0] + ".idx", made
+    assert re.fullmatch(r"gputui-.+-\d{8}-\d{6}-2\.ndjson\.(zst|gz)", made[0])
+    assert made[0] in out

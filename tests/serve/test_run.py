@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import socket
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from gputui.exits import Stop
 from gputui.serve.listen import DEFAULT_PORT, ListenAddress, ListenError, is_loopback, parse_listen
 from gputui.serve.run import ServeError, serve
 from tests.fakenvml import FakeNvml
+from tests.helpers import wait_for
 from tests.serve.served import READY_TIMEOUT_S, gputui_serve
 
 # --- --listen ----------------------------------------------------------------------------
@@ -46,7 +46,6 @@ def test_listen_addresses(text: str, host: str, port: int) -> None:
         "9922",
         "127.0.0.1",
         "127.0.0.1:",
-        ":9922",
         "127.0.0.1:65536",
         "127.0.0.1:-1",
         "127.0.0.1:+1",
@@ -113,10 +112,9 @@ class InProcess:
 
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while "/metrics" not in self.out.getvalue():
-            assert self.thread.is_alive() and time.monotonic() < deadline, self.err.getvalue()
-            time.sleep(0.01)
+        thread = self.thread
+        wait_for(lambda: "/metrics" in self.out.getvalue() or not thread.is_alive())
+        assert "/metrics" in self.out.getvalue(), self.err.getvalue()
         return self
 
     @property
@@ -132,10 +130,7 @@ class InProcess:
             return error.code, error.read()
 
     def wait_for_readings(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while self.get("/snapshot")[0] != 200:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_for(lambda: self.get("/snapshot")[0] == 200, "no readings to serve")
 
     def finish(self, code: int = 0) -> int:
         self.stop(code)
@@ -180,21 +175,16 @@ def test_nvml_is_shut_down_only_after_a_hung_sample_returns(
     in_process.wait_for_readings()
     entered = fake_nvml.calls("nvmlDeviceGetUtilizationRates", 0)
     hang.touch()
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while fake_nvml.calls("nvmlDeviceGetUtilizationRates", 0) == entered:  # a sample is stuck
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for(lambda: fake_nvml.calls("nvmlDeviceGetUtilizationRates", 0) > entered)  # stuck
 
     assert in_process.finish(130) == 130  # serving stops although the sampler cannot
     assert fake_nvml.calls("nvmlShutdown") == 0  # not under the hung call
     hang.unlink()
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while fake_nvml.calls("nvmlShutdown") == 0:  # the sample returns, then NVML shuts down
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for(lambda: fake_nvml.calls("nvmlShutdown"))  # the sample returns, then NVML shuts down
     queries = fake_nvml.device_queries(0)
-    time.sleep(0.6)  # over two intervals: no sample is started after the stop
-    assert fake_nvml.device_queries(0) == queries
+    sampling = {"gputui-serve-pacer", "gputui-serve-nvml"}
+    wait_for(lambda: not sampling & {thread.name for thread in threading.enumerate()})
+    assert fake_nvml.device_queries(0) == queries  # no sample was started after the stop
 
 
 def test_a_port_in_use_is_one_line_that_says_what_to_do(fake_nvml: FakeNvml) -> None:
@@ -216,8 +206,9 @@ def test_an_address_of_another_machine_is_one_line(fake_nvml: FakeNvml) -> None:
     assert "192.0.2.1 is not an address of this machine" in str(caught.value)
 
 
-def test_every_interface_gets_a_one_line_warning(in_process: InProcess) -> None:
-    in_process.start("0.0.0.0:0")
+@pytest.mark.parametrize("listen", ["0.0.0.0:0", ":0"])  # :PORT as the Go exporters take it
+def test_every_interface_gets_a_one_line_warning(in_process: InProcess, listen: str) -> None:
+    in_process.start(listen)
     assert in_process.get("/metrics")[0] == 200  # over loopback only
 
     warning = in_process.err.getvalue()
@@ -259,6 +250,17 @@ def test_a_bad_listen_is_one_line_and_exit_2(fake_nvml_dir: Path, listen: str, n
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("gputui")
     assert names in done.stderr
+
+
+@pytest.mark.parametrize("port", ["--port", "--port=9000"])
+def test_port_as_other_exporters_take_it_points_at_listen(port: str) -> None:
+    done = gputui_serve(port, "9000", lib_dir=Path("/nonexistent"))
+
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"gputui serve: error: unrecognized argument {port}; did you mean --listen? "
+        "(see 'gputui serve --help')\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -21,3 +21,15 @@ def test_indexes_and_uuid_prefixes_pick_their_gpus() -> None:
 def test_anything_else_is_refused_with_an_example(text: str) -> None:
     with pytest.raises(SelectionError, match=r"give NVML indexes or UUIDs, e\.g\. --only 0,2"):
         GpuSelection.parse(text)
+
+
+def test_gpus_not_here_are_named_beside_those_that_are() -> None:
+    """``--only 0,7`` on 4 GPUs once showed GPU 0 alone, without a word about 7."""
+    reading = h100s(4)
+    assert GpuSelection.parse("0,7").not_here(reading) == "no GPU 7 here (0-3)"
+    assert (
+        GpuSelection.parse("9,GPU-f00d,7").not_here(reading) == "no GPU 7, 9, GPU-f00d here (0-3)"
+    )
+    assert GpuSelection.parse("1,GPU-00000003").not_here(reading) is None
+    assert GpuSelection.parse("1").not_here(h100s(1)) == "no GPU 1 here (0)"
+    assert GpuSelection.parse("7").not_here(h100s(0)) is None  # the monitor says why none
