@@ -1,6 +1,6 @@
 """The keys both apps share: quitting, on ``q`` and on Ctrl+C as nvitop and nvtop quit
-(Textual alone answers Ctrl+C with "Press ^q to quit"), and the help screen on ``?``,
-``h`` and F1 (:mod:`gputui.ui.widgets.keys_help`)."""
+(Textual alone answers Ctrl+C with "Press ^q to quit") and on nvtop's F10, and the help
+screen on ``?``, ``h`` and F1 (:mod:`gputui.ui.widgets.keys_help`)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,13 @@ from textual.binding import Binding
 if TYPE_CHECKING:
     from textual.screen import Screen
 
-QUIT = Binding("q", "quit", "Quit")
-"""``q``: the app's ``action_quit``."""
+QUIT = Binding("q,f10", "quit", "Quit")
+"""``q`` or F10: the app's ``action_quit``."""
 CTRL_C = Binding("ctrl+c", "quit(True)", "Quit", show=False, priority=True)
 """Ctrl+C: the same ``action_quit``, from any screen (dialogs, the palette and the help
 included: a priority binding), unless there is text to copy (:func:`skip_if_copying`)."""
-HELP = Binding("question_mark,h,f1", "help", "Help", show=False)
-"""``?``, ``h`` or F1: the help screen. Not in the footer: at 80 columns the monitor's
-keys fill it."""
+HELP = Binding("question_mark,h,f1", "help", "Help")
+"""``?``, ``h`` or F1: the help screen (the footer shows ``?``)."""
 
 
 def skip_if_copying(screen: Screen[object]) -> None:

@@ -64,7 +64,7 @@ class ReplayControls(App[int]):
         Binding("g", "replay_goto", "Go to"),
         Binding("minus", "replay_speed(-1)", "Slower", group=SPEED_GROUP),
         Binding("plus,equals_sign", "replay_speed(1)", "Faster", group=SPEED_GROUP),
-        Binding("l", "replay_loop", "Loop"),
+        Binding("l", "replay_loop", "Loop", show=False),  # the status line says loop; ? lists l
     ]
 
     if TYPE_CHECKING:  # the app's own, under the mixin in the order of classes

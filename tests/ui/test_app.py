@@ -33,6 +33,7 @@ from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import GpuArea
 from gputui.ui.widgets.mps_panel import MpsPanel
 from gputui.ui.widgets.process_table import ProcessTable
+from tests.helpers import ROOT, wait_for
 from tests.ui.fakes import (
     MPS_ON_LINUX,
     NO_DRIVER,
@@ -44,6 +45,7 @@ from tests.ui.fakes import (
     RaisingSampler,
     ScriptedSampler,
     SettableSampler,
+    card_text,
     cpu_reading,
     fake_app,
     gpu_reading,
@@ -66,10 +68,6 @@ def hanging() -> Iterator[list[HangingSampler[object]]]:
     yield made
     for sampler in made:
         sampler.release.set()
-
-
-def card_text(app: MonitorApp, index: int) -> str:
-    return app.query_one(GpuArea).gpu_list.gpu_text(index)
 
 
 async def test_panels_show_the_injected_readings() -> None:
@@ -99,7 +97,7 @@ async def test_panels_show_the_injected_readings() -> None:
         assert "CPU · AMD EPYC 7763 64-Core Processor" in text
         assert "0 · NVIDIA H100 80GB HBM3 · P0" in text
         assert "GPU processes · 2" in text
-        assert "q Quit" in text and "kKi Kill" in text  # the footer shows the keys (every one at
+        assert "q Quit" in text and "TKI Kill" in text  # the footer shows the keys (every one at
         # 80 columns: tests/ui/test_footer.py; the palette's hint comes back from 90)
         assert app.query_one("#runner").display is False
 
@@ -457,7 +455,6 @@ async def test_no_color_renders_in_greys(monkeypatch: pytest.MonkeyPatch) -> Non
     assert max(greys.values()) <= 8, greys  # the SVG's own text colour is a near-grey
 
 
-ROOT = Path(__file__).resolve().parents[2]
 PANEL_WORDS = ("NVIDIA · 2 GPUs", "H100 80GB HBM3", "GPU processes", "gputui ")
 """Text from each panel of the monitor on the stand-in NVML's 2 GPUs."""
 
@@ -566,10 +563,8 @@ async def test_head_start_readings_are_painted_before_the_first_frame(
     nvml, mps = ScriptedSampler(h100s(2)), ScriptedSampler(MPS_ON_LINUX)
     poller = Poller(Samplers(cpu=cpu, nvml=nvml, mps=mps), 60.0)  # type: ignore[arg-type]
     poller.start()
-    deadline = time.monotonic() + 5.0  # as when Textual takes longer to load than the samples
-    while min(cpu.calls, nvml.calls, mps.calls) < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)
+    # as when Textual takes longer to load than the samples: every reading is in hand
+    wait_for(lambda: poller.latest().snapshot(), "the samplers never answered")
     app = MonitorApp(poller, interval=60.0, clock=FakeClock(), runner=scripted_setup())
     async with app.run_test(size=size) as pilot:
         assert app.handled == {"cpu": 1, "nvml": 1, "mps": 1, "drm": 1}  # in on_mount, no poll
@@ -598,7 +593,7 @@ async def test_the_runner_pane_builds_only_once_shown_and_after_the_monitor() ->
     app = fake_app()
     async with app.run_test(size=(100, 30)) as pilot:  # narrow: the runner is not shown
         await settled(pilot)
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: app.runner.build_allowed)  # the first frame is out
         assert app.monitor.layout_plan is not None
         assert not app.runner.built and not app.runner.children
         await pilot.press("t")
@@ -679,7 +674,7 @@ async def test_an_app_started_with_collection_on_leaves_it_alone() -> None:
     app = fake_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await settled(pilot)
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: app.runner.build_allowed)  # the first frame is out
         assert gc.isenabled()
         assert gc.get_freeze_count() == 0
 

@@ -1,6 +1,7 @@
-"""Issue 32: nvitop's and nvtop's habits. Ctrl+C quits (as ``q`` does, asking first during a
-run), ``?``, ``h`` and F1 list every key, a read-only footer, help and palette offer no kill
-keys, and the ``w`` dialog says which keys start and cancel."""
+"""Issues 32 and 43: nvitop's and nvtop's habits. Ctrl+C and F10 quit (as ``q`` does, asking
+first during a run), ``?``, ``h`` and F1 list every key, ``j`` and ``k`` move, a read-only
+footer, help and palette offer no kill keys, and the ``w`` dialog says which keys start and
+cancel."""
 
 from __future__ import annotations
 
@@ -20,7 +21,15 @@ from gputui.ui.widgets.keys_help import KeyArea, KeysHelp, action_name
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.quit_dialog import QuitDialog
 from gputui.ui.widgets.runner.pane import RunnerPane
-from tests.ui.fakes import ScriptedSampler, cpu_reading, fake_app, screen_text, settled, wait_until
+from tests.ui.fakes import (
+    ScriptedSampler,
+    cpu_reading,
+    fake_app,
+    footer_line,
+    screen_text,
+    settled,
+    wait_until,
+)
 from tests.ui.runner_fakes import gpu_run_events, scripted_setup
 
 
@@ -55,10 +64,6 @@ async def start_training(pilot: Pilot[Any], app: MonitorApp) -> RunnerPane:
     await pilot.press("r")
     await wait_until(pilot, lambda: pane.busy and pane.trainer is not None)
     return pane
-
-
-def footer_line(app: App[object]) -> str:
-    return screen_text(app).splitlines()[-1]
 
 
 # -- Ctrl+C -------------------------------------------------------------------------------
@@ -102,8 +107,17 @@ async def test_ctrl_c_copies_selected_text_instead_of_quitting() -> None:
         assert app.is_running and app.clipboard == "python"
 
 
-async def test_ctrl_c_and_q_quit_the_fleet_view() -> None:
-    for key in ("ctrl+c", "q"):
+async def test_f10_quits_the_monitor_as_in_nvtop() -> None:
+    app = fake_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot)
+        await pilot.press("f10")
+        await pilot.pause()
+    assert not app.is_running and app.return_code == 0
+
+
+async def test_ctrl_c_q_and_f10_quit_the_fleet_view() -> None:
+    for key in ("ctrl+c", "q", "f10"):
         source = NoHosts()
         app = FleetApp(source)
         async with app.run_test(size=(80, 24)) as pilot:
@@ -111,6 +125,26 @@ async def test_ctrl_c_and_q_quit_the_fleet_view() -> None:
             await pilot.press(key)
             await pilot.pause()
         assert not app.is_running and app.return_code == 0 and source.stopped, key
+
+
+# -- nvitop's keys in the process table -------------------------------------------------
+
+
+async def test_j_and_k_move_through_the_process_table_and_ask_nothing() -> None:
+    """Issue 43: a vim or nvitop hand moves with j and k; k asked "Send SIGTERM to pid ...?"
+    (the signals are on nvitop's T, K and I: tests/ui/test_processes.py)."""
+    app = fake_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        table = app.monitor.process_table
+        rows = list(table.shown)
+        assert len(rows) >= 2 and app.focused is table
+        await pilot.press("j", "j")
+        assert table.selected is not None and table.selected.key == rows[1]
+        await pilot.press("k")
+        await pilot.pause()
+        assert table.selected is not None and table.selected.key == rows[0]
+        assert app.screen is app.screen_stack[0] and not app._notifications
 
 
 # -- quitting during a run ----------------------------------------------------------------
@@ -213,8 +247,10 @@ async def test_the_help_lists_every_key_of_the_monitor_and_the_process_table() -
             assert key in shown[area], f"{binding.key} ({binding.action}) not in {area}: {shown}"
         processes = dict(dict(help_screen.areas)["GPU processes"])
         assert (
-            processes["i"] == "Send SIGINT (as Ctrl+C) to the selected GPU process, once y confirms"
+            processes["I"] == "Send SIGINT (as Ctrl+C) to the selected GPU process, once y confirms"
         )
+        assert processes["T"].startswith("Send SIGTERM")  # nvitop's T, K and I
+        assert processes["K"].startswith("Send SIGKILL")
 
 
 async def test_the_help_lists_every_key_of_the_fleet_view() -> None:
@@ -251,20 +287,20 @@ async def test_a_read_only_footer_offers_no_kill_keys_and_k_still_says_why() -> 
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot)
         footer = footer_line(app)
-        assert "Kill" not in footer and "kK" not in footer and "Interrupt" not in footer, footer
+        assert "Kill" not in footer and "TK" not in footer and "Interrupt" not in footer, footer
         assert "q Quit" in footer and "/ Filter" in footer
-        await pilot.press("k", "i")
+        await pilot.press("T", "I")
         await wait_until(pilot, lambda: len(app._notifications) == 2)
         assert [notice.message for notice in app._notifications] == [READONLY_REFUSAL] * 2
 
 
 SIGNAL_COMMANDS = ("Terminate process", "Kill process", "Interrupt process")
-"""The palette's entries that send a signal (``k``, ``K``, ``i``)."""
+"""The palette's entries that send a signal (``T``, ``K``, ``I``)."""
 
 
 @pytest.mark.parametrize("readonly", [True, False])
 async def test_a_read_only_help_and_palette_offer_no_kill_keys(readonly: bool) -> None:
-    """As a replay's: ``k``, ``K`` and ``i`` are not offered where they only refuse."""
+    """As a replay's: ``T``, ``K`` and ``I`` are not offered where they only refuse."""
     app = fake_app(readonly=readonly)
     async with app.run_test(size=(100, 50)) as pilot:
         await settled(pilot)
@@ -277,7 +313,7 @@ async def test_a_read_only_help_and_palette_offer_no_kill_keys(readonly: bool) -
         assert isinstance(help_screen, KeysHelp)
         processes = shown_keys(list(help_screen.areas))["GPU processes"]
         assert "o" in processes and "/" in processes
-        assert all((key in processes) is not readonly for key in ("k", "K", "i")), processes
+        assert all((key in processes) is not readonly for key in ("T", "K", "I")), processes
         text = screen_text(app)
         assert ("Send SIGKILL" in text) is not readonly and "Sort the GPU processes" in text
 

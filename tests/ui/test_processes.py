@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.signal_dialog import SignalDialog
 from tests.fakenvml import FakeNvml
 from tests.fakeprocfs import IN_DOCKER, IN_POD, IN_SLURM, jobs_tree
+from tests.helpers import wait_for
 from tests.ui.fakes import (
     MPS_ON_LINUX,
     NO_DRIVER,
@@ -163,8 +163,9 @@ async def test_o_sorts_by_host_cpu_host_memory_elapsed_time_and_type(
     puts its own process on top (a busy core, then the most memory, then the oldest)."""
     oldest = started_python(sleepers)
     # Start times count 10 ms ticks, and a Python's start-up here can take less than one:
-    # the others start 5 ticks later, so that the oldest is older than each of them.
-    time.sleep(0.05)
+    # the others start once a process started now is younger, so the oldest is older.
+    born = psutil.Process(oldest.pid).create_time()
+    wait_for(lambda: psutil.Process(sleepers().pid).create_time() > born)
     hog = started_python(sleepers, "held = b'x' * (96 << 20)")  # every byte written: resident
     spinner = sleepers(command=["sh", "-c", "while :; do :; done"])
     newest = sleepers()
@@ -256,9 +257,9 @@ async def test_slash_filters_enter_selects_the_first_match_and_escape_clears(
 
 
 @pytest.mark.parametrize(
-    ("key", "signum"), [("k", signal.SIGTERM), ("K", signal.SIGKILL), ("i", signal.SIGINT)]
+    ("key", "signum"), [("T", signal.SIGTERM), ("K", signal.SIGKILL), ("I", signal.SIGINT)]
 )
-async def test_k_K_and_i_ask_then_y_sends_the_signal(
+async def test_T_K_and_I_ask_then_y_sends_the_signal(
     fake_nvml: FakeNvml,
     fake_nvml_env: pytest.MonkeyPatch,
     sleepers: Sleepers,
@@ -292,24 +293,24 @@ async def test_n_or_escape_leaves_the_process_running(
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, target.pid)
-        for key, cancel in (("k", "n"), ("K", "escape"), ("i", "n")):
+        for key, cancel in (("T", "n"), ("K", "escape"), ("I", "n")):
             await pilot.press(key)
             await wait_until(pilot, lambda: isinstance(app.screen, SignalDialog))
             await pilot.press(cancel)
             await wait_until(pilot, lambda: not isinstance(app.screen, SignalDialog))
-        await pilot.pause(0.3)
+        # its answer handled: a signal sent would have been said, as it was sent
         assert target.poll() is None and notices(app) == []
         assert table_of(app).order.filter == ""  # Escape closed the dialog only
 
 
-async def test_k_with_nothing_selected_says_how_to_select(
+async def test_T_with_nothing_selected_says_how_to_select(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch, sleepers: Sleepers
 ) -> None:
     target = sleepers()
     app = nvml_app(fake_nvml_env, f"0:{target.pid}:{GiB}")
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        await pilot.press("k")
+        await pilot.press("T")
         await wait_until(pilot, lambda: notices(app) == [NO_SELECTION])
         assert not isinstance(app.screen, SignalDialog) and target.poll() is None
 
@@ -357,7 +358,7 @@ async def test_host_pids_are_refused_with_the_reason(sleepers: Sleepers) -> None
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, target.pid)
-        for key in ("k", "K", "i"):
+        for key in ("T", "K", "I"):
             await pilot.press(key)
         await wait_until(pilot, lambda: notices(app) == [HOST_PIDS_REFUSAL] * 3)
         assert not isinstance(app.screen, SignalDialog) and target.poll() is None
@@ -371,7 +372,7 @@ async def test_a_read_only_app_refuses_with_a_message(
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, target.pid)
-        for key in ("k", "K", "i"):
+        for key in ("T", "K", "I"):
             await pilot.press(key)
         await wait_until(pilot, lambda: notices(app) == [READONLY_REFUSAL] * 3)
         assert not isinstance(app.screen, SignalDialog) and target.poll() is None
@@ -381,13 +382,13 @@ async def test_a_process_psutil_cannot_see_is_refused_before_asking(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
 ) -> None:
     """NVML lists a pid with no local process (exited, or another user's hidden): with no
-    start time to check the pid against, k says why at once instead of asking in vain."""
+    start time to check the pid against, T says why at once instead of asking in vain."""
     gone = next(pid for pid in range(4_000_000, 4_100_000) if not psutil.pid_exists(pid))
     app = nvml_app(fake_nvml_env, f"0:{gone}:{GiB}")
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
         await select_pid(pilot, app, gone)
-        await pilot.press("k")
+        await pilot.press("T")
         await wait_until(pilot, lambda: len(notices(app)) == 1)
         assert notices(app)[0].startswith(f"Not sent: when pid {gone} started is unknown")
         assert not isinstance(app.screen, SignalDialog)

@@ -27,7 +27,7 @@ from gputui.telemetry.readings import CpuReading, GpuState, NvmlReading, Snapsho
 from gputui.telemetry.snapshot import snapshot_as_dict
 from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.monitor.replay import HERE_REFUSAL, RUNNER_REFUSAL, SIGNAL_REFUSAL, ReplayApp
-from tests.commands.test_cli import ROOT
+from tests.helpers import ROOT
 from tests.recording.made import STARTED, plain_lines, write
 from tests.recording.made import header as made_header
 from tests.recording.made import snapshot as made_snapshot
@@ -193,7 +193,7 @@ async def test_space_pauses_and_plays_and_the_arrows_step(tmp_path: Path) -> Non
         await pilot.press("space")
         stopped = app.player.t
         assert not app.playing and app._tick is None  # no tick left to move it on
-        await pilot.pause(0.3)
+        await pilot.pause()
         assert app.player.t == stopped and "paused" in screen_text(app)
 
 
@@ -308,9 +308,9 @@ async def test_loop_starts_again_after_the_last_frame(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("keys", "said"),
     [
-        ("k", SIGNAL_REFUSAL),
+        ("T", SIGNAL_REFUSAL),
         ("K", SIGNAL_REFUSAL),
-        ("i", SIGNAL_REFUSAL),
+        ("I", SIGNAL_REFUSAL),
         ("r", RUNNER_REFUSAL),
         ("c", RUNNER_REFUSAL),
         ("w", RUNNER_REFUSAL),
@@ -371,7 +371,7 @@ async def test_the_footer_the_palette_and_the_help_offer_the_replay_s_keys(
         # the first frame (seen in CI at 160x51): wait for its first key, then read it all.
         await wait_until(pilot, lambda: "space Pause" in screen_text(app).splitlines()[-1])
         footer = screen_text(app).splitlines()[-1]
-        for shown in ("space Pause", "←→ Step", "[] Min", "g Go to", "-+ Speed", "l Loop"):
+        for shown in ("space Pause", "←→ Step", "[] Min", "g Go to", "-+ Speed", "? Help"):
             assert shown in footer
         for refused in ("Train", "Kill", "Runner", "Doctor"):
             assert refused not in footer
@@ -382,7 +382,7 @@ async def test_the_footer_the_palette_and_the_help_offer_the_replay_s_keys(
         await pilot.press("?")
         areas = dict(app.screen.areas)  # type: ignore[attr-defined]
         assert "Runner" not in areas and ("←", "The frame before") in areas["Replay"]
-        assert not any(keys in ("k", "K", "i") for keys, _ in areas["GPU processes"])
+        assert not any(keys in ("T", "K", "I") for keys, _ in areas["GPU processes"])
 
 
 def test_gputui_replay_runs_on_a_terminal_and_q_quits(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 
@@ -82,24 +81,14 @@ def test_the_fleet_view_in_a_real_terminal(tmux: Tmux) -> None:
         assert gone(pid), "gputui did not quit"
 
 
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """A ``sleep 600`` child to show as a GPU process; killed afterwards if still running."""
-    child = subprocess.Popen(["sleep", "600"])
-    yield child
-    if child.poll() is None:
-        child.kill()
-    child.wait()
-
-
-def test_k_then_y_terminates_a_gpu_process_in_a_real_terminal(
+def test_T_then_y_terminates_a_gpu_process_in_a_real_terminal(
     tmux: Tmux, sleeper: subprocess.Popen[bytes]
 ) -> None:
     tmux.env["FAKE_NVML_PROCESSES"] = f"0:{sleeper.pid}:1073741824"
     pid = tmux.start()
     tmux.wait_for(r"sleep 600")
     tmux.send_keys("Down")  # the table has the keys at start: select its row
-    tmux.send_keys("k")
+    tmux.send_keys("T")
     tmux.wait_for(rf"Send SIGTERM to pid {sleeper.pid}\?")
     tmux.send_keys("y")
     assert sleeper.wait(timeout=15) == -signal.SIGTERM
@@ -112,14 +101,14 @@ def test_k_then_y_terminates_a_gpu_process_in_a_real_terminal(
 def test_a_read_only_monitor_refuses_in_a_real_terminal(
     tmux: Tmux, sleeper: subprocess.Popen[bytes], how: str
 ) -> None:
-    """The flag and the variable reach the app from the command line: k only says no."""
+    """The flag and the variable reach the app from the command line: T only says no."""
     tmux.env["FAKE_NVML_PROCESSES"] = f"0:{sleeper.pid}:1073741824"
     if how.startswith("GPUTUI_READONLY"):
         tmux.env["GPUTUI_READONLY"] = "1"
     pid = tmux.start(*(["--readonly"] if how == "--readonly" else []))
     tmux.wait_for(r"sleep 600")
     tmux.send_keys("Down")
-    tmux.send_keys("k")
+    tmux.send_keys("T")
     tmux.wait_for(r"Read-only \(--readonly")
     assert "Send SIGTERM" not in tmux.screen()
     tmux.send_keys("q")

@@ -10,7 +10,6 @@ terminal: whether it is still in the alternate screen, still tracking the mouse.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -22,7 +21,8 @@ from typing import Any
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT, WAIT_S, gputui_env, running
+
 TINY: dict[str, Any] = {
     "device": "cpu",
     "dataset": "synthetic",
@@ -36,22 +36,13 @@ TINY: dict[str, Any] = {
 }
 """Quick epochs, but enough of them that the run is still going when the test quits; each
 epoch shows its progress (an epoch can be shorter than the default interval between reads)."""
-WAIT_S = 60.0
 
 
 def tmux_env(fake_nvml_dir: Path, runner_defaults: dict[str, Any] | None = None) -> dict[str, str]:
     """This environment for gputui in tmux: the stand-in NVML, tiny runs, no test variables."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("FAKE_NVML_", "TMUX", "PYTEST", "TEXTUAL"))
-    }
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(
-        p for p in (str(fake_nvml_dir), env.get("LD_LIBRARY_PATH")) if p
-    )
-    env["GPUTUI_RUNNER_DEFAULTS"] = json.dumps(runner_defaults or TINY)
-    env["TERM"] = "xterm-256color"
-    return env
+    defaults = {"GPUTUI_RUNNER_DEFAULTS": json.dumps(runner_defaults or TINY)}
+    env = gputui_env(fake_nvml_dir, {**defaults, "TERM": "xterm-256color"})
+    return {k: v for k, v in env.items() if not k.startswith(("TMUX", "PYTEST", "TEXTUAL"))}
 
 
 class Tmux:
@@ -134,14 +125,6 @@ def trainers_of(pid: int) -> list[psutil.Process]:
         if "gputui.engine" in cmdline and "train" in cmdline and str(pid) in cmdline:
             found.append(process)
     return found
-
-
-def running(pid: int) -> bool:
-    """Whether process ``pid`` is alive (not gone, not a zombie)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def gone(pid: int, timeout_s: float = 15.0) -> bool:

@@ -87,13 +87,13 @@ CLOSE_WAIT_S = 0.5
 
 
 READONLY_REFUSAL = "Read-only (--readonly or GPUTUI_READONLY=1): gputui sends no signals."
-"""What ``k``, ``K`` and ``i`` say in a read-only monitor."""
+"""What ``T``, ``K`` and ``I`` say in a read-only monitor."""
 NO_SELECTION = "Select a process first: the arrow keys move through the GPU process table."
-"""What ``k``, ``K``, ``i`` and Enter say while no process is selected."""
+"""What ``T``, ``K``, ``I`` and Enter say while no process is selected."""
 SORT_GROUP = Binding.Group("Sort", compact=True)
 """``o`` and ``O``, one entry in the footer."""
 KILL_GROUP = Binding.Group("Kill", compact=True)
-"""``k``, ``K`` and ``i``, one entry in the footer (not in a read-only monitor's)."""
+"""``T``, ``K`` and ``I`` (nvitop's), one entry in the footer (not in a read-only monitor's)."""
 KEY_AREAS = {"runner_": "Runner", "process_": "GPU processes"}
 """The help screen's areas, by the prefix of their actions; the rest are the monitor's."""
 MONITOR_KEYS_HELP = {
@@ -140,7 +140,7 @@ class MonitorApp(TerminalColours):
         # runner pane
         Binding("r", "runner_start", "Train"),
         Binding("c", "runner_compare", "Compare"),
-        Binding("s", "runner_stop", "Stop"),
+        Binding("s", "runner_stop", "Stop", show=False),  # its button shows s (room for ?)
         Binding("x", "runner_experiment", "Experiment", show=False),  # its button shows x
         Binding("w", "runner_scale", "Scale", show=False),
         Binding("t", "runner_toggle", "Runner"),
@@ -151,9 +151,9 @@ class MonitorApp(TerminalColours):
         Binding("slash", "process_filter", "Filter", key_display="/"),
         Binding("escape", "process_clear_filter", "Clear filter", show=False),
         Binding("enter", "process_history", "History", show=False),  # the footer is full
-        Binding("k", "process_terminate", "Terminate", group=KILL_GROUP),
+        Binding("T", "process_terminate", "Terminate", group=KILL_GROUP),
         Binding("K", "process_kill", "Kill", group=KILL_GROUP),
-        Binding("i", "process_interrupt", "Interrupt", group=KILL_GROUP),
+        Binding("I", "process_interrupt", "Interrupt", group=KILL_GROUP),
     ]
 
     def __init__(
@@ -188,7 +188,7 @@ class MonitorApp(TerminalColours):
             runner: The runner pane's trainers, device list and defaults (default: real).
             doctor: Runs the doctor for the Doctor screen (default: the real one,
                 which spawns the torch probe).
-            readonly: Send no signal to any process (``k``, ``K`` and ``i`` say so, and
+            readonly: Send no signal to any process (``T``, ``K`` and ``I`` say so, and
                 the footer does not offer them).
             only: Show these GPUs alone (``--only``; default: every GPU).
             recorder: Records what is shown (``--record``); the caller closes it.
@@ -197,7 +197,7 @@ class MonitorApp(TerminalColours):
         self.recorder = recorder
         """Records each painted beat, if the monitor records (``--record``)."""
         self.readonly = readonly
-        """Whether ``k``, ``K`` and ``i`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
+        """Whether ``T``, ``K`` and ``I`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
         self.only = only
         self._not_offered = frozenset(
             binding.action
@@ -372,9 +372,11 @@ class MonitorApp(TerminalColours):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The runner's and the process table's keys work only on the monitor's own screen
-        (not the doctor's, nor over a dialog); Escape clears the process filter only while
-        there is one."""
+        (not the doctor's, nor over a dialog), the process table's only while it is shown;
+        Escape clears the process filter only while there is one."""
         if action.startswith(("runner_", "process_")) and self.screen is not self.screen_stack[0]:
+            return False
+        if action.startswith("process_") and not self.monitor.process_table.display:
             return False
         if action == "process_clear_filter" and not self.monitor.filtering:
             return False
@@ -647,7 +649,7 @@ class MonitorApp(TerminalColours):
 
     def offers(self, action: str) -> bool:
         """Whether the help and the palette list ``action``: the monitor offers every one it
-        binds, but the signals when it is read-only (``k`` only says why not: a key offered
+        binds, but the signals when it is read-only (``T`` only says why not: a key offered
         would promise what it refuses)."""
         return action not in self._not_offered
 

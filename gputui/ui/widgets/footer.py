@@ -1,8 +1,8 @@
 """Textual's footer, made to fit: every key stays on screen at 80 columns.
 
-The monitor's footer lists ten keys and the palette's hint. Textual lays them out with a
-space either side of each key; below about 96 columns that cut the last keys (``k``/``K``
-Kill, ``/`` Filter) off the screen, which is where an SSH user at 80x24 looks for them. So,
+The monitor's footer lists a dozen keys and the palette's hint. Textual lays them out with a
+space either side of each key; below about 96 columns that cut the last keys (``TKI`` Kill,
+``/`` Filter) off the screen, which is where an SSH user at 80x24 looks for them. So,
 narrower than the full footer needs, it turns compact (one space between keys), and
 narrower still it drops the palette's hint (``^p`` still opens the palette, and the
 README says so), as a status line drops its least needed part first.

@@ -77,7 +77,7 @@ class KeysHelp(ModalScreen[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,h,f1", "dismiss", "Close"),
-        Binding("q", "app.quit", "Quit"),  # as on the app (a modal screen hides the app's)
+        Binding("q,f10", "app.quit", "Quit"),  # as on the app (a modal screen hides the app's)
     ]
 
     def __init__(self, title: str, areas: Sequence[KeyArea]) -> None:

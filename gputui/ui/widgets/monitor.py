@@ -239,6 +239,8 @@ class Monitor(Vertical, SteadyRender):
         ):
             if widget.display != shown:
                 widget.display = shown
+                if widget is self.process_table:
+                    self.refresh_bindings()  # the footer offers its keys only while it shows
         if self.process_filter is not None and not self.process_table.display:
             self.process_filter.display = False  # no filter line under a hidden table
 

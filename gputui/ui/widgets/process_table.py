@@ -1,9 +1,9 @@
 """The GPU process table: one widget drawn line by line, its heading pinned above the rows.
 
 Textual's Line API (a ``ScrollView`` with ``render_line``): the rows scroll under the
-heading when there are more than fit, by wheel, or as the selection moves (arrow keys,
-Page Up/Down, Home/End once the table has focus, or a click). Not a DataTable: its import
-and component styles would cost the monitor's start more than the table is worth.
+heading when there are more than fit, by wheel, or as the selection moves (arrow keys, ``j``
+and ``k``, Page Up/Down, Home/End once the table has focus, or a click). Not a DataTable:
+its import and component styles would cost the monitor's start more than the table is worth.
 
 Nothing is selected until a key or a click selects a row; the selection follows its
 process (GPU, pid and kind) through new readings and new orders, and is dropped when that
@@ -36,8 +36,8 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
     :data:`gputui.ui.render.processes.PROCESS_COLUMNS`); one may be selected."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "select_step(-1)", "Previous process", show=False),
-        Binding("down", "select_step(1)", "Next process", show=False),
+        Binding("up,k", "select_step(-1)", "Previous process", show=False),  # k, j: as nvitop
+        Binding("down,j", "select_step(1)", "Next process", show=False),
         Binding("pageup", "select_page(-1)", "Page up", show=False),
         Binding("pagedown", "select_page(1)", "Page down", show=False),
         Binding("home", "select_end(0)", "First process", show=False),
