@@ -6,15 +6,21 @@ Exit status: 0 when no check failed, 1 when any did, 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from gputui.commands.args import examples, seconds
 from gputui.commands.output import text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
+from gputui.format import one_line
 from gputui.jobs.config import ProbeConfig
 
 TIMEOUT_MIN_S = 1.0
 TIMEOUT_MAX_S = 3600.0
+
+ERASE = "\r\033[K"
+"""Back to the start of the line, and clear it: the status line is rewritten in place."""
 
 
 def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
@@ -41,7 +47,9 @@ def add_doctor_command(commands: Any) -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="print JSON instead of text")
     doctor.add_argument(
-        "--quick", action="store_true", help="skip the bandwidth and matmul measurements"
+        "--quick",
+        action="store_true",
+        help="the checks alone: no mistakes shown, no bandwidth or matmul measured",
     )
     doctor.add_argument(
         "--timeout",
@@ -64,6 +72,26 @@ def run_doctor_command(args: argparse.Namespace) -> int:
     from gputui.doctor.render import render_json, render_text
     from gputui.doctor.run import run_doctor
 
-    report = run_doctor(timeout_s=args.timeout, quick=args.quick)
+    show = _status_line()
+    report = run_doctor(timeout_s=args.timeout, quick=args.quick, on_step=show)
+    if show is not None:
+        sys.stderr.write(ERASE)  # the report takes its place
+        sys.stderr.flush()
     write_out(render_json(report) if args.json else render_text(report, text_width()))
     return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def _status_line() -> Callable[[str], None] | None:
+    """From now on, each step the doctor starts on one line of standard error, rewritten in
+    place; ``None`` when standard error is not a terminal (a pipe or a file gets the report
+    alone)."""
+    stream = sys.stderr
+    if stream is None or not stream.isatty():
+        return None
+
+    def show(step: str) -> None:
+        stream.write(ERASE + one_line(f"gputui doctor: {step}..."))
+        stream.flush()
+
+    show("starting torch's process")
+    return show

@@ -25,6 +25,8 @@ class Status(str, Enum):
     """Broken and fixable: ``gputui doctor`` exits 1 when any check fails."""
     SKIP = "skip"
     """Does not apply to this machine, or could not be checked."""
+    INFO = "info"
+    """Nothing to check: a common mistake, shown with the error torch raises for it here."""
 
 
 @dataclass(frozen=True, slots=True)

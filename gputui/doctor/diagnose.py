@@ -20,6 +20,7 @@ from gputui.doctor.rocm_xpu import DrmFacts, cpu_build_check, rocm_cuda_check, x
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.visible import VisibleDevices, parse_visible_devices
 from gputui.doctor.wheels import (
+    CPU_CHANNEL,
     GpuCode,
     channel_for_driver,
     cuda_install_fix,
@@ -81,8 +82,9 @@ def diagnose(facts: DoctorFacts) -> DoctorReport:
         *([check_xpu(facts)] if _xpu_build(facts.torch) else []),
         check_gpu_code(facts),
         check_mps(facts.platform, facts.torch, python=facts.python),
-        *pitfall_checks(facts.torch, python=facts.python),
     ]
+    if facts.torch.pitfalls or not facts.torch.completed:  # none shown: --quick, or no torch
+        checks += pitfall_checks(facts.torch, python=facts.python)
     return DoctorReport(
         checks=tuple(checks), devices=devices_on_nvml(facts), facts=report_facts(facts)
     )
@@ -278,6 +280,14 @@ def check_build(facts: DoctorFacts) -> Check:
         return Check(name, Status.SKIP, _torch_unknown(facts.torch))
     if install.hip_version:
         return Check(name, Status.OK, f"A{_build_text(install)[1:]} (AMD GPUs are 'cuda').")
+    if install.cuda_version and _no_driver(facts) and not facts.drm.cards:
+        return Check(
+            name,
+            Status.OK,
+            f"Built for CUDA {install.cuda_version}, but there is no NVIDIA driver here: its "
+            "CUDA libraries, several GB, go unused; PyTorch's CPU build is a fraction of the size.",
+            install_command(CPU_CHANNEL, python=facts.python, packages=_packages(facts.torch)),
+        )
     if install.cuda_version:
         return Check(name, Status.OK, f"Built for CUDA {install.cuda_version}.")
     if install.build == "xpu":
@@ -326,10 +336,7 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
             Status.OK,
             f"The driver supports CUDA {driver_text}; torch needs {install.cuda_version} or newer.",
         )
-    fix = (
-        f"update the NVIDIA driver to one for CUDA {install.cuda_version} or later, or install "
-        f"a build this driver runs: `{_cuda_install_fix(facts)}`"
-    )
+    fix = _too_old_fix(facts, install)
     if driver[0] == built[0] and torch.cuda is not None and torch.cuda.available:
         return Check(
             name,
@@ -345,6 +352,14 @@ def check_driver_vs_build(facts: DoctorFacts) -> Check:
         f"The driver supports CUDA {driver_text}, too old for torch {install.version}, "
         f"built for CUDA {install.cuda_version}.",
         fix,
+    )
+
+
+def _too_old_fix(facts: DoctorFacts, install: TorchProbed) -> str:
+    """A newer driver, or the command for a build this one runs."""
+    return (
+        f"update the NVIDIA driver to one for CUDA {install.cuda_version} or later, or install "
+        f"a build this driver runs: `{_cuda_install_fix(facts)}`"
     )
 
 
@@ -502,7 +517,7 @@ def _cuda_fix(facts: DoctorFacts, install: TorchProbed, visible: VisibleDevices,
     built = parse_cuda_version(install.cuda_version)
     driver = parse_cuda_version(facts.nvml.status.cuda_driver_version)
     if built is not None and driver is not None and driver < built:
-        return f"the driver is too old for this build: `{_cuda_install_fix(facts)}`"
+        return _too_old_fix(facts, install)
     for pattern, fix in _CUDA_ERROR_FIXES:
         if re.search(pattern, error, re.IGNORECASE):
             return fix

@@ -1,8 +1,8 @@
 """The tutorials' three pitfalls, each shown with the real error torch raised here.
 
 The child (``gputui.engine.probe``) makes each mistake on purpose; these checks
-put torch's own words next to the remedy. A pitfall shown is ``ok`` (nothing is
-wrong with the machine); one that could not be shown is ``skip``, and NumPy
+put torch's own words next to the remedy. A pitfall shown is ``info`` (an error raised
+on purpose says nothing of the machine); one that could not be shown is ``skip``, and NumPy
 missing, which breaks ``.numpy()`` everywhere, is ``warn``.
 """
 
@@ -84,7 +84,7 @@ def _numpy(pitfall: PitfallShown | None, numpy_installed: bool | None, python: s
 def _gpu_pitfall(
     name: str, pitfall: PitfallShown, code: str, *, accepted: str, lead: str, tip: str
 ) -> Check:
-    """A mistake made with a GPU tensor: ``ok`` with torch's error, ``skip`` if torch took it.
+    """A mistake made with a GPU tensor: ``info`` with torch's error, ``skip`` if torch took it.
 
     Args:
         name: The check's name.
@@ -99,7 +99,7 @@ def _gpu_pitfall(
         return Check(name, Status.SKIP, f"Could not be shown: {accepted}.", tip)
     if pitfall.shown_on == "meta":
         lead = _META
-    return Check(name, Status.OK, f"{lead}{code} raises {pitfall.error}", tip)
+    return Check(name, Status.INFO, f"{lead}{code} raises {pitfall.error}", tip)
 
 
 def _device_string(pitfall: PitfallShown | None) -> Check:
@@ -112,4 +112,4 @@ def _device_string(pitfall: PitfallShown | None) -> Check:
             Status.SKIP,
             "Could not be shown: torch accepted `torch.device('cuda0')`.",
         )
-    return Check(DEVICE_STRING, Status.OK, f"`torch.device('cuda0')` raises {pitfall.error}", tip)
+    return Check(DEVICE_STRING, Status.INFO, f"`torch.device('cuda0')` raises {pitfall.error}", tip)

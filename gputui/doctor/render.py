@@ -28,8 +28,8 @@ from gputui.format import (
 WIDTH = 80
 """The widest the text gets (a narrower terminal gets narrower text)."""
 
-STATUS_WORDS = {Status.OK: "ok", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip"}
-"""How each status reads in text; a failure shouts."""
+STATUS_WORDS = {status: status.value for status in Status} | {Status.FAIL: "FAIL"}
+"""How each status reads in text: its value, but a failure shouts."""
 
 NAME_WIDTH_MAX = 22
 """Widest the name column gets; longer names push their message to the next line."""
@@ -159,6 +159,7 @@ def _check_lines(checks: tuple[Check, ...], width: int) -> list[str]:
         column = 2 + 4 + 2
     pad = " " * column
     lines: list[str] = []
+    fixed: dict[str, str] = {}  # each fix printed, and the check it was printed under
     for check in checks:
         status = f"  {STATUS_WORDS[check.status]:<4}  "
         head = f"{status}{check.name:<{name_width}}  "
@@ -168,6 +169,12 @@ def _check_lines(checks: tuple[Check, ...], width: int) -> list[str]:
         lines += _wrap(check.message, width, head, pad)
         if check.fix:
             label = "fix: " if check.status in (Status.FAIL, Status.WARN) else "tip: "
+            if check.fix in fixed:  # printed once: the same command twice reads as two steps
+                lines += _wrap(
+                    f"as for {fixed[check.fix]}, above", width, pad + label, pad + " " * len(label)
+                )
+                continue
+            fixed[check.fix] = check.name
             if is_command(check.fix):
                 if column + len(label) + len(check.fix) <= width:
                     lines.append(f"{pad}{label}{check.fix}")

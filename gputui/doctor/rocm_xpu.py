@@ -3,12 +3,13 @@ build sees none.
 
 A ROCm build reaches AMD GPUs through ``/dev/kfd`` (the amdgpu driver's compute interface)
 and the DRM render nodes (``/dev/dri/renderD*``), both usually group ``render`` (``video`` on
-older systems); an XPU build reaches Intel GPUs through the render nodes. HIP honours
-``HIP_VISIBLE_DEVICES`` and ``CUDA_VISIBLE_DEVICES``, and the ROCm runtime under it
-``ROCR_VISIBLE_DEVICES``: each can hide GPUs.
+older systems), and carries code for some GPUs only (:data:`~gputui.doctor.wheels.ROCM_ARCH`);
+an XPU build reaches Intel GPUs through the render nodes. Variables can hide GPUs
+(:data:`ROCM_VARIABLES`).
 
-:func:`drm_facts` gathers this machine's facts (the cards from sysfs, the device nodes, the
-user, the variables); the checks here are pure, so each is tested on facts of other boxes.
+:func:`drm_facts` gathers this machine's facts (the cards from sysfs, their targets from KFD's
+topology, the device nodes, the user, the variables); the checks here are pure, so each is
+tested on facts of other boxes.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gputui.doctor.checks import Check, Status
-from gputui.doctor.wheels import ROCM_CHANNEL, XPU_CHANNEL, install_command
+from gputui.doctor.wheels import ROCM_ARCH, ROCM_CHANNEL, XPU_CHANNEL, install_command
 from gputui.format import fmt_counted
+from gputui.pci import pci_bus_id
 from gputui.telemetry.readings import Vendor
 from gputui.telemetry.sysfs import SYSFS_ENV, CardList, DrmCard, SysfsFiles
 
-ROCM_VARIABLES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-"""The variables that hide AMD GPUs from a ROCm build, in the order the doctor names them."""
+ROCM_VARIABLES = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+"""The variables that hide AMD GPUs from a ROCm build, in the order torch applies them
+(``torch.cuda._parse_visible_devices``): the ROCm runtime's picks from the GPUs; HIP's, or
+``CUDA_VISIBLE_DEVICES`` where HIP's is unset, indexes into what ROCR's left."""
 
 INTEL_RUNTIME = (
     "install Intel's GPU compute runtime (Level Zero: libze-intel-gpu1, or "
@@ -80,6 +84,9 @@ class DrmFacts:
 
     cards: tuple[DrmCard, ...] = ()
     """The GPUs sysfs lists on amdgpu, i915 or xe."""
+    gfx: dict[str, str] = field(default_factory=dict)
+    """Each AMD GPU's target (``gfx1036``) by PCI bus id, from KFD's topology
+    (:func:`kfd_targets`); a GPU missing is unknown."""
     kfd: DevNode | None = None
     """``/dev/kfd``; ``None`` when it is not there."""
     render_nodes: tuple[DevNode, ...] = ()
@@ -117,11 +124,30 @@ def drm_facts(
     nodes = (dev_node(path, _bus_id(root / "class" / "drm" / path.name)) for path in render)
     return DrmFacts(
         cards=cards,
+        gfx=kfd_targets(root),
         kfd=dev_node(dev / "kfd"),
         render_nodes=tuple(node for node in nodes if node is not None),
         user=user or current_user(),
         variables={name: env[name] for name in ROCM_VARIABLES if name in env},
     )
+
+
+def kfd_targets(sysfs: Path) -> dict[str, str]:
+    """Each GPU's target by PCI bus id, from ``class/kfd/kfd/topology/nodes/N/properties``:
+    ``gfx_target_version`` 100306 is gfx1036 (its minor and stepping written in hex), 0 a
+    CPU's node; ``location_id`` is the bus, device and function, ``domain`` the PCI domain."""
+    found = {}
+    for path in sorted((sysfs / "class/kfd/kfd/topology/nodes").glob("*/properties")):
+        try:
+            fields = dict(line.split(maxsplit=1) for line in path.read_text().splitlines())
+            version, where = int(fields.get("gfx_target_version", 0)), int(fields["location_id"])
+            domain = int(fields.get("domain", 0))
+        except (OSError, ValueError, KeyError):
+            continue
+        if version:
+            bus = pci_bus_id(domain, where >> 8, (where >> 3) & 0x1F, where & 0x7)
+            found[bus] = f"gfx{version // 10000}{version // 100 % 100:x}{version % 100:x}"
+    return found
 
 
 def _bus_id(node: Path) -> str | None:
@@ -188,18 +214,31 @@ def cpu_build_check(
     """A CPU-only torch beside AMD or Intel GPUs: the command for the build that uses them;
     ``None`` when there are none.
 
-    AMD GPUs with ``/dev/kfd`` fail (a ROCm build would use them); Intel GPUs warn, since
-    nearly every Intel PC has one built in, which few would train on.
+    AMD GPUs with ``/dev/kfd`` fail (a ROCm build would use them) unless their target is
+    known and the ROCm build carries no code for it (an APU's, most often), which warns, as
+    Intel GPUs do: nearly every Intel PC has one built in, which few would train on.
     """
     name, torch = "torch build", f"torch {version} is a CPU-only build"
     amd, intel = drm.of(Vendor.AMD), drm.of(Vendor.INTEL)
-    if amd and drm.kfd is not None:
+    runs = tuple(card for card in amd if drm.gfx.get(card.bus_id) in {None, *ROCM_ARCH.split(";")})
+    rocm = install_command(ROCM_CHANNEL, python=python, packages=packages)
+    if runs and drm.kfd is not None:
         return Check(
             name,
             Status.FAIL,
-            f"{torch}, but there {'is' if len(amd) == 1 else 'are'} {_gpus(amd, 'AMD')} "
+            f"{torch}, but there {'is' if len(runs) == 1 else 'are'} {_gpus(runs, 'AMD')} "
             "with /dev/kfd: PyTorch's ROCm build runs them, as cuda:N.",
-            install_command(ROCM_CHANNEL, python=python, packages=packages),
+            rocm,
+        )
+    if amd and drm.kfd is not None:
+        targets = " and ".join(sorted({drm.gfx[card.bus_id] for card in amd}))
+        return Check(
+            name,
+            Status.WARN,
+            f"{torch}; there {'is' if len(amd) == 1 else 'are'} {_gpus(amd, 'AMD')}, "
+            f"{targets}, for which PyTorch's ROCm build carries no code.",
+            f"to try it anyway: `{rocm}`, with HSA_OVERRIDE_GFX_VERSION set to the nearest "
+            "target it carries (AMD does not support this)",
         )
     if amd:
         return Check(
@@ -207,7 +246,7 @@ def cpu_build_check(
             Status.WARN,
             f"{torch}; there {'is' if len(amd) == 1 else 'are'} {_gpus(amd, 'AMD')}, but no "
             "/dev/kfd, through which a ROCm build reaches them.",
-            f"{_NO_KFD}, then `{install_command(ROCM_CHANNEL, python=python, packages=packages)}`",
+            f"{_NO_KFD}, then `{rocm}`",
         )
     if intel:
         return Check(
@@ -244,17 +283,20 @@ class Hiding:
 
 
 def hiding(drm: DrmFacts) -> tuple[Hiding, ...]:
-    """The variables set that leave fewer GPUs than the AMD cards here (or none).
+    """The variables set that leave fewer GPUs than the AMD cards here (or none), in torch's
+    order (:data:`ROCM_VARIABLES`).
 
     Each is a comma list of indexes or UUIDs, read as HIP reads it: empty shows none, and
     the list ends at the first entry that is negative, not a number or UUID, or names an
-    index past the cards (when the cards are known).
+    index past the GPUs left (when they are known). After one that hides every GPU, the
+    next is read as it would be once that one is unset.
     """
     count = len(drm.of(Vendor.AMD))
     found = []
+    hip = "HIP_VISIBLE_DEVICES" in drm.variables
     for name in ROCM_VARIABLES:
         value = drm.variables.get(name)
-        if value is None:
+        if value is None or (hip and name == "CUDA_VISIBLE_DEVICES"):
             continue
         shown = 0
         for entry in (part.strip() for part in value.split(",")):
@@ -266,6 +308,7 @@ def hiding(drm: DrmFacts) -> tuple[Hiding, ...]:
                 break
         if shown == 0 or (count and shown < count):
             found.append(Hiding(name, value, shown))
+        count = shown or count
     return tuple(found)
 
 

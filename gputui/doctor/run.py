@@ -130,6 +130,7 @@ def run_doctor(
     probe_python: str | Sequence[str] | None = None,
     python: str | None = None,
     drm: DrmFacts | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> DoctorReport:
     """Diagnose this machine (or the one the injected facts describe).
 
@@ -147,6 +148,7 @@ def run_doctor(
             this one).
         python: How to name this interpreter in install commands (default: worked out).
         drm: The AMD and Intel GPUs and their device nodes (default: read here).
+        on_step: Called, from another thread, with each step the probe child starts.
 
     Returns:
         The report; ``report.failed`` says whether any check failed.
@@ -162,7 +164,11 @@ def run_doctor(
         def probe() -> None:
             try:
                 facts = run_probe(
-                    timeout_s=timeout_s, config=config, environ=env, python=probe_python
+                    timeout_s=timeout_s,
+                    config=config,
+                    environ=env,
+                    python=probe_python,
+                    on_step=on_step,
                 )
             except Exception as error:  # run_probe is not meant to raise; never lose the report
                 facts = TorchFacts(failure=f"the torch probe could not run: {error}")

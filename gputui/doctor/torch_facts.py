@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -141,6 +141,7 @@ def run_probe(
     config: ProbeConfig | None = None,
     environ: Mapping[str, str] | None = None,
     python: str | Sequence[str] | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> TorchFacts:
     """Run the probe child and read what it says; never raises, never outlives its limit.
 
@@ -151,6 +152,7 @@ def run_probe(
         environ: The child's environment (default: this process's); ``CUDA_VISIBLE_DEVICES``
             and the library path in it decide what torch sees.
         python: The interpreter, alone or with its flags (default: this one).
+        on_step: Called with each step the child starts (``importing torch``), as it starts.
 
     Returns:
         The facts; ``failure`` says why when the child did not complete.
@@ -158,7 +160,9 @@ def run_probe(
     started = time.monotonic()
     config = config or ProbeConfig()
 
-    def time_limit_for(event: Event) -> float | None:
+    def time_limit_for(event: Event) -> float | None:  # called with each event as it comes
+        if isinstance(event, ProbeStep) and on_step is not None:
+            on_step(event.step)
         if isinstance(event, CudaProbed | XpuProbed) and event.available and event.device_count:
             return config.time_limit_s(timeout_s, event.device_count)
         return None

@@ -40,8 +40,18 @@ cu124, 2.5 the last on cu121), so an old driver gets a working but older torch.
 
 ROCM_CHANNEL = "rocm7.2"
 """The ROCm channel of the newest torch: AMD GPUs, through torch's ``cuda`` device."""
+ROCM_ARCH = (
+    "gfx900;gfx906;gfx908;gfx90a;gfx942;gfx950;gfx1030;gfx1100;gfx1101;gfx1102;gfx1103;"
+    "gfx1150;gfx1151;gfx1200;gfx1201"
+)
+"""The GPU targets the newest torch on :data:`ROCM_CHANNEL` carries code for, as its wheel
+builder lists them (``PYTORCH_ROCM_ARCH`` in torch's ``.ci/docker/manywheel/build.sh``); it
+runs no other, such as the gfx1036 of Ryzen 7000's graphics, without
+``HSA_OVERRIDE_GFX_VERSION``."""
 XPU_CHANNEL = "xpu"
 """The channel of torch's XPU builds: Intel GPUs, as ``xpu:N``."""
+CPU_CHANNEL = "cpu"
+"""The channel of torch's CPU-only builds: no CUDA libraries (PyPI's Linux torch has them)."""
 
 
 def parse_cuda_version(text: str | None) -> tuple[int, int] | None:

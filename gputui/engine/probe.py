@@ -185,12 +185,13 @@ def run_probe(config: ProbeConfig, emit: Emit) -> None:
         emit(Finished(epochs_completed=0, total_seconds=time.perf_counter() - started))
         return
 
-    emit(ProbeStep("showing the pitfalls"))
-    accelerator = (
-        "cuda:0" if cuda_count else "xpu:0" if xpu_count else "mps" if mps_available else None
-    )
-    for pitfall in measure.pitfalls(accelerator):
-        emit(pitfall)
+    if config.measure:  # not --quick: made on the meta device, they load torch._dynamo
+        emit(ProbeStep("showing the pitfalls"))
+        accelerator = (
+            "cuda:0" if cuda_count else "xpu:0" if xpu_count else "mps" if mps_available else None
+        )
+        for pitfall in measure.pitfalls(accelerator):
+            emit(pitfall)
 
     devices: list[tuple[Device, Callable[[], DeviceProbed]]] = [(CPU, measure.cpu_identity)]
     devices += [

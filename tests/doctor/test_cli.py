@@ -4,43 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from collections.abc import Mapping
+import pty
 from pathlib import Path
 
 import pytest
 
+from gputui.commands.doctor import ERASE
 from tests.doctor.test_render import commands_in, validate_schema, words
+from tests.helpers import gputui
 
 CU124 = "https://download.pytorch.org/whl/cu124"
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def gputui(
-    *args: str, lib_dir: Path | None = None, env: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m gputui ARGS`` with NVML found only in ``lib_dir``."""
-    child = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith("FAKE_NVML_") and name not in {"CUDA_VISIBLE_DEVICES"}
-    }
-    child.pop("COLUMNS", None)  # the text is 80 columns wide unless a test says otherwise
-    child.update(env or {})
-    if lib_dir is not None:
-        child["LD_LIBRARY_PATH"] = str(lib_dir)
-    child["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), child.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=child,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_cpu_only_torch_with_an_nvidia_driver_fails_with_the_install_command(
@@ -49,7 +22,7 @@ def test_cpu_only_torch_with_an_nvidia_driver_fails_with_the_install_command(
     # One run (it imports torch in the probe child), so it also carries a GPU index that
     # the stand-in's two GPUs do not have, judged against the real NVML bindings.
     env = {"CUDA_VISIBLE_DEVICES": "0,5"}
-    done = gputui("doctor", "--json", "--quick", lib_dir=fake_nvml_dir, env=env)
+    done = gputui("doctor", "--json", "--quick", lib_dir=fake_nvml_dir, knobs=env)
     assert done.returncode == 1, done.stderr  # a check failed
     assert done.stderr == ""
     data = json.loads(done.stdout)
@@ -88,7 +61,7 @@ def test_a_driver_version_mismatch_is_not_called_no_driver(fake_nvml_dir: Path) 
     """Issue 18: with the driver's library and kernel module at different versions the
     doctor said "no NVIDIA driver here to miss"; it cannot know whether GPUs are there."""
     env = {"FAKE_NVML_INIT_ERROR": "LIB_RM_VERSION_MISMATCH"}
-    done = gputui("doctor", "--json", "--quick", lib_dir=fake_nvml_dir, env=env)
+    done = gputui("doctor", "--json", "--quick", lib_dir=fake_nvml_dir, knobs=env)
     assert done.returncode == 1, done.stderr  # the driver check failed
     checks = {item["name"]: item for item in json.loads(done.stdout)["checks"]}
     assert checks["nvidia driver"]["status"] == "fail"
@@ -106,13 +79,40 @@ def test_the_text_fits_a_narrow_terminal(fake_nvml_dir: Path) -> None:
     """Issue 18: ``COLUMNS=40 gputui doctor`` wrote 80-column lines, and the install
     command on one line of its own, past them. Only a word wider than 40 (the path to
     this Python may be one) runs past; the command pastes back whole."""
-    done = gputui("doctor", "--quick", lib_dir=fake_nvml_dir, env={"COLUMNS": "40"})
+    done = gputui("doctor", "--quick", lib_dir=fake_nvml_dir, knobs={"COLUMNS": "40"})
     assert done.returncode == 1, done.stderr  # a check failed
     too_wide = [line for line in done.stdout.splitlines() if len(line) > 40]
     assert all(len(line.split()) == 1 for line in too_wide), too_wide
     (install, *_) = commands_in(done.stdout)
     assert install[-4:] == ["install", "torch", "--index-url", CU124]
     assert words(done.stdout).endswith(" skipped.")
+
+
+def test_a_terminal_sees_each_step_as_it_starts_then_the_report_alone() -> None:
+    """Issue 43: ``doctor --quick`` left a blank terminal for seconds. On a terminal,
+    standard error shows the step under way, rewritten in place, and clears it before the
+    report; a pipe gets nothing (``stderr == ""`` above)."""
+    terminal, follower = pty.openpty()
+    try:
+        done = gputui("doctor", "--quick", "--json", stderr=follower)
+        os.close(follower)
+        said = b""
+        while chunk := _read(terminal):
+            said += chunk
+    finally:
+        os.close(terminal)
+    json.loads(done.stdout)  # standard output: the report alone
+    shown = said.decode().split(ERASE)
+    assert "gputui doctor: importing torch..." in shown
+    assert shown[-1] == ""  # the last step cleared
+
+
+def _read(fd: int) -> bytes:
+    """What a terminal's other end has to read; ``b""`` once its last writer has gone."""
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # EIO: no process has the terminal open any more
+        return b""
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "nan", "inf", "4000"])

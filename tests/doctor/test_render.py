@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from dataclasses import replace
 
 import pytest
 
@@ -15,7 +16,7 @@ from gputui.doctor.render import is_command, render_json, render_text, report_as
 from gputui.doctor.torch_facts import TorchFacts
 from gputui.format import fmt_bandwidth, fmt_tflops
 from gputui.telemetry.readings import NvmlReading, NvmlStatus
-from tests.doctor.doctor_facts import facts
+from tests.doctor.doctor_facts import CUDA_TORCH, NO_CUDA, facts, nvml
 from tests.readme import keys_of, readme_json
 
 CHECK_KEYS = {"name", "status", "message", "fix"}
@@ -80,7 +81,7 @@ def validate_schema(data: dict) -> None:
     assert data["checks"], "a report always has checks"
     for item in data["checks"]:
         assert set(item) == CHECK_KEYS
-        assert item["status"] in {"ok", "warn", "fail", "skip"}
+        assert item["status"] in {"ok", "warn", "fail", "skip", "info"}
         assert isinstance(item["name"], str) and item["name"]
         assert isinstance(item["message"], str) and item["message"]
         assert item["fix"] is None or (isinstance(item["fix"], str) and item["fix"])
@@ -98,7 +99,7 @@ def validate_schema(data: dict) -> None:
         assert value is None or type(value) is kind, key  # type(): a bool is no count
     assert data["facts"]["torch_build"] in {None, "cuda", "rocm", "cpu"}
     statuses = [item["status"] for item in data["checks"]]
-    assert data["summary"] == {s: statuses.count(s) for s in ("ok", "warn", "fail", "skip")}
+    assert data["summary"] == {s: statuses.count(s) for s in ("ok", "warn", "fail", "skip", "info")}
 
 
 def test_json_schema() -> None:
@@ -111,6 +112,22 @@ def test_json_schema() -> None:
     assert build["fix"].endswith("--index-url https://download.pytorch.org/whl/cu124")
     assert data["devices"][1]["matmul_bf16_tflops"] == 612.0
     assert data["devices"][0]["matmul_bf16_tflops"] is None
+
+
+def test_each_fix_is_printed_once() -> None:
+    """Issue 43: a CPU-only torch beside a driver printed its install command under `torch
+    build` and again under `torch.cuda`, as a driver too old for the build did under `driver
+    vs build` and `torch.cuda`; the second now points at the first. The JSON keeps each
+    check's own fix, for scripts."""
+    too_old = replace(NO_CUDA, init_error=None, warnings=("The NVIDIA driver is too old",))
+    old_driver = facts(torch=replace(CUDA_TORCH, cuda=too_old), nvml=nvml(cuda="11.8"))
+    for report in (diagnose(facts()), diagnose(old_driver)):
+        text = render_text(report)
+        assert text.count("--index-url") == 1, text
+        assert "fix: as for " in text
+        assert [item["fix"] for item in report_as_dict(report)["checks"]] == [
+            c.fix for c in report.checks
+        ]
 
 
 def test_the_readme_shows_the_json_as_it_is() -> None:
@@ -138,7 +155,7 @@ def test_json_carries_the_facts_and_a_summary() -> None:
         "gpu_count": 2,
         "nvml_error_code": None,
     }
-    assert data["summary"] == {"ok": 6, "warn": 0, "fail": 2, "skip": 3}
+    assert data["summary"] == {"ok": 3, "warn": 0, "fail": 2, "skip": 3, "info": 3}
 
 
 def test_facts_not_gathered_are_null() -> None:
@@ -181,11 +198,11 @@ def test_text_fits_the_width_and_loses_nothing(width: int) -> None:
     assert too_wide == [] or width < 40
     for check in report.checks:
         assert words(check.message) in words(text)
-    commands = [shlex.split(c.fix) for c in report.checks if c.fix and is_command(c.fix)]
-    assert commands and commands_in(text) == commands
+    fixes = dict.fromkeys(c.fix for c in report.checks if c.fix and is_command(c.fix))
+    assert fixes and commands_in(text) == [shlex.split(fix) for fix in fixes]  # each once
     for figure in ("9.50 GB/s", "24.0 GB/s", "612 TFLOP/s", "79.6 GiB", "2 GPUs"):
         assert figure in text
-    assert words(text).endswith("2 failed, 0 warnings, 6 ok, 3 skipped.")
+    assert words(text).endswith("2 failed, 0 warnings, 3 ok, 3 skipped.")
 
 
 def test_a_command_that_fits_is_one_line() -> None:

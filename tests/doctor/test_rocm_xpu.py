@@ -12,17 +12,27 @@ import pytest
 from gputui.device import Device
 from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
 from gputui.doctor.diagnose import diagnose
-from gputui.doctor.rocm_xpu import DevNode, DrmFacts, UserFacts, dev_node, drm_facts
+from gputui.doctor.rocm_xpu import (
+    DevNode,
+    DrmFacts,
+    UserFacts,
+    dev_node,
+    drm_facts,
+    hiding,
+    kfd_targets,
+)
 from gputui.doctor.run import run_doctor
 from gputui.jobs.events import CudaProbed, XpuProbed
 from tests.doctor.doctor_facts import CPU_BUILD, CPU_TORCH, facts, no_nvml
 from tests.telemetry.sysfs_trees import (
+    Card,
     arc_b580,
     build,
     intel_box,
     mi300x,
     radeon_780m,
     radeon_rx_7900_xtx,
+    write,
 )
 
 ROCM = (
@@ -111,6 +121,62 @@ def test_a_cpu_build_beside_intel_gpus_gets_the_xpu_command(tmp_path: Path) -> N
     assert found.fix is not None and f"`{XPU}`" in found.fix
 
 
+def kfd_node(
+    sysfs: Path, node: int, gfx_target_version: int, location_id: int, device_id: int = 0
+) -> None:
+    """One node of KFD's topology, as ``kfd_topology.c``'s ``node_show`` writes it (the other
+    figures a Ryzen 9 7950X's graphics'; a CPU's node has version 0)."""
+    write(
+        sysfs / f"class/kfd/kfd/topology/nodes/{node}/properties",
+        f"cpu_cores_count {0 if gfx_target_version else 32}\nsimd_count 4\nmem_banks_count 1\n"
+        "caches_count 4\nio_links_count 1\np2p_links_count 0\ncpu_core_id_base 0\n"
+        "simd_id_base 2147487744\nmax_waves_per_simd 16\nlds_size_in_kb 64\n"
+        "gds_size_in_kb 0\nnum_gws 0\nwave_front_size 32\narray_count 1\n"
+        "simd_arrays_per_engine 1\ncu_per_simd_array 2\nsimd_per_cu 2\n"
+        f"max_slots_scratch_cu 32\ngfx_target_version {gfx_target_version}\n"
+        f"vendor_id {4098 if device_id else 0}\ndevice_id {device_id}\n"
+        f"location_id {location_id}\ndomain 0\n"
+        "drm_render_minor 128\nhive_id 0\nnum_sdma_engines 1\nnum_cp_queues 8\n"
+        "max_engine_clk_fcompute 2200\nlocal_mem_size 0\nfw_version 2160\n",
+    )
+
+
+RAPHAEL = Card("0000:0e:00.0", "amdgpu", "1002:164E", revision="0xc1")
+"""The Radeon graphics of a Ryzen 7000 desktop CPU (Raphael, gfx1036): an APU."""
+
+
+def apu_box(tmp_path: Path, *cards: Card) -> DrmFacts:
+    """A Ryzen 7000's graphics with ``cards`` beside it, /dev/kfd, KFD's topology."""
+    sysfs = build(tmp_path / "sys", [RAPHAEL, *cards])
+    kfd_node(sysfs, 0, 0, 0)
+    kfd_node(sysfs, 1, 100306, 0x0E00, 0x164E)  # bus 0e, device 0, function 0
+    if cards:
+        kfd_node(sysfs, 2, 110000, 0x0300, 0x744C)  # an RX 7900 XTX at 03:00.0
+    return drm_facts(sysfs=sysfs, dev=dev_tree(tmp_path / "dev"), environ={}, user=ALICE)
+
+
+def test_a_cpu_build_beside_an_apu_rocm_has_no_code_for_warns(tmp_path: Path) -> None:
+    found = check(
+        diagnose(facts(nvml=no_nvml(), nvidia_smi=None, drm=apu_box(tmp_path))), "torch build"
+    )
+    assert found.status is Status.WARN
+    assert found.message.endswith(
+        "there is 1 AMD GPU (amdgpu) at 0000:0e:00.0, gfx1036, for which PyTorch's ROCm build "
+        "carries no code."
+    )
+    assert found.fix is not None and f"`{ROCM}`" in found.fix
+    assert "HSA_OVERRIDE_GFX_VERSION" in found.fix
+
+
+def test_a_gpu_rocm_runs_beside_an_apu_is_the_one_named(tmp_path: Path) -> None:
+    drm = apu_box(tmp_path, radeon_rx_7900_xtx())
+    assert kfd_targets(tmp_path / "sys") == {"0000:0e:00.0": "gfx1036", "0000:03:00.0": "gfx1100"}
+    found = check(diagnose(facts(nvml=no_nvml(), nvidia_smi=None, drm=drm)), "torch build")
+    assert found.status is Status.FAIL
+    assert "there is 1 AMD GPU (amdgpu) at 0000:03:00.0 with /dev/kfd" in found.message
+    assert found.fix == ROCM
+
+
 def test_nvidia_gpus_keep_their_cuda_command_beside_an_amd_one(tmp_path: Path) -> None:
     found = check(diagnose(facts(drm=amd_facts(tmp_path))), "torch build")
     assert found.status is Status.FAIL
@@ -155,6 +221,11 @@ def test_the_rocm_build_itself_is_fine(tmp_path: Path) -> None:
             "ROCR_VISIBLE_DEVICES='-1' and CUDA_VISIBLE_DEVICES='5' hides",
             "`unset ROCR_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES`",
         ),
+        (  # ROCR's leaves GPU 1 alone, as HIP's 0: HIP's 1 is past it
+            {"ROCR_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1"},
+            "HIP_VISIBLE_DEVICES='1' hides",
+            "`unset HIP_VISIBLE_DEVICES`",
+        ),
     ],
 )
 def test_variables_that_hide_every_amd_gpu_are_named(
@@ -164,6 +235,16 @@ def test_variables_that_hide_every_amd_gpu_are_named(
     assert found.status is Status.FAIL
     assert said in found.message and "No HIP GPUs" in found.message
     assert found.fix == fix
+
+
+def test_hip_visible_devices_takes_cuda_visible_devices_place(tmp_path: Path) -> None:
+    """torch's order: HIP_VISIBLE_DEVICES set, CUDA_VISIBLE_DEVICES is not read at all."""
+    variables = {"HIP_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": ""}
+    drm = amd_facts(tmp_path, variables=variables)
+    assert [str(h) for h in hiding(drm)] == ["HIP_VISIBLE_DEVICES='0'"]
+    found = check(rocm(drm), "torch.cuda")
+    assert "CUDA_VISIBLE_DEVICES" not in found.message
+    assert found.fix is not None and found.fix.startswith("`rocminfo`")
 
 
 def test_a_user_outside_the_render_group_is_told_to_join_it(tmp_path: Path) -> None:

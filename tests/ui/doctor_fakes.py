@@ -41,7 +41,7 @@ REPORT = DoctorReport(
         Check("mps", Status.SKIP, "MPS exists only on macOS; this is Linux."),
         Check(
             "pitfall: 'cuda0'",
-            Status.OK,
+            Status.INFO,
             "`torch.device('cuda0')` raises RuntimeError: Invalid device string: 'cuda0'",
             "write `'cuda:0'`: the GPU's index follows a colon",
         ),

@@ -78,7 +78,7 @@ async def test_d_shows_the_report_escape_returns_to_the_monitor_and_q_quits() ->
         items = list(screen.query(CheckItem))
         assert [item.check for item in items] == list(REPORT.checks)
         text = screen_text(app)
-        assert "Doctor · 1 failed, 1 warning, 3 ok, 2 skipped." in text
+        assert "Doctor · 1 failed, 1 warning, 2 ok, 2 skipped." in text
         for word, name in (
             ("✗ FAIL", "torch build"),
             ("! warn", "CUDA_VISIBLE_DEVICES"),
@@ -264,6 +264,16 @@ async def test_r_runs_the_doctor_again() -> None:
         await wait_until(pilot, lambda: screen.runs == 3)
         assert not screen.query(DeviceCard)
         assert "Devices" not in screen_text(app)
+
+
+async def test_a_pitfall_shown_reads_info() -> None:
+    """Issue 43: a mistake torch raised its error for on purpose reads ``info``, not ``ok``."""
+    shown = Check("pitfall: 'cuda0'", Status.INFO, "`torch.device('cuda0')` raises an error")
+    app = doctor_app(FixedDoctor(DoctorReport(checks=(shown,))))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settled(pilot)
+        await open_doctor(pilot)
+        assert "i info  pitfall: 'cuda0'" in screen_text(app)
 
 
 async def test_a_doctor_that_raises_is_reported_not_fatal() -> None:

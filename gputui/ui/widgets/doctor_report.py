@@ -2,8 +2,8 @@
 (:class:`DeviceCard`), each one focusable entry of the report drawn from a Rich grid.
 
 Each check reads as a status word with a glyph (``✓ ok``, ``! warn``, ``✗ FAIL``,
-``- skip``): colour helps, but the word carries the meaning under ``NO_COLOR``. Their
-styles are in ``gputui/ui/doctor/doctor.tcss``.
+``- skip``, ``i info``): colour helps, but the word carries the meaning under ``NO_COLOR``.
+Their styles are in ``gputui/ui/doctor/doctor.tcss``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ STATUS_LABELS = {
     Status.WARN: "! warn",
     Status.FAIL: "✗ FAIL",
     Status.SKIP: "- skip",
+    Status.INFO: "i info",
 }
 """Each status as a glyph and a word: the word alone must say it (``NO_COLOR``)."""
 
@@ -93,6 +94,7 @@ class CheckItem(ReportItem):
         "check--warn",
         "check--fail",
         "check--skip",
+        "check--info",
         "check--name",
         "check--label",
         "check--command",
