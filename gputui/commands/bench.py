@@ -57,7 +57,7 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
         epilog=examples(
             (
                 "gputui bench --dataset synthetic --limit 256 --epochs 1",
-                "a few seconds on generated images: does training work?",
+                "a few seconds on generated images: checks the wiring",
             ),
             ("gputui bench", "2 epochs on the CPU and each GPU, each against the CPU"),
             (

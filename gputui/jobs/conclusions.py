@@ -32,6 +32,9 @@ PIPELINE_SAME = 1.1
 BF16_GAIN_MIN = 1.1
 """bf16 must train at least this much faster than fp32 to count as a gain (steady epochs on
 one device differ by a few percent run to run)."""
+NOISE = "noise (a busy machine, a slow first run)"
+"""What a figure no hardware can explain measures: a device's speedup over itself, a
+scaling efficiency over 100%."""
 
 
 def conclude(experiment: str, rows_by_device: Mapping[Device, Sequence[Row]]) -> str:

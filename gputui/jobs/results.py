@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 from gputui.device import Device, plain
-from gputui.jobs.conclusions import pipelines_summary, sync_stall_summary
+from gputui.jobs.conclusions import NOISE, pipelines_summary, sync_stall_summary
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
     BatchSweepRow,
@@ -270,6 +270,9 @@ class Speedup:
     ended: bool = False
     """Both runs have ended: a figure still missing (``steady`` is ``None``) never comes,
     because a run ended (stopped or failed) before its first epoch did."""
+    warning: str | None = None
+    """Why the figure is no speedup, where both runs trained on one device in one precision
+    (the CPU against itself): it measures :data:`~gputui.jobs.conclusions.NOISE`."""
 
 
 def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
@@ -300,6 +303,9 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
     if other.progress is not None and base_ips:
         so_far = other.progress.images_per_second / base_ips
     names = run_names([baseline, other])
+    warning = None
+    if (baseline.device, baseline.config.precision) == (other.device, other.config.precision):
+        warning = f"{names[1]} compared with itself: its speedup measures {NOISE}, not hardware"
     return Speedup(
         names[0],
         names[1],
@@ -309,6 +315,7 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
         warmup,
         so_far,
         ended=baseline.ended and other.ended,
+        warning=warning,
     )
 
 

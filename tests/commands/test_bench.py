@@ -22,8 +22,8 @@ from gputui.jobs.config import ConfigError, RunConfig
 from gputui.jobs.results import RunRecord
 from tests.disks import small_disk
 from tests.fakenvml import FakeNvml
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--threads", "1"]
 
 
@@ -136,6 +136,7 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
     rows = [line for line in lines[6:] if line.split()[:1] == ["cpu"] and line.endswith("x")]
     assert len(rows) == 2  # the same device twice: the CPU against itself, as the pane can
     assert rows[0].endswith("1.00x")
+    assert "warning: cpu compared with itself: its speedup measures noise" in out  # issue 40
     assert "* only epoch 1 ran" in out
     assert (
         "cpu placement: parameters (118.8 KiB), Adam state (237.7 KiB) and input batches on cpu"

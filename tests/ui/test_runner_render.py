@@ -7,7 +7,7 @@ import io
 from rich.console import Console, RenderableType
 
 from gputui.device import Device
-from gputui.jobs.bench.report import render_table
+from gputui.jobs.bench.report import bench_json, render_table
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, Finished, Memory, Progress
 from gputui.jobs.results import ExperimentResult, Phase, RunRecord, Session, speedup
@@ -190,6 +190,25 @@ def test_the_cpu_compared_with_itself_labels_its_baseline() -> None:
         ["cpu", "placement:"],
     ]
     assert "; speedup: over cpu (baseline)" in render_table(session.runs)
+
+
+def test_the_cpu_compared_with_itself_says_its_speedup_measures_noise() -> None:
+    """Issue 40: a device's speedup over itself is noise, in scale's words, wherever it is
+    shown: the pane, bench's table and its JSON; against a GPU, or bf16 against fp32 on the
+    one CPU, it is a comparison."""
+    session = cpu_vs_cpu()
+    warning = (
+        "cpu compared with itself: its speedup measures noise (a busy machine, a slow first "
+        "run), not hardware"
+    )
+    assert f"⚠ {warning}" in " ".join(text_of(session_body(session, 100)).split())
+    assert f"warning: {warning}" in render_table(session.runs).splitlines()
+    assert bench_json(session.runs)["warnings"] == [warning]
+    for other in (record(GPU), record(CPU.with_changes(precision="bf16"))):
+        runs = [record(CPU), other]
+        assert speedup(*runs).warning is None
+        assert "noise" not in render_table(runs) and bench_json(runs)["warnings"] == []
+        assert "noise" not in text_of(session_body(Session([CPU, other.config], runs=runs), 100))
 
 
 def test_runs_on_distinct_devices_need_no_mark() -> None:

@@ -105,6 +105,11 @@ def _speedup(runs: list[RunRecord], run: RunRecord) -> float | None:
     return speedup(runs[0], run).steady if runs else None
 
 
+def noise_warnings(runs: list[RunRecord]) -> list[str]:
+    """Each speedup over the first run that measures noise (``Speedup.warning``), once."""
+    return list(dict.fromkeys(w for run in runs[1:] if (w := speedup(runs[0], run).warning)))
+
+
 def render_table(runs: list[RunRecord]) -> str:
     """The result as text: which dataset ran on which devices, one row per device (and
     precision, when there are several), a failed run's error numbered below the table (its
@@ -200,6 +205,7 @@ def render_table(runs: list[RunRecord]) -> str:
     ]
     if stopped:
         lines.append(f"stopped: {'; '.join(stopped)}")
+    lines += [f"warning: {warning}" for warning in noise_warnings(runs)]
     lines += [verdict for run in runs if (verdict := bf16_verdict(runs, run))]
     placements = [
         placement_verdict(run, f"{run.device}{mark}") for run, mark in zip(runs, marks, strict=True)
@@ -297,7 +303,7 @@ _STARTED_FIELDS = (
 
 def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str, Any]:
     """The result as a JSON-ready dict: ``{"runs": [...], "warnings": [...]}``, each
-    warning one line (e.g. GPUs here that this torch cannot use)."""
+    warning one line (GPUs here that this torch cannot use, :func:`noise_warnings`)."""
     out = []
     for run in runs:
         started = run.started
@@ -336,7 +342,7 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
                 "step_times": asdict(run.step_times) if run.step_times else None,
             }
         )
-    return {"runs": out, "warnings": list(warnings)}
+    return {"runs": out, "warnings": [*warnings, *noise_warnings(runs)]}
 
 
 def world_line(world: WorldJoined, torch_build: str = "") -> str:

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gputui.format import fmt_columns, fmt_counted, fmt_fraction, fmt_number, fmt_times
+from gputui.jobs.conclusions import NOISE
 from gputui.jobs.results import RunRecord
 from gputui.jobs.world import backend_text
 
@@ -92,8 +93,8 @@ def scale_warnings(rows: Sequence[dict[str, Any]]) -> list[str]:
             lines.append(
                 f"{ranks}: efficiency {fmt_fraction(row['efficiency'])} ("
                 f"{fmt_times(row['speedup'], precision=2)} from {row['world_size']}x the ranks) "
-                "is more than the ranks can add: noise (a busy machine, a slow first run), "
-                "not scaling; run again with more data or epochs"
+                f"is more than the ranks can add: {NOISE}, not scaling; run again with more "
+                "data or epochs"
             )
         if OVERSUBSCRIBED in row["warnings"]:
             threads = row["threads_per_rank"]

@@ -179,7 +179,8 @@ def throughput_chart(runs: Sequence[RunRecord], width: int) -> Text:
 
 
 def speedup_text(result: Speedup) -> Text:
-    """``Speedup of cuda:0 over cpu: 3.42× steady`` and the ratio of each epoch.
+    """``Speedup of cuda:0 over cpu: 3.42× steady``, the ratio of each epoch, and the
+    comparison's warning (a device against itself measures noise).
 
     ``forming…`` only while a figure is on its way: once both runs ended without one,
     the line says ``n/a`` and why.
@@ -207,6 +208,8 @@ def speedup_text(result: Speedup) -> Text:
             for epoch, ratio in result.per_epoch
         )
         text.append(f"\nPer epoch: {epochs}", style=MUTED)
+    if result.warning and not (result.ended and result.steady is None):  # a figure, or coming
+        text.append(f"\n⚠ {result.warning}", style="yellow")
     return text
 
 
@@ -286,11 +289,13 @@ def memory_line(memory: Memory) -> Text:
 
 
 def error_detail(error: Error) -> Text:
-    """The error's one line, then its detail (traceback or stderr tail)."""
-    text = Text(f"{error_message(error)} [{error.kind}]\n", style="bold red")
+    """The error's line in full, then its detail (traceback or stderr tail) where it has
+    one: a job that said only its line has no more to show."""
+    text = Text(f"{error_message(error)} [{error.kind}]", style="bold red")
     if error.suggested_batch_size:
-        text.append(f"A batch size that fits: {error.suggested_batch_size}\n")
-    text.append(error.detail.strip() or "(no detail)", style=MUTED)
+        text.append(f"\nA batch size that fits: {error.suggested_batch_size}")
+    if error.detail.strip():
+        text.append(f"\n{error.detail.strip()}", style=MUTED)
     return text
 
 
