@@ -62,6 +62,11 @@ def fmt_percent(value: float | None, *, precision: int = 0) -> str:
     return NA if value is None else f"{value:.{precision}f}%"
 
 
+def fmt_fan(percent: float | None, rpm: float | None) -> str:
+    """``45%``; ``1395 rpm`` where only a tachometer's speed is known."""
+    return fmt_unit(rpm, " rpm") if percent is None and rpm is not None else fmt_percent(percent)
+
+
 def fmt_unit(value: float | None, unit: str, *, precision: int = 0) -> str:
     """``(71.0, "°C")`` -> ``71°C``; ``(300.5, " W")`` -> ``300 W``... with the unit as given."""
     return NA if value is None else f"{value:.{precision}f}{unit}"

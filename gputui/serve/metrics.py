@@ -184,6 +184,7 @@ GPU_SERIES = (
     _series(
         "fan_percent", "Fan speed as a share of its maximum (0 to 1).", stem="fan_speed_percent"
     ),
+    _series("fan_rpm", "Fan speed in revolutions a minute, where the GPU has a tachometer."),
     _series("pcie_rx_bytes_per_s", "PCIe receive throughput."),
     _series("pcie_tx_bytes_per_s", "PCIe transmit throughput."),
     _series("pcie_link_gen", "Current PCIe link generation (an idle GPU drops it to save power)."),

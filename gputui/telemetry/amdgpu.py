@@ -145,6 +145,8 @@ class AmdgpuCard(SysfsCard):
     def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         junction = self._celsius(self._junction)
         edge = self._celsius(self._edge) if self._edge else junction  # MI300: no edge sensor
+        rpm = None if self._fan is None else self._files.integer(self._fan, keep=True)
+        rpm = None if rpm is None or rpm < 0 else rpm
         sclk, sclk_max = self._clock("pp_dpm_sclk", self._sclk)
         mclk, mclk_max = self._clock("pp_dpm_mclk", self._mclk)
         return self._reading(
@@ -163,7 +165,8 @@ class AmdgpuCard(SysfsCard):
             sm_clock_max_mhz=sclk_max,
             memory_clock_mhz=mclk,
             memory_clock_max_mhz=mclk_max,
-            fan_percent=self._fan_percent(),
+            fan_percent=self._fan_percent(rpm),
+            fan_rpm=rpm,
             ecc_uncorrected_errors=self._uncorrected(now),
             throttle_reasons=self._throttle_reasons(junction),
         )
@@ -231,16 +234,15 @@ class AmdgpuCard(SysfsCard):
         microwatts = None if path is None else self._files.integer(path, keep=True)
         return None if microwatts is None or microwatts < 0 else microwatts / 1e6
 
-    def _fan_percent(self) -> float | None:
-        """The fan's speed as a share of its maximum: the tachometer's (``fan1_input`` of
-        ``fan1_max``, RPM) where the card has one, else the duty cycle ``pwm1`` asks for, full
+    def _fan_percent(self, rpm: int | None) -> float | None:
+        """The fan's speed as a share of its maximum: the tachometer's (``rpm`` of
+        ``fan1_max``) where the card has one, else the duty cycle ``pwm1`` asks for, full
         where ``pwm1_enable`` is 0 (no control: full speed). A tachometer without a maximum
-        reads n/a (no reading holds RPM)."""
+        reads n/a here, and its RPM is shown instead."""
         files = self._files
         if self._fan is not None:
-            rpm = files.integer(self._fan, keep=True)
             top = self._fan_max_rpm
-            return round(rpm * 100 / top, 1) if rpm is not None and rpm >= 0 and top else None
+            return round(rpm * 100 / top, 1) if rpm is not None and top else None
         if self._pwm is None:
             return None
         if self._pwm_enable is not None and files.integer(self._pwm_enable, keep=True) == 0:

@@ -56,6 +56,7 @@ RANGES: Mapping[str, Range] = {
     "memory_clock_mhz": Range(0, 100_000),
     "memory_clock_max_mhz": Range(0, 100_000),
     "fan_percent": Range(0, 200),  # NVML: "may exceed 100% in certain cases"
+    "fan_rpm": Range(0, 100_000),
     "pcie_rx_bytes_per_s": Range(0, 1e12),
     "pcie_tx_bytes_per_s": Range(0, 1e12),
     "pcie_link_gen": Range(0, 16, integer=True),

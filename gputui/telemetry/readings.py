@@ -298,6 +298,9 @@ class GpuReading:
     """Share of time the video encoder was busy, 0-100."""
     decoder_utilization_percent: float | None = None
     """Share of time the video decoder was busy, 0-100."""
+    fan_rpm: float | None = None
+    """Fan speed in revolutions a minute, where the card has a tachometer (AMD's
+    ``fan1_input``); shown where ``fan_percent`` is not known (no ``fan1_max``)."""
     nvlink_links_active: int | None = None
     """NVLink links that are up (0: every link is down); ``None`` without NVLink."""
     nvlink_links_down: tuple[int, ...] | None = None

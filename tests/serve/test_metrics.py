@@ -160,6 +160,7 @@ def test_every_gpu_series_carries_the_reading_in_base_units() -> None:
         assert sample.value == value, name
     assert set(expected) | {
         "gputui_gpu_fan_speed_ratio",
+        "gputui_gpu_fan_rpm",
         "gputui_gpu_pcie_tx_bytes_per_second",
     } == {series.name for series in GPU_SERIES}
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gputui.format import fmt_fan
 from gputui.telemetry.amdgpu import parse_dpm
 from gputui.telemetry.drm import GONE, DrmSampler
 from gputui.telemetry.pci_names import PciNames
@@ -33,6 +34,7 @@ from tests.telemetry.sysfs_trees import (
     GiB,
     aspeed_bmc,
     build,
+    device_of,
     gpu_metrics_v1_3,
     mi300x,
     mi300x_box,
@@ -45,10 +47,6 @@ from tests.telemetry.sysfs_trees import (
 
 def sample(sysfs: Path, tmp_path: Path) -> tuple[GpuReading, ...]:
     return DrmSampler(sysfs, names=names(tmp_path / "ids")).sample().gpus
-
-
-def device_of(sysfs: Path, bus_id: str) -> Path:
-    return sysfs / "devices" / "pci0000:00" / bus_id
 
 
 def test_eight_mi300x_read_as_the_files_say(tmp_path: Path) -> None:
@@ -280,6 +278,10 @@ def test_the_fan_is_the_tachometers_where_the_card_has_one(
     card = with_hwmon(radeon_rx_7900_xtx(), ("pwm1", "fan1"), {"pwm1_enable": "2\n", **fan})
     (gpu,) = sample(build(tmp_path / "sys", [card]), tmp_path)
     assert gpu.fan_percent == percent
+    assert gpu.fan_rpm == int(fan["fan1_input"])  # and its speed, shown where % is n/a
+    assert fmt_fan(gpu.fan_percent, gpu.fan_rpm) == (
+        f"{fan['fan1_input'].strip()} rpm" if percent is None else f"{percent:.0f}%"
+    )
 
 
 def test_without_a_tachometer_the_fan_is_pwm1_and_full_without_control(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from gputui.format import (
     NA,
     fmt_counted,
     fmt_energy,
+    fmt_fan,
     fmt_link_rate,
     fmt_pcie_link,
     fmt_percent,
@@ -149,7 +150,7 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
         limit = gpu.memory_clock_max_mhz if key == "mem_clock" else None
         return Line(fmt_with_limit(gpu.memory_clock_mhz, limit, " MHz"))
     if key == "fan":
-        return Line(fmt_percent(gpu.fan_percent))
+        return Line(fmt_fan(gpu.fan_percent, gpu.fan_rpm))
     if key == "pcie":
         if gpu.pcie_rx_bytes_per_s is None and gpu.pcie_tx_bytes_per_s is None:
             return Line(fmt_pcie_link(gpu.pcie_link_gen, None, gpu.pcie_link_width_lanes, None))
