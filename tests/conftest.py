@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Callable, Iterator, Sequence
+import subprocess
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -34,6 +36,39 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # does): the suite runs in parallel already, and torch's threads that wait for each other on
 # oversubscribed cores ran the GPU smoke rehearsal's benches 15 times slower.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+Report = TypeVar("Report", pytest.TestReport, pytest.CollectReport)
+
+SKIPS_ALLOWED_UNDER_CI = {
+    "this kernel does not count fds in /proc/PID/fd's size (before 6.2)": "the host's kernel",
+    "no cgroup v2 hierarchy here": "the host's cgroup mode, which no container changes",
+    "for a CPU-only torch on Linux": "the torch there, CPU or CUDA build, is the one tested",
+}
+"""The only reasons (or their beginnings) a test may skip for under CI (``CI=true``), each
+with why CI cannot make it run. Every command a test needs is installed by ``.ci/run``, so
+under CI a skip for any other reason (gcc, tmux or openssl missing, say) fails the run."""
+
+
+def held_to_the_skip_budget(report: Report) -> Report:
+    """Under CI, a skip outside ``SKIPS_ALLOWED_UNDER_CI`` is reported as a failure."""
+    if os.environ.get("CI") != "true" or not report.skipped or hasattr(report, "wasxfail"):
+        return report
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if not any(reason.startswith(f"Skipped: {allowed}") for allowed in SKIPS_ALLOWED_UNDER_CI):
+        report.outcome = "failed"
+        report.longrepr = f"under CI, a skip not in SKIPS_ALLOWED_UNDER_CI: {reason}"
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport() -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    return held_to_the_skip_budget((yield))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report() -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    return held_to_the_skip_budget((yield))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -138,6 +173,17 @@ def tmux(fake_nvml_dir: Path) -> Iterator[Tmux]:
 # ---------------------------------------------------------------------------
 # (end of tmux fixtures)
 # ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A ``sleep 600`` child (a real process to list on a GPU, or to signal); killed afterwards
+    if the test left it running."""
+    child = subprocess.Popen(["sleep", "600"])
+    yield child
+    if child.poll() is None:
+        child.kill()
+    child.wait()
 
 
 @pytest.fixture

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from tests.helpers import ROOT
+
+README = ROOT / "README.md"
 
 
 def readme_json(name: str) -> Any:

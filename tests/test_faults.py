@@ -92,11 +92,14 @@ from gputui.ui.widgets.cpu_panel import CpuPanel
 from gputui.ui.widgets.gpu_area import WAITING, GpuArea
 from gputui.ui.widgets.runner.pane import RunnerPane
 from tests.fakenvml import FakeNvml
+from tests.helpers import ROOT, gputui_env, running, wait_for
 from tests.pty_run import run_on_a_pty, shown_text
 from tests.ui.fakes import (
     CountingCpuSampler,
     FakeClock,
+    card_text,
     fake_app,
+    screen_settled,
     screen_text,
     settled,
     wait_until,
@@ -104,7 +107,7 @@ from tests.ui.fakes import (
 from tests.ui.streams.replay import replayed_setup
 from tests.ui.test_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app, train_once
 from tests.ui.tmux_session import TINY as TMUX_TINY
-from tests.ui.tmux_session import Tmux, gone, running, start_training, trainers_of
+from tests.ui.tmux_session import Tmux, gone, start_training, trainers_of
 
 PICKLES = Path(__file__).parent / "data" / "cifar10_pickles"
 """Small CIFAR-10 batches pickled by numpy, as torchvision's files are."""
@@ -162,10 +165,6 @@ def shown(app: MonitorApp, widget: Widget) -> str:
 def squeezed(text: str) -> str:
     """``text`` without whitespace, to look for in :func:`shown`."""
     return re.sub(r"\s+", "", text)
-
-
-def card_text(app: MonitorApp, index: int) -> str:
-    return app.query_one(GpuArea).gpu_list.gpu_text(index)
 
 
 def run_is_going(pane: RunnerPane) -> Callable[[], bool]:
@@ -521,7 +520,7 @@ async def test_a_storm_of_resizes_ends_in_the_same_screen_as_a_fresh_start() -> 
             app.post_message(Resize(Size(width, height), Size(width, height)))
         await pilot.resize_terminal(*final)
         await wait_until(pilot, lambda: app.size == final)
-        await pilot.pause(0.1)
+        await screen_settled(pilot)
         stormed = screen_text(app)
         await pilot.press("t")  # still answers keys
         await pilot.pause()
@@ -531,7 +530,7 @@ async def test_a_storm_of_resizes_ends_in_the_same_screen_as_a_fresh_start() -> 
     fresh = fake_app()
     async with fresh.run_test(size=tuple(final)) as pilot:
         await settled(pilot)
-        await pilot.pause(0.1)
+        await screen_settled(pilot)
         assert stormed == screen_text(fresh)
 
 
@@ -577,10 +576,7 @@ def test_ctrl_c_asks_during_a_run_and_sigint_ends_gputui_cleanly(tmux: Tmux) -> 
     tmux.wait_for(r"Quit gputui and stop the run\?")
     assert running(pid) and all(running(trainer.pid) for trainer in trainers)
     tmux.send_keys("Escape")
-    deadline = time.monotonic() + 10.0
-    while "Quit gputui" in tmux.screen() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "Quit gputui" not in tmux.screen()  # Escape: gputui stays, and the run goes on
+    wait_for(lambda: "Quit gputui" not in tmux.screen())  # Escape: gputui stays, the run goes on
     assert running(pid) and all(running(trainer.pid) for trainer in trainers)
     os.kill(pid, signal.SIGINT)
     assert_ended_cleanly(tmux, pid, trainers)
@@ -599,7 +595,7 @@ def test_a_terminal_closed_without_sighup_ends_gputui(fake_nvml_dir: Path) -> No
         stdout=child,
         stderr=child,
         env=env,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
         start_new_session=True,  # a session of its own, without a controlling terminal
     )
     os.close(child)
@@ -646,7 +642,7 @@ def test_a_stop_signal_ends_gputui_while_its_event_loop_is_blocked(name: str) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=ROOT,
     )
     try:
         assert proc.stdout is not None
@@ -697,10 +693,7 @@ def test_quitting_while_every_driver_call_is_slow_never_crashes(fake_nvml_dir: P
     in flight makes the process end without unloading NVML: ten starts, q in the first
     frame (every third from the Doctor screen, its own NVML sample under way), each exit 0,
     at once rather than after the sample of slow calls."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")}
-    env.update(SLOW_DRIVER, LD_LIBRARY_PATH=str(fake_nvml_dir), TERM="xterm-256color")
-    root = Path(__file__).resolve().parent.parent
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    env = gputui_env(fake_nvml_dir, {**SLOW_DRIVER, "TERM": "xterm-256color"})
     for start in range(QUIT_STARTS):
         script = [(on_screen("CPU ·", "Quit"), b"q")]
         if start % 3 == 2:
@@ -708,7 +701,7 @@ def test_quitting_while_every_driver_call_is_slow_never_crashes(fake_nvml_dir: P
         run = run_on_a_pty(
             [sys.executable, "-m", "gputui"],
             env=env,
-            cwd=root,
+            cwd=ROOT,
             size=(100, 30),
             timeout_s=60,
             script=script,

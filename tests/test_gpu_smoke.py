@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,8 @@ import pytest
 from benchmarks import gpu_smoke
 from benchmarks.gpu_smoke import FAIL, PASS, SKIP
 from gputui.device import CPU, Device
+from tests.helpers import ROOT, wait_for
 
-REPO = Path(__file__).resolve().parent.parent
 SMOKE = [sys.executable, "benchmarks/gpu_smoke.py"]
 CHECKS = [
     "imports",
@@ -48,7 +47,7 @@ CHECKS = [
 pytestmark = pytest.mark.long_module  # the rehearsal: minutes on two shared cores
 
 CUDA_0 = Device("cuda", 0)
-GPU_RUN = REPO / "benchmarks" / "gpu_runs" / "2026-11-26-h200-first" / "raw"
+GPU_RUN = ROOT / "benchmarks" / "gpu_runs" / "2026-11-26-h200-first" / "raw"
 """The suite's first GPU run's JSON, as it came back from an H200."""
 
 
@@ -67,7 +66,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     command = ["benchmarks/gpu_smoke.py", "--device", "cpu", "--deadline", "3600"]
     done = subprocess.run(
         [sys.executable, *command, "--out", str(root / "out")],
-        cwd=REPO,
+        cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
@@ -287,7 +286,7 @@ def test_devices_and_expectations():
 def test_a_bad_device_is_a_usage_error():
     done = subprocess.run(
         [sys.executable, "benchmarks/gpu_smoke.py", "--device", "gpu0"],
-        cwd=REPO,
+        cwd=ROOT,
         capture_output=True,
         text=True,
     )
@@ -493,7 +492,7 @@ def test_the_suite_cut_at_its_deadline_leaves_both_reports(tmp_path):
     reports, written after every check, list them all."""
     done = subprocess.run(
         [*SMOKE, "--device", "cpu", "--out", str(tmp_path), "--deadline", "6"],
-        cwd=REPO,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=100,
@@ -519,19 +518,14 @@ def test_the_suite_stopped_by_sigterm_still_writes_every_check(tmp_path):
 
     suite = subprocess.Popen(
         [*SMOKE, "--device", "cpu", "--out", str(tmp_path)],
-        cwd=REPO,
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert suite.stdout is not None
     first = suite.stdout.readline() + suite.stdout.readline()  # imports and arch have ended
-    started: list[psutil.Process] = []
-    for _ in range(100):  # the doctor's command, as soon as it runs
-        started = psutil.Process(suite.pid).children(recursive=True)
-        if started:
-            break
-        time.sleep(0.1)
-    assert started, first
+    # the doctor's command, as soon as it runs
+    started = wait_for(lambda: psutil.Process(suite.pid).children(recursive=True), first)
     suite.terminate()
     rest = suite.communicate(timeout=60)[0]
     assert suite.returncode == 1, first + rest
@@ -597,7 +591,7 @@ def test_the_nvml_cost_check_reads_what_nvml_calls_prints(fake_nvml_dir, fake_nv
         "FAKE_NVML_ENERGY_CPU_US": "3000",
     }
     argv = [*SMOKE[:1], "benchmarks/nvml_calls.py", "--samples", "5", "--interval", "0", "--json"]
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     result = json.loads(done.stdout)
     assert len(result["gpus"]) == 2 and result["samples"] == 5
     called = {c["function"]: c["per_sample"] for c in result["calls"]}

@@ -11,13 +11,11 @@ renderer on them, so that a field or a renderer added later cannot skip the sani
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,6 +47,7 @@ from gputui.telemetry.readings import (
     Workload,
 )
 from gputui.ui.fleet.app import FleetApp, FleetView
+from tests.helpers import ROOT, gputui, gputui_env
 from tests.hostile import (
     BACKWARDS,
     C1_CSI,
@@ -77,41 +76,12 @@ from tests.ui.fakes import (
     wait_until,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-
 GPU_NAME = TITLE + "NVIDIA" + BACKWARDS + "\tH100" + C1_CSI
 """A GPU name with a title, a bidi override, a tab and a C1 control (no comma: the stand-in
 library splits its names at commas)."""
 REASON = TITLE + CLIPBOARD + "\x1b[2J\t\x9b"
 """An HTTP reason phrase that a hostile host sends (Latin-1, as HTTP carries it)."""
 PASSWORD_SHOWN = "--password=***"
-
-
-def _env(lib_dir: Path | None, knobs: Mapping[str, str]) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
-    env.pop("COLUMNS", None)
-    env.update(knobs)
-    if lib_dir is not None:
-        env["LD_LIBRARY_PATH"] = str(lib_dir)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["PYTHONIOENCODING"] = "utf-8"
-    return env
-
-
-def gputui(
-    *args: str, lib_dir: Path | None = None, knobs: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``python -m gputui ARGS`` as users run it, NVML found only in ``lib_dir``."""
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        cwd=ROOT,
-        env=_env(lib_dir, knobs or {}),
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -162,8 +132,7 @@ def test_snapshot_json_keeps_the_text_exactly_with_the_secret_redacted(
 def test_the_monitor_on_a_real_terminal_never_writes_the_crafted_text_raw(
     fake_nvml_dir: Path, crafted_gpu: dict[str, str]
 ) -> None:
-    env = _env(fake_nvml_dir, crafted_gpu)
-    env["TERM"] = "xterm-256color"
+    env = gputui_env(fake_nvml_dir, {**crafted_gpu, "TERM": "xterm-256color"})
     run = run_on_a_pty(
         [sys.executable, "-m", "gputui"],
         env=env,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.commands.test_cli import gputui
+from tests.helpers import gputui
 
 BOARD = {
     "FAKE_NVML_GPU_COUNT": "4",

@@ -50,6 +50,7 @@ from gputui.engine.download import (
     extract_cifar10,
 )
 from tests.engine import cifar_files
+from tests.helpers import FakeClock
 
 PER_FILE = 20
 FIXTURES = Path(__file__).parent.parent / "data" / "cifar10_pickles"
@@ -936,16 +937,8 @@ def test_normalize_matches_totensor_then_normalize() -> None:
 # --------------------------------------------------------------------------- progress bar
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_progress_bar_in_a_log_prints_quarters() -> None:
-    stream, clock = io.StringIO(), Clock()
+    stream, clock = io.StringIO(), FakeClock(0.0)
     bar = TextProgressBar("Downloading", stream, width=10, clock=clock)
     for done in range(0, 101, 5):
         clock.now = done / 10
@@ -967,7 +960,7 @@ class Terminal(io.StringIO):
 
 
 def test_progress_bar_on_a_terminal_redraws_in_place() -> None:
-    stream, clock = Terminal(), Clock()
+    stream, clock = Terminal(), FakeClock(0.0)
     with TextProgressBar("Get", stream, width=4, clock=clock) as bar:
         bar(0, 0)
         bar(10, 0)  # too soon to redraw

@@ -19,8 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -48,8 +46,8 @@ from gputui.jobs.events import (
 )
 from gputui.jobs.process import ChildProcess, child_env
 from gputui.jobs.world import World, world_from_env
+from tests.helpers import running, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = {"device": CPU, "dataset": "synthetic", "record": False, "threads": 1}
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.long_module]
@@ -166,6 +164,8 @@ def test_scale_gives_a_row_per_world_size(capsys: pytest.CaptureFixture[str]) ->
         assert 0.0 <= row["allreduce_share"] < 1.0
         assert row["local_step_ms_p50"] > 0 and row["step_ms_p50"] <= row["step_ms_p95"]
     assert "2 ranks: epoch 2/2" in err
+    # the all-reduce's timing, after the epochs, is said (a short run seemed to hang there)
+    assert "2 ranks: note: timing steps with and without the gradients' all-reduce" in err
 
 
 def test_strong_scaling_splits_the_batch_or_says_why_not(
@@ -447,16 +447,14 @@ def test_a_rank_killed_mid_epoch_ends_the_job_naming_it() -> None:
     try:
         assert ranks[0].pid == _run_started(events).pid
         ranks[1].send_signal(signal.SIGKILL)
-        killed_at = time.monotonic()
         events += list(job.events(timeout_s=90))
-        took = time.monotonic() - killed_at
     finally:
         job.stop()
     last = events[-1]
     assert isinstance(last, Error), last
     assert last.kind == "rank"
+    # ended by the parent, which saw rank 1 die: not by rank 0's collective timing out
     assert last.message == "rank 1 of 2 was killed by SIGKILL; the other ranks were ended"
-    assert took < ScaleConfig().collective_timeout_s
     assert not [p for p in ranks if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
@@ -540,9 +538,7 @@ def test_ctrl_c_under_torchrun_ends_every_rank_and_prints_what_finished() -> Non
     out, _ = torchrun.communicate(timeout=60)
     assert "world: 2 ranks on 1 node (gloo)" in out
     assert re.search(r"stopped: cpu after \d+ of 1,000 epochs", out), out
-    time.sleep(0.5)
-    left = [pid for pid in job if psutil.pid_exists(pid)]
-    assert not [pid for pid in left if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    wait_for(lambda: not [pid for pid in job if running(pid)], "a rank outlived torchrun")
 
 
 def test_of_two_ranks_killed_the_one_that_failed_first_is_named() -> None:

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -163,6 +163,8 @@ class RawHost:
         """How many connections were accepted."""
         self.received = bytearray()
         """Everything any client sent (requests, logins)."""
+        self.hung_up = 0
+        """Connections the client closed while ``serve`` still wrote to them."""
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
         """HOST:PORT."""
         threading.Thread(target=self._accept, daemon=True).start()
@@ -179,8 +181,11 @@ class RawHost:
             threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
 
     def _handle(self, connection: socket.socket) -> None:
-        with connection, suppress(OSError):  # OSError: the client went away
-            self._serve(self, connection, self.closing)
+        with connection:
+            try:
+                self._serve(self, connection, self.closing)
+            except OSError:  # the client went away
+                self.hung_up += 1
 
     def read_request(self, connection: socket.socket) -> bytes:
         """The request's head, up to its blank line (kept in ``received``)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -22,10 +23,10 @@ from tests.fleet.hosts import (
     DCGM_EXPOSITION,
     H100,
     running_fleet,
-    silent_host,
+    serving,
     static_exporter,
 )
-from tests.serve.served import ROOT, serve_env
+from tests.helpers import ROOT, gputui_env
 
 WAIT_S = 30.0
 
@@ -54,7 +55,7 @@ def test_snapshot_hosts_shows_each_host_as_it_is(fleet: dict[str, str]) -> None:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=serve_env(Path("/nonexistent")),
+        env=gputui_env(Path("/nonexistent")),
         timeout=60,
     )
     assert done.returncode == 1, done.stderr  # some hosts did not answer
@@ -114,7 +115,7 @@ def test_snapshot_hosts_table_says_which_hosts_are_down(fleet: dict[str, str]) -
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**serve_env(Path("/nonexistent")), "COLUMNS": "100"},
+        env=gputui_env(Path("/nonexistent"), {"COLUMNS": "100"}),
         timeout=60,
     )
     assert done.returncode == 1
@@ -156,15 +157,19 @@ def test_a_host_that_stops_answering_keeps_its_last_readings(fleet: dict[str, st
         poller.stop()
 
 
-def test_every_host_answers_at_once_not_one_after_another() -> None:
-    # Four silent hosts at 1 s each: one after another would take 4 s.
+def test_every_host_is_read_at_once_not_one_after_another() -> None:
+    """Four hosts that answer only once all four are being read: read one after another,
+    the first would wait in vain until its timeout."""
+    everyone = threading.Barrier(4, timeout=WAIT_S)
+
+    def metrics(path: str) -> tuple[str, bytes]:
+        everyone.wait()
+        return "text/plain; version=0.0.4", DCGM_EXPOSITION.read_bytes()
+
     with ExitStack() as stack:
-        silent = [stack.enter_context(silent_host()) for _ in range(4)]
-        started = time.monotonic()
-        hosts = scrape_all(parse_hosts(",".join(silent)), timeout_s=1.0)
-        took = time.monotonic() - started
-    assert [host.error for host in hosts] == ["no answer within 1 s"] * 4
-    assert took < 3.5, f"{took:.1f} s: the hosts were read one after another"
+        hosts = [f"127.0.0.1:{stack.enter_context(serving(metrics))}" for _ in range(4)]
+        read = scrape_all(parse_hosts(",".join(hosts)), timeout_s=WAIT_S)
+    assert [(host.up, host.error) for host in read] == [(True, None)] * 4
 
 
 def _wait(poller: FleetPoller, done: object) -> list[HostReading]:

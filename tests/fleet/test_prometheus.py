@@ -15,13 +15,8 @@ import pytest
 
 from gputui.fleet.prometheus import PrometheusPoller
 from tests.fleet.hosts import dead_port
-from tests.serve.served import (
-    ROOT,
-    Served,
-    prometheus_query,
-    prometheus_scraping,
-    serve_env,
-)
+from tests.helpers import ROOT, gputui_env
+from tests.serve.served import Served, prometheus_query, prometheus_scraping
 
 WAIT_S = 60.0
 
@@ -75,7 +70,7 @@ def test_snapshot_reads_the_fleet_back_from_prometheus(prometheus: tuple[str, li
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=serve_env(Path("/nonexistent")),
+        env=gputui_env(Path("/nonexistent")),
         timeout=60,
     )
     assert done.returncode == 1, done.stderr  # the dead target is down

@@ -37,8 +37,8 @@ from gputui.jobs.events import (
 from gputui.jobs.folders import EVENTS_FILE
 from gputui.jobs.process import ChildProcess, close_record, list_devices, oom_kills
 from gputui.jobs.runner import ui_friendly, ui_friendly_threads
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 EVENT_TIMEOUT_S = 60
 
 
@@ -123,6 +123,7 @@ def test_the_childs_quick_exit_leaves_its_run_folder_complete(tmp_path: Path) ->
 FAULT_PROBE = """
 import resource, sys
 from gputui.engine.lifecycle import keep_freed_memory
+
 took = keep_freed_memory() if sys.argv[1] == "keep" else False
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -3,11 +3,14 @@ writer, and the lines of a file read back as they are."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gputui.recording.codec import Decoder, sniffed
 from gputui.recording.frames import FORMAT_VERSION, Header, rounded
+from gputui.recording.reader import Frame, Recording, RecordingError
 from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.readings import (
     CpuReading,
@@ -21,6 +24,7 @@ from gputui.telemetry.readings import (
     Vendor,
 )
 from gputui.telemetry.snapshot import snapshot_as_dict
+from tests.helpers import wait_for
 
 GiB = 1024**3
 HIDE_ZSTANDARD = "import sys; sys.modules['zstandard'] = None\n"
@@ -152,3 +156,24 @@ def decoded_lines(path: Path) -> list[bytes]:
 def plain_lines(path: Path) -> list[bytes]:
     """An uncompressed recording's lines as they are on disk."""
     return path.read_bytes().split(b"\n")
+
+
+def frames_when(
+    path: Path, recorder: subprocess.Popen[str], done: Callable[[list[Frame]], bool]
+) -> list[Frame]:
+    """The frames ``recorder`` has written to ``path`` once ``done`` says so of them, read
+    again and again while it runs; it is killed if they never come."""
+
+    def read() -> tuple[list[Frame]] | None:
+        assert recorder.poll() is None, recorder.communicate()
+        try:
+            frames = list(Recording.open(path).frames())
+        except RecordingError:  # no header yet
+            frames = []
+        return (frames,) if done(frames) else None
+
+    try:
+        return wait_for(read, "the recorder never wrote what was waited for")[0]
+    except AssertionError:
+        recorder.kill()
+        raise

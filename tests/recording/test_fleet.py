@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,9 @@ from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.bounds import in_range
 from gputui.telemetry.readings import NvlinkThroughput
 from gputui.telemetry.snapshot import gpu_as_dict
-from tests.commands.test_cli import ROOT
+from tests.helpers import ROOT, WAIT_S, gputui_env
 from tests.readme import keys_of, readme_json
+from tests.recording.made import frames_when
 from tests.recording.made import gpu as made_gpu
 from tests.recording.made import header as made_header
 from tests.serve.conftest import start_serve  # noqa: F401  (the fixture)
@@ -34,42 +33,18 @@ from tests.serve.served import StartServe, prometheus_scraping
 
 PROCESS = "0:4242:2147483648"
 """The stand-in's process on the first host's GPU 0: pid 4242, 2 GiB."""
-WAIT_S = 60.0
-"""The longest a test waits for the recorder to write what it waits for (a deadline against a
-hang, not a timing)."""
 
 
 def fleet_recorder(output: Path, *args: str) -> subprocess.Popen[str]:
     """``gputui record -o OUTPUT --interval 0.25 ARGS``, started."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
-    env["PYTHONPATH"] = str(ROOT)
     return subprocess.Popen(
         [sys.executable, "-m", "gputui", "record", "-o", str(output), "--interval", "0.25", *args],
-        env=env,
+        env=gputui_env(),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_for(
-    path: Path, process: subprocess.Popen[str], done: Callable[[list[Frame]], bool]
-) -> list[Frame]:
-    """Read the recording again and again until ``done`` says so of its frames."""
-    deadline = time.monotonic() + WAIT_S
-    frames: list[Frame] = []
-    while time.monotonic() < deadline:
-        try:
-            frames = list(Recording.open(path).frames())
-        except RecordingError:
-            frames = []
-        if done(frames):
-            return frames
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.05)
-    process.kill()
-    pytest.fail(f"the recorder never wrote it: {len(frames)} frames, {process.communicate()}")
 
 
 def up(frame: Frame, at: int) -> bool:
@@ -90,13 +65,13 @@ def recorded(tmp_path: Path, start_serve: StartServe) -> Iterator[tuple[Path, li
     path = tmp_path / "fleet.ndjson"
     process = fleet_recorder(path, "--hosts", ",".join(names))
     try:
-        wait_for(path, process, lambda frames: len(frames) >= 3 and up(frames[-1], 0))
+        frames_when(path, process, lambda frames: len(frames) >= 3 and up(frames[-1], 0))
         first.process.kill()
         first.process.communicate()
-        wait_for(path, process, lambda frames: not up(frames[-1], 0))
+        frames_when(path, process, lambda frames: not up(frames[-1], 0))
         again = start_serve("--processes", "--listen", names[0], **knobs)
         again.wait_for_readings()
-        wait_for(
+        frames_when(
             path,
             process,
             lambda frames: (
@@ -275,7 +250,7 @@ def test_a_fleet_read_from_prometheus_is_recorded(
     with prometheus_scraping([target], tmp_path) as url:
         process = fleet_recorder(path, "--prometheus", url)
         try:
-            frames = wait_for(
+            frames = frames_when(
                 path,
                 process,
                 lambda frames: (

@@ -30,7 +30,7 @@ from gputui.recording.frames import index_path, part_path
 from gputui.recording.reader import INDEX_MAX, Recording
 from gputui.recording.runs import EventsDrained, entry_from_dict
 from gputui.recording.writer import RecordingWriter
-from tests.commands.test_cli import ROOT
+from tests.helpers import ROOT
 from tests.recording.made import header, plain_lines, readings, write
 
 MiB = 1 << 20

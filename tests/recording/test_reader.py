@@ -18,6 +18,7 @@ import pytest
 from gputui.recording.codec import CODECS, GZIP, PLAIN, ZSTD
 from gputui.recording.frames import index_path, part_path
 from gputui.recording.reader import Recording, RecordingError
+from tests.helpers import ROOT
 from tests.recording.made import HIDE_ZSTANDARD, decoded_lines, header, plain_lines, write
 
 SUFFIX = {ZSTD: ".ndjson.zst", GZIP: ".ndjson.gz", PLAIN: ".ndjson"}
@@ -322,7 +323,7 @@ def test_without_zstandard_a_zstd_recording_is_refused_in_one_line(tmp_path: Pat
 def test_the_readme_s_reader_reads_what_gputui_writes(tmp_path: Path) -> None:
     """The format as README.md describes it for other tools: its few lines of Python, given
     the lines of a recording, make the frames gputui's reader makes."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     section = readme.split("#### The recording format", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     namespace: dict[str, Any] = {}

@@ -15,14 +15,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gputui.exits import Stop
 from gputui.recording.frames import index_path, part_path, rounded
-from gputui.recording.reader import Frame, Recording, RecordingError
+from gputui.recording.reader import Frame, Recording
 from gputui.recording.recorder import record
 from gputui.telemetry.apple import MpsSampler
 from gputui.telemetry.drm import DrmSampler
@@ -31,15 +31,13 @@ from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import CpuReading, DrmReading, NvmlReading, NvmlStatus, Snapshot
 from gputui.telemetry.snapshot import snapshot_as_dict, snapshot_from_dict
-from tests.commands.test_cli import ROOT
 from tests.disks import small_disk
 from tests.fakenvml import FakeNvml
+from tests.helpers import ROOT, WAIT_S, FakeClock, wait_for
+from tests.recording.made import frames_when
 from tests.ui.fakes import cpu_reading, h100s
 
 INTERVAL = "0.25"
-WAIT_S = 60.0
-"""The longest a test waits for the recorder to write what it waits for (a deadline against a
-hang, not a timing: on a quiet machine each wait takes a few intervals)."""
 
 
 def recorder(
@@ -59,31 +57,6 @@ def recorder(
     )
 
 
-def frames_of(path: Path) -> list[Frame]:
-    """The frames written so far (none before the header is)."""
-    try:
-        return list(Recording.open(path).frames())
-    except RecordingError:
-        return []
-
-
-def wait_for(
-    path: Path, process: subprocess.Popen[str], done: Callable[[list[Frame]], bool]
-) -> list[Frame]:
-    """Read the recording again and again until ``done`` says so of its frames."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        frames = frames_of(path)
-        if done(frames):
-            return frames
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.05)
-    process.kill()
-    pytest.fail(
-        f"the recorder never wrote it: {len(frames_of(path))} frames, {process.communicate()}"
-    )
-
-
 def pids_on(frame: Frame, gpu: int) -> list[int]:
     return [p["pid"] for p in frame.readings["gpus"][gpu]["processes"] or ()]
 
@@ -92,15 +65,6 @@ def replace_file(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` at once: the stand-in never reads half of it."""
     path.with_suffix(".new").write_text(text)
     path.with_suffix(".new").replace(path)
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """A real process for the stand-in to list on a GPU (psutil reads its user and command)."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    yield process
-    process.kill()
-    process.wait()
 
 
 def test_a_recording_replays_what_was_read(
@@ -116,12 +80,12 @@ def test_a_recording_replays_what_was_read(
         "FAKE_NVML_LOST": "1:400",  # GPU 1 lost after 400 of its queries
     }
     process = recorder(path, fake_nvml_dir, knobs)
-    wait_for(path, process, lambda frames: len(frames) >= 3)
+    frames_when(path, process, lambda frames: len(frames) >= 3)
     replace_file(listed, f"0:{sleeper.pid}:1073741824")
-    came = wait_for(path, process, lambda frames: bool(frames) and pids_on(frames[-1], 0) != [])
+    came = frames_when(path, process, lambda frames: bool(frames) and pids_on(frames[-1], 0) != [])
     replace_file(listed, "")
-    wait_for(path, process, lambda frames: pids_on(frames[-1], 0) == [])
-    wait_for(path, process, lambda frames: frames[-1].readings["gpus"][1]["state"] == "lost")
+    frames_when(path, process, lambda frames: pids_on(frames[-1], 0) == [])
+    frames_when(path, process, lambda frames: frames[-1].readings["gpus"][1]["state"] == "lost")
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=WAIT_S)
     assert (process.returncode, err) == (0, "")
@@ -144,9 +108,7 @@ def test_a_recording_replays_what_was_read(
     for frame in frames:
         snapshot_from_dict(frame.readings)  # each frame reads back into the monitor's readings
     on_gpu = [frame for frame in frames if sleeper.pid in pids_on(frame, 0)]
-    assert on_gpu and on_gpu[0].readings["gpus"][0]["processes"][0]["command"].startswith(
-        sys.executable
-    )
+    assert on_gpu and on_gpu[0].readings["gpus"][0]["processes"][0]["command"] == "sleep 600"
     lost = next(frame.t for frame in frames if frame.readings["gpus"][1]["state"] == "lost")
 
     done = subprocess.run(
@@ -192,7 +154,7 @@ def test_a_recorder_killed_at_any_moment_leaves_a_recording_that_replays(
         path = tmp_path / f"killed-{round_}{suffix}"
         at_least = chance.randint(1, 8)
         process = recorder(path, fake_nvml_dir, knobs)
-        wait_for(path, process, lambda frames, n=at_least: len(frames) >= n)
+        frames_when(path, process, lambda frames, n=at_least: len(frames) >= n)
         time.sleep(chance.uniform(0.0, 0.25))
         process.kill()
         process.communicate()
@@ -260,12 +222,14 @@ def test_keep_leaves_the_newest_files_and_replay_reads_them(
         return sorted(p for p in tmp_path.iterdir() if p.name.startswith("box."))
 
     most = 0
-    deadline = time.monotonic() + WAIT_S
-    while not part_path(path, 4).exists():
+
+    def fifth_file() -> bool:  # noting the most files there were meanwhile
+        nonlocal most
         most = max(most, len([p for p in files() if not p.name.endswith(".idx")]))
         assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, f"no fifth file: {files()}"
-        time.sleep(0.02)
+        return part_path(path, 4).exists()
+
+    wait_for(fifth_file, "no fifth file")
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=WAIT_S)
     assert (process.returncode, err) == (0, "")
@@ -326,24 +290,35 @@ def test_the_recorder_s_engine_takes_what_cannot_block_on_its_pacing_thread(
         assert frame.readings["gpus"] == rounded(expected["gpus"])
 
 
-@pytest.mark.parametrize(
-    ("interval_s", "duration_s", "frames"),
-    [(0.2, 0.6, 4), (0.2, 0.45, 3), (1.0, 0.2, 1)],
-    ids=["whole beats", "within a beat", "shorter than a beat"],
-)
-def test_a_duration_ends_the_recording_within_half_a_beat_of_it(
-    tmp_path: Path, interval_s: float, duration_s: float, frames: int
+class WaitsOnTheClock(threading.Event):
+    """An event whose waits end at once, moving ``clock`` on by what each would have waited."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        self.clock.advance(timeout or 0.0)
+        return self.is_set()
+
+
+@pytest.mark.parametrize(("duration_s", "waits"), [(1.25, [0.5, 0.5, 0.25]), (0.25, [0.25])])
+def test_a_duration_ends_the_recording_as_it_runs_out(
+    tmp_path: Path, duration_s: float, waits: list[float]
 ) -> None:
-    """Samples at 0, 1, 2... beats, each written a beat later but the last, written half a
-    beat on: the recording ends within half a beat after the duration, never a beat late."""
+    """The main thread looks up every half second (WAKE_S), the last time as the duration
+    runs out, whatever the beat (here 1 s): never a wake, nor a beat, after it."""
+    clock = FakeClock(0.0)
 
     class Host:
         def sample(self) -> CpuReading:
-            return cpu_reading(taken_at=time.monotonic())
+            return cpu_reading(taken_at=clock())
 
     class Gpus:
         def sample(self) -> NvmlReading:
-            return NvmlReading(NvmlStatus(available=True), h100s(1).gpus, time.monotonic())
+            return NvmlReading(NvmlStatus(available=True), h100s(1).gpus, clock())
 
     samplers = Samplers(
         cpu=Host(),
@@ -351,23 +326,19 @@ def test_a_duration_ends_the_recording_within_half_a_beat_of_it(
         mps=MpsSampler(platform="linux"),
         drm=DrmSampler(tmp_path / "sys", procfs=tmp_path),
     )
-    path = tmp_path / "box.ndjson"
-    started = time.monotonic()
+    event = WaitsOnTheClock(clock)
     code = record(
-        path,
-        interval_s=interval_s,
+        tmp_path / "box.ndjson",
+        interval_s=1.0,
         codec="none",
         duration_s=duration_s,
         samplers=samplers,
+        stop=Stop(event),
         announce=lambda line: None,
+        clock=clock,
     )
-    took = time.monotonic() - started
     assert code == 0
-    # a loaded machine may wake late and skip a beat (never catching up in a burst)
-    assert 1 <= len(list(Recording.open(path).frames())) <= frames
-    assert took >= duration_s
-    if frames == 1:  # ends at 0.5 s: a beat late would be 1.5 s
-        assert took < interval_s * 1.4
+    assert event.waits == waits
 
 
 def test_nvml_stuck_in_its_first_call_is_recorded_as_stuck_there(

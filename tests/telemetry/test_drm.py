@@ -20,6 +20,7 @@ from gputui.telemetry.polling import Samplers
 from gputui.telemetry.readings import Snapshot
 from gputui.telemetry.sysfs import PROCFS_ENV, SYSFS_ENV
 from tests.fakeprocfs import FakeProcfs, amdgpu_6_11
+from tests.helpers import ROOT
 from tests.telemetry.sysfs_trees import (
     MI300X_BUS_IDS,
     MI300X_BUSY,
@@ -28,8 +29,6 @@ from tests.telemetry.sysfs_trees import (
     names,
 )
 from tests.ui.fakes import MPS_ON_LINUX, cpu_reading, h100s
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def snapshot(

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -41,7 +40,6 @@ from tests.fakeprocfs import (
     amdgpu_6_11,
     as_another_user,
     i915,
-    readable_folder,
     started,
     xe,
 )
@@ -362,12 +360,6 @@ def _sample_pids_as_another_user(root: Path) -> dict[str, list[int]]:
         return {bus: [p.pid for p in processes] for bus, processes in found.items()}
 
     return as_another_user(pids)
-
-
-@pytest.fixture
-def readable_base() -> Iterator[Path]:
-    with readable_folder() as base:
-        yield base
 
 
 def test_another_users_process_is_passed_over(readable_base: Path) -> None:

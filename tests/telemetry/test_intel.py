@@ -18,17 +18,13 @@ from tests.telemetry.sysfs_trees import (
     add_to,
     arc_b580,
     build,
+    device_of,
     flex_170,
     intel_box,
     mi300x,
     names,
 )
 from tests.ui.fakes import FakeClock
-
-
-def device_of(sysfs: Path, bus_id: str) -> Path:
-    return sysfs / "devices" / "pci0000:00" / bus_id
-
 
 ARC = "0000:03:00.0"
 FLEX = "0000:4d:00.0"

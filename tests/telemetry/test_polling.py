@@ -7,13 +7,11 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from gputui.telemetry.apple import MpsSampler
 from gputui.telemetry.drm import DrmSampler
 from gputui.telemetry.polling import (
-    BEAT_GRACE_S,
     Beat,
     LazySampler,
     Poller,
@@ -25,6 +23,7 @@ from gputui.telemetry.polling import (
     stop_sampler,
 )
 from gputui.telemetry.readings import DriverCall, GpuTopology, NvmlReading, NvmlStatus
+from tests.helpers import WAIT_S, FakeClock, wait_for
 from tests.telemetry.sysfs_trees import mi300x_box
 from tests.ui.fakes import (
     MPS_ON_LINUX,
@@ -35,8 +34,6 @@ from tests.ui.fakes import (
     cpu_reading,
     h100s,
 )
-
-WAIT_S = 5.0
 
 
 class Replies:
@@ -112,9 +109,7 @@ def test_a_hung_sample_holds_only_its_thread() -> None:
     thread = SamplerThread("gputui-test")
     replies = Replies()
     release = threading.Event()
-    started = time.monotonic()
-    thread.sample(release.wait, replies)
-    assert time.monotonic() - started < 1.0
+    thread.sample(release.wait, replies)  # returns: it never waits for the sample
     thread.close()
     assert not thread.join(0.05)  # still stuck in the "driver"
     release.set()
@@ -236,14 +231,11 @@ class Noted:
         return self.sampler.sample()
 
 
-def poll_until_answered(poller: Poller, polls: int) -> None:
+def poll_until_answered(poller: Poller, clock: FakeClock, polls: int) -> None:
     for _ in range(polls):
         poller.poll()
-        deadline = time.monotonic() + WAIT_S
-        while poller.latest().snapshot() is None or poller._busy:
-            assert time.monotonic() < deadline, "a sampler never answered"
-            time.sleep(0.01)
-        time.sleep(0.01)  # the rest each source has before it is asked again (MIN_REST)
+        wait_for(lambda: poller.latest().snapshot() and not poller._busy, "no answer")
+        clock.advance(poller.interval_s)  # a beat on: past each source's rest (MIN_REST)
 
 
 def test_samples_that_cannot_block_are_taken_on_the_polling_thread(tmp_path: Path) -> None:
@@ -251,8 +243,9 @@ def test_samples_that_cannot_block_are_taken_on_the_polling_thread(tmp_path: Pat
     drm = Noted(DrmSampler(tmp_path / "no-sysfs", procfs=tmp_path / "no-proc"))
     cpu = Threads(cpu_reading())
     nvml = Threads(NvmlReading(NvmlStatus(available=True), h100s(2).gpus, taken_at=1.0))
-    poller = Poller(Samplers(cpu=cpu, nvml=nvml, mps=mps, drm=drm), interval_s=0.01)
-    poll_until_answered(poller, 3)
+    clock = FakeClock()
+    poller = Poller(Samplers(cpu=cpu, nvml=nvml, mps=mps, drm=drm), interval_s=0.01, clock=clock)
+    poll_until_answered(poller, clock, 3)
     here = threading.current_thread().name
     assert (mps.on, drm.on) == ([here] * 3, [here] * 3)
     assert (cpu.on, nvml.on) == (["gputui-cpu"] * 3, ["gputui-nvml"] * 3)
@@ -271,10 +264,10 @@ def test_a_card_moves_the_amd_and_intel_source_to_its_thread(tmp_path: Path) -> 
     assert drm.never_blocks()  # no card known before the first sample lists them
     cpu = Threads(cpu_reading())
     nvml = Threads(NvmlReading(NvmlStatus(available=True), (), taken_at=1.0))
-    poller = Poller(
-        Samplers(cpu=cpu, nvml=nvml, mps=MpsSampler(platform="linux"), drm=drm), interval_s=0.01
-    )
-    poll_until_answered(poller, 3)
+    clock = FakeClock()
+    samplers = Samplers(cpu=cpu, nvml=nvml, mps=MpsSampler(platform="linux"), drm=drm)
+    poller = Poller(samplers, interval_s=0.01, clock=clock)
+    poll_until_answered(poller, clock, 3)
     assert not drm.never_blocks()
     assert drm.on == [threading.current_thread().name] + ["gputui-drm"] * 2
     snapshot = poller.latest().snapshot()
@@ -283,15 +276,15 @@ def test_a_card_moves_the_amd_and_intel_source_to_its_thread(tmp_path: Path) -> 
 
 
 class Beats:
-    """A subscriber: every beat, with when it came."""
+    """A subscriber: every beat, in turn."""
 
     def __init__(self) -> None:
-        self.beats: queue.SimpleQueue[tuple[float, Beat]] = queue.SimpleQueue()
+        self.beats: queue.SimpleQueue[Beat] = queue.SimpleQueue()
 
     def __call__(self, beat: Beat) -> None:
-        self.beats.put((time.monotonic(), beat))
+        self.beats.put(beat)
 
-    def next(self) -> tuple[float, Beat]:
+    def next(self) -> Beat:
         return self.beats.get(timeout=WAIT_S)
 
 
@@ -304,21 +297,18 @@ def test_a_beat_hands_every_source_on_together_and_a_hung_one_holds_it_only_the_
     poller = Poller(four(CountingCpuSampler(), nvml), interval_s=0.4)
     beats = Beats()
     assert poller.subscribe(beats) == Beat({})  # nothing in hand yet
-    started = time.monotonic()
     poller.start()
     firsts: dict[str, object] = {}
     while set(firsts) != {"cpu", "nvml", "mps", "drm"}:  # the first readings come as they come
-        firsts.update(beats.next()[1].readings)
+        firsts.update(beats.next().readings)
     assert nvml.hanging.wait(WAIT_S)  # the second beat: NVML hangs from now on
-    came, beat = beats.next()
-    assert set(beat.readings) == {"cpu", "mps", "drm"}
-    assert came - started >= 0.4 + min(BEAT_GRACE_S, 0.1) * 0.9  # it waited the grace for NVML
+    beat = beats.next()  # the others together, on the beat: NVML held it the grace, no more
+    assert set(beat.readings) == {"cpu", "mps", "drm"} and not beat.late
     assert beat.readings["cpu"].utilization_percent == 2.0  # type: ignore[attr-defined]
     assert poller.pending_call() is None and nvml.calls == 2  # never asked again while it hangs
     nvml.release.set()
-    came_late, late = beats.next()  # answered between two beats: handed on at once
-    assert set(late.readings) == {"nvml"}
-    assert came_late < started + 0.4 * 3
+    late = beats.next()  # answered between two beats: handed on at once, not on a beat
+    assert set(late.readings) == {"nvml"} and late.late
     in_hand = poller.subscribe(Beats())
     assert set(in_hand.readings) == {"cpu", "nvml", "mps", "drm"}
     assert poller.close()
@@ -332,7 +322,7 @@ def test_a_sampler_that_raises_is_in_its_beat_and_asked_again() -> None:
     poller.start()
     errors = []
     while len(errors) < 2:
-        errors += [beat.errors["nvml"] for _, beat in [beats.next()] if "nvml" in beat.errors]
+        errors += [beat.errors["nvml"] for beat in [beats.next()] if "nvml" in beat.errors]
     assert errors[0] == "RuntimeError: driver said no"
     assert raising.calls >= 2
     assert poller.latest().nvml is None  # nothing came: nothing stands for it

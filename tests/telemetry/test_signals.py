@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from dataclasses import replace
 
 import psutil
@@ -13,16 +12,6 @@ import pytest
 
 from gputui.telemetry.readings import GpuProcess
 from gputui.telemetry.signals import HOST_PIDS_REFUSAL, signal_process
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """A ``sleep 600`` child, killed afterwards if the test left it running."""
-    child = subprocess.Popen(["sleep", "600"])
-    yield child
-    if child.poll() is None:
-        child.kill()
-    child.wait()
 
 
 def shown(child: subprocess.Popen[bytes], *, started_later_s: float = 0.0) -> GpuProcess:

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,6 @@ from tests.fakeprocfs import (
     FakeProcfs,
     as_another_user,
     jobs_tree,
-    readable_folder,
 )
 
 ID = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -278,12 +276,6 @@ def _read_as_another_user(root: Path, pids: tuple[int, ...]) -> list[dict[str, s
         ]
 
     return as_another_user(read)
-
-
-@pytest.fixture
-def readable_base() -> Iterator[Path]:
-    with readable_folder() as base:
-        yield base
 
 
 def test_files_another_user_may_not_read_are_none(readable_base: Path) -> None:

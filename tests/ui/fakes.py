@@ -34,6 +34,8 @@ from gputui.telemetry.readings import (
 )
 from gputui.telemetry.selection import GpuSelection
 from gputui.ui.monitor.app import MonitorApp
+from gputui.ui.widgets.gpu_area import GpuArea
+from tests.helpers import FakeClock
 from tests.ui.runner_fakes import scripted_setup
 
 R = TypeVar("R")
@@ -42,19 +44,6 @@ GiB = 1024**3
 MiB = 1024**2
 T0 = 1000.0
 """The fake clock's start, and every fixed reading's ``taken_at``."""
-
-
-class FakeClock:
-    """A monotonic clock that moves only when a test says so."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def cpu_reading(
@@ -364,3 +353,13 @@ def screen_text(app: App[object]) -> str:
     )
     console.print(app.screen._compositor.render_update(full=True))
     return console.export_text(styles=False)
+
+
+def footer_line(app: App[object]) -> str:
+    """The footer's row, as drawn."""
+    return screen_text(app).splitlines()[-1]
+
+
+def card_text(app: MonitorApp, index: int) -> str:
+    """The text of GPU ``index``'s card in the GPU list."""
+    return app.query_one(GpuArea).gpu_list.gpu_text(index)

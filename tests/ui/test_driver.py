@@ -6,49 +6,46 @@ from __future__ import annotations
 import os
 import selectors
 import threading
-import time
 from collections.abc import AsyncIterator
 
 import pytest
-from textual import constants, events
+from textual import events
 from textual.app import App
 from textual.message import Message
 
 from gputui.ui.monitor.driver import POLL_S, QuietLinuxDriver
+from tests.helpers import WAIT_S, wait_for
 from tests.ui.fakes import fake_app
 
 
 class RecordingDriver(QuietLinuxDriver):
-    """Keeps each event the input thread sends, and when."""
+    """Logs, in order, the timeout of each ``select()`` its input thread makes and each key
+    it sends."""
 
     def __init__(self, app: App[object]) -> None:
         super().__init__(app)
-        self.received: list[tuple[float, Message]] = []
+        self.log: list[float | str | None] = []
 
     def process_message(self, message: Message) -> None:
-        self.received.append((time.monotonic(), message))
+        if isinstance(message, events.Key):
+            self.log.append(message.key)
 
 
 @pytest.fixture
-def timeouts(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
-    """The timeout of every ``select()`` the input thread makes."""
-    seen: list[float | None] = []
-    select = selectors.SelectSelector.select
-
-    def recording(
-        self: selectors.SelectSelector, timeout: float | None = None
-    ) -> list[tuple[selectors.SelectorKey, int]]:
-        seen.append(timeout)
-        return select(self, timeout)
-
-    monkeypatch.setattr(selectors.SelectSelector, "select", recording)
-    return seen
-
-
-@pytest.fixture
-async def driven() -> AsyncIterator[tuple[RecordingDriver, int, threading.Thread]]:
+async def driven(
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[tuple[RecordingDriver, int, threading.Thread]]:
     """A driver reading a pipe in its input thread, and the pipe's end to type into."""
     driver = RecordingDriver(App())
+    select = selectors.SelectSelector.select
+
+    def logged(
+        self: selectors.SelectSelector, timeout: float | None = None
+    ) -> list[tuple[selectors.SelectorKey, int]]:
+        driver.log.append(timeout)
+        return select(self, timeout)
+
+    monkeypatch.setattr(selectors.SelectSelector, "select", logged)
     read, write = os.pipe()
     driver.fileno = read
     thread = threading.Thread(target=driver.run_input_thread)
@@ -61,53 +58,38 @@ async def driven() -> AsyncIterator[tuple[RecordingDriver, int, threading.Thread
     os.close(write)
 
 
-def keys(driver: RecordingDriver) -> list[tuple[float, str]]:
-    return [(at, m.key) for at, m in driver.received if isinstance(m, events.Key)]
-
-
-def wait_for_keys(driver: RecordingDriver, count: int, timeout_s: float = 2.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(keys(driver)) < count and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
 async def test_a_key_comes_at_once_and_then_the_thread_waits_without_a_timeout(
-    timeouts: list[float | None], driven: tuple[RecordingDriver, int, threading.Thread]
-) -> None:
-    driver, typing, _ = driven
-    time.sleep(0.3)
-    assert timeouts == [None]  # idle: one wait, no polling
-    typed = time.monotonic()
-    os.write(typing, b"a")
-    wait_for_keys(driver, 1)
-    [(at, key)] = keys(driver)
-    assert key == "a" and at - typed < 0.05
-    time.sleep(constants.ESCAPE_DELAY + 3 * POLL_S)
-    assert timeouts[-1] is None  # polled a while after the key, then waits again
-
-
-async def test_a_lone_escape_comes_after_escdelay(
     driven: tuple[RecordingDriver, int, threading.Thread],
 ) -> None:
     driver, typing, _ = driven
-    time.sleep(0.2)
-    typed = time.monotonic()
+    assert wait_for(lambda: driver.log) == [None]  # idle: one wait, no polling
+    os.write(typing, b"a")
+    wait_for(lambda: driver.log.count(None) == 2)
+    first, key, *polls, last = driver.log
+    assert (first, key) == (None, "a")  # sent as that wait ended, before any poll
+    assert polls and set(polls) == {POLL_S} and last is None  # polled, then waits again
+
+
+async def test_a_lone_escape_comes_from_a_poll_after_its_read(
+    driven: tuple[RecordingDriver, int, threading.Thread],
+) -> None:
+    driver, typing, _ = driven
+    assert wait_for(lambda: driver.log) == [None]
     os.write(typing, b"\x1b")
-    wait_for_keys(driver, 1)
-    [(at, key)] = keys(driver)
-    assert key == "escape"
-    assert constants.ESCAPE_DELAY <= at - typed < constants.ESCAPE_DELAY + POLL_S + 0.05
+    wait_for(lambda: "escape" in driver.log)
+    first, *polls, key = driver.log[: driver.log.index("escape") + 1]
+    assert (first, key) == (None, "escape")
+    assert polls and set(polls) == {POLL_S}  # held past its read, until ESCDELAY had passed
 
 
-async def test_setting_the_exit_event_ends_a_waiting_thread_at_once(
+async def test_setting_the_exit_event_ends_a_waiting_thread(
     driven: tuple[RecordingDriver, int, threading.Thread],
 ) -> None:
     driver, _, thread = driven
-    time.sleep(0.2)
-    asked = time.monotonic()
+    assert wait_for(lambda: driver.log) == [None]  # a wait with no timeout: only a wake ends it
     driver.exit_event.set()
-    thread.join(1)
-    assert not thread.is_alive() and time.monotonic() - asked < 0.1
+    thread.join(WAIT_S)
+    assert not thread.is_alive() and driver.log == [None]
 
 
 def test_the_monitor_reads_keys_through_it() -> None:

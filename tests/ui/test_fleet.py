@@ -32,6 +32,7 @@ from tests.fleet.hosts import (
     running_fleet,
     static_exporter,
 )
+from tests.helpers import ROOT
 from tests.ui.fakes import wait_until
 
 T0 = 1000.0
@@ -291,17 +292,16 @@ def test_no_color_and_a_dumb_terminal_get_a_plain_fleet_view(
 
     from tests.pty_run import colours_in, run_on_a_pty, shown_text
 
-    root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith("NO_COLOR")}
     env.update(TERM="xterm-256color", COLORTERM="truecolor")
     env.update(variables)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     with static_exporter(DCGM_EXPOSITION.read_text()) as dcgm:
         wanted = f"● {dcgm}  dcgm-exporter · 2 GPUs"
         run = run_on_a_pty(
             [sys.executable, "-m", "gputui", "--hosts", dcgm, "--interval", "0.5"],
             env=env,
-            cwd=root,
+            cwd=ROOT,
             size=(120, 30),
             timeout_s=60,
             until=lambda shown: wanted in shown_text(shown),

@@ -34,7 +34,7 @@ from gputui.recording.writer import RecordingWriter
 from gputui.telemetry.polling import Beat
 from gputui.ui.monitor.replay import RUNNER_REFUSAL, ReplayApp
 from gputui.ui.widgets.runner.pane import RunnerPane
-from tests.commands.test_cli import ROOT
+from tests.helpers import ROOT
 from tests.hostile import CLIPBOARD, CRAFTED, SHOWN_TITLE, TITLE
 from tests.pty_run import run_on_a_pty, shown_text
 from tests.recording.made import header, readings

@@ -10,19 +10,10 @@ import pytest
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.readings import GpuReading, NvmlReading
 from tests.fakenvml import FakeNvml
+from tests.helpers import FakeClock
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_MEMORY = 81559 * 1024 * 1024
-
-
-class FakeClock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

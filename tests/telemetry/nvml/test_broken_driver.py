@@ -23,7 +23,7 @@ from gputui.telemetry.bounds import in_range
 from gputui.telemetry.nvml import NvmlSampler
 from gputui.telemetry.polling import Latest
 from gputui.telemetry.readings import NvmlReading
-from tests.commands.test_cli import gputui
+from tests.helpers import gputui
 from tests.telemetry.nvml.conftest import FakeClock
 from tests.ui.fakes import gpu_reading as fake_gpu_reading
 

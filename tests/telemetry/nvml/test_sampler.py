@@ -25,6 +25,7 @@ from gputui.telemetry.nvml import (
 from gputui.telemetry.nvml.calls import _CallsInFlight
 from gputui.telemetry.readings import DriverCall, GpuState, NvmlReading, nvml_hung
 from tests.fakenvml import LIBRARY_NAME, FakeNvml
+from tests.helpers import ROOT
 from tests.telemetry.nvml.conftest import H100, FakeClock, assert_one_sentence
 
 LIBRARY_MISSING = (
@@ -175,7 +176,7 @@ def _sample_in_child(env: dict[str, str]) -> tuple[dict[str, object], str]:
         text=True,
         timeout=60,
         check=True,
-        cwd=Path(__file__).resolve().parents[3],
+        cwd=ROOT,
     )
     return json.loads(done.stdout), done.stderr
 
@@ -302,7 +303,8 @@ pynvml.nvmlInit()
 if sys.argv[1] != "idle":
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     threading.Thread(target=pynvml.nvmlDeviceGetTemperature, args=(handle, 0), daemon=True).start()
-    time.sleep(0.3)  # the call is asleep inside the library: exit tears NVML down under it
+    while not pynvml.nvmlLib.fake_nvml_calls_inside():  # until the call is asleep in there,
+        time.sleep(0.01)  # where exit tears NVML down under it
 if sys.argv[1] == "shutdown":
     pynvml.nvmlShutdown()
 """
