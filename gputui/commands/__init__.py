@@ -242,7 +242,8 @@ def _run_app(args: argparse.Namespace) -> int:
     if args.only is not None:  # a GPU not here is refused, not shown as no GPU at all
         from gputui.telemetry.polling import sample_nvml
 
-        not_here = args.only.not_here(sample_nvml())
+        # at most a second before the monitor: a hung driver is the monitor's to show
+        not_here = args.only.not_here(sample_nvml(timeout_s=1.0))
         if not_here is not None:
             return usage_error("gputui", f"argument --only: {not_here}")
     # Start-up allocates a lot and frees little, so collecting it only delays the first

@@ -72,7 +72,7 @@ def add_serve_command(commands: Any) -> argparse.ArgumentParser:
         "--listen",
         type=listen_address,
         metavar="HOST:PORT",
-        help=f"address to serve on, :PORT for every address (as 0.0.0.0:PORT), [IPv6]:PORT for "
+        help=f"address to serve on, :PORT for every IPv4 address (0.0.0.0:PORT), [IPv6]:PORT for "
         "IPv6, port 0 for any free port "
         f"(default: {DEFAULT_LISTEN}, this machine only)",
     )

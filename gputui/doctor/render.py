@@ -81,12 +81,14 @@ def render_text(report: DoctorReport, width: int = WIDTH) -> str:
 
 
 def summary(report: DoctorReport) -> str:
-    """``2 failed, 1 warning, 8 ok, 2 skipped.`` (exit status 1 when any failed)."""
+    """``2 failed, 1 warning, 8 ok, 2 skipped, 3 shown.`` (exit status 1 when any failed;
+    ``shown``: the pitfalls' ``info`` rows, when there are any)."""
     counts = report.counts()
     warnings = "warning" if counts[Status.WARN] == 1 else "warnings"
+    shown = f", {counts[Status.INFO]} shown" if counts[Status.INFO] else ""
     return (
         f"{counts[Status.FAIL]} failed, {counts[Status.WARN]} {warnings}, "
-        f"{counts[Status.OK]} ok, {counts[Status.SKIP]} skipped."
+        f"{counts[Status.OK]} ok, {counts[Status.SKIP]} skipped{shown}."
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.format import ellipsize
-from gputui.telemetry.snapshot import json_number
+from gputui.telemetry.snapshot import JSON_DECIMALS, json_number
 
 FORMAT_VERSION = 1
 """The version this gputui writes and the newest it reads."""
@@ -33,9 +33,10 @@ KINDS = (HOST, FLEET)
 FULL_EVERY = 60
 """A whole reading every this many frames (a minute at 1 s): a reader decodes at most this
 many lines to reach any frame, and a damaged line costs at most the frames up to the next."""
-DECIMALS = 3
-"""Numbers are written to a thousandth (of a second, a watt, a joule, a percent): finer
-digits are noise that would change in every frame and not compress."""
+DECIMALS = JSON_DECIMALS
+"""Numbers are written to a thousandth (of a second, a watt, a joule, a percent), as
+``snapshot --json`` writes them: finer digits are noise that would change in every frame
+and not compress."""
 
 REPLACE = "="
 """A change ``{"=": VALUE}`` replaces the value outright."""

@@ -202,7 +202,7 @@ def test_text_fits_the_width_and_loses_nothing(width: int) -> None:
     assert fixes and commands_in(text) == [shlex.split(fix) for fix in fixes]  # each once
     for figure in ("9.50 GB/s", "24.0 GB/s", "612 TFLOP/s", "79.6 GiB", "2 GPUs"):
         assert figure in text
-    assert words(text).endswith("2 failed, 0 warnings, 3 ok, 3 skipped.")
+    assert words(text).endswith("2 failed, 0 warnings, 3 ok, 3 skipped, 3 shown.")
 
 
 def test_a_command_that_fits_is_one_line() -> None:

@@ -78,7 +78,7 @@ async def test_d_shows_the_report_escape_returns_to_the_monitor_and_q_quits() ->
         items = list(screen.query(CheckItem))
         assert [item.check for item in items] == list(REPORT.checks)
         text = screen_text(app)
-        assert "Doctor · 1 failed, 1 warning, 2 ok, 2 skipped." in text
+        assert "Doctor · 1 failed, 1 warning, 2 ok, 2 skipped, 1 shown." in text
         for word, name in (
             ("✗ FAIL", "torch build"),
             ("! warn", "CUDA_VISIBLE_DEVICES"),

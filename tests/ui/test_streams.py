@@ -211,10 +211,14 @@ def test_a_typed_gpu_run_holds_to_what_the_trainer_emits(precision: str) -> None
 
 def test_the_typed_device_listings_are_the_engine_s_words() -> None:
     """The GPU listings the runner's tests use are built by the engine's own
-    ``device_options`` from typed facts: no reason is typed by hand."""
-    from gputui.jobs.devices import device_options
-    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER, DEVICES, cuda_build
+    ``device_options`` from typed facts (runner_fakes.listing): no reason is typed by hand,
+    and the facts give what the tests rely on: two usable H100s, or a build too new."""
+    from gputui.device import Device
+    from tests.ui.runner_fakes import CUDA_BUILD_ON_AN_OLD_DRIVER, DEVICES
 
-    assert DEVICES.devices == tuple(device_options(cuda_build("12.4", gpus=2)))
+    assert [(o.name, o.usable) for o in DEVICES.devices][1:3] == [
+        (Device("cuda", 0), True),
+        (Device("cuda", 1), True),
+    ]
     (cuda,) = (o for o in CUDA_BUILD_ON_AN_OLD_DRIVER.devices if o.name.kind == "cuda")
     assert not cuda.usable and cuda.reason is not None and "built for CUDA 13.0" in cuda.reason
