@@ -250,12 +250,7 @@ class _DeviceRun:
         """A fresh CNN and its optimizer on the device; returns the trainer's own step."""
         model = CNN().to(self.device)
         optimizer = make_optimizer(model, self.device)
-        return make_step(
-            model,
-            optimizer,
-            self.device,
-            simulate_oom_from_batch=self.config.simulate_oom_from_batch,
-        )
+        return make_step(model, optimizer, self.device)
 
     def _warm_up(self, one_step: Callable[[], object]) -> float:
         """Run the warm-up steps; returns the last one's synchronized seconds."""

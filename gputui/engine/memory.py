@@ -1,8 +1,7 @@
 """The trainer's device memory: readings, out-of-memory detection, and a batch size that fits.
 
 Only :func:`memory_reading` runs in a normal run (once per epoch); the rest is
-the out-of-memory path, which the ``simulate_oom_from_batch`` test hook drives
-on the CPU through the same code as a real device OOM.
+the out-of-memory path.
 """
 
 from __future__ import annotations
@@ -61,10 +60,6 @@ convolution with a few MiB left free fails with ``CUDNN_STATUS_INTERNAL_ERROR``.
 shows it; see :func:`is_out_of_memory`'s ``probing``."""
 
 
-class SimulatedOutOfMemoryError(OutOfMemoryError):
-    """Raised by the ``simulate_oom_from_batch`` test hook; handled as a real OOM."""
-
-
 def probe_batch_size(
     step: Step, device: torch.device, failed: int, memory_format: torch.memory_format
 ) -> int | None:
@@ -74,7 +69,7 @@ def probe_batch_size(
     with ``probing``): the device is still nearly full after the run's OOM.
 
     Args:
-        step: The run's own step (model, optimizer, autocast, test hook and all).
+        step: The run's own step (model, optimizer, autocast and all).
         device: The device.
         failed: The batch size that ran out of memory.
         memory_format: The model's memory format.

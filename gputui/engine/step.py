@@ -13,7 +13,7 @@ from types import ModuleType
 
 import torch
 
-from gputui.engine.memory import SimulatedOutOfMemoryError, Step
+from gputui.engine.memory import Step
 
 IEEE_FP32 = "IEEE fp32"
 TF32 = "TF32"
@@ -147,7 +147,6 @@ def make_step(
     device: torch.device,
     *,
     bf16: bool = False,
-    simulate_oom_from_batch: int | None = None,
 ) -> Step:
     """One optimizer step on a batch; returns the detached loss, still on the device.
 
@@ -156,18 +155,10 @@ def make_step(
         optimizer: Its optimizer (:func:`make_optimizer`).
         device: Where the step runs.
         bf16: Run the forward pass under bf16 autocast.
-        simulate_oom_from_batch: TEST HOOK: batches of at least this many images raise a
-            simulated out-of-memory error.
     """
     criterion = torch.nn.CrossEntropyLoss()
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if simulate_oom_from_batch is not None and x.shape[0] >= simulate_oom_from_batch:
-            # TEST HOOK (JobConfig.simulate_oom_from_batch): stands in for the allocator
-            # failing, at the same point and through the same handling as a real OOM.
-            raise SimulatedOutOfMemoryError(
-                f"simulated: out of memory for a batch of {x.shape[0]} on {device}"
-            )
         with bf16_autocast(device, bf16):
             loss = criterion(forward(x), y)
         optimizer.zero_grad(set_to_none=True)

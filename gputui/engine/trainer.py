@@ -38,7 +38,6 @@ from gputui.engine.devices import (
 from gputui.engine.download import download_reporter
 from gputui.engine.failures import failure_line
 from gputui.engine.memory import (
-    SimulatedOutOfMemoryError,
     Step,
     is_out_of_memory,
     memory_reading,
@@ -47,6 +46,7 @@ from gputui.engine.memory import (
     unless_out_of_memory,
 )
 from gputui.engine.model import CNN
+from gputui.engine.pace import EpochClock, busy_share, device_clock, training_flops_per_image
 from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline, Shard
 from gputui.engine.placement import describe_placement
 from gputui.engine.records import RunRecorder
@@ -161,6 +161,7 @@ class _Run:
         must too, or the size it suggests would not fit beside it."""
         self.ddp: torch.nn.parallel.DistributedDataParallel | None = None
         self.memory_format = torch.contiguous_format
+        self.busy_share: float | None = None
 
     def emit(self, event: Event) -> None:
         """Send ``event`` to the parent, and to the run folder (or keep it for the folder)."""
@@ -205,7 +206,7 @@ class _Run:
                 self._stop_recording(exc)
 
     def execute(self) -> int:
-        oom: tuple[str, bool] | None = None
+        oom: str | None = None
         try:
             self._train()
         except RunStopped:
@@ -231,7 +232,7 @@ class _Run:
                 self.emit(self._lost_peer_error(exc))
                 return EXIT_FAILED
             if is_out_of_memory(exc):
-                oom = (_traceback(exc), isinstance(exc, SimulatedOutOfMemoryError))
+                oom = _traceback(exc)
             elif self.config.compile and _from_compiler(exc):
                 self.emit(
                     Error(
@@ -253,7 +254,7 @@ class _Run:
                 )
                 return EXIT_FAILED
         if oom is not None:  # out of the except block: its frames, holding device tensors, are gone
-            self.emit(self._out_of_memory_error(*oom))
+            self.emit(self._out_of_memory_error(oom))
             return EXIT_FAILED
         self.emit(self._finished(stopped=False))
         return EXIT_OK
@@ -298,13 +299,7 @@ class _Run:
         self.ddp = distributed.wrap(model, device) if self.world is not None else None
         trained = self.ddp if self.ddp is not None else model
         forward = torch.compile(trained) if config.compile else trained
-        self.step = make_step(
-            forward,
-            optimizer,
-            device,
-            bf16=bf16,
-            simulate_oom_from_batch=config.simulate_oom_from_batch,
-        )
+        self.step = make_step(forward, optimizer, device, bf16=bf16)
 
         pipeline = self.pipeline = self._pipeline(data, device)
         self.emit(
@@ -334,6 +329,7 @@ class _Run:
                 pid=os.getpid(),
                 run_dir=self.run_dir,
                 torch_build=torch_build(),
+                flops_per_image=training_flops_per_image(),
             )
         )
         if self.world is not None:
@@ -351,6 +347,11 @@ class _Run:
             self.emit(memory_reading(self.device))
         if self.ddp is not None:
             self.emit(distributed.time_steps(self.ddp, self.step, pipeline.epoch, device))
+        elif device.type == "cuda":  # GPU-ONLY: the figures are sent; these steps are extra
+            try:
+                self.busy_share = busy_share(self.step, pipeline.epoch(), device)
+            except Exception as exc:  # no CUPTI (a container without its permissions)
+                self.emit(Note(f"the GPU's busy time could not be profiled: {failure_line(exc)}"))
 
     def _pipeline(self, data: Dataset, device: torch.device) -> Pipeline:
         if self.config.pipeline == "classic":
@@ -385,8 +386,10 @@ class _Run:
         loss_sum = torch.zeros((), device=device)
         steps = images = 0
         reset_peak_memory(device)  # the epoch's Memory reports this epoch's peak
+        clock = EpochClock(device)
         synchronize(device)
         started = last_read = time.perf_counter()
+        clock.start()
         for x, y in pipeline.epoch():
             loss_sum += self.step(x, y)
             steps += 1
@@ -417,8 +420,10 @@ class _Run:
                         loss=loss,
                     )
                 )
+        clock.stop()
         synchronize(device)
         seconds = time.perf_counter() - started
+        device_seconds, joules = clock.read()
         if self.world is not None:  # the job's epoch: its slowest rank's, its mean loss
             seconds = distributed.slowest(seconds, device)
             loss_sum = distributed.total(loss_sum) / self.ranks
@@ -435,6 +440,9 @@ class _Run:
             warmup=epoch == 1,
             eval_seconds=eval_seconds,
             images=images,
+            device_seconds=device_seconds,
+            device_clock=device_clock(device),
+            energy_joules=joules,
         )
         self.emit(finished)
         return finished
@@ -469,10 +477,8 @@ class _Run:
             kind="peer",
         )
 
-    def _out_of_memory_error(self, detail: str, simulated: bool) -> Error:
+    def _out_of_memory_error(self, detail: str) -> Error:
         where = f"out of memory on {self.device} at batch size {self.batch_size}"
-        if simulated:
-            where += " (simulated by the test hook)"
         fits = None
         try:
             if self.step is not None and self.world is None:  # a probe would wait on peers
@@ -510,6 +516,7 @@ class _Run:
             final_accuracy=epochs[-1].accuracy if epochs else None,
             total_seconds=time.perf_counter() - self.started,
             run_dir=self.run_dir,
+            busy_share=self.busy_share,
         )
 
 

@@ -32,6 +32,8 @@ PIPELINE_SAME = 1.1
 BF16_GAIN_MIN = 1.1
 """bf16 must train at least this much faster than fp32 to count as a gain (steady epochs on
 one device differ by a few percent run to run)."""
+BUSY_MIN = 0.8
+"""A device busy running kernels this share of its steps' time or more is compute-bound."""
 NOISE = "noise (a busy machine, a slow first run)"
 """What a figure no hardware can explain measures: a device's speedup over itself, a
 scaling efficiency over 100%."""
@@ -349,6 +351,60 @@ def _no_bf16_gain(device: Device, cpu_fast_bf16: bool | None) -> str:
         f"this model's kernels are probably too small for {units} to matter: each step is "
         "bound by kernel launches, and autocast's casts add more of them"
     )
+
+
+# -- what set a run's pace (gputui bench, a comparison) ------------------------------------
+
+
+PaceKind = Literal["launch-bound", "compute-bound", "waiting on data"]
+
+
+@dataclass(frozen=True)
+class PaceVerdict:
+    """What set a run's pace, judged from its measured figures (:func:`pace_verdict`)."""
+
+    kind: PaceKind
+    """What the steps waited on: the host's kernel launches, the device's math, the batches."""
+    sentence: str
+    """The busy share, the kind, why, and what would help, in one sentence."""
+
+
+def pace_verdict(device: Device, busy_share: float | None, pipeline: str) -> PaceVerdict | None:
+    """What set the pace of a run on ``device``; ``None`` where its busy share is unknown.
+
+    A GPU busy ``BUSY_MIN`` of its steps' time or more is compute-bound. Below that it
+    waits on the host: for its batches where the host loads them (the classic pipeline),
+    else for its kernels' launches. On the CPU the host is the device and its busy time its
+    wall time (no device clock tells its compute from its waits): compute-bound, said so.
+
+    Args:
+        device: Where the run trained.
+        busy_share: The share of its steps' time the device ran kernels (1 on the CPU).
+        pipeline: ``classic`` or ``resident``.
+    """
+    if busy_share is None:
+        return None
+    if device.kind == "cpu":
+        clause = (
+            f"on {device}, compute-bound, busy = wall: the CPU is the host, and no device clock "
+            "tells its compute from its waits; more cores or a GPU would help"
+        )
+        return PaceVerdict("compute-bound", sentence([clause]))
+    busy = f"on {device}, busy {fmt_share(busy_share)} of its steps' time"
+    kind: PaceKind = "compute-bound" if busy_share >= BUSY_MIN else "launch-bound"
+    if kind == "launch-bound" and pipeline == "classic":
+        kind = "waiting on data"
+    return PaceVerdict(kind, sentence([f"{busy}: {kind}, {_PACE_WHY[kind]}"]))
+
+
+_PACE_WHY: dict[PaceKind, str] = {
+    "compute-bound": "its kernels set the pace; only faster math (tf32, bf16) or a faster "
+    "device would help",
+    "waiting on data": "the host loads and copies each batch slower than the device trains "
+    "on it; the resident pipeline would help",
+    "launch-bound": "the host issues kernels slower than the device runs them; a larger batch "
+    "(fewer, larger kernels) or CUDA graphs would help",
+}
 
 
 def _rates(rows: Sequence[PipelineRow]) -> tuple[float | None, float | None]:

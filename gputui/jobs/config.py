@@ -189,8 +189,6 @@ class JobConfig(Portable):
     """Added to the child's niceness (0 to 19)."""
     seed: int = 0
     """Seed for the model's initial weights and the data order."""
-    simulate_oom_from_batch: int | None = None
-    """TEST HOOK: steps with at least this many images raise a simulated out-of-memory error."""
 
     def validate(self) -> None:
         """Check every field that needs no torch.
@@ -210,8 +208,6 @@ class JobConfig(Portable):
             or not 0 <= self.nice <= NICE_MAX
         ):
             raise ConfigError(f"nice must be 0 to {NICE_MAX}, got {self.nice!r}")
-        if self.simulate_oom_from_batch is not None:
-            _whole_number("simulated OOM batch", self.simulate_oom_from_batch, 1)
 
     def job_settings(self) -> dict[str, Any]:
         """The fields every job shares, to start another kind of job the same way."""
@@ -410,7 +406,8 @@ class ProbeConfig(Portable):
     buffers, seven warmed-up loops (a slow GPU's 8192-square bf16 matmul takes seconds)."""
 
     measure: bool = True
-    """Measure bandwidth and matmuls; ``False`` only identifies the devices (``--quick``)."""
+    """Measure bandwidth and matmuls, and show the pitfalls; ``False`` only identifies the
+    devices (``--quick``)."""
     torch_only: bool = False
     """Stop once torch, CUDA and MPS have answered: no pitfalls, no devices (the monitor's
     question: can PyTorch use MPS here?)."""

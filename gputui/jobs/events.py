@@ -217,6 +217,9 @@ class RunStarted(Event, type="run_started"):
     torch_build: str = ""
     """What this torch was built for: ``cuda``, ``rocm`` (an AMD GPU answers to ``cuda``),
     ``xpu`` or ``cpu`` (empty from an engine that predates it)."""
+    flops_per_image: int | None = None
+    """FLOPs of one image's forward and backward pass, counted once by torch's
+    ``FlopCounterMode`` (``None`` from an engine that predates it)."""
 
 
 class DataReady(Event, type="data_ready"):
@@ -283,6 +286,14 @@ class EpochFinished(Event, type="epoch_finished"):
     """Time the accuracy took."""
     images: int
     """Training images seen in the epoch."""
+    device_seconds: float | None = None
+    """The same steps' seconds between two events on the device's stream (CUDA, XPU), read
+    after the epoch's synchronize: elapsed time, not busy time; ``None`` elsewhere."""
+    device_clock: str = ""
+    """How the device timed the epoch: ``events``, or ``wall`` on the CPU (the host: its
+    device time is ``seconds``); empty on MPS, or from an engine that predates it."""
+    energy_joules: float | None = None
+    """What the GPU's energy counter (NVML) rose by over the epoch; ``None`` without one."""
 
 
 class Memory(Event, type="memory"):
@@ -359,6 +370,9 @@ class Finished(Event, type="finished"):
     """Wall time from the trainer's start to the end, data loading included."""
     run_dir: str | None = None
     """The run folder, ``None`` when not recording."""
+    busy_share: float | None = None
+    """The share of a sample of steps, profiled after the last epoch, that the GPU spent
+    running their kernels (CUDA); ``None`` elsewhere."""
 
 
 class WorldJoined(Event, type="world_joined"):

@@ -8,13 +8,20 @@ a run follows the warm-up rule of :func:`steady_figures`. Torch-free and Textual
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from gputui.device import Device, plain
-from gputui.jobs.conclusions import NOISE, pipelines_summary, sync_stall_summary
+from gputui.jobs.conclusions import (
+    NOISE,
+    PaceVerdict,
+    pace_verdict,
+    pipelines_summary,
+    sync_stall_summary,
+)
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
     BatchSweepRow,
@@ -67,19 +74,55 @@ def steady_figures(epochs: Sequence[EpochFinished], *, ended: bool) -> EpochFigu
         ended: Whether the run ended; while it runs, ``None`` until an epoch after the
             warm-up finished.
     """
-    counted = [epoch for epoch in epochs if not epoch.warmup]
-    includes_warmup = not counted
-    if includes_warmup:
-        if not (ended and epochs):
-            return None
-        counted = list(epochs[:1])
+    counted = steady_epochs(epochs, ended=ended)
+    if not counted:
+        return None
     seconds = sum(epoch.seconds for epoch in counted)
     images = sum(epoch.images for epoch in counted)
     return EpochFigures(
         seconds=seconds / len(counted),
         images_per_second=images / seconds if seconds > 0 else None,
-        includes_warmup=includes_warmup,
+        includes_warmup=counted[0].warmup,
     )
+
+
+def steady_epochs(epochs: Sequence[EpochFinished], *, ended: bool) -> list[EpochFinished]:
+    """The epochs :func:`steady_figures` counts; empty until there are any."""
+    counted = [epoch for epoch in epochs if not epoch.warmup]
+    return counted or (list(epochs[:1]) if ended else [])
+
+
+def median_spread(values: Sequence[float]) -> tuple[float, float]:
+    """The median of ``values`` and their spread (largest minus smallest)."""
+    return statistics.median(values), max(values) - min(values)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """A run's steady epochs (:func:`steady_epochs`) by the wall clock and the device's own,
+    each the median epoch with its spread, and what the device made of them."""
+
+    epochs: int
+    """Epochs counted."""
+    wall_s: float
+    """The median epoch's seconds by the host's clock, the device synchronized."""
+    wall_spread_s: float
+    """The slowest epoch's seconds minus the fastest's."""
+    device_clock: str
+    """``events``, ``wall`` (the CPU: the host is the device) or empty (none)."""
+    device_s: float | None
+    """The same steps' median seconds between the device's events; ``None`` without them."""
+    device_spread_s: float | None
+    """Their slowest epoch's seconds minus the fastest's."""
+    busy_share: float | None
+    """The share of its steps' time the device ran kernels: a profiled sample's (CUDA); 1 on
+    the CPU, where busy = wall; ``None`` where unknown."""
+    flops_per_second: float | None
+    """FLOPs an image (counted) times the steady images/s (measured)."""
+    images_per_joule: float | None
+    """Steady images over the joules the GPU's energy counter rose by; ``None`` without one."""
+    verdict: PaceVerdict | None
+    """What set the pace (:func:`~gputui.jobs.conclusions.pace_verdict`)."""
 
 
 class Phase(str, Enum):
@@ -153,6 +196,37 @@ class RunRecord:
     def steady(self) -> EpochFigures | None:
         """The steady state by :func:`steady_figures`' rule; ``None`` until it is known."""
         return steady_figures(self.epochs, ended=self.ended)
+
+    @property
+    def pace(self) -> Pace | None:
+        """The steady epochs by both clocks, and the verdict; ``None`` until known."""
+        counted = steady_epochs(self.epochs, ended=self.ended)
+        if not counted:
+            return None
+        clock = counted[-1].device_clock
+        timed = [e.device_seconds for e in counted if e.device_seconds is not None]
+        joules = sum(e.energy_joules or 0.0 for e in counted)
+        metered = all(e.energy_joules is not None for e in counted) and joules > 0
+        busy = 1.0 if clock == "wall" else self.finished.busy_share if self.finished else None
+        ips = self.steady.images_per_second if self.steady else None
+        flops = self.started.flops_per_image if self.started else None
+        pipeline = self.started.pipeline if self.started else self.config.pipeline
+        wall_s, wall_spread_s = median_spread([e.seconds for e in counted])
+        device_s, device_spread_s = (
+            median_spread(timed) if len(timed) == len(counted) else (None, None)
+        )
+        return Pace(
+            len(counted),
+            wall_s,
+            wall_spread_s,
+            clock,
+            device_s,
+            device_spread_s,
+            busy,
+            flops * ips if flops and ips else None,
+            sum(e.images for e in counted) / joules if metered else None,
+            pace_verdict(self.device, busy, pipeline),
+        )
 
     @property
     def run_dir(self) -> str | None:
@@ -273,6 +347,8 @@ class Speedup:
     warning: str | None = None
     """Why the figure is no speedup, where both runs trained on one device in one precision
     (the CPU against itself): it measures :data:`~gputui.jobs.conclusions.NOISE`."""
+    verdict: str | None = None
+    """What set the second run's pace (:attr:`RunRecord.pace`), once known."""
 
 
 def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
@@ -306,6 +382,7 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
     warning = None
     if (baseline.device, baseline.config.precision) == (other.device, other.config.precision):
         warning = f"{names[1]} compared with itself: its speedup measures {NOISE}, not hardware"
+    pace = other.pace
     return Speedup(
         names[0],
         names[1],
@@ -316,6 +393,7 @@ def speedup(baseline: RunRecord, other: RunRecord) -> Speedup:
         so_far,
         ended=baseline.ended and other.ended,
         warning=warning,
+        verdict=pace.verdict.sentence if pace and pace.verdict else None,
     )
 
 

@@ -117,6 +117,18 @@ def test_json_reports_every_epoch_and_the_placement(
     assert run["inputs"]["device"] == run["inputs"]["dataset_device"] == "cpu"
     assert Path(run["run_dir"]).parent == tmp_path
     assert "cpu: epoch 2/2" in err  # progress went to stderr
+    # issue 40: the steady epochs by both clocks, the FLOPs, the verdict; the CPU's clock is
+    # the wall's, said so, and it has no energy counter
+    assert run["flops_per_image"] == 10_959_984  # test_model.py's hand count
+    clocks = [(e["device_clock"], e["device_seconds"], e["energy_joules"]) for e in run["epochs"]]
+    assert clocks == [("wall", None, None)] * 2
+    pace = run["pace"]
+    assert (pace["epochs"], pace["wall_s"], pace["wall_spread_s"]) == (1, run["epoch_seconds"], 0)
+    assert (pace["device_clock"], pace["device_s"], pace["busy_share"]) == ("wall", None, 1.0)
+    assert pace["flops_per_second"] == 10_959_984 * run["images_per_second"]
+    assert pace["images_per_joule"] is None
+    assert pace["verdict"]["kind"] == "compute-bound"
+    assert pace["verdict"]["sentence"].startswith("On cpu, compute-bound, busy = wall")
 
 
 def test_the_table_says_which_dataset_ran_and_the_speedup(
@@ -137,6 +149,7 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
     assert len(rows) == 2  # the same device twice: the CPU against itself, as the pane can
     assert rows[0].endswith("1.00x")
     assert "warning: cpu compared with itself: its speedup measures noise" in out  # issue 40
+    assert "cpu pace: median epoch " in out and "On cpu, compute-bound, busy = wall" in out
     assert "* only epoch 1 ran" in out
     assert (
         "cpu placement: parameters (118.8 KiB), Adam state (237.7 KiB) and input batches on cpu"

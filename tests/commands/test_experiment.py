@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 import psutil
 import pytest
@@ -17,12 +16,13 @@ import pytest
 import gputui.commands.experiment
 from gputui.commands import main
 from gputui.device import CPU, parsed_fields
-from gputui.engine.experiments import run_experiment
 from gputui.jobs.conclusions import conclude
-from gputui.jobs.config import ExperimentConfig, available_cores, default_threads
-from gputui.jobs.events import BatchSweepRow, Event
+from gputui.jobs.config import available_cores, default_threads
+from gputui.jobs.events import BatchSweepRow
+from gputui.jobs.process import ChildProcess
+from tests.engine.limited import LIMITED, OOM_BATCH
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup", "1"]
 
 
@@ -80,54 +80,25 @@ def test_a_sweep_larger_than_the_data_is_refused_as_bench_refuses_it(
     )
 
 
-class ReplayedChild:
-    """Stands in for the experiment's child process: says what ``script`` holds."""
-
-    script: ClassVar[list[Event]] = []
-    """Events of a real run of the engine (:func:`run_experiment`, in this process)."""
-
-    def __init__(self, config: ExperimentConfig) -> None:
-        self.config = config
-
-    def start(self) -> ReplayedChild:
-        return self
-
-    def events(self) -> Iterator[Event]:
-        return iter(ReplayedChild.script)
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
-
-def test_a_sweep_with_no_figures_is_empty_and_exit_1(
+def test_a_sweep_out_of_memory_marks_the_batch_skips_the_rest_and_is_empty_exit_1(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Every batch out of memory: "status": "ok" and exit 0 said all had gone well."""
-    config = ExperimentConfig(
-        experiment="batch-sweep",
-        devices=(CPU,),
-        batch_sizes=(8, 16),
-        steps=1,
-        warmup_steps=1,
-        dataset="synthetic",
-        limit=32,
-        threads=1,
-        simulate_oom_from_batch=1,  # a test hook: no flag sets it, so the engine runs here
-    )
-    script: list[Event] = []
-    assert run_experiment(config, script.append) == 0  # a batch that does not fit is a row
-    monkeypatch.setattr(ReplayedChild, "script", script)
-    monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", ReplayedChild)
-
-    code = main(["experiment", "batch-sweep", *TINY, "--batch-sizes", "8,16", "--json"])
+    """A real out-of-memory: the experiment's child under an address-space limit. The batch
+    that does not fit is marked, the larger one skipped; with no figures the sweep is "empty",
+    exit 1 ("status": "ok" and exit 0 said all had gone well)."""
+    limited = functools.partial(ChildProcess, python=LIMITED)
+    monkeypatch.setattr(gputui.commands.experiment, "ChildProcess", limited)
+    sizes = ["--batch-sizes", f"{OOM_BATCH},{2 * OOM_BATCH}", "--limit", str(2 * OOM_BATCH)]
+    code = main(["experiment", "batch-sweep", *TINY, *sizes, "--steps", "1", "--json"])
     out, _ = capsys.readouterr()
     result = json.loads(out)
     assert (code, result["status"]) == (1, "empty")
     [device] = result["device_results"]
-    assert [row["error"] for row in device["rows"]] == [
-        "out of memory",
-        "skipped: batch 8 ran out of memory",
+    assert [(r["batch_size"], r["error"], r["steps"], r["data_share"]) for r in device["rows"]] == [
+        (OOM_BATCH, "out of memory", 0, None),
+        (2 * OOM_BATCH, f"skipped: batch {OOM_BATCH} ran out of memory", 0, None),
     ]
+    assert result["conclusion"] == "On cpu, no batch size could be measured (out of memory)."
 
 
 def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(

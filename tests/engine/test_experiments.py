@@ -494,19 +494,6 @@ def test_pipelines_compares_the_dataloader_with_resident_data() -> None:
     assert ("varied too much" in (result.conclusion or "")) == (summary["verdict"] == "too_noisy")
 
 
-def test_out_of_memory_marks_the_batch_and_skips_the_larger_ones() -> None:
-    code, events, result = run(tiny("batch-sweep", simulate_oom_from_batch=16))
-    assert code == 0  # a batch that does not fit is a result, not a failure
-    rows = [e for e in events if isinstance(e, BatchSweepRow)]
-    assert [(r.batch_size, r.error) for r in rows] == [
-        (8, None),
-        (16, "out of memory"),
-        (32, "skipped: batch 16 ran out of memory"),
-    ]
-    assert rows[1].data_share is None and rows[1].steps == 0
-    assert "batch 16 did not run (out of memory)" in (result.conclusion or "")
-
-
 def test_a_stop_request_ends_with_a_stopped_finish_and_no_conclusion() -> None:
     polls = iter(range(1000))
     events: list[Event] = []

@@ -22,16 +22,17 @@ from gputui.engine.memory import (
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import Error, parse_event
 from gputui.jobs.process import child_env
+from tests.engine.limited import OOM_BATCH
 
 OLD_TORCH = """
-import runpy, sys
+import sys
 import torch
 del torch.OutOfMemoryError  # as on torch 2.1 to 2.4, which pyproject admits
-sys.argv = ["gputui.engine", "train", sys.argv[1]]
-runpy.run_module("gputui.engine", run_name="__main__", alter_sys=True)
+from tests.engine.limited import main
+main(["-m", "gputui.engine", "train", sys.argv[1]])
 """
-"""Runs the engine exactly as ``python -m gputui.engine train CONFIG`` does, on a torch
-that lacks ``torch.OutOfMemoryError``."""
+"""Runs the engine as ``python -m gputui.engine train CONFIG`` does, under an address-space
+limit (:mod:`tests.engine.limited`), on a torch that lacks ``torch.OutOfMemoryError``."""
 
 
 @pytest.mark.parametrize(
@@ -107,16 +108,18 @@ def test_probing_still_raises_an_error_that_is_not_memory() -> None:
         probe_batch_size(step, torch.device("cpu"), 512, torch.contiguous_format)
 
 
-def test_the_engine_runs_and_detects_oom_on_a_torch_without_torch_out_of_memory_error() -> None:
+def test_a_real_out_of_memory_names_a_batch_size_that_fits_even_on_an_older_torch() -> None:
+    """The child's own allocator fails (on the CPU a ``RuntimeError``, on any torch): the run
+    ends in one ``oom`` error naming the batch, and a smaller batch that a real step then
+    trained, under the same limit, beside the same data."""
     config = RunConfig(
         dataset="synthetic",
-        limit=256,
+        limit=OOM_BATCH,
         test_limit=64,
-        batch_size=64,
+        batch_size=OOM_BATCH,
         epochs=1,
         threads=1,
         record=False,
-        simulate_oom_from_batch=64,  # the first step raises, through the real OOM path
     )
     done = subprocess.run(
         [sys.executable, "-c", OLD_TORCH, config.to_json()],
@@ -129,9 +132,14 @@ def test_the_engine_runs_and_detects_oom_on_a_torch_without_torch_out_of_memory_
     events = [parse_event(line) for line in done.stdout.splitlines()]
     last = events[-1] if events else None
     assert isinstance(last, Error), (done.stdout, done.stderr)
-    assert last.kind == "oom", last
-    assert last.suggested_batch_size == 32
-    assert done.returncode == 1
+    assert (last.kind, done.returncode) == ("oom", 1), last
+    fits = last.suggested_batch_size
+    assert fits is not None and fits < OOM_BATCH, last
+    assert last.message == (
+        f"out of memory on cpu at batch size {OOM_BATCH}; batch size {fits} fits: try that"
+    )
+    assert "DefaultCPUAllocator: can't allocate memory" in last.detail  # torch's own words
+    assert [type(e).__name__ for e in events[:2]] == ["RunStarted", "DataReady"]
     assert hasattr(torch, "OutOfMemoryError")  # this process's torch is untouched
     json.loads(done.stdout.splitlines()[0])  # the stream is JSON lines from its first line
 

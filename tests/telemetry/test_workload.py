@@ -32,6 +32,7 @@ from tests.fakeprocfs import (
     as_another_user,
     jobs_tree,
 )
+from tests.helpers import ROOT
 
 ID = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 """A container id: 64 hex digits."""
@@ -375,30 +376,63 @@ def test_the_sampler_names_each_gpu_process_job_once(
         )
 
 
+IN_OUR_OWN_NAMESPACE = """
+set -e
+# pid 1 here is this shell: put it in a cgroup named as a Slurm job's (NVML's pid 1 is the
+# host's init, another process)
+mount --bind "$SLURM_CGROUP" /proc/1/cgroup
+FAKE_NVML_PROCESSES=0:1:4096 "$PYTHON" -m gputui snapshot --json
+echo ---
+export GPUTUI_PROCFS="$HOST_PROCFS"
+FAKE_NVML_PROCESSES="0:$IN_SLURM:4096" "$PYTHON" -m gputui snapshot --json
+"""
+
+
 def test_host_pids_are_read_in_the_hosts_procfs_only(
-    jobs: FakeProcfs,
-    fake_nvml: FakeNvml,
-    fake_nvml_env: pytest.MonkeyPatch,
-    monkeypatch: pytest.MonkeyPatch,
+    jobs: FakeProcfs, fake_nvml_dir: Path, tmp_path: Path
 ) -> None:
-    """In a pid namespace of our own NVML's pids are the host's: read where GPUTUI_PROCFS
-    names the host's procfs, never in our own /proc, where the same number is another
-    process."""
-    fake_nvml_env.setenv("FAKE_NVML_PROCESSES", f"0:{IN_SLURM}:4096")
-    monkeypatch.setattr("gputui.telemetry.nvml.sampler.in_own_pid_namespace", lambda: True)
-    monkeypatch.setattr("gputui.telemetry.nvml.processes.node_mappers", lambda exclude: {})
-
-    def job() -> tuple[str, str] | None:
-        with NvmlSampler(fake_nvml.path) as nvml:
-            reading = nvml.sample()
-        assert reading.status.host_pids
-        processes = reading.gpus[0].processes
-        assert processes is not None and processes[0].local_pid is None
-        return processes[0].workload.job
-
-    assert job() == ("slurm_job", "1234")
-    monkeypatch.delenv("GPUTUI_PROCFS")
-    assert job() is None
+    """In a real pid namespace (``unshare``) NVML's pids are the host's: read where
+    GPUTUI_PROCFS names the host's procfs, never in our own /proc, where the same number is
+    another process."""
+    unshare = shutil.which("unshare")
+    if (
+        unshare is None
+        or subprocess.run(
+            [unshare, "--pid", "--fork", "--mount-proc", "true"], capture_output=True, check=False
+        ).returncode
+    ):
+        pytest.skip("unshare --pid is not allowed here")
+    slurm = tmp_path / "cgroup"
+    slurm.write_text("0::/system.slice/slurmstepd.scope/job_77/step_0/user/task_0\n")
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "GPUTUI_PROCFS"},
+        "LD_LIBRARY_PATH": str(fake_nvml_dir),
+        "FAKE_NVML_GPU_COUNT": "1",
+        "PYTHONPATH": str(ROOT),
+        "PYTHON": sys.executable,
+        "SLURM_CGROUP": str(slurm),
+        "HOST_PROCFS": str(jobs.root),
+        "IN_SLURM": str(IN_SLURM),
+    }
+    inside = subprocess.run(
+        [unshare, "--pid", "--fork", "--mount-proc", "sh", "-c", IN_OUR_OWN_NAMESPACE],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert inside.returncode == 0, inside.stderr
+    own, host = (json.loads(part) for part in inside.stdout.split("\n---\n"))
+    assert own["nvml"]["host_pids"] is host["nvml"]["host_pids"] is True
+    (process,) = own["gpus"][0]["processes"]
+    assert (process["pid"], process["slurm_job"], process["unit"]) == (1, None, None)
+    (process,) = host["gpus"][0]["processes"]
+    assert (process["pid"], process["slurm_job"], process["unit"]) == (
+        IN_SLURM,
+        "1234",
+        "slurmstepd.scope",
+    )
 
 
 LINE_BREAKS = ["\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r", "\v", "\f"]

@@ -17,8 +17,10 @@ from gputui.format import (
     fmt_bytes,
     fmt_columns,
     fmt_counted,
+    fmt_decimal,
     fmt_fraction,
     fmt_number,
+    fmt_share,
     fmt_times,
     one_line,
 )
@@ -207,6 +209,7 @@ def render_table(runs: list[RunRecord]) -> str:
         lines.append(f"stopped: {'; '.join(stopped)}")
     lines += [f"warning: {warning}" for warning in noise_warnings(runs)]
     lines += [verdict for run in runs if (verdict := bf16_verdict(runs, run))]
+    lines += [line for run, name in zip(runs, names, strict=True) for line in pace_lines(run, name)]
     placements = [
         placement_verdict(run, f"{run.device}{mark}") for run, mark in zip(runs, marks, strict=True)
     ]
@@ -259,6 +262,29 @@ def bf16_verdict(runs: list[RunRecord], run: RunRecord) -> str | None:
     return sentence([bf16_clause(run.device, gain, cpu_fast_bf16=fast)])
 
 
+def pace_lines(run: RunRecord, label: str) -> list[str]:
+    """``cpu pace: ...``: the steady epochs by the wall clock and the device's own, what the
+    device did with them (busy share, FLOP/s, images per joule), then the verdict."""
+    pace = run.pace
+    if pace is None:
+        return []
+    epochs = fmt_counted(pace.epochs, "epoch")
+    text = f"{label} pace: median epoch {pace.wall_s:.3f} s (spread {pace.wall_spread_s:.3f} s"
+    text += f", {epochs}) by the wall clock"
+    if pace.device_clock == "wall":
+        text += ", the CPU's own; busy = wall"
+    elif pace.device_s is not None:
+        text += f", {pace.device_s:.3f} s (spread {pace.device_spread_s:.3f} s) by its events"
+    if pace.busy_share is not None and pace.device_clock != "wall":
+        text += f"; busy {fmt_share(pace.busy_share)} of a profiled sample of steps"
+    if pace.flops_per_second is not None and run.started:
+        per_image = fmt_decimal(run.started.flops_per_image, "FLOP")
+        text += f"; {fmt_decimal(pace.flops_per_second, 'FLOP/s')} achieved ({per_image} an image)"
+    if pace.images_per_joule is not None:
+        text += f"; {pace.images_per_joule:,.0f} images/J"
+    return [text, *([pace.verdict.sentence] if pace.verdict else [])]
+
+
 def placement_verdict(run: RunRecord, label: str | None = None) -> str | None:
     """One line that says whether every tensor of the run sits on its device (the run named
     ``label``, else by its device)."""
@@ -297,6 +323,7 @@ _STARTED_FIELDS = (
     "num_threads",
     "torch_version",
     "torch_build",
+    "flops_per_image",
 )
 """What ``bench --json`` repeats of each run's ``RunStarted`` (``None`` before it came)."""
 
@@ -321,6 +348,7 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
                 "images_per_second": steady.images_per_second if steady else None,
                 "speedup": _speedup(runs, run),
                 "bf16_over_fp32": _bf16_json(runs, run),
+                "pace": asdict(pace) if (pace := run.pace) else None,
                 "epochs": [
                     {
                         "epoch": e.epoch,
@@ -330,6 +358,9 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
                         "accuracy": e.accuracy,
                         "warmup": e.warmup,
                         "eval_seconds": e.eval_seconds,
+                        "device_seconds": e.device_seconds,
+                        "device_clock": e.device_clock,
+                        "energy_joules": e.energy_joules,
                     }
                     for e in run.epochs
                 ],
