@@ -37,7 +37,9 @@ def training_flops_per_image() -> int:
 def device_clock(device: torch.device) -> str:
     """How :class:`EpochClock` times an epoch on ``device``: ``events``, ``wall`` (the CPU is
     the host: its device time is the wall time) or empty (MPS keeps no time of its own)."""
-    return {"cuda": "events", "xpu": "events", "cpu": "wall"}.get(device.type, "")
+    if device.type in ("cuda", "xpu"):  # (torch.xpu.Event: torch 2.4 and later)
+        return "events" if hasattr(getattr(torch, device.type), "Event") else ""
+    return "wall" if device.type == "cpu" else ""
 
 
 class EpochClock:
@@ -48,7 +50,7 @@ class EpochClock:
     def __init__(self, device: torch.device) -> None:
         timed = device_clock(device) == "events"
         make = getattr(torch, device.type).Event if timed else None
-        self.events = [make(enable_timing=True) for _ in range(2)] if make else []
+        self.events = [make(enable_timing=True) for _ in range(2)] if make is not None else []
         self.energy = (
             energy_counter(cuda_uuid(device.index or 0)) if device.type == "cuda" else None
         )
