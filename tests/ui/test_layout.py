@@ -11,6 +11,7 @@ from gputui.ui.monitor.layout import (
     MPS_HEIGHT,
     PROCESS_MIN_HEIGHT,
     RUNNER_BESIDE_WIDTH,
+    RUNNER_BRIEF_HEIGHT,
     GpuMode,
     Panes,
     plan_layout,
@@ -108,7 +109,44 @@ def test_any_size_gets_a_sane_plan(width: int, height: int, gpus: int, cores: in
 def test_panes_keep_the_users_choice_at_any_width(
     width: int, wanted: bool | None, monitor: bool, runner: bool
 ) -> None:
-    assert plan_panes(width, wanted) == Panes(monitor=monitor, runner=runner)
+    panes = plan_panes(width, wanted)
+    assert (panes.monitor, panes.runner) == (monitor, runner)
+
+
+@pytest.mark.parametrize(
+    ("width", "wanted", "panes"),
+    [
+        (RUNNER_BESIDE_WIDTH, None, Panes(monitor=True, runner=True)),
+        (RUNNER_BESIDE_WIDTH - 1, None, Panes(monitor=True, runner=True, under=True)),
+        (RUNNER_BESIDE_WIDTH - 1, False, Panes(monitor=True, runner=True, under=True)),
+        (RUNNER_BESIDE_WIDTH - 1, True, Panes(monitor=False, runner=True)),
+    ],
+)
+def test_a_gpu_less_box_s_runner_sits_under_its_monitor_on_narrow_screens(
+    width: int, wanted: bool | None, panes: Panes
+) -> None:
+    assert plan_panes(width, wanted, gpu_less=True) == panes
+
+
+@pytest.mark.parametrize("wanted", [None, False])
+def test_a_narrow_screen_s_monitor_has_the_runner_s_brief_under_it(wanted: bool | None) -> None:
+    assert plan_panes(RUNNER_BESIDE_WIDTH - 1, wanted).brief
+    assert not plan_panes(RUNNER_BESIDE_WIDTH - 1, True).brief  # the runner alone
+    assert not plan_panes(RUNNER_BESIDE_WIDTH, wanted).brief  # beside it, or hidden
+
+
+def test_the_runner_s_brief_is_a_box_where_rows_are_to_spare_else_a_line() -> None:
+    """Beside the GPUs' roomiest form: at 120x40 a box; at 80x24 a line, in the process
+    table's second row (two GPUs stay cards); none where even that is not there."""
+    roomy = plan_layout(120, 39, cores=16, gpu_count=2, brief=True)
+    assert roomy.brief_height == RUNNER_BRIEF_HEIGHT
+    assert roomy.rows_needed + PROCESS_MIN_HEIGHT <= 39
+    tight = plan_layout(80, 23, cores=16, gpu_count=2, brief=True)
+    assert (tight.gpu_mode, tight.brief_height) == (GpuMode.CARDS, 1)
+    assert tight.rows_needed + PROCESS_MIN_HEIGHT - 1 == 23
+    assert plan_layout(80, 23, cores=16, gpu_count=8, brief=True).brief_height == 1
+    assert plan_layout(20, 11, cores=16, gpu_count=2, brief=True).brief_height == 0
+    assert plan_layout(120, 39, cores=16, gpu_count=2).brief_height == 0
 
 
 def test_a_plan_that_does_not_fit_says_so_and_by_how_much() -> None:

@@ -7,6 +7,7 @@ folder. The monitor's samplers are fakes (they are not what is under test here).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Any
 
@@ -20,12 +21,14 @@ from gputui.format import fmt_bytes, fmt_times
 from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import ConfigError, ExperimentConfig, RunConfig
 from gputui.jobs.events import DevicesListed, Error, Event, Finished, RunStarted
+from gputui.jobs.process import ChildProcess
 from gputui.jobs.results import Phase, Session
 from gputui.jobs.runner import RunnerSetup, runner_defaults, runner_setup, ui_friendly
 from gputui.ui.monitor.app import MonitorApp
 from gputui.ui.render.draw import Line
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.runner.pane import RunnerPane
+from tests.engine.limited import LIMITED, OOM_BATCH
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.runner_fakes import TINY_RUN
 from tests.ui.streams.replay import RECORDED_TORCH, ReplayedJob, devices, replayed_setup
@@ -53,12 +56,16 @@ def rows(table: ProcessTable) -> tuple[Line, ...]:
     return table.lines[1:]
 
 
-def real_app(defaults: RunConfig = TINY, **monitor: Any) -> MonitorApp:
-    """The app with fake samplers, this machine's device list as recorded and the REAL trainer.
+def real_app(
+    defaults: RunConfig = TINY, python: list[str] | None = None, **monitor: Any
+) -> MonitorApp:
+    """The app with fake samplers, this machine's device list as recorded and the REAL trainer
+    (run by ``python``: by default this interpreter).
 
     ``monitor`` goes to :func:`fake_app` (other samplers, an interval, a clock).
     """
     setup = RunnerSetup(
+        trainer=functools.partial(ChildProcess, python=python),
         list_devices=devices,
         installed=lambda: RECORDED_TORCH,
         defaults=defaults,
@@ -182,8 +189,8 @@ async def test_a_comparison_stopped_before_an_epoch_ends_says_it_has_no_speedup(
 
 
 async def test_a_failed_run_shows_one_line_and_the_detail_on_demand() -> None:
-    """The trainer's own OOM test hook: a real Error(kind='oom') from the child."""
-    app = real_app(TINY.with_changes(simulate_oom_from_batch=32))
+    """A real out-of-memory: the trainer's child under an address-space limit."""
+    app = real_app(TINY.with_changes(batch_size=OOM_BATCH, limit=OOM_BATCH), LIMITED)
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         session = await train_once(pilot, pane)
@@ -192,7 +199,7 @@ async def test_a_failed_run_shows_one_line_and_the_detail_on_demand() -> None:
         assert isinstance(error, Error) and error.kind == "oom"
         await pilot.pause()
         text = screen_text(app)
-        assert "✗ cpu: out of memory on cpu at batch size 32" in text  # the readable line
+        assert f"✗ cpu: out of memory on cpu at batch size {OOM_BATCH}" in text  # its line
         assert "(e: details)" in text
         assert not app.query_one("#runner-detail").display
         await pilot.press("e")
@@ -617,6 +624,21 @@ async def test_a_cifar10_run_without_the_download_says_what_to_do_in_the_pane() 
         assert "allow the download" not in text
 
 
+async def test_e_on_a_failed_run_with_no_more_to_say_shows_its_line_alone() -> None:
+    """Issue 43: a trainer SIGKILLed with nothing on its stderr (as recorded); ``e`` showed
+    "(no detail)" under its line, which is all the failure has to show."""
+    app = fake_app(runner=replayed_setup("cpu_killed"))
+    async with app.run_test(size=WIDE) as pilot:
+        session = await train_once(pilot, app.runner)
+        error = session.runs[0].error
+        assert error is not None and error.kind == "killed" and not error.detail.strip()
+        await pilot.press("e")
+        await wait_until(pilot, lambda: app.query_one("#runner-detail").display)
+        text = screen_text(app)
+        assert f"{error.message} [killed]" in text
+        assert "(no detail)" not in text
+
+
 @pytest.mark.parametrize("cuda", ["13.0", "12.4"])
 async def test_a_cuda_build_the_driver_cannot_run_is_said_before_torch_is_asked(
     cuda: str,
@@ -679,8 +701,7 @@ async def test_torch_is_asked_once_and_only_when_a_job_needs_it() -> None:
     app = fake_app(runner=dataclasses.replace(setup, list_devices=list_devices))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
-        await wait_until(pilot, lambda: bool(pane.devices))
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: bool(pane.devices))  # built and shown
         assert not asked and not pane.runner.checked
         await pilot.press("r")
         await wait_until(pilot, lambda: pane.session is not None and not pane.busy)

@@ -186,6 +186,8 @@ def test_the_cpu_compared_with_itself_labels_its_baseline() -> None:
     assert [line.split()[:2] for line in lines if line.startswith("cpu ")] == [
         ["cpu", "(baseline)"],  # the table's rows
         ["cpu", "0.27"],
+        ["cpu", "(baseline)"],  # the pace lines (issue 40)
+        ["cpu", "pace:"],
         ["cpu", "(baseline)"],  # the placement lines
         ["cpu", "placement:"],
     ]

@@ -35,6 +35,7 @@ from tests.ui.streams.replay import in_flight, replayed_setup
 from tests.ui.streams.scenarios import RECORDED
 
 SMALL = (80, 24)
+MEDIUM = (120, 40)
 LARGE = (160, 50)
 
 ANOTHER_JOB = GpuProcess(41_000, "ada", "python train.py --model vit-h/14", 60 * GiB)
@@ -84,6 +85,18 @@ def pressing(key: str, phase: Phase) -> Callable[[Pilot[object]], Awaitable[None
             return session is not None and session.phase is phase and pane.runner.events_seen > 0
 
         await wait_until(pilot, reached)
+        await pilot.pause()
+
+    return run_before
+
+
+def back_to_the_monitor(key: str, phase: Phase) -> Callable[[Pilot[object]], Awaitable[None]]:
+    """As :func:`pressing` (on a narrow screen the runner shows in place of the monitor), then
+    ``t``: the monitor again, the runner's brief under it."""
+
+    async def run_before(pilot: Pilot[object]) -> None:
+        await pressing(key, phase)(pilot)
+        await pilot.press("t")
         await pilot.pause()
 
     return run_before
@@ -142,6 +155,25 @@ def test_runner_finished_80x24(snap_compare: Any) -> None:
         app_with(replayed_setup("cpu_run")),
         terminal_size=SMALL,
         run_before=pressing("r", Phase.FINISHED),
+    )
+
+
+def test_runner_brief_comparison_finished_120x40(snap_compare: Any) -> None:
+    """The monitor, the runner's brief under it: its state, the speedup, each run's
+    throughput; the GPU panel says this CPU-only torch cannot use the two H100s."""
+    assert snap_compare(
+        app_with(replayed_setup("cpu_vs_cpu")),
+        terminal_size=MEDIUM,
+        run_before=back_to_the_monitor("c", Phase.FINISHED),
+    )
+
+
+def test_runner_brief_comparison_running_80x24(snap_compare: Any) -> None:
+    """The monitor, the runner's brief in one line: the run in flight and its figure."""
+    assert snap_compare(
+        app_with(replayed_setup("cpu_vs_cpu", cut=second_run_in_flight)),
+        terminal_size=SMALL,
+        run_before=back_to_the_monitor("c", Phase.RUNNING),
     )
 
 

@@ -34,6 +34,7 @@ from textual.driver import Driver
 from textual.events import Resize
 from textual.geometry import Size
 from textual.screen import Screen
+from textual.widget import Widget
 
 from gputui.format import fmt_percent, for_screen, one_line
 from gputui.jobs.runner import RunnerSetup
@@ -60,7 +61,7 @@ from gputui.ui.monitor.hangup import (
     start_watchdog,
     terminal_gone,
 )
-from gputui.ui.monitor.layout import plan_panes
+from gputui.ui.monitor.layout import Panes, plan_panes
 from gputui.ui.monitor.messages import Sampled
 from gputui.ui.monitor.palette import MONITOR_COMMANDS
 from gputui.ui.topology.screen import TopologyScreen
@@ -240,21 +241,21 @@ class MonitorApp(TerminalColours):
         self._epoch = time.monotonic()
         self._nvml_taken_at: float | None = None
         self._terminal: int | None = None
-        self._monitor = Monitor(self.history, id="monitor")
-        monitor = self._monitor
         self._gpus_seen: tuple[NvmlReading | None, DrmReading | None] = (None, None)
         """The latest GPU readings, all GPUs (``--only`` or not): the devices torch may use."""
         self._runner = RunnerPane(
             runner,
             nvml=lambda: self._gpus_seen[0],
             drm=lambda: self._gpus_seen[1],
-            cpu=lambda: monitor.cpu,
+            cpu=lambda: self._monitor.cpu,
             id="runner",
         )
+        self._monitor = Monitor(self.history, brief=self._runner.brief, id="monitor")
         if recorder is not None:
             self._runner.tap = recorder.runner  # the runner's jobs go into the recording too
         self._runner_wanted: bool | None = None
         """Whether the user asked for the runner pane or hid it; None until they do."""
+        self._panes: Panes | None = None
         self._hung_up = False
         self._stop_signals = StopSignals()
 
@@ -391,23 +392,34 @@ class MonitorApp(TerminalColours):
         self._lay_out_runner(event.size.width)
 
     def _lay_out_runner(self, width: int | None = None) -> None:
-        """Show the monitor and/or the runner for ``width`` (default: the app's) and the
-        user's choice (:func:`plan_panes`).
+        """Show the monitor and/or the runner for ``width`` (default: the app's), the
+        user's choice and whether the box is GPU-less (:func:`plan_panes`).
 
-        Sets ``display`` on the two widgets only: toggling a class on the screen would
-        restyle every widget (a tenth of a second at 160x50).
+        Sets ``display`` and inline styles on the widgets only: toggling a class on the
+        screen would restyle every widget (a tenth of a second at 160x50).
         """
-        panes = plan_panes(self.size.width if width is None else width, self._runner_wanted)
-        if self._runner.display != panes.runner:
-            self._runner.display = panes.runner
-        if self._monitor.display != panes.monitor:
-            self._monitor.display = panes.monitor
+        width = self.size.width if width is None else width
+        panes = plan_panes(width, self._runner_wanted, gpu_less=self._monitor.gpu_less)
+        if panes == self._panes:
+            return
+        self._panes = panes
+        monitor, body = self._monitor, self._monitor.parent
+        self._runner.display, monitor.display = panes.runner, panes.monitor
+        monitor.show_brief(panes.brief)
+        monitor.styles.height = "auto" if panes.under else "1fr"  # the pane takes the rest
+        if isinstance(body, Widget):
+            body.styles.layout = "vertical" if panes.under else "horizontal"
+
+    @property
+    def _under(self) -> bool:
+        """The runner pane sits under the monitor (a narrow screen of a GPU-less box)."""
+        return self._panes is not None and self._panes.under
 
     def _expected_monitor_size(self) -> Size:
         """The monitor's size once laid out: the screen less the footer, halved when the
         runner sits beside it (both are ``1fr`` wide)."""
         width, height = self.size
-        if self._runner.display and self._monitor.display:
+        if self._runner.display and self._monitor.display and not self._under:
             width //= 2
         return Size(width, max(height - 1, 0))
 
@@ -437,6 +449,18 @@ class MonitorApp(TerminalColours):
         )
         if message.pid is None:
             self.monitor.cpu_panel.border_subtitle = None
+
+    def on_runner_pane_devices_changed(self, _: RunnerPane.DevicesChanged) -> None:
+        """The runner offers other devices."""
+        self._note_unusable_gpus()
+
+    def _note_unusable_gpus(self) -> None:
+        """Say in the GPU panel where torch cannot use the GPUs it shows (with the Doctor's key),
+        once the runner offers its devices."""
+        if devices := self._runner.devices:
+            from gputui.ui.render.runner import unusable_gpus_note  # (loaded with the devices)
+
+            self.monitor.gpu_area.set_note(unusable_gpus_note(devices, len(self.monitor.gpus)))
 
     def on_runner_pane_trainer_sampled(self, message: RunnerPane.TrainerSampled) -> None:
         """The trainer's CPU use: shown under the CPU panel."""
@@ -483,7 +507,7 @@ class MonitorApp(TerminalColours):
 
     def action_runner_toggle(self) -> None:
         """Narrow screens: swap the monitor and the runner. Wide: show or hide the runner."""
-        self._runner_wanted = not self._runner.display
+        self._runner_wanted = not self._runner.display or self._under
         self._runner.allow_build()  # asked for: build it even if the monitor never laid out
         self._lay_out_runner()
 
@@ -771,6 +795,8 @@ class MonitorApp(TerminalColours):
                 self.handled["mps"] += 1
             if nvml is not None or drm is not None:
                 self._runner.readings_came()
+                self._lay_out_runner()  # a GPU-less box's runner goes under the monitor
+                self._note_unusable_gpus()
                 if self._process_screen is not None:
                     self._process_screen.update()
         for source, error in beat.errors.items():

@@ -1,7 +1,9 @@
 """How the monitor splits its room: a pure function of size and counts, tested on its own.
 
 The CPU panel and the GPU area get the heights they need; the process table takes
-what is left (at least ``PROCESS_MIN_HEIGHT``), and the MPS line sits under it.
+what is left (at least ``PROCESS_MIN_HEIGHT``), and the MPS line sits under it. Where the
+runner pane is not on screen, its brief sits between them: a box where rows are to spare,
+else a line.
 The GPU area picks the roomiest form that fits:
 
 - ``cards``: a grid of cards, a title and four lines each (utilization and
@@ -29,7 +31,8 @@ BORDER_COLUMNS = 4
 MPS_HEIGHT = 1
 """The MPS line."""
 PROCESS_MIN_HEIGHT = 5
-"""The process table's border, header and two rows."""
+"""The process table's border, header and two rows (one beside the runner's brief line,
+where nothing else is left)."""
 CARD_HEIGHT = 1 + CARD_LINES
 """A GPU card: its title rule and its lines."""
 CARD_MIN_WIDTH = 56
@@ -44,6 +47,9 @@ ROOMY_MAX_GRID_ROWS = 8
 """More rows of per-core bars than this and the CPU panel stays a strip."""
 RUNNER_BESIDE_WIDTH = 150
 """From this many columns the runner pane sits beside the monitor."""
+RUNNER_BRIEF_HEIGHT = 9
+"""The runner's brief as a box: its border and seven lines (its state, the run's progress, a
+comparison's speedup in three, each run's throughput)."""
 
 
 class GpuMode(str, Enum):
@@ -73,6 +79,8 @@ class MonitorLayout:
     """Columns of cards (1 unless ``gpu_mode`` is ``cards``)."""
     gpu_height: int
     """Rows of the GPU area, border included."""
+    brief_height: int = 0
+    """Rows of the runner's brief: 0 (not shown), 1 (a line) or ``RUNNER_BRIEF_HEIGHT``."""
     fits: bool = True
     """The CPU panel, the GPU area and the MPS line fit the monitor's height; when they do
     not, the monitor says the terminal is too small rather than cut the GPU area off."""
@@ -81,7 +89,7 @@ class MonitorLayout:
     def rows_needed(self) -> int:
         """The fewest rows the monitor needs at this width: every panel but the process
         table, which takes what is left."""
-        return self.cpu_height + self.gpu_height + MPS_HEIGHT
+        return self.cpu_height + self.gpu_height + self.brief_height + MPS_HEIGHT
 
 
 def plan_layout(
@@ -91,6 +99,7 @@ def plan_layout(
     cores: int,
     gpu_count: int | None,
     message_length: int = 0,
+    brief: bool = False,
 ) -> MonitorLayout:
     """Split a ``width`` x ``height`` monitor between its panels.
 
@@ -101,6 +110,8 @@ def plan_layout(
         gpu_count: GPUs to draw; ``None`` when there are none to draw and the GPU
             area shows a sentence instead.
         message_length: Characters of that sentence.
+        brief: Show the runner's brief: a box where the process table keeps its minimum
+            beside it, else a line where the table keeps a row, else none.
 
     Returns:
         The plan; the process table takes the rows left over. Where even the panels
@@ -116,7 +127,11 @@ def plan_layout(
     cpu_height = BORDER_ROWS + cpu_body
 
     mode, columns, gpu_height = _gpu_form(inner, height - cpu_height, gpu_count, message_length)
-    plan = MonitorLayout(cpu_height, cpu_grid, mode, columns, gpu_height)
+    spare = height - cpu_height - gpu_height - MPS_HEIGHT - PROCESS_MIN_HEIGHT
+    brief_height = 0
+    if brief and spare >= 0:  # a line may take the process table's second row
+        brief_height = RUNNER_BRIEF_HEIGHT if spare >= RUNNER_BRIEF_HEIGHT else 1
+    plan = MonitorLayout(cpu_height, cpu_grid, mode, columns, gpu_height, brief_height)
     return replace(plan, fits=plan.rows_needed <= height)
 
 
@@ -148,21 +163,30 @@ class Panes:
     """The monitor column is shown."""
     runner: bool
     """The runner pane is shown."""
+    under: bool = False
+    """The runner pane sits under the monitor, which takes only the rows it needs."""
+    brief: bool = False
+    """The runner's brief sits under the process table, in the pane's place."""
 
 
-def plan_panes(width: int, runner_wanted: bool | None) -> Panes:
+def plan_panes(width: int, runner_wanted: bool | None, *, gpu_less: bool = False) -> Panes:
     """Show the monitor and/or the runner for a terminal ``width`` cells wide.
 
     From ``RUNNER_BESIDE_WIDTH`` columns the runner sits beside the monitor (unless
-    hidden); narrower, the screen shows one of them. What the user asked for holds
-    across resizes: a runner swapped in on a narrow screen stays on screen when the
-    terminal widens, and one hidden on a wide screen stays hidden when it narrows.
+    hidden); narrower, the screen shows the runner alone, or the monitor with the runner's
+    brief under it (on a GPU-less box, whose monitor needs a few rows, the runner itself).
+    What the user asked for holds across resizes: a runner swapped in on a narrow screen
+    stays on screen when the terminal widens, and one hidden on a wide screen stays out of
+    the monitor's way when it narrows.
 
     Args:
         width: Cells across the terminal.
         runner_wanted: Whether the user asked for the runner (``t``, ``r``, ``c``, ``x``)
             or hid it; ``None`` until they have done either (the width decides).
+        gpu_less: No GPU is shown, nor a process table (NVML is unavailable).
     """
     if width >= RUNNER_BESIDE_WIDTH:
         return Panes(monitor=True, runner=runner_wanted is not False)
-    return Panes(monitor=not runner_wanted, runner=bool(runner_wanted))
+    if runner_wanted:
+        return Panes(monitor=False, runner=True)
+    return Panes(monitor=True, runner=gpu_less, under=gpu_less, brief=not gpu_less)

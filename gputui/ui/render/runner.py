@@ -115,6 +115,44 @@ def status_line(session: Session | None) -> Text:
     return Text(f"✓ finished: {done}", style="green")
 
 
+def brief_line(session: Session | None) -> Text:
+    """The runner's state and last figure in one line, under the monitor: the progress of the
+    run in flight (``▶ cpu · epoch 2/3 · step 8/16 · 3,957 img/s · loss 2.303``), where a
+    stopped run stopped, a comparison's steady speedup (``✓ cuda:0 26.08x cpu``) or each
+    run's throughput; a failed or idle runner's :func:`status_line`."""
+    run = session.current if session is not None else None
+    if session is None or run is None or session.phase is Phase.FAILED:
+        return status_line(session)
+    if session.phase is Phase.RUNNING:
+        epochs = run.started.epochs if run.started is not None else run.config.epochs
+        where = f"▶ {run.device} · " if run.progress is not None else "▶ "
+        return Text.assemble((where, "bold"), progress_line(run.progress, epochs, run.device))
+    if session.phase is Phase.STOPPED:
+        return Text.assemble(status_line(session), " · ", ended_line(run))
+    result, runs = session.speedup, session.runs
+    if result is not None and result.steady is not None:
+        figures = f"{result.other} {fmt_times(result.steady, precision=2)} {result.baseline}"
+        warning = f" · ⚠ {result.warning}" if result.warning else ""
+        return Text.assemble(("✓ ", "green"), figures, (warning, "yellow"))
+    each = zip(runs, run_names(runs), strict=True)
+    figures = " · ".join(f"{name} {fmt_ips(run.best_images_per_second)}" for run, name in each)
+    return Text.assemble(("✓ ", "green"), figures)
+
+
+def unusable_gpus_note(devices: Sequence[DeviceOption], shown: int) -> str | None:
+    """The GPU panel's line where the installed torch cannot use GPUs it shows (``shown`` of
+    them), with the Doctor's key and why (as the device choices say); ``None`` where torch
+    can use them all."""
+    gpus = [option for option in devices if option.name.kind in ("cuda", "xpu")]
+    usable = sum(option.usable for option in gpus)
+    if usable >= shown:
+        return None
+    which = f"{shown - usable} of these {shown} GPUs" if usable else "these GPUs"
+    reason = next((option.reason for option in gpus if option.reason), None)
+    why = f": {reason.partition(';')[0]}" if reason else ""
+    return f"⚠ torch cannot use {which} (d: Doctor){why}"
+
+
 def epochs_table(runs: Sequence[RunRecord]) -> Table:
     """Every finished epoch of every run: seconds, images/s, loss, accuracy; warm-up marked."""
     table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
@@ -210,6 +248,8 @@ def speedup_text(result: Speedup) -> Text:
         text.append(f"\nPer epoch: {epochs}", style=MUTED)
     if result.warning and not (result.ended and result.steady is None):  # a figure, or coming
         text.append(f"\n⚠ {result.warning}", style="yellow")
+    if result.verdict:
+        text.append(f"\n{result.verdict}", style=MUTED)
     return text
 
 

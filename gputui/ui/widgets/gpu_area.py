@@ -120,6 +120,7 @@ class GpuArea(Vertical, SteadyRender):
         self._stale: Content | None = None
         self._message = WAITING
         self._hang: str | None = None
+        self._note: str | None = None
         self._gpus: Sequence[GpuReading] = ()
         self._histories: Histories = ()
         self._message_widget = Static(self._message, id="gpu-message", markup=False)
@@ -178,9 +179,16 @@ class GpuArea(Vertical, SteadyRender):
             self._hang = sentence
             self._show_hang()
 
+    def set_note(self, note: str | None) -> None:
+        """Say under the GPUs what torch cannot use of them (``None``: nothing to say); a
+        hung call's sentence goes first."""
+        if note != self._note:
+            self._note = note
+            self._show_hang()
+
     def _show_hang(self) -> None:
         self._message_widget.update(self.message)
-        below = self._hang if self.mode is not GpuMode.MESSAGE else None
+        below = self._hang or self._note if self.mode is not GpuMode.MESSAGE else None
         self.border_subtitle = Content.styled(below, WARM) if below else None
 
     def show_gpus(

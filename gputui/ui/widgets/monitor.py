@@ -1,4 +1,5 @@
-"""The monitor column: CPU panel, GPU area, process table and MPS line, laid out to fit.
+"""The monitor column: CPU panel, GPU area, process table, the runner's brief and the MPS
+line, laid out to fit.
 
 Under the process table, a filter line opens on ``/`` (the app's key): Enter applies
 the text and selects the first matching row, Escape clears it.
@@ -13,6 +14,7 @@ from textual.containers import Vertical
 from textual.events import Resize
 from textual.geometry import Size
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
 
 from gputui.format import fmt_counted
@@ -49,11 +51,12 @@ class Monitor(Vertical, SteadyRender):
     class LaidOut(Message):
         """The monitor knows its size and has planned its panels for the first time."""
 
-    def __init__(self, history: History, *, id: str | None = None) -> None:
+    def __init__(self, history: History, *, brief: Widget, id: str | None = None) -> None:
         """Start empty; readings arrive after the first frame.
 
         Args:
             history: Where GPU sparklines read their values (the app records into it).
+            brief: The runner's brief, under the process table while shown (:meth:`show_brief`).
             id: The widget id.
         """
         super().__init__(id=id)
@@ -78,12 +81,15 @@ class Monitor(Vertical, SteadyRender):
         self.mps_panel = MpsPanel(id="mps")
         self.too_small = Static(id="too-small", markup=False)
         """Says the terminal is too small, in place of the panels (hidden while they fit)."""
+        self.brief = brief
+        self._brief_shown = False
 
     def compose(self) -> ComposeResult:
-        """The four panels, top to bottom, and the too-small notice."""
+        """The panels, top to bottom, and the too-small notice."""
         yield self.cpu_panel
         yield self.gpu_area
         yield self.process_table
+        yield self.brief
         yield self.mps_panel
         yield self.too_small
 
@@ -132,6 +138,17 @@ class Monitor(Vertical, SteadyRender):
         host_pids = nvml is not None and nvml.status.host_pids
         self.process_table.show(self.gpus, host_pids=host_pids)
         if self._gpu_shape() != before:
+            self.apply_layout()
+
+    @property
+    def gpu_less(self) -> bool:
+        """NVML is unavailable and no other GPU shows: no process table, rows to spare."""
+        return self.nvml is not None and not self.nvml.status.available and not self.gpus
+
+    def show_brief(self, shown: bool) -> None:
+        """Show the runner's brief under the process table, or not (the pane is on screen)."""
+        if shown != self._brief_shown:
+            self._brief_shown = shown
             self.apply_layout()
 
     @property
@@ -206,6 +223,7 @@ class Monitor(Vertical, SteadyRender):
             cores=self.cores,
             gpu_count=gpu_count,
             message_length=len(area.message),
+            brief=self._brief_shown,
         )
         if size is None and not self._laid_out:
             self._laid_out = True
@@ -222,18 +240,22 @@ class Monitor(Vertical, SteadyRender):
         area.styles.height = plan.gpu_height
         area.set_columns(plan.gpu_columns)
         area.mode = plan.gpu_mode if gpu_count else GpuMode.MESSAGE
+        if plan.brief_height:
+            self.brief.styles.height = plan.brief_height
+            self.brief.set_class(plan.brief_height > 1, "-box")
         self._show_panels()
 
     def _show_panels(self) -> None:
         """The panels while they fit (the process table only while there are GPUs, or NVML
         answers), else the too-small notice alone: a GPU area cut off would vanish without
         a word."""
-        fits = self.layout_plan is None or self.layout_plan.fits
-        available = self.nvml is None or self.nvml.status.available or bool(self.gpus)
+        plan = self.layout_plan
+        fits = plan is None or plan.fits
         for widget, shown in (
             (self.cpu_panel, fits),
             (self.gpu_area, fits),
-            (self.process_table, fits and available),
+            (self.process_table, fits and not self.gpu_less),
+            (self.brief, fits and plan is not None and plan.brief_height > 0),
             (self.mps_panel, fits),
             (self.too_small, not fits),
         ):

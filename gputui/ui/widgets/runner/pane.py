@@ -1,8 +1,9 @@
 """The runner pane: the choices, a status line and the last job's tables and charts, painted
 from the :class:`~gputui.jobs.runner.Runner` that does the work (a timer drains it while it
-is busy). It offers the devices the monitor's readings show, as the installed torch's files
-say it can use them: torch is first imported, in a child, when a job needs it. It reads the
-trainer process's CPU use and memory for the status line.
+is busy); and its brief, which the monitor shows while the pane is not on screen. It offers
+the devices the monitor's readings show, as the installed torch's files say it can use them:
+torch is first imported, in a child, when a job needs it. It reads the trainer process's CPU
+use and memory for the status line.
 
 What the pane receives goes to its ``tap`` as it comes (``gputui --record``); a replay's pane
 is ``recorded``: :meth:`RunnerPane.replay` takes its runner through the recorded steps.
@@ -19,6 +20,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
 
 from gputui.format import fmt_bytes, fmt_percent
@@ -40,6 +42,29 @@ if TYPE_CHECKING:  # loaded once the pane is built (see the module's docstring)
 
 READINGS_WAIT_S = 2.0
 """How long the pane's build waits for the monitor's first host and NVML readings."""
+
+
+class RunnerBrief(Widget):
+    """The runner in brief, from its pane's runner: its state and last figure in a line, or in
+    a box its status, progress and last figures (:func:`~.status.job_brief`)."""
+
+    def __init__(self, pane: RunnerPane, *, id: str | None = None) -> None:
+        """The brief of ``pane``."""
+        super().__init__(id=id)
+        self.pane = pane
+
+    def on_mount(self) -> None:
+        self.border_title = "Runner"
+
+    def render(self) -> Text:
+        """Blank until the monitor's first frame is out (the runner's modules load then)."""
+        pane, size = self.pane, self.content_size
+        if not pane.build_allowed:
+            return Text()
+        # (as the pane's)
+        from gputui.ui.widgets.runner.status import job_brief
+
+        return job_brief(pane.runner, pane._status_line(), size.width, size.height)
 
 
 class RunnerPane(Vertical, SteadyRender):
@@ -66,6 +91,9 @@ class RunnerPane(Vertical, SteadyRender):
             self.ranks = ranks
             """A scaling run's rank processes (rank 0 is ``pid``); empty otherwise."""
 
+    class DevicesChanged(Message):
+        """The devices on offer changed (as the readings show them, or as torch listed them)."""
+
     class TrainerSampled(Message):
         """A reading of the trainer process's CPU use and memory."""
 
@@ -91,6 +119,8 @@ class RunnerPane(Vertical, SteadyRender):
         self.setup = setup or RunnerSetup()
         self._nvml, self._drm, self._cpu = nvml, drm, cpu
         self.runner = Runner(self.setup, tap=self, warning=self._driver_warning)
+        self.brief = RunnerBrief(self, id="runner-brief")
+        """The runner in brief, for the monitor to show while the pane is not on screen."""
         self._installed: DeviceInventory | None = None
         """What the pane paints: its devices, its jobs and what they said."""
         self.watched: ProcessReading | None = None
@@ -157,8 +187,11 @@ class RunnerPane(Vertical, SteadyRender):
         self._schedule_build()
 
     def allow_build(self) -> None:
-        """The monitor's first frame is out: the pane may build itself when it shows."""
+        """The monitor's first frame is out: the pane may build itself when it shows, and
+        offers the devices in the readings (its brief and the GPU panel say what of them)."""
         self.build_allowed = True
+        self.readings_came()
+        self.brief.refresh()
         self._schedule_build()
 
     def _schedule_build(self) -> None:
@@ -203,10 +236,10 @@ class RunnerPane(Vertical, SteadyRender):
         self.runner.shutdown()
 
     def readings_came(self) -> None:
-        """New GPU readings: offer the devices they show until torch is asked (a GPU whose
-        first reading came after the pane was built is offered then)."""
+        """New GPU readings, once the monitor's first frame is out: offer the devices they
+        show until torch is asked (a GPU whose first reading came late is offered then)."""
         runner = self.runner
-        if not self.built or self.recorded or runner.checked or runner.checking:
+        if not self.build_allowed or self.recorded or runner.checked or runner.checking:
             return
         seen = self._seen()
         if seen.devices != runner.devices:
@@ -435,13 +468,15 @@ class RunnerPane(Vertical, SteadyRender):
             self.post_message(self.TrainerChanged(*said) if said else self.TrainerChanged(None))
 
     def _refresh(self) -> None:
-        """The runner may have changed: follow its trainer, offer the devices torch listed,
-        drain it while it is busy, and paint."""
+        """The runner may have changed: follow its trainer, offer the devices torch listed
+        (and say they changed), drain it while it is busy, and paint."""
         self._follow_trainer()
         runner = self.runner
-        if self._controls is not None and runner.devices is not self._offered:
+        if runner.devices is not self._offered:
             self._offered = runner.devices
-            self._controls.offer_devices(runner.devices)
+            self.post_message(self.DevicesChanged())
+            if self._controls is not None:
+                self._controls.offer_devices(runner.devices)
         for timer in self._busy_timers:
             if runner.busy and not self.recorded:
                 timer.resume()
@@ -450,8 +485,9 @@ class RunnerPane(Vertical, SteadyRender):
         self._paint()
 
     def _paint(self) -> None:
-        """Repaint from the runner (once built): the buttons, the status line and progress
-        row, and the body."""
+        """Repaint from the runner: the brief, and (once built) the buttons, the status line
+        and progress row, and the body."""
+        self.brief.refresh()
         if not self.built:
             return
         # the runner's modules load with the pane's build

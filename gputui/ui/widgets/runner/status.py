@@ -129,6 +129,30 @@ def job_progress(runner: Runner) -> ProgressShown:
     return ProgressShown(True, 100, round(100 * run.share_done), ended_line(run))
 
 
+def job_brief(runner: Runner, status: Text, width: int, lines: int) -> Text:
+    """The runner in ``lines`` lines ``width`` cells wide, under the monitor: in one, its
+    state and last figure (:func:`~gputui.ui.render.runner.brief_line`); in more, ``status``
+    (the pane's), the progress row's line, then the last job's figures (a comparison's
+    speedup, each run's throughput, an experiment's bars) as far as they fit."""
+    # (as above)
+    from gputui.ui.render.runner import brief_line, experiment_chart, speedup_text, throughput_chart
+
+    session, experiment, progress = runner.session, runner.experiment, job_progress(runner).text
+    parts = [status, Text(progress) if isinstance(progress, str) else progress]
+    if lines <= 1:
+        if runner.kind == "experiment" or runner.message is not None or runner.checking:
+            return Text(" · ").join(part for part in parts if part)
+        return brief_line(session)
+    if runner.kind == "experiment" and experiment is not None:
+        parts.append(experiment_chart(experiment, width))
+    elif session is not None:
+        if session.speedup is not None:
+            parts.append(speedup_text(session.speedup))
+        if any(run.best_images_per_second for run in session.runs):
+            parts.append(throughput_chart(session.runs, width))
+    return Text("\n").join(part for part in parts if part)
+
+
 def job_error(runner: Runner) -> Error | None:
     """The error whose detail ``e`` shows: the experiment's, or the first failed run's."""
     if runner.kind == "experiment":
