@@ -71,6 +71,15 @@ def pytest_make_collect_report() -> Generator[None, pytest.CollectReport, pytest
     return held_to_the_skip_budget((yield))
 
 
+def pytest_configure() -> None:
+    """SIGINT as a terminal's shell gives it: a suite started in the background (`cmd &` in
+    a script) inherits SIGINT ignored, and so would every child the tests signal as Ctrl+C
+    does (a sleeper the monitor interrupts, a run stopped as Ctrl+C stops it): they would
+    not stop, and the tests would fail or wait out their timeouts."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files marked ``long_module`` first (the rest keep their order): xdist hands the
     files out in this order, and a file of minutes handed out last would end the run
