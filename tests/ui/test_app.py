@@ -545,7 +545,14 @@ def test_running_the_app_never_imports_torch() -> None:
         async def main():
             app = App(interval=0.25)
             async with app.run_test(size=(80, 24)) as pilot:
-                while not all(app.handled.values()) or not first_frame:
+                # and the runner a GPU-less box shows, built: quitting while its choices
+                # mount can crash Textual's Select under load (a race left open)
+                pane = app.runner
+                while (
+                    not all(app.handled.values())
+                    or not first_frame
+                    or (pane.display and not pane.built)
+                ):
                     await pilot.pause(0.05)
             return app.handled
 
