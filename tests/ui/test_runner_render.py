@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from rich.console import Console, RenderableType
 
@@ -253,3 +254,14 @@ def test_an_experiment_on_the_cpu_says_its_threads() -> None:
         "note: the CPU ran here on 1 thread of this machine's 2 cores (a core kept for the "
         "monitor); gputui experiment uses all 2, so its CPU figures are higher than these"
     ) in text
+
+
+def test_the_gpu_panel_s_note_is_one_printable_line_whatever_torch_says() -> None:
+    """The reason is a torch install's own text (its version, from its files)."""
+    from gputui.jobs.devices import device_options
+    from gputui.ui.render.runner import unusable_gpus_note
+    from tests.ui.runner_fakes import cuda_build
+
+    hostile = replace(cuda_build("13.0"), cuda_built=False, torch_version="2.13\x1b[2J\n+cpu")
+    note = unusable_gpus_note(device_options(hostile), 2)
+    assert note is not None and note.isprintable() and "(d: Doctor)" in note

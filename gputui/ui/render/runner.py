@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gputui.device import Device
-from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times
+from gputui.format import NA, fmt_bytes, fmt_counted, fmt_ips, fmt_times, one_line
 from gputui.jobs.config import ALLOW_DOWNLOAD
 from gputui.jobs.events import DeviceOption, Error, Memory, Placement, PlacementRow, Progress
 from gputui.jobs.experiments.report import render_result
@@ -150,7 +150,7 @@ def unusable_gpus_note(devices: Sequence[DeviceOption], shown: int) -> str | Non
     which = f"{shown - usable} of these {shown} GPUs" if usable else "these GPUs"
     reason = next((option.reason for option in gpus if option.reason), None)
     why = f": {reason.partition(';')[0]}" if reason else ""
-    return f"⚠ torch cannot use {which} (d: Doctor){why}"
+    return one_line(f"⚠ torch cannot use {which} (d: Doctor){why}")  # (a torch's own text)
 
 
 def epochs_table(runs: Sequence[RunRecord]) -> Table:
