@@ -215,6 +215,8 @@ class RunnerPane(Vertical, SteadyRender):
             while (self._nvml() is None or self._cpu() is None) and loop.time() < deadline:
                 await asyncio.sleep(0.05)
             self.runner.offer(self._seen())
+        if self.app._exit:  # quitting: a Select mounted now fails to find its own parts
+            return
         await self.recompose()
         if not hasattr(self, "_status"):  # the app closed first: recompose composed nothing
             return
