@@ -5,6 +5,7 @@ by hand. (The fixtures they share are in tests/conftest.py.)"""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import psutil
+import pytest
 
 T = TypeVar("T")
 
@@ -92,3 +94,17 @@ def gputui(
         timeout=timeout_s,
         check=False,
     )
+
+
+def in_pid_namespace(script: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """``sh -c SCRIPT`` as pid 1 of a new pid namespace with its own /proc (``unshare``);
+    the test skips where that is not allowed (under CI a skip outside the budget fails)."""
+    unshare = shutil.which("unshare")
+    pid_ns = [unshare or "unshare", "--pid", "--fork", "--mount-proc"]
+    if unshare is None or subprocess.run([*pid_ns, "true"], capture_output=True).returncode:
+        pytest.skip("unshare --pid is not allowed here")
+    done = subprocess.run(
+        [*pid_ns, "sh", "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done

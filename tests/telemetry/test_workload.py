@@ -32,7 +32,7 @@ from tests.fakeprocfs import (
     as_another_user,
     jobs_tree,
 )
-from tests.helpers import ROOT
+from tests.helpers import ROOT, in_pid_namespace
 
 ID = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 """A container id: 64 hex digits."""
@@ -394,14 +394,6 @@ def test_host_pids_are_read_in_the_hosts_procfs_only(
     """In a real pid namespace (``unshare``) NVML's pids are the host's: read where
     GPUTUI_PROCFS names the host's procfs, never in our own /proc, where the same number is
     another process."""
-    unshare = shutil.which("unshare")
-    if (
-        unshare is None
-        or subprocess.run(
-            [unshare, "--pid", "--fork", "--mount-proc", "true"], capture_output=True, check=False
-        ).returncode
-    ):
-        pytest.skip("unshare --pid is not allowed here")
     slurm = tmp_path / "cgroup"
     slurm.write_text("0::/system.slice/slurmstepd.scope/job_77/step_0/user/task_0\n")
     env = {
@@ -414,15 +406,7 @@ def test_host_pids_are_read_in_the_hosts_procfs_only(
         "HOST_PROCFS": str(jobs.root),
         "IN_SLURM": str(IN_SLURM),
     }
-    inside = subprocess.run(
-        [unshare, "--pid", "--fork", "--mount-proc", "sh", "-c", IN_OUR_OWN_NAMESPACE],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    assert inside.returncode == 0, inside.stderr
+    inside = in_pid_namespace(IN_OUR_OWN_NAMESPACE, env)
     own, host = (json.loads(part) for part in inside.stdout.split("\n---\n"))
     assert own["nvml"]["host_pids"] is host["nvml"]["host_pids"] is True
     (process,) = own["gpus"][0]["processes"]

@@ -18,7 +18,7 @@ import pytest
 from gputui.telemetry.nvml import NvmlSampler
 from tests.fakenvml import FakeNvml
 from tests.fakeprocfs import FakeProcfs, started
-from tests.helpers import ROOT
+from tests.helpers import ROOT, in_pid_namespace
 from tests.telemetry.nvml.conftest import FakeClock, gpu
 
 
@@ -340,14 +340,6 @@ def test_in_a_pid_namespace_the_one_local_process_mapping_a_gpu_is_matched(
     user and command are shown, and a signal would go to it). Two map /dev/nvidia1:
     nothing is proven, 4343 stays a bare host pid. The shell that only opens
     /dev/nvidia0 (as NVML itself does) proves nothing."""
-    unshare = shutil.which("unshare")
-    if (
-        unshare is None
-        or subprocess.run(
-            [unshare, "--pid", "--fork", "--mount-proc", "true"], capture_output=True, check=False
-        ).returncode
-    ):
-        pytest.skip("unshare --pid is not allowed here")
     env = {
         **os.environ,
         "LD_LIBRARY_PATH": str(fake_nvml_dir),
@@ -358,15 +350,7 @@ def test_in_a_pid_namespace_the_one_local_process_mapping_a_gpu_is_matched(
         "MAPPER": MAPPER,
         "READY": str(tmp_path / "ready"),
     }
-    inside = subprocess.run(
-        [unshare, "--pid", "--fork", "--mount-proc", "sh", "-c", NAMESPACE_WITH_GPU_NODES],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    assert inside.returncode == 0, inside.stderr
+    inside = in_pid_namespace(NAMESPACE_WITH_GPU_NODES, env)
     data = json.loads(inside.stdout)
     assert data["nvml"]["host_pids"] is True
     (matched,) = data["gpus"][0]["processes"]
