@@ -16,15 +16,7 @@ from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
 from gputui.telemetry.readings import GpuProcess, GpuReading, Vendor
-from gputui.telemetry.sysfs import (
-    CardIdentity,
-    DrmCard,
-    SysfsCard,
-    SysfsFiles,
-    first_present,
-    hwmon_dir,
-    labelled_inputs,
-)
+from gputui.telemetry.sysfs import DrmCard, SysfsCard, SysfsFiles
 
 RAS_TTL_S = 10.0
 """Seconds the RAS error counts are trusted (they change rarely, and there are many files)."""
@@ -84,22 +76,16 @@ class AmdgpuCard(SysfsCard):
     """One AMD GPU: its static facts read when it is found, its readings each sample."""
 
     def __init__(self, card: DrmCard, index: int, files: SysfsFiles, names: PciNames) -> None:
-        """Read what does not change and find which files the card has.
-
-        Args:
-            card: The card's DRM node.
-            index: Its place among the AMD cards.
-            files: Reads the files (notes what is n/a).
-            names: Names a card whose board does not (no ``product_name``).
-        """
+        """Read what does not change and find which files the card has; ``index`` is its
+        place among the AMD cards, ``names`` names a card whose board does not (no
+        ``product_name``)."""
         device = card.device
         product = files.text(device / "product_name", quiet=True)
         if not product and card.pci_id is not None:
             revision = files.integer(device / "revision")
             product = names.name(Vendor.AMD, *card.pci_id, revision)
         serial = files.text(device / "unique_id", quiet=True) or None
-        name = product or "AMD GPU"
-        super().__init__(card, CardIdentity(index, Vendor.AMD, name, serial, card.bus_id), files)
+        super().__init__(card, index, product or "AMD GPU", serial, files)
         self._vram_total = files.integer(device / "mem_info_vram_total")
         self._device_files: dict[str, str] = {}
         for name in (
@@ -109,35 +95,28 @@ class AmdgpuCard(SysfsCard):
             "pp_dpm_sclk",
             "pp_dpm_mclk",
         ):
-            if files.exists(device / name):
+            if os.path.exists(device / name):
                 self._device_files[name] = os.fspath(device / name)
             else:
                 files.note(device / name, "missing")  # once: the sample does not look again
-        hwmon = hwmon_dir(device)
-        temperatures = labelled_inputs(hwmon, "temp", files) if hwmon else {}
+        temperatures = self._hwmon_inputs("temp")
         self._edge = temperatures.get("edge")
         self._junction = temperatures.get("junction")
         crit = Path(self._junction.removesuffix("input") + "crit") if self._junction else None
-        self._junction_limit = files.integer(crit) if crit and files.exists(crit) else None  # m°C
+        self._junction_limit = files.integer(crit) if crit and crit.exists() else None  # m°C
         self._memory_temperature = temperatures.get("mem")
-        clocks = labelled_inputs(hwmon, "freq", files) if hwmon else {}
+        clocks = self._hwmon_inputs("freq")
         self._sclk, self._mclk = clocks.get("sclk"), clocks.get("mclk")  # measured, Hz
         # only an APU's hwmon has vddnb (its northbridge's voltage, in1)
-        self.integrated = hwmon is not None and "vddnb" in labelled_inputs(hwmon, "in", files)
-        self._power: str | None = None
-        self._power_cap: str | None = None
-        self._pwm: str | None = None
-        self._pwm_enable: str | None = None
-        self._fan: str | None = None
-        self._fan_max_rpm: int | None = None
-        if hwmon is not None:
-            self._power = first_present([hwmon / "power1_average", hwmon / "power1_input"], files)
-            self._power_cap = first_present([hwmon / "power1_cap"], files)
-            self._pwm = first_present([hwmon / "pwm1"], files)
-            self._pwm_enable = first_present([hwmon / "pwm1_enable"], files)
-            self._fan = first_present([hwmon / "fan1_input"], files)
-            if self._fan is not None:
-                self._fan_max_rpm = files.integer(hwmon / "fan1_max")
+        self.integrated = "vddnb" in self._hwmon_inputs("in")
+        self._power = self._hwmon_file("power1_average", "power1_input")
+        self._power_cap = self._hwmon_file("power1_cap")
+        self._pwm = self._hwmon_file("pwm1")
+        self._pwm_enable = self._hwmon_file("pwm1_enable")
+        self._fan = self._hwmon_file("fan1_input")
+        self._fan_max_rpm = (
+            files.integer(self._fan.removesuffix("input") + "max") if self._fan else None
+        )
         self._metrics, self._throttle_at = _gpu_metrics(device, files)
         self._ras = _ras_files(device)
         self._ras_errors: tuple[float, int | None] | None = None  # (read at, count)
@@ -207,17 +186,14 @@ class AmdgpuCard(SysfsCard):
         return (current if hz is None else hz / 1e6), highest
 
     def _dpm(self, name: str) -> tuple[float | None, float | None]:
-        text = self._text(name)
+        path = self._device_files.get(name)
+        text = None if path is None else self._files.text(path, keep=True)
         current, highest = parse_dpm(text)
         if text is not None and highest is None:
             self._files.note(self._device_files[name], "not a table of clock levels")
         elif text is not None and current is None:
             self._files.note(self._device_files[name], "no level marked current")
         return current, highest
-
-    def _text(self, name: str) -> str | None:
-        path = self._device_files.get(name)
-        return None if path is None else self._files.text(path, keep=True)
 
     def _integer(self, name: str) -> int | None:
         path = self._device_files.get(name)

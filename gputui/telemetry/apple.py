@@ -1,12 +1,6 @@
-"""Apple MPS: the GPU's load from the IORegistry, and whether PyTorch can use it.
-
-On macOS, ``ioreg -a -r -d 1 -c IOAccelerator`` prints each GPU's
-``PerformanceStatistics`` as an XML property list (no sudo needed);
-:func:`parse_ioreg` reads it with :mod:`plistlib`. Whether PyTorch's MPS backend
-is built and available is asked once, of the engine's probe in a child process
-(the UI process never imports torch), in the background; it is ``None`` until the
-answer comes. Anywhere but macOS there is nothing to measure, and the reading says
-so in a sentence.
+"""Apple MPS: the GPU's load from the IORegistry (``ioreg``, no sudo needed), and whether
+PyTorch can use it, asked once of the engine's probe in a child process (the UI process never
+imports torch). Anywhere but macOS the reading says in a sentence that there is none.
 """
 
 from __future__ import annotations
@@ -53,15 +47,9 @@ class IoregAccelerator:
 
 
 def parse_ioreg(data: bytes | str) -> tuple[IoregAccelerator, ...]:
-    """Read the accelerators out of what :data:`IOREG_COMMAND` printed.
-
-    Args:
-        data: ioreg's XML property list, as bytes or text.
-
-    Returns:
-        One entry per dictionary in the plist's array, in order; nothing for blank
-        output or a plist whose root is not an array. A key ioreg did not give, or
-        gave in a shape other than expected, is ``None``.
+    """The accelerators in what :data:`IOREG_COMMAND` printed: one per dictionary of the
+    plist's array (none for blank output, or a root that is no array), a key ioreg did not
+    give (or gave in another shape) ``None``.
 
     Raises:
         ValueError: ``data`` is not a property list (cut short, not XML, ...).
@@ -124,7 +112,7 @@ def _is_number(value: object) -> TypeGuard[int | float]:
 
 
 def run_ioreg() -> bytes:
-    """Run :data:`IOREG_COMMAND` and return what it printed.
+    """What :data:`IOREG_COMMAND` printed.
 
     Raises:
         OSError: ioreg is missing or cannot start.
@@ -149,11 +137,8 @@ class TorchMpsStatus:
 
 
 class TorchMpsProbe:
-    """Asks PyTorch about MPS once, in the engine's child process, on a background thread.
-
-    ``result`` is ``None`` until the child has answered (a second or two, torch's
-    import time), then the same :class:`TorchMpsStatus` for good.
-    """
+    """Asks PyTorch about MPS once, in the engine's child process, on a background thread;
+    ``result`` is ``None`` until the child has answered (torch's import time)."""
 
     def __init__(
         self, python: Sequence[str] | None = None, *, timeout_s: float | None = None
@@ -161,22 +146,16 @@ class TorchMpsProbe:
         """Prepare the probe; nothing runs until ``start()``.
 
         Args:
-            python: The interpreter to ask, with any flags (default: this process's
-                ``sys.executable``).
-            timeout_s: How long the child may take before the probe gives up (default:
-                the probe's own, :attr:`ProbeConfig.TIMEOUT_S`).
+            python: The interpreter to ask, with any flags (default: ``sys.executable``).
+            timeout_s: How long the child may take (default: :attr:`ProbeConfig.TIMEOUT_S`).
         """
         self._python = tuple(python) if python is not None else (sys.executable,)
         self._timeout_s = timeout_s
-        self._result: TorchMpsStatus | None = None
+        self.result: TorchMpsStatus | None = None
+        """The answer, or ``None`` until it is known."""
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-
-    @property
-    def result(self) -> TorchMpsStatus | None:
-        """The answer, or ``None`` until it is known."""
-        return self._result
 
     def start(self) -> None:
         """Start asking in the background; later calls do nothing."""
@@ -191,11 +170,11 @@ class TorchMpsProbe:
         """Start if needed, then wait up to ``timeout_s`` for the answer."""
         self.start()
         self._done.wait(timeout_s)
-        return self._result
+        return self.result
 
     def _run_once(self) -> None:
         try:
-            self._result = self.ask()
+            self.result = self.ask()
         finally:
             self._done.set()
 
@@ -257,11 +236,8 @@ def _status_from_outcome(outcome: Outcome, python: str, timeout_s: float) -> Tor
 
 
 def torch_mps_sentence(status: TorchMpsStatus | None) -> str | None:
-    """A sentence on what stands between PyTorch and MPS, or ``None`` when nothing does.
-
-    Args:
-        status: The probe's answer, or ``None`` while it is not known yet.
-    """
+    """A sentence on what stands between PyTorch and MPS; ``None`` when nothing does, or
+    while the probe's answer (``status``) is not known."""
     if status is None:
         return None
     if status.error is not None:
@@ -288,11 +264,8 @@ def platform_name(platform: str) -> str:
 
 
 class MpsSampler:
-    """Samples Apple's GPU through the IORegistry, and tells whether PyTorch can use it.
-
-    ``sample()`` waits for one ``ioreg`` run on macOS, so the app calls it off the event
-    loop. Elsewhere it returns at once.
-    """
+    """Samples Apple's GPU through the IORegistry, and tells whether PyTorch can use it;
+    ``sample()`` waits for one ``ioreg`` run on macOS, elsewhere it returns at once."""
 
     def __init__(
         self,
@@ -305,7 +278,7 @@ class MpsSampler:
         """Set up the sampler; on macOS, start asking PyTorch about MPS in the background.
 
         Args:
-            platform: ``sys.platform`` unless a test pretends to be elsewhere.
+            platform: ``sys.platform``.
             ioreg: Returns what :data:`IOREG_COMMAND` prints, bytes or text; raises
                 ``OSError`` or ``subprocess.SubprocessError`` when it cannot.
             torch_probe: Asks PyTorch about MPS (default: a child process of this Python).

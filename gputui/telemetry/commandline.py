@@ -64,10 +64,6 @@ def _url_without_secret(match: re.Match[str]) -> str:
 
 
 def command_line(argv: Sequence[str], *, raw: bool = False) -> str:
-    """The command line ``argv`` names, its arguments joined by spaces, secrets redacted.
-
-    Args:
-        argv: The process's arguments, as ``/proc/PID/cmdline`` has them.
-        raw: Keep the secrets (``gputui serve --processes=raw``).
-    """
+    """The command line ``argv`` names, its arguments joined by spaces, secrets redacted
+    unless ``raw`` (``gputui serve --processes=raw``)."""
     return " ".join(argv if raw else redact_secrets(argv))

@@ -31,15 +31,9 @@ mapped as ``/tmp/x\r... /dev/nvidia0`` is not the node."""
 
 
 def node_mappers(proc: Path = Path("/proc"), exclude: Iterable[int] = ()) -> dict[int, set[int]]:
-    """For each GPU minor number, the local pids whose memory maps ``/dev/nvidiaN``.
-
-    Args:
-        proc: The proc file system of gputui's pid namespace.
-        exclude: Pids to pass over (gputui's own).
-
-    Processes that vanish or hide their maps (another user's, without the right) are
-    passed over: they prove nothing.
-    """
+    """For each GPU minor number, the local pids under ``proc`` whose memory maps
+    ``/dev/nvidiaN``, but those in ``exclude`` (gputui's own); processes that vanish or hide
+    their maps are passed over: they prove nothing."""
     skipped = set(exclude)
     found: dict[int, set[int]] = {}
     for entry in os.scandir(proc):
@@ -61,17 +55,9 @@ def node_mappers(proc: Path = Path("/proc"), exclude: Iterable[int] = ()) -> dic
 def match_host_pids(
     listed: Mapping[int, Iterable[int]], mappers: Mapping[int, set[int]]
 ) -> dict[int, int]:
-    """Host pid -> local pid, for the processes proven to be the same.
-
-    Args:
-        listed: For each GPU minor number, the pids NVML lists on it (the host's).
-        mappers: For each minor number, the local pids mapping its node
-            (:func:`node_mappers`).
-
-    A GPU proves a pair when NVML lists one process on it and one local process maps it.
-    A pair contradicted by another GPU (the same host pid proven to be another local
-    process, or the other way round) is dropped.
-    """
+    """Host pid -> local pid, for the processes proven to be the same: a GPU (by minor number)
+    proves a pair when NVML ``listed`` one process on it and one local process maps it
+    (``mappers``, :func:`node_mappers`). A pair another GPU contradicts is dropped."""
     pairs: set[tuple[int, int]] = set()
     for minor, pids in listed.items():
         hosts, locals_ = set(pids), mappers.get(minor, set())

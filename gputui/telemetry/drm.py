@@ -58,14 +58,10 @@ class DrmSampler:
 
         Args:
             sysfs: The sysfs root (default: :func:`sysfs_root`).
-            procfs: The procfs root whose DRM clients are the cards' processes (default:
-                :func:`procfs_root`).
-            names: Names the cards whose driver gives no product name (default: the
-                system's ``amdgpu.ids`` and ``pci.ids``).
-            clock: Dates the samples; Intel's utilization and power come from two samples'
-                counters over this clock's time between them.
-            keep_open: Keep the files read every sample open between samples (default:
-                where the root is a real sysfs, :func:`on_sysfs`).
+            procfs: The procfs whose DRM clients are the cards' processes.
+            names: Names the cards whose driver gives none (default: the system's tables).
+            clock: Dates the samples (Intel's utilization and power are rates over it).
+            keep_open: Keep the files read every sample open (default: on a real sysfs).
         """
         self._names = names if names is not None else PciNames()
         self._clock = clock

@@ -1,37 +1,24 @@
-"""The processes on AMD and Intel GPUs, from the DRM client usage statistics in fdinfo.
+"""The processes on AMD and Intel GPUs, from the DRM client usage statistics in fdinfo (the
+kernel's Documentation/gpu/drm-usage-stats.rst).
 
-Over 600 lines: the parser, the sweep (whose caching keeps a steady sweep to a few opens)
-and the per-client arithmetic are one reader of one kernel interface, best read together.
+Each open file of a DRM node (``/dev/dri/card*``, ``renderD*``) is a client of one GPU, known
+by (``drm-pdev``, ``drm-client-id``) however many fds show it (``dup``, a forked child); it
+is counted for the earliest-started process holding it. Per process and GPU:
 
-Each open file of a DRM card or render node (``/dev/dri/card*``, ``/dev/dri/renderD*``)
-is a client of one GPU, and ``/proc/PID/fdinfo/FD`` describes it in the keys of the
-kernel's Documentation/gpu/drm-usage-stats.rst: ``drm-driver``, ``drm-pdev`` (its PCI bus
-id), ``drm-client-id``, the busy time of each engine (``drm-engine-<name>``, ns, or xe's
-busy ``drm-cycles-<name>`` against ``drm-total-cycles-<name>``, over
-``drm-engine-capacity-<name>`` engines of that class) and its memory per region
-(``drm-resident-<region>``, its older alias ``drm-memory-<region>`` that amdgpu prints,
-``drm-total-<region>``). The readings:
+- **Engine busy** (``sm_utilization_percent``): each engine's busy time (``drm-engine-``, ns;
+  xe's ``drm-cycles-`` over ``drm-total-cycles-``) between two samples over the time between
+  them, over ``drm-engine-capacity-``; the busiest engine, its clients added up, at most 100.
+  ``None`` on a client's first sample and for one that reports no engine (amdgpu prints only
+  engines that ran, and does not count ROCm's ``/dev/kfd`` queues: ``n/a``, not 0).
+- **Memory** (``gpu_memory_bytes``): per region, the resident size (``drm-resident-``, or
+  amdgpu's older ``drm-memory-``), else ``drm-total-``: device memory (``vram``, ``vram0``,
+  i915's ``local0``) where a client reports it; elsewhere, and on an APU (a small VRAM
+  carve-out, its models in GTT), the system memory the GPU maps (all but TTM's unmapped
+  region: amdgpu's ``cpu``, xe's ``system``).
+- **Kind**: ``graphics`` for a process whose clients ran only a graphics engine, else
+  ``compute``.
 
-- **Each client once**: a client is known by (``drm-pdev``, ``drm-client-id``), however
-  many fds show it (``dup``, or inherited by a forked child); it is counted for the
-  earliest-started process holding it.
-- **Engine busy** (``sm_utilization_percent``): each engine's busy time between two
-  samples over the wall time between them (xe: busy cycles over total cycles), divided
-  by the engine's capacity; a process's figure is its busiest engine, its clients on the
-  GPU added up, at most 100. ``None`` on a client's first sample, and for a client that
-  reports no engine at all (amdgpu prints only engines that ran, and does not count the
-  compute queues ROCm runs through ``/dev/kfd``: a ROCm process reads ``n/a``, not 0).
-- **Memory** (``gpu_memory_bytes``): per region, the resident figure
-  (``drm-resident-``/``drm-memory-``), else the total (``drm-total-``). VRAM is preferred:
-  where a client reports device memory (``vram``, ``vram0``, i915's ``local0``...) its
-  figure is that memory alone; elsewhere, and on an APU (whose VRAM is a small carve-out
-  and whose models live in GTT), it is the system memory the GPU maps (every region but
-  the one TTM keeps unmapped: amdgpu's ``cpu``, xe's ``system``).
-- **Kind**: ``graphics`` for a process whose clients ran only a graphics engine (``gfx``,
-  ``render``, ``rcs``), else ``compute``.
-
-Clients without ``drm-pdev`` (platform GPUs, not on PCI) are passed over. No Textual, no
-torch; Linux only (elsewhere there is no fdinfo, and a sample is empty).
+Clients without ``drm-pdev`` (platform GPUs, not on PCI) are passed over. Linux only.
 """
 
 from __future__ import annotations
@@ -45,9 +32,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gputui.files import open_regular
 from gputui.telemetry.commandline import command_line
-from gputui.telemetry.procstat import CLOCK_TICKS, parse_stat, read_stat
+from gputui.telemetry.procstat import CLOCK_TICKS, parse_stat, read_head, read_stat
 from gputui.telemetry.readings import GpuProcess
 from gputui.telemetry.sysfs import procfs_root
 
@@ -180,14 +166,9 @@ class ProcessIdentity:
 def read_process_identity(
     procfs: str | os.PathLike[str], pid: int, *, raw_commands: bool = False
 ) -> ProcessIdentity | None:
-    """The start time, user and command of process ``pid`` in ``procfs``; ``None`` when it
-    has gone (no ``stat``). A part that cannot be read is ``None``.
-
-    Args:
-        procfs: The proc file system (``/proc``).
-        pid: The process.
-        raw_commands: Keep the secrets in its command line.
-    """
+    """The start time, user and command of process ``pid`` in ``procfs`` (a part that cannot
+    be read is ``None``); ``None`` when it has gone (no ``stat``). ``raw_commands``: keep the
+    secrets in its command line."""
     base = f"{os.fspath(procfs)}/{pid}"
     text = _read_text(f"{base}/stat")
     if text is None:
@@ -241,25 +222,14 @@ def _command(base: str, *, raw: bool) -> str | None:
 
 
 def _read_text(path: str) -> str | None:
-    """The file's text (its first ``FDINFO_LIMIT`` bytes); ``None`` when it cannot be read
-    (gone, another user's, not a regular file: a FIFO would block). Every file the sampler
-    opens, it opens here."""
-    try:
-        fd = open_regular(path)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, FDINFO_LIMIT)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data.decode("utf-8", errors="replace")
+    """The file's text (:func:`~gputui.telemetry.procstat.read_head`, ``FDINFO_LIMIT`` bytes);
+    ``None`` when it cannot be read. Every file the sampler opens, it opens here."""
+    data = read_head(path, FDINFO_LIMIT)
+    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 def _scan_dir(path: str) -> list[tuple[str, int]] | None:
-    """A directory's entries and their inode numbers; ``None`` when it cannot be listed.
-    The sampler lists the procfs here, and fd folders in :func:`_list_fds`."""
+    """A directory's entries and their inode numbers; ``None`` when it cannot be listed."""
     try:
         with os.scandir(path) as entries:
             return [(entry.name, entry.inode()) for entry in entries]
@@ -269,8 +239,7 @@ def _scan_dir(path: str) -> list[tuple[str, int]] | None:
 
 def _list_fds(fd_dir: str, known: frozenset[str]) -> tuple[frozenset[str], list[str]] | None:
     """An fd folder's fds, and those of them not in ``known`` whose link is a DRM node (the
-    links of ``known`` fds are not read); ``None`` when it cannot be listed. Every fd folder
-    the sampler lists, it lists here."""
+    links of ``known`` fds are not read); ``None`` when it cannot be listed."""
     try:
         names = frozenset(os.listdir(fd_dir))
     except OSError:
@@ -333,27 +302,18 @@ class _Counters:
 class DrmClientSampler:
     """Sweeps a procfs for DRM clients and reads them as each GPU's processes.
 
-    The sweep lists the procfs once, and reads fdinfo only of fds whose link target is a
-    DRM node. What it learns of each process is kept per pid and process start (the
-    inode of ``/proc/PID``, which a process that takes a pid over does not share, and
-    which the listing gives without opening anything); a kernel thread (known by its
-    ``stat`` when first seen) holds no file and is passed over. Its fds are listed again:
+    A sweep lists the procfs once and reads fdinfo only of fds linked to a DRM node. Each
+    process is kept per pid and start (the inode of ``/proc/PID``, which the listing gives
+    without an open); a kernel thread is passed over. Its fds are listed again (a
+    ``readlink`` each) when their count changes (on Linux 6.2 and later the size of
+    ``/proc/PID/fd``, one ``stat``), 1, 2, 4... sweeps after the last listing for a process
+    started since the first sweep (a job opens its GPU in its first seconds), and every
+    rescan period, spread over the sweeps by pid. Where fds are not counted, a periodic
+    listing reads only the links of new fd numbers, and every ``RESCAN_EVERY_COUNTED``
+    sweeps all of them (a GPU opened under the number of an fd closed since).
 
-    - when their count changes: on Linux 6.2 and later the size of ``/proc/PID/fd`` is
-      the count, one ``stat`` a sweep and no open; a procfs without it skips the ``stat``;
-    - 1, 2, 4... sweeps after the last listing, up to the rescan period, for a process
-      that started since the first sweep: a job opens its GPU in its first seconds;
-    - every rescan period (``RESCAN_EVERY``, or ``RESCAN_EVERY_COUNTED`` where the procfs
-      counts fds), spread over the sweeps by pid.
-
-    Listing a process's fds costs a ``readlink`` per fd; where the procfs does not count
-    fds, a periodic listing reads only the links of fd numbers the last one did not have,
-    and every ``RESCAN_EVERY_COUNTED`` sweeps all of them (a GPU opened under the number of
-    an fd closed since). So a steady sweep opens the procfs, the DRM fds' fdinfo (a text
-    several fds show is parsed once) and about one process in the period's fd folder.
-
-    A process that exits mid-sweep, an fdinfo another user's process hides, garbage in a
-    file: passed over, never raised. Not thread-safe: use one sampler from one thread.
+    What cannot be read (a process gone mid-sweep, another user's fdinfo, garbage) is passed
+    over, never raised. Not thread-safe.
     """
 
     def __init__(
@@ -371,7 +331,7 @@ class DrmClientSampler:
             rescan_every: Sweeps between two listings of a process's fds (default:
                 ``RESCAN_EVERY_COUNTED`` where the procfs counts fds, else ``RESCAN_EVERY``).
             raw_commands: Keep the secrets in processes' command lines.
-            clock_ns: Times each client's reading (``time.monotonic_ns``; a test's clock).
+            clock_ns: Times each client's reading.
         """
         self._root = os.fspath(procfs if procfs is not None else procfs_root())
         self._rescan_asked = rescan_every
@@ -387,11 +347,8 @@ class DrmClientSampler:
         self._same_pid_namespace: bool | None = None
 
     def sample(self, integrated: frozenset[str] = frozenset()) -> dict[str, tuple[GpuProcess, ...]]:
-        """One sweep: each GPU's PCI bus id (lowercase) and the processes using it, by pid;
-        the GPUs ``integrated`` names (APUs) count every region their clients map.
-
-        Engine busy is ``None`` on a client's first sample; a GPU no process uses is absent.
-        """
+        """One sweep: each GPU's PCI bus id (lowercase) and the processes using it (none: the
+        GPU is absent); the GPUs ``integrated`` names (APUs) count every region mapped."""
         self._sweep += 1
         listed = _scan_dir(self._root)
         if listed is None:

@@ -1,9 +1,6 @@
-"""Bounded history per metric: the last few minutes, so memory stays flat for days.
-
-Each metric (``"cpu.util"``, ``"gpu0.memory"``...) keeps a ``deque`` with a fixed
-``maxlen``: appending the newest value drops the oldest. The number of metrics is
-bounded too; the least recently written one is forgotten when a new one would
-pass ``max_metrics`` (a GPU process that came and went, say).
+"""Bounded history per metric (``"cpu.util"``, ``"gpu0.memory"``...): the last few minutes
+in a ``deque`` of fixed ``maxlen``, and at most ``max_metrics`` metrics, the least recently
+written forgotten first, so memory stays flat for days.
 """
 
 from __future__ import annotations
@@ -23,14 +20,8 @@ DEFAULT_MAX_METRICS = 512
 
 
 def samples_for_window(window_s: float, interval_s: float) -> int:
-    """How many samples cover ``window_s`` at one sample every ``interval_s``.
-
-    Args:
-        window_s: The span to keep, in seconds.
-        interval_s: Seconds between samples.
-
-    Returns:
-        At least 2, so a sparkline always has a line to draw.
+    """How many samples cover ``window_s`` at one sample every ``interval_s``: at least 2, so
+    a sparkline always has a line to draw.
 
     Raises:
         ValueError: A non-positive or non-finite window or interval.
@@ -46,12 +37,7 @@ class History:
     """The latest ``maxlen`` values of each metric, oldest first; ``None`` marks a gap."""
 
     def __init__(self, maxlen: int, *, max_metrics: int = DEFAULT_MAX_METRICS) -> None:
-        """Make an empty history.
-
-        Args:
-            maxlen: Values kept per metric.
-            max_metrics: Metrics kept; writing a new one past this forgets the one
-                written least recently.
+        """An empty history of ``maxlen`` values per metric, ``max_metrics`` metrics at most.
 
         Raises:
             ValueError: ``maxlen`` or ``max_metrics`` below 1.
@@ -102,12 +88,8 @@ class History:
             self.append(metric, value)
 
     def values(self, metric: str, *, fill: float | None = None) -> list[float]:
-        """The values of ``metric``, oldest first, ready for a sparkline.
-
-        Args:
-            metric: The metric's name; an unknown one has no values.
-            fill: Stands in for each gap; with ``None`` gaps are left out.
-        """
+        """The values of ``metric``, oldest first (none for an unknown one), ``fill`` standing
+        in for each gap (``None``: gaps left out)."""
         series = self._series.get(metric, ())
         if fill is None:
             return [value for value in series if value is not None]

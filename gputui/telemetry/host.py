@@ -33,16 +33,9 @@ _CPUINFO_MODEL_KEYS = ("model name", "Model", "Hardware", "cpu model", "cpu", "P
 
 
 def parse_cpuinfo_model(text: str) -> str | None:
-    """The processor's model name from the text of ``/proc/cpuinfo``.
-
-    Args:
-        text: The file's contents.
-
-    Returns:
-        The first non-empty value among the keys that name the processor on x86
-        (``model name``), ARM boards (``Model``, ``Hardware``), MIPS and POWER
-        (``cpu model``, ``cpu``); ``None`` when there is none.
-    """
+    """The processor's model name from the text of ``/proc/cpuinfo``: the first of the keys
+    that name it on x86 (``model name``), ARM boards (``Model``, ``Hardware``), MIPS and POWER
+    (``cpu model``, ``cpu``) that has a value; ``None`` when none has."""
     found: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
@@ -58,11 +51,9 @@ def parse_cpuinfo_model(text: str) -> str | None:
 def read_cpu_model_name(
     cpuinfo: Path = Path("/proc/cpuinfo"), system: str = sys.platform
 ) -> str | None:
-    """The processor's model name, as the platform tells; ``None`` when it does not.
-
-    Reads ``/proc/cpuinfo`` on Linux, asks ``sysctl`` on macOS, and falls back to
-    ``platform.processor()`` elsewhere. Call it once: it may start a process.
-    """
+    """The processor's model name: ``/proc/cpuinfo`` on Linux, ``sysctl`` on macOS,
+    ``platform.processor()`` elsewhere; ``None`` when it does not say. Call it once: it may
+    start a process."""
     if system.startswith("linux"):
         try:
             return parse_cpuinfo_model(cpuinfo.read_text(errors="replace"))
@@ -95,16 +86,12 @@ _MEMINFO_KEYS = (b"MemTotal:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
 
 
 class LinuxCounters:
-    """What a host sample reads on Linux, each kernel file read once a sample: every CPU's
-    times (the ``cpu`` lines of ``/proc/stat``), memory and swap (``/proc/meminfo``), a
-    process's CPU time and memory (its ``stat`` and ``statm``) and the frequency (each
-    cpufreq policy's ``scaling_cur_freq``).
-
-    psutil opens each file again for each figure (its frequency reads ``/proc/cpuinfo`` and
-    every policy's minimum and maximum too, a sample). Here each is one ``pread`` of a
-    descriptor kept open, on a real procfs and sysfs (:class:`~gputui.telemetry.sysfs.
-    SysfsFiles`); a copied tree is read by path. Every figure is ``None`` where its file
-    cannot be read, and the sampler then asks psutil.
+    """What a host sample reads on Linux: every CPU's times (``/proc/stat``), memory and swap
+    (``/proc/meminfo``), a process's CPU time and memory (its ``stat`` and ``statm``) and the
+    frequency (each cpufreq policy's ``scaling_cur_freq``), each one ``pread`` of a
+    descriptor kept open on a real procfs and sysfs, where psutil opens each file again for
+    each figure. A figure is ``None`` where its file cannot be read: the sampler then asks
+    psutil.
     """
 
     def __init__(self, procfs: str, pid: int, sysfs: str = "/sys") -> None:
@@ -237,14 +224,8 @@ def _busy_percent(before: tuple[float, float], after: tuple[float, float]) -> fl
 
 
 class HostSampler:
-    """Samples the host; each ``sample()`` covers the time since the previous one.
-
-    The constructor takes the first, priming sample; a ``sample()`` that comes less
-    than ``SHORTEST_SPAN_S`` after it (or after the previous sample) waits out the
-    rest, so the first reading is never a near-empty span's 0% or 1600%. Not
-    thread-safe: one call at a time (the pollers may take turns from two threads, never at
-    once).
-    """
+    """Samples the host; each ``sample()`` covers the time since the previous one (the
+    constructor takes the first), at least ``SHORTEST_SPAN_S``. Not thread-safe."""
 
     def __init__(
         self,
@@ -256,9 +237,8 @@ class HostSampler:
         """Read the static facts and prime the utilization counters.
 
         Args:
-            process: The process whose CPU and RSS count as gputui's own
-                (default: this one).
-            clock: Gives ``taken_at``; ``time.monotonic`` unless a test injects one.
+            process: The process whose CPU and RSS count as gputui's own (default: this one).
+            clock: Gives ``taken_at``.
             cpu_model_name: Overrides the model name read from the platform.
         """
         self._clock = clock
@@ -276,7 +256,8 @@ class HostSampler:
             self._frequency_max_mhz = float(frequency.max)
         self._last_cores = self._cores()
         self._logical_cores = psutil.cpu_count(logical=True) or len(self._last_cores)
-        self._last_own = (self._own_cpu_seconds(), time.monotonic())
+        own = self._own()
+        self._last_own = (None if own is None else own[0], time.monotonic())
         self._last_at = time.monotonic()
 
     def never_blocks(self) -> bool:
@@ -286,10 +267,8 @@ class HostSampler:
         return time.monotonic() - self._last_at >= SHORTEST_SPAN_S
 
     def sample(self) -> CpuReading:
-        """Take one sample: utilization since the previous call, and the current values.
-
-        Blocks for up to ``SHORTEST_SPAN_S`` when the previous sample was that recent.
-        """
+        """Take one sample: utilization since the previous call, and the current values;
+        blocks for up to ``SHORTEST_SPAN_S`` when the previous sample was that recent."""
         wait_s = self._last_at + SHORTEST_SPAN_S - time.monotonic()
         if wait_s > 0:
             time.sleep(wait_s)
@@ -374,30 +353,23 @@ class HostSampler:
             return None
         return (float(one), float(five), float(fifteen))
 
-    def _own_cpu_seconds(self) -> float | None:
+    def _own(self) -> tuple[float, int | None] | None:
+        """gputui's CPU seconds (user and system) and RSS; ``None`` where it cannot be read."""
         if self._linux is not None:
-            found = self._linux.process()
-            return None if found is None else found[0]
+            return self._linux.process()
         try:
-            times = self._process.cpu_times()
+            with self._process.oneshot():
+                times = self._process.cpu_times()
+                return float(times.user + times.system), int(self._process.memory_info().rss)
         except psutil.Error:
             return None
-        return float(times.user + times.system)
 
     def _own_usage(self) -> tuple[float | None, int | None]:
         """gputui's CPU (percent of one core, since the previous sample) and RSS."""
-        if self._linux is not None:
-            found = self._linux.process()
-            if found is None:
-                return None, None
-            cpu_s, rss = found
-        else:
-            try:
-                with self._process.oneshot():
-                    cpu_s = float(sum(self._process.cpu_times()[:2]))  # user + system
-                    rss = int(self._process.memory_info().rss)
-            except psutil.Error:
-                return None, None
+        found = self._own()
+        if found is None:
+            return None, None
+        cpu_s, rss = found
         now = time.monotonic()
         last_cpu_s, last_at = self._last_own
         self._last_own = (cpu_s, now)

@@ -11,22 +11,12 @@ xe gives each tile's VRAM size, i915 none.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from gputui.telemetry.pci_names import PciNames
 from gputui.telemetry.readings import GpuProcess, GpuReading, Vendor
-from gputui.telemetry.sysfs import (
-    CardIdentity,
-    DrmCard,
-    SysfsCard,
-    SysfsFiles,
-    first_present,
-    hwmon_dir,
-    labelled_inputs,
-    subfolders,
-)
+from gputui.telemetry.sysfs import DrmCard, SysfsCard, SysfsFiles, first_present, subfolders
 
 THROTTLE_WORDS = (
     ("pl1", "power cap"),
@@ -89,7 +79,7 @@ class IntelCard(SysfsCard):
         its PCI ids (neither Intel driver gives a product name)."""
         device = card.device
         name = names.name(Vendor.INTEL, *card.pci_id, None) if card.pci_id else "Intel GPU"
-        super().__init__(card, CardIdentity(index, Vendor.INTEL, name, None, card.bus_id), files)
+        super().__init__(card, index, name, None, files)
         if card.driver == "xe":
             self._gts = list(_xe_gts(device, files))
             sizes = [
@@ -97,11 +87,8 @@ class IntelCard(SysfsCard):
                 for tile in subfolders(device, "tile")
                 if (
                     path := first_present(
-                        [
-                            tile / "physical_vram_size_bytes",
-                            tile / "memory" / "physical_vram_size_bytes",
-                        ],
-                        files,
+                        tile / "physical_vram_size_bytes",
+                        tile / "memory" / "physical_vram_size_bytes",
                     )
                 )
             ]
@@ -109,23 +96,21 @@ class IntelCard(SysfsCard):
             self._vram_free: str | None = None
         else:
             self._gts = list(_i915_gts(card.path, files))
-            total = first_present([card.path / "lmem_total_bytes"], files)
+            total = first_present(card.path / "lmem_total_bytes")
             self._vram_total = files.integer(total) if total else None
-            self._vram_free = first_present([card.path / "lmem_avail_bytes"], files)
+            self._vram_free = first_present(card.path / "lmem_avail_bytes")
         if not self._gts:
             files.note(device, "no GT frequencies or idle counters found")
-        hwmon = hwmon_dir(device)
-        energies = labelled_inputs(hwmon, "energy", files) if hwmon else {}
+        energies = self._hwmon_inputs("energy")
         self._energies = [
             _Counter(path) for name in ("card", "energy1", "pkg") if (path := energies.get(name))
         ]
         self._energy_counter_uj: int | None = None
         self._energy_since_start_uj = 0
-        temperatures = labelled_inputs(hwmon, "temp", files) if hwmon else {}
+        temperatures = self._hwmon_inputs("temp")
         self._temperature = temperatures.get("pkg") or temperatures.get("temp1")
         self._memory_temperature = temperatures.get("vram")
-        power_max = [hwmon / "power1_max", hwmon / "power2_max"] if hwmon else []  # card, pkg
-        self._power_max = first_present(power_max, files)
+        self._power_max = self._hwmon_file("power1_max", "power2_max")  # card, pkg
 
     def read(self, now: float, processes: tuple[GpuProcess, ...] | None) -> GpuReading:
         # utilization and power are rates over the sampler's clock
@@ -219,13 +204,13 @@ def _xe_gts(device: Path, files: SysfsFiles) -> list[_Gt]:
     for tile in subfolders(device, "tile"):
         for gt in subfolders(tile, "gt"):
             freq, idle = gt / "freq0", gt / "gtidle" / "idle_residency_ms"
-            top = first_present([freq / "max_freq", freq / "rp0_freq"], files)
+            top = first_present(freq / "max_freq", freq / "rp0_freq")
             gts.append(
                 _Gt(
-                    clock=first_present([freq / "cur_freq"], files),
+                    clock=first_present(freq / "cur_freq"),
                     clock_max_mhz=_mhz(files, top),
-                    idle=_counter(idle, files),
-                    throttle=_throttle_files(freq / "throttle", "status", "reason_", files),
+                    idle=_counter(idle),
+                    throttle=_throttle_files(freq / "throttle", "status", "reason_"),
                 )
             )
     return gts
@@ -235,19 +220,19 @@ def _i915_gts(node: Path, files: SysfsFiles) -> list[_Gt]:
     """i915's GTs: each ``gt/gt<N>`` with its own ``rc6_residency_ms`` and throttle files
     (an older kernel: no ``gt/``, and ``power/`` has GT 0's counter); the card's
     ``gt_cur_freq_mhz``/``gt_max_freq_mhz`` are GT 0's."""
-    top = first_present([node / "gt_max_freq_mhz", node / "gt_RP0_freq_mhz"], files)
-    clock = first_present([node / "gt_cur_freq_mhz"], files)
+    top = first_present(node / "gt_max_freq_mhz", node / "gt_RP0_freq_mhz")
+    clock = first_present(node / "gt_cur_freq_mhz")
     gts = [
         _Gt(
             clock=None,
             clock_max_mhz=None,
-            idle=_counter(gt / "rc6_residency_ms", files),
-            throttle=_throttle_files(gt, "throttle_reason_status", "throttle_reason_", files),
+            idle=_counter(gt / "rc6_residency_ms"),
+            throttle=_throttle_files(gt, "throttle_reason_status", "throttle_reason_"),
         )
         for gt in subfolders(node / "gt", "gt")
     ]
     if not any(gt.idle for gt in gts):
-        idle = _counter(node / "power" / "rc6_residency_ms", files)
+        idle = _counter(node / "power" / "rc6_residency_ms")
         if idle is not None:
             gts = gts or [_Gt(None, None, None)]
             gts[0].idle = idle
@@ -258,23 +243,22 @@ def _i915_gts(node: Path, files: SysfsFiles) -> list[_Gt]:
     return gts
 
 
-def _counter(path: Path, files: SysfsFiles) -> _Counter | None:
+def _counter(path: Path) -> _Counter | None:
     """A counter in ``path``, if the file is there."""
-    return _Counter(os.fspath(path)) if files.exists(path) else None
+    found = first_present(path)
+    return None if found is None else _Counter(found)
 
 
-def _throttle_files(
-    folder: Path, status: str, prefix: str, files: SysfsFiles
-) -> tuple[str, dict[str, str]] | None:
+def _throttle_files(folder: Path, status: str, prefix: str) -> tuple[str, dict[str, str]] | None:
     """A GT's throttle status file in ``folder`` and its reasons' files (``<prefix><name>``);
     ``None`` without the status file (i915 before Linux 6.1, a platform without them)."""
-    found = first_present([folder / status], files)
+    found = first_present(folder / status)
     if found is None:
         return None
     reasons = {
         name: path
         for name, _ in THROTTLE_WORDS
-        if (path := first_present([folder / f"{prefix}{name}"], files))
+        if (path := first_present(folder / f"{prefix}{name}"))
     }
     return found, reasons
 

@@ -32,12 +32,7 @@ class PciNames:
     def __init__(
         self, amdgpu_ids: Sequence[Path] = AMDGPU_IDS, pci_ids: Sequence[Path] = PCI_IDS
     ) -> None:
-        """Look in these files (the first of each kind that exists).
-
-        Args:
-            amdgpu_ids: Candidates for libdrm's ``amdgpu.ids``.
-            pci_ids: Candidates for ``pci.ids``.
-        """
+        """Look in the first of the candidates for each table that exists."""
         self._amdgpu_ids = amdgpu_ids
         self._pci_ids = pci_ids
         self._amd: dict[tuple[int, int], str] | None = None

@@ -69,15 +69,9 @@ class Samplers:
 
     @classmethod
     def real(cls, *, raw_commands: bool = False) -> Samplers:
-        """The real samplers, built on first use inside their threads.
-
-        Building them imports psutil and the NVML bindings and may initialise NVML
-        (which can hang): none of that runs on the event loop or delays the first frame.
-        AMD and Intel GPUs are read under ``GPUTUI_SYSFS`` (default ``/sys``).
-
-        Args:
-            raw_commands: Keep the secrets in processes' command lines (redacted otherwise).
-        """
+        """The real samplers, built on first use inside their threads: building them imports
+        psutil and the NVML bindings and may initialise NVML (which can hang), none of it on
+        the event loop. ``raw_commands``: keep the secrets in processes' command lines."""
         return cls(
             cpu=LazySampler(HostSampler),
             nvml=LazySampler(partial(NvmlSampler, raw_commands=raw_commands)),
@@ -183,21 +177,21 @@ Reply = Callable[[object, "BaseException | None"], object]
 """Takes a sample's result: ``(reading, None)``, or ``(None, error)`` if the sampler raised."""
 
 
-class _Job:
-    def __init__(self, function: Callable[[], object], reply: Reply | None) -> None:
-        self.function = function
-        self.reply = reply
+_Job = tuple[Callable[[], object], Reply | None]
+"""A function a sampler thread runs, and what takes its result."""
 
-    def run(self) -> None:
+
+def _run(job: _Job) -> None:
+    function, reply = job
+    try:
+        value, error = function(), None
+    except BaseException as caught:  # handed to the reply
+        value, error = None, caught
+    if reply is not None:
         try:
-            value, error = self.function(), None
-        except BaseException as caught:  # handed to the reply
-            value, error = None, caught
-        if self.reply is not None:
-            try:
-                self.reply(value, error)
-            except Exception:  # the thread goes on serving its source
-                log.exception("a reply to %s failed", self.function)
+            reply(value, error)
+        except Exception:  # the thread goes on serving its source
+            log.exception("a reply to %s failed", function)
 
 
 class SamplerThread:
@@ -221,7 +215,7 @@ class SamplerThread:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
-        self._jobs.put(_Job(function, reply))
+        self._jobs.put((function, reply))
 
     call = sample
     """A question other than a sample (the topology) for the same sampler, on its thread."""
@@ -235,7 +229,7 @@ class SamplerThread:
         if self._thread is None:
             return
         if finalizer is not None:
-            self._jobs.put(_Job(finalizer, None))
+            self._jobs.put((finalizer, None))
         self._jobs.put(None)
 
     @property
@@ -252,7 +246,7 @@ class SamplerThread:
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            job.run()
+            _run(job)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,10 +260,9 @@ class Latest:
     mps: MpsReading | None = None
     drm: DrmReading | None = None
     hang: NvmlReading | None = None
-    """While an NVML call holds the readings back past staleness: every GPU NVML counted,
-    ``hung`` (those known lost or unreachable stay so), and the call in the status
-    (``hung_call``, ``hung_seconds``); NVML unavailable when the call is ``nvmlInit``. ``None``
-    otherwise. ``nvml`` keeps the last reading that came, and its time."""
+    """While an NVML call holds the readings back past staleness, what
+    :meth:`NvmlSampler.hung_reading` says (``keep_read=False``); ``None`` otherwise. ``nvml``
+    keeps the last reading that came, and its time."""
 
     def age_s(self, now: float) -> float:
         """Seconds since the oldest of the readings was taken (since the start, for a
@@ -325,13 +318,6 @@ class Poller:
     that comes later, or before every source has answered once, is handed on at once. A
     source still answering is not asked again, so samples never queue behind a hung one.
     :meth:`latest` (``gputui serve``'s scrapes) never waits.
-
-    Example::
-
-        poller = Poller(Samplers.real(), interval_s=1.0)
-        poller.start()
-        poller.subscribe(print)  # each beat from now, after what is in hand
-        poller.close()  # samplers stopped and closed on their threads
     """
 
     def __init__(
@@ -432,12 +418,7 @@ class Poller:
         threaded = [source for source, sampler in samplers.items() if not never_blocks(sampler)]
         for source, sampler in samplers.items():  # the quick ones first, no thread awake yet
             if source not in threaded:
-                try:
-                    reading = sampler.sample()
-                except Exception as error:  # as a sampler thread hands it over
-                    self._answered(source, None, error)
-                else:
-                    self._answered(source, reading, None)
+                _run((sampler.sample, partial(self._answered, source)))  # as on its thread
         for source in threaded:
             sampler = samplers[source]
             self._threads[source].sample(sampler.sample, partial(self._answered, source))
@@ -529,17 +510,9 @@ waits for the driver before it reports what did not answer."""
 def sample_nvml(
     timeout_s: float = NVML_TIMEOUT_S, *, sampler: NvmlSampler | None = None
 ) -> NvmlReading:
-    """One NVML sample on a sampler thread of its own, waited for at most ``timeout_s``.
-
-    Past it, what the sampler can say of the sample (:meth:`NvmlSampler.hung_reading`): the
-    GPUs it has read are kept, the others are ``hung`` with the call that has not returned.
-    That call is left to its thread, and the sample stops there should the driver answer.
-
-    Args:
-        timeout_s: How long to wait for the sample.
-        sampler: The sampler (default: a new one on the system's library, closed once it
-            has answered).
-    """
+    """One NVML sample on a sampler thread of its own, waited for at most ``timeout_s``; past
+    it, :meth:`NvmlSampler.hung_reading` (the call that has not returned is left to its
+    thread). ``sampler``: default, a new one, closed once it has answered."""
     return _asked(NvmlSampler.sample, NvmlSampler.hung_reading, timeout_s, sampler)
 
 
@@ -582,11 +555,8 @@ def _asked(
 
 def _within(function: Callable[[], object], timeout_s: float) -> tuple[bool, object]:
     """Run ``function`` on a sampler thread of its own and wait at most ``timeout_s`` for it:
-    ``(True, its value)``, or ``(False, None)`` past the deadline (it goes on, on its thread).
-
-    Raises:
-        BaseException: What ``function`` raised.
-    """
+    ``(True, its value)``, or ``(False, None)`` past the deadline (it goes on, on its thread);
+    raises what ``function`` raised."""
     answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
     thread = SamplerThread("gputui-nvml")
     thread.sample(function, lambda value, error: answer.put((value, error)))

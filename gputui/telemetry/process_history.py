@@ -1,13 +1,7 @@
-"""Each GPU process's history: its GPU memory and SM use over time, from the first reading
-that listed it, for the monitor's process screen (Enter on the process table).
-
-A process is known by its pid and start time (:data:`ProcessKey`), so a pid reused by a
-later process starts a history of its own. Each process keeps its last ``maxlen`` samples
-(the monitor's history window); at most ``max_processes`` are kept, ended ones forgotten
-first, and one that ended is forgotten a whole window after it was last seen. A sample older
-than a process's last one (a reading from before a replay's seek) is ignored: the replay
-clears the history when it seeks.
-Fed one GPU reading at a time (the live monitor's, or a recording's), it needs no UI.
+"""Each GPU process's history: its GPU memory and SM use over time, for the monitor's
+process screen. A process is known by its pid and start time (:data:`ProcessKey`), so a pid
+reused by a later process starts a history of its own. A sample older than a process's last
+one (from before a replay's seek) is ignored: the replay clears the history when it seeks.
 """
 
 from __future__ import annotations
@@ -114,14 +108,9 @@ class ProcessHistory:
         max_processes: int = DEFAULT_MAX_PROCESSES,
         keep_ended_s: float | None = None,
     ) -> None:
-        """Make an empty history.
-
-        Args:
-            maxlen: Samples kept per process.
-            max_processes: Processes kept; a new one past this forgets the one seen least
-                recently (an ended one, where any has ended).
-            keep_ended_s: How long an ended process is kept after it was last seen
-                (``None``: until ``max_processes`` pushes it out).
+        """An empty history of ``maxlen`` samples per process and ``max_processes`` processes
+        (past it, the one seen least recently is forgotten, an ended one first); an ended
+        process is kept ``keep_ended_s`` after it was last seen (``None``: until pushed out).
 
         Raises:
             ValueError: ``maxlen`` or ``max_processes`` below 1.
@@ -147,11 +136,8 @@ class ProcessHistory:
 
     def record(self, t: float, gpus: Iterable[GpuReading]) -> None:
         """Add a sample for each process ``gpus`` list, read at ``t``, and mark ended those
-        last seen on these GPUs that they no longer list.
-
-        A GPU whose processes are unknown (``None``) ends none; a process still on a GPU not
-        in ``gpus`` (another vendor's reading) is not ended by this one.
-        """
+        last seen on these GPUs that they no longer list (a GPU whose processes are unknown
+        ends none; nor does another vendor's reading, without their GPU)."""
         seen: dict[ProcessKey, _Seen] = {}
         listed: set[str] = set()
         for gpu in gpus:

@@ -70,14 +70,14 @@ def read_stat(folder: str) -> ProcStat | None:
     """The ``stat`` of the process whose folder is ``folder`` (``/proc/PID``); ``None`` when
     the process has gone, cannot be read (another user's under ``hidepid``) or the file says
     something else."""
-    data = _read(f"{folder}/stat")
+    data = read_head(f"{folder}/stat")
     return None if data is None else parse_stat(data)
 
 
 def resident_bytes(folder: str) -> int | None:
     """The resident memory of the process whose folder is ``folder`` (:func:`parse_statm`);
     ``None`` when it cannot be read."""
-    data = _read(f"{folder}/statm")
+    data = read_head(f"{folder}/statm")
     return None if data is None else parse_statm(data)
 
 
@@ -90,13 +90,15 @@ def parse_statm(data: bytes) -> int | None:
     return int(fields[1]) * PAGE_SIZE
 
 
-def _read(path: str) -> bytes | None:
+def read_head(path: str, limit: int = STAT_LIMIT) -> bytes | None:
+    """The first ``limit`` bytes of the file (one read: a procfs file's first page); ``None``
+    when it cannot be read (gone, another user's, not a regular file: a FIFO would block)."""
     try:
         fd = open_regular(path)
     except OSError:
         return None
     try:
-        return os.read(fd, STAT_LIMIT)
+        return os.read(fd, limit)
     except OSError:
         return None
     finally:

@@ -341,10 +341,7 @@ BENIGN_THROTTLES = frozenset({"idle", "application clocks", "display clocks"})
 
 
 def health_problems(gpu: GpuReading) -> list[str]:
-    """What is wrong with a GPU that still answers, in a few words each; empty when nothing.
-
-    The healthy case says nothing; these are shown loudly (``bold $error``).
-    """
+    """What is wrong with a GPU that still answers, in a few words each; empty when nothing."""
     problems = []
     throttles = [r for r in gpu.throttle_reasons or () if r not in BENIGN_THROTTLES]
     if throttles:

@@ -45,12 +45,8 @@ def describe(process: GpuProcess) -> str:
 def refusal(process: GpuProcess, *, host_pids: bool = False) -> str | None:
     """Why no signal may go to ``process`` as shown, whatever runs now (one line); ``None``
     when one may, if the pid still names it (so the app need not ask a question in vain).
-
-    Args:
-        process: The process as a reading showed it.
-        host_pids: The reading's pids are the host's (see ``NvmlStatus.host_pids``); only
-            a process matched to a local one (``local_pid``) may then be signalled.
-    """
+    With ``host_pids`` (the reading's pids are the host's), only a process matched to a local
+    one (``local_pid``) may be signalled."""
     if host_pids and process.local_pid is None:
         return HOST_PIDS_REFUSAL
     if process.create_time is None:
@@ -64,18 +60,9 @@ def refusal(process: GpuProcess, *, host_pids: bool = False) -> str | None:
 def signal_process(
     process: GpuProcess, signum: signal.Signals, *, host_pids: bool = False
 ) -> SignalResult:
-    """Send ``signum`` to ``process`` if its pid still names it.
-
-    Args:
-        process: The process as a reading showed it, with the ``create_time`` read then.
-        signum: The signal, e.g. ``signal.SIGTERM``.
-        host_pids: The reading's pids are the host's (see ``NvmlStatus.host_pids``): refused
-            unless the process was matched to a local one.
-
-    Returns:
-        Whether it was sent, and one line saying so or why not (a pid reused, a process
-        gone, no permission).
-    """
+    """Send ``signum`` to ``process`` (as a reading showed it, with the ``create_time`` read
+    then) if its pid still names it; whether it was sent, and one line saying so or why not
+    (a pid reused, a process gone, no permission; ``host_pids`` as :func:`refusal`'s)."""
     pid = shown_pid(process)
     refused = refusal(process, host_pids=host_pids)
     if refused is not None:

@@ -43,13 +43,8 @@ from gputui.telemetry.readings import (
 
 
 def snapshot_as_dict(snapshot: Snapshot, *, decimals: int | None = None) -> dict[str, Any]:
-    """The snapshot as plain JSON-ready data; see the module docstring for the schema.
-
-    Args:
-        snapshot: The readings.
-        decimals: Round every number that is not whole to this many places, as it is
-            converted (a recording's frames are); ``None``: keep every digit.
-    """
+    """The snapshot as plain JSON-ready data (the module's schema), every number that is not
+    whole rounded to ``decimals`` places as it is converted (``None``: every digit kept)."""
     return {
         "cpu": _reading_as_dict(snapshot.cpu, decimals),
         "gpus": [_reading_as_dict(gpu, decimals) for gpu in snapshot.gpus],
@@ -113,12 +108,9 @@ assert all(len(keys) > 1 for keys in _KEYS.values()), "attrgetter of one key: no
 
 
 def _reading_as_dict(reading: object, decimals: int | None = None) -> dict[str, Any]:
-    """One reading as JSON-ready data, with the keys :data:`_KEYS` names for its type.
-
-    The values are read in one call and zipped with their keys; only those not written as
-    they are (floats, sequences, enums, nested readings) are converted after (a recorder
-    converts a reading a second; most of its values are whole numbers, text or ``None``).
-    """
+    """One reading as JSON-ready data, with the keys :data:`_KEYS` names for its type: the
+    values read in one call, only those not written as they are converted after (a recorder
+    converts a reading a second; most of its values are whole numbers, text or ``None``)."""
     kind = type(reading)
     data = dict(zip(_KEYS[kind], _READ_KEYS[kind](reading), strict=True))
     for key, value in data.items():  # values replaced in place: the keys stay as they are
@@ -198,12 +190,10 @@ def json_number(value: Any) -> float | None:
 
 
 def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
-    """The snapshot that :func:`snapshot_as_dict` wrote (a recorded frame), read back.
-
-    Every value is checked against its reading's field type. A key an older gputui did not
-    write takes its field's default; ``taken_at`` (not written) is given here, less a
-    source's age where the frame says it (:data:`AGES`). NVIDIA's GPUs go to the NVML
-    reading, AMD's and Intel's to the sysfs one, as the samplers give them.
+    """The snapshot that :func:`snapshot_as_dict` wrote (a recorded frame), read back, every
+    value checked against its field's type; a key an older gputui did not write takes its
+    field's default, and ``taken_at`` (not written) is given here, less a source's age where
+    the frame says it (:data:`AGES`).
 
     Raises:
         ValueError: a key is missing or a value is of the wrong kind; says which.
@@ -227,8 +217,7 @@ def snapshot_from_dict(data: Any, *, taken_at: float = 0.0) -> Snapshot:
 
 
 def gpus_from_list(data: Any, where: str = "gpus") -> tuple[GpuReading, ...]:
-    """GPUs as :func:`gpu_as_dict` wrote them, read back and checked as
-    :func:`snapshot_from_dict` checks them.
+    """GPUs as :func:`gpu_as_dict` wrote them, read back and checked.
 
     Raises:
         ValueError: a value is of the wrong kind; says which, under ``where``.

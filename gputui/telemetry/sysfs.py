@@ -10,13 +10,14 @@ gputui reads (amdgpu, i915, xe); render nodes (``renderD128``) and connectors
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ _GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 """PCIe generation by link speed in GT/s."""
 _MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")
 """mountinfo's escapes in a mount point: ``\\040`` is a space."""
+_PCI_ID = re.compile(r"([0-9a-fA-F]{1,4}):([0-9a-fA-F]{1,4})")
+"""A uevent's ``PCI_ID``: vendor and device id in hex (``1002:744C``)."""
 
 
 def sysfs_root() -> Path:
@@ -169,28 +172,19 @@ def _card(path: Path, files: SysfsFiles) -> DrmCard | None:
     slot = fields.get("PCI_SLOT_NAME", "").strip().lower()
     if driver not in DRIVERS or not slot:
         return None
-    vendor_id, _, device_id = fields.get("PCI_ID", "").partition(":")
-    pci_id = None
-    if _is_hex(vendor_id) and _is_hex(device_id):
-        pci_id = (int(vendor_id, 16), int(device_id, 16))
+    ids = _PCI_ID.fullmatch(fields.get("PCI_ID", ""))
+    pci_id = (int(ids[1], 16), int(ids[2], 16)) if ids else None
     return DrmCard(path, slot, driver, DRIVERS[driver], pci_id)
-
-
-def _is_hex(text: str) -> bool:
-    return 0 < len(text) <= 4 and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 class SysfsFiles:
     """Reads small files, turning every failure into ``None`` and one debug note per file
-    and reason (a file that fails each sample is noted once).
+    and reason.
 
-    With ``keep_open``, a file read every sample is kept open and read again from its start
-    (``pread``), as sysfs answers afresh at offset 0: an ``open`` walks the whole path each
-    time (procfs's own files do too). A copied tree refreshed by renaming files in (rsync)
-    would be read from the old, deleted files forever, so elsewhere every read opens the file
-    by its path.
-    At most ``KEEP_OPEN_MAX`` are kept; :meth:`close` closes them (so does the garbage
-    collector).
+    With ``keep_open``, a file read every sample is kept open (at most ``KEEP_OPEN_MAX``) and
+    read again from its start (``pread``), as sysfs answers afresh at offset 0: an ``open``
+    walks the whole path each time. Not for a copied tree: one refreshed by renaming files in
+    (rsync) would be read from the old, deleted files forever.
     """
 
     def __init__(self, *, keep_open: bool = False) -> None:
@@ -216,9 +210,13 @@ class SysfsFiles:
         Raises:
             DeviceGone: the driver answered that the device is gone.
         """
-        name = os.fspath(path)
-        data = self.data(name, quiet=quiet, keep=keep)
-        return None if data is None else self._decoded(name, data, quiet)
+        data = self.data(path, quiet=quiet, keep=keep)
+        try:
+            return None if data is None else data.decode("ascii").strip()
+        except UnicodeDecodeError:
+            if not quiet:
+                self.note(path, "not text")
+            return None
 
     def data(self, path: Path | str, *, quiet: bool = False, keep: bool = False) -> bytes | None:
         """The file's bytes (``READ_MAX`` at most), as :meth:`text` reads them.
@@ -262,14 +260,6 @@ class SysfsFiles:
                 os.close(fd)
         return data
 
-    def _decoded(self, path: str, data: bytes, quiet: bool) -> str | None:
-        try:
-            return data.decode("ascii").strip()
-        except UnicodeDecodeError:
-            if not quiet:
-                self.note(path, "not text")
-            return None
-
     def _failed(self, path: str, error: OSError, quiet: bool) -> None:
         """Note a read that failed, unless the device is gone (then raise ``DeviceGone``)."""
         if error.errno in GONE_ERRNOS:
@@ -301,10 +291,6 @@ class SysfsFiles:
         except ValueError:
             self.note(path, f"not a whole number: {text[:40]!r}")
             return None
-
-    def exists(self, path: Path) -> bool:
-        """Whether ``path`` is there (checked once, when a card is first read)."""
-        return os.path.exists(path)
 
 
 def _close_all(kept: dict[str, int]) -> None:
@@ -338,36 +324,6 @@ def labelled_inputs(hwmon: Path, kind: str, files: SysfsFiles) -> dict[str, str]
     return inputs
 
 
-class CurrentLink:
-    """A card's current PCIe link (``current_link_speed``, ``current_link_width`` in its
-    device folder), read at most every ``LINK_TTL_S``."""
-
-    def __init__(self, device: Path, files: SysfsFiles) -> None:
-        """Find which of the two files the card has (one without either has no link)."""
-        self._files = files
-        self._speed = first_present([device / "current_link_speed"], files)
-        self._width = first_present([device / "current_link_width"], files)
-        self._read_at: float | None = None
-        self._link: tuple[int | None, int | None] = (None, None)
-
-    def read(self, now: float) -> tuple[int | None, int | None]:
-        """The link's generation and width in lanes (each ``None`` where unknown: ``Unknown``
-        speed, width 0); ``now`` is the sampler's clock."""
-        if self._read_at is not None and now - self._read_at < LINK_TTL_S:
-            return self._link
-        files, generation = self._files, None
-        if self._speed is not None:
-            text = files.text(self._speed, keep=True)
-            generation = link_generation(text)
-            if generation is None and text is not None and text != "Unknown":
-                files.note(self._speed, "not a link speed")
-        width = None
-        if self._width is not None:
-            width = link_width(files.integer(self._width, keep=True))
-        self._read_at, self._link = now, (generation, width)
-        return self._link
-
-
 def link_generation(text: str | None) -> int | None:
     """The PCIe generation of a ``current_link_speed`` (``16.0 GT/s PCIe``: 4); ``None`` for
     ``Unknown`` or anything else."""
@@ -380,10 +336,10 @@ def link_width(value: int | None) -> int | None:
     return value if value is not None and 0 < value <= 32 else None
 
 
-def first_present(paths: Iterable[Path], files: SysfsFiles) -> str | None:
+def first_present(*paths: Path) -> str | None:
     """The first of ``paths`` that exists (as text: a file read often is named by a ``str``,
     which ``open`` takes as it is)."""
-    return next((os.fspath(path) for path in paths if files.exists(path)), None)
+    return next((os.fspath(path) for path in paths if os.path.exists(path)), None)
 
 
 def subfolders(folder: Path, prefix: str) -> Iterator[Path]:
@@ -436,12 +392,18 @@ class SysfsCard:
     integrated = False
     """An APU: its processes' memory is all the system memory they map (GTT too), not VRAM."""
 
-    def __init__(self, card: DrmCard, identity: CardIdentity, files: SysfsFiles) -> None:
-        """Keep the card and read its link's maxima once."""
+    def __init__(
+        self, card: DrmCard, index: int, name: str, serial: str | None, files: SysfsFiles
+    ) -> None:
+        """Keep the card and what it is (its place among its vendor's cards, its product
+        name and serial number), find its hwmon folder and read its link's maxima once."""
         self.card = card
-        self.identity = identity
+        self.identity = CardIdentity(index, card.vendor, name, serial, card.bus_id)
         self._files = files
-        self._link = CurrentLink(card.device, files)
+        self._hwmon = hwmon_dir(card.device)
+        self._link_speed = first_present(card.device / "current_link_speed")
+        self._link_width = first_present(card.device / "current_link_width")
+        self._link: tuple[float, tuple[int | None, int | None]] | None = None  # (read at, link)
         self._link_max = (
             link_generation(files.text(card.device / "max_link_speed", quiet=True)),
             link_width(files.integer(card.device / "max_link_width")),
@@ -460,7 +422,7 @@ class SysfsCard:
         self, now: float, processes: tuple[GpuProcess, ...] | None, **fields: Any
     ) -> GpuReading:
         """The card's reading with ``fields``, its link and what no sysfs GPU says."""
-        link_gen, link_lanes = self._link.read(now)
+        link_gen, link_lanes = self._current_link(now)
         return self.identity.reading(
             state=GpuState.OK,
             pcie_rx_bytes_per_s=None,  # amdgpu's pcie_bw takes a second to answer; i915 none
@@ -473,6 +435,30 @@ class SysfsCard:
             processes=processes,
             **fields,
         )
+
+    def _current_link(self, now: float) -> tuple[int | None, int | None]:
+        """The PCIe link's generation and width in lanes (each ``None`` where unknown:
+        ``Unknown`` speed, width 0), read at most every ``LINK_TTL_S``."""
+        if self._link is not None and now - self._link[0] < LINK_TTL_S:
+            return self._link[1]
+        files, generation, width = self._files, None, None
+        if self._link_speed is not None:
+            text = files.text(self._link_speed, keep=True)
+            generation = link_generation(text)
+            if generation is None and text is not None and text != "Unknown":
+                files.note(self._link_speed, "not a link speed")
+        if self._link_width is not None:
+            width = link_width(files.integer(self._link_width, keep=True))
+        self._link = (now, (generation, width))
+        return self._link[1]
+
+    def _hwmon_inputs(self, kind: str) -> dict[str, str]:
+        """The hwmon's ``<kind>N_input`` files by label (:func:`labelled_inputs`)."""
+        return labelled_inputs(self._hwmon, kind, self._files) if self._hwmon else {}
+
+    def _hwmon_file(self, *names: str) -> str | None:
+        """The first of the hwmon's files ``names`` that exists."""
+        return first_present(*(self._hwmon / name for name in names)) if self._hwmon else None
 
     def _celsius(self, path: str | None) -> float | None:
         millidegrees = None if path is None else self._files.integer(path, keep=True)
@@ -494,21 +480,10 @@ class SysfsCard:
         return cached[1]
 
 
-_NOT_READ: dict[str, None] = {
-    name: None
-    for name in (
-        "utilization_percent",
-        "memory_utilization_percent",
-        "memory_used_bytes",
-        "memory_total_bytes",
-        "temperature_c",
-        "power_w",
-        "power_limit_w",
-        "sm_clock_mhz",
-        "sm_clock_max_mhz",
-        "fan_percent",
-        "pcie_rx_bytes_per_s",
-        "pcie_tx_bytes_per_s",
-        "performance_state",
-    )
+_NOT_READ = {
+    field.name: None
+    for field in dataclasses.fields(GpuReading)
+    if field.default is dataclasses.MISSING
+    and field.name not in ("index", "vendor", "name", "uuid", "bus_id", "state")
 }
+"""Every reading a lost card has no value for (those a ``GpuReading`` requires)."""

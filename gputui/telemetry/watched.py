@@ -31,11 +31,7 @@ class ProcessSampler:
     """Samples one process; the first ``sample()`` primes the CPU counter and reads ``None``."""
 
     def __init__(self, pid: int) -> None:
-        """Watch ``pid`` (no error if it does not exist: it reads as not alive).
-
-        Args:
-            pid: The process id.
-        """
+        """Watch ``pid`` (no error if it does not exist: it reads as not alive)."""
         self.pid = pid
         self._process: psutil.Process | None
         try:

@@ -1,8 +1,6 @@
-"""What a GPU process runs in, from its cgroup: a container, a Kubernetes pod, a Slurm job, a
-systemd unit.
-
-``/proc/PID/cgroup`` holds one ``0::PATH`` line on cgroup v2 and a line per hierarchy on v1
-(``4:memory:PATH``). Each runtime names its cgroups its own way:
+"""What a GPU process runs in, from its cgroup (``/proc/PID/cgroup``: one ``0::PATH`` line on
+cgroup v2, a line per hierarchy on v1): a container, a Kubernetes pod, a Slurm job, a systemd
+unit. Each runtime names its cgroups its own way:
 
 - Docker: ``/docker/<id>`` with its cgroupfs driver, ``/system.slice/docker-<id>.scope``
   with its systemd driver (Docker's "Runtime metrics" page).
@@ -11,30 +9,22 @@ systemd unit.
   (systemd, the UID's dashes written as underscores); its container under it, containerd's
   ``cri-containerd-<id>.scope``, CRI-O's ``crio-<id>.scope`` (``crio-<id>`` with cgroupfs),
   else a bare ``<id>``.
-- Podman: ``libpod-<id>.scope`` (in ``machine.slice``, or a user's own slice when rootless),
-  ``/libpod_parent/libpod-<id>`` with cgroupfs; nerdctl (containerd): ``nerdctl-<id>.scope``.
-- Slurm: ``/slurm/uid_<uid>/job_<id>/step_<step>`` on v1 (``slurm_<node>`` where one host
-  runs several slurmd), ``/system.slice/slurmstepd.scope/job_<id>/step_<step>`` on v2
-  (``<node>_slurmstepd.scope`` likewise; cgroup.conf's ``CgroupSlice`` for another slice).
+- Podman: ``libpod-<id>.scope`` (``/libpod_parent/libpod-<id>`` with cgroupfs); nerdctl
+  (containerd): ``nerdctl-<id>.scope``.
+- Slurm: ``/slurm/uid_<uid>/job_<id>/step_<step>`` on v1, ``/system.slice/slurmstepd.scope/
+  job_<id>/step_<step>`` on v2 (``slurm_<node>``, ``<node>_slurmstepd.scope`` where one host
+  runs several slurmd; cgroup.conf's ``CgroupSlice`` for another slice).
 - systemd: the innermost ``.service`` or ``.scope``.
 
-A pod or a Slurm job is named only where its cgroup sits where the kubelet or slurmstepd
-puts it, at the root or in slices of it, which only root can create: a user's delegated
-cgroups (under ``user@UID.service``, where rootless Podman's containers live) can name a
-container, not pass for a pod or a job.
+A pod or a Slurm job is named only where its cgroup sits where the kubelet or slurmstepd puts
+it, in slices only root can create: a user's delegated cgroups (under ``user@UID.service``,
+where rootless Podman's containers live) can name a container, not pass for a pod or a job.
 
-Names come from files, never from a runtime's socket (a call that can hang). They are read
-under the procfs's ``1/root``, the host's root as its init sees it, so that a container given
-the host's ``/proc`` reads the host's files where it may:
-
-- a Kubernetes container's pod, namespace and name from the kubelet's log links,
-  ``/var/log/containers/<pod>_<namespace>_<container>-<id>.log``, else a pod's from its log
-  folder, ``/var/log/pods/<namespace>_<pod>_<uid>`` (both open to every user);
-- a Docker container's from ``Name`` in ``/var/lib/docker/containers/<id>/config.v2.json``;
-- a Podman container's from ``names`` in containers/storage's
-  ``/var/lib/containers/storage/overlay-containers/containers.json`` (both root's alone).
-
-What cannot be read is ``None``. No Textual, no torch.
+Names come from files, never from a runtime's socket (a call that can hang), read under the
+procfs's ``1/root`` (the host's root, for a container given the host's ``/proc``): a
+Kubernetes container's pod, namespace and name from the kubelet's log links, else its pod's
+from the pod's log folder (both open to every user); a Docker or Podman container's from the
+runtime's state file (root's alone). What cannot be read is ``None``.
 """
 
 from __future__ import annotations
@@ -48,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.files import read_regular
+from gputui.telemetry.procstat import read_stat
 from gputui.telemetry.readings import NO_WORKLOAD, Workload
 from gputui.telemetry.sysfs import PROCFS_ENV, procfs_root
 
@@ -162,11 +153,8 @@ class WorkloadReader:
     the process is no longer asked about (:meth:`forget`). Not thread-safe."""
 
     def __init__(self, procfs: Path | None = None) -> None:
-        """Read nothing yet.
-
-        Args:
-            procfs: The proc file system to read; ``GPUTUI_PROCFS``, else ``/proc``.
-        """
+        """Read nothing yet; ``procfs`` is the proc file system to read (``GPUTUI_PROCFS``,
+        else ``/proc``)."""
         self.host_procfs = procfs is not None or bool(os.environ.get(PROCFS_ENV))
         """Whether the procfs was named (``GPUTUI_PROCFS``): it is taken for the host's, and
         NVML's pids (the host's) are read there even from a pid namespace of our own."""
@@ -194,12 +182,8 @@ class WorkloadReader:
 
     def _start_ticks(self, pid: int) -> float | None:
         """The process's start time in clock ticks since boot (``stat``'s field 22)."""
-        text = _read_text(self._root / str(pid) / "stat", 4096)
-        fields = None if text is None else text.rpartition(")")[2].split()
-        try:
-            return float(fields[19]) if fields else None
-        except (IndexError, ValueError):
-            return None
+        stat = read_stat(f"{self._root}/{pid}")
+        return None if stat is None else float(stat.start_ticks)
 
     def _named(self, workload: Workload) -> Workload:
         """``workload`` with the names the runtimes' files give."""
@@ -219,20 +203,21 @@ class WorkloadReader:
 
 
 def _kube_container(host: Path, cid: str) -> tuple[str, str, str] | None:
-    """(pod, namespace, container) from the kubelet's link to the container's log."""
+    """(pod, namespace, container) from the kubelet's link to the container's log,
+    ``/var/log/containers/<pod>_<namespace>_<container>-<id>.log``."""
     suffix = f"-{cid}.log"
     for name in _listing(host / "var" / "log" / "containers"):
         if name.endswith(suffix):
-            parts = name[: -len(suffix)].split(
-                "_"
-            )  # no "_" in a pod's, namespace's or container's name
+            # no "_" in a pod's, namespace's or container's name
+            parts = name[: -len(suffix)].split("_")
             if len(parts) == 3 and all(parts):
                 return parts[0], parts[1], parts[2]
     return None
 
 
 def _kube_pod(host: Path, uid: str) -> tuple[str, str] | None:
-    """(pod, namespace) from the kubelet's folder of the pod's logs."""
+    """(pod, namespace) from the kubelet's folder of the pod's logs,
+    ``/var/log/pods/<namespace>_<pod>_<uid>``."""
     for name in _listing(host / "var" / "log" / "pods"):
         parts = name.split("_")
         if len(parts) == 3 and parts[2] == uid and parts[0] and parts[1]:

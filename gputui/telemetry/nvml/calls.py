@@ -96,12 +96,8 @@ def describe_handle_error(index: int, code: int | None, detail: str) -> tuple[st
 
 
 def describe_nvml_error(code: int | None, detail: str) -> str:
-    """One sentence saying why NVML cannot be used and what to do about it.
-
-    Args:
-        code: The NVML return code that stopped it (``None`` when there is none).
-        detail: The bindings' own wording, used when the code has no better sentence.
-    """
+    """One sentence saying why NVML cannot be used (the return ``code`` that stopped it, else
+    the bindings' own wording, ``detail``) and what to do about it."""
     if code is not None and code in _INIT_ERRORS:
         return _INIT_ERRORS[code]
     return (

@@ -35,13 +35,9 @@ class MigDevice:
 def read_mig_devices(
     ask: AskGpu, processes_of: Callable[[Any], tuple[GpuProcess, ...]]
 ) -> list[MigDevice] | None:
-    """A GPU's MIG devices, by index until the driver says there is none at the next
-    (as nvitop reads them); ``None`` where NVML does not list them.
-
-    Args:
-        ask: Asks the GPU.
-        processes_of: A MIG device's processes from NVML's process infos for it.
-    """
+    """A GPU's MIG devices, by index until the driver says there is none at the next (as
+    nvitop reads them), each with its processes (``processes_of`` NVML's infos); ``None``
+    where NVML does not list them."""
     most = ask("mig_device_count")
     if most is None:
         return None

@@ -36,11 +36,9 @@ _INITIAL_PID_NAMESPACE = 0xEFFFFFFC
 
 
 def in_own_pid_namespace(path: str = "/proc/self/ns/pid") -> bool:
-    """Whether this process runs in a pid namespace other than the host's (Linux).
-
-    NVML always reports the host's pids; in a container without ``--pid=host`` a local
-    process with the same number is another process. ``False`` where it cannot be told.
-    """
+    """Whether this process runs in a pid namespace other than the host's (a container
+    without ``--pid=host``), where NVML's pids, the host's, name other local processes;
+    ``False`` where it cannot be told."""
     try:
         return os.stat(path).st_ino != _INITIAL_PID_NAMESPACE
     except OSError:
@@ -119,12 +117,8 @@ class ProcessAttribution:
     start time); not thread-safe (the sampler's lock holds)."""
 
     def __init__(self, *, raw_commands: bool) -> None:
-        """Start with nothing known.
-
-        Args:
-            raw_commands: Keep the secrets in processes' command lines
-                (:mod:`gputui.telemetry.commandline` redacts them otherwise).
-        """
+        """Start with nothing known; ``raw_commands``: keep the secrets in processes' command
+        lines."""
         self.host_pids = False
         """Whether NVML's pids are the host's, not ours (a pid namespace of our own)."""
         self._raw_commands = raw_commands
@@ -166,13 +160,8 @@ class ProcessAttribution:
         self, readings: tuple[GpuReading, ...], gpus: Sequence[TrackedGpu], now: float
     ) -> tuple[GpuReading, ...]:
         """In a pid namespace of our own: each host pid proven to be a local process
-        (:mod:`gputui.telemetry.devnodes`) gets that process's pid, user and command.
-
-        Args:
-            readings: This sample's readings.
-            gpus: The GPUs as the sampler keeps them (their device nodes' numbers).
-            now: The sampler's clock.
-        """
+        (:mod:`gputui.telemetry.devnodes`) gets that process's pid, user and command; ``gpus``
+        as the sampler keeps them (their device nodes' numbers), ``now`` its clock."""
         if self._matched_at is None or now - self._matched_at >= MATCH_TTL_S:
             self._matched_at = now
             minors = {gpu.index: gpu.minor for gpu in gpus if gpu.minor is not None}
@@ -188,15 +177,10 @@ class ProcessAttribution:
         return tuple(self._with_local(reading) for reading in readings)
 
     def with_details(self, readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
-        """Each process with the host CPU and memory it uses, the time since it started and
-        what it runs in (its MIG devices' processes with what they run in), at the end of a
-        sample: a reading is copied once, and a process once, a sample. Where NVML's pids are
-        ours, :meth:`read` gave its processes these already, so only MIG devices' are left.
-
-        The host use is read once per process however many GPUs list it (a second reading
-        within the same sample would measure nothing); what a process runs in is read once
-        per process and kept until no GPU lists it.
-        """
+        """Each process with the host CPU and memory it uses (read once a sample however many
+        GPUs list it), the time since it started and what it runs in (kept until no GPU lists
+        it), MIG devices' too, at the end of a sample: a reading is copied once. Where NVML's
+        pids are ours, :meth:`read` gave its processes these already."""
         detailed = []
         for reading in readings:
             changes: dict[str, Any] = {}
@@ -288,7 +272,8 @@ class ProcessAttribution:
         use, elapsed time and workload (:meth:`_details`)."""
         found = []
         for pid, (kind, used) in listed.items():
-            identity = self._identify(pid)
+            # a host pid seen from a pid namespace of our own is not the local one by that number
+            identity = _UNKNOWN if self.host_pids else self._look_up(pid)
             memory = None if used is None or used >= _VALUE_NOT_AVAILABLE else int(used)
             local_pid = None if self.host_pids else pid
             cpu = rss = elapsed = None
@@ -331,14 +316,6 @@ class ProcessAttribution:
             processes.append(process)
         return replace(gpu, processes=tuple(processes))
 
-    def _identify(self, pid: int) -> _Identity:
-        """Start time, user and command of ``pid``, cached per (pid, create time); ``None``
-        where hidden, and always ``None`` for a host pid seen from a pid namespace of our own
-        (the local process with that number is another one)."""
-        if self.host_pids:
-            return _UNKNOWN
-        return self._look_up(pid)
-
     def _look_up(self, pid: int) -> _Identity:
         """Start time, user and command of the local process ``pid``, cached while a look at
         it gives the same start time (on Linux one read of its ``stat`` a sample, which also
@@ -365,10 +342,8 @@ class ProcessAttribution:
 
 def _read_process_sm(queries: Queries, gpu: TrackedGpu) -> dict[int, float | None] | None:
     """Each sampled process's SM utilization (its newest sample), from one ask for the
-    samples since ``gpu.process_samples_since_us``; ``None`` when NVML does not say.
-
-    A process with no sample in the window ran no kernel in it: the caller reads it as 0.
-    """
+    samples since ``gpu.process_samples_since_us``; ``None`` when NVML does not say. (A
+    process with no sample in the window ran no kernel in it: the caller reads it as 0.)"""
     samples = queries.ask(gpu, "process_utilization", gpu.process_samples_since_us, not_found=())
     if samples is None:
         return None

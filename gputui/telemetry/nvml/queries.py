@@ -1,8 +1,6 @@
 """One GPU's readings: what the sampler keeps of it, how each field is asked, and NVML's
-answers made a :class:`~gputui.telemetry.readings.GpuReading`.
-
-Over 600 lines: each field's call, the state it is kept in between samples, its time to
-live and its reader stand together, so that a field is changed in one place.
+answers made a :class:`~gputui.telemetry.readings.GpuReading`. Each field's call, state, time
+to live and reader stand together, so that a field is changed in one place.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from gputui.telemetry.bounds import in_range
 from gputui.telemetry.nvml.calls import (
@@ -37,6 +35,7 @@ from gputui.telemetry.readings import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 HEALTH_TTL_S = 10.0
@@ -210,11 +209,9 @@ def device_queries(nv: ModuleType) -> dict[str, tuple[tuple[str, Query], ...]]:
     memory.append(("nvmlDeviceGetMemoryInfo", nv.nvmlDeviceGetMemoryInfo))
 
     def plain(*symbols: str) -> tuple[tuple[str, Query], ...]:
-        """Each symbol, asked as the bindings' function of that name, preferred first."""
         return tuple((symbol, getattr(nv, symbol)) for symbol in symbols)
 
     def with_args(symbol: str, *args: Any) -> tuple[tuple[str, Query], ...]:
-        """``symbol``'s function, asked of a handle with ``args`` after it."""
         return ((symbol, lambda h: getattr(nv, symbol)(h, *args)),)
 
     processes = "nvmlDeviceGet{}RunningProcesses_v{}".format
@@ -307,14 +304,12 @@ def throttle_words(mask: Any) -> tuple[str, ...] | None:
 
 def read_energy(queries: Queries, gpu: TrackedGpu, now: float) -> Any:
     """``gpu``'s energy counter (mJ): asked every sample while it answers on less than
-    ``ENERGY_SLOW_S`` of CPU, else every ``ENERGY_TTL_S``, its last answer shown in between.
+    ``ENERGY_SLOW_S`` of CPU (CPU time: a quick call preempted stays every sample), else every
+    ``ENERGY_TTL_S``, its last answer shown in between.
 
     An H200 on driver 580 spent most of a sample's CPU on this one call (BENCHMARKS.md, NVML
-    on a real driver); dcgm-exporter reads it every 30 s by default. Each answer is the
-    whole counter, so the energy between two answers is exact; one asked every
-    ``ENERGY_TTL_S`` lags by up to that and one interval. The call's CPU time, not its wall
-    time, decides: a quick call preempted on a busy machine stays every sample. A failed
-    read is asked again at the next sample. A GPU's second read comes as many tenths of
+    on a real driver); dcgm-exporter reads it every 30 s by default. Each answer is the whole
+    counter, so no energy is lost between two. A GPU's second read comes as many tenths of
     ``ENERGY_TTL_S`` early as its index modulo ``ENERGY_STAGGER``, so that a box's GPUs take
     turns rather than all spending their milliseconds in one sample.
     """
@@ -387,15 +382,11 @@ def gpu_reading(
     error: str | None = None,
     error_brief: str | None = None,
 ) -> GpuReading:
-    """A reading of ``gpu`` from NVML's raw answers, each in NVML's own unit (°C, mW, mJ since
-    the driver loaded, MHz, KB/s of ``_PCIE_UNIT_BYTES``, a bit mask of clock event reasons)
-    and ``None`` when it was not answered; ``processes`` is ``None`` when they could not be
-    listed, ``error`` says why a GPU that is not ``ok`` cannot be read.
-
-    A lost GPU is read with no answers at all, so its identity is all it shows (what ``gpu``
-    keeps between samples is read only of a GPU that is ``ok``). A value no GPU can take
-    reads ``None`` (:func:`~gputui.telemetry.bounds.in_range`, as a remote host's): the driver's
-    integers go up to ``2**64 - 1``, and a broken one answers such.
+    """A reading of ``gpu`` from NVML's raw answers, each in NVML's own unit (°C, mW, mJ, MHz,
+    KB/s of ``_PCIE_UNIT_BYTES``, a bit mask of clock event reasons), ``None`` when not
+    answered. What ``gpu`` keeps between samples is shown only of a GPU that is ``ok``. A
+    value no GPU can take reads ``None`` (:func:`~gputui.telemetry.bounds.in_range`): a broken
+    driver answers integers up to ``2**64 - 1``.
     """
     ok = state is GpuState.OK
     reading = GpuReading(
@@ -455,13 +446,9 @@ class Queries:
     recorded calls; what NVML does not serve is asked once and never again."""
 
     def __init__(self, nv: ModuleType, call: Call, log_once: Callable[..., None]) -> None:
-        """Build the queries of the bindings ``nv``.
-
-        Args:
-            nv: The ``pynvml`` module.
-            call: Makes each driver call (the sampler's, so each is recorded).
-            log_once: Logs ``(key, message, *args)`` at debug level, once per key.
-        """
+        """Ask through the bindings ``nv`` (``pynvml``), making each driver call with ``call``
+        (the sampler's, so each is recorded); ``log_once(key, message, *args)`` logs at debug
+        level, once per key."""
         self._nv = nv
         self._queries = device_queries(nv)
         self._call = call
@@ -478,20 +465,17 @@ class Queries:
         not_found: Any = None,
         past_end: Any = None,
     ) -> Any:
-        """Ask one field of one GPU; ``None`` when NVML does not answer it.
-
-        NotSupported (this GPU) and FunctionNotFound (this library, every GPU) are
-        remembered and never asked again; any other error costs only this sample.
+        """Ask ``gpu`` one field (a key of :func:`device_queries`), with ``args`` after the
+        handle; ``None`` when NVML does not answer it. NotSupported (this GPU) and
+        FunctionNotFound (this library, every GPU) are never asked again; any other error
+        costs only this sample.
 
         Args:
-            gpu: The GPU.
-            field_name: A key of :func:`device_queries`.
-            args: What the query takes after the handle.
             not_found: What NotFound answers, where it is an answer (no samples since a
-                time) rather than an error; ``None`` makes it an error as any other.
+                time) rather than an error.
             past_end: What NotSupported and InvalidArgument answer, where they say that an
                 item is past the GPU's last (an NVLink link it does not have) rather than
-                that the GPU lacks the field; ``None`` makes them errors as usual.
+                that the GPU lacks the field.
 
         Raises:
             GpuLost: The GPU answered GpuIsLost.
@@ -547,42 +531,30 @@ def read_static(queries: Queries, gpu: TrackedGpu, *, minor: bool) -> None:
     """Read the facts that do not change while the driver runs (the device node's number
     too, with ``minor``)."""
     name = queries.ask(gpu, "name")
-    if name is not None:
-        gpu.name = text(name)
-    uuid = queries.ask(gpu, "uuid")
-    gpu.uuid = text(uuid) if uuid is not None else None
-    bus_id = queries.ask(gpu, "bus_id")
-    gpu.bus_id = text(bus_id) if bus_id is not None else None
-    clock = queries.ask(gpu, "sm_clock_max")
-    gpu.sm_clock_max_mhz = float(clock) if clock is not None else None
-    clock = queries.ask(gpu, "memory_clock_max")
-    gpu.memory_clock_max_mhz = float(clock) if clock is not None else None
-    gpu.pcie_link_gen_max = _whole(queries.ask(gpu, "pcie_link_gen_max"))
-    gpu.pcie_link_width_max = _whole(queries.ask(gpu, "pcie_link_width_max"))
+    gpu.name = gpu.name if name is None else text(name)
+    gpu.uuid = _as(text, queries.ask(gpu, "uuid"))
+    gpu.bus_id = _as(text, queries.ask(gpu, "bus_id"))
+    gpu.sm_clock_max_mhz = _as(float, queries.ask(gpu, "sm_clock_max"))
+    gpu.memory_clock_max_mhz = _as(float, queries.ask(gpu, "memory_clock_max"))
+    gpu.pcie_link_gen_max = _as(int, queries.ask(gpu, "pcie_link_gen_max"))
+    gpu.pcie_link_width_max = _as(int, queries.ask(gpu, "pcie_link_width_max"))
     if minor:
-        number = queries.ask(gpu, "minor")
-        gpu.minor = int(number) if number is not None else None
+        gpu.minor = _as(int, queries.ask(gpu, "minor"))
     gpu.static_read = True
 
 
-def _whole(value: Any) -> int | None:
-    """NVML's unsigned answer as an ``int``; ``None`` when not answered."""
-    return int(value) if value is not None else None
+def _as(kind: Callable[[Any], T], value: Any) -> T | None:
+    """NVML's answer as ``kind`` (``int``, ``float``, :func:`text`); ``None`` when not
+    answered."""
+    return None if value is None else kind(value)
 
 
 def read_health(
     queries: Queries, gpu: TrackedGpu, mig_processes: Callable[[Any], tuple[GpuProcess, ...]]
 ) -> None:
-    """ECC errors, a pending row remap, the MIG mode and MIG devices: asked every
-    ``HEALTH_TTL_S``.
-
-    Args:
-        queries: Asks the GPU.
-        gpu: The GPU.
-        mig_processes: A MIG device's processes from NVML's process infos for it.
-    """
-    errors = queries.ask(gpu, "ecc_uncorrected")
-    gpu.ecc_uncorrected = int(errors) if errors is not None else None
+    """ECC errors, a pending row remap, the MIG mode and MIG devices (``mig_processes`` makes a
+    MIG device's processes of NVML's process infos): asked every ``HEALTH_TTL_S``."""
+    gpu.ecc_uncorrected = _as(int, queries.ask(gpu, "ecc_uncorrected"))
     rows = queries.ask(gpu, "remapped_rows")  # (correctable, uncorrectable, pending, failed)
     gpu.remapped_pending = bool(rows[2]) if rows is not None else None
     mig = queries.ask(gpu, "mig_mode")  # (current, pending)
@@ -614,11 +586,8 @@ def read_nvlink_states(queries: Queries, gpu: TrackedGpu) -> None:
 
 def read_nvlink_throughput(queries: Queries, gpu: TrackedGpu, now: float) -> None:
     """``gpu``'s NVLink data counters, every link added up (one ``nvmlDeviceGetFieldValues``),
-    and the rates since the last read: asked every ``NVLINK_TTL_S`` of a GPU with NVLink.
-
-    A field NVML does not answer is ``None`` (both NotSupported: never asked again); a rate
-    needs two answers, and a counter that went back (the driver reloaded) starts again.
-    """
+    and the rates since the last read: asked every ``NVLINK_TTL_S`` of a GPU with NVLink. A
+    field NVML does not answer is ``None`` (both NotSupported: never asked again)."""
     tx = rx = None
     values = queries.ask(gpu, "nvlink_throughput")
     if values is not None:
@@ -660,22 +629,14 @@ def read_media(queries: Queries, gpu: TrackedGpu) -> None:
 def refresh_pcie(
     queries: Queries, gpus: Sequence[TrackedGpu], now: float, lost_retry_s: float
 ) -> None:
-    """Ask the PCIe throughput and link (generation and width) of the GPUs whose figures are
-    older than ``PCIE_TTL_S``, stalest first, while this sample has spent less than
-    ``PCIE_BUDGET_S`` on them.
+    """Ask the PCIe throughput and link of the GPUs whose figures are older than
+    ``PCIE_TTL_S``, stalest first, while this sample has spent less than ``PCIE_BUDGET_S`` on
+    them; a GPU lost less than ``lost_retry_s`` ago is left alone.
 
-    A real driver measures PCIe over a window and answers each call after about
-    20 ms: asking both directions of every GPU at every sample would take 8 GPUs
-    about 320 ms, past a 0.25 s interval. So the GPUs take turns (about one a sample
-    on a real driver, all of them where the calls are quick), and a figure is at most
-    about ``max(PCIE_TTL_S, GPUs x interval)`` old, as nvitop's 2 s refresh shows it.
-    The link answers at once and changes only with the GPU's power state: it rides along.
-
-    Args:
-        queries: Asks the GPUs.
-        gpus: Every GPU; those lost less than ``lost_retry_s`` ago are left alone.
-        now: The sampler's clock.
-        lost_retry_s: Seconds between attempts to read a lost GPU.
+    A real driver measures PCIe over a window and answers each call after about 20 ms: both
+    directions of 8 GPUs every sample would take 320 ms, past a 0.25 s interval. So the GPUs
+    take turns, and a figure is at most about ``max(PCIE_TTL_S, GPUs x interval)`` old, as
+    nvitop's 2 s refresh shows it. The link answers at once: it rides along.
     """
     stale = [
         gpu
@@ -693,8 +654,8 @@ def refresh_pcie(
         try:
             gpu.pcie_tx = queries.ask(gpu, "pcie_tx")
             gpu.pcie_rx = queries.ask(gpu, "pcie_rx")
-            gpu.pcie_link_gen = _whole(queries.ask(gpu, "pcie_link_gen"))
-            gpu.pcie_link_width = _whole(queries.ask(gpu, "pcie_link_width"))
+            gpu.pcie_link_gen = _as(int, queries.ask(gpu, "pcie_link_gen"))
+            gpu.pcie_link_width = _as(int, queries.ask(gpu, "pcie_link_width"))
         except GpuLost:
             gpu.pcie_tx = gpu.pcie_rx = gpu.pcie_link_gen = gpu.pcie_link_width = None
             gpu.lost_at = now  # read as lost below, as any other query would make it

@@ -80,56 +80,32 @@ def format_cuda_version(version: int) -> str:
 
 
 def is_stale(reading_taken_at: float, now: float, interval: float) -> bool:
-    """Whether a reading is too old to show as live.
-
-    A reading is stale when no new one arrived for ``max(2 * interval, interval + 1)``
-    seconds: two sampling periods, but never less than one period plus a second of
-    slack, so a busy machine at a short interval does not flicker. A driver call that
-    hangs makes readings stale without freezing the screen.
-
-    Args:
-        reading_taken_at: The reading's ``taken_at`` (same clock as ``now``).
-        now: The current time, e.g. ``time.monotonic()``.
-        interval: The sampling interval in seconds.
-    """
+    """Whether a reading taken at ``reading_taken_at`` (on ``now``'s clock) is too old to show
+    as live: none newer came for two sampling intervals, but never less than one and a
+    second of slack, so that a busy machine at a short interval does not flicker."""
     return now - reading_taken_at > max(2.0 * interval, interval + 1.0)
 
 
 class NvmlSampler:
     """Samples every NVIDIA GPU through NVML; blocking, so run it off the event loop.
 
-    NVML starts on the first :meth:`sample`; device handles and static facts (name,
-    UUID, bus id, maximum SM and memory clocks, the PCIe link's maximum) are fetched once,
-    the power limit every ``POWER_LIMIT_TTL_S`` seconds, the video encoder and decoder every
-    ``MEDIA_TTL_S``, the NVLink links' states every ``NVLINK_STATE_TTL_S`` and their
-    counters every ``NVLINK_TTL_S``, and the PCIe throughput and link in turns
-    (:func:`refresh_pcie`),
-    so a steady sample asks only what changes, and quickly. Samples
-    are serialised by a lock; :meth:`close` shuts NVML down.
+    NVML starts (and ``pynvml`` is imported) on the first :meth:`sample`. Static facts are
+    asked once and slow-changing ones on their own TTLs (:mod:`~gputui.telemetry.nvml.
+    queries`), so a steady sample asks only what changes. What the driver does is read,
+    never raised:
 
-    What the driver does is read, never raised:
+    - No library, or an NVML that will not start: one sentence with the fix, and init is
+      tried again every ``init_retry_s``, so a driver loaded later is picked up.
+    - NotSupported or FunctionNotFound (a driver older than the bindings): ``None``, asked
+      once and never again, logged once at debug level.
+    - GpuIsLost: read as ``lost`` (its identity kept) and asked again every ``lost_retry_s``;
+      the other GPUs keep updating.
+    - Any other error: that one field is ``None`` for that one sample.
 
-    - No library, or an NVML that will not start: the reading says so in one sentence
-      with the fix, and init is tried again at most every ``init_retry_s`` seconds, so a
-      driver loaded later is picked up.
-    - A field that answers NotSupported, or FunctionNotFound (a driver older than the
-      bindings), becomes ``None``; it is asked once and never again, logged once at
-      debug level.
-    - A GPU that answers GpuIsLost is read as ``lost`` (index, name and UUID kept) and
-      asked again only every ``lost_retry_s`` seconds; the other GPUs keep updating.
-    - Any other NVML error leaves that one field ``None`` for that one sample.
-
-    A driver call can hang for seconds: use :func:`is_stale` to mark readings that stopped
-    coming. Every call is recorded while it is in flight, so that another thread can say
-    which one hangs (:meth:`pending_call`, :meth:`hung_reading`) and the process never tears
-    NVML down under one (:func:`~gputui.telemetry.nvml.calls.end_nvml_calls`). ``pynvml`` is
-    imported on the first sample, so importing this module stays cheap.
-
-    Example::
-
-        sampler = NvmlSampler()
-        reading = sampler.sample()  # in a worker thread
-        sampler.close()
+    A driver call can hang for seconds: every call is recorded while in flight, so that
+    another thread can say which one hangs (:meth:`pending_call`, :meth:`hung_reading`) and
+    the process never tears NVML down under one (:func:`~gputui.telemetry.nvml.calls.
+    end_nvml_calls`).
     """
 
     def __init__(
@@ -144,14 +120,12 @@ class NvmlSampler:
         """Prepare a sampler; nothing is loaded or asked until the first sample.
 
         Args:
-            library_path: A ``libnvidia-ml.so.1`` to load instead of the one the
-                bindings find (unusual installs, tests). The bindings hold one library
-                per process, so this replaces it for the whole process.
+            library_path: A ``libnvidia-ml.so.1`` to load instead of the one the bindings
+                find; the bindings hold one library a process, so it replaces theirs.
             clock: Monotonic clock, in seconds, for retry timing and ``taken_at``.
             init_retry_s: Seconds between attempts to start NVML after a failure.
             lost_retry_s: Seconds between attempts to read a GPU that was lost.
-            raw_commands: Keep the secrets in processes' command lines
-                (:mod:`gputui.telemetry.commandline` redacts them otherwise).
+            raw_commands: Keep the secrets in processes' command lines.
         """
         self._library_path = os.fspath(library_path) if library_path is not None else None
         self._clock = clock
@@ -172,15 +146,9 @@ class NvmlSampler:
         self._last_call: Pending | None = None
         self._progress: list[GpuReading] = []  # this sample's GPUs, read so far
 
-    # ------------------------------------------------------------------ public
-
     def sample(self) -> NvmlReading:
-        """Read every GPU once. Blocks on the driver; never raises for what NVML answers.
-
-        Returns:
-            The reading; when NVML is unavailable, its status holds one sentence on
-            why and how to fix it, and ``gpus`` is empty.
-        """
+        """Read every GPU once; blocks on the driver. When NVML is unavailable, the status
+        says why and the fix in one sentence, and ``gpus`` is empty."""
         with self._lock:
             try:
                 return self._sample()
@@ -207,9 +175,8 @@ class NvmlSampler:
         return NvmlReading(status=self._status, gpus=gpus, taken_at=self._clock())
 
     def topology(self) -> GpuTopology:
-        """How every GPU reaches every other (:func:`read_topology`): asked afresh at each
-        call, so call it once (the topology does not change). Blocks on the driver, as
-        :meth:`sample` does, and is serialised with it; never raises for what NVML answers."""
+        """How every GPU reaches every other (:func:`read_topology`), asked afresh: call it
+        once (it does not change). Blocks on the driver, serialised with :meth:`sample`."""
         with self._lock:
             try:
                 if self._closed or self._stopping:
@@ -237,19 +204,16 @@ class NvmlSampler:
         return None if pending is None else DriverCall(*pending)
 
     def hung_reading(self, *, keep_read: bool = True) -> NvmlReading:
-        """What can be said of a sample stuck in the driver, from another thread, without waiting.
-
-        Every GPU NVML counted is listed; those not read are ``hung``, each with a sentence
-        naming the call that has not returned, and the status names that call and how long
-        it has waited (``hung_call``, ``hung_seconds``). Stuck before it knew the GPUs
-        (``nvmlInit``, ``nvmlDeviceGetCount``), NVML reads as unavailable with that sentence.
+        """What can be said of a sample stuck in the driver, from another thread, without
+        waiting: every GPU NVML counted, those not read ``hung`` with a sentence naming the
+        call that has not returned (``hung_call``, ``hung_seconds`` in the status); NVML
+        unavailable when stuck before it knew the GPUs (``nvmlInit``, ``nvmlDeviceGetCount``).
 
         Args:
             keep_read: Keep the readings of the GPUs this sample has read (a snapshot at its
                 deadline: they are fresh). Without it (a reader that goes on, as ``gputui
-                serve``), a GPU keeps only what is known of it without asking (lost,
-                unreachable): the stuck sample's readings are as old as the call, and no GPU
-                can be read again until it returns.
+                serve``), a GPU keeps only what is known without asking (lost, unreachable):
+                no GPU can be read again until the call returns.
         """
         now = self._clock()
         call = self.pending_call()
@@ -282,21 +246,14 @@ class NvmlSampler:
         return NvmlReading(status=status, gpus=tuple(shown), taken_at=now)
 
     def stop(self) -> None:
-        """Make a sample in flight end at its next driver call, and later ones at once.
-
-        Takes no lock, so it never waits for a sample that hangs; :meth:`close` still
-        shuts NVML down once the sample has ended.
-        """
+        """Make a sample in flight end at its next driver call, and later ones at once; takes
+        no lock, so it never waits for a sample that hangs."""
         self._stopping = True
 
     def close(self) -> None:
-        """Shut NVML down. Safe to call twice, and from another thread than ``sample``.
-
-        A sample in flight ends at its next driver call. If it is stuck in the driver for
-        more than ``CLOSE_WAIT_S`` seconds, the sampler is marked closed without waiting
-        for it, and NVML is left to the process's exit; so it is while any other thread
-        is inside NVML (see :mod:`~gputui.telemetry.nvml.calls`).
-        """
+        """Shut NVML down; safe to call twice, and from another thread than ``sample``. A
+        sample stuck in the driver past ``CLOSE_WAIT_S`` is not waited for: NVML is then
+        left to the process's exit, as it is while any other thread is inside NVML."""
         self._stopping = True
         acquired = self._lock.acquire(timeout=CLOSE_WAIT_S)
         try:
@@ -314,8 +271,6 @@ class NvmlSampler:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------- start
-
     def _start(self) -> bool:
         """Start NVML unless it failed less than ``init_retry_s`` ago; True when it runs."""
         now = self._clock()
@@ -331,11 +286,8 @@ class NvmlSampler:
         return False
 
     def _init(self) -> NvmlStatus | None:
-        """Load the bindings and library, start NVML and fetch the handles.
-
-        Returns:
-            ``None`` on success, else the status that says why not.
-        """
+        """Load the bindings and library, start NVML and fetch the handles; ``None`` on
+        success, else the status that says why not."""
         try:
             # the bindings load on the sampler's thread, off the event loop
             import pynvml as nv
@@ -390,12 +342,9 @@ class NvmlSampler:
         return None
 
     def _open(self, gpu: TrackedGpu, now: float) -> bool:
-        """Fetch ``gpu``'s handle; returns whether it was had.
-
-        A GPU whose handle is refused is never dropped: it is read as lost (GpuIsLost) or
-        unreachable (any other error, with the reason), and asked again on the lost GPUs'
-        schedule.
-        """
+        """Fetch ``gpu``'s handle; whether it was had. A GPU whose handle is refused is read
+        as lost (GpuIsLost) or unreachable (with the reason), and asked again on the lost
+        GPUs' schedule."""
         assert self._nv is not None
         try:
             gpu.handle = self._call(
@@ -444,11 +393,8 @@ class NvmlSampler:
         self, function: str, gpu_index: int | None, query: Callable[..., Any], *args: Any
     ) -> Any:
         """Make one driver call, recorded while it is in flight (the one way NVML is called).
-
-        A string the driver answers that is not UTF-8 (a GPU's name can be) is answered
-        with each undecodable byte replaced (U+FFFD): the bindings decode strictly, and
-        their error would end the sample, and every later one, with a traceback
-        (:func:`replaced`).
+        A string answered that is not UTF-8 (a GPU's name can be) comes with each bad byte
+        replaced (:func:`replaced`): the bindings' strict decode would end every sample.
 
         Raises:
             Stopped: The sampler is stopping, or the process ending: the call is not made.
@@ -466,8 +412,6 @@ class NvmlSampler:
         finally:
             self._pending = None
             IN_FLIGHT.leave()
-
-    # ----------------------------------------------------------------- reading
 
     def _read_gpu(self, queries: Queries, gpu: TrackedGpu, now: float) -> GpuReading:
         """One GPU's reading; a lost or unreachable GPU is asked again every ``lost_retry_s``."""
