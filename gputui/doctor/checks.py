@@ -8,7 +8,7 @@ with the reason in the device's ``notes``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 
 from gputui.device import Device
@@ -81,6 +81,12 @@ class DeviceReport:
     """``n x n`` bfloat16 matrix-multiply throughput."""
     notes: tuple[str, ...] = ()
     """How the figures were taken, and why any is ``n/a``."""
+
+
+FIGURES = tuple(
+    f.name for f in fields(DeviceReport) if f.name.endswith(("_bytes_per_s", "_tflops"))
+)
+"""The names of a :class:`DeviceReport`'s measured figures."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,13 +53,7 @@ def _version(text: str | None) -> tuple[int, ...] | None:
 
 
 def check_mps(facts: PlatformFacts, torch: TorchFacts, *, python: str = "python") -> Check:
-    """MPS built and available, and if not, why.
-
-    Args:
-        facts: The platform this doctor runs on.
-        torch: What torch said (whether MPS is built or available may be unknown).
-        python: How to name this interpreter in commands.
-    """
+    """MPS built and available, and if not, why (what torch said may be unknown)."""
     system_name = {"Darwin": "macOS"}.get(facts.system, facts.system or "an unknown system")
     if facts.system != "Darwin":
         return Check(NAME, Status.SKIP, f"MPS exists only on macOS; this is {system_name}.")

@@ -23,12 +23,7 @@ _META = (
 
 
 def pitfall_checks(torch: TorchFacts, *, python: str = "python") -> list[Check]:
-    """One check per pitfall, from what the probe child saw.
-
-    Args:
-        torch: The probe's facts (``pitfalls`` may be empty if it stopped early).
-        python: How to name this interpreter in commands.
-    """
+    """One check per pitfall, from what the probe child saw (nothing, if it stopped early)."""
     found = {pitfall.name: pitfall for pitfall in torch.pitfalls}
     numpy_installed = torch.install.numpy_installed if torch.install is not None else None
     return [
@@ -84,17 +79,9 @@ def _numpy(pitfall: PitfallShown | None, numpy_installed: bool | None, python: s
 def _gpu_pitfall(
     name: str, pitfall: PitfallShown, code: str, *, accepted: str, lead: str, tip: str
 ) -> Check:
-    """A mistake made with a GPU tensor: ``info`` with torch's error, ``skip`` if torch took it.
-
-    Args:
-        name: The check's name.
-        pitfall: What the probe saw.
-        code: The offending line, as Markdown code.
-        accepted: What happened instead of an error, for the ``skip`` message.
-        lead: What the mistake is, before ``code``; the meta device's sentence replaces
-            it when there was no GPU to make it on.
-        tip: The remedy.
-    """
+    """A mistake made with a GPU tensor: ``info`` with torch's error, ``skip`` (saying what
+    happened, ``accepted``) if torch took it. ``lead`` says what the mistake is, before
+    ``code``; the meta device's sentence replaces it when there was no GPU to make it on."""
     if pitfall.error is None:
         return Check(name, Status.SKIP, f"Could not be shown: {accepted}.", tip)
     if pitfall.shown_on == "meta":

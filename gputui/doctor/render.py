@@ -13,7 +13,7 @@ import textwrap
 from typing import Any
 
 from gputui.device import plain
-from gputui.doctor.checks import Check, DeviceReport, DoctorReport, Status
+from gputui.doctor.checks import FIGURES, Check, DeviceReport, DoctorReport, Status
 from gputui.format import (
     NA,
     NO_BREAK,
@@ -45,15 +45,7 @@ def report_as_dict(report: DoctorReport) -> dict[str, Any]:
     """The report as plain JSON-ready data: the dataclasses' fields, statuses as words, and
     the checks counted by status."""
     return {
-        "checks": [
-            {
-                "name": check.name,
-                "status": check.status.value,
-                "message": check.message,
-                "fix": check.fix,
-            }
-            for check in report.checks
-        ],
+        "checks": [{**plain(check), "status": check.status.value} for check in report.checks],
         "devices": [{**plain(device), "notes": list(device.notes)} for device in report.devices],
         "facts": dataclasses.asdict(report.facts),
         "summary": {status.value: count for status, count in report.counts().items()},
@@ -197,16 +189,7 @@ def _device_lines(device: DeviceReport, width: int) -> list[str]:
         facts.append(f"memory {fmt_bytes(device.memory_bytes)}")
     indent = "  " + " " * max(len(str(device.device)), 6) + "  "
     lines = _wrap(", ".join(facts), width, f"  {device.device:<6}  ", indent)
-    figures = (
-        device.copy_bytes_per_s,
-        device.h2d_pageable_bytes_per_s,
-        device.h2d_pinned_bytes_per_s,
-        device.d2h_pageable_bytes_per_s,
-        device.d2h_pinned_bytes_per_s,
-        device.matmul_fp32_tflops,
-        device.matmul_bf16_tflops,
-    )
-    if any(figure is not None for figure in figures):
+    if any(getattr(device, name) is not None for name in FIGURES):
         rows = fmt_columns(figure_rows(device, plain=True), width=width - len(indent))
         lines += [indent + row for row in rows]
     for note in device.notes:

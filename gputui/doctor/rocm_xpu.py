@@ -313,14 +313,8 @@ def hiding(drm: DrmFacts) -> tuple[Hiding, ...]:
 
 
 def rocm_cuda_check(drm: DrmFacts, message: str, *, available: bool, count: int) -> Check:
-    """``torch.cuda`` on a ROCm build: the AMD GPUs it sees, or why it sees none and the fix.
-
-    Args:
-        drm: The AMD GPUs here and what reaching them needs.
-        message: What torch said (``is_available()``, ``device_count()``, the error).
-        available: ``torch.cuda.is_available()``.
-        count: ``torch.cuda.device_count()``.
-    """
+    """``torch.cuda`` on a ROCm build: the AMD GPUs it sees, or why it sees none and the fix;
+    ``message`` is what torch said (``is_available()``, ``device_count()``, the error)."""
     name = "torch.cuda"
     amd = drm.of(Vendor.AMD)
     hidden = hiding(drm)
@@ -364,14 +358,8 @@ def rocm_cuda_check(drm: DrmFacts, message: str, *, available: bool, count: int)
 
 
 def xpu_check(drm: DrmFacts, *, available: bool | None, count: int, names: list[str]) -> Check:
-    """``torch.xpu`` on an XPU build: the Intel GPUs it sees, or why it sees none.
-
-    Args:
-        drm: The Intel GPUs here and their render nodes.
-        available: ``torch.xpu.is_available()``; ``None`` when the probe did not ask.
-        count: ``torch.xpu.device_count()``.
-        names: ``xpu:N name`` of each device the probe read.
-    """
+    """``torch.xpu`` on an XPU build: the Intel GPUs it sees (``names``: ``xpu:N name``), or
+    why it sees none; ``available`` is ``None`` when the probe did not ask."""
     name = "torch.xpu"
     if available is None:
         return Check(name, Status.SKIP, "Unknown: the torch probe stopped before asking XPU.")

@@ -68,15 +68,9 @@ def driver_too_old(
 ) -> str | None:
     """One line, for ``gputui bench`` and the runner pane, when this torch is a CUDA build
     the driver cannot run: what it needs, what is here, and the command for a build that
-    runs (the doctor's). ``None`` unless NVML sees GPUs, the device listing has no usable
-    CUDA device, and the build's CUDA is newer than the driver's.
-
-    Args:
-        listed: What the engine's device listing said.
-        nvml: An NVML reading (the driver's version and its CUDA version).
-        python: How to name the interpreter in the command (default: this one's).
-        packages: torch and the packages built against it (default: those installed here).
-    """
+    runs (the doctor's, naming ``python`` and ``packages``, by default this interpreter and
+    what is installed here). ``None`` unless NVML sees GPUs, the device listing has no
+    usable CUDA device, and the build's CUDA is newer than the driver's."""
     status = nvml.status
     if not (status.available and nvml.gpus):
         return None
@@ -112,11 +106,6 @@ def nvml_facts(timeout_s: float = NVML_TIMEOUT_S) -> NvmlReading:
     return NvmlReading(NvmlStatus(available=False, error=error), (), reading.taken_at)
 
 
-def nvml_missing_sentence() -> str:
-    """The sentence an NVML status carries when there is no driver library at all."""
-    return describe_nvml_error(LIBRARY_NOT_FOUND, "")
-
-
 def run_doctor(
     *,
     environ: Mapping[str, str] | None = None,
@@ -132,26 +121,16 @@ def run_doctor(
     drm: DrmFacts | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> DoctorReport:
-    """Diagnose this machine (or the one the injected facts describe).
+    """Diagnose this machine, or the one the facts given describe (each read here when not).
 
     Args:
-        environ: The environment to judge and to run the probe in (default: this one).
-        platform_facts: The platform (default: read here).
-        nvml: An NVML reading (default: sampled here, bounded by ``NVML_TIMEOUT_S``).
-        which: Finds ``nvidia-smi`` on ``PATH``.
-        torch: The torch facts (default: run the probe child).
-        timeout_s: Seconds the probe child may take until it reports its CUDA devices;
-            each adds ``ProbeConfig.TIMEOUT_PER_GPU_S``.
+        environ: The environment to judge and to run the probe in.
+        nvml: An NVML reading (sampled here within ``NVML_TIMEOUT_S``).
+        torch: The torch facts (else the probe child's, run with ``timeout_s``,
+            ``probe_config`` and ``probe_python``, see :func:`run_probe`).
         quick: Identify the devices but measure nothing.
-        probe_config: The probe's config (sizes, ``budget_s``; default: its defaults).
-        probe_python: The probe child's interpreter, alone or with its flags (default:
-            this one).
-        python: How to name this interpreter in install commands (default: worked out).
-        drm: The AMD and Intel GPUs and their device nodes (default: read here).
+        python: How to name this interpreter in install commands.
         on_step: Called, from another thread, with each step the probe child starts.
-
-    Returns:
-        The report; ``report.failed`` says whether any check failed.
     """
     env = dict(os.environ if environ is None else environ)
     probed: list[TorchFacts] = []
@@ -189,7 +168,7 @@ def run_doctor(
         cuda_device_order=env.get("CUDA_DEVICE_ORDER"),
         platform=platform_facts or current_platform(),
         python=python or python_command(which=which),
-        nvml_missing_error=nvml_missing_sentence(),
+        nvml_missing_error=describe_nvml_error(LIBRARY_NOT_FOUND, ""),
         drm=drm or drm_facts(environ=env),
     )
     return diagnose(facts)

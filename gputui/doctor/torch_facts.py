@@ -16,11 +16,11 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.device import Device
-from gputui.doctor.checks import DeviceReport
+from gputui.doctor.checks import FIGURES, DeviceReport
 from gputui.jobs.config import ProbeConfig
 from gputui.jobs.events import (
     CudaProbed,
@@ -108,13 +108,8 @@ def facts_from_events(events: Iterable[Event | None]) -> TorchFacts:
     return TorchFacts(**facts, pitfalls=tuple(pitfalls), devices=device_reports)
 
 
-_FIGURES = tuple(
-    f.name for f in fields(DeviceReport) if f.name.endswith(("_bytes_per_s", "_tflops"))
-)
-
-
 def _device(key: Device, entry: dict[str, Any]) -> DeviceReport:
-    figures: dict[str, Any] = {name: _positive(entry.get(name)) for name in _FIGURES}
+    figures: dict[str, Any] = {name: _positive(entry.get(name)) for name in FIGURES}
     memory = _positive(entry.get("memory_bytes"))
     notes = list(entry["notes"])
     if entry.get("error"):
@@ -143,19 +138,15 @@ def run_probe(
     python: str | Sequence[str] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> TorchFacts:
-    """Run the probe child and read what it says; never raises, never outlives its limit.
+    """Run the probe child and read what it says; never raises, never outlives its limit
+    (``timeout_s``, see the module's text). ``failure`` says why the child did not complete.
 
     Args:
-        timeout_s: Seconds the child may run before it is killed, until it reports the
-            CUDA devices it will measure; each adds ``ProbeConfig.TIMEOUT_PER_GPU_S``.
         config: What the probe measures (default: :class:`ProbeConfig`'s defaults).
         environ: The child's environment (default: this process's); ``CUDA_VISIBLE_DEVICES``
             and the library path in it decide what torch sees.
         python: The interpreter, alone or with its flags (default: this one).
         on_step: Called with each step the child starts (``importing torch``), as it starts.
-
-    Returns:
-        The facts; ``failure`` says why when the child did not complete.
     """
     started = time.monotonic()
     config = config or ProbeConfig()

@@ -54,16 +54,9 @@ class VisibleDevices:
 
 
 def parse_visible_devices(value: str | None, uuids: Sequence[str | None] | None) -> VisibleDevices:
-    """Read ``CUDA_VISIBLE_DEVICES`` against the GPUs NVML reports.
-
-    Args:
-        value: The variable's value; ``None`` when it is unset.
-        uuids: Each GPU's UUID in NVML index order (an unknown UUID is ``None``);
-            ``None`` when NVML is unavailable, so only the syntax can be checked.
-
-    Returns:
-        The entries kept and dropped, the NVML indexes left visible, and the mistakes.
-    """
+    """Read ``CUDA_VISIBLE_DEVICES`` (``value``; ``None``: unset) against ``uuids``, each
+    GPU's UUID in NVML index order (``None``: NVML is unavailable, so only the syntax is
+    checked)."""
     count = None if uuids is None else len(uuids)
     if value is None:
         visible = None if count is None else tuple(range(count))

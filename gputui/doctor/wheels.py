@@ -73,12 +73,6 @@ def channel_for_driver(driver_cuda: tuple[int, int]) -> str | None:
     return None
 
 
-def oldest_channel_version() -> str:
-    """The CUDA version of the oldest channel, e.g. ``11.8``."""
-    major, minor = CHANNELS[-1][0]
-    return f"{major}.{minor}"
-
-
 def install_command(
     channel: str,
     *,
@@ -86,16 +80,10 @@ def install_command(
     packages: tuple[str, ...] = ("torch",),
     replace: bool = True,
 ) -> str:
-    """The exact command that installs a build from ``channel``.
-
-    Args:
-        channel: e.g. ``cu124``, :data:`ROCM_CHANNEL` or :data:`XPU_CHANNEL`.
-        python: The interpreter to install into (``python``, or a full path).
-        packages: What to install: ``torch``, and ``torchvision``/``torchaudio`` when
-            they are installed (they are built against one torch and must match it).
-        replace: Uninstall what is there first; without this, pip keeps an installed
-            ``torch 2.x+cpu`` because it already satisfies ``torch``.
-    """
+    """The exact command that installs ``packages`` (``torch``, and ``torchvision`` or
+    ``torchaudio`` where installed: they are built against one torch and must match it) from
+    ``channel`` (``cu124``, :data:`ROCM_CHANNEL`...) into ``python``. ``replace`` uninstalls
+    them first: else pip keeps an installed ``torch 2.x+cpu``, which satisfies ``torch``."""
     names = " ".join(packages)
     install = f"{python} -m pip install {names} --index-url {INDEX_URL}/{channel}"
     if replace:
@@ -228,7 +216,7 @@ def cuda_install_fix(
     channel = channel_for_driver(driver) if driver is not None else None
     if channel is not None:
         return install_command(channel, python=python, packages=packages, replace=replace)
-    oldest = oldest_channel_version()
+    oldest = "{}.{}".format(*CHANNELS[-1][0])  # e.g. 11.8
     fallback = install_command(
         f"cu{oldest.replace('.', '')}", python=python, packages=packages, replace=replace
     )

@@ -10,9 +10,8 @@ gives a one-line :class:`DatasetError` naming it.
   number of records, and checked against the standard count separately.
 - Pickled (``cifar-10-batches-py``, what the tutorials' torchvision download leaves
   in ./data): a dict with ``data``, a numpy uint8 ``(N, 3072)`` array, and
-  ``labels``, a list of ints. It is read by a restricted unpickler that runs no
-  pickled code: it resolves only the few numpy globals an ndarray pickle names, to
-  numpy's own rebuilders, and only arrays of plain numbers are accepted from it.
+  ``labels``, a list of ints, read by :class:`RestrictedUnpickler`, which runs no
+  pickled code.
 """
 
 from __future__ import annotations
@@ -66,12 +65,8 @@ Batches = tuple[torch.Tensor, torch.Tensor]
 
 
 def binary_record_count(path: Path, records_per_file: int | None = RECORDS_PER_FILE) -> int:
-    """The number of records in a binary file, from its size, after checking that size.
-
-    Args:
-        path: a CIFAR-10 binary batch file.
-        records_per_file: the count the file must hold; ``None`` accepts any whole,
-            non-zero number of records (small files written by tests).
+    """The number of records in a binary file, from its size, after checking that size
+    against ``records_per_file`` (``None``: any whole, non-zero number, as tests write).
 
     Raises:
         DatasetError: the file is missing, empty, not a whole number of records, or
@@ -112,15 +107,11 @@ def read_binary_batches(
     records_per_file: int | None = RECORDS_PER_FILE,
     limit: int | None = None,
 ) -> Batches:
-    """Read binary batch files into one pair of tensors, in file order.
+    """Read binary batch files into one pair of tensors, in file order, the first ``limit``
+    records in all.
 
-    Every file's size is checked first, so a truncated file is reported even when
-    ``limit`` means it would not be read.
-
-    Args:
-        paths: the files, e.g. the five training batches.
-        records_per_file: see :func:`binary_record_count`.
-        limit: read only the first ``limit`` records in all.
+    Every file's size is checked first (:func:`binary_record_count`), so a truncated file is
+    reported even when ``limit`` means it would not be read.
 
     Raises:
         DatasetError: a file is missing, truncated or holds a label outside 0..9.
@@ -296,14 +287,11 @@ def _to_tensor(array: np.ndarray) -> torch.Tensor:
 
 
 def read_pickled_batch(path: Path, records_per_file: int | None = RECORDS_PER_FILE) -> Batches:
-    """Read one ``cifar-10-batches-py`` file with the restricted unpickler.
+    """Read one ``cifar-10-batches-py`` file with the restricted unpickler; it must hold
+    ``records_per_file`` images (``None``: any number).
 
     The arrays' dtypes, shapes and counts are checked before they are copied into
     tensors, so a file of the wrong shape is refused without copying what it holds.
-
-    Args:
-        path: e.g. ``data/cifar-10-batches-py/data_batch_1``.
-        records_per_file: the number of images it must hold; ``None`` accepts any.
 
     Raises:
         DatasetError: the file is missing, not a CIFAR-10 pickle, names a forbidden
@@ -378,13 +366,8 @@ def read_pickled_batches(
     records_per_file: int | None = RECORDS_PER_FILE,
     limit: int | None = None,
 ) -> Batches:
-    """Read pickled batch files into one pair of tensors, in file order.
-
-    Args:
-        paths: the files, e.g. the five training batches.
-        records_per_file: see :func:`read_pickled_batch`.
-        limit: keep only the first ``limit`` images; later files are not read.
-    """
+    """Read pickled batch files into one pair of tensors, in file order; with ``limit``, only
+    the first ``limit`` images (later files are not read)."""
     for path in paths:
         if not path.is_file():
             raise DatasetError(f"CIFAR-10 file {path} is missing")

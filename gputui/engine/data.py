@@ -32,30 +32,11 @@ from gputui.engine.download import (
     CIFAR10_ARCHIVE,
     CIFAR10_MD5,
     CIFAR10_URL,
-    DOWNLOAD_TIMEOUT_S,
     Progress,
-    TextProgressBar,
     fetch_cifar10,
 )
 from gputui.jobs.config import ALLOW_DOWNLOAD
 from gputui.jobs.folders import user_folder
-
-__all__ = [
-    "MEAN",
-    "STD",
-    "Cifar10Location",
-    "Dataset",
-    "DatasetError",
-    "DatasetKind",
-    "Progress",
-    "TextProgressBar",
-    "default_data_dir",
-    "find_cifar10",
-    "load_dataset",
-    "normalize",
-    "search_dirs",
-    "synthetic_dataset",
-]
 
 MEAN = (0.5, 0.5, 0.5)
 """Per-channel mean subtracted after scaling pixels to 0..1, as the tutorials' Normalize."""
@@ -66,9 +47,6 @@ DatasetKind = Literal["auto", "cifar10", "synthetic"]
 """What ``load_dataset`` may be asked for."""
 DATASET_KINDS: tuple[str, ...] = get_args(DatasetKind)
 """The same, as a tuple, for argument parsers."""
-
-SYNTHETIC_SOURCE = "generated"
-"""``Dataset.source`` of the synthetic set."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,37 +84,21 @@ class Dataset:
                 raise ValueError("labels must be int64 (N,), one per image")
 
     @property
-    def num_classes(self) -> int:
-        """Number of classes: 10 for both datasets."""
-        return 10
-
-    def describe(self) -> str:
-        """One line that says which dataset this is, how big, and where it came from."""
-        title = "CIFAR-10" if self.name == "cifar10" else self.name
-        where = "generated locally" if self.source == SYNTHETIC_SOURCE else f"from {self.source}"
-        return (
-            f"{title} ({len(self.train_images)} training, {len(self.test_images)} held-out"
-            f" images), {where}"
-        )
+    def nbytes(self) -> int:
+        """The bytes of its four tensors."""
+        tensors = (self.train_images, self.train_labels, self.test_images, self.test_labels)
+        return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def default_data_dir() -> Path:
-    """gputui's cache folder: ``$XDG_CACHE_HOME/gputui``, else ``~/.cache/gputui``.
-
-    A relative ``XDG_CACHE_HOME`` is ignored, as the XDG spec says.
-    """
+    """gputui's cache folder: ``$XDG_CACHE_HOME/gputui`` (if absolute, as the XDG spec says),
+    else ``~/.cache/gputui``."""
     return user_folder("XDG_CACHE_HOME", ".cache")
 
 
 def search_dirs(data_dir: Path | None = None) -> list[Path]:
-    """The folders searched for CIFAR-10, in order.
-
-    Args:
-        data_dir: a folder the user named; it is then the only one searched.
-
-    Returns:
-        ``[data_dir]``, or the cache folder and then ``./data``.
-    """
+    """The folders searched for CIFAR-10, in order: ``[data_dir]`` (a folder the user named),
+    or the cache folder and then ``./data``."""
     if data_dir is not None:
         return [Path(data_dir).expanduser().absolute()]
     dirs = [default_data_dir(), Path.cwd() / "data"]
@@ -213,31 +175,18 @@ def synthetic_dataset(
     seed: int = 0,
     note: str | None = None,
 ) -> Dataset:
-    """The synthetic dataset: 50000 training and 10000 held-out images by default.
-
-    Args:
-        limit: generate only the first ``limit`` training images.
-        test_limit: generate only the first ``test_limit`` held-out images.
-        seed: another seed gives another (equally hard) dataset.
-        note: the ``Dataset.note`` to carry, e.g. why CIFAR-10 is not used.
-    """
+    """The synthetic dataset: 50000 training and 10000 held-out images, or the first ``limit``
+    and ``test_limit``; another seed gives another (equally hard) dataset."""
     train_size = synthetic.TRAIN_SIZE if limit is None else min(limit, synthetic.TRAIN_SIZE)
     test_size = synthetic.TEST_SIZE if test_limit is None else min(test_limit, synthetic.TEST_SIZE)
     train = synthetic.generate(train_size, seed=seed, split="train")
     test = synthetic.generate(test_size, seed=seed, split="test")
-    return Dataset("synthetic", *train, *test, source=SYNTHETIC_SOURCE, note=note)
+    return Dataset("synthetic", *train, *test, source="generated", note=note)
 
 
 def normalize(images: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """uint8 images to the network's input: ``(x / 255 - MEAN) / STD`` per channel.
-
-    The same as the tutorials' ``ToTensor()`` then ``Normalize(MEAN, STD)``, on any
-    device and for a whole batch at once.
-
-    Args:
-        images: uint8 ``(N, 3, H, W)`` on any device.
-        dtype: the floating dtype to return.
-    """
+    """uint8 images ``(N, 3, H, W)`` to the network's input, ``(x / 255 - MEAN) / STD`` per
+    channel: the tutorials' ``ToTensor()`` then ``Normalize(MEAN, STD)``, for a whole batch."""
     mean = torch.tensor(MEAN, dtype=dtype, device=images.device).view(3, 1, 1)
     std = torch.tensor(STD, dtype=dtype, device=images.device).view(3, 1, 1)
     return images.to(dtype).div_(255).sub_(mean).div_(std)
@@ -260,7 +209,6 @@ def load_dataset(
     records_per_file: int | None = RECORDS_PER_FILE,
     url: str = CIFAR10_URL,
     md5: str = CIFAR10_MD5,
-    timeout: float = DOWNLOAD_TIMEOUT_S,
 ) -> Dataset:
     """Load the dataset to train on.
 
@@ -271,7 +219,7 @@ def load_dataset(
         data_dir: the folder to search and download into instead of the cache folder
             and ./data; the download makes it.
         download: whether ``"cifar10"`` may download the archive when it is not here.
-        progress: called as the download proceeds, e.g. a :class:`TextProgressBar`.
+        progress: called as the download proceeds.
         limit: keep only the first ``limit`` training images (tests, quick runs).
         test_limit: keep only the first ``test_limit`` held-out images.
         seed: the synthetic set's seed.
@@ -279,7 +227,6 @@ def load_dataset(
             whole number (tests write small files).
         url: where to download the archive from.
         md5: the archive's expected MD5.
-        timeout: seconds a connection or read may stall during the download.
 
     Returns:
         The dataset; ``note`` is set when ``"auto"`` found an unusable archive and used
@@ -321,7 +268,6 @@ def load_dataset(
             url=url,
             md5=md5,
             progress=progress,
-            timeout=timeout,
             records_per_file=records_per_file,
         )
         return read_cifar10(Cifar10Location(folder, "binary"), **sizes)

@@ -1,16 +1,10 @@
 """Whether a :class:`~gputui.device.Device` is usable here, what it is called, and the few
 calls that differ by its kind (synchronize, memory, the current device).
 
-``check_device`` gives a usable device its index (``cuda`` reads ``cuda:0``), or raises
-:class:`~gputui.device.DeviceError` with one line that names what *is* usable.
-``usable_devices`` is the tutorials' ``try_all_gpus`` with the CPU, MPS and XPU included;
-``device_options`` lists every candidate with a reason when it cannot be used (for the
-runner pane, through the engine's ``devices`` mode).
-
 The checks read a :class:`~gputui.jobs.devices.DeviceInventory`, a plain record of what
 torch reports, by rules the runner pane shares (:mod:`gputui.jobs.devices`), so they are
-tested for machines that are not this one. torch's ``xpu``
-module (Intel GPUs) is reached through ``getattr``, for the builds that lack it.
+tested for machines that are not this one. torch's ``xpu`` module (Intel GPUs) is reached
+through ``getattr``, for the builds that lack it.
 """
 
 from __future__ import annotations
@@ -80,14 +74,8 @@ def torch_build() -> str:
 
 
 def check_device(device: Device, inventory: DeviceInventory | None = None) -> Device:
-    """Check that ``device`` can be used here, and give it its index.
-
-    Args:
-        device: The device asked for.
-        inventory: What is usable; read from torch when ``None``.
-
-    Returns:
-        ``device``, a plain ``cuda`` or ``xpu`` as its first GPU (``cuda:0``).
+    """``device`` if it can be used here (by ``inventory``, else torch's), given its index: a
+    plain ``cuda`` or ``xpu`` is its first GPU (``cuda:0``).
 
     Raises:
         DeviceError: one line naming the problem and the usable devices.
@@ -111,11 +99,8 @@ def check_device(device: Device, inventory: DeviceInventory | None = None) -> De
 
 
 def usable_devices(inventory: DeviceInventory | None = None) -> list[Device]:
-    """Every usable device, like the tutorials' ``try_all_gpus`` but with the CPU and MPS.
-
-    Returns:
-        ``[cpu, cuda:0, ..., xpu:0, ..., mps]``, whichever of them are usable; ``cpu`` always.
-    """
+    """Every usable device, like the tutorials' ``try_all_gpus`` but with the CPU and MPS:
+    ``[cpu, cuda:0, ..., xpu:0, ..., mps]``, whichever of them are usable; ``cpu`` always."""
     return (inventory or current_inventory()).usable()
 
 
@@ -167,17 +152,13 @@ def make_current(device: torch.device) -> None:
 def check_precision(
     device: Device, precision: str, inventory: DeviceInventory | None = None
 ) -> None:
-    """Refuse, before any training, a precision ``device`` cannot run.
+    """Refuse, before any training, a ``precision`` (``fp32``, ``tf32`` or ``bf16``) that
+    ``device`` (:func:`check_device`'s) cannot run.
 
     MPS runs bf16 only on macOS 14 (Sonoma) or later (before it, torch fails mid-run) and
     from torch 2.6 on (before it, autocast turns itself off: the run trains in fp32 and
     says bf16). An Intel GPU runs TF32 and bf16 only where torch says it has them
     (:func:`xpu_runs`), else the run would be IEEE fp32, or emulated bf16, under their name.
-
-    Args:
-        device: The device (:func:`check_device`'s).
-        precision: ``fp32``, ``tf32`` or ``bf16``.
-        inventory: What this torch is; read from torch when ``None``.
 
     Raises:
         DeviceError: one line that says what to use instead.
@@ -220,24 +201,23 @@ def xpu_runs(precision: str, index: int = 0) -> bool:
     return bool(supported(including_emulation=False) if native else supported())
 
 
+def _gpu_module(device: torch.device) -> Any:
+    """``torch.cuda``, ``torch.xpu`` or ``torch.mps`` for a GPU; ``None`` for the CPU."""
+    return {"cuda": torch.cuda, "xpu": _xpu(), "mps": torch.mps}.get(device.type)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait until ``device`` has finished its queued work; the CPU has none to wait for."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "xpu":
-        _xpu().synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
+    if device.type == "mps":
+        torch.mps.synchronize()  # one device: it takes none
+    elif (module := _gpu_module(device)) is not None:
+        module.synchronize(device)
 
 
 def empty_cache(device: torch.device) -> None:
     """Hand the caching allocator's unused memory on ``device`` back (the CPU has none)."""
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    elif device.type == "xpu":
-        _xpu().empty_cache()
-    elif device.type == "mps":
-        torch.mps.empty_cache()
+    if (module := _gpu_module(device)) is not None:
+        module.empty_cache()
 
 
 def reset_peak_memory(device: torch.device) -> None:
@@ -265,7 +245,7 @@ class AllocatorMemory:
 def allocator_memory(device: torch.device) -> AllocatorMemory | None:
     """The caching allocator's figures on a CUDA (ROCm) or XPU device; ``None`` elsewhere, and
     on XPU before torch 2.5, whose ``torch.xpu`` has no memory statistics."""
-    module = torch.cuda if device.type == "cuda" else _xpu() if device.type == "xpu" else None
+    module = _gpu_module(device) if device.type != "mps" else None
     if module is None or not hasattr(module, "memory_allocated"):
         return None
     return AllocatorMemory(

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from gputui.device import CPU, Device
 from gputui.engine.devices import synchronize
-from gputui.engine.pipelines import Batch
+from gputui.engine.pipelines import Batch, endless
 from gputui.jobs.config import ConfigError
 from gputui.jobs.events import StepTimes, WorldJoined
 from gputui.jobs.world import World, backend_for
@@ -211,18 +211,18 @@ def time_steps(
     step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     batches: Callable[[], Iterator[Batch]],
     device: torch.device,
-    steps: int = PROBE_STEPS,
 ) -> StepTimes:
-    """Time ``steps`` steps with the gradients' all-reduce and as many without (``no_sync``),
-    alternating, each between two synchronizations; every rank runs this together.
+    """Time :data:`PROBE_STEPS` steps with the gradients' all-reduce and as many without
+    (``no_sync``), alternating, each between two synchronizations; every rank runs this
+    together.
 
     Without the all-reduce each rank's step is its own compute; the difference of the
     medians is the time a step waits on gradient communication (and on the slowest rank).
     """
     with_sync: list[float] = []
     local: list[float] = []
-    feed = _endless(batches)
-    for _ in range(steps):
+    feed = endless(batches)
+    for _ in range(PROBE_STEPS):
         for timings, quiet in ((with_sync, False), (local, True)):
             x, y = next(feed)
             synchronize(device)
@@ -238,17 +238,12 @@ def time_steps(
     p50, p95 = _quantile(with_sync, 0.5), _quantile(with_sync, 0.95)
     local_p50 = _quantile(local, 0.5)
     return StepTimes(
-        steps=steps,
+        steps=PROBE_STEPS,
         step_ms_p50=p50,
         step_ms_p95=p95,
         local_step_ms_p50=local_p50,
         allreduce_share=max(0.0, 1.0 - local_p50 / p50) if p50 > 0 else 0.0,
     )
-
-
-def _endless(batches: Callable[[], Iterator[Batch]]) -> Iterator[Batch]:
-    while True:
-        yield from batches()
 
 
 def _quantile(values: list[float], q: float) -> float:

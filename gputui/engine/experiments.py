@@ -12,14 +12,15 @@ import functools
 import os
 import time
 import traceback
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from gputui.device import Device, DeviceError
-from gputui.engine.data import Dataset, DatasetError, load_dataset, normalize
+from gputui.engine.cifar import DatasetError
+from gputui.engine.data import Dataset, load_dataset, normalize
 from gputui.engine.devices import (
     chosen_devices,
     device_name,
@@ -33,7 +34,7 @@ from gputui.engine.download import download_reporter
 from gputui.engine.failures import failure_line
 from gputui.engine.memory import Step, release_memory, unless_out_of_memory
 from gputui.engine.model import CNN
-from gputui.engine.pipelines import Batch, ClassicPipeline, ResidentPipeline
+from gputui.engine.pipelines import Batch, ClassicPipeline, Pipeline, ResidentPipeline, endless
 from gputui.engine.step import make_optimizer, make_step, set_math
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.jobs.conclusions import conclude
@@ -74,18 +75,10 @@ class ExperimentStopped(Exception):
 def run_experiment(
     config: ExperimentConfig, emit: Emit, should_stop: Callable[[], bool] = lambda: False
 ) -> int:
-    """Run ``config``'s experiment on each device, emitting events; returns an exit code.
-
-    Args:
-        config: The experiment.
-        emit: Receives each event, in order.
-        should_stop: Polled before every step; when True the run ends with
-            ``Finished(stopped=True)``.
-
-    Returns:
-        0 when every device finished, 1 when a device or the data failed, 2 for a
-        bad config or device.
-    """
+    """Run ``config``'s experiment on each device, passing each event to ``emit``; returns 0
+    when every device finished, 1 when a device or the data failed, 2 for a bad config or
+    device. Once ``should_stop()``, polled before every step, is True, the run ends with
+    ``Finished(stopped=True)``."""
     started = time.perf_counter()
     try:
         config.validate()
@@ -379,8 +372,8 @@ class _DeviceRun:
 
     def _sync_stall_rows(self, size: int) -> list[SyncStallRow]:
         step = self._step()
-        pipeline = ResidentPipeline(self.data, self.device, size, torch.contiguous_format)
-        batches = _endless(pipeline.epoch)
+        pipeline = ResidentPipeline(self.data, self.device, size)
+        batches = endless(pipeline.epoch)
         # Both ways are warmed up, untimed: each has kernels of its own to load on first use
         # (the once path's zeros and on-device sum), which its first timed round would pay.
         # every_step goes last, so its steps, warm by then, are the estimate.
@@ -460,13 +453,13 @@ class _DeviceRun:
             self._row(row)
 
     def _pipeline_row(self, name: str, step: Step) -> PipelineRow:
-        size, fmt = self.config.batch_size, torch.contiguous_format
-        pipeline: ClassicPipeline | ResidentPipeline
-        if name == "classic":
-            pipeline = ClassicPipeline(self.data, self.device, size, fmt, self.config.workers)
-        else:
-            pipeline = ResidentPipeline(self.data, self.device, size, fmt)
-        batches = _endless(pipeline.epoch)
+        size, workers = self.config.batch_size, self.config.workers
+        pipeline: Pipeline = (
+            ClassicPipeline(self.data, self.device, size, torch.contiguous_format, workers)
+            if name == "classic"
+            else ResidentPipeline(self.data, self.device, size)
+        )
+        batches = endless(pipeline.epoch)
         try:
             estimate = self._warm_up(lambda: step(*next(batches)))
             most = self._steps(estimate)
@@ -506,12 +499,6 @@ class _DeviceRun:
             rounds=len(round_ms),
             spread_ms=max(round_ms) - min(round_ms) if len(round_ms) > 1 else None,
         )
-
-
-def _endless(epoch: Callable[[], Iterator[Batch]]) -> Generator[Batch]:
-    """Batches from one epoch after another."""
-    while True:
-        yield from epoch()
 
 
 def _sweep_failure(device: torch.device, size: int, reason: str) -> BatchSweepRow:

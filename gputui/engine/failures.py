@@ -32,12 +32,7 @@ def is_cuda_error(exc: BaseException) -> bool:
 
 def failure_line(exc: BaseException, environ: Mapping[str, str] = os.environ) -> str:
     """``exc`` as one line (type and first line of its text), and for a CUDA error the
-    ``CUDA_LAUNCH_BLOCKING=1`` hint, unless the run already had it set.
-
-    Args:
-        exc: The error that ended the run or the device.
-        environ: The process's environment (to see whether launches already block).
-    """
+    ``CUDA_LAUNCH_BLOCKING=1`` hint, unless ``environ`` already had it set."""
     line = exception_line(exc)
     if is_cuda_error(exc) and environ.get("CUDA_LAUNCH_BLOCKING", "").strip() != "1":
         line += f"; {LAUNCH_BLOCKING_HINT}"

@@ -59,10 +59,8 @@ def keep_freed_memory() -> bool:
 
     Without it, glibc serves each multi-megabyte activation from a fresh ``mmap``
     (or trims the heap after freeing it), so every training step on the CPU
-    page-faults its activations back in. Call it before torch allocates.
-
-    Returns:
-        Whether the allocator took the settings (False elsewhere, e.g. musl or macOS).
+    page-faults its activations back in. Call it before torch allocates. Returns whether the
+    allocator took the settings (False elsewhere, e.g. musl or macOS).
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -96,11 +94,8 @@ def lower_priority(nice: int) -> None:
 
 
 def install_stop_signals() -> threading.Event:
-    """SIGTERM, SIGHUP, SIGINT: the first asks to stop, the second exits at once.
-
-    Returns:
-        The event the training loop polls.
-    """
+    """SIGTERM, SIGHUP, SIGINT: the first sets the returned event (the training loop polls
+    it), the second exits at once."""
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -1,8 +1,5 @@
 """The probe's figures, and the mistakes it makes on purpose: torch is imported at the top,
 so :mod:`gputui.engine.probe` imports this module only once torch has imported.
-
-Each figure is timed by :func:`seconds_per_call`: warmed up, then repeated for its share of
-the probe's budget with one synchronize at the end.
 """
 
 from __future__ import annotations
@@ -69,14 +66,11 @@ def seconds_per_call(
     loop_s: float,
     clock: Callable[[], float] = time.perf_counter,
 ) -> float:
-    """Time ``fn`` correctly: warm up, then repeat it for about ``loop_s``, synchronized.
+    """Seconds per call of ``fn``: warmed up, then repeated for about ``loop_s``, synchronized.
 
     One warm-up call pays for lazy initialisation (allocations, kernel choice); one
     timed call sizes the loop (:func:`timed_reps`); the loop then runs with one
     synchronize at its end, before the clock is read, so queued device work is counted.
-
-    Returns:
-        Seconds per call.
     """
     fn()
     sync()
@@ -214,16 +208,9 @@ def _pinned(nbytes: int) -> tuple[torch.Tensor | None, str | None]:
 def measure_device(
     device: torch.device, config: ProbeConfig, loop_s: float
 ) -> tuple[dict[str, float | None], list[str]]:
-    """Bandwidth and matmul figures of one device; the same code for the CPU and every GPU.
-
-    Args:
-        device: ``cpu``, ``cuda:N``, ``xpu:N`` or ``mps``.
-        config: Sizes (``*_copy_mib``, ``*_matmul_n``).
-        loop_s: Seconds for each timed loop.
-
-    Returns:
-        The :class:`~gputui.doctor.checks.DeviceReport` figure fields, and the notes.
-    """
+    """Bandwidth and matmul figures of one device (``config``'s sizes, ``loop_s`` a timed
+    loop), by the same code for the CPU and every GPU: the
+    :class:`~gputui.doctor.checks.DeviceReport` figure fields, and the notes."""
     kind = "gpu" if device.type in ("cuda", "xpu") else device.type
     figures = _Figures(lambda: synchronize(device), loop_s)
     _copies(figures, device, int(getattr(config, f"{kind}_copy_mib")) << 20)
@@ -339,17 +326,10 @@ def _attempt(action: Callable[[], object]) -> str | None:
 
 
 def pitfalls(accelerator: str | None) -> list[PitfallShown]:
-    """The tutorials' three mistakes, made for real; each with torch's own error text.
-
-    Args:
-        accelerator: A usable GPU (``cuda:0``, ``xpu:0`` or ``mps``) to make them on; ``None``
-            on a CPU-only machine, where the first two use torch's ``meta`` device,
-            the only other device every build has (it fails the same kind of device check).
-
-    Returns:
-        One per pitfall (``error`` is ``None`` when torch did not raise), with ``cpu_error``
-        for ``.numpy()`` on a CPU tensor (NumPy missing).
-    """
+    """The tutorials' three mistakes, made for real on ``accelerator`` (a usable GPU), each
+    with torch's own error text (``None`` when torch did not raise; ``cpu_error``: ``.numpy()``
+    of a CPU tensor, for NumPy missing). With no GPU, the first two use the ``meta`` device,
+    the only other device every build has (it fails the same kind of device check)."""
     other = accelerator or "meta"
     return [
         PitfallShown(

@@ -25,9 +25,7 @@ T = TypeVar("T")
 if TYPE_CHECKING:
     OutOfMemoryError = torch.OutOfMemoryError
 else:
-    OutOfMemoryError = getattr(torch, "OutOfMemoryError", None) or getattr(
-        torch.cuda, "OutOfMemoryError", RuntimeError
-    )
+    OutOfMemoryError = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
 """torch's out-of-memory error: ``torch.OutOfMemoryError`` from torch 2.5, before that
 ``torch.cuda.OutOfMemoryError`` (pyproject admits torch 2.1, and many GPU images ship
 2.1 to 2.4)."""
@@ -63,19 +61,11 @@ shows it; see :func:`is_out_of_memory`'s ``probing``."""
 def probe_batch_size(
     step: Step, device: torch.device, failed: int, memory_format: torch.memory_format
 ) -> int | None:
-    """The largest of ``failed / 2``, ``failed / 4``, ... 1 with which one real step fits.
+    """The largest of ``failed / 2``, ``failed / 4``, ... 1 with which one real step of the
+    run's own ``step`` fits; ``None`` when not even 1 does.
 
     A cuDNN failure under memory pressure counts as not fitting (:func:`is_out_of_memory`
     with ``probing``): the device is still nearly full after the run's OOM.
-
-    Args:
-        step: The run's own step (model, optimizer, autocast and all).
-        device: The device.
-        failed: The batch size that ran out of memory.
-        memory_format: The model's memory format.
-
-    Returns:
-        A batch size that completed a step, or ``None`` when not even 1 did.
     """
     size = failed // 2
     while size >= 1:
@@ -98,13 +88,11 @@ def probe_batch_size(
 def is_out_of_memory(exc: BaseException, *, probing: bool = False) -> bool:
     """Whether ``exc`` is a device (or host allocator) running out of memory.
 
-    Args:
-        exc: The error.
-        probing: A batch size is being probed after a real out-of-memory error. The device
-            is then nearly full, and cuDNN, left without room for its workspace, fails
-            with one of :data:`CUDNN_UNDER_PRESSURE` rather than torch's error: that too
-            is out of memory. Not otherwise, since the same words can mean a real cuDNN
-            fault (a bad build, an unsupported layout) that a smaller batch would hide.
+    ``probing``: a batch size is being probed after a real out-of-memory error. The device
+    is then nearly full, and cuDNN, left without room for its workspace, fails with one of
+    :data:`CUDNN_UNDER_PRESSURE` rather than torch's error: that too is out of memory. Not
+    otherwise, since the same words can mean a real cuDNN fault (a bad build, an
+    unsupported layout) that a smaller batch would hide.
     """
     if isinstance(exc, OutOfMemoryError):
         return True

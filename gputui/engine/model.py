@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import torch
 
-CLASSES = ("plane", "car", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-"""CIFAR-10's labels, in label order."""
-
 
 class CNN(torch.nn.Module):
     """Seed 001's CNN: a conv stack and an fc stack, sharing one ``MaxPool2d`` module.
@@ -42,6 +39,5 @@ class CNN(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits, shape ``(N, 10)``, for images of shape ``(N, 3, 32, 32)``."""
-        x = self.conv(x)
-        x = self.fc(x)
-        return x
+        logits: torch.Tensor = self.fc(self.conv(x))
+        return logits

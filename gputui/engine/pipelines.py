@@ -1,13 +1,5 @@
 """How batches reach the model: ``resident`` (the fast path) or ``classic`` (the tutorials').
 
-``ResidentPipeline`` moves the whole uint8 dataset to the device once, draws a
-per-epoch permutation there and cuts and normalises every batch there: after
-the one copy no data crosses the bus, and nothing waits on the host.
-
-``ClassicPipeline`` is seed 001's loop for comparison: a ``DataLoader`` with
-worker processes builds normalised float batches on the CPU (pinned on CUDA),
-and each batch is copied with ``.to(device)``.
-
 Both hand out ``(images, labels)`` already on the device, images normalised
 float32 in the model's memory format.
 """
@@ -16,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -69,7 +61,9 @@ class Shard:
 
 
 class ResidentPipeline:
-    """The whole dataset on the device as uint8; batches cut and normalised there."""
+    """The whole dataset on the device as uint8, copied once; each epoch's permutation is
+    drawn there and its batches cut and normalised there: no data crosses the bus after the
+    one copy, and nothing waits on the host."""
 
     name = "resident"
     pinned = False
@@ -79,7 +73,7 @@ class ResidentPipeline:
         data: Dataset,
         device: torch.device,
         batch_size: int,
-        memory_format: torch.memory_format,
+        memory_format: torch.memory_format = torch.contiguous_format,
         shard: Shard | None = None,
     ) -> None:
         synchronize(device)
@@ -100,10 +94,7 @@ class ResidentPipeline:
         self.steps_per_epoch = len(self.train_labels) // (batch_size * ranks)
         self._epochs = 0
         self.normalise = Normaliser(device, memory_format)
-        self.nbytes = sum(
-            t.numel() * t.element_size()
-            for t in (self.train_images, self.train_labels, self.test_images, self.test_labels)
-        )
+        self.nbytes = data.nbytes
 
     def epoch(self) -> Iterator[Batch]:
         """One epoch's batches in a fresh on-device permutation; no host sync."""
@@ -150,7 +141,8 @@ class NormalisedImages(torch.utils.data.Dataset[Batch]):
 
 
 class ClassicPipeline:
-    """Seed 001's path: DataLoader workers on the CPU, then ``.to(device)`` per batch.
+    """Seed 001's path: DataLoader workers build normalised float batches on the CPU (pinned on
+    CUDA), each then copied with ``.to(device)``.
 
     Two departures from the seed, so that an epoch's time is the pipeline's and not its
     set-up: the workers persist from one epoch to the next (started again every epoch
@@ -189,10 +181,7 @@ class ClassicPipeline:
         self.test_images = data.test_images
         self.test_labels = data.test_labels
         self.normalise = Normaliser(device, memory_format)
-        self.nbytes = sum(
-            t.numel() * t.element_size()
-            for t in (data.train_images, data.train_labels, self.test_images, self.test_labels)
-        )
+        self.nbytes = data.nbytes
 
     def epoch(self) -> Iterator[Batch]:
         """One epoch of DataLoader batches, each copied to the device."""
@@ -210,6 +199,12 @@ class ClassicPipeline:
 
 
 Pipeline = ResidentPipeline | ClassicPipeline
+
+
+def endless(epoch: Callable[[], Iterator[Batch]]) -> Generator[Batch]:
+    """Batches from one epoch after another."""
+    while True:
+        yield from epoch()
 
 
 def _die_with_parent(_worker_id: int) -> None:

@@ -21,17 +21,10 @@ def describe_placement(
     dataset_device: str,
     pinned: bool,
 ) -> Placement:
-    """One row per top-level module that holds tensors, then one per optimizer param group.
+    """One row per top-level module of ``model`` (not a ``torch.compile`` wrapper) that holds
+    tensors, then one per optimizer param group, with where a batch and the dataset are.
 
     Call it after the first optimizer step: Adam creates its state lazily.
-
-    Args:
-        model: The model (not a ``torch.compile`` wrapper).
-        optimizer: Its optimizer.
-        inputs: An input batch as the model receives it.
-        labels: The matching label batch.
-        dataset_device: Where the whole dataset lives.
-        pinned: Whether host batches are pinned before their copy.
     """
     rows = [
         _row(name, "module", list(module.parameters()), list(module.buffers()), optimizer)

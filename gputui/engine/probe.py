@@ -98,7 +98,6 @@ def _torch_stage(emit: Emit) -> Any:
         return None
     from gputui.engine.devices import torch_build  # it imports torch, which did import
 
-    mps = getattr(torch.backends, "mps", None)
     emit(
         TorchProbed(
             imported=True,
@@ -106,7 +105,7 @@ def _torch_stage(emit: Emit) -> Any:
             cuda_version=torch.version.cuda,
             hip_version=getattr(torch.version, "hip", None),
             build=torch_build(),
-            mps_built=bool(mps is not None and mps.is_built()),
+            mps_built=bool(torch.backends.mps.is_built()),
             **facts,
         )
     )
@@ -143,9 +142,8 @@ def _cuda_stage(torch: Any, emit: Emit) -> int:
 def _mps_stage(torch: Any, emit: Emit) -> bool:
     """Ask MPS; emit what it says. Returns whether it is usable."""
     emit(ProbeStep("asking MPS"))
-    mps = getattr(torch.backends, "mps", None)
     with recorded_warnings() as mps_warnings:
-        available = bool(mps is not None and mps.is_available())
+        available = bool(torch.backends.mps.is_available())
     emit(MpsProbed(available, tuple(mps_warnings)))
     return available
 

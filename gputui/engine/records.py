@@ -39,21 +39,11 @@ def default_runs_dir() -> Path:
     return user_folder("XDG_STATE_HOME", ".local/state") / "runs"
 
 
-def tensorboard_available() -> bool:
-    """Whether the ``tensorboard`` package is importable (needed by torch's SummaryWriter)."""
-    return importlib.util.find_spec("tensorboard") is not None
-
-
 class RunRecorder:
     """Writes one run's folder as its events pass by."""
 
-    def __init__(self, run_dir: Path, *, tensorboard: bool = True) -> None:
-        """Open the files of ``run_dir`` (which must exist).
-
-        Args:
-            run_dir: The run folder.
-            tensorboard: Also write TensorBoard event files when the package is installed.
-        """
+    def __init__(self, run_dir: Path) -> None:
+        """Open the files of ``run_dir`` (which must exist), TensorBoard's when installed."""
         self.run_dir = run_dir
         self._events: IO[str] = open(run_dir / EVENTS_FILE, "w", encoding="utf-8")  # noqa: SIM115
         self._epochs_file: IO[str] = open(  # noqa: SIM115
@@ -63,7 +53,7 @@ class RunRecorder:
         self._epochs.writerow(EPOCH_COLUMNS)
         self._epochs_file.flush()  # a run killed before its first epoch leaves a header
         self._steps_per_epoch = 0
-        self._writer: Any = _summary_writer(run_dir / TENSORBOARD_DIR) if tensorboard else None
+        self._writer: Any = _summary_writer(run_dir / TENSORBOARD_DIR)
 
     @classmethod
     def create(cls, runs_dir: Path | None, device: str) -> RunRecorder:
@@ -87,11 +77,6 @@ class RunRecorder:
                 shutil.rmtree(run_dir, ignore_errors=True)
                 raise
         raise FileExistsError(f"too many runs named {stem} in {parent}")
-
-    @property
-    def tensorboard(self) -> bool:
-        """Whether TensorBoard event files are being written."""
-        return self._writer is not None
 
     def record(self, event: Event) -> None:
         """Write ``event``: always to the JSONL, epochs to the CSV and TensorBoard."""
@@ -140,7 +125,7 @@ class RunRecorder:
 
 
 def _summary_writer(path: Path) -> Any:
-    if not tensorboard_available():
+    if importlib.util.find_spec("tensorboard") is None:  # torch's SummaryWriter needs it
         return None
     try:
         # only with --tensorboard: the package is optional

@@ -74,16 +74,21 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
     emit(RanksStarted(pids=tuple(context.pids())))
     ends: dict[int, Event] = {}
     epochs = 0
-    stopping = False
-    done = False
-    first_failed: int | None = None
-    while not done:
-        for rank, event in _received(mailbox):
+
+    def take(wait_s: float = 0.0) -> None:
+        """Keep each rank's last event, and pass rank 0's others on."""
+        nonlocal epochs
+        for rank, event in _received(mailbox, wait_s):
             if isinstance(event, TERMINAL_TYPES):
                 ends[rank] = event
             elif rank == 0:
                 epochs += isinstance(event, EpochFinished)
                 emit(event)
+
+    stopping = done = False
+    first_failed: int | None = None
+    while not done:
+        take()
         if should_stop() and not stopping:
             stopping = True
             for process in context.processes:  # each rank stops after its step
@@ -96,11 +101,7 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
             done = True
     for process in context.processes:
         process.join()
-    for rank, event in _received(mailbox, wait_s=0.5):  # what came after the last poll
-        if isinstance(event, TERMINAL_TYPES):
-            ends[rank] = event
-        elif rank == 0:
-            emit(event)
+    take(wait_s=0.5)  # what came after the last poll
     exit_codes = [process.exitcode for process in context.processes]
     last = job_end(ends, exit_codes, stopped=stopping, epochs=epochs, first_failed=first_failed)
     emit(last)

@@ -28,10 +28,6 @@ def set_math(precision: str, device: torch.device) -> str:
     for oneDNN on XPU), and ``bf16`` runs under autocast with the rest IEEE. The CPU and MPS
     have no TF32: there ``tf32`` is IEEE fp32, and says so, as it does where torch reads TF32
     back as off (:func:`tf32_taken`: a ROCm build without ``HIPBLASLT_ALLOW_TF32=1``).
-
-    Args:
-        precision: ``fp32``, ``tf32`` or ``bf16`` (:data:`gputui.jobs.config.PRECISIONS`).
-        device: Where the run trains.
     """
     tf32, xpu = precision == "tf32", device.type == "xpu"
     set_tf32(tf32, onednn=xpu)
@@ -54,12 +50,8 @@ def tf32_taken(
     """Whether torch takes the TF32 just asked for, read back through the API that
     :func:`set_tf32` set (torch 2.9 on refuses to read ``allow_tf32`` once ``fp32_precision``
     was set: "a mix of the legacy and new APIs"). A ROCm build's matmuls take it only with
-    ``HIPBLASLT_ALLOW_TF32=1`` as well (torch 2.7 on; hipBLASLt, on the GPUs that have it).
-
-    Args:
-        backends: ``torch.backends``, or a stand-in for it in tests.
-        environ: The environment (``HIPBLASLT_ALLOW_TF32``, read as torch reads it: ``1``).
-        onednn: Ask oneDNN's flag, XPU's, instead.
+    ``HIPBLASLT_ALLOW_TF32=1`` as well (torch 2.7 on; hipBLASLt, on the GPUs that have it),
+    read as torch reads it: ``1``. ``onednn`` asks oneDNN's flag, XPU's, instead.
     """
     if onednn:
         return bool(backends.mkldnn.allow_tf32)
@@ -75,13 +67,9 @@ def set_tf32(on: bool, backends: ModuleType = torch.backends, *, onednn: bool = 
     torch 2.9 added ``fp32_precision`` and deprecated the ``allow_tf32`` flags; a mix of
     the two makes torch's own checks (Inductor's among them) raise, so the flags are set
     only on a torch without the new API. The global ``torch.backends.fp32_precision`` is
-    left alone: it reaches oneDNN on the CPU too.
-
-    Args:
-        on: TF32 (``True``) or IEEE fp32.
-        backends: ``torch.backends``, or a stand-in for it in tests.
-        onednn: Set oneDNN's ``allow_tf32`` too: XPU's convolutions and matmuls read it (not
-            its ``fp32_precision``, whose setter is the global one). Only an XPU run asks.
+    left alone: it reaches oneDNN on the CPU too. ``onednn`` (an XPU run) sets oneDNN's
+    ``allow_tf32`` too: XPU's convolutions and matmuls read it (not its ``fp32_precision``,
+    whose setter is the global one).
     """
     if _precision_api(backends):
         precision = "tf32" if on else "ieee"
@@ -148,14 +136,8 @@ def make_step(
     *,
     bf16: bool = False,
 ) -> Step:
-    """One optimizer step on a batch; returns the detached loss, still on the device.
-
-    Args:
-        forward: The model (or its compiled form).
-        optimizer: Its optimizer (:func:`make_optimizer`).
-        device: Where the step runs.
-        bf16: Run the forward pass under bf16 autocast.
-    """
+    """One optimizer step of ``forward`` (the model, or its compiled form) on a batch, its
+    forward pass under bf16 autocast with ``bf16``; returns the detached loss, on the device."""
     criterion = torch.nn.CrossEntropyLoss()
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

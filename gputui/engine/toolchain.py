@@ -31,15 +31,9 @@ def missing_for_compile(
     which: Callable[[str], str | None] = shutil.which,
     include_dir: str | None = None,
 ) -> str | None:
-    """One line saying what ``torch.compile`` lacks here and what to do; ``None``: nothing.
-
-    Args:
-        device_type: ``cpu``, ``cuda`` or ``xpu`` (MPS is not checked: Metal builds its
-            kernels).
-        environ: The environment (``CC``, ``CXX``; ``which`` reads ``PATH``).
-        which: Finds a program, as :func:`shutil.which` does.
-        include_dir: Where Python's headers belong; by default this Python's.
-    """
+    """One line saying what ``torch.compile`` lacks here for ``device_type`` and what to do;
+    ``None``: nothing (and for MPS, whose kernels Metal builds). ``environ`` gives ``CC`` and
+    ``CXX``; ``include_dir`` is where Python's headers belong (by default this Python's)."""
     if device_type not in ("cpu", "cuda", "xpu"):
         return None
     missing = []

@@ -20,7 +20,8 @@ import torch
 
 from gputui.device import Device, DeviceError
 from gputui.engine import distributed
-from gputui.engine.data import Dataset, DatasetError, load_dataset
+from gputui.engine.cifar import DatasetError
+from gputui.engine.data import Dataset, load_dataset
 from gputui.engine.devices import (
     check_device,
     check_precision,
@@ -84,14 +85,9 @@ class DatasetTooLarge(Exception):
 def run_training(
     config: RunConfig, emit: Emit, should_stop: Callable[[], bool] = lambda: False
 ) -> int:
-    """Train as ``config`` says, emitting events; returns 0, 1 (failed) or 2 (usage error).
-
-    Args:
-        config: The run.
-        emit: Receives each event, in order.
-        should_stop: Polled once per step; when it returns True the run ends
-            with ``Finished(stopped=True)`` after the current step.
-    """
+    """Train as ``config`` says, passing each event to ``emit``; returns 0, 1 (failed) or 2
+    (usage error). Once ``should_stop()``, polled every step, is True, the run ends with
+    ``Finished(stopped=True)``."""
     started = time.perf_counter()
     device_note = None
     try:
@@ -166,13 +162,17 @@ class _Run:
     def emit(self, event: Event) -> None:
         """Send ``event`` to the parent, and to the run folder (or keep it for the folder)."""
         self._emit(event)
+        if self._unrecorded is not None:
+            self._unrecorded.append(event)
+        else:
+            self._record_event(event)
+
+    def _record_event(self, event: Event) -> None:
         if self.recorder is not None:
             try:
                 self.recorder.record(event)
             except OSError as exc:  # a full disk: the run goes on, unrecorded
                 self._stop_recording(exc)
-        elif self._unrecorded is not None:
-            self._unrecorded.append(event)
 
     def _stop_recording(self, exc: OSError) -> None:
         """Remove the half-written run folder and say so; the run goes on unrecorded, as one
@@ -198,12 +198,7 @@ class _Run:
             return
         self.run_dir = str(self.recorder.run_dir)
         for event in earlier:
-            if self.recorder is None:  # a full disk stopped the recording
-                return
-            try:
-                self.recorder.record(event)
-            except OSError as exc:
-                self._stop_recording(exc)
+            self._record_event(event)
 
     def execute(self) -> int:
         oom: str | None = None
@@ -231,28 +226,15 @@ class _Run:
             if self.world is not None and distributed.lost_peer(exc):
                 self.emit(self._lost_peer_error(exc))
                 return EXIT_FAILED
-            if is_out_of_memory(exc):
-                oom = _traceback(exc)
-            elif self.config.compile and _from_compiler(exc):
-                self.emit(
-                    Error(
-                        message=(
-                            f"torch.compile failed ({exception_line(exc)}): run without compile"
-                        ),
-                        detail=_traceback(exc),
-                        kind="compile",
-                    )
-                )
+            if not is_out_of_memory(exc):
+                if self.config.compile and _from_compiler(exc):
+                    kind = "compile"
+                    message = f"torch.compile failed ({exception_line(exc)}): run without compile"
+                else:
+                    kind, message = "crash", f"the trainer crashed: {failure_line(exc)}"
+                self.emit(Error(message=message, detail=_traceback(exc), kind=kind))
                 return EXIT_FAILED
-            else:
-                self.emit(
-                    Error(
-                        message=f"the trainer crashed: {failure_line(exc)}",
-                        detail=_traceback(exc),
-                        kind="crash",
-                    )
-                )
-                return EXIT_FAILED
+            oom = _traceback(exc)
         if oom is not None:  # out of the except block: its frames, holding device tensors, are gone
             self.emit(self._out_of_memory_error(oom))
             return EXIT_FAILED

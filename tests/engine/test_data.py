@@ -45,12 +45,10 @@ from gputui.engine.data import (
 from gputui.engine.download import (
     CIFAR10_ARCHIVE,
     CIFAR10_URL,
-    TextProgressBar,
     download_file,
     extract_cifar10,
 )
 from tests.engine import cifar_files
-from tests.helpers import FakeClock
 
 PER_FILE = 20
 FIXTURES = Path(__file__).parent.parent / "data" / "cifar10_pickles"
@@ -911,16 +909,6 @@ def test_synthetic_is_learnable_from_its_spectrum() -> None:
     assert accuracy > 0.25  # chance is 0.10; held-out images
 
 
-def test_describe_says_which_dataset_ran(small: Cifar, tmp_path: Path) -> None:
-    data = load_dataset("synthetic", limit=20, test_limit=10)
-    assert data.describe() == "synthetic (20 training, 10 held-out images), generated locally"
-    cifar_files.write_binary_batches(tmp_path / "cifar-10-batches-bin", small.train, small.test)
-    data = load_dataset("auto", tmp_path, records_per_file=PER_FILE)
-    assert data.describe() == (
-        f"CIFAR-10 (100 training, 20 held-out images), from {tmp_path / 'cifar-10-batches-bin'}"
-    )
-
-
 # --------------------------------------------------------------------------- normalisation
 
 
@@ -932,42 +920,6 @@ def test_normalize_matches_totensor_then_normalize() -> None:
     assert torch.allclose(normalize(images), expected, atol=1e-6)
     assert normalize(images).min() == -1 and normalize(images).max() == 1
     assert normalize(images, torch.bfloat16).dtype == torch.bfloat16
-
-
-# --------------------------------------------------------------------------- progress bar
-
-
-def test_progress_bar_in_a_log_prints_quarters() -> None:
-    stream, clock = io.StringIO(), FakeClock(0.0)
-    bar = TextProgressBar("Downloading", stream, width=10, clock=clock)
-    for done in range(0, 101, 5):
-        clock.now = done / 10
-        bar(done * 1024 * 1024, 100 * 1024 * 1024)
-    lines = stream.getvalue().splitlines()
-    assert [line.split("]")[0] for line in lines] == [
-        "Downloading [----------",
-        "Downloading [##--------",
-        "Downloading [#####-----",
-        "Downloading [#######---",
-        "Downloading [##########",
-    ]
-    assert lines[-1].endswith("100.0 MiB / 100.0 MiB  10.0 MiB/s")
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_bar_on_a_terminal_redraws_in_place() -> None:
-    stream, clock = Terminal(), FakeClock(0.0)
-    with TextProgressBar("Get", stream, width=4, clock=clock) as bar:
-        bar(0, 0)
-        bar(10, 0)  # too soon to redraw
-        clock.now = 1.0
-        bar(2048, 0)  # total unknown
-    text = stream.getvalue()
-    assert text == "\rGet  0 B\x1b[K\rGet  2.0 KiB  2.0 KiB/s\x1b[K\n"
 
 
 def test_the_cache_folder_is_never_made_in_a_missing_home_folder(
