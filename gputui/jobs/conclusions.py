@@ -1,11 +1,10 @@
 """Each experiment's result in one plain sentence, built only from its measured rows; and
 what bf16 gained over fp32 in ``gputui bench`` (:func:`bf16_clause`).
 
-Pure and torch-free: the child sends the sentence (``ExperimentConcluded``) and a
-UI or test can rebuild it from the rows. Every word that states a direction
-("falling", "slower", "as fast as") is chosen from the numbers it sits next to,
-so the sentence stays true whichever way a trend goes; differences too small to
-trust are called that, not given a direction.
+Pure: the child sends the sentence (``ExperimentConcluded``), a UI or test can rebuild it.
+Every word that states a direction ("falling", "slower", "as fast as") is chosen from the
+numbers it sits next to, so the sentence stays true whichever way a trend goes; differences
+too small to trust are called that, not given a direction.
 """
 
 from __future__ import annotations
@@ -40,15 +39,8 @@ scaling efficiency over 100%."""
 
 
 def conclude(experiment: str, rows_by_device: Mapping[Device, Sequence[Row]]) -> str:
-    """The experiment's one-sentence result.
-
-    Args:
-        experiment: ``batch-sweep``, ``sync-stall`` or ``pipelines``.
-        rows_by_device: Each device's rows, devices in the order they ran.
-
-    Returns:
-        One sentence, capitalised and ending in a full stop.
-    """
+    """The experiment's one-sentence result, from each device's rows (in the order the
+    devices ran)."""
     devices = {device: list(rows) for device, rows in rows_by_device.items() if rows}
     if not devices:
         return "No measurement finished."
@@ -100,22 +92,16 @@ def batch_sweep_clause(device: Device, rows: Sequence[BatchSweepRow]) -> str:
     )
     first, last = ok[0], ok[-1]
     assert first.data_share is not None and last.data_share is not None
-    assert first.images_per_second is not None
+    text = f"on {device}, {what} took {fmt_share(first.data_share)} of each step at batch "
     if first is last:
-        text = (
-            f"on {device}, {what} took {fmt_share(first.data_share)} of each step at batch "
-            f"{first.batch_size} ({fmt_count(first.images_per_second)} images/s)"
-        )
+        text += f"{first.batch_size} ({fmt_count(first.images_per_second)} images/s)"
     else:
         change = last.data_share - first.data_share
         if abs(change) < SHARE_SAME:  # too small a change to call a trend
             trend = f" and {fmt_share(last.data_share)}"
         else:
             trend = f", {'rising' if change > 0 else 'falling'} to {fmt_share(last.data_share)}"
-        text = (
-            f"on {device}, {what} took {fmt_share(first.data_share)} of each step at batch "
-            f"{first.batch_size}{trend} at batch {last.batch_size}; " + _best_batch(ok)
-        )
+        text += f"{first.batch_size}{trend} at batch {last.batch_size}; " + _best_batch(ok)
     if failed:
         text += f"; batch {failed[0].batch_size} did not run ({failed[0].error})"
     return text
@@ -252,8 +238,7 @@ def pipelines_summary(rows: Sequence[PipelineRow]) -> PipelinesSummary | None:
 
 def pipelines_clause(device: Device, rows: Sequence[PipelineRow]) -> str:
     """Which pipeline was faster on one device, and by how much."""
-    by_name = {r.pipeline: r.images_per_second for r in rows if r.error is None}
-    classic, resident = by_name.get("classic"), by_name.get("resident")
+    classic, resident = _rates(rows)
     if not classic or not resident:
         failed = next((f"{r.pipeline}: {r.error}" for r in rows if r.error), None)
         return f"on {device}, the two pipelines could not both be measured" + (
@@ -323,14 +308,9 @@ def speedup_clauses(pipelines: Mapping[Device, Sequence[PipelineRow]]) -> list[s
 
 
 def bf16_clause(device: Device, speedup: float, *, cpu_fast_bf16: bool | None = None) -> str:
-    """bf16 against fp32 on one device, from the measured speedup; when bf16 gained nothing,
-    why not, in that device's terms.
-
-    Args:
-        device: Where both ran (``cpu``, ``cuda:0``, ``mps``).
-        speedup: fp32's steady epoch seconds over bf16's (above 1: bf16 was faster).
-        cpu_fast_bf16: On a CPU, whether it has AVX512-BF16 or AMX (``RunStarted.cpu_bf16``).
-    """
+    """bf16 against fp32 on ``device``, from ``speedup`` (fp32's steady epoch seconds over
+    bf16's: above 1, bf16 was faster); when bf16 gained nothing, why not, in that device's
+    terms (a CPU's by ``cpu_fast_bf16``, ``RunStarted.cpu_bf16``: AVX512-BF16 or AMX)."""
     if speedup >= BF16_GAIN_MIN:
         return f"on {device}, bf16 trained {fmt_times(speedup, precision=2)} as fast as fp32"
     how = "slower than" if speedup * BF16_GAIN_MIN <= 1 else "no faster than"
@@ -376,11 +356,6 @@ def pace_verdict(device: Device, busy_share: float | None, pipeline: str) -> Pac
     waits on the host: for its batches where the host loads them (the classic pipeline),
     else for its kernels' launches. On the CPU the host is the device and its busy time its
     wall time (no device clock tells its compute from its waits): compute-bound, said so.
-
-    Args:
-        device: Where the run trained.
-        busy_share: The share of its steps' time the device ran kernels (1 on the CPU).
-        pipeline: ``classic`` or ``resident``.
     """
     if busy_share is None:
         return None

@@ -1,14 +1,9 @@
 """What a job in the engine's child process is asked to do: frozen, JSON-portable configs.
 
-Torch-free on purpose: the commands and the UI build and validate a config in
-their own process, then hand it to the child (:mod:`gputui.engine`) as JSON.
-Every config shares :class:`JobConfig`'s fields (data, threads, workers,
-priority, seed) under one name each; a device is a :class:`~gputui.device.Device`, its
-text parsed once where it comes in (a flag, the JSON), since whether it is usable needs
-torch.
-
-Defaults are a headless command's: every core, normal priority. The runner pane
-beside a live monitor asks for fewer threads and a lower priority itself
+Torch-free on purpose: the commands and the UI build and validate a config in their own
+process, then hand it to the child (:mod:`gputui.engine`) as JSON. A device's text is parsed
+where it comes in; whether it is usable needs torch. Defaults are a headless command's
+(every core, normal priority); the runner pane asks for less itself
 (:func:`gputui.jobs.runner.ui_friendly`).
 """
 
@@ -128,8 +123,7 @@ class Portable:
         Raises:
             ConfigError: naming ``source`` when ``text`` is not a JSON object of fields.
         """
-        fields = self._fields_in(text, source, strict=True)
-        return dataclasses.replace(self, **fields)
+        return self.with_changes(**self._fields_in(text, source, strict=True))
 
     @classmethod
     def _fields_in(cls, text: str, source: str, *, strict: bool | None = None) -> dict[str, Any]:
@@ -191,23 +185,13 @@ class JobConfig(Portable):
     """Seed for the model's initial weights and the data order."""
 
     def validate(self) -> None:
-        """Check every field that needs no torch.
-
-        Raises:
-            ConfigError: with a one-line message naming the bad value and what to use.
-        """
         _one_of("dataset", self.dataset, DATASETS)
         if self.limit is not None:
             _whole_number("limit", self.limit, 1)
         if self.threads is not None:
             _whole_number("threads", self.threads, 1)
         _whole_number("workers", self.workers, 0)
-        if (
-            isinstance(self.nice, bool)
-            or not isinstance(self.nice, int)
-            or not 0 <= self.nice <= NICE_MAX
-        ):
-            raise ConfigError(f"nice must be 0 to {NICE_MAX}, got {self.nice!r}")
+        _whole_number("nice", self.nice, 0, NICE_MAX)
 
     def job_settings(self) -> dict[str, Any]:
         """The fields every job shares, to start another kind of job the same way."""
@@ -250,11 +234,6 @@ class RunConfig(JobConfig):
     gradient all-reduce) before it gives up; torch's own default is 10 or 30 minutes."""
 
     def validate(self) -> None:
-        """Check every field that needs no torch.
-
-        Raises:
-            ConfigError: with a one-line message naming the bad value and what to use.
-        """
         _whole_number("epochs", self.epochs, 1, EPOCHS_MAX)
         _whole_number("batch size", self.batch_size, 1)
         super().validate()
@@ -264,10 +243,7 @@ class RunConfig(JobConfig):
         _one_of("precision", self.precision, PRECISIONS)
         if self.test_limit is not None:
             _whole_number("test limit", self.test_limit, 0)
-        if not self.progress_interval_s > 0:
-            raise ConfigError(
-                f"progress interval must be above 0 seconds, got {self.progress_interval_s!r}"
-            )
+        _seconds_above_zero("progress interval", self.progress_interval_s)
         _seconds_above_zero("collective timeout", self.collective_timeout_s)
 
     def check_distributed(self) -> None:
@@ -318,11 +294,6 @@ class ScaleConfig(RunConfig):
     """Ranks to start on this machine."""
 
     def validate(self) -> None:
-        """Check every field that needs no torch.
-
-        Raises:
-            ConfigError: one line naming the bad value and what to use.
-        """
         super().validate()
         _whole_number("world size", self.world_size, 1, WORLD_SIZE_MAX)
         self.check_distributed()
@@ -359,11 +330,6 @@ class ExperimentConfig(JobConfig):
     ``False`` copies from pageable memory, as seed 001's DataLoader hands them out."""
 
     def validate(self) -> None:
-        """Check every field that needs no torch.
-
-        Raises:
-            ConfigError: one line naming the bad value and what to use.
-        """
         if self.experiment not in EXPERIMENTS:
             raise ConfigError(
                 f"unknown experiment {self.experiment!r}: choose {', '.join(EXPERIMENTS)}"
@@ -421,27 +387,15 @@ class ProbeConfig(Portable):
     mps_matmul_n: int = 4096
 
     def validate(self) -> None:
-        """Check the sizes and the budget.
-
-        Raises:
-            ConfigError: one line naming the bad value.
-        """
         for spec in dataclasses.fields(self):
             if spec.name.endswith(("_mib", "_n")):
                 _whole_number(spec.name, getattr(self, spec.name), 1)
         _seconds_above_zero("budget", self.budget_s)
 
     def time_limit_s(self, base_s: float, cuda_devices: int) -> float:
-        """How long the probe may run, once it has said how many CUDA devices it sees.
-
-        Args:
-            base_s: The limit before it said (``TIMEOUT_S``, or ``gputui doctor --timeout``):
-                importing torch, initialising CUDA, the CPU's figures.
-            cuda_devices: ``torch.cuda.device_count()``.
-
-        Returns:
-            ``base_s``, plus ``TIMEOUT_PER_GPU_S`` for each CUDA device it will measure.
-        """
+        """How long the probe may run once it said how many CUDA devices it sees: ``base_s``
+        (``TIMEOUT_S``, or ``gputui doctor --timeout``: importing torch, initialising CUDA,
+        the CPU's figures) plus ``TIMEOUT_PER_GPU_S`` for each CUDA device it will measure."""
         if not self.measure or self.torch_only:
             return base_s
         return base_s + self.TIMEOUT_PER_GPU_S * max(cuda_devices, 0)
@@ -485,20 +439,11 @@ def sweep_sizes(limit: int | None) -> tuple[int, ...]:
 
 
 def steps_within(estimate_s: float, steps: int, budget_s: float) -> int:
-    """Timed steps for a measurement: ``steps``, or fewer when they would overrun the budget.
-
-    Args:
-        estimate_s: Seconds one step took at the end of the warm-up.
-        steps: The most steps asked for.
-        budget_s: Seconds the timed steps should take at most.
-
-    Returns:
-        Between ``min(MIN_STEPS, steps)`` and ``steps``.
-    """
-    least = min(MIN_STEPS, steps)
+    """Timed steps for a measurement: ``steps``, or fewer (never under ``MIN_STEPS``) when
+    steps of ``estimate_s`` (one step at the end of the warm-up) would overrun ``budget_s``."""
     if not estimate_s > 0:
         return steps
-    return max(least, min(steps, int(budget_s / estimate_s)))
+    return max(min(MIN_STEPS, steps), min(steps, int(budget_s / estimate_s)))
 
 
 def images_needed(config: ExperimentConfig) -> int:

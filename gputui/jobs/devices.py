@@ -54,12 +54,9 @@ class DeviceInventory:
 
 
 def device_options(inv: DeviceInventory) -> list[DeviceOption]:
-    """Every candidate device, usable or not, with the reason when not.
-
-    Returns:
-        ``cpu``; each ``cuda:N`` (or one ``cuda`` with its reason); on an XPU build each
-        ``xpu:N`` (or one ``xpu`` with its reason); ``mps``.
-    """
+    """Every candidate device, usable or not, with the reason when not: ``cpu``; each
+    ``cuda:N`` (or one ``cuda`` with its reason); on an XPU build each ``xpu:N`` (or one
+    ``xpu`` with its reason); ``mps``."""
     options = [DeviceOption(CPU, True, inv.cpu_name)]
     gpus: list[tuple[Kind, str]] = [
         ("cuda", "AMD GPU (ROCm)" if inv.hip_version else "NVIDIA GPU (CUDA)")
@@ -81,51 +78,33 @@ def device_options(inv: DeviceInventory) -> list[DeviceOption]:
 
 def unusable_reason(kind: str, inv: DeviceInventory) -> str | None:
     """Why no device of ``kind`` can be used here (one line), ``None`` when one can."""
-    if kind == "cuda":
-        return _cuda_unusable_reason(inv)
-    if kind == "xpu":
-        return _xpu_unusable_reason(inv)
-    if kind == "mps":
-        return _mps_unusable_reason(inv)
-    return None
-
-
-def _cuda_unusable_reason(inv: DeviceInventory) -> str | None:
-    if not inv.cuda_built:
+    if kind == "cuda" and not inv.cuda_built:
         return (
             f"this torch {inv.torch_version} was built without CUDA; install a CUDA build "
             "of torch, as gputui doctor explains"
         )
-    if not inv.cuda_names and inv.hip_version:
+    if kind == "cuda" and not inv.cuda_names and inv.hip_version:
         return (
             f"torch was built for ROCm (HIP {inv.hip_version}) but sees no GPU; check the "
             "driver with rocm-smi or gputui doctor"
         )
-    if not inv.cuda_names:
+    if kind == "cuda" and not inv.cuda_names:
         return (
             f"torch was built for CUDA {inv.cuda_version} but sees no GPU; check the driver "
             "with nvidia-smi or gputui doctor"
         )
-    return None
-
-
-def _xpu_unusable_reason(inv: DeviceInventory) -> str | None:
-    if not inv.xpu_built:
+    if kind == "xpu" and not inv.xpu_built:
         return (
             f"this torch {inv.torch_version} was built without XPU; install an XPU build "
             "of torch for an Intel GPU"
         )
-    if not inv.xpu_names:
+    if kind == "xpu" and not inv.xpu_names:
         return "torch was built for XPU but sees no Intel GPU; check the GPU's driver"
-    return None
-
-
-def _mps_unusable_reason(inv: DeviceInventory) -> str | None:
-    if inv.system != "Darwin":
+    if kind == "mps" and inv.system != "Darwin":
         return f"MPS needs Apple silicon and macOS; this is {inv.system}"
-    if not inv.mps_built:
+    if kind == "mps" and not inv.mps_built:
         return f"this torch {inv.torch_version} was built without MPS"
-    if not inv.mps_available:
+    if kind == "mps" and not inv.mps_available:
         return "MPS is not available: it needs macOS 12.3 or later on Apple silicon"
     return None
 
@@ -184,8 +163,7 @@ def seen_devices(
         installed: What the installed torch was built for (:func:`installed_torch`).
         nvidia: The NVIDIA GPUs' names, in NVML's order (not always CUDA's).
         driver_cuda: The newest CUDA the NVIDIA driver runs (``12.4``), if known.
-        amd: The AMD GPUs' names.
-        intel: The Intel GPUs' names.
+        amd: The AMD GPUs' names (``intel``: the Intel GPUs').
         cpu_name: The CPU's model name.
     """
     cuda = None if installed.hip_version else installed.cuda_version

@@ -1,9 +1,6 @@
 """The one protocol between the engine's child process and its parent: typed events, one
 JSON object per line, ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}``.
 
-Over 600 lines: every event of every mode, each field documented, stands here, beside the
-one registry and reader that know them all.
-
 ``class Note(Event, type="note")`` defines and registers an event type; :func:`parse_event`
 is the one reader (a device travels as its text, and is parsed there), and skips what it
 does not know (a newer engine's types and fields, a line that is no event). Each mode's
@@ -707,18 +704,10 @@ Emit = Callable[[Event], None]
 
 
 def parse_event(line: str | bytes) -> Event | None:
-    """Read one line of the stream.
-
-    Args:
-        line: One line, with or without its newline.
-
-    Returns:
-        The event, or ``None`` for a line to skip: not JSON, not an event, an
-        unknown event type (a newer engine), or a known type missing a field.
-        Skipped lines are logged at debug level, never raised.
-    """
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
-    text = text.strip()
+    """One line of the stream (with or without its newline) as its event; ``None``, logged
+    at debug level, for a line to skip: not JSON, not an event, an unknown event type (a
+    newer engine), or a known type missing a field."""
+    text = (line.decode("utf-8", "replace") if isinstance(line, bytes) else line).strip()
     if not text:
         return None
     try:

@@ -1,11 +1,6 @@
-"""Where gputui keeps its files unless told otherwise, and how their folders are made.
-
-The defaults follow the XDG base directories: ``$XDG_STATE_HOME/gputui`` (the run
-folders) and ``$XDG_CACHE_HOME/gputui`` (CIFAR-10), else ``~/.local/state/gputui`` and
-``~/.cache/gputui``; a relative XDG value is ignored, as the spec says. A folder is
-made with its missing parents, but never inside a home folder that does not exist
-(``HOME=/nonexistent``, as services run): made by root, that home would be a stray
-folder at the top of the file system.
+"""Where gputui keeps its files unless told otherwise (the XDG base directories), and how
+their folders are made: never inside a home folder that does not exist (``HOME=/nonexistent``,
+as services run), which, made by root, would be a stray folder at the top of the file system.
 """
 
 from __future__ import annotations
@@ -22,21 +17,13 @@ closes it for a trainer that could not)."""
 class MissingHome(FileNotFoundError):
     """A folder was to be made in a home folder that does not exist."""
 
-    def __init__(self, home: Path) -> None:
-        super().__init__(errno.ENOENT, f"the home folder {home} does not exist")
-        self.home = home
-
     def __str__(self) -> str:
         return str(self.strerror)
 
 
 def user_folder(variable: str, default: str) -> Path:
-    """``$VARIABLE/gputui``, else ``~/DEFAULT/gputui``.
-
-    Args:
-        variable: The XDG variable, e.g. ``XDG_STATE_HOME``.
-        default: Its default, relative to the home folder, e.g. ``.local/state``.
-    """
+    """``$VARIABLE/gputui`` (``XDG_STATE_HOME``), else ``~/DEFAULT/gputui`` (``.local/state``);
+    a relative XDG value is ignored, as the spec says."""
     value = os.environ.get(variable, "")
     base = Path(value) if value and Path(value).is_absolute() else Path.home() / default
     return base / "gputui"
@@ -61,5 +48,5 @@ def make_folder(path: Path) -> None:
     """
     home = missing_home(path)
     if home is not None:
-        raise MissingHome(home)
+        raise MissingHome(errno.ENOENT, f"the home folder {home} does not exist")
     path.mkdir(parents=True, exist_ok=True)

@@ -1,14 +1,5 @@
-"""Ctrl+C during ``gputui bench`` or ``gputui experiment``: stop the job, keep what finished;
-and a rank whose torchrun agent died: stop it.
-
-Inside ``with CtrlC() as ctrl_c:``, SIGINT no longer raises ``KeyboardInterrupt``. The
-first one asks the child that :meth:`CtrlC.watch` was given to stop after its current
-step (it then says what it finished, and its run folder is complete); a second one
-kills it at once. The command then prints what finished and exits 130.
-
-Inside ``with AgentWatch() as agent:``, a thread watches the launcher that started this
-process (its parent at the start); once it is gone, the child :meth:`AgentWatch.watch` was
-given is stopped as by Ctrl+C, and SIGKILLed with its process group after its grace.
+"""Ctrl+C during ``gputui bench`` or ``gputui experiment``: stop the job, keep what finished
+(a second Ctrl+C kills it); and a rank whose torchrun agent died: stop it.
 """
 
 from __future__ import annotations
@@ -17,14 +8,16 @@ import os
 import signal
 import threading
 from collections.abc import Mapping
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 from gputui.jobs.process import ChildProcess
 
 
 class CtrlC:
-    """SIGINT, caught for the length of a ``with`` block, as a request to stop a child."""
+    """SIGINT, caught for the length of a ``with`` block, as a request to stop a child: the
+    first asks it to stop after its current step (it then says what it finished, and its
+    run folder is complete), a second kills it."""
 
     def __init__(self) -> None:
         self.pressed = 0
@@ -42,12 +35,7 @@ class CtrlC:
             pass
         return self
 
-    def __exit__(
-        self,
-        _type: type[BaseException] | None,
-        _value: BaseException | None,
-        _traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_exc: object) -> None:
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False

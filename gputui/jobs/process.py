@@ -66,11 +66,10 @@ class ChildProcess:
         python: str | Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        """Prepare (not start) a job.
+        """Prepare (not start) ``config``'s job (its ``MODE`` picks the engine's mode);
+        ``stop()`` waits ``grace_s`` after SIGTERM before SIGKILL.
 
         Args:
-            config: The job; its ``MODE`` picks the engine's mode.
-            grace_s: Seconds ``stop()`` waits after SIGTERM before SIGKILL.
             python: Interpreter for the child, alone or with its flags (``[python, "-S"]``);
                 default: this one.
             environ: The child's environment (default: this process's); the ``gputui``
@@ -102,14 +101,14 @@ class ChildProcess:
         self.said_its_end = False
         """Whether the child sent its last event itself (not one that stands in for it)."""
 
-    # -- public API -------------------------------------------------------------------------
-
     def _engine_argv(self, python: str | Sequence[str] | None) -> list[str]:
         if python is None or isinstance(python, str):
             python = [python or sys.executable]
         argv = [*python, "-m", ENGINE, self.mode]
         argv += ["--parent-pid", str(os.getpid()), "--watch-stdin"]
         return [*argv, self.config.to_json()]
+
+    # -- public API -------------------------------------------------------------------------
 
     def start(self) -> ChildProcess:
         """Start the child; returns ``self``. Events then arrive through :meth:`events`."""
@@ -124,16 +123,11 @@ class ChildProcess:
     def events(self, timeout_s: float | None = None) -> Iterator[Event]:
         """Events in order, until (and including) the last one.
 
-        Args:
-            timeout_s: Longest wait for any one event; ``None`` waits as long as it takes.
-
         Raises:
-            TimeoutError: when no event came within ``timeout_s`` (the child keeps running).
+            TimeoutError: when no event came within ``timeout_s`` of the one before (the
+                child keeps running).
         """
-        while True:
-            event = self.next_event(timeout_s)
-            if event is None:
-                return
+        while (event := self.next_event(timeout_s)) is not None:
             yield event
 
     def next_event(self, timeout_s: float | None = None) -> Event | None:
@@ -172,14 +166,9 @@ class ChildProcess:
         return found
 
     def stop(self, *, wait: bool = True) -> None:
-        """Stop the run: SIGTERM now, SIGKILL to the whole group after ``grace_s``.
-
-        Idempotent, and harmless after the child has ended.
-
-        Args:
-            wait: Block until the child and its workers are gone (at most about
-                ``grace_s`` plus a second).
-        """
+        """Stop the run: SIGTERM now, SIGKILL to the whole group after ``grace_s``; with
+        ``wait``, block until the child and its workers are gone (about ``grace_s`` plus a
+        second at most). Idempotent, and harmless after the child has ended."""
         self._stop_requested = True
         proc = self._proc
         if proc is not None and not _exited(proc):  # not reaped yet: the pid is still ours
@@ -191,12 +180,9 @@ class ChildProcess:
             self._owner.join()
 
     def kill(self, *, wait_s: float | None = None) -> None:
-        """SIGKILL the child's whole process group now (a job hung in a driver call).
-
-        Args:
-            wait_s: Longest wait for the child to be reaped; ``None`` waits as long as it
-                takes. A process stuck in the driver may not die at once.
-        """
+        """SIGKILL the child's whole process group now (a job hung in a driver call), and
+        wait ``wait_s`` at most (``None``: as long as it takes) for it to be reaped: a
+        process stuck in the driver may not die at once."""
         self._stop_requested = True
         self._kill_at = time.monotonic()  # the owner thread kills: it alone reaps the child
         if self._owner is not None and self._owner is not threading.current_thread():
@@ -382,13 +368,9 @@ def run_to_end(
     group killed; what it said before is kept. A process stuck in the driver may not
     die at once: it is left behind rather than waited for.
 
-    Args:
-        config: The job.
-        timeout_s: Seconds from the start it may run.
-        python: The child's interpreter, alone or with its flags (default: this one).
-        environ: The child's environment (default: this process's).
-        time_limit_for: A new limit (seconds from the start) that an event sets, or
-            ``None`` to keep the one there is: the probe's grows with the GPUs it reports.
+    ``python`` and ``environ`` are as :class:`ChildProcess` takes them; ``time_limit_for``
+    gives the new limit (seconds from the start) an event sets, or ``None`` to keep the one
+    there is: the probe's grows with the GPUs it reports.
     """
     started = time.monotonic()
     limit_s = timeout_s
@@ -420,19 +402,10 @@ def run_to_end(
 def list_devices(
     query: DeviceQuery | None = None, timeout_s: float = 120.0
 ) -> DevicesListed | Error:
-    """Every candidate device with its usable flag and reason, asked of a child process.
-
-    The UI and command processes never import torch; this runs the engine's ``devices``
-    mode.
-
-    Args:
-        query: Devices to check (default: none; every usable one is chosen).
-        timeout_s: Longest wait for the answer.
-
-    Returns:
-        ``DevicesListed``, or an ``Error`` when the child failed or timed out, or (kind
-        ``device``) when a device to check cannot be used.
-    """
+    """Every candidate device with its usable flag and reason, asked of the engine's
+    ``devices`` mode in a child (the UI and commands never import torch): ``DevicesListed``,
+    or an ``Error`` when the child failed or timed out, or (kind ``device``) when a device
+    ``query`` checks cannot be used."""
     outcome = run_to_end(query or DeviceQuery(), timeout_s=timeout_s)
     if outcome.timed_out:
         return Error(message=f"listing devices took more than {timeout_s:g} s", kind="crash")
@@ -455,10 +428,8 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
     if proc.returncode is not None:
         return True
     if hasattr(os, "waitid"):
-        try:
+        with contextlib.suppress(ChildProcessError):
             return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-        except ChildProcessError:
-            return proc.poll() is not None
     return proc.poll() is not None
 
 

@@ -67,12 +67,8 @@ def steady_figures(epochs: Sequence[EpochFinished], *, ended: bool) -> EpochFigu
     Epoch 1 is the warm-up (cuDNN autotune, ``torch.compile``, the allocator growing), so it
     is shown apart, and a run's figures are the mean of the epochs after it. A run that
     ended with only its warm-up epoch falls back to that one, marked ``includes_warmup``
-    (and a speedup then compares warm-up with warm-up).
-
-    Args:
-        epochs: The run's finished epochs, in order.
-        ended: Whether the run ended; while it runs, ``None`` until an epoch after the
-            warm-up finished.
+    (and a speedup then compares warm-up with warm-up). While the run goes on (not
+    ``ended``), ``None`` until an epoch after the warm-up finished.
     """
     counted = steady_epochs(epochs, ended=ended)
     if not counted:
@@ -293,14 +289,15 @@ class RunRecord:
             self.progress = None
 
 
+def _unmarked(run: RunRecord, with_precision: bool) -> str:
+    return f"{run.device} {run.config.precision}" if with_precision else str(run.device)
+
+
 def run_marks(runs: Sequence[RunRecord], *, with_precision: bool = False) -> list[str]:
     """What tells apart runs that a report would name alike (by device, and by precision
     with ``with_precision``): `` (baseline)`` after the first run, the one every speedup is
     over, when a later run has its name; `` (run N)`` after later runs that share one."""
-    names = [
-        f"{run.device} {run.config.precision}" if with_precision else str(run.device)
-        for run in runs
-    ]
+    names = [_unmarked(run, with_precision) for run in runs]
     later = names[1:]
     marks = []
     for index, name in enumerate(names):
@@ -315,10 +312,7 @@ def run_names(runs: Sequence[RunRecord], *, with_precision: bool = False) -> lis
     """Each run's name in a report: its device (and precision), marked by :func:`run_marks`
     where two would read alike (the CPU compared with itself: ``cpu (baseline)``, ``cpu``)."""
     marks = run_marks(runs, with_precision=with_precision)
-    return [
-        (f"{run.device} {run.config.precision}" if with_precision else str(run.device)) + mark
-        for run, mark in zip(runs, marks, strict=True)
-    ]
+    return [_unmarked(run, with_precision) + mark for run, mark in zip(runs, marks, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -482,6 +476,11 @@ class Session:
         return speedup(self.runs[0], self.runs[1])
 
 
+def dataset_origin(source: str) -> str:
+    """Where a job's data came from (``RunStarted.dataset_source``), in words."""
+    return "generated locally" if source == "generated" else f"from {source}"
+
+
 SCHEMA_FIELDS_SKIPPED = ("pid",)
 """``ExperimentStarted`` fields left out of ``settings`` (they differ every run)."""
 
@@ -605,11 +604,7 @@ class ExperimentResult:
             }
         error = None
         if self.error is not None:
-            error = {
-                "message": self.error.message,
-                "kind": self.error.kind,
-                "detail": self.error.detail,
-            }
+            error = {key: getattr(self.error, key) for key in ("message", "kind", "detail")}
         return {
             "experiment": self.experiment,
             "status": self.status,
@@ -632,6 +627,4 @@ class ExperimentResult:
         }
 
     def _device(self, device: Device) -> DeviceResult:
-        if device not in self.devices:
-            self.devices[device] = DeviceResult(device)
-        return self.devices[device]
+        return self.devices.setdefault(device, DeviceResult(device))

@@ -1,11 +1,8 @@
-"""The runner pane's work, with no screen: the choices made into configs, a child that asks
-torch which devices it can use, the children that train one run after another and their events
-folded into a session or an experiment; a recording's jobs go through the same steps.
-
-:class:`Runner` never blocks: :meth:`Runner.drain`, on the pane's timer, folds in what the
-children said. A job beside the live monitor leaves a core spare and runs at a lower priority
-(:func:`ui_friendly`). What a job needs (the events, the results, the experiments) is imported
-once one starts: the monitor's first frame does not wait for it.
+"""The runner pane's work, with no screen: choices made into configs, torch asked for its
+devices, runs trained one after another and their events folded into a session or an
+experiment, a recording's jobs alike. :class:`Runner` never blocks: :meth:`Runner.drain`, on
+the pane's timer, folds in what the children said. What a job needs (the events, the results)
+is imported once one starts: the monitor's first frame does not wait for it.
 """
 
 from __future__ import annotations
@@ -348,12 +345,9 @@ class Runner:
     # -- what the user asks -----------------------------------------------------------------
 
     def start(self, choices: Choices, *, compare: bool = False) -> bool:
-        """Train the chosen config, or compare: the baseline, then the chosen one.
-
-        Returns:
-            Whether it started, or will once torch has listed the devices (not when busy,
-            or when a choice cannot work: :attr:`message` says why).
-        """
+        """Train the chosen config, or compare: the baseline, then the chosen one. Returns
+        whether it started, or will once torch has listed the devices (not when busy, or
+        when a choice cannot work: :attr:`message` says why)."""
 
         def build() -> list[RunConfig]:
             chosen = self.config(choices)
@@ -464,12 +458,11 @@ class Runner:
     def shutdown(self) -> None:
         """Stop the running trainer or experiment and wait until it and its workers are gone."""
         self._asked = None
-        trainer, self.trainer = self.trainer, None
-        if trainer is not None:
-            trainer.stop(wait=True)
-        experiment, self.experiment_process = self.experiment_process, None
-        if experiment is not None:
-            experiment.stop(wait=True)
+        jobs = (self.trainer, self.experiment_process)
+        self.trainer = self.experiment_process = None
+        for job in jobs:
+            if job is not None:
+                job.stop(wait=True)
 
     # -- the children -----------------------------------------------------------------------
 
@@ -506,11 +499,8 @@ class Runner:
 
     def drain(self) -> bool:
         """Fold in what the children said: torch's device list (then start what waited
-        for it), or the running job's events (then start the session's next run).
-
-        Returns:
-            Whether anything changed.
-        """
+        for it), or the running job's events (then start the session's next run); returns
+        whether anything changed."""
         if self._check is not None:
             if self._check.is_alive():
                 return False

@@ -1,13 +1,7 @@
-"""A distributed job's world, as torchrun describes it to each rank in the environment.
-
-Torch-free: ``gputui bench`` reads it in the parent (rank 0 alone prints and records),
-and the engine's trainer reads it again in the child to join the process group.
-
-torchrun (and ``gputui scale``, which launches its ranks the same way) sets, for each
-rank: ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``
-and ``MASTER_PORT``. None of them set: a job of one process, as always. Some but not
-all: refused in one line, since a rank that guessed the rest would wait for peers
-that never come.
+"""A distributed job's world, as torchrun (and ``gputui scale``) describes it to each rank in
+the environment. Torch-free: ``gputui bench`` reads it in the parent, the engine's trainer in
+the child. Only some of the variables set is refused in one line: a rank that guessed the
+rest would wait for peers that never come.
 """
 
 from __future__ import annotations
@@ -147,13 +141,9 @@ def backend_for(device_type: str, *, xccl_available: bool = True) -> str:
     """torch.distributed's backend for a device type: ``nccl`` for CUDA (on a ROCm build it
     is RCCL, AMD's NCCL, under NCCL's name), ``xccl`` for Intel GPUs, ``gloo`` for the CPU.
 
-    Args:
-        device_type: ``cpu``, ``cuda`` or ``xpu``.
-        xccl_available: ``torch.distributed.is_xccl_available()`` (False in a torch that
-            lacks it or predates it).
-
     Raises:
-        ConfigError: for ``xpu`` when this torch has no XCCL, in one line.
+        ConfigError: for ``xpu`` when this torch has no XCCL
+            (``torch.distributed.is_xccl_available()``), in one line.
     """
     if device_type == "xpu":
         if not xccl_available:

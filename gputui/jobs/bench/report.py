@@ -1,9 +1,5 @@
-"""The report of ``gputui bench``'s training runs, as text and JSON.
-
-Progress goes to standard error as it arrives (:class:`ProgressLine`, one rewritten
-line on a terminal; ``gputui scale`` shows its runs with it too); the table and the
-JSON go to standard output once the runs ended. Every line that holds a path or a
-message goes through :func:`gputui.format.one_line`.
+"""The report of ``gputui bench``'s training runs, as text and JSON, and their progress as it
+arrives (:class:`ProgressLine`, which ``gputui scale`` shows its runs with too).
 """
 
 from __future__ import annotations
@@ -37,16 +33,20 @@ from gputui.jobs.events import (
     RunStarted,
     WorldJoined,
 )
-from gputui.jobs.results import RunRecord, bf16_gain, run_marks, run_names, speedup
+from gputui.jobs.results import (
+    RunRecord,
+    bf16_gain,
+    dataset_origin,
+    run_marks,
+    run_names,
+    speedup,
+)
 from gputui.jobs.world import backend_text
 
 
 class ProgressLine:
-    """Compact progress on standard error: one rewritten line on a terminal.
-
-    Every line goes through :func:`one_line`: a path or message holding a newline or
-    a terminal escape cannot break the display.
-    """
+    """Compact progress on standard error: one rewritten line on a terminal. Every line goes
+    through :func:`one_line`: a newline or an escape in a path or message cannot break it."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -121,13 +121,9 @@ def render_table(runs: list[RunRecord]) -> str:
     precisions = list(dict.fromkeys(run.config.precision for run in runs))
     several = len(precisions) > 1
     first = next((run.started for run in runs if run.started is not None), None)
+    names = run_names(runs, with_precision=several)
     if first is not None:
-        where = (
-            "generated locally"
-            if first.dataset_source == "generated"
-            else f"from {first.dataset_source}"
-        )
-        lines.append(f"dataset: {first.dataset} ({where})")
+        lines.append(f"dataset: {first.dataset} ({dataset_origin(first.dataset_source)})")
         if first.dataset_note:
             lines.append(f"note: {first.dataset_note}")
         lines.append(
@@ -140,7 +136,7 @@ def render_table(runs: list[RunRecord]) -> str:
             lines.append(world_line(first_world, first.torch_build))
         maths = {
             label: run.started.math
-            for run, label in zip(runs, run_names(runs, with_precision=several), strict=True)
+            for run, label in zip(runs, names, strict=True)
             if run.started and run.started.math
         }
         if len(set(maths.values())) == 1:
@@ -196,7 +192,6 @@ def render_table(runs: list[RunRecord]) -> str:
     legend = f"warm-up s: epoch 1 ({_warm_up_of(runs)}); epoch s, images/s: epochs 2+"
     if single:
         legend += "; * only epoch 1 ran, so these include warm-up"
-    names = run_names(runs, with_precision=several)
     if runs:
         legend += f"; speedup: over {names[0]}"
     lines.append(legend)
@@ -285,9 +280,8 @@ def pace_lines(run: RunRecord, label: str) -> list[str]:
     return [text, *([pace.verdict.sentence] if pace.verdict else [])]
 
 
-def placement_verdict(run: RunRecord, label: str | None = None) -> str | None:
-    """One line that says whether every tensor of the run sits on its device (the run named
-    ``label``, else by its device)."""
+def placement_verdict(run: RunRecord, label: str) -> str | None:
+    """One line that says whether every tensor of the run named ``label`` sits on its device."""
     placement = run.placement
     if placement is None:
         return None
@@ -300,7 +294,7 @@ def placement_verdict(run: RunRecord, label: str | None = None) -> str | None:
     param_bytes = sum(row.param_bytes for row in placement.rows if row.kind == "module")
     devices = ", ".join(sorted(filter(None, where | {device})))
     text = (
-        f"{label or run.device} placement: parameters ({fmt_bytes(param_bytes)}), Adam state "
+        f"{label} placement: parameters ({fmt_bytes(param_bytes)}), Adam state "
         f"({fmt_bytes(state_bytes)}) and input batches on {devices}"
     )
     if steps - {device}:
@@ -350,18 +344,7 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
                 "bf16_over_fp32": _bf16_json(runs, run),
                 "pace": asdict(pace) if (pace := run.pace) else None,
                 "epochs": [
-                    {
-                        "epoch": e.epoch,
-                        "seconds": e.seconds,
-                        "images_per_second": e.images_per_second,
-                        "loss": e.loss,
-                        "accuracy": e.accuracy,
-                        "warmup": e.warmup,
-                        "eval_seconds": e.eval_seconds,
-                        "device_seconds": e.device_seconds,
-                        "device_clock": e.device_clock,
-                        "energy_joules": e.energy_joules,
-                    }
+                    {key: value for key, value in plain(e).items() if key != "images"}
                     for e in run.epochs
                 ],
                 "placement": [asdict(row) for row in run.placement.rows] if run.placement else [],
@@ -392,13 +375,9 @@ def _bf16_json(runs: list[RunRecord], run: RunRecord) -> dict[str, Any] | None:
 
 
 def _inputs(placement: Placement | None) -> dict[str, Any] | None:
+    """Where the batches and the dataset live: ``placement`` but its rows, ``inputs_`` cut
+    from the names (``device``, ``dtype``, ``memory_format``, ``labels_device``...)."""
     if placement is None:
         return None
-    return {
-        "device": placement.inputs_device,
-        "dtype": placement.inputs_dtype,
-        "memory_format": placement.inputs_memory_format,
-        "labels_device": placement.labels_device,
-        "dataset_device": placement.dataset_device,
-        "pinned": placement.pinned,
-    }
+    fields = plain(placement).items()
+    return {key.removeprefix("inputs_"): value for key, value in fields if key != "rows"}

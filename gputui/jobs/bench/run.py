@@ -1,12 +1,6 @@
-"""``gputui bench``'s runs: each device in each precision in turn, or one rank of a job
-torchrun started.
-
-Each run is an engine child (:class:`ChildProcess`) of its own, one after the other,
-with the same configuration; its progress goes to standard error as it comes
-(:class:`~gputui.jobs.bench.report.ProgressLine`). Ctrl+C stops the run in hand after
-its current step (a second one at once), and the runs after it are kept as never begun.
-What came of it all is a :class:`BenchOutcome`, which :mod:`gputui.commands.bench`
-prints. Torch-free: devices are listed and checked by a child too.
+"""``gputui bench``'s runs: each device in each precision in turn, each an engine child of
+its own, or one rank of a job torchrun started. Ctrl+C stops the run in hand after its
+current step (a second one at once); the runs after it are kept as never begun.
 """
 
 from __future__ import annotations
@@ -90,11 +84,10 @@ def run_bench(
         if isinstance(listed, Error):  # torch would not even list them: nothing can run
             return BenchOutcome(failure=listed.message)
         devices = list(requested) or list(listed.chosen)  # each trainer spells its own
-        if not requested:  # the default set: say so when it leaves NVIDIA GPUs out
-            warning = unused_gpus(listed)
-            if warning is not None:
-                warnings.append(warning)
-                sys.stderr.write(one_line(f"{PROG}: warning: {warning}") + "\n")
+        # the default set: say so when it leaves NVIDIA GPUs out
+        if not requested and (warning := unused_gpus(listed)) is not None:
+            warnings.append(warning)
+            sys.stderr.write(one_line(f"{PROG}: warning: {warning}") + "\n")
 
     progress = ProgressLine(sys.stderr)
     runs: list[RunRecord] = []
@@ -183,13 +176,13 @@ def _is_data_error(error: Error | None) -> TypeGuard[Error]:
 
 def _run_one(
     config: RunConfig,
-    progress: ProgressLine | RankNotes | None,
+    progress: ProgressLine | RankNotes,
     child_checks: bool,
     ctrl_c: CtrlC,
     agent: AgentWatch | None = None,
 ) -> RunRecord:
-    """Train one run, showing its progress (``None``: quietly, as a rank other than 0);
-    ``agent``, a rank's launcher, stops it when it goes."""
+    """Train one run, showing its progress; ``agent``, a rank's launcher, stops it when it
+    goes."""
     run = RunRecord(config)
     trainer = ctrl_c.watch(ChildProcess(config).start())
     if agent is not None:
@@ -197,13 +190,12 @@ def _run_one(
     try:
         for event in trainer.events():
             run.absorb(event)
-            if progress is not None and not (
+            if not (
                 isinstance(event, Error)
                 and (_is_usage_error(event, child_checks) or _is_data_error(event))
             ):
                 progress.show(config, event)  # these errors become the one line instead
     finally:
         trainer.stop()
-        if progress is not None:
-            progress.end()
+        progress.end()
     return run

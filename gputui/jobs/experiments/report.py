@@ -1,8 +1,5 @@
 """The report of an experiment, as text: what ``gputui experiment`` prints and what the
-runner pane shows of it.
-
-Progress goes to standard error as it arrives (:class:`ProgressLines`); the table and the
-conclusion go to standard output once the experiment ended.
+runner pane shows of it, and its progress as it arrives (:class:`ProgressLines`).
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from gputui.jobs.events import (
     Row,
     SyncStallRow,
 )
-from gputui.jobs.results import ExperimentResult
+from gputui.jobs.results import ExperimentResult, dataset_origin
 
 
 class ProgressLines:
@@ -97,11 +94,7 @@ def render_result(result: ExperimentResult) -> str:
     lines: list[str] = []
     started = result.started
     if started is not None:
-        where = (
-            "generated locally"
-            if started.dataset_source == "generated"
-            else f"from {started.dataset_source}"
-        )
+        where = dataset_origin(started.dataset_source)
         lines.append(
             f"{result.experiment}: {started.dataset} data ({where}), {started.images:,} images; "
             f"up to {started.steps} timed steps per measurement after {started.warmup_steps} "

@@ -1,7 +1,5 @@
 """The report of ``gputui scale``: a row per world size, its speedup and efficiency, and
 a warning for each figure that is noise or oversubscription; as text and JSON.
-
-Its runs' progress is :class:`gputui.jobs.bench.report.ProgressLine`'s.
 """
 
 from __future__ import annotations
@@ -165,7 +163,7 @@ def render_scale(runs: Sequence[RunRecord], scaling: str, cores: int | None = No
         )
     lines += fmt_columns(rows, right=set(range(2, 11)))
     lines.append("")
-    base = f"{_ranks(runs[0])} rank{'s' if _ranks(runs[0]) != 1 else ''}" if runs else "1 rank"
+    base = fmt_counted(_ranks(runs[0]) if runs else 1, "rank")
     lines.append(
         f"speedup: images/s over {base}; efficiency: speedup / the ranks' multiple; "
         "all-reduce: the share of a step spent waiting on gradient communication "
