@@ -68,7 +68,7 @@ def add_scale_command(commands: Any) -> argparse.ArgumentParser:
         ),
         epilog=examples(
             (
-                "gputui scale --device cpu --dataset synthetic --limit 4096",
+                "gputui scale --device cpu --dataset synthetic --limit 1024",
                 "1 and 2 CPU ranks on generated images, in seconds",
             ),
             ("gputui scale --device cuda", "1, 2, 4... ranks, up to every GPU here"),

@@ -12,9 +12,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -46,6 +48,7 @@ from gputui.jobs.events import (
 )
 from gputui.jobs.process import ChildProcess, child_env
 from gputui.jobs.world import World, world_from_env
+from tests.commands.test_help import EXAMPLES
 from tests.helpers import running, wait_for
 
 TINY = {"device": CPU, "dataset": "synthetic", "record": False, "threads": 1}
@@ -98,12 +101,14 @@ def test_after_one_step_every_rank_holds_identical_parameters() -> None:
     assert results.get() == 0.0
 
 
-def _scale(world_size: int, batch_size: int, **changes: Any) -> list[Event]:
+@functools.cache
+def _scale(world_size: int, batch_size: int, **changes: Any) -> tuple[Event, ...]:
+    """A real job's events (once a worker: each job is seconds of ranks starting torch)."""
     config = ScaleConfig(
         **TINY, limit=1024, test_limit=512, epochs=2, batch_size=batch_size, world_size=world_size
     ).with_changes(**changes)
     with ChildProcess(config) as job:
-        return list(job.events())
+        return tuple(job.events())
 
 
 def test_two_ranks_at_batch_b_train_as_one_rank_at_2b() -> None:
@@ -126,13 +131,16 @@ def test_a_rank_with_another_seed_trains_otherwise() -> None:
 
 
 def test_scale_gives_a_row_per_world_size(capsys: pytest.CaptureFixture[str]) -> None:
-    """On one core (this process's affinity, which the ranks inherit): 2 ranks are
-    oversubscribed, and the report says so (issue 26)."""
-    tiny = ["--dataset", "synthetic", "--limit", "512", "--batch-size", "64", "--json"]
+    """``scale --help``'s CPU example (the help test leaves it to this one), its world
+    sizes given out of order, in JSON. On one core (this process's affinity, which the
+    ranks inherit): 2 ranks are oversubscribed, and the report says so (issue 26)."""
+    [example] = [
+        line for command, line in EXAMPLES if command.path == ("scale",) and " cpu " in line
+    ]
     cores = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cores)})
     try:
-        code = main(["scale", "--device", "cpu", "--world-sizes", "2,1", *tiny])
+        code = main([*shlex.split(example)[1:], "--world-sizes", "2,1", "--json"])
     finally:
         os.sched_setaffinity(0, cores)
     out, err = capsys.readouterr()
@@ -151,7 +159,10 @@ def test_scale_gives_a_row_per_world_size(capsys: pytest.CaptureFixture[str]) ->
         "cores, so the figures measure the contention"
     ) in report["warnings"]
     assert [row["world_size"] for row in rows] == [1, 2]
-    assert [(row["per_rank_batch"], row["global_batch"]) for row in rows] == [(64, 64), (64, 128)]
+    assert [(row["per_rank_batch"], row["global_batch"]) for row in rows] == [
+        (256, 256),
+        (256, 512),
+    ]
     assert {row["backend"] for row in rows} == {"gloo"}
     assert {row["scaling"] for row in rows} == {"weak"}
     assert rows[0]["speedup"] == 1.0 and rows[0]["efficiency"] == 1.0
@@ -480,7 +491,7 @@ def _run_started(events: list[Event]) -> RunStarted:
 
 
 def test_step_times_come_before_the_end() -> None:
-    events = _scale(2, 32, epochs=1)
+    events = _scale(2, 32)
     kinds = [type(event) for event in events]
     assert kinds[0] is RanksStarted and kinds[-2:] == [StepTimes, Finished]
 
