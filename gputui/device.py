@@ -53,12 +53,9 @@ class Device:
 
     @classmethod
     def parse(cls, text: str) -> Device:
-        """Read a device as the tutorials and torch write it.
-
-        Args:
-            text: ``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``xpu`` or ``xpu:N``; also
-                ``cpu:0`` and ``mps:0``, as torch names a tensor's device. Spaces around
-                it are ignored.
+        """Read a device as the tutorials and torch write it: ``cpu``, ``cuda``, ``cuda:N``,
+        ``mps``, ``xpu`` or ``xpu:N``; also ``cpu:0`` and ``mps:0``, as torch names a tensor's
+        device. Spaces around it are ignored.
 
         Raises:
             DeviceError: one line naming the spellings, with a guess where there is one

@@ -112,19 +112,11 @@ def fmt_columns(
     gap: int = 2,
     width: int | None = None,
 ) -> list[str]:
-    """Lay ``rows`` out as plain-text lines with aligned columns.
-
-    Args:
-        rows: Cells, row by row; a short row leaves its last columns empty.
-        right: Indexes of the columns to align right (numbers); others align left.
-        gap: Spaces between columns.
-        width: The widest a line may be: a row longer than that has its last cell
-            wrapped at spaces (and hyphens) under where that cell starts, or, with too
-            little room left there, on lines of its own below the row.
-
-    Returns:
-        One line per row (more for a wrapped row), trailing spaces stripped.
-    """
+    """Lay ``rows`` of cells out as plain-text lines with aligned columns, a line a row,
+    trailing spaces stripped; a short row leaves its last columns empty, and the columns in
+    ``right`` align right (numbers). A row longer than ``width`` has its last cell wrapped
+    under where that cell starts (:func:`wrap_text`: on lines of its own below the row, with
+    too little room there)."""
     if not rows:
         return []
     count = max(len(row) for row in rows)
@@ -141,6 +133,37 @@ def fmt_columns(
         else:
             lead = (" " * gap).join(cells[:-1]) + " " * gap
             lines += wrap_text(row[-1], width, lead, " " * len(lead))
+    return lines
+
+
+COMMAND_ROOM_MIN = 16
+"""Fewest cells a process table's command column gets beside the others; with less, each
+command goes on a line of its own under its row."""
+
+
+def fmt_process_table(
+    heading: list[str],
+    rows: list[list[str]],
+    commands: list[str],
+    *,
+    right: Collection[int],
+    lead: str,
+    width: int,
+) -> list[str]:
+    """A table of processes, each line ``lead`` then the columns: their commands in a last
+    column (the lines cut to ``width``) where it gets :data:`COMMAND_ROOM_MIN` cells, else
+    each under its row, indented two more and cut (the rows kept whole)."""
+    table = fmt_columns([heading, *rows], right=right)
+    room = width - len(lead) - max(len(line) for line in table) - 2
+    if room >= COMMAND_ROOM_MIN:
+        full = [
+            [*heading, "COMMAND"],
+            *([*row, cmd] for row, cmd in zip(rows, commands, strict=True)),
+        ]
+        return [ellipsize(lead + line, width) for line in fmt_columns(full, right=right)]
+    lines = [lead + table[0]]
+    for line, command in zip(table[1:], commands, strict=True):
+        lines += [lead + line, ellipsize(lead + "  " + command, width)]
     return lines
 
 
@@ -338,13 +361,8 @@ def fmt_count(value: float | None) -> str:
 
 def fmt_counted(count: int, noun: str, plural: str | None = None) -> str:
     """A count and its noun, singular for one: ``(1, "GPU")`` -> ``1 GPU``,
-    ``(2, "GPU")`` -> ``2 GPUs``, ``(12345, "image")`` -> ``12,345 images``.
-
-    Args:
-        count: How many.
-        noun: The singular.
-        plural: The plural where it is not ``noun`` + ``s``.
-    """
+    ``(2, "GPU")`` -> ``2 GPUs``, ``(12345, "image")`` -> ``12,345 images``; ``plural`` where
+    it is not ``noun`` + ``s``."""
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 

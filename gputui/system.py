@@ -10,16 +10,9 @@ import subprocess
 
 
 def read_sysctl(name: str, *, timeout_s: float) -> str | None:
-    """The value of a ``sysctl`` variable (macOS and the BSDs), as ``sysctl -n`` prints it.
-
-    Args:
-        name: The variable, e.g. ``machdep.cpu.brand_string``.
-        timeout_s: How long ``sysctl`` may take.
-
-    Returns:
-        Its output without surrounding white space, or ``None`` when ``sysctl`` could not be
-        run, did not finish in time, or does not know the name.
-    """
+    """The value of a ``sysctl`` variable (macOS and the BSDs: ``machdep.cpu.brand_string``),
+    as ``sysctl -n`` prints it, stripped; ``None`` when ``sysctl`` could not be run, did not
+    finish within ``timeout_s``, or does not know the name."""
     try:
         done = subprocess.run(
             ["sysctl", "-n", name],

@@ -36,8 +36,8 @@ from gputui.commands.args import (
 from gputui.commands.fleet import (
     add_fleet_arguments,
     add_snapshot_fleet_arguments,
+    fleet_named,
     run_fleet_app,
-    targets_of,
 )
 from gputui.commands.output import (
     OutputFailed,
@@ -233,7 +233,7 @@ def _run_app(args: argparse.Namespace) -> int:
             f"gputui needs a terminal, and its {stream} is not one; "
             f"for scripts use `gputui snapshot{_fleet_flag(args)}`",
         )
-    if targets_of(args, "app_") is not None or args.app_prometheus:
+    if fleet_named(args, "app_"):
         return run_fleet_app(args)
     try:
         runner = checked_runner_setup(os.environ)
@@ -278,17 +278,14 @@ def _run_app(args: argparse.Namespace) -> int:
 def _monitor_recorder(path: Path, interval_s: float, only: GpuSelection | None) -> Recorder | None:
     """The recorder of ``--record``, its file made; ``None`` after one usage line."""
     # the recorder's modules (0.4 s of imports) load only with --record
-    from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, zstandard
+    from gputui.recording.codec import codec_for_name, zstd_missing
     from gputui.recording.recorder import Recorder
     from gputui.recording.writer import cannot_write
 
     codec = codec_for_name(path)
-    if codec == ZSTD and zstandard() is None:
-        usage_error(
-            "gputui",
-            f"{path} asks for zstd, which needs the zstandard module ({ZSTD_INSTALL}); or "
-            "name the file .ndjson.gz",
-        )
+    missing = zstd_missing(path, codec)
+    if missing is not None:
+        usage_error("gputui", missing)
         return None
     try:
         return Recorder(path, interval_s=interval_s, codec=codec, runner=True, only=only)
@@ -374,21 +371,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         handler = getattr(args, "handler", _run_app)
         prog = chosen_parser(parser, args).prog
-        if args.only is not None and (
-            args.command or targets_of(args, "app_") or args.app_prometheus
-        ):
+        fleet = fleet_named(args, "app_")
+        if args.only is not None and (args.command or fleet):
             return usage_error(
                 prog, "--only picks this machine's GPUs for the monitor: leave it out here"
             )
         if args.record is not None and args.command:
             return usage_error(prog, "--record records this machine's monitor: leave it out here")
-        if args.record is not None and (targets_of(args, "app_") or args.app_prometheus):
+        if args.record is not None and fleet:
             return usage_error(
                 prog,
                 "--record records this machine's monitor: leave it out here, and record the "
                 "fleet with gputui record --hosts ... (or --hostfile, --prometheus)",
             )
-        if args.command and (targets_of(args, "app_") or args.app_prometheus):
+        if args.command and fleet:
             return usage_error(
                 prog,
                 f"write the fleet's flags after the command: gputui {args.command} --hosts ...",

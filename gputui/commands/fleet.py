@@ -7,16 +7,15 @@ take them; the fleet package is imported in the handlers.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 from gputui.commands.args import seconds
 from gputui.commands.output import terminal_columns, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
-from gputui.format import fmt_counted, one_line
+from gputui.format import fmt_counted
 from gputui.telemetry.polling import NVML_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -57,13 +56,9 @@ def prometheus_url(text: str) -> str:
 
 
 def add_fleet_arguments(parser: argparse.ArgumentParser, dest_prefix: str = "") -> None:
-    """``--hosts``, ``--hostfile`` and ``--prometheus``: one of them at most.
-
-    Args:
-        parser: Where to add them.
-        dest_prefix: Put before each flag's attribute name; the monitor's own use ``app_``,
-            so that a subcommand's defaults never overwrite them.
-    """
+    """``--hosts``, ``--hostfile`` and ``--prometheus``: one of them at most, their
+    attributes' names after ``dest_prefix`` (the monitor's own use ``app_``, so that a
+    subcommand's defaults never overwrite them)."""
     fleet = parser.add_mutually_exclusive_group()
     fleet.add_argument(
         "--hosts",
@@ -113,10 +108,8 @@ def fleet_timeout(args: argparse.Namespace) -> float:
 
 def targets_of(args: argparse.Namespace, dest_prefix: str = "") -> tuple[Target, ...] | None:
     """The hosts ``--hosts`` or ``--hostfile`` named, if either was given."""
-    named: tuple[Target, ...] | None = getattr(args, f"{dest_prefix}hosts") or getattr(
-        args, f"{dest_prefix}hostfile"
-    )
-    return named
+    hosts = getattr(args, f"{dest_prefix}hosts") or getattr(args, f"{dest_prefix}hostfile")
+    return cast("tuple[Target, ...] | None", hosts)
 
 
 def fleet_named(args: argparse.Namespace, dest_prefix: str = "") -> bool:
@@ -161,6 +154,7 @@ def run_fleet_app(args: argparse.Namespace) -> int:
 def run_fleet_snapshot(args: argparse.Namespace) -> int:
     """``gputui snapshot`` with a fleet: each host once; exit 1 when any did not answer."""
     # the fleet's readers load only when a fleet is read
+    from gputui.commands.replay import failed
     from gputui.fleet.prometheus import PrometheusError, read_prometheus
     from gputui.fleet.report import render_fleet_json, render_fleet_table
     from gputui.fleet.scrape import scrape_all
@@ -172,9 +166,7 @@ def run_fleet_snapshot(args: argparse.Namespace) -> int:
         try:
             hosts = read_prometheus(args.prometheus, fleet_timeout(args))
         except PrometheusError as error:
-            if sys.stderr is not None:
-                sys.stderr.write(one_line(f"gputui snapshot: error: {error}") + "\n")
-            return EXIT_FAILED
+            return failed("gputui snapshot", str(error))
     now = time.monotonic()
     if args.json:
         write_out(render_fleet_json(hosts, now))

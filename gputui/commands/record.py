@@ -150,7 +150,7 @@ def add_record_command(commands: Any) -> argparse.ArgumentParser:
 def run_record_command(args: argparse.Namespace) -> int:
     """Record until stopped; see the module docstring for the exit status."""
     # the recorder's modules (0.4 s of imports) load only to record
-    from gputui.recording.codec import ZSTD, ZSTD_INSTALL, codec_for_name, default_codec, zstandard
+    from gputui.recording.codec import codec_for_name, default_codec, zstd_missing
     from gputui.recording.recorder import FleetSampled, record
     from gputui.recording.writer import cannot_write
 
@@ -161,12 +161,9 @@ def run_record_command(args: argparse.Namespace) -> int:
     now, name, copy = dt.datetime.now(), "fleet" if fleet else socket.gethostname(), 1
     path = args.output or default_file(now, name, default_codec())
     codec = codec_for_name(path)
-    if codec == ZSTD and zstandard() is None:
-        return usage_error(
-            prog,
-            f"{path} asks for zstd, which needs the zstandard module "
-            f"({ZSTD_INSTALL}); or name the file .ndjson.gz",
-        )
+    missing = zstd_missing(path, codec)
+    if missing is not None:
+        return usage_error(prog, missing)
     interval = args.record_interval if args.record_interval is not None else args.interval
     sampled = None
     if fleet:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gputui.commands.args import END, usage_error
-from gputui.commands.fleet import run_fleet_snapshot, targets_of
+from gputui.commands.fleet import fleet_named, run_fleet_snapshot
 from gputui.commands.output import TEXT_WIDTH_MAX, text_width, write_out
 from gputui.commands.replay import failed, opened, said
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -33,6 +33,7 @@ from gputui.format import (
     fmt_numbers,
     fmt_pcie_link,
     fmt_percent,
+    fmt_process_table,
     fmt_rate,
     fmt_unit,
     fmt_used_total,
@@ -75,14 +76,14 @@ TORCH_WAIT_S = 15.0
 def run_snapshot(args: argparse.Namespace) -> int:
     """``gputui snapshot``: exit 1 where NVML, or a GPU, did not answer by ``--timeout``."""
     if args.from_file is not None:
-        if targets_of(args) is not None or args.prometheus or args.timeout is not None:
+        if fleet_named(args) or args.timeout is not None:
             return usage_error(
                 "gputui snapshot", "--from reads a recording: leave out the hosts and --timeout"
             )
         return _from_recording(args)
     if args.at is not None:
         return usage_error("gputui snapshot", "--at picks a frame of a recording: add --from FILE")
-    if targets_of(args) is not None or args.prometheus:
+    if fleet_named(args):
         return run_fleet_snapshot(args)
     snapshot = take_snapshot(timeout_s=NVML_TIMEOUT_S if args.timeout is None else args.timeout)
     if args.json:
@@ -104,20 +105,15 @@ def take_snapshot(
     torch_wait_s: float = TORCH_WAIT_S,
     timeout_s: float = NVML_TIMEOUT_S,
 ) -> Snapshot:
-    """Sample the host, every NVIDIA, AMD and Intel GPU and Apple MPS once. Never raises for
-    missing hardware, nor waits for a driver that does not answer.
+    """Sample the host, every NVIDIA, AMD and Intel GPU and Apple MPS once (each sampler new
+    where not given). Never raises for missing hardware, nor waits for a driver that does not
+    answer.
 
-    Args:
-        host: The host sampler (default: a new one, primed now).
-        nvml: The NVML sampler (default: a new one on the system's library, closed after).
-        mps: The MPS sampler (default: a new one for this platform).
-        drm: The AMD and Intel sampler (default: a new one under ``GPUTUI_SYSFS``, primed
-            now: Intel's utilization and power are rates between two samples).
-        cpu_window_s: Host utilization (and Intel's rates) cover at least this long; the
-            NVML and MPS samples are taken inside that window.
-        torch_wait_s: How long to wait for PyTorch's answer about MPS (macOS only).
-        timeout_s: How long after the start the NVML sample may end; past it the GPUs it
-            has read are kept and the others are ``hung`` (see :func:`sample_nvml`).
+    Host utilization (and Intel's rates: the DRM sampler is primed now) cover at least
+    ``cpu_window_s``; the NVML and MPS samples are taken inside that window. On macOS,
+    PyTorch's answer about MPS is waited for ``torch_wait_s``. The NVML sample may end up to
+    ``timeout_s`` after the start; past it the GPUs it has read are kept and the others are
+    ``hung`` (see :func:`sample_nvml`).
     """
     started = time.monotonic()
     if host is None:
@@ -176,8 +172,7 @@ def _from_recording(args: argparse.Namespace) -> int:
         else:
             snapshot = snapshot_from_dict(frame.readings, taken_at=frame.t)
     except ValueError as error:
-        path = recording.paths[frame.part - header.part]
-        return failed(prog, f"{path}: line {frame.line}: not a frame: {error}")
+        return failed(prog, str(recording.not_a_frame(frame, error)))
     when = recorded_at(header, frame.t)
     if args.json:
         data: dict[str, Any] = dict(frame.readings)
@@ -438,16 +433,10 @@ def _health(gpu: GpuReading) -> str:
     return NA if all(value is None for value in known) else "ok"
 
 
-COMMAND_ROOM_MIN = 16
-"""Fewest cells the process table's command column gets beside the others; with less,
-each command goes on a line of its own under its row."""
-
-
 def _process_lines(processes: list[tuple[str, GpuProcess]], width: int) -> list[str]:
     """The processes' table; no CPU % (one sample has no previous one to measure from), and
     the kind in JSON alone (the command needs the room more)."""
     heading = ["GPU", "PID", "USER", "GPU MEMORY", "HOST MEMORY", "ELAPSED"]
-    right = {0, 1, 3, 4, 5}
     rows = [
         [
             label,
@@ -460,22 +449,10 @@ def _process_lines(processes: list[tuple[str, GpuProcess]], width: int) -> list[
         for label, process in processes
     ]
     commands = [process.command or NA for _, process in processes]
-    table = fmt_columns([heading, *rows], right=right)
-    lines = [_INDENT + "processes"]
-    room = width - len(_INDENT * 2) - max(len(line) for line in table) - 2
-    if room >= COMMAND_ROOM_MIN:
-        full = [
-            [*heading, "COMMAND"],
-            *([*row, cmd] for row, cmd in zip(rows, commands, strict=True)),
-        ]
-        return lines + [
-            ellipsize(_INDENT * 2 + line, width) for line in fmt_columns(full, right=right)
-        ]
-    lines += _indented(_INDENT * 2, table[:1])
-    for line, command in zip(table[1:], commands, strict=True):
-        lines += _indented(_INDENT * 2, [line])
-        lines.append(ellipsize(_INDENT * 3 + command, width))
-    return lines
+    table = fmt_process_table(
+        heading, rows, commands, right={0, 1, 3, 4, 5}, lead=_INDENT * 2, width=width
+    )
+    return [_INDENT + "processes", *table]
 
 
 def _mps_section(mps: MpsReading, width: int) -> list[str]:

@@ -14,7 +14,7 @@ import io
 import socket
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from gputui.format import one_line
@@ -42,17 +42,16 @@ class StatusError(FetchError):
 
 
 class Deadline:
-    """When a read must be over: ``timeout_s`` after it was made, on ``clock``."""
+    """When a read must be over: ``timeout_s`` after it was made."""
 
-    def __init__(self, timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         """The time allowed, as the user gave it (for messages)."""
-        self._clock = clock
-        self._at = clock() + timeout_s
+        self._at = time.monotonic() + timeout_s
 
     def left_s(self) -> float:
         """Seconds left; raises :class:`TimeoutError` once there are none."""
-        left = self._at - self._clock()
+        left = self._at - time.monotonic()
         if left <= 0:
             raise TimeoutError("deadline passed")
         return left

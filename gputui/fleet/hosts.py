@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from gputui.fleet.exporters import hung_error
+from gputui.fleet.exporters import Exposition, hung_error
 from gputui.telemetry.readings import GpuReading, GpuState
 
 NOT_READ = "not read yet"
@@ -39,15 +39,22 @@ class HostReading:
 
     def failed(self, error: str) -> HostReading:
         """This host after a failed attempt: down, with its last readings kept as stale."""
-        return HostReading(
-            self.host,
-            up=False,
-            error=error,
-            source=self.source,
-            gpus=self.gpus,
-            taken_at=self.taken_at,
-            via=self.via,
-            notes=self.notes,
+        return replace(self, up=False, error=error)
+
+    @classmethod
+    def answered(
+        cls, host: str, exposition: Exposition, taken_at: float | None, via: str = "http"
+    ) -> HostReading:
+        """``host`` up with what its exporter said, asked at ``taken_at`` (its readings are
+        dated back by the age the exporter gives)."""
+        return cls(
+            host,
+            up=True,
+            source=exposition.source,
+            gpus=exposition.gpus,
+            taken_at=None if taken_at is None else taken_at - exposition.sample_age_s,
+            via=via,
+            notes=exposition.notes,
         )
 
 

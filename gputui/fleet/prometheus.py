@@ -19,7 +19,6 @@ import threading
 import time
 import urllib.parse
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
 from gputui.fleet.exporters import MAX_SERIES, NotAnExporter, Sample, read_samples
@@ -53,17 +52,15 @@ class PrometheusError(RuntimeError):
     """The Prometheus server could not be read; the message says why in one line."""
 
 
-def read_prometheus(
-    url: str, timeout_s: float = DEFAULT_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
-) -> list[HostReading]:
+def read_prometheus(url: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[HostReading]:
     """Every GPU host Prometheus at ``url`` knows, sorted by instance; all three queries
     within ``timeout_s``, their answers parsed after.
 
     Raises:
         PrometheusError: when the server does not answer in time or is not Prometheus.
     """
-    asked_at_wall, asked_at = time.time(), clock()
-    deadline = Deadline(timeout_s, clock)
+    asked_at_wall, asked_at = time.time(), time.monotonic()
+    deadline = Deadline(timeout_s)
     answers = [_ask(url, query, deadline) for query in (GPU_SERIES_QUERY, "up", UP_QUERY)]
     gpu_samples, up, scraped = (_samples(url, answer) for answer in answers)
     by_instance: dict[str, list[Sample]] = defaultdict(list)
@@ -102,15 +99,7 @@ def _host(instance: str, up: bool, samples: list[Sample], taken_at: float | None
     except Exception as error:  # a fault of gputui's own: this host only
         log.exception("reading the series of %s failed", instance)
         return HostReading(instance, up=False, error=exception_line(error), via="prometheus")
-    return HostReading(
-        instance,
-        up=True,
-        source=exposition.source,
-        gpus=exposition.gpus,
-        taken_at=None if taken_at is None else taken_at - exposition.sample_age_s,
-        via="prometheus",
-        notes=exposition.notes,
-    )
+    return HostReading.answered(instance, exposition, taken_at, via="prometheus")
 
 
 def _target(sample: Sample) -> tuple[str, str]:

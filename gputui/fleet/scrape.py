@@ -52,17 +52,13 @@ class HostScraper:
         cannot aim at a match), and what it said (its readings, or why it had none)."""
 
     def scrape(
-        self,
-        timeout_s: float,
-        clock: Callable[[], float] = time.monotonic,
-        *,
-        exchanged: Callable[[], object] = lambda: None,
+        self, timeout_s: float, *, exchanged: Callable[[], object] = lambda: None
     ) -> HostReading:
         """Read the host once: its answer within ``timeout_s``, then parsed; never raises for
         a network or exporter failure. ``exchanged`` is called once the network is done with."""
-        started = clock()
+        started = time.monotonic()
         try:
-            answer = fetch_exposition(self.target, Deadline(timeout_s, clock))
+            answer = fetch_exposition(self.target, Deadline(timeout_s))
         finally:
             exchanged()
         if isinstance(answer, HostReading):
@@ -93,25 +89,14 @@ class HostScraper:
             self._last = digest, exposition
         if isinstance(exposition, str):
             return HostReading(name, up=False, error=exposition)
-        return HostReading(
-            name,
-            up=True,
-            source=exposition.source,
-            gpus=exposition.gpus,
-            taken_at=taken_at - exposition.sample_age_s,
-            notes=exposition.notes,
-        )
+        return HostReading.answered(name, exposition, taken_at)
 
 
 def scrape(
-    target: Target,
-    timeout_s: float,
-    clock: Callable[[], float] = time.monotonic,
-    *,
-    exchanged: Callable[[], object] = lambda: None,
+    target: Target, timeout_s: float, *, exchanged: Callable[[], object] = lambda: None
 ) -> HostReading:
     """Read ``target`` once (see :meth:`HostScraper.scrape`)."""
-    return HostScraper(target).scrape(timeout_s, clock, exchanged=exchanged)
+    return HostScraper(target).scrape(timeout_s, exchanged=exchanged)
 
 
 def fetch_exposition(target: Target, deadline: Deadline) -> bytes | HostReading:

@@ -55,6 +55,17 @@ def codec_for_name(path: Path) -> str:
     return SUFFIXES.get(path.suffix.lower()) or default_codec()
 
 
+def zstd_missing(path: Path, codec: str) -> str | None:
+    """Why ``path`` cannot be written in ``codec`` here (zstd without its module), in one
+    line that says what to do; ``None`` where it can."""
+    if codec != ZSTD or zstandard() is not None:
+        return None
+    return (
+        f"{path} asks for zstd, which needs the zstandard module ({ZSTD_INSTALL}); or name the "
+        "file .ndjson.gz"
+    )
+
+
 def sniffed(start: bytes) -> str:
     """The compression of a file that starts with ``start``, by its magic number."""
     if start.startswith(ZSTD_MAGIC):

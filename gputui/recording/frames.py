@@ -57,9 +57,14 @@ def part_path(path: Path, part: int) -> Path:
     if part == 0:
         return path
     name = path.name
-    suffixes = _PART_SUFFIXES.search(name)
-    cut = suffixes.start() if suffixes is not None and suffixes.start() > 0 else len(name)
+    cut = _suffixes_at(name)
     return path.with_name(f"{name[:cut]}.{part}{name[cut:]}")
+
+
+def _suffixes_at(name: str) -> int:
+    """Where the format's suffixes start in ``name`` (its end where none do)."""
+    suffixes = _PART_SUFFIXES.search(name)
+    return suffixes.start() if suffixes is not None and suffixes.start() > 0 else len(name)
 
 
 def oldest_part_path(path: Path) -> Path | None:
@@ -69,8 +74,7 @@ def oldest_part_path(path: Path) -> Path | None:
     first file to go by, one planted below the real ones would lead (another user's
     recording is read by naming one of its parts)."""
     name = path.name
-    suffixes = _PART_SUFFIXES.search(name)
-    cut = suffixes.start() if suffixes is not None and suffixes.start() > 0 else len(name)
+    cut = _suffixes_at(name)
     numbered = re.compile(re.escape(name[:cut]) + r"\.([1-9][0-9]{0,17})" + re.escape(name[cut:]))
     try:
         with os.scandir(path.parent) as entries:
@@ -97,8 +101,7 @@ def first_part_path(path: Path, part: int) -> Path | None:
     if part == 0:
         return path
     name = path.name
-    suffixes = _PART_SUFFIXES.search(name)
-    cut = suffixes.start() if suffixes is not None else len(name)
+    cut = _suffixes_at(name)
     number = f".{part}"
     if not name[:cut].endswith(number):
         return None

@@ -105,12 +105,8 @@ class FramePlayer(Generic[R]):
     """
 
     def __init__(self, recording: Recording, decode: Callable[[Frame], R]) -> None:
-        """Show the first frame (none where the recording holds none yet).
-
-        Args:
-            recording: The recording, opened.
-            decode: A frame's readings typed (``ValueError`` where they cannot be).
-        """
+        """Show the first frame of ``recording`` (none where it holds none yet); ``decode``
+        types a frame's readings (``ValueError`` where they cannot be)."""
         self._decode = decode
         self.recording = recording
         self.header: Header = recording.header
@@ -149,16 +145,9 @@ class FramePlayer(Generic[R]):
         return self.current.readings
 
     def seek(self, t: float, history_s: float = 0.0) -> list[Shown[R]]:
-        """Show the last frame at or before ``t`` (the first frame, where none is).
-
-        Args:
-            t: Seconds since the recording started.
-            history_s: Also return the frames this long before it (the sparklines' window).
-
-        Returns:
-            The frames from ``history_s`` before the new one to it, in order, the new one
-            last; none where the recording holds no frame that can be read.
-        """
+        """Show the last frame at or before ``t`` seconds (the first frame, where none is);
+        returns the frames from ``history_s`` before it (the sparklines' window) to it, the
+        new one last; none where the recording holds no frame that can be read."""
         start = t - history_s
         self._ahead = self.recording.frames_from(start)
         self._held.clear()
@@ -236,8 +225,7 @@ class FramePlayer(Generic[R]):
         try:
             return Shown(frame, self._decode(frame))
         except ValueError as error:
-            path = self.recording.paths[frame.part - self.header.part]
-            self._note(Problem(path, frame.line, f"not a frame: {error}"))
+            self._note(self.recording.not_a_frame(frame, error))
             self.finished = True
             self._ahead = iter(())
             return None

@@ -14,10 +14,9 @@ import bisect
 import math
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from gputui.files import open_regular, read_regular
 from gputui.format import ellipsize
@@ -141,7 +140,7 @@ class _Part:
             RecordingError: not a recording, a newer format, or unreadable.
         """
         try:
-            with _opened(path) as file:
+            with os.fdopen(open_regular(path), "rb") as file:
                 info = os.fstat(file.fileno())
                 first = file.read(CHUNK)
                 if not first:
@@ -187,7 +186,7 @@ class _Part:
         size = 0  # their bytes
         read = decoded = 0
         try:
-            with _opened(self.path) as file:
+            with os.fdopen(open_regular(self.path), "rb") as file:
                 info = os.fstat(file.fileno())
                 if (info.st_dev, info.st_ino) != self.identity:
                     report(Problem(self.path, line, _REPLACED))
@@ -235,13 +234,6 @@ _BOMB = (
     f"it decompresses to over {RATIO_MAX:,} times its size, which no recording does: "
     "a decompression bomb"
 )
-
-
-@contextmanager
-def _opened(path: Path) -> Iterator[BinaryIO]:
-    """``path`` open for reading, where it is a regular file (:func:`open_regular`)."""
-    with os.fdopen(open_regular(path), "rb") as file:
-        yield file
 
 
 def _header(path: Path, line: bytes) -> Header:
@@ -371,16 +363,18 @@ class Recording:
     @property
     def kind(self) -> str:
         """What its frames hold: ``host`` or ``fleet`` (:data:`~gputui.recording.frames.KINDS`)."""
-        return self._parts[0].header.kind
+        return self.header.kind
+
+    def not_a_frame(self, frame: Frame, error: ValueError) -> Problem:
+        """The problem of a ``frame`` whose readings do not decode (``error`` says why)."""
+        path = self._parts[frame.part - self.header.part].path
+        return Problem(path, frame.line, f"not a frame: {error}")
 
     @classmethod
     def open(cls, path: Path, kinds: Collection[str] = KINDS) -> Recording:
         """Open the recording whose file (or part) is ``path``, with the parts after it;
-        where ``path`` is a first file that is gone, from the earliest part left.
-
-        Args:
-            path: The recording's file.
-            kinds: The kinds of recording the caller reads (a host's replay: ``("host",)``).
+        where ``path`` is a first file that is gone, from the earliest part left. ``kinds``:
+        those the caller reads (a host's replay: ``("host",)``).
 
         Raises:
             RecordingError: ``path`` cannot be read, is not a recording, is of a newer
@@ -429,16 +423,10 @@ class Recording:
         """The last frame at or before ``t`` seconds (``math.inf``: the last frame), reading
         only from the index's nearest whole frame; ``None`` before the first frame."""
         self.problem = None
-        part = self._parts[0]
-        for later in self._parts[1:]:
-            first = self._first_t(later)
-            if first is None or first > t:
-                break
-            part = later
-        entries = part.index()
-        at = bisect.bisect_right([entry.t for entry in entries], t) - 1
+        number, entry = self._start(t)
+        part = self._parts[number]
         try:
-            return self._last_until(part, entries[at] if at >= 0 else None, t)
+            return self._last_until(part, entry, t)
         except _StaleIndex:
             self.problem = None
             return self._last_until(part, None, t)
@@ -448,15 +436,8 @@ class Recording:
         the end, across the parts, reading from the index's nearest whole frame; ends early at
         a damaged or cut-short line (then :attr:`problem` says where)."""
         self.problem = None
-        number = 0
-        for later in self._parts[1:]:
-            first = self._first_t(later)
-            if first is None or first > t:
-                break
-            number += 1
-        entries = self._parts[number].index()
-        at = bisect.bisect_right([entry.t for entry in entries], t) - 1
-        frames = self._frames_on(number, entries[at] if at >= 0 else None)
+        number, entry = self._start(t)
+        frames = self._frames_on(number, entry)
         try:
             held = next(frames, None)
         except _StaleIndex:  # (raised before any frame is read, if at all)
@@ -473,6 +454,18 @@ class Recording:
             yield frame
         if held is not None:
             yield held
+
+    def _start(self, t: float) -> tuple[int, IndexEntry | None]:
+        """The part to read for ``t``, and its index's last whole frame at or before it."""
+        number = 0
+        for later in self._parts[1:]:
+            first = self._first_t(later)
+            if first is None or first > t:
+                break
+            number += 1
+        entries = self._parts[number].index()
+        at = bisect.bisect_right([entry.t for entry in entries], t) - 1
+        return number, entries[at] if at >= 0 else None
 
     def _frames_on(self, number: int, entry: IndexEntry | None) -> Iterator[Frame]:
         """The frames of part ``number`` from ``entry`` (the start: ``None``), then those of

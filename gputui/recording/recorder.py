@@ -57,14 +57,9 @@ class FleetSampled:
     def __init__(
         self, fleet: FleetSource, source: str, what: str, clock: Callable[[], float]
     ) -> None:
-        """Record what ``fleet`` reads.
-
-        Args:
-            fleet: The hosts' source (not started yet).
-            source: ``exporters`` or ``prometheus``, for the header.
-            what: The hosts, in words, for the line that says what is recorded.
-            clock: The monotonic clock the source's readings' ``taken_at`` are on.
-        """
+        """Record what ``fleet`` (not started yet) reads: ``source`` (``exporters`` or
+        ``prometheus``) for the header, ``what`` (the hosts, in words) for the line that says
+        what is recorded, ``clock`` the one its readings' ``taken_at`` are on."""
         self._fleet = fleet
         self.source: str | None = source
         self.what = what
@@ -118,21 +113,12 @@ def record(
     err: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
-    """Record this machine's readings (or a fleet's, ``sampled``) into ``path`` until stopped.
+    """Record this machine's readings (or a fleet's, ``sampled``) into ``path``, a new file,
+    until ``duration_s`` ends or ``stop`` is called (SIGTERM and SIGINT call it too).
 
-    Args:
-        path: The recording's first file; it must not exist.
-        interval_s: Seconds between samples.
-        codec: ``zstd``, ``gzip`` or ``none``.
-        duration_s: Stop after this long; ``None``: only when told.
-        max_size: Start a new file once one reaches this many bytes.
-        keep: Keep this many files at most, deleting the oldest; ``None``: every one.
-        samplers: This machine's sources (default: the real ones, secrets redacted).
-        sampled: The fleet to record instead of this machine.
-        stop: Stops the recording when called (SIGTERM and SIGINT call it too).
-        announce: Writes the line saying where it records, and the last one saying what.
-        err: Where the line saying why the recording stopped early goes (standard error).
-        clock: Monotonic clock, the samplers' (readings' ``taken_at`` are on it).
+    ``codec``, ``max_size`` and ``keep`` are :class:`Recorder`'s; ``samplers`` default to the
+    real ones (secrets redacted), on ``clock``. ``announce`` writes the line saying where it
+    records and the last one saying what; ``err`` the line saying why it stopped early.
 
     Returns:
         0 when the duration ended or after SIGTERM, 130 after Ctrl+C, 1 when a write failed.
@@ -272,13 +258,10 @@ class Recorder:
     ) -> None:
         """Create the file (it must not exist), write its header and start the writer thread.
 
-        Args:
-            path, codec, max_size, keep: As :class:`~gputui.recording.writer.RecordingWriter`.
-            interval_s: The beat.
-            kind, source, runner: The header's (:class:`~gputui.recording.frames.Header`):
-                ``runner`` for the monitor's, whose frames may carry its runner's jobs.
-            only: Record these GPUs alone (the monitor's ``--only``).
-            clock: The readings' clock.
+        ``path``, ``codec``, ``max_size`` and ``keep`` are as
+        :class:`~gputui.recording.writer.RecordingWriter`'s; ``kind``, ``source`` and
+        ``runner`` as the header's (``runner`` for the monitor's, whose frames may carry its
+        runner's jobs); ``only`` records these GPUs alone (the monitor's ``--only``).
 
         Raises:
             OSError: the file cannot be made.

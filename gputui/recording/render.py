@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import asdict
 from typing import Any
 
 from gputui.format import (
@@ -16,6 +17,7 @@ from gputui.format import (
     fmt_counted,
     fmt_energy,
     fmt_percent,
+    fmt_process_table,
     for_screen,
     without_noise,
     wrap_text,
@@ -27,14 +29,12 @@ from gputui.recording.summary import (
     GpuSummary,
     HostSummary,
     ProcessUse,
+    Recorded,
     Spread,
     Summary,
 )
 
 _INDENT = "  "
-COMMAND_ROOM_MIN = 16
-"""Fewest cells the process table's command gets beside the rest; with less it goes on a
-line of its own under its row."""
 
 
 def recorded_at(header: Header, t: float) -> str:
@@ -100,7 +100,7 @@ def _run_line(run: RunSummary) -> str:
     )
 
 
-def _headline(summary: Summary | FleetSummary, lead: str) -> str:
+def _headline(summary: Recorded, lead: str) -> str:
     """``LEAD: 2026-11-26 01:00:00 to 09:00:00 UTC (8:00:00), every 1 s, 28,800 frames``."""
     if summary.first_t is None or summary.last_t is None:
         return f"{lead}: no frames (started {fmt_utc(summary.started_unix)})"
@@ -223,22 +223,10 @@ def _process_lines(processes: tuple[ProcessUse, ...], width: int) -> list[str]:
         for use in processes
     ]
     commands = [use.command or NA for use in processes]
-    right = {0, 2, 3, 4}
-    table = fmt_columns([heading, *rows], right=right)
-    lead = _INDENT * 2
-    room = width - len(lead) - max(len(line) for line in table) - 2
-    if room >= COMMAND_ROOM_MIN:
-        full = [
-            [*heading, "COMMAND"],
-            *([*row, cmd] for row, cmd in zip(rows, commands, strict=True)),
-        ]
-        return [_INDENT + "processes"] + [
-            ellipsize(lead + line, width) for line in fmt_columns(full, right=right)
-        ]
-    lines = [_INDENT + "processes", ellipsize(lead + table[0], width)]
-    for line, command in zip(table[1:], commands, strict=True):
-        lines += [ellipsize(lead + line, width), ellipsize(lead + _INDENT + command, width)]
-    return lines
+    table = fmt_process_table(
+        heading, rows, commands, right={0, 2, 3, 4}, lead=_INDENT * 2, width=width
+    )
+    return [_INDENT + "processes"] + [ellipsize(line, width) for line in table]
 
 
 # --- JSON --------------------------------------------------------------------------------
@@ -251,22 +239,14 @@ def summary_as_dict(summary: Summary) -> dict[str, Any]:
         **_when_and_where(summary),
         "gpus": [_gpu_as_dict(gpu) for gpu in summary.gpus],
         "runs": [
-            {
-                "job": run.job,
-                "kind": run.kind,
-                "name": run.name,
-                "precision": run.precision,
-                "epochs": run.epochs,
-                "images_per_second": _clean(run.images_per_second),
-                "speedup": _clean(run.speedup),
-                "status": run.status,
-            }
+            asdict(run)
+            | {"images_per_second": _clean(run.images_per_second), "speedup": _clean(run.speedup)}
             for run in summary.runs
         ],
     }
 
 
-def _when_and_where(summary: Summary | FleetSummary) -> dict[str, Any]:
+def _when_and_where(summary: Recorded) -> dict[str, Any]:
     """What a host's and a fleet's summary both say about their recording."""
     span = None
     if summary.first_t is not None and summary.last_t is not None:
@@ -338,17 +318,7 @@ def _gpu_as_dict(gpu: GpuSummary) -> dict[str, Any]:
         "unanswered_s": _clean(gpu.unanswered_s),
         "state_changes": [{"t": t, "state": state} for t, state in gpu.state_changes],
         "processes": [
-            {
-                "pid": use.pid,
-                "local_pid": use.local_pid,
-                "user": use.user,
-                "command": use.command,
-                "peak_memory_bytes": use.peak_memory_bytes,
-                "time_s": _clean(use.time_s),
-                "sm_seconds": _clean(use.sm_seconds),
-                "first_t": use.first_t,
-                "last_t": use.last_t,
-            }
+            asdict(use) | {"time_s": _clean(use.time_s), "sm_seconds": _clean(use.sm_seconds)}
             for use in gpu.processes
         ],
     }

@@ -17,11 +17,11 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gputui.fleet.hosts import HostReading
 from gputui.fleet.report import hosts_from_dict
-from gputui.recording.reader import Frame, Problem, Recording
+from gputui.recording.reader import Frame, Recording
 from gputui.recording.runs import RunnerEntry, RunSummary, entries_of, summarise_runs
 from gputui.telemetry.readings import BENIGN_THROTTLES, GpuProcess, GpuReading, GpuState
 from gputui.telemetry.snapshot import snapshot_from_dict
@@ -108,12 +108,10 @@ class GpuSummary:
     """The processes that used it, the longest first."""
 
 
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """A recording summed up."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """What a host's and a fleet's summary both say about their recording."""
 
-    host: str
-    """The recorded machine."""
     started_unix: float
     """When the recording started (seconds since the epoch); times below count from it."""
     interval_s: float
@@ -124,12 +122,20 @@ class Summary:
     """The first frame's time; ``None`` without frames."""
     last_t: float | None
     """The last frame's time."""
-    gpus: tuple[GpuSummary, ...]
-    """Every GPU seen, by index."""
     problem: str | None
     """Where reading stopped early, and why (the figures cover what came before)."""
     files: tuple[str, ...] = ()
     """The files read."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summary(Recorded):
+    """A recording summed up."""
+
+    host: str
+    """The recorded machine."""
+    gpus: tuple[GpuSummary, ...]
+    """Every GPU seen, by index."""
     runs: tuple[RunSummary, ...] = ()
     """The training runs the runner pane showed (``gputui --record``), job by job."""
 
@@ -157,30 +163,16 @@ class HostSummary:
     """Every GPU it listed, by index."""
 
 
-@dataclass(frozen=True, slots=True)
-class FleetSummary:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetSummary(Recorded):
     """A fleet recording summed up."""
 
     recorded_by: str
     """The machine that recorded it."""
     source: str | None
     """``exporters`` (each host's /metrics) or ``prometheus``."""
-    started_unix: float
-    """When the recording started (seconds since the epoch); times below count from it."""
-    interval_s: float
-    """Seconds between samples."""
-    frames: int
-    """Frames read."""
-    first_t: float | None
-    """The first frame's time; ``None`` without frames."""
-    last_t: float | None
-    """The last frame's time."""
     hosts: tuple[HostSummary, ...]
     """Every host seen, in the order first seen."""
-    problem: str | None
-    """Where reading stopped early, and why (the figures cover what came before)."""
-    files: tuple[str, ...] = ()
-    """The files read."""
 
 
 R = TypeVar("R")
@@ -193,8 +185,7 @@ def _decoded(recording: Recording, decode: Callable[[Frame], R]) -> Iterator[tup
         try:
             readings = decode(frame)
         except ValueError as error:
-            path = recording.paths[frame.part - recording.header.part]
-            recording.problem = Problem(path, frame.line, f"not a frame: {error}")
+            recording.problem = recording.not_a_frame(frame, error)
             return
         yield frame, readings
 
@@ -223,6 +214,18 @@ class _Span:
             self.last_t = previous[0].t
             yield *previous, 0.0
 
+    def recorded(self, recording: Recording) -> dict[str, Any]:
+        """:class:`Recorded`'s fields, once the frames are read."""
+        return {
+            "started_unix": recording.header.started_unix,
+            "interval_s": recording.header.interval_s,
+            "frames": self.frames,
+            "first_t": self.first_t,
+            "last_t": self.last_t,
+            "problem": None if recording.problem is None else str(recording.problem),
+            "files": tuple(str(path) for path in recording.paths),
+        }
+
 
 def summarise(recording: Recording) -> Summary:
     """Read every frame of ``recording`` and sum it up."""
@@ -237,15 +240,9 @@ def summarise(recording: Recording) -> Summary:
         _tally_gpus(tallies, gpus, frame.t, weight)
     return Summary(
         host=header.host,
-        started_unix=header.started_unix,
-        interval_s=header.interval_s,
-        frames=span.frames,
-        first_t=span.first_t,
-        last_t=span.last_t,
         gpus=tuple(tallies[index].summary() for index in sorted(tallies)),
-        problem=None if recording.problem is None else str(recording.problem),
-        files=tuple(str(path) for path in recording.paths),
         runs=summarise_runs(runner),
+        **span.recorded(recording),
     )
 
 
@@ -268,14 +265,8 @@ def summarise_fleet(recording: Recording) -> FleetSummary:
     return FleetSummary(
         recorded_by=header.host,
         source=header.source,
-        started_unix=header.started_unix,
-        interval_s=header.interval_s,
-        frames=span.frames,
-        first_t=span.first_t,
-        last_t=span.last_t,
         hosts=tuple(tally.summary() for tally in hosts.values()),
-        problem=None if recording.problem is None else str(recording.problem),
-        files=tuple(str(path) for path in recording.paths),
+        **span.recorded(recording),
     )
 
 
@@ -355,17 +346,7 @@ class _ProcessTally:
             self.sm_seconds = (self.sm_seconds or 0.0) + weight * sm / 100
 
     def use(self) -> ProcessUse:
-        return ProcessUse(
-            pid=self.pid,
-            local_pid=self.local_pid,
-            user=self.user,
-            command=self.command,
-            peak_memory_bytes=self.peak_memory_bytes,
-            time_s=self.time_s,
-            sm_seconds=self.sm_seconds,
-            first_t=self.first_t,
-            last_t=self.last_t,
-        )
+        return ProcessUse(**{f.name: getattr(self, f.name) for f in dataclasses.fields(ProcessUse)})
 
 
 @dataclass

@@ -53,11 +53,10 @@ class RecordingWriter:
         max_size: int | None = None,
         keep: int | None = None,
     ) -> None:
-        """Create the first file and its index (neither may exist yet) and write its header.
+        """Create the first file, ``path``, and its index (neither may exist yet) and write
+        ``header`` (later parts, named by :func:`part_path`, get their number in it).
 
         Args:
-            path: The first file; later parts are named by :func:`part_path`.
-            header: The first part's header (later parts get their number in it).
             codec: ``zstd``, ``gzip`` or ``none`` (:mod:`gputui.recording.codec`).
             max_size: Start a new part once a file reaches this many bytes (after the frame
                 that took it there); ``None``: never.
@@ -74,7 +73,6 @@ class RecordingWriter:
         if keep is not None and keep < 1:
             raise ValueError("keep at least one part")
         self.path = path
-        """The first file."""
         self.parts: list[Path] = []
         """Every file written so far, the first first (deleted ones too)."""
         self.deleted = 0
@@ -105,18 +103,11 @@ class RecordingWriter:
         readings: dict[str, Any],
         runner: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """Write one frame: the readings (``snapshot --json``'s data) at ``t`` seconds after
-        the header's start; a whole one every ``full_every`` frames and at the start of a
-        part, else what changed since the last whole one.
-
-        Args:
-            t: Seconds since the header's start.
-            readings: The frame's data, its numbers rounded by the caller (to
-                :data:`DECIMALS` places: ``snapshot_as_dict``'s ``decimals``, or
-                :func:`~gputui.recording.frames.rounded`).
-            runner: What the runner pane received since the frame before
-                (:func:`~gputui.recording.frames.runner_entry`).
-        """
+        """Write one frame: the ``readings`` (``snapshot --json``'s data, its numbers rounded
+        by the caller to :data:`DECIMALS` places) at ``t`` seconds after the header's start,
+        with what the ``runner`` pane received since the frame before; a whole one every
+        ``full_every`` frames and at the start of a part, else what changed since the last
+        whole one."""
         if self._fd is None:
             self._open_part()
         t = round(t, DECIMALS)

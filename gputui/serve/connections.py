@@ -27,13 +27,9 @@ DEADLINE_S = 10.0
 
 
 def held_limit(open_files: int | None = None) -> int:
-    """How many connections to hold: :data:`MAX_HELD`, or half the open-file limit where
-    that is lower (the other half is for the samplers, NVML's device files among them, the
-    listening socket and the runtime).
-
-    Args:
-        open_files: The open-file limit (default: this process's soft ``RLIMIT_NOFILE``).
-    """
+    """How many connections to hold: :data:`MAX_HELD`, or half the open-file limit (default:
+    this process's soft ``RLIMIT_NOFILE``) where that is lower (the other half is for the
+    samplers, NVML's device files among them, the listening socket and the runtime)."""
     if open_files is None:
         open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if open_files == resource.RLIM_INFINITY or open_files <= 0:
@@ -65,13 +61,8 @@ class Connections:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Hold at most ``limit`` connections, none for longer than ``deadline_s``.
-
-        Args:
-            limit: The most held at once (default: :func:`held_limit`).
-            deadline_s: Seconds from accept to drop.
-            clock: Monotonic clock for the deadline.
-        """
+        """Hold at most ``limit`` connections (default: :func:`held_limit`), none for longer
+        than ``deadline_s`` from its accept on ``clock``."""
         self.limit = limit if limit is not None else held_limit()
         self.deadline_s = deadline_s
         self._clock = clock

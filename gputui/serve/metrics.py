@@ -245,16 +245,12 @@ FAMILY_NAMES = (
 def metric_families(
     latest: Latest, now: float, *, interval_s: float, processes: bool, jobs: bool = False
 ) -> list[Metric]:
-    """The series for one scrape.
+    """The series for one scrape of ``latest``, at ``now`` (``time.monotonic()``).
 
-    Args:
-        latest: The latest readings.
-        now: The current ``time.monotonic()`` (for the sample's age and staleness).
-        interval_s: The sampling interval: an NVML reading older than two intervals (and
-            at least one interval plus a second) marks every GPU ``gputui_gpu_up 0``.
-        processes: Whether to expose the per-process series (GPU memory, SM utilization).
-        jobs: Whether to expose the per-job series (the processes' GPU memory and SM
-            utilization summed per container, pod and Slurm job).
+    An NVML reading older than two ``interval_s`` (and at least one interval plus a second)
+    marks every GPU ``gputui_gpu_up 0``. ``processes`` adds the per-process series (GPU
+    memory, SM utilization), ``jobs`` the per-job ones (those summed per container, pod and
+    Slurm job).
     """
     families: list[Metric] = []
     if (latest.hang or latest.nvml or latest.drm) is not None:
@@ -263,13 +259,11 @@ def metric_families(
         )
     if latest.cpu is not None:
         families += _host_families(latest.cpu)
-    age = GaugeMetricFamily(
-        SAMPLE_AGE,
+    age_help = (
         "Seconds since the oldest of the readings served was taken (since the start, "
-        "before the first).",
+        "before the first)."
     )
-    age.add_metric([], without_noise(latest.age_s(now)))
-    families.append(age)
+    families.append(GaugeMetricFamily(SAMPLE_AGE, age_help, value=without_noise(latest.age_s(now))))
     return families
 
 
@@ -280,11 +274,10 @@ def _gpu_families(
     nvml = hang or last
     families: list[Metric] = []
     if nvml is not None:
-        available = GaugeMetricFamily(
-            NVML_AVAILABLE, "1 when NVML answers, 0 when it cannot start or its start hangs."
+        available = "1 when NVML answers, 0 when it cannot start or its start hangs."
+        families.append(
+            GaugeMetricFamily(NVML_AVAILABLE, available, value=float(nvml.status.available))
         )
-        available.add_metric([], 1.0 if nvml.status.available else 0.0)
-        families.append(available)
     driver = one_line(nvml.status.driver_version or "") if nvml is not None else ""
     nvml_stale = last is None or is_stale(last.taken_at, now, interval_s)
     drm_stale = drm is None or is_stale(drm.taken_at, now, interval_s)
@@ -456,15 +449,20 @@ def _job_families(gpus: Iterable[GpuReading]) -> list[Metric]:
 
 
 def _host_families(cpu: CpuReading) -> list[Metric]:
-    utilization = GaugeMetricFamily(
-        CPU_UTILIZATION, "Share of the host's CPU time in use, all cores (0 to 1)."
-    )
-    utilization.add_metric([], without_noise(cpu.utilization_percent / 100))
-    used = GaugeMetricFamily(MEMORY_USED, "Host memory in use (total minus available).")
-    used.add_metric([], float(cpu.memory_used_bytes))
-    total = GaugeMetricFamily(MEMORY_TOTAL, "Host memory installed.")
-    total.add_metric([], float(cpu.memory_total_bytes))
-    return [utilization, used, total]
+    utilization = "Share of the host's CPU time in use, all cores (0 to 1)."
+    return [
+        GaugeMetricFamily(
+            CPU_UTILIZATION, utilization, value=without_noise(cpu.utilization_percent / 100)
+        ),
+        GaugeMetricFamily(
+            MEMORY_USED,
+            "Host memory in use (total minus available).",
+            value=float(cpu.memory_used_bytes),
+        ),
+        GaugeMetricFamily(
+            MEMORY_TOTAL, "Host memory installed.", value=float(cpu.memory_total_bytes)
+        ),
+    ]
 
 
 class LatestCollector(Collector):
@@ -479,15 +477,9 @@ class LatestCollector(Collector):
         jobs: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Serve what ``latest`` returns at each scrape.
-
-        Args:
-            latest: Returns the latest readings at once (``Poller.latest``).
-            interval_s: The sampling interval (see :func:`metric_families`).
-            processes: Whether to expose the processes on each GPU.
-            jobs: Whether to expose each container's, pod's and Slurm job's use.
-            clock: The clock the readings' ``taken_at`` use.
-        """
+        """Serve what ``latest`` returns at once (``Poller.latest``) at each scrape, as
+        :func:`metric_families` makes it; ``clock`` is the one the readings' ``taken_at``
+        use."""
         self._latest = latest
         self._interval_s = interval_s
         self._processes = processes

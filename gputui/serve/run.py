@@ -36,27 +36,15 @@ def serve(
     announce: Callable[[str], None] | None = None,
     err: TextIO = sys.stderr,
 ) -> int:
-    """Serve ``/metrics`` and ``/snapshot`` on ``address`` until SIGTERM, Ctrl+C or ``stop``.
+    """Serve ``/metrics`` and ``/snapshot`` on ``address`` until SIGTERM, Ctrl+C or ``stop``
+    (signals call it too, from the main thread); 0 after SIGTERM or ``stop``, 130 after
+    Ctrl+C.
 
-    Announces one line once listening (with the port the system chose, for port 0),
-    and one warning line on ``err`` when the address is reachable from other machines.
-
-    Args:
-        address: Where to listen.
-        interval_s: Seconds between samples.
-        processes: Whether to serve the processes on each GPU.
-        jobs: Whether to serve each container's, pod's and Slurm job's use of the GPUs.
-        raw_commands: Serve their command lines with the secrets in them (redacted otherwise;
-            for the real samplers, which this builds).
-        tls: Serve HTTPS with this context.
-        samplers: The sources (default: the real ones, built on their threads).
-        stop: Stops serving when called (signals call it too, from the main thread).
-        announce: Writes the listening line (default: to standard output); what it raises
-            (a full disk) stops serving and is raised again.
-        err: Where the warning goes.
-
-    Returns:
-        0 after SIGTERM or ``stop``, 130 after Ctrl+C.
+    Announces one line once listening (with the port the system chose, for port 0) through
+    ``announce`` (default: standard output; what it raises, a full disk, stops serving and is
+    raised again), and one warning line on ``err`` when the address is reachable from other
+    machines. ``raw_commands`` serves the processes' command lines with their secrets (for
+    the real samplers, built here unless ``samplers`` are given).
 
     Raises:
         ServeError: The address cannot be listened on.

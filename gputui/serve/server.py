@@ -68,15 +68,10 @@ WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 def make_app(
     latest: Callable[[], Latest], *, interval_s: float, processes: bool, jobs: bool = False
 ) -> WsgiApp:
-    """The WSGI app serving ``/metrics`` and ``/snapshot`` from what ``latest`` returns.
-
-    Args:
-        latest: Returns the latest readings at once (``Poller.latest``); never samples.
-        interval_s: The sampling interval (readings older than two are stale).
-        processes: Whether the processes on each GPU are shown (metrics and snapshot);
-            without it ``/snapshot`` lists none, as their command lines may hold secrets.
-        jobs: Whether ``/metrics`` shows each container's, pod's and Slurm job's use.
-    """
+    """The WSGI app serving ``/metrics`` and ``/snapshot`` from what ``latest`` returns at
+    once (``Poller.latest``; it never samples). The flags are :class:`LatestCollector`'s;
+    without ``processes``, ``/snapshot`` lists none too, as their command lines may hold
+    secrets."""
     registry = CollectorRegistry(auto_describe=False)
     collector = LatestCollector(latest, interval_s=interval_s, processes=processes, jobs=jobs)
     registry.register(collector)
@@ -356,13 +351,8 @@ def open_server(
     *,
     connections: Connections | None = None,
 ) -> WSGIServer:
-    """Bind ``address`` and return the server, not yet serving (``serve_forever`` serves).
-
-    Args:
-        address: Where to listen; a host name is resolved here.
-        app: The WSGI app.
-        tls: Serve HTTPS with this context; plain HTTP when ``None``.
-        connections: The bounds on the connections held (default: :class:`Connections`'s).
+    """Bind ``address`` (a host name is resolved here) and return the server of ``app``, not
+    yet serving (``serve_forever`` serves): HTTPS with ``tls``, held to ``connections``.
 
     Raises:
         OSError: The address cannot be bound (in use, not this machine's, not allowed),
