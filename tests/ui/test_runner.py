@@ -31,7 +31,15 @@ from gputui.ui.widgets.runner.pane import RunnerPane
 from tests.engine.limited import LIMITED, OOM_BATCH
 from tests.ui.fakes import fake_app, screen_text, wait_until
 from tests.ui.runner_fakes import TINY_RUN
-from tests.ui.streams.replay import RECORDED_TORCH, ReplayedJob, devices, replayed_setup
+from tests.ui.streams.replay import (
+    RECORDED_TORCH,
+    Replay,
+    ReplayedJob,
+    devices,
+    in_flight,
+    replayed_setup,
+)
+from tests.ui.streams.scenarios import BY_NAME
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.long_module]
 
@@ -518,10 +526,16 @@ def test_bad_runner_defaults_exit_2_with_one_line(text: str, message: str) -> No
     assert line.endswith(" (see 'gputui --help')"), line
 
 
-async def test_w_scales_over_world_sizes_with_real_ranks_and_marks_them() -> None:
-    """Issue 15: ``w`` asks for the world sizes, then trains a real gloo job of each in turn;
-    the bars fill per world size with speedup and efficiency, and the ranks are marked."""
-    app = real_app(TINY.with_changes(limit=512, epochs=2, batch_size=32))
+async def test_w_scales_over_world_sizes_and_marks_the_ranks() -> None:
+    """Issue 15: ``w`` asks for the world sizes, then runs a gloo job of each in turn (the
+    real 1- and 2-rank jobs, recorded: ``test_streams`` holds them to the trainer); the bars
+    fill per world size with speedup and efficiency, and the ranks are marked."""
+
+    def two_ranks_in_flight(index: int, events: list[Event]) -> list[Event]:
+        return events if index == 0 else in_flight(events, epoch=2, step=4)
+
+    replay = Replay(BY_NAME["cpu_scaling"], cut=two_ranks_in_flight)
+    app = fake_app(runner=dataclasses.replace(replayed_setup("cpu_scaling"), trainer=replay.job))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
@@ -534,18 +548,16 @@ async def test_w_scales_over_world_sizes_with_real_ranks_and_marks_them() -> Non
         assert "not whole numbers of 1 to 64" in screen_text(app)  # said, and still asking
         field.value = "1,2"  # type: ignore[attr-defined]
         await pilot.press("enter")
-        marked: set[tuple[int, ...]] = set()
-
-        def done() -> bool:
-            marked.add(app.monitor.process_table.rank_pids)
-            return pane.session is not None and not pane.busy
-
-        await wait_until(pilot, done, 4 * RUN_TIMEOUT_S)
+        await wait_until(pilot, lambda: len(replay.jobs) == 2)
+        await wait_until(pilot, lambda: len(app.monitor.process_table.rank_pids) == 2)
+        marked = app.monitor.process_table.rank_pids  # both ranks marked while they run
+        replay.jobs[1].release()
+        await wait_until(pilot, lambda: pane.session is not None and not pane.busy)
         session = pane.session
         assert session is not None and session.scaling == "weak"
         assert session.phase is Phase.FINISHED, [run.error for run in session.runs]
         assert [len(run.rank_pids) for run in session.runs] == [1, 2]
-        assert tuple(session.runs[1].rank_pids) in marked  # both ranks marked while they ran
+        assert tuple(session.runs[1].rank_pids) == marked
         assert app.monitor.process_table.rank_pids == ()  # and unmarked once it ended
         await pilot.pause()
         text = screen_text(app)

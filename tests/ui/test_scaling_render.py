@@ -1,31 +1,18 @@
-"""The runner's scaling view, drawn from a session fed with a real scaling run's events
-(``python -m gputui.engine scale``, 1 and 2 gloo ranks on the CPU)."""
+"""The runner's scaling view, drawn from a session fed with a real scaling run's recorded
+events (``python -m gputui.engine scale``, 1 and 2 gloo ranks on the CPU)."""
 
 from __future__ import annotations
 
 import pytest
 from rich.console import Console
 
-from gputui.device import CPU
-from gputui.jobs.config import ScaleConfig
-from gputui.jobs.process import ChildProcess
 from gputui.jobs.results import Phase, Session
 from gputui.ui.render.scaling import scaling_body
 from tests.jobs.test_scale_report import SLOWER, scaling_session
+from tests.ui.streams.scenarios import BY_NAME
 
-CONFIGS = [
-    ScaleConfig(
-        device=CPU,
-        dataset="synthetic",
-        limit=1024,
-        test_limit=256,
-        epochs=2,
-        batch_size=64,
-        record=False,
-        world_size=size,
-    )
-    for size in (1, 2)
-]
+CONFIGS = list(BY_NAME["cpu_scaling"].configs)
+"""The 1- and 2-rank jobs the pane asks for, as recorded."""
 
 
 def _text(session: Session, width: int = 100, cores: int | None = None) -> str:
@@ -34,15 +21,11 @@ def _text(session: Session, width: int = 100, cores: int | None = None) -> str:
     return console.export_text()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def finished() -> Session:
-    session = Session(list(CONFIGS), scaling="weak")
-    while (config := session.next_config) is not None:
-        run = session.begin(config)
-        with ChildProcess(config) as job:
-            for event in job.events(timeout_s=120):
-                run.absorb(event)
-    return session
+    """The recorded real scaling run (``tests/ui/streams/cpu_scaling.jsonl``, held to the
+    trainer by ``test_streams``) as the pane's finished session."""
+    return scaling_session()
 
 
 def test_world_sizes_not_started_are_waiting() -> None:
@@ -53,7 +36,6 @@ def test_world_sizes_not_started_are_waiting() -> None:
     assert session.phase is Phase.RUNNING and not session.compare
 
 
-@pytest.mark.timeout(300)
 def test_each_world_size_fills_its_bar_then_shows_its_figures(finished: Session) -> None:
     assert finished.phase is Phase.FINISHED
     text = _text(finished)
@@ -70,7 +52,8 @@ def test_each_world_size_fills_its_bar_then_shows_its_figures(finished: Session)
 
 
 def test_a_world_size_half_way_shows_its_share(finished: Session) -> None:
-    """The second world size after its first epoch: its bar at half, the first one full."""
+    """The second world size after the first of its 3 epochs: its bar at a third, the first
+    one full."""
     second = finished.runs[1]
     session = Session(list(CONFIGS), scaling="weak")
     session.runs.append(finished.runs[0])
@@ -79,7 +62,7 @@ def test_a_world_size_half_way_shows_its_share(finished: Session) -> None:
     partial.absorb(second.epochs[0])
     text = _text(session)
     row = text.splitlines()[2]
-    assert " 50%" in row
+    assert " 33%" in row
     assert session.phase is Phase.RUNNING
 
 

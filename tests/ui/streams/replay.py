@@ -151,8 +151,9 @@ def before_epoch(events: Sequence[Event], epoch: int) -> list[Event]:
 class ReplayedJob:
     """A trainer or experiment that hands out a recorded stream at its first drain."""
 
-    def __init__(self, events: Sequence[Event]) -> None:
+    def __init__(self, events: Sequence[Event], held: Sequence[Event] = ()) -> None:
         self._events = list(events)
+        self._held = list(held)
         self._pid = next(
             (e.pid for e in events if isinstance(e, RunStarted | ExperimentStarted)), None
         )
@@ -173,12 +174,17 @@ class ReplayedJob:
         events, self._events = self._events, []
         return events
 
+    def release(self) -> None:
+        """Hand out the rest of the stream, held back by a cut, at the next drain."""
+        self._events, self._held = self._events + self._held, []
+
     def stop(self, *, wait: bool = True) -> None:
         self.stopped = True
 
 
 Cut = Callable[[int, list[Event]], list[Event]]
-"""What a replay hands out of job ``index``'s stream (a prefix: the run in flight)."""
+"""What a replay hands out of job ``index``'s stream (a prefix: the run in flight); the rest
+waits for :meth:`ReplayedJob.release`."""
 
 
 class Replay:
@@ -207,7 +213,8 @@ class Replay:
                 f"change the test's defaults, or the scenario and {RERECORD}"
             )
         events = self._streams[index]
-        job = ReplayedJob(self._cut(index, events) if self._cut else events)
+        shown = self._cut(index, events) if self._cut else events
+        job = ReplayedJob(shown, held=events[len(shown) :])
         self.jobs.append(job)
         return job
 
