@@ -1,43 +1,26 @@
-"""How an app's colours follow the terminal: its own palette on 16 colours, none under
-``NO_COLOR`` or on a terminal without colour (``TERM=dumb``). Both apps, the monitor and the
-fleet view, draw through :class:`TerminalColours`."""
+"""The base of both apps, the monitor and the fleet view: colours that follow the terminal
+(its own palette on 16 colours, none under ``NO_COLOR`` or ``TERM=dumb``), and a light timer."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 
 from textual.app import App
 from textual.filter import LineFilter, NoColor
 
 
 def theme_for(color_system: str | None) -> str | None:
-    """The theme for a terminal's colour system: in 16 colours, the terminal's own palette.
-
-    Textual's themes are truecolor; on a 16-colour terminal Rich would map each
-    shade to its nearest ANSI colour (panels turn black, muted text vanishes).
-    ``ansi-dark`` uses the terminal's 16 colours by name instead.
-
-    Args:
-        color_system: Rich's detected colour system (``standard``, ``256``,
-            ``truecolor``, ``windows``, or ``None`` for no colour).
-
-    Returns:
-        A theme name, or ``None`` to keep Textual's default.
-    """
+    """The theme for Rich's ``color_system``: in 16 colours, ``ansi-dark``, the terminal's own
+    palette by name (Rich would map Textual's truecolor shades to their nearest ANSI colour:
+    panels turn black, muted text vanishes); else ``None``, Textual's default."""
     return "ansi-dark" if color_system in ("standard", "windows") else None
 
 
 def wants_plain(no_color: bool, color_system: str | None) -> bool:
-    """Whether to draw without colour: ``NO_COLOR`` is set, or the terminal has none.
-
-    Textual alone leaves colour in both: under ``NO_COLOR`` it turns each colour into a
-    grey, still written as a 24-bit or 256-colour escape, and where Rich finds no colour
-    system (``TERM=dumb``) Textual writes 24-bit colour.
-
-    Args:
-        no_color: Textual's reading of ``NO_COLOR`` (``App.no_color``).
-        color_system: Rich's detected colour system; ``None`` for a terminal without colour.
-    """
+    """Whether to draw without colour: ``NO_COLOR`` is set (``App.no_color``), or the terminal
+    has none (``color_system`` is ``None``). Textual alone leaves colour in both: under
+    ``NO_COLOR`` it writes each colour as a grey escape, and under ``TERM=dumb`` 24-bit colour."""
     return no_color or color_system is None
 
 
@@ -65,3 +48,15 @@ class TerminalColours(App[int]):
         every colour for the terminal's default."""
         filters = super().get_line_filters()
         return [*filters, *self._plain] if self._plain else filters
+
+    def _later(self, delay_s: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        """Call ``callback`` after ``delay_s`` straight from the event loop (a Textual timer
+        adds a task and a message to each shot); an error still ends the app with its
+        traceback, as it would from a Textual timer."""
+        return asyncio.get_running_loop().call_later(delay_s, self._guarded, callback)
+
+    def _guarded(self, callback: Callable[[], object]) -> None:
+        try:
+            callback()
+        except Exception as error:  # as Textual treats an error in a timer's callback
+            self._handle_exception(error)

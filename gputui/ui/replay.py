@@ -1,29 +1,27 @@
 """The replay's keys, shared by the monitor and the fleet view when a recording drives them
 (``gputui replay FILE``): pause, step, seek, speed and loop, the status line under the view,
-and the palette's entries.
-
-:class:`ReplayControls` moves a :class:`~gputui.recording.player.FramePlayer` and asks the
-app to paint what it lands on (``_show``); each app says how it paints a frame and how far
-back its sparklines reach (``_window_s``).
+and the palette's entries. :class:`ReplayControls` moves a
+:class:`~gputui.recording.player.FramePlayer`; each app paints what it lands on (``_show``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual.app import App, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Input, Static
+from textual.widgets import Footer, Input, Static
 
 from gputui.format import one_line
 from gputui.recording.frames import FLEET
 from gputui.recording.player import FramePlayer, Shown, faster, goto_time
 from gputui.recording.render import fmt_offset, fmt_utc
+from gputui.ui.colours import TerminalColours
 
 TICK_MIN_S = 0.1
 """The shortest wait between two painted frames while playing: faster, a tick moves on
@@ -50,7 +48,7 @@ REPLAY_COMMANDS: tuple[tuple[str, str, str], ...] = (
 """The palette's entries for the replay's keys: title, help, action."""
 
 
-class ReplayControls(App[int]):
+class ReplayControls(TerminalColours):
     """The replay's keys and status line, mixed in before an app (the monitor, the fleet
     view) that paints a frame in ``_show``; call :meth:`_start_replay` in ``__init__``."""
 
@@ -68,9 +66,6 @@ class ReplayControls(App[int]):
     ]
 
     if TYPE_CHECKING:  # the app's own, under the mixin in the order of classes
-
-        def _later(self, delay_s: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
-            """Call ``callback`` after ``delay_s`` from the event loop."""
 
         @property
         def _showing(self) -> bool:
@@ -94,6 +89,13 @@ class ReplayControls(App[int]):
         self._tick: asyncio.TimerHandle | None = None
         self._said_problem = False
         self._status = Static(id="replay-status", markup=False)
+
+    def compose(self) -> ComposeResult:
+        """The app's widgets, with the status line above its footer."""
+        for widget in super().compose():
+            if isinstance(widget, Footer):
+                yield self._status
+            yield widget
 
     def _show(self, played: list[Shown[Any]], *, again: bool = False) -> None:
         """Paint the last of ``played``, the frames before it into the sparklines
@@ -132,16 +134,17 @@ class ReplayControls(App[int]):
             self._tick.cancel()
             self._tick = None
         if self.playing and self._showing:
-            delay = max(self.player.header.interval_s / self.speed, TICK_MIN_S)
-            self._tick = self._later(delay, self._on_tick)
+            self._tick = self._later(self._tick_s(), self._on_tick)
+
+    def _tick_s(self) -> float:
+        return max(self.player.header.interval_s / self.speed, TICK_MIN_S)
 
     def _on_tick(self) -> None:
         """Move on by a tick's worth of recorded time; at the end, loop or pause."""
         self._tick = None
         if not self.playing or not self._showing:
             return
-        step = max(self.player.header.interval_s / self.speed, TICK_MIN_S) * self.speed
-        self._target_t += step
+        self._target_t += self._tick_s() * self.speed
         played = self.player.forward(self._target_t)
         if played:
             self._show(played)
@@ -181,8 +184,7 @@ class ReplayControls(App[int]):
 
     def action_replay_goto(self) -> None:
         """Ask for a time, then go there."""
-        # the dialog loads when first opened
-        from gputui.ui.widgets.goto_dialog import GotoDialog
+        from gputui.ui.widgets.goto_dialog import GotoDialog  # (loads when first opened)
 
         def parse(text: str) -> float:
             return goto_time(text, self.player.header)
@@ -224,8 +226,9 @@ class ReplayControls(App[int]):
         parts.append(f"{self.speed:g}x" + ("  loop" if self.loop else ""))
         self._status.update(Text(one_line("  ".join(parts)), no_wrap=True, overflow="ellipsis"))
 
-    def replay_commands(self, screen: Screen[object]) -> Iterator[SystemCommand]:
-        """The palette's entries for the replay's keys, on the view's own screen."""
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        """The app's palette, then the replay's keys on the view's own screen."""
+        yield from super().get_system_commands(screen)
         if screen is self.screen_stack[0]:
             for title, help_text, action in REPLAY_COMMANDS:
                 name, _, argument = action.partition("(")
@@ -238,7 +241,3 @@ class ReplayControls(App[int]):
                     if binding.action == action
                 )
                 yield SystemCommand(title, f"{help_text} ({keys})", callback)
-
-    def replay_explained(self) -> dict[str, str]:
-        """What each replay key does, for the help screen (by action name)."""
-        return {action: help_text for _, help_text, action in REPLAY_COMMANDS}

@@ -1,13 +1,8 @@
-"""The Doctor screen: ``gputui doctor``'s report inside the app.
+"""The Doctor screen: ``gputui doctor``'s report inside the app (``d``, or the palette).
 
-Opened with ``d`` or from the command palette (:data:`DOCTOR_COMMAND`). The doctor
-blocks for seconds (a child process imports torch and measures every device), so it
-runs in a thread worker that posts its report back; the monitor underneath keeps
-updating meanwhile. The runner is injected (:data:`DoctorRunner`), like the samplers,
-so tests feed a fixed report without spawning torch.
-
-The checks and devices are :mod:`gputui.ui.widgets.doctor_report`'s widgets. The
-focused check's fix is copied with ``c`` (its command only, when the fix names one).
+The doctor blocks for seconds (a child process imports torch and measures every device), so
+it runs in a thread worker that posts its report back while the monitor keeps updating. The
+runner is injected (:data:`DoctorRunner`), so tests feed a fixed report without torch.
 """
 
 from __future__ import annotations
@@ -46,7 +41,6 @@ DOCTOR_HELP = "Check torch, the NVIDIA driver, CUDA and MPS, and measure each de
 """The command palette's help line for the Doctor screen."""
 
 RUNNING = "Running the doctor…"
-"""What the status bar says while the doctor runs."""
 
 WAITING = (
     "torch is imported in a child process (never in the app), then each device is "
@@ -54,34 +48,23 @@ WAITING = (
     "matmul FLOP/s in fp32 and bf16. This takes a few seconds; the monitor keeps running."
 )
 """What the screen says while the first report is on its way."""
-
 TWO_UP = 140
 """Terminals this wide or wider show device cards two to a row."""
-
 CANCEL_POLL_S = 0.1
 """How often the waiting worker checks whether it was cancelled (screen closed, app quit)."""
 
 
 def run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
-    """The production runner: diagnose this machine and measure every device.
-
-    Args:
-        nvml: The app's latest NVML reading (``None``: the doctor samples NVML itself).
-
-    Returns:
-        The report, after a few seconds (the probe child is bounded in time).
-    """
+    """Diagnose this machine and measure every device, in a few seconds (``nvml``: the app's
+    latest reading; ``None``: the doctor samples NVML itself)."""
     from gputui.doctor.run import run_doctor  # keeps the app's start-up light
 
     return run_doctor(nvml=nvml, quick=False)
 
 
 class DoctorScreen(ModalScreen[None]):
-    """The doctor's checks and devices; runs the doctor when shown and on ``r``.
-
-    Modal, so the monitor's keys (``q`` quits, ``r`` trains) do not reach through it,
-    but opaque and full-size: it reads as a screen of its own.
-    """
+    """The doctor's checks and devices; runs the doctor when shown and on ``r``. Modal, so
+    the monitor's keys do not reach through it, but opaque and full-size."""
 
     CSS_PATH = Path(__file__).with_name("doctor.tcss")
     HORIZONTAL_BREAKPOINTS = [  # noqa: RUF012  # Textual's own attribute, which it types
@@ -102,7 +85,6 @@ class DoctorScreen(ModalScreen[None]):
         """The doctor returned a report."""
 
         report: DoctorReport
-        """The report."""
 
     @dataclass
     class Failed(Message):
@@ -112,21 +94,15 @@ class DoctorScreen(ModalScreen[None]):
         """The exception, in one line."""
 
     def __init__(self, runner: DoctorRunner, nvml: NvmlSource = lambda: None) -> None:
-        """Build the screen; the doctor starts when it is mounted.
-
-        Args:
-            runner: Runs the doctor (blocking; called in a thread).
-            nvml: Gives the app's latest NVML reading, so the doctor does not open NVML again.
-        """
+        """Build the screen; the doctor starts when it is mounted (``nvml``: the app's latest
+        reading, so the doctor does not open NVML again)."""
         super().__init__()
         self.runner = runner
         self.nvml = nvml
         self.report: DoctorReport | None = None
-        """The last report shown."""
         self.error: str | None = None
         """Why the last run failed, if it did."""
         self.running = False
-        """True while the doctor runs."""
         self.runs = 0
         """Reports (or failures) received (tests wait on it)."""
 
@@ -148,7 +124,6 @@ class DoctorScreen(ModalScreen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        """Start the first run."""
         self.start()
 
     def start(self) -> None:
@@ -164,13 +139,9 @@ class DoctorScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="doctor")
     def _run(self, nvml: NvmlReading | None) -> None:
-        """Run the doctor off the event loop and post what came of it.
-
-        The doctor itself runs in a daemon thread that this worker waits on, so that
-        closing the screen or quitting the app mid-run returns at once: the worker is
-        cancelled and stops waiting, and the doctor's result is dropped (its probe child
-        is bounded in time and ends on its own).
-        """
+        """Run the doctor off the event loop and post what came of it. The doctor runs in a
+        daemon thread this worker waits on, so that closing the screen or quitting mid-run
+        returns at once (its result dropped; its probe child ends on its own)."""
         worker = get_current_worker()
         outcome: list[DoctorReport | BaseException] = []
 
@@ -253,7 +224,6 @@ class DoctorScreen(ModalScreen[None]):
         self.dismiss()
 
     def action_run_again(self) -> None:
-        """Run the doctor again (one run at a time: ``r`` is dimmed while one runs)."""
         self.start()
 
     def action_focus_item(self, step: int) -> None:

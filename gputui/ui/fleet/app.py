@@ -228,17 +228,16 @@ class FleetApp(TerminalColours):
 
     def action_clear_filter(self) -> None:
         """Close the filter line and show every host again."""
-        field = self.query_one("#filter", Input)
-        field.value = ""
-        field.remove_class("shown")
-        self.order = self.order.filtered("")
-        self.query_one(FleetView).focus()
-        self.update_view()
+        self.query_one("#filter", Input).value = ""
+        self._filter_by("")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter applies the filter and goes back to the rows."""
-        self.order = self.order.filtered(event.value.strip())
-        event.input.remove_class("shown")
+        self._filter_by(event.value.strip())
+
+    def _filter_by(self, text: str) -> None:
+        self.order = self.order.filtered(text)
+        self.query_one("#filter", Input).remove_class("shown")
         self.query_one(FleetView).focus()
         self.update_view()
 

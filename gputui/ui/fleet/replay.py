@@ -1,26 +1,17 @@
 """The fleet view driven by a fleet recording (``gputui replay FILE`` of ``gputui record
---hosts``): every host and GPU as the live view showed them, with the replay's keys and status
-line (:class:`~gputui.ui.replay.ReplayControls`).
-
-A :class:`~gputui.recording.player.FleetPlayer` reads the frames and stands in for the fleet's
-source; each frame it lands on is shown as the live view shows a new read, and the frames of
-the sparklines' window before it go into the sparklines, one value a frame.
+--hosts``), with the replay's keys and status line (:class:`~gputui.ui.replay.ReplayControls`).
+The player stands in for the fleet's source; the frames of the sparklines' window before the
+one shown go into the sparklines, one value a frame.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterable
-
-from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
 
 from gputui.fleet.hosts import HostReading
 from gputui.recording.player import FleetFrame, FleetPlayer, Shown
 from gputui.ui.fleet.app import FLEET_KEYS_HELP, HISTORY_LENGTH, FleetApp, FleetView
-from gputui.ui.replay import STATUS_CSS, ReplayControls
+from gputui.ui.replay import REPLAY_COMMANDS, STATUS_CSS, ReplayControls
 from gputui.ui.widgets.keys_help import KeyArea, action_name, key_rows
 
 
@@ -29,8 +20,7 @@ class PlayedFleet:
 
     def __init__(self, player: FleetPlayer) -> None:
         self._player = player
-        self.generation = 0
-        """Unused: the replay paints when it moves."""
+        self.generation = 0  # (unused: the replay paints when it moves)
         self.error: str | None = None
         """Why the recorded source did not answer, in the frame last given."""
 
@@ -56,41 +46,15 @@ class FleetReplayApp(ReplayControls, FleetApp):
     def __init__(
         self, player: FleetPlayer, *, playing: bool = True, speed: float = 1.0, loop: bool = False
     ) -> None:
-        """Show the player's frame; nothing moves until the app runs.
-
-        Args:
-            player: The recording, at its first frame.
-            playing: Play from the start (else paused).
-            speed: Recorded seconds a second, one of the player's speeds.
-            loop: Start again from the first frame after the last.
-        """
+        """Show the player's frame (at ``speed`` recorded seconds a second, ``loop``: again
+        after the last); nothing moves until the app runs."""
         super().__init__(PlayedFleet(player), clock=lambda: player.t)  # ages in recorded time
         self.player: FleetPlayer = player
         self._start_replay(player, playing=playing, speed=speed, loop=loop)
 
-    def compose(self) -> ComposeResult:
-        """The fleet view, the replay's status line under it, the footer."""
-        yield Static(id="fleet-title", markup=False)
-        yield FleetView(self._clock)
-        yield Input(placeholder="filter: host, exporter, GPU name or 'down'", id="filter")
-        yield self._status
-        yield Footer()
-
     def on_mount(self) -> None:
         """The view shows the first frame (its own mount); then the replay starts."""
         self._begin_replay()
-
-    def _later(self, delay_s: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
-        """Call ``callback`` after ``delay_s`` from the event loop (an error ends the app
-        with its traceback, as from a Textual timer)."""
-
-        def guarded() -> None:
-            try:
-                callback()
-            except Exception as error:
-                self._handle_exception(error)
-
-        return asyncio.get_running_loop().call_later(delay_s, guarded)
 
     @property
     def _showing(self) -> bool:
@@ -115,7 +79,7 @@ class FleetReplayApp(ReplayControls, FleetApp):
 
     def key_areas(self) -> list[KeyArea]:
         """The fleet view's keys, and the replay's."""
-        explain = FLEET_KEYS_HELP | self.replay_explained()
+        explain = FLEET_KEYS_HELP | {action: text for _, text, action in REPLAY_COMMANDS}
         areas: dict[str, list[Binding]] = {"Fleet": [], "Replay": []}
         for _, binding in self._bindings:
             area = "Replay" if action_name(binding).startswith("replay_") else "Fleet"
@@ -124,11 +88,6 @@ class FleetReplayApp(ReplayControls, FleetApp):
             (area, key_rows(bindings, self.get_key_display, explain))
             for area, bindings in areas.items()
         ]
-
-    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The fleet view's palette, with the replay's keys."""
-        yield from super().get_system_commands(screen)
-        yield from self.replay_commands(screen)
 
 
 def run_fleet_replay(player: FleetPlayer, *, playing: bool, speed: float, loop: bool) -> int:

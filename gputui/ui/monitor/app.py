@@ -1,17 +1,11 @@
 """The live monitor: a Textual app that paints each beat of the sampling engine
-(:class:`~gputui.telemetry.polling.Poller`), whose samples run off the event loop.
+(:class:`~gputui.telemetry.polling.Poller`), whose samples run off the event loop; each
+action is a few lines handing over to a widget or screen, found here by its key.
 
-Over 600 lines: this is where the keys, the panes and the beats meet; each action is a few
-lines handing over to a widget or screen, found here by its key.
-
-A hung NVML call holds only its own thread: the CPU panel keeps updating, the NVIDIA panels
-are marked stale and name the call, and ``q`` still quits. A replay paints recorded frames
-through the same :meth:`MonitorApp.show_beat`.
-
-Quitting stops and closes the samplers on their own threads (NVML is shut down there, with
-no call inside it); the command line then ends the process without unloading NVML under a
-call still in flight. SIGHUP, SIGTERM and a lost terminal quit the same way
-(:mod:`gputui.ui.monitor.hangup`). Tests pass fake samplers, a clock and a history.
+A hung NVML call holds only its own thread: the NVIDIA panels are marked stale and name the
+call, and ``q`` still quits. Quitting closes the samplers on their own threads (NVML is shut
+down there, with no call inside it); SIGHUP, SIGTERM and a lost terminal quit the same way
+(:mod:`gputui.ui.monitor.hangup`).
 """
 
 from __future__ import annotations
@@ -101,8 +95,7 @@ MONITOR_KEYS_HELP = {
     "quit": "Quit; during a run, ask first (y, Enter or Ctrl+C again quits and stops it)",
     "command_palette": "The command palette: every command by name",
 }
-"""What the help screen says of the keys the palette does not describe (the Doctor's
-name is the Doctor screen's)."""
+"""What the help screen says of the keys the palette does not describe."""
 FOOTER_FULL_FROM = 96
 """Columns the footer's keys need laid out in full; narrower, it turns compact."""
 FOOTER_PALETTE_FROM = 90
@@ -110,8 +103,7 @@ FOOTER_PALETTE_FROM = 90
 
 
 def _run_real_doctor(nvml: NvmlReading | None) -> DoctorReport:
-    """The Doctor screen's default runner (imported when the screen first runs it)."""
-    # the doctor loads when its screen opens
+    """The Doctor screen's default runner (the doctor loads when its screen first runs it)."""
     from gputui.ui.doctor.screen import run_real_doctor
 
     return run_real_doctor(nvml)
@@ -130,7 +122,6 @@ class MonitorApp(TerminalColours):
 
     TITLE = "gputui"
     KEY_AREAS: ClassVar[dict[str, str]] = KEY_AREAS
-    """The help screen's areas, by the prefix of their actions (see :data:`KEY_AREAS`)."""
     CSS_PATH = Path(__file__).with_name("monitor.tcss")  # absolute: subclasses live elsewhere
     BINDINGS: ClassVar[list[BindingType]] = [
         QUIT,
@@ -177,36 +168,29 @@ class MonitorApp(TerminalColours):
         Args:
             samplers: Where readings come from, or the engine that samples them, perhaps
                 started already (default: the real sources, built lazily in their
-                threads). Tests pass fakes, and a clock and a pre-filled history, for
-                deterministic screens.
+                threads). Tests pass fakes, a clock and a pre-filled history.
             interval: Seconds between the start of one poll of a source and the next.
             clock: Gives "now" for staleness; compare with readings' ``taken_at``.
             history: Holds the GPU sparklines' values (default: five minutes' worth).
-            process_history: Holds each GPU process's history, for its screen (default:
-                as many samples as ``history`` keeps).
+            process_history: Holds each GPU process's history (default: as far back).
             stale_check_s: How often to check for stale NVIDIA readings, and that the
                 terminal is still there (default: ``interval``, at most once a second).
             runner: The runner pane's trainers, device list and defaults (default: real).
-            doctor: Runs the doctor for the Doctor screen (default: the real one,
-                which spawns the torch probe).
-            readonly: Send no signal to any process (``T``, ``K`` and ``I`` say so, and
-                the footer does not offer them).
+            doctor: Runs the doctor for the Doctor screen (default: the real one).
+            readonly: Send no signal to any process (``T``, ``K`` and ``I`` say why not).
             only: Show these GPUs alone (``--only``; default: every GPU).
             recorder: Records what is shown (``--record``); the caller closes it.
         """
         super().__init__()
         self.recorder = recorder
-        """Records each painted beat, if the monitor records (``--record``)."""
         self.readonly = readonly
-        """Whether ``T``, ``K`` and ``I`` are refused (``--readonly``, ``GPUTUI_READONLY=1``)."""
         self.only = only
         self._not_offered = frozenset(
             binding.action
             for _, binding in self._bindings
             if readonly and binding.group is KILL_GROUP
         )
-        """The actions the help and the palette leave out (:meth:`offers`): a read-only
-        monitor's signals, which its footer hides too (their keys stay, to say why not)."""
+        """The actions the help, the palette and the footer leave out (:meth:`offers`)."""
         if readonly:  # this app's own copy of its bindings: the keys stay, to say why not
             self._bindings = BindingsMap(
                 replace(binding, show=False) if binding.group is KILL_GROUP else binding
@@ -220,7 +204,6 @@ class MonitorApp(TerminalColours):
             self.poller = Poller(samplers, interval)
         self.samplers = self.poller.samplers
         self.doctor: DoctorRunner = doctor or _run_real_doctor
-        """Runs the doctor (blocking; the Doctor screen calls it in a thread)."""
         self.interval = interval
         self.clock = clock
         self.history = history if history is not None else History.for_window(interval)
@@ -228,13 +211,12 @@ class MonitorApp(TerminalColours):
             window_s = self.history.maxlen * interval
             process_history = ProcessHistory(self.history.maxlen, keep_ended_s=window_s)
         self.process_history = process_history
-        """Each GPU process's memory and SM % over time, fed the readings the table gets."""
         self._process_screen: ProcessScreen | None = None
         self.stale_check_s = stale_check_s or min(interval, 1.0)
         self.handled: dict[str, int] = dict.fromkeys(SOURCES, 0)
         """Readings painted per source (tests wait on it)."""
         self.paints = 0
-        """Batches of readings painted (one a beat once every source has answered)."""
+        """Batches of readings painted (one a beat)."""
         self.failures: dict[str, str] = {}
         """The last error of each source whose sampler raised."""
         self._started_at = clock()
@@ -243,16 +225,18 @@ class MonitorApp(TerminalColours):
         self._terminal: int | None = None
         self._gpus_seen: tuple[NvmlReading | None, DrmReading | None] = (None, None)
         """The latest GPU readings, all GPUs (``--only`` or not): the devices torch may use."""
-        self._runner = RunnerPane(
+        self.runner = RunnerPane(
             runner,
             nvml=lambda: self._gpus_seen[0],
             drm=lambda: self._gpus_seen[1],
-            cpu=lambda: self._monitor.cpu,
+            cpu=lambda: self.monitor.cpu,
             id="runner",
         )
-        self._monitor = Monitor(self.history, brief=self._runner.brief, id="monitor")
+        self.monitor = Monitor(self.history, brief=self.runner.brief, id="monitor")
+        """The monitor column, held: ``query_one`` would search the active screen (the
+        command palette, while it is open)."""
         if recorder is not None:
-            self._runner.tap = recorder.runner  # the runner's jobs go into the recording too
+            self.runner.tap = recorder.runner  # the runner's jobs go into the recording too
         self._runner_wanted: bool | None = None
         """Whether the user asked for the runner pane or hid it; None until they do."""
         self._panes: Panes | None = None
@@ -263,46 +247,37 @@ class MonitorApp(TerminalColours):
         """Textual's driver, but on Linux and macOS one whose input thread sleeps until a key
         comes (:mod:`gputui.ui.monitor.driver`) instead of waking ten times a second."""
         driver = super().get_driver_class()
-        if sys.platform != "win32":  # (Textual's own choice there is its Windows driver)
-            from textual.drivers.linux_driver import LinuxDriver  # (termios: not on Windows)
+        if sys.platform != "win32":  # (termios: not on Windows)
+            from textual.drivers.linux_driver import LinuxDriver
 
             if driver is LinuxDriver:  # not one named by TEXTUAL_DRIVER
-                # termios and Textual's Linux driver: not on Windows
                 from gputui.ui.monitor.driver import QuietLinuxDriver
 
                 return QuietLinuxDriver
         return driver
 
     def get_default_screen(self) -> Screen[object]:
-        """The monitor's screen (repeats its background while it is unchanged)."""
         return SteadyScreen(id="_default")
 
     def compose(self) -> ComposeResult:
         """Monitor and runner side by side, footer below."""
         with SteadyHorizontal(id="body"):
-            yield self._monitor
-            yield self._runner
+            yield self.monitor
+            yield self.runner
         yield FittingFooter(FOOTER_FULL_FROM, FOOTER_PALETTE_FROM)
-
-    @property
-    def monitor(self) -> Monitor:
-        """The monitor column (held directly: ``query_one`` would search the active
-        screen, which is the command palette while it is open)."""
-        return self._monitor
 
     @property
     def _showing(self) -> bool:
         """False once the app is closing and its widgets are going away."""
-        return self._monitor.is_attached
+        return self.monitor.is_attached
 
     def on_mount(self) -> None:
-        """Paint what is in hand (:meth:`first_beat`); the first frame does not wait for the
-        rest, which comes beat by beat."""
+        """Paint what is in hand (:meth:`first_beat`); the rest comes beat by beat."""
         self.follow_terminal_colours()
         self._epoch = time.monotonic()
         self._lay_out_runner()
         self.show_beat(for_screen(self.first_beat()))
-        self._monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
+        self.monitor.apply_layout(self._expected_monitor_size())  # plan the first frame
         self._terminal = None if self.is_headless else input_terminal()
         self._check_stale_later()
         self._stop_signals.install(asyncio.get_running_loop(), self._quit_after_hang_up)
@@ -318,40 +293,25 @@ class MonitorApp(TerminalColours):
         return self.poller.subscribe(self._beat_came)
 
     def on_unmount(self) -> None:
-        """Stop the samplers (a sample in flight ends at its next driver call; each is closed
-        on its own thread once that sample has ended)."""
-        self._runner.shutdown()
+        """Stop the samplers (each is closed on its own thread once its sample has ended)."""
+        self.runner.shutdown()
         self._stop_signals.restore()
         self.poller.stop()
 
     # -- runner pane ------------------------------------------------------------------------
-
-    @property
-    def runner(self) -> RunnerPane:
-        """The runner pane."""
-        return self._runner
-
-    def _hang_up(self, code: int = HANGUP_EXIT_CODE) -> None:
-        """The terminal is gone (or the process was told to stop): stop the trainer, then quit.
-
-        The terminal may be gone, so a graceful exit may block on it; a daemon watchdog ends
-        the process with ``code`` after ``HANGUP_EXIT_S`` if the exit has not finished then.
-        """
-        start_watchdog(code)
-        self._quit_after_hang_up(code)
 
     def _quit_after_hang_up(self, code: int) -> None:
         """Stop the trainer and quit with ``code``, once (SIGHUP, SIGTERM, a lost terminal)."""
         if self._hung_up:
             return
         self._hung_up = True
-        self._runner.shutdown()
+        self.runner.shutdown()
         self.exit(return_code=code)
 
     def _check_stale_later(self) -> None:
         """Check for stale readings and a lost terminal on the next multiple of
-        ``stale_check_s`` from the beats' start: with the beat's timer (:meth:`_later`)
-        when the interval is a multiple of it, so the check does not wake the app again."""
+        ``stale_check_s`` from the beats' start: on the beat's timer where the interval is
+        a multiple of it, so the check does not wake the app again."""
         now = time.monotonic()
         step, epoch = self.stale_check_s, self._epoch
         later = epoch + (round((now - epoch) / step) + 1) * step  # (a timer may come early)
@@ -363,13 +323,10 @@ class MonitorApp(TerminalColours):
             return
         self._check_stale_later()
         self._check_stale()
-        if self._terminal is not None:
-            self._check_terminal(self._terminal)
-
-    def _check_terminal(self, fd: int) -> None:
-        """Quit as after SIGHUP once the terminal is gone, even though no SIGHUP came."""
-        if not self._hung_up and terminal_gone(fd):
-            self._hang_up()
+        if self._terminal is not None and not self._hung_up and terminal_gone(self._terminal):
+            # quit as after SIGHUP; the exit may block on the lost terminal: a watchdog ends it
+            start_watchdog(HANGUP_EXIT_CODE)
+            self._quit_after_hang_up(HANGUP_EXIT_CODE)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The runner's and the process table's keys work only on the monitor's own screen
@@ -384,27 +341,21 @@ class MonitorApp(TerminalColours):
         return super().check_action(action, parameters)
 
     def on_resize(self, event: Resize) -> None:
-        """A new terminal size: the runner goes beside the monitor, or in its place.
-
-        The event's size, not ``self.size``: this handler runs before Textual's own
-        (``App._on_resize``), which is what records the new size.
-        """
+        """Lay the panes out again; the event's size, as ``self.size`` is recorded after this
+        handler (by ``App._on_resize``)."""
         self._lay_out_runner(event.size.width)
 
     def _lay_out_runner(self, width: int | None = None) -> None:
-        """Show the monitor and/or the runner for ``width`` (default: the app's), the
-        user's choice and whether the box is GPU-less (:func:`plan_panes`).
-
-        Sets ``display`` and inline styles on the widgets only: toggling a class on the
-        screen would restyle every widget (a tenth of a second at 160x50).
-        """
+        """Show the monitor and/or the runner for ``width`` (default: the app's)
+        (:func:`plan_panes`). Sets ``display`` and inline styles on the widgets only:
+        toggling a class on the screen would restyle every widget (a tenth of a second)."""
         width = self.size.width if width is None else width
-        panes = plan_panes(width, self._runner_wanted, gpu_less=self._monitor.gpu_less)
+        panes = plan_panes(width, self._runner_wanted, gpu_less=self.monitor.gpu_less)
         if panes == self._panes:
             return
         self._panes = panes
-        monitor, body = self._monitor, self._monitor.parent
-        self._runner.display, monitor.display = panes.runner, panes.monitor
+        monitor, body = self.monitor, self.monitor.parent
+        self.runner.display, monitor.display = panes.runner, panes.monitor
         monitor.show_brief(panes.brief)
         monitor.styles.height = "auto" if panes.under else "1fr"  # the pane takes the rest
         if isinstance(body, Widget):
@@ -417,26 +368,25 @@ class MonitorApp(TerminalColours):
 
     def _expected_monitor_size(self) -> Size:
         """The monitor's size once laid out: the screen less the footer, halved when the
-        runner sits beside it (both are ``1fr`` wide)."""
+        runner sits beside it."""
         width, height = self.size
-        if self._runner.display and self._monitor.display and not self._under:
+        if self.runner.display and self.monitor.display and not self._under:
             width //= 2
         return Size(width, max(height - 1, 0))
 
     async def _show_runner(self) -> None:
-        """Make sure the runner is on screen (on a narrow screen, in place of the monitor),
-        with its widgets built."""
-        if not self._runner.display:
+        """Put the runner on screen (a narrow one: in the monitor's place), built."""
+        if not self.runner.display:
             self._runner_wanted = True
             self._lay_out_runner()
-        await self._runner.build()
+        await self.runner.build()
 
     def on_monitor_laid_out(self) -> None:
         """The monitor has its first layout: once that frame is out, the runner may build."""
         self.call_after_refresh(self._first_frame_out)
 
     def _first_frame_out(self) -> None:
-        self._runner.allow_build()
+        self.runner.allow_build()
         if not gc.isenabled():  # the command line turned collection off for start-up
             gc.collect()  # start-up's garbage (about 5,000 objects), once the frame is out
             gc.freeze()  # what is left lives as long as the app: never scan it again
@@ -451,13 +401,12 @@ class MonitorApp(TerminalColours):
             self.monitor.cpu_panel.border_subtitle = None
 
     def on_runner_pane_devices_changed(self, _: RunnerPane.DevicesChanged) -> None:
-        """The runner offers other devices."""
         self._note_unusable_gpus()
 
     def _note_unusable_gpus(self) -> None:
-        """Say in the GPU panel where torch cannot use the GPUs it shows (with the Doctor's key),
-        once the runner offers its devices."""
-        if devices := self._runner.devices:
+        """Say in the GPU panel where torch cannot use the GPUs it shows, once the runner
+        offers its devices."""
+        if devices := self.runner.devices:
             from gputui.ui.render.runner import unusable_gpus_note  # (loaded with the devices)
 
             self.monitor.gpu_area.set_note(unusable_gpus_note(devices, len(self.monitor.gpus)))
@@ -465,7 +414,7 @@ class MonitorApp(TerminalColours):
     def on_runner_pane_trainer_sampled(self, message: RunnerPane.TrainerSampled) -> None:
         """The trainer's CPU use: shown under the CPU panel."""
         reading = message.reading
-        if not reading.alive or self._runner.trainer_pid != reading.pid:
+        if not reading.alive or self.runner.trainer_pid != reading.pid:
             return
         cpu = fmt_percent(reading.cpu_percent)
         self.monitor.cpu_panel.border_subtitle = f"trainer pid {reading.pid} · CPU {cpu}"
@@ -473,22 +422,22 @@ class MonitorApp(TerminalColours):
     async def action_runner_start(self) -> None:
         """Train the chosen configuration."""
         await self._show_runner()
-        self._runner.start()
+        self.runner.start()
 
     async def action_runner_compare(self) -> None:
         """Train the chosen configuration on the baseline device, then on the chosen one."""
         await self._show_runner()
-        self._runner.start(compare=True)
+        self.runner.start(compare=True)
 
     async def action_runner_experiment(self) -> None:
-        """Run the chosen experiment (batch-sweep, sync-stall, pipelines) in the runner pane."""
+        """Run the chosen experiment in the runner pane."""
         await self._show_runner()
-        self._runner.start_experiment()
+        self.runner.start_experiment()
 
     async def action_runner_scale(self) -> None:
         """Ask for world sizes, then train on each in turn (torch.distributed)."""
         await self._show_runner()
-        offered = self._runner.world_sizes()
+        offered = self.runner.world_sizes()
         if offered is None:
             return
         from gputui.ui.widgets.scale_dialog import ScaleDialog  # (the runner's, with its pane)
@@ -497,23 +446,23 @@ class MonitorApp(TerminalColours):
 
         def chosen(answer: tuple[tuple[int, ...], str] | None) -> None:
             if answer is not None:
-                self._runner.start_scaling(*answer)
+                self.runner.start_scaling(*answer)
 
         self.push_screen(ScaleDialog(sizes, device), chosen)
 
     def action_runner_stop(self) -> None:
         """Stop the run."""
-        self._runner.stop()
+        self.runner.stop()
 
     def action_runner_toggle(self) -> None:
         """Narrow screens: swap the monitor and the runner. Wide: show or hide the runner."""
-        self._runner_wanted = not self._runner.display or self._under
-        self._runner.allow_build()  # asked for: build it even if the monitor never laid out
+        self._runner_wanted = not self.runner.display or self._under
+        self.runner.allow_build()  # asked for: build it even if the monitor never laid out
         self._lay_out_runner()
 
     def action_runner_detail(self) -> None:
         """Show or hide the failed run's detail."""
-        self._runner.toggle_detail()
+        self.runner.toggle_detail()
 
     # -- GPU process table ------------------------------------------------------------------
 
@@ -556,7 +505,7 @@ class MonitorApp(TerminalColours):
         and its run goes on; ``None`` otherwise (the screen keeps what it last said)."""
         from gputui.jobs.results import Phase  # (39 ms to import: not on the start path)
 
-        table, process, session = self.monitor.process_table, track.process, self._runner.session
+        table, process, session = self.monitor.process_table, track.process, self.runner.session
         if process is None or table.trainer_pid is None or session is None:
             return None
         if shown_pid(process) not in (table.trainer_pid, *table.rank_pids):
@@ -580,12 +529,9 @@ class MonitorApp(TerminalColours):
         self._ask_to_signal(signal.SIGINT)
 
     def _ask_to_signal(self, signum: signal.Signals) -> None:
-        """Ask whether to send ``signum`` to the selected process; send it on ``y``.
-
-        Refused at once, in one line, when the app is read-only, when the pids are the
-        host's, when no process is selected, or when its start time is unknown (so its pid
-        cannot be checked). The answer is one line too: sent, or why not.
-        """
+        """Ask whether to send ``signum`` to the selected process; send it on ``y``. Refused
+        at once, in one line, when read-only, the pids are the host's, no process is selected,
+        or its start time is unknown (so its pid cannot be checked)."""
         table = self.monitor.process_table
         row, host_pids = table.selected, table.host_pids
         if self.readonly:
@@ -613,9 +559,8 @@ class MonitorApp(TerminalColours):
     # -- quitting and the help ------------------------------------------------------------
 
     async def action_quit(self, ctrl_c: bool = False) -> None:
-        """Quit (``q``, Ctrl+C, ``^q``, the palette): the trainer and the samplers stop on the
-        way out (:meth:`on_unmount`). While a run is going, ask first (:class:`QuitDialog`);
-        asked already (Ctrl+C again, ``^q``), quit.
+        """Quit (``q``, Ctrl+C, ``^q``, the palette); while a run is going, ask first
+        (:class:`QuitDialog`), and quit when asked again.
 
         Args:
             ctrl_c: Ctrl+C asked; while text is selected, it copies that instead.
@@ -635,7 +580,7 @@ class MonitorApp(TerminalColours):
 
     def _run_going(self) -> str | None:
         """The run quitting would stop, in a few words; None while none is going."""
-        runner = self._runner
+        runner = self.runner
         if not runner.busy:
             return None
         if runner.runner.checking:
@@ -647,12 +592,12 @@ class MonitorApp(TerminalColours):
         return "a training run"
 
     def action_help(self) -> None:
-        """List every key, by area (:meth:`key_areas`)."""
+        """List every key, by area."""
         self.push_screen(KeysHelp("gputui: every key", self.key_areas()))
 
     def key_areas(self) -> list[KeyArea]:
-        """Every key of the monitor, read from its bindings: the app's, sorted into areas by
-        their actions (:data:`KEY_AREAS`), and the GPU process table's."""
+        """Every key of the monitor, read from its bindings (the process table's too), by
+        area (:data:`KEY_AREAS`)."""
         from gputui.ui.doctor.screen import DOCTOR_COMMAND  # (the doctor loads when first asked)
 
         explain = {action: help_text for _, help_text, action in MONITOR_COMMANDS}
@@ -672,9 +617,8 @@ class MonitorApp(TerminalColours):
         ]
 
     def offers(self, action: str) -> bool:
-        """Whether the help and the palette list ``action``: the monitor offers every one it
-        binds, but the signals when it is read-only (``T`` only says why not: a key offered
-        would promise what it refuses)."""
+        """Whether the help and the palette list ``action``: all but a read-only monitor's
+        signals (their keys only say why not)."""
         return action not in self._not_offered
 
     def keys_of(self, action: str) -> str:
@@ -693,8 +637,7 @@ class MonitorApp(TerminalColours):
             self.push_screen(DoctorScreen(self.doctor, lambda: self.monitor.nvml))
 
     def action_topology(self) -> None:
-        """Open the GPU topology screen (not over itself); it reads the topology on the NVML
-        sampler's thread."""
+        """Open the GPU topology screen (not over itself)."""
         if not isinstance(self.screen, TopologyScreen):
             drm = self.monitor.drm
             self.push_screen(TopologyScreen(self._read_topology, len(drm.gpus) if drm else 0))
@@ -704,10 +647,8 @@ class MonitorApp(TerminalColours):
         self.poller.call("nvml", partial(read_topology, self.samplers.nvml), reply)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The palette's commands: Textual's (Quit among them), then the screen's own: on the
-        Doctor screen its keys, on the monitor the Doctor's, the runner's and the process
-        table's, each that the monitor offers (:meth:`offers`). Every key in the footer is
-        here (a test holds it)."""
+        """Textual's commands, then the Doctor screen's keys on it, else each the monitor
+        offers (:meth:`offers`); every key in the footer is here (a test holds it)."""
         yield from super().get_system_commands(screen)
         from gputui.ui.doctor.screen import (  # (the doctor loads when first asked)
             DOCTOR_COMMAND,
@@ -739,20 +680,7 @@ class MonitorApp(TerminalColours):
             self.post_message(Sampled(for_screen(beat)))
 
     def on_sampled(self, message: Sampled) -> None:
-        """A beat came from the engine."""
         self.show_beat(message.beat)
-
-    def _later(self, delay_s: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
-        """Call ``callback`` after ``delay_s`` straight from the event loop (a Textual timer
-        adds a task and a message to each shot); an error still ends the app with its
-        traceback, as it would from a Textual timer."""
-        return asyncio.get_running_loop().call_later(delay_s, self._guarded, callback)
-
-    def _guarded(self, callback: Callable[[], object]) -> None:
-        try:
-            callback()
-        except Exception as error:  # as Textual treats an error in a timer's callback
-            self._handle_exception(error)
 
     def show_beat(self, beat: Beat) -> None:
         """Paint a beat's readings in one batch (the engine's, or a replayed frame's), and
@@ -794,7 +722,7 @@ class MonitorApp(TerminalColours):
                 self.monitor.show_mps(mps)
                 self.handled["mps"] += 1
             if nvml is not None or drm is not None:
-                self._runner.readings_came()
+                self.runner.readings_came()
                 self._lay_out_runner()  # a GPU-less box's runner goes under the monitor
                 self._note_unusable_gpus()
                 if self._process_screen is not None:
@@ -839,21 +767,9 @@ def run_app(
     only: GpuSelection | None = None,
     recorder: Recorder | None = None,
 ) -> int:
-    """Run the monitor with the real samplers until the user quits.
-
-    Args:
-        interval: Seconds between samples.
-        poller: The real sources' engine, started before Textual was imported so that the
-            first readings are under way while it loads; default: started now.
-        runner: The runner pane's setup (``gputui`` starts its choices from
-            ``GPUTUI_RUNNER_DEFAULTS``, checked first); default: a run beside the monitor.
-        readonly: Send no signal to any process (``--readonly``, ``GPUTUI_READONLY=1``).
-        only: Show these GPUs alone (``--only``).
-        recorder: Records what is shown (``--record``); the caller closes it.
-
-    Returns:
-        The process exit code.
-    """
+    """Run the monitor until the user quits; returns the exit code. ``poller`` is the real
+    sources' engine, started before Textual was imported so that the first readings are under
+    way while it loads (default: started now); the rest as :class:`MonitorApp`'s."""
     app = MonitorApp(
         poller,
         interval=interval,

@@ -1,10 +1,7 @@
 """Leaving when the terminal goes: SIGHUP (the SSH connection was lost), SIGTERM, or a
-terminal that closed without a signal.
-
-The app's part is to stop the trainer and quit; this module's is to make sure the process
-ends even where that cannot finish: a terminal that is gone may block the app's last
-writes, so a daemon watchdog ends the process ``HANGUP_EXIT_S`` after the signal, with the
-status a shell reports for a process the signal ended.
+terminal that closed without a signal. The app stops the trainer and quits; a terminal that
+is gone may block its last writes, so a daemon watchdog ends the process ``HANGUP_EXIT_S``
+after the signal, with the status a shell reports for a process the signal ended.
 """
 
 from __future__ import annotations
@@ -50,15 +47,10 @@ def input_terminal() -> int | None:
 
 
 def terminal_gone(fd: int) -> bool:
-    """Whether the terminal on ``fd`` has hung up, though no SIGHUP may have come.
-
-    The kernel sends SIGHUP only to the process that controls the terminal; a gputui started
-    on a terminal it does not control (by ``setsid``, or by a program that runs it on a
-    pseudo-terminal of its own) hears nothing when the terminal closes. Textual's input
-    thread then reads end-of-file in a busy loop and its writer thread dies, and the app
-    would block once the writer's queue is full, using a core for ever. A hung-up terminal
-    answers ``isatty`` with False.
-    """
+    """Whether the terminal on ``fd`` has hung up (``isatty`` is then False), though no SIGHUP
+    may have come: the kernel sends it only to the process that controls the terminal (not
+    one started by ``setsid``), and without it Textual's input thread would read end-of-file
+    in a busy loop, its writer thread die, and the app block using a core for ever."""
     return not os.isatty(fd)
 
 
@@ -71,10 +63,8 @@ class StopSignals:
     def install(self, loop: asyncio.AbstractEventLoop, quit: Callable[[int], object]) -> None:
         """On SIGHUP or SIGTERM: start the watchdog at once, then ``quit(code)`` on ``loop``.
 
-        A plain signal handler, not the event loop's: Python runs it in the main thread even
-        while the loop is blocked, as it is once a terminal that stopped reading (a stalled
-        SSH connection) has filled Textual's write queue. So the watchdog starts at once; the
-        graceful part runs on the loop, if the loop comes back in time. Outside the main
+        A plain signal handler, not the event loop's: Python runs it even while the loop is
+        blocked (a stalled SSH connection has filled Textual's write queue). Outside the main
         thread (some test runners) nothing is installed.
         """
 

@@ -1,18 +1,10 @@
-"""How the monitor splits its room: a pure function of size and counts, tested on its own.
+"""How the monitor splits its room, and which of it and the runner pane are on screen: pure
+functions of sizes and counts.
 
-The CPU panel and the GPU area get the heights they need; the process table takes
-what is left (at least ``PROCESS_MIN_HEIGHT``), and the MPS line sits under it. Where the
-runner pane is not on screen, its brief sits between them: a box where rows are to spare,
-else a line.
-The GPU area picks the roomiest form that fits:
-
-- ``cards``: a grid of cards, a title and four lines each (utilization and
-  memory gauges with sparklines, temperature, power, clock, fan, PCIe);
-- ``two-line``: two lines a GPU, full width;
-- ``one-line``: one line a GPU (eight GPUs at 80x24), scrolling if even that is too tall.
-
-Which of the monitor and the runner pane are on screen is planned here too
-(:func:`plan_panes`).
+The CPU panel and the GPU area get the heights they need; the process table takes what is
+left (at least ``PROCESS_MIN_HEIGHT``), the MPS line under it. The GPU area picks the roomiest
+form that fits: a grid of cards, two lines a GPU, or one line a GPU (eight GPUs at 80x24),
+scrolling if even that is too tall.
 """
 
 from __future__ import annotations
@@ -53,16 +45,12 @@ comparison's speedup in three, each run's throughput)."""
 
 
 class GpuMode(str, Enum):
-    """How the GPU area draws each GPU."""
+    """How the GPU area draws each GPU (``message``: no GPU to draw, a sentence instead)."""
 
     MESSAGE = "message"
-    """No GPU to draw: a sentence (waiting, NVML unavailable, or no GPU)."""
     CARDS = "cards"
-    """A grid of cards."""
     TWO_LINE = "two-line"
-    """Two lines a GPU."""
     ONE_LINE = "one-line"
-    """One line a GPU."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,15 +58,13 @@ class MonitorLayout:
     """Heights and forms for one size of the monitor."""
 
     cpu_height: int
-    """Rows of the CPU panel, border included."""
+    """Rows of the CPU panel, border included (as ``gpu_height``)."""
     cpu_grid: bool
     """True for a bar per core, False for the one-cell-per-core strip."""
     gpu_mode: GpuMode
-    """How the GPU area draws each GPU."""
     gpu_columns: int
     """Columns of cards (1 unless ``gpu_mode`` is ``cards``)."""
     gpu_height: int
-    """Rows of the GPU area, border included."""
     brief_height: int = 0
     """Rows of the runner's brief: 0 (not shown), 1 (a line) or ``RUNNER_BRIEF_HEIGHT``."""
     fits: bool = True
@@ -87,8 +73,7 @@ class MonitorLayout:
 
     @property
     def rows_needed(self) -> int:
-        """The fewest rows the monitor needs at this width: every panel but the process
-        table, which takes what is left."""
+        """The fewest rows the monitor needs at this width (the process table's not counted)."""
         return self.cpu_height + self.gpu_height + self.brief_height + MPS_HEIGHT
 
 
@@ -101,21 +86,17 @@ def plan_layout(
     message_length: int = 0,
     brief: bool = False,
 ) -> MonitorLayout:
-    """Split a ``width`` x ``height`` monitor between its panels.
+    """Split a ``width`` x ``height`` monitor column (the footer not counted) between its
+    panels; the process table takes the rows left over.
 
     Args:
         width: Cells across the monitor column.
-        height: Rows of the monitor column (the footer is not part of it).
+        height: Rows of the monitor column.
         cores: Logical cores (0 while the first host reading is on its way).
-        gpu_count: GPUs to draw; ``None`` when there are none to draw and the GPU
-            area shows a sentence instead.
+        gpu_count: GPUs to draw; ``None``: the GPU area shows a sentence instead.
         message_length: Characters of that sentence.
         brief: Show the runner's brief: a box where the process table keeps its minimum
             beside it, else a line where the table keeps a row, else none.
-
-    Returns:
-        The plan; the process table takes the rows left over. Where even the panels
-        other than the process table do not fit, ``fits`` is False.
     """
     inner = max(width - BORDER_COLUMNS, 1)
     cpu_grid = False
@@ -160,9 +141,7 @@ class Panes:
     """Which of the monitor and the runner pane are on screen."""
 
     monitor: bool
-    """The monitor column is shown."""
     runner: bool
-    """The runner pane is shown."""
     under: bool = False
     """The runner pane sits under the monitor, which takes only the rows it needs."""
     brief: bool = False
@@ -175,15 +154,8 @@ def plan_panes(width: int, runner_wanted: bool | None, *, gpu_less: bool = False
     From ``RUNNER_BESIDE_WIDTH`` columns the runner sits beside the monitor (unless
     hidden); narrower, the screen shows the runner alone, or the monitor with the runner's
     brief under it (on a GPU-less box, whose monitor needs a few rows, the runner itself).
-    What the user asked for holds across resizes: a runner swapped in on a narrow screen
-    stays on screen when the terminal widens, and one hidden on a wide screen stays out of
-    the monitor's way when it narrows.
-
-    Args:
-        width: Cells across the terminal.
-        runner_wanted: Whether the user asked for the runner (``t``, ``r``, ``c``, ``x``)
-            or hid it; ``None`` until they have done either (the width decides).
-        gpu_less: No GPU is shown, nor a process table (NVML is unavailable).
+    ``runner_wanted`` (the user asked for the runner, or hid it; ``None``: neither) holds
+    across resizes.
     """
     if width >= RUNNER_BESIDE_WIDTH:
         return Panes(monitor=True, runner=runner_wanted is not False)

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -95,38 +95,34 @@ def matches(row: ProcessRow, text: str) -> bool:
     return any(needle in cell.casefold() for cell in row.cells)
 
 
-def _value(row: ProcessRow, key: str) -> float | str | None:
-    process = row.process
-    if key == "gpu":
-        return row.gpu
-    if key == "memory":
-        return process.gpu_memory_bytes
-    if key == "sm":
-        return process.sm_utilization_percent
-    if key == "cpu":
-        return process.cpu_percent
-    if key == "host_memory":
-        return process.rss_bytes
-    if key == "elapsed":
-        return process.elapsed_s
-    if key == "pid":
-        return shown_pid(process)
-    if key == "type":
-        return process.kind
-    if key == "job":
-        job = fmt_job(process.workload)
-        return None if job == NA else job.casefold()
-    text = process.user if key == "user" else process.command
+def _text(text: str | None) -> str | None:
     return None if text is None else text.casefold()
+
+
+_VALUES: dict[str, Callable[[ProcessRow], float | str | None]] = {
+    "gpu": lambda row: row.gpu,
+    "memory": lambda row: row.process.gpu_memory_bytes,
+    "sm": lambda row: row.process.sm_utilization_percent,
+    "cpu": lambda row: row.process.cpu_percent,
+    "host_memory": lambda row: row.process.rss_bytes,
+    "elapsed": lambda row: row.process.elapsed_s,
+    "pid": lambda row: shown_pid(row.process),
+    "type": lambda row: row.process.kind,
+    "job": lambda row: None if (job := fmt_job(row.process.workload)) == NA else job.casefold(),
+    "user": lambda row: _text(row.process.user),
+    "command": lambda row: _text(row.process.command),
+}
+"""Each sort key's value of a row (``None``: unknown); text sorts in any case."""
 
 
 def ordered(rows: Iterable[ProcessRow], order: ProcessOrder) -> list[ProcessRow]:
     """The rows that match the filter, sorted; those whose value is unknown come last."""
     shown = [row for row in rows if not order.filter or matches(row, order.filter)]
-    known = [row for row in shown if _value(row, order.key) is not None]
-    unknown = [row for row in shown if _value(row, order.key) is None]
+    value = _VALUES[order.key]
+    known = [row for row in shown if value(row) is not None]
+    unknown = [row for row in shown if value(row) is None]
     known.sort(
-        key=lambda row: (_value(row, order.key), row.gpu, row.process.pid),
+        key=lambda row: (value(row), row.gpu, row.process.pid),
         reverse=order.descending,
     )
     unknown.sort(key=lambda row: (row.gpu, row.process.pid))

@@ -1,27 +1,18 @@
-"""The monitor driven by a recording (``gputui replay FILE``): the live app, its panels, process
-table, sparklines and health drawn from the recorded frames instead of the samplers.
-
-A :class:`~gputui.recording.player.Player` reads the frames; the replay's keys
-(:class:`~gputui.ui.replay.ReplayControls`) move it (play, pause, step, seek, speed, loop),
-and this app paints each frame it lands on as the live app paints a beat. The
-sparklines hold the frames of the window before the frame shown, one value a frame, as the
-live monitor held one a sample: after a seek they are filled again from the recording, and
-so is each process's history (the process screen). Where the recording holds the runner
-pane's jobs (``gputui --record``), the runner pane shows them as they stood at the frame
-shown. Nothing here sends a signal or starts a run.
+"""The monitor driven by a recording (``gputui replay FILE``): the live app painting each
+recorded frame the replay's keys (:class:`~gputui.ui.replay.ReplayControls`) land on as a
+beat. The sparklines and each process's history hold the frames of the window before the one
+shown (filled again after a seek); the runner pane shows the recorded jobs (``gputui
+--record``) as they stood then. Nothing here sends a signal or starts a run.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import ClassVar
 
-from textual.app import ComposeResult, SystemCommand
 from textual.binding import BindingsMap
 from textual.geometry import Size
-from textual.screen import Screen
 
 from gputui.format import for_screen
 from gputui.jobs.runner import RunnerSetup
@@ -29,10 +20,8 @@ from gputui.recording.player import Player, Shown
 from gputui.telemetry.history import History, record_cpu, record_gpus
 from gputui.telemetry.polling import SOURCES, Beat
 from gputui.telemetry.readings import Snapshot
-from gputui.ui.monitor.app import FOOTER_FULL_FROM, FOOTER_PALETTE_FROM, Clock, MonitorApp
+from gputui.ui.monitor.app import Clock, MonitorApp
 from gputui.ui.replay import STATUS_CSS, ReplayControls
-from gputui.ui.widgets.footer import FittingFooter
-from gputui.ui.widgets.steady import SteadyHorizontal
 
 RUNNER_REFUSAL = "A replay shows a recording: the runner cannot start or stop runs here."
 """What the runner's keys say in a replay."""
@@ -42,10 +31,7 @@ HERE_REFUSAL = (
     "A replay shows a recording: the Doctor and the topology read this machine, not the "
     "recorded one; run gputui doctor or gputui topo there."
 )
-"""What ``d`` and ``n`` say in a replay (their screens would show this machine's GPUs beside
-the recorded ones)."""
-
-
+"""What ``d`` and ``n`` say in a replay (their screens would show this machine's GPUs)."""
 _REFUSED_ACTIONS = (
     "action_runner_",
     "action_process_terminate",
@@ -73,17 +59,9 @@ class ReplayApp(ReplayControls, MonitorApp):
         history: History | None = None,
         runner: RunnerSetup | None = None,
     ) -> None:
-        """Show the player's frame; nothing moves until the app runs.
-
-        Args:
-            player: The recording, at its first frame.
-            playing: Play from the start (else paused).
-            speed: Recorded seconds a second, one of :data:`SPEEDS`.
-            loop: Start again from the first frame after the last.
-            history: Holds the sparklines' values (default: five minutes' worth).
-            runner: The runner pane's setup; the pane starts nothing, and shows the
-                recorded jobs where there are any (else it stays hidden).
-        """
+        """Show the player's frame (at ``speed`` recorded seconds a second, ``loop``: again
+        after the last); nothing moves until the app runs. The runner pane starts nothing,
+        and stays hidden where no job was recorded."""
         clock: Clock = lambda: player.t  # noqa: E731  (staleness in recorded time)
         super().__init__(
             player.samplers(),
@@ -104,14 +82,6 @@ class ReplayApp(ReplayControls, MonitorApp):
             else binding
             for _, binding in self._bindings
         )
-
-    def compose(self) -> ComposeResult:
-        """The monitor, the replay's status line under it, the footer."""
-        with SteadyHorizontal(id="body"):
-            yield self.monitor
-            yield self.runner
-        yield self._status
-        yield FittingFooter(FOOTER_FULL_FROM, FOOTER_PALETTE_FROM)
 
     def on_mount(self) -> None:
         """The monitor shows the first frame (its own mount); then the replay starts."""
@@ -158,32 +128,16 @@ class ReplayApp(ReplayControls, MonitorApp):
         """The help and the palette leave out what a replay refuses."""
         return not f"action_{action}".startswith(_REFUSED_ACTIONS)
 
-    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        """The monitor's palette, which leaves out what a replay refuses (:meth:`offers`),
-        and the replay's keys."""
-        yield from super().get_system_commands(screen)
-        yield from self.replay_commands(screen)
-
     # -- what a replay refuses -------------------------------------------------------------
 
     def _refuse_runner(self) -> None:
         self.notify(RUNNER_REFUSAL, severity="warning", markup=False)
 
     async def action_runner_start(self) -> None:
-        """Refused: a replay starts no run."""
+        """Refused: a replay starts no run (nor compares, experiments or scales)."""
         self._refuse_runner()
 
-    async def action_runner_compare(self) -> None:
-        """Refused: a replay starts no run."""
-        self._refuse_runner()
-
-    async def action_runner_experiment(self) -> None:
-        """Refused: a replay starts no run."""
-        self._refuse_runner()
-
-    async def action_runner_scale(self) -> None:
-        """Refused: a replay starts no run."""
-        self._refuse_runner()
+    action_runner_compare = action_runner_experiment = action_runner_scale = action_runner_start
 
     def action_runner_stop(self) -> None:
         """Refused: a replay has no run to stop."""

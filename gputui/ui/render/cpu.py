@@ -13,9 +13,7 @@ from gputui.format import (
     fmt_used_total,
     percent_of,
 )
-from gputui.telemetry.readings import (
-    CpuReading,
-)
+from gputui.telemetry.readings import CpuReading
 from gputui.ui.render.draw import (
     GAP,
     LABEL,

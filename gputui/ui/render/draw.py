@@ -1,11 +1,10 @@
-"""Drawing primitives: a styled :class:`Line`, bars, sparklines, gauges and the theme's
-styles, which every panel's renderer is built from.
+"""Drawing primitives every panel's renderer is built from: a styled :class:`Line`, bars,
+sparklines, gauges and the theme's styles.
 
-A line is a list of ``(text, style)`` parts whose styles are Textual theme variables
-(``$success``, ``$text-muted``...), resolved when a widget paints the line, so they follow
-the theme and degrade under ``NO_COLOR`` and in 16-colour terminals. The monitor builds
-every line once a second, so a line stays a list of small tuples, compared and painted
-without building ``Content``.
+A line is a list of ``(text, style)`` parts whose styles are Textual theme variables,
+resolved when a widget paints the line (so they follow the theme, ``NO_COLOR`` and 16-colour
+terminals). The monitor builds every line once a second, so a line stays a list of small
+tuples, compared and painted without building ``Content``.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ from collections.abc import Iterable, Sequence
 from rich.cells import cell_len, set_cell_size
 from textual.content import Content
 
-from gputui.format import (
-    fmt_percent,
-)
+from gputui.format import fmt_percent
 
 MUTED = "$foreground 60%"
 """Text that stays in the background: ``$text-muted``'s look. Not ``$text-muted`` itself:
@@ -41,7 +38,8 @@ RULE = "$panel-lighten-2"
 """The rule a card's title sits on (the colour of the panels' borders)."""
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
-_SPARKS = " ▁▂▃▄▅▆▇█"
+SPARKS = " ▁▂▃▄▅▆▇█"
+"""Blocks from empty to full, in eighths."""
 _TRACK_CHAR = "·"
 GAP = "  "
 """Space between the items of a line."""
@@ -53,7 +51,7 @@ class Line:
     __slots__ = ("parts", "width")
 
     def __init__(self, *parts: str | tuple[str, str]) -> None:
-        """Start a line with ``parts`` (plain strings, or ``(text, style)``)."""
+        """Start a line with ``parts``."""
         self.parts: list[tuple[str, str]] = []
         self.width = 0
         for part in parts:
@@ -160,16 +158,8 @@ def temperature_style(celsius: float | None) -> str:
 
 
 def bar(percent: float | None, width: int, style: str | None = None) -> Line:
-    """A horizontal bar ``width`` cells wide, filled to an eighth of a cell, on a dotted track.
-
-    Args:
-        percent: 0-100; ``None`` draws only the track.
-        width: Cells; 0 or less gives an empty line.
-        style: Style of the filled part; by default it follows ``level_style``.
-
-    Returns:
-        A line exactly ``width`` cells wide.
-    """
+    """A bar ``width`` cells wide filled to ``percent`` (0-100; ``None``: the track alone), to
+    an eighth of a cell, on a dotted track; ``style`` (default: :func:`level_style`) fills it."""
     if width <= 0:
         return Line()
     if percent is None:
@@ -182,7 +172,7 @@ def bar(percent: float | None, width: int, style: str | None = None) -> Line:
 
 
 _SPARK_FOR_PERCENT = tuple(
-    _SPARKS[max(1, round(percent / 100.0 * (len(_SPARKS) - 1)))] for percent in range(101)
+    SPARKS[max(1, round(percent / 100.0 * (len(SPARKS) - 1)))] for percent in range(101)
 )
 """The sparkline character for each whole percent (an idle GPU still shows a floor)."""
 
@@ -196,16 +186,8 @@ def spark_char(value: float | None) -> str:
 
 
 def sparkline(values: Sequence[float | None], width: int, style: str = UTIL_SPARK) -> Line:
-    """The last ``width`` values (0-100) as block characters, newest on the right.
-
-    Args:
-        values: Oldest first; ``None`` (no reading) is drawn blank.
-        width: Cells; shorter histories are padded on the left.
-        style: Style of the blocks.
-
-    Returns:
-        A line exactly ``width`` cells wide (empty when ``width`` <= 0).
-    """
+    """The last ``width`` values (0-100, oldest first; ``None`` blank) as block characters in
+    ``style``, newest on the right, padded on the left to exactly ``width`` cells."""
     if width <= 0:
         return Line()
     if not isinstance(values, (list, tuple)):
@@ -220,16 +202,8 @@ def labelled(label: str, value: str, value_style: str = "") -> Line:
 
 
 def fit_line(required: Sequence[Line], optional: Sequence[Line], width: int) -> Line:
-    """Join items with ``GAP``: all of ``required``, then each ``optional`` item that still fits.
-
-    Args:
-        required: Items always shown (the result is cropped if even they do not fit).
-        optional: Items in order of importance; one that does not fit is skipped.
-        width: Cells available.
-
-    Returns:
-        A line of at most ``width`` cells.
-    """
+    """All of ``required`` (cropped if even they do not fit), then each of ``optional`` (most
+    important first) that still fits in ``width`` cells, joined with ``GAP``."""
     line = join(required, GAP)
     for item in optional:
         needed = item.width + (len(GAP) if line.width else 0)
@@ -249,19 +223,9 @@ def gauge_line(
     spark_style: str = UTIL_SPARK,
     detail: str = "",
 ) -> Line:
-    """``LABEL ███··· 42% ▁▂▃ detail``: the bar takes ~45% of the room, the sparkline the rest.
-
-    Args:
-        label: A short label, padded to 4 cells.
-        percent: The value the bar and number show.
-        width: Cells available.
-        spark: History for the sparkline (none when empty).
-        spark_style: Style of the sparkline.
-        detail: Text after the sparkline (e.g. ``20.1/80.0 GiB``).
-
-    Returns:
-        A line exactly ``width`` cells wide.
-    """
+    """``LABEL ███··· 42% ▁▂▃ detail``, exactly ``width`` cells: the bar takes ~45% of the
+    room, the sparkline of ``spark`` (none when empty) the rest, ``detail`` follows it
+    (``20.1/80.0 GiB``)."""
     head = f"{label:<4}"
     number = f" {fmt_percent(percent):>4}"
     tail = f"  {detail}" if detail else ""

@@ -80,9 +80,8 @@ STATE_WORDS = {
 
 
 def gpu_title(gpu: GpuReading) -> str:
-    """``0 · NVIDIA H100 80GB HBM3 · P0``, ``amd0 · AMD Instinct MI300X OAM`` (``LOST`` or
-    ``UNREACHABLE`` for such a GPU; no performance state where the GPU does not report one,
-    rather than a bare ``· n/a``)."""
+    """``0 · NVIDIA H100 80GB HBM3 · P0`` (``LOST`` for such a GPU; no ``· n/a`` where the GPU
+    reports no performance state)."""
     state = STATE_WORDS.get(gpu.state)
     if state is None and gpu.performance_state is not None:
         state = fmt_pstate(gpu.performance_state)
@@ -91,12 +90,10 @@ def gpu_title(gpu: GpuReading) -> str:
 
 
 def fmt_pstate(state: int | None) -> str:
-    """``0`` -> ``P0``."""
     return NA if state is None else f"P{state}"
 
 
 def gpu_memory_percent(gpu: GpuReading) -> float | None:
-    """Device memory in use, percent of installed."""
     return percent_of(gpu.memory_used_bytes, gpu.memory_total_bytes)
 
 
@@ -180,12 +177,8 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
 
 def extra_cells(gpu: GpuReading) -> Line:
     """``NVLink 18 rx 1.2 GiB/s tx 3.4 GiB/s  enc 12% dec 40%``: the NVLink links that are up
-    (``3/12`` while some are not) and their throughput, where the GPU has NVLink, and the
-    video encoder's and decoder's utilization, each only while it is busy (empty when there
-    is none of these: most GPUs never use their video engines).
-
-    A link that is not up is not shown as a fault: NVML says the same of a link that failed
-    and of one that is not wired (a PCIe card's bridge joins 3 of its 12)."""
+    (``3/12`` while some are not: not a fault, as NVML says the same of a link that is not
+    wired) and their throughput, then the video engines each while it is busy."""
     throughput, up, down = gpu.nvlink_throughput, gpu.nvlink_links_active, gpu.nvlink_links_down
     nvlink = (
         [
@@ -219,11 +212,8 @@ def stat_cell_width(key: str) -> int:
 
 
 def stat_cells(gpu: GpuReading, keys: Sequence[str], width: int) -> Line:
-    """Stats in fixed-width columns, in order, dropping whole columns that do not fit.
-
-    Which columns fit depends only on ``width``, never on the values, so the lines
-    of several GPUs stay aligned.
-    """
+    """Stats in fixed-width columns, in order, dropping whole columns that do not fit (by
+    ``width`` alone, never the values, so the lines of several GPUs stay aligned)."""
     line = Line()
     for key in keys:
         cell_width = stat_cell_width(key)
@@ -281,16 +271,10 @@ def _known_sum(values: Iterable[int | None]) -> int | None:
     return sum(known) if known else None
 
 
-def problem_line(gpu: GpuReading, width: int) -> Line:
-    """``LOST  see `dmesg`, then ...`` (or ``UNREACHABLE  why...``): ``problem_lines`` on one
-    line."""
-    return problem_lines(gpu, width, 1)[0]
-
-
 def problem_lines(gpu: GpuReading, width: int, height: int) -> list[Line]:
-    """``LOST  the driver reports GpuIsLost...`` (or ``UNREACHABLE  why...``) wrapped over
-    ``height`` lines, so that the fix is read whole: the sentence where it fits, else its few
-    words (``error_brief``), else the sentence cropped."""
+    """``LOST  the driver reports GpuIsLost...`` wrapped over ``height`` lines, so that the fix
+    is read whole: the sentence where it fits, else its few words (``error_brief``), else the
+    sentence cropped."""
     word = STATE_WORDS.get(gpu.state, "LOST")
     sentence = gpu.error or LOST_HINT
     lines, whole = _wrapped_problem(word, sentence, width, height)
@@ -330,14 +314,9 @@ def gpu_card_lines(
     memory_history: Sequence[float | None],
     width: int,
 ) -> list[Line]:
-    """A GPU card's four lines under its title.
-
-    Utilization and memory gauges with sparklines; temperature, power, SM and memory
-    clocks and fan; PCIe throughput and link, memory bandwidth use and, where room allows,
-    the energy used since the monitor started, then NVLink and the video engines while busy
-    (:func:`link_line`). In MIG mode the last line shows the MIG devices instead
-    (``mig_line``), where NVML lists them.
-    """
+    """A GPU card's four lines under its title: utilization and memory gauges with sparklines,
+    temperature, power, clocks and fan, then :func:`link_line` (in MIG mode, where NVML lists
+    them, the MIG devices instead)."""
     if gpu.state is not GpuState.OK:
         return problem_lines(gpu, width, CARD_LINES)
     return [
@@ -360,9 +339,8 @@ def gpu_card_lines(
 
 
 def link_line(gpu: GpuReading, width: int) -> Line:
-    """A card's PCIe throughput and link, memory bandwidth use and energy, then the
-    NVLink links that are up and the video engines while busy (:func:`extra_cells`; the
-    columns that no longer fit give way)."""
+    """A card's PCIe throughput and link, memory bandwidth use and energy, then
+    :func:`extra_cells` (the columns that no longer fit give way)."""
     keys = ("pcie", "link", "membw", "energy")
     extra = extra_cells(gpu)
     if not extra.width:
@@ -386,15 +364,13 @@ def gpu_card(
     memory_history: Sequence[float | None],
     width: int,
 ) -> list[Line]:
-    """A whole card: its title rule, then ``gpu_card_lines``."""
+    """A whole card: its title rule, then its lines."""
     return [card_title_line(gpu, width), *gpu_card_lines(gpu, util_history, memory_history, width)]
 
 
 def side_by_side(blocks: Sequence[Sequence[Line]], width: int) -> list[Line]:
-    """Blocks of lines (each ``width`` cells) joined left to right with ``CARD_GAP``.
-
-    A block shorter than the others is padded with blank lines.
-    """
+    """Blocks of lines (each ``width`` cells) joined left to right with ``CARD_GAP``, a
+    shorter block padded with blank lines."""
     height = max((len(block) for block in blocks), default=0)
     blank = Line(" " * width)
     return [
@@ -450,7 +426,7 @@ def gpu_one_line(gpu: GpuReading, util_history: Sequence[float | None], width: i
     room = width - name_width - 1
     line = gpu_name_cell(gpu, name_width).add(" ")
     if gpu.state is not GpuState.OK:
-        return line.extend(problem_line(gpu, room)).fit(width)
+        return line.extend(problem_lines(gpu, room, 1)[0]).fit(width)
     memory = Line(("MEM ", LABEL)).extend(bar(gpu_memory_percent(gpu), 8)).add(" ")
     memory.extend(Line(memory_detail(gpu)).fit(13))
     util_min = 4 + 10 + 5  # label, bar, percent

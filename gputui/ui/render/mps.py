@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-from gputui.format import (
-    NA,
-    fmt_bytes,
-    fmt_percent,
-)
-from gputui.telemetry.readings import (
-    MpsReading,
-)
-from gputui.ui.render.draw import (
-    GAP,
-    LABEL,
-    Line,
-    fit_line,
-    labelled,
-)
+from gputui.format import NA, fmt_bytes, fmt_percent
+from gputui.telemetry.readings import MpsReading
+from gputui.ui.render.draw import GAP, LABEL, Line, fit_line, labelled
 
 
 def mps_line(mps: MpsReading | None, width: int) -> Line:

@@ -1,8 +1,6 @@
 """The process screen's lines: who the process is, then its GPU memory and SM % over time.
-
-Pure (no widgets): :func:`process_screen_lines` turns a :class:`ProcessTrack` into lines for a
-width and height. Text from outside (user, command, workload) goes through
-:func:`gputui.format.for_screen` here, whoever fed the history.
+Text from outside (user, command, workload) goes through :func:`gputui.format.for_screen`
+here, whoever fed the history.
 """
 
 from __future__ import annotations
@@ -21,9 +19,8 @@ from gputui.format import (
 )
 from gputui.telemetry.process_history import ProcessTrack
 from gputui.telemetry.readings import GpuProcess, Workload, shown_pid
-from gputui.ui.render.draw import HOT, LABEL, MEMORY_SPARK, MUTED, OK, UTIL_SPARK, Line
+from gputui.ui.render.draw import HOT, LABEL, MEMORY_SPARK, MUTED, OK, SPARKS, UTIL_SPARK, Line
 
-_EIGHTHS = " ▁▂▃▄▅▆▇█"
 COMMAND_ROWS = 3
 """Lines the command wraps over at most."""
 
@@ -69,12 +66,8 @@ def chart(
     values: Sequence[float | None], top: float, width: int, height: int, style: str
 ) -> list[Line]:
     """``values`` (oldest first, newest on the right) as columns of block characters,
-    ``height`` rows tall, scaled so that ``top`` fills a column; ``None`` is drawn blank and
-    a value above zero always shows (a one-eighth block at least).
-
-    Returns:
-        ``height`` lines, each exactly ``width`` cells wide, the top row first.
-    """
+    ``height`` lines of ``width`` cells, scaled so that ``top`` fills a column; ``None`` is
+    drawn blank and a value above zero always shows (a one-eighth block at least)."""
     if width <= 0 or height <= 0:
         return []
     shown = list(values[-width:])
@@ -89,7 +82,7 @@ def chart(
     lines = []
     for row in range(height - 1, -1, -1):
         cells = "".join(
-            " " if level is None else _EIGHTHS[min(max(level - row * 8, 0), 8)] for level in levels
+            " " if level is None else SPARKS[min(max(level - row * 8, 0), 8)] for level in levels
         )
         lines.append(Line(" " * pad, (cells, style)))
     return lines
@@ -102,19 +95,9 @@ def _field(label: str, value: str, style: str = "") -> Line:
 def process_screen_lines(
     track: ProcessTrack, width: int, height: int, *, trainer: str | None = None
 ) -> list[Line]:
-    """Everything the process screen shows, for ``width`` by ``height`` cells: who the
-    process is, then its GPU memory and SM % charts, which take the lines left.
-
-    Args:
-        track: The process's history.
-        width: Cells a line has.
-        height: Lines there are room for.
-        trainer: Where the process is the trainer the runner pane started, what that run
-            is (the runner's own status line); ``None`` otherwise.
-
-    Returns:
-        At most ``height`` lines, each at most ``width`` cells wide.
-    """
+    """Everything the process screen shows in ``width`` by ``height`` cells: who the process
+    is (``trainer``: the runner's status line, where it is the runner's trainer), then its
+    GPU memory and SM % charts, which take the lines left."""
     head = [*_identity_lines(track, width, trainer), Line()]
     rows = max((height - len(head) - 3) // 2, 1)  # less the charts' headings and the axis
     lines = [*head, *_chart_lines(track, width, rows)]

@@ -24,11 +24,7 @@ from gputui.telemetry.readings import (
     shown_pid,
     unmatched_host_pids,
 )
-from gputui.ui.render.draw import (
-    GAP,
-    LABEL,
-    Line,
-)
+from gputui.ui.render.draw import GAP, LABEL, Line
 
 
 class ProcessColumn(NamedTuple):
@@ -150,9 +146,9 @@ def process_table_lines(
 ) -> list[Line]:
     """The process table: its heading, then a line a row, each exactly ``width`` cells.
 
-    Every column but the last is as wide as its widest value (or heading), so the
-    columns line up; the command takes what is left and is cropped with ``…``. Where
-    it would get less than ``COMMAND_ROOM``, columns are left out (:data:`DROPPED_FIRST`).
+    Every column but the command is as wide as its widest value, so the columns line up;
+    the command takes what is left, cropped with ``…``. Where it would get less than
+    ``COMMAND_ROOM``, columns are left out (:data:`DROPPED_FIRST`).
 
     Args:
         rows: The rows, in order.
@@ -160,9 +156,10 @@ def process_table_lines(
         marked_pid: The PID whose row is drawn in ``TRAINER_STYLE`` (the runner's trainer).
         marked_gpu: The GPU (its label) that row must be on; ``None``: any GPU.
         ranks: The PIDs of a scaling run's other ranks, marked on whatever GPU they are.
-        selected: The index of the selected row in ``rows``, drawn in ``SELECTED_STYLE``.
-        sort_key: The column the rows are sorted by, marked in its heading; ``None``: none.
-        descending: Whether that sort puts the largest first (``▼``; else ``▲``).
+        selected: The index of the selected row, drawn in ``SELECTED_STYLE``.
+        sort_key: The column the rows are sorted by, marked in its heading (``▼``
+            where ``descending``, else ``▲``).
+        descending: Whether that sort puts the largest first.
     """
     arrow = "▼" if descending else "▲"
     headings = [c.heading + (arrow if c.key == sort_key else "") for c in PROCESS_COLUMNS]

@@ -182,37 +182,40 @@ def epochs_table(runs: Sequence[RunRecord]) -> Table:
 
 
 def throughput_chart(runs: Sequence[RunRecord], width: int) -> Text:
-    """A bar per run: its steady throughput (warm-up excluded when a steady epoch exists).
-
-    Args:
-        runs: The runs to chart, in order.
-        width: Cells across the chart.
-    """
-    values = [
-        (name, run.best_images_per_second, run)
-        for run, name in zip(runs, run_names(runs), strict=True)
-    ]
-    top = max((value for _, value, _ in values if value), default=0.0)
-    label_width = max((len(device) for device, _, _ in values), default=3)
-    numbers = [fmt_ips(value) for _, value, _ in values]
-    number_width = max((len(number) for number in numbers), default=0)
-    kind_width = len("(warm-up)")
-    bar_width = max(width - label_width - number_width - kind_width - 3, 4)
-    text = Text()
-    for index, ((device, value, run), number) in enumerate(zip(values, numbers, strict=True)):
+    """A bar per run: its steady throughput (warm-up excluded when a steady epoch exists)."""
+    rows = []
+    for run, name in zip(runs, run_names(runs), strict=True):
         steady = run.steady
         if steady is not None and not steady.includes_warmup:
             kind = "steady"
         else:
             kind = "warm-up" if run.epochs else "so far"
+        rows.append((name, run.best_images_per_second, f"({kind})"))
+    return _bar_chart(rows, width, "green", after_width=len("(warm-up)"))
+
+
+def _bar_chart(
+    rows: Sequence[tuple[str, float | None, str]], width: int, first: str, after_width: int = 0
+) -> Text:
+    """A bar per ``(label, images/s, after)`` row on one scale, the figure beside it, then
+    ``after`` (muted, ``after_width`` cells); the first bar in ``first``, the rest cyan."""
+    top = max((value for _, value, _ in rows if value), default=0.0)
+    label_width = max((len(label) for label, _, _ in rows), default=0)
+    numbers = [fmt_ips(value) for _, value, _ in rows]
+    number_width = max((len(number) for number in numbers), default=0)
+    beside = number_width + 2 + (after_width + 1 if after_width else 0)
+    bar_width = max(width - label_width - beside, 4)
+    text = Text()
+    for index, ((label, value, after), number) in enumerate(zip(rows, numbers, strict=True)):
         filled = round(bar_width * value / top) if value and top else 0
         if index:
             text.append("\n")
-        text.append(device.ljust(label_width) + " ")
-        text.append(BAR_CHAR * filled, style="green" if index == 0 else "cyan")
+        text.append(label.ljust(label_width) + " ")
+        text.append(BAR_CHAR * filled, style=first if index == 0 else "cyan")
         text.append(TRACK_CHAR * (bar_width - filled), style=MUTED)
-        text.append(f" {number.rjust(number_width)} ")
-        text.append(f"({kind})", style=MUTED)
+        text.append(f" {number.rjust(number_width)}")
+        if after:
+            text.append(" ").append(after, style=MUTED)
     return text
 
 
@@ -429,7 +432,7 @@ def experiment_status(result: ExperimentResult, running: bool) -> Text:
 
 def experiment_chart(result: ExperimentResult, width: int) -> Text:
     """A bar per measurement: its images per second, on one scale."""
-    bars: list[tuple[str, float]] = []
+    bars: list[tuple[str, float | None, str]] = []
     for device in result.devices.values():
         for row in device.rows:
             value = getattr(row, "images_per_second", None)
@@ -442,22 +445,8 @@ def experiment_chart(result: ExperimentResult, width: int) -> Text:
                 )
                 or f"batch {getattr(row, 'batch_size', '')}"
             )
-            bars.append((f"{row.device} {what}", float(value)))
-    top = max((value for _, value in bars), default=0.0)
-    label_width = max((len(label) for label, _ in bars), default=0)
-    numbers = [fmt_ips(value) for _, value in bars]
-    number_width = max((len(number) for number in numbers), default=0)
-    bar_width = max(width - label_width - number_width - 2, 4)
-    text = Text()
-    for index, ((label, value), number) in enumerate(zip(bars, numbers, strict=True)):
-        filled = round(bar_width * value / top) if top else 0
-        if index:
-            text.append("\n")
-        text.append(label.ljust(label_width) + " ")
-        text.append(BAR_CHAR * filled, style="cyan")
-        text.append(TRACK_CHAR * (bar_width - filled), style=MUTED)
-        text.append(f" {number.rjust(number_width)}")
-    return text
+            bars.append((f"{row.device} {what}", float(value), ""))
+    return _bar_chart(bars, width, "cyan")
 
 
 def experiment_body(

@@ -13,11 +13,8 @@ from rich.text import Text
 from gputui.format import fmt_count, fmt_counted, fmt_percent, fmt_times
 from gputui.jobs.results import RunRecord, Session
 from gputui.jobs.scale.report import SUPERLINEAR, scale_rows, scale_warnings
-from gputui.ui.render.runner import cpu_threads_note, error_message
+from gputui.ui.render.runner import BAR_CHAR, MUTED, TRACK_CHAR, cpu_threads_note, error_message
 
-MUTED = "dim"
-BAR_CHAR = "█"
-TRACK_CHAR = "·"
 FIGURES_WIDTH = 52
 """Cells the columns beside the bar take (ranks, share done, images/s, speedup, efficiency,
 all-reduce share, and the gaps between them)."""

@@ -1,9 +1,6 @@
-"""The GPU topology screen: how the NVIDIA GPUs reach each other, as ``nvidia-smi topo -m``
-draws it, with its legend (``gputui topo`` prints the same).
-
-Opened with ``n``. The topology does not change, so it is read once, when the screen opens,
-and on the NVML sampler's own thread (NVML's calls stay on it, recorded as a sample's are),
-through the ``read`` the app gives: the event loop never waits for the driver.
+"""The GPU topology screen (``n``): how the NVIDIA GPUs reach each other, as ``nvidia-smi topo
+-m`` draws it, with its legend. Read once, when the screen opens, on the NVML sampler's own
+thread (through the ``read`` the app gives): the event loop never waits for the driver.
 """
 
 from __future__ import annotations
@@ -61,22 +58,16 @@ class TopologyScreen(ModalScreen[None]):
         """The read raised (it should not): the exception, in one line."""
 
     def __init__(self, read: TopologyReader, other_gpus: int = 0) -> None:
-        """Build the screen; the read starts when it is mounted.
-
-        Args:
-            read: Starts the read on the NVML sampler's thread.
-            other_gpus: How many AMD and Intel GPUs the monitor shows (not in the matrix).
-        """
+        """Build the screen; ``read`` starts when it is mounted. ``other_gpus``: the AMD and
+        Intel GPUs the monitor shows (not in the matrix)."""
         super().__init__()
         self.read = read
         self.other_gpus = other_gpus
         self.topology: GpuTopology | None = None
-        """The topology shown, once read."""
         self.answered = False
         """Whether the read came back (tests wait on it)."""
 
     def compose(self) -> ComposeResult:
-        """Bar, the scrolling matrix and legend, footer."""
         yield Label(READING, id="topology-bar", markup=False)
         with ScrollableContainer(id="topology-body"):
             yield Static("", id="topology-matrix", markup=False)
@@ -86,7 +77,6 @@ class TopologyScreen(ModalScreen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        """Ask for the topology."""
         self.read(self._replied)
 
     def _replied(self, value: object, error: BaseException | None) -> None:
@@ -116,5 +106,4 @@ class TopologyScreen(ModalScreen[None]):
         self.query_one("#topology-bar", Label).update(TITLE)
 
     def action_close(self) -> None:
-        """Back to the monitor."""
         self.dismiss()

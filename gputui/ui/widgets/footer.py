@@ -1,11 +1,9 @@
 """Textual's footer, made to fit: every key stays on screen at 80 columns.
 
-The monitor's footer lists a dozen keys and the palette's hint. Textual lays them out with a
-space either side of each key; below about 96 columns that cut the last keys (``TKI`` Kill,
-``/`` Filter) off the screen, which is where an SSH user at 80x24 looks for them. So,
-narrower than the full footer needs, it turns compact (one space between keys), and
-narrower still it drops the palette's hint (``^p`` still opens the palette, and the
-README says so), as a status line drops its least needed part first.
+Textual lays out the monitor's dozen keys with a space either side of each; below about 96
+columns that cut the last keys off the screen, where an SSH user at 80x24 looks for them.
+So, narrower than the full footer needs, it turns compact (one space between keys), and
+narrower still it drops the palette's hint (``^p`` still opens the palette).
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ class FittingFooter(Footer, SteadyRender):
 
     def __init__(self, full_from: int, compact_with_palette_from: int) -> None:
         """Fit a footer whose keys need ``full_from`` columns laid out in full, and
-        ``compact_with_palette_from`` compact with the palette's hint (the tests hold
-        that every key shows at 80 columns, between the steps, and above)."""
+        ``compact_with_palette_from`` compact with the palette's hint."""
         super().__init__()
         self._full_from = full_from
         self._compact_with_palette_from = compact_with_palette_from
@@ -38,7 +35,6 @@ class FittingFooter(Footer, SteadyRender):
         self._fit(self.app.size.width)
 
     def on_resize(self, event: Resize) -> None:
-        """Fit the new width."""
         self._fit(event.size.width)
 
     def _fit(self, width: int) -> None:

@@ -1,8 +1,6 @@
 """The GPU area: every GPU (NVIDIA's, AMD's, Intel's), or one sentence when there is none.
-
-All GPUs are drawn by one widget, ``GpuList``, in the form the layout picks (a grid
-of cards, two lines a GPU, or one line a GPU): eight GPUs cost one widget's repaint
-a beat, with only the changed lines sent to the terminal.
+One widget, ``GpuList``, draws all GPUs in the form the layout picks: eight GPUs cost one
+widget's repaint a beat, with only the changed lines sent to the terminal.
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ class GpuList(LinesWidget):
     """Columns of cards (``cards`` form only)."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        """Start with no GPU."""
         super().__init__(id=id)
         self.gpus: Sequence[GpuReading] = ()
         self.histories: Histories = ()
@@ -68,11 +65,9 @@ class GpuList(LinesWidget):
         return count * (2 if self.form is GpuMode.TWO_LINE else 1)
 
     def watch_form(self) -> None:
-        """A new form: lay the lines out again."""
         self.rebuild()
 
     def watch_columns(self) -> None:
-        """A new number of columns: lay the cards out again."""
         self.rebuild()
 
     def gpu_text(self, label: int | str) -> str:
@@ -114,7 +109,6 @@ class GpuArea(Vertical, SteadyRender):
     """How the GPUs are drawn; ``message`` shows the sentence instead."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        """Start with the waiting sentence."""
         super().__init__(id=id)
         self._title = Content("NVIDIA")
         self._stale: Content | None = None
@@ -133,7 +127,6 @@ class GpuArea(Vertical, SteadyRender):
         yield self._list
 
     def on_mount(self) -> None:
-        """Apply the starting mode's class."""
         self.watch_mode(self.mode)
 
     @property
@@ -148,7 +141,6 @@ class GpuArea(Vertical, SteadyRender):
 
     @property
     def gpu_list(self) -> GpuList:
-        """The widget that draws the GPUs."""
         return self._list
 
     def watch_mode(self, mode: GpuMode) -> None:
@@ -161,7 +153,6 @@ class GpuArea(Vertical, SteadyRender):
             self._list.show(self._gpus, self._histories)
 
     def set_columns(self, columns: int) -> None:
-        """Columns of the card grid."""
         self._list.columns = columns
 
     def show_message(self, sentence: str, title: str = "NVIDIA") -> None:
@@ -199,14 +190,8 @@ class GpuArea(Vertical, SteadyRender):
         driver: str | None,
         cuda: str | None,
     ) -> None:
-        """Paint every GPU.
-
-        Args:
-            gpus: One reading per GPU: NVIDIA's in index order, then AMD's and Intel's.
-            histories: Utilization and memory history per GPU, in the same order.
-            driver: NVIDIA driver version.
-            cuda: CUDA driver version.
-        """
+        """Paint every GPU (NVIDIA's in index order, then AMD's and Intel's), with their
+        histories in the same order and NVIDIA's driver and CUDA versions in the title."""
         self._title = Content(area_title(driver, cuda, gpus))
         self._update_title()
         self._gpus, self._histories = gpus, histories

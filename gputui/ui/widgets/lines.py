@@ -1,11 +1,9 @@
 """A widget that paints a few pre-built lines, repainting only the lines that changed.
 
-This is the monitor's hot path: every panel redraws once a sample. Textual's
-general path turns content into strips through wrapping, alignment and per-segment
-styles that carry selection offsets; these panels need none of that. So each line
-is built by a pure renderer (``gputui.ui.render.draw.Line``), compared with the line on
-screen, turned into a ``Strip`` with styles resolved once per theme, and cached
-until it changes.
+The monitor's hot path: every panel redraws once a sample, and Textual's general path
+(wrapping, alignment, per-segment styles with selection offsets) is not needed. Each
+:class:`~gputui.ui.render.draw.Line` is compared with the one on screen, turned into a
+``Strip`` with styles resolved once per theme, and cached until it changes.
 """
 
 from __future__ import annotations
@@ -41,14 +39,10 @@ def set_border_subtitle(widget: Widget, subtitle: str | None) -> None:
 
 
 class LineStyles:
-    """Turns ``Line`` values into strips in a widget's styles, resolving each style once.
-
-    A style string (``bold $error``) is parsed against the widget's own style, and kept
-    until that changes (a new theme, or new CSS).
-    """
+    """Turns ``Line`` values into strips in a widget's styles: each style string (``bold
+    $error``) parsed against the widget's own style once, until that changes (theme, CSS)."""
 
     def __init__(self, widget: Widget) -> None:
-        """Work for ``widget``."""
         self._widget = widget
         self._cache: dict[str, RichStyle] = {}
         self.base = Style()
@@ -80,16 +74,11 @@ class LineStyles:
 
 
 class LinesWidget(SteadyRender):
-    """Paints ``build_lines(width)``; :meth:`rebuild` repaints only the lines that changed.
-
-    Subclasses keep their reading in an attribute, implement :meth:`build_lines`
-    and call :meth:`rebuild` when the reading changes. Heights come from CSS or the
-    layout plan, so a repaint needs no new layout; only a change in the number of
-    lines (GPUs came or went) asks for one.
-    """
+    """Paints ``build_lines(width)``; :meth:`rebuild` (called when the reading changes)
+    repaints only the lines that changed. Heights come from CSS or the layout plan, so only a
+    change in the number of lines (GPUs came or went) asks for a new layout."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        """Start with nothing to paint."""
         super().__init__(id=id, classes=classes)
         self._lines: tuple[Line, ...] = ()
         self._strips: dict[int, Strip] = {}
@@ -103,11 +92,10 @@ class LinesWidget(SteadyRender):
 
     @property
     def lines(self) -> tuple[Line, ...]:
-        """The lines painted now."""
         return self._lines
 
     def rebuild(self) -> None:
-        """Rebuild the lines; repaint those that differ (in text or style) from what is shown."""
+        """Rebuild the lines; repaint those that differ from what is shown."""
         width = self.content_size.width
         if width <= 0:
             self._unbuilt = True  # built by the first render_line, once the width is known
@@ -182,6 +170,5 @@ class LinesWidget(SteadyRender):
         return strip
 
     def on_resize(self, event: Resize) -> None:
-        """Lines are laid out for a width: rebuild them for the new one."""
         self._strips.clear()
         self.rebuild()

@@ -1,9 +1,5 @@
-"""The monitor column: CPU panel, GPU area, process table, the runner's brief and the MPS
-line, laid out to fit.
-
-Under the process table, a filter line opens on ``/`` (the app's key): Enter applies
-the text and selects the first matching row, Escape clears it.
-"""
+"""The monitor column: CPU panel, GPU area, process table (with its filter line, on ``/``),
+the runner's brief and the MPS line, laid out to fit."""
 
 from __future__ import annotations
 
@@ -52,21 +48,14 @@ class Monitor(Vertical, SteadyRender):
         """The monitor knows its size and has planned its panels for the first time."""
 
     def __init__(self, history: History, *, brief: Widget, id: str | None = None) -> None:
-        """Start empty; readings arrive after the first frame.
-
-        Args:
-            history: Where GPU sparklines read their values (the app records into it).
-            brief: The runner's brief, under the process table while shown (:meth:`show_brief`).
-            id: The widget id.
-        """
+        """Start empty: the sparklines read ``history`` (the app records into it); the
+        runner's ``brief`` goes under the process table while shown."""
         super().__init__(id=id)
         self.history = history
         self.nvml: NvmlReading | None = None
         """The latest NVIDIA reading (the runner and the Doctor read it)."""
         self.drm: DrmReading | None = None
-        """The latest AMD and Intel reading."""
         self.cpu: CpuReading | None = None
-        """The latest host reading."""
         self.gpus: tuple[GpuReading, ...] = ()
         """Every GPU shown: NVIDIA's (while NVML answers), then AMD's and Intel's."""
         self.cores = 0
@@ -76,8 +65,7 @@ class Monitor(Vertical, SteadyRender):
         self.gpu_area = GpuArea(id="gpus")
         self.process_table = ProcessTable(id="processes")
         self.process_filter: Input | None = None
-        """The filter line under the process table, shown while the filter is typed
-        (``None`` until first opened)."""
+        """The filter line under the process table (``None`` until first opened)."""
         self.mps_panel = MpsPanel(id="mps")
         self.too_small = Static(id="too-small", markup=False)
         """Says the terminal is too small, in place of the panels (hidden while they fit)."""
@@ -94,7 +82,6 @@ class Monitor(Vertical, SteadyRender):
         yield self.too_small
 
     def on_resize(self, event: Resize) -> None:
-        """A new size: plan the layout again."""
         self.apply_layout()
 
     def show_cpu(self, reading: CpuReading) -> None:
@@ -191,7 +178,6 @@ class Monitor(Vertical, SteadyRender):
             self.close_filter(event.value.strip())
 
     def show_mps(self, reading: MpsReading) -> None:
-        """Paint an MPS reading."""
         self.mps_panel.show(reading)
 
     def set_nvml_hang(self, sentence: str | None) -> None:
@@ -201,17 +187,13 @@ class Monitor(Vertical, SteadyRender):
             self.apply_layout()  # in place of a message, it may need more lines
 
     def set_nvml_stale(self, age_s: float | None) -> None:
-        """Mark the NVIDIA area and process table stale (``age_s`` old), or fresh."""
+        """Mark the NVIDIA area and process table stale (``age_s`` old), or fresh (``None``)."""
         self.gpu_area.set_stale(age_s)
         self.process_table.set_class(age_s is not None, "-stale")
 
     def apply_layout(self, size: Size | None = None) -> None:
-        """Fit the panels to the monitor's size; touches styles only when the plan changes.
-
-        Args:
-            size: The size to plan for; default: the monitor's own. Before the first
-                layout the app passes the size it expects, so the first frame is planned.
-        """
+        """Fit the panels to ``size`` (default: the monitor's own; before the first layout,
+        the app's guess, so the first frame is planned); styles change with the plan only."""
         width, height = size or self.size
         if not width or not height:
             return

@@ -1,11 +1,6 @@
-"""The process screen: one GPU process's GPU memory and SM % over time, and who it is.
-
-Enter on the process table opens it for the selected process (the app's
-``action_process_history``); Escape or ``q`` closes it. The app records every process's
-history (:class:`gputui.telemetry.process_history.ProcessHistory`) and calls
-:meth:`ProcessScreen.update` each beat, which looks the process up again (a replay that
-seeks starts the history over); once the process has left its GPUs the screen says it ended
-and keeps what it had.
+"""The process screen (Enter on the process table): one GPU process's GPU memory and SM %
+over time, and who it is. The app calls :meth:`ProcessScreen.update` each beat; once the
+process has left its GPUs the screen says it ended and keeps what it had.
 """
 
 from __future__ import annotations
@@ -40,13 +35,11 @@ class ProcessHistoryView(LinesWidget):
     """
 
     def __init__(self, track: ProcessTrack, trainer: str | None) -> None:
-        """Draw ``track``; ``trainer`` says which run it is, where it is the runner's."""
         super().__init__(id="process-history")
         self.track = track
         self.trainer = trainer
 
     def build_lines(self, width: int) -> list[Line]:
-        """The screen's lines for the view's width and height."""
         return process_screen_lines(
             self.track, width, self.content_size.height, trainer=self.trainer
         )
@@ -75,34 +68,25 @@ class ProcessScreen(ModalScreen[None]):
         history: ProcessHistory,
         trainer: TrainerNote = lambda track: None,
     ) -> None:
-        """Show ``track``.
-
-        Args:
-            track: The process's history.
-            history: Where the app goes on recording it (its track is looked up by key).
-            trainer: Says which run the process is, where it is the runner's trainer.
-        """
+        """Show ``track``, looked up again by key in ``history`` each beat; ``trainer`` says
+        which run the process is, where it is the runner's trainer."""
         super().__init__()
         self.track = track
         self._history = history
-        """The process shown (tests read it)."""
         self._trainer = trainer
         self._trainer_note = trainer(track)  # kept once the run has ended
         self.view = ProcessHistoryView(track, self._trainer_note)
 
     def compose(self) -> ComposeResult:
-        """The view, and the footer with its keys."""
         yield self.view
         yield Footer()
 
     def on_mount(self) -> None:
-        """Title the view."""
         self.view.update(self.track, self._trainer_note)
 
     def update(self) -> None:
-        """A beat was recorded: draw the process's history again (its track as the history
-        holds it now; the one shown stays while the history holds none, as after a replay
-        seeks to before the process was seen)."""
+        """Draw the process's history as it is now (the one shown stays while the history
+        holds none, as after a replay seeks to before the process was seen)."""
         self.track = self._history.get(self.track.key) or self.track
         note = self._trainer(self.track)
         if note is not None:
@@ -110,5 +94,4 @@ class ProcessScreen(ModalScreen[None]):
         self.view.update(self.track, self._trainer_note)
 
     def action_close(self) -> None:
-        """Back to the monitor."""
         self.dismiss(None)

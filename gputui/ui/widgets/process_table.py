@@ -1,14 +1,10 @@
-"""The GPU process table: one widget drawn line by line, its heading pinned above the rows.
+"""The GPU process table: a ``ScrollView`` drawn line by line (Textual's Line API), its
+heading pinned above the rows, which scroll by wheel or as the selection moves. Not a
+DataTable: its import and component styles would cost the monitor's start more than the
+table is worth.
 
-Textual's Line API (a ``ScrollView`` with ``render_line``): the rows scroll under the
-heading when there are more than fit, by wheel, or as the selection moves (arrow keys, ``j``
-and ``k``, Page Up/Down, Home/End once the table has focus, or a click). Not a DataTable:
-its import and component styles would cost the monitor's start more than the table is worth.
-
-Nothing is selected until a key or a click selects a row; the selection follows its
-process (GPU, pid and kind) through new readings and new orders, and is dropped when that
-process leaves the table. Sorting and filtering are :mod:`gputui.ui.monitor.process_rows`';
-the sort column is marked in the heading, the filter in the bottom border.
+Nothing is selected until a key or a click selects a row; the selection follows its process
+(GPU, pid and kind) through new readings and orders, and is dropped when it leaves.
 """
 
 from __future__ import annotations
@@ -45,7 +41,6 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
-        """An empty table."""
         super().__init__(id=id)
         self._rows: dict[str, ProcessRow] = {}
         self._shown: list[ProcessRow] = []  # the rows that pass the filter, in order
@@ -77,7 +72,6 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
 
     @property
     def order(self) -> ProcessOrder:
-        """The sort key, its direction and the filter."""
         return self._order
 
     @property
@@ -163,10 +157,9 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
         gpu_bus_id: str | None = None,
     ) -> None:
         """Highlight the runner's trainer: process ``pid`` (``None``: none) on the GPU with
-        ``gpu_uuid``, else the one at ``gpu_bus_id`` (both ``None``: on any GPU), and a
-        scaling run's ``ranks`` on theirs. Matching the GPU too keeps another process that
-        shares the pid (another container's), or the trainer's own handle on another GPU
-        (ROCm opens every GPU's render node), from being marked."""
+        ``gpu_uuid``, else at ``gpu_bus_id`` (both ``None``: any GPU), and a scaling run's
+        ``ranks``. Matching the GPU too keeps another container's process with the same pid,
+        or the trainer's handle on another GPU (ROCm opens every render node), unmarked."""
         bus_id = canonical_bus_id(gpu_bus_id)
         wanted = (pid, gpu_uuid, bus_id, ranks)
         if wanted != (self.trainer_pid, self.trainer_gpu, self.trainer_bus_id, self.rank_pids):
@@ -174,12 +167,8 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
             self._rebuild()
 
     def show(self, gpus: Sequence[GpuReading], *, host_pids: bool = False) -> None:
-        """Show the processes of ``gpus``; nothing is redrawn when they are the same.
-
-        Args:
-            gpus: The GPUs, each with its processes.
-            host_pids: The pids are the host's (gputui is in a pid namespace of its own).
-        """
+        """Show the processes of ``gpus`` (``host_pids``: their pids are the host's);
+        nothing is redrawn when they are the same."""
         wanted = process_rows(gpus)
         self.host_pids = host_pids
         self._gpu_by_uuid = {gpu.uuid: gpu_label(gpu) for gpu in gpus if gpu.uuid}
@@ -233,7 +222,6 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
         self.refresh()
 
     def on_resize(self, event: Resize) -> None:
-        """Lines are built for a width: build them again for the new one."""
         self._lines = []
         self._rebuild()
 

@@ -1,12 +1,9 @@
 """Widgets that give the compositor the strips they gave it last, while nothing in them changed.
 
-On every frame Textual's compositor asks each widget whose clip overlaps the changed area
-for all of its lines: at 160x50 that is the screen, the containers, the runner pane and
-every panel, about ten widgets, though a beat changes a few lines of two of them. Each
-answer walks the widget's styles, its ancestors' backgrounds and the line filters, even
-when every line comes from the widget's own cache. A widget that mixes in
-:class:`SteadyRender` answers from the strips it gave last instead, until it is
-refreshed (any repaint, resize, style or title change marks lines dirty).
+On every frame Textual asks each widget whose clip overlaps the changed area for all of its
+lines (about ten widgets at 160x50, though a beat changes a few lines of two), and each
+answer walks the widget's styles, its ancestors' backgrounds and the line filters. A widget
+that mixes in :class:`SteadyRender` answers from its last strips until it is refreshed.
 """
 
 from __future__ import annotations
@@ -29,9 +26,8 @@ class SteadyRender(Widget):
     _last_render: tuple[Region, tuple[LineFilter, ...], list[Strip]] | None = None
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """The strips for ``crop``: the last ones when neither the widget (its lines, size,
-        styles or titles), the crop nor the line filters changed since; else rendered as
-        Textual does."""
+        """The last strips while neither the widget, the crop nor the line filters changed;
+        else rendered as Textual does."""
         filters = tuple(self.get_line_filters())
         last = self._last_render
         # Whatever changes a widget's look calls refresh() (a resize too), which marks lines

@@ -1,9 +1,8 @@
 """The runner pane: the choices, a status line and the last job's tables and charts, painted
 from the :class:`~gputui.jobs.runner.Runner` that does the work (a timer drains it while it
 is busy); and its brief, which the monitor shows while the pane is not on screen. It offers
-the devices the monitor's readings show, as the installed torch's files say it can use them:
-torch is first imported, in a child, when a job needs it. It reads the trainer process's CPU
-use and memory for the status line.
+the devices the monitor's readings show, as the installed torch's files say it can use them
+(torch is first imported, in a child, when a job needs it).
 
 What the pane receives goes to its ``tap`` as it comes (``gputui --record``); a replay's pane
 is ``recorded``: :meth:`RunnerPane.replay` takes its runner through the recorded steps.
@@ -13,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -49,7 +49,6 @@ class RunnerBrief(Widget):
     a box its status, progress and last figures (:func:`~.status.job_brief`)."""
 
     def __init__(self, pane: RunnerPane, *, id: str | None = None) -> None:
-        """The brief of ``pane``."""
         super().__init__(id=id)
         self.pane = pane
 
@@ -61,8 +60,7 @@ class RunnerBrief(Widget):
         pane, size = self.pane, self.content_size
         if not pane.build_allowed:
             return Text()
-        # (as the pane's)
-        from gputui.ui.widgets.runner.status import job_brief
+        from gputui.ui.widgets.runner.status import job_brief  # (as the pane's)
 
         return job_brief(pane.runner, pane._status_line(), size.width, size.height)
 
@@ -70,38 +68,26 @@ class RunnerBrief(Widget):
 class RunnerPane(Vertical, SteadyRender):
     """Device and settings, start/compare/stop, progress, epochs, speedup and placement."""
 
+    @dataclass
     class TrainerChanged(Message):
         """The trainer process changed (started, or ended: ``pid`` is ``None``)."""
 
-        def __init__(
-            self,
-            pid: int | None,
-            gpu_uuid: str | None = None,
-            ranks: tuple[int, ...] = (),
-            gpu_bus_id: str | None = None,
-        ) -> None:
-            """Carry the trainer's pid and its GPU."""
-            super().__init__()
-            self.pid = pid
-            """The trainer's process id, ``None`` when none runs."""
-            self.gpu_uuid = gpu_uuid
-            """The UUID of the GPU it trains on (``None``: not a CUDA device, or unknown)."""
-            self.gpu_bus_id = gpu_bus_id
-            """The PCI bus id of the GPU it trains on (``None``: not a GPU, or unknown)."""
-            self.ranks = ranks
-            """A scaling run's rank processes (rank 0 is ``pid``); empty otherwise."""
+        pid: int | None
+        gpu_uuid: str | None = None
+        """The UUID of the GPU it trains on (``None``: not a CUDA device, or unknown)."""
+        ranks: tuple[int, ...] = ()
+        """A scaling run's rank processes (rank 0 is ``pid``); empty otherwise."""
+        gpu_bus_id: str | None = None
+        """The PCI bus id of the GPU it trains on (``None``: not a GPU, or unknown)."""
 
     class DevicesChanged(Message):
         """The devices on offer changed (as the readings show them, or as torch listed them)."""
 
+    @dataclass
     class TrainerSampled(Message):
         """A reading of the trainer process's CPU use and memory."""
 
-        def __init__(self, reading: ProcessReading) -> None:
-            """Carry the reading."""
-            super().__init__()
-            self.reading = reading
-            """The trainer process's reading."""
+        reading: ProcessReading
 
     def __init__(
         self,
@@ -131,8 +117,7 @@ class RunnerPane(Vertical, SteadyRender):
         """Whether the pane shows a recording (:meth:`replay`): it has no choices, watches no
         process and starts no child."""
         self.built = False
-        """Whether the pane's widgets exist. They are composed the first time it shows, after
-        that frame: the monitor's first frame never waits for them."""
+        """Whether the pane's widgets exist: composed after the frame that first shows it."""
         self.build_allowed = False
         """Set by the app once the monitor's first frame is out (:meth:`allow_build`)."""
         self._build_scheduled = self._shown = self._building = False
@@ -182,7 +167,7 @@ class RunnerPane(Vertical, SteadyRender):
         )
 
     def on_show(self) -> None:
-        """First shown: build the widgets once this frame is drawn (and the app allows it)."""
+        """Build the widgets once this frame is drawn (and the app allows it)."""
         self._shown = True
         self._schedule_build()
 
@@ -200,11 +185,8 @@ class RunnerPane(Vertical, SteadyRender):
             self.call_after_refresh(self.build)
 
     async def build(self) -> None:
-        """Offer the devices the monitor sees, then compose the choices and the body.
-
-        Runs once, after the frame that first showed the pane; a second call waits for the
-        first to finish (an action may need the widgets before the scheduled build ran).
-        """
+        """Offer the devices the monitor sees, then compose the choices and the body, once; a
+        second call waits for the first (an action may need the widgets before it ran)."""
         if self._building:
             await self._built.wait()
             return
@@ -226,11 +208,10 @@ class RunnerPane(Vertical, SteadyRender):
         self.call_after_refresh(self._paint)  # at the width the body is laid out to
 
     def on_resize(self) -> None:
-        """A new width: draw the chart and tables to it."""
         self._paint()
 
     def on_unmount(self) -> None:
-        """The app is closing: stop the trainer and wait for it (no orphan process)."""
+        """Stop the trainer and wait for it (no orphan process)."""
         self.shutdown()
 
     def shutdown(self) -> None:
@@ -250,8 +231,7 @@ class RunnerPane(Vertical, SteadyRender):
 
     def _seen(self) -> DevicesListed:
         """The devices in the monitor's readings, as the installed torch would list them."""
-        # (as above)
-        from gputui.jobs.devices import seen_devices
+        from gputui.jobs.devices import seen_devices  # (as above)
         from gputui.telemetry.readings import Vendor
 
         if self._installed is None:  # torch's files, read once
@@ -357,34 +337,29 @@ class RunnerPane(Vertical, SteadyRender):
         if self.runner.drain() or not self.runner.busy:
             self._refresh()
 
+    # What the runner tells the pane, told to the tap; the runs' entries load only when recording
+
     def begun(self, kind: str, configs: tuple[JobConfig, ...], scaling: str | None) -> None:
-        """The runner started a job (told to the tap)."""
         if self.tap is not None:
-            # the runs' entries load only when recording
             from gputui.recording.runs import JobBegun
 
             self.tap(JobBegun(kind, configs, scaling))
 
     def drained(self, events: tuple[Event, ...]) -> None:
-        """The runner drained its child (told to the tap)."""
         if self.tap is not None:
-            # (as above)
             from gputui.recording.runs import EventsDrained
 
             self.tap(EventsDrained(events))
 
     def stop_asked(self) -> None:
-        """The runner was asked to stop its job (told to the tap)."""
         if self.tap is not None:
-            # (as above)
             from gputui.recording.runs import StopAsked
 
             self.tap(StopAsked())
 
     def devices_asked(self, answered: bool) -> None:
-        """The runner asked torch for the devices, or had its answer (told to the tap)."""
+        """The runner asked torch for the devices, or had its answer."""
         if self.tap is not None:
-            # (as above)
             from gputui.recording.runs import DevicesAsked
 
             self.tap(DevicesAsked(answered))
@@ -396,8 +371,7 @@ class RunnerPane(Vertical, SteadyRender):
 
     @work(thread=True, exit_on_error=False, exclusive=True, group="runner-watch")
     def _sample_trainer(self, pid: int) -> None:
-        # loads with the first trainer
-        from gputui.telemetry.watched import ProcessSampler
+        from gputui.telemetry.watched import ProcessSampler  # (loads with the first trainer)
 
         watcher = self._watcher
         if watcher is None or watcher.pid != pid:
@@ -410,7 +384,6 @@ class RunnerPane(Vertical, SteadyRender):
             return  # the run ended while the reading was on its way
         self._watched_now(reading)
         if self.tap is not None:
-            # the runs' entries load only when recording
             from gputui.recording.runs import TrainerWatched
 
             self.tap(TrainerWatched(reading))
@@ -425,7 +398,6 @@ class RunnerPane(Vertical, SteadyRender):
         :meth:`~gputui.recording.player.Player.runner_entries` gives them): the entries after
         those shown last where they follow on, else all of them from an empty pane (a seek
         back). Each takes the live runner's own steps: a job starts, a drain, a stop."""
-        # only a replay's pane gets here
         from gputui.recording.runs import DevicesAsked, EventsDrained, JobBegun, TrainerWatched
 
         runner, done = self.runner, self._replayed
@@ -487,12 +459,10 @@ class RunnerPane(Vertical, SteadyRender):
         self._paint()
 
     def _paint(self) -> None:
-        """Repaint from the runner: the brief, and (once built) the buttons, the status line
-        and progress row, and the body."""
+        """Repaint the brief and, once built, the buttons, the status, progress and body."""
         self.brief.refresh()
         if not self.built:
             return
-        # the runner's modules load with the pane's build
         from gputui.ui.widgets.runner.status import job_body, job_error, job_progress
 
         runner = self.runner
@@ -505,7 +475,6 @@ class RunnerPane(Vertical, SteadyRender):
     def _status_line(self) -> Text:
         """The runner's complaint if it has one; else the job's line, with the trainer's pid,
         CPU use and memory while it trains."""
-        # (as above)
         from gputui.ui.render.runner import MUTED
         from gputui.ui.widgets.runner.status import job_line
 

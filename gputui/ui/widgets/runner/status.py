@@ -15,7 +15,22 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import ProgressBar, Static
 from textual.widgets._progress_bar import Bar  # (what it draws: not exported)
 
-if TYPE_CHECKING:  # loaded once the pane is built
+from gputui.ui.render.runner import (
+    brief_line,
+    ended_line,
+    error_detail,
+    experiment_body,
+    experiment_chart,
+    experiment_status,
+    progress_line,
+    session_body,
+    speedup_text,
+    status_line,
+    throughput_chart,
+)
+from gputui.ui.render.scaling import scaling_body
+
+if TYPE_CHECKING:
     from rich.console import RenderableType
     from textual.timer import Timer, TimerCallback
 
@@ -89,17 +104,11 @@ class RunStatus(Vertical):
         detail = self.query_one("#runner-detail", Static)
         detail.display = error is not None
         if error is not None:
-            # the runner's renderers load with the first job
-            from gputui.ui.render.runner import error_detail
-
             detail.update(error_detail(error))
 
 
 def job_line(runner: Runner) -> Text:
     """The last job's status line: the session's phase, or what the experiment does."""
-    # (as above)
-    from gputui.ui.render.runner import experiment_status, status_line
-
     if runner.kind != "experiment":
         return status_line(runner.session)
     result = runner.experiment
@@ -111,9 +120,6 @@ def job_progress(runner: Runner) -> ProgressShown:
     experiment: while it runs, a moving bar and its latest step (its steps are not counted)."""
     if runner.kind == "experiment":
         return ProgressShown(runner.experiment_running, None, 0, runner.experiment_progress)
-    # (as above)
-    from gputui.ui.render.runner import ended_line, progress_line
-
     session = runner.session
     run = session.current if session is not None else None
     if run is None:
@@ -134,9 +140,6 @@ def job_brief(runner: Runner, status: Text, width: int, lines: int) -> Text:
     state and last figure (:func:`~gputui.ui.render.runner.brief_line`); in more, ``status``
     (the pane's), the progress row's line, then the last job's figures (a comparison's
     speedup, each run's throughput, an experiment's bars) as far as they fit."""
-    # (as above)
-    from gputui.ui.render.runner import brief_line, experiment_chart, speedup_text, throughput_chart
-
     session, experiment, progress = runner.session, runner.experiment, job_progress(runner).text
     parts = [status, Text(progress) if isinstance(progress, str) else progress]
     if lines <= 1:
@@ -163,15 +166,9 @@ def job_error(runner: Runner) -> Error | None:
 
 def job_body(runner: Runner, width: int) -> RenderableType:
     """The last job's tables and charts, ``width`` cells wide."""
-    # (as above)
-    from gputui.ui.render.runner import experiment_body, session_body
-
     if runner.kind == "experiment":
         result = runner.experiment
         return experiment_body(result, width, runner.cores) if result is not None else Text()
     if runner.kind == "scaling" and runner.session is not None:
-        # (as above)
-        from gputui.ui.render.scaling import scaling_body
-
         return scaling_body(runner.session, width, runner.cores)
     return session_body(runner.session, width, runner.cores)
