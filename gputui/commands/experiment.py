@@ -131,7 +131,7 @@ def add_experiment_command(commands: Any) -> argparse.ArgumentParser:
         ),
         epilog=examples(
             (
-                "gputui experiment sync-stall --dataset synthetic --limit 1024",
+                "gputui experiment sync-stall --dataset synthetic --limit 1024 --budget 0.5",
                 "a quick run of one experiment",
             ),
             (
