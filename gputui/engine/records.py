@@ -128,7 +128,7 @@ def _summary_writer(path: Path) -> Any:
     if importlib.util.find_spec("tensorboard") is None:  # torch's SummaryWriter needs it
         return None
     try:
-        # only with --tensorboard: the package is optional
+        # only where tensorboard is installed: the package is optional
         from torch.utils.tensorboard import SummaryWriter
     except Exception:  # a broken tensorboard install: skipped, as when it is absent
         return None

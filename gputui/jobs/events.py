@@ -1,6 +1,9 @@
 """The one protocol between the engine's child process and its parent: typed events, one
 JSON object per line, ``{"v": SCHEMA_VERSION, "type": "<event type>", ...fields}``.
 
+Over 600 lines: every event of every mode, each field documented, stands here, beside the
+one registry and reader that know them all.
+
 ``class Note(Event, type="note")`` defines and registers an event type; :func:`parse_event`
 is the one reader (a device travels as its text, and is parsed there), and skips what it
 does not know (a newer engine's types and fields, a line that is no event). Each mode's

@@ -3,6 +3,9 @@ devices, runs trained one after another and their events folded into a session o
 experiment, a recording's jobs alike. :class:`Runner` never blocks: :meth:`Runner.drain`, on
 the pane's timer, folds in what the children said. What a job needs (the events, the results)
 is imported once one starts: the monitor's first frame does not wait for it.
+
+Over 600 lines: the pane's whole life with its jobs (asking torch, starting, draining,
+stopping, a recording's jobs) is one state machine, read best in one place.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ class AmdgpuCard(SysfsCard):
         self._edge = temperatures.get("edge")
         self._junction = temperatures.get("junction")
         crit = Path(self._junction.removesuffix("input") + "crit") if self._junction else None
-        self._junction_limit = files.integer(crit) if crit and crit.exists() else None  # m°C
+        self._junction_limit = files.integer(crit) if crit and os.path.exists(crit) else None  # m°C
         self._memory_temperature = temperatures.get("mem")
         clocks = self._hwmon_inputs("freq")
         self._sclk, self._mclk = clocks.get("sclk"), clocks.get("mclk")  # measured, Hz

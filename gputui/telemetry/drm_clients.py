@@ -1,6 +1,9 @@
 """The processes on AMD and Intel GPUs, from the DRM client usage statistics in fdinfo (the
 kernel's Documentation/gpu/drm-usage-stats.rst).
 
+Over 600 lines: the parser, the sweep (whose caching keeps a steady sweep to a few opens)
+and the per-client arithmetic are one reader of one kernel interface, best read together.
+
 Each open file of a DRM node (``/dev/dri/card*``, ``renderD*``) is a client of one GPU, known
 by (``drm-pdev``, ``drm-client-id``) however many fds show it (``dup``, a forked child); it
 is counted for the earliest-started process holding it. Per process and GPU:

@@ -1,6 +1,8 @@
 """One GPU's readings: what the sampler keeps of it, how each field is asked, and NVML's
-answers made a :class:`~gputui.telemetry.readings.GpuReading`. Each field's call, state, time
-to live and reader stand together, so that a field is changed in one place.
+answers made a :class:`~gputui.telemetry.readings.GpuReading`.
+
+Over 600 lines: each field's call, the state it is kept in between samples, its time to
+live and its reader stand together, so that a field is changed in one place.
 """
 
 from __future__ import annotations
@@ -309,9 +311,11 @@ def read_energy(queries: Queries, gpu: TrackedGpu, now: float) -> Any:
 
     An H200 on driver 580 spent most of a sample's CPU on this one call (BENCHMARKS.md, NVML
     on a real driver); dcgm-exporter reads it every 30 s by default. Each answer is the whole
-    counter, so no energy is lost between two. A GPU's second read comes as many tenths of
-    ``ENERGY_TTL_S`` early as its index modulo ``ENERGY_STAGGER``, so that a box's GPUs take
-    turns rather than all spending their milliseconds in one sample.
+    counter, so no energy is lost between two; one asked every ``ENERGY_TTL_S`` lags by up to
+    that and one interval. A failed read is asked again at the next sample. A GPU's second
+    read comes as many tenths of ``ENERGY_TTL_S`` early as its index modulo
+    ``ENERGY_STAGGER``, so that a box's GPUs take turns rather than all spending their
+    milliseconds in one sample.
     """
     if (
         gpu.energy_slow

@@ -1,6 +1,8 @@
 """The live monitor: a Textual app that paints each beat of the sampling engine
-(:class:`~gputui.telemetry.polling.Poller`), whose samples run off the event loop; each
-action is a few lines handing over to a widget or screen, found here by its key.
+(:class:`~gputui.telemetry.polling.Poller`), whose samples run off the event loop.
+
+Over 600 lines: this is where the keys, the panes and the beats meet; each action is a few
+lines handing over to a widget or screen, found here by its key.
 
 A hung NVML call holds only its own thread: the NVIDIA panels are marked stale and name the
 call, and ``q`` still quits. Quitting closes the samplers on their own threads (NVML is shut

@@ -177,8 +177,9 @@ def gpu_stat(gpu: GpuReading, key: str) -> Line:
 
 def extra_cells(gpu: GpuReading) -> Line:
     """``NVLink 18 rx 1.2 GiB/s tx 3.4 GiB/s  enc 12% dec 40%``: the NVLink links that are up
-    (``3/12`` while some are not: not a fault, as NVML says the same of a link that is not
-    wired) and their throughput, then the video engines each while it is busy."""
+    (``3/12`` while some are not) and their throughput, then the video engines each while it
+    is busy. A link that is not up is not shown as a fault: NVML says the same of a link that
+    failed and of one that is not wired (a PCIe card's bridge joins 3 of its 12)."""
     throughput, up, down = gpu.nvlink_throughput, gpu.nvlink_links_active, gpu.nvlink_links_down
     nvlink = (
         [

@@ -3,7 +3,8 @@
 Textual lays out the monitor's dozen keys with a space either side of each; below about 96
 columns that cut the last keys off the screen, where an SSH user at 80x24 looks for them.
 So, narrower than the full footer needs, it turns compact (one space between keys), and
-narrower still it drops the palette's hint (``^p`` still opens the palette).
+narrower still it drops the palette's hint (``^p`` still opens the palette, as the README
+says).
 """
 
 from __future__ import annotations
