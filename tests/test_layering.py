@@ -5,12 +5,15 @@ each module's own imports); and no module imports another that imports it back.
 
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import subprocess
 import sys
 
 import pytest
+
+from tests.helpers import ROOT
 
 
 def _modules(package: str) -> list[str]:
@@ -74,3 +77,11 @@ def test_no_import_cycle_between_gputui_s_modules() -> None:
             if graph.chain_exists(imported=module, importer=imported):
                 cycles.append(f"{module} -> {imported} -> ... -> {module}")
     assert not cycles, "\n".join(cycles)
+
+
+def test_a_module_over_600_lines_says_why_at_its_top() -> None:
+    """Issue 41: a long file is a choice, written down where a reader opens it."""
+    for path in sorted((ROOT / "gputui").rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 600:
+            assert "Over 600 lines: " in (ast.get_docstring(ast.parse(text)) or ""), path
