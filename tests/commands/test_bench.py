@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -25,6 +28,51 @@ from tests.fakenvml import FakeNvml
 from tests.helpers import ROOT
 
 TINY = ["--dataset", "synthetic", "--limit", "128", "--batch-size", "32", "--threads", "1"]
+
+
+# Every real bench starts a trainer child (and several devices, or none named, a child that
+# lists them first), each seconds of CPU before its first step: where tests only read what a
+# run printed, they share one run, made once by a module-scoped fixture below.
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one ``gputui bench`` did: its exit code, standard output and standard error,
+    and the folder it was given (its runs folder, or its ``XDG_STATE_HOME``)."""
+
+    code: int
+    out: str
+    err: str
+    folder: Path
+
+
+def bench_here(args: list[str], folder: Path, env: Mapping[str, str] | None = None) -> Ran:
+    """``gputui bench ARGS`` in this process, as ``main`` runs it, with ``env`` set while it
+    runs (a fixture shared by several tests has neither ``capsys`` nor ``monkeypatch``)."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["bench", *args])
+    return Ran(code, out.getvalue(), err.getvalue(), folder)
+
+
+@pytest.fixture(scope="module")
+def cpu_0_json(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    """``bench --device cpu:0 ... --json``: one device, spelled as torch names a tensor's,
+    two epochs, recorded in a runs folder of its own."""
+    runs = tmp_path_factory.mktemp("runs")
+    return bench_here(["--device", "cpu:0", *TINY, "--runs-dir", str(runs), "--json"], runs)
+
+
+@pytest.fixture(scope="module")
+def cpu_against_itself(tmp_path_factory: pytest.TempPathFactory) -> Ran:
+    """``bench --device cpu:0 --device cpu --epochs 1``, the table: the CPU against itself
+    (``cpu:0`` is the CPU), recorded under ``XDG_STATE_HOME``."""
+    state = tmp_path_factory.mktemp("state")
+    args = ["--device", "cpu:0", "--device", "cpu", "--epochs", "1", *TINY]
+    return bench_here(args, state, {"XDG_STATE_HOME": str(state)})
 
 
 @pytest.mark.parametrize(
@@ -81,11 +129,8 @@ def test_bad_values_exit_2_with_one_line(
     assert "Traceback" not in err
 
 
-def test_json_reports_every_epoch_and_the_placement(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(["bench", "--device", "cpu", *TINY, "--runs-dir", str(tmp_path), "--json"])
-    out, err = capsys.readouterr()
+def test_json_reports_every_epoch_and_the_placement(cpu_0_json: Ran) -> None:
+    code, out, err, runs = cpu_0_json.code, cpu_0_json.out, cpu_0_json.err, cpu_0_json.folder
     assert code == 0, err
     result = json.loads(out)
     assert list(result) == ["runs", "warnings"]
@@ -115,7 +160,7 @@ def test_json_reports_every_epoch_and_the_placement(
         assert row["device"] == row["state_device"] == "cpu"
         assert row["param_bytes"] > 0 and row["state_bytes"] == 2 * row["param_bytes"]
     assert run["inputs"]["device"] == run["inputs"]["dataset_device"] == "cpu"
-    assert Path(run["run_dir"]).parent == tmp_path
+    assert Path(run["run_dir"]).parent == runs
     assert "cpu: epoch 2/2" in err  # progress went to stderr
     # issue 40: the steady epochs by both clocks, the FLOPs, the verdict; the CPU's clock is
     # the wall's, said so, and it has no energy counter
@@ -131,13 +176,9 @@ def test_json_reports_every_epoch_and_the_placement(
     assert pace["verdict"]["sentence"].startswith("On cpu, compute-bound, busy = wall")
 
 
-def test_the_table_says_which_dataset_ran_and_the_speedup(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    code = main(["bench", "--device", "cpu", "--device", "cpu", "--epochs", "1", *TINY])
-    out, _ = capsys.readouterr()
-    assert code == 0
+def test_the_table_says_which_dataset_ran_and_the_speedup(cpu_against_itself: Ran) -> None:
+    code, out = cpu_against_itself.code, cpu_against_itself.out
+    assert code == 0, cpu_against_itself.err
     lines = out.splitlines()
     assert lines[0] == "dataset: synthetic (generated locally)"
     assert lines[1].startswith("128 training / 128 held-out images, resident pipeline, fp32")
@@ -159,15 +200,23 @@ def test_the_table_says_which_dataset_ran_and_the_speedup(
 
 @pytest.mark.parametrize("devices", [["cpu:0"], ["cpu:0", "cpu"]])
 def test_cpu_0_is_the_cpu_as_torch_accepts_it(
-    devices: list[str], capsys: pytest.CaptureFixture[str]
+    devices: list[str], request: pytest.FixtureRequest
 ) -> None:
     """``--device cpu:0`` was refused as "not a device", though torch takes it (one device:
-    the trainer checks it; several: a listing child checks them first)."""
-    flags = [word for device in devices for word in ("--device", device)]
-    code = main(["bench", *flags, *TINY, "--epochs", "1", "--no-record", "--json"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert {run["device"] for run in json.loads(out)["runs"]} == {"cpu"}
+    the trainer checks it; several: a listing child checks them first). The runs are those
+    of the JSON test (``--device cpu:0``) and the table test (``--device cpu:0 --device
+    cpu``)."""
+    if devices == ["cpu:0"]:
+        ran: Ran = request.getfixturevalue("cpu_0_json")
+        assert ran.code == 0, ran.err
+        assert {run["device"] for run in json.loads(ran.out)["runs"]} == {"cpu"}
+        return
+    ran = request.getfixturevalue("cpu_against_itself")
+    assert ran.code == 0, ran.err
+    lines = ran.out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["device", "warm-up"])
+    rows = lines[header + 1 : lines.index("", header)]
+    assert [row.split()[0] for row in rows] == ["cpu"] * len(devices)
 
 
 def test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130(
@@ -185,10 +234,10 @@ def test_ctrl_c_after_an_epoch_prints_it_marks_the_run_stopped_and_exits_130(
             "cpu",
             "--dataset",
             "synthetic",
-            "--limit",
-            "2000",
+            "--limit",  # an epoch of 8 steps, 50 of them: Ctrl+C comes long before the end
+            "256",
             "--batch-size",
-            "50",
+            "32",
             "--epochs",
             "50",
             "--threads",
@@ -307,19 +356,67 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
 """
 
 
-def bench_in_a_fresh_process(
-    *args: str, env: dict[str, str] | None = None
-) -> tuple[dict[str, object], str]:
-    """Run ``gputui bench ARGS`` in a new interpreter; its exit code, whether it loaded torch."""
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
+@dataclass(frozen=True)
+class Fresh:
+    """What ``gputui bench`` did in a new interpreter: the probe's result (its exit code,
+    whether it loaded torch), its standard output (the probe's line left out) and error."""
+
+    result: dict[str, object]
+    out: str
+    err: str
+
+
+def fresh_bench(*args: str, env: Mapping[str, str], cwd: Path | None = None) -> Fresh:
+    """Run ``gputui bench ARGS`` in a new interpreter with environment ``env``."""
     done = subprocess.run(
         [sys.executable, "-c", PARENT_PROBE, *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=dict(env),
+        cwd=cwd,
         timeout=120,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+    *out, probed = done.stdout.strip("\n").split("\n")
+    assert done.returncode == 0 and probed.startswith("{"), done.stderr  # the probe finished
+    return Fresh(json.loads(probed), "".join(f"{line}\n" for line in out), done.stderr)
+
+
+def bench_in_a_fresh_process(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[dict[str, object], str]:
+    """Run ``gputui bench ARGS`` in a new interpreter; its exit code, whether it loaded torch."""
+    fresh = fresh_bench(*args, env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)})
+    return fresh.result, fresh.err
+
+
+def beside_two_gpus(fake_nvml_dir: Path) -> dict[str, str]:
+    """This environment, for a new interpreter whose NVML (the stand-in, found on the
+    library path as on a real machine, its knobs cleared) reports 2 NVIDIA GPUs."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("FAKE_NVML_")}
+    return {**env, "LD_LIBRARY_PATH": str(fake_nvml_dir), "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(scope="module")
+def default_devices_beside_gpus(fake_nvml_dir: Path) -> Fresh:
+    """``bench`` with the default devices (the table), in a new interpreter beside the
+    stand-in's 2 GPUs; read by the tests of the warning and of torch kept out of bench."""
+    return fresh_bench(*TINY, "--epochs", "1", "--no-record", env=beside_two_gpus(fake_nvml_dir))
+
+
+@pytest.fixture(scope="module")
+def cpu_in_a_missing_home(
+    fake_nvml_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Fresh, Path]:
+    """``bench --device cpu`` (the table, recorded by default), in a new interpreter beside
+    the stand-in's 2 GPUs, as a user whose home folder (returned too) does not exist and
+    with no ``XDG_*`` set. Three tests read this one run, each for what it alone proves:
+    one device needs no torch in bench, a named device gets no warning, and a missing home
+    folder is never made."""
+    home = tmp_path_factory.mktemp("home") / "nonexistent"
+    env = {k: v for k, v in beside_two_gpus(fake_nvml_dir).items() if not k.startswith("XDG_")}
+    env["HOME"] = str(home)
+    fresh = fresh_bench("--device", "cpu", *TINY, "--epochs", "1", env=env, cwd=home.parent)
+    return fresh, home
 
 
 GPUS_UNUSED = (
@@ -330,26 +427,28 @@ GPUS_UNUSED = (
 
 
 def test_gpus_this_torch_cannot_use_are_said_in_one_line(
-    fake_nvml: FakeNvml, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake_nvml: FakeNvml, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
     """Issue 18: with NVIDIA GPUs here and a CPU-only torch, bench benched the CPU alone
-    and said nothing. The default devices now say so; ``--device cpu`` is taken as meant."""
+    and said nothing. The default devices now say so; ``--device cpu`` is taken as meant.
+    (The table and ``--device cpu`` are the shared runs in new interpreters, beside the
+    stand-in on the library path; the JSON runs here, beside the stand-in loaded here.)"""
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this torch can use a GPU")
-    tiny = [*TINY, "--epochs", "1", "--no-record"]
-    assert main(["bench", *tiny]) == 0
-    out, err = capsys.readouterr()
-    assert err.startswith(GPUS_UNUSED.format(torch.__version__))
-    assert "NVML reports" not in out  # the table is as before
-    assert main(["bench", *tiny, "--json"]) == 0
+    table: Fresh = request.getfixturevalue("default_devices_beside_gpus")
+    assert table.result["code"] == 0, table.err
+    assert table.err.startswith(GPUS_UNUSED.format(torch.__version__))
+    assert "NVML reports" not in table.out  # the table is as before
+    assert main(["bench", *TINY, "--epochs", "1", "--no-record", "--json"]) == 0
     out, err = capsys.readouterr()
     line = GPUS_UNUSED.format(torch.__version__)
     assert json.loads(out)["warnings"] == [line.removeprefix("gputui bench: warning: ").strip()]
     assert err.startswith(line)
-    assert main(["bench", "--device", "cpu", *tiny]) == 0
-    assert "warning" not in capsys.readouterr().err
+    named, _ = request.getfixturevalue("cpu_in_a_missing_home")
+    assert named.result["code"] == 0, named.err
+    assert "warning" not in named.err
 
 
 def test_a_cuda_build_the_driver_cannot_run_is_said_with_the_doctor_s_command(
@@ -387,13 +486,15 @@ def test_no_warning_without_nvidia_gpus(
     assert "warning" not in err
 
 
-def test_one_device_trains_without_torch_in_the_bench_process() -> None:
-    result, err = bench_in_a_fresh_process("--device", "cpu", *TINY, "--epochs", "1", "--no-record")
-    assert result == {"code": 0, "torch": False}, err
+def test_one_device_trains_without_torch_in_the_bench_process(
+    cpu_in_a_missing_home: tuple[Fresh, Path],
+) -> None:
+    fresh, _ = cpu_in_a_missing_home  # bench --device cpu in a new interpreter
+    assert fresh.result == {"code": 0, "torch": False}, fresh.err
 
 
 def test_the_default_devices_and_the_gpu_count_need_no_torch_in_the_bench_process(
-    fake_nvml_dir: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     """The warning learns what torch sees from the device listing's child, and what NVML
     sees from the stand-in library, found on the library path as on a real machine."""
@@ -401,10 +502,9 @@ def test_the_default_devices_and_the_gpu_count_need_no_torch_in_the_bench_proces
 
     if torch.cuda.is_available():
         pytest.skip("this torch can use a GPU")
-    env = {"LD_LIBRARY_PATH": str(fake_nvml_dir)}
-    result, err = bench_in_a_fresh_process(*TINY, "--epochs", "1", "--no-record", env=env)
-    assert result == {"code": 0, "torch": False}, err
-    assert "warning: NVML reports 2 NVIDIA GPUs, but this torch " in err
+    fresh: Fresh = request.getfixturevalue("default_devices_beside_gpus")
+    assert fresh.result == {"code": 0, "torch": False}, fresh.err
+    assert "warning: NVML reports 2 NVIDIA GPUs, but this torch " in fresh.err
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage"])
@@ -577,17 +677,13 @@ def test_a_full_disk_leaves_no_half_made_run_folder(tmp_path: Path) -> None:
         assert sorted(runs.iterdir()) == before
 
 
-def test_a_missing_home_folder_is_never_made(tmp_path: Path) -> None:
+def test_a_missing_home_folder_is_never_made(cpu_in_a_missing_home: tuple[Fresh, Path]) -> None:
     """``HOME=/nonexistent`` (as root) made ``/nonexistent/.local/state/gputui/runs/...``."""
-    home = tmp_path / "nonexistent"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
-    env.update({"HOME": str(home), "PYTHONPATH": str(ROOT)})
-    argv = [sys.executable, "-m", "gputui", "bench", "--device", "cpu", *TINY, "--epochs", "1"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr
+    done, home = cpu_in_a_missing_home  # bench --device cpu, no XDG_*, HOME=home
+    assert done.result["code"] == 0, done.err
     note = f"cpu: note: not recording this run: the home folder {home} does not exist"
-    assert note in done.stderr.splitlines()
-    assert "run folders:" not in done.stdout
+    assert note in done.err.splitlines()
+    assert "run folders:" not in done.out
     assert not home.exists()
 
 

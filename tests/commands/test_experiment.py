@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -24,6 +27,40 @@ from tests.engine.limited import LIMITED, OOM_BATCH
 from tests.helpers import ROOT
 
 TINY = ["--device", "cpu", "--dataset", "synthetic", "--threads", "1", "--warmup", "1"]
+SWEEP_OMP_NUM_THREADS = "3"
+"""``OMP_NUM_THREADS`` for the shared sweep, which leaves ``--threads`` out."""
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What ``gputui`` did in this process: its exit code, standard output and error."""
+
+    code: int
+    out: str
+    err: str
+
+
+def run_here(argv: list[str], env: dict[str, str]) -> Ran:
+    """``gputui ARGV`` in this process, with ``env`` set while it runs (for a fixture shared
+    by several tests, where ``capsys`` and ``monkeypatch`` cannot serve)."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="module")
+def sweep_json() -> Ran:
+    """A real batch sweep of two sizes as JSON, its threads left to ``OMP_NUM_THREADS=3``.
+    Two tests read this one run (each child costs seconds of CPU before its first step):
+    the JSON's shape and the threads' default."""
+    untold = ["--device", "cpu", "--dataset", "synthetic", "--warmup", "1"]  # TINY less --threads
+    sizes = ["--batch-sizes", "16,8", "--steps", "2", "--limit", "32"]
+    argv = ["experiment", "batch-sweep", *untold, *sizes, "--json"]
+    return run_here(argv, {"OMP_NUM_THREADS": SWEEP_OMP_NUM_THREADS})
 
 
 @pytest.mark.parametrize(
@@ -93,6 +130,7 @@ def test_a_sweep_out_of_memory_marks_the_batch_skips_the_rest_and_is_empty_exit_
     out, _ = capsys.readouterr()
     result = json.loads(out)
     assert (code, result["status"]) == (1, "empty")
+    assert result["settings"]["threads"] == 1  # as --threads told (TINY)
     [device] = result["device_results"]
     assert [(r["batch_size"], r["error"], r["steps"], r["data_share"]) for r in device["rows"]] == [
         (OOM_BATCH, "out of memory", 0, None),
@@ -117,12 +155,8 @@ def test_cifar10_asked_for_and_not_here_is_one_line_and_exit_1(
     )
 
 
-def test_json_holds_the_rows_the_summary_and_the_sentence(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    sizes = ["--batch-sizes", "16,8", "--steps", "2", "--limit", "32"]
-    code = main(["experiment", "batch-sweep", *TINY, *sizes, "--json"])
-    out, err = capsys.readouterr()
+def test_json_holds_the_rows_the_summary_and_the_sentence(sweep_json: Ran) -> None:
+    code, out, err = sweep_json.code, sweep_json.out, sweep_json.err
     assert code == 0, err
     result = json.loads(out)
     assert list(result) == [
@@ -136,7 +170,8 @@ def test_json_holds_the_rows_the_summary_and_the_sentence(
     assert (result["experiment"], result["status"], result["error"]) == ("batch-sweep", "ok", None)
     settings = result["settings"]
     assert settings["devices"] == ["cpu"] and settings["batch_sizes"] == [8, 16]
-    assert (settings["dataset"], settings["images"], settings["threads"]) == ("synthetic", 32, 1)
+    # the threads: OMP_NUM_THREADS's (the run leaves --threads out; the OOM test tells it)
+    assert (settings["dataset"], settings["images"], settings["threads"]) == ("synthetic", 32, 3)
     [device] = result["device_results"]
     assert (device["device"], device["status"], device["error"]) == ("cpu", "ok", None)
     assert "copies nothing" in device["data_phase"] and device["pinned"] is False
@@ -199,7 +234,9 @@ def test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130(
     """Ctrl+C threw the measured rows away: exit 130 and nothing printed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "gputui", "experiment", "batch-sweep", *TINY]
-    command += ["--batch-sizes", "16,2048", "--steps", "50", "--budget", "1000", "--limit", "2048"]
+    # batch 256's 50 steps take seconds: Ctrl+C comes long before they end (and a larger
+    # batch only costs CPU, in the step that finishes before the run stops)
+    command += ["--batch-sizes", "16,256", "--steps", "50", "--budget", "1000", "--limit", "256"]
     experiment = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -212,7 +249,7 @@ def test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130(
         while not line.startswith("cpu: batch 16: "):  # the first row was measured
             line = experiment.stderr.readline()
             assert line, "the experiment ended before its first row"
-        experiment.send_signal(signal.SIGINT)  # during batch 2048's 50 steps
+        experiment.send_signal(signal.SIGINT)  # during batch 256's 50 steps
         out, err = experiment.communicate(timeout=30)
         assert experiment.returncode == 130
         assert "Traceback" not in err
@@ -227,18 +264,17 @@ def test_ctrl_c_after_a_row_prints_it_marks_the_device_stopped_and_exits_130(
     assert lines[-1] == "stopped: cpu after 1 row"
 
 
-@pytest.mark.parametrize(("told", "threads"), [("3", 3), ("0", None), ("4,2", None)])
+@pytest.mark.parametrize(
+    ("told", "threads"), [(SWEEP_OMP_NUM_THREADS, 3), ("0", None), ("4,2", None)]
+)
 def test_the_threads_default_to_omp_num_threads_where_it_is_a_count(
-    told: str,
-    threads: int | None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    told: str, threads: int | None, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", told)
     assert default_threads() == (threads or available_cores())
     if threads is None:
         return
-    untold = ["--device", "cpu", "--dataset", "synthetic", "--warmup", "1"]  # TINY less --threads
-    sizes = ["--batch-sizes", "8", "--steps", "1", "--limit", "16"]
-    assert main(["experiment", "batch-sweep", *untold, *sizes, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["settings"]["threads"] == threads
+    # a real sweep with --threads left out, run with this OMP_NUM_THREADS (the JSON test's)
+    sweep: Ran = request.getfixturevalue("sweep_json")
+    assert sweep.code == 0, sweep.err
+    assert json.loads(sweep.out)["settings"]["threads"] == threads

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -78,12 +79,43 @@ def assert_all_gone(processes: list[psutil.Process], timeout_s: float = 10) -> N
     assert not alive, f"left behind: {alive}"
 
 
-def test_a_run_in_the_child_streams_every_event_and_exits(tmp_path: Path) -> None:
-    trainer = ChildProcess(config(tmp_path)).start()
-    assert trainer.pid is not None and trainer.running
-    child = psutil.Process(trainer.pid)
+@dataclass(frozen=True)
+class FinishedRun:
+    """What a run in the child showed, from its start to its end."""
+
+    trainer: ChildProcess
+    child: psutil.Process
+    """The child, as it was found right after it started."""
+    pid: int | None
+    running: bool
+    """Whether the child ran right after ``start()`` returned."""
+    events: list[Event]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> FinishedRun:
+    """One tiny recorded run (two epochs) in a real child, streamed to its end; the tests of a
+    finished run check it together (each child costs seconds of CPU before its first step).
+    It is started as the UI starts runs: from a worker thread that ends at once."""
+    runs = tmp_path_factory.mktemp("finished")
+    started: list[tuple[ChildProcess, int | None, bool, psutil.Process]] = []
+
+    def start() -> None:
+        trainer = ChildProcess(config(runs)).start()
+        started.append((trainer, trainer.pid, trainer.running, psutil.Process(trainer.pid)))
+
+    worker = threading.Thread(target=start)
+    worker.start()
+    worker.join()
+    [(trainer, pid, running, child)] = started
     events = list(trainer.events(EVENT_TIMEOUT_S))
     trainer.wait(10)
+    return FinishedRun(trainer, child, pid, running, events)
+
+
+def test_a_run_in_the_child_streams_every_event_and_exits(finished_run: FinishedRun) -> None:
+    trainer, events = finished_run.trainer, finished_run.events
+    assert finished_run.pid is not None and finished_run.running
     names = [type(e).__name__ for e in events if not isinstance(e, Progress | Note)]
     assert names == [
         "RunStarted",
@@ -98,21 +130,19 @@ def test_a_run_in_the_child_streams_every_event_and_exits(tmp_path: Path) -> Non
     ]
     started = events[0]
     assert isinstance(started, RunStarted)
-    assert started.pid == trainer.pid
+    assert started.pid == trainer.pid == finished_run.pid
     assert started.nice >= 10  # lowered, so a UI beside it stays responsive
     assert started.num_threads == ui_friendly_threads()
     assert isinstance(events[-1], Finished) and not events[-1].stopped
     assert trainer.returncode == 0 and not trainer.running
     assert trainer.next_event(0) is None  # the stream has ended, and stays ended
-    assert_all_gone([child], 1)
+    assert_all_gone([finished_run.child], 1)
 
 
-def test_the_childs_quick_exit_leaves_its_run_folder_complete(tmp_path: Path) -> None:
+def test_the_childs_quick_exit_leaves_its_run_folder_complete(finished_run: FinishedRun) -> None:
     # The child ends with os._exit (no interpreter teardown): nothing may be lost by it.
-    trainer = ChildProcess(config(tmp_path)).start()
-    events = list(trainer.events(EVENT_TIMEOUT_S))
-    assert trainer.wait(10) == 0
-    finished = events[-1]
+    assert finished_run.trainer.wait(10) == 0
+    finished = finished_run.events[-1]
     assert isinstance(finished, Finished) and finished.run_dir is not None
     run_dir = Path(finished.run_dir)
     lines = (run_dir / "events.jsonl").read_text().splitlines()
@@ -199,16 +229,13 @@ def test_a_hang_up_stops_the_run_cleanly(tmp_path: Path) -> None:
     assert trainer.returncode == 0
 
 
-def test_a_run_started_from_a_short_lived_thread_survives_that_thread(tmp_path: Path) -> None:
+def test_a_run_started_from_a_short_lived_thread_survives_that_thread(
+    finished_run: FinishedRun,
+) -> None:
     # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends; a UI starts runs
     # from worker threads, so ChildProcess forks from its own thread that outlives the child.
-    started: list[ChildProcess] = []
-    worker = threading.Thread(
-        target=lambda: started.append(ChildProcess(config(tmp_path, epochs=1)).start())
-    )
-    worker.start()
-    worker.join()
-    events = list(started[0].events(EVENT_TIMEOUT_S))
+    # The shared run was started from a thread that ended before the run's first event.
+    events = finished_run.events
     assert isinstance(events[-1], Finished) and not events[-1].stopped, events[-1]
 
 
