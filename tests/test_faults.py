@@ -54,11 +54,14 @@ the gaps. Fault -> the tests that prove it (``file::test``):
     tests/test_faults.py::test_a_storm_of_resizes_ends_in_the_same_screen_as_a_fresh_start
 
 The runs here are real (a tiny CPU run in the trainer's child process, as in
-tests/ui/test_runner.py); NVML is the real bindings on the stand-in library.
+tests/ui/test_runner.py), but for the one beside a lost GPU: what is under test there is the
+monitor, and that run is a recorded real one (tests/ui/streams, which test_streams holds to
+the trainer). NVML is the real bindings on the stand-in library.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -72,7 +75,7 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import psutil
@@ -81,7 +84,8 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.widget import Widget
 
-from gputui.jobs.events import Error
+from gputui.jobs.config import RunConfig
+from gputui.jobs.events import Error, Event, Finished
 from gputui.jobs.process import oom_kills
 from gputui.jobs.results import Phase
 from gputui.telemetry.nvml import NvmlSampler
@@ -104,8 +108,9 @@ from tests.ui.fakes import (
     settled,
     wait_until,
 )
-from tests.ui.streams.replay import replayed_setup
-from tests.ui.test_runner import RUN_TIMEOUT_S, TINY, WIDE, real_app, train_once
+from tests.ui.streams.replay import ReplayedJob, in_flight, replayed_setup, stream
+from tests.ui.streams.scenarios import BY_NAME
+from tests.ui.test_runner import TINY, WIDE, real_app, train_once, wait_on_child
 from tests.ui.tmux_session import TINY as TMUX_TINY
 from tests.ui.tmux_session import Tmux, gone, start_training, trainers_of
 
@@ -149,6 +154,43 @@ class WatchedNvml:
 
     def pending_call(self) -> DriverCall | None:
         return self.sampler.pending_call()
+
+
+class StoppedAsRecorded:
+    """The recorded run ``cpu_stopped`` (its child was stopped, by SIGTERM as ``s`` does, once
+    its epoch 1 had ended), in three parts: up to step 4 of epoch 1 (a run in flight), the
+    rest of what it trained on :meth:`release`, and the end its stop brought
+    (``Finished(stopped=True)``) only once the pane stops it, as the live child's comes."""
+
+    def __init__(self, config: RunConfig) -> None:
+        (recorded,) = BY_NAME["cpu_stopped"].configs
+        assert config == recorded, "the pane must ask for the recorded config"
+        *ran, end = stream("cpu_stopped")
+        assert isinstance(end, Finished) and end.stopped, end
+        shown = in_flight(ran, epoch=1, step=4)
+        self.job = ReplayedJob(shown, held=ran[len(shown) :])
+        self.end: Sequence[Event] = (end,)
+
+    @property
+    def pid(self) -> int | None:
+        return self.job.pid
+
+    def start(self) -> StoppedAsRecorded:
+        self.job.start()
+        return self
+
+    def drain(self) -> list[Event]:
+        events = self.job.drain()
+        if self.job.stopped:
+            events, self.end = [*events, *self.end], ()
+        return events
+
+    def release(self) -> None:
+        """The run goes on: the rest of what it trained comes at the next drain."""
+        self.job.release()
+
+    def stop(self, *, wait: bool = True) -> None:
+        self.job.stop(wait=wait)
 
 
 def shown(app: MonitorApp, widget: Widget) -> str:
@@ -348,7 +390,8 @@ async def test_nvml_failing_to_initialise_is_one_sentence_in_the_app(
 async def test_a_gpu_lost_while_a_run_is_going(
     fake_nvml: FakeNvml, fake_nvml_env: pytest.MonkeyPatch
 ) -> None:
-    """GPU 1 falls off the bus mid-run: it says LOST, GPU 0 and the run carry on."""
+    """GPU 1 falls off the bus mid-run: it says LOST, GPU 0 and the run carry on. (The run is
+    the recorded one that ``s`` stopped after its epoch 1: what is under test is the monitor.)"""
     probe = NvmlSampler()
     probe.sample()
     first_sample_queries = fake_nvml.device_queries(1)
@@ -357,14 +400,21 @@ async def test_a_gpu_lost_while_a_run_is_going(
     fake_nvml_env.setenv("FAKE_NVML_LOST", f"1:{first_sample_queries}")
     clock = FakeClock()
     nvml = WatchedNvml(NvmlSampler(clock=clock), gated=True)
-    app = real_app(LONG_RUN, nvml=nvml, interval=0.05, clock=clock)
+    jobs: list[StoppedAsRecorded] = []
+
+    def trainer(config: RunConfig) -> StoppedAsRecorded:
+        jobs.append(StoppedAsRecorded(config))
+        return jobs[-1]
+
+    setup = dataclasses.replace(replayed_setup("cpu_stopped"), trainer=trainer)
+    app = fake_app(runner=setup, nvml=nvml, interval=0.05, clock=clock)
     try:
         async with app.run_test(size=WIDE) as pilot:
             pane = app.runner
             await wait_until(pilot, lambda: bool(pane.devices) and app.handled["nvml"] >= 1)
             assert "1 · NVIDIA H100 80GB HBM3 · P" in screen_text(app)
             await pilot.press("r")
-            await wait_until(pilot, run_is_going(pane), RUN_TIMEOUT_S)
+            await wait_until(pilot, run_is_going(pane))
             nvml.gate.set()  # the monitor looks again, mid-run
             await wait_until(pilot, lambda: "· LOST" in screen_text(app))
             assert card_text(app, 1).splitlines()[1].startswith("LOST")
@@ -373,18 +423,17 @@ async def test_a_gpu_lost_while_a_run_is_going(
             assert run is not None
             epochs, handled = len(run.epochs), app.handled["nvml"]
             before = app.monitor.nvml
+            jobs[0].release()  # the run trains on, the rest of its epoch 1
             await wait_until(
-                pilot,
-                lambda: len(run.epochs) > epochs and app.handled["nvml"] >= handled + 3,
-                RUN_TIMEOUT_S,
+                pilot, lambda: len(run.epochs) > epochs and app.handled["nvml"] >= handled + 3
             )
             after = app.monitor.nvml
             assert before is not None and after is not None
             assert [g.state for g in after.gpus] == [GpuState.OK, GpuState.LOST]
             assert after.gpus[0] != before.gpus[0]  # GPU 0 keeps updating
-            assert app.failures == {} and run.error is None
+            assert app.failures == {} and run.error is None and pane.busy
             await pilot.press("s")
-            await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+            await wait_until(pilot, lambda: not pane.busy)
             assert pane.session is not None and pane.session.phase is Phase.STOPPED
     finally:
         nvml.gate.set()
@@ -400,12 +449,12 @@ async def test_a_trainer_killed_with_sigkill_is_one_line_in_the_app() -> None:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
         await pilot.press("r")
-        await wait_until(pilot, run_is_going(pane), RUN_TIMEOUT_S)
+        await wait_on_child(pilot, run_is_going(pane))
         pid = pane.trainer_pid
         assert pid is not None
         oom_before = oom_kills()
         os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer does, or a person
-        await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+        await wait_on_child(pilot, lambda: not pane.busy)
         assert pane.session is not None and pane.session.phase is Phase.FAILED
         error = pane.session.runs[0].error
         assert isinstance(error, Error) and error.kind == "killed"
@@ -679,7 +728,7 @@ async def test_quitting_stops_the_nvml_sample_at_its_next_call_then_shuts_nvml_d
 SLOW_DRIVER = {"FAKE_NVML_HANG": "*=0.3", "FAKE_NVML_CRASH_ON_TEARDOWN": "1"}
 """Every NVML call takes 0.3 s (a sample of two GPUs, seconds), and NVML torn down under a
 call still in flight crashes the stand-in (exit 139), as it can crash a real driver."""
-QUIT_STARTS = 10
+QUIT_STARTS = 6
 
 
 def on_screen(*words: str) -> Callable[[bytes], bool]:
@@ -690,7 +739,7 @@ def test_quitting_while_every_driver_call_is_slow_never_crashes(fake_nvml_dir: P
     """Issue 17: quitting (from the Doctor screen, that time) once ended in a segfault. The
     interpreter's exit unloaded NVML while a sampler thread was inside a call. Now the
     samplers stop, NVML is shut down only with no call in flight, and a call that is still
-    in flight makes the process end without unloading NVML: ten starts, q in the first
+    in flight makes the process end without unloading NVML: six starts, q in the first
     frame (every third from the Doctor screen, its own NVML sample under way), each exit 0,
     at once rather than after the sample of slow calls."""
     env = gputui_env(fake_nvml_dir, {**SLOW_DRIVER, "TERM": "xterm-256color"})

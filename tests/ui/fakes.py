@@ -303,16 +303,19 @@ def fake_app(
 
 
 async def wait_until(
-    pilot: Pilot[object], condition: Callable[[], bool], timeout_s: float = 20.0
+    pilot: Pilot[object],
+    condition: Callable[[], bool],
+    timeout_s: float = 20.0,
+    every_s: float = 0.01,
 ) -> None:
-    """Let the app run until ``condition()`` holds; fail after ``timeout_s`` (a backstop:
-    on two loaded cores a pane's build has taken more than 5 s)."""
+    """Let the app run until ``condition()`` holds, looked at every ``every_s``; fail after
+    ``timeout_s`` (a backstop: on two loaded cores a pane's build has taken more than 5 s)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while not condition():
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {condition}")
-        await pilot.pause(0.01)
+        await pilot.pause(every_s)
     await pilot.pause()
 
 

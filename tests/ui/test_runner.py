@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -21,7 +22,7 @@ from gputui.format import fmt_bytes, fmt_times
 from gputui.jobs.bench.report import render_table
 from gputui.jobs.config import ConfigError, ExperimentConfig, RunConfig
 from gputui.jobs.events import DevicesListed, Error, Event, Finished, RunStarted
-from gputui.jobs.process import ChildProcess
+from gputui.jobs.process import DEFAULT_GRACE_S, ChildProcess
 from gputui.jobs.results import Phase, Session
 from gputui.jobs.runner import RunnerSetup, runner_defaults, runner_setup, ui_friendly
 from gputui.ui.monitor.app import MonitorApp
@@ -39,7 +40,7 @@ from tests.ui.streams.replay import (
     in_flight,
     replayed_setup,
 )
-from tests.ui.streams.scenarios import BY_NAME
+from tests.ui.streams.scenarios import BY_NAME, RECORDED
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.long_module]
 
@@ -47,6 +48,10 @@ TINY = TINY_RUN
 
 RUN_TIMEOUT_S = 60.0
 WIDE = (160, 50)
+CHILD_POLL_S = 0.1
+"""How often a wait on a real child looks. Its events are seconds apart, and each look walks
+every widget of the app (a message to each): at :func:`wait_until`'s hundred a second, the
+app spent more CPU waiting than a tiny run spends training."""
 
 
 def gone_soon(pid: int, timeout_s: float = 2.0) -> bool:
@@ -65,15 +70,19 @@ def rows(table: ProcessTable) -> tuple[Line, ...]:
 
 
 def real_app(
-    defaults: RunConfig = TINY, python: list[str] | None = None, **monitor: Any
+    defaults: RunConfig = TINY,
+    python: list[str] | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
+    **monitor: Any,
 ) -> MonitorApp:
     """The app with fake samplers, this machine's device list as recorded and the REAL trainer
-    (run by ``python``: by default this interpreter).
+    (run by ``python``: by default this interpreter; SIGKILLed ``grace_s`` after a stop's
+    SIGTERM if it has not ended by then).
 
     ``monitor`` goes to :func:`fake_app` (other samplers, an interval, a clock).
     """
     setup = RunnerSetup(
-        trainer=functools.partial(ChildProcess, python=python),
+        trainer=functools.partial(ChildProcess, python=python, grace_s=grace_s),
         list_devices=devices,
         installed=lambda: RECORDED_TORCH,
         defaults=defaults,
@@ -82,11 +91,19 @@ def real_app(
     return fake_app(runner=setup, **monitor)
 
 
+async def wait_on_child(
+    pilot: Pilot[Any], condition: Callable[[], bool], timeout_s: float = RUN_TIMEOUT_S
+) -> None:
+    """:func:`wait_until` for what a real child brings: ``condition`` looked at every
+    :data:`CHILD_POLL_S`."""
+    await wait_until(pilot, condition, timeout_s, every_s=CHILD_POLL_S)
+
+
 async def train_once(pilot: Pilot[Any], pane: RunnerPane) -> Session:
     """Wait for the device list, press ``r``, and wait until the run has ended."""
     await wait_until(pilot, lambda: bool(pane.devices))
     await pilot.press("r")
-    await wait_until(pilot, lambda: pane.session is not None and not pane.busy, RUN_TIMEOUT_S)
+    await wait_on_child(pilot, lambda: pane.session is not None and not pane.busy)
     assert pane.session is not None
     return pane.session
 
@@ -99,7 +116,7 @@ async def test_compare_cpu_with_cpu_shows_real_epochs_and_forms_a_speedup() -> N
         await wait_until(pilot, lambda: bool(pane.devices))
         await pilot.press("c")
         assert pane.busy
-        await wait_until(
+        await wait_on_child(
             pilot, lambda: pane.session is not None and not pane.busy, 2 * RUN_TIMEOUT_S
         )
         session = pane.session
@@ -128,7 +145,9 @@ async def compare_once(pilot: Pilot[Any], pane: RunnerPane) -> Session:
     """Wait for the device list, press ``c``, and wait until both runs have ended."""
     await wait_until(pilot, lambda: bool(pane.devices))
     await pilot.press("c")
-    await wait_until(pilot, lambda: pane.session is not None and not pane.busy, 2 * RUN_TIMEOUT_S)
+    await wait_on_child(
+        pilot, lambda: pane.session is not None and not pane.busy, 2 * RUN_TIMEOUT_S
+    )
     assert pane.session is not None
     return pane.session
 
@@ -169,24 +188,23 @@ async def test_a_one_epoch_comparison_finishes_its_speedup_line_as_bench_does() 
 
 
 async def test_a_comparison_stopped_before_an_epoch_ends_says_it_has_no_speedup() -> None:
-    """The second run stopped in its first epoch: no figure is coming, so the line says
-    ``n/a`` and why instead of ``forming…``."""
-    app = real_app(TINY.with_changes(epochs=1, limit=8192))  # an epoch of about a second
+    """The second run stopped as soon as it starts: its child has seconds of torch to load
+    before it can train a step, so its first epoch never ends, whatever the load (nor does
+    it load them: SIGKILLed a moment after the SIGTERM). No figure is coming, so the line
+    says ``n/a`` and why instead of ``forming…``."""
+    app = real_app(TINY.with_changes(epochs=1), grace_s=0.2)
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))
         await pilot.press("c")
-        await wait_until(
-            pilot,
-            lambda: (
-                pane.session is not None
-                and len(pane.session.runs) == 2
-                and pane.session.runs[1].progress is not None
-            ),
-            2 * RUN_TIMEOUT_S,
-        )
+
+        def started() -> list[bool]:
+            return [run.started is not None for run in pane.session.runs] if pane.session else []
+
+        await wait_on_child(pilot, lambda: started() == [True])  # the baseline's torch is in
+        await wait_until(pilot, lambda: len(started()) == 2)  # its tiny epoch over, the next child
         await pilot.press("s")
-        await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+        await wait_on_child(pilot, lambda: not pane.busy)
         session = pane.session
         assert session is not None and session.phase is Phase.STOPPED
         assert len(session.runs[0].epochs) == 1 and not session.runs[1].epochs
@@ -227,18 +245,18 @@ async def test_stop_ends_a_real_run() -> None:
             run = pane.session.current if pane.session else None
             return run is not None and run.progress is not None
 
-        await wait_until(pilot, training, RUN_TIMEOUT_S)
+        await wait_on_child(pilot, training)
         pid = pane.trainer_pid
         assert pid is not None and psutil.pid_exists(pid)
         assert "epoch 1/5" in screen_text(app)
-        await wait_until(pilot, lambda: pane.watched is not None, RUN_TIMEOUT_S)
+        await wait_on_child(pilot, lambda: pane.watched is not None)
         assert pane.watched is not None and pane.watched.pid == pid
-        await wait_until(
+        await wait_on_child(
             pilot, lambda: "trainer pid" in str(app.monitor.cpu_panel.border_subtitle), 5.0
         )
         assert f"pid {pid} · CPU" in screen_text(app)
         await pilot.press("s")
-        await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+        await wait_on_child(pilot, lambda: not pane.busy)
         assert pane.session is not None and pane.session.phase is Phase.STOPPED
         finished = pane.session.runs[0].finished
         assert isinstance(finished, Finished) and finished.stopped
@@ -277,9 +295,11 @@ async def test_an_unusable_device_is_refused_with_its_reason() -> None:
 
 
 async def test_the_placement_table_never_cuts_a_number_at_80x24() -> None:
-    """The runner in place of the monitor at 80x24, after a real run: every byte count of
-    the placement table whole (a heading takes two lines instead)."""
-    app = real_app(TINY.with_changes(epochs=1))
+    """The runner in place of the monitor at 80x24, after a real run (recorded: test_streams
+    holds it to the trainer): every byte count of the placement table whole (a heading
+    takes two lines instead)."""
+    setup = replayed_setup("cpu_one_epoch", defaults=RECORDED.with_changes(epochs=1))
+    app = fake_app(runner=setup)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("t")
         session = await train_once(pilot, app.runner)
@@ -424,8 +444,8 @@ async def test_a_real_experiment_shows_its_table_and_sentence() -> None:
         pane.query_one("#runner-experiment").value = "sync-stall"  # type: ignore[attr-defined]
         await pilot.press("x")
         assert pane.busy
-        await wait_until(pilot, lambda: pane.runner.experiment is not None)
-        await wait_until(pilot, lambda: not pane.busy, RUN_TIMEOUT_S)
+        await wait_on_child(pilot, lambda: pane.runner.experiment is not None)
+        await wait_on_child(pilot, lambda: not pane.busy)
         result = pane.runner.experiment
         assert result is not None and result.error is None, result.error
         assert result.conclusion and result.conclusion.startswith("On cpu")
