@@ -16,7 +16,10 @@ from dataclasses import fields, is_dataclass, replace
 from enum import Enum
 from typing import Any, TypeVar
 
+import psutil
+
 from gputui.device import Device
+from tests.helpers import wait_for
 
 TITLE = "\x1b]0;pwned\x07"
 """OSC 0: sets the terminal's title."""
@@ -62,6 +65,10 @@ def crafted_process() -> Iterator[subprocess.Popen[bytes]]:
     """A real process whose command line is :data:`CRAFTED_ARGV`; killed afterwards."""
     child = subprocess.Popen(CRAFTED_ARGV, executable=sys.executable)
     try:
+        # Popen returns once exec has begun, before the kernel has laid out the new command
+        # line: on a loaded machine /proc/PID/cmdline read empty (and the sampler showed
+        # the process's name) in that window.
+        wait_for(lambda: psutil.Process(child.pid).cmdline() == CRAFTED_ARGV, "its exec")
         yield child
     finally:
         child.kill()

@@ -309,13 +309,17 @@ async def wait_until(
     every_s: float = 0.01,
 ) -> None:
     """Let the app run until ``condition()`` holds, looked at every ``every_s``; fail after
-    ``timeout_s`` (a backstop: on two loaded cores a pane's build has taken more than 5 s)."""
+    ``timeout_s`` (a backstop: on two loaded cores a pane's build has taken more than 5 s).
+
+    Between looks the app runs on its own (a sleep): ``pilot.pause`` would send a message to
+    every widget and wait for each, and a hundred of those a second cost the app more CPU than
+    what it waited for."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while not condition():
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {condition}")
-        await pilot.pause(every_s)
+        await asyncio.sleep(every_s)
     await pilot.pause()
 
 
