@@ -154,8 +154,8 @@ def test_every_job_command_has_a_quick_example() -> None:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("line", QUICK)
 def test_the_quick_examples_run(line: str, tmp_path: Path) -> None:
-    """Really run: exit 0, output on standard output, nothing said wrong. (Seconds each on a
-    quiet machine; scale's two rounds of ranks took 50 s with the suite's workers beside it.)"""
+    """Really run: exit 0, output on standard output, nothing said wrong (seconds each on a
+    quiet machine)."""
     state, cache = tmp_path / "state", tmp_path / "cache"
     knobs = {"XDG_STATE_HOME": str(state), "XDG_CACHE_HOME": str(cache)}
     done = gputui(*shlex.split(line)[1:], knobs=knobs, timeout_s=240)

@@ -131,9 +131,11 @@ def test_a_rank_with_another_seed_trains_otherwise() -> None:
 
 
 def test_scale_gives_a_row_per_world_size(capsys: pytest.CaptureFixture[str]) -> None:
-    """``scale --help``'s CPU example (the help test leaves it to this one), its world
-    sizes given out of order, in JSON. On one core (this process's affinity, which the
-    ranks inherit): 2 ranks are oversubscribed, and the report says so (issue 26)."""
+    """``scale --help``'s CPU example, really run (the help test leaves it to this one) with
+    two flags added: ``--json``, and its world sizes named out of order (1 and 2 are what it
+    picks itself on two cores, not on the one core it is held to here). On one core (this
+    process's affinity, which the ranks inherit), 2 ranks are oversubscribed, and the report
+    says so (issue 26)."""
     [example] = [
         line for command, line in EXAMPLES if command.path == ("scale",) and " cpu " in line
     ]

@@ -191,7 +191,9 @@ async def test_a_comparison_stopped_before_an_epoch_ends_says_it_has_no_speedup(
     """The second run stopped as soon as it starts: its child has seconds of torch to load
     before it can train a step, so its first epoch never ends, whatever the load (nor does
     it load them: SIGKILLed a moment after the SIGTERM). No figure is coming, so the line
-    says ``n/a`` and why instead of ``forming…``."""
+    says ``n/a`` and why instead of ``forming…``. (A second run stopped mid-epoch, whose
+    progress the stop clears: test_runner_render's recorded
+    ``test_a_second_run_stopped_mid_epoch_leaves_no_figure_forming``.)"""
     app = real_app(TINY.with_changes(epochs=1), grace_s=0.2)
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
@@ -201,8 +203,8 @@ async def test_a_comparison_stopped_before_an_epoch_ends_says_it_has_no_speedup(
         def started() -> list[bool]:
             return [run.started is not None for run in pane.session.runs] if pane.session else []
 
-        await wait_on_child(pilot, lambda: started() == [True])  # the baseline's torch is in
-        await wait_until(pilot, lambda: len(started()) == 2)  # its tiny epoch over, the next child
+        await wait_on_child(pilot, lambda: started()[:1] == [True])  # the baseline's torch is in
+        await wait_until(pilot, lambda: len(started()) == 2, RUN_TIMEOUT_S)  # then the next child
         await pilot.press("s")
         await wait_on_child(pilot, lambda: not pane.busy)
         session = pane.session
@@ -462,10 +464,10 @@ async def test_an_experiment_in_flight_is_running_not_stopped(rows_in: int) -> N
     """Issue 26: while sync-stall runs (the recorded stream cut before its end), the view
     reads as running; it said "stopped: cpu after 0 rows" while the rows were coming."""
 
-    def in_flight(index: int, events: list[Event]) -> list[Event]:
+    def rows_so_far(index: int, events: list[Event]) -> list[Event]:
         return events[: 2 + rows_in]  # started, the device, then ``rows_in`` rows
 
-    app = fake_app(runner=replayed_setup("sync_stall_cpu", cut=in_flight))
+    app = fake_app(runner=replayed_setup("sync_stall_cpu", cut=rows_so_far))
     async with app.run_test(size=WIDE) as pilot:
         pane = app.runner
         await wait_until(pilot, lambda: bool(pane.devices))

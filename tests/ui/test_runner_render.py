@@ -22,7 +22,7 @@ from gputui.ui.render.runner import (
     throughput_chart,
 )
 from tests.ui.runner_fakes import gpu_run_events
-from tests.ui.streams.replay import stream, streams
+from tests.ui.streams.replay import in_flight, stream, streams
 from tests.ui.streams.scenarios import RECORDED
 
 CPU = RECORDED
@@ -265,3 +265,21 @@ def test_the_gpu_panel_s_note_is_one_printable_line_whatever_torch_says() -> Non
     hostile = replace(cuda_build("13.0"), cuda_built=False, torch_version="2.13\x1b[2J\n+cpu")
     note = unusable_gpus_note(device_options(hostile), 2)
     assert note is not None and note.isprintable() and "(d: Doctor)" in note
+
+
+def test_a_second_run_stopped_mid_epoch_leaves_no_figure_forming() -> None:
+    """The recorded baseline, then a run stopped at step 4 of its epoch 1 (the recorded
+    ``cpu_stopped`` run, cut there, and its recorded end): while it trained the line was
+    forming from its epoch so far; its stop clears that, so the line says ``n/a``."""
+    baseline, stopped = RunRecord(RECORDED), RunRecord(RECORDED)
+    for event in stream("cpu_run"):
+        baseline.absorb(event)
+    *ran, end = stream("cpu_stopped")
+    assert isinstance(end, Finished) and end.stopped
+    for event in in_flight(ran, epoch=1, step=4):
+        stopped.absorb(event)
+    assert speedup(baseline, stopped).so_far is not None  # forming, from the epoch so far
+    stopped.absorb(end)
+    result = speedup(baseline, stopped)
+    assert result.so_far is None and result.steady is None
+    assert "n/a (a run ended before its first epoch did)" in speedup_text(result).plain

@@ -4,8 +4,9 @@ Every line is read by the protocol's own parser, strictly: where the live parent
 line it cannot read (a newer engine's), a replay stops with :class:`RecordingError`, so a
 protocol change breaks the recordings loudly instead of thinning them out in silence.
 
-A replayed job hands out its whole stream at its first drain: no real time passes, so a
-snapshot of a replay is the same every time. The pane must ask for exactly the configs
+A replayed job hands out its whole stream (or, cut, the part up to a moment, the rest once
+released) at its first drain: no real time passes, so a snapshot of a replay is the same
+every time. The pane must ask for exactly the configs
 that were recorded (:mod:`.scenarios`), or the replay refuses.
 """
 
