@@ -75,7 +75,7 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -84,8 +84,7 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.widget import Widget
 
-from gputui.jobs.config import RunConfig
-from gputui.jobs.events import Error, Event, Finished
+from gputui.jobs.events import Error, Event
 from gputui.jobs.process import oom_kills
 from gputui.jobs.results import Phase
 from gputui.telemetry.nvml import NvmlSampler
@@ -108,7 +107,7 @@ from tests.ui.fakes import (
     settled,
     wait_until,
 )
-from tests.ui.streams.replay import ReplayedJob, in_flight, replayed_setup, stream
+from tests.ui.streams.replay import Replay, in_flight, replayed_setup
 from tests.ui.streams.scenarios import BY_NAME
 from tests.ui.test_runner import TINY, WIDE, real_app, train_once, wait_on_child
 from tests.ui.tmux_session import TINY as TMUX_TINY
@@ -154,43 +153,6 @@ class WatchedNvml:
 
     def pending_call(self) -> DriverCall | None:
         return self.sampler.pending_call()
-
-
-class StoppedAsRecorded:
-    """The recorded run ``cpu_stopped`` (its child was stopped, by SIGTERM as ``s`` does, once
-    its epoch 1 had ended), in three parts: up to step 4 of epoch 1 (a run in flight), the
-    rest of what it trained on :meth:`release`, and the end its stop brought
-    (``Finished(stopped=True)``) only once the pane stops it, as the live child's comes."""
-
-    def __init__(self, config: RunConfig) -> None:
-        (recorded,) = BY_NAME["cpu_stopped"].configs
-        assert config == recorded, "the pane must ask for the recorded config"
-        *ran, end = stream("cpu_stopped")
-        assert isinstance(end, Finished) and end.stopped, end
-        shown = in_flight(ran, epoch=1, step=4)
-        self.job = ReplayedJob(shown, held=ran[len(shown) :])
-        self.end: Sequence[Event] = (end,)
-
-    @property
-    def pid(self) -> int | None:
-        return self.job.pid
-
-    def start(self) -> StoppedAsRecorded:
-        self.job.start()
-        return self
-
-    def drain(self) -> list[Event]:
-        events = self.job.drain()
-        if self.job.stopped:
-            events, self.end = [*events, *self.end], ()
-        return events
-
-    def release(self) -> None:
-        """The run goes on: the rest of what it trained comes at the next drain."""
-        self.job.release()
-
-    def stop(self, *, wait: bool = True) -> None:
-        self.job.stop(wait=wait)
 
 
 def shown(app: MonitorApp, widget: Widget) -> str:
@@ -400,13 +362,12 @@ async def test_a_gpu_lost_while_a_run_is_going(
     fake_nvml_env.setenv("FAKE_NVML_LOST", f"1:{first_sample_queries}")
     clock = FakeClock()
     nvml = WatchedNvml(NvmlSampler(clock=clock), gated=True)
-    jobs: list[StoppedAsRecorded] = []
 
-    def trainer(config: RunConfig) -> StoppedAsRecorded:
-        jobs.append(StoppedAsRecorded(config))
-        return jobs[-1]
+    def step_4(index: int, events: list[Event]) -> list[Event]:
+        return in_flight(events, epoch=1, step=4)
 
-    setup = dataclasses.replace(replayed_setup("cpu_stopped"), trainer=trainer)
+    replay = Replay(BY_NAME["cpu_stopped"], cut=step_4)  # the rest, then its end on the stop
+    setup = dataclasses.replace(replayed_setup("cpu_stopped"), trainer=replay.job)
     app = fake_app(runner=setup, nvml=nvml, interval=0.05, clock=clock)
     try:
         async with app.run_test(size=WIDE) as pilot:
@@ -423,7 +384,7 @@ async def test_a_gpu_lost_while_a_run_is_going(
             assert run is not None
             epochs, handled = len(run.epochs), app.handled["nvml"]
             before = app.monitor.nvml
-            jobs[0].release()  # the run trains on, the rest of its epoch 1
+            replay.jobs[0].release()  # the run trains on, the rest of its epoch 1
             await wait_until(
                 pilot, lambda: len(run.epochs) > epochs and app.handled["nvml"] >= handled + 3
             )

@@ -152,9 +152,12 @@ def before_epoch(events: Sequence[Event], epoch: int) -> list[Event]:
 class ReplayedJob:
     """A trainer or experiment that hands out a recorded stream at its first drain."""
 
-    def __init__(self, events: Sequence[Event], held: Sequence[Event] = ()) -> None:
+    def __init__(
+        self, events: Sequence[Event], held: Sequence[Event] = (), on_stop: Sequence[Event] = ()
+    ) -> None:
         self._events = list(events)
         self._held = list(held)
+        self._on_stop = list(on_stop)
         self._pid = next(
             (e.pid for e in events if isinstance(e, RunStarted | ExperimentStarted)), None
         )
@@ -173,6 +176,8 @@ class ReplayedJob:
 
     def drain(self) -> list[Event]:
         events, self._events = self._events, []
+        if self.stopped:
+            events, self._on_stop = [*events, *self._on_stop], []
         return events
 
     def release(self) -> None:
@@ -185,7 +190,7 @@ class ReplayedJob:
 
 Cut = Callable[[int, list[Event]], list[Event]]
 """What a replay hands out of job ``index``'s stream (a prefix: the run in flight); the rest
-waits for :meth:`ReplayedJob.release`."""
+waits for :meth:`ReplayedJob.release`, but for a stopped run's end, which waits for the stop."""
 
 
 class Replay:
@@ -215,7 +220,10 @@ class Replay:
             )
         events = self._streams[index]
         shown = self._cut(index, events) if self._cut else events
-        job = ReplayedJob(shown, held=events[len(shown) :])
+        held, on_stop = list(events[len(shown) :]), []
+        if held and self.scenario.ending == "stop":  # its end comes when the pane stops it
+            on_stop = [held.pop()]
+        job = ReplayedJob(shown, held=held, on_stop=on_stop)
         self.jobs.append(job)
         return job
 
