@@ -51,11 +51,13 @@ CUDNN_UNDER_PRESSURE = (
     "cudnn_status_internal_error",
     "cudnn_status_alloc_failed",
     "cudnn_status_not_supported",
+    "could not create a primitive",
 )
 """How cuDNN fails when too little device memory is left for its workspace: no engine
 found, or a status (internal error, not supported) that says nothing of memory: a
-convolution with a few MiB left free fails with ``CUDNN_STATUS_INTERNAL_ERROR``. Only a GPU
-shows it; see :func:`is_out_of_memory`'s ``probing``."""
+convolution with a few MiB left free fails with ``CUDNN_STATUS_INTERNAL_ERROR``. On the CPU,
+oneDNN says ``could not create a primitive`` when its convolution cannot allocate (seen
+probing under an address-space limit, in CI). See :func:`is_out_of_memory`'s ``probing``."""
 
 
 def probe_batch_size(

@@ -77,8 +77,9 @@ CUDNN_UNDER_PRESSURE = [
         "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
         "non-contiguous input."
     ),
+    RuntimeError("could not create a primitive"),  # oneDNN, on the CPU
 ]
-"""How cuDNN fails a convolution when the device has no room left for its workspace."""
+"""How cuDNN (and oneDNN) fail a convolution when there is no room left for a workspace."""
 
 
 @pytest.mark.parametrize("error", CUDNN_UNDER_PRESSURE)
