@@ -593,6 +593,9 @@ async def test_head_start_readings_are_painted_before_the_first_frame(
         assert "H100" in screen_text(app)
         assert app.monitor.layout_plan == planned  # the expected size was the real one
         assert cpu.calls == 1  # the first beat's sample, not a second one
+        # Beside the runner, its build is let finish before the test leaves: quitting while
+        # its choices mount can crash Textual's Select under load (a race left open)
+        await wait_until(pilot, lambda: not app.runner.display or app.runner.built)
 
 
 async def test_a_runner_pane_gone_before_its_build_builds_nothing() -> None:
