@@ -58,7 +58,7 @@ class TopologyScreen(ModalScreen[None]):
         """The read raised (it should not): the exception, in one line."""
 
     def __init__(self, read: TopologyReader, other_gpus: int = 0) -> None:
-        """Build the screen; ``read`` starts when it is mounted. ``other_gpus``: the AMD and
+        """Build the screen; ``read`` starts when it is first shown. ``other_gpus``: the AMD and
         Intel GPUs the monitor shows (not in the matrix)."""
         super().__init__()
         self.read = read
@@ -66,6 +66,7 @@ class TopologyScreen(ModalScreen[None]):
         self.topology: GpuTopology | None = None
         self.answered = False
         """Whether the read came back (tests wait on it)."""
+        self._asked = False
 
     def compose(self) -> ComposeResult:
         yield Label(READING, id="topology-bar", markup=False)
@@ -76,8 +77,13 @@ class TopologyScreen(ModalScreen[None]):
             yield Static("\n".join(legend_lines()), id="topology-legend", markup=False)
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.read(self._replied)
+    def on_screen_resume(self) -> None:
+        """Start the read once the screen is the current one: a reply handled before that
+        had its matrix laid out at the empty size it was mounted with, and left so (Textual
+        lays out only the current screen; seen under load)."""
+        if not self._asked:
+            self._asked = True
+            self.read(self._replied)
 
     def _replied(self, value: object, error: BaseException | None) -> None:
         """On the sampler's thread: post what came back (posting is thread-safe)."""
