@@ -92,6 +92,12 @@ def add_bench_command(commands: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="run the model through torch.compile (slower warm-up, maybe faster epochs)",
     )
+    bench.add_argument(
+        "--no-graphs",
+        action="store_true",
+        help="launch each step's kernels one by one; by default a CUDA GPU replays the "
+        "whole step from a CUDA graph once warm (resident pipeline, not compiled)",
+    )
     workers_option(bench)
     bench.add_argument(
         "--runs-dir",
@@ -114,6 +120,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         pipeline=args.pipeline,
         precision=precisions[0],
         compile=args.compile,
+        graphs=not args.no_graphs,
         test_limit=args.limit,
         record=not args.no_record,
         runs_dir=args.runs_dir,

@@ -13,6 +13,7 @@ from types import ModuleType
 
 import torch
 
+from gputui.engine.failures import failure_line
 from gputui.engine.memory import Step
 
 IEEE_FP32 = "IEEE fp32"
@@ -88,27 +89,33 @@ def _precision_api(backends: ModuleType) -> bool:
     return hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv")
 
 
-def bf16_autocast(device: torch.device, bf16: bool) -> AbstractContextManager[object]:
-    """bf16 autocast on ``device`` when ``bf16``, else nothing at all.
+def bf16_autocast(
+    device: torch.device, bf16: bool, *, cache: bool = True
+) -> AbstractContextManager[object]:
+    """bf16 autocast on ``device`` when ``bf16``, else nothing at all; ``cache=False`` for a
+    step captured in a CUDA graph (autocast's cast-weight cache must not outlive a capture).
 
     Never ``torch.autocast(..., enabled=False)``: torch before 2.5 refuses the ``mps``
     device type even when disabled, which would stop every MPS run, fp32 included.
     """
     if bf16:
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache)
     return nullcontext()
 
 
-def make_optimizer(model: torch.nn.Module, device: torch.device) -> torch.optim.Adam:
+def make_optimizer(
+    model: torch.nn.Module, device: torch.device, *, capturable: bool = False
+) -> torch.optim.Adam:
     """Adam with default hyperparameters, in its fastest implementation for ``device``.
 
     CUDA, and MPS where this torch has the kernel: ``fused`` (one kernel for every
-    parameter). CPU: ``foreach`` (each update stage is one call over the ten parameter
+    parameter), ``capturable`` for a step captured in a CUDA graph (its step count stays on
+    the device). CPU: ``foreach`` (each update stage is one call over the ten parameter
     tensors, not ten): the default loop's numbers, bit for bit, in less time. ``fused`` is
     faster still on the CPU but rounds differently from the tutorial's Adam.
     """
     if device.type in {"cuda", "mps"} and fused_adam_supported(device.type):
-        return torch.optim.Adam(model.parameters(), fused=True)
+        return torch.optim.Adam(model.parameters(), fused=True, capturable=capturable)
     if device.type == "cpu":
         return torch.optim.Adam(model.parameters(), foreach=True)
     return torch.optim.Adam(model.parameters())
@@ -135,13 +142,15 @@ def make_step(
     device: torch.device,
     *,
     bf16: bool = False,
+    graphed: bool = False,
 ) -> Step:
     """One optimizer step of ``forward`` (the model, or its compiled form) on a batch, its
-    forward pass under bf16 autocast with ``bf16``; returns the detached loss, on the device."""
+    forward pass under bf16 autocast with ``bf16``; returns the detached loss, on the device.
+    ``graphed``: the step is to be captured in a CUDA graph (:class:`StaticStep`)."""
     criterion = torch.nn.CrossEntropyLoss()
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with bf16_autocast(device, bf16):
+        with bf16_autocast(device, bf16, cache=not graphed):
             loss = criterion(forward(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -150,3 +159,74 @@ def make_step(
         return detached
 
     return step
+
+
+WARMUP_STEPS = 3
+"""Steps run eagerly (on a side stream, on CUDA) before the capture: cuDNN's and cuBLAS's
+lazy set-up and the optimizer's state are made outside the graph, as torch's docs ask."""
+
+
+class StaticStep:
+    """The step of one run replayed from a CUDA graph: each batch is copied into buffers
+    that never move, and the whole step (forward, loss, backward, the fused optimizer) is
+    one graph launch instead of a launch per kernel, the host's cost that bounds this small
+    CNN's pace on a GPU.
+
+    The first :data:`WARMUP_STEPS` batches train eagerly from the buffers; the next is
+    captured, then replayed. Without ``capture`` (the CPU, where the path is tested against
+    the eager step) every batch runs eagerly from the buffers. A batch of another shape
+    runs eagerly. A capture that fails leaves the run eager: :attr:`fell_back` says why.
+    """
+
+    def __init__(self, step: Step, device: torch.device, *, capture: bool) -> None:
+        self.step, self.device, self.capture = step, device, capture
+        self.calls = 0
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.fell_back: str | None = None
+        """Why the capture failed (its exception, in one line); ``None`` while it has not."""
+        self._x: torch.Tensor | None = None
+        self._y: torch.Tensor | None = None
+        self._loss: torch.Tensor | None = None
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self._x is None or self._y is None:
+            self._x = torch.empty_like(x)
+            self._y = torch.empty_like(y)
+        if x.shape != self._x.shape or y.shape != self._y.shape:
+            return self.step(x, y)
+        self._x.copy_(x)
+        self._y.copy_(y)
+        self.calls += 1
+        if self.graph is not None:
+            self.graph.replay()
+            assert self._loss is not None
+            return self._loss
+        if not self.capture or self.fell_back is not None:
+            return self.step(self._x, self._y)
+        if self.calls <= WARMUP_STEPS:  # GPU-ONLY from here
+            return self._on_side_stream(self._x, self._y)
+        try:
+            self._capture(self._x, self._y)
+        except Exception as exc:  # torch raises RuntimeError; the run goes on eagerly
+            self.graph, self.fell_back = None, failure_line(exc)
+            return self.step(self._x, self._y)
+        assert self.graph is not None and self._loss is not None
+        self.graph.replay()
+        return self._loss
+
+    def _on_side_stream(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        main = torch.cuda.current_stream(self.device)
+        side = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]  # torch's own
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            loss = self.step(x, y)
+        main.wait_stream(side)
+        return loss
+
+    def _capture(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Record the step on the buffers (nothing runs yet: the caller replays it)."""
+        torch.cuda.synchronize(self.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            loss = self.step(x, y)
+        self.graph, self._loss = graph, loss

@@ -51,12 +51,13 @@ from gputui.engine.pace import EpochClock, busy_share, device_clock, training_fl
 from gputui.engine.pipelines import ClassicPipeline, Pipeline, ResidentPipeline, Shard
 from gputui.engine.placement import describe_placement
 from gputui.engine.records import RunRecorder
-from gputui.engine.step import bf16_autocast, make_optimizer, make_step, set_math
+from gputui.engine.step import StaticStep, bf16_autocast, make_optimizer, make_step, set_math
 from gputui.engine.toolchain import TOOLCHAIN, missing_for_compile
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import exception_line
 from gputui.jobs.config import ConfigError, RunConfig, check_batch_fits
 from gputui.jobs.events import (
+    GRAPHS_OFF,
     DataReady,
     Emit,
     EpochFinished,
@@ -151,6 +152,9 @@ class _Run:
         self.epochs: list[EpochFinished] = []
         self.batch_size = config.batch_size
         self.step: Step | None = None
+        self.static: StaticStep | None = None
+        """The step replayed from a CUDA graph, when the run's is (``config.graphs``)."""
+        self.said_fell_back = False
         self.pipeline: Pipeline | None = None
         """The run's data, kept while a batch size is probed after an out-of-memory error:
         the retry holds it again (the resident dataset is on the device), so the probe
@@ -276,12 +280,21 @@ class _Run:
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True
 
+        graphed = (  # the step one graph launch: where the host's launches bound its pace
+            config.graphs
+            and device.type == "cuda"
+            and config.pipeline == "resident"
+            and self.world is None
+            and not config.compile
+        )
         model = CNN().to(device=device, memory_format=self.memory_format)  # type: ignore[call-overload]  # torch's overloads omit memory_format
-        optimizer = make_optimizer(model, device)
+        optimizer = make_optimizer(model, device, capturable=graphed)
         self.ddp = distributed.wrap(model, device) if self.world is not None else None
         trained = self.ddp if self.ddp is not None else model
         forward = torch.compile(trained) if config.compile else trained
-        self.step = make_step(forward, optimizer, device, bf16=bf16)
+        self.step = make_step(forward, optimizer, device, bf16=bf16, graphed=graphed)
+        if graphed:  # GPU-ONLY
+            self.step = self.static = StaticStep(self.step, device, capture=True)
 
         pipeline = self.pipeline = self._pipeline(data, device)
         self.emit(
@@ -312,6 +325,7 @@ class _Run:
                 run_dir=self.run_dir,
                 torch_build=torch_build(),
                 flops_per_image=training_flops_per_image(),
+                graphs=graphed,
             )
         )
         if self.world is not None:
@@ -405,6 +419,9 @@ class _Run:
         clock.stop()
         synchronize(device)
         seconds = time.perf_counter() - started
+        if self.static is not None and self.static.fell_back and not self.said_fell_back:
+            self.said_fell_back = True  # GPU-ONLY
+            self.emit(Note(f"{GRAPHS_OFF}, the step runs eagerly: {self.static.fell_back}"))
         device_seconds, joules = clock.read()
         if self.world is not None:  # the job's epoch: its slowest rank's, its mean loss
             seconds = distributed.slowest(seconds, device)

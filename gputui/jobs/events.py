@@ -220,6 +220,13 @@ class RunStarted(Event, type="run_started"):
     flops_per_image: int | None = None
     """FLOPs of one image's forward and backward pass, counted once by torch's
     ``FlopCounterMode`` (``None`` from an engine that predates it)."""
+    graphs: bool = False
+    """Whether the step is to be replayed from a CUDA graph once warm (a failed capture
+    then says so in a :class:`Note` that starts with :data:`GRAPHS_OFF`)."""
+
+
+GRAPHS_OFF = "CUDA graphs off"
+"""How the note of a capture that failed begins (the run then trained eagerly)."""
 
 
 class DataReady(Event, type="data_ready"):

@@ -23,6 +23,7 @@ from gputui.format import (
 from gputui.jobs.conclusions import bf16_clause, sentence
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
+    GRAPHS_OFF,
     DataProgress,
     EpochFinished,
     Error,
@@ -132,6 +133,9 @@ def render_table(runs: list[RunRecord]) -> str:
             f"{fmt_counted(first.epochs, 'epoch')}"
             f"{', compiled' if first.compile else ''}"
         )
+        graphed = [name for run, name in zip(runs, names, strict=True) if _graphed(run)]
+        if graphed:
+            lines.append(f"{', '.join(graphed)}: each step replayed from a CUDA graph once warm")
         if first_world := next((run.world for run in runs if run.world), None):
             lines.append(world_line(first_world, first.torch_build))
         maths = {
@@ -302,6 +306,14 @@ def placement_verdict(run: RunRecord, label: str) -> str | None:
     return text
 
 
+def _graphed(run: RunRecord) -> bool:
+    """Whether ``run``'s step was replayed from a CUDA graph (asked, and no note of a
+    capture that failed)."""
+    return bool(run.started and run.started.graphs) and not any(
+        note.startswith(GRAPHS_OFF) for note in run.notes
+    )
+
+
 _STARTED_FIELDS = (
     "dataset",
     "dataset_source",
@@ -313,6 +325,7 @@ _STARTED_FIELDS = (
     "math",
     "batch_size",
     "compile",
+    "graphs",
     "channels_last",
     "num_threads",
     "torch_version",
