@@ -29,14 +29,17 @@ The checks, the most telling first (a first GPU run must not lose them to a hang
    ``benchmarks/nvml_calls.py`` times every NVML call of 220 samples 50 ms apart (11 s,
    past the energy counter's 10 s): a sample's median CPU at most 1 ms a GPU, and no call
    made every sample above 0.5 ms of CPU.
-3. bench: ``gputui bench`` for 4 epochs (resident fp32, then tf32 and bf16, classic fp32,
-   and last ``--compile``, with TF32 too on CUDA builds; the CPU's rehearsal: 3 epochs and
-   no tf32, which is fp32 there): epochs 2 to 4 agree within the
-   tolerance, the math is the one asked for (TF32 only where torch says it is in effect),
-   every placement row is on the device, and held-out accuracy beats chance. Each run's
+3. bench: ``gputui bench`` for 4 epochs (resident fp32, on CUDA again with ``--no-graphs``
+   to give what the CUDA graphs gain, then tf32 and bf16, classic fp32, and last
+   ``--compile``, with TF32 too on CUDA builds; the CPU's rehearsal: 3 epochs, no tf32,
+   which is fp32 there, and no eager run, the CPU's being eager): epochs 2 to 4 agree
+   within the tolerance, the math is the one asked for (TF32 only where torch says it is
+   in effect), every placement row is on the device, held-out accuracy beats chance, and
+   on CUDA the resident runs replayed their step from a CUDA graph. Each run's
    event stream is kept as ``OUT/streams/bench_*.jsonl``, to test the UI on (tests/ui/streams).
-4. timing: 100 steps of the same model, batch and pipeline timed with the GPU's events (a
-   synchronized clock elsewhere) against bench's steady images/s.
+4. timing: 100 eager steps of the same model, batch and pipeline timed with the GPU's
+   events (a synchronized clock elsewhere) against bench's steady images/s (on CUDA, the
+   ``--no-graphs`` run's).
 5. processes: during a run the monitor lists exactly the trainer's pid on the chosen GPU,
    and no other process of the run (the ``gputui`` parent above all) holds it. NVIDIA: by
    NVML on the GPU's UUID (or its MIG device's); in a pid namespace NVML's host pid counts
@@ -93,6 +96,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # gputui's torch-free parts, and this file's --child runs
 
 from gputui.device import Device, DeviceError  # noqa: E402  # found through the path above
+from gputui.jobs.events import GRAPHS_OFF  # noqa: E402
 
 GIB = 1 << 30
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
@@ -349,6 +353,10 @@ def platform_for(kind: str, facts: Mapping[str, Any]) -> Platform:
     )
     if kind == "cpu":  # (the rehearsal's time goes to what differs)
         skips["bench resident tf32"] = "TF32 is CUDA's: on the CPU it is the fp32 bench above"
+    if kind != "cuda":
+        skips["bench resident fp32 eager"] = (
+            f"CUDA graphs are CUDA's: on {kind} the fp32 bench above is eager"
+        )
     if kind == "cuda" and not tf32:
         skips["bench resident tf32 compile"] = (
             f"TF32 is not in effect on this {build} build ({_tf32_why(facts)})"
@@ -478,10 +486,12 @@ def bench_verdict(
     precision: str,
     tolerance: float | None,
     tf32: bool = False,
+    graphs: bool = False,
+    eager: bool = False,
 ) -> Check:
     """One bench run's check: it ended, steady epochs agree, the math and placement are
-    right, and it learned."""
-    name = _bench_name(run.get("pipeline", "?"), precision, bool(run.get("compile")))
+    right, and it learned; with ``graphs``, its steps were replayed from a CUDA graph."""
+    name = _bench_name(run.get("pipeline", "?"), precision, bool(run.get("compile")), eager)
     if run.get("status") != "ok":
         error = run.get("error") or {}
         if error.get("kind") == "toolchain":  # --compile on a machine without a compiler
@@ -495,8 +505,12 @@ def bench_verdict(
         "images_per_second": run.get("images_per_second"),
         "accuracy": accuracy,
         "math": run.get("math"),
+        "graphs": run.get("graphs"),
     }
     problems = []
+    fell_back = [note for note in run.get("notes") or [] if note.startswith(GRAPHS_OFF)]
+    if graphs and (fell_back or not run.get("graphs")):
+        problems.append(f"CUDA graphs did not run: {fell_back[0] if fell_back else 'not asked'}")
     if len(seconds) < 2:
         problems.append(f"only {len(seconds)} steady epochs")
     else:
@@ -855,8 +869,12 @@ def oom_verdict(first: Mapping[str, Any], retry: Mapping[str, Any] | None, batch
     return Check("oom", PASS, f"{error['message']}; batch {suggested} then trained", figures)
 
 
-def _bench_name(pipeline: str, precision: str, compiled: bool) -> str:
-    return f"bench {pipeline} {precision}" + (" compile" if compiled else "")
+def _bench_name(pipeline: str, precision: str, compiled: bool, eager: bool = False) -> str:
+    return (
+        f"bench {pipeline} {precision}"
+        + (" compile" if compiled else "")
+        + (" eager" if eager else "")
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -1057,9 +1075,11 @@ class Suite:
         run must not lose comes first; the slow and the likeliest to hang (the compiler,
         NCCL's rendezvous) come last."""
 
-        def bench(pipeline: str, precision: str, compiled: bool = False) -> Any:
-            name = _bench_name(pipeline, precision, compiled)
-            return (name,), lambda: self.bench(pipeline, precision, compiled)
+        def bench(
+            pipeline: str, precision: str, compiled: bool = False, eager: bool = False
+        ) -> Any:
+            name = _bench_name(pipeline, precision, compiled, eager)
+            return (name,), lambda: self.bench(pipeline, precision, compiled, eager)
 
         steps = [
             (("imports", "arch"), self.imports),
@@ -1067,6 +1087,7 @@ class Suite:
             (("snapshot",), self.snapshot),
             (("nvml cost",), self.nvml_cost),
             bench("resident", "fp32"),
+            bench("resident", "fp32", eager=True),
             (("timing",), self.timing),
             bench("resident", "tf32"),
             bench("resident", "bf16"),
@@ -1177,13 +1198,16 @@ class Suite:
         yield nvml_cost_verdict(result)
 
     # -- 3 ------------------------------------------------------------------
-    def bench(self, pipeline: str, precision: str, compiled: bool) -> Iterator[Check]:
-        name = _bench_name(pipeline, precision, compiled)
+    def bench(
+        self, pipeline: str, precision: str, compiled: bool, eager: bool = False
+    ) -> Iterator[Check]:
+        name = _bench_name(pipeline, precision, compiled, eager)
         skip = self.skipped(name)
         if skip is not None:
             yield skip
             return
         args = [*self._bench_args(), "--pipeline", pipeline, "--precision", precision]
+        args += ["--no-graphs"] if eager else []
         if self.out is not None:  # its run folder keeps the event stream the UI is tested on
             args[args.index("--no-record")] = f"--runs-dir={self.out / 'runs'}"
         code, result, stderr = self.runner.gputui(*args, *(["--compile"] if compiled else []))
@@ -1195,7 +1219,14 @@ class Suite:
         self._save(name.replace(" ", "_") + ".json", result)
         self._keep_stream(name.replace(" ", "_"), runs[0].get("run_dir"))
         tolerance, tf32 = self.expect.epoch_tolerance, self.platform.tf32
-        yield bench_verdict(runs[0], self.device, precision, tolerance, tf32)
+        graphs = self.kind == "cuda" and pipeline == "resident" and not (compiled or eager)
+        check = bench_verdict(runs[0], self.device, precision, tolerance, tf32, graphs, eager)
+        graphed = self.bench_runs.get(_bench_name(pipeline, precision, compiled))
+        if eager and graphed and graphed.get("images_per_second") and check.status == PASS:
+            ratio = graphed["images_per_second"] / runs[0]["images_per_second"]
+            check.figures["graphs_speedup"] = round(ratio, 3)  # issue 40's goal: at least 5
+            check.detail += f"; with CUDA graphs {ratio:.2f}x this eager pace"
+        yield check
 
     def _bench_args(self, epochs: int | None = None, batch: int | None = None) -> list[str]:
         s = self.settings
@@ -1206,9 +1237,11 @@ class Suite:
 
     # -- 4 ------------------------------------------------------------------
     def timing(self) -> Iterator[Check]:
-        run = self.bench_runs.get(_bench_name("resident", "fp32", False))
+        # the child times eager steps: bench's eager run where the other replayed a graph
+        name = _bench_name("resident", "fp32", False, eager=self.kind == "cuda")
+        run = self.bench_runs.get(name)
         if not run or run.get("status") != "ok":
-            yield Check("timing", SKIP, "no bench resident fp32 result to compare with")
+            yield Check("timing", SKIP, f"no {name} result to compare with")
             return
         s = self.settings
         code, timed, stderr = self.runner.child(

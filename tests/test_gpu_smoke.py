@@ -31,6 +31,7 @@ CHECKS = [
     "snapshot",
     "nvml cost",
     "bench resident fp32",
+    "bench resident fp32 eager",
     "timing",
     "bench resident tf32",
     "bench resident bf16",
@@ -90,10 +91,11 @@ def test_the_cpu_rehearsal_passes_without_textual_and_lists_every_check(rehearsa
     report = _report(out)
     assert [c["name"] for c in report["checks"]] == CHECKS
     statuses = {c["name"]: c["status"] for c in report["checks"]}
-    gpu_only = {*gpu_smoke.FROM_NVIDIA, "bench resident tf32"}  # a GPU's driver, CUDA's math
+    # a GPU's driver, CUDA's math, CUDA's graphs
+    gpu_only = {*gpu_smoke.FROM_NVIDIA, "bench resident tf32", "bench resident fp32 eager"}
     assert all(statuses[name] == SKIP for name in gpu_only)
     assert {s for n, s in statuses.items() if n not in gpu_only} == {PASS}
-    assert report["ok"] is True and report["counts"] == {PASS: 12, FAIL: 0, SKIP: 5}
+    assert report["ok"] is True and report["counts"] == {PASS: 12, FAIL: 0, SKIP: 6}
     for check in report["checks"]:
         assert set(check) == {"name", "status", "figures", "detail"} and check["detail"]
     imports = report["checks"][0]
@@ -172,6 +174,19 @@ def test_a_bench_run_fails_for_each_thing_wrong_with_it(rehearsal):
     bare.update(status="error", error={"kind": "toolchain", "message": "no C compiler"})
     skipped = gpu_smoke.bench_verdict(bare, CPU, "fp32", 0.10)
     assert (skipped.status, skipped.detail) == (SKIP, "not run here: no C compiler")
+
+    # issue 40 item 3: where CUDA graphs are expected, a run that did not replay one fails
+    def graphs(change) -> gpu_smoke.Check:
+        changed = copy.deepcopy(run)
+        change(changed)
+        return gpu_smoke.bench_verdict(changed, CPU, "fp32", 0.10, graphs=True)
+
+    assert run["graphs"] is False  # the CPU's run: no graph to replay
+    assert graphs(lambda r: None).detail.endswith("CUDA graphs did not run: not asked")
+    fell_back = "CUDA graphs off, the step runs eagerly: capture failed"
+    failed = graphs(lambda r: r.update(graphs=True, notes=[fell_back]))
+    assert failed.status == FAIL and failed.detail.endswith(f"did not run: {fell_back}")
+    assert graphs(lambda r: r.update(graphs=True)).status == PASS
 
 
 def test_a_doctor_report_fails_when_pinned_is_not_faster_or_a_figure_is_absurd(rehearsal):
@@ -459,7 +474,7 @@ def test_every_child_and_command_gets_the_device_the_suite_resolves():
 
     runner = RecordingRunner()
     suite = gpu_smoke.Suite(Device("cuda"), runner, None)
-    suite.bench_runs["bench resident fp32"] = {"status": "ok", "images_per_second": 1.0}
+    suite.bench_runs["bench resident fp32 eager"] = {"status": "ok", "images_per_second": 1.0}
     for _names, step in suite.steps():
         list(step())  # the facts child fails here: what a GPU's driver says is SKIP
     devices = []
