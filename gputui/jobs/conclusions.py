@@ -349,8 +349,11 @@ class PaceVerdict:
     """The busy share, the kind, why, and what would help, in one sentence."""
 
 
-def pace_verdict(device: Device, busy_share: float | None, pipeline: str) -> PaceVerdict | None:
-    """What set the pace of a run on ``device``; ``None`` where its busy share is unknown.
+def pace_verdict(
+    device: Device, busy_share: float | None, pipeline: str, *, graphed: bool = False
+) -> PaceVerdict | None:
+    """What set the pace of a run on ``device`` (``graphed``: its step replayed from a CUDA
+    graph); ``None`` where its busy share is unknown.
 
     A GPU busy ``BUSY_MIN`` of its steps' time or more is compute-bound. Below that it
     waits on the host: for its batches where the host loads them (the classic pipeline),
@@ -369,7 +372,8 @@ def pace_verdict(device: Device, busy_share: float | None, pipeline: str) -> Pac
     kind: PaceKind = "compute-bound" if busy_share >= BUSY_MIN else "launch-bound"
     if kind == "launch-bound" and pipeline == "classic":
         kind = "waiting on data"
-    return PaceVerdict(kind, sentence([f"{busy}: {kind}, {_PACE_WHY[kind]}"]))
+    why = _GRAPHED_LAUNCH_BOUND if graphed and kind == "launch-bound" else _PACE_WHY[kind]
+    return PaceVerdict(kind, sentence([f"{busy}: {kind}, {why}"]))
 
 
 _PACE_WHY: dict[PaceKind, str] = {
@@ -380,6 +384,10 @@ _PACE_WHY: dict[PaceKind, str] = {
     "launch-bound": "the host issues kernels slower than the device runs them; a larger batch "
     "(fewer, larger kernels) or CUDA graphs would help",
 }
+_GRAPHED_LAUNCH_BOUND = (
+    "the host sets the pace even with each step one CUDA graph (its batch cut and copied, "
+    "then the graph launched); a larger batch would help"
+)
 
 
 def _rates(rows: Sequence[PipelineRow]) -> tuple[float | None, float | None]:

@@ -27,6 +27,7 @@ from gputui.jobs.conclusions import (
 )
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
+    GRAPHS_OFF,
     BatchSweepRow,
     DataReady,
     DeviceFailed,
@@ -224,8 +225,15 @@ class RunRecord:
             busy,
             flops * ips if flops and ips else None,
             sum(e.images for e in counted) / joules if metered else None,
-            pace_verdict(self.device, busy, pipeline),
+            pace_verdict(self.device, busy, pipeline, graphed=self.graphed),
         )
+
+    @property
+    def graphed(self) -> bool:
+        """Whether the run's step was replayed from a CUDA graph: asked, and no note of a
+        capture that failed."""
+        asked = self.started is not None and self.started.graphs
+        return asked and not any(note.startswith(GRAPHS_OFF) for note in self.notes)
 
     @property
     def run_dir(self) -> str | None:

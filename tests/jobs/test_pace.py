@@ -9,10 +9,10 @@ import pytest
 
 from gputui.device import CPU, Device
 from gputui.format import fmt_decimal
-from gputui.jobs.bench.report import pace_lines
+from gputui.jobs.bench.report import bench_json, pace_lines, render_table
 from gputui.jobs.conclusions import pace_verdict
 from gputui.jobs.config import RunConfig
-from gputui.jobs.events import EpochFinished, Finished
+from gputui.jobs.events import GRAPHS_OFF, EpochFinished, Finished, Note
 from gputui.jobs.results import RunRecord, speedup
 from gputui.ui.render.runner import speedup_text
 from tests.jobs.test_bf16_gain import EPOCH_IMAGES, _started
@@ -46,6 +46,16 @@ def test_each_verdict_follows_the_busy_share_and_the_pipeline(
     assert ". " not in verdict.sentence  # one sentence
     if device == CPU:
         assert "GPU busy" not in verdict.sentence and "%" not in verdict.sentence
+
+
+def test_a_launch_bound_run_already_replaying_a_cuda_graph_is_not_told_to_use_one() -> None:
+    eager = pace_verdict(GPU, 0.31, "resident")
+    graphed = pace_verdict(GPU, 0.31, "resident", graphed=True)
+    assert eager is not None and "or CUDA graphs would help" in eager.sentence
+    assert graphed is not None and graphed.kind == "launch-bound"
+    assert "even with each step one CUDA graph" in graphed.sentence
+    assert "or CUDA graphs would help" not in graphed.sentence
+    assert graphed.sentence.endswith("a larger batch would help.")
 
 
 def test_no_verdict_without_a_busy_share() -> None:
@@ -129,3 +139,23 @@ def test_a_run_from_an_engine_before_the_clocks_gets_figures_but_no_verdict() ->
     pace = old.pace
     assert pace is not None and (pace.wall_s, pace.device_s, pace.busy_share) == (2.1, None, None)
     assert pace.verdict is None and speedup(old, old).verdict is None
+
+
+def test_a_graphed_run_says_so_and_a_capture_that_failed_undoes_it() -> None:
+    """Issue 40 item 3, on the parent's side: ``RunStarted.graphs`` and the trainer's note
+    of a failed capture decide what the table, ``--json`` and the verdict say."""
+    graphed = record(GPU, [2.0, 1.0, 1.0], clock="cuda events", busy=0.31)
+    graphed.started = replace(graphed.started, graphs=True) if graphed.started else None
+    assert graphed.graphed
+    assert "cuda:0: each step replayed from a CUDA graph once warm" in render_table([graphed])
+    assert bench_json([graphed])["runs"][0]["graphs"] is True
+    pace = graphed.pace
+    assert pace is not None and pace.verdict is not None
+    assert "even with each step one CUDA graph" in pace.verdict.sentence
+
+    graphed.absorb(Note(f"{GRAPHS_OFF}, the step runs eagerly: capture failed"))
+    assert not graphed.graphed
+    assert "each step replayed from a CUDA graph" not in render_table([graphed])
+    pace = graphed.pace
+    assert pace is not None and pace.verdict is not None
+    assert "or CUDA graphs would help" in pace.verdict.sentence

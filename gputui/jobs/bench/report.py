@@ -23,7 +23,6 @@ from gputui.format import (
 from gputui.jobs.conclusions import bf16_clause, sentence
 from gputui.jobs.config import RunConfig
 from gputui.jobs.events import (
-    GRAPHS_OFF,
     DataProgress,
     EpochFinished,
     Error,
@@ -133,7 +132,7 @@ def render_table(runs: list[RunRecord]) -> str:
             f"{fmt_counted(first.epochs, 'epoch')}"
             f"{', compiled' if first.compile else ''}"
         )
-        graphed = [name for run, name in zip(runs, names, strict=True) if _graphed(run)]
+        graphed = [name for run, name in zip(runs, names, strict=True) if run.graphed]
         if graphed:
             lines.append(f"{', '.join(graphed)}: each step replayed from a CUDA graph once warm")
         if first_world := next((run.world for run in runs if run.world), None):
@@ -304,14 +303,6 @@ def placement_verdict(run: RunRecord, label: str) -> str | None:
     if steps - {device}:
         text += f" (Adam's step counters on {', '.join(sorted(steps))}, as stock Adam keeps them)"
     return text
-
-
-def _graphed(run: RunRecord) -> bool:
-    """Whether ``run``'s step was replayed from a CUDA graph (asked, and no note of a
-    capture that failed)."""
-    return bool(run.started and run.started.graphs) and not any(
-        note.startswith(GRAPHS_OFF) for note in run.notes
-    )
 
 
 _STARTED_FIELDS = (
