@@ -635,3 +635,20 @@ def test_the_h200_runs_bench_results_pass_as_judged_now(run):
         result["epochs"][-1]["seconds"] *= 2  # recompiled, or a restarted pipeline
         check = gpu_smoke.bench_verdict(result, CUDA_0, precision, tolerance, tf32=True)
         assert "steady epochs differ" in check.detail, name
+
+
+def test_the_eager_run_says_what_the_graphs_gained_and_fails_a_graph_that_trained_otherwise(
+    rehearsal,
+):
+    _, out = rehearsal
+    eager = _raw(out, "bench_resident_fp32.json")["runs"][0]
+    graphed = copy.deepcopy(eager)
+    graphed.update(graphs=True, images_per_second=eager["images_per_second"] * 5.5)
+    passed = gpu_smoke.Check("bench resident fp32 eager", PASS, "ok", {"accuracy": 0.4})
+    check = gpu_smoke.graphs_verdict(passed, graphed, eager)
+    assert check.status == PASS and check.figures["graphs_speedup"] == 5.5
+    assert check.figures["loss_gap"] == 0 and check.figures["accuracy"] == 0.4
+    assert "with CUDA graphs 5.50x this eager pace" in check.detail
+    graphed["epochs"][-1]["loss"] = eager["epochs"][-1]["loss"] * 1.2
+    diverged = gpu_smoke.graphs_verdict(passed, graphed, eager)
+    assert diverged.status == FAIL and "is 20.0% from eager's" in diverged.detail

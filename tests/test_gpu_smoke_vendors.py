@@ -80,7 +80,10 @@ CPU_FACTS: dict[str, Any] = {"torch": "2.13.0+cpu", "build": "cpu", "name": "a C
             "amd",
             False,
             "nccl",  # RCCL, under NCCL's name
-            {"bench resident tf32 compile": "HIPBLASLT_ALLOW_TF32=None"},
+            {
+                "bench resident tf32 compile": "HIPBLASLT_ALLOW_TF32=None",
+                "bench resident fp32 eager": "no CUDA graph on ROCm",
+            },
         ),
         (
             "cuda",
@@ -88,7 +91,7 @@ CPU_FACTS: dict[str, Any] = {"torch": "2.13.0+cpu", "build": "cpu", "name": "a C
             "amd",
             True,
             "nccl",
-            {},
+            {"bench resident fp32 eager": "no CUDA graph on ROCm"},
         ),
         (
             "cuda",
@@ -96,17 +99,39 @@ CPU_FACTS: dict[str, Any] = {"torch": "2.13.0+cpu", "build": "cpu", "name": "a C
             "amd",
             False,
             "nccl",
-            {"arch": "no gcnArchName", "bench resident tf32 compile": "not in effect"},
+            {
+                "arch": "no gcnArchName",
+                "bench resident tf32 compile": "not in effect",
+                "bench resident fp32 eager": "no CUDA graph on ROCm",
+            },
         ),
-        ("xpu", XPU_FACTS, "intel", False, "xccl", {"arch": "compute capability is NVIDIA's"}),
-        ("xpu", {**XPU_FACTS, "tf32": True}, "intel", True, "xccl", {"arch": "AOT targets"}),
+        (
+            "xpu",
+            XPU_FACTS,
+            "intel",
+            False,
+            "xccl",
+            {"arch": "NVIDIA's", "bench resident fp32 eager": "CUDA graphs are CUDA's"},
+        ),
+        (
+            "xpu",
+            {**XPU_FACTS, "tf32": True},
+            "intel",
+            True,
+            "xccl",
+            {"arch": "AOT", "bench resident fp32 eager": "CUDA graphs are CUDA's"},
+        ),
         (
             "xpu",
             {**XPU_FACTS, "tf32": False},
             "intel",
             False,
             "xccl",
-            {"arch": "AOT targets", "bench resident tf32": "is_tf32_supported"},
+            {
+                "arch": "AOT targets",
+                "bench resident tf32": "is_tf32_supported",
+                "bench resident fp32 eager": "CUDA graphs are CUDA's",
+            },
         ),
         (
             "xpu",
@@ -118,6 +143,7 @@ CPU_FACTS: dict[str, Any] = {"torch": "2.13.0+cpu", "build": "cpu", "name": "a C
                 "arch": "AOT targets",
                 "bench resident bf16": "is_bf16_supported",
                 "scale": "this torch has no XCCL",
+                "bench resident fp32 eager": "CUDA graphs are CUDA's",
             },
         ),
         (
@@ -129,6 +155,7 @@ CPU_FACTS: dict[str, Any] = {"torch": "2.13.0+cpu", "build": "cpu", "name": "a C
             {
                 **dict.fromkeys(gpu_smoke.FROM_NVIDIA, "cpu"),
                 "bench resident tf32": "on the CPU it is the fp32 bench",
+                "bench resident fp32 eager": "CUDA graphs are CUDA's",
             },
         ),
         (  # the facts child failed: nothing read from a GPU's driver is guessed

@@ -1,5 +1,6 @@
 """The engine's ``experiment`` mode: batch-sweep, sync-stall or pipelines on each device in
-turn, each with a fresh seed 001 CNN and the trainer's own step (:mod:`gputui.engine.step`).
+turn, each with a fresh seed 001 CNN and the trainer's own step (:mod:`gputui.engine.step`),
+launched eagerly: each lesson is about the kernels a step launches, which a CUDA graph hides.
 
 Every measurement is timed alike: ``warmup_steps`` untimed steps, the device synchronized
 before every clock read, then at most ``steps`` timed steps: fewer when the warm-up says
@@ -240,7 +241,7 @@ class _DeviceRun:
             raise ExperimentStopped
 
     def _step(self) -> Step:
-        """A fresh CNN and its optimizer on the device; returns the trainer's own step."""
+        """A fresh CNN and its optimizer on the device; returns the trainer's own step, eager."""
         model = CNN().to(self.device)
         optimizer = make_optimizer(model, self.device)
         return make_step(model, optimizer, self.device)

@@ -1,12 +1,14 @@
 """The one training step, used by the trainer and every experiment alike: seed 001's loss
 and optimizer in their fastest form for the device.
 
-An experiment that times "a step" times exactly the step ``gputui bench`` trains with.
+An experiment that times "a step" times exactly the step ``gputui bench`` trains with,
+but eagerly: on CUDA, bench replays that step from a CUDA graph (:class:`StaticStep`).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
@@ -109,16 +111,17 @@ def make_optimizer(
     """Adam with default hyperparameters, in its fastest implementation for ``device``.
 
     CUDA, and MPS where this torch has the kernel: ``fused`` (one kernel for every
-    parameter), ``capturable`` for a step captured in a CUDA graph (its step count stays on
-    the device). CPU: ``foreach`` (each update stage is one call over the ten parameter
-    tensors, not ten): the default loop's numbers, bit for bit, in less time. ``fused`` is
-    faster still on the CPU but rounds differently from the tutorial's Adam.
+    parameter). ``capturable`` for a step captured in a CUDA graph: torch refuses to capture
+    an optimizer without it (fused Adam keeps its step count on the device either way).
+    CPU: ``foreach`` (each update stage is one call over the ten parameter tensors, not
+    ten): the default loop's numbers, bit for bit, in less time. ``fused`` is faster still
+    on the CPU but rounds differently from the tutorial's Adam.
     """
     if device.type in {"cuda", "mps"} and fused_adam_supported(device.type):
         return torch.optim.Adam(model.parameters(), fused=True, capturable=capturable)
     if device.type == "cpu":
         return torch.optim.Adam(model.parameters(), foreach=True)
-    return torch.optim.Adam(model.parameters())
+    return torch.optim.Adam(model.parameters(), capturable=capturable)
 
 
 def fused_adam_supported(device_type: str) -> bool:
@@ -162,8 +165,9 @@ def make_step(
 
 
 WARMUP_STEPS = 3
-"""Steps run eagerly (on a side stream, on CUDA) before the capture: cuDNN's and cuBLAS's
-lazy set-up and the optimizer's state are made outside the graph, as torch's docs ask."""
+"""Steps run eagerly (on the capture's side stream, on CUDA) before the capture: cuDNN's
+and cuBLAS's lazy set-up and the optimizer's state are made outside the graph, as torch's
+docs ask."""
 
 
 class StaticStep:
@@ -175,18 +179,29 @@ class StaticStep:
     The first :data:`WARMUP_STEPS` batches train eagerly from the buffers; the next is
     captured, then replayed. Without ``capture`` (the CPU, where the path is tested against
     the eager step) every batch runs eagerly from the buffers. A batch of another shape
-    runs eagerly. A capture that fails leaves the run eager: :attr:`fell_back` says why.
+    runs eagerly. A capture that fails leaves the run eager, and ``fell_back`` is called
+    with why, once. The loss returned is one tensor, overwritten by the next step: add it
+    up, do not keep it.
     """
 
-    def __init__(self, step: Step, device: torch.device, *, capture: bool) -> None:
+    def __init__(
+        self,
+        step: Step,
+        device: torch.device,
+        *,
+        capture: bool,
+        fell_back: Callable[[str], object] = lambda why: None,
+    ) -> None:
         self.step, self.device, self.capture = step, device, capture
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.fell_back: str | None = None
-        """Why the capture failed (its exception, in one line); ``None`` while it has not."""
+        self.failed: str | None = None
+        """Why the capture failed (its first cause, in one line); ``None`` while it has not."""
+        self._fell_back = fell_back
         self._x: torch.Tensor | None = None
         self._y: torch.Tensor | None = None
         self._loss: torch.Tensor | None = None
+        self._side: torch.cuda.Stream | None = None
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self._x is None or self._y is None:
@@ -201,32 +216,57 @@ class StaticStep:
             self.graph.replay()
             assert self._loss is not None
             return self._loss
-        if not self.capture or self.fell_back is not None:
+        if not self.capture or self.failed is not None:
             return self.step(self._x, self._y)
-        if self.calls <= WARMUP_STEPS:  # GPU-ONLY from here
-            return self._on_side_stream(self._x, self._y)
-        try:
-            self._capture(self._x, self._y)
-        except Exception as exc:  # torch raises RuntimeError; the run goes on eagerly
-            self.graph, self.fell_back = None, failure_line(exc)
-            return self.step(self._x, self._y)
-        assert self.graph is not None and self._loss is not None
-        self.graph.replay()
-        return self._loss
+        return self._warm_up_or_capture(self._x, self._y)  # GPU-ONLY
 
-    def _on_side_stream(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def _warm_up_or_capture(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Warm up on the side stream the capture will use, then capture and replay once;
+        a capture that fails is left (its stream too) and the step runs eagerly."""
         main = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]  # torch's own
-        side.wait_stream(main)
-        with torch.cuda.stream(side):
-            loss = self.step(x, y)
-        main.wait_stream(side)
-        return loss
+        if self._side is None:
+            self._side = torch.cuda.Stream(self.device)  # type: ignore[no-untyped-call]  # torch's own
+            _profiler_ready_for_graphs()
+        side = self._side
+        if self.calls <= WARMUP_STEPS:
+            side.wait_stream(main)
+            with torch.cuda.stream(side), warnings.catch_warnings():
+                # "capturable=True ... without CUDA graph capture": these steps, on purpose
+                warnings.filterwarnings("ignore", message=".*capturable=True.*")
+                loss = self.step(x, y)
+            main.wait_stream(side)
+            return loss
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=side):
+                loss = self.step(x, y)
+        except Exception as exc:  # torch raises RuntimeError; the run goes on eagerly
+            torch.cuda.set_stream(main)  # a capture that failed to end leaves its own set
+            self.failed = failure_line(_first_cause(exc))
+        else:
+            self.graph, self._loss = graph, loss
+            graph.replay()
+            return loss
+        self._fell_back(self.failed)
+        return self.step(x, y)
 
-    def _capture(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Record the step on the buffers (nothing runs yet: the caller replays it)."""
-        torch.cuda.synchronize(self.device)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            loss = self.step(x, y)
-        self.graph, self._loss = graph, loss
+
+def _first_cause(exc: BaseException) -> BaseException:
+    """The error a chain began with: a capture that failed inside raises again as it ends
+    ("operation failed due to a previous error during capture")."""
+    while (inner := exc.__cause__ or exc.__context__) is not None:
+        exc = inner
+    return exc
+
+
+def _profiler_ready_for_graphs() -> None:
+    """Start torch's profiler once before the capture, as torch does for its own graphs:
+    profiling a graph captured before the profiler ever ran can fault (pytorch#75504), and
+    the run's busy share is profiled after training (:func:`gputui.engine.pace.busy_share`).
+    A torch without the helper (it is private) goes without."""
+    try:
+        from torch.profiler import _utils  # a private helper that may move
+
+        _utils._init_for_cuda_graphs()
+    except (ImportError, AttributeError):
+        pass

@@ -152,9 +152,6 @@ class _Run:
         self.epochs: list[EpochFinished] = []
         self.batch_size = config.batch_size
         self.step: Step | None = None
-        self.static: StaticStep | None = None
-        """The step replayed from a CUDA graph, when the run's is (``config.graphs``)."""
-        self.said_fell_back = False
         self.pipeline: Pipeline | None = None
         """The run's data, kept while a batch size is probed after an out-of-memory error:
         the retry holds it again (the resident dataset is on the device), so the probe
@@ -280,13 +277,7 @@ class _Run:
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True
 
-        graphed = (  # the step one graph launch: where the host's launches bound its pace
-            config.graphs
-            and device.type == "cuda"
-            and config.pipeline == "resident"
-            and self.world is None
-            and not config.compile
-        )
+        graphed = graphs_apply(config, device, self.world)
         model = CNN().to(device=device, memory_format=self.memory_format)  # type: ignore[call-overload]  # torch's overloads omit memory_format
         optimizer = make_optimizer(model, device, capturable=graphed)
         self.ddp = distributed.wrap(model, device) if self.world is not None else None
@@ -294,7 +285,7 @@ class _Run:
         forward = torch.compile(trained) if config.compile else trained
         self.step = make_step(forward, optimizer, device, bf16=bf16, graphed=graphed)
         if graphed:  # GPU-ONLY
-            self.step = self.static = StaticStep(self.step, device, capture=True)
+            self.step = StaticStep(self.step, device, capture=True, fell_back=self._eager_now)
 
         pipeline = self.pipeline = self._pipeline(data, device)
         self.emit(
@@ -348,6 +339,10 @@ class _Run:
                 self.busy_share = busy_share(self.step, pipeline.epoch(), device)
             except Exception as exc:  # no CUPTI (a container without its permissions)
                 self.emit(Note(f"the GPU's busy time could not be profiled: {failure_line(exc)}"))
+
+    def _eager_now(self, why: str) -> None:
+        """The capture failed: say so as it happens (a run stopped mid-epoch says it too)."""
+        self.emit(Note(f"{GRAPHS_OFF}, the step runs eagerly: {why}"))  # GPU-ONLY
 
     def _pipeline(self, data: Dataset, device: torch.device) -> Pipeline:
         if self.config.pipeline == "classic":
@@ -419,9 +414,6 @@ class _Run:
         clock.stop()
         synchronize(device)
         seconds = time.perf_counter() - started
-        if self.static is not None and self.static.fell_back and not self.said_fell_back:
-            self.said_fell_back = True  # GPU-ONLY
-            self.emit(Note(f"{GRAPHS_OFF}, the step runs eagerly: {self.static.fell_back}"))
         device_seconds, joules = clock.read()
         if self.world is not None:  # the job's epoch: its slowest rank's, its mean loss
             seconds = distributed.slowest(seconds, device)
@@ -517,6 +509,26 @@ class _Run:
             run_dir=self.run_dir,
             busy_share=self.busy_share,
         )
+
+
+def graphs_apply(
+    config: RunConfig, device: torch.device, world: World | None, hip: str | None = None
+) -> bool:
+    """Whether the run replays its step from a CUDA graph: asked (``config.graphs``), on
+    CUDA, where the host's launches bound this CNN's pace; with the resident pipeline (the
+    classic one's pinning thread would call CUDA during a capture), one process, not
+    compiled (``torch.compile`` has graphs of its own). Not on ROCm (``hip``: this torch's
+    HIP version): a capture there can hang on a hipBLASLt handle made mid-capture
+    (pytorch#179961), which no fallback catches."""
+    hip = torch.version.hip if hip is None else hip
+    return (
+        config.graphs
+        and device.type == "cuda"
+        and not hip
+        and config.pipeline == "resident"
+        and world is None
+        and not config.compile
+    )
 
 
 def _from_compiler(exc: BaseException) -> bool:

@@ -222,7 +222,7 @@ class RunConfig(JobConfig):
     compile: bool = False
     """Wrap the model in ``torch.compile``."""
     graphs: bool = True
-    """Replay each step from a CUDA graph once warm (CUDA and ROCm, the resident pipeline,
+    """Replay each step from a CUDA graph once warm (CUDA, not ROCm; the resident pipeline,
     one process, not compiled); a capture that fails falls back to eager with a note."""
     test_limit: int | None = None
     """Use only the first N held-out images for accuracy."""

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import torch
 
+from gputui.device import Device
 from gputui.engine.model import CNN
 from gputui.engine.step import WARMUP_STEPS, StaticStep, make_optimizer, make_step
+from gputui.engine.trainer import graphs_apply
+from gputui.jobs.config import RunConfig
+from gputui.jobs.world import World
 
 CPU = torch.device("cpu")
 
@@ -21,7 +25,7 @@ def _trained(static: bool, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> 
         step = StaticStep(step, CPU, capture=False)
     losses = [float(step(x, y)) for x, y in batches]
     if isinstance(step, StaticStep):
-        assert step.graph is None and step.fell_back is None
+        assert step.graph is None and step.failed is None
     return losses
 
 
@@ -56,3 +60,15 @@ def test_each_batch_reaches_the_step_through_buffers_that_never_move() -> None:
     assert len({pointer for pointer, _ in seen}) == 1  # one buffer, as a graph replays it
     assert all(torch.equal(got, x) for (_, got), (x, _) in zip(seen, batches, strict=True))
     assert static.calls == 3
+
+
+def test_graphs_are_asked_only_where_they_can_run() -> None:
+    cuda, config = torch.device("cuda", 0), RunConfig(device=Device("cuda", 0))
+    assert graphs_apply(config, cuda, None, hip="")
+    assert not graphs_apply(config.with_changes(graphs=False), cuda, None, hip="")  # --no-graphs
+    assert not graphs_apply(config, CPU, None, hip="")
+    assert not graphs_apply(config, cuda, None, hip="6.4.43484")  # ROCm: a capture can hang
+    assert not graphs_apply(config.with_changes(pipeline="classic"), cuda, None, hip="")
+    assert not graphs_apply(config.with_changes(compile=True), cuda, None, hip="")
+    world = World.one_machine(0, 2, "127.0.0.1", 29500)
+    assert not graphs_apply(config, cuda, world, hip="")

@@ -239,6 +239,8 @@ def _warm_up_of(runs: list[RunRecord]) -> str:
         paid.append("cuDNN autotune")
     if any(run.config.compile for run in runs):
         paid.append("torch.compile")
+    if any(run.graphed for run in runs):
+        paid.append("the CUDA graph's capture")
     return ", ".join(paid)
 
 
@@ -316,7 +318,6 @@ _STARTED_FIELDS = (
     "math",
     "batch_size",
     "compile",
-    "graphs",
     "channels_last",
     "num_threads",
     "torch_version",
@@ -340,6 +341,7 @@ def bench_json(runs: list[RunRecord], warnings: Sequence[str] = ()) -> dict[str,
                 "status": run.status,
                 "error": asdict(run.error) if run.error else None,
                 **{name: getattr(started, name, None) for name in _STARTED_FIELDS},
+                "graphs": run.graphed,  # replayed from a CUDA graph: asked, and no failure
                 "data_seconds": run.data_ready.seconds if run.data_ready else None,
                 "warmup_seconds": run.epochs[0].seconds if run.epochs else None,
                 "epoch_seconds": steady.seconds if steady else None,
