@@ -263,10 +263,11 @@ def _profiler_ready_for_graphs() -> None:
     """Start torch's profiler once before the capture, as torch does for its own graphs:
     profiling a graph captured before the profiler ever ran can fault (pytorch#75504), and
     the run's busy share is profiled after training (:func:`gputui.engine.pace.busy_share`).
-    A torch without the helper (it is private) goes without."""
+    A torch without the helper (it is private), or whose profiler fails here, goes without:
+    the busy share's own profiling then says what failed."""
     try:
         from torch.profiler import _utils  # a private helper that may move
 
         _utils._init_for_cuda_graphs()
-    except (ImportError, AttributeError):
+    except Exception:  # best effort, never the run's end
         pass
