@@ -41,6 +41,8 @@ from gputui.jobs.folders import EVENTS_FILE
 
 log = logging.getLogger(__name__)
 
+GROUP_GONE_S = 1.0
+"""The most :meth:`ChildProcess.stop` waits for the killed group's processes to be gone."""
 DEFAULT_GRACE_S = 3.0
 """Seconds between SIGTERM and SIGKILL when stopping."""
 KILL_WAIT_S = 2.0
@@ -260,6 +262,7 @@ class ChildProcess:
         # reused: kill whatever it left behind (DataLoader workers), then reap it.
         _kill_group(proc.pid)
         proc.wait()
+        _wait_group_gone(proc.pid, GROUP_GONE_S)
         for reader in readers:
             reader.join(READER_JOIN_S)
         if proc.stdin is not None:
@@ -436,6 +439,18 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    """Wait until nothing is left of the group just killed: SIGKILL is taken when a process
+    next runs, and a loaded machine's ranks still ran after their job's end had been told."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
 
 
 def oom_kills(vmstat: Path = Path("/proc/vmstat")) -> int | None:
