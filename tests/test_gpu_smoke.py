@@ -91,11 +91,14 @@ def test_the_cpu_rehearsal_passes_without_textual_and_lists_every_check(rehearsa
     report = _report(out)
     assert [c["name"] for c in report["checks"]] == CHECKS
     statuses = {c["name"]: c["status"] for c in report["checks"]}
-    # a GPU's driver, CUDA's math, CUDA's graphs
+    # a GPU's driver, CUDA's math, CUDA's graphs, a device's clock
     gpu_only = {*gpu_smoke.FROM_NVIDIA, "bench resident tf32", "bench resident fp32 eager"}
+    gpu_only.add("timing")
     assert all(statuses[name] == SKIP for name in gpu_only)
     assert {s for n, s in statuses.items() if n not in gpu_only} == {PASS}
-    assert report["ok"] is True and report["counts"] == {PASS: 12, FAIL: 0, SKIP: 6}
+    assert report["ok"] is True and report["counts"] == {PASS: 11, FAIL: 0, SKIP: 7}
+    timing = next(c for c in report["checks"] if c["name"] == "timing")
+    assert timing["detail"] == "bench's epochs have no device clock to compare (wall)"
     for check in report["checks"]:
         assert set(check) == {"name", "status", "figures", "detail"} and check["detail"]
     imports = report["checks"][0]
@@ -262,9 +265,15 @@ def test_a_scale_run_fails_off_its_backend_or_unfinished(rehearsal):
 
 
 def test_timing_and_oom_judgements():
-    assert gpu_smoke.timing_verdict(1000, 1080, "CUDA events", 0.10).status == PASS
-    assert gpu_smoke.timing_verdict(1000, 1200, "CUDA events", 0.10).status == FAIL
-    assert gpu_smoke.timing_verdict(1000, 2000, "clock", None).status == PASS
+    def timed(wall: float, device: float | None) -> dict[str, Any]:
+        return {"pace": {"wall_s": wall, "device_s": device, "device_clock": "CUDA events"}}
+
+    same_run = gpu_smoke.timing_verdict(timed(1.08, 1.0), 0.10)  # bench's own events
+    assert same_run.status == PASS and same_run.figures["gap"] == 0.08
+    assert "1.0800 s by the wall, 1.0000 s by CUDA events: 8.0% apart" in same_run.detail
+    assert gpu_smoke.timing_verdict(timed(1.2, 1.0), 0.10).status == FAIL
+    assert gpu_smoke.timing_verdict(timed(2.0, 1.0), None).status == PASS  # not judged
+    assert gpu_smoke.timing_verdict(timed(1.0, None), 0.10).status == SKIP
     oom = {"status": "error", "error": {"kind": "oom", "message": "m", "suggested_batch_size": 64}}
     assert gpu_smoke.oom_verdict(oom, {"status": "ok"}, 128).status == PASS
     assert gpu_smoke.oom_verdict(oom, {"status": "error"}, 128).status == FAIL
@@ -474,7 +483,6 @@ def test_every_child_and_command_gets_the_device_the_suite_resolves():
 
     runner = RecordingRunner()
     suite = gpu_smoke.Suite(Device("cuda"), runner, None)
-    suite.bench_runs["bench resident fp32 eager"] = {"status": "ok", "images_per_second": 1.0}
     for _names, step in suite.steps():
         list(step())  # the facts child fails here: what a GPU's driver says is SKIP
     devices = []
@@ -485,7 +493,6 @@ def test_every_child_and_command_gets_the_device_the_suite_resolves():
             devices.append(argv[argv.index("--device") + 1])
     assert {argv[argv.index("--child") + 1] for argv in runner.argv if "--child" in argv} == {
         "facts",
-        "steps",
         "hold",
     }
     assert set(devices) == {"cuda:0"}, devices
