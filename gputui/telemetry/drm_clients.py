@@ -492,12 +492,12 @@ class DrmClientSampler:
                 )
             if known.identity is not None:
                 started = known.identity.create_time
-                candidates.append((started if started is not None else float("inf"), pid))
+                first = started if started is not None else float("inf")
+                candidates.append((first, pid, known.identity))
         if not candidates:
             return None
-        pid = min(candidates)[1]
-        identity = self._processes[str(pid)].identity
-        return None if identity is None else (pid, identity)
+        _, pid, identity = min(candidates, key=lambda candidate: candidate[:2])
+        return pid, identity
 
     def _local_pids(self) -> bool:
         """Whether the procfs is this pid namespace's (its ``self`` is this process), so

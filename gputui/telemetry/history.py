@@ -49,15 +49,9 @@ class History:
         self._series: OrderedDict[str, deque[float | None]] = OrderedDict()
 
     @classmethod
-    def for_window(
-        cls,
-        interval_s: float,
-        window_s: float = DEFAULT_WINDOW_S,
-        *,
-        max_metrics: int = DEFAULT_MAX_METRICS,
-    ) -> History:
+    def for_window(cls, interval_s: float, window_s: float = DEFAULT_WINDOW_S) -> History:
         """A history long enough to cover ``window_s`` at one sample per ``interval_s``."""
-        return cls(samples_for_window(window_s, interval_s), max_metrics=max_metrics)
+        return cls(samples_for_window(window_s, interval_s))
 
     @property
     def maxlen(self) -> int:

@@ -232,19 +232,17 @@ class HostSampler:
         *,
         process: psutil.Process | None = None,
         clock: Callable[[], float] = time.monotonic,
-        cpu_model_name: str | None = None,
     ) -> None:
         """Read the static facts and prime the utilization counters.
 
         Args:
             process: The process whose CPU and RSS count as gputui's own (default: this one).
             clock: Gives ``taken_at``.
-            cpu_model_name: Overrides the model name read from the platform.
         """
         self._clock = clock
         self._process = process if process is not None else psutil.Process()
         self._linux = LinuxCounters(psutil.PROCFS_PATH, self._process.pid) if _LINUX else None
-        self._model_name = cpu_model_name if cpu_model_name is not None else read_cpu_model_name()
+        self._model_name = read_cpu_model_name()
         self._physical_cores = psutil.cpu_count(logical=False)
         self._has_load_average = hasattr(psutil, "getloadavg")
         self._frequency_max_mhz: float | None = None

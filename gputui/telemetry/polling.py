@@ -538,33 +538,24 @@ def _asked(
     timeout_s: float,
     sampler: NvmlSampler | None,
 ) -> R:
-    """``ask(sampler)`` waited for at most ``timeout_s``; past it, ``hung(sampler)``, and the
-    sampler stopped (its call left to its thread). A sampler made here is closed after."""
+    """``ask(sampler)`` on a sampler thread of its own, waited for at most ``timeout_s``; past
+    it, ``hung(sampler)``, and the sampler stopped (its call left to its thread). Raises what
+    ``ask`` raised. A sampler made here is closed once it has answered."""
     own = sampler is None
     if sampler is None:
         sampler = NvmlSampler()
-    answered, value = _within(partial(ask, sampler), timeout_s)
-    if not answered:
-        said = hung(sampler)
-        sampler.stop()
-        return said
-    if own:
-        sampler.close()
-    return value  # type: ignore[return-value]  # (what ask returned)
-
-
-def _within(function: Callable[[], object], timeout_s: float) -> tuple[bool, object]:
-    """Run ``function`` on a sampler thread of its own and wait at most ``timeout_s`` for it:
-    ``(True, its value)``, or ``(False, None)`` past the deadline (it goes on, on its thread);
-    raises what ``function`` raised."""
     answer: queue.SimpleQueue[tuple[object, BaseException | None]] = queue.SimpleQueue()
     thread = SamplerThread("gputui-nvml")
-    thread.sample(function, lambda value, error: answer.put((value, error)))
+    thread.sample(partial(ask, sampler), lambda value, error: answer.put((value, error)))
     thread.close()  # the thread ends once the call has, if ever
     try:
         value, error = answer.get(timeout=max(timeout_s, 0.0))
     except queue.Empty:
-        return False, None
+        said = hung(sampler)
+        sampler.stop()
+        return said
     if error is not None:
         raise error
-    return True, value
+    if own:
+        sampler.close()
+    return value  # type: ignore[return-value]  # (what ask returned)

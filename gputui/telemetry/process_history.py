@@ -123,16 +123,9 @@ class ProcessHistory:
         self._tracks: OrderedDict[ProcessKey, ProcessTrack] = OrderedDict()  # last seen last
 
     @classmethod
-    def for_window(
-        cls,
-        interval_s: float,
-        window_s: float = DEFAULT_WINDOW_S,
-        *,
-        max_processes: int = DEFAULT_MAX_PROCESSES,
-    ) -> ProcessHistory:
+    def for_window(cls, interval_s: float, window_s: float = DEFAULT_WINDOW_S) -> ProcessHistory:
         """A history as long as the monitor's (:meth:`History.for_window`)."""
-        maxlen = samples_for_window(window_s, interval_s)
-        return cls(maxlen, max_processes=max_processes, keep_ended_s=window_s)
+        return cls(samples_for_window(window_s, interval_s), keep_ended_s=window_s)
 
     def record(self, t: float, gpus: Iterable[GpuReading]) -> None:
         """Add a sample for each process ``gpus`` list, read at ``t``, and mark ended those

@@ -129,23 +129,16 @@ def _pod_uid(parts: list[str]) -> str | None:
 def _paths(text: str) -> list[str]:
     """The cgroup paths of a ``/proc/PID/cgroup`` text, v2's first, then v1's
     ``name=systemd``, then the other hierarchies' in their order."""
-    unified: list[str] = []
-    systemd: list[str] = []
-    others: list[str] = []
+    ranked: list[tuple[int, str]] = []
     # On "\n" alone: a cgroup's name may hold "\r", "\x1c" or U+2028, which splitlines()
     # also breaks on, and a user who names a cgroup so would write a line of their choosing
     for line in text.split("\n"):
         hierarchy, _, rest = line.partition(":")
         controllers, colon, path = rest.partition(":")
-        if not colon or not path.startswith("/"):
-            continue
-        if hierarchy == "0" and not controllers:
-            unified.append(path)
-        elif controllers == "name=systemd":
-            systemd.append(path)
-        else:
-            others.append(path)
-    return unified + systemd + others
+        if colon and path.startswith("/"):
+            unified = hierarchy == "0" and not controllers
+            ranked.append((0 if unified else 1 if controllers == "name=systemd" else 2, path))
+    return [path for _, path in sorted(ranked, key=lambda each: each[0])]  # (a stable sort)
 
 
 class WorkloadReader:

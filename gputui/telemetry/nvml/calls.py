@@ -48,13 +48,12 @@ _INIT_ERRORS: dict[int, str] = {
 WEDGED = "the driver may be wedged; check `nvidia-smi` and `dmesg`"
 """What a call that does not return means, and where to look."""
 
-LOST_ERROR = (
-    "The driver reports GpuIsLost: the GPU fell off the bus. Check `dmesg` for Xid errors, "
-    "then reset it (`nvidia-smi -r -i INDEX`) or reboot."
-)
-LOST_BRIEF = "see `dmesg`, then `nvidia-smi -r -i INDEX` or reboot"
-"""``LOST_ERROR`` in a few words (a reading's ``error_brief``)."""
 _HANDLE_ERRORS: dict[int, tuple[str, str]] = {
+    GPU_IS_LOST: (
+        "The driver reports GpuIsLost: the GPU fell off the bus. Check `dmesg` for Xid errors, "
+        "then reset it (`nvidia-smi -r -i INDEX`) or reboot.",
+        "see `dmesg`, then `nvidia-smi -r -i INDEX` or reboot",
+    ),
     NO_PERMISSION: (
         "gputui may not open this GPU (no permission on its /dev/nvidia device); "
         "ask an administrator, or check the device's group.",
@@ -70,7 +69,8 @@ _HANDLE_ERRORS: dict[int, tuple[str, str]] = {
         "Unknown Error: see `dmesg`, `nvidia-smi -r -i INDEX`",
     ),
 }
-"""The sentence for each handle error NVML gives, and its few words."""
+"""The sentence for each handle error NVML gives, and its few words (a reading's ``error``
+and ``error_brief``); GpuIsLost's is also that of a GPU that answered it to any query."""
 
 
 class GpuLost(Exception):
@@ -84,14 +84,11 @@ class Stopped(Exception):
 def describe_handle_error(index: int, code: int | None, detail: str) -> tuple[str, str]:
     """Why GPU ``index``'s handle could not be had, and the fix: one sentence, and the same
     in a few words (a reading's ``error`` and ``error_brief``)."""
-    if code == GPU_IS_LOST:
-        sentence, brief = LOST_ERROR, LOST_BRIEF
-    else:
-        sentence, brief = _HANDLE_ERRORS.get(code or 0) or (
-            f"NVML cannot open this GPU ({detail}); run `nvidia-smi -i INDEX` to see what the "
-            "driver reports, then reset it or reboot.",
-            "cannot open it: run `nvidia-smi -i INDEX`",
-        )
+    sentence, brief = _HANDLE_ERRORS.get(code or 0) or (
+        f"NVML cannot open this GPU ({detail}); run `nvidia-smi -i INDEX` to see what the "
+        "driver reports, then reset it or reboot.",
+        "cannot open it: run `nvidia-smi -i INDEX`",
+    )
     return sentence.replace("INDEX", str(index)), brief.replace("INDEX", str(index))
 
 

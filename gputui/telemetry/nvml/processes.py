@@ -210,11 +210,7 @@ class ProcessAttribution:
             process.pid, process.local_pid, process.create_time
         )
         return replace(
-            process,
-            cpu_percent=cpu,
-            rss_bytes=rss,
-            elapsed_s=elapsed,
-            workload=process.workload if workload is NO_WORKLOAD else workload,
+            process, cpu_percent=cpu, rss_bytes=rss, elapsed_s=elapsed, workload=workload
         )
 
     def _details(

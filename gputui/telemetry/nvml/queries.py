@@ -20,11 +20,10 @@ from gputui.telemetry.nvml.calls import (
     FUNCTION_NOT_FOUND,
     GPU_IS_LOST,
     INVALID_ARGUMENT,
-    LOST_BRIEF,
-    LOST_ERROR,
     NOT_FOUND,
     NOT_SUPPORTED,
     GpuLost,
+    describe_handle_error,
 )
 from gputui.telemetry.nvml.mig import MigDevice, read_mig_devices
 from gputui.telemetry.readings import (
@@ -40,6 +39,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+LOST_RETRY_S = 30.0
+"""Seconds between attempts to read a GPU that answered GpuIsLost."""
 HEALTH_TTL_S = 10.0
 """Seconds ECC errors, pending row remaps, the MIG mode and the MIG devices (their ids and
 processes; not their memory, read every sample) are trusted (they change rarely)."""
@@ -133,8 +134,6 @@ class TrackedGpu:
     """True once the static facts above were read."""
     power_limit_w: float | None = None
     """Enforced power limit, refreshed every ``POWER_LIMIT_TTL_S``."""
-    power_limit_read_at: float | None = None
-    """When the power limit was last asked."""
     pcie_tx: Any = None
     """PCIe transmit throughput as NVML last answered it (KB/s)."""
     pcie_rx: Any = None
@@ -149,15 +148,11 @@ class TrackedGpu:
     """Video encoder utilization, refreshed every ``MEDIA_TTL_S``."""
     decoder_percent: float | None = None
     """Video decoder utilization, refreshed every ``MEDIA_TTL_S``."""
-    media_read_at: float | None = None
-    """When the encoder and decoder utilization were last asked."""
     nvlink_active: int | None = None
     """NVLink links that are up, refreshed every ``NVLINK_STATE_TTL_S``; ``None`` without
     NVLink."""
     nvlink_down: tuple[int, ...] | None = None
     """The numbers of the NVLink links that are down, asked with ``nvlink_active``."""
-    nvlink_state_read_at: float | None = None
-    """When the links' states were last asked (every ``NVLINK_STATE_TTL_S``)."""
     nvlink_throughput: NvlinkThroughput | None = None
     """NVLink's counters as last answered and the rates since the read before (one object
     until the next read, so that each sample's reading shares it)."""
@@ -179,8 +174,6 @@ class TrackedGpu:
     """Whether MIG is enabled, refreshed every ``HEALTH_TTL_S``."""
     mig_devices: list[MigDevice] | None = None
     """In MIG mode, its MIG devices, refreshed every ``HEALTH_TTL_S``; ``None`` out of it."""
-    health_read_at: float | None = None
-    """When those were last asked."""
     process_samples_since_us: int = 0
     """The ``lastSeenTimeStamp`` the next per-process utilization ask gives (µs, the driver's
     clock): ``PROCESS_SAMPLES_WINDOW_US`` before the newest sample answered; 0 (all the driver
@@ -193,6 +186,19 @@ class TrackedGpu:
     """When the energy counter was last asked."""
     energy_slow: bool = False
     """Whether its last answer took more CPU than ``ENERGY_SLOW_S``."""
+    asked_at: dict[str, float] = field(default_factory=dict)
+    """When each group of fields refreshed on its own TTL (``power_limit``, ``health``,
+    ``nvlink_state``, ``media``) was last asked (:func:`due`)."""
+
+
+def due(gpu: TrackedGpu, group: str, now: float, ttl_s: float) -> bool:
+    """Whether ``gpu``'s ``group`` of fields was never asked, or ``ttl_s`` or more before
+    ``now``; if so, it counts as asked at ``now``."""
+    last = gpu.asked_at.get(group)
+    if last is not None and now - last < ttl_s:
+        return False
+    gpu.asked_at[group] = now
+    return True
 
 
 Query = Callable[..., Any]
@@ -354,13 +360,8 @@ def not_ok(gpu: TrackedGpu) -> GpuReading:
         return gpu_reading(
             gpu, GpuState.UNREACHABLE, error=gpu.handle_error, error_brief=gpu.handle_error_brief
         )
-    index = str(gpu.index)
-    return gpu_reading(
-        gpu,
-        GpuState.LOST,
-        error=LOST_ERROR.replace("INDEX", index),
-        error_brief=LOST_BRIEF.replace("INDEX", index),
-    )
+    error, brief = describe_handle_error(gpu.index, GPU_IS_LOST, "")
+    return gpu_reading(gpu, GpuState.LOST, error=error, error_brief=brief)
 
 
 def gpu_reading(
@@ -375,24 +376,22 @@ def gpu_reading(
     sm_clock: Any = None,
     memory_clock: Any = None,
     fan: Any = None,
-    pcie_tx: Any = None,
-    pcie_rx: Any = None,
     pstate: Any = None,
     processes: tuple[GpuProcess, ...] | None = None,
-    power_limit_w: float | None = None,
-    sm_clock_max_mhz: float | None = None,
     clock_events: Any = None,
     mig_devices: tuple[MigDeviceReading, ...] | None = None,
     error: str | None = None,
     error_brief: str | None = None,
 ) -> GpuReading:
     """A reading of ``gpu`` from NVML's raw answers, each in NVML's own unit (°C, mW, mJ, MHz,
-    KB/s of ``_PCIE_UNIT_BYTES``, a bit mask of clock event reasons), ``None`` when not
-    answered. What ``gpu`` keeps between samples is shown only of a GPU that is ``ok``. A
-    value no GPU can take reads ``None`` (:func:`~gputui.telemetry.bounds.in_range`): a broken
-    driver answers integers up to ``2**64 - 1``.
+    a bit mask of clock event reasons), ``None`` when not answered. What ``gpu`` keeps between
+    samples (its PCIe throughput in KB/s of ``_PCIE_UNIT_BYTES`` too) is shown only of a GPU
+    that is ``ok``. A value no GPU can take reads ``None``
+    (:func:`~gputui.telemetry.bounds.in_range`): a broken driver answers integers up to
+    ``2**64 - 1``.
     """
     ok = state is GpuState.OK
+    pcie_rx, pcie_tx = (gpu.pcie_rx, gpu.pcie_tx) if ok else (None, None)
     reading = GpuReading(
         index=gpu.index,
         vendor=Vendor.NVIDIA,
@@ -406,9 +405,9 @@ def gpu_reading(
         memory_total_bytes=int(memory.total) if memory is not None else None,
         temperature_c=float(temperature) if temperature is not None else None,
         power_w=milliwatts / 1000.0 if milliwatts is not None else None,
-        power_limit_w=power_limit_w,
+        power_limit_w=gpu.power_limit_w if ok else None,
         sm_clock_mhz=float(sm_clock) if sm_clock is not None else None,
-        sm_clock_max_mhz=sm_clock_max_mhz,
+        sm_clock_max_mhz=gpu.sm_clock_max_mhz if ok else None,
         fan_percent=float(fan) if fan is not None else None,
         pcie_rx_bytes_per_s=float(pcie_rx * _PCIE_UNIT_BYTES) if pcie_rx is not None else None,
         pcie_tx_bytes_per_s=float(pcie_tx * _PCIE_UNIT_BYTES) if pcie_tx is not None else None,
@@ -630,12 +629,10 @@ def read_media(queries: Queries, gpu: TrackedGpu) -> None:
     gpu.decoder_percent = float(decoder[0]) if decoder is not None else None
 
 
-def refresh_pcie(
-    queries: Queries, gpus: Sequence[TrackedGpu], now: float, lost_retry_s: float
-) -> None:
+def refresh_pcie(queries: Queries, gpus: Sequence[TrackedGpu], now: float) -> None:
     """Ask the PCIe throughput and link of the GPUs whose figures are older than
     ``PCIE_TTL_S``, stalest first, while this sample has spent less than ``PCIE_BUDGET_S`` on
-    them; a GPU lost less than ``lost_retry_s`` ago is left alone.
+    them; a GPU lost less than ``LOST_RETRY_S`` ago is left alone.
 
     A real driver measures PCIe over a window and answers each call after about 20 ms: both
     directions of 8 GPUs every sample would take 320 ms, past a 0.25 s interval. So the GPUs
@@ -646,7 +643,7 @@ def refresh_pcie(
         gpu
         for gpu in gpus
         if gpu.handle is not None
-        and (gpu.lost_at is None or now - gpu.lost_at >= lost_retry_s)
+        and (gpu.lost_at is None or now - gpu.lost_at >= LOST_RETRY_S)
         and (gpu.pcie_read_at is None or now - gpu.pcie_read_at >= PCIE_TTL_S)
     ]
     stale.sort(key=lambda gpu: -1.0 if gpu.pcie_read_at is None else gpu.pcie_read_at)

@@ -32,12 +32,14 @@ from gputui.telemetry.nvml.mig import read_mig_memory
 from gputui.telemetry.nvml.processes import ProcessAttribution, in_own_pid_namespace
 from gputui.telemetry.nvml.queries import (
     HEALTH_TTL_S,
+    LOST_RETRY_S,
     MEDIA_TTL_S,
     NVLINK_STATE_TTL_S,
     NVLINK_TTL_S,
     POWER_LIMIT_TTL_S,
     Queries,
     TrackedGpu,
+    due,
     gpu_reading,
     not_ok,
     read_energy,
@@ -63,8 +65,8 @@ log = logging.getLogger(__name__)
 
 INIT_RETRY_S = 30.0
 """Seconds between attempts to start NVML after it failed."""
-LOST_RETRY_S = 30.0
-"""Seconds between attempts to read a GPU that answered GpuIsLost."""
+CLOSED = "The NVIDIA sampler was closed; start a new one to read the GPUs."
+"""Why a closed sampler reads no GPU."""
 CLOSE_WAIT_S = 1.0
 """Seconds :meth:`NvmlSampler.close` waits for a sample in flight before giving up on it."""
 
@@ -95,10 +97,10 @@ class NvmlSampler:
     never raised:
 
     - No library, or an NVML that will not start: one sentence with the fix, and init is
-      tried again every ``init_retry_s``, so a driver loaded later is picked up.
+      tried again every ``INIT_RETRY_S``, so a driver loaded later is picked up.
     - NotSupported or FunctionNotFound (a driver older than the bindings): ``None``, asked
       once and never again, logged once at debug level.
-    - GpuIsLost: read as ``lost`` (its identity kept) and asked again every ``lost_retry_s``;
+    - GpuIsLost: read as ``lost`` (its identity kept) and asked again every ``LOST_RETRY_S``;
       the other GPUs keep updating.
     - Any other error: that one field is ``None`` for that one sample.
 
@@ -113,8 +115,6 @@ class NvmlSampler:
         library_path: str | os.PathLike[str] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        init_retry_s: float = INIT_RETRY_S,
-        lost_retry_s: float = LOST_RETRY_S,
         raw_commands: bool = False,
     ) -> None:
         """Prepare a sampler; nothing is loaded or asked until the first sample.
@@ -123,14 +123,10 @@ class NvmlSampler:
             library_path: A ``libnvidia-ml.so.1`` to load instead of the one the bindings
                 find; the bindings hold one library a process, so it replaces theirs.
             clock: Monotonic clock, in seconds, for retry timing and ``taken_at``.
-            init_retry_s: Seconds between attempts to start NVML after a failure.
-            lost_retry_s: Seconds between attempts to read a GPU that was lost.
             raw_commands: Keep the secrets in processes' command lines.
         """
         self._library_path = os.fspath(library_path) if library_path is not None else None
         self._clock = clock
-        self._init_retry_s = init_retry_s
-        self._lost_retry_s = lost_retry_s
         self._lock = threading.Lock()
         self._nv: ModuleType | None = None
         self._queries: Queries | None = None
@@ -153,18 +149,18 @@ class NvmlSampler:
             try:
                 return self._sample()
             except Stopped:
-                return self._closed_reading()
+                return NvmlReading(status=_unavailable(CLOSED), gpus=(), taken_at=self._clock())
 
     def _sample(self) -> NvmlReading:
         if self._closed or self._stopping:
-            return self._closed_reading()
+            raise Stopped
         self._progress = []
         if self._gpus is None and not self._start():
             return NvmlReading(status=self._status, gpus=(), taken_at=self._clock())
         assert self._gpus is not None and self._queries is not None
         now = self._clock()
         self._processes.new_sample()
-        refresh_pcie(self._queries, self._gpus, now, self._lost_retry_s)
+        refresh_pcie(self._queries, self._gpus, now)
         for gpu in self._gpus:
             self._progress.append(self._read_gpu(self._queries, gpu, now))
         gpus = tuple(self._progress)
@@ -180,23 +176,16 @@ class NvmlSampler:
         with self._lock:
             try:
                 if self._closed or self._stopping:
-                    return GpuTopology((), (), error=self._closed_reading().status.error)
+                    raise Stopped
                 if self._gpus is None and not self._start():
                     return GpuTopology((), (), error=self._status.error)
                 assert self._gpus is not None and self._queries is not None
                 topology = read_topology(self._queries, self._gpus)
             except Stopped:
-                return GpuTopology((), (), error=self._closed_reading().status.error)
+                return GpuTopology((), (), error=CLOSED)
         if not topology.gpus:
             return GpuTopology((), (), error="NVML answers, but lists no NVIDIA GPU to read.")
         return topology
-
-    def _closed_reading(self) -> NvmlReading:
-        status = NvmlStatus(
-            available=False,
-            error="The NVIDIA sampler was closed; start a new one to read the GPUs.",
-        )
-        return NvmlReading(status=status, gpus=(), taken_at=self._clock())
 
     def pending_call(self) -> DriverCall | None:
         """The NVML call this sampler waits on now, if any; from any thread, without waiting."""
@@ -272,9 +261,9 @@ class NvmlSampler:
         self.close()
 
     def _start(self) -> bool:
-        """Start NVML unless it failed less than ``init_retry_s`` ago; True when it runs."""
+        """Start NVML unless it failed less than ``INIT_RETRY_S`` ago; True when it runs."""
         now = self._clock()
-        if self._init_failed_at is not None and now - self._init_failed_at < self._init_retry_s:
+        if self._init_failed_at is not None and now - self._init_failed_at < INIT_RETRY_S:
             return False
         failed = self._init()
         if failed is None:
@@ -414,8 +403,8 @@ class NvmlSampler:
             IN_FLIGHT.leave()
 
     def _read_gpu(self, queries: Queries, gpu: TrackedGpu, now: float) -> GpuReading:
-        """One GPU's reading; a lost or unreachable GPU is asked again every ``lost_retry_s``."""
-        if gpu.lost_at is not None and now - gpu.lost_at < self._lost_retry_s:
+        """One GPU's reading; a lost or unreachable GPU is asked again every ``LOST_RETRY_S``."""
+        if gpu.lost_at is not None and now - gpu.lost_at < LOST_RETRY_S:
             return not_ok(gpu)
         if gpu.handle is None and not self._open(gpu, now):
             return not_ok(gpu)
@@ -436,19 +425,15 @@ class NvmlSampler:
         ask = queries.ask
         if not gpu.static_read:
             read_static(queries, gpu, minor=self._status.host_pids)
-        if gpu.power_limit_read_at is None or now - gpu.power_limit_read_at >= POWER_LIMIT_TTL_S:
+        if due(gpu, "power_limit", now, POWER_LIMIT_TTL_S):
             milliwatts = ask(gpu, "power_limit")
             gpu.power_limit_w = milliwatts / 1000.0 if milliwatts is not None else None
-            gpu.power_limit_read_at = now
-        if gpu.health_read_at is None or now - gpu.health_read_at >= HEALTH_TTL_S:
+        if due(gpu, "health", now, HEALTH_TTL_S):
             read_health(queries, gpu, self._processes.of_mig)
-            gpu.health_read_at = now
-        if gpu.nvlink_state_read_at is None or now - gpu.nvlink_state_read_at >= NVLINK_STATE_TTL_S:
+        if due(gpu, "nvlink_state", now, NVLINK_STATE_TTL_S):
             read_nvlink_states(queries, gpu)
-            gpu.nvlink_state_read_at = now
-        if gpu.media_read_at is None or now - gpu.media_read_at >= MEDIA_TTL_S:
+        if due(gpu, "media", now, MEDIA_TTL_S):
             read_media(queries, gpu)
-            gpu.media_read_at = now
         if gpu.nvlink_active is not None and (
             gpu.nvlink_read_at is None or now - gpu.nvlink_read_at >= NVLINK_TTL_S
         ):
@@ -465,14 +450,10 @@ class NvmlSampler:
             sm_clock=ask(gpu, "sm_clock"),
             memory_clock=ask(gpu, "memory_clock"),
             fan=ask(gpu, "fan"),
-            pcie_tx=gpu.pcie_tx,
-            pcie_rx=gpu.pcie_rx,
             pstate=ask(gpu, "performance_state"),
             clock_events=ask(gpu, "clock_events"),
             processes=self._processes.read(queries, gpu),
             mig_devices=read_mig_memory(gpu.mig_devices, partial(ask, gpu)),
-            power_limit_w=gpu.power_limit_w,
-            sm_clock_max_mhz=gpu.sm_clock_max_mhz,
         )
 
     def _log_once(self, key: tuple[object, ...], message: str, *args: object) -> None:
