@@ -106,13 +106,13 @@ class ExpositionParser:
         return cast(list[Sample], samples)  # every None was filled
 
 
-def parse_text(text: str, max_series: int = MAX_SERIES) -> list[Sample]:
+def parse_text(text: str) -> list[Sample]:
     """The samples of the series gputui reads in one answer (see :class:`ExpositionParser`).
 
     Raises:
         NotAnExporter: see :meth:`ExpositionParser.parse`.
     """
-    return ExpositionParser(max_series).parse(text)
+    return ExpositionParser().parse(text)
 
 
 def _first_blank(line: str) -> int:

@@ -62,7 +62,7 @@ def fetch(
     deadline: Deadline,
     *,
     max_bytes: int,
-    headers: Mapping[str, str] | None = None,
+    headers: Mapping[str, str],
 ) -> bytes:
     """GET ``url`` (``http`` or ``https``) and return its body, all within ``deadline``.
 
@@ -81,7 +81,7 @@ def fetch(
         raw = connection.sock
         assert raw is not None
         connection.sock = _DeadlineSocket(raw, deadline, received)
-        connection.request("GET", _path(url), headers={"User-Agent": "gputui", **(headers or {})})
+        connection.request("GET", _path(url), headers={"User-Agent": "gputui", **headers})
         response = connection.getresponse()
         if response.status != 200:
             raise _status_error(response)

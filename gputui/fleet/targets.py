@@ -116,11 +116,9 @@ def _host_and_port(entry: str) -> tuple[str, int]:
         except ValueError:
             raise TargetError(f"{entry!r}: {host!r} is not an IPv6 address") from None
     else:
-        host, colon, port_text_or_empty = entry.rpartition(":")
+        host, colon, port_text = entry.rpartition(":")
         if not colon:
             host, port_text = entry, None
-        else:
-            port_text = port_text_or_empty
         if ":" in host:
             raise TargetError(f"{entry!r}: write an IPv6 host in brackets, [ADDRESS]:PORT")
         if not _HOST_NAME.match(host) or not _fits_dns(host):

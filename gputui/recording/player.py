@@ -61,15 +61,6 @@ class FleetFrame:
     """Why the source as a whole did not answer (Prometheus); ``None`` when it did."""
 
 
-def frame_snapshot(frame: Frame) -> Snapshot:
-    """A frame's readings as the live samplers give them.
-
-    Raises:
-        ValueError: the frame is not readings of this format; says which value.
-    """
-    return snapshot_from_dict(frame.readings, taken_at=frame.t)
-
-
 def fleet_frame(frame: Frame) -> FleetFrame:
     """A fleet recording's frame as the fleet view's source gives it.
 
@@ -241,7 +232,9 @@ class Player(FramePlayer[Snapshot]):
     def __init__(self, recording: Recording) -> None:
         """Show the first frame (none where the recording holds none yet), and read the
         runner pane's entries (``gputui --record``)."""
-        super().__init__(recording, frame_snapshot)
+        super().__init__(
+            recording, lambda frame: snapshot_from_dict(frame.readings, taken_at=frame.t)
+        )
         self._runner: list[RunnerEntry] = []
         self._runner_t: list[float] = []  # each entry's frame's time
         if self.header.runner:  # read once: a seek back rebuilds the pane from the start

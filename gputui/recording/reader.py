@@ -413,11 +413,7 @@ class Recording:
         """Every frame, whole, in order, across the parts; ends early at a damaged or
         cut-short line (then :attr:`problem` says where)."""
         self.problem = None
-        for part in self._parts:
-            yield from self._frames(part, None)
-            if self.problem is not None:
-                return
-        self._report(self._later_problem)
+        yield from self._frames_on(0, None)
 
     def at(self, t: float) -> Frame | None:
         """The last frame at or before ``t`` seconds (``math.inf``: the last frame), reading

@@ -52,35 +52,24 @@ class FleetSampled:
     ``gputui snapshot --hosts --json`` writes it (its age as of the frame), and the source's
     own error (Prometheus not answering)."""
 
-    kind: str = FLEET
-
     def __init__(
         self, fleet: FleetSource, source: str, what: str, clock: Callable[[], float]
     ) -> None:
         """Record what ``fleet`` (not started yet) reads: ``source`` (``exporters`` or
         ``prometheus``) for the header, ``what`` (the hosts, in words) for the line that says
         what is recorded, ``clock`` the one its readings' ``taken_at`` are on."""
-        self._fleet = fleet
+        self.fleet = fleet
         self.source: str | None = source
         self.what = what
         self._clock = clock
         self._generation = 0
 
-    def start(self) -> None:
-        self._fleet.start()
-
-    def poll(self) -> None:
-        """The fleet's source paces itself."""
-
-    def close(self) -> None:
-        self._fleet.stop()
-
     def new(self) -> tuple[float, dict[str, Any]] | None:
-        generation = self._fleet.generation
+        generation = self.fleet.generation
         if generation in (0, self._generation):  # nothing read yet, or nothing new
             return None
         now = self._clock()
-        latest = self._fleet.latest()
+        latest = self.fleet.latest()
         if any(host.error == NOT_READ and host.taken_at is None for host in latest):
             return None  # the first round is not over: no host is down for want of a turn
         self._generation = generation
@@ -89,7 +78,7 @@ class FleetSampled:
             for host in latest
         ]
         data = fleet_as_dict(hosts, now)
-        error = self._fleet.error
+        error = self.fleet.error
         data["error"] = None if error is None else one_line(error)
         return now, rounded(data)
 
@@ -154,7 +143,7 @@ def record(
             poller.subscribe(recorder.take)
             poller.start()
         else:
-            sampled.start()
+            sampled.fleet.start()
         until = "" if duration_s is None else f" for {_seconds(duration_s)}"
         announce(
             f"gputui record: recording {what} every {interval_s:g} s{until} into "
@@ -177,7 +166,7 @@ def record(
         if poller is not None:
             poller.close()
         elif sampled is not None:
-            sampled.close()
+            sampled.fleet.stop()
         said = recorder.close()
     if recorder.failure is not None:
         if err is not None:
@@ -197,27 +186,6 @@ def frame_readings(snapshot: Snapshot, at: float, interval_s: float) -> dict[str
     if ages:
         readings[AGES] = ages
     return readings
-
-
-def new_header(
-    interval_s: float, *, kind: str = HOST, source: str | None = None, runner: bool = False
-) -> Header:
-    """The header of a recording made on this machine that starts now: of this machine, or
-    of a fleet (``kind``, ``source``: :class:`~gputui.recording.frames.Header`'s); ``runner``:
-    of the monitor, whose frames may carry its runner pane's jobs."""
-    return Header(
-        version=FORMAT_VERSION,
-        recording=uuid.uuid4().hex,
-        part=0,
-        host=socket.gethostname(),
-        gputui_version=__version__,
-        interval_s=interval_s,
-        full_every=FULL_EVERY,
-        started_unix=time.time(),
-        kind=kind,
-        source=source,
-        runner=runner,
-    )
 
 
 QUEUED_FRAMES = 64
@@ -271,7 +239,19 @@ class Recorder:
         self._started = clock()
         self._interval_s = interval_s
         self._only = only
-        header = new_header(interval_s, kind=kind, source=source, runner=runner)
+        header = Header(
+            version=FORMAT_VERSION,
+            recording=uuid.uuid4().hex,
+            part=0,
+            host=socket.gethostname(),
+            gputui_version=__version__,
+            interval_s=interval_s,
+            full_every=FULL_EVERY,
+            started_unix=time.time(),
+            kind=kind,
+            source=source,
+            runner=runner,
+        )
         self._writer = RecordingWriter(path, header, codec=codec, max_size=max_size, keep=keep)
         self.hang: Callable[[], Latest] | None = None
         """The engine's latest readings, whose ``hang`` stands for NVML's reading while a call

@@ -277,12 +277,8 @@ def fleet_summary_as_dict(summary: FleetSummary) -> dict[str, Any]:
         "source": summary.source,
         **_when_and_where(summary),
         "hosts": [
-            {
-                "host": host.host,
-                "source": host.source,
-                "first_t": host.first_t,
-                "last_t": host.last_t,
-                "frames": host.frames,
+            asdict(host)
+            | {
                 "unreachable_s": _clean(host.unreachable_s),
                 "state_changes": [
                     {"t": t, "state": state, "error": error}
@@ -301,18 +297,10 @@ def render_fleet_summary_json(summary: FleetSummary) -> str:
 
 
 def _gpu_as_dict(gpu: GpuSummary) -> dict[str, Any]:
-    return {
-        "index": gpu.index,
-        "name": gpu.name,
-        "uuid": gpu.uuid,
-        "first_t": gpu.first_t,
-        "last_t": gpu.last_t,
-        "frames": gpu.frames,
+    return asdict(gpu) | {
         "utilization_percent": _spread_as_dict(gpu.utilization_percent),
         "memory_used_bytes": _spread_as_dict(gpu.memory_used_bytes),
-        "memory_total_bytes": gpu.memory_total_bytes,
         "energy_j": _clean(gpu.energy_j),
-        "energy_from": gpu.energy_from,
         "throttled_s": _clean(gpu.throttled_s),
         "throttle_reasons_s": {why: _clean(s) for why, s in gpu.throttle_reasons_s.items()},
         "unanswered_s": _clean(gpu.unanswered_s),

@@ -17,7 +17,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from gputui.fleet.hosts import HostReading
 from gputui.fleet.report import hosts_from_dict
@@ -178,32 +178,31 @@ class FleetSummary(Recorded):
 R = TypeVar("R")
 
 
-def _decoded(recording: Recording, decode: Callable[[Frame], R]) -> Iterator[tuple[Frame, R]]:
-    """Each frame with its readings typed; a frame they do not fit ends the frames there, as
-    a damaged line does (the recording's :attr:`~Recording.problem` says where)."""
-    for frame in recording.frames():
-        try:
-            readings = decode(frame)
-        except ValueError as error:
-            recording.problem = recording.not_a_frame(frame, error)
-            return
-        yield frame, readings
+class _Span(Generic[R]):
+    """The frames of a recording a summary reads, each with its readings (typed by
+    ``decode``) and the time it stands for; their count and first and last times once read."""
 
-
-class _Span:
-    """The frames a summary reads, each with the time it stands for, and their count and
-    first and last times once read."""
-
-    def __init__(self) -> None:
+    def __init__(self, recording: Recording, decode: Callable[[Frame], R]) -> None:
+        self._recording = recording
+        self._decode = decode
         self.frames = 0
         self.first_t: float | None = None
         self.last_t: float | None = None
 
-    def of(self, frames: Iterable[tuple[Frame, R]], cap: float) -> Iterator[tuple[Frame, R, float]]:
-        """Each frame and its readings with the seconds until the next (at most ``cap``: a
-        gap in the recording counts no more), and 0 for the last."""
+    def __iter__(self) -> Iterator[tuple[Frame, R, float]]:
+        """Each frame and its readings with the seconds until the next (at most
+        :data:`GAP_INTERVALS` intervals: a gap in the recording counts no more), and 0 for
+        the last. A frame its readings do not fit ends the frames there, as a damaged line
+        does (the recording's :attr:`~Recording.problem` says where)."""
+        recording = self._recording
+        cap = GAP_INTERVALS * recording.header.interval_s
         previous: tuple[Frame, R] | None = None
-        for frame, readings in frames:
+        for frame in recording.frames():
+            try:
+                readings = self._decode(frame)
+            except ValueError as error:
+                recording.problem = recording.not_a_frame(frame, error)
+                break
             if previous is None:
                 self.first_t = frame.t
             else:
@@ -214,8 +213,9 @@ class _Span:
             self.last_t = previous[0].t
             yield *previous, 0.0
 
-    def recorded(self, recording: Recording) -> dict[str, Any]:
+    def recorded(self) -> dict[str, Any]:
         """:class:`Recorded`'s fields, once the frames are read."""
+        recording = self._recording
         return {
             "started_unix": recording.header.started_unix,
             "interval_s": recording.header.interval_s,
@@ -232,9 +232,8 @@ def summarise(recording: Recording) -> Summary:
     header = recording.header
     tallies: dict[int, _GpuTally] = {}
     runner: list[RunnerEntry] = []
-    span = _Span()
-    frames = _decoded(recording, lambda frame: snapshot_from_dict(frame.readings).gpus)
-    for frame, gpus, weight in span.of(frames, GAP_INTERVALS * header.interval_s):
+    span = _Span(recording, lambda frame: snapshot_from_dict(frame.readings).gpus)
+    for frame, gpus, weight in span:
         if frame.runner:
             runner += entries_of([frame.runner])
         _tally_gpus(tallies, gpus, frame.t, weight)
@@ -242,7 +241,7 @@ def summarise(recording: Recording) -> Summary:
         host=header.host,
         gpus=tuple(tallies[index].summary() for index in sorted(tallies)),
         runs=summarise_runs(runner),
-        **span.recorded(recording),
+        **span.recorded(),
     )
 
 
@@ -257,16 +256,15 @@ def summarise_fleet(recording: Recording) -> FleetSummary:
     """Read every frame of a fleet's ``recording`` and sum it up per host and GPU."""
     header = recording.header
     hosts: dict[str, _HostTally] = {}
-    span = _Span()
-    frames = _decoded(recording, lambda frame: hosts_from_dict(frame.readings, frame.t))
-    for frame, readings, weight in span.of(frames, GAP_INTERVALS * header.interval_s):
+    span = _Span(recording, lambda frame: hosts_from_dict(frame.readings, frame.t))
+    for frame, readings, weight in span:
         for host in readings:
             hosts.setdefault(host.host, _HostTally(host.host, frame.t)).add(host, frame.t, weight)
     return FleetSummary(
         recorded_by=header.host,
         source=header.source,
         hosts=tuple(tally.summary() for tally in hosts.values()),
-        **span.recorded(recording),
+        **span.recorded(),
     )
 
 

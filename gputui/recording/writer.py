@@ -206,12 +206,11 @@ def _write_all(fd: int, data: bytes) -> None:
 def cannot_write(error: OSError, path: Path) -> str:
     """``cannot write FILE: why``, in one line, for a recording's file that could not be made
     or written (the file the error names, else ``path``)."""
-    return f"cannot write {error.filename or path}: {_reason(error)}"
+    reason = _REASONS.get(error.errno) or error.strerror or str(error)
+    return f"cannot write {error.filename or path}: {reason}"
 
 
-def _reason(error: OSError) -> str:
-    if error.errno == errno.EEXIST:
-        return "it exists: gputui makes a new file, never writes over one nor through a link"
-    if error.errno == errno.EFBIG:
-        return "the file may not grow any larger (File too large)"
-    return error.strerror or str(error)
+_REASONS: dict[int | None, str] = {
+    errno.EEXIST: "it exists: gputui makes a new file, never writes over one nor through a link",
+    errno.EFBIG: "the file may not grow any larger (File too large)",
+}
