@@ -41,11 +41,12 @@ from gputui.commands.fleet import (
 )
 from gputui.commands.output import (
     OutputFailed,
+    failed,
     forget_output,
     not_a_terminal,
     write_out,
 )
-from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from gputui.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from gputui.format import ellipsize, one_line
 from gputui.jobs.config import ConfigError, DeviceQuery
 
@@ -395,9 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except OutputFailed as exc:
-        if sys.stderr is not None:
-            sys.stderr.write(f"{prog}: error: {exc}\n")
-        return EXIT_FAILED
+        return failed(prog, str(exc))
     except BrokenPipeError:  # `gputui snapshot | head`: quiet, like other Unix tools
         forget_output()
         return EXIT_OK

@@ -17,9 +17,9 @@ import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from gputui.commands.output import write_out
+from gputui.commands.output import say, write_out
 from gputui.device import Device, DeviceError
 from gputui.exits import EXIT_USAGE
 from gputui.format import ellipsize, one_line
@@ -38,6 +38,8 @@ WORKERS_MAX = 256
 """Most ``--workers``: each is a process holding a copy of the dataset."""
 SHOWN_PATH_MAX = 60
 """Longest path an error message shows whole; a longer one is cut, ending in ``...``."""
+
+T = TypeVar("T")
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -172,20 +174,22 @@ SPELT_ELSEWHERE = {"port": "listen"}
 """Other tools' flags, by the one of ours that does their work (exporters' ``--port``)."""
 
 
-def gpu_selection(text: str) -> GpuSelection:
-    """Parse ``--only``: NVML indexes or UUIDs, comma-separated."""
-    try:
-        return GpuSelection.parse(text)
-    except SelectionError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def argument_type(parse: Callable[[str], T], error: type[ValueError]) -> Callable[[str], T]:
+    """An argparse ``type`` that parses with ``parse``, its ``error`` a usage error in its words."""
+
+    def parsed(text: str) -> T:
+        try:
+            return parse(text)
+        except error as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parsed
 
 
-def parse_device(text: str) -> Device:
-    """Parse ``--device``; a device that is not one is a usage error, in one line."""
-    try:
-        return Device.parse(text)
-    except DeviceError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+gpu_selection = argument_type(GpuSelection.parse, SelectionError)
+"""Parse ``--only``: NVML indexes or UUIDs, comma-separated."""
+parse_device = argument_type(Device.parse, DeviceError)
+"""Parse ``--device``."""
 
 
 def seconds(least: float, most: float, flag: str, example: float) -> Callable[[str], float]:
@@ -501,8 +505,7 @@ def usage_line(prog: str, message: str) -> str:
 
 def usage_error(prog: str, message: str) -> int:
     """Write :func:`usage_line` on standard error; returns exit code 2."""
-    if sys.stderr is not None:  # started with standard error closed: the exit code says it
-        sys.stderr.write(usage_line(prog, message) + "\n")
+    say(usage_line(prog, message))
     return EXIT_USAGE
 
 

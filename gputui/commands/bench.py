@@ -26,10 +26,9 @@ from gputui.commands.args import (
     usage_error,
     workers_option,
 )
-from gputui.commands.output import write_out
+from gputui.commands.output import failed, say, write_out
 from gputui.device import Device
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from gputui.format import one_line
 from gputui.jobs.bench.report import bench_json, render_table
 from gputui.jobs.bench.run import PROG, BenchOutcome, run_bench, run_rank, unused_gpus_warning
 from gputui.jobs.config import PIPELINES, PRECISIONS, ConfigError, RunConfig
@@ -137,24 +136,20 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if world is not None:
         return _bench_rank(args, config, world)
     try:
-        refuse_conflicts(args)
-        check_data_options(args)
-        if args.runs_dir is not None:
-            check_runs_dir(args.runs_dir)
+        check_flags(args, writes_runs=True)
         base.validate()
         outcome = run_bench(base, requested, precisions, unused_gpus)
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
     if outcome.failure is not None:
-        sys.stderr.write(one_line(f"{PROG}: error: {outcome.failure}") + "\n")
-        return EXIT_FAILED
+        return failed(PROG, outcome.failure)
     data_error = outcome.data_error
     if args.json:
         write_out(json.dumps(bench_json(outcome.runs, outcome.warnings), indent=2))
     elif data_error is None:  # no data, no figures: the one line says it all
         write_out(render_table(outcome.runs))
     if data_error is not None:
-        sys.stderr.write(one_line(f"{PROG}: error: {data_error.message}") + "\n")
+        say(f"{PROG}: error: {data_error.message}")
     return _exit_code(outcome)
 
 
@@ -172,10 +167,7 @@ def rank_config(
             "under torchrun every rank trains one device with one precision: give one "
             "--device (cuda or cpu) and at most one --precision"
         )
-    refuse_conflicts(args)
-    check_data_options(args)
-    if args.runs_dir is not None and world.leader:
-        check_runs_dir(args.runs_dir)
+    check_flags(args, writes_runs=world.leader)
     config = base.with_changes(device=requested[0], record=base.record and world.leader)
     config.validate()
     config.check_distributed()
@@ -200,13 +192,9 @@ def _bench_rank(args: argparse.Namespace, config: RunConfig, world: World) -> in
     [run] = outcome.runs
     if not world.leader:
         if run.error is not None:
-            sys.stderr.write(one_line(f"{PROG}: rank {world.rank}: error: {run.error.message}"))
-            sys.stderr.write("\n")
+            say(f"{PROG}: rank {world.rank}: error: {run.error.message}")
         return EXIT_OK if run.status == "ok" else EXIT_FAILED
-    if args.json:
-        write_out(json.dumps(bench_json([run]), indent=2))
-    else:
-        write_out(render_table([run]))
+    write_out(json.dumps(bench_json([run]), indent=2) if args.json else render_table([run]))
     return _exit_code(outcome)
 
 
@@ -216,11 +204,12 @@ def _exit_code(outcome: BenchOutcome) -> int:
     return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
-def refuse_conflicts(args: argparse.Namespace) -> None:
-    """Refuse flags that cannot both apply, rather than ignore one of them.
+def check_flags(args: argparse.Namespace, *, writes_runs: bool) -> None:
+    """Refuse flags that cannot both apply, rather than ignore one of them, then check the
+    folders named (``--runs-dir`` only where this process ``writes_runs``), before any child.
 
     Raises:
-        ConfigError: one line naming both flags and what to do.
+        ConfigError: one line naming the flags and what to do.
     """
     if args.workers is not None and args.pipeline != "classic":
         raise ConfigError(
@@ -231,6 +220,9 @@ def refuse_conflicts(args: argparse.Namespace) -> None:
         raise ConfigError(
             "--runs-dir says where run folders go, and --no-record writes none: leave one out"
         )
+    check_data_options(args)
+    if args.runs_dir is not None and writes_runs:
+        check_runs_dir(args.runs_dir)
 
 
 def unused_gpus(listed: DevicesListed, timeout_s: float = NVML_TIMEOUT_S) -> str | None:

@@ -25,9 +25,8 @@ from gputui.commands.args import (
     whole_numbers,
     workers_option,
 )
-from gputui.commands.output import write_out
+from gputui.commands.output import say, write_out
 from gputui.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from gputui.format import one_line
 from gputui.jobs.config import (
     DEFAULT_BATCH_SIZES,
     EXPERIMENTS,
@@ -193,9 +192,16 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
-    """The experiment the parsed command line asks for (not yet validated)."""
-    return ExperimentConfig(
+def validated_config(args: argparse.Namespace) -> ExperimentConfig:
+    """The experiment the parsed command line asks for, checked as far as it can be without torch.
+
+    No side effects: the devices are checked later, in the child (that needs torch).
+
+    Raises:
+        ConfigError: one line naming the bad value and what to use.
+    """
+    check_data_options(args)
+    config = ExperimentConfig(
         **job_settings(args),
         experiment=args.experiment,
         devices=tuple(args.devices or ()),
@@ -206,18 +212,6 @@ def config_from_args(args: argparse.Namespace) -> ExperimentConfig:
         budget_s=args.budget,
         pin_memory=not getattr(args, "pageable", False),
     )
-
-
-def validated_config(args: argparse.Namespace) -> ExperimentConfig:
-    """The experiment the parsed command line asks for, checked as far as it can be without torch.
-
-    No side effects: the devices are checked later, in the child (that needs torch).
-
-    Raises:
-        ConfigError: one line naming the bad value and what to use.
-    """
-    check_data_options(args)
-    config = config_from_args(args)
     config.validate()
     return config
 
@@ -247,7 +241,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     elif result.started is not None:
         write_out(render_result(result))
     if error is not None:
-        sys.stderr.write(one_line(f"{prog}: error: {error.message}") + "\n")
+        say(f"{prog}: error: {error.message}")
     if ctrl_c.pressed:
         return EXIT_INTERRUPTED
     return EXIT_OK if result.status == "ok" else EXIT_FAILED

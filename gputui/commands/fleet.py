@@ -11,8 +11,8 @@ import time
 from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
-from gputui.commands.args import seconds
-from gputui.commands.output import terminal_columns, write_out
+from gputui.commands.args import argument_type, seconds
+from gputui.commands.output import failed, terminal_columns, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK
 from gputui.fleet.targets import DEFAULT_TIMEOUT_S, Target, TargetError, parse_hosts, read_hostfile
 from gputui.format import fmt_counted
@@ -25,20 +25,10 @@ host_timeout_seconds = seconds(1, 60, "--timeout", DEFAULT_TIMEOUT_S)
 """Parse ``--timeout``: how long one host, or this machine's NVIDIA driver, may take."""
 
 
-def hosts_list(text: str) -> tuple[Target, ...]:
-    """Parse ``--hosts``."""
-    try:
-        return parse_hosts(text)
-    except TargetError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def host_file(text: str) -> tuple[Target, ...]:
-    """Parse ``--hostfile``: the file is read as the command line is parsed."""
-    try:
-        return read_hostfile(text)
-    except TargetError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+hosts_list = argument_type(parse_hosts, TargetError)
+"""Parse ``--hosts``."""
+host_file = argument_type(read_hostfile, TargetError)
+"""Parse ``--hostfile``: the file is read as the command line is parsed."""
 
 
 def prometheus_url(text: str) -> str:
@@ -86,7 +76,7 @@ def add_fleet_arguments(parser: argparse.ArgumentParser, dest_prefix: str = "") 
 
 def add_snapshot_fleet_arguments(snapshot: argparse.ArgumentParser) -> None:
     """The fleet flags, and ``--timeout``, on ``gputui snapshot``: its default depends on
-    whether hosts are read (:func:`fleet_timeout`) or this machine."""
+    whether hosts are read or this machine."""
     add_fleet_arguments(snapshot)
     snapshot.add_argument(
         "--timeout",
@@ -99,11 +89,6 @@ def add_snapshot_fleet_arguments(snapshot: argparse.ArgumentParser) -> None:
         "or host that has not answered by then is shown as hung or down, and the exit code "
         "is 1",
     )
-
-
-def fleet_timeout(args: argparse.Namespace) -> float:
-    """``snapshot --timeout`` for a fleet's hosts: as given, else ``DEFAULT_TIMEOUT_S``."""
-    return DEFAULT_TIMEOUT_S if args.timeout is None else float(args.timeout)
 
 
 def targets_of(args: argparse.Namespace, dest_prefix: str = "") -> tuple[Target, ...] | None:
@@ -154,17 +139,17 @@ def run_fleet_app(args: argparse.Namespace) -> int:
 def run_fleet_snapshot(args: argparse.Namespace) -> int:
     """``gputui snapshot`` with a fleet: each host once; exit 1 when any did not answer."""
     # the fleet's readers load only when a fleet is read
-    from gputui.commands.replay import failed
     from gputui.fleet.prometheus import PrometheusError, read_prometheus
     from gputui.fleet.report import render_fleet_json, render_fleet_table
     from gputui.fleet.scrape import scrape_all
 
     targets = targets_of(args)
+    timeout = DEFAULT_TIMEOUT_S if args.timeout is None else float(args.timeout)
     if targets is not None:
-        hosts = scrape_all(targets, fleet_timeout(args))
+        hosts = scrape_all(targets, timeout)
     else:
         try:
-            hosts = read_prometheus(args.prometheus, fleet_timeout(args))
+            hosts = read_prometheus(args.prometheus, timeout)
         except PrometheusError as error:
             return failed("gputui snapshot", str(error))
     now = time.monotonic()

@@ -1,4 +1,5 @@
-"""Standard output for every command: one helper writes it, so that a failed write is one line.
+"""Standard output for every command: one helper writes it, so that a failed write is one line;
+and the one-line messages on standard error (:func:`say`, :func:`failed`).
 
 Each command writes its table or JSON once, at the end, through :func:`write_out`.
 A write that fails (``>/dev/full``, a closed ``>&-``) raises :class:`OutputFailed`,
@@ -14,6 +15,9 @@ import contextlib
 import os
 import shutil
 import sys
+
+from gputui.exits import EXIT_FAILED
+from gputui.format import one_line
 
 ASCII_STAND_INS = str.maketrans({"°": " ", "…": "."})
 """What the reports' non-ASCII characters become where the encoding cannot take them
@@ -68,6 +72,18 @@ def write_out(text: str, end: str = "\n") -> None:
         forget_output()
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise OutputFailed(f"cannot write to standard output: {reason}") from None
+
+
+def say(text: str) -> None:
+    """Write ``text`` on standard error as one line (:func:`one_line`)."""
+    if sys.stderr is not None:  # started with standard error closed: the exit code says it
+        sys.stderr.write(one_line(text) + "\n")
+
+
+def failed(prog: str, message: str) -> int:
+    """Write ``PROG: error: MESSAGE`` on standard error, one line; returns exit code 1."""
+    say(f"{prog}: error: {message}")
+    return EXIT_FAILED
 
 
 def encodable(text: str, encoding: str | None) -> str:

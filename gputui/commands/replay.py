@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gputui.commands.args import examples, recording_file, usage_error
-from gputui.commands.output import not_a_terminal, text_width, write_out
+from gputui.commands.output import failed, not_a_terminal, say, text_width, write_out
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import one_line
 
@@ -189,17 +188,7 @@ def said(prog: str, problem: Problem | None, after: str) -> int:
     if problem is None:
         return EXIT_OK
     if problem.cut:
-        _line(f"{prog}: note: {problem}")
+        say(f"{prog}: note: {problem}")
         return EXIT_OK
-    _line(f"{prog}: warning: {problem}; {after}")
+    say(f"{prog}: warning: {problem}; {after}")
     return EXIT_FAILED
-
-
-def failed(prog: str, message: str) -> int:
-    _line(f"{prog}: error: {message}")
-    return EXIT_FAILED
-
-
-def _line(text: str) -> None:
-    if sys.stderr is not None:
-        sys.stderr.write(one_line(text) + "\n")

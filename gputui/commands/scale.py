@@ -115,16 +115,13 @@ def run_scale(args: argparse.Namespace) -> int:
             _config(args, size)  # bad input (mps: no backend) fails before any child starts
     except ConfigError as exc:
         return usage_error(PROG, str(exc))
-    if not sizes:
+    if not sizes or args.device.kind in ("cuda", "xpu"):
         found = default_world_sizes(args.device)
         if isinstance(found, Error):
             return usage_error(PROG, found.message)
-        sizes = list(found)
-    elif args.device.kind in ("cuda", "xpu"):
-        found = default_world_sizes(args.device)
-        if isinstance(found, Error):
-            return usage_error(PROG, found.message)
-        if max(sizes) > max(found):
+        if not sizes:
+            sizes = list(found)
+        elif max(sizes) > max(found):
             return usage_error(
                 PROG,
                 f"{max(sizes)} ranks need {max(sizes)} GPUs and torch sees {max(found)} here: "

@@ -11,9 +11,9 @@ import argparse
 import os
 from typing import Any
 
-from gputui.commands.args import examples, interval_seconds, usage_error
+from gputui.commands.args import argument_type, examples, interval_seconds, usage_error
 from gputui.commands.output import write_out
-from gputui.serve.listen import DEFAULT_LISTEN, ListenAddress, ListenError, parse_listen
+from gputui.serve.listen import DEFAULT_LISTEN, ListenError, parse_listen
 
 PROCESSES_REDACTED = "redacted"
 """``--processes`` alone: command lines with their secrets redacted."""
@@ -21,12 +21,8 @@ PROCESSES_RAW = "raw"
 """``--processes=raw``: command lines as they are."""
 
 
-def listen_address(text: str) -> ListenAddress:
-    """Parse ``--listen``: ``HOST:PORT``, an IPv6 host in brackets."""
-    try:
-        return parse_listen(text)
-    except ListenError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+listen_address = argument_type(parse_listen, ListenError)
+"""Parse ``--listen``: ``HOST:PORT``, an IPv6 host in brackets."""
 
 
 def readable_file(text: str) -> str:
@@ -150,7 +146,15 @@ def run_serve_command(args: argparse.Namespace) -> int:
                 "gputui serve",
                 f"{printing} prints and exits, serving nothing: leave out {serving[0]}",
             )
-        write_out(_printed(rules=args.print_rules), end="")
+        # only what is printed loads
+        if args.print_rules:
+            from gputui.serve.rules import rules_yaml
+
+            write_out(rules_yaml(), end="")
+        else:
+            from gputui.serve.dashboard import dashboard_json
+
+            write_out(dashboard_json(), end="")
         return 0
     # the exporter's modules (prometheus_client) load only to serve
     from gputui.serve.run import ServeError, serve
@@ -174,16 +178,3 @@ def run_serve_command(args: argparse.Namespace) -> int:
         )
     except (ServeError, TlsError) as error:
         return usage_error("gputui serve", str(error))
-
-
-def _printed(*, rules: bool) -> str:
-    """The alerting rules (YAML) or the Grafana dashboard (JSON), as printed."""
-    if rules:
-        # only what is printed loads
-        from gputui.serve.rules import rules_yaml
-
-        return rules_yaml()
-    # (as above)
-    from gputui.serve.dashboard import dashboard_json
-
-    return dashboard_json()

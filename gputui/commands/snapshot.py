@@ -12,12 +12,11 @@ import math
 import socket
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from gputui.commands.args import END, usage_error
 from gputui.commands.fleet import fleet_named, run_fleet_snapshot
-from gputui.commands.output import TEXT_WIDTH_MAX, text_width, write_out
-from gputui.commands.replay import failed, opened, said
+from gputui.commands.output import TEXT_WIDTH_MAX, failed, text_width, write_out
+from gputui.commands.replay import opened, said
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.format import (
     NA,
@@ -116,12 +115,9 @@ def take_snapshot(
     ``hung`` (see :func:`sample_nvml`).
     """
     started = time.monotonic()
-    if host is None:
-        host = HostSampler()
-    if mps is None:
-        mps = MpsSampler()  # on macOS this starts asking PyTorch in the background
-    if drm is None:
-        drm = DrmSampler()
+    host = HostSampler() if host is None else host
+    mps = MpsSampler() if mps is None else mps  # on macOS: asks PyTorch in the background
+    drm = DrmSampler() if drm is None else drm
     drm.sample()  # the window's start, for the counters' rates
     nvml_reading = sample_nvml(timeout_s - (time.monotonic() - started), sampler=nvml)
     mps.wait_for_torch(torch_wait_s)
@@ -175,30 +171,21 @@ def _from_recording(args: argparse.Namespace) -> int:
         return failed(prog, str(recording.not_a_frame(frame, error)))
     when = recorded_at(header, frame.t)
     if args.json:
-        data: dict[str, Any] = dict(frame.readings)
-        data["recorded"] = {
-            "host": header.host,
-            "at": _iso(header.started_unix + frame.t),
-            "t": frame.t,
-        }
-        write_out(json.dumps(data, indent=2, allow_nan=False))
+        at_iso = dt.datetime.fromtimestamp(header.started_unix + frame.t, dt.UTC).isoformat()
+        recorded = {"host": header.host, "at": at_iso, "t": frame.t}
+        write_out(json.dumps({**frame.readings, "recorded": recorded}, indent=2, allow_nan=False))
     elif recording.kind == FLEET:
         title = one_line(f"A fleet recorded on {header.host}, {when}")
         unanswered = frame.readings.get("error")
         if isinstance(unanswered, str):
             title += "\n" + one_line(f"The fleet's source did not answer: {unanswered}")
-        width = text_width()
-        write_out(title + "\n\n" + render_fleet_table(hosts, frame.t, width=width))
+        write_out(title + "\n\n" + render_fleet_table(hosts, frame.t, width=text_width()))
     elif args.compact:
         write_out(render_compact(snapshot, f"{header.host}, {when}", text_width()))
     else:
         title = one_line(f"Recorded on {header.host}, {when}")
         write_out(title + "\n\n" + render_snapshot_table(snapshot, text_width()))
     return said(prog, recording.problem, f"the frame shown is the last before it, {when}")
-
-
-def _iso(unix: float) -> str:
-    return dt.datetime.fromtimestamp(unix, dt.UTC).isoformat()
 
 
 # --- Table ------------------------------------------------------------------------------
@@ -372,10 +359,10 @@ def _gpu_lines(gpu: GpuReading, width: int) -> list[str]:
     ]
     room = width - len(_INDENT * 2)
     lines += _indented(_INDENT * 2, fmt_columns(rows, width=room))
-    clock = fmt_unit(gpu.sm_clock_mhz, "")
-    clock += f" / {fmt_unit(gpu.sm_clock_max_mhz, ' MHz')}"
-    memory_clock = fmt_unit(gpu.memory_clock_mhz, "")
-    memory_clock += f" / {fmt_unit(gpu.memory_clock_max_mhz, ' MHz')}"
+    clock = f"{fmt_unit(gpu.sm_clock_mhz, '')} / {fmt_unit(gpu.sm_clock_max_mhz, ' MHz')}"
+    memory_clock = (
+        f"{fmt_unit(gpu.memory_clock_mhz, '')} / {fmt_unit(gpu.memory_clock_max_mhz, ' MHz')}"
+    )
     link = fmt_pcie_link(
         gpu.pcie_link_gen,
         gpu.pcie_link_gen_max,

@@ -132,10 +132,7 @@ class DoctorReport:
 
     def counts(self) -> dict[Status, int]:
         """How many checks came out each way (every status, zeros included)."""
-        counts = {status: 0 for status in Status}
-        for check in self.checks:
-            counts[check.status] += 1
-        return counts
+        return {status: sum(check.status is status for check in self.checks) for status in Status}
 
     def check(self, name: str) -> Check | None:
         """The check called ``name``, or ``None``."""

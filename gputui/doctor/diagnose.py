@@ -5,7 +5,7 @@ the environment, the platform and the torch probe said) and returns the report,
 so each check is tested with the facts of machines that are not this one.
 :func:`gputui.doctor.run.run_doctor` gathers the facts of this one.
 
-Over 600 lines: every check reads the same facts and writes the same findings, in the order
+One module for every check: each reads the same facts and writes the same findings, in the order
 the report shows them; apart, each would import the others' facts and sentences.
 """
 
@@ -82,7 +82,7 @@ def diagnose(facts: DoctorFacts) -> DoctorReport:
         check_driver_vs_build(facts),
         check_visible_devices(facts, visible),
         check_cuda(facts, visible),
-        *([check_xpu(facts)] if _xpu_build(facts.torch) else []),
+        *([xpu_check(facts.drm, facts.torch)] if _xpu_build(facts.torch) else []),
         check_gpu_code(facts),
         check_mps(facts.platform, facts.torch, python=facts.python),
     ]
@@ -136,13 +136,10 @@ def _packages(torch: TorchFacts) -> tuple[str, ...]:
     return ("torch", *sorted(name for name, version in companions.items() if version))
 
 
-def _cuda_install_fix(facts: DoctorFacts, *, replace: bool = True) -> str:
+def _cuda_install_fix(facts: DoctorFacts) -> str:
     """The exact command for a CUDA build this driver runs, or what to do when there is none."""
     return cuda_install_fix(
-        facts.nvml.status.cuda_driver_version,
-        python=facts.python,
-        packages=_packages(facts.torch),
-        replace=replace,
+        facts.nvml.status.cuda_driver_version, python=facts.python, packages=_packages(facts.torch)
     )
 
 
@@ -582,18 +579,6 @@ def check_gpu_code(facts: DoctorFacts) -> Check:
 def _xpu_build(torch: TorchFacts) -> bool:
     install = _imported(torch)
     return install is not None and install.build == "xpu"
-
-
-def check_xpu(facts: DoctorFacts) -> Check:
-    """``torch.xpu.is_available()`` and ``device_count()`` on an XPU build."""
-    xpu = facts.torch.xpu
-    names = [f"{d.device} {d.name}" for d in facts.torch.devices if d.device.kind == "xpu"]
-    return xpu_check(
-        facts.drm,
-        available=xpu.available if xpu is not None else None,
-        count=(xpu.device_count or 0) if xpu is not None else 0,
-        names=names,
-    )
 
 
 def _gpus_text(gpus: list[tuple[DeviceReport, int]], *, capability: bool = False) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gputui.doctor.checks import Check, Status
+from gputui.doctor.torch_facts import TorchFacts
 from gputui.doctor.wheels import ROCM_ARCH, ROCM_CHANNEL, XPU_CHANNEL, install_command
 from gputui.format import fmt_counted
 from gputui.pci import pci_bus_id
@@ -357,15 +358,18 @@ def rocm_cuda_check(drm: DrmFacts, message: str, *, available: bool, count: int)
     )
 
 
-def xpu_check(drm: DrmFacts, *, available: bool | None, count: int, names: list[str]) -> Check:
-    """``torch.xpu`` on an XPU build: the Intel GPUs it sees (``names``: ``xpu:N name``), or
-    why it sees none; ``available`` is ``None`` when the probe did not ask."""
+def xpu_check(drm: DrmFacts, torch: TorchFacts) -> Check:
+    """``torch.xpu`` on an XPU build (``is_available()``, ``device_count()``): the Intel GPUs it
+    sees, or why it sees none."""
     name = "torch.xpu"
-    if available is None:
+    xpu = torch.xpu
+    if xpu is None or xpu.available is None:
         return Check(name, Status.SKIP, "Unknown: the torch probe stopped before asking XPU.")
+    count = xpu.device_count or 0
+    names = [f"{d.device} {d.name}" for d in torch.devices if d.device.kind == "xpu"]
     listed = f": {', '.join(names)}" if names else ""
-    message = _ended(f"`is_available()` is {available}, `device_count()` is {count}{listed}")
-    if available and count:
+    message = _ended(f"`is_available()` is {xpu.available}, `device_count()` is {count}{listed}")
+    if xpu.available and count:
         return Check(name, Status.OK, message)
     intel = drm.of(Vendor.INTEL)
     if not intel:

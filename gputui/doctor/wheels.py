@@ -22,16 +22,32 @@ from enum import Enum
 INDEX_URL = "https://download.pytorch.org/whl"
 """PyTorch's wheel index; a channel is a folder under it."""
 
-CHANNELS: tuple[tuple[tuple[int, int], str], ...] = (
-    ((13, 0), "cu130"),
-    ((12, 9), "cu129"),
-    ((12, 8), "cu128"),
-    ((12, 6), "cu126"),
-    ((12, 4), "cu124"),
-    ((12, 1), "cu121"),
-    ((11, 8), "cu118"),
-)
-"""CUDA wheel channels PyTorch has published, newest first: (CUDA version, folder).
+CHANNEL_CODE: dict[str, dict[str, frozenset[int]]] = {
+    "cu130": {
+        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
+        "aarch64": frozenset({80, 90, 100, 110, 120}),
+    },
+    "cu129": {
+        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
+        "aarch64": frozenset({80, 90, 100, 120}),
+    },
+    "cu128": {
+        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
+        "aarch64": frozenset({80, 90, 100, 120}),
+    },
+    "cu126": {
+        "x86_64": frozenset({50, 60, 70, 75, 80, 86, 90}),
+        "aarch64": frozenset({80, 90}),
+    },
+    "cu124": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
+    "cu121": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
+    "cu118": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
+}
+"""The CUDA wheel channels PyTorch has published, newest first (``cu128`` for CUDA 12.8,
+:func:`channel_version`), each with the compiled code (``sm_XY`` as ``XY``) of its newest
+torch, per processor, as ``torch.cuda.get_arch_list()`` lists it (torch 2.13's own table,
+``torch.cuda.PYTORCH_RELEASES_CODE_CC``, for cu126 to cu130; torch 2.11 dropped sm_70
+from cu128). Blackwell (10.0, 12.0) needs cu128 or later.
 
 Older torch releases are only on the older channels (torch 2.6 is the last on
 cu124, 2.5 the last on cu121), so an old driver gets a working but older torch.
@@ -67,10 +83,13 @@ def parse_cuda_version(text: str | None) -> tuple[int, int] | None:
 
 def channel_for_driver(driver_cuda: tuple[int, int]) -> str | None:
     """The newest channel a driver supporting CUDA ``driver_cuda`` can run; ``None`` if none."""
-    for version, channel in CHANNELS:
-        if version <= driver_cuda:
-            return channel
-    return None
+    return next((c for c in CHANNEL_CODE if channel_version(c) <= driver_cuda), None)
+
+
+def channel_version(channel: str) -> tuple[int, int]:
+    """``cu128`` -> ``(12, 8)``: the CUDA version a channel's name gives (its last digit the
+    minor version)."""
+    return int(channel[2:-1]), int(channel[-1])
 
 
 def install_command(
@@ -90,32 +109,6 @@ def install_command(
         return f"{python} -m pip uninstall -y {names} && {install}"
     return install
 
-
-CHANNEL_CODE: dict[str, dict[str, frozenset[int]]] = {
-    "cu130": {
-        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
-        "aarch64": frozenset({80, 90, 100, 110, 120}),
-    },
-    "cu129": {
-        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
-        "aarch64": frozenset({80, 90, 100, 120}),
-    },
-    "cu128": {
-        "x86_64": frozenset({75, 80, 86, 90, 100, 120}),
-        "aarch64": frozenset({80, 90, 100, 120}),
-    },
-    "cu126": {
-        "x86_64": frozenset({50, 60, 70, 75, 80, 86, 90}),
-        "aarch64": frozenset({80, 90}),
-    },
-    "cu124": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
-    "cu121": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
-    "cu118": {"x86_64": frozenset({50, 60, 70, 75, 80, 86, 90})},
-}
-"""The compiled code (``sm_XY`` as ``XY``) of the newest torch on each channel, per
-processor, as ``torch.cuda.get_arch_list()`` lists it (torch 2.13's own table,
-``torch.cuda.PYTORCH_RELEASES_CODE_CC``, for cu126 to cu130; torch 2.11 dropped sm_70
-from cu128). Blackwell (10.0, 12.0) needs cu128 or later."""
 
 INTEGRATED = frozenset({53, 62, 72, 87, 101})
 """Jetson and Thor GPUs: only code built for exactly them runs there (torch's rule),
@@ -193,33 +186,21 @@ def channels_for_gpu(capability: int, machine: str | None) -> tuple[str, ...]:
     key = "aarch64" if (machine or "").lower() in ("aarch64", "arm64") else "x86_64"
     return tuple(
         channel
-        for _, channel in CHANNELS
-        if any(_same_family(code, capability) for code in CHANNEL_CODE[channel].get(key, ()))
+        for channel, carried in CHANNEL_CODE.items()
+        if any(_same_family(code, capability) for code in carried.get(key, ()))
     )
 
 
-def channel_version(channel: str) -> tuple[int, int]:
-    """``cu128`` -> ``(12, 8)``."""
-    return next(version for version, name in CHANNELS if name == channel)
-
-
-def cuda_install_fix(
-    driver_cuda: str | None,
-    *,
-    python: str,
-    packages: tuple[str, ...],
-    replace: bool = True,
-) -> str:
+def cuda_install_fix(driver_cuda: str | None, *, python: str, packages: tuple[str, ...]) -> str:
     """The exact command for a CUDA build a driver for CUDA ``driver_cuda`` (NVML's word;
     ``None``: unknown) runs, or what to do when there is none (:func:`install_command`)."""
     driver = parse_cuda_version(driver_cuda)
     channel = channel_for_driver(driver) if driver is not None else None
     if channel is not None:
-        return install_command(channel, python=python, packages=packages, replace=replace)
-    oldest = "{}.{}".format(*CHANNELS[-1][0])  # e.g. 11.8
-    fallback = install_command(
-        f"cu{oldest.replace('.', '')}", python=python, packages=packages, replace=replace
-    )
+        return install_command(channel, python=python, packages=packages)
+    oldest_channel = list(CHANNEL_CODE)[-1]
+    oldest = "{}.{}".format(*channel_version(oldest_channel))  # e.g. 11.8
+    fallback = install_command(oldest_channel, python=python, packages=packages)
     if driver_cuda is None:
         return (
             "run nvidia-smi, read its 'CUDA Version' and pick the newest channel not newer "
