@@ -10,17 +10,21 @@ from dataclasses import replace
 import pytest
 from textual.filter import ANSIToTruecolor
 from textual.geometry import Region
+from textual.strip import Strip
 from textual.widget import Widget
 
+from gputui.telemetry.readings import GpuProcess
 from gputui.ui.widgets.lines import LinesWidget
 from tests.ui.fakes import (
     FakeClock,
+    GiB,
     SettableSampler,
     cpu_reading,
     fake_app,
     gpu_reading,
     lost_gpu,
     nvml_reading,
+    screen_text,
     seeded_history,
     settled,
     wait_until,
@@ -51,6 +55,39 @@ async def test_a_beat_renders_only_the_widgets_whose_lines_changed() -> None:
         for unchanged in ("SteadyScreen", "SteadyHorizontal", "Monitor", "GpuArea", "RunnerPane"):
             assert unchanged not in rendered
         assert again[app.monitor.cpu_panel] != before[app.monitor.cpu_panel]
+
+
+async def test_a_process_s_new_figures_repaint_its_line_of_the_table_alone() -> None:
+    """Each beat changes a listed process's figures: the table repaints that line, not its
+    heading, its other rows or its empty lines, and a row that changed out of view shows its
+    new figures once scrolled to."""
+    many = tuple(GpuProcess(50_000 + n, "ada", f"worker {n}", GiB) for n in range(30))
+    nvml = SettableSampler(nvml_reading([gpu_reading(0, processes=many)]))
+    app = fake_app(nvml=nvml, interval=0.05)
+    async with app.run_test(size=LARGE) as pilot:
+        table = app.monitor.process_table
+        await wait_until(pilot, lambda: len(table.lines) == 31)
+        await pilot.pause()
+        rendered: list[int] = []
+        render_line = table.render_line
+
+        def spy(y: int) -> Strip:
+            rendered.append(y)
+            return render_line(y)
+
+        table.render_line = spy  # type: ignore[method-assign]
+        shown = table.scrollable_content_region.height
+        changed = (
+            replace(many[0], gpu_memory_bytes=2 * GiB),
+            *many[1:29],
+            replace(many[29], gpu_memory_bytes=3 * GiB),  # below the view
+        )
+        nvml.reading = nvml_reading([gpu_reading(0, processes=changed)])
+        await wait_until(pilot, lambda: "2.0 GiB" in screen_text(app))
+        assert set(rendered) == {1} and shown < 31
+        assert "3.0 GiB" not in screen_text(app)
+        table.scroll_end(animate=False)
+        await wait_until(pilot, lambda: "3.0 GiB" in screen_text(app))
 
 
 async def test_no_line_widget_draws_an_ansi_colour_that_the_filter_would_change() -> None:

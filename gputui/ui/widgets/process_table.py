@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 from textual.events import Click, Resize
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -213,13 +213,27 @@ class ProcessTable(ScrollView, SteadyRender, can_focus=True):
         width = self.scrollable_content_region.width
         if width <= 0:
             return  # built on the first resize, once the width is known
+        old, old_width = self._lines, self._width
         lines = self._build(width)
-        if lines == self._lines:
+        if lines == old:
             return
         self._lines = lines
-        self._strips.clear()  # rows change seldom: no need to keep the unchanged ones
-        self.virtual_size = Size(width, len(lines))
-        self.refresh()
+        if len(lines) != len(old) or width != old_width:
+            self._strips.clear()
+            self.virtual_size = Size(width, len(lines))
+            self.refresh()
+            return
+        # The same rows with new figures (each beat): repaint the lines that changed and are
+        # in view, not the table's empty lines and border.
+        top, rows = self.scroll_offset.y, self._rows_in_view()
+        changed = [i for i, (new, was) in enumerate(zip(lines, old, strict=True)) if new != was]
+        for index in changed:
+            self._strips.pop(index, None)
+        shown = [i - top for i in changed if 1 <= i - top <= rows]
+        if changed[0] == 0:  # the heading, pinned on top
+            shown.append(0)
+        if shown:  # (no region at all would repaint the whole table)
+            self.refresh(*(Region(0, y, width, 1) for y in shown))
 
     def on_resize(self, event: Resize) -> None:
         self._lines = []
