@@ -28,7 +28,10 @@ from gputui.jobs.events import StepTimes, WorldJoined
 from gputui.jobs.world import World, backend_for
 
 PROBE_STEPS = 20
-"""Steps of each kind :func:`time_steps` times."""
+"""Steps of each kind :func:`time_steps` times, at most: a short run times as many as one
+of its epochs holds, at least :data:`PROBE_STEPS_MIN` (else, on a CPU, the probe of a
+1,024-image job took five times as long as its epochs)."""
+PROBE_STEPS_MIN = 5
 WAIT_NOTICE_S = 10.0
 """How long a rank waits for the job's store before it says so (once)."""
 PEER_WORDS = ("connection closed", "connection reset", "broken pipe", "timed out", "timeout")
@@ -211,10 +214,11 @@ def time_steps(
     step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     batches: Callable[[], Iterator[Batch]],
     device: torch.device,
+    steps_per_epoch: int,
 ) -> StepTimes:
-    """Time :data:`PROBE_STEPS` steps with the gradients' all-reduce and as many without
-    (``no_sync``), alternating, each between two synchronizations; every rank runs this
-    together.
+    """Time up to :data:`PROBE_STEPS` steps with the gradients' all-reduce and as many
+    without (``no_sync``), alternating, each between two synchronizations; every rank runs
+    this together (``steps_per_epoch`` is the same on every rank).
 
     Without the all-reduce each rank's step is its own compute; the difference of the
     medians is the time a step waits on gradient communication (and on the slowest rank).
@@ -222,7 +226,8 @@ def time_steps(
     with_sync: list[float] = []
     local: list[float] = []
     feed = endless(batches)
-    for _ in range(PROBE_STEPS):
+    steps = min(PROBE_STEPS, max(PROBE_STEPS_MIN, steps_per_epoch))
+    for _ in range(steps):
         for timings, quiet in ((with_sync, False), (local, True)):
             x, y = next(feed)
             synchronize(device)
@@ -238,7 +243,7 @@ def time_steps(
     p50, p95 = _quantile(with_sync, 0.5), _quantile(with_sync, 0.95)
     local_p50 = _quantile(local, 0.5)
     return StepTimes(
-        steps=PROBE_STEPS,
+        steps=steps,
         step_ms_p50=p50,
         step_ms_p95=p95,
         local_step_ms_p50=local_p50,

@@ -333,7 +333,8 @@ class _Run:
             self.epochs.append(result)
             self.emit(memory_reading(self.device))
         if self.ddp is not None:
-            self.emit(distributed.time_steps(self.ddp, self.step, pipeline.epoch, device))
+            spe = pipeline.steps_per_epoch
+            self.emit(distributed.time_steps(self.ddp, self.step, pipeline.epoch, device, spe))
         elif device.type == "cuda":  # GPU-ONLY: the figures are sent; these steps are extra
             try:
                 self.busy_share = busy_share(self.step, pipeline.epoch(), device)
