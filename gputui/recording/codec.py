@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import zlib
-from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -93,13 +92,7 @@ class Encoder:
             CodecMissing: zstd without the module.
         """
         self.codec = codec
-        if codec == ZSTD:
-            module = _zstd_module()
-            self._new_block = module.ZstdCompressor(level=ZSTD_LEVEL).compressobj
-            self._flush = module.COMPRESSOBJ_FLUSH_BLOCK
-        else:
-            self._new_block = partial(zlib.compressobj, GZIP_LEVEL, zlib.DEFLATED, 31)
-            self._flush = zlib.Z_SYNC_FLUSH
+        self._zstd = _zstd_module().ZstdCompressor(level=ZSTD_LEVEL) if codec == ZSTD else None
         self._block: Any = None
 
     def frame(self, data: bytes) -> bytes:
@@ -108,8 +101,15 @@ class Encoder:
         if self.codec == PLAIN:
             return data
         if self._block is None:
-            self._block = self._new_block()
-        return bytes(self._block.compress(data) + self._block.flush(self._flush))
+            self._block = (
+                self._zstd.compressobj()
+                if self._zstd is not None
+                else zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+            )
+        if self._zstd is not None:
+            flush = _zstd_module().COMPRESSOBJ_FLUSH_BLOCK
+            return bytes(self._block.compress(data) + self._block.flush(flush))
+        return bytes(self._block.compress(data) + self._block.flush(zlib.Z_SYNC_FLUSH))
 
     def end_block(self) -> bytes:
         """The end of the open block (its trailer), if one is open: what to append."""
@@ -130,13 +130,10 @@ class Decoder:
             CodecMissing: zstd without the module.
         """
         self.codec = codec
-        if codec == ZSTD:
-            module = _zstd_module()
-            self._new_block = module.ZstdDecompressor().decompressobj
-            self._errors: tuple[type[Exception], ...] = (zlib.error, module.ZstdError)
-        else:
-            self._new_block = partial(zlib.decompressobj, 31)
-            self._errors = (zlib.error,)
+        self._zstd = _zstd_module().ZstdDecompressor() if codec == ZSTD else None
+        self._errors: tuple[type[Exception], ...] = (zlib.error,)
+        if self._zstd is not None:
+            self._errors += (_zstd_module().ZstdError,)
         self._block: Any = None
 
     def decode(self, data: bytes) -> bytes:
@@ -151,7 +148,11 @@ class Decoder:
         try:
             while data:
                 if self._block is None:
-                    self._block = self._new_block()
+                    self._block = (
+                        self._zstd.decompressobj()
+                        if self._zstd is not None
+                        else zlib.decompressobj(31)
+                    )
                 out.append(self._block.decompress(data))
                 if not self._block.eof:
                     break
