@@ -699,8 +699,9 @@ def scale_section(quick: bool) -> Section:
             f"`gputui scale --device cpu` trains the CNN on {limit} synthetic images, batch 256 "
             "per rank (weak scaling), 3 epochs (the steady state is epochs 2 and 3), once with "
             "1 rank and once with 2 ranks on gloo, the cores shared out between them; "
-            f"{rounds} rounds, medians. Step times come from 20 steps with and 20 without "
-            "DDP's all-reduce (`no_sync`), timed one by one after the last epoch.",
+            f"{rounds} rounds, medians. Step times come from up to 20 steps with and as many "
+            "without DDP's all-reduce (`no_sync`; as many as an epoch holds), timed one by one "
+            "after the last epoch.",
             "",
             "| ranks | threads/rank | epoch s | images/s | speedup | efficiency | all-reduce "
             "| step ms | step ms without all-reduce |",

@@ -46,7 +46,7 @@ from gputui.jobs.scale.report import render_scale, scale_rows, scale_warnings
 PROG = "gputui scale"
 PROBE_NOTE = (
     "timing steps with and without the gradients' all-reduce, for the all-reduce column "
-    "(in a short run, longer than the epochs)"
+    "(as many steps as an epoch holds, 5 to 20 of each)"
 )
 
 

@@ -88,6 +88,11 @@ async def test_a_process_s_new_figures_repaint_its_line_of_the_table_alone() -> 
         assert "3.0 GiB" not in screen_text(app)
         table.scroll_end(animate=False)
         await wait_until(pilot, lambda: "3.0 GiB" in screen_text(app))
+        # Scrolled, and nothing changing: the table hands over its last strips again, with
+        # no line of it left marked dirty by the partial repaints.
+        painted = app.handled["nvml"]
+        await wait_until(pilot, lambda: app.handled["nvml"] > painted + 1)
+        assert table.render_lines(whole(table)) is table.render_lines(whole(table))
 
 
 async def test_no_line_widget_draws_an_ansi_colour_that_the_filter_would_change() -> None:
