@@ -1,6 +1,6 @@
 """The GPU smoke suite's CPU rehearsal, run whole as CI runs it, and its judgements.
 
-The suite runs once (about a minute on two cores) with Textual made unimportable, as on
+The suite runs once (about two minutes on two cores) with Textual made unimportable, as on
 the GPU machines it is written for. Its judgements are then checked against the very
 results it recorded, each changed in the one way that must turn a PASS into a FAIL.
 """
