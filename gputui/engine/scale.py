@@ -1,10 +1,12 @@
 """``gputui scale``'s child: one world size, launched with torch's own launcher.
 
 This process (``python -m gputui.engine scale CONFIG``) starts ``world_size`` ranks
-with ``torch.multiprocessing.start_processes`` (spawn): each sets the variables torchrun
+with ``torch.multiprocessing.start_processes``: each sets the variables torchrun
 would set (``RANK``, ``MASTER_PORT``...) and trains exactly as ``gputui bench`` under
 torchrun does (:func:`gputui.engine.trainer.run_training`). torch's process context
-watches them: when one rank fails it ends the others.
+watches them: when one rank fails it ends the others. On Linux, CPU ranks are forked from
+this process, which has imported torch and the trainer by then (each spawned rank would
+import them again: about 3 CPU-seconds); GPU ranks are spawned, as CUDA requires.
 
 Rank 0's events are passed on as they come; the other ranks send only how they ended.
 The last event is decided once every rank is gone, so that it names the rank that
@@ -19,6 +21,7 @@ import os
 import queue
 import signal
 import socket
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -63,13 +66,16 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
         return EXIT_USAGE
     ranks = config.world_size
     run = rank_config(config)
-    mailbox: Any = mp.get_context("spawn").Queue()
+    method = start_method(config.device.kind)
+    if method == "fork":  # what every rank loads, loaded once
+        import gputui.engine.trainer  # noqa: F401
+    mailbox: Any = mp.get_context(method).Queue()
     context = start_processes(  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         _rank_main,
         args=(run.to_json(), mailbox, os.getpid(), _free_port(), ranks),
         nprocs=ranks,
         join=False,
-        start_method="spawn",
+        start_method=method,
     )
     emit(RanksStarted(pids=tuple(context.pids())))
     ends: dict[int, Event] = {}
@@ -108,6 +114,13 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
     if isinstance(last, Finished):
         return EXIT_OK
     return EXIT_USAGE if last.kind in {"config", "device"} else EXIT_FAILED
+
+
+def start_method(kind: str) -> str:
+    """How the ranks start: forked on a Linux CPU (this process has not run a torch op, so
+    there is no thread or device state to copy); spawned on a GPU, whose runtime cannot be
+    forked, and on macOS, whose system libraries are not safe to fork."""
+    return "fork" if kind == "cpu" and sys.platform.startswith("linux") else "spawn"
 
 
 def rank_config(config: ScaleConfig) -> RunConfig:
@@ -173,7 +186,7 @@ def job_end(
 def _rank_main(
     index: int, config_json: str, mailbox: Any, agent_pid: int, port: int, ranks: int
 ) -> None:
-    """One rank, in a process of its own (spawned): train, then exit with the run's code."""
+    """One rank, in a process of its own: train, then exit with the run's code."""
     keep_freed_memory()
     die_with_parent(agent_pid)
     world = World.one_machine(index, ranks, LOOPBACK, port)
@@ -181,11 +194,11 @@ def _rank_main(
     stop = install_stop_signals()
     config = RunConfig.from_json(config_json)
     lower_priority(config.nice)
-    import torch  # only now: see run_scale
+    import torch  # only now (when spawned): see run_scale
 
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    # a rank's: loaded in the spawned rank, not the launcher
+    # (as above)
     from gputui.engine.trainer import run_training
 
     def send(event: Event) -> None:
