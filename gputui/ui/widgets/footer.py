@@ -9,8 +9,10 @@ says).
 
 from __future__ import annotations
 
+from textual.app import ComposeResult
 from textual.events import Resize
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 
 from gputui.ui.widgets.steady import SteadyRender
 
@@ -30,6 +32,17 @@ class FittingFooter(Footer, SteadyRender):
         super().__init__()
         self._full_from = full_from
         self._compact_with_palette_from = compact_with_palette_from
+
+    def compose(self) -> ComposeResult:
+        """Textual's keys, each made in the footer's form: a key starts compact and is
+        bound to the footer's form once mounted, and each change restyles it (twice for
+        every key at each of the start's few composes, a tenth of a second of the first
+        frame here). The palette's key is bound to nothing: it stays compact."""
+        for widget in super().compose():
+            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
+                widget.set_reactive(FooterKey.compact, self.compact)
+                widget.set_class(self.compact, "-compact", update=False)
+            yield widget
 
     def on_mount(self) -> None:
         """Fit the first layout's width (the screen's: the footer spans it)."""
