@@ -12,7 +12,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.events import Resize
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
+from textual.widgets._footer import FooterKey  # (the keys it makes: not exported)
 
 from gputui.ui.widgets.steady import SteadyRender
 
