@@ -144,9 +144,9 @@ class GpuArea(Vertical, SteadyRender):
         return self._list
 
     def watch_mode(self, mode: GpuMode) -> None:
-        """Swap the mode class and draw the GPUs in the new form."""
-        for other, css_class in _MODE_CLASSES.items():
-            self.set_class(other is mode, css_class)
+        """Swap the mode class (at once: each change of class restyles the area) and draw
+        the GPUs in the new form."""
+        self.classes = self.classes.difference(_MODE_CLASSES.values()) | {_MODE_CLASSES[mode]}
         self._show_hang()
         if mode is not GpuMode.MESSAGE:
             self._list.form = mode
