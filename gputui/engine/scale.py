@@ -29,7 +29,6 @@ from gputui.engine.lifecycle import (
     die_with_parent,
     install_stop_signals,
     keep_freed_memory,
-    lower_priority,
 )
 from gputui.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gputui.jobs.config import ConfigError, RunConfig, ScaleConfig, default_threads
@@ -51,8 +50,7 @@ _POLL_S = 0.05
 
 def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) -> int:
     """Train ``config.world_size`` ranks together; returns 0, 1 (failed) or 2 (usage error)."""
-    # torch is imported in functions: a spawned rank imports this module before it may load
-    # torch (after keep_freed_memory, in _rank_main)
+    # torch is loaded here, not at import: job_end and rank_config need none of it
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException, start_processes
 
@@ -117,9 +115,10 @@ def run_scale(config: ScaleConfig, emit: Emit, should_stop: Callable[[], bool]) 
 
 
 def start_method(kind: str) -> str:
-    """How the ranks start: forked on a Linux CPU (this process has not run a torch op, so
-    there is no thread or device state to copy); spawned on a GPU, whose runtime cannot be
-    forked, and on macOS, whose system libraries are not safe to fork."""
+    """How the ranks start: forked on a Linux CPU (this process has run no torch op, so no
+    thread pool or device is copied into a rank, and each rank sets its own signal handlers
+    first); spawned on a GPU, whose runtime cannot be forked, and on macOS, whose system
+    libraries are not safe to fork."""
     return "fork" if kind == "cpu" and sys.platform.startswith("linux") else "spawn"
 
 
@@ -186,15 +185,15 @@ def job_end(
 def _rank_main(
     index: int, config_json: str, mailbox: Any, agent_pid: int, port: int, ranks: int
 ) -> None:
-    """One rank, in a process of its own: train, then exit with the run's code."""
+    """One rank, in a process of its own: train, then exit with the run's code. It runs at
+    the launcher's priority, which ``config.nice`` has set already."""
+    stop = install_stop_signals()  # first: a forked rank has the launcher's until now
     keep_freed_memory()
     die_with_parent(agent_pid)
     world = World.one_machine(index, ranks, LOOPBACK, port)
     os.environ.update(world.environ())
-    stop = install_stop_signals()
     config = RunConfig.from_json(config_json)
-    lower_priority(config.nice)
-    import torch  # only now (when spawned): see run_scale
+    import torch  # (loaded already: by the launcher when forked, by torch's spawn otherwise)
 
     if config.threads is not None:
         torch.set_num_threads(config.threads)

@@ -101,12 +101,16 @@ def test_after_one_step_every_rank_holds_identical_parameters() -> None:
     assert results.get() == 0.0
 
 
+SCALE_NICE = 3
+"""Added to the niceness of :func:`_scale`'s jobs."""
+
+
 @functools.cache
 def _scale(world_size: int, batch_size: int, **changes: Any) -> tuple[Event, ...]:
     """A real job's events (once a worker: each job is seconds of ranks starting torch)."""
     config = ScaleConfig(
         **TINY, limit=1024, test_limit=512, epochs=2, batch_size=batch_size, world_size=world_size
-    ).with_changes(**changes)
+    ).with_changes(nice=SCALE_NICE, **changes)
     with ChildProcess(config) as job:
         return tuple(job.events())
 
@@ -121,6 +125,9 @@ def test_two_ranks_at_batch_b_train_as_one_rank_at_2b() -> None:
     for a, b in zip(epochs_one, epochs_two, strict=True):
         assert b.loss == pytest.approx(a.loss, rel=1e-5)
         assert b.accuracy == a.accuracy  # the ranks' held-out counts add up to the whole
+    for events in (one, two):  # the launcher's niceness, not added again in each rank
+        started = next(e for e in events if isinstance(e, RunStarted))
+        assert started.nice == min(os.nice(0) + SCALE_NICE, 19)
 
 
 def test_a_rank_with_another_seed_trains_otherwise() -> None:

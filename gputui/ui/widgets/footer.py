@@ -35,9 +35,9 @@ class FittingFooter(Footer, SteadyRender):
 
     def compose(self) -> ComposeResult:
         """Textual's keys, each made in the footer's form: a key starts compact and is
-        bound to the footer's form once mounted, and each change restyles it (twice for
-        every key at each of the start's few composes, a tenth of a second of the first
-        frame here). The palette's key is bound to nothing: it stays compact."""
+        bound to the footer's form once mounted, and each change restyles it (in the full
+        form, twice for every key at each of the start's few composes: a tenth of a second
+        of the first frame here). The palette's key is bound to nothing: it stays compact."""
         for widget in super().compose():
             if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
                 widget.set_reactive(FooterKey.compact, self.compact)

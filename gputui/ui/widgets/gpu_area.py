@@ -146,7 +146,9 @@ class GpuArea(Vertical, SteadyRender):
     def watch_mode(self, mode: GpuMode) -> None:
         """Swap the mode class (at once: each change of class restyles the area) and draw
         the GPUs in the new form."""
-        self.classes = self.classes.difference(_MODE_CLASSES.values()) | {_MODE_CLASSES[mode]}
+        classes = self.classes.difference(_MODE_CLASSES.values()) | {_MODE_CLASSES[mode]}
+        if classes != self.classes:  # (an older Textual restyles even for the same classes)
+            self.classes = classes
         self._show_hang()
         if mode is not GpuMode.MESSAGE:
             self._list.form = mode
