@@ -197,7 +197,7 @@ def _rank_main(
 
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    # (as above)
+    # loaded by the launcher when forked; a spawned rank loads it here
     from gputui.engine.trainer import run_training
 
     def send(event: Event) -> None:
